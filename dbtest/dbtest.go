@@ -1,0 +1,128 @@
+// Package dbtest gives tests a real, migrated Postgres schema of their own.
+//
+// The database comes from TEST_DATABASE_URL, else DATABASE_URL, else a private cluster or
+// a testcontainers Postgres found by package localpg. Each call to Schema creates a fresh
+// schema, applies River's and oncebox's migrations into it, and returns a pool whose
+// search_path points at it, so tests and packages run in parallel without seeing each
+// other's rows. The schema is dropped when the test ends.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/localpg"
+	"github.com/oncebox/oncebox/migrations"
+)
+
+var (
+	urlOnce sync.Once
+	baseURL string
+	urlErr  error
+)
+
+// URL returns the base database URL tests run against, starting a private Postgres the
+// first time when no URL is configured. It fails the test with one sentence when no
+// Postgres can be had.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	urlOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		pg, err := localpg.Start(ctx, localpg.Config{EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"}})
+		if err != nil {
+			urlErr = err
+			return
+		}
+		// A private cluster started here lives as long as the test binary; its data folder
+		// is temporary, and the postmaster exits when the folder's owner stops it or the
+		// machine restarts. Test binaries that start one stop it from TestMain via Stop.
+		started = pg
+		baseURL = pg.URL
+	})
+	if urlErr != nil {
+		tb.Fatalf("tests need PostgreSQL: %v", urlErr)
+	}
+	return baseURL
+}
+
+var started *localpg.Postgres
+
+// Stop stops a Postgres that URL started for this test binary, if any. Call it from
+// TestMain after m.Run.
+func Stop() {
+	if started != nil {
+		_ = started.Close(context.Background())
+	}
+}
+
+// Main is a TestMain body: it runs the tests and then stops any Postgres they started.
+func Main(m *testing.M) {
+	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Schema creates a fresh migrated schema and returns a pool bound to it.
+func Schema(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	return SchemaWithConfig(tb, nil)
+}
+
+// SchemaWithConfig is Schema with a hook to adjust the pool configuration.
+func SchemaWithConfig(tb testing.TB, adjust func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
+	ctx := context.Background()
+	url := URL(tb)
+
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		tb.Fatalf("connect to test database: %v", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		admin.Close(ctx)
+		tb.Fatalf("create schema: %v", err)
+	}
+	admin.Close(ctx)
+
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatalf("parse database URL: %v", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 20
+	if adjust != nil {
+		adjust(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("open pool: %v", err)
+	}
+	if _, err := migrations.Migrate(ctx, pool, nil); err != nil {
+		pool.Close()
+		tb.Fatalf("migrate test schema: %v", err)
+	}
+	tb.Cleanup(func() {
+		pool.Close()
+		conn, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		_, _ = conn.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA %s CASCADE", schema))
+	})
+	return pool
+}

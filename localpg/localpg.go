@@ -1,0 +1,159 @@
+package localpg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoPostgres is returned by Start when no source of Postgres is available.
+// Its message is one sentence telling the user what to install or set.
+var ErrNoPostgres = errors.New("no Postgres found: set DATABASE_URL, install the PostgreSQL server (postgresql package), or start Docker")
+
+// Config tells Start where it may look for a Postgres.
+type Config struct {
+	// Env looks up environment variables (the URL variables, PATH and
+	// DOCKER_HOST).
+	//
+	// Defaults to os.LookupEnv.
+	Env func(string) (string, bool)
+
+	// EnvVars are the variables tried in order; the first one set to a
+	// non-empty value wins. Tests use []string{"TEST_DATABASE_URL",
+	// "DATABASE_URL"}.
+	//
+	// Defaults to []string{"DATABASE_URL"}.
+	EnvVars []string
+
+	// DataDir is the data folder of the private cluster. It is created and
+	// initialised when empty, reused when it already holds a cluster, and
+	// locked for as long as the cluster runs. When the process runs as root,
+	// every folder above it must be traversable by the unprivileged user.
+	//
+	// Defaults to a free slot under the user's cache directory
+	// (<cache>/oncebox/localpg/pg<major>/slot-N), or, as root, under
+	// os.TempDir()/oncebox-localpg-<user>/pg<major>/slot-N.
+	DataDir string
+
+	// Database is the database created in a private cluster or a container
+	// and named in the returned URL.
+	//
+	// Defaults to "oncebox".
+	Database string
+
+	// Logger receives progress messages.
+	//
+	// Defaults to a logger that discards everything.
+	Logger *slog.Logger
+
+	// DisablePrivate skips the private cluster.
+	DisablePrivate bool
+
+	// DisableDocker skips testcontainers.
+	DisableDocker bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Env == nil {
+		c.Env = os.LookupEnv
+	}
+	if c.EnvVars == nil {
+		c.EnvVars = []string{"DATABASE_URL"}
+	}
+	if c.Database == "" {
+		c.Database = "oncebox"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if strings.ContainsRune(c.Database, 0) || len(c.Database) > 63 {
+		return fmt.Errorf("database name %q is not valid: use at most 63 bytes and no NUL byte", c.Database)
+	}
+	return nil
+}
+
+// Postgres is a running Postgres found or started by Start.
+type Postgres struct {
+	// URL is a pgx connection string naming an existing database, such as
+	// postgres://postgres@127.0.0.1:41234/oncebox?sslmode=disable.
+	URL string
+
+	// Source says where the Postgres came from: "env:DATABASE_URL",
+	// "private:/usr/lib/postgresql/15/bin" or "testcontainers".
+	Source string
+
+	closeOnce sync.Once
+	closeFunc func(ctx context.Context) error
+	closeErr  error
+}
+
+// Close stops what Start started: the private postmaster (fast shutdown) or
+// the container. It does nothing for a Postgres taken from the environment.
+// Calling Close more than once returns the first call's result.
+func (p *Postgres) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() {
+		if p.closeFunc != nil {
+			p.closeErr = p.closeFunc(ctx)
+		}
+	})
+	return p.closeErr
+}
+
+// Start returns a Postgres from the first source that provides one: an
+// environment variable, a private cluster, or a testcontainers container. It
+// returns ErrNoPostgres when none is available. The caller must call Close.
+func Start(ctx context.Context, cfg Config) (*Postgres, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+
+	for _, name := range cfg.EnvVars {
+		url, ok := cfg.Env(name)
+		if !ok || strings.TrimSpace(url) == "" {
+			continue
+		}
+		if _, err := pgx.ParseConfig(url); err != nil {
+			return nil, fmt.Errorf("%s is not a usable Postgres URL: %w", name, err)
+		}
+		cfg.Logger.InfoContext(ctx, "using Postgres from the environment", slog.String("variable", name))
+		return &Postgres{URL: url, Source: "env:" + name}, nil
+	}
+
+	var privateErr error
+	if !cfg.DisablePrivate {
+		if binDir, ok := findBinDir(cfg.Env); ok {
+			pg, err := startPrivate(ctx, cfg, binDir)
+			if err == nil {
+				return pg, nil
+			}
+			privateErr = fmt.Errorf("start a private Postgres from %s: %w", binDir, err)
+			cfg.Logger.WarnContext(ctx, "private Postgres failed", slog.String("error", privateErr.Error()))
+		} else {
+			cfg.Logger.DebugContext(ctx, "no PostgreSQL server binaries found")
+		}
+	}
+
+	if !cfg.DisableDocker && dockerAnswers(ctx, cfg.Env) {
+		pg, err := startContainer(ctx, cfg)
+		if err == nil {
+			return pg, nil
+		}
+		return nil, errors.Join(privateErr, fmt.Errorf("start a Postgres container: %w", err))
+	}
+
+	if privateErr != nil {
+		return nil, privateErr
+	}
+	return nil, ErrNoPostgres
+}

@@ -1,0 +1,378 @@
+package localpg
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// envOf returns an Env func backed by vars.
+func envOf(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+func TestStartFromEnv(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+
+	t.Run("FirstSetVariableWins", func(t *testing.T) {
+		t.Parallel()
+		pg, err := Start(ctx, Config{
+			Env: envOf(map[string]string{
+				"TEST_DATABASE_URL": "postgres://tester@127.0.0.1:1/test?sslmode=disable",
+				"DATABASE_URL":      "postgres://app@127.0.0.1:2/app?sslmode=disable",
+			}),
+			EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"},
+		})
+		require.NoError(t, err)
+		require.Equal(t, "postgres://tester@127.0.0.1:1/test?sslmode=disable", pg.URL)
+		require.Equal(t, "env:TEST_DATABASE_URL", pg.Source)
+		require.NoError(t, pg.Close(ctx))
+		require.NoError(t, pg.Close(ctx))
+	})
+
+	t.Run("EmptyVariableIsSkipped", func(t *testing.T) {
+		t.Parallel()
+		pg, err := Start(ctx, Config{
+			Env: envOf(map[string]string{
+				"TEST_DATABASE_URL": " ",
+				"DATABASE_URL":      "postgres://app@127.0.0.1:2/app?sslmode=disable",
+			}),
+			EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"},
+		})
+		require.NoError(t, err)
+		require.Equal(t, "env:DATABASE_URL", pg.Source)
+		require.NoError(t, pg.Close(ctx))
+	})
+
+	t.Run("DefaultsToDatabaseURL", func(t *testing.T) {
+		t.Parallel()
+		pg, err := Start(ctx, Config{
+			Env: envOf(map[string]string{
+				"TEST_DATABASE_URL": "postgres://tester@127.0.0.1:1/test",
+				"DATABASE_URL":      "postgres://app@127.0.0.1:2/app",
+			}),
+		})
+		require.NoError(t, err)
+		require.Equal(t, "postgres://app@127.0.0.1:2/app", pg.URL)
+		require.Equal(t, "env:DATABASE_URL", pg.Source)
+		require.NoError(t, pg.Close(ctx))
+	})
+
+	t.Run("UnusableURL", func(t *testing.T) {
+		t.Parallel()
+		_, err := Start(ctx, Config{Env: envOf(map[string]string{"DATABASE_URL": "postgres://a@127.0.0.1:notaport/x"})})
+		require.ErrorContains(t, err, "DATABASE_URL is not a usable Postgres URL")
+	})
+}
+
+func TestStartNothingAvailable(t *testing.T) {
+	t.Parallel()
+
+	pg, err := Start(t.Context(), Config{
+		Env:            envOf(nil),
+		DisablePrivate: true,
+		DisableDocker:  true,
+	})
+	require.Nil(t, pg)
+	require.ErrorIs(t, err, ErrNoPostgres)
+	msg := err.Error()
+	require.Equal(t, "no Postgres found: set DATABASE_URL, install the PostgreSQL server (postgresql package), or start Docker", msg)
+	require.NotContains(t, msg, "\n")
+	require.NotContains(t, msg, ". ", "one sentence only")
+}
+
+// requireServerBinaries skips the test when this machine has no PostgreSQL
+// server binaries outside PATH.
+func requireServerBinaries(t *testing.T) string {
+	t.Helper()
+	binDir, ok := findBinDir(envOf(nil))
+	if !ok {
+		t.Skip("no PostgreSQL server binaries (initdb, postgres) found in /usr/lib/postgresql/*/bin or Homebrew; install the postgresql server package to run this test")
+	}
+	return binDir
+}
+
+// queryOne connects to databaseURL and scans one row of sql.
+func queryOne(t *testing.T, databaseURL, sql string, dest ...any) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), databaseURL)
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	require.NoError(t, conn.QueryRow(t.Context(), sql).Scan(dest...))
+}
+
+func requirePortClosed(t *testing.T, databaseURL string) {
+	t.Helper()
+	u, err := url.Parse(databaseURL)
+	require.NoError(t, err)
+	conn, err := net.DialTimeout("tcp", u.Host, time.Second)
+	if err == nil {
+		_ = conn.Close()
+	}
+	require.Error(t, err, "port %s still answers after Close", u.Host)
+}
+
+func TestStartPrivate(t *testing.T) {
+	t.Parallel()
+	binDir := requireServerBinaries(t)
+	ctx := t.Context()
+
+	// Two at once: each process run takes its own locked data folder.
+	var (
+		wg   sync.WaitGroup
+		pgs  [2]*Postgres
+		errs [2]error
+	)
+	for i := range pgs {
+		wg.Go(func() {
+			pgs[i], errs[i] = Start(ctx, Config{Env: envOf(nil), DisableDocker: true})
+		})
+	}
+	wg.Wait()
+	for i, pg := range pgs {
+		require.NoError(t, errs[i])
+		t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	}
+	require.NotEqual(t, pgs[0].URL, pgs[1].URL)
+
+	for _, pg := range pgs {
+		require.Equal(t, "private:"+binDir, pg.Source)
+		u, err := url.Parse(pg.URL)
+		require.NoError(t, err)
+		require.Equal(t, "127.0.0.1", u.Hostname())
+		require.NotEqual(t, "5432", u.Port())
+		require.Equal(t, "/oncebox", u.Path)
+		require.Equal(t, "disable", u.Query().Get("sslmode"))
+
+		var (
+			one     int
+			db      string
+			dataDir string
+			sockets string
+		)
+		queryOne(t, pg.URL, "SELECT 1, current_database(), current_setting('data_directory'), current_setting('unix_socket_directories')",
+			&one, &db, &dataDir, &sockets)
+		require.Equal(t, 1, one)
+		require.Equal(t, "oncebox", db)
+		require.Empty(t, sockets)
+
+		if os.Geteuid() == 0 {
+			// As root the cluster belongs to an unprivileged user.
+			info, err := os.Stat(dataDir)
+			require.NoError(t, err)
+			owner := strconv.Itoa(int(info.Sys().(*syscall.Stat_t).Uid))
+			require.NotEqual(t, "0", owner)
+			if u, err := user.Lookup("postgres"); err == nil {
+				require.Equal(t, u.Uid, owner)
+			}
+		}
+	}
+
+	for _, pg := range pgs {
+		require.NoError(t, pg.Close(ctx))
+		requirePortClosed(t, pg.URL)
+		require.NoError(t, pg.Close(ctx), "a second Close is a no-op")
+	}
+}
+
+func TestStartPrivateDataDir(t *testing.T) {
+	t.Parallel()
+	requireServerBinaries(t)
+	ctx := t.Context()
+
+	// Under os.TempDir() and traversable, so that an unprivileged user can
+	// reach it when the test runs as root (t.TempDir() is mode 0700).
+	parent, err := os.MkdirTemp("", "localpg-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(parent, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	cfg := Config{
+		Env:           envOf(nil),
+		DisableDocker: true,
+		DataDir:       filepath.Join(parent, "data"),
+		Database:      "reuse test",
+	}
+
+	pg, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	require.FileExists(t, filepath.Join(cfg.DataDir, "PG_VERSION"))
+
+	conn, err := pgx.Connect(ctx, pg.URL)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('from the first run')")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+
+	// The folder is locked while its postmaster runs.
+	_, err = Start(ctx, cfg)
+	require.ErrorContains(t, err, "in use by another process")
+
+	require.NoError(t, pg.Close(ctx))
+	requirePortClosed(t, pg.URL)
+
+	// A second run reuses the initialised folder and its data.
+	pg2, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg2.Close(context.WithoutCancel(ctx)) })
+	var v string
+	queryOne(t, pg2.URL, "SELECT v FROM kept", &v)
+	require.Equal(t, "from the first run", v)
+	require.NoError(t, pg2.Close(ctx))
+}
+
+func TestFindBinDir(t *testing.T) {
+	t.Parallel()
+
+	fakeBin := func(t *testing.T, dir string) {
+		t.Helper()
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		for _, name := range []string{"initdb", "postgres"} {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755))
+		}
+	}
+
+	t.Run("PathFirst", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "bin")
+		fakeBin(t, dir)
+		got, ok := findBinDir(envOf(map[string]string{"PATH": "/nonexistent" + string(filepath.ListSeparator) + dir}))
+		require.True(t, ok)
+		require.Equal(t, dir, got)
+	})
+
+	t.Run("FolderNeedsBothPrograms", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "postgres"), []byte("#!/bin/sh\n"), 0o755))
+		got, _ := findBinDir(envOf(map[string]string{"PATH": dir}))
+		require.NotEqual(t, dir, got)
+	})
+
+	t.Run("HighestVersionFirst", func(t *testing.T) {
+		t.Parallel()
+		root := t.TempDir()
+		for _, v := range []string{"9.6", "15", "10", "16"} {
+			fakeBin(t, filepath.Join(root, "postgresql@"+v, "bin"))
+		}
+		fakeBin(t, filepath.Join(root, "postgresql", "bin"))
+		got := globByVersion(filepath.Join(root, "postgresql*", "bin"), filepath.Join(root, "postgresql"))
+		var names []string
+		for _, dir := range got {
+			names = append(names, filepath.Base(filepath.Dir(dir)))
+		}
+		require.Equal(t, []string{"postgresql", "postgresql@16", "postgresql@15", "postgresql@10", "postgresql@9.6"}, names)
+	})
+}
+
+func TestDockerAnswers(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NoEngineIsQuickAndFalse", func(t *testing.T) {
+		t.Parallel()
+		if _, err := os.Stat("/var/run/docker.sock"); err == nil {
+			t.Skip("/var/run/docker.sock exists on this machine")
+		}
+		home := t.TempDir()
+		// A socket file nobody listens on, as a stopped Docker Desktop leaves.
+		stale := filepath.Join(home, ".docker", "run", "docker.sock")
+		require.NoError(t, os.MkdirAll(filepath.Dir(stale), 0o755))
+		l, err := net.Listen("unix", stale)
+		require.NoError(t, err)
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		require.NoError(t, l.Close())
+
+		begin := time.Now()
+		require.False(t, dockerAnswers(t.Context(), envOf(map[string]string{"HOME": home})))
+		require.False(t, dockerAnswers(t.Context(), envOf(map[string]string{"DOCKER_HOST": "unix://" + stale})))
+		require.False(t, dockerAnswers(t.Context(), envOf(map[string]string{"DOCKER_HOST": "tcp://127.0.0.1:1"})))
+		require.Less(t, time.Since(begin), dockerProbeTimeout)
+	})
+
+	t.Run("EngineThatPings", func(t *testing.T) {
+		t.Parallel()
+		// Unix socket paths are short (108 bytes): not under t.TempDir().
+		dir, err := os.MkdirTemp("", "dock")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		socket := filepath.Join(dir, "docker.sock")
+		l, err := net.Listen("unix", socket)
+		require.NoError(t, err)
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/_ping" {
+				http.NotFound(w, r)
+				return
+			}
+			_, _ = w.Write([]byte("OK"))
+		})}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { _ = srv.Close() })
+
+		require.True(t, dockerAnswers(t.Context(), envOf(map[string]string{"DOCKER_HOST": "unix://" + socket})))
+	})
+}
+
+// TestOrphanHelper is not a test: TestStartPrivateStopsOrphan runs it in a
+// child process, which starts a cluster and exits without Close.
+func TestOrphanHelper(t *testing.T) {
+	dataDir := os.Getenv("LOCALPG_ORPHAN_DATADIR")
+	if dataDir == "" {
+		t.Skip("helper process for TestStartPrivateStopsOrphan")
+	}
+	pg, err := Start(t.Context(), Config{Env: envOf(nil), DisableDocker: true, DataDir: dataDir})
+	if err != nil {
+		fmt.Println("ERROR=" + strings.ReplaceAll(err.Error(), "\n", " | "))
+		os.Exit(1)
+	}
+	fmt.Println("URL=" + pg.URL)
+	os.Exit(0) // No Close: the postmaster is orphaned.
+}
+
+func TestStartPrivateStopsOrphan(t *testing.T) {
+	t.Parallel()
+	requireServerBinaries(t)
+	ctx := t.Context()
+
+	parent, err := os.MkdirTemp("", "localpg-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(parent, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	dataDir := filepath.Join(parent, "data")
+
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestOrphanHelper$", "-test.count=1")
+	child.Env = append(os.Environ(), "LOCALPG_ORPHAN_DATADIR="+dataDir)
+	out, err := child.Output()
+	require.NoError(t, err, "helper output: %s", out)
+	_, orphanURL, found := strings.Cut(string(out), "URL=")
+	require.True(t, found, "helper output: %s", out)
+	orphanURL, _, _ = strings.Cut(orphanURL, "\n")
+	var one int
+	queryOne(t, orphanURL, "SELECT 1", &one) // The orphan outlived its process.
+
+	pg, err := Start(ctx, Config{Env: envOf(nil), DisableDocker: true, DataDir: dataDir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	requirePortClosed(t, orphanURL)
+	queryOne(t, pg.URL, "SELECT 1", &one)
+	require.NoError(t, pg.Close(ctx))
+	requirePortClosed(t, pg.URL)
+}

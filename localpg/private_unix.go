@@ -1,0 +1,454 @@
+//go:build unix
+
+package localpg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	// maxSlots is how many default data folders processes may use at once.
+	maxSlots = 32
+	// portAttempts is how often a start is retried when the free port was
+	// taken by someone else between choosing it and binding it.
+	portAttempts = 3
+	// logTailLines is how much of the server log an error carries.
+	logTailLines = 20
+	// stopTimeout bounds a fast shutdown before it turns into an immediate one.
+	stopTimeout = 20 * time.Second
+)
+
+// osUser is the unprivileged user a root process runs initdb and postgres as.
+type osUser struct {
+	name     string
+	uid, gid int
+}
+
+// cluster is a private postmaster started by this process.
+type cluster struct {
+	binDir  string
+	dataDir string
+	runAs   *osUser // nil: the current user
+	lock    *os.File
+	logger  *slog.Logger
+
+	cmd     *exec.Cmd
+	log     *tailBuffer
+	exited  chan struct{}
+	waitErr error // set before exited is closed
+	port    int
+}
+
+func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, error) {
+	runAs, err := unprivilegedUser()
+	if err != nil {
+		return nil, err
+	}
+	major, err := serverMajor(ctx, binDir)
+	if err != nil {
+		return nil, err
+	}
+
+	var (
+		dataDir string
+		lock    *os.File
+	)
+	if cfg.DataDir != "" {
+		dataDir, lock, err = lockDataDir(cfg.DataDir, runAs)
+	} else {
+		dataDir, lock, err = lockSlot(runAs, major)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger}
+	if err := c.start(ctx, cfg.Database); err != nil {
+		_ = c.lock.Close()
+		return nil, err
+	}
+
+	return &Postgres{
+		URL:       c.url(cfg.Database),
+		Source:    "private:" + binDir,
+		closeFunc: c.stop,
+	}, nil
+}
+
+func (c *cluster) url(database string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.User("postgres"),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
+		Path:     "/" + database,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+// start initialises the data folder when needed, stops a postmaster orphaned
+// there by an earlier run, starts the server and creates database.
+func (c *cluster) start(ctx context.Context, database string) error {
+	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := c.initdb(ctx); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return fmt.Errorf("inspect data folder: %w", err)
+	}
+
+	if _, err := os.Stat(filepath.Join(c.dataDir, "postmaster.pid")); err == nil {
+		c.stopOrphan(ctx)
+	}
+
+	var err error
+	for range portAttempts {
+		err = c.startServer(ctx)
+		if err == nil || !c.log.Contains("could not create any TCP/IP sockets") {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+
+	if err := ensureDatabase(ctx, c.url("postgres"), database); err != nil {
+		_ = c.stop(context.WithoutCancel(ctx))
+		return err
+	}
+	c.logger.InfoContext(ctx, "started private Postgres",
+		slog.String("bin_dir", c.binDir), slog.String("data_dir", c.dataDir), slog.Int("port", c.port))
+	return nil
+}
+
+func (c *cluster) initdb(ctx context.Context) error {
+	c.logger.InfoContext(ctx, "initialising Postgres data folder", slog.String("data_dir", c.dataDir))
+	cmd := c.command(ctx, "initdb", "-D", c.dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("initdb %s: %w\n%s", c.dataDir, err, lastLines(string(out), logTailLines))
+	}
+	return nil
+}
+
+// stopOrphan stops a postmaster left running by a process that died without
+// calling Close. This process holds the folder's lock, so no live process
+// owns that postmaster any more.
+func (c *cluster) stopOrphan(ctx context.Context) {
+	if !isExecutable(filepath.Join(c.binDir, "pg_ctl")) {
+		return
+	}
+	out, err := c.command(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-m", "fast", "-w", "-t", "20").CombinedOutput()
+	c.logger.InfoContext(ctx, "stopped a postmaster left behind by an earlier run",
+		slog.String("data_dir", c.dataDir), slog.Any("error", err), slog.String("output", strings.TrimSpace(string(out))))
+}
+
+// startServer starts postgres on a free port and waits until it answers.
+func (c *cluster) startServer(ctx context.Context) error {
+	c.log = newTailBuffer(16 << 10)
+	c.exited = make(chan struct{})
+	c.waitErr = nil
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.port = port
+
+	// Not CommandContext: the server outlives Start's context.
+	cmd := c.command(context.WithoutCancel(ctx), "postgres",
+		"-D", c.dataDir,
+		"-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories=",
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off",
+		"-c", "max_connections=200",
+	)
+	cmd.Stdout = c.log
+	cmd.Stderr = c.log
+	// Its own process group: a terminal's Ctrl-C reaches this process, which
+	// then calls Close, rather than the server directly.
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run postgres: %w", err)
+	}
+	c.cmd = cmd
+	exited := c.exited
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(exited)
+	}()
+
+	if err := waitReady(ctx, c.url("postgres"), c.exited); err != nil {
+		c.kill()
+		return fmt.Errorf("start postgres on 127.0.0.1:%d: %w\nserver log:\n%s", port, err, c.log.Tail(logTailLines))
+	}
+	return nil
+}
+
+// stop asks the server for a fast shutdown, escalating to an immediate one,
+// and releases the data folder.
+func (c *cluster) stop(ctx context.Context) error {
+	defer c.lock.Close()
+
+	select {
+	case <-c.exited:
+		return fmt.Errorf("postgres had already exited: %v\nserver log:\n%s", c.waitErr, c.log.Tail(logTailLines))
+	default:
+	}
+
+	_ = c.cmd.Process.Signal(syscall.SIGINT) // Fast shutdown.
+	timer := time.NewTimer(stopTimeout)
+	defer timer.Stop()
+	select {
+	case <-c.exited:
+		if c.waitErr != nil {
+			return fmt.Errorf("postgres exited uncleanly: %w\nserver log:\n%s", c.waitErr, c.log.Tail(logTailLines))
+		}
+		c.logger.InfoContext(ctx, "stopped private Postgres", slog.String("data_dir", c.dataDir))
+		return nil
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	c.kill()
+	return fmt.Errorf("postgres did not finish a fast shutdown in time and was stopped immediately")
+}
+
+// kill sends an immediate shutdown, then kills the server's process group
+// when it does not exit within a few seconds, and waits for it.
+func (c *cluster) kill() {
+	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.exited:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.exited
+	}
+}
+
+// command prepares a program of the server's bin folder to run as the
+// cluster's user, from a folder that user can reach.
+func (c *cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, name), args...)
+	cmd.Dir = filepath.Dir(c.dataDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if c.runAs != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.runAs.uid), Gid: uint32(c.runAs.gid)}
+	}
+	return cmd
+}
+
+// unprivilegedUser returns nil when the process is not root, and otherwise
+// the user to run the server as: initdb and postgres refuse to run as root.
+func unprivilegedUser() (*osUser, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, errUID := strconv.Atoi(u.Uid)
+		gid, errGID := strconv.Atoi(u.Gid)
+		if errUID != nil || errGID != nil {
+			continue
+		}
+		return &osUser{name: name, uid: uid, gid: gid}, nil
+	}
+	return nil, errors.New("running as root and neither a postgres nor a nobody user exists: run as an ordinary user or create a postgres system user")
+}
+
+// serverMajor returns the major version printed by postgres --version.
+func serverMajor(ctx context.Context, binDir string) (string, error) {
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "postgres"), "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("postgres --version: %w", err)
+	}
+	// "postgres (PostgreSQL) 15.20 (Debian 15.20-0+deb12u1)"
+	_, rest, ok := strings.Cut(string(out), ")")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) == 0 {
+		return "", fmt.Errorf("postgres --version printed %q, which has no version", strings.TrimSpace(string(out)))
+	}
+	parts := strings.Split(fields[0], ".")
+	if n, err := strconv.Atoi(parts[0]); err == nil && n < 10 && len(parts) > 1 {
+		return parts[0] + "." + parts[1], nil
+	}
+	return parts[0], nil
+}
+
+// lockSlot takes the first free default data folder of this major version.
+func lockSlot(runAs *osUser, major string) (string, *os.File, error) {
+	base, err := slotBase(runAs, major)
+	if err != nil {
+		return "", nil, err
+	}
+	for i := range maxSlots {
+		dir := filepath.Join(base, "slot-"+strconv.Itoa(i))
+		lock, err := tryLock(dir + ".lock")
+		if err != nil {
+			return "", nil, err
+		}
+		if lock == nil {
+			continue
+		}
+		// A folder without PG_VERSION is left over from a failed initdb.
+		if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
+			if err := os.RemoveAll(dir); err != nil {
+				_ = lock.Close()
+				return "", nil, fmt.Errorf("clear data folder: %w", err)
+			}
+		}
+		if err := mkdirOwned(dir, runAs); err != nil {
+			_ = lock.Close()
+			return "", nil, err
+		}
+		return dir, lock, nil
+	}
+	return "", nil, fmt.Errorf("all %d data folders under %s are in use by other processes", maxSlots, base)
+}
+
+// slotBase returns the folder holding the default data folders, creating it.
+// As root it lies under os.TempDir() and belongs to the unprivileged user,
+// since the user's own cache (/root/.cache) is not reachable by others.
+func slotBase(runAs *osUser, major string) (string, error) {
+	if runAs != nil {
+		top := filepath.Join(os.TempDir(), "oncebox-localpg-"+runAs.name)
+		if err := mkdirOwned(top, runAs); err != nil {
+			return "", err
+		}
+		base := filepath.Join(top, "pg"+major)
+		return base, mkdirOwned(base, runAs)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = filepath.Join(os.TempDir(), "oncebox-localpg-"+strconv.Itoa(os.Getuid()))
+	}
+	base := filepath.Join(cache, "oncebox", "localpg", "pg"+major)
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", fmt.Errorf("create cache folder: %w", err)
+	}
+	return base, nil
+}
+
+// lockDataDir locks and prepares a data folder chosen by the caller.
+func lockDataDir(dataDir string, runAs *osUser) (string, *os.File, error) {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", nil, fmt.Errorf("data folder %s: %w", dataDir, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", nil, fmt.Errorf("create parent of data folder: %w", err)
+	}
+	if err := checkReachable(filepath.Dir(dir), runAs); err != nil {
+		return "", nil, err
+	}
+	lock, err := tryLock(dir + ".lock")
+	if err != nil {
+		return "", nil, err
+	}
+	if lock == nil {
+		return "", nil, fmt.Errorf("data folder %s is in use by another process: choose another DataDir or leave it empty", dir)
+	}
+	if err := mkdirOwned(dir, runAs); err != nil {
+		_ = lock.Close()
+		return "", nil, err
+	}
+	return dir, lock, nil
+}
+
+// checkReachable reports an error when runAs cannot traverse dir and every
+// folder above it, which initdb and postgres need.
+func checkReachable(dir string, runAs *osUser) error {
+	if runAs == nil {
+		return nil
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		info, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("inspect folder: %w", err)
+		}
+		perm := info.Mode().Perm()
+		reachable := perm&0o001 != 0
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			reachable = reachable ||
+				(int(st.Uid) == runAs.uid && perm&0o100 != 0) ||
+				(int(st.Gid) == runAs.gid && perm&0o010 != 0)
+		}
+		if !reachable {
+			return fmt.Errorf("the server runs as user %s, who cannot enter %s: choose a DataDir under %s or leave it empty", runAs.name, d, os.TempDir())
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// mkdirOwned creates dir (mode 0700) unless it exists, and as root hands it
+// to runAs. An existing folder must be a real directory owned by that user.
+func mkdirOwned(dir string, runAs *osUser) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create folder: %w", err)
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("inspect folder: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("%s exists and is not a folder", dir)
+	}
+	if runAs == nil {
+		return nil
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == runAs.uid {
+		return nil
+	}
+	if err := os.Lchown(dir, runAs.uid, runAs.gid); err != nil {
+		return fmt.Errorf("hand folder to user %s: %w", runAs.name, err)
+	}
+	return nil
+}
+
+// tryLock takes an exclusive lock on path without waiting. It returns a nil
+// file when another process (or another Start in this one) holds the lock.
+// Closing the file releases the lock.
+func tryLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		_ = f.Close()
+		return nil, nil
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

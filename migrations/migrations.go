@@ -1,0 +1,143 @@
+package migrations
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+//go:embed *.up.sql
+var files embed.FS
+
+// lockID is the advisory lock key held while migrating, so that concurrent runs queue up
+// instead of failing. It spells "oncebox" in ASCII.
+const lockID int64 = 0x6f6e6365626f78
+
+// Migration is one numbered oncebox migration.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// All returns oncebox's own migrations in order.
+func All() ([]Migration, error) {
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		num, rest, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %q: want NNN_name.up.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration %q: version: %w", name, err)
+		}
+		sql, err := fs.ReadFile(files, name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %q: %w", name, err)
+		}
+		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(rest, ".up.sql"), SQL: string(sql)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// Result says what a Migrate call applied.
+type Result struct {
+	// River lists River's migration versions applied by this call.
+	River []int
+	// Oncebox lists oncebox's migration versions applied by this call.
+	Oncebox []int
+}
+
+// Migrate applies River's migrations (through rivermigrate) and then oncebox's, in one
+// transaction under an advisory lock. Running it again is a no-op; concurrent runs wait
+// for each other instead of failing.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Result, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	// River's migrations each need a transaction of their own (some add enum values that
+	// later statements use), so the lock is a session lock on a dedicated connection.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("acquire connection for migration lock: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockID); err != nil {
+		return Result{}, fmt.Errorf("take migration lock: %w", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockID)
+	}()
+
+	var res Result
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return Result{}, fmt.Errorf("river migrator: %w", err)
+	}
+	rr, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return Result{}, fmt.Errorf("apply river migrations: %w", err)
+	}
+	for _, v := range rr.Versions {
+		res.River = append(res.River, v.Version)
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS oncebox_migration (
+			version    integer     PRIMARY KEY,
+			name       text        NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("create oncebox_migration: %w", err)
+		}
+		rows, err := tx.Query(ctx, "SELECT version FROM oncebox_migration")
+		if err != nil {
+			return fmt.Errorf("read applied migrations: %w", err)
+		}
+		versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return fmt.Errorf("read applied migrations: %w", err)
+		}
+		applied := map[int]bool{}
+		for _, v := range versions {
+			applied[v] = true
+		}
+		all, err := All()
+		if err != nil {
+			return err
+		}
+		for _, m := range all {
+			if applied[m.Version] {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO oncebox_migration (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+				return fmt.Errorf("record migration %03d: %w", m.Version, err)
+			}
+			res.Oncebox = append(res.Oncebox, m.Version)
+			logger.InfoContext(ctx, "applied migration", slog.Int("version", m.Version), slog.String("name", m.Name))
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}

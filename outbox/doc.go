@@ -1,0 +1,15 @@
+// Package outbox is oncebox's domain: ops, idempotency keys, payload fingerprints, the
+// states an op moves through, the transactional enqueue, and the River worker that
+// dispatches an op to its vendor once.
+//
+// An op is written with its River job in one transaction (EnqueueTx inside the caller's
+// own pgx transaction, or Enqueue in one of its own). The same key with the same payload
+// returns the stored op; the same key with another payload is refused with
+// ErrKeyConflict and never executed.
+//
+// The dispatch worker commits the op as dispatching, with a fresh attempt token, before it
+// calls the vendor, and records the vendor's answer only where the token still matches,
+// in the same transaction that completes the River job. Vendors are adapters that satisfy
+// the Vendor interface declared here; every vendor error falls into one of three outcome
+// classes (retryable and provably not executed, permanent, or outcome unknown).
+package outbox

@@ -1,0 +1,226 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+)
+
+// MaxArgsBytes is the largest args document Enqueue accepts.
+const MaxArgsBytes = 256 << 10
+
+// EnqueueParams is one tool call to record as an op.
+type EnqueueParams struct {
+	// TenantID owns the op. Required.
+	TenantID int64
+	// Key is the caller's idempotency key; it is normalized with NormalizeKey.
+	Key string
+	// Tool names a registered tool.
+	Tool string
+	// Args are the tool's arguments, a JSON object.
+	Args json.RawMessage
+	// ConversationID and ToolCallID tie the op to the agent's conversation. Optional.
+	ConversationID string
+	ToolCallID     string
+}
+
+// EnqueueResult says what Enqueue did.
+type EnqueueResult struct {
+	// Op is the stored op: the new one, or the one already stored under the key.
+	Op *Op
+	// Replayed is true when the key already held an op with the same fingerprint.
+	Replayed bool
+	// ExpiryCollision is true when the new op's key had been used by an op that has
+	// since expired: a sign that the TTL is shorter than the caller's workflow.
+	ExpiryCollision bool
+}
+
+// Enqueue records an op and its dispatch job in a transaction of its own.
+func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueResult, error) {
+	var res *EnqueueResult
+	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = ob.enqueueTx(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ob.observeEnqueue(params.Tool, res)
+	return res, nil
+}
+
+// EnqueueTx records an op and its dispatch job inside the caller's transaction, so
+// business rows and the op commit (or roll back) together. The same key with the same
+// payload returns the stored op and inserts no job; the same key with another payload
+// returns a *KeyConflictError and writes nothing.
+func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
+	res, err := ob.enqueueTx(ctx, tx, params)
+	if err != nil {
+		return nil, err
+	}
+	ob.observeEnqueue(params.Tool, res)
+	return res, nil
+}
+
+func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult) {
+	switch {
+	case res.Replayed:
+		ob.cfg.Observer.Enqueued(tool, "replay")
+	default:
+		ob.cfg.Observer.Enqueued(tool, "new")
+		if res.ExpiryCollision {
+			ob.cfg.Observer.Enqueued(tool, "expiry_collision")
+			ob.logger.Warn("idempotency key reused after its op expired; the TTL may be shorter than the workflow",
+				slog.Int64("tenant", res.Op.TenantID), slog.String("idempotency_key", res.Op.Key),
+				slog.String("op_id", res.Op.ID), slog.String("tool", tool))
+		}
+	}
+}
+
+// Prepared is a validated tool call, ready to be stored.
+type Prepared struct {
+	Key         string
+	Tool        Tool
+	Args        json.RawMessage
+	Fingerprint Fingerprint
+}
+
+// Prepare validates a tool call without touching the database: the key, the tool, the
+// arguments, and computes the fingerprint.
+func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
+	key, err := NormalizeKey(params.Key)
+	if err != nil {
+		return nil, err
+	}
+	if len(params.Args) > MaxArgsBytes {
+		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(params.Args), MaxArgsBytes)}
+	}
+	args := params.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if !json.Valid(args) {
+		return nil, &ValidationError{Field: "args", Message: "is not valid JSON"}
+	}
+	tool, err := ob.cfg.Tools.Validate(params.Tool, args)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := ComputeFingerprint(params.Tool, args)
+	if err != nil {
+		return nil, &ValidationError{Field: "args", Message: err.Error()}
+	}
+	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp}, nil
+}
+
+func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
+	if params.TenantID == 0 {
+		return nil, errors.New("outbox: EnqueueParams.TenantID is required")
+	}
+	p, err := ob.Prepare(params)
+	if err != nil {
+		return nil, err
+	}
+	status := StatusPending
+	if p.Tool.NeedsApproval != nil && p.Tool.NeedsApproval(p.Args) {
+		status = StatusAwaitingApproval
+	}
+	vendorKey := VendorKey(params.TenantID, p.Key, p.Tool.Name, 0)
+
+	var (
+		inserted, tombstone bool
+		op                  *Op
+	)
+	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, p.Args,
+		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("outbox: insert op: %w", err)
+	}
+	found := false
+	for rows.Next() {
+		op = &Op{}
+		dest := append([]any{&inserted, &tombstone}, op.scanDest()...)
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("outbox: insert op: %w", err)
+		}
+		op.fromScan()
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: insert op: %w", err)
+	}
+	if !found {
+		// The key was committed by a concurrent caller after this statement's snapshot.
+		op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, params.TenantID, p.Key))
+		if err != nil {
+			return nil, fmt.Errorf("outbox: read op after conflict: %w", err)
+		}
+	}
+
+	if !inserted {
+		if op.Fingerprint != p.Fingerprint {
+			return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
+		}
+		return &EnqueueResult{Op: op, Replayed: true}, nil
+	}
+	if status == StatusPending {
+		if err := ob.insertJobTx(ctx, tx, op); err != nil {
+			return nil, err
+		}
+	}
+	return &EnqueueResult{Op: op, ExpiryCollision: tombstone}, nil
+}
+
+func (ob *Outbox) insertJobTx(ctx context.Context, tx pgx.Tx, op *Op) error {
+	_, err := ob.river.InsertTx(ctx, tx, DispatchArgs{OpID: op.ID, Vendor: op.Vendor}, &river.InsertOpts{
+		Queue:       QueueName(op.Vendor),
+		MaxAttempts: ob.cfg.MaxAttempts + 5,
+	})
+	if err != nil {
+		return fmt.Errorf("outbox: insert dispatch job: %w", err)
+	}
+	return nil
+}
+
+// rowScanner is what pgx.Row and pgx.Rows have in common.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// scanTarget holds the columns of opColumns while they are scanned.
+type scanTarget struct {
+	fp     []byte
+	status string
+}
+
+func (op *Op) scanDest() []any {
+	op.scan = &scanTarget{}
+	return []any{&op.ID, &op.TenantID, &op.Key, &op.Tool, &op.Vendor, &op.Args, &op.scan.fp, &op.scan.status,
+		&op.Attempts, &op.Generation, &op.VendorKey, &op.VendorRef, &op.Result, &op.Error,
+		&op.ConversationID, &op.ToolCallID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &op.DispatchStartedAt}
+}
+
+func (op *Op) fromScan() {
+	copy(op.Fingerprint[:], op.scan.fp)
+	op.Status = Status(op.scan.status)
+	op.scan = nil
+}
+
+func scanOp(row rowScanner) (*Op, error) {
+	op := &Op{}
+	if err := row.Scan(op.scanDest()...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	op.fromScan()
+	return op, nil
+}

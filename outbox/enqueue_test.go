@@ -1,0 +1,216 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+func TestEnqueueNewThenReplay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	tenant := newTenant(t, e.pool, "acme")
+
+	first, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "  order-1  ", Tool: "test.echo",
+		Args: json.RawMessage(`{"n": 1}`), ConversationID: "conv", ToolCallID: "call"})
+	require.NoError(t, err)
+	require.False(t, first.Replayed)
+	require.Equal(t, "order-1", first.Op.Key, "surrounding white space is trimmed")
+	require.Equal(t, outbox.StatusPending, first.Op.Status)
+	require.Equal(t, outbox.VendorKey(tenant, "order-1", "test.echo", 0), first.Op.VendorKey)
+
+	// Same payload spelled differently: a replay.
+	again, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "order-1", Tool: "test.echo",
+		Args: json.RawMessage(`{ "n" : 1.0 }`)})
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, first.Op.ID, again.Op.ID)
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job"))
+}
+
+func TestEnqueueConcurrentSamePayload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	tenant := newTenant(t, e.pool, "acme")
+
+	const n = 50
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		ids      = map[string]int{}
+		replays  int
+		failures []error
+	)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "same", Tool: "test.echo",
+				Args: json.RawMessage(`{"n": 7}`)})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failures = append(failures, err)
+				return
+			}
+			ids[res.Op.ID]++
+			if res.Replayed {
+				replays++
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, failures)
+	require.Len(t, ids, 1, "every caller gets the same op id")
+	require.Equal(t, n-1, replays, "all but one are replays")
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job"))
+}
+
+func TestEnqueueConcurrentConflictingPayloads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	tenant := newTenant(t, e.pool, "acme")
+
+	const n = 50
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		winners   []int
+		conflicts int
+		others    []error
+	)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "race", Tool: "test.echo",
+				Args: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
+			mu.Lock()
+			defer mu.Unlock()
+			var kc *outbox.KeyConflictError
+			switch {
+			case err == nil:
+				winners = append(winners, i)
+			case errors.As(err, &kc):
+				require.True(t, errors.Is(err, outbox.ErrKeyConflict))
+				require.NotEqual(t, kc.Stored, kc.Given)
+				conflicts++
+			default:
+				others = append(others, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, others)
+	require.Len(t, winners, 1)
+	require.Equal(t, n-1, conflicts)
+
+	var stored int
+	require.NoError(t, e.pool.QueryRow(ctx, "SELECT (args->>'n')::int FROM oncebox_op WHERE idempotency_key = 'race'").Scan(&stored))
+	require.Equal(t, winners[0], stored, "the stored args are the winner's")
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job"))
+}
+
+func TestEnqueueTxRollbackLeavesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	tenant := newTenant(t, e.pool, "acme")
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	res, err := e.ob.EnqueueTx(ctx, tx, outbox.EnqueueParams{TenantID: tenant, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
+	require.NoError(t, err)
+	// Inside the caller's transaction the op and its job exist.
+	rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, tx, &outbox.DispatchArgs{OpID: res.Op.ID, Vendor: "echo"}, nil)
+	require.NoError(t, tx.Rollback(ctx))
+
+	rivertest.RequireNotInserted(ctx, t, riverpgxv5.New(e.pool), &outbox.DispatchArgs{}, nil)
+	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+}
+
+func TestEnqueueTxCommitsWithBusinessRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	tenant := newTenant(t, e.pool, "acme")
+	_, err := e.pool.Exec(ctx, "CREATE TABLE orders (id int primary key)")
+	require.NoError(t, err)
+
+	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES (1)"); err != nil {
+			return err
+		}
+		_, err := e.ob.EnqueueTx(ctx, tx, outbox.EnqueueParams{TenantID: tenant, Key: "order-1", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM orders"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+}
+
+func TestEnqueueTenantsAreIndependent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	a := newTenant(t, e.pool, "a")
+	b := newTenant(t, e.pool, "b")
+
+	ra, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: a, Key: "shared", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
+	require.NoError(t, err)
+	rb, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: b, Key: "shared", Tool: "test.echo", Args: json.RawMessage(`{"n":2}`)})
+	require.NoError(t, err, "another tenant's payload under the same key is not a conflict")
+	require.False(t, rb.Replayed)
+	require.NotEqual(t, ra.Op.ID, rb.Op.ID)
+	require.NotEqual(t, ra.Op.VendorKey, rb.Op.VendorKey, "vendor keys differ per tenant")
+}
+
+func TestEnqueueRefusesBadInputAndStoresNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	tenant := newTenant(t, e.pool, "acme")
+
+	cases := []struct {
+		name   string
+		params outbox.EnqueueParams
+		is     error
+		text   string
+	}{
+		{"empty key", outbox.EnqueueParams{Key: "   ", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}, outbox.ErrInvalidKey, "is empty"},
+		{"long key", outbox.EnqueueParams{Key: string(make([]byte, 256)), Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}, outbox.ErrInvalidKey, ""},
+		{"unknown tool", outbox.EnqueueParams{Key: "k", Tool: "nope", Args: json.RawMessage(`{"n":1}`)}, outbox.ErrUnknownTool, `unknown tool "nope"`},
+		{"invalid args", outbox.EnqueueParams{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":-1}`)}, outbox.ErrInvalidArgs, "args.n: must be an integer"},
+		{"not json", outbox.EnqueueParams{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":`)}, outbox.ErrInvalidArgs, "args: is not valid JSON"},
+	}
+	for _, tc := range cases {
+		tc.params.TenantID = tenant
+		_, err := e.ob.Enqueue(ctx, tc.params)
+		require.ErrorIs(t, err, tc.is, tc.name)
+		require.Contains(t, err.Error(), tc.text, tc.name)
+	}
+	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM river_job"))
+}

@@ -1,0 +1,64 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// echoTool is a minimal tool for outbox's own tests: args {"n": integer >= 0}.
+func echoTool(vendor string) outbox.Tool {
+	return outbox.Tool{
+		Name:   "test.echo",
+		Vendor: vendor,
+		Validate: func(args json.RawMessage) error {
+			var a struct {
+				N *float64 `json:"n"`
+			}
+			if err := json.Unmarshal(args, &a); err != nil {
+				return &outbox.ValidationError{Field: "args", Message: "must be a JSON object"}
+			}
+			if a.N == nil || *a.N < 0 || *a.N != float64(int64(*a.N)) {
+				return &outbox.ValidationError{Field: "args.n", Message: "must be an integer of at least 0"}
+			}
+			return nil
+		},
+	}
+}
+
+func newTenant(t *testing.T, pool *pgxpool.Pool, name string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, pool.QueryRow(context.Background(),
+		"INSERT INTO oncebox_tenant (name) VALUES ($1) RETURNING id", name).Scan(&id))
+	return id
+}
+
+type env struct {
+	pool *pgxpool.Pool
+	ob   *outbox.Outbox
+}
+
+// newInsertOnly builds an Outbox that enqueues but works no jobs.
+func newInsertOnly(t *testing.T) env {
+	t.Helper()
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(echoTool("echo"))
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	require.NoError(t, err)
+	return env{pool: pool, ob: ob}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}

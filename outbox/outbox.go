@@ -1,0 +1,276 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// QueueConfig is the River queue of one vendor. Each vendor gets its own queue, so a
+// slow vendor cannot starve another.
+type QueueConfig struct {
+	// MaxWorkers is how many of the vendor's ops one process dispatches at once.
+	// Defaults to 50.
+	MaxWorkers int
+	// JobTimeout bounds one dispatch, vendor call included. Defaults to 30 seconds.
+	JobTimeout time.Duration
+}
+
+// Config configures an Outbox.
+type Config struct {
+	// Pool is the Postgres pool holding oncebox's and River's tables. Required.
+	Pool *pgxpool.Pool
+	// Tools is the registry of accepted tools. Required.
+	Tools *Registry
+	// Vendors are the vendor adapters ops are dispatched to. With none the Outbox can
+	// enqueue but works no jobs (an insert-only client, for callers embedding the library).
+	Vendors []Vendor
+	// Queues configures each vendor's queue by vendor name. Defaults to
+	// QueueConfig defaults for every vendor.
+	Queues map[string]QueueConfig
+	// Work says whether this process works jobs. Defaults to true when Vendors is set.
+	Work *bool
+	// MaxAttempts is how many retryable failures an op may see before it goes to
+	// needs_review. Defaults to 10.
+	MaxAttempts int
+	// RescueStuckJobsAfter is how long a running job may go without finishing before
+	// River considers its worker dead and runs it again; the dispatch worker then finds
+	// the op in dispatching and resolves it safely. Must exceed every JobTimeout.
+	// Defaults to 2 minutes (River's own default is an hour).
+	RescueStuckJobsAfter time.Duration
+	// FetchCooldown is River's minimum pause between two fetches of a queue. Defaults
+	// to 5 ms (River's default of 100 ms caps a queue at about 1,000 jobs/s).
+	FetchCooldown time.Duration
+	// FetchPollInterval is how often River polls for jobs when no notification comes.
+	// Defaults to 500 ms.
+	FetchPollInterval time.Duration
+	// RetryBackoff, when set, replaces River's retry policy for dispatch jobs (the
+	// delay before the next attempt after a retryable failure without Retry-After).
+	// Defaults to River's exponential backoff.
+	RetryBackoff func(attempt int) time.Duration
+	// ExtraWorkers registers more River workers on the same client (the reconciler, the
+	// TTL purge). Optional.
+	ExtraWorkers func(*river.Workers) error
+	// ExtraQueues adds River queues for ExtraWorkers' jobs. Optional.
+	ExtraQueues map[string]river.QueueConfig
+	// PeriodicJobs are River periodic jobs to run (the sweeper, the purge). Optional.
+	PeriodicJobs []*river.PeriodicJob
+	// Observer receives counts for metrics. Defaults to one that does nothing.
+	Observer Observer
+	// Logger receives structured logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// ClientID names this process to River. Defaults to River's generated id.
+	ClientID string
+	// TestOnly passes River's TestOnly flag (faster start and stop in tests).
+	TestOnly bool
+}
+
+// Observer is told about events that metrics count. Every method must be quick and safe
+// for concurrent use.
+type Observer interface {
+	// Enqueued is called once per enqueue call with kind "new", "replay", "conflict" or
+	// "expiry_collision" (a new op whose key hit a tombstone; "new" is reported too).
+	Enqueued(tool, kind string)
+	// Dispatched is called after each vendor call with the outcome ("succeeded",
+	// "retryable", "permanent", "unknown") and how long the call took.
+	Dispatched(vendor, outcome string, took time.Duration)
+	// Transition is called after an op's status changed and the change was committed.
+	Transition(vendor string, from, to Status)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Enqueued(string, string)                  {}
+func (nopObserver) Dispatched(string, string, time.Duration) {}
+func (nopObserver) Transition(string, Status, Status)        {}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.MaxAttempts == 0 {
+		out.MaxAttempts = 10
+	}
+	if out.RescueStuckJobsAfter == 0 {
+		out.RescueStuckJobsAfter = 2 * time.Minute
+	}
+	if out.FetchCooldown == 0 {
+		out.FetchCooldown = 5 * time.Millisecond
+	}
+	if out.FetchPollInterval == 0 {
+		out.FetchPollInterval = 500 * time.Millisecond
+	}
+	if out.Observer == nil {
+		out.Observer = nopObserver{}
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	queues := make(map[string]QueueConfig, len(out.Vendors))
+	for _, v := range out.Vendors {
+		q := out.Queues[v.Name()]
+		if q.MaxWorkers == 0 {
+			q.MaxWorkers = 50
+		}
+		if q.JobTimeout == 0 {
+			q.JobTimeout = 30 * time.Second
+		}
+		queues[v.Name()] = q
+	}
+	out.Queues = queues
+	if out.Work == nil {
+		w := len(out.Vendors) > 0
+		out.Work = &w
+	}
+	return out
+}
+
+func (c *Config) validate() error {
+	if c.Pool == nil {
+		return errors.New("outbox: Config.Pool is required")
+	}
+	if c.Tools == nil {
+		return errors.New("outbox: Config.Tools is required (build one with NewRegistry)")
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
+		return fmt.Errorf("outbox: MaxAttempts %d out of range; use 1 to 1000", c.MaxAttempts)
+	}
+	for name, q := range c.Queues {
+		if q.MaxWorkers < 1 || q.MaxWorkers > 10000 {
+			return fmt.Errorf("outbox: queue %q: MaxWorkers %d out of range; use 1 to 10000", name, q.MaxWorkers)
+		}
+		if q.JobTimeout >= c.RescueStuckJobsAfter {
+			return fmt.Errorf("outbox: queue %q: JobTimeout %s must be shorter than RescueStuckJobsAfter %s, or running dispatches would be rescued", name, q.JobTimeout, c.RescueStuckJobsAfter)
+		}
+	}
+	seen := map[string]bool{}
+	for _, v := range c.Vendors {
+		if seen[v.Name()] {
+			return fmt.Errorf("outbox: vendor %q configured twice", v.Name())
+		}
+		seen[v.Name()] = true
+	}
+	return nil
+}
+
+// Outbox enqueues ops and, when configured with vendors, dispatches them.
+type Outbox struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	river   *river.Client[pgx.Tx]
+	vendors map[string]Vendor
+	logger  *slog.Logger
+}
+
+// New builds an Outbox and its River client. Call Start to work jobs.
+func New(cfg Config) (*Outbox, error) {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	ob := &Outbox{cfg: c, pool: c.Pool, vendors: map[string]Vendor{}, logger: c.Logger}
+	for _, v := range c.Vendors {
+		ob.vendors[v.Name()] = v
+	}
+
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &dispatchWorker{ob: ob}); err != nil {
+		return nil, fmt.Errorf("outbox: register dispatch worker: %w", err)
+	}
+	if c.ExtraWorkers != nil {
+		if err := c.ExtraWorkers(workers); err != nil {
+			return nil, fmt.Errorf("outbox: register extra workers: %w", err)
+		}
+	}
+	rc := &river.Config{
+		Workers:              workers,
+		Logger:               c.Logger,
+		ID:                   c.ClientID,
+		RescueStuckJobsAfter: c.RescueStuckJobsAfter,
+		FetchCooldown:        c.FetchCooldown,
+		FetchPollInterval:    c.FetchPollInterval,
+		TestOnly:             c.TestOnly,
+		MaxAttempts:          c.MaxAttempts + 5,
+	}
+	if *c.Work {
+		rc.Queues = map[string]river.QueueConfig{}
+		for name, q := range c.Queues {
+			rc.Queues[QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
+		}
+		for name, q := range c.ExtraQueues {
+			rc.Queues[name] = q
+		}
+		rc.PeriodicJobs = c.PeriodicJobs
+	}
+	client, err := river.NewClient(riverpgxv5.New(c.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: river client: %w", err)
+	}
+	ob.river = client
+	return ob, nil
+}
+
+// QueueName is the River queue that carries a vendor's dispatch jobs.
+func QueueName(vendor string) string { return "oncebox_" + vendor }
+
+// River returns the underlying River client (for River UI, tests and extra inserts).
+func (ob *Outbox) River() *river.Client[pgx.Tx] { return ob.river }
+
+// Pool returns the Postgres pool.
+func (ob *Outbox) Pool() *pgxpool.Pool { return ob.pool }
+
+// Tools returns the tool registry.
+func (ob *Outbox) Tools() *Registry { return ob.cfg.Tools }
+
+// Vendor returns the configured vendor with the given name.
+func (ob *Outbox) Vendor(name string) (Vendor, bool) {
+	v, ok := ob.vendors[name]
+	return v, ok
+}
+
+// JobTimeout returns the dispatch job timeout of a vendor's queue.
+func (ob *Outbox) JobTimeout(vendor string) time.Duration {
+	if q, ok := ob.cfg.Queues[vendor]; ok {
+		return q.JobTimeout
+	}
+	return 30 * time.Second
+}
+
+// Start starts working jobs (when the Outbox works jobs). It returns at once.
+func (ob *Outbox) Start(ctx context.Context) error {
+	if !*ob.cfg.Work {
+		return nil
+	}
+	if err := ob.river.Start(ctx); err != nil {
+		return fmt.Errorf("outbox: start river: %w", err)
+	}
+	return nil
+}
+
+// Stop stops fetching jobs and waits for running dispatches to finish, until ctx is
+// done; then it cancels the ones still running (they record an outcome, so nothing is
+// lost) and waits for them to return.
+func (ob *Outbox) Stop(ctx context.Context) error {
+	if !*ob.cfg.Work {
+		return nil
+	}
+	err := ob.river.Stop(ctx)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("outbox: stop river: %w", err)
+	}
+	ob.logger.Warn("grace period over; cancelling running dispatches")
+	hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := ob.river.StopAndCancel(hard); err != nil {
+		return fmt.Errorf("outbox: stop and cancel river: %w", err)
+	}
+	return nil
+}

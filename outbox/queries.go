@@ -1,0 +1,86 @@
+package outbox
+
+// All of the outbox package's SQL lives here. Every query that touches an op of a tenant
+// is scoped by tenant_id; the worker's queries use the op id carried by its own job.
+
+const opColumns = `id::text AS id, tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
+	attempts, generation, vendor_key, coalesce(vendor_ref, '') AS vendor_ref, result, error,
+	coalesce(conversation_id, '') AS conversation_id, coalesce(tool_call_id, '') AS tool_call_id,
+	created_at, updated_at, expires_at, dispatch_started_at`
+
+// sqlEnqueue inserts an op unless its key exists. The first column says whether this
+// statement inserted it; the second whether the key hit a tombstone. When the key exists
+// but was committed after this statement's snapshot, no row comes back and the caller
+// reads it with sqlOpByKey.
+const sqlEnqueue = `
+WITH ins AS (
+	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
+		vendor_key, conversation_id, tool_call_id, expires_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11))
+	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+	RETURNING ` + opColumns + `
+)
+SELECT true, EXISTS (SELECT 1 FROM oncebox_tombstone t WHERE t.tenant_id = $1 AND t.idempotency_key = $2), ins.* FROM ins
+UNION ALL
+SELECT false, false, ` + opColumns + ` FROM oncebox_op
+WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2`
+
+const sqlOpByID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE id = $1`
+
+const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key
+FROM oncebox_op WHERE id = $1 FOR UPDATE`
+
+// sqlClaim commits an op as dispatching with a fresh attempt token before the vendor is
+// called.
+const sqlClaim = `
+UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1, attempt_token = gen_random_uuid(),
+	dispatch_started_at = now(), key_first_sent_at = coalesce(key_first_sent_at, now()),
+	stale_key = false, next_check_at = NULL, updated_at = now()
+WHERE id = $1
+RETURNING attempts, attempt_token::text, vendor_key, dispatch_started_at`
+
+const sqlInsertAttempt = `
+INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+// sqlRecord records a vendor's answer, only where the attempt token still matches
+// (fencing). An op marked unknown by a successor keeps the token, so a predecessor that
+// was slow rather than dead may still record a definite answer.
+const sqlRecord = `
+UPDATE oncebox_op SET status = $3, result = $4, error = $5, vendor_ref = coalesce(nullif($6, ''), vendor_ref),
+	attempt_token = CASE WHEN $3 IN ('dispatching', 'unknown') THEN attempt_token ELSE NULL END,
+	stale_key = $7, args = coalesce($8, args), next_check_at = $9, updated_at = now()
+WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')
+RETURNING status`
+
+const sqlFinishAttempt = `
+UPDATE oncebox_attempt SET finished_at = now(), outcome = $3, error = nullif($4, ''), vendor_ref = nullif($5, '')
+WHERE op_id = $1 AND token = $2::uuid`
+
+// sqlMarkUnknown is used by a job that finds its op already dispatching, outside the
+// vendor's idempotency window: the op goes to the reconciler, the token is kept.
+const sqlMarkUnknown = `
+UPDATE oncebox_op SET status = 'unknown', next_check_at = now(), updated_at = now()
+WHERE id = $1 AND status = 'dispatching'`
+
+const sqlInsertEvent = `
+INSERT INTO oncebox_op_event (op_id, kind, from_status, to_status, actor, detail)
+VALUES ($1, $2, nullif($3, ''), nullif($4, ''), nullif($5, ''), $6)`
+
+const sqlAttempts = `
+SELECT a.attempt, a.token::text, a.vendor_key, coalesce(a.job_id, 0), a.started_at, a.finished_at,
+	coalesce(a.outcome, ''), coalesce(a.error, ''), coalesce(a.vendor_ref, '')
+FROM oncebox_attempt a JOIN oncebox_op o ON o.id = a.op_id
+WHERE o.tenant_id = $1 AND a.op_id = $2 ORDER BY a.id`
+
+const sqlEvents = `
+SELECT e.at, e.kind, coalesce(e.from_status, ''), coalesce(e.to_status, ''), coalesce(e.actor, ''), e.detail
+FROM oncebox_op_event e JOIN oncebox_op o ON o.id = e.op_id
+WHERE o.tenant_id = $1 AND e.op_id = $2 ORDER BY e.id`
+
+const sqlSetStatusByKey = `
+UPDATE oncebox_op SET status = $4, updated_at = now()
+WHERE tenant_id = $1 AND idempotency_key = $2 AND status = $3
+RETURNING ` + opColumns

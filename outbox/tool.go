@@ -1,0 +1,86 @@
+package outbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// DefaultTTL is how long an op is kept when its tool sets no TTL.
+const DefaultTTL = 72 * time.Hour
+
+// Tool describes one tool an agent may call: which vendor dispatches it, how its
+// arguments are checked before anything is stored, and how long its ops are kept.
+type Tool struct {
+	// Name is the tool's public name, such as "stripe.payment_intent".
+	Name string
+	// Vendor is the name of the Vendor that dispatches the tool's ops.
+	Vendor string
+	// Validate checks the arguments and returns a *ValidationError naming the field.
+	// It runs before anything is stored. Required.
+	Validate func(args json.RawMessage) error
+	// NeedsApproval, when set, says whether an op must wait for a person's approval
+	// (for example a refund above an amount). Defaults to never.
+	NeedsApproval func(args json.RawMessage) bool
+	// TTL is how long the tool's ops are kept. Defaults to DefaultTTL.
+	TTL time.Duration
+	// Redact, when set, returns the form of the arguments to keep once the op is
+	// settled (fields dropped or replaced by hashes). The fingerprint is always computed
+	// on the full arguments. Defaults to keeping them as they are.
+	Redact func(args json.RawMessage) json.RawMessage
+	// RedactResult, when set, does the same for the stored result.
+	RedactResult func(result json.RawMessage) json.RawMessage
+}
+
+// Registry is the set of tools an Outbox accepts.
+type Registry struct {
+	tools map[string]Tool
+}
+
+// NewRegistry builds a registry and checks every tool's definition.
+func NewRegistry(tools ...Tool) (*Registry, error) {
+	r := &Registry{tools: make(map[string]Tool, len(tools))}
+	for _, t := range tools {
+		if t.Name == "" || t.Vendor == "" || t.Validate == nil {
+			return nil, fmt.Errorf("tool %q: Name, Vendor and Validate are required", t.Name)
+		}
+		if _, dup := r.tools[t.Name]; dup {
+			return nil, fmt.Errorf("tool %q registered twice", t.Name)
+		}
+		if t.TTL <= 0 {
+			t.TTL = DefaultTTL
+		}
+		r.tools[t.Name] = t
+	}
+	return r, nil
+}
+
+// Lookup returns the tool with the given name.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// Names returns the registered tool names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.tools))
+	for n := range r.tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Validate checks a tool call against the registry: the tool must exist and its
+// arguments must pass its validation. It returns the tool.
+func (r *Registry) Validate(name string, args json.RawMessage) (Tool, error) {
+	t, ok := r.tools[name]
+	if !ok {
+		return Tool{}, &UnknownToolError{Name: name, Known: r.Names()}
+	}
+	if err := t.Validate(args); err != nil {
+		return Tool{}, err
+	}
+	return t, nil
+}

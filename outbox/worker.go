@@ -1,0 +1,307 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// DispatchArgs is the River job that dispatches one op.
+type DispatchArgs struct {
+	OpID   string `json:"op_id"`
+	Vendor string `json:"vendor"`
+}
+
+// Kind implements river.JobArgs.
+func (DispatchArgs) Kind() string { return "oncebox.dispatch" }
+
+type dispatchWorker struct {
+	river.WorkerDefaults[DispatchArgs]
+	ob *Outbox
+}
+
+// Timeout gives each vendor's dispatch its own queue's job timeout.
+func (w *dispatchWorker) Timeout(job *river.Job[DispatchArgs]) time.Duration {
+	return w.ob.JobTimeout(job.Args.Vendor)
+}
+
+// NextRetry applies Config.RetryBackoff when it is set.
+func (w *dispatchWorker) NextRetry(job *river.Job[DispatchArgs]) time.Time {
+	if w.ob.cfg.RetryBackoff == nil {
+		return time.Time{}
+	}
+	return time.Now().Add(w.ob.cfg.RetryBackoff(job.Attempt))
+}
+
+// claim is what the claiming transaction learned.
+type claim struct {
+	op        *Op
+	token     string
+	attempt   int
+	startedAt time.Time
+	// done is set when the job has nothing (more) to do.
+	done bool
+}
+
+// Work dispatches one op: claim (commit dispatching with a fresh token), call the vendor,
+// record the answer where the token still matches, completing the job in the same
+// transaction.
+func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
+	ob := w.ob
+	vendor, ok := ob.vendors[job.Args.Vendor]
+	if !ok {
+		return fmt.Errorf("op %s: vendor %q is not configured in this process", job.Args.OpID, job.Args.Vendor)
+	}
+	c, err := ob.claim(ctx, job, vendor)
+	if err != nil {
+		return err
+	}
+	if c.done {
+		return nil
+	}
+
+	op := c.op
+	log := ob.logger.With(slog.Int64("tenant", op.TenantID), slog.String("op_id", op.ID),
+		slog.String("idempotency_key", op.Key), slog.String("conversation_id", op.ConversationID),
+		slog.String("tool_call_id", op.ToolCallID), slog.Int("attempt", c.attempt), slog.String("vendor", vendor.Name()))
+
+	start := time.Now()
+	res, derr := vendor.Dispatch(ctx, DispatchParams{
+		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
+	})
+	took := time.Since(start)
+
+	// Record with a context that outlives a job timeout or a shutdown: the vendor has
+	// answered (or not), and that must be written down.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+
+	if derr == nil {
+		ob.cfg.Observer.Dispatched(vendor.Name(), "succeeded", took)
+		return ob.record(rctx, job, c, log, recordParams{status: StatusSucceeded, result: res.Result,
+			vendorRef: res.VendorRef, outcome: "succeeded"})
+	}
+
+	de := Classify(derr)
+	ob.cfg.Observer.Dispatched(vendor.Name(), de.Outcome.String(), took)
+	errJSON := dispatchErrorJSON(de)
+	switch de.Outcome {
+	case OutcomePermanent:
+		if de.Bug {
+			log.Error("vendor reports a bug in oncebox (the same vendor key was sent with other parameters); op needs review",
+				slog.String("code", de.Code))
+			return ob.record(rctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: errJSON,
+				outcome: "permanent", errText: de.Error()})
+		}
+		return ob.record(rctx, job, c, log, recordParams{status: StatusFailed, errJSON: errJSON,
+			outcome: "permanent", errText: de.Error()})
+	case OutcomeRetryable:
+		if c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts {
+			return ob.record(rctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: errJSON,
+				outcome: "retryable", errText: "attempts exhausted: " + de.Error()})
+		}
+		if err := ob.record(rctx, job, c, log, recordParams{status: StatusPending, errJSON: errJSON,
+			outcome: "retryable", errText: de.Error(), keepJob: true}); err != nil {
+			return err
+		}
+		if de.RetryAfter > 0 {
+			return river.JobSnooze(de.RetryAfter)
+		}
+		return fmt.Errorf("op %s: retryable vendor error, River will retry: %w", op.ID, de)
+	default:
+		return ob.record(rctx, job, c, log, recordParams{status: StatusUnknown, errJSON: errJSON,
+			outcome: "unknown", errText: de.Error(), staleKey: de.Replayed})
+	}
+}
+
+func dispatchErrorJSON(de *DispatchError) json.RawMessage {
+	body := de.Body
+	if len(body) > 0 && !json.Valid(body) {
+		b, _ := json.Marshal(string(body))
+		body = b
+	}
+	out, _ := json.Marshal(struct {
+		Class      string          `json:"class"`
+		Code       string          `json:"code,omitempty"`
+		Message    string          `json:"message,omitempty"`
+		HTTPStatus int             `json:"http_status,omitempty"`
+		Vendor     json.RawMessage `json:"vendor,omitempty"`
+	}{de.Outcome.String(), de.Code, de.Message, de.HTTPStatus, body})
+	return out
+}
+
+// claim locks the op, decides whether this job may call the vendor, and if so commits
+// the op as dispatching with a fresh attempt token.
+func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor) (*claim, error) {
+	c := &claim{}
+	var transition Status
+	from := Status("")
+	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
+		op := &Op{}
+		var (
+			token          *string
+			keyFirstSentAt *time.Time
+			staleKey       bool
+		)
+		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey)
+		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID).Scan(dest...); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				// The op was purged or its tenant deleted: nothing to dispatch.
+				c.done = true
+				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+				return err
+			}
+			return fmt.Errorf("lock op: %w", err)
+		}
+		op.fromScan()
+		c.op = op
+		from = op.Status
+
+		switch op.Status {
+		case StatusPending:
+			// The normal case.
+		case StatusDispatching:
+			// The job that claimed it died mid-call (or is a rescued duplicate that may
+			// still run). Inside the vendor's native key window a resend with the same
+			// key is itself the lookup; otherwise only the reconciler may decide.
+			idem := vendor.Idempotency()
+			inWindow := idem.Native && keyFirstSentAt != nil && time.Since(*keyFirstSentAt) < idem.Window-time.Minute
+			if !inWindow {
+				c.done = true
+				if _, err := tx.Exec(ctx, sqlMarkUnknown, op.ID); err != nil {
+					return fmt.Errorf("mark unknown: %w", err)
+				}
+				if err := insertEvent(ctx, tx, op.ID, "predecessor_lost", StatusDispatching, StatusUnknown, "worker",
+					map[string]any{"reason": "found dispatching outside the vendor's idempotency window; the reconciler decides", "job_id": job.ID}); err != nil {
+					return err
+				}
+				transition = StatusUnknown
+				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+				return err
+			}
+		default:
+			// Settled, unknown (the reconciler owns it), or awaiting approval: this job
+			// has nothing to do.
+			c.done = true
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+
+		var startedAt time.Time
+		if err := tx.QueryRow(ctx, sqlClaim, op.ID).Scan(&c.attempt, &c.token, &op.VendorKey, &startedAt); err != nil {
+			return fmt.Errorf("claim op: %w", err)
+		}
+		c.startedAt = startedAt
+		if _, err := tx.Exec(ctx, sqlInsertAttempt, op.ID, c.attempt, c.token, op.VendorKey, job.ID, startedAt); err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
+		}
+		transition = StatusDispatching
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("op %s: claim: %w", job.Args.OpID, err)
+	}
+	if transition != "" && transition != from {
+		ob.cfg.Observer.Transition(vendor.Name(), from, transition)
+		if c.op != nil {
+			ob.logger.Info("op state changed", slog.Int64("tenant", c.op.TenantID), slog.String("op_id", c.op.ID),
+				slog.String("idempotency_key", c.op.Key), slog.String("conversation_id", c.op.ConversationID),
+				slog.String("tool_call_id", c.op.ToolCallID), slog.String("from", string(from)),
+				slog.String("to", string(transition)), slog.Int("attempt", c.attempt))
+		}
+	}
+	return c, nil
+}
+
+type recordParams struct {
+	status    Status
+	result    json.RawMessage
+	errJSON   json.RawMessage
+	vendorRef string
+	outcome   string
+	errText   string
+	staleKey  bool
+	// keepJob leaves the River job running so that the returned error retries it.
+	keepJob bool
+}
+
+// record writes the vendor's answer where the attempt token still matches and completes
+// the job in the same transaction.
+func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *claim, log *slog.Logger, p recordParams) error {
+	op := c.op
+	var redactedArgs json.RawMessage
+	result := p.result
+	if p.status.Terminal() || p.status == StatusNeedsReview {
+		if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok {
+			if tool.Redact != nil {
+				redactedArgs = tool.Redact(op.Args)
+			}
+			if tool.RedactResult != nil && result != nil {
+				result = tool.RedactResult(result)
+			}
+		}
+	}
+	var nextCheck *time.Time
+	if p.status == StatusUnknown {
+		t := time.Now()
+		nextCheck = &t
+	}
+	fenced := false
+	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
+		var got string
+		err := tx.QueryRow(ctx, sqlRecord, op.ID, c.token, p.status, nullJSON(result), nullJSON(p.errJSON),
+			p.vendorRef, p.staleKey, nullJSON(redactedArgs), nextCheck).Scan(&got)
+		outcome := p.outcome
+		if errors.Is(err, pgx.ErrNoRows) {
+			fenced = true
+			outcome = "fenced:" + p.outcome
+		} else if err != nil {
+			return fmt.Errorf("record result: %w", err)
+		}
+		if _, err := tx.Exec(ctx, sqlFinishAttempt, op.ID, c.token, outcome, p.errText, p.vendorRef); err != nil {
+			return fmt.Errorf("finish attempt: %w", err)
+		}
+		if p.keepJob && !fenced {
+			return nil
+		}
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("op %s: %w", op.ID, err)
+	}
+	if fenced {
+		log.Warn("result not recorded: another attempt owns the op (fenced by attempt token)",
+			slog.String("outcome", p.outcome), slog.String("vendor_ref", p.vendorRef))
+		return nil
+	}
+	ob.cfg.Observer.Transition(op.Vendor, StatusDispatching, p.status)
+	log.Info("op state changed", slog.String("from", string(StatusDispatching)), slog.String("to", string(p.status)),
+		slog.String("vendor_ref", p.vendorRef), slog.String("outcome", p.outcome))
+	return nil
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func insertEvent(ctx context.Context, tx pgx.Tx, opID, kind string, from, to Status, actor string, detail any) error {
+	d, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("marshal event detail: %w", err)
+	}
+	if _, err := tx.Exec(ctx, sqlInsertEvent, opID, kind, string(from), string(to), actor, d); err != nil {
+		return fmt.Errorf("insert op event: %w", err)
+	}
+	return nil
+}

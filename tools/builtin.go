@@ -1,0 +1,127 @@
+package tools
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// Names of the built-in tools.
+const (
+	// PaymentIntent creates a Stripe PaymentIntent.
+	PaymentIntent = "stripe.payment_intent"
+	// Refund refunds a Stripe PaymentIntent or Charge.
+	Refund = "stripe.refund"
+	// Mail sends one email through SendGrid's v3 mail/send.
+	Mail = "sendgrid.mail"
+	// WebhookPost posts a JSON body to an allow-listed webhook target.
+	WebhookPost = "webhook.post"
+)
+
+// Names of the vendors that dispatch the built-in tools (outbox.Tool.Vendor).
+const (
+	// VendorStripe dispatches PaymentIntent and Refund.
+	VendorStripe = "stripe"
+	// VendorSendGrid dispatches Mail.
+	VendorSendGrid = "sendgrid"
+	// VendorWebhook dispatches WebhookPost.
+	VendorWebhook = "webhook"
+)
+
+// Config configures the built-in tools.
+type Config struct {
+	// WebhookTargets are the names of the webhook targets webhook.post may post to;
+	// any other target is refused. Defaults to none, so every webhook.post is refused.
+	WebhookTargets []string
+	// RefundApprovalAbove makes a refund whose amount (in minor units) is greater
+	// than this wait for a person's approval, and so does a refund without an amount
+	// (a full refund) whenever this is not 0. A negative value makes every refund
+	// wait. Defaults to 0: refunds never wait.
+	RefundApprovalAbove int64
+	// TTL overrides, per tool name, how long the tool's ops are kept. Defaults to
+	// outbox.DefaultTTL for every tool.
+	TTL map[string]time.Duration
+	// RedactMail says whether sendgrid.mail arguments are redacted once an op is
+	// settled (addresses hashed, names dropped, subject and bodies replaced by
+	// markers). Defaults to true.
+	RedactMail *bool
+}
+
+// Builtin returns the four built-in tools configured by cfg.
+func Builtin(cfg Config) []outbox.Tool {
+	targets := slices.Clone(cfg.WebhookTargets)
+	slices.Sort(targets)
+	targets = slices.Compact(targets)
+
+	ttl := func(name string) time.Duration {
+		if d := cfg.TTL[name]; d > 0 {
+			return d
+		}
+		return outbox.DefaultTTL
+	}
+
+	mail := outbox.Tool{
+		Name:     Mail,
+		Vendor:   VendorSendGrid,
+		Validate: func(args json.RawMessage) error { _, err := DecodeMail(args); return err },
+		TTL:      ttl(Mail),
+	}
+	if cfg.RedactMail == nil || *cfg.RedactMail {
+		mail.Redact = redactMail
+	}
+
+	return []outbox.Tool{
+		{
+			Name:     PaymentIntent,
+			Vendor:   VendorStripe,
+			Validate: func(args json.RawMessage) error { _, err := DecodePaymentIntent(args); return err },
+			TTL:      ttl(PaymentIntent),
+		},
+		{
+			Name:          Refund,
+			Vendor:        VendorStripe,
+			Validate:      func(args json.RawMessage) error { _, err := DecodeRefund(args); return err },
+			NeedsApproval: refundNeedsApproval(cfg.RefundApprovalAbove),
+			TTL:           ttl(Refund),
+		},
+		mail,
+		{
+			Name:     WebhookPost,
+			Vendor:   VendorWebhook,
+			Validate: func(args json.RawMessage) error { return validateWebhook(args, targets) },
+			TTL:      ttl(WebhookPost),
+		},
+	}
+}
+
+// refundNeedsApproval returns the NeedsApproval of stripe.refund for a threshold.
+func refundNeedsApproval(above int64) func(json.RawMessage) bool {
+	if above == 0 {
+		return nil
+	}
+	return func(args json.RawMessage) bool {
+		r, err := DecodeRefund(args)
+		if err != nil {
+			return true // Validate refuses it anyway; never let a doubt skip approval.
+		}
+		return r.Amount == 0 || r.Amount > above
+	}
+}
+
+// validateWebhook is webhook.post's Validate: the shape, then the allow-list.
+func validateWebhook(args json.RawMessage, targets []string) error {
+	w, err := DecodeWebhook(args)
+	if err != nil {
+		return err
+	}
+	if _, found := slices.BinarySearch(targets, w.Target); !found {
+		if len(targets) == 0 {
+			return invalid("args.target", "is not an allowed webhook target; no webhook targets are configured")
+		}
+		return invalid("args.target", "is not an allowed webhook target; allowed: "+strings.Join(targets, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/mail"
+	"strings"
+)
+
+// SendGrid's limits on one message.
+const (
+	maxRecipients  = 1000
+	maxSubjectLen  = 998
+	maxCategories  = 10
+	maxCategoryLen = 255
+)
+
+// Address is an email address with an optional display name.
+type Address struct {
+	// Email is a bare address, such as "ada@example.com".
+	Email string `json:"email"`
+	// Name is an optional display name, such as "Ada Lovelace".
+	Name string `json:"name,omitempty"`
+}
+
+// MailArgs are the arguments of sendgrid.mail: one message to up to 1000
+// recipients, with either a subject and a body (text, html or both) or a template.
+type MailArgs struct {
+	// From is the sender.
+	From Address `json:"from"`
+	// To are the recipients, 1 to 1000 distinct addresses.
+	To []Address `json:"to"`
+	// Subject is at most 998 characters; required unless TemplateID is set.
+	Subject string `json:"subject,omitempty"`
+	// Text is the plain-text body.
+	Text string `json:"text,omitempty"`
+	// HTML is the HTML body. Text or HTML is required unless TemplateID is set.
+	HTML string `json:"html,omitempty"`
+	// TemplateID is a SendGrid template id, such as "d-..." for a dynamic template.
+	TemplateID string `json:"template_id,omitempty"`
+	// DynamicTemplateData fills the template; only allowed with TemplateID. Numbers
+	// are json.Number, so they are sent as written.
+	DynamicTemplateData map[string]any `json:"dynamic_template_data,omitempty"`
+	// Categories are at most 10 distinct printable-ASCII names of 1 to 255 characters.
+	Categories []string `json:"categories,omitempty"`
+}
+
+var (
+	mailFields    = []string{"from", "to", "subject", "text", "html", "template_id", "dynamic_template_data", "categories"}
+	addressFields = []string{"email", "name"}
+)
+
+// DecodeMail decodes and validates the arguments of sendgrid.mail. Unknown fields
+// are refused. Its errors are *outbox.ValidationError.
+func DecodeMail(args json.RawMessage) (MailArgs, error) {
+	f, err := readArgs(args, mailFields)
+	if err != nil {
+		return MailArgs{}, err
+	}
+	var a MailArgs
+	if !f.has("from") {
+		return MailArgs{}, invalid(f.at("from"), "is required")
+	}
+	if a.From, err = readAddress(f.at("from"), f.values["from"]); err != nil {
+		return MailArgs{}, err
+	}
+	if a.To, err = readRecipients(f); err != nil {
+		return MailArgs{}, err
+	}
+	if a.TemplateID, err = f.nonEmpty("template_id"); err != nil {
+		return MailArgs{}, err
+	}
+	if a.Subject, err = f.nonEmpty("subject"); err != nil {
+		return MailArgs{}, err
+	}
+	if a.Subject == "" && a.TemplateID == "" {
+		return MailArgs{}, invalid(f.at("subject"), "is required unless template_id is given")
+	}
+	if n := chars(a.Subject); n > maxSubjectLen {
+		return MailArgs{}, invalid(f.at("subject"), fmt.Sprintf("must be at most %d characters long; got %d", maxSubjectLen, n))
+	}
+	if a.Text, err = f.nonEmpty("text"); err != nil {
+		return MailArgs{}, err
+	}
+	if a.HTML, err = f.nonEmpty("html"); err != nil {
+		return MailArgs{}, err
+	}
+	if a.Text == "" && a.HTML == "" && a.TemplateID == "" {
+		return MailArgs{}, invalid(f.at("text"), "is required unless html or template_id is given")
+	}
+	if f.has("dynamic_template_data") {
+		field := f.at("dynamic_template_data")
+		if a.TemplateID == "" {
+			return MailArgs{}, invalid(field, "is allowed only with template_id")
+		}
+		if a.DynamicTemplateData, err = readAnyObject(field, f.values["dynamic_template_data"]); err != nil {
+			return MailArgs{}, err
+		}
+	}
+	if a.Categories, err = readCategories(f); err != nil {
+		return MailArgs{}, err
+	}
+	return a, nil
+}
+
+// readRecipients reads args.to.
+func readRecipients(f fields) ([]Address, error) {
+	path := f.at("to")
+	if !f.has("to") {
+		return nil, invalid(path, "is required")
+	}
+	items, err := readArray(path, "addresses", f.values["to"])
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(items) == 0:
+		return nil, invalid(path, "must have at least 1 recipient")
+	case len(items) > maxRecipients:
+		return nil, invalid(path, fmt.Sprintf("must have at most %d recipients; got %d", maxRecipients, len(items)))
+	}
+	to := make([]Address, len(items))
+	seen := make(map[string]int, len(items))
+	for i, item := range items {
+		if to[i], err = readAddress(index(path, i), item); err != nil {
+			return nil, err
+		}
+		key := strings.ToLower(to[i].Email)
+		if j, dup := seen[key]; dup {
+			return nil, invalid(index(path, i)+".email", "duplicates "+index(path, j)+".email (SendGrid refuses a recipient listed twice)")
+		}
+		seen[key] = i
+	}
+	return to, nil
+}
+
+// readAddress reads an {"email": ..., "name": ...} object at path.
+func readAddress(path string, raw json.RawMessage) (Address, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return Address{}, invalid(path, "must be an object with email and an optional name")
+	}
+	obj, err := readObject(path, raw, addressFields)
+	if err != nil {
+		return Address{}, err
+	}
+	var a Address
+	if a.Email, err = obj.required("email"); err != nil {
+		return Address{}, err
+	}
+	if p, err := mail.ParseAddress(a.Email); err != nil || p.Address != a.Email || p.Name != "" {
+		return Address{}, invalid(obj.at("email"), "must be a bare email address such as ada@example.com (put a display name in name)")
+	}
+	if a.Name, err = obj.str("name"); err != nil {
+		return Address{}, err
+	}
+	return a, nil
+}
+
+// readAnyObject decodes raw as a JSON object of any values, keeping numbers as
+// json.Number.
+func readAnyObject(path string, raw json.RawMessage) (map[string]any, error) {
+	if _, err := readObject(path, raw, nil); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, invalid(path, "must be a JSON object")
+	}
+	return m, nil
+}
+
+// readCategories reads args.categories.
+func readCategories(f fields) ([]string, error) {
+	if !f.has("categories") {
+		return nil, nil
+	}
+	path := f.at("categories")
+	items, err := readArray(path, "strings", f.values["categories"])
+	if err != nil {
+		return nil, err
+	}
+	if len(items) > maxCategories {
+		return nil, invalid(path, fmt.Sprintf("must have at most %d categories; got %d", maxCategories, len(items)))
+	}
+	cats := make([]string, len(items))
+	for i, item := range items {
+		at := index(path, i)
+		if cats[i], err = readString(at, item); err != nil {
+			return nil, err
+		}
+		c := cats[i]
+		if len(c) == 0 || len(c) > maxCategoryLen {
+			return nil, invalid(at, fmt.Sprintf("must be 1 to %d characters long", maxCategoryLen))
+		}
+		for _, b := range []byte(c) {
+			if b < 0x20 || b > 0x7e {
+				return nil, invalid(at, "must be printable ASCII")
+			}
+		}
+		for j := range i {
+			if cats[j] == c {
+				return nil, invalid(at, "duplicates "+index(path, j))
+			}
+		}
+	}
+	return cats, nil
+}

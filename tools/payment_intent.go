@@ -1,0 +1,86 @@
+package tools
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// maxDescriptionLen is Stripe's limit on a PaymentIntent's description.
+const maxDescriptionLen = 1000
+
+// PaymentIntentArgs are the arguments of stripe.payment_intent.
+type PaymentIntentArgs struct {
+	// Amount is in the currency's minor units (cents), from 1 to 99999999.
+	Amount int64 `json:"amount"`
+	// Currency is a lower-case three-letter ISO code, such as "usd".
+	Currency string `json:"currency"`
+	// Customer is an optional Stripe customer id ("cus_...").
+	Customer string `json:"customer,omitempty"`
+	// PaymentMethod is an optional Stripe payment method id; required when Confirm is set.
+	PaymentMethod string `json:"payment_method,omitempty"`
+	// Confirm asks Stripe to confirm the PaymentIntent on creation.
+	Confirm bool `json:"confirm,omitempty"`
+	// Description is at most 1000 characters.
+	Description string `json:"description,omitempty"`
+	// Metadata is at most 49 keys; the key "oncebox_op" is reserved.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+var paymentIntentFields = []string{"amount", "currency", "customer", "payment_method", "confirm", "description", "metadata"}
+
+// DecodePaymentIntent decodes and validates the arguments of stripe.payment_intent.
+// Unknown fields are refused. Its errors are *outbox.ValidationError.
+func DecodePaymentIntent(args json.RawMessage) (PaymentIntentArgs, error) {
+	f, err := readArgs(args, paymentIntentFields)
+	if err != nil {
+		return PaymentIntentArgs{}, err
+	}
+	var a PaymentIntentArgs
+	if !f.has("amount") {
+		return PaymentIntentArgs{}, invalid(f.at("amount"), "is required")
+	}
+	if a.Amount, err = f.amount("amount"); err != nil {
+		return PaymentIntentArgs{}, err
+	}
+	if a.Currency, err = f.required("currency"); err != nil {
+		return PaymentIntentArgs{}, err
+	}
+	if !isCurrency(a.Currency) {
+		return PaymentIntentArgs{}, invalid(f.at("currency"), `must be a three-letter ISO currency code in lower case, such as "usd"`)
+	}
+	if a.Customer, err = f.stripeID("customer", "customer", "cus_"); err != nil {
+		return PaymentIntentArgs{}, err
+	}
+	if a.PaymentMethod, err = f.stripeID("payment_method", "payment method"); err != nil {
+		return PaymentIntentArgs{}, err
+	}
+	if a.Confirm, err = f.boolean("confirm"); err != nil {
+		return PaymentIntentArgs{}, err
+	}
+	if a.Confirm && a.PaymentMethod == "" {
+		return PaymentIntentArgs{}, invalid(f.at("payment_method"), "is required when confirm is true (Stripe cannot confirm a PaymentIntent without a payment method)")
+	}
+	if a.Description, err = f.str("description"); err != nil {
+		return PaymentIntentArgs{}, err
+	}
+	if n := chars(a.Description); n > maxDescriptionLen {
+		return PaymentIntentArgs{}, invalid(f.at("description"), fmt.Sprintf("must be at most %d characters long; got %d", maxDescriptionLen, n))
+	}
+	if a.Metadata, err = f.metadata("metadata"); err != nil {
+		return PaymentIntentArgs{}, err
+	}
+	return a, nil
+}
+
+// isCurrency reports whether s is three lower-case ASCII letters.
+func isCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}

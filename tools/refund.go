@@ -1,0 +1,57 @@
+package tools
+
+import "encoding/json"
+
+// RefundArgs are the arguments of stripe.refund. Exactly one of PaymentIntent and
+// Charge is set.
+type RefundArgs struct {
+	// PaymentIntent is the id ("pi_...") of the PaymentIntent to refund.
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	// Charge is the id ("ch_..." or "py_...") of the Charge to refund.
+	Charge string `json:"charge,omitempty"`
+	// Amount is in minor units; 0 (absent) refunds what is left.
+	Amount int64 `json:"amount,omitempty"`
+	// Reason is "duplicate", "fraudulent" or "requested_by_customer", or empty.
+	Reason string `json:"reason,omitempty"`
+	// Metadata is at most 49 keys; the key "oncebox_op" is reserved.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+var refundFields = []string{"payment_intent", "charge", "amount", "reason", "metadata"}
+
+// DecodeRefund decodes and validates the arguments of stripe.refund. Unknown
+// fields are refused. Its errors are *outbox.ValidationError.
+func DecodeRefund(args json.RawMessage) (RefundArgs, error) {
+	f, err := readArgs(args, refundFields)
+	if err != nil {
+		return RefundArgs{}, err
+	}
+	var a RefundArgs
+	if a.PaymentIntent, err = f.stripeID("payment_intent", "PaymentIntent", "pi_"); err != nil {
+		return RefundArgs{}, err
+	}
+	if a.Charge, err = f.stripeID("charge", "Charge", "ch_", "py_"); err != nil {
+		return RefundArgs{}, err
+	}
+	switch {
+	case a.PaymentIntent == "" && a.Charge == "":
+		return RefundArgs{}, invalid(f.at("payment_intent"), "is required unless charge is given (exactly one of payment_intent and charge)")
+	case a.PaymentIntent != "" && a.Charge != "":
+		return RefundArgs{}, invalid(f.at("charge"), "must not be given together with payment_intent (exactly one of payment_intent and charge)")
+	}
+	if a.Amount, err = f.amount("amount"); err != nil {
+		return RefundArgs{}, err
+	}
+	if a.Reason, err = f.nonEmpty("reason"); err != nil {
+		return RefundArgs{}, err
+	}
+	switch a.Reason {
+	case "", "duplicate", "fraudulent", "requested_by_customer":
+	default:
+		return RefundArgs{}, invalid(f.at("reason"), "must be one of duplicate, fraudulent, requested_by_customer")
+	}
+	if a.Metadata, err = f.metadata("metadata"); err != nil {
+		return RefundArgs{}, err
+	}
+	return a, nil
+}

@@ -1,0 +1,76 @@
+package tools
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// maxWebhookPathLen bounds a webhook path, query included.
+const maxWebhookPathLen = 2048
+
+// WebhookArgs are the arguments of webhook.post.
+type WebhookArgs struct {
+	// Target names a configured webhook target (Config.WebhookTargets); the target,
+	// not the agent, decides the scheme and host.
+	Target string `json:"target"`
+	// Path is the path (and optional query) on the target, starting with "/".
+	Path string `json:"path"`
+	// Body is the JSON value to post, if any.
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+var webhookFields = []string{"target", "path", "body"}
+
+// DecodeWebhook decodes and validates the shape of the arguments of webhook.post.
+// It does not check the target against an allow-list: the Validate of the tool
+// built by Builtin does. Unknown fields are refused. Its errors are
+// *outbox.ValidationError.
+func DecodeWebhook(args json.RawMessage) (WebhookArgs, error) {
+	f, err := readArgs(args, webhookFields)
+	if err != nil {
+		return WebhookArgs{}, err
+	}
+	var a WebhookArgs
+	if a.Target, err = f.required("target"); err != nil {
+		return WebhookArgs{}, err
+	}
+	if a.Path, err = f.required("path"); err != nil {
+		return WebhookArgs{}, err
+	}
+	if msg := checkWebhookPath(a.Path); msg != "" {
+		return WebhookArgs{}, invalid(f.at("path"), msg)
+	}
+	a.Body = f.values["body"]
+	return a, nil
+}
+
+// checkWebhookPath returns why p is not an acceptable path on a target, or "".
+func checkWebhookPath(p string) string {
+	switch {
+	case len(p) > maxWebhookPathLen:
+		return fmt.Sprintf("must be at most %d characters long; got %d", maxWebhookPathLen, len(p))
+	case !strings.HasPrefix(p, "/"):
+		return `must start with "/" (a path on the target, not a URL)`
+	case strings.HasPrefix(p, "//"):
+		return `must not start with "//" (the target, not the path, decides scheme and host)`
+	case strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '\\' }):
+		return "must not contain spaces, control characters or backslashes"
+	case strings.Contains(p, "#"):
+		return "must not contain a fragment (#)"
+	}
+	path, _, _ := strings.Cut(p, "?")
+	for seg := range strings.SplitSeq(path, "/") {
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return "must be a valid URL path (bad percent-encoding)"
+		}
+		for part := range strings.FieldsFuncSeq(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if part == ".." {
+				return `must not contain ".." segments`
+			}
+		}
+	}
+	return ""
+}

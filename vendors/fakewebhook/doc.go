@@ -1,0 +1,44 @@
+// Package fakewebhook is a stateful fake webhook receiver for tests, chaos runs
+// and `oncebox dev`.
+//
+// It accepts a JSON POST on any path and records it as an Effect: that is the
+// side effect the tests count. Every effect answers 200
+// {"id":"<effect id>","ok":true} with "X-Request-Id: <effect id>".
+//
+// With Config.HonourKeys it deduplicates by the Idempotency-Key header, as a
+// receiver honouring the IETF Idempotency-Key draft would: the first POST with
+// a key stores its answer (status and body) and every later POST with the same
+// key replays it with "Idempotent-Replayed: true" and performs nothing; a POST
+// whose key is still in flight (held by SetBlock or FaultHangAfterEffect)
+// answers 409. Without it, every accepted POST is another effect.
+//
+// Other endpoints:
+//
+//   - GET /_lookup?oncebox_op=<id> answers {"objects":[{"id":..,"created":..}]}
+//     for the effects whose Oncebox-Op header was <id> and that are at least
+//     Config.LookupLag old (created is RFC 3339).
+//   - GET /_effects answers {"effects":[...]} with every effect, so a test that
+//     runs the dispatch worker in another process can count them (see
+//     FetchEffects).
+//
+// A body that is not JSON answers 400 and performs nothing. Faults for POSTs
+// are queued with InjectFault or drawn at random with SetRandomFaults: a
+// dropped connection before or after the effect, a hang after the effect, a
+// 500 with or without the effect, a 429 with Retry-After, a 409 and a refusal
+// with a chosen 4xx status.
+//
+// Beware of one behaviour of net/http that is not the fake's: when the server
+// drops a kept-alive connection without answering, http.Transport silently
+// resends a request that carries an Idempotency-Key header and a rewindable
+// body (http.Request.GetBody). The webhook adapter clears GetBody for that
+// reason; a test that calls the fake with its own client should do the same or
+// disable keep-alives.
+//
+// Use it from a test:
+//
+//	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+//	srv := httptest.NewServer(fake)
+//	defer srv.Close()
+//	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
+//	// POST srv.URL+"/anything" ..., then fake.EffectCount(), fake.EffectsFor(opID)
+package fakewebhook

@@ -1,0 +1,104 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// maxLookupBytes caps the lookup answer read.
+const maxLookupBytes = 4 << 20
+
+// Lookup asks the op's target for the objects tagged with the op's id, with
+// GET <BaseURL><LookupPath>?oncebox_op=<op id>. It returns
+// outbox.ErrLookupUnavailable (wrapped) when Config.LookupPath is empty, when
+// the op's target is no longer configured, or when the endpoint answers 403
+// or 404; other failures are returned as they are.
+func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+	if v.cfg.LookupPath == "" {
+		return nil, fmt.Errorf("webhook targets cannot be asked: %w", outbox.ErrLookupUnavailable)
+	}
+	a, err := decodeArgs(p.Args)
+	if err != nil {
+		return nil, fmt.Errorf("webhook lookup of op %s: %w", p.OpID, err)
+	}
+	target, ok := v.cfg.Targets[a.Target]
+	if !ok {
+		return nil, fmt.Errorf("webhook target %q is not configured: %w", a.Target, outbox.ErrLookupUnavailable)
+	}
+	u, err := joinURL(target.BaseURL, v.cfg.LookupPath, url.Values{outbox.TagKey: {p.OpID}})
+	if err != nil {
+		return nil, fmt.Errorf("webhook lookup URL for target %q: %w", a.Target, err)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("webhook lookup request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "oncebox-webhook")
+	if target.SecretHeader != "" {
+		req.Header.Set(target.SecretHeader, target.Secret)
+	}
+	resp, err := v.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("webhook lookup on target %q: %w", a.Target, &errorWithoutSecret{err: err, secret: target.Secret})
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxLookupBytes))
+	if err != nil {
+		return nil, fmt.Errorf("webhook lookup on target %q: read answer: %w", a.Target, &errorWithoutSecret{err: err, secret: target.Secret})
+	}
+	v.cfg.Logger.DebugContext(ctx, "webhook lookup",
+		slog.String("op_id", p.OpID), slog.String("target", a.Target), slog.Int("status", resp.StatusCode))
+	switch {
+	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound:
+		return nil, fmt.Errorf("webhook target %q answered HTTP %d to the lookup: %w", a.Target, resp.StatusCode, outbox.ErrLookupUnavailable)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("webhook target %q answered HTTP %d to the lookup", a.Target, resp.StatusCode)
+	}
+	return decodeLookup(redact(body, target.Secret), p.OpID)
+}
+
+// decodeLookup reads {"objects":[{"id":..,"created":..}]}.
+func decodeLookup(body []byte, opID string) (*outbox.LookupResult, error) {
+	var page struct {
+		Objects []json.RawMessage `json:"objects"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, fmt.Errorf("decode webhook lookup answer: %w", err)
+	}
+	res := &outbox.LookupResult{}
+	for _, raw := range page.Objects {
+		var obj struct {
+			ID      string `json:"id"`
+			Created string `json:"created"`
+		}
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return nil, fmt.Errorf("decode webhook lookup object: %w", err)
+		}
+		if obj.ID == "" {
+			return nil, fmt.Errorf("webhook lookup object without an id: %s", raw)
+		}
+		created, err := time.Parse(time.RFC3339, obj.Created)
+		if err != nil {
+			return nil, fmt.Errorf("webhook lookup object %s: created: %w", obj.ID, err)
+		}
+		res.Objects = append(res.Objects, outbox.VendorObject{
+			ID:      obj.ID,
+			OpID:    opID,
+			Created: created,
+			Summary: raw,
+		})
+	}
+	return res, nil
+}

@@ -1,0 +1,141 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// Vendor dispatches webhook tool calls to the allow-listed targets. It
+// satisfies outbox.Vendor and is safe for concurrent use.
+type Vendor struct {
+	cfg Config
+}
+
+var _ outbox.Vendor = (*Vendor)(nil)
+
+// New checks cfg, fills in its defaults and returns a Vendor.
+func New(cfg Config) (*Vendor, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Vendor{cfg: cfg.withDefaults()}, nil
+}
+
+// Name returns "webhook".
+func (v *Vendor) Name() string { return "webhook" }
+
+// Idempotency says whether the targets honour Idempotency-Key
+// (Config.NativeIdempotency) and for how long.
+func (v *Vendor) Idempotency() outbox.Idempotency {
+	return outbox.Idempotency{Native: v.cfg.NativeIdempotency, Window: v.cfg.IdempotencyWindow}
+}
+
+// LookupLag returns Config.LookupLag.
+func (v *Vendor) LookupLag() time.Duration { return v.cfg.LookupLag }
+
+// HasTarget reports whether name is a configured target.
+func (v *Vendor) HasTarget(name string) bool {
+	_, ok := v.cfg.Targets[name]
+	return ok
+}
+
+// Dispatch POSTs the op's body to its target and classifies the answer (see
+// the package documentation). Every error it returns is a
+// *outbox.DispatchError, free of the target's secret.
+func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+	a, err := decodeArgs(p.Args)
+	if err != nil {
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Bug: true, Err: err}
+	}
+	target, ok := v.cfg.Targets[a.Target]
+	if !ok {
+		return nil, &outbox.DispatchError{
+			Outcome: outbox.OutcomePermanent,
+			Code:    "unknown_target",
+			Message: fmt.Sprintf("webhook target %q is not configured", a.Target),
+		}
+	}
+	u, err := joinURL(target.BaseURL, a.Path, nil)
+	if err != nil {
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: err.Error(), Err: err}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+	defer cancel()
+	// The request may have reached the receiver once a connection was
+	// obtained, unless writing it failed.
+	var gotConn, writeFailed atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err != nil {
+				writeFailed.Store(true)
+			}
+		},
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, u, bytes.NewReader(a.requestBody()))
+	if err != nil {
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: "build request: " + err.Error(), Err: err}
+	}
+	// Without GetBody net/http cannot resend the POST on its own after a
+	// dropped kept-alive connection, which it would do for any request with
+	// an Idempotency-Key header: a resend is oncebox's decision, not the
+	// transport's.
+	req.GetBody = nil
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "oncebox-webhook")
+	req.Header.Set("Idempotency-Key", p.VendorKey)
+	req.Header.Set("Oncebox-Op", p.OpID)
+	if target.SecretHeader != "" {
+		req.Header.Set(target.SecretHeader, target.Secret)
+	}
+
+	start := time.Now()
+	ans := answer{}
+	resp, err := v.cfg.HTTPClient.Do(req)
+	if err != nil {
+		ans.err = err
+		ans.mayHaveArrived = gotConn.Load() && !writeFailed.Load()
+	} else {
+		ans.status = resp.StatusCode
+		ans.header = resp.Header
+		body, readErr := io.ReadAll(io.LimitReader(resp.Body, int64(v.cfg.MaxResultBytes)+1))
+		_ = resp.Body.Close()
+		if readErr != nil {
+			// The status came back: it decides. The body is what arrived.
+			v.cfg.Logger.DebugContext(ctx, "webhook answer body cut short",
+				slog.String("op_id", p.OpID), slog.String("target", a.Target), slog.String("error", redactString(readErr.Error(), target.Secret)))
+		}
+		ans.body = redact(body, target.Secret)
+	}
+	ans.now = time.Now()
+
+	res, de := classify(ans, v.cfg.MaxResultBytes)
+	attrs := []any{
+		slog.String("op_id", p.OpID),
+		slog.Int64("tenant", p.TenantID),
+		slog.String("target", a.Target),
+		slog.String("path", a.Path),
+		slog.Int("attempt", p.Attempt),
+		slog.Int("status", ans.status),
+		slog.Duration("elapsed", ans.now.Sub(start)),
+	}
+	if de != nil {
+		de = scrub(de, target.Secret)
+		v.cfg.Logger.DebugContext(ctx, "webhook dispatch failed",
+			append(attrs, slog.String("outcome", de.Outcome.String()), slog.String("code", de.Code), slog.String("error", de.Error()))...)
+		return nil, de
+	}
+	v.cfg.Logger.DebugContext(ctx, "webhook dispatched", append(attrs, slog.String("vendor_ref", res.VendorRef))...)
+	return res, nil
+}
