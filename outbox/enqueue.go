@@ -224,3 +224,15 @@ func scanOp(row rowScanner) (*Op, error) {
 	op.fromScan()
 	return op, nil
 }
+
+// InsertDispatchJobTx inserts the dispatch job of an op inside tx. The reconciler and
+// manual resolution use it when they send an op back to pending.
+func (ob *Outbox) InsertDispatchJobTx(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
+	return ob.insertJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
+}
+
+// Observer returns the configured observer.
+func (ob *Outbox) Observer() Observer { return ob.cfg.Observer }
+
+// Logger returns the configured logger.
+func (ob *Outbox) Logger() *slog.Logger { return ob.logger }

@@ -84,3 +84,5 @@ const sqlSetStatusByKey = `
 UPDATE oncebox_op SET status = $4, updated_at = now()
 WHERE tenant_id = $1 AND idempotency_key = $2 AND status = $3
 RETURNING ` + opColumns
+
+const sqlOpByTenantID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND id = $2::uuid`

@@ -49,6 +49,13 @@ func TestDecodePaymentIntentValid(t *testing.T) {
 		require.Contains(t, a.Metadata, "empty")
 	})
 
+	t.Run("confirm false", func(t *testing.T) {
+		t.Parallel()
+		a, err := tools.DecodePaymentIntent(json.RawMessage(`{"amount":1,"currency":"usd","confirm":false}`))
+		require.NoError(t, err)
+		require.False(t, a.Confirm)
+	})
+
 	t.Run("nulls are absent", func(t *testing.T) {
 		t.Parallel()
 		a, err := tools.DecodePaymentIntent(json.RawMessage(`{"amount":5,"currency":"usd","customer":null,"confirm":null,"metadata":null}`))

@@ -13,11 +13,12 @@
 //     X-Message-Id, or 400 with {"errors":[...]} (nothing stored), or 413 for a
 //     body over 30 MB. Gzip bodies (Content-Encoding: gzip) are accepted.
 //   - GET /v3/messages is the Email Activity search: limit 1..1000 and a query
-//     made of unique_args['k']="v", msg_id LIKE 'prefix%' and
-//     last_event_time BETWEEN TIMESTAMP "t1" AND TIMESTAMP "t2" joined by AND
-//     (parentheses allowed). It answers one row per recipient, only for
-//     messages older than the activity lag, within a per-minute rate limit, or
-//     403 when SetActivityForbidden is on.
+//     made of unique_args['k']="v", msg_id LIKE 'prefix%' (SQL LIKE, so _ is
+//     a wildcard too) and last_event_time BETWEEN TIMESTAMP "t1" AND
+//     TIMESTAMP "t2" joined by AND (parentheses allowed). It answers one row
+//     per "to" recipient, newest message first, only for messages older than
+//     the activity lag, within a per-minute rate limit, or 403 when
+//     SetActivityForbidden is on.
 //   - GET /v3/messages/{msg_id} returns one row's details, including
 //     unique_args and categories, under the same lag, limit and 403 rules.
 //

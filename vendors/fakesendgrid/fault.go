@@ -55,11 +55,6 @@ func (k FaultKind) String() string {
 	}
 }
 
-// stores reports whether the fault lets the email be stored and counted.
-func (k FaultKind) stores() bool {
-	return k == 0 || k == FaultAcceptThenDrop || k == FaultHang || k == Fault500Stored
-}
-
 // Fault is one failure for a future POST /v3/mail/send.
 type Fault struct {
 	// Kind is what goes wrong.

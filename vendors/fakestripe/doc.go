@@ -12,8 +12,12 @@
 //     confirm, capture_method, description, metadata[k]. Confirmed with a
 //     payment method it succeeds with a latest_charge "ch_..."; the test
 //     payment methods pm_card_chargeDeclined and pm_card_visa_chargeDeclined
-//     answer 402 card_error card_declined/generic_decline and, as on Stripe,
-//     leave a payment intent behind in status requires_payment_method.
+//     answer 402 card_error card_declined/generic_decline (the
+//     ...ChargeDeclinedInsufficientFunds ones insufficient_funds) and, as on
+//     Stripe, leave a payment intent behind in status requires_payment_method,
+//     which CreatedCount and ByTag include. Unknown parameters answer 400
+//     parameter_unknown; the Stripe parameters the fake does not model are
+//     accepted and ignored.
 //   - POST /v1/refunds: payment_intent or charge, amount (defaults to what is
 //     left), reason, metadata[k]; refused with 400 when the payment intent has
 //     no successful charge or the amount exceeds what is left to refund.

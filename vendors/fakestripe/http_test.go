@@ -68,6 +68,16 @@ func TestNotFound(t *testing.T) {
 	}
 	require.Equal(t, http.StatusNotFound, getJSON(t, h, "/v2/nothing", &body))
 	require.Contains(t, body.Error.Message, "Unrecognized request URL")
+
+	// A known path under another method is unrecognized too, in JSON.
+	req, err := http.NewRequest(http.MethodDelete, h.srv.URL+"/v1/payment_intents", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer sk_test_x")
+	resp, err := h.srv.Client().Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 }
 
 func TestAddPaymentIntentAndByTag(t *testing.T) {

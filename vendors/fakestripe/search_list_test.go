@@ -266,3 +266,13 @@ func getJSON(t *testing.T, h *harness, path string, v any) int {
 	require.NoError(t, json.Unmarshal(body, v), "body: %s", body)
 	return resp.StatusCode
 }
+
+func TestSearchQuotedValues(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakestripe.Config{})
+	pi, err := h.sc.PaymentIntents.New(piParams("key-1", `a AND b OR "c"`, 100))
+	require.NoError(t, err)
+
+	require.Equal(t, []string{pi.ID}, searchIDs(t, h, `metadata["oncebox_op"]:"a AND b OR \"c\"" AND status:"succeeded"`))
+	require.Empty(t, searchIDs(t, h, `metadata["oncebox_op"]:"a AND b"`))
+}

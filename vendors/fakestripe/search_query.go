@@ -9,7 +9,7 @@ import (
 // match) or by OR (any may match).
 type searchQuery struct {
 	clauses []searchClause
-	any     bool
+	or      bool
 }
 
 // searchClause is one field:value test.
@@ -26,15 +26,15 @@ type searchClause struct {
 // supports.
 func parseSearchQuery(raw string) (searchQuery, *apiError) {
 	var q searchQuery
-	hasAnd, hasOr := strings.Contains(raw, " AND "), strings.Contains(raw, " OR ")
-	if hasAnd && hasOr {
+	ands, ors := splitOutsideQuotes(raw, " AND "), splitOutsideQuotes(raw, " OR ")
+	if len(ands) > 1 && len(ors) > 1 {
 		return q, invalidParam("query", "", "Queries cannot mix AND and OR.")
 	}
-	sep := " AND "
-	if hasOr {
-		sep, q.any = " OR ", true
+	parts := ands
+	if len(ors) > 1 {
+		parts, q.or = ors, true
 	}
-	for part := range strings.SplitSeq(raw, sep) {
+	for _, part := range parts {
 		c, err := parseSearchClause(strings.TrimSpace(part))
 		if err != nil {
 			return q, err
@@ -102,6 +102,26 @@ func parseSearchClause(s string) (searchClause, *apiError) {
 	return c, nil
 }
 
+// splitOutsideQuotes splits s around sep where sep is not inside a quoted
+// value.
+func splitOutsideQuotes(s, sep string) []string {
+	var parts []string
+	quoted, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && quoted:
+			i++ // Skip the escaped character.
+		case s[i] == '"':
+			quoted = !quoted
+		case !quoted && strings.HasPrefix(s[i:], sep):
+			parts = append(parts, s[start:i])
+			start = i + len(sep)
+			i = start - 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
 // unquote strips the double quotes around a search value, if any.
 func unquote(s string) (string, error) {
 	if strings.HasPrefix(s, `"`) {
@@ -113,11 +133,11 @@ func unquote(s string) (string, error) {
 // match reports whether rec satisfies the query.
 func (q searchQuery) match(rec *paymentIntentRecord) bool {
 	for _, c := range q.clauses {
-		if c.match(rec) == q.any {
-			return q.any
+		if c.match(rec) == q.or {
+			return q.or
 		}
 	}
-	return !q.any
+	return !q.or
 }
 
 func (c searchClause) match(rec *paymentIntentRecord) bool {

@@ -258,4 +258,3 @@ func scrub(de *outbox.DispatchError, secret string) *outbox.DispatchError {
 	}
 	return de
 }
-

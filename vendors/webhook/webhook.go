@@ -54,7 +54,7 @@ func (v *Vendor) HasTarget(name string) bool {
 func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
 	a, err := decodeArgs(p.Args)
 	if err != nil {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Bug: true, Err: err}
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
 	}
 	target, ok := v.cfg.Targets[a.Target]
 	if !ok {

@@ -1,0 +1,64 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// problemBase is the prefix of every problem type URL.
+const problemBase = "https://oncebox.dev/problems/"
+
+// The stable problem slugs, and their titles.
+var problemTitles = map[string]string{
+	"missing-idempotency-key": "Idempotency-Key header is missing",
+	"invalid-idempotency-key": "Idempotency-Key is malformed",
+	"unauthorized":            "Missing or invalid API token",
+	"invalid-json":            "Request body is not valid JSON for this route",
+	"unsupported-media-type":  "Request body must be application/json",
+	"payload-too-large":       "Request body is too large",
+	"unknown-tool":            "Unknown tool",
+	"invalid-args":            "Invalid tool call",
+	"key-conflict":            "Idempotency key reused with a different payload",
+	"not-found":               "Op not found",
+	"wrong-state":             "Op is not in the state this action needs",
+	"invalid-wait":            "Invalid wait parameter",
+	"internal":                "Internal server error",
+}
+
+// problem is an RFC 9457 problem document with oncebox's extension members.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+
+	// Field is the dotted path of the offending request member, such as "args.amount".
+	Field string `json:"field,omitempty"`
+	// Rule names the broken idempotency-key rule.
+	Rule string `json:"rule,omitempty"`
+	// KnownTools lists the tools the server accepts (unknown-tool).
+	KnownTools []string `json:"known_tools,omitempty"`
+	// StoredFingerprint and GivenFingerprint explain a key-conflict.
+	StoredFingerprint string `json:"stored_fingerprint,omitempty"`
+	GivenFingerprint  string `json:"given_fingerprint,omitempty"`
+	// Status of the op, for wrong-state.
+	OpStatus string `json:"op_status,omitempty"`
+}
+
+// newProblem returns the problem of a slug with its title.
+func newProblem(status int, slug, detail string) *problem {
+	return &problem{Type: problemBase + slug, Title: problemTitles[slug], Status: status, Detail: detail}
+}
+
+// writeProblem writes p as application/problem+json.
+func writeProblem(w http.ResponseWriter, p *problem) {
+	body, err := json.Marshal(p)
+	if err != nil { // Cannot happen: every member is a string, an int or strings.
+		body = []byte(`{"type":"` + problemBase + `internal","title":"Internal server error","status":500}`)
+		p.Status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(body, '\n'))
+}

@@ -1,0 +1,243 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+const (
+	// maxRefLen bounds conversation_id and tool_call_id.
+	maxRefLen = 512
+	// maxArgsDepth bounds how deeply args may nest; Postgres' JSON parser recurses.
+	maxArgsDepth = 64
+)
+
+// opRequest is the body of POST /v1/ops.
+type opRequest struct {
+	Tool           string          `json:"tool"`
+	Args           json.RawMessage `json:"args"`
+	ConversationID string          `json:"conversation_id"`
+	ToolCallID     string          `json:"tool_call_id"`
+}
+
+// decisionRequest is the optional body of approve and reject.
+type decisionRequest struct {
+	Reason string `json:"reason"`
+}
+
+// headerKey returns the normalized Idempotency-Key header, or the problem to answer.
+func headerKey(r *http.Request) (string, *problem) {
+	values := r.Header.Values("Idempotency-Key")
+	if len(values) == 0 || len(values) == 1 && strings.TrimSpace(values[0]) == "" {
+		p := newProblem(http.StatusBadRequest, "missing-idempotency-key",
+			"Send an Idempotency-Key header: 1 to 255 visible ASCII characters that name this side effect, the same on every retry.")
+		p.Rule = "missing"
+		return "", p
+	}
+	if len(values) > 1 {
+		p := newProblem(http.StatusBadRequest, "invalid-idempotency-key",
+			fmt.Sprintf("Send exactly one Idempotency-Key header; this request has %d.", len(values)))
+		p.Rule = "repeated"
+		return "", p
+	}
+	return normalizeKey(values[0])
+}
+
+// normalizeKey checks a key from a header or a path.
+func normalizeKey(raw string) (string, *problem) {
+	key, err := outbox.NormalizeKey(raw)
+	var ke *outbox.KeyError
+	if errors.As(err, &ke) {
+		p := newProblem(http.StatusBadRequest, "invalid-idempotency-key", "The idempotency key "+ke.Detail+".")
+		p.Rule = ke.Rule
+		return "", p
+	}
+	if err != nil {
+		p := newProblem(http.StatusBadRequest, "invalid-idempotency-key", "The idempotency key is malformed.")
+		p.Rule = "invalid"
+		return "", p
+	}
+	return key, nil
+}
+
+// parseWait reads ?wait=: a Go duration ("30s") or whole seconds ("30"), capped at max.
+func parseWait(r *http.Request, max time.Duration) (time.Duration, *problem) {
+	raw := r.URL.Query().Get("wait")
+	if raw == "" {
+		return 0, nil
+	}
+	bad := func(why string) (time.Duration, *problem) {
+		p := newProblem(http.StatusBadRequest, "invalid-wait",
+			fmt.Sprintf("The wait parameter %q %s; send a duration such as \"30s\" or whole seconds such as \"30\" (at most %s).", raw, why, max))
+		p.Field = "wait"
+		return 0, p
+	}
+	var d time.Duration
+	if n, err := strconv.ParseInt(raw, 10, 64); err == nil {
+		if n < 0 {
+			return bad("is negative")
+		}
+		if n > int64(max/time.Second) {
+			return max, nil
+		}
+		d = time.Duration(n) * time.Second
+	} else {
+		var err error
+		if d, err = time.ParseDuration(raw); err != nil {
+			return bad("is not a duration")
+		}
+		if d < 0 {
+			return bad("is negative")
+		}
+	}
+	return min(d, max), nil
+}
+
+// readJSONBody checks the content type and reads a body of at most limit bytes. An
+// empty body is returned as nil when allowEmpty is set, whatever its content type.
+func readJSONBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bool) ([]byte, *problem) {
+	if allowEmpty && r.ContentLength == 0 {
+		return nil, nil
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		if allowEmpty && r.ContentLength < 0 {
+			// The length is unknown: accept an empty body of any type.
+			body, perr := readBody(w, r, limit)
+			if perr != nil || len(bytes.TrimSpace(body)) == 0 {
+				return nil, perr
+			}
+		}
+		given := "no Content-Type"
+		if ct != "" {
+			given = fmt.Sprintf("Content-Type %q", ct)
+		}
+		return nil, newProblem(http.StatusUnsupportedMediaType, "unsupported-media-type",
+			"The request has "+given+"; send the body as JSON with \"Content-Type: application/json\".")
+	}
+	body, perr := readBody(w, r, limit)
+	if perr != nil {
+		return nil, perr
+	}
+	if allowEmpty && len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
+	return body, nil
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *problem) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, newProblem(http.StatusRequestEntityTooLarge, "payload-too-large",
+			fmt.Sprintf("The request body exceeds the limit of %d bytes.", mbe.Limit))
+	}
+	if err != nil {
+		return nil, newProblem(http.StatusBadRequest, "invalid-json", "The request body could not be read: "+err.Error()+".")
+	}
+	return body, nil
+}
+
+// decodeStrict decodes one JSON object into dst, refusing unknown members and
+// trailing data.
+func decodeStrict(body []byte, dst any) *problem {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return newProblem(http.StatusBadRequest, "invalid-json", "The request body must be a JSON object.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonProblem(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return newProblem(http.StatusBadRequest, "invalid-json", "The request body must hold one JSON object and nothing after it.")
+	}
+	return nil
+}
+
+// jsonProblem explains a decoding error, naming the member when it can.
+func jsonProblem(err error) *problem {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syntax):
+		return newProblem(http.StatusBadRequest, "invalid-json",
+			fmt.Sprintf("The request body is not valid JSON (at byte %d: %s).", syntax.Offset, syntax.Error()))
+	case errors.As(err, &typ):
+		p := newProblem(http.StatusBadRequest, "invalid-json",
+			fmt.Sprintf("The member %q must be a JSON %s, not %s.", typ.Field, typ.Type.Kind(), typ.Value))
+		p.Field = typ.Field
+		return p
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		p := newProblem(http.StatusBadRequest, "invalid-json",
+			fmt.Sprintf("The member %q is not part of this request; leave it out.", name))
+		p.Field = name
+		return p
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return newProblem(http.StatusBadRequest, "invalid-json", "The request body is not valid JSON (it ends too early).")
+	}
+	return newProblem(http.StatusBadRequest, "invalid-json", "The request body is not valid JSON.")
+}
+
+// checkStorable refuses what Postgres cannot store although it is valid JSON: the
+// character U+0000 in a string, and nesting deeper than maxArgsDepth.
+func checkStorable(req *opRequest) *problem {
+	for _, f := range []struct{ name, value string }{{"conversation_id", req.ConversationID}, {"tool_call_id", req.ToolCallID}} {
+		switch {
+		case len(f.value) > maxRefLen:
+			return invalidArgs(f.name, fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), maxRefLen))
+		case strings.ContainsRune(f.value, 0):
+			return invalidArgs(f.name, "must not contain the character U+0000")
+		}
+	}
+	if len(req.Args) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(req.Args))
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return invalidArgs("args", "is not valid JSON")
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+				if depth > maxArgsDepth {
+					return invalidArgs("args", fmt.Sprintf("nests deeper than %d levels", maxArgsDepth))
+				}
+			} else {
+				depth--
+			}
+		case string:
+			if strings.ContainsRune(v, 0) {
+				return invalidArgs("args", "must not contain the character U+0000 in any string")
+			}
+		}
+	}
+}
+
+func invalidArgs(field, message string) *problem {
+	p := newProblem(http.StatusBadRequest, "invalid-args", "The tool call is invalid: "+field+" "+message+".")
+	p.Field = field
+	return p
+}

@@ -1,0 +1,223 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tenant"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Outbox records and reads ops. Required.
+	Outbox *outbox.Outbox
+	// Tenants authenticates bearer tokens. Required.
+	Tenants *tenant.Store
+	// Logger receives one debug line per request and the real cause of every 500.
+	// Tokens and request bodies are never logged. Defaults to discarding logs.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a request body; a larger one is refused with 413.
+	// Defaults to 64 KiB.
+	MaxBodyBytes int64
+	// MaxWait caps the ?wait= parameter; a longer wait is shortened to it. Keep it
+	// below the http.Server's WriteTimeout. Defaults to 60 seconds.
+	MaxWait time.Duration
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.MaxBodyBytes == 0 {
+		out.MaxBodyBytes = 64 << 10
+	}
+	if out.MaxWait == 0 {
+		out.MaxWait = 60 * time.Second
+	}
+	return out
+}
+
+func (c *Config) validate() error {
+	if c.Outbox == nil {
+		return errors.New("api: Config.Outbox is required (build one with outbox.New)")
+	}
+	if c.Tenants == nil {
+		return errors.New("api: Config.Tenants is required (build one with tenant.NewStore)")
+	}
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("api: MaxBodyBytes %d is negative; leave it 0 for the 64 KiB default", c.MaxBodyBytes)
+	}
+	if c.MaxWait < 0 {
+		return fmt.Errorf("api: MaxWait %s is negative; leave it 0 for the 60 s default", c.MaxWait)
+	}
+	return nil
+}
+
+// Server is the agent-facing HTTP API. It is an http.Handler.
+type Server struct {
+	cfg    Config
+	ob     *outbox.Outbox
+	logger *slog.Logger
+	mux    *http.ServeMux
+}
+
+// New builds a Server from cfg.
+func New(cfg Config) (*Server, error) {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux()}
+	s.mux.HandleFunc("POST /v1/ops", s.authed(s.postOp))
+	s.mux.HandleFunc("GET /v1/ops/{key}", s.authed(s.getOp))
+	s.mux.HandleFunc("POST /v1/ops/{key}/approve", s.authed(s.approveOp))
+	s.mux.HandleFunc("POST /v1/ops/{key}/reject", s.authed(s.rejectOp))
+	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	return s, nil
+}
+
+// ServeHTTP routes a request and logs one debug line about it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	r = r.WithContext(context.WithValue(r.Context(), recorderKey{}, rec))
+	s.mux.ServeHTTP(rec, r)
+	if !s.logger.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method),
+		slog.String("route", r.Pattern),
+		slog.Int("status", rec.status),
+		slog.Duration("took", time.Since(start)),
+	}
+	if rec.tenant != nil {
+		attrs = append(attrs, slog.Int64("tenant", rec.tenant.ID))
+	}
+	if rec.key != "" {
+		attrs = append(attrs, slog.String("idempotency_key", rec.key))
+	}
+	if rec.opID != "" {
+		attrs = append(attrs, slog.String("op_id", rec.opID))
+	}
+	s.logger.LogAttrs(r.Context(), slog.LevelDebug, "http request", attrs...)
+}
+
+// recorder remembers what the request log line needs.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	tenant *tenant.Tenant
+	key    string
+	opID   string
+}
+
+type recorderKey struct{}
+
+// WriteHeader implements http.ResponseWriter.
+func (rec *recorder) WriteHeader(status int) {
+	rec.status = status
+	rec.ResponseWriter.WriteHeader(status)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+func recorderOf(r *http.Request) *recorder {
+	rec, _ := r.Context().Value(recorderKey{}).(*recorder)
+	if rec == nil {
+		return &recorder{}
+	}
+	return rec
+}
+
+// authedHandlerFunc is a handler that runs for an authenticated tenant.
+type authedHandlerFunc func(w http.ResponseWriter, r *http.Request, t *tenant.Tenant)
+
+// authed authenticates the bearer token before anything else is looked at.
+func (s *Server) authed(next authedHandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, given := bearerToken(r)
+		if token == "" {
+			unauthorized(w, given, "send the API token as \"Authorization: Bearer obx_...\"")
+			return
+		}
+		t, err := s.cfg.Tenants.Authenticate(r.Context(), token)
+		if errors.Is(err, tenant.ErrUnauthorized) {
+			unauthorized(w, true, "the API token is unknown or revoked")
+			return
+		}
+		if err != nil {
+			s.internal(w, r, fmt.Errorf("authenticate: %w", err))
+			return
+		}
+		recorderOf(r).tenant = t
+		next(w, r, t)
+	}
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header, and whether an
+// Authorization header was sent at all.
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", true
+	}
+	return strings.TrimSpace(token), true
+}
+
+func unauthorized(w http.ResponseWriter, tokenGiven bool, detail string) {
+	challenge := `Bearer realm="oncebox"`
+	if tokenGiven {
+		challenge += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	writeProblem(w, newProblem(http.StatusUnauthorized, "unauthorized", "Authentication failed: "+detail+"."))
+}
+
+// internal logs the real cause of a failure and answers 500 without it.
+func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", r.Pattern), slog.Any("error", err)}
+	if rec := recorderOf(r); rec.tenant != nil {
+		attrs = append(attrs, slog.Int64("tenant", rec.tenant.ID))
+	}
+	s.logger.LogAttrs(r.Context(), slog.LevelError, "api request failed", attrs...)
+	writeProblem(w, newProblem(http.StatusInternalServerError, "internal",
+		"The server could not complete the request. It has been logged; retry later with the same Idempotency-Key."))
+}
+
+// healthz answers 200 when the database answers a query.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var one int
+	if err := s.ob.Pool().QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "health check failed", slog.Any("error", err))
+		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"ok":false,"error":"database unavailable"}`))
+		return
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"ok":true}`))
+}
+
+// openAPI serves the embedded OpenAPI document.
+func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, OpenAPI())
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

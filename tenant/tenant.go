@@ -1,0 +1,226 @@
+package tenant
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+var (
+	// ErrUnauthorized is returned for a token that is unknown or revoked.
+	ErrUnauthorized = errors.New("unknown or revoked API token")
+	// ErrNotFound is returned for a tenant or token that does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists is returned when a tenant name is taken.
+	ErrExists = errors.New("tenant already exists")
+)
+
+// TokenPrefix starts every oncebox API token, so a leaked one is easy to recognise.
+const TokenPrefix = "obx_"
+
+// Tenant is one customer of oncebox; every op belongs to one.
+type Tenant struct {
+	ID        int64
+	Name      string
+	CreatedAt time.Time
+}
+
+// Token describes a stored token (never the secret itself).
+type Token struct {
+	ID        int64
+	TenantID  int64
+	Prefix    string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Store reads and writes tenants and tokens.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store over pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// HashToken returns the stored form of a token.
+func HashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+func newToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("tenant: random token: %w", err)
+	}
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Create creates a tenant and its first token, returned once.
+func (s *Store) Create(ctx context.Context, name string) (*Tenant, string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 100 {
+		return nil, "", fmt.Errorf("tenant: name must be 1 to 100 characters")
+	}
+	var (
+		t     Tenant
+		token string
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ($1) RETURNING id, name, created_at", name).
+			Scan(&t.ID, &t.Name, &t.CreatedAt)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
+			return fmt.Errorf("%w: %q", ErrExists, name)
+		}
+		if err != nil {
+			return fmt.Errorf("tenant: create: %w", err)
+		}
+		token, err = insertToken(ctx, tx, t.ID)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return &t, token, nil
+}
+
+// Ensure returns the tenant with the given name, creating it when missing. A token is
+// returned only when the tenant was created.
+func (s *Store) Ensure(ctx context.Context, name string) (*Tenant, string, error) {
+	t, err := s.ByName(ctx, name)
+	if err == nil {
+		return t, "", nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return nil, "", err
+	}
+	t, token, err := s.Create(ctx, name)
+	if errors.Is(err, ErrExists) {
+		t, err = s.ByName(ctx, name)
+		return t, "", err
+	}
+	return t, token, err
+}
+
+func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64) (string, error) {
+	token, err := newToken()
+	if err != nil {
+		return "", err
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix) VALUES ($1, $2, $3)",
+		tenantID, HashToken(token), token[:len(TokenPrefix)+6]); err != nil {
+		return "", fmt.Errorf("tenant: store token: %w", err)
+	}
+	return token, nil
+}
+
+// NewToken adds a token to the named tenant and returns it, once.
+func (s *Store) NewToken(ctx context.Context, tenantName string) (string, error) {
+	t, err := s.ByName(ctx, tenantName)
+	if err != nil {
+		return "", err
+	}
+	var token string
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		token, err = insertToken(ctx, tx, t.ID)
+		return err
+	})
+	return token, err
+}
+
+// ByName returns the tenant with the given name.
+func (s *Store) ByName(ctx context.Context, name string) (*Tenant, error) {
+	var t Tenant
+	err := s.pool.QueryRow(ctx, "SELECT id, name, created_at FROM oncebox_tenant WHERE name = $1", name).
+		Scan(&t.ID, &t.Name, &t.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("tenant %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenant: read %q: %w", name, err)
+	}
+	return &t, nil
+}
+
+// List returns every tenant, by name.
+func (s *Store) List(ctx context.Context) ([]Tenant, error) {
+	rows, err := s.pool.Query(ctx, "SELECT id, name, created_at FROM oncebox_tenant ORDER BY name")
+	if err != nil {
+		return nil, fmt.Errorf("tenant: list: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Tenant, error) {
+		var t Tenant
+		err := r.Scan(&t.ID, &t.Name, &t.CreatedAt)
+		return t, err
+	})
+}
+
+// Authenticate returns the tenant a token belongs to, or ErrUnauthorized.
+func (s *Store) Authenticate(ctx context.Context, token string) (*Tenant, error) {
+	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 200 {
+		return nil, ErrUnauthorized
+	}
+	var t Tenant
+	err := s.pool.QueryRow(ctx, `SELECT t.id, t.name, t.created_at FROM oncebox_api_token k
+		JOIN oncebox_tenant t ON t.id = k.tenant_id
+		WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, HashToken(token)).Scan(&t.ID, &t.Name, &t.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenant: authenticate: %w", err)
+	}
+	return &t, nil
+}
+
+// Tokens lists the tokens of the named tenant (prefixes only).
+func (s *Store) Tokens(ctx context.Context, tenantName string) ([]Token, error) {
+	rows, err := s.pool.Query(ctx, `SELECT k.id, k.tenant_id, k.prefix, k.created_at, k.revoked_at
+		FROM oncebox_api_token k JOIN oncebox_tenant t ON t.id = k.tenant_id
+		WHERE t.name = $1 ORDER BY k.id`, tenantName)
+	if err != nil {
+		return nil, fmt.Errorf("tenant: list tokens: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Token, error) {
+		var k Token
+		err := r.Scan(&k.ID, &k.TenantID, &k.Prefix, &k.CreatedAt, &k.RevokedAt)
+		return k, err
+	})
+}
+
+// RevokeToken revokes a token, given either the whole token or its listed prefix. A
+// prefix must name exactly one live token.
+func (s *Store) RevokeToken(ctx context.Context, tokenOrPrefix string) error {
+	var tag pgconn.CommandTag
+	var err error
+	if len(tokenOrPrefix) > len(TokenPrefix)+6 {
+		tag, err = s.pool.Exec(ctx, "UPDATE oncebox_api_token SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL", HashToken(tokenOrPrefix))
+	} else {
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_api_token WHERE prefix = $1 AND revoked_at IS NULL", tokenOrPrefix).Scan(&n); err != nil {
+			return fmt.Errorf("tenant: revoke: %w", err)
+		}
+		if n > 1 {
+			return fmt.Errorf("tenant: prefix %q names %d tokens; pass the whole token", tokenOrPrefix, n)
+		}
+		tag, err = s.pool.Exec(ctx, "UPDATE oncebox_api_token SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL", tokenOrPrefix)
+	}
+	if err != nil {
+		return fmt.Errorf("tenant: revoke: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("token: %w (or already revoked)", ErrNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package tenant_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/tenant"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func TestTokensAreHashedAndRevocable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	s := tenant.NewStore(pool)
+
+	tn, token, err := s.Create(ctx, "acme")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(token, tenant.TokenPrefix))
+
+	var stored int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_api_token WHERE position($1::bytea in token_hash) > 0 OR prefix = $2",
+		[]byte(token), token).Scan(&stored))
+	require.Zero(t, stored, "the token itself is never stored")
+
+	got, err := s.Authenticate(ctx, token)
+	require.NoError(t, err)
+	require.Equal(t, tn.ID, got.ID)
+
+	_, err = s.Authenticate(ctx, token+"x")
+	require.ErrorIs(t, err, tenant.ErrUnauthorized)
+	_, err = s.Authenticate(ctx, "garbage")
+	require.ErrorIs(t, err, tenant.ErrUnauthorized)
+
+	_, _, err = s.Create(ctx, "acme")
+	require.ErrorIs(t, err, tenant.ErrExists)
+
+	second, err := s.NewToken(ctx, "acme")
+	require.NoError(t, err)
+	require.NoError(t, s.RevokeToken(ctx, token))
+	_, err = s.Authenticate(ctx, token)
+	require.ErrorIs(t, err, tenant.ErrUnauthorized)
+	_, err = s.Authenticate(ctx, second)
+	require.NoError(t, err, "revoking one token leaves the others")
+
+	toks, err := s.Tokens(ctx, "acme")
+	require.NoError(t, err)
+	require.Len(t, toks, 2)
+	require.NoError(t, s.RevokeToken(ctx, toks[1].Prefix))
+	_, err = s.Authenticate(ctx, second)
+	require.ErrorIs(t, err, tenant.ErrUnauthorized)
+}
