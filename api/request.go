@@ -103,39 +103,22 @@ func parseWait(r *http.Request, max time.Duration) (time.Duration, *problem) {
 	return min(d, max), nil
 }
 
-// readJSONBody checks the content type and reads a body of at most limit bytes. An
-// empty body is returned as nil when allowEmpty is set, whatever its content type.
-func readJSONBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bool) ([]byte, *problem) {
-	if allowEmpty && r.ContentLength == 0 {
-		return nil, nil
-	}
+// checkJSONType refuses a body that is not declared as application/json.
+func checkJSONType(r *http.Request) *problem {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		if allowEmpty && r.ContentLength < 0 {
-			// The length is unknown: accept an empty body of any type.
-			body, perr := readBody(w, r, limit)
-			if perr != nil || len(bytes.TrimSpace(body)) == 0 {
-				return nil, perr
-			}
-		}
-		given := "no Content-Type"
-		if ct != "" {
-			given = fmt.Sprintf("Content-Type %q", ct)
-		}
-		return nil, newProblem(http.StatusUnsupportedMediaType, "unsupported-media-type",
-			"The request has "+given+"; send the body as JSON with \"Content-Type: application/json\".")
+	if err == nil && mt == "application/json" {
+		return nil
 	}
-	body, perr := readBody(w, r, limit)
-	if perr != nil {
-		return nil, perr
+	given := "no Content-Type"
+	if ct != "" {
+		given = fmt.Sprintf("Content-Type %q", ct)
 	}
-	if allowEmpty && len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil
-	}
-	return body, nil
+	return newProblem(http.StatusUnsupportedMediaType, "unsupported-media-type",
+		"The request has "+given+"; send the body as JSON with \"Content-Type: application/json\".")
 }
 
+// readBody reads a body of at most limit bytes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *problem) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -43,9 +44,8 @@ func URL(tb testing.TB) string {
 			urlErr = err
 			return
 		}
-		// A private cluster started here lives as long as the test binary; its data folder
-		// is temporary, and the postmaster exits when the folder's owner stops it or the
-		// machine restarts. Test binaries that start one stop it from TestMain via Stop.
+		// A private cluster started here lives as long as the test binary: TestMain stops
+		// it through Main (or Stop). Its data folder is kept and reused by later runs.
 		started = pg
 		baseURL = pg.URL
 	})
@@ -125,4 +125,19 @@ func SchemaWithConfig(tb testing.TB, adjust func(*pgxpool.Config)) *pgxpool.Pool
 		_, _ = conn.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA %s CASCADE", schema))
 	})
 	return pool
+}
+
+// ConnString returns a connection string for the schema a pool from Schema is bound to,
+// for a child process that must reach the same rows.
+func ConnString(tb testing.TB, pool *pgxpool.Pool) string {
+	tb.Helper()
+	schema := pool.Config().ConnConfig.RuntimeParams["search_path"]
+	u, err := url.Parse(URL(tb))
+	if err != nil {
+		tb.Fatalf("parse database URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

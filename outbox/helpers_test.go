@@ -62,3 +62,7 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
+
+func newSchema(t *testing.T) *pgxpool.Pool { return dbtest.Schema(t) }
+
+func dbConnString(t *testing.T, pool *pgxpool.Pool) string { return dbtest.ConnString(t, pool) }

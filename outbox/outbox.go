@@ -187,7 +187,17 @@ func New(cfg Config) (*Outbox, error) {
 			return nil, fmt.Errorf("outbox: register extra workers: %w", err)
 		}
 	}
+	// River's client-wide job timeout must not exceed RescueStuckJobsAfter; the
+	// dispatch worker sets each vendor's own through Timeout.
+	maxTimeout := time.Duration(0)
+	for _, q := range c.Queues {
+		maxTimeout = max(maxTimeout, q.JobTimeout)
+	}
+	if maxTimeout == 0 {
+		maxTimeout = min(time.Minute, c.RescueStuckJobsAfter/2)
+	}
 	rc := &river.Config{
+		JobTimeout:           maxTimeout,
 		Workers:              workers,
 		Logger:               c.Logger,
 		ID:                   c.ClientID,

@@ -22,6 +22,9 @@ type DispatchArgs struct {
 // Kind implements river.JobArgs.
 func (DispatchArgs) Kind() string { return "oncebox.dispatch" }
 
+// fencedRecheck is how long a fenced run's job waits before it looks at its op again.
+const fencedRecheck = 2 * time.Second
+
 type dispatchWorker struct {
 	river.WorkerDefaults[DispatchArgs]
 	ob *Outbox
@@ -268,7 +271,9 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 		if _, err := tx.Exec(ctx, sqlFinishAttempt, op.ID, c.token, outcome, p.errText, p.vendorRef); err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
 		}
-		if p.keepJob && !fenced {
+		if p.keepJob || fenced {
+			// A fenced run must not complete the job: the job row may now belong to the
+			// run that owns the op, which may still need it.
 			return nil
 		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
@@ -280,7 +285,9 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	if fenced {
 		log.Warn("result not recorded: another attempt owns the op (fenced by attempt token)",
 			slog.String("outcome", p.outcome), slog.String("vendor_ref", p.vendorRef))
-		return nil
+		// Snoozing (rather than completing) guarantees one more run of the job, which
+		// re-reads the op and completes the job only when nothing is left to do.
+		return river.JobSnooze(fencedRecheck)
 	}
 	ob.cfg.Observer.Transition(op.Vendor, StatusDispatching, p.status)
 	log.Info("op state changed", slog.String("from", string(StatusDispatching)), slog.String("to", string(p.status)),

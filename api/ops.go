@@ -1,0 +1,215 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tenant"
+)
+
+// postOp is POST /v1/ops: record a tool call under the Idempotency-Key header.
+func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+	key, p := headerKey(r)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	recorderOf(r).key = key
+	wait, p := parseWait(r, s.cfg.MaxWait)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if p := checkJSONType(r); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	body, p := readBody(w, r, s.cfg.MaxBodyBytes)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var req opRequest
+	if p := decodeStrict(body, &req); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if p := checkStorable(&req); p != nil {
+		writeProblem(w, p)
+		return
+	}
+
+	res, err := s.ob.Enqueue(r.Context(), outbox.EnqueueParams{
+		TenantID:       t.ID,
+		Key:            key,
+		Tool:           req.Tool,
+		Args:           req.Args,
+		ConversationID: req.ConversationID,
+		ToolCallID:     req.ToolCallID,
+	})
+	if err != nil {
+		s.opError(w, r, err)
+		return
+	}
+	op := res.Op
+	recorderOf(r).opID = op.ID
+	if wait > 0 {
+		if op, err = s.ob.Wait(r.Context(), t.ID, key, wait); err != nil {
+			s.opError(w, r, fmt.Errorf("wait for op: %w", err))
+			return
+		}
+	}
+	body, err = renderOp(op, nil)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	w.Header().Set("Location", opPath(op.Key))
+	status := http.StatusAccepted
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+		status = http.StatusOK
+	}
+	writeOp(w, status, body)
+}
+
+// getOp is GET /v1/ops/{key}: the tenant's op, optionally after waiting for it to
+// settle and with its history.
+func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+	key, p := normalizeKey(r.PathValue("key"))
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	recorderOf(r).key = key
+	wait, p := parseWait(r, s.cfg.MaxWait)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var op *outbox.Op
+	var err error
+	if wait > 0 {
+		op, err = s.ob.Wait(r.Context(), t.ID, key, wait)
+	} else {
+		op, err = s.ob.Get(r.Context(), t.ID, key)
+	}
+	if err != nil {
+		s.opError(w, r, err)
+		return
+	}
+	recorderOf(r).opID = op.ID
+	var h *outbox.History
+	if withHistory, _ := strconv.ParseBool(r.URL.Query().Get("history")); withHistory {
+		if h, err = s.ob.History(r.Context(), t.ID, op.ID); err != nil {
+			s.internal(w, r, err)
+			return
+		}
+	}
+	body, err := renderOp(op, h)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeOp(w, http.StatusOK, body)
+}
+
+// approveOp is POST /v1/ops/{key}/approve.
+func (s *Server) approveOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+	s.decide(w, r, t, s.ob.Approve)
+}
+
+// rejectOp is POST /v1/ops/{key}/reject.
+func (s *Server) rejectOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+	s.decide(w, r, t, s.ob.Reject)
+}
+
+// decisionFunc is Outbox.Approve or Outbox.Reject.
+type decisionFunc func(ctx context.Context, tenantID int64, key, actor, reason string) (*outbox.Op, error)
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, decideFunc decisionFunc) {
+	key, p := normalizeKey(r.PathValue("key"))
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	recorderOf(r).key = key
+	body, p := readBody(w, r, s.cfg.MaxBodyBytes)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var req decisionRequest
+	if len(bytes.TrimSpace(body)) > 0 {
+		if p := checkJSONType(r); p != nil {
+			writeProblem(w, p)
+			return
+		}
+		if p := decodeStrict(body, &req); p != nil {
+			writeProblem(w, p)
+			return
+		}
+	}
+	op, err := decideFunc(r.Context(), t.ID, key, t.Name+" (api)", req.Reason)
+	if errors.Is(err, outbox.ErrWrongState) {
+		p := newProblem(http.StatusConflict, "wrong-state", "Only an op that awaits approval can be approved or rejected.")
+		if cur, gerr := s.ob.Get(r.Context(), t.ID, key); gerr == nil {
+			p.OpStatus = string(cur.Status)
+			p.Detail = fmt.Sprintf("Only an op that awaits approval can be approved or rejected; this one is %s.", cur.Status)
+		}
+		writeProblem(w, p)
+		return
+	}
+	if err != nil {
+		s.opError(w, r, err)
+		return
+	}
+	recorderOf(r).opID = op.ID
+	out, err := renderOp(op, nil)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeOp(w, http.StatusOK, out)
+}
+
+// opError answers an error of the outbox with its problem.
+func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		keyErr      *outbox.KeyError
+		conflictErr *outbox.KeyConflictError
+		toolErr     *outbox.UnknownToolError
+		argsErr     *outbox.ValidationError
+	)
+	switch {
+	case errors.As(err, &keyErr):
+		p := newProblem(http.StatusBadRequest, "invalid-idempotency-key", "The idempotency key "+keyErr.Detail+".")
+		p.Rule = keyErr.Rule
+		writeProblem(w, p)
+	case errors.As(err, &conflictErr):
+		p := newProblem(http.StatusUnprocessableEntity, "key-conflict",
+			"This Idempotency-Key was already used with a different tool call; use a new key for a new side effect, or resend the original payload to read its outcome.")
+		p.StoredFingerprint, p.GivenFingerprint = conflictErr.Stored.String(), conflictErr.Given.String()
+		writeProblem(w, p)
+	case errors.As(err, &toolErr):
+		p := newProblem(http.StatusBadRequest, "unknown-tool",
+			fmt.Sprintf("The tool %q does not exist; use one of the known tools.", toolErr.Name))
+		p.Field, p.KnownTools = "tool", toolErr.Known
+		writeProblem(w, p)
+	case errors.As(err, &argsErr):
+		writeProblem(w, invalidArgs(argsErr.Field, argsErr.Message))
+	case errors.Is(err, outbox.ErrNotFound):
+		writeProblem(w, newProblem(http.StatusNotFound, "not-found", "No op is stored under this idempotency key for your tenant."))
+	default:
+		s.internal(w, r, err)
+	}
+}
+
+// opPath is the URL path of the op stored under key.
+func opPath(key string) string { return "/v1/ops/" + url.PathEscape(key) }

@@ -1,0 +1,198 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tenant"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Outbox records and reads ops. Required.
+	Outbox *outbox.Outbox
+	// Tenants authenticates the bearer tokens of HTTPHandler. Required.
+	Tenants *tenant.Store
+	// Logger receives one debug line per tool call and the real cause of internal
+	// errors. Tokens and arguments are never logged. Defaults to discarding logs.
+	Logger *slog.Logger
+	// Wait is how long a tool call waits for the vendor's answer before telling the
+	// model the op is still pending. Defaults to 10 seconds.
+	Wait time.Duration
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.Wait == 0 {
+		out.Wait = 10 * time.Second
+	}
+	return out
+}
+
+func (c *Config) validate() error {
+	if c.Outbox == nil {
+		return errors.New("mcpserver: Config.Outbox is required (build one with outbox.New)")
+	}
+	if c.Tenants == nil {
+		return errors.New("mcpserver: Config.Tenants is required (build one with tenant.NewStore)")
+	}
+	if c.Wait < 0 {
+		return fmt.Errorf("mcpserver: Wait %s is negative; leave it 0 for the 10 s default", c.Wait)
+	}
+	return nil
+}
+
+// Server exposes the outbox's built-in tools over MCP.
+type Server struct {
+	cfg    Config
+	ob     *outbox.Outbox
+	logger *slog.Logger
+	// specs are the built-in tools the outbox's registry holds.
+	specs []toolSpec
+
+	httpOnce    sync.Once
+	httpHandler http.Handler
+
+	mu      sync.Mutex
+	tenants map[int64]*mcp.Server // one MCP server per tenant, for HTTPHandler
+}
+
+// New builds a Server from cfg. It offers those of the four built-in tools that the
+// outbox's registry holds, and fails when it holds none of them.
+func New(cfg Config) (*Server, error) {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, tenants: map[int64]*mcp.Server{}}
+	for _, spec := range builtinSpecs() {
+		if _, ok := c.Outbox.Tools().Lookup(spec.Tool); ok {
+			s.specs = append(s.specs, spec)
+		}
+	}
+	if len(s.specs) == 0 {
+		return nil, errors.New("mcpserver: the outbox's registry holds none of the built-in tools; register them with tools.Builtin")
+	}
+	return s, nil
+}
+
+// MCPServer returns a new MCP server offering the tools to one tenant. Every op it
+// records belongs to tenantID.
+func (s *Server) MCPServer(tenantID int64) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "oncebox", Title: "oncebox", Version: "1"}, &mcp.ServerOptions{
+		Instructions: "These tools perform real side effects (payments, refunds, emails, webhooks) exactly once. " +
+			"Read each result's text: it says whether the action was done now, had already been done earlier and was " +
+			"NOT repeated, is still pending, was refused, awaits a person's approval, or needs review. " +
+			"Never call a tool again to retry an action that is pending, awaiting approval or under review.",
+		Logger: s.logger,
+	})
+	instance := randomID()
+	for _, spec := range s.specs {
+		destructive, openWorld := true, true
+		srv.AddTool(&mcp.Tool{
+			Name:        mcpToolName(spec.Tool),
+			Description: spec.Description,
+			InputSchema: spec.InputSchema,
+			Annotations: &mcp.ToolAnnotations{
+				Title:           spec.Tool,
+				DestructiveHint: &destructive,
+				IdempotentHint:  true,
+				OpenWorldHint:   &openWorld,
+			},
+		}, s.toolHandler(tenantID, spec.Tool, instance))
+	}
+	return srv
+}
+
+// HTTPHandler returns the streamable HTTP handler, to be mounted at /mcp. Every request
+// must carry "Authorization: Bearer <token>" of a tenant (401 otherwise), and a
+// session can only be used with a token of the tenant that opened it.
+func (s *Server) HTTPHandler() http.Handler {
+	s.httpOnce.Do(func() {
+		h := mcp.NewStreamableHTTPHandler(s.serverForRequest, &mcp.StreamableHTTPOptions{
+			Logger:         s.logger,
+			SessionTimeout: 30 * time.Minute,
+		})
+		s.httpHandler = auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
+			AllowMissingExpiration: true,
+		})(h)
+	})
+	return s.httpHandler
+}
+
+// RunStdio serves the tools to one tenant over standard input and output until the
+// client disconnects or ctx is done.
+func (s *Server) RunStdio(ctx context.Context, tenantID int64) error {
+	if err := s.MCPServer(tenantID).Run(ctx, &mcp.StdioTransport{}); err != nil {
+		return fmt.Errorf("mcpserver: stdio: %w", err)
+	}
+	return nil
+}
+
+// tokenTenantKey is the TokenInfo.Extra key holding the tenant id.
+const tokenTenantKey = "oncebox_tenant"
+
+// verifyToken is the auth.TokenVerifier of HTTPHandler. Its UserID is the tenant, so
+// the SDK refuses a session's requests made with another tenant's token.
+func (s *Server) verifyToken(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	t, err := s.cfg.Tenants.Authenticate(ctx, token)
+	if errors.Is(err, tenant.ErrUnauthorized) {
+		return nil, fmt.Errorf("%w: the API token is unknown or revoked", auth.ErrInvalidToken)
+	}
+	if err != nil {
+		s.logger.LogAttrs(ctx, slog.LevelError, "mcp authentication failed", slog.Any("error", err))
+		return nil, errors.New("authentication is unavailable; retry later")
+	}
+	return &auth.TokenInfo{
+		UserID: "tenant:" + strconv.FormatInt(t.ID, 10),
+		Extra:  map[string]any{tokenTenantKey: t.ID},
+	}, nil
+}
+
+// serverForRequest returns the MCP server of the request's tenant, or nil (a 400) when
+// the request carries no authenticated tenant, which RequireBearerToken rules out.
+func (s *Server) serverForRequest(r *http.Request) *mcp.Server {
+	id, ok := tenantOf(auth.TokenInfoFromContext(r.Context()))
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	srv, ok := s.tenants[id]
+	if !ok {
+		srv = s.MCPServer(id)
+		s.tenants[id] = srv
+	}
+	return srv
+}
+
+// tenantOf returns the tenant id a TokenInfo made by verifyToken carries.
+func tenantOf(ti *auth.TokenInfo) (int64, bool) {
+	if ti == nil {
+		return 0, false
+	}
+	id, ok := ti.Extra[tokenTenantKey].(int64)
+	return id, ok
+}
+
+// randomID returns 128 random bits in hex.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails.
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,407 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+const (
+	childEnv       = "ONCEBOX_TEST_CHILD_WORKER"
+	childDBEnv     = "ONCEBOX_TEST_CHILD_DB"
+	childTargetEnv = "ONCEBOX_TEST_CHILD_TARGET"
+	childNativeEnv = "ONCEBOX_TEST_CHILD_NATIVE"
+)
+
+// webhookTool is the generic HTTP tool as outbox's tests use it: args {"target","path","body"}.
+func webhookTool() outbox.Tool {
+	return outbox.Tool{
+		Name:   "webhook.post",
+		Vendor: "webhook",
+		Validate: func(args json.RawMessage) error {
+			var a struct {
+				Target string `json:"target"`
+			}
+			if err := json.Unmarshal(args, &a); err != nil || a.Target == "" {
+				return &outbox.ValidationError{Field: "args.target", Message: "is required"}
+			}
+			return nil
+		},
+	}
+}
+
+type workerOpts struct {
+	native      bool
+	rescueAfter time.Duration
+	jobTimeout  time.Duration
+	clientID    string
+}
+
+func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o workerOpts) *outbox.Outbox {
+	v, err := webhook.New(webhook.Config{
+		Targets:           map[string]webhook.Target{"crm": {BaseURL: targetURL, SecretHeader: "X-Secret", Secret: "s3cret"}},
+		Timeout:           cmpDur(o.jobTimeout, 5*time.Second),
+		NativeIdempotency: o.native,
+		LookupPath:        "/_lookup",
+	})
+	if err != nil {
+		panic(err)
+	}
+	reg, err := outbox.NewRegistry(webhookTool())
+	if err != nil {
+		panic(err)
+	}
+	ob, err := outbox.New(outbox.Config{
+		Pool:                 pool,
+		Tools:                reg,
+		Vendors:              []outbox.Vendor{v},
+		Queues:               map[string]outbox.QueueConfig{"webhook": {MaxWorkers: 10, JobTimeout: cmpDur(o.jobTimeout, 10*time.Second)}},
+		RescueStuckJobsAfter: cmpDur(o.rescueAfter, time.Minute),
+		RetryBackoff:         func(int) time.Duration { return 100 * time.Millisecond },
+		TestOnly:             true,
+		ClientID:             o.clientID,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return ob
+}
+
+func cmpDur(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func startWorker(t *testing.T, ob *outbox.Outbox) {
+	t.Helper()
+	require.NoError(t, ob.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ob.Stop(ctx)
+	})
+}
+
+func waitStatus(t *testing.T, ob *outbox.Outbox, tenant int64, key string, want outbox.Status, within time.Duration) *outbox.Op {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var op *outbox.Op
+	for time.Now().Before(deadline) {
+		var err error
+		op, err = ob.Get(context.Background(), tenant, key)
+		require.NoError(t, err)
+		if op.Status == want {
+			return op
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("op %s: status %s after %s, want %s", key, op.Status, within, want)
+	return nil
+}
+
+func webhookArgs(n int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"target":"crm","path":"/charge","body":{"n":%d}}`, n))
+}
+
+func TestDispatchSucceedsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
+	startWorker(t, ob)
+
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	op := waitStatus(t, ob, tenant, "k1", outbox.StatusSucceeded, 10*time.Second)
+	require.Equal(t, 1, fake.EffectCount())
+	eff := fake.EffectsFor(res.Op.ID)
+	require.Len(t, eff, 1)
+	require.Equal(t, res.Op.VendorKey, eff[0].Key, "the derived vendor key is sent as Idempotency-Key")
+	require.Equal(t, eff[0].ID, op.VendorRef)
+	require.NotContains(t, string(op.Result), "s3cret")
+
+	h, err := ob.History(ctx, tenant, op.ID)
+	require.NoError(t, err)
+	require.Len(t, h.Attempts, 1)
+	require.Equal(t, "succeeded", h.Attempts[0].Outcome)
+	require.NotNil(t, h.Attempts[0].FinishedAt)
+
+	// The job completed in the result's transaction.
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE state = 'completed'"))
+}
+
+func TestDispatchOutcomeClasses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{})
+	startWorker(t, ob)
+
+	t.Run("permanent is stored and replayed", func(t *testing.T) {
+		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 422})
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: webhookArgs(1)})
+		require.NoError(t, err)
+		op := waitStatus(t, ob, tenant, "perm", outbox.StatusFailed, 10*time.Second)
+		require.Contains(t, string(op.Error), `"class":"permanent"`)
+		before := fake.Requests()
+
+		again, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: webhookArgs(1)})
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, outbox.StatusFailed, again.Op.Status)
+		require.Equal(t, string(op.Error), string(again.Op.Error), "the stored refusal is replayed byte for byte")
+		time.Sleep(300 * time.Millisecond)
+		require.Equal(t, before, fake.Requests(), "a replay sends nothing")
+	})
+
+	t.Run("retry-after is honoured", func(t *testing.T) {
+		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: time.Second})
+		start := time.Now()
+		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rl", Tool: "webhook.post", Args: webhookArgs(2)})
+		require.NoError(t, err)
+		op := waitStatus(t, ob, tenant, "rl", outbox.StatusSucceeded, 15*time.Second)
+		require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "the worker waited for Retry-After")
+		require.Len(t, fake.EffectsFor(res.Op.ID), 1)
+		require.Equal(t, 2, op.Attempts)
+	})
+
+	t.Run("unknown is not resent", func(t *testing.T) {
+		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault500AfterEffect})
+		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unk", Tool: "webhook.post", Args: webhookArgs(3)})
+		require.NoError(t, err)
+		waitStatus(t, ob, tenant, "unk", outbox.StatusUnknown, 10*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		require.Len(t, fake.EffectsFor(res.Op.ID), 1, "an unknown outcome waits for the reconciler")
+		op, err := ob.Get(ctx, tenant, "unk")
+		require.NoError(t, err)
+		require.Equal(t, outbox.StatusUnknown, op.Status)
+	})
+
+	t.Run("retryable until attempts run out goes to review", func(t *testing.T) {
+		for i := 0; i < 12; i++ {
+			fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
+		}
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "busy", Tool: "webhook.post", Args: webhookArgs(4)})
+		require.NoError(t, err)
+		op := waitStatus(t, ob, tenant, "busy", outbox.StatusNeedsReview, 20*time.Second)
+		require.Equal(t, 10, op.Attempts)
+	})
+}
+
+// TestRescuedDuplicateIsFenced runs the same op in two worker processes at once, as when
+// River rescues a job whose worker is slow rather than dead: one vendor effect, one
+// recorded result, and the loser's write refused by the attempt token.
+func TestRescuedDuplicateIsFenced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+
+	release := make(chan struct{})
+	fake.SetBlock(release)
+	effected := make(chan struct{}, 10)
+	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
+
+	a := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "a"})
+	startWorker(t, a)
+	res, err := a.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "dup", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	select {
+	case <-effected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker a never reached the vendor")
+	}
+
+	// Worker a is inside the vendor call. Make its job available again, as the rescuer
+	// would, and let worker b run it concurrently.
+	_, err = pool.Exec(ctx, "UPDATE river_job SET state = 'available', scheduled_at = now() WHERE args->>'op_id' = $1", res.Op.ID)
+	require.NoError(t, err)
+	b := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "b"})
+	startWorker(t, b)
+
+	// b sees the op dispatching within the key window and resends with the same key; the
+	// vendor answers 409 (the key is in flight), so b sets the op back to pending.
+	require.Eventually(t, func() bool { return fake.Requests() >= 2 }, 10*time.Second, 10*time.Millisecond)
+	fake.SetBlock(nil)
+	close(release)
+
+	op := waitStatus(t, a, tenant, "dup", outbox.StatusSucceeded, 15*time.Second)
+	require.Equal(t, 1, fake.EffectCount(), "one vendor effect")
+	require.Len(t, fake.EffectsFor(res.Op.ID), 1)
+	require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef)
+
+	h, err := a.History(ctx, tenant, op.ID)
+	require.NoError(t, err)
+	var fenced, succeeded int
+	for _, at := range h.Attempts {
+		switch at.Outcome {
+		case "fenced:succeeded":
+			fenced++
+		case "succeeded":
+			succeeded++
+		}
+	}
+	require.Equal(t, 1, fenced, "the first run's late answer was refused by the attempt token: %+v", h.Attempts)
+	require.Equal(t, 1, succeeded, "exactly one recorded result: %+v", h.Attempts)
+}
+
+// TestWorkerKilledAfterVendorActed kills a real worker process (SIGKILL) after the vendor
+// acted but before the result was committed; a new worker finishes the op.
+func TestWorkerKilledAfterVendorActed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	t.Parallel()
+	for _, native := range []bool{true, false} {
+		t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := newSchema(t)
+			fake := fakewebhook.New(fakewebhook.Config{HonourKeys: native})
+			srv := httptest.NewServer(fake)
+			t.Cleanup(srv.Close)
+			tenant := newTenant(t, pool, "acme")
+
+			release := make(chan struct{})
+			fake.SetBlock(release)
+			effected := make(chan struct{}, 10)
+			fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
+
+			child := exec.Command(os.Args[0], "-test.run=^$")
+			child.Env = append(os.Environ(), childEnv+"=1", childDBEnv+"="+dbConnString(t, pool),
+				childTargetEnv+"="+srv.URL, childNativeEnv+"="+strconv.FormatBool(native))
+			child.Stdout, child.Stderr = os.Stderr, os.Stderr
+			require.NoError(t, child.Start())
+			t.Cleanup(func() { _ = child.Process.Kill(); _, _ = child.Process.Wait() })
+
+			// Insert-only enqueue from the test process.
+			ins := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: native})
+			res, err := ins.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "kill", Tool: "webhook.post", Args: webhookArgs(1)})
+			require.NoError(t, err)
+
+			select {
+			case <-effected:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the child worker never reached the vendor")
+			}
+			require.NoError(t, child.Process.Signal(syscall.SIGKILL))
+			_, _ = child.Process.Wait()
+			fake.SetBlock(nil)
+			close(release)
+			require.Equal(t, 1, fake.EffectCount())
+
+			// A new worker with a short rescue horizon takes over: River rescues the
+			// job, which finds the op still dispatching.
+			time.Sleep(3 * time.Second)
+			_, _ = pool.Exec(ctx, "DELETE FROM river_leader") // the dead process's leadership
+			next := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: native, rescueAfter: 2 * time.Second, jobTimeout: time.Second, clientID: "next"})
+			startWorker(t, next)
+
+			if native {
+				op := waitStatus(t, next, tenant, "kill", outbox.StatusSucceeded, 60*time.Second)
+				require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef, "the same-key resend returned the stored answer")
+			} else {
+				waitStatus(t, next, tenant, "kill", outbox.StatusUnknown, 60*time.Second)
+				time.Sleep(time.Second)
+			}
+			require.Equal(t, 1, fake.EffectCount(), "exactly one side effect at the vendor")
+		})
+	}
+}
+
+// runChildWorker is the body of a child worker process.
+func runChildWorker() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	pool, err := pgxpool.New(ctx, os.Getenv(childDBEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(2)
+	}
+	native, _ := strconv.ParseBool(os.Getenv(childNativeEnv))
+	ob := newWorkerOutbox(nil, pool, os.Getenv(childTargetEnv), workerOpts{native: native, rescueAfter: 2 * time.Second, jobTimeout: time.Second, clientID: "child"})
+	if err := ob.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(2)
+	}
+	<-ctx.Done()
+	_ = ob.Stop(context.Background())
+}
+
+// TestStopDuringDispatchLosesNothing stops a worker (what SIGTERM does in oncebox serve)
+// while a dispatch waits on the vendor: with a long enough grace period the answer is
+// recorded; with a short one the dispatch is cancelled and recorded as unknown, never lost.
+func TestStopDuringDispatchLosesNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+		want  outbox.Status
+	}{
+		{"grace covers the call", 5 * time.Second, outbox.StatusSucceeded},
+		{"grace runs out", 200 * time.Millisecond, outbox.StatusUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := newSchema(t)
+			fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+			srv := httptest.NewServer(fake)
+			t.Cleanup(srv.Close)
+			t.Cleanup(fake.ReleaseHangs)
+			tenant := newTenant(t, pool, "acme")
+			release := make(chan struct{})
+			fake.SetBlock(release)
+			effected := make(chan struct{}, 1)
+			fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
+
+			ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
+			require.NoError(t, ob.Start(ctx))
+			_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "term", Tool: "webhook.post", Args: webhookArgs(1)})
+			require.NoError(t, err)
+			<-effected
+
+			go func() {
+				time.Sleep(time.Second)
+				fake.SetBlock(nil)
+				close(release)
+			}()
+			stopCtx, cancel := context.WithTimeout(ctx, tc.grace)
+			defer cancel()
+			require.NoError(t, ob.Stop(stopCtx))
+
+			op, err := ob.Get(ctx, tenant, "term")
+			require.NoError(t, err)
+			require.Equal(t, tc.want, op.Status)
+			require.Equal(t, 1, fake.EffectCount())
+		})
+	}
+}

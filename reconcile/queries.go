@@ -1,0 +1,114 @@
+package reconcile
+
+// All of the reconcile package's SQL lives here. The sweeper selects candidates and then
+// touches each op by its id, as the dispatch worker does; the review queries are scoped
+// by tenant and idempotency key; the report's queries by tenant when one is given.
+
+// sqlDispatchingVendors lists the vendors that have ops in dispatching (the partial index
+// oncebox_op_unresolved keeps this cheap), so that each gets its own stuck cutoff.
+const sqlDispatchingVendors = `SELECT DISTINCT vendor FROM oncebox_op WHERE status = 'dispatching'`
+
+// sqlStuckDispatching selects ops in dispatching whose attempt started before their
+// vendor's cutoff ($1: vendor names, $2: cutoffs) and for which no dispatch job runs.
+const sqlStuckDispatching = `
+SELECT o.id::text, o.vendor, o.dispatch_started_at
+FROM oncebox_op o
+JOIN unnest($1::text[], $2::timestamptz[]) AS c(vendor, cutoff) ON c.vendor = o.vendor
+WHERE o.status = 'dispatching' AND o.dispatch_started_at < c.cutoff
+	AND NOT EXISTS (SELECT 1 FROM river_job j
+		WHERE j.kind = 'oncebox.dispatch' AND j.args->>'op_id' = o.id::text AND j.state = 'running')
+ORDER BY o.dispatch_started_at
+LIMIT $3`
+
+// sqlMarkStuckUnknown moves one stuck op to unknown, only if it is still the same stuck
+// attempt and still has no running job. The attempt token is kept, so a predecessor that
+// was slow rather than dead may still record a definite answer.
+const sqlMarkStuckUnknown = `
+UPDATE oncebox_op o SET status = 'unknown', next_check_at = NULL, updated_at = now()
+WHERE o.id = $1 AND o.status = 'dispatching' AND o.dispatch_started_at = $2
+	AND NOT EXISTS (SELECT 1 FROM river_job j
+		WHERE j.kind = 'oncebox.dispatch' AND j.args->>'op_id' = o.id::text AND j.state = 'running')
+RETURNING o.id`
+
+// sqlLeaseUnknown picks the unknown ops due for a check and leases them by moving their
+// next check past the sweep ($3), so that a concurrent sweep in another process skips
+// them; the decision then sets the real next check. $1 is now, $2 the batch size.
+const sqlLeaseUnknown = `
+UPDATE oncebox_op SET next_check_at = $3
+WHERE id IN (
+	SELECT id FROM oncebox_op
+	WHERE status = 'unknown' AND (next_check_at IS NULL OR next_check_at <= $1)
+	ORDER BY next_check_at NULLS FIRST, updated_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED)
+RETURNING id::text`
+
+// candidateColumns is what the sweeper needs to know about an op before its lookup.
+const candidateColumns = `o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.args,
+	coalesce(o.vendor_ref, ''), o.status, coalesce(o.attempt_token::text, ''), o.attempts, o.generation,
+	o.stale_key, o.created_at,
+	(SELECT min(a.started_at) FROM oncebox_attempt a WHERE a.op_id = o.id),
+	(SELECT max(a.started_at) FROM oncebox_attempt a WHERE a.op_id = o.id),
+	o.dispatch_started_at`
+
+// sqlCandidate reads one op for the sweeper.
+const sqlCandidate = `SELECT ` + candidateColumns + ` FROM oncebox_op o WHERE o.id = $1`
+
+// sqlCandidateForUpdate reads and locks one op for a decision.
+const sqlCandidateForUpdate = `SELECT ` + candidateColumns + ` FROM oncebox_op o WHERE o.id = $1 FOR UPDATE`
+
+// sqlAdopt records the object the vendor holds as the op's outcome: succeeded with
+// result $3 (error NULL), or failed with error $4 (result NULL). $5 replaces the args
+// with their redacted form when the tool redacts.
+const sqlAdopt = `
+UPDATE oncebox_op SET status = $2, result = $3, error = $4, vendor_ref = nullif($6, ''),
+	args = coalesce($5, args), attempt_token = NULL, next_check_at = NULL, updated_at = now()
+WHERE id = $1`
+
+// sqlResend sends an op back to pending for the worker to dispatch again. When $2 is
+// true the op moves to a new generation with the vendor key $3.
+const sqlResend = `
+UPDATE oncebox_op SET status = 'pending', attempt_token = NULL, next_check_at = NULL, updated_at = now(),
+	generation = CASE WHEN $2 THEN generation + 1 ELSE generation END,
+	vendor_key = CASE WHEN $2 THEN $3 ELSE vendor_key END,
+	key_first_sent_at = CASE WHEN $2 THEN NULL ELSE key_first_sent_at END,
+	stale_key = CASE WHEN $2 THEN false ELSE stale_key END
+WHERE id = $1`
+
+// sqlToReview hands an op to a person.
+const sqlToReview = `
+UPDATE oncebox_op SET status = 'needs_review', next_check_at = NULL, updated_at = now() WHERE id = $1`
+
+// sqlCheckLater keeps an op unknown and sets its next check.
+const sqlCheckLater = `UPDATE oncebox_op SET next_check_at = $2, updated_at = now() WHERE id = $1`
+
+const sqlInsertEvent = `
+INSERT INTO oncebox_op_event (op_id, kind, from_status, to_status, actor, detail)
+VALUES ($1, $2, nullif($3, ''), nullif($4, ''), nullif($5, ''), $6)`
+
+// sqlListReview lists the ops waiting for a person, with their latest event or, when
+// the worker sent them there, the error it recorded. $1 = 0 lists every tenant.
+const sqlListReview = `
+SELECT o.id::text, o.idempotency_key, o.tool, o.vendor, o.tenant_id, o.attempts, o.updated_at,
+	coalesce(e.kind || ': ' || coalesce(e.detail->>'decision', e.detail->>'reason', ''),
+		'dispatch: ' || coalesce(o.error->>'code', o.error->>'message', ''), '')
+FROM oncebox_op o
+LEFT JOIN LATERAL (SELECT ev.kind, ev.detail FROM oncebox_op_event ev
+	WHERE ev.op_id = o.id ORDER BY ev.id DESC LIMIT 1) e ON true
+WHERE o.status = 'needs_review' AND ($1 = 0 OR o.tenant_id = $1)
+ORDER BY o.updated_at, o.id`
+
+// sqlReviewOpForUpdate locks the tenant's op under a key for a manual resolution.
+const sqlReviewOpForUpdate = `
+SELECT id::text, tool, vendor, status, generation, stale_key
+FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`
+
+// sqlReportOps lists the ops created in [since, until), of one tenant or ($3 = 0) all.
+const sqlReportOps = `
+SELECT id::text, tenant_id, idempotency_key, tool, vendor, status, args, coalesce(vendor_ref, '')
+FROM oncebox_op
+WHERE created_at >= $1 AND created_at < $2 AND ($3 = 0 OR tenant_id = $3)`
+
+// sqlReportOpsByID reads the ops that vendor tags name outside the window.
+const sqlReportOpsByID = `
+SELECT id::text, tenant_id, status, created_at FROM oncebox_op WHERE id = ANY($1::uuid[])`

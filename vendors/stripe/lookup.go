@@ -1,0 +1,235 @@
+package stripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v79"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tools"
+)
+
+// listPageSize is the page size of every list and search (Stripe's maximum).
+const listPageSize = 100
+
+// LookupLag is how long after creation a Lookup may still miss an object.
+// With the list scan on, lists are not lagged, so it is a small margin for
+// Stripe's replication and its whole-second created times; with
+// DisableListScan, search is the only source and it is Config.SearchLag.
+// Refunds are always found through an unlagged list.
+func (v *Vendor) LookupLag() time.Duration {
+	if v.cfg.DisableListScan {
+		return v.cfg.SearchLag
+	}
+	return defaultLookupLag
+}
+
+// Lookup finds every object tagged metadata[oncebox_op] = params.OpID, with
+// its status as Stripe reports it. A declined payment intent is among them, in
+// status requires_payment_method (Stripe keeps it after the decline): the
+// reconciler, not this adapter, decides what such an object means.
+//
+// Payment intents are found through search (metadata["oncebox_op"]:"<id>")
+// and, unless Config.DisableListScan, through a list scan of the payment
+// intents created since params.Since minus Config.ListScanMargin, matching
+// the tag here, since lists cannot filter on metadata; the two are merged by
+// id. When search is refused (not offered in the account's region) the list
+// scan alone answers; with the list scan off that is ErrLookupUnavailable.
+//
+// Refunds cannot be searched: Lookup lists the refunds of the args'
+// payment_intent or charge and matches the tag.
+func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbox.LookupResult, error) {
+	var (
+		objs []outbox.VendorObject
+		err  error
+	)
+	switch params.Tool {
+	case tools.PaymentIntent:
+		objs, err = v.lookupPaymentIntents(ctx, params)
+	case tools.Refund:
+		objs, err = v.lookupRefunds(ctx, params)
+	default:
+		return nil, fmt.Errorf("stripe: lookup of tool %q: the stripe vendor does not dispatch it", params.Tool)
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	v.logger.Debug("stripe lookup", slog.String("op_id", params.OpID), slog.String("tool", params.Tool), slog.Int("found", len(objs)))
+	return &outbox.LookupResult{Objects: objs}, nil
+}
+
+func (v *Vendor) lookupPaymentIntents(ctx context.Context, p outbox.LookupParams) ([]outbox.VendorObject, error) {
+	found := map[string]outbox.VendorObject{}
+
+	searchErr := v.searchPaymentIntents(ctx, p.OpID, found)
+	if searchErr != nil {
+		if !errors.Is(searchErr, outbox.ErrLookupUnavailable) || v.cfg.DisableListScan {
+			return nil, searchErr
+		}
+		v.logger.Warn("stripe search unavailable; relying on the list scan", slog.String("op_id", p.OpID),
+			slog.String("error", searchErr.Error()))
+	}
+
+	if !v.cfg.DisableListScan {
+		lp := &stripego.PaymentIntentListParams{}
+		lp.Context = ctx
+		lp.Limit = stripego.Int64(listPageSize)
+		if !p.Since.IsZero() {
+			lp.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: p.Since.Add(-v.cfg.ListScanMargin).Unix()}
+		}
+		it := v.sc.PaymentIntents.List(lp)
+		for it.Next() {
+			if pi := it.PaymentIntent(); pi.Metadata[outbox.TagKey] == p.OpID {
+				found[pi.ID] = paymentIntentObject(pi)
+			}
+		}
+		if err := it.Err(); err != nil {
+			return nil, v.lookupError("list payment intents", err)
+		}
+	}
+	return mapValues(found), nil
+}
+
+// searchPaymentIntents adds the payment intents search finds for opID.
+func (v *Vendor) searchPaymentIntents(ctx context.Context, opID string, found map[string]outbox.VendorObject) error {
+	sp := &stripego.PaymentIntentSearchParams{}
+	sp.Context = ctx
+	sp.Query = fmt.Sprintf(`metadata[%q]:%q`, outbox.TagKey, opID)
+	sp.Limit = stripego.Int64(listPageSize)
+	it := v.sc.PaymentIntents.Search(sp)
+	for it.Next() {
+		// Search matched the tag; check anyway, as a list scan would.
+		if pi := it.PaymentIntent(); pi.Metadata[outbox.TagKey] == opID {
+			found[pi.ID] = paymentIntentObject(pi)
+		}
+	}
+	if err := it.Err(); err != nil {
+		var se *stripego.Error
+		if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusNotFound || se.HTTPStatusCode == http.StatusBadRequest) {
+			return fmt.Errorf("stripe: search payment intents: %w (%s)", outbox.ErrLookupUnavailable, (&safeError{err: err, key: v.cfg.APIKey}).Error())
+		}
+		return v.lookupError("search payment intents", err)
+	}
+	return nil
+}
+
+func (v *Vendor) lookupRefunds(ctx context.Context, p outbox.LookupParams) ([]outbox.VendorObject, error) {
+	a, err := tools.DecodeRefund(p.Args)
+	if err != nil {
+		return nil, fmt.Errorf("stripe: lookup refund of op %s: args: %w", p.OpID, err)
+	}
+	lp := &stripego.RefundListParams{}
+	lp.Context = ctx
+	lp.Limit = stripego.Int64(listPageSize)
+	if a.PaymentIntent != "" {
+		lp.PaymentIntent = stripego.String(a.PaymentIntent)
+	} else {
+		lp.Charge = stripego.String(a.Charge)
+	}
+	var objs []outbox.VendorObject
+	it := v.sc.Refunds.List(lp)
+	for it.Next() {
+		if re := it.Refund(); re.Metadata[outbox.TagKey] == p.OpID {
+			objs = append(objs, refundObject(re))
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, v.lookupError("list refunds", err)
+	}
+	return objs, nil
+}
+
+// ListObjects returns every PaymentIntent and Refund created in [since,
+// until), for the finance report, through the unlagged list endpoints. Stripe
+// stamps objects in whole seconds, so the bounds are truncated to seconds:
+// consecutive windows never overlap nor leave a gap. OpID is "" for an object
+// oncebox did not tag.
+func (v *Vendor) ListObjects(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error) {
+	if !until.After(since) {
+		return nil, nil
+	}
+	created := &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix(), LesserThan: until.Unix()}
+	var objs []outbox.VendorObject
+
+	pp := &stripego.PaymentIntentListParams{CreatedRange: created}
+	pp.Context = ctx
+	pp.Limit = stripego.Int64(listPageSize)
+	pit := v.sc.PaymentIntents.List(pp)
+	for pit.Next() {
+		objs = append(objs, paymentIntentObject(pit.PaymentIntent()))
+	}
+	if err := pit.Err(); err != nil {
+		return nil, v.lookupError("list payment intents", err)
+	}
+
+	rp := &stripego.RefundListParams{CreatedRange: created}
+	rp.Context = ctx
+	rp.Limit = stripego.Int64(listPageSize)
+	rit := v.sc.Refunds.List(rp)
+	for rit.Next() {
+		objs = append(objs, refundObject(rit.Refund()))
+	}
+	if err := rit.Err(); err != nil {
+		return nil, v.lookupError("list refunds", err)
+	}
+	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return objs, nil
+}
+
+// lookupError wraps a failed read. A 401 or 403 means the key may not read
+// these objects: the vendor cannot be asked, ErrLookupUnavailable.
+func (v *Vendor) lookupError(what string, err error) error {
+	var se *stripego.Error
+	if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden) {
+		return fmt.Errorf("stripe: %s: %w (%s)", what, outbox.ErrLookupUnavailable, (&safeError{err: err, key: v.cfg.APIKey}).Error())
+	}
+	return fmt.Errorf("stripe: %s: %w", what, &safeError{err: err, key: v.cfg.APIKey})
+}
+
+// safeText is a short description of a stripe-go error without its body.
+func safeText(err error) string {
+	var se *stripego.Error
+	if errors.As(err, &se) {
+		return (&apiError{se: se}).Error()
+	}
+	return err.Error()
+}
+
+// safeError prints a stripe-go error without an embedded object's secrets or
+// the API key, and unwraps to it.
+type safeError struct {
+	err error
+	key string
+}
+
+func (e *safeError) Error() string {
+	return strings.ReplaceAll(safeText(e.err), e.key, "[REDACTED]")
+}
+
+func (e *safeError) Unwrap() error { return e.err }
+
+func mapValues(m map[string]outbox.VendorObject) []outbox.VendorObject {
+	out := make([]outbox.VendorObject, 0, len(m))
+	for _, o := range m {
+		out = append(out, o)
+	}
+	return out
+}

@@ -1,0 +1,263 @@
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v79"
+	"github.com/stripe/stripe-go/v79/client"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tools"
+)
+
+// Name is the vendor's name, as tools.VendorStripe.
+const Name = tools.VendorStripe
+
+// Vendor is the Stripe adapter. It satisfies outbox.Vendor and is safe for
+// concurrent use.
+type Vendor struct {
+	cfg    Config
+	sc     *client.API
+	logger *slog.Logger
+}
+
+var _ outbox.Vendor = (*Vendor)(nil)
+
+// New returns a Vendor talking to Stripe (or cfg.BaseURL) through its own
+// stripe-go backend; stripe-go's global backends and key are never used.
+func New(cfg Config) (*Vendor, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	hc := *cfg.HTTPClient
+	hc.Transport = observingTransport{base: cfg.HTTPClient.Transport}
+	b := stripego.GetBackendWithConfig(stripego.APIBackend, &stripego.BackendConfig{
+		URL:               stripego.String(cfg.BaseURL),
+		HTTPClient:        &hc,
+		MaxNetworkRetries: stripego.Int64(cfg.MaxNetworkRetries),
+		// stripe-go logs response bodies at debug level and errors at error
+		// level; this adapter logs what matters itself, without payloads.
+		LeveledLogger:   &stripego.LeveledLogger{Level: stripego.LevelNull},
+		EnableTelemetry: stripego.Bool(false),
+	})
+	sc := client.New(cfg.APIKey, &stripego.Backends{API: b, Connect: b, Uploads: b})
+	return &Vendor{cfg: cfg, sc: sc, logger: cfg.Logger}, nil
+}
+
+// Name returns "stripe".
+func (v *Vendor) Name() string { return Name }
+
+// Idempotency reports Stripe's native idempotency keys, remembered for 24 hours.
+func (v *Vendor) Idempotency() outbox.Idempotency {
+	return outbox.Idempotency{Native: true, Window: 24 * time.Hour}
+}
+
+// Dispatch creates the op's PaymentIntent (stripe.payment_intent) or Refund
+// (stripe.refund) with params.VendorKey as the Idempotency-Key and the op id
+// in metadata[oncebox_op]. Its errors are *outbox.DispatchError.
+func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*outbox.DispatchResult, error) {
+	log := v.logger.With(slog.String("op_id", params.OpID), slog.String("tool", params.Tool), slog.Int("attempt", params.Attempt))
+	if params.VendorKey == "" {
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Bug: true, Code: "missing_vendor_key",
+			Message: "bug in oncebox: no vendor key to send as Idempotency-Key"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
+	defer cancel()
+	ctx, st := observe(ctx)
+
+	var (
+		res *outbox.DispatchResult
+		err error
+	)
+	switch params.Tool {
+	case tools.PaymentIntent:
+		res, err = v.createPaymentIntent(ctx, params)
+	case tools.Refund:
+		res, err = v.createRefund(ctx, params)
+	default:
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
+			Message: fmt.Sprintf("the stripe vendor does not dispatch tool %q", params.Tool)}
+	}
+	if err == nil {
+		log.Debug("stripe dispatch succeeded", slog.String("vendor_ref", res.VendorRef))
+		return res, nil
+	}
+	if de, ok := err.(*outbox.DispatchError); ok {
+		return nil, de // Raised before any request (invalid args).
+	}
+	de := v.scrub(classify(err, st.wrote.Load(), int(st.status.Load()), time.Now()))
+	log.Debug("stripe dispatch failed", slog.String("outcome", de.Outcome.String()), slog.String("code", de.Code),
+		slog.Int("http_status", de.HTTPStatus), slog.Bool("replayed", de.Replayed))
+	return nil, de
+}
+
+func (v *Vendor) createPaymentIntent(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+	a, err := tools.DecodePaymentIntent(p.Args)
+	if err != nil {
+		return nil, invalidArgs(err)
+	}
+	params := paymentIntentParams(a, p.OpID)
+	params.Context = ctx
+	params.SetIdempotencyKey(p.VendorKey)
+	pi, err := v.sc.PaymentIntents.New(params)
+	if err != nil {
+		return nil, err
+	}
+	return &outbox.DispatchResult{VendorRef: pi.ID, Result: mustJSON(paymentIntentSummary(pi))}, nil
+}
+
+// paymentIntentParams builds the create parameters of a PaymentIntent. The
+// same args and op id always give the same parameters, as Stripe's
+// idempotency requires.
+func paymentIntentParams(a tools.PaymentIntentArgs, opID string) *stripego.PaymentIntentParams {
+	params := &stripego.PaymentIntentParams{
+		Amount:   stripego.Int64(a.Amount),
+		Currency: stripego.String(a.Currency),
+		Metadata: tagged(a.Metadata, opID),
+	}
+	if a.Customer != "" {
+		params.Customer = stripego.String(a.Customer)
+	}
+	if a.PaymentMethod != "" {
+		params.PaymentMethod = stripego.String(a.PaymentMethod)
+	}
+	if a.Description != "" {
+		params.Description = stripego.String(a.Description)
+	}
+	if a.Confirm {
+		params.Confirm = stripego.Bool(true)
+		// Confirming server-side with automatic payment methods needs a
+		// return_url unless redirects are ruled out; an agent cannot follow
+		// a redirect anyway.
+		params.AutomaticPaymentMethods = &stripego.PaymentIntentAutomaticPaymentMethodsParams{
+			Enabled:        stripego.Bool(true),
+			AllowRedirects: stripego.String(string(stripego.PaymentIntentAutomaticPaymentMethodsAllowRedirectsNever)),
+		}
+	}
+	return params
+}
+
+func (v *Vendor) createRefund(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+	a, err := tools.DecodeRefund(p.Args)
+	if err != nil {
+		return nil, invalidArgs(err)
+	}
+	params := refundParams(a, p.OpID)
+	params.Context = ctx
+	params.SetIdempotencyKey(p.VendorKey)
+	re, err := v.sc.Refunds.New(params)
+	if err != nil {
+		return nil, err
+	}
+	return &outbox.DispatchResult{VendorRef: re.ID, Result: mustJSON(refundSummary(re))}, nil
+}
+
+// refundParams builds the create parameters of a Refund.
+func refundParams(a tools.RefundArgs, opID string) *stripego.RefundParams {
+	params := &stripego.RefundParams{Metadata: tagged(a.Metadata, opID)}
+	if a.PaymentIntent != "" {
+		params.PaymentIntent = stripego.String(a.PaymentIntent)
+	}
+	if a.Charge != "" {
+		params.Charge = stripego.String(a.Charge)
+	}
+	if a.Amount > 0 {
+		params.Amount = stripego.Int64(a.Amount)
+	}
+	if a.Reason != "" {
+		params.Reason = stripego.String(a.Reason)
+	}
+	return params
+}
+
+// tagged returns the caller's metadata plus the op tag.
+func tagged(md map[string]string, opID string) map[string]string {
+	out := make(map[string]string, len(md)+1)
+	maps.Copy(out, md)
+	out[outbox.TagKey] = opID
+	return out
+}
+
+// invalidArgs is the permanent error for args that no longer decode (they were
+// validated at enqueue, so this means the tool's rules changed since).
+func invalidArgs(err error) *outbox.DispatchError {
+	return &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args",
+		Message: "the op's arguments are invalid: " + err.Error(), Err: err}
+}
+
+// scrub removes the API key from a DispatchError's texts, in case anything
+// ever echoed it.
+func (v *Vendor) scrub(de *outbox.DispatchError) *outbox.DispatchError {
+	key := v.cfg.APIKey
+	de.Message = strings.ReplaceAll(de.Message, key, "[REDACTED]")
+	if len(de.Body) > 0 && strings.Contains(string(de.Body), key) {
+		de.Body = json.RawMessage(strings.ReplaceAll(string(de.Body), key, "[REDACTED]"))
+	}
+	if de.Err != nil && strings.Contains(de.Err.Error(), key) {
+		de.Err = &redactedError{err: de.Err, secret: key}
+	}
+	return de
+}
+
+// redactedError hides a secret from an error's text.
+type redactedError struct {
+	err    error
+	secret string
+}
+
+func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.secret, "[REDACTED]") }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// callState is what the transport learnt about one call: whether a request was
+// written whole on some connection, and the status of the last answer.
+type callState struct {
+	wrote  atomic.Bool
+	status atomic.Int32
+}
+
+type callStateKey struct{}
+
+// observe returns a context whose requests report into a new callState.
+func observe(ctx context.Context) (context.Context, *callState) {
+	st := &callState{}
+	ctx = context.WithValue(ctx, callStateKey{}, st)
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				st.wrote.Store(true)
+			}
+		},
+	}), st
+}
+
+// observingTransport records each answer's status into the request's
+// callState, so that an answer stripe-go cannot decode is still known to have
+// come.
+type observingTransport struct {
+	base http.RoundTripper
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t observingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
+	if resp != nil {
+		if st, ok := req.Context().Value(callStateKey{}).(*callState); ok {
+			st.status.Store(int32(resp.StatusCode))
+		}
+	}
+	return resp, err
+}

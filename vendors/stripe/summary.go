@@ -1,0 +1,117 @@
+package stripe
+
+import (
+	"encoding/json"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v79"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// PaymentIntentSummary is the result stored for a stripe.payment_intent op and
+// the Summary of a payment intent found by Lookup or ListObjects. It holds no
+// secret: never the client_secret.
+type PaymentIntentSummary struct {
+	ID             string            `json:"id"`
+	Object         string            `json:"object"`
+	Amount         int64             `json:"amount"`
+	AmountReceived int64             `json:"amount_received"`
+	Currency       string            `json:"currency"`
+	Status         string            `json:"status"`
+	LatestCharge   *string           `json:"latest_charge"`
+	Customer       *string           `json:"customer"`
+	Created        int64             `json:"created"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+}
+
+// RefundSummary is the result stored for a stripe.refund op and the Summary of
+// a refund found by Lookup or ListObjects.
+type RefundSummary struct {
+	ID            string            `json:"id"`
+	Object        string            `json:"object"`
+	Amount        int64             `json:"amount"`
+	Currency      string            `json:"currency"`
+	Status        string            `json:"status"`
+	PaymentIntent *string           `json:"payment_intent"`
+	Charge        *string           `json:"charge"`
+	Reason        *string           `json:"reason"`
+	Created       int64             `json:"created"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+}
+
+func paymentIntentSummary(pi *stripego.PaymentIntent) PaymentIntentSummary {
+	s := PaymentIntentSummary{
+		ID:             pi.ID,
+		Object:         "payment_intent",
+		Amount:         pi.Amount,
+		AmountReceived: pi.AmountReceived,
+		Currency:       string(pi.Currency),
+		Status:         string(pi.Status),
+		Created:        pi.Created,
+		Metadata:       pi.Metadata,
+	}
+	if pi.LatestCharge != nil && pi.LatestCharge.ID != "" {
+		s.LatestCharge = &pi.LatestCharge.ID
+	}
+	if pi.Customer != nil && pi.Customer.ID != "" {
+		s.Customer = &pi.Customer.ID
+	}
+	return s
+}
+
+func refundSummary(re *stripego.Refund) RefundSummary {
+	s := RefundSummary{
+		ID:       re.ID,
+		Object:   "refund",
+		Amount:   re.Amount,
+		Currency: string(re.Currency),
+		Status:   string(re.Status),
+		Created:  re.Created,
+		Metadata: re.Metadata,
+	}
+	if re.PaymentIntent != nil && re.PaymentIntent.ID != "" {
+		s.PaymentIntent = &re.PaymentIntent.ID
+	}
+	if re.Charge != nil && re.Charge.ID != "" {
+		s.Charge = &re.Charge.ID
+	}
+	if re.Reason != "" {
+		r := string(re.Reason)
+		s.Reason = &r
+	}
+	return s
+}
+
+func paymentIntentObject(pi *stripego.PaymentIntent) outbox.VendorObject {
+	return outbox.VendorObject{
+		ID:       pi.ID,
+		OpID:     pi.Metadata[outbox.TagKey],
+		Amount:   pi.Amount,
+		Currency: string(pi.Currency),
+		Status:   string(pi.Status),
+		Created:  time.Unix(pi.Created, 0).UTC(),
+		Summary:  mustJSON(paymentIntentSummary(pi)),
+	}
+}
+
+func refundObject(re *stripego.Refund) outbox.VendorObject {
+	return outbox.VendorObject{
+		ID:       re.ID,
+		OpID:     re.Metadata[outbox.TagKey],
+		Amount:   re.Amount,
+		Currency: string(re.Currency),
+		Status:   string(re.Status),
+		Created:  time.Unix(re.Created, 0).UTC(),
+		Summary:  mustJSON(refundSummary(re)),
+	}
+}
+
+// mustJSON encodes a summary, which is made of plain fields only.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("stripe: encode summary: " + err.Error())
+	}
+	return b
+}
