@@ -49,6 +49,7 @@ func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueRe
 		return err
 	})
 	if err != nil {
+		ob.observeError(params.Tool, err)
 		return nil, err
 	}
 	ob.observeEnqueue(params.Tool, res)
@@ -62,10 +63,21 @@ func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueRe
 func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
 	res, err := ob.enqueueTx(ctx, tx, params)
 	if err != nil {
+		ob.observeError(params.Tool, err)
 		return nil, err
 	}
 	ob.observeEnqueue(params.Tool, res)
 	return res, nil
+}
+
+func (ob *Outbox) observeError(tool string, err error) {
+	var kc *KeyConflictError
+	if errors.As(err, &kc) {
+		ob.cfg.Observer.Enqueued(tool, "conflict")
+		ob.logger.Warn("idempotency key reused with another payload; refused", slog.String("tool", tool),
+			slog.String("idempotency_key", kc.Key), slog.String("stored_fingerprint", kc.Stored.String()),
+			slog.String("given_fingerprint", kc.Given.String()))
+	}
 }
 
 func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult) {

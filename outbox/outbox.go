@@ -37,6 +37,9 @@ type Config struct {
 	Queues map[string]QueueConfig
 	// Work says whether this process works jobs. Defaults to true when Vendors is set.
 	Work *bool
+	// NoDispatch keeps a working process from working the vendors' dispatch queues, so
+	// it runs only the periodic jobs. Defaults to false.
+	NoDispatch bool
 	// MaxAttempts is how many retryable failures an op may see before it goes to
 	// needs_review. Defaults to 10.
 	MaxAttempts int
@@ -62,6 +65,9 @@ type Config struct {
 	ExtraQueues map[string]river.QueueConfig
 	// PeriodicJobs are River periodic jobs to run (the sweeper, the purge). Optional.
 	PeriodicJobs []*river.PeriodicJob
+	// Purge, when set, runs the TTL purge as a River periodic job in processes that work
+	// jobs. Optional.
+	Purge *PurgeConfig
 	// Observer receives counts for metrics. Defaults to one that does nothing.
 	Observer Observer
 	// Logger receives structured logs. Defaults to discarding them.
@@ -182,6 +188,15 @@ func New(cfg Config) (*Outbox, error) {
 	if err := river.AddWorkerSafely(workers, &dispatchWorker{ob: ob}); err != nil {
 		return nil, fmt.Errorf("outbox: register dispatch worker: %w", err)
 	}
+	if c.Purge != nil {
+		pc := c.Purge.withDefaults()
+		if err := river.AddWorkerSafely(workers, &purgeWorker{ob: ob, cfg: pc}); err != nil {
+			return nil, fmt.Errorf("outbox: register purge worker: %w", err)
+		}
+		c.PeriodicJobs = append(c.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(pc.Interval),
+			func() (river.JobArgs, *river.InsertOpts) { return PurgeArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
+	}
 	if c.ExtraWorkers != nil {
 		if err := c.ExtraWorkers(workers); err != nil {
 			return nil, fmt.Errorf("outbox: register extra workers: %w", err)
@@ -209,9 +224,12 @@ func New(cfg Config) (*Outbox, error) {
 	}
 	if *c.Work {
 		rc.Queues = map[string]river.QueueConfig{}
-		for name, q := range c.Queues {
-			rc.Queues[QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
+		if !c.NoDispatch {
+			for name, q := range c.Queues {
+				rc.Queues[QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
+			}
 		}
+		rc.Queues[MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
 		for name, q := range c.ExtraQueues {
 			rc.Queues[name] = q
 		}

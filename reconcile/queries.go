@@ -43,19 +43,23 @@ WHERE id IN (
 	FOR UPDATE SKIP LOCKED)
 RETURNING id::text`
 
-// candidateColumns is what the sweeper needs to know about an op before its lookup.
-const candidateColumns = `o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.args,
-	coalesce(o.vendor_ref, ''), o.status, coalesce(o.attempt_token::text, ''), o.attempts, o.generation,
-	o.stale_key, o.created_at,
-	(SELECT min(a.started_at) FROM oncebox_attempt a WHERE a.op_id = o.id),
-	(SELECT max(a.started_at) FROM oncebox_attempt a WHERE a.op_id = o.id),
-	o.dispatch_started_at`
+// candidateSelect is what the sweeper needs to know about an op before its lookup: the
+// op, when its first attempt started, and when its latest attempt started and ended.
+const candidateSelect = `
+SELECT o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.args, coalesce(o.vendor_ref, ''),
+	o.status, coalesce(o.attempt_token::text, ''), o.attempts, o.generation, o.stale_key, o.created_at,
+	o.dispatch_started_at, f.first_started, l.started_at, l.finished_at
+FROM oncebox_op o
+LEFT JOIN LATERAL (SELECT min(a.started_at) AS first_started FROM oncebox_attempt a WHERE a.op_id = o.id) f ON true
+LEFT JOIN LATERAL (SELECT a.started_at, a.finished_at FROM oncebox_attempt a WHERE a.op_id = o.id
+	ORDER BY a.attempt DESC, a.id DESC LIMIT 1) l ON true
+WHERE o.id = $1`
 
 // sqlCandidate reads one op for the sweeper.
-const sqlCandidate = `SELECT ` + candidateColumns + ` FROM oncebox_op o WHERE o.id = $1`
+const sqlCandidate = candidateSelect
 
 // sqlCandidateForUpdate reads and locks one op for a decision.
-const sqlCandidateForUpdate = `SELECT ` + candidateColumns + ` FROM oncebox_op o WHERE o.id = $1 FOR UPDATE`
+const sqlCandidateForUpdate = candidateSelect + ` FOR UPDATE OF o`
 
 // sqlAdopt records the object the vendor holds as the op's outcome: succeeded with
 // result $3 (error NULL), or failed with error $4 (result NULL). $5 replaces the args
@@ -100,7 +104,7 @@ ORDER BY o.updated_at, o.id`
 
 // sqlReviewOpForUpdate locks the tenant's op under a key for a manual resolution.
 const sqlReviewOpForUpdate = `
-SELECT id::text, tool, vendor, status, generation, stale_key
+SELECT id::text, tool, vendor, status, generation, stale_key, args
 FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`
 
 // sqlReportOps lists the ops created in [since, until), of one tenant or ($3 = 0) all.

@@ -2,6 +2,7 @@ package sendgrid_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,8 +48,18 @@ type refusal struct {
 // startWire starts a fake SendGrid configured by cfg behind a recording server.
 func startWire(t *testing.T, cfg fakesendgrid.Config) *wire {
 	t.Helper()
+	return startWireWith(t, cfg, nil)
+}
+
+// startWireWith is startWire with a handler answering instead of the recording
+// server and the fake, when not nil.
+func startWireWith(t *testing.T, cfg fakesendgrid.Config, handler http.Handler) *wire {
+	t.Helper()
 	w := &wire{fake: fakesendgrid.New(cfg)}
-	w.srv = httptest.NewUnstartedServer(http.HandlerFunc(w.serve))
+	if handler == nil {
+		handler = http.HandlerFunc(w.serve)
+	}
+	w.srv = httptest.NewUnstartedServer(handler)
 	w.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			w.conns.Add(1)
@@ -183,4 +195,9 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	return addr
+}
+
+// contextWithTimeout is context.WithTimeout on the test's context.
+func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), d)
 }

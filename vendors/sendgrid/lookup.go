@@ -179,7 +179,7 @@ func (v *Vendor) activityGet(ctx context.Context, path string, query map[string]
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", path, v.hideKey(err))
 	}
-	v.cfg.Logger.Debug("sendgrid: activity request", slog.String("path", activityPath), slog.Int("status", resp.StatusCode))
+	v.cfg.Logger.Debug("sendgrid: activity request", slog.String("path", path), slog.Int("status", resp.StatusCode))
 	switch resp.StatusCode {
 	case http.StatusOK:
 		return []byte(resp.Body), nil
@@ -269,4 +269,3 @@ func (v *Vendor) hideKey(err error) error {
 
 // hideKeyString keeps the API key out of s.
 func (v *Vendor) hideKeyString(s string) string { return strings.ReplaceAll(s, v.cfg.APIKey, redacted) }
-

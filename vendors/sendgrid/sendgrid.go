@@ -80,13 +80,19 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 	req.Method = rest.Post
 	req.Body = mail.GetRequestBody(buildMail(args, params.OpID))
 
-	// wrote is set from the transport's writing goroutine.
+	// wrote says whether the latest connection attempt wrote the whole request.
+	// net/http may try a second connection on its own, but only when nothing was
+	// written to the first, so each attempt starts afresh at GetConn. It is set
+	// from the transport's goroutines.
 	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
-		if info.Err == nil {
-			wrote.Store(true)
-		}
-	}}
+	trace := &httptrace.ClientTrace{
+		GetConn: func(string) { wrote.Store(false) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	}
 	sendCtx, cancel := context.WithTimeout(httptrace.WithClientTrace(ctx, trace), v.cfg.Timeout)
 	defer cancel()
 

@@ -22,8 +22,9 @@ type Config struct {
 	// BaseURL is the API base (STRIPE_API_BASE), such as a fake's or
 	// stripe-mock's URL. Defaults to DefaultBaseURL.
 	BaseURL string
-	// Timeout bounds each request to Stripe (it is applied to the call's
-	// context, so it holds with any HTTPClient). Defaults to 20s.
+	// Timeout bounds each dispatch (it is applied to the call's context, so it
+	// holds with any HTTPClient) and, through the default HTTPClient, every
+	// request, list pages included. Defaults to 20s.
 	Timeout time.Duration
 	// HTTPClient sends the requests. Defaults to a client with Timeout over a
 	// clone of http.DefaultTransport. Keep-alives are fine: net/http's silent

@@ -38,9 +38,9 @@ func (v *Vendor) LookupLag() time.Duration {
 //
 // Payment intents are found through search (metadata["oncebox_op"]:"<id>")
 // and, unless Config.DisableListScan, through a list scan of the payment
-// intents created since params.Since minus Config.ListScanMargin, matching
-// the tag here, since lists cannot filter on metadata; the two are merged by
-// id. When search is refused (not offered in the account's region) the list
+// intents created since params.Since minus Config.ListScanMargin (all of
+// them when Since is zero), matching the tag here, since lists cannot filter
+// on metadata; the two are merged by id. When search is refused (not offered in the account's region) the list
 // scan alone answers; with the list scan off that is ErrLookupUnavailable.
 //
 // Refunds cannot be searched: Lookup lists the refunds of the args'

@@ -215,7 +215,9 @@ type redactedError struct {
 	secret string
 }
 
-func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.secret, "[REDACTED]") }
+func (e *redactedError) Error() string {
+	return strings.ReplaceAll(e.err.Error(), e.secret, "[REDACTED]")
+}
 func (e *redactedError) Unwrap() error { return e.err }
 
 // callState is what the transport learnt about one call: whether a request was

@@ -1,0 +1,38 @@
+# oncebox: `make help` lists the targets.
+GO        ?= go
+PKGS      ?= ./...
+# The packages whose concurrency matters most run under the race detector.
+RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./api/... ./reconcile/... ./vendors/... ./client/... ./mcpserver/...
+STRIPE_MOCK_VERSION ?= v0.203.0
+
+.PHONY: help build test test-race test-rest lint bench chaos run dev stripe-mock tools
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/oncebox
+	$(GO) build -o bin/oncebox ./cmd/oncebox
+
+dev: ## run oncebox with zero configuration (a Postgres is found or started, fake vendors)
+	$(GO) run ./cmd/oncebox dev
+
+test: test-race test-rest ## run every test (race detector on the core packages); needs DATABASE_URL or a local PostgreSQL install
+
+test-race:
+	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+
+test-rest:
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/(outbox|migrations|tenant|api|reconcile|vendors|client|mcpserver)(/|$$)')
+
+lint: ## go vet and gofmt
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+bench: ## benchmarks against River's own throughput in the same run (prints ratios)
+	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./bench/
+
+chaos: ## CI-sized chaos run: kills, faults, a Postgres restart; fails on any duplicate or loss
+	$(GO) run ./cmd/oncebox-chaos
+
+stripe-mock: ## install stripe-mock (Stripe's official mock) into GOPATH/bin
+	$(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)

@@ -1,0 +1,77 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzPostOps sends arbitrary bodies, keys and Authorization headers to POST /v1/ops:
+// the server must never panic nor answer 5xx, and must always answer an op or a
+// problem document. "{token}" in the auth string stands for a valid token. All
+// iterations share one schema. `go test` runs the seeds; `go test -fuzz FuzzPostOps`
+// explores.
+func FuzzPostOps(f *testing.F) {
+	e := newEnv(f)
+	_, token := e.newTenant(f, "fuzz")
+
+	seeds := []struct {
+		body, key, auth string
+	}{
+		{paymentBody, "k1", "Bearer {token}"},
+		{paymentBody, "k1", "Bearer {token}"}, // replay
+		{smallRefundBody, "k1", "Bearer {token}"},
+		{largeRefundBody, "k2", "bearer {token}"},
+		{`{"tool": "sendgrid.mail", "args": {"from": {"email": "a@example.com"}, "to": [{"email": "b@example.com"}], "subject": "hi", "text": "x"}}`, "m1", "Bearer {token}"},
+		{`{"tool": "webhook.post", "args": {"target": "crm", "path": "/hook", "body": {"a": [1, {"b": "\u0000"}]}}}`, "w1", "Bearer {token}"},
+		{`{"tool": "webhook.post", "args": {"target": "crm", "path": "/hook", "body": 1e999}}`, "w2", "Bearer {token}"},
+		{`{"tool": "webhook.post", "args": {"target": "crm", "path": "/hook", "body": ` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}`, "w3", "Bearer {token}"},
+		{`{"tool": "stripe.payment_intent", "args": {"amount": 1000, "currency": "usd", "metadata": {"k": "v\u0000"}}, "conversation_id": "c\u0000"}`, "n1", "Bearer {token}"},
+		{`{"tool": "stripe.payment_intent", "args": null}`, "n2", "Bearer {token}"},
+		{`{"tool": "stripe.payment_intent", "args": "str"}`, "n3", "Bearer {token}"},
+		{`{"tool": "stripe.payment_intent", "args": {"amount": 1e2, "currency": "usd"}}`, "n4", "Bearer {token}"},
+		{`{"tool": "\ud800", "args": {}}`, "n5", "Bearer {token}"},
+		{"\xff\xfe{}", "n6", "Bearer {token}"},
+		{`{"tool": "stripe.payment_intent", "args": {"amount": 1000, "currency": "usd"}} trailing`, "n7", "Bearer {token}"},
+		{`{}`, "", "Bearer {token}"},
+		{`{}`, strings.Repeat("k", 300), "Bearer {token}"},
+		{`{}`, "k\x00", "Bearer {token}"},
+		{`{}`, "k1", ""},
+		{`{}`, "k1", "Bearer "},
+		{`{}`, "k1", "Bearer obx_\x00"},
+		{`{}`, "k1", "Bearer obx_" + strings.Repeat("a", 300)},
+		{`{}`, "k1", "Basic {token}"},
+		{``, "k1", "Bearer {token}"},
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s.body), s.key, s.auth)
+	}
+
+	f.Fuzz(func(t *testing.T, body []byte, key, auth string) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/ops", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", key)
+		r.Header.Set("Authorization", strings.ReplaceAll(auth, "{token}", token))
+		rec := e.do(r)
+
+		require.Less(t, rec.Code, 500, rec.Body.String())
+		require.True(t, json.Valid(rec.Body.Bytes()), rec.Body.String())
+		switch rec.Code {
+		case http.StatusOK, http.StatusAccepted:
+			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			require.NotEmpty(t, rec.Header().Get("Location"))
+		default:
+			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+			var p problemBody
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
+			require.True(t, strings.HasPrefix(p.Type, problemTypePrefix), p.Type)
+			require.Equal(t, rec.Code, p.Status)
+			require.NotContains(t, rec.Body.String(), token)
+		}
+	})
+}

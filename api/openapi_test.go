@@ -1,0 +1,259 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/api"
+)
+
+// openAPIFixture holds what the scenarios need: a working server with a tenant, and
+// a server whose database pool is closed (for 500 and 503).
+type openAPIFixture struct {
+	e, broken *env
+	token     string
+	n         atomic.Int64
+}
+
+// key returns a fresh idempotency key.
+func (f *openAPIFixture) key() string { return fmt.Sprintf("doc-%d", f.n.Add(1)) }
+
+// scenario drives a server into one documented (path, method, status).
+type scenario func(t *testing.T, f *openAPIFixture) (*env, *http.Request)
+
+// openAPIScenarios returns the scenarios keyed "METHOD path status" as the document
+// spells them.
+func openAPIScenarios() map[string]scenario {
+	scenarios := map[string]scenario{
+		"POST /v1/ops 200": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			k := f.key()
+			require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, paymentBody).Code)
+			return f.e, req("POST", "/v1/ops", f.token, k, paymentBody)
+		},
+		"POST /v1/ops 202": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", "/v1/ops", f.token, f.key(), paymentBody)
+		},
+		"POST /v1/ops 400": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", "/v1/ops", f.token, "", paymentBody)
+		},
+		"POST /v1/ops 401": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", "/v1/ops", "", f.key(), paymentBody)
+		},
+		"POST /v1/ops 413": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", "/v1/ops", f.token, f.key(), `{"tool": "`+strings.Repeat("x", 70<<10)+`"}`)
+		},
+		"POST /v1/ops 415": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			r := req("POST", "/v1/ops", f.token, f.key(), paymentBody)
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			return f.e, r
+		},
+		"POST /v1/ops 422": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			k := f.key()
+			require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, paymentBody).Code)
+			return f.e, req("POST", "/v1/ops", f.token, k, smallRefundBody)
+		},
+		"POST /v1/ops 500": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.broken, req("POST", "/v1/ops", f.token, f.key(), paymentBody)
+		},
+
+		"GET /v1/ops/{key} 200": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			k := f.key()
+			require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, largeRefundBody).Code)
+			return f.e, req("GET", "/v1/ops/"+k+"?history=true&wait=2s", f.token, "", "")
+		},
+		"GET /v1/ops/{key} 400": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("GET", "/v1/ops/"+f.key()+"?wait=later", f.token, "", "")
+		},
+		"GET /v1/ops/{key} 401": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("GET", "/v1/ops/"+f.key(), "obx_wrong", "", "")
+		},
+		"GET /v1/ops/{key} 404": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("GET", "/v1/ops/"+f.key(), f.token, "", "")
+		},
+		"GET /v1/ops/{key} 500": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.broken, req("GET", "/v1/ops/"+f.key(), f.token, "", "")
+		},
+
+		"GET /openapi.json 200": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("GET", "/openapi.json", "", "", "")
+		},
+		"GET /healthz 200": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("GET", "/healthz", "", "", "")
+		},
+		"GET /healthz 503": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.broken, req("GET", "/healthz", "", "", "")
+		},
+	}
+	// Approve and reject share their scenarios.
+	for _, action := range []string{"approve", "reject"} {
+		path := "/v1/ops/{key}/" + action
+		at := func(k string) string { return "/v1/ops/" + k + "/" + action }
+		awaiting := func(t *testing.T, f *openAPIFixture) string {
+			k := f.key()
+			require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, largeRefundBody).Code)
+			return k
+		}
+		scenarios["POST "+path+" 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", at(awaiting(t, f)), f.token, "", `{"reason": "ok"}`)
+		}
+		scenarios["POST "+path+" 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", at(awaiting(t, f)), f.token, "", `{"reason": "ok", "extra": 1}`)
+		}
+		scenarios["POST "+path+" 401"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", at(f.key()), "", "", "")
+		}
+		scenarios["POST "+path+" 404"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", at(f.key()), f.token, "", "")
+		}
+		scenarios["POST "+path+" 409"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			k := f.key()
+			require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, smallRefundBody).Code)
+			return f.e, req("POST", at(k), f.token, "", "")
+		}
+		scenarios["POST "+path+" 413"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", at(awaiting(t, f)), f.token, "", `{"reason": "`+strings.Repeat("r", 70<<10)+`"}`)
+		}
+		scenarios["POST "+path+" 415"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			r := req("POST", at(awaiting(t, f)), f.token, "", `{"reason": "ok"}`)
+			r.Header.Set("Content-Type", "text/plain")
+			return f.e, r
+		}
+		scenarios["POST "+path+" 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.broken, req("POST", at(f.key()), f.token, "", "")
+		}
+	}
+	return scenarios
+}
+
+// TestOpenAPIDocumentMatchesHandlers walks the document: every (path, method, status)
+// it lists is produced by a real request, with the documented content type, headers
+// and top-level members.
+func TestOpenAPIDocumentMatchesHandlers(t *testing.T) {
+	t.Parallel()
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(api.OpenAPI(), &doc))
+	require.Equal(t, "3.1.0", doc["openapi"])
+	requireRefsResolve(t, doc, doc)
+	require.NotNil(t, lookup(doc, "components", "securitySchemes", "bearer"))
+
+	f := &openAPIFixture{e: newEnv(t)}
+	_, f.token = f.e.newTenant(t, "doc")
+	f.broken = newEnv(t)
+	f.broken.pool.Close()
+
+	scenarios := openAPIScenarios()
+	covered := map[string]bool{}
+	paths := doc["paths"].(map[string]any)
+	for path, item := range paths {
+		for method, opAny := range item.(map[string]any) {
+			op := opAny.(map[string]any)
+			for status, respAny := range op["responses"].(map[string]any) {
+				name := strings.ToUpper(method) + " " + path + " " + status
+				covered[name] = true
+				t.Run(name, func(t *testing.T) {
+					sc, ok := scenarios[name]
+					require.True(t, ok, "no scenario drives the documented response %q", name)
+					e, r := sc(t, f)
+					rec := e.do(r)
+					require.Equal(t, status, fmt.Sprint(rec.Code), rec.Body.String())
+
+					resp := resolve(t, doc, respAny)
+					if headers, ok := resp["headers"].(map[string]any); ok {
+						for h := range headers {
+							require.NotEmpty(t, rec.Header().Get(h), "documented header %s", h)
+						}
+					}
+					mt, _, err := mime.ParseMediaType(rec.Header().Get("Content-Type"))
+					require.NoError(t, err)
+					media, ok := lookup(resp, "content", mt).(map[string]any)
+					require.True(t, ok, "response content type %s is not documented", mt)
+					schema := resolve(t, doc, media["schema"])
+					props, ok := schema["properties"].(map[string]any)
+					if !ok {
+						return
+					}
+					var members map[string]json.RawMessage
+					require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &members))
+					for m := range members {
+						require.Contains(t, props, m, "member %q is not in the documented schema", m)
+					}
+					if req, ok := schema["required"].([]any); ok {
+						for _, m := range req {
+							require.Contains(t, members, m.(string), "required member %q is missing", m)
+						}
+					}
+				})
+			}
+		}
+	}
+	for name := range scenarios {
+		require.True(t, covered[name], "scenario %q drives a response the document does not list", name)
+	}
+	var securedWithout401 []string
+	for path, item := range paths {
+		for method, op := range item.(map[string]any) {
+			sec, hasOwn := op.(map[string]any)["security"].([]any)
+			if hasOwn && len(sec) == 0 {
+				continue
+			}
+			if lookup(op, "responses", "401") == nil {
+				securedWithout401 = append(securedWithout401, method+" "+path)
+			}
+		}
+	}
+	slices.Sort(securedWithout401)
+	require.Empty(t, securedWithout401, "operations that need a token must document 401")
+}
+
+// lookup walks nested objects by member names; it returns nil when one is missing.
+func lookup(v any, names ...string) any {
+	for _, n := range names {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[n]
+	}
+	return v
+}
+
+// resolve follows a local $ref, if any.
+func resolve(t *testing.T, doc map[string]any, v any) map[string]any {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	require.True(t, ok, "expected an object, got %v", v)
+	ref, ok := m["$ref"].(string)
+	if !ok {
+		return m
+	}
+	require.True(t, strings.HasPrefix(ref, "#/"), "only local references: %s", ref)
+	target := lookup(doc, strings.Split(strings.TrimPrefix(ref, "#/"), "/")...)
+	require.NotNil(t, target, "dangling $ref %s", ref)
+	return resolve(t, doc, target)
+}
+
+// requireRefsResolve checks every $ref in the document.
+func requireRefsResolve(t *testing.T, doc map[string]any, v any) {
+	t.Helper()
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v["$ref"]; ok {
+			resolve(t, doc, v)
+		}
+		for _, x := range v {
+			requireRefsResolve(t, doc, x)
+		}
+	case []any:
+		for _, x := range v {
+			requireRefsResolve(t, doc, x)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Sentinels that errors.Is matches a *Problem against, by its HTTP status.
+var (
+	// ErrConflict matches 409 (the op is not in the state an action needs) and 422
+	// (the idempotency key was already used with another payload).
+	ErrConflict = errors.New("oncebox: conflict")
+	// ErrUnauthorized matches 401: the token is missing, unknown or revoked.
+	ErrUnauthorized = errors.New("oncebox: unauthorized")
+	// ErrNotFound matches 404: no op under this key for the token's tenant.
+	ErrNotFound = errors.New("oncebox: not found")
+	// ErrInvalid matches 400, 413 and 415: the request is malformed (key, tool, args,
+	// body).
+	ErrInvalid = errors.New("oncebox: invalid request")
+)
+
+// Problem is an RFC 9457 problem document answered by the API, or built by the client
+// for a request it refuses to send (an invalid key).
+type Problem struct {
+	// Type is a stable URL naming the problem, such as
+	// "https://oncebox.dev/problems/key-conflict".
+	Type string `json:"type"`
+	// Title is a short human summary of the type.
+	Title string `json:"title"`
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Detail explains this occurrence and how to fix it.
+	Detail string `json:"detail"`
+	// Field is the dotted path of the offending request member, such as "args.amount".
+	Field string `json:"field,omitempty"`
+	// Rule names the broken idempotency-key rule, such as "too_long".
+	Rule string `json:"rule,omitempty"`
+
+	cause error
+}
+
+// Error implements error.
+func (p *Problem) Error() string {
+	msg := fmt.Sprintf("oncebox: %d %s", p.Status, p.Title)
+	if p.Detail != "" {
+		msg += ": " + p.Detail
+	}
+	if p.Field != "" {
+		msg += " (field " + p.Field + ")"
+	}
+	return msg
+}
+
+// Is matches the sentinel of the problem's status.
+func (p *Problem) Is(target error) bool {
+	switch target {
+	case ErrConflict:
+		return p.Status == http.StatusConflict || p.Status == http.StatusUnprocessableEntity
+	case ErrUnauthorized:
+		return p.Status == http.StatusUnauthorized
+	case ErrNotFound:
+		return p.Status == http.StatusNotFound
+	case ErrInvalid:
+		return p.Status == http.StatusBadRequest || p.Status == http.StatusRequestEntityTooLarge ||
+			p.Status == http.StatusUnsupportedMediaType
+	}
+	return false
+}
+
+// Unwrap returns the local error a client-built problem stands for, if any.
+func (p *Problem) Unwrap() error { return p.cause }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/oncebox/oncebox/localpg"
+	"github.com/oncebox/oncebox/migrations"
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/fakesendgrid"
+	"github.com/oncebox/oncebox/vendors/fakestripe"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// runDev runs everything with zero configuration: a Postgres (DATABASE_URL, else a
+// private cluster from the server binaries on the machine, else Docker), migrations,
+// in-process fake vendors for those without real keys, a demo tenant, and the server.
+// Ctrl-C stops everything it started, Postgres included.
+func runDev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	tenantName := fs.String("tenant", "demo", "name of the demo tenant")
+	cfg, err := parseConfig(fs, args)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	logger, err := newLogger()
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+
+	pg, err := localpg.Start(ctx, localpg.Config{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := pg.Close(stopCtx); err != nil {
+			logger.Warn("stop Postgres", slog.Any("error", err))
+		}
+	}()
+	logger.Info("postgres ready", slog.String("source", pg.Source))
+	cfg.DatabaseURL = pg.URL
+
+	pool, err := openPool(ctx, pg.URL)
+	if err != nil {
+		return err
+	}
+	if _, err := migrations.Migrate(ctx, pool, logger); err != nil {
+		pool.Close()
+		return err
+	}
+	_, _, err = tenant.NewStore(pool).Ensure(ctx, *tenantName)
+	if err != nil {
+		pool.Close()
+		return err
+	}
+	token, err := tenant.NewStore(pool).NewToken(ctx, *tenantName)
+	pool.Close()
+	if err != nil {
+		return err
+	}
+
+	var fakes []string
+	if cfg.StripeAPIKey == "" {
+		url, stop, err := serveFake(fakestripe.New(fakestripe.Config{Logger: logger}))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_oncebox_dev", url
+		fakes = append(fakes, "Stripe "+url)
+	}
+	if cfg.SendGridAPIKey == "" {
+		url, stop, err := serveFake(fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger}))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.oncebox_dev", url
+		cfg.SendGridLookupLag, cfg.SendGridActivityRate = 5*time.Second, 600
+		fakes = append(fakes, "SendGrid "+url)
+	}
+	if len(cfg.WebhookTargets) == 0 {
+		url, stop, err := serveFake(fakewebhook.New(fakewebhook.Config{HonourKeys: true}))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		cfg.WebhookTargets = map[string]webhook.Target{"demo": {BaseURL: url}}
+		cfg.WebhookNativeKeys, cfg.WebhookLookupPath = true, "/_lookup"
+		fakes = append(fakes, "webhook target \"demo\" "+url)
+	}
+
+	srv, err := server.New(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	addr, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	base := "http://" + addr.String()
+	fmt.Fprintf(os.Stdout, `
+oncebox dev is running.
+
+  API        %s   (OpenAPI: %s/openapi.json, MCP: %s/mcp, metrics: %s/metrics)
+  Postgres   %s
+  fakes      %v
+  tenant     %s
+  token      %s
+
+Enqueue an op (run it twice: the second answer is a replay, and nothing is charged twice):
+
+  curl -sS -X POST %s/v1/ops?wait=5s \
+    -H 'Authorization: Bearer %s' \
+    -H 'Idempotency-Key: order-1001' \
+    -H 'Content-Type: application/json' \
+    -d '{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}'
+
+Press Ctrl-C to stop everything this command started.
+`, base, base, base, base, pg.Source, fakes, *tenantName, token, base, token)
+
+	err = srv.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// serveFake serves a fake vendor on a free loopback port.
+func serveFake(h http.Handler) (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listen for a fake vendor: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = srv.Close()
+	}, nil
+}

@@ -1,0 +1,116 @@
+// Command oncebox is the one oncebox binary: the server, its migrations, a zero-config
+// dev mode, and the tools operators, support and finance use. Run `oncebox help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// exitError carries a process exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// Main runs one oncebox command and returns the process exit code.
+func Main(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		usage()
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "serve":
+		err = runServe(ctx, rest)
+	case "dev":
+		err = runDev(ctx, rest)
+	case "migrate":
+		err = runMigrate(ctx, rest)
+	case "tenant":
+		err = runTenant(ctx, rest)
+	case "lookup":
+		err = runLookup(ctx, rest)
+	case "approve", "reject":
+		err = runDecide(ctx, cmd, rest)
+	case "review":
+		err = runReview(ctx, rest)
+	case "reconcile":
+		err = runReconcile(ctx, rest)
+	case "mcp":
+		err = runMCP(ctx, rest)
+	case "bench":
+		err = runBench(ctx, rest)
+	case "healthcheck":
+		err = runHealthcheck(ctx, rest)
+	case "config":
+		printSettings(os.Stdout)
+	case "help", "-h", "--help":
+		usage()
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "oncebox: unknown command %q\n\n", cmd)
+		usage()
+		return 2
+	}
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.err != nil {
+				fmt.Fprintln(os.Stderr, "oncebox:", ee.err)
+			}
+			return ee.code
+		}
+		fmt.Fprintln(os.Stderr, "oncebox:", err)
+		return 1
+	}
+	return 0
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `oncebox makes side effects requested by LLM agents happen once.
+
+Usage: oncebox <command> [flags]
+
+  dev                          run everything with zero configuration: a Postgres (DATABASE_URL, else a
+                               private cluster, else Docker), fake Stripe and SendGrid, a demo tenant
+  serve                        run the API, the workers and the periodic jobs (see --roles)
+  migrate                      apply oncebox's and River's migrations (safe to run twice, or at once)
+  tenant create NAME           create a tenant and print its API token (shown once)
+  tenant token new NAME        add a token to a tenant
+  tenant token revoke TOKEN    revoke a token (the token or its listed prefix)
+  tenant list                  list tenants and token prefixes
+  lookup --tenant T KEY        everything about an op: status, fingerprint, attempts, decisions
+  approve|reject --tenant T KEY [--reason R]
+  review list [--tenant T]     ops waiting for a person
+  review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R
+  reconcile run                one reconciler sweep now
+  reconcile report --since T --until T [--tenant T] [--format csv|json]
+                               finance report; exit status 1 when anything does not match
+  mcp --tenant T               serve the MCP tools over stdio
+  bench                        benchmarks against River in the same run (see README)
+  healthcheck [--url U]        exit 0 when the server answers /healthz
+  config                       list every flag and environment variable
+
+Every command reads DATABASE_URL; serve and dev also take the flags listed by 'oncebox config'.
+`)
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// setting is one configuration knob: a flag, its environment variable, its default.
+type setting struct {
+	flag, env, def, help string
+	set                  func(c *server.Config, v string) error
+	secret               bool
+}
+
+func durSetting(flagName, env string, def time.Duration, help string, dst func(*server.Config) *time.Duration) setting {
+	return setting{flag: flagName, env: env, def: def.String(), help: help, set: func(c *server.Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		*dst(c) = d
+		return nil
+	}}
+}
+
+func intSetting(flagName, env string, def int64, help string, dst func(*server.Config, int64)) setting {
+	return setting{flag: flagName, env: env, def: strconv.FormatInt(def, 10), help: help, set: func(c *server.Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return err
+		}
+		dst(c, n)
+		return nil
+	}}
+}
+
+func strSetting(flagName, env, def, help string, secret bool, dst func(*server.Config) *string) setting {
+	return setting{flag: flagName, env: env, def: def, help: help, secret: secret, set: func(c *server.Config, v string) error {
+		*dst(c) = v
+		return nil
+	}}
+}
+
+func boolSetting(flagName, env string, def bool, help string, dst func(*server.Config) *bool) setting {
+	return setting{flag: flagName, env: env, def: strconv.FormatBool(def), help: help, set: func(c *server.Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		*dst(c) = b
+		return nil
+	}}
+}
+
+func queueSettings(vendor string) []setting {
+	d := server.Defaults().Queues[vendor]
+	return []setting{
+		intSetting(vendor+"-workers", "ONCEBOX_"+strings.ToUpper(vendor)+"_WORKERS", int64(d.MaxWorkers),
+			"dispatch workers for "+vendor+" ops in this process", func(c *server.Config, n int64) {
+				q := c.Queues[vendor]
+				q.MaxWorkers = int(n)
+				c.Queues[vendor] = q
+			}),
+		// Applied by parseConfig, which writes the map entry back.
+		durSetting(vendor+"-job-timeout", "ONCEBOX_"+strings.ToUpper(vendor)+"_JOB_TIMEOUT", d.JobTimeout,
+			"how long one "+vendor+" dispatch may take, vendor call included", nil),
+	}
+}
+
+// settings lists every flag and environment variable of `oncebox serve` and `oncebox dev`.
+func settings() []setting {
+	d := server.Defaults()
+	s := []setting{
+		strSetting("database-url", "DATABASE_URL", "", "Postgres connection URL (oncebox dev finds or starts one when unset)", true, func(c *server.Config) *string { return &c.DatabaseURL }),
+		strSetting("addr", "ONCEBOX_ADDR", d.Addr, "address of the HTTP API, MCP, /metrics and River UI", false, func(c *server.Config) *string { return &c.Addr }),
+		{flag: "roles", env: "ONCEBOX_ROLES", def: "api,worker,periodic", help: "what this process runs: any of api, worker, periodic", set: func(c *server.Config, v string) error {
+			c.Roles = server.Roles{}
+			for _, r := range strings.Split(v, ",") {
+				switch strings.TrimSpace(r) {
+				case "api":
+					c.Roles.API = true
+				case "worker":
+					c.Roles.Worker = true
+				case "periodic":
+					c.Roles.Periodic = true
+				case "":
+				default:
+					return fmt.Errorf("unknown role %q (want api, worker, periodic)", r)
+				}
+			}
+			return nil
+		}},
+		intSetting("max-attempts", "ONCEBOX_MAX_ATTEMPTS", int64(d.MaxAttempts), "retryable failures an op may see before it goes to needs_review", func(c *server.Config, n int64) { c.MaxAttempts = int(n) }),
+		durSetting("rescue-after", "ONCEBOX_RESCUE_AFTER", d.RescueStuckJobsAfter, "River rescues a job whose worker vanished after this long (River's default is 1h)", func(c *server.Config) *time.Duration { return &c.RescueStuckJobsAfter }),
+		durSetting("fetch-cooldown", "ONCEBOX_FETCH_COOLDOWN", d.FetchCooldown, "River's minimum pause between fetches of a queue (River's default 100ms caps a queue near 1,000 jobs/s)", func(c *server.Config) *time.Duration { return &c.FetchCooldown }),
+		durSetting("fetch-poll-interval", "ONCEBOX_FETCH_POLL_INTERVAL", d.FetchPollInterval, "how often River polls for jobs when no notification arrives", func(c *server.Config) *time.Duration { return &c.FetchPollInterval }),
+		durSetting("shutdown-grace", "ONCEBOX_SHUTDOWN_GRACE", d.ShutdownGrace, "on SIGTERM, how long running dispatches may finish before they are cancelled (and recorded as unknown)", func(c *server.Config) *time.Duration { return &c.ShutdownGrace }),
+	}
+	for _, v := range []string{"stripe", "sendgrid", "webhook"} {
+		s = append(s, queueSettings(v)...)
+	}
+	s = append(s,
+		strSetting("stripe-api-key", "STRIPE_API_KEY", "", "Stripe secret key; Stripe tools are enabled only when set", true, func(c *server.Config) *string { return &c.StripeAPIKey }),
+		strSetting("stripe-api-base", "STRIPE_API_BASE", d.StripeAPIBase, "Stripe API base URL (a fake or stripe-mock in tests)", false, func(c *server.Config) *string { return &c.StripeAPIBase }),
+		durSetting("stripe-timeout", "ONCEBOX_STRIPE_TIMEOUT", d.StripeTimeout, "timeout of one Stripe request", func(c *server.Config) *time.Duration { return &c.StripeTimeout }),
+		durSetting("stripe-search-lag", "ONCEBOX_STRIPE_SEARCH_LAG", d.StripeSearchLag, "how far Stripe search may lag behind (lookups also scan unlagged lists)", func(c *server.Config) *time.Duration { return &c.StripeSearchLag }),
+		strSetting("sendgrid-api-key", "SENDGRID_API_KEY", "", "SendGrid API key; the mail tool is enabled only when set", true, func(c *server.Config) *string { return &c.SendGridAPIKey }),
+		strSetting("sendgrid-api-base", "SENDGRID_API_BASE", d.SendGridAPIBase, "SendGrid API base URL", false, func(c *server.Config) *string { return &c.SendGridAPIBase }),
+		durSetting("sendgrid-timeout", "ONCEBOX_SENDGRID_TIMEOUT", d.SendGridTimeout, "timeout of one SendGrid request", func(c *server.Config) *time.Duration { return &c.SendGridTimeout }),
+		durSetting("sendgrid-lookup-lag", "ONCEBOX_SENDGRID_LOOKUP_LAG", d.SendGridLookupLag, "how long the Email Activity API may miss a sent message; an unknown send is resent only after this", func(c *server.Config) *time.Duration { return &c.SendGridLookupLag }),
+		intSetting("sendgrid-activity-rate", "ONCEBOX_SENDGRID_ACTIVITY_RATE", int64(d.SendGridActivityRate), "Email Activity API requests per minute, shared by the process", func(c *server.Config, n int64) { c.SendGridActivityRate = int(n) }),
+		setting{flag: "webhook-targets", env: "ONCEBOX_WEBHOOK_TARGETS", def: "", secret: true,
+			help: `allow-listed webhook targets as JSON: {"crm":{"base_url":"https://...","secret_header":"X-Secret","secret":"..."}}`,
+			set: func(c *server.Config, v string) error {
+				if v == "" {
+					return nil
+				}
+				var raw map[string]struct {
+					BaseURL      string `json:"base_url"`
+					SecretHeader string `json:"secret_header"`
+					Secret       string `json:"secret"`
+				}
+				dec := json.NewDecoder(strings.NewReader(v))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&raw); err != nil {
+					return fmt.Errorf(`want {"name":{"base_url":..,"secret_header":..,"secret":..}}: %w`, err)
+				}
+				c.WebhookTargets = map[string]webhook.Target{}
+				for name, t := range raw {
+					c.WebhookTargets[name] = webhook.Target{BaseURL: t.BaseURL, SecretHeader: t.SecretHeader, Secret: t.Secret}
+				}
+				return nil
+			}},
+		durSetting("webhook-timeout", "ONCEBOX_WEBHOOK_TIMEOUT", d.WebhookTimeout, "timeout of one webhook request", func(c *server.Config) *time.Duration { return &c.WebhookTimeout }),
+		boolSetting("webhook-native-keys", "ONCEBOX_WEBHOOK_NATIVE_KEYS", false, "the webhook targets honour Idempotency-Key for 24h (resend instead of reconcile after a crash)", func(c *server.Config) *bool { return &c.WebhookNativeKeys }),
+		strSetting("webhook-lookup-path", "ONCEBOX_WEBHOOK_LOOKUP_PATH", "", "path on each target answering GET ?oncebox_op=<id> (empty: unknown webhook outcomes go to review)", false, func(c *server.Config) *string { return &c.WebhookLookupPath }),
+		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
+		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept (per-tool retention)", func(c *server.Config) *time.Duration { return &c.TTL }),
+		durSetting("tombstone-ttl", "ONCEBOX_TOMBSTONE_TTL", d.TombstoneTTL, "how long a purged op's key is remembered to detect key-expiry collisions", func(c *server.Config) *time.Duration { return &c.TombstoneTTL }),
+		durSetting("purge-interval", "ONCEBOX_PURGE_INTERVAL", d.PurgeInterval, "how often expired ops are purged", func(c *server.Config) *time.Duration { return &c.PurgeInterval }),
+		intSetting("purge-batch", "ONCEBOX_PURGE_BATCH", int64(d.PurgeBatch), "ops deleted per purge statement", func(c *server.Config, n int64) { c.PurgeBatch = int(n) }),
+		boolSetting("redact-mail", "ONCEBOX_REDACT_MAIL", d.RedactMail, "replace mail addresses and bodies by hashes in stored args once an op is settled", func(c *server.Config) *bool { return &c.RedactMail }),
+		durSetting("reconcile-interval", "ONCEBOX_RECONCILE_INTERVAL", d.ReconcileInterval, "how often the reconciler sweeps unknown and stuck ops", func(c *server.Config) *time.Duration { return &c.ReconcileInterval }),
+		setting{flag: "resend-on-none", env: "ONCEBOX_RESEND_ON_NONE", def: "stripe=true,sendgrid=true,webhook=true",
+			help: "per vendor: when the reconciler finds no object after the lookup lag, resend (true) or ask a person (false)",
+			set: func(c *server.Config, v string) error {
+				c.ResendOnNone = map[string]bool{}
+				for _, part := range strings.Split(v, ",") {
+					name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+					if !ok {
+						return fmt.Errorf("want vendor=true|false, got %q", part)
+					}
+					b, err := strconv.ParseBool(val)
+					if err != nil {
+						return err
+					}
+					c.ResendOnNone[name] = b
+				}
+				return nil
+			}},
+		intSetting("max-body-bytes", "ONCEBOX_MAX_BODY_BYTES", d.MaxBodyBytes, "largest POST /v1/ops body accepted", func(c *server.Config, n int64) { c.MaxBodyBytes = n }),
+		durSetting("max-wait", "ONCEBOX_MAX_WAIT", d.MaxWait, "cap on ?wait= of the HTTP API", func(c *server.Config) *time.Duration { return &c.MaxWait }),
+		durSetting("mcp-wait", "ONCEBOX_MCP_WAIT", d.MCPWait, "how long an MCP tool call waits for the vendor's answer", func(c *server.Config) *time.Duration { return &c.MCPWait }),
+		strSetting("admin-token", "ONCEBOX_ADMIN_TOKEN", "", "token for River UI (/riverui/) and, when set, /metrics", true, func(c *server.Config) *string { return &c.AdminToken }),
+	)
+	return s
+}
+
+// parseConfig applies defaults, then environment variables, then flags.
+func parseConfig(fs *flag.FlagSet, args []string) (server.Config, error) {
+	cfg := server.Defaults()
+	all := settings()
+	values := map[string]*string{}
+	for _, s := range all {
+		v := s.def
+		if env, ok := os.LookupEnv(s.env); ok && env != "" {
+			v = env
+		}
+		values[s.flag] = fs.String(s.flag, v, s.help+" (env "+s.env+")")
+	}
+	extraLog(fs)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	for _, s := range all {
+		v := *values[s.flag]
+		if v == "" && s.def == "" {
+			continue
+		}
+		if strings.HasSuffix(s.flag, "-job-timeout") {
+			vendor := strings.TrimSuffix(s.flag, "-job-timeout")
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return cfg, fmt.Errorf("--%s (%s): %w", s.flag, s.env, err)
+			}
+			q := cfg.Queues[vendor]
+			q.JobTimeout = d
+			cfg.Queues[vendor] = q
+			continue
+		}
+		if err := s.set(&cfg, v); err != nil {
+			return cfg, fmt.Errorf("--%s (%s): %w", s.flag, s.env, err)
+		}
+	}
+	return cfg, nil
+}
+
+// printSettings writes the settings as a Markdown table (the README's configuration section).
+func printSettings(w io.Writer) {
+	all := settings()
+	fmt.Fprintln(w, "| flag | environment | default | what it does |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for _, s := range all {
+		def := s.def
+		if def == "" {
+			def = "(none)"
+		}
+		fmt.Fprintf(w, "| `--%s` | `%s` | `%s` | %s |\n", s.flag, s.env, def, strings.ReplaceAll(s.help, "|", "\\|"))
+	}
+	fmt.Fprintln(w, "| `--log-format` | `ONCEBOX_LOG_FORMAT` | `text` | log format: text or json |")
+	fmt.Fprintln(w, "| `--log-level` | `ONCEBOX_LOG_LEVEL` | `info` | log level: debug, info, warn, error |")
+}

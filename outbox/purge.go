@@ -1,0 +1,117 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// PurgeConfig configures the TTL purge of settled ops.
+type PurgeConfig struct {
+	// Interval is how often the purge runs. Defaults to 1 minute.
+	Interval time.Duration
+	// BatchSize bounds the ops deleted per statement. Defaults to 1,000.
+	BatchSize int
+	// TombstoneTTL is how long a purged op's key and fingerprint are kept, so that a
+	// reuse of the key is counted as a key-expiry collision. Defaults to 30 days.
+	TombstoneTTL time.Duration
+}
+
+func (c PurgeConfig) withDefaults() PurgeConfig {
+	if c.Interval == 0 {
+		c.Interval = time.Minute
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.TombstoneTTL == 0 {
+		c.TombstoneTTL = 30 * 24 * time.Hour
+	}
+	return c
+}
+
+// PurgeStats says what one purge did.
+type PurgeStats struct {
+	Ops        int
+	Batches    int
+	Tombstones int
+}
+
+// sqlPurgeBatch deletes up to $1 expired, terminal ops and leaves a tombstone for each.
+// Ops that are not terminal (pending, dispatching, unknown, needs review, awaiting
+// approval) are kept past their TTL: something or someone still has to decide them.
+const sqlPurgeBatch = `
+WITH doomed AS (
+	SELECT id FROM oncebox_op
+	WHERE expires_at < now() AND status IN ('succeeded', 'failed', 'rejected')
+	ORDER BY expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+), deleted AS (
+	DELETE FROM oncebox_op o USING doomed WHERE o.id = doomed.id
+	RETURNING o.tenant_id, o.idempotency_key, o.fingerprint
+)
+INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, expired_at, purge_after)
+SELECT tenant_id, idempotency_key, fingerprint, now(), now() + make_interval(secs => $2) FROM deleted
+ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
+	SET fingerprint = EXCLUDED.fingerprint, expired_at = EXCLUDED.expired_at, purge_after = EXCLUDED.purge_after`
+
+const sqlPurgeTombstones = `DELETE FROM oncebox_tombstone WHERE purge_after < now()`
+
+// Purge deletes expired terminal ops in batches of cfg.BatchSize, leaving tombstones,
+// and deletes tombstones past their own TTL.
+func (ob *Outbox) Purge(ctx context.Context, cfg PurgeConfig) (PurgeStats, error) {
+	cfg = cfg.withDefaults()
+	var st PurgeStats
+	for {
+		tag, err := ob.pool.Exec(ctx, sqlPurgeBatch, cfg.BatchSize, cfg.TombstoneTTL.Seconds())
+		if err != nil {
+			return st, fmt.Errorf("outbox: purge expired ops: %w", err)
+		}
+		n := int(tag.RowsAffected())
+		if n == 0 {
+			break
+		}
+		st.Ops += n
+		st.Batches++
+		if n < cfg.BatchSize {
+			break
+		}
+	}
+	tag, err := ob.pool.Exec(ctx, sqlPurgeTombstones)
+	if err != nil {
+		return st, fmt.Errorf("outbox: purge tombstones: %w", err)
+	}
+	st.Tombstones = int(tag.RowsAffected())
+	if st.Ops > 0 || st.Tombstones > 0 {
+		ob.logger.Info("purged expired ops", slog.Int("ops", st.Ops), slog.Int("batches", st.Batches),
+			slog.Int("tombstones_deleted", st.Tombstones))
+	}
+	return st, nil
+}
+
+// MaintenanceQueue is the River queue of oncebox's periodic jobs (purge, reconcile sweep).
+const MaintenanceQueue = "oncebox_maintenance"
+
+// PurgeArgs is the River periodic job that runs Purge.
+type PurgeArgs struct{}
+
+// Kind implements river.JobArgs.
+func (PurgeArgs) Kind() string { return "oncebox.purge" }
+
+// InsertOpts puts the purge on the maintenance queue.
+func (PurgeArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: MaintenanceQueue} }
+
+type purgeWorker struct {
+	river.WorkerDefaults[PurgeArgs]
+	ob  *Outbox
+	cfg PurgeConfig
+}
+
+func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
+	_, err := w.ob.Purge(ctx, w.cfg)
+	return err
+}

@@ -1,0 +1,197 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// countObserver counts the sweeper's decisions and duplicates.
+type countObserver struct {
+	mu         sync.Mutex
+	decisions  map[string]int
+	duplicates map[string]int
+}
+
+func newCountObserver() *countObserver {
+	return &countObserver{decisions: map[string]int{}, duplicates: map[string]int{}}
+}
+
+func (o *countObserver) Decision(vendor, decision string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.decisions[vendor+"/"+decision]++
+}
+
+func (o *countObserver) Duplicate(vendor string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.duplicates[vendor]++
+}
+
+func (o *countObserver) count(m map[string]int, k string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return m[k]
+}
+
+// env is an Outbox, a Reconciler and a tenant in a fresh schema.
+type env struct {
+	pool   *pgxpool.Pool
+	ob     *outbox.Outbox
+	rec    *reconcile.Reconciler
+	obs    *countObserver
+	tenant int64
+}
+
+// newEnv builds an Outbox with the given vendors (not started) and a Reconciler on it.
+func newEnv(t *testing.T, vendors []outbox.Vendor, cfg reconcile.Config) *env {
+	t.Helper()
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}})...)
+	require.NoError(t, err)
+	queues := map[string]outbox.QueueConfig{}
+	for _, v := range vendors {
+		queues[v.Name()] = outbox.QueueConfig{JobTimeout: 5 * time.Second}
+	}
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: vendors, Queues: queues, TestOnly: true,
+		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	require.NoError(t, err)
+	obs := newCountObserver()
+	cfg.Outbox = ob
+	cfg.Observer = obs
+	rec, err := reconcile.New(cfg)
+	require.NoError(t, err)
+	var tenant int64
+	require.NoError(t, pool.QueryRow(context.Background(),
+		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&tenant))
+	return &env{pool: pool, ob: ob, rec: rec, obs: obs, tenant: tenant}
+}
+
+// start works the Outbox's jobs until the test ends.
+func (e *env) start(t *testing.T) {
+	t.Helper()
+	require.NoError(t, e.ob.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.ob.Stop(ctx)
+	})
+}
+
+// enqueue records an op and returns it.
+func (e *env) enqueue(t *testing.T, key, tool string, args any) *outbox.Op {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	require.NoError(t, err)
+	res, err := e.ob.Enqueue(context.Background(), outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: tool, Args: raw})
+	require.NoError(t, err)
+	return res.Op
+}
+
+// seedUnknown records an op as if a worker had sent it ago and then lost the answer:
+// unknown, one finished attempt, no dispatch job left.
+func (e *env) seedUnknown(t *testing.T, key, tool string, args any, ago time.Duration, staleKey bool) *outbox.Op {
+	t.Helper()
+	op := e.enqueue(t, key, tool, args)
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, "DELETE FROM river_job WHERE args->>'op_id' = $1", op.ID)
+	require.NoError(t, err)
+	at := time.Now().Add(-ago)
+	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'unknown', attempts = 1, attempt_token = gen_random_uuid(),
+		dispatch_started_at = $2, key_first_sent_at = $2, stale_key = $3 WHERE id = $1`, op.ID, at, staleKey)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at, finished_at, outcome)
+		SELECT id, 1, attempt_token, vendor_key, $2, $2, 'unknown' FROM oncebox_op WHERE id = $1`, op.ID, at)
+	require.NoError(t, err)
+	return op
+}
+
+// get reads an op by id.
+func (e *env) get(t *testing.T, id string) *outbox.Op {
+	t.Helper()
+	op, err := e.ob.GetByID(context.Background(), e.tenant, id)
+	require.NoError(t, err)
+	return op
+}
+
+// waitStatus polls until the op reaches status.
+func (e *env) waitStatus(t *testing.T, id string, status outbox.Status) *outbox.Op {
+	t.Helper()
+	var op *outbox.Op
+	require.Eventually(t, func() bool {
+		op = e.get(t, id)
+		return op.Status == status
+	}, 15*time.Second, 10*time.Millisecond, "op %s never reached %s", id, status)
+	return op
+}
+
+// sweep runs one sweep and fails the test on error.
+func (e *env) sweep(t *testing.T) reconcile.Stats {
+	t.Helper()
+	st, err := e.rec.SweepOnce(context.Background())
+	require.NoError(t, err)
+	return st
+}
+
+// reconcileEvents returns the decisions recorded by the reconciler for an op, in order.
+func (e *env) reconcileEvents(t *testing.T, id string) []map[string]any {
+	t.Helper()
+	h, err := e.ob.History(context.Background(), e.tenant, id)
+	require.NoError(t, err)
+	var out []map[string]any
+	for _, ev := range h.Events {
+		if ev.Kind != "reconcile" {
+			continue
+		}
+		require.Equal(t, "reconciler", ev.Actor)
+		var d map[string]any
+		require.NoError(t, json.Unmarshal(ev.Detail, &d))
+		d["from"], d["to"] = ev.FromStatus, ev.ToStatus
+		out = append(out, d)
+	}
+	return out
+}
+
+func (e *env) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// webhookFake starts a fake webhook receiver and a webhook vendor for the "hooks"
+// target; lookupPath "" leaves lookups unavailable.
+func webhookFake(t *testing.T, cfg fakewebhook.Config, lookupPath string) (*fakewebhook.Server, *httptest.Server, *webhook.Vendor) {
+	t.Helper()
+	fake := fakewebhook.New(cfg)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	dead := httptest.NewServer(nil)
+	deadURL := dead.URL
+	dead.Close()
+	v, err := webhook.New(webhook.Config{
+		Targets:    map[string]webhook.Target{"hooks": {BaseURL: srv.URL}, "deadhooks": {BaseURL: deadURL}},
+		Timeout:    2 * time.Second,
+		LookupPath: lookupPath,
+	})
+	require.NoError(t, err)
+	return fake, srv, v
+}
+
+func hookArgs(n int) map[string]any {
+	return map[string]any{"target": "hooks", "path": "/orders", "body": map[string]any{"n": n}}
+}

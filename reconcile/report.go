@@ -1,0 +1,451 @@
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// ReportMargin widens the vendor side of a report's window on both ends, so that an op
+// created just before the window ends finds its object created just after.
+const ReportMargin = 5 * time.Minute
+
+// The categories of a report line.
+const (
+	// CategoryMatched: the op succeeded and the vendor holds exactly one object for it,
+	// with the op's amount and currency.
+	CategoryMatched = "matched"
+	// CategoryMissingAtVendor: the op succeeded but the vendor holds nothing for it.
+	CategoryMissingAtVendor = "missing_at_vendor"
+	// CategoryOrphanAtVendor: the vendor holds an object tagged with an op that did not
+	// succeed, or with an id that names no op.
+	CategoryOrphanAtVendor = "orphan_at_vendor"
+	// CategoryDuplicate: the vendor holds two or more objects for one op.
+	CategoryDuplicate = "duplicate"
+	// CategoryMismatch: the vendor's amount or currency differs from the op's.
+	CategoryMismatch = "mismatch"
+)
+
+// Lister lists a vendor's objects created in [since, until), tagged or not (an object
+// without a tag has an empty OpID). Vendor adapters that can list implement it.
+type Lister interface {
+	ListObjects(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error)
+}
+
+// ListerFunc adapts a function to Lister.
+type ListerFunc func(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error)
+
+// ListObjects calls f.
+func (f ListerFunc) ListObjects(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error) {
+	return f(ctx, since, until)
+}
+
+// ReportParams selects what a report compares.
+type ReportParams struct {
+	// Since and Until bound the ops' creation time: [Since, Until). Required.
+	Since, Until time.Time
+	// TenantID limits the report to one tenant; 0 reports on every tenant.
+	TenantID int64
+	// Listers lists each vendor's objects, by vendor name. Ops of a vendor without a
+	// Lister are not checked (counted in Report.Unchecked).
+	Listers map[string]Lister
+}
+
+// Line is one finding of a report.
+type Line struct {
+	// Category is one of the Category constants.
+	Category string `json:"category"`
+	// OpID is the op's id, or for an orphan whose tag names no op, the tag.
+	OpID     string `json:"op_id"`
+	Key      string `json:"idempotency_key,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	Vendor   string `json:"vendor"`
+	TenantID int64  `json:"tenant_id,omitempty"`
+	// OpStatus is the op's status, empty when the tag names no op.
+	OpStatus string `json:"op_status,omitempty"`
+	// VendorIDs are the ids of the vendor's objects for the op, sorted.
+	VendorIDs []string `json:"vendor_ids"`
+	// OpAmount and OpCurrency come from the op's args ("amount", "currency"); zero
+	// when the tool has none.
+	OpAmount   int64  `json:"op_amount"`
+	OpCurrency string `json:"op_currency,omitempty"`
+	// VendorAmount and VendorCurrency come from the vendor's object (the sum of the
+	// objects' amounts for a duplicate).
+	VendorAmount   int64  `json:"vendor_amount"`
+	VendorCurrency string `json:"vendor_currency,omitempty"`
+	// Detail is a human sentence.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Total is the count and amount of the matched ops of one tool in one currency.
+type Total struct {
+	Tool     string `json:"tool"`
+	Currency string `json:"currency"`
+	Count    int    `json:"count"`
+	Amount   int64  `json:"amount"`
+}
+
+// Report compares the ops of a window with the vendors' objects.
+type Report struct {
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	// Lines are every finding, matched ones included, sorted by category, tenant, key,
+	// op id and vendor ids.
+	Lines []Line `json:"lines"`
+	// Totals are the matched ops per tool and currency, sorted.
+	Totals []Total `json:"totals"`
+	// Problems counts the lines that are not matched.
+	Problems int `json:"problems"`
+	// Untagged counts, per vendor, the objects of the window that carry no op tag: made
+	// outside oncebox, so ignored.
+	Untagged map[string]int `json:"untagged,omitempty"`
+	// Unchecked counts, per vendor, the ops of the window whose vendor has no Lister.
+	Unchecked map[string]int `json:"unchecked,omitempty"`
+}
+
+// Clean reports whether the report found no problem.
+func (r *Report) Clean() bool { return r.Problems == 0 }
+
+type reportOp struct {
+	id, key, tool, vendor, status, vendorRef string
+	tenantID                                 int64
+	args                                     json.RawMessage
+}
+
+type taggedObject struct {
+	outbox.VendorObject
+	vendor string
+}
+
+// BuildReport compares the ops created in [Since, Until) with the objects the vendors
+// hold for the same window widened by ReportMargin on both sides.
+//
+// Each op is reported in the window of its creation. An object whose op was created
+// outside the window is skipped unless it was itself created inside the window and its
+// op did not succeed (then it is an orphan). An object whose tag names no op is an orphan
+// when it was created inside the window, and is reported only when TenantID is 0; with
+// TenantID set, orphans are reported only for ops of that tenant.
+func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (*Report, error) {
+	if params.Since.IsZero() || !params.Until.After(params.Since) {
+		return nil, errors.New("reconcile: report: set Since and an Until after it")
+	}
+	rep := &Report{Since: params.Since, Until: params.Until, Lines: []Line{}, Totals: []Total{},
+		Untagged: map[string]int{}, Unchecked: map[string]int{}}
+
+	rows, err := pool.Query(ctx, sqlReportOps, params.Since, params.Until, params.TenantID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: report: read ops: %w", err)
+	}
+	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (reportOp, error) {
+		var o reportOp
+		err := row.Scan(&o.id, &o.tenantID, &o.key, &o.tool, &o.vendor, &o.status, &o.args, &o.vendorRef)
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: report: read ops: %w", err)
+	}
+
+	byOp := map[string][]taggedObject{}
+	for _, name := range slices.Sorted(maps.Keys(params.Listers)) {
+		objects, err := params.Listers[name].ListObjects(ctx, params.Since.Add(-ReportMargin), params.Until.Add(ReportMargin))
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: report: list %s objects: %w", name, err)
+		}
+		for _, o := range objects {
+			if o.OpID == "" {
+				if inWindow(o.Created, params) {
+					rep.Untagged[name]++
+				}
+				continue
+			}
+			byOp[o.OpID] = append(byOp[o.OpID], taggedObject{VendorObject: o, vendor: name})
+		}
+	}
+
+	for _, op := range ops {
+		if _, ok := params.Listers[op.vendor]; !ok {
+			rep.Unchecked[op.vendor]++
+			continue
+		}
+		objects := byOp[op.id]
+		delete(byOp, op.id)
+		if l := opLine(op, objects); l.Category != "" {
+			rep.Lines = append(rep.Lines, l)
+		}
+	}
+
+	// What is left are objects whose op is not in the window.
+	if err := orphanLines(ctx, pool, params, byOp, rep); err != nil {
+		return nil, err
+	}
+
+	slices.SortStableFunc(rep.Lines, func(a, b Line) int {
+		return cmp.Or(cmp.Compare(a.Category, b.Category), cmp.Compare(a.TenantID, b.TenantID),
+			cmp.Compare(a.Key, b.Key), cmp.Compare(a.OpID, b.OpID),
+			slices.Compare(a.VendorIDs, b.VendorIDs))
+	})
+	totals := map[[2]string]*Total{}
+	for _, l := range rep.Lines {
+		if l.Category != CategoryMatched {
+			rep.Problems++
+			continue
+		}
+		k := [2]string{l.Tool, l.VendorCurrency}
+		t := totals[k]
+		if t == nil {
+			t = &Total{Tool: l.Tool, Currency: l.VendorCurrency}
+			totals[k] = t
+		}
+		t.Count++
+		t.Amount += l.VendorAmount
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(totals), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	}) {
+		rep.Totals = append(rep.Totals, *totals[k])
+	}
+	return rep, nil
+}
+
+func inWindow(t time.Time, p ReportParams) bool {
+	return !t.Before(p.Since) && t.Before(p.Until)
+}
+
+// opLine compares one op of the window with the objects tagged with it. An op that did
+// not succeed and has nothing at the vendor is consistent: its line has no category.
+func opLine(op reportOp, objects []taggedObject) Line {
+	l := Line{OpID: op.id, Key: op.key, Tool: op.tool, Vendor: op.vendor, TenantID: op.tenantID, OpStatus: op.status,
+		VendorIDs: []string{}}
+	l.OpAmount, l.OpCurrency = amountOf(op.args)
+	for _, o := range objects {
+		l.VendorIDs = append(l.VendorIDs, o.ID)
+		l.VendorAmount += o.Amount
+		if l.VendorCurrency == "" {
+			l.VendorCurrency = o.Currency
+		}
+	}
+	slices.Sort(l.VendorIDs)
+	succeeded := op.status == string(outbox.StatusSucceeded)
+	switch {
+	case len(objects) >= 2:
+		l.Category = CategoryDuplicate
+		l.Detail = fmt.Sprintf("the vendor holds %d objects for one op (op is %s); vendor_amount is their sum", len(objects), op.status)
+	case len(objects) == 1 && !succeeded:
+		l.Category = CategoryOrphanAtVendor
+		l.Detail = fmt.Sprintf("the vendor holds an object for an op that is %s", op.status)
+	case len(objects) == 1:
+		o := objects[0]
+		var diffs []string
+		if _, has := argInt(op.args, "amount"); has && o.Amount != l.OpAmount {
+			diffs = append(diffs, fmt.Sprintf("amount %d at the vendor, %d in the op", o.Amount, l.OpAmount))
+		}
+		if l.OpCurrency != "" && !strings.EqualFold(o.Currency, l.OpCurrency) {
+			diffs = append(diffs, fmt.Sprintf("currency %q at the vendor, %q in the op", o.Currency, l.OpCurrency))
+		}
+		if len(diffs) > 0 {
+			l.Category = CategoryMismatch
+			l.Detail = strings.Join(diffs, "; ")
+		} else {
+			l.Category = CategoryMatched
+		}
+	case succeeded:
+		l.Category = CategoryMissingAtVendor
+		l.Detail = "the op succeeded but the vendor lists no object tagged with it"
+		if op.vendorRef != "" {
+			l.Detail += " (the op records vendor ref " + op.vendorRef + ")"
+		}
+	default:
+		// Not succeeded and nothing at the vendor: consistent, and not a money matter.
+		l.Category = ""
+	}
+	return l
+}
+
+// orphanLines reports the objects whose op is not in the window.
+func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, byOp map[string][]taggedObject, rep *Report) error {
+	ids := make([]string, 0, len(byOp))
+	for id := range byOp {
+		if isUUID(id) {
+			ids = append(ids, id)
+		}
+	}
+	type known struct {
+		tenantID int64
+		status   string
+	}
+	found := map[string]known{}
+	if len(ids) > 0 {
+		rows, err := pool.Query(ctx, sqlReportOpsByID, ids)
+		if err != nil {
+			return fmt.Errorf("reconcile: report: read tagged ops: %w", err)
+		}
+		for rows.Next() {
+			var (
+				id      string
+				k       known
+				created time.Time
+			)
+			if err := rows.Scan(&id, &k.tenantID, &k.status, &created); err != nil {
+				rows.Close()
+				return fmt.Errorf("reconcile: report: read tagged ops: %w", err)
+			}
+			found[id] = k
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("reconcile: report: read tagged ops: %w", err)
+		}
+	}
+	for tag, objects := range byOp {
+		var inside []taggedObject
+		for _, o := range objects {
+			if inWindow(o.Created, params) {
+				inside = append(inside, o)
+			}
+		}
+		if len(inside) == 0 {
+			continue // margin objects belong to a neighbouring window
+		}
+		k, exists := found[strings.ToLower(tag)]
+		switch {
+		case exists && params.TenantID != 0 && k.tenantID != params.TenantID:
+			continue
+		case exists && k.status == string(outbox.StatusSucceeded):
+			continue // reported with its op, in the window of the op's creation
+		case !exists && params.TenantID != 0:
+			continue
+		}
+		l := Line{Category: CategoryOrphanAtVendor, OpID: tag, Vendor: inside[0].vendor, VendorIDs: []string{}}
+		for _, o := range inside {
+			l.VendorIDs = append(l.VendorIDs, o.ID)
+			l.VendorAmount += o.Amount
+			if l.VendorCurrency == "" {
+				l.VendorCurrency = o.Currency
+			}
+		}
+		slices.Sort(l.VendorIDs)
+		if exists {
+			l.TenantID, l.OpStatus = k.tenantID, k.status
+			l.Detail = fmt.Sprintf("tagged with an op created outside the window that is %s", k.status)
+		} else {
+			l.Detail = "tagged with an id that names no op"
+		}
+		rep.Lines = append(rep.Lines, l)
+	}
+	return nil
+}
+
+// amountOf reads "amount" and "currency" from an op's args.
+func amountOf(args json.RawMessage) (int64, string) {
+	amount, _ := argInt(args, "amount")
+	var a struct {
+		Currency string `json:"currency"`
+	}
+	_ = json.Unmarshal(args, &a)
+	return amount, strings.ToLower(a.Currency)
+}
+
+func argInt(args json.RawMessage, name string) (int64, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return 0, false
+	}
+	raw, ok := m[name]
+	if !ok || string(raw) == "null" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// csvHeader is the first row of WriteCSV.
+var csvHeader = []string{"category", "tenant_id", "op_id", "idempotency_key", "tool", "vendor", "op_status",
+	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail"}
+
+// WriteCSV writes the report as CSV: a header row, one row per line, then one row per
+// total with category "total" (its count in detail, its amount in vendor_amount).
+// Vendor ids are separated by spaces. A text cell that a spreadsheet would read as a
+// formula is prefixed with a quote.
+func (r *Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return fmt.Errorf("reconcile: write csv: %w", err)
+	}
+	for _, l := range r.Lines {
+		rec := []string{l.Category, strconv.FormatInt(l.TenantID, 10), cell(l.OpID), cell(l.Key), cell(l.Tool),
+			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), strconv.FormatInt(l.OpAmount, 10),
+			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail)}
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("reconcile: write csv: %w", err)
+		}
+	}
+	for _, t := range r.Totals {
+		rec := []string{"total", "", "", "", cell(t.Tool), "", "", "", "", "", strconv.FormatInt(t.Amount, 10),
+			cell(t.Currency), "count " + strconv.Itoa(t.Count)}
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("reconcile: write csv: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("reconcile: write csv: %w", err)
+	}
+	return nil
+}
+
+// cell defuses text a spreadsheet would evaluate as a formula.
+func cell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// WriteJSON writes the report as one JSON document, with "clean" added.
+func (r *Report) WriteJSON(w io.Writer) error {
+	type alias Report
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
+		*alias
+		Clean bool `json:"clean"`
+	}{(*alias)(r), r.Clean()}); err != nil {
+		return fmt.Errorf("reconcile: write json: %w", err)
+	}
+	return nil
+}

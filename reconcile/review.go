@@ -1,0 +1,170 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// ReviewItem is one op waiting for a person's decision.
+type ReviewItem struct {
+	OpID     string
+	Key      string
+	Tool     string
+	Vendor   string
+	TenantID int64
+	// Attempts is how many dispatch attempts the op had.
+	Attempts  int
+	UpdatedAt time.Time
+	// LastEvent says why the op is here: its latest event's kind and decision (such as
+	// "reconcile: duplicate"), or the worker's error code when no event was recorded.
+	LastEvent string
+}
+
+// ListReview lists the ops in needs_review of one tenant, or of every tenant when
+// tenantID is 0, oldest first.
+func ListReview(ctx context.Context, pool *pgxpool.Pool, tenantID int64) ([]ReviewItem, error) {
+	rows, err := pool.Query(ctx, sqlListReview, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: list review: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReviewItem, error) {
+		var it ReviewItem
+		err := row.Scan(&it.OpID, &it.Key, &it.Tool, &it.Vendor, &it.TenantID, &it.Attempts, &it.UpdatedAt, &it.LastEvent)
+		return it, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: list review: %w", err)
+	}
+	return items, nil
+}
+
+// manualKind is the event kind of a person's resolution.
+const manualKind = "manual_resolution"
+
+// ResolveSucceeded records that the tenant's op under key did happen at the vendor, as
+// the object vendorRef (a person checked). The op must be in needs_review or unknown;
+// otherwise the error matches outbox.ErrWrongState. actor and reason go into its history.
+func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, vendorRef, reason, actor string) (*outbox.Op, error) {
+	if vendorRef == "" {
+		return nil, errors.New("reconcile: resolve succeeded: vendorRef is required")
+	}
+	return resolve(ctx, ob, tenantID, key, outbox.StatusSucceeded, "resolved_succeeded", reason, actor,
+		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
+			result, _ := json.Marshal(map[string]string{"vendor_ref": vendorRef, "resolved_by": "manual_review"})
+			tool, ok := ob.Tools().Lookup(op.tool)
+			var args json.RawMessage
+			if ok && tool.Redact != nil {
+				args = tool.Redact(op.args)
+			}
+			_, err := tx.Exec(ctx, sqlAdopt, op.id, outbox.StatusSucceeded, string(result), nil, nullJSON(args), vendorRef)
+			return map[string]any{"vendor_ref": vendorRef}, err
+		})
+}
+
+// ResolveFailed records that the tenant's op under key did not happen and must not be
+// sent again: it becomes failed, with an error naming actor and reason. The op must be in
+// needs_review or unknown; otherwise the error matches outbox.ErrWrongState.
+func ResolveFailed(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, reason, actor string) (*outbox.Op, error) {
+	return resolve(ctx, ob, tenantID, key, outbox.StatusFailed, "resolved_failed", reason, actor,
+		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
+			errJSON, _ := json.Marshal(map[string]string{"class": "permanent", "code": "resolved_failed",
+				"message": "marked failed by " + actor + ": " + reason})
+			tool, ok := ob.Tools().Lookup(op.tool)
+			var args json.RawMessage
+			if ok && tool.Redact != nil {
+				args = tool.Redact(op.args)
+			}
+			_, err := tx.Exec(ctx, sqlAdopt, op.id, outbox.StatusFailed, nil, string(errJSON), nullJSON(args), "")
+			return nil, err
+		})
+}
+
+// ReleaseForResend sends the tenant's op under key back to pending and inserts its
+// dispatch job in the same transaction: a person checked that the vendor holds nothing.
+// With newKey the op moves to the next generation and a new vendor key (needed when the
+// vendor still remembers the old key); an op whose vendor key is known to replay a
+// stored failure gets a new key either way. The op must be in needs_review or unknown;
+// otherwise the error matches outbox.ErrWrongState.
+func ReleaseForResend(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, reason, actor string, newKey bool) (*outbox.Op, error) {
+	return resolve(ctx, ob, tenantID, key, outbox.StatusPending, "released_for_resend", reason, actor,
+		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
+			bump := newKey || op.staleKey
+			vendorKey := ""
+			detail := map[string]any{"new_key": bump}
+			if bump {
+				vendorKey = outbox.VendorKey(tenantID, op.key, op.tool, op.generation+1)
+				detail["generation"] = op.generation + 1
+			}
+			if _, err := tx.Exec(ctx, sqlResend, op.id, bump, vendorKey); err != nil {
+				return nil, err
+			}
+			return detail, ob.InsertDispatchJobTx(ctx, tx, op.id, op.vendor)
+		})
+}
+
+// reviewOp is the locked op a manual resolution changes.
+type reviewOp struct {
+	id, key, tool, vendor string
+	status                outbox.Status
+	args                  json.RawMessage
+	generation            int
+	staleKey              bool
+}
+
+func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey string, to outbox.Status, decision, reason, actor string,
+	apply func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error)) (*outbox.Op, error) {
+	key, err := outbox.NormalizeKey(rawKey)
+	if err != nil {
+		return nil, err
+	}
+	if actor == "" {
+		return nil, errors.New("reconcile: actor is required: name the person deciding")
+	}
+	var op reviewOp
+	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
+		var status string
+		err := tx.QueryRow(ctx, sqlReviewOpForUpdate, tenantID, key).Scan(&op.id, &op.tool, &op.vendor, &status,
+			&op.generation, &op.staleKey, &op.args)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return outbox.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock op: %w", err)
+		}
+		op.key = key
+		op.status = outbox.Status(status)
+		if op.status != outbox.StatusNeedsReview && op.status != outbox.StatusUnknown {
+			return fmt.Errorf("%w: op is %s; only an op in %s or %s can be resolved by hand",
+				outbox.ErrWrongState, op.status, outbox.StatusNeedsReview, outbox.StatusUnknown)
+		}
+		extra, err := apply(ctx, tx, op)
+		if err != nil {
+			return fmt.Errorf("%s: %w", decision, err)
+		}
+		detail := map[string]any{"decision": decision, "reason": reason}
+		for k, v := range extra {
+			detail[k] = v
+		}
+		return insertEvent(ctx, tx, op.id, manualKind, op.status, to, actor, detail)
+	})
+	if err != nil {
+		if errors.Is(err, outbox.ErrNotFound) || errors.Is(err, outbox.ErrWrongState) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("reconcile: %s: %w", decision, err)
+	}
+	ob.Observer().Transition(op.vendor, op.status, to)
+	ob.Logger().Info("op state changed", slog.Int64("tenant", tenantID), slog.String("op_id", op.id),
+		slog.String("idempotency_key", key), slog.String("from", string(op.status)), slog.String("to", string(to)),
+		slog.String("decision", decision), slog.String("actor", actor))
+	return ob.GetByID(ctx, tenantID, op.id)
+}

@@ -1,0 +1,89 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+)
+
+// manualEvent returns the detail of the op's last manual resolution and its actor.
+func manualEvent(t *testing.T, e *env, id string) (map[string]any, string) {
+	t.Helper()
+	h, err := e.ob.History(context.Background(), e.tenant, id)
+	require.NoError(t, err)
+	for i := len(h.Events) - 1; i >= 0; i-- {
+		if h.Events[i].Kind == "manual_resolution" {
+			var d map[string]any
+			require.NoError(t, json.Unmarshal(h.Events[i].Detail, &d))
+			return d, h.Events[i].Actor
+		}
+	}
+	t.Fatalf("no manual_resolution event for %s", id)
+	return nil, ""
+}
+
+func TestManualResolutions(t *testing.T) {
+	t.Parallel()
+	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	ctx := context.Background()
+	ok := e.seedUnknown(t, "ok", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	bad := e.seedUnknown(t, "bad", tools.WebhookPost, hookArgs(2), time.Minute, false)
+	again := e.seedUnknown(t, "again", tools.WebhookPost, hookArgs(3), time.Minute, false)
+	require.Equal(t, 3, e.sweep(t).NeedsReview) // lookups unavailable
+
+	items, err := reconcile.ListReview(ctx, e.pool, 0)
+	require.NoError(t, err)
+	require.Len(t, items, 3)
+	require.Equal(t, "reconcile: lookup_unavailable", items[0].LastEvent)
+
+	got, err := reconcile.ResolveSucceeded(ctx, e.ob, e.tenant, "ok", "req_123", "seen in the receiver's logs", "ada")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, "req_123", got.VendorRef)
+	d, actor := manualEvent(t, e, ok.ID)
+	require.Equal(t, "ada", actor)
+	require.Equal(t, "resolved_succeeded", d["decision"])
+	require.Equal(t, "seen in the receiver's logs", d["reason"])
+
+	got, err = reconcile.ResolveFailed(ctx, e.ob, e.tenant, "bad", "receiver rejected it", "ada")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusFailed, got.Status)
+	require.Contains(t, string(got.Error), "receiver rejected it")
+
+	got, err = reconcile.ReleaseForResend(ctx, e.ob, e.tenant, "again", "nothing arrived", "bob", true)
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, 1, got.Generation)
+	require.Equal(t, outbox.VendorKey(e.tenant, "again", tools.WebhookPost, 1), got.VendorKey)
+	d, actor = manualEvent(t, e, again.ID)
+	require.Equal(t, "bob", actor)
+	require.Equal(t, true, d["new_key"])
+
+	// Only needs_review and unknown ops can be resolved by hand.
+	_, err = reconcile.ResolveFailed(ctx, e.ob, e.tenant, "ok", "oops", "ada")
+	require.ErrorIs(t, err, outbox.ErrWrongState)
+	_, err = reconcile.ReleaseForResend(ctx, e.ob, e.tenant, "bad", "oops", "ada", false)
+	require.ErrorIs(t, err, outbox.ErrWrongState)
+	_, err = reconcile.ResolveSucceeded(ctx, e.ob, e.tenant+1, "ok", "req_1", "other tenant", "ada")
+	require.ErrorIs(t, err, outbox.ErrNotFound)
+
+	items, err = reconcile.ListReview(ctx, e.pool, e.tenant)
+	require.NoError(t, err)
+	require.Empty(t, items)
+
+	e.start(t)
+	e.waitStatus(t, again.ID, outbox.StatusSucceeded)
+	effects := fake.EffectsFor(again.ID)
+	require.Len(t, effects, 1)
+	require.Equal(t, outbox.VendorKey(e.tenant, "again", tools.WebhookPost, 1), effects[0].Key)
+	require.Empty(t, fake.EffectsFor(bad.ID))
+}

@@ -1,0 +1,99 @@
+package reconcile_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakesendgrid"
+	"github.com/oncebox/oncebox/vendors/sendgrid"
+)
+
+// sendgridFake starts a fake SendGrid whose activity lags by fakeLag, and a vendor that
+// trusts a "none found" only lookupLag after a send.
+func sendgridFake(t *testing.T, fakeLag, lookupLag time.Duration) (*fakesendgrid.Server, *sendgrid.Vendor) {
+	t.Helper()
+	fake := fakesendgrid.New(fakesendgrid.Config{ActivityLag: fakeLag, ActivityRatePerMinute: -1})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	v, err := sendgrid.New(sendgrid.Config{APIKey: "SG.reconcile-test", BaseURL: srv.URL, Timeout: 2 * time.Second,
+		LookupLag: lookupLag, ActivityRatePerMinute: -1})
+	require.NoError(t, err)
+	return fake, v
+}
+
+func mailArgs() map[string]any {
+	return map[string]any{"from": map[string]any{"email": "shop@example.com"},
+		"to": []any{map[string]any{"email": "ada@example.com"}}, "subject": "Receipt", "text": "Thanks"}
+}
+
+func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
+	t.Parallel()
+	fake, v := sendgridFake(t, 500*time.Millisecond, time.Second)
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e.start(t)
+
+	fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
+	op := e.enqueue(t, "mail-1", tools.Mail, mailArgs())
+	e.waitStatus(t, op.ID, outbox.StatusUnknown)
+
+	// Within the lag the activity API shows nothing yet, and nothing is trusted.
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Waiting)
+	require.Equal(t, outbox.StatusUnknown, e.get(t, op.ID).Status)
+
+	var got *outbox.Op
+	require.Eventually(t, func() bool {
+		_, err := e.rec.SweepOnce(context.Background())
+		require.NoError(t, err)
+		got = e.get(t, op.ID)
+		return got.Status != outbox.StatusUnknown
+	}, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	msgs := fake.ByCustomArg(outbox.TagKey, op.ID)
+	require.Len(t, msgs, 1)
+	require.Equal(t, 1, fake.SendCount(), "one email, never resent")
+	evs := e.reconcileEvents(t, op.ID)
+	require.Equal(t, reconcile.DecisionWait, evs[0]["decision"])
+	require.Equal(t, reconcile.DecisionSucceeded, evs[len(evs)-1]["decision"])
+}
+
+func TestSendGridReallyLostMessageIsResentOnce(t *testing.T) {
+	t.Parallel()
+	fake, v := sendgridFake(t, 0, 300*time.Millisecond)
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	// The send never reached SendGrid, but the worker could not know.
+	op := e.seedUnknown(t, "mail-lost", tools.Mail, mailArgs(), 2*time.Second, false)
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Resent)
+	require.Equal(t, 0, fake.SendCount())
+
+	e.start(t)
+	e.waitStatus(t, op.ID, outbox.StatusSucceeded)
+	require.Equal(t, 1, fake.SendCount())
+	require.Len(t, fake.ByCustomArg(outbox.TagKey, op.ID), 1)
+	// Another sweep finds nothing to do.
+	require.Equal(t, 0, e.sweep(t).Looked)
+}
+
+func TestSendGridWithoutActivityAddOnNeedsReview(t *testing.T) {
+	t.Parallel()
+	fake, v := sendgridFake(t, 0, time.Second)
+	fake.SetActivityForbidden(true)
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	op := e.seedUnknown(t, "mail-403", tools.Mail, mailArgs(), time.Minute, false)
+
+	require.Equal(t, 1, e.sweep(t).NeedsReview)
+	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	evs := e.reconcileEvents(t, op.ID)
+	require.Equal(t, reconcile.DecisionLookupUnavailable, evs[0]["decision"])
+	require.NotContains(t, evs[0]["error"], "SG.reconcile-test", "no secret in an event")
+	require.Equal(t, 0, fake.SendCount())
+}

@@ -1,0 +1,118 @@
+package reconcile_test
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakestripe"
+	"github.com/oncebox/oncebox/vendors/stripe"
+)
+
+func stripeFake(t *testing.T) (*fakestripe.Server, *stripe.Vendor) {
+	t.Helper()
+	fake := fakestripe.New(fakestripe.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	v, err := stripe.New(stripe.Config{APIKey: "sk_test_reconcile", BaseURL: srv.URL, Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	return fake, v
+}
+
+func piArgs(amount int64) map[string]any {
+	return map[string]any{"amount": amount, "currency": "usd"}
+}
+
+func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
+	t.Parallel()
+	fake, v := stripeFake(t)
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e.start(t)
+
+	// The PaymentIntent is created, then the connection drops: the worker cannot know.
+	fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropAfterCreate, Path: "/v1/payment_intents"})
+	op := e.enqueue(t, "pay-1", tools.PaymentIntent, piArgs(1200))
+	e.waitStatus(t, op.ID, outbox.StatusUnknown)
+	require.Equal(t, 1, fake.CreatedCount())
+	// A day later Stripe has forgotten the key: a resend would charge twice.
+	fake.ExpireIdempotencyKeys()
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Succeeded)
+	pis, _ := fake.ByTag(outbox.TagKey, op.ID)
+	require.Len(t, pis, 1)
+	got := e.get(t, op.ID)
+	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, pis[0].ID, got.VendorRef)
+	require.Contains(t, string(got.Result), pis[0].ID)
+	require.Equal(t, 1, fake.CreatedCount(), "reconciliation must create nothing")
+	require.Equal(t, reconcile.DecisionSucceeded, e.reconcileEvents(t, op.ID)[0]["decision"])
+}
+
+func TestStripeTwoTaggedPaymentIntentsNeedReview(t *testing.T) {
+	t.Parallel()
+	fake, v := stripeFake(t)
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	op := e.seedUnknown(t, "pay-dup", tools.PaymentIntent, piArgs(500), time.Minute, false)
+	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{outbox.TagKey: op.ID}})
+	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{outbox.TagKey: op.ID}})
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Duplicates)
+	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, 1, e.obs.count(e.obs.duplicates, "stripe"))
+	evs := e.reconcileEvents(t, op.ID)
+	require.Equal(t, reconcile.DecisionDuplicate, evs[0]["decision"])
+	require.Len(t, evs[0]["objects"], 2)
+}
+
+func TestStripeDeclinedPaymentIntentIsAFailure(t *testing.T) {
+	t.Parallel()
+	fake, v := stripeFake(t)
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	args := map[string]any{"amount": 700, "currency": "usd", "confirm": true, "payment_method": "pm_card_chargeDeclined"}
+	op := e.seedUnknown(t, "pay-declined", tools.PaymentIntent, args, time.Minute, false)
+	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 700, Status: "requires_payment_method",
+		PaymentMethod: "pm_card_chargeDeclined", Metadata: map[string]string{outbox.TagKey: op.ID}})
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Failed)
+	got := e.get(t, op.ID)
+	require.Equal(t, outbox.StatusFailed, got.Status)
+	require.Contains(t, string(got.Error), "requires_payment_method")
+	require.Equal(t, reconcile.DecisionRefused, e.reconcileEvents(t, op.ID)[0]["decision"])
+}
+
+func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
+	t.Parallel()
+	fake, v := stripeFake(t)
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	// The vendor answered the key with a replayed stored 500 and holds nothing.
+	op := e.seedUnknown(t, "pay-stale", tools.PaymentIntent, piArgs(900), time.Minute, true)
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Resent)
+	got := e.get(t, op.ID)
+	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, 1, got.Generation)
+	newKey := outbox.VendorKey(e.tenant, "pay-stale", tools.PaymentIntent, 1)
+	require.Equal(t, newKey, got.VendorKey)
+	require.NotEqual(t, op.VendorKey, got.VendorKey)
+	require.Equal(t, 0, e.count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND (stale_key OR key_first_sent_at IS NOT NULL)", op.ID))
+	evs := e.reconcileEvents(t, op.ID)
+	require.Equal(t, reconcile.DecisionResendNewKey, evs[0]["decision"])
+	require.EqualValues(t, 1, evs[0]["generation"])
+
+	e.start(t)
+	done := e.waitStatus(t, op.ID, outbox.StatusSucceeded)
+	require.Equal(t, 1, fake.CreatedCount())
+	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND vendor_key = $2", op.ID, newKey))
+	pis, _ := fake.ByTag(outbox.TagKey, op.ID)
+	require.Len(t, pis, 1)
+	require.Equal(t, pis[0].ID, done.VendorRef)
+}

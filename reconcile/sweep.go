@@ -1,0 +1,524 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// The decisions a sweep takes, as recorded in op events (detail "decision") and passed
+// to Observer.Decision.
+const (
+	// DecisionStuck moved an op found in dispatching long past its job timeout, with
+	// no job running, to unknown.
+	DecisionStuck = "stuck_dispatching"
+	// DecisionSucceeded adopted the one object the vendor holds: the op succeeded.
+	DecisionSucceeded = "succeeded"
+	// DecisionRefused adopted the one object the vendor holds, which records a refusal
+	// (a declined payment): the op failed.
+	DecisionRefused = "refused_at_vendor"
+	// DecisionResend found no object after the lookup lag: the op goes back to pending
+	// with the same vendor key.
+	DecisionResend = "resend"
+	// DecisionResendNewKey is DecisionResend for an op whose vendor key replays a stored
+	// failure: the op moves to the next generation and a new vendor key.
+	DecisionResendNewKey = "resend_new_key"
+	// DecisionNoneReview found no object after the lookup lag for a vendor configured
+	// not to resend (Config.ResendOnNone): a person decides.
+	DecisionNoneReview = "none_found_review"
+	// DecisionAttemptsExhausted found no object, but the op has had Config.MaxAttempts
+	// attempts already: a person decides.
+	DecisionAttemptsExhausted = "attempts_exhausted"
+	// DecisionWait found no object while the vendor's lookup lag may still hide it: the
+	// op is checked again once the lag is over.
+	DecisionWait = "wait"
+	// DecisionDuplicate found two or more objects for one op: a person decides.
+	DecisionDuplicate = "duplicate"
+	// DecisionLookupUnavailable means the vendor cannot be asked at all: a person
+	// decides.
+	DecisionLookupUnavailable = "lookup_unavailable"
+	// DecisionLookupFailed means the lookup failed (rate limit, network): the op is
+	// checked again after Config.RetryLookupAfter.
+	DecisionLookupFailed = "lookup_failed"
+)
+
+// actor and eventKind are recorded on the sweeper's events.
+const (
+	actor     = "reconciler"
+	eventKind = "reconcile"
+)
+
+// sinceMargin widens LookupParams.Since below the first attempt's start, for clock
+// differences between Postgres and the vendor.
+const sinceMargin = 5 * time.Minute
+
+// Stats counts what one sweep did.
+type Stats struct {
+	// Looked is how many unknown ops were looked up at the vendor.
+	Looked int
+	// Succeeded and Failed count ops resolved from the one object the vendor holds.
+	Succeeded, Failed int
+	// Resent counts ops sent back to pending because the vendor holds nothing.
+	Resent int
+	// Waiting counts ops whose lookup lag is not over yet.
+	Waiting int
+	// NeedsReview counts ops handed to a person (duplicates and unavailable lookups
+	// included).
+	NeedsReview int
+	// Duplicates counts ops for which the vendor holds two or more objects.
+	Duplicates int
+	// LookupErrors counts failed lookups, to be retried.
+	LookupErrors int
+	// Stuck counts ops moved from dispatching to unknown.
+	Stuck int
+	// Skipped counts ops a worker or a person resolved while their lookup ran.
+	Skipped int
+}
+
+// candidate is an op as the sweeper sees it.
+type candidate struct {
+	id, key, tool, vendor, vendorRef, token string
+	tenantID                                int64
+	args                                    json.RawMessage
+	status                                  outbox.Status
+	attempts, generation                    int
+	staleKey                                bool
+	createdAt                               time.Time
+	dispatchStartedAt                       *time.Time
+	firstStarted                            *time.Time
+	latestStarted, latestFinished           *time.Time
+}
+
+func scanCandidate(row pgx.Row) (*candidate, error) {
+	c := &candidate{}
+	var status string
+	err := row.Scan(&c.id, &c.tenantID, &c.key, &c.tool, &c.vendor, &c.args, &c.vendorRef, &status, &c.token,
+		&c.attempts, &c.generation, &c.staleKey, &c.createdAt, &c.dispatchStartedAt, &c.firstStarted,
+		&c.latestStarted, &c.latestFinished)
+	if err != nil {
+		return nil, err
+	}
+	c.status = outbox.Status(status)
+	return c, nil
+}
+
+// since is the lower bound on the creation time of the op's objects.
+func (c *candidate) since() time.Time {
+	t := c.createdAt
+	if c.firstStarted != nil {
+		t = *c.firstStarted
+	} else if c.dispatchStartedAt != nil {
+		t = *c.dispatchStartedAt
+	}
+	return t.Add(-sinceMargin)
+}
+
+// lastSent is the latest moment the vendor may have created an object for the op: the
+// end of its latest attempt, or its start plus the job timeout when it never ended.
+func (c *candidate) lastSent(jobTimeout time.Duration) time.Time {
+	switch {
+	case c.latestFinished != nil:
+		return *c.latestFinished
+	case c.latestStarted != nil:
+		return c.latestStarted.Add(jobTimeout)
+	case c.dispatchStartedAt != nil:
+		return c.dispatchStartedAt.Add(jobTimeout)
+	}
+	return c.createdAt
+}
+
+// SweepOnce runs one pass: it moves stuck dispatching ops to unknown, then looks up at
+// most Config.BatchSize unknown ops that are due and records a decision for each. An
+// error about one op does not stop the others; the errors are returned together.
+func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
+	var st Stats
+	ob, err := r.outbox()
+	if err != nil {
+		return st, err
+	}
+	if err := r.unstick(ctx, ob, &st); err != nil {
+		return st, err
+	}
+	now := r.cfg.Now()
+	lease := now.Add(sweepTimeout + r.cfg.RetryLookupAfter)
+	rows, err := ob.Pool().Query(ctx, sqlLeaseUnknown, now, r.cfg.BatchSize, lease)
+	if err != nil {
+		return st, fmt.Errorf("reconcile: select unknown ops: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return st, fmt.Errorf("reconcile: select unknown ops: %w", err)
+	}
+	var errs []error
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			// The ops left keep their lease and come back in a later sweep.
+			errs = append(errs, ctx.Err())
+			break
+		}
+		if err := r.check(ctx, ob, id, &st); err != nil {
+			r.logger(ob).Error("reconcile: op not checked", slog.String("op_id", id), slog.Any("error", err))
+			errs = append(errs, fmt.Errorf("op %s: %w", id, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return st, fmt.Errorf("reconcile: sweep: %w", err)
+	}
+	return st, nil
+}
+
+// unstick moves ops stuck in dispatching to unknown.
+func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) error {
+	rows, err := ob.Pool().Query(ctx, sqlDispatchingVendors)
+	if err != nil {
+		return fmt.Errorf("reconcile: select dispatching vendors: %w", err)
+	}
+	vendors, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("reconcile: select dispatching vendors: %w", err)
+	}
+	if len(vendors) == 0 {
+		return nil
+	}
+	now := r.cfg.Now()
+	cutoffs := make([]time.Time, len(vendors))
+	for i, v := range vendors {
+		cutoffs[i] = now.Add(-ob.JobTimeout(v) - r.cfg.StuckMargin)
+	}
+	type stuck struct {
+		id, vendor string
+		started    time.Time
+	}
+	rows, err = ob.Pool().Query(ctx, sqlStuckDispatching, vendors, cutoffs, r.cfg.BatchSize)
+	if err != nil {
+		return fmt.Errorf("reconcile: select stuck ops: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stuck, error) {
+		var s stuck
+		err := row.Scan(&s.id, &s.vendor, &s.started)
+		return s, err
+	})
+	if err != nil {
+		return fmt.Errorf("reconcile: select stuck ops: %w", err)
+	}
+	for _, s := range found {
+		moved := false
+		err := pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
+			var id string
+			err := tx.QueryRow(ctx, sqlMarkStuckUnknown, s.id, s.started).Scan(&id)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // a worker moved it on meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			moved = true
+			return insertEvent(ctx, tx, s.id, eventKind, outbox.StatusDispatching, outbox.StatusUnknown, actor, map[string]any{
+				"decision":            DecisionStuck,
+				"dispatch_started_at": s.started,
+				"job_timeout":         ob.JobTimeout(s.vendor).String(),
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("reconcile: op %s: mark stuck op unknown: %w", s.id, err)
+		}
+		if moved {
+			st.Stuck++
+			r.cfg.Observer.Decision(s.vendor, DecisionStuck)
+			ob.Observer().Transition(s.vendor, outbox.StatusDispatching, outbox.StatusUnknown)
+			r.logger(ob).Warn("op stuck in dispatching with no job running; the reconciler decides",
+				slog.String("op_id", s.id), slog.String("vendor", s.vendor), slog.Time("dispatch_started_at", s.started))
+		}
+	}
+	return nil
+}
+
+// objectDetail is what an event records about one vendor object.
+type objectDetail struct {
+	ID       string    `json:"id"`
+	Status   string    `json:"status,omitempty"`
+	Amount   int64     `json:"amount,omitempty"`
+	Currency string    `json:"currency,omitempty"`
+	Created  time.Time `json:"created,omitzero"`
+}
+
+// decision is what the sweeper decided about one op, before it is written.
+type decision struct {
+	name   string
+	to     outbox.Status
+	ids    []string
+	detail map[string]any
+	apply  func(ctx context.Context, tx pgx.Tx) error
+}
+
+// check looks one op up at its vendor and records the decision.
+func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st *Stats) error {
+	c, err := scanCandidate(ob.Pool().QueryRow(ctx, sqlCandidate, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read op: %w", err)
+	}
+	if c.status != outbox.StatusUnknown {
+		st.Skipped++
+		return nil
+	}
+	log := r.logger(ob).With(slog.Int64("tenant", c.tenantID), slog.String("op_id", c.id),
+		slog.String("idempotency_key", c.key), slog.String("vendor", c.vendor))
+
+	// The vendor is asked without any lock held: a worker may record a result meanwhile,
+	// which the decision below then respects.
+	st.Looked++
+	askedAt := r.cfg.Now()
+	vendor, ok := ob.Vendor(c.vendor)
+	var (
+		res  *outbox.LookupResult
+		lerr error
+		lag  time.Duration
+	)
+	if !ok {
+		lerr = fmt.Errorf("vendor %q is not configured in this process", c.vendor)
+	} else {
+		lag = vendor.LookupLag()
+		res, lerr = vendor.Lookup(ctx, outbox.LookupParams{
+			OpID: c.id, TenantID: c.tenantID, Tool: c.tool, Args: c.args, VendorRef: c.vendorRef, Since: c.since(),
+		})
+	}
+	if lerr != nil && ctx.Err() != nil {
+		return fmt.Errorf("lookup: %w", lerr)
+	}
+	d := r.decide(ob, c, res, lerr, askedAt, lag)
+
+	applied := false
+	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
+		cur, err := scanCandidate(tx.QueryRow(ctx, sqlCandidateForUpdate, c.id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock op: %w", err)
+		}
+		if cur.status != outbox.StatusUnknown || cur.token != c.token {
+			return nil // a worker or a person recorded an outcome meanwhile
+		}
+		if err := d.apply(ctx, tx); err != nil {
+			return err
+		}
+		applied = true
+		return insertEvent(ctx, tx, c.id, eventKind, outbox.StatusUnknown, d.to, actor, d.detail)
+	})
+	if err != nil {
+		return fmt.Errorf("record decision %s: %w", d.name, err)
+	}
+	if !applied {
+		st.Skipped++
+		log.Info("op resolved while the reconciler asked the vendor; decision dropped", slog.String("decision", d.name))
+		return nil
+	}
+
+	r.cfg.Observer.Decision(c.vendor, d.name)
+	if d.to != outbox.StatusUnknown {
+		ob.Observer().Transition(c.vendor, outbox.StatusUnknown, d.to)
+	}
+	switch d.name {
+	case DecisionSucceeded:
+		st.Succeeded++
+	case DecisionRefused:
+		st.Failed++
+	case DecisionResend, DecisionResendNewKey:
+		st.Resent++
+	case DecisionWait:
+		st.Waiting++
+	case DecisionLookupFailed:
+		st.LookupErrors++
+	case DecisionDuplicate:
+		st.Duplicates++
+		st.NeedsReview++
+		r.cfg.Observer.Duplicate(c.vendor)
+		log.Error("vendor holds several objects for one op; it needs review",
+			slog.Any("object_ids", d.ids))
+	default:
+		st.NeedsReview++
+	}
+	if d.to == outbox.StatusUnknown {
+		log.Info("op checked", slog.String("decision", d.name), slog.Any("next_check_at", d.detail["next_check_at"]))
+	} else {
+		log.Info("op state changed", slog.String("from", string(outbox.StatusUnknown)), slog.String("to", string(d.to)),
+			slog.String("decision", d.name), slog.String("actor", actor))
+	}
+	return nil
+}
+
+// decide turns a lookup's answer into a decision.
+func (r *Reconciler) decide(ob *outbox.Outbox, c *candidate, res *outbox.LookupResult, lerr error, askedAt time.Time, lag time.Duration) decision {
+	detail := map[string]any{"vendor": c.vendor, "lookup_since": c.since()}
+	checkLater := func(name string, at time.Time) decision {
+		detail["decision"] = name
+		detail["next_check_at"] = at
+		return decision{name: name, to: outbox.StatusUnknown, detail: detail, apply: func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, sqlCheckLater, c.id, at)
+			return err
+		}}
+	}
+	toReview := func(name string) decision {
+		detail["decision"] = name
+		return decision{name: name, to: outbox.StatusNeedsReview, detail: detail, apply: func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, sqlToReview, c.id)
+			return err
+		}}
+	}
+
+	if lerr != nil {
+		detail["error"] = lerr.Error()
+		if errors.Is(lerr, outbox.ErrLookupUnavailable) {
+			return toReview(DecisionLookupUnavailable)
+		}
+		return checkLater(DecisionLookupFailed, r.cfg.Now().Add(r.cfg.RetryLookupAfter))
+	}
+
+	var objects []outbox.VendorObject
+	for _, o := range res.Objects {
+		if o.OpID == "" || o.OpID == c.id {
+			objects = append(objects, o)
+		}
+	}
+	details := make([]objectDetail, len(objects))
+	for i, o := range objects {
+		details[i] = objectDetail{ID: o.ID, Status: o.Status, Amount: o.Amount, Currency: o.Currency, Created: o.Created}
+	}
+	detail["objects"] = details
+	ids := objectIDs(objects)
+
+	switch {
+	case len(objects) == 1:
+		return r.adopt(ob, c, objects[0], detail)
+	case len(objects) > 1:
+		d := toReview(DecisionDuplicate)
+		d.ids = ids
+		return d
+	}
+
+	// Nothing found. Trust it only once the lag has passed since the last moment the
+	// vendor may have created an object.
+	visibleFrom := c.lastSent(ob.JobTimeout(c.vendor)).Add(lag)
+	if askedAt.Before(visibleFrom) {
+		detail["lookup_lag"] = lag.String()
+		return checkLater(DecisionWait, visibleFrom)
+	}
+	resend, set := r.cfg.ResendOnNone[c.vendor]
+	if set && !resend {
+		return toReview(DecisionNoneReview)
+	}
+	if c.attempts >= r.cfg.MaxAttempts {
+		detail["attempts"] = c.attempts
+		return toReview(DecisionAttemptsExhausted)
+	}
+	name := DecisionResend
+	newKey := ""
+	if c.staleKey {
+		// The vendor answers the current key with a stored failure: a resend under it
+		// would only replay that failure.
+		name = DecisionResendNewKey
+		newKey = outbox.VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
+		detail["generation"] = c.generation + 1
+	}
+	detail["decision"] = name
+	return decision{name: name, to: outbox.StatusPending, detail: detail, apply: func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlResend, c.id, c.staleKey, newKey); err != nil {
+			return err
+		}
+		return ob.InsertDispatchJobTx(ctx, tx, c.id, c.vendor)
+	}}
+}
+
+// adopt records the one object the vendor holds as the op's outcome.
+func (r *Reconciler) adopt(ob *outbox.Outbox, c *candidate, obj outbox.VendorObject, detail map[string]any) decision {
+	summary := obj.Summary
+	if len(summary) == 0 || !json.Valid(summary) {
+		summary, _ = json.Marshal(map[string]string{"id": obj.ID})
+	}
+	var redactedArgs json.RawMessage
+	tool, hasTool := ob.Tools().Lookup(c.tool)
+	if hasTool && tool.Redact != nil {
+		redactedArgs = tool.Redact(c.args)
+	}
+
+	name, to := DecisionSucceeded, outbox.StatusSucceeded
+	var result, errJSON json.RawMessage
+	if refused(obj, c.args) {
+		name, to = DecisionRefused, outbox.StatusFailed
+		errJSON, _ = json.Marshal(map[string]any{
+			"class":   "permanent",
+			"code":    DecisionRefused,
+			"message": fmt.Sprintf("the vendor holds %s in status %q: it refused the request", obj.ID, obj.Status),
+			"vendor":  summary,
+		})
+	} else {
+		result = summary
+		if hasTool && tool.RedactResult != nil {
+			result = tool.RedactResult(result)
+		}
+	}
+	detail["decision"] = name
+	return decision{name: name, to: to, detail: detail, apply: func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, sqlAdopt, c.id, to, nullJSON(result), nullJSON(errJSON), nullJSON(redactedArgs), obj.ID)
+		return err
+	}}
+}
+
+// refused reports whether a vendor object records a refusal rather than a success: an
+// adapter's status "failed" (a failed Stripe refund), or a Stripe PaymentIntent left in
+// requires_payment_method or canceled by a declined confirmation (the op asked to
+// confirm, or the summary carries a last_payment_error).
+func refused(obj outbox.VendorObject, args json.RawMessage) bool {
+	switch obj.Status {
+	case "failed":
+		return true
+	case "requires_payment_method", "canceled":
+		var s struct {
+			LastPaymentError json.RawMessage `json:"last_payment_error"`
+		}
+		if json.Unmarshal(obj.Summary, &s) == nil && len(s.LastPaymentError) > 0 && string(s.LastPaymentError) != "null" {
+			return true
+		}
+		var a struct {
+			Confirm bool `json:"confirm"`
+		}
+		return json.Unmarshal(args, &a) == nil && a.Confirm
+	}
+	return false
+}
+
+func objectIDs(objects []outbox.VendorObject) []string {
+	ids := make([]string, len(objects))
+	for i, o := range objects {
+		ids[i] = o.ID
+	}
+	return ids
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func insertEvent(ctx context.Context, tx pgx.Tx, opID, kind string, from, to outbox.Status, actor string, detail any) error {
+	d, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("marshal event detail: %w", err)
+	}
+	if _, err := tx.Exec(ctx, sqlInsertEvent, opID, kind, string(from), string(to), actor, d); err != nil {
+		return fmt.Errorf("insert op event: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// postEffect makes the fake receiver perform an effect tagged with opID, as a lost
+// dispatch would have.
+func postEffect(t *testing.T, baseURL, opID string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/orders", bytes.NewReader([]byte(`{"n":1}`)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Oncebox-Op", opID)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
+	t.Parallel()
+	fake, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	op := e.seedUnknown(t, "k1", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	postEffect(t, srv.URL, op.ID)
+	effect := fake.EffectsFor(op.ID)[0]
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Looked)
+	require.Equal(t, 1, st.Succeeded)
+
+	got := e.get(t, op.ID)
+	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, effect.ID, got.VendorRef)
+	require.JSONEq(t, `{"id":"`+effect.ID+`","created":"`+effect.At.UTC().Format(time.RFC3339Nano)+`"}`, string(got.Result))
+	require.Equal(t, 1, fake.EffectCount(), "the sweep must not act at the vendor")
+
+	evs := e.reconcileEvents(t, op.ID)
+	require.Len(t, evs, 1)
+	require.Equal(t, reconcile.DecisionSucceeded, evs[0]["decision"])
+	require.Equal(t, "unknown", evs[0]["from"])
+	require.Equal(t, "succeeded", evs[0]["to"])
+	require.Equal(t, effect.ID, evs[0]["objects"].([]any)[0].(map[string]any)["id"])
+	require.Equal(t, 1, e.obs.count(e.obs.decisions, "webhook/"+reconcile.DecisionSucceeded))
+
+	// Nothing is left to do.
+	require.Equal(t, reconcile.Stats{}, e.sweep(t))
+}
+
+func TestSweepDuplicateNeedsReview(t *testing.T) {
+	t.Parallel()
+	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	op := e.seedUnknown(t, "dup", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	postEffect(t, srv.URL, op.ID)
+	postEffect(t, srv.URL, op.ID)
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Duplicates)
+	require.Equal(t, 1, st.NeedsReview)
+	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, 1, e.obs.count(e.obs.duplicates, "webhook"))
+
+	evs := e.reconcileEvents(t, op.ID)
+	require.Len(t, evs, 1)
+	require.Equal(t, reconcile.DecisionDuplicate, evs[0]["decision"])
+	require.Len(t, evs[0]["objects"], 2)
+
+	items, err := reconcile.ListReview(context.Background(), e.pool, e.tenant)
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	require.Equal(t, op.ID, items[0].OpID)
+	require.Equal(t, "dup", items[0].Key)
+	require.Equal(t, "reconcile: duplicate", items[0].LastEvent)
+	items, err = reconcile.ListReview(context.Background(), e.pool, e.tenant+1)
+	require.NoError(t, err)
+	require.Empty(t, items)
+}
+
+func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
+	t.Parallel()
+	_, _, v := webhookFake(t, fakewebhook.Config{}, "") // no LookupPath
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.NeedsReview)
+	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	evs := e.reconcileEvents(t, op.ID)
+	require.Equal(t, reconcile.DecisionLookupUnavailable, evs[0]["decision"])
+	require.Contains(t, evs[0]["error"], "cannot be asked")
+}
+
+func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
+	t.Parallel()
+	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	op := e.seedUnknown(t, "lost", tools.WebhookPost, hookArgs(1), time.Minute, false)
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Resent)
+	got := e.get(t, op.ID)
+	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, op.VendorKey, got.VendorKey)
+	require.Equal(t, 0, got.Generation)
+	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", op.ID))
+	require.Equal(t, reconcile.DecisionResend, e.reconcileEvents(t, op.ID)[0]["decision"])
+
+	e.start(t)
+	done := e.waitStatus(t, op.ID, outbox.StatusSucceeded)
+	effects := fake.EffectsFor(op.ID)
+	require.Len(t, effects, 1)
+	require.Equal(t, op.VendorKey, effects[0].Key)
+	require.Equal(t, effects[0].ID, done.VendorRef)
+}
+
+func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
+	t.Parallel()
+	// A vendor whose lookups lag by an hour and find nothing yet.
+	lagged, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}},
+		LookupPath: "/_lookup", LookupLag: time.Hour})
+	require.NoError(t, err)
+	e := newEnv(t, []outbox.Vendor{&stubLookup{Vendor: lagged}}, reconcile.Config{})
+	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Second, false)
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Waiting)
+	require.Equal(t, outbox.StatusUnknown, e.get(t, op.ID).Status)
+	var next time.Time
+	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
+	require.WithinDuration(t, time.Now().Add(time.Hour-time.Second), next, 5*time.Second)
+	require.Equal(t, reconcile.DecisionWait, e.reconcileEvents(t, op.ID)[0]["decision"])
+
+	// Not due again before the lag is over.
+	require.Equal(t, 0, e.sweep(t).Looked)
+}
+
+// stubLookup is a vendor whose lookups answer from a function; the rest is the
+// embedded webhook vendor.
+type stubLookup struct {
+	*webhook.Vendor
+	lookup func(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error)
+}
+
+func (s *stubLookup) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+	if s.lookup == nil {
+		return &outbox.LookupResult{}, nil
+	}
+	return s.lookup(ctx, p)
+}
+
+func TestSweepRetriesAFailedLookupLater(t *testing.T) {
+	t.Parallel()
+	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{RetryLookupAfter: 2 * time.Minute})
+	args := hookArgs(1)
+	args["target"] = "deadhooks" // nothing listens there
+	op := e.seedUnknown(t, "k", tools.WebhookPost, args, time.Minute, false)
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.LookupErrors)
+	require.Equal(t, outbox.StatusUnknown, e.get(t, op.ID).Status)
+	var next time.Time
+	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
+	require.WithinDuration(t, time.Now().Add(2*time.Minute), next, 5*time.Second)
+	evs := e.reconcileEvents(t, op.ID)
+	require.Equal(t, reconcile.DecisionLookupFailed, evs[0]["decision"])
+	require.NotEmpty(t, evs[0]["error"])
+	require.Equal(t, "unknown", evs[0]["to"])
+}
+
+func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
+	t.Parallel()
+	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	stub := &stubLookup{Vendor: v}
+	e := newEnv(t, []outbox.Vendor{stub}, reconcile.Config{})
+	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	stub.lookup = func(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+		// A slow predecessor records its answer while the vendor is being asked.
+		_, err := e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'req_late', attempt_token = NULL WHERE id = $1`, p.OpID)
+		require.NoError(t, err)
+		return &outbox.LookupResult{}, nil
+	}
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Skipped)
+	require.Equal(t, 0, st.Resent)
+	got := e.get(t, op.ID)
+	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, "req_late", got.VendorRef)
+	require.Empty(t, e.reconcileEvents(t, op.ID))
+	require.Equal(t, 0, e.count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
+}
+
+func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
+	t.Parallel()
+	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{ResendOnNone: map[string]bool{"webhook": false}})
+	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+
+	require.Equal(t, 1, e.sweep(t).NeedsReview)
+	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, reconcile.DecisionNoneReview, e.reconcileEvents(t, op.ID)[0]["decision"])
+}
+
+func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
+	t.Parallel()
+	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
+	ctx := context.Background()
+
+	// stuck: dispatching for a minute (job timeout 5s), its job gone.
+	stuck := e.enqueue(t, "stuck", tools.WebhookPost, hookArgs(1))
+	// running: dispatching as long, but its job is still running.
+	running := e.enqueue(t, "running", tools.WebhookPost, hookArgs(2))
+	_, err := e.pool.Exec(ctx, "DELETE FROM river_job WHERE args->>'op_id' = $1", stuck.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
+		attempted_by = ARRAY['elsewhere'] WHERE args->>'op_id' = $1`, running.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'dispatching', attempts = 1, attempt_token = gen_random_uuid(),
+		dispatch_started_at = now() - interval '1 minute' WHERE id = ANY($1::uuid[])`, []string{stuck.ID, running.ID})
+	require.NoError(t, err)
+	postEffect(t, srv.URL, stuck.ID)
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Stuck)
+	require.Equal(t, 1, st.Succeeded)
+	require.Equal(t, outbox.StatusSucceeded, e.get(t, stuck.ID).Status)
+	require.Equal(t, outbox.StatusDispatching, e.get(t, running.ID).Status)
+
+	evs := e.reconcileEvents(t, stuck.ID)
+	require.Len(t, evs, 2)
+	require.Equal(t, reconcile.DecisionStuck, evs[0]["decision"])
+	require.Equal(t, "dispatching", evs[0]["from"])
+	require.Equal(t, "unknown", evs[0]["to"])
+	require.Equal(t, reconcile.DecisionSucceeded, evs[1]["decision"])
+}
+
+func TestNewValidatesAndDefaults(t *testing.T) {
+	t.Parallel()
+	_, err := reconcile.New(reconcile.Config{Interval: time.Millisecond})
+	require.ErrorContains(t, err, "Interval")
+	r, err := reconcile.New(reconcile.Config{})
+	require.NoError(t, err)
+	_, err = r.SweepOnce(context.Background())
+	require.ErrorContains(t, err, "SetOutbox")
+	require.NotNil(t, r.PeriodicJob())
+}

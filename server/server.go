@@ -1,0 +1,329 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
+
+	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/metrics"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/sendgrid"
+	"github.com/oncebox/oncebox/vendors/stripe"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// Server is one oncebox process.
+type Server struct {
+	cfg        Config
+	logger     *slog.Logger
+	pool       *pgxpool.Pool
+	outbox     *outbox.Outbox
+	reconciler *reconcile.Reconciler
+	metrics    *metrics.Metrics
+	tenants    *tenant.Store
+	listers    map[string]reconcile.Lister
+	handler    http.Handler
+	riverUI    *riverui.Handler
+	listener   net.Listener
+}
+
+// New connects to Postgres and builds every part the configured roles need. It does not
+// migrate; run `oncebox migrate` (or Migrate) first.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if poolCfg.MaxConns < 20 {
+		poolCfg.MaxConns = 20
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Postgres: %w", err)
+	}
+	s := &Server{cfg: cfg, logger: logger, pool: pool, tenants: tenant.NewStore(pool), listers: map[string]reconcile.Lister{}}
+	if err := s.build(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Vendors builds the vendor adapters that are configured. A vendor without credentials
+// is left out, and so are its tools.
+func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
+	var (
+		vs      []outbox.Vendor
+		enabled []string
+	)
+	cfg := s.cfg
+	if cfg.StripeAPIKey != "" {
+		v, err := stripe.New(stripe.Config{APIKey: cfg.StripeAPIKey, BaseURL: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout,
+			SearchLag: cfg.StripeSearchLag, Logger: s.logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("stripe: %w", err)
+		}
+		vs = append(vs, v)
+		s.listers[v.Name()] = v
+		enabled = append(enabled, v.Name())
+	}
+	if cfg.SendGridAPIKey != "" {
+		v, err := sendgrid.New(sendgrid.Config{APIKey: cfg.SendGridAPIKey, BaseURL: cfg.SendGridAPIBase, Timeout: cfg.SendGridTimeout,
+			LookupLag: cfg.SendGridLookupLag, ActivityRatePerMinute: cfg.SendGridActivityRate, Logger: s.logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("sendgrid: %w", err)
+		}
+		vs = append(vs, v)
+		s.listers[v.Name()] = reconcile.ListerFunc(v.ListMessages)
+		enabled = append(enabled, v.Name())
+	}
+	if len(cfg.WebhookTargets) > 0 {
+		v, err := webhook.New(webhook.Config{Targets: cfg.WebhookTargets, Timeout: cfg.WebhookTimeout,
+			NativeIdempotency: cfg.WebhookNativeKeys, LookupPath: cfg.WebhookLookupPath, Logger: s.logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("webhook: %w", err)
+		}
+		vs = append(vs, v)
+		enabled = append(enabled, v.Name())
+	}
+	return vs, enabled, nil
+}
+
+func (s *Server) build(ctx context.Context) error {
+	cfg := s.cfg
+	vendors, enabled, err := s.vendors()
+	if err != nil {
+		return err
+	}
+	targets := make([]string, 0, len(cfg.WebhookTargets))
+	for name := range cfg.WebhookTargets {
+		targets = append(targets, name)
+	}
+	ttl := map[string]time.Duration{}
+	for _, name := range []string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost} {
+		ttl[name] = cfg.TTL
+	}
+	redact := cfg.RedactMail
+	var toolList []outbox.Tool
+	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, RefundApprovalAbove: cfg.RefundApprovalAbove, TTL: ttl, RedactMail: &redact}) {
+		for _, v := range enabled {
+			if t.Vendor == v {
+				toolList = append(toolList, t)
+			}
+		}
+	}
+	if len(toolList) == 0 {
+		s.logger.Warn("no vendor is configured, so no tool is enabled: set STRIPE_API_KEY, SENDGRID_API_KEY or ONCEBOX_WEBHOOK_TARGETS (or run `oncebox dev`)")
+	}
+	reg, err := outbox.NewRegistry(toolList...)
+	if err != nil {
+		return err
+	}
+
+	s.metrics = metrics.New(metrics.Config{Pool: s.pool, Logger: s.logger})
+	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
+		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts})
+	if err != nil {
+		return fmt.Errorf("reconciler: %w", err)
+	}
+	work := cfg.Roles.Worker || cfg.Roles.Periodic
+	ocfg := outbox.Config{
+		Pool:                 s.pool,
+		Tools:                reg,
+		Work:                 &work,
+		MaxAttempts:          cfg.MaxAttempts,
+		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		Queues:               map[string]outbox.QueueConfig{},
+		Observer:             s.metrics,
+		Logger:               s.logger,
+	}
+	ocfg.Vendors = vendors
+	ocfg.NoDispatch = !cfg.Roles.Worker
+	for _, v := range vendors {
+		ocfg.Queues[v.Name()] = cfg.Queues[v.Name()]
+	}
+	if cfg.Roles.Periodic {
+		ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
+		ocfg.ExtraWorkers = s.reconciler.Register
+		ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob()}
+	}
+	s.outbox, err = outbox.New(ocfg)
+	if err != nil {
+		return err
+	}
+	s.reconciler.SetOutbox(s.outbox)
+	if cfg.Roles.API {
+		if err := s.buildHTTP(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) buildHTTP(ctx context.Context) error {
+	cfg := s.cfg
+	apiHandler, err := api.New(api.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger,
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait})
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait})
+	if err != nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", apiHandler)
+	mux.Handle("/mcp", mcp.HTTPHandler())
+	mux.Handle("/mcp/", mcp.HTTPHandler())
+	mux.Handle("GET /metrics", s.admin(s.metrics.Handler(), false))
+	if cfg.AdminToken != "" {
+		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+			Endpoints: riverui.NewEndpoints(s.outbox.River(), nil),
+			Logger:    s.logger,
+			Prefix:    "/riverui",
+		})
+		if err != nil {
+			return fmt.Errorf("river ui: %w", err)
+		}
+		s.riverUI = ui
+		mux.Handle("/riverui/", s.admin(ui, true))
+	} else {
+		mux.Handle("/riverui/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "River UI is off: set ONCEBOX_ADMIN_TOKEN to turn it on", http.StatusNotFound)
+		}))
+	}
+	s.handler = mux
+	return nil
+}
+
+// admin guards operator endpoints with the admin token: always for River UI, and for
+// /metrics only when a token is set. The token may come as a bearer token or, for a
+// browser, as the password of basic auth.
+func (s *Server) admin(next http.Handler, required bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := s.cfg.AdminToken
+		if want == "" && !required {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if _, pw, ok := r.BasicAuth(); ok {
+			got = pw
+		}
+		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="oncebox admin"`)
+			http.Error(w, "admin token required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Handler returns the HTTP handler (nil without the API role).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Outbox returns the outbox.
+func (s *Server) Outbox() *outbox.Outbox { return s.outbox }
+
+// Tenants returns the tenant store.
+func (s *Server) Tenants() *tenant.Store { return s.tenants }
+
+// Reconciler returns the reconciler.
+func (s *Server) Reconciler() *reconcile.Reconciler { return s.reconciler }
+
+// Listers returns the finance-report listers of the configured vendors.
+func (s *Server) Listers() map[string]reconcile.Lister { return s.listers }
+
+// Pool returns the Postgres pool.
+func (s *Server) Pool() *pgxpool.Pool { return s.pool }
+
+// Listen binds the API address (so a caller can learn a random port before Run).
+func (s *Server) Listen() (net.Addr, error) {
+	if s.handler == nil {
+		return nil, nil
+	}
+	if s.listener == nil {
+		l, err := net.Listen("tcp", s.cfg.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
+		}
+		s.listener = l
+	}
+	return s.listener.Addr(), nil
+}
+
+// Run runs the configured roles until ctx is done, then shuts down: the HTTP server
+// stops taking requests, River stops fetching, running dispatches get ShutdownGrace to
+// finish (then they are cancelled and record an unknown outcome; nothing is lost).
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.outbox.Start(ctx); err != nil {
+		return err
+	}
+	var (
+		srv     *http.Server
+		httpErr = make(chan error, 1)
+	)
+	if s.handler != nil {
+		if _, err := s.Listen(); err != nil {
+			return err
+		}
+		if s.riverUI != nil {
+			if err := s.riverUI.Start(ctx); err != nil {
+				return fmt.Errorf("river ui: %w", err)
+			}
+		}
+		srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+		go func() { httpErr <- srv.Serve(s.listener) }()
+		s.logger.Info("oncebox serving", slog.String("addr", s.listener.Addr().String()))
+	}
+	s.logger.Info("oncebox running", slog.Bool("api", s.cfg.Roles.API), slog.Bool("worker", s.cfg.Roles.Worker),
+		slog.Bool("periodic", s.cfg.Roles.Periodic))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-httpErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			runErr = fmt.Errorf("http server: %w", err)
+		}
+	}
+	s.logger.Info("shutting down", slog.Duration("grace", s.cfg.ShutdownGrace))
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
+	defer cancel()
+	if srv != nil {
+		_ = srv.Shutdown(shutdownCtx)
+	}
+	if err := s.outbox.Stop(shutdownCtx); err != nil && runErr == nil {
+		runErr = err
+	}
+	s.logger.Info("stopped")
+	return runErr
+}
+
+// Close releases the pool.
+func (s *Server) Close() {
+	s.pool.Close()
+}
