@@ -144,7 +144,9 @@ func TestPostOpProblems(t *testing.T) {
 		{name: "tool of the wrong type", status: 400, slug: "invalid-json", field: "tool",
 			req: func() *http.Request { return req("POST", "/v1/ops", token, "k1", `{"tool": 7}`) }},
 		{name: "unknown tool", status: 400, slug: "unknown-tool", field: "tool",
-			req: func() *http.Request { return req("POST", "/v1/ops", token, "k1", `{"tool": "stripe.charge", "args": {}}`) }},
+			req: func() *http.Request {
+				return req("POST", "/v1/ops", token, "k1", `{"tool": "stripe.charge", "args": {}}`)
+			}},
 		{name: "missing tool", status: 400, slug: "unknown-tool", field: "tool",
 			req: func() *http.Request { return req("POST", "/v1/ops", token, "k1", `{"args": {}}`) }},
 		{name: "invalid amount", status: 400, slug: "invalid-args", field: "args.amount",

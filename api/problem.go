@@ -8,21 +8,35 @@ import (
 // problemBase is the prefix of every problem type URL.
 const problemBase = "https://oncebox.dev/problems/"
 
-// The stable problem slugs, and their titles.
-var problemTitles = map[string]string{
-	"missing-idempotency-key": "Idempotency-Key header is missing",
-	"invalid-idempotency-key": "Idempotency-Key is malformed",
-	"unauthorized":            "Missing or invalid API token",
-	"invalid-json":            "Request body is not valid JSON for this route",
-	"unsupported-media-type":  "Request body must be application/json",
-	"payload-too-large":       "Request body is too large",
-	"unknown-tool":            "Unknown tool",
-	"invalid-args":            "Invalid tool call",
-	"key-conflict":            "Idempotency key reused with a different payload",
-	"not-found":               "Op not found",
-	"wrong-state":             "Op is not in the state this action needs",
-	"invalid-wait":            "Invalid wait parameter",
-	"internal":                "Internal server error",
+// problemTitle returns the title of a stable problem slug.
+func problemTitle(slug string) string {
+	switch slug {
+	case "missing-idempotency-key":
+		return "Idempotency-Key header is missing"
+	case "invalid-idempotency-key":
+		return "Idempotency-Key is malformed"
+	case "unauthorized":
+		return "Missing or invalid API token"
+	case "invalid-json":
+		return "Request body is not valid JSON for this route"
+	case "unsupported-media-type":
+		return "Request body must be application/json"
+	case "payload-too-large":
+		return "Request body is too large"
+	case "unknown-tool":
+		return "Unknown tool"
+	case "invalid-args":
+		return "Invalid tool call"
+	case "key-conflict":
+		return "Idempotency key reused with a different payload"
+	case "not-found":
+		return "Op not found"
+	case "wrong-state":
+		return "Op is not in the state this action needs"
+	case "invalid-wait":
+		return "Invalid wait parameter"
+	}
+	return "Internal server error"
 }
 
 // problem is an RFC 9457 problem document with oncebox's extension members.
@@ -47,7 +61,7 @@ type problem struct {
 
 // newProblem returns the problem of a slug with its title.
 func newProblem(status int, slug, detail string) *problem {
-	return &problem{Type: problemBase + slug, Title: problemTitles[slug], Status: status, Detail: detail}
+	return &problem{Type: problemBase + slug, Title: problemTitle(slug), Status: status, Detail: detail}
 }
 
 // writeProblem writes p as application/problem+json.

@@ -9,7 +9,9 @@
 //     /usr/pgsql-*/bin, Homebrew's postgresql* formulae). The cluster is
 //     initialised with initdb the first time, kept in a data folder under the
 //     user's cache directory and reused by later runs. It listens on a free
-//     port of 127.0.0.1 only, with unix sockets disabled and fsync off. When
+//     port (or Config.Port, so that a stopped cluster can be started again
+//     under the same URL) of 127.0.0.1 only, with unix sockets disabled and
+//     fsync off. When
 //     the process runs as root, initdb and postgres run as the "postgres"
 //     system user (or "nobody"), with the data folder under os.TempDir();
 //  3. a container from testcontainers-go's Postgres module, when a Docker

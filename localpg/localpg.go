@@ -52,6 +52,14 @@ type Config struct {
 	// Defaults to a logger that discards everything.
 	Logger *slog.Logger
 
+	// Port is the loopback port the private cluster listens on. A fixed port
+	// lets a caller stop the cluster and start it again on the same DataDir
+	// without the URL changing, so clients only have to reconnect. Start fails
+	// when the port is taken.
+	//
+	// Defaults to 0: a free port chosen at each start.
+	Port int
+
 	// DisablePrivate skips the private cluster.
 	DisablePrivate bool
 
@@ -78,6 +86,9 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	if strings.ContainsRune(c.Database, 0) || len(c.Database) > 63 {
 		return fmt.Errorf("database name %q is not valid: use at most 63 bytes and no NUL byte", c.Database)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("port %d is not valid: use 1 to 65535, or 0 for a free port", c.Port)
 	}
 	return nil
 }

@@ -376,3 +376,59 @@ func TestStartPrivateStopsOrphan(t *testing.T) {
 	require.NoError(t, pg.Close(ctx))
 	requirePortClosed(t, pg.URL)
 }
+
+func TestStartPrivateFixedPort(t *testing.T) {
+	t.Parallel()
+	requireServerBinaries(t)
+	ctx := t.Context()
+
+	parent, err := os.MkdirTemp("", "localpg-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(parent, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	port := freeTestPort(t)
+	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(parent, "data"), Port: port}
+
+	pg, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	u, err := url.Parse(pg.URL)
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(port), u.Port())
+	var one int
+	queryOne(t, pg.URL, "SELECT 1", &one)
+	require.Equal(t, 1, one)
+
+	// Stopped and started again on the same folder and port: the same URL.
+	require.NoError(t, pg.Close(ctx))
+	requirePortClosed(t, pg.URL)
+	pg2, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg2.Close(context.WithoutCancel(ctx)) })
+	require.Equal(t, pg.URL, pg2.URL)
+	queryOne(t, pg2.URL, "SELECT 1", &one)
+
+	// A second cluster cannot take a port that is in use.
+	other := cfg
+	other.DataDir = filepath.Join(parent, "other")
+	_, err = Start(ctx, other)
+	require.ErrorContains(t, err, "in use")
+	require.NoError(t, pg2.Close(ctx))
+}
+
+func TestConfigRejectsBadPort(t *testing.T) {
+	t.Parallel()
+	for _, port := range []int{-1, 65536} {
+		_, err := Start(t.Context(), Config{Env: envOf(nil), DisableDocker: true, Port: port})
+		require.ErrorContains(t, err, "port")
+	}
+}
+
+// freeTestPort returns a loopback port that was free a moment ago.
+func freeTestPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -50,6 +50,8 @@ type cluster struct {
 	exited  chan struct{}
 	waitErr error // set before exited is closed
 	port    int
+	// fixedPort is Config.Port: the port to listen on, or 0 for a free one.
+	fixedPort int
 }
 
 func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, error) {
@@ -75,7 +77,7 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 		return nil, err
 	}
 
-	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger}
+	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger, fixedPort: cfg.Port}
 	if err := c.start(ctx, cfg.Database); err != nil {
 		_ = c.lock.Close()
 		return nil, err
@@ -117,7 +119,8 @@ func (c *cluster) start(ctx context.Context, database string) error {
 	var err error
 	for range portAttempts {
 		err = c.startServer(ctx)
-		if err == nil || !c.log.Contains("could not create any TCP/IP sockets") {
+		// A fixed port taken by someone else stays taken: no point retrying.
+		if err == nil || c.fixedPort != 0 || !c.log.Contains("could not create any TCP/IP sockets") {
 			break
 		}
 	}
@@ -156,13 +159,21 @@ func (c *cluster) stopOrphan(ctx context.Context) {
 		slog.String("data_dir", c.dataDir), slog.Any("error", err), slog.String("output", strings.TrimSpace(string(out))))
 }
 
-// startServer starts postgres on a free port and waits until it answers.
+// startServer starts postgres on the fixed port, or else a free one, and
+// waits until it answers.
 func (c *cluster) startServer(ctx context.Context) error {
 	c.log = newTailBuffer(16 << 10)
 	c.exited = make(chan struct{})
 	c.waitErr = nil
-	port, err := freePort()
-	if err != nil {
+	port := c.fixedPort
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return err
+		}
+	} else if err := portFree(port); err != nil {
+		// Checked first: the readiness probe would otherwise reach whatever
+		// server holds the port and take it for this one.
 		return err
 	}
 	c.port = port
@@ -442,6 +453,15 @@ func tryLock(path string) (*os.File, error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// portFree reports an error when port of 127.0.0.1 cannot be bound.
+func portFree(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("port %d of 127.0.0.1 is in use: choose another Config.Port or leave it 0: %w", port, err)
+	}
+	return l.Close()
 }
 
 func freePort() (int, error) {

@@ -149,8 +149,16 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		inserted, tombstone bool
 		op                  *Op
 	)
-	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, p.Args,
-		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds())
+	storedArgs := p.Args
+	var sealed []byte
+	if p.Tool.Redact != nil && ob.sealer != nil {
+		if sealed, err = ob.sealer.seal(params.TenantID, p.Key, p.Args); err != nil {
+			return nil, err
+		}
+		storedArgs = p.Tool.Redact(p.Args)
+	}
+	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, storedArgs,
+		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
 	}

@@ -68,6 +68,11 @@ type Config struct {
 	// Purge, when set, runs the TTL purge as a River periodic job in processes that work
 	// jobs. Optional.
 	Purge *PurgeConfig
+	// SealKey (32 bytes) encrypts the full arguments of tools that have Redact, so only
+	// their redacted form is ever stored in clear; the sealed copy is dropped once the op
+	// is terminal. Every process of one deployment needs the same key. Without it, such
+	// arguments are stored in clear until the op is terminal, then redacted.
+	SealKey []byte
 	// Observer receives counts for metrics. Defaults to one that does nothing.
 	Observer Observer
 	// Logger receives structured logs. Defaults to discarding them.
@@ -171,6 +176,7 @@ type Outbox struct {
 	river   *river.Client[pgx.Tx]
 	vendors map[string]Vendor
 	logger  *slog.Logger
+	sealer  *sealer
 }
 
 // New builds an Outbox and its River client. Call Start to work jobs.
@@ -182,6 +188,20 @@ func New(cfg Config) (*Outbox, error) {
 	ob := &Outbox{cfg: c, pool: c.Pool, vendors: map[string]Vendor{}, logger: c.Logger}
 	for _, v := range c.Vendors {
 		ob.vendors[v.Name()] = v
+	}
+	if len(c.SealKey) > 0 {
+		s, err := newSealer(c.SealKey)
+		if err != nil {
+			return nil, err
+		}
+		ob.sealer = s
+	} else {
+		for _, name := range c.Tools.Names() {
+			if t, _ := c.Tools.Lookup(name); t.Redact != nil {
+				c.Logger.Warn("no seal key: arguments of tools with redaction are stored in clear until their op is terminal; set a seal key to store only the redacted form",
+					slog.String("tool", name))
+			}
+		}
 	}
 
 	workers := river.NewWorkers()

@@ -15,8 +15,8 @@ const opColumns = `id::text AS id, tenant_id, idempotency_key, tool, vendor, arg
 const sqlEnqueue = `
 WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
-		vendor_key, conversation_id, tool_call_id, expires_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11))
+		vendor_key, conversation_id, tool_call_id, expires_at, sealed_args)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11), $12)
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `
 )
@@ -29,7 +29,7 @@ const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $
 
 const sqlOpByID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE id = $1`
 
-const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key
+const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args
 FROM oncebox_op WHERE id = $1 FOR UPDATE`
 
 // sqlClaim commits an op as dispatching with a fresh attempt token before the vendor is
@@ -51,7 +51,8 @@ VALUES ($1, $2, $3, $4, $5, $6)`
 const sqlRecord = `
 UPDATE oncebox_op SET status = $3, result = $4, error = $5, vendor_ref = coalesce(nullif($6, ''), vendor_ref),
 	attempt_token = CASE WHEN $3 IN ('dispatching', 'unknown') THEN attempt_token ELSE NULL END,
-	stale_key = $7, args = coalesce($8, args), next_check_at = $9, updated_at = now()
+	stale_key = $7, args = coalesce($8, args), next_check_at = $9, updated_at = now(),
+	sealed_args = CASE WHEN $3 IN ('succeeded', 'failed') THEN NULL ELSE sealed_args END
 WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')
 RETURNING status`
 

@@ -51,6 +51,9 @@ type claim struct {
 	startedAt time.Time
 	// done is set when the job has nothing (more) to do.
 	done bool
+	// sealed is set when op.Args were opened from their sealed copy (the stored args
+	// are already redacted).
+	sealed bool
 }
 
 // Work dispatches one op: claim (commit dispatching with a fresh token), call the vendor,
@@ -152,8 +155,9 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			token          *string
 			keyFirstSentAt *time.Time
 			staleKey       bool
+			sealed         []byte
 		)
-		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey)
+		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &sealed)
 		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID).Scan(dest...); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				// The op was purged or its tenant deleted: nothing to dispatch.
@@ -166,6 +170,25 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		op.fromScan()
 		c.op = op
 		from = op.Status
+		if sealed != nil && (op.Status == StatusPending || op.Status == StatusDispatching) {
+			full, err := ob.sealer.open(op.TenantID, op.Key, sealed)
+			if err != nil {
+				// Without its arguments the op cannot be sent: a person decides.
+				c.done = true
+				if err := insertEvent(ctx, tx, op.ID, "sealed_args", op.Status, StatusNeedsReview, "worker",
+					map[string]string{"error": err.Error()}); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, "UPDATE oncebox_op SET status = 'needs_review', updated_at = now() WHERE id = $1", op.ID); err != nil {
+					return err
+				}
+				transition = StatusNeedsReview
+				_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+				return err
+			}
+			op.Args = full
+			c.sealed = true
+		}
 
 		switch op.Status {
 		case StatusPending:
@@ -241,9 +264,10 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	op := c.op
 	var redactedArgs json.RawMessage
 	result := p.result
-	if p.status.Terminal() || p.status == StatusNeedsReview {
+	// Redact once the op is terminal (a needs_review op may still be resent).
+	if p.status.Terminal() {
 		if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok {
-			if tool.Redact != nil {
+			if tool.Redact != nil && !c.sealed {
 				redactedArgs = tool.Redact(op.Args)
 			}
 			if tool.RedactResult != nil && result != nil {

@@ -1,0 +1,43 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+)
+
+func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
+	t.Parallel()
+	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"hooks"}})...)
+	require.NoError(t, err)
+	rec, err := reconcile.New(reconcile.Config{Interval: time.Second})
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true,
+		ExtraWorkers: rec.Register,
+		ExtraQueues:  map[string]river.QueueConfig{reconcile.QueueName: {MaxWorkers: 2}},
+		PeriodicJobs: []*river.PeriodicJob{rec.PeriodicJob()},
+	})
+	require.NoError(t, err)
+	rec.SetOutbox(ob)
+
+	e := &env{pool: pool, ob: ob, rec: rec}
+	require.NoError(t, pool.QueryRow(context.Background(),
+		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&e.tenant))
+	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	postEffect(t, srv.URL, op.ID)
+
+	e.start(t)
+	e.waitStatus(t, op.ID, outbox.StatusSucceeded)
+	require.Positive(t, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.reconcile_sweep' AND queue = $1", reconcile.QueueName))
+}
