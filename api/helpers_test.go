@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -165,11 +164,4 @@ func count(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 	var n int
 	require.NoError(tb, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
-}
-
-func readAll(tb testing.TB, r io.Reader) string {
-	tb.Helper()
-	b, err := io.ReadAll(r)
-	require.NoError(tb, err)
-	return string(b)
 }

@@ -476,6 +476,7 @@ func TestLogsNeverCarryTokensOrBodies(t *testing.T) {
 	require.Contains(t, logs, "http request")
 	require.Contains(t, logs, "idempotency_key=logged-key")
 	require.Contains(t, logs, "status=202")
+	require.Contains(t, logs, `route="POST /v1/ops"`)
 	require.NotContains(t, logs, token)
 	require.NotContains(t, logs, "secret-description")
 }

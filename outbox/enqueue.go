@@ -1,11 +1,14 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -119,6 +122,15 @@ func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
 	}
 	if !json.Valid(args) {
 		return nil, &ValidationError{Field: "args", Message: "is not valid JSON"}
+	}
+	// Postgres's jsonb cannot hold U+0000; refuse it here rather than fail at insert.
+	if bytes.Contains(args, []byte(`\u0000`)) {
+		return nil, &ValidationError{Field: "args", Message: "must not contain the character U+0000"}
+	}
+	for field, v := range map[string]string{"conversation_id": params.ConversationID, "tool_call_id": params.ToolCallID} {
+		if len(v) > 512 || strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
+			return nil, &ValidationError{Field: field, Message: "must be valid UTF-8 of at most 512 bytes without U+0000"}
+		}
 	}
 	tool, err := ob.cfg.Tools.Validate(params.Tool, args)
 	if err != nil {

@@ -65,6 +65,9 @@ type Config struct {
 	MaxWait      time.Duration
 	MCPWait      time.Duration
 	AdminToken   string
+	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
+	// tools until their op is terminal (see outbox.Config.SealKey).
+	SealKey string
 }
 
 // Defaults returns the zero-configuration defaults.

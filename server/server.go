@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -147,6 +148,13 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconciler: %w", err)
 	}
+	var sealKey []byte
+	if cfg.SealKey != "" {
+		sealKey, err = base64.StdEncoding.DecodeString(cfg.SealKey)
+		if err != nil || len(sealKey) != outbox.SealKeySize {
+			return fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", outbox.SealKeySize)
+		}
+	}
 	work := cfg.Roles.Worker || cfg.Roles.Periodic
 	ocfg := outbox.Config{
 		Pool:                 s.pool,
@@ -159,6 +167,7 @@ func (s *Server) build(ctx context.Context) error {
 		Queues:               map[string]outbox.QueueConfig{},
 		Observer:             s.metrics,
 		Logger:               s.logger,
+		SealKey:              sealKey,
 	}
 	ocfg.Vendors = vendors
 	ocfg.NoDispatch = !cfg.Roles.Worker

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -70,6 +73,13 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 
+	if cfg.SealKey == "" {
+		// A dev run gets a key of its own: ops left pending by an earlier run with
+		// redacted args go to needs_review instead of being sent.
+		var k [32]byte
+		_, _ = rand.Read(k[:])
+		cfg.SealKey = base64.StdEncoding.EncodeToString(k[:])
+	}
 	var fakes []string
 	if cfg.StripeAPIKey == "" {
 		url, stop, err := serveFake(fakestripe.New(fakestripe.Config{Logger: logger}))
@@ -115,7 +125,7 @@ func runDev(ctx context.Context, args []string) error {
 oncebox dev is running.
 
   API        %s   (OpenAPI: %s/openapi.json, MCP: %s/mcp, metrics: %s/metrics)
-  Postgres   %s
+  Postgres   %s (%s)
   fakes      %v
   tenant     %s
   token      %s
@@ -129,7 +139,7 @@ Enqueue an op (run it twice: the second answer is a replay, and nothing is charg
     -d '{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}'
 
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, pg.Source, fakes, *tenantName, token, base, token)
+`, base, base, base, base, pg.Source, redactURL(pg.URL), fakes, *tenantName, token, base, token)
 
 	err = srv.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -152,4 +162,16 @@ func serveFake(h http.Handler) (string, func(), error) {
 		_ = srv.Shutdown(ctx)
 		_ = srv.Close()
 	}, nil
+}
+
+// redactURL drops a password from a database URL for printing.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }

@@ -1,0 +1,27 @@
+// Package bench measures oncebox against River's bare throughput, both measured in the
+// same run against the same Postgres, so that the ratios mean something on any machine.
+//
+// The scenarios:
+//
+//   - enqueue: an op and its River job in one transaction, through the Go API
+//     (Outbox.Enqueue) and through HTTP (POST /v1/ops on a real server with a real
+//     token), against River's InsertTx of one trivial job per transaction into the same
+//     queue setup, at 1, 8 and 32 concurrent callers (target ≥ 0.8×);
+//   - replay: the same key and payload again, against a fresh enqueue (target ≥ 2×);
+//   - end to end: N ops enqueued up front and dispatched to a zero-latency fake
+//     webhook receiver over loopback HTTP, against River working N no-op jobs with the
+//     same fetch settings and worker count (target ≥ 0.5×);
+//   - vendor latency: the same with 50 ms per vendor call at 50, 100, 200 and 400
+//     workers (more while it keeps scaling), against the ideal workers / 50 ms (target:
+//     linear up to at least 1,000 ops/s);
+//   - sweeper: SweepOnce over a table of ops of which 1% are unknown, until every
+//     unknown op is resolved from the fake receiver's lookup.
+//
+// Two front ends share this code: `go test -run '^$' -bench . ./bench/` (standard Go
+// benchmarks that report "ops/s" and the ratio to their baseline, measured inside the
+// same benchmark function) and `oncebox bench`, which calls Run and prints one Markdown
+// table. Speed is measured and printed, never asserted.
+//
+// Every scenario runs in a schema of its own (NewSchema), so a run never touches other
+// data and leaves nothing behind.
+package bench

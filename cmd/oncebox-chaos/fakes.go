@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakesendgrid"
+	"github.com/oncebox/oncebox/vendors/fakestripe"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+)
+
+// The tools the workload uses, and the kinds of vendor object they create.
+const (
+	toolPaymentIntent = tools.PaymentIntent
+	toolRefund        = tools.Refund
+	toolMail          = tools.Mail
+	toolWebhook       = tools.WebhookPost
+
+	kindPaymentIntent = "stripe.payment_intent"
+	kindRefund        = "stripe.refund"
+	kindMessage       = "sendgrid.message"
+	kindEffect        = "webhook.effect"
+)
+
+// conflictMarker marks a conflicting payload: in Stripe metadata["chaos"], in
+// a mail's subject, in a webhook's path. oncebox must refuse it with 422, so no
+// vendor object may ever carry it.
+const conflictMarker = "conflict"
+
+// webhookTarget is the name of the fake webhook target.
+const webhookTarget = "chaos"
+
+// hangFor is how long a hanging fake holds a request: past every vendor
+// timeout the serve processes use.
+const hangFor = 4 * time.Second
+
+// fakes are the three fake vendors, served on loopback ports in this process.
+type fakes struct {
+	stripe   *fakestripe.Server
+	sendgrid *fakesendgrid.Server
+	webhook  *fakewebhook.Server
+
+	stripeURL, sendgridURL, webhookURL string
+
+	// faults counts the failures clients saw: 5xx, 429, 409, dropped
+	// connections and answers slower than hangFor/2.
+	faults  atomic.Int64
+	servers []*http.Server
+}
+
+// startFakes serves the fakes with the given visibility lags.
+func startFakes(lag time.Duration) (*fakes, error) {
+	f := &fakes{
+		stripe:   fakestripe.New(fakestripe.Config{SearchLag: lag, HangFor: hangFor}),
+		sendgrid: fakesendgrid.New(fakesendgrid.Config{ActivityLag: lag, ActivityRatePerMinute: -1, HangFor: hangFor}),
+		webhook:  fakewebhook.New(fakewebhook.Config{HonourKeys: true, LookupLag: lag, HangFor: hangFor}),
+	}
+	for _, s := range []struct {
+		h   http.Handler
+		url *string
+	}{{f.stripe, &f.stripeURL}, {f.sendgrid, &f.sendgridURL}, {f.webhook, &f.webhookURL}} {
+		url, err := f.serve(s.h)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		*s.url = url
+	}
+	return f, nil
+}
+
+func (f *fakes) serve(h http.Handler) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("listen for a fake vendor: %w", err)
+	}
+	srv := &http.Server{Handler: f.countFaults(h), ReadHeaderTimeout: 10 * time.Second}
+	f.servers = append(f.servers, srv)
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String(), nil
+}
+
+// setFaults turns random fault injection on (seeded) or off.
+func (f *fakes) setFaults(on bool, seed int64) {
+	if !on {
+		f.stripe.SetRandomFaults(nil, 0)
+		f.sendgrid.SetRandomFaults(nil, 0)
+		f.webhook.SetRandomFaults(nil, 0)
+		f.stripe.ReleaseHangs()
+		f.webhook.ReleaseHangs()
+		return
+	}
+	f.stripe.SetRandomFaults(map[fakestripe.FaultKind]float64{
+		fakestripe.FaultStored500:        0.02,
+		fakestripe.Fault429:              0.03,
+		fakestripe.Fault409:              0.01,
+		fakestripe.FaultDropAfterCreate:  0.04,
+		fakestripe.FaultHang:             0.03,
+		fakestripe.FaultDropBeforeCreate: 0.02,
+	}, seed)
+	f.sendgrid.SetRandomFaults(map[fakesendgrid.FaultKind]float64{
+		fakesendgrid.FaultAcceptThenDrop:   0.04,
+		fakesendgrid.FaultHang:             0.03,
+		fakesendgrid.Fault429:              0.03,
+		fakesendgrid.Fault500Stored:        0.02,
+		fakesendgrid.Fault500NotStored:     0.02,
+		fakesendgrid.FaultDropBeforeAccept: 0.02,
+	}, seed+1)
+	f.webhook.SetRandomFaults(map[fakewebhook.FaultKind]float64{
+		fakewebhook.FaultDropAfterEffect:  0.04,
+		fakewebhook.FaultHangAfterEffect:  0.03,
+		fakewebhook.Fault500Stored:        0.02,
+		fakewebhook.Fault500AfterEffect:   0.02,
+		fakewebhook.Fault429:              0.03,
+		fakewebhook.Fault409:              0.01,
+		fakewebhook.FaultDropBeforeEffect: 0.02,
+	}, seed+2)
+}
+
+// objects returns every object the fakes hold, from their own records.
+func (f *fakes) objects() []VendorObject {
+	var out []VendorObject
+	for _, pi := range f.stripe.PaymentIntents() {
+		out = append(out, VendorObject{
+			Kind: kindPaymentIntent, ID: pi.ID, OpID: pi.Metadata[outbox.TagKey],
+			Effect:   pi.Status == "succeeded",
+			Conflict: pi.Metadata["chaos"] == conflictMarker,
+			Detail:   fmt.Sprintf("(status %s, amount %d)", pi.Status, pi.Amount),
+		})
+	}
+	for _, re := range f.stripe.Refunds() {
+		out = append(out, VendorObject{
+			Kind: kindRefund, ID: re.ID, OpID: re.Metadata[outbox.TagKey], Effect: true,
+			Conflict: re.Metadata["chaos"] == conflictMarker,
+			Detail:   fmt.Sprintf("(of %s, amount %d)", re.PaymentIntent, re.Amount),
+		})
+	}
+	seen := map[string]bool{}
+	for _, m := range f.sendgrid.Messages() {
+		if seen[m.XMessageID] {
+			continue
+		}
+		seen[m.XMessageID] = true
+		out = append(out, VendorObject{
+			Kind: kindMessage, ID: m.XMessageID, OpID: m.CustomArgs[outbox.TagKey], Effect: true,
+			Conflict: strings.Contains(m.Subject, conflictMarker),
+			Detail:   fmt.Sprintf("(accepted %s)", m.AcceptedAt.Format(time.StampMilli)),
+		})
+	}
+	for _, e := range f.webhook.Effects() {
+		out = append(out, VendorObject{
+			Kind: kindEffect, ID: e.ID, OpID: e.OpID, Effect: true,
+			Conflict: strings.Contains(e.Path, conflictMarker),
+			Detail:   fmt.Sprintf("(path %s, at %s)", e.Path, e.At.Format(time.StampMilli)),
+		})
+	}
+	return out
+}
+
+// close stops the fake servers.
+func (f *fakes) close() {
+	f.setFaults(false, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, srv := range f.servers {
+		_ = srv.Shutdown(ctx)
+		_ = srv.Close()
+	}
+}
+
+// countFaults counts the failures h answers with.
+func (f *fakes) countFaults(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		cw := &countingWriter{ResponseWriter: w}
+		defer func() {
+			if cw.hijacked || cw.status >= 500 || cw.status == http.StatusTooManyRequests ||
+				cw.status == http.StatusConflict || time.Since(start) > hangFor/2 {
+				f.faults.Add(1)
+			}
+		}()
+		h.ServeHTTP(cw, r)
+	})
+}
+
+// countingWriter remembers the status written and whether the connection was
+// taken over (to be dropped).
+type countingWriter struct {
+	http.ResponseWriter
+	status   int
+	hijacked bool
+}
+
+func (w *countingWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *countingWriter) Flush() {
+	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func (w *countingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, http.ErrNotSupported
+	}
+	w.hijacked = true
+	return hj.Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

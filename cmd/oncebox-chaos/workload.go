@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// item is one op of the workload: a key, its payload, how many copies are
+// sent at once, and whether a conflicting payload follows.
+type item struct {
+	key      string
+	tool     string
+	args     map[string]any
+	copies   int
+	conflict bool
+	declined bool
+}
+
+// plan draws the workload: n keys of mixed tools. Refund items get their
+// payment intent when they are sent (a charge made earlier in the run).
+func plan(rng *rand.Rand, n int, runID string) []item {
+	items := make([]item, n)
+	for i := range items {
+		it := item{key: fmt.Sprintf("chaos-%s-%05d", runID, i), copies: 1}
+		switch u := rng.Float64(); {
+		case u < 0.40:
+			it.tool = toolPaymentIntent
+			pm := "pm_card_visa"
+			if rng.Float64() < 0.06 {
+				pm, it.declined = "pm_card_chargeDeclined", true
+			}
+			it.args = map[string]any{"amount": 1000 + rng.IntN(9000), "currency": "usd", "payment_method": pm,
+				"confirm": true, "description": "chaos " + it.key, "metadata": map[string]string{"chaos": "original"}}
+		case u < 0.52:
+			it.tool = toolRefund
+		case u < 0.77:
+			it.tool = toolMail
+			it.args = map[string]any{
+				"from":    map[string]string{"email": "chaos@example.com"},
+				"to":      []map[string]string{{"email": fmt.Sprintf("user%d@example.com", i)}},
+				"subject": "chaos " + it.key, "text": "hello from the chaos run",
+			}
+		default:
+			it.tool = toolWebhook
+			it.args = map[string]any{"target": webhookTarget, "path": fmt.Sprintf("/hooks/%d", i),
+				"body": map[string]any{"key": it.key, "n": i}}
+		}
+		if rng.Float64() < 0.20 {
+			it.copies = 2 + rng.IntN(3)
+		}
+		it.conflict = rng.Float64() < 0.04
+		items[i] = it
+	}
+	return items
+}
+
+// conflicting returns other args for the same tool, carrying the conflict
+// marker, which oncebox must refuse with 422.
+func conflicting(it item) map[string]any {
+	c := make(map[string]any, len(it.args))
+	for k, v := range it.args {
+		c[k] = v
+	}
+	switch it.tool {
+	case toolPaymentIntent, toolRefund:
+		c["metadata"] = map[string]string{"chaos": conflictMarker}
+	case toolMail:
+		c["subject"] = conflictMarker + " " + it.key
+	case toolWebhook:
+		c["path"] = "/" + conflictMarker + "/" + it.key
+	}
+	return c
+}
+
+// refundPicker hands out charges of this run that were not refunded yet,
+// straight from the fake Stripe's records.
+type refundPicker struct {
+	f    *fakes
+	mu   sync.Mutex
+	used map[string]bool
+}
+
+// pick returns refund args for an unrefunded succeeded payment intent tagged
+// by an op of this run, or false when there is none yet.
+func (p *refundPicker) pick() (map[string]any, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pi := range p.f.stripe.PaymentIntents() {
+		if pi.Status != "succeeded" || pi.Metadata[outbox.TagKey] == "" || p.used[pi.ID] {
+			continue
+		}
+		p.used[pi.ID] = true
+		return map[string]any{"payment_intent": pi.ID, "amount": 100 + pi.Amount%400, "reason": "requested_by_customer",
+			"metadata": map[string]string{"chaos": "original"}}, true
+	}
+	return nil, false
+}
+
+// client sends ops to the serve processes, retrying transport errors and 5xx
+// with the same key on another process.
+type client struct {
+	http   *http.Client
+	token  string
+	bases  []string
+	next   atomic.Uint64
+	giveUp time.Duration
+
+	requests atomic.Int64
+	retries  atomic.Int64
+}
+
+// sendResult is what the API finally answered for one request.
+type sendResult struct {
+	status int
+	body   []byte
+}
+
+// post sends one POST /v1/ops starting at process start, retrying until it
+// gets an answer that is not a transport error or a 5xx.
+func (c *client) post(ctx context.Context, start int, key, tool string, args map[string]any) (sendResult, error) {
+	body, err := json.Marshal(map[string]any{"tool": tool, "args": args})
+	if err != nil {
+		return sendResult{}, fmt.Errorf("encode op: %w", err)
+	}
+	deadline := time.Now().Add(c.giveUp)
+	backoff := 50 * time.Millisecond
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		base := c.bases[(start+attempt)%len(c.bases)]
+		res, err := c.postOnce(ctx, base, key, body)
+		if err == nil && res.status < 500 {
+			return res, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("HTTP %d: %s", res.status, res.body)
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return sendResult{}, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return sendResult{}, fmt.Errorf("key %s: gave up after %s: %w", key, c.giveUp, lastErr)
+		}
+		c.retries.Add(1)
+		select {
+		case <-ctx.Done():
+			return sendResult{}, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func (c *client) postOnce(ctx context.Context, base, key string, body []byte) (sendResult, error) {
+	c.requests.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/ops", bytes.NewReader(body))
+	if err != nil {
+		return sendResult{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return sendResult{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return sendResult{}, err
+	}
+	return sendResult{status: resp.StatusCode, body: b}, nil
+}
+
+// outcome is what the harness learned about one key.
+type outcome struct {
+	key            string
+	tool           string
+	accepted       bool
+	new, replays   int
+	conflictStatus int
+	err            error
+}
+
+// run sends it: its copies at once to different processes, then, if asked,
+// a conflicting payload once the key is stored.
+func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome {
+	out := outcome{key: it.key, tool: it.tool}
+	if it.tool == toolRefund {
+		args, ok := picker.pick()
+		if !ok {
+			// No charge to refund yet: charge instead.
+			it.tool = toolPaymentIntent
+			it.args = map[string]any{"amount": 2500, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true,
+				"description": "chaos " + it.key, "metadata": map[string]string{"chaos": "original"}}
+			out.tool = it.tool
+		} else {
+			it.args = args
+		}
+	}
+	start := int(c.next.Add(1))
+	results := make([]sendResult, it.copies)
+	errs := make([]error, it.copies)
+	var wg sync.WaitGroup
+	for i := range it.copies {
+		wg.Go(func() { results[i], errs[i] = c.post(ctx, start+i, it.key, it.tool, it.args) })
+	}
+	wg.Wait()
+	for i, res := range results {
+		if errs[i] != nil {
+			out.err = errors.Join(out.err, errs[i])
+			continue
+		}
+		switch res.status {
+		case http.StatusAccepted:
+			out.accepted = true
+			out.new++
+		case http.StatusOK:
+			out.accepted = true
+			out.replays++
+		default:
+			out.err = errors.Join(out.err, fmt.Errorf("key %s (%s): HTTP %d: %s", it.key, it.tool, res.status, res.body))
+		}
+	}
+	if it.conflict && out.accepted {
+		res, err := c.post(ctx, start+it.copies, it.key, it.tool, conflicting(it))
+		if err != nil {
+			out.err = errors.Join(out.err, err)
+		} else {
+			out.conflictStatus = res.status
+		}
+	}
+	return out
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/dbtest"
+)
+
+const childArgsEnv = "ONCEBOX_TEST_MAIN_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childArgsEnv); args != "" {
+		// Run as the oncebox binary itself (a child process of a test).
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, strings.Fields(args))
+		stop()
+		os.Exit(code)
+	}
+	dbtest.Main(m)
+}
+
+// startChild runs `oncebox <args>` as a child process and returns it with a reader of
+// its standard output.
+func startChild(t *testing.T, args string, env ...string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), append(env, childArgsEnv+"="+args)...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = io.Discard
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	return cmd, bufio.NewReader(stdout)
+}
+
+// banner reads the child's output until the end of dev's banner.
+func banner(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	var out strings.Builder
+	lines := make(chan string)
+	go func() {
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				close(lines)
+				return
+			}
+			lines <- line
+		}
+	}()
+	deadline := time.After(90 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("dev exited before printing its banner:\n%s", out.String())
+			}
+			out.WriteString(line)
+			if strings.HasPrefix(line, "Press Ctrl-C") {
+				go func() {
+					for range lines {
+					}
+				}()
+				return out.String()
+			}
+		case <-deadline:
+			t.Fatalf("no banner after 90s:\n%s", out.String())
+		}
+	}
+}
+
+var (
+	curlURL    = regexp.MustCompile(`curl -sS -X POST (\S+) \\`)
+	curlHeader = regexp.MustCompile(`-H '([^:]+): ([^']+)'`)
+	curlBody   = regexp.MustCompile(`-d '([^']+)'`)
+	pgURL      = regexp.MustCompile(`Postgres\s+\S+ \((\S+)\)`)
+)
+
+// runPrintedCurl performs the request of the banner's curl line.
+func runPrintedCurl(t *testing.T, out string) *http.Response {
+	t.Helper()
+	u := curlURL.FindStringSubmatch(out)
+	require.NotNil(t, u, out)
+	body := curlBody.FindStringSubmatch(out)
+	require.NotNil(t, body, out)
+	req, err := http.NewRequest(http.MethodPost, u[1], strings.NewReader(body[1]))
+	require.NoError(t, err)
+	for _, h := range curlHeader.FindAllStringSubmatch(out, -1) {
+		req.Header.Set(h[1], h[2])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "oncebox dev exits cleanly on SIGINT")
+	case <-time.After(within):
+		t.Fatalf("oncebox dev did not exit within %s of SIGINT", within)
+	}
+}
+
+func TestDevWithDatabaseURL(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	cmd, out := startChild(t, "dev", "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ADDR=127.0.0.1:0")
+	text := banner(t, out)
+	require.Contains(t, text, "env:DATABASE_URL")
+
+	resp := runPrintedCurl(t, text)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	resp = runPrintedCurl(t, text)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the printed curl run twice is a replay")
+	require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	waitExit(t, cmd, 40*time.Second)
+}
+
+func TestDevStartsAndStopsItsOwnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Postgres cluster")
+	}
+	t.Parallel()
+	cmd, out := startChild(t, "dev", "DATABASE_URL=", "TEST_DATABASE_URL=", "ONCEBOX_ADDR=127.0.0.1:0")
+	text := banner(t, out)
+	if strings.Contains(text, "testcontainers") {
+		t.Skip("no Postgres server binaries here; dev used Docker")
+	}
+	require.Contains(t, text, "private:")
+	m := pgURL.FindStringSubmatch(text)
+	require.NotNil(t, m, text)
+	u, err := url.Parse(m[1])
+	require.NoError(t, err)
+
+	resp := runPrintedCurl(t, text)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	waitExit(t, cmd, 60*time.Second)
+	_, err = net.DialTimeout("tcp", u.Host, time.Second)
+	require.Error(t, err, "the private Postgres was stopped with dev")
+}

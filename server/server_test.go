@@ -1,0 +1,221 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/fakesendgrid"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestRedactedFieldsNeverStoredLoggedOrAnswered sends an email through the whole server
+// (API, worker, fake SendGrid) and then looks for its address and body everywhere
+// oncebox writes: every table, the logs, and the API's answers.
+func TestRedactedFieldsNeverStoredLoggedOrAnswered(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := dbtest.Schema(t)
+	fake := fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1})
+	// While the send is in flight (the op is dispatching), take a copy of every table:
+	// the full arguments must not be there in clear even before the op settles.
+	var inFlight strings.Builder
+	sg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			inFlight.WriteString(dumpTables(t, pool))
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(sg.Close)
+
+	var key [32]byte
+	_, _ = rand.Read(key[:])
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.secret-key-value", sg.URL
+	cfg.SealKey = base64.StdEncoding.EncodeToString(key[:])
+	if os.Getenv("ONCEBOX_TEST_NO_SEAL") != "" {
+		cfg.SealKey = "" // only to show this test fails without sealing
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := server.New(ctx, cfg, logger)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+
+	const (
+		address = "jane.doe@example.org"
+		body    = "Your secret diagnosis is attached"
+		subject = "Private matter"
+	)
+	payload := `{"tool":"sendgrid.mail","args":{"from":{"email":"clinic@example.com"},"to":[{"email":"` + address +
+		`","name":"Jane Doe"}],"subject":"` + subject + `","text":"` + body + `"}}`
+	base := "http://" + addr.String()
+	post := func() (*http.Response, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/ops?wait=10s", strings.NewReader(payload))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Idempotency-Key", "mail-1")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, first := post()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, first)
+	require.Contains(t, first, `"status":"succeeded"`)
+
+	// The vendor got the real message: the sealed arguments were opened for dispatch.
+	msgs := fake.Messages()
+	require.Len(t, msgs, 1)
+	require.Equal(t, []string{address}, msgs[0].To)
+
+	resp, replay := post()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/ops/mail-1?history=true", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	getResp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	got, _ := io.ReadAll(getResp.Body)
+	getResp.Body.Close()
+
+	// Everything oncebox stored, as text, after the op settled.
+	var dump strings.Builder
+	dump.WriteString(dumpTables(t, pool))
+	require.Contains(t, inFlight.String(), `"status":"dispatching"`, "the in-flight copy was taken")
+	dump.WriteString(inFlight.String())
+	var sealed int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op WHERE sealed_args IS NOT NULL").Scan(&sealed))
+	require.Zero(t, sealed, "the sealed copy is dropped once the op is terminal")
+
+	for _, secret := range []string{address, "Jane Doe", body, subject, "SG.secret-key-value"} {
+		require.NotContains(t, dump.String(), secret, "database")
+		require.NotContains(t, logs.String(), secret, "logs")
+		require.NotContains(t, first, secret, "API answer")
+		require.NotContains(t, replay, secret, "API replay")
+		require.NotContains(t, string(got), secret, "API lookup")
+	}
+	require.NotContains(t, logs.String(), token, "the API token is never logged")
+	require.Contains(t, dump.String(), "sha256:", "the redacted form is stored")
+}
+
+// TestMetricsMoveWithEnqueues checks the counters for new, replay, conflict and a
+// key-expiry collision on the served /metrics.
+func TestMetricsMoveWithEnqueues(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := dbtest.Schema(t)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Roles = server.Roles{API: true} // enqueue only: nothing is dispatched
+	cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.x", "http://127.0.0.1:1"
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	h := srv.Handler()
+	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+
+	post := func(key, subject string) int {
+		body := `{"tool":"sendgrid.mail","args":{"from":{"email":"a@example.com"},"to":[{"email":"b@example.com"}],"subject":"` + subject + `","text":"x"}}`
+		req := httptest.NewRequest(http.MethodPost, "/v1/ops", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		return rec.Body.String()
+	}
+
+	require.Equal(t, http.StatusAccepted, post("k1", "hello"))
+	require.Equal(t, http.StatusOK, post("k1", "hello"))
+	require.Equal(t, http.StatusOK, post("k1", "hello"))
+	require.Equal(t, http.StatusUnprocessableEntity, post("k1", "other"))
+	m := scrape()
+	require.Contains(t, m, `oncebox_ops_enqueued_total{outcome="new",tool="sendgrid.mail"} 1`)
+	require.Contains(t, m, `oncebox_ops_enqueued_total{outcome="replay",tool="sendgrid.mail"} 2`)
+	require.Contains(t, m, `oncebox_ops_enqueued_total{outcome="conflict",tool="sendgrid.mail"} 1`)
+	require.Contains(t, m, `oncebox_replay_hit_ratio 0.6666`)
+	require.Contains(t, m, `oncebox_ops{status="pending",tool="sendgrid.mail"} 1`)
+	require.Contains(t, m, `oncebox_river_queue_depth{queue="oncebox_sendgrid",state="available"} 1`)
+	require.NotContains(t, m, "oncebox_key_expiry_collisions_total{")
+
+	// Expire and purge the op, then reuse its key.
+	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET status = 'succeeded', expires_at = now() - interval '1 minute'")
+	require.NoError(t, err)
+	st, err := srv.Outbox().Purge(ctx, outboxPurgeConfig())
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Ops)
+	require.Equal(t, http.StatusAccepted, post("k1", "hello again"))
+	m = scrape()
+	require.Contains(t, m, `oncebox_key_expiry_collisions_total{tool="sendgrid.mail"} 1`)
+	require.Contains(t, m, `oncebox_ops_enqueued_total{outcome="new",tool="sendgrid.mail"} 2`)
+}
+
+func dumpTables(t *testing.T, pool *pgxpool.Pool) string {
+	var dump strings.Builder
+	for _, table := range []string{"oncebox_op", "oncebox_attempt", "oncebox_op_event", "river_job"} {
+		rows, err := pool.Query(context.Background(), "SELECT row_to_json(t)::text FROM "+table+" t")
+		require.NoError(t, err)
+		for rows.Next() {
+			var s string
+			require.NoError(t, rows.Scan(&s))
+			dump.WriteString(s)
+		}
+		rows.Close()
+	}
+	return dump.String()
+}
