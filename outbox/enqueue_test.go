@@ -214,3 +214,19 @@ func TestEnqueueRefusesBadInputAndStoresNothing(t *testing.T) {
 	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
 	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM river_job"))
 }
+
+func TestEnqueueRefusesWhatPostgresCannotStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	tenant := newTenant(t, e.pool, "acme")
+	for _, p := range []outbox.EnqueueParams{
+		{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1,"x":"a\u0000b"}`)},
+		{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`), ConversationID: "a\x00b"},
+		{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`), ToolCallID: string(make([]byte, 513))},
+	} {
+		p.TenantID = tenant
+		_, err := e.ob.Enqueue(ctx, p)
+		require.ErrorIs(t, err, outbox.ErrInvalidArgs)
+	}
+}

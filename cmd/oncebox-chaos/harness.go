@@ -1,0 +1,621 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/localpg"
+)
+
+// Config is one chaos run.
+type Config struct {
+	// Ops is how many idempotency keys the run enqueues. Defaults to 2000.
+	Ops int
+	// Workers is how many `oncebox serve` processes run. Defaults to 2.
+	Workers int
+	// DurationCap bounds the whole run; unsettled ops at the cap count as
+	// lost. Defaults to 5m.
+	DurationCap time.Duration
+	// EnqueueFor is how long the enqueueing (and the chaos) lasts. Defaults
+	// to 40s.
+	EnqueueFor time.Duration
+	// Seed seeds the workload, the kills and the faults. Defaults to the
+	// current time.
+	Seed int64
+	// DatabaseURL is an existing Postgres to use instead of a private
+	// cluster; the Postgres restart is then skipped.
+	DatabaseURL string
+	// Keep keeps the logs even when the run is green.
+	Keep bool
+	// Out receives the report and the line of figures. Defaults to os.Stdout.
+	Out io.Writer
+	// Logger receives progress. Defaults to a text logger on os.Stderr.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Ops <= 0 {
+		c.Ops = 2000
+	}
+	if c.Workers <= 0 {
+		c.Workers = 2
+	}
+	if c.DurationCap <= 0 {
+		c.DurationCap = 5 * time.Minute
+	}
+	if c.EnqueueFor <= 0 {
+		c.EnqueueFor = 40 * time.Second
+	}
+	if c.Seed == 0 {
+		c.Seed = time.Now().UnixNano()
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return c
+}
+
+// Exit codes of a run.
+const (
+	exitGreen  = 0
+	exitBroken = 1 // a duplicate, a loss or another broken promise
+	exitError  = 2 // the harness could not run
+)
+
+// lag is how far the fakes' search, activity and lookup endpoints lag behind.
+const lag = 1500 * time.Millisecond
+
+// harness holds everything one run started.
+type harness struct {
+	cfg    Config
+	logger *slog.Logger
+	runID  string
+
+	tmp, logDir, bin string
+
+	pgMu  sync.Mutex
+	pg    *localpg.Postgres
+	pgCfg localpg.Config
+	dbURL string
+	pool  *pgxpool.Pool
+
+	fakes    *fakes
+	procs    []*serveProc
+	token    string
+	tenantID int64
+
+	kills, pgRestarts, selfExits atomic.Int64
+	pgRestartSkipped              bool
+	broken                        bool
+}
+
+// Run runs the chaos harness and returns the process exit code.
+func Run(ctx context.Context, cfg Config) int {
+	cfg = cfg.withDefaults()
+	h := &harness{cfg: cfg, logger: cfg.Logger, runID: strconv.FormatInt(cfg.Seed&0xffffff, 36)}
+	start := time.Now()
+	defer h.cleanup()
+	code, err := h.run(ctx, start)
+	if err != nil {
+		h.broken = true
+		fmt.Fprintln(cfg.Out, "chaos: error:", err)
+		if h.logDir != "" {
+			fmt.Fprintln(cfg.Out, "chaos: serve logs in", h.logDir)
+		}
+		return exitError
+	}
+	return code
+}
+
+func (h *harness) run(parent context.Context, start time.Time) (int, error) {
+	cfg := h.cfg
+	ctx, cancel := context.WithTimeout(parent, cfg.DurationCap)
+	defer cancel()
+	h.logger.Info("chaos run", slog.Int64("seed", cfg.Seed), slog.Int("ops", cfg.Ops), slog.Int("workers", cfg.Workers),
+		slog.Duration("enqueue_for", cfg.EnqueueFor), slog.Duration("cap", cfg.DurationCap))
+
+	if err := h.prepare(ctx); err != nil {
+		return exitError, err
+	}
+
+	// The chaos phase: enqueue while processes are killed and Postgres restarts.
+	chaosCtx, stopChaos := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	bg.Go(func() { h.supervise(chaosCtx) })
+	bg.Go(func() { h.killLoop(chaosCtx) })
+	var pgErr error
+	if h.pgRestartSkipped {
+		h.logger.Info("Postgres restart skipped: --database-url names a Postgres this harness does not own")
+	} else {
+		bg.Go(func() {
+			select {
+			case <-chaosCtx.Done():
+			case <-time.After(cfg.EnqueueFor / 2):
+				pgErr = h.restartPostgres(ctx)
+			}
+		})
+	}
+	outcomes := h.enqueue(ctx)
+	stopChaos()
+	bg.Wait()
+	if pgErr != nil {
+		return exitError, pgErr
+	}
+	if parent.Err() != nil {
+		return exitError, parent.Err()
+	}
+
+	// Calm: no more faults or kills; every process up; wait for every op to settle.
+	h.fakes.setFaults(false, 0)
+	if err := h.ensureRunning(ctx); err != nil {
+		return exitError, err
+	}
+	settleCtx, stopSupervising := context.WithCancel(ctx)
+	bg.Go(func() { h.supervise(settleCtx) })
+	settled := h.settle(ctx)
+	stopSupervising()
+	bg.Wait()
+	for _, p := range h.procs {
+		p.stop(10 * time.Second)
+	}
+	if parent.Err() != nil {
+		return exitError, parent.Err()
+	}
+
+	// Check with a context of its own: a run that hit its cap is still checked.
+	checkCtx, cancelCheck := context.WithTimeout(context.WithoutCancel(parent), time.Minute)
+	defer cancelCheck()
+	return h.check(checkCtx, outcomes, settled, start)
+}
+
+// prepare builds oncebox, starts Postgres and the fakes, migrates, creates the
+// tenant and starts the serve processes.
+func (h *harness) prepare(ctx context.Context) error {
+	var err error
+	if h.tmp, err = os.MkdirTemp("", "oncebox-chaos-"); err != nil {
+		return fmt.Errorf("create a temporary folder: %w", err)
+	}
+	// Traversable: as root the private Postgres runs as an unprivileged user.
+	if err := os.Chmod(h.tmp, 0o755); err != nil {
+		return fmt.Errorf("open the temporary folder: %w", err)
+	}
+	h.logDir = filepath.Join(h.tmp, "logs")
+	if err := os.Mkdir(h.logDir, 0o755); err != nil {
+		return fmt.Errorf("create the log folder: %w", err)
+	}
+
+	var (
+		wg       sync.WaitGroup
+		buildErr error
+	)
+	wg.Go(func() { buildErr = h.build(ctx) })
+	pgErr := h.startPostgres(ctx)
+	wg.Wait()
+	if err := errors.Join(buildErr, pgErr); err != nil {
+		return err
+	}
+
+	if out, err := h.oncebox(ctx, "migrate", "--database-url", h.dbURL); err != nil {
+		return fmt.Errorf("oncebox migrate: %w\n%s", err, out)
+	}
+	tenantName := "chaos-" + h.runID + "-" + strconv.FormatInt(time.Now().Unix(), 36)
+	out, err := h.oncebox(ctx, "tenant", "--database-url", h.dbURL, "create", tenantName)
+	if err != nil {
+		return fmt.Errorf("oncebox tenant create: %w\n%s", err, out)
+	}
+	h.token = strings.TrimSpace(string(out))
+	if h.pool, err = pgxpool.New(ctx, h.dbURL); err != nil {
+		return fmt.Errorf("connect to Postgres: %w", err)
+	}
+	if err := h.pool.QueryRow(ctx, qTenantID, tenantName).Scan(&h.tenantID); err != nil {
+		return fmt.Errorf("find tenant %s: %w", tenantName, err)
+	}
+
+	if h.fakes, err = startFakes(lag); err != nil {
+		return err
+	}
+	h.fakes.setFaults(true, h.cfg.Seed)
+	h.logger.Info("fakes serving", slog.String("stripe", h.fakes.stripeURL), slog.String("sendgrid", h.fakes.sendgridURL),
+		slog.String("webhook", h.fakes.webhookURL))
+
+	for i := range h.cfg.Workers {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		p := &serveProc{name: fmt.Sprintf("serve-%d", i), bin: h.bin, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+			logPath: filepath.Join(h.logDir, fmt.Sprintf("serve-%d.log", i)), logger: h.logger}
+		p.env = h.serveEnv(p.addr)
+		h.procs = append(h.procs, p)
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	for _, p := range h.procs {
+		if err := p.waitHealthy(ctx, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	h.logger.Info("serve processes healthy", slog.Int("count", len(h.procs)), slog.String("logs", h.logDir))
+	return nil
+}
+
+// build compiles ./cmd/oncebox of the module the harness runs in.
+func (h *harness) build(ctx context.Context) error {
+	h.bin = filepath.Join(h.tmp, "bin", "oncebox")
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if root == "." || root == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return errors.New("run the harness inside the oncebox module (go run ./cmd/oncebox-chaos)")
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin, "./cmd/oncebox")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/oncebox: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// oncebox runs a one-shot oncebox command and returns its standard output.
+func (h *harness) oncebox(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, h.bin, args...)
+	cmd.Env = baseEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return append(out, stderr.Bytes()...), err
+	}
+	return out, nil
+}
+
+// startPostgres starts the private cluster, or takes --database-url.
+func (h *harness) startPostgres(ctx context.Context) error {
+	if h.cfg.DatabaseURL != "" {
+		h.dbURL = h.cfg.DatabaseURL
+		h.pgRestartSkipped = true
+		return nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	h.pgCfg = localpg.Config{
+		Env:           func(string) (string, bool) { return "", false },
+		DataDir:       filepath.Join(h.tmp, "pgdata"),
+		Port:          port,
+		Database:      "oncebox_chaos",
+		DisableDocker: true,
+		Logger:        h.logger.With(slog.String("component", "localpg")),
+	}
+	pg, err := localpg.Start(ctx, h.pgCfg)
+	if err != nil {
+		return fmt.Errorf("start a private Postgres: %w", err)
+	}
+	h.pg, h.dbURL = pg, pg.URL
+	return nil
+}
+
+// restartPostgres stops the private cluster (fast shutdown) and starts it
+// again on the same folder and port.
+func (h *harness) restartPostgres(ctx context.Context) error {
+	h.pgMu.Lock()
+	defer h.pgMu.Unlock()
+	t0 := time.Now()
+	h.logger.Info("restarting Postgres")
+	if err := h.pg.Close(ctx); err != nil {
+		h.logger.Warn("stop Postgres", slog.Any("error", err))
+	}
+	pg, err := localpg.Start(ctx, h.pgCfg)
+	if err != nil {
+		h.pg = nil
+		return fmt.Errorf("start Postgres again: %w", err)
+	}
+	h.pg = pg
+	if pg.URL != h.dbURL {
+		return fmt.Errorf("Postgres came back under another URL: %s, was %s", pg.URL, h.dbURL)
+	}
+	h.pgRestarts.Add(1)
+	h.logger.Info("Postgres restarted", slog.Duration("outage", time.Since(t0)))
+	return nil
+}
+
+// serveEnv is the environment of a serve process: short recovery settings and
+// the fakes.
+func (h *harness) serveEnv(addr string) []string {
+	targets := fmt.Sprintf(`{%q:{"base_url":%q}}`, webhookTarget, h.fakes.webhookURL)
+	env := baseEnv()
+	for k, v := range map[string]string{
+		"DATABASE_URL":                   h.dbURL,
+		"ONCEBOX_ADDR":                   addr,
+		"ONCEBOX_ROLES":                  "api,worker,periodic",
+		"ONCEBOX_MAX_ATTEMPTS":           "100",
+		"ONCEBOX_RESCUE_AFTER":           "10s",
+		"ONCEBOX_FETCH_POLL_INTERVAL":    "200ms",
+		"ONCEBOX_SHUTDOWN_GRACE":         "3s",
+		"ONCEBOX_RECONCILE_INTERVAL":     "2s",
+		"ONCEBOX_STRIPE_WORKERS":         "16",
+		"ONCEBOX_SENDGRID_WORKERS":       "16",
+		"ONCEBOX_WEBHOOK_WORKERS":        "16",
+		"ONCEBOX_STRIPE_JOB_TIMEOUT":     "3s",
+		"ONCEBOX_SENDGRID_JOB_TIMEOUT":   "3s",
+		"ONCEBOX_WEBHOOK_JOB_TIMEOUT":    "3s",
+		"ONCEBOX_STRIPE_TIMEOUT":         "2s",
+		"ONCEBOX_SENDGRID_TIMEOUT":       "2s",
+		"ONCEBOX_WEBHOOK_TIMEOUT":        "2s",
+		"ONCEBOX_STRIPE_SEARCH_LAG":      "2s",
+		"ONCEBOX_SENDGRID_LOOKUP_LAG":    "3s",
+		"ONCEBOX_SENDGRID_ACTIVITY_RATE": "6000",
+		"STRIPE_API_KEY":                 "sk_test_chaos",
+		"STRIPE_API_BASE":                h.fakes.stripeURL,
+		"SENDGRID_API_KEY":               "SG.chaos",
+		"SENDGRID_API_BASE":              h.fakes.sendgridURL,
+		"ONCEBOX_WEBHOOK_TARGETS":        targets,
+		"ONCEBOX_WEBHOOK_NATIVE_KEYS":    "true",
+		"ONCEBOX_WEBHOOK_LOOKUP_PATH":    "/_lookup",
+		"ONCEBOX_LOG_LEVEL":              "info",
+	} {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// baseEnv is the harness's environment without any oncebox or vendor setting.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "DATABASE_URL" || strings.HasPrefix(name, "ONCEBOX_") || strings.HasPrefix(name, "STRIPE_") ||
+			strings.HasPrefix(name, "SENDGRID_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// supervise restarts a serve process that exited without being killed, as
+// an orchestrator would, and counts it.
+func (h *harness) supervise(ctx context.Context) {
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, p := range h.procs {
+			if !p.exitedByItself() {
+				continue
+			}
+			h.selfExits.Add(1)
+			h.logger.Warn("restarting a serve process that exited by itself", slog.String("proc", p.name), slog.String("log", p.logPath))
+			if err := p.start(); err != nil {
+				h.logger.Error("restart serve process", slog.String("proc", p.name), slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// killLoop SIGKILLs a random serve process every few seconds and restarts it
+// a moment later.
+func (h *harness) killLoop(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0xc4a05))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(1500+rng.IntN(3000)) * time.Millisecond):
+		}
+		p := h.procs[rng.IntN(len(h.procs))]
+		if !p.running() {
+			continue
+		}
+		p.kill()
+		h.kills.Add(1)
+		h.logger.Info("killed", slog.String("proc", p.name))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond):
+		}
+		if err := p.start(); err != nil {
+			h.logger.Error("restart killed process", slog.String("proc", p.name), slog.Any("error", err))
+		}
+	}
+}
+
+// ensureRunning starts every process that is down and waits until all are
+// healthy.
+func (h *harness) ensureRunning(ctx context.Context) error {
+	for _, p := range h.procs {
+		if !p.running() {
+			if p.exitedByItself() {
+				h.selfExits.Add(1)
+			}
+			if err := p.start(); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range h.procs {
+		if err := p.waitHealthy(ctx, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enqueue sends the whole workload, paced over EnqueueFor.
+func (h *harness) enqueue(ctx context.Context) []outcome {
+	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x0b5))
+	items := plan(rng, h.cfg.Ops, h.runID)
+	bases := make([]string, len(h.procs))
+	for i, p := range h.procs {
+		bases[i] = p.base()
+	}
+	c := &client{
+		http:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}},
+		token:  h.token,
+		bases:  bases,
+		giveUp: 90 * time.Second,
+	}
+	picker := &refundPicker{f: h.fakes, used: map[string]bool{}}
+	outcomes := make([]outcome, len(items))
+	sem := make(chan struct{}, 32)
+	interval := h.cfg.EnqueueFor / time.Duration(len(items))
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for i, it := range items {
+		if wait := time.Until(t0.Add(time.Duration(i) * interval)); wait > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+		select {
+		case <-ctx.Done():
+			outcomes[i] = outcome{key: it.key, tool: it.tool, err: ctx.Err()}
+			continue
+		case sem <- struct{}{}:
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			outcomes[i] = c.run(ctx, it, picker)
+		})
+		if i > 0 && i%500 == 0 {
+			h.logger.Info("enqueueing", slog.Int("sent", i), slog.Int64("requests", c.requests.Load()),
+				slog.Int64("retries", c.retries.Load()))
+		}
+	}
+	wg.Wait()
+	h.logger.Info("enqueued", slog.Int("keys", len(items)), slog.Int64("requests", c.requests.Load()),
+		slog.Int64("retries", c.retries.Load()), slog.Duration("took", time.Since(t0)))
+	return outcomes
+}
+
+// settle polls the database until every op of the tenant is settled or ctx
+// ends, leaving a minute for the check. It reports whether all settled.
+func (h *harness) settle(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	if ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-30*time.Second))
+		defer cancel()
+	}
+	t0 := time.Now()
+	lastLog := time.Time{}
+	for {
+		counts, err := h.statusCounts(ctx)
+		if err == nil {
+			open := 0
+			for status, n := range counts {
+				switch status {
+				case statusSucceeded, statusFailed, statusNeedsReview:
+				default:
+					open += n
+				}
+			}
+			if open == 0 {
+				h.logger.Info("every op settled", slog.Any("statuses", counts), slog.Duration("took", time.Since(t0)))
+				return true
+			}
+			if time.Since(lastLog) > 5*time.Second {
+				h.logger.Info("settling", slog.Int("open", open), slog.Any("statuses", counts))
+				lastLog = time.Now()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			h.logger.Warn("gave up waiting for ops to settle", slog.Any("error", ctx.Err()))
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (h *harness) statusCounts(ctx context.Context) (map[string]int, error) {
+	rows, err := h.pool.Query(ctx, qStatusCounts, h.tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	counts := map[string]int{}
+	for rows.Next() {
+		var (
+			status string
+			n      int
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, err
+		}
+		counts[status] = n
+	}
+	return counts, rows.Err()
+}
+
+// cleanup stops everything the run started and removes its files, keeping the
+// logs when the run failed or --keep was given.
+func (h *harness) cleanup() {
+	for _, p := range h.procs {
+		p.stop(5 * time.Second)
+		p.closeLog()
+	}
+	if h.fakes != nil {
+		h.fakes.close()
+	}
+	if h.pool != nil {
+		h.pool.Close()
+	}
+	h.pgMu.Lock()
+	if h.pg != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := h.pg.Close(ctx); err != nil {
+			h.logger.Warn("stop Postgres", slog.Any("error", err))
+		}
+		cancel()
+	}
+	h.pgMu.Unlock()
+	if h.tmp == "" {
+		return
+	}
+	if h.broken || h.cfg.Keep {
+		_ = os.RemoveAll(filepath.Join(h.tmp, "pgdata"))
+		_ = os.RemoveAll(filepath.Join(h.tmp, "bin"))
+		fmt.Fprintln(h.cfg.Out, "chaos: logs kept in", h.logDir)
+		return
+	}
+	_ = os.RemoveAll(h.tmp)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
