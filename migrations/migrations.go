@@ -73,7 +73,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 		logger = slog.New(slog.DiscardHandler)
 	}
 	// River's migrations each need a transaction of their own (some add enum values that
-	// later statements use), so the lock is a session lock on a dedicated connection.
+	// later statements use), so the lock is a session lock on a dedicated connection,
+	// and every statement runs on that connection.
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("acquire connection for migration lock: %w", err)
@@ -91,12 +92,24 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 	if err != nil {
 		return Result{}, fmt.Errorf("river migrator: %w", err)
 	}
-	rr, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
-	if err != nil {
-		return Result{}, fmt.Errorf("apply river migrations: %w", err)
-	}
-	for _, v := range rr.Versions {
-		res.River = append(res.River, v.Version)
+	// One River migration per transaction, all on the locked connection (taking other
+	// connections from the pool while holding the lock could deadlock a small pool).
+	for {
+		var step *rivermigrate.MigrateResult
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var err error
+			step, err = migrator.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
+			return err
+		})
+		if err != nil {
+			return Result{}, fmt.Errorf("apply river migrations: %w", err)
+		}
+		if len(step.Versions) == 0 {
+			break
+		}
+		for _, v := range step.Versions {
+			res.River = append(res.River, v.Version)
+		}
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS oncebox_migration (

@@ -31,7 +31,7 @@ type Config struct {
 	// Workers is how many `oncebox serve` processes run. Defaults to 2.
 	Workers int
 	// DurationCap bounds the whole run; unsettled ops at the cap count as
-	// lost. Defaults to 5m.
+	// lost. Defaults to 6m.
 	DurationCap time.Duration
 	// EnqueueFor is how long the enqueueing (and the chaos) lasts. Defaults
 	// to 40s.
@@ -58,7 +58,7 @@ func (c Config) withDefaults() Config {
 		c.Workers = 2
 	}
 	if c.DurationCap <= 0 {
-		c.DurationCap = 5 * time.Minute
+		c.DurationCap = 6 * time.Minute
 	}
 	if c.EnqueueFor <= 0 {
 		c.EnqueueFor = 40 * time.Second
@@ -81,6 +81,9 @@ const (
 	exitBroken = 1 // a duplicate, a loss or another broken promise
 	exitError  = 2 // the harness could not run
 )
+
+// pgDowntime is how long Postgres stays down when it is restarted.
+const pgDowntime = 2 * time.Second
 
 // lag is how far the fakes' search, activity and lookup endpoints lag behind.
 const lag = 1500 * time.Millisecond
@@ -105,8 +108,8 @@ type harness struct {
 	tenantID int64
 
 	kills, pgRestarts, selfExits atomic.Int64
-	pgRestartSkipped              bool
-	broken                        bool
+	pgRestartSkipped             bool
+	broken                       bool
 }
 
 // Run runs the chaos harness and returns the process exit code.
@@ -118,6 +121,9 @@ func Run(ctx context.Context, cfg Config) int {
 	code, err := h.run(ctx, start)
 	if err != nil {
 		h.broken = true
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted: %w", err)
+		}
 		fmt.Fprintln(cfg.Out, "chaos: error:", err)
 		if h.logDir != "" {
 			fmt.Fprintln(cfg.Out, "chaos: serve logs in", h.logDir)
@@ -329,6 +335,10 @@ func (h *harness) restartPostgres(ctx context.Context) error {
 	if err := h.pg.Close(ctx); err != nil {
 		h.logger.Warn("stop Postgres", slog.Any("error", err))
 	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(pgDowntime):
+	}
 	pg, err := localpg.Start(ctx, h.pgCfg)
 	if err != nil {
 		h.pg = nil
@@ -440,6 +450,7 @@ func (h *harness) killLoop(ctx context.Context) {
 		h.logger.Info("killed", slog.String("proc", p.name))
 		select {
 		case <-ctx.Done():
+			return // ensureRunning brings it back after the chaos.
 		case <-time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond):
 		}
 		if err := p.start(); err != nil {
@@ -545,6 +556,9 @@ func (h *harness) settle(ctx context.Context) bool {
 			}
 			if time.Since(lastLog) > 5*time.Second {
 				h.logger.Info("settling", slog.Int("open", open), slog.Any("statuses", counts))
+				if time.Since(t0) > 20*time.Second {
+					h.logOpenOps(ctx)
+				}
 				lastLog = time.Now()
 			}
 		}
@@ -554,6 +568,30 @@ func (h *harness) settle(ctx context.Context) bool {
 			return false
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// logOpenOps logs a few of the ops that are not settled yet, so a slow tail
+// can be understood.
+func (h *harness) logOpenOps(ctx context.Context) {
+	rows, err := h.pool.Query(ctx, qOpenOps, h.tenantID)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, key, tool, status string
+			attempts              int
+			nextCheck             *time.Time
+			updated               time.Time
+		)
+		if rows.Scan(&id, &key, &tool, &status, &attempts, &nextCheck, &updated) != nil {
+			return
+		}
+		h.logger.Info("open op", slog.String("op_id", id), slog.String("key", key), slog.String("tool", tool),
+			slog.String("status", status), slog.Int("attempts", attempts), slog.Any("next_check_at", nextCheck),
+			slog.Time("updated_at", updated))
 	}
 }
 

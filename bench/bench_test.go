@@ -1,0 +1,160 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/oncebox/oncebox/bench"
+	"github.com/oncebox/oncebox/dbtest"
+)
+
+// The benchmarks print; they never fail on a missed target. Each reports its own rate
+// as "ops/s" and its ratio to the baseline measured inside the same benchmark function
+// ("x_river", "x_fresh" or "x_ideal"). For the end-to-end, latency and sweeper
+// benchmarks one iteration is a whole scenario, so read ops/s rather than ns/op.
+
+// newSchema returns a fresh migrated schema, dropped when b ends.
+func newSchema(b *testing.B, maxConns int32) *bench.Schema {
+	b.Helper()
+	s, err := bench.NewSchema(context.Background(), dbtest.URL(b), maxConns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	})
+	return s
+}
+
+// enqueueCallers are the concurrent caller counts of the enqueue benchmarks.
+var enqueueCallers = []int{1, 8, 32}
+
+// BenchmarkEnqueue compares an enqueue (op + River job in one transaction) through the
+// Go API and through HTTP with River's bare InsertTx of one job per transaction, run
+// for the same number of operations first.
+func BenchmarkEnqueue(b *testing.B) {
+	ctx := context.Background()
+	s := newSchema(b, bench.EnqueuePoolSize(enqueueCallers))
+	e, err := bench.NewEnqueuer(ctx, s.Pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(e.Close)
+	apis := []struct {
+		name string
+		run  func(context.Context, int, bench.Load) (bench.Measure, error)
+	}{{"go", e.Go}, {"http", e.HTTP}}
+	for _, api := range apis {
+		for _, callers := range enqueueCallers {
+			b.Run(fmt.Sprintf("api=%s/callers=%d", api.name, callers), func(b *testing.B) {
+				b.StopTimer()
+				base, err := e.RiverInsert(ctx, callers, bench.Load{Ops: b.N})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				m, err := api.run(ctx, callers, bench.Load{Ops: b.N})
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(m.Rate(), "ops/s")
+				b.ReportMetric(base.Rate(), "river_ops/s")
+				b.ReportMetric(m.Rate()/base.Rate(), "x_river")
+			})
+		}
+	}
+}
+
+// BenchmarkReplay compares an enqueue of an existing key (same key, same payload) with
+// an enqueue of a fresh key, run for the same number of operations first.
+func BenchmarkReplay(b *testing.B) {
+	ctx := context.Background()
+	const callers = 8
+	s := newSchema(b, bench.EnqueuePoolSize([]int{callers}))
+	e, err := bench.NewEnqueuer(ctx, s.Pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(e.Close)
+	// The first Replay enqueues the keys it replays; keep that out of the timings.
+	if _, err := e.Replay(ctx, callers, bench.Load{Ops: 1}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+		b.StopTimer()
+		fresh, err := e.Go(ctx, callers, bench.Load{Ops: b.N})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		m, err := e.Replay(ctx, callers, bench.Load{Ops: b.N})
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(m.Rate(), "ops/s")
+		b.ReportMetric(fresh.Rate(), "fresh_ops/s")
+		b.ReportMetric(m.Rate()/fresh.Rate(), "x_fresh")
+	})
+}
+
+// BenchmarkEndToEnd dispatches 5,000 ops enqueued up front to a zero-latency fake
+// webhook receiver and compares with River working 5,000 no-op jobs with the same
+// settings, each in a fresh schema.
+func BenchmarkEndToEnd(b *testing.B) {
+	ctx := context.Background()
+	sizes := bench.FullSizes()
+	settings := bench.Tuned(sizes.EndToEndWorkers)
+	for range b.N {
+		base, err := bench.RiverEndToEnd(ctx, newSchema(b, bench.DispatchPoolSize).Pool, sizes.EndToEndOps, settings)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := bench.EndToEnd(ctx, newSchema(b, bench.DispatchPoolSize).Pool, bench.DispatchParams{Ops: sizes.EndToEndOps, Settings: settings})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(m.Rate(), "ops/s")
+		b.ReportMetric(base.Rate(), "river_ops/s")
+		b.ReportMetric(m.Rate()/base.Rate(), "x_river")
+	}
+}
+
+// BenchmarkLatency dispatches to a receiver that takes 50 ms per call, at several
+// worker counts, and compares with the ideal workers / 50 ms.
+func BenchmarkLatency(b *testing.B) {
+	ctx := context.Background()
+	sizes := bench.FullSizes()
+	for _, workers := range sizes.LatencyWorkers {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			for range b.N {
+				m, err := bench.Latency(ctx, dbtest.URL(b), workers, sizes.LatencyRounds)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(m.Rate(), "ops/s")
+				b.ReportMetric(m.Rate()/bench.IdealLatencyRate(workers), "x_ideal")
+			}
+		})
+	}
+}
+
+// BenchmarkSweep times SweepOnce over 100,000 ops of which 1% are unknown, until all
+// are resolved.
+func BenchmarkSweep(b *testing.B) {
+	ctx := context.Background()
+	sizes := bench.FullSizes()
+	for range b.N {
+		res, err := bench.Sweep(ctx, newSchema(b, 8).Pool, bench.SweepParams{Ops: sizes.SweepOps, UnknownEvery: 100})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(res.Rate(), "ops/s")
+		b.ReportMetric(float64(res.PerSweep().Milliseconds()), "ms/sweep")
+		b.ReportMetric(float64(res.EmptySweep.Microseconds())/1000, "ms/empty_sweep")
+	}
+}

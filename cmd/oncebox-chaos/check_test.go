@@ -1,0 +1,123 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// cleanInput is a run in which every promise was kept: a charge, a declined
+// charge (its payment intent left in requires_payment_method), a refund, a
+// mail, a webhook and an op in needs_review without a side effect.
+func cleanInput() CheckInput {
+	return CheckInput{
+		Accepted: map[string]string{
+			"k-pi": toolPaymentIntent, "k-declined": toolPaymentIntent, "k-refund": toolRefund,
+			"k-mail": toolMail, "k-hook": toolWebhook, "k-review": toolMail,
+		},
+		Ops: []OpRecord{
+			{ID: "op-pi", Key: "k-pi", Tool: toolPaymentIntent, Status: statusSucceeded},
+			{ID: "op-declined", Key: "k-declined", Tool: toolPaymentIntent, Status: statusFailed},
+			{ID: "op-refund", Key: "k-refund", Tool: toolRefund, Status: statusSucceeded},
+			{ID: "op-mail", Key: "k-mail", Tool: toolMail, Status: statusSucceeded},
+			{ID: "op-hook", Key: "k-hook", Tool: toolWebhook, Status: statusSucceeded},
+			{ID: "op-review", Key: "k-review", Tool: toolMail, Status: statusNeedsReview},
+		},
+		Objects: []VendorObject{
+			{Kind: kindPaymentIntent, ID: "pi_1", OpID: "op-pi", Effect: true},
+			{Kind: kindPaymentIntent, ID: "pi_2", OpID: "op-declined", Effect: false},
+			{Kind: kindRefund, ID: "re_1", OpID: "op-refund", Effect: true},
+			{Kind: kindMessage, ID: "msg1", OpID: "op-mail", Effect: true},
+			{Kind: kindEffect, ID: "ef1", OpID: "op-hook", Effect: true},
+		},
+	}
+}
+
+func TestCheckClean(t *testing.T) {
+	t.Parallel()
+	rep := Check(cleanInput())
+	require.True(t, rep.OK(), "findings: %v", rep.Findings())
+	require.Empty(t, rep.Findings())
+	require.Equal(t, []string{"op-review"}, rep.NeedsReview)
+	require.Equal(t, 4, rep.Statuses[statusSucceeded])
+}
+
+func TestCheckDuplicateAndLoss(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	// A second email for the mail op, and a webhook op that succeeded
+	// without any effect at the receiver.
+	in.Objects = append(in.Objects[:4:4], VendorObject{Kind: kindMessage, ID: "msg2", OpID: "op-mail", Effect: true})
+
+	rep := Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Duplicates, 1)
+	require.Equal(t, "op-mail", rep.Duplicates[0].OpID)
+	require.Contains(t, rep.Duplicates[0].What, "2 side effects")
+	require.Len(t, rep.Lost, 1)
+	require.Equal(t, "op-hook", rep.Lost[0].OpID)
+	require.Contains(t, rep.Lost[0].What, "no side effect")
+}
+
+func TestCheckLostKinds(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	in.Accepted["k-missing"] = toolWebhook
+	in.Ops = append(in.Ops, OpRecord{ID: "op-stuck", Key: "k-stuck", Tool: toolMail, Status: "unknown"})
+	in.Accepted["k-stuck"] = toolMail
+
+	rep := Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Lost, 2)
+	require.Equal(t, "op-stuck", rep.Lost[0].OpID)
+	require.Contains(t, rep.Lost[0].What, "not settled")
+	require.Equal(t, "k-missing", rep.Lost[1].Key)
+	require.Contains(t, rep.Lost[1].What, "not stored")
+}
+
+func TestCheckDeclinedPaymentIntentIsNoCharge(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	// Two declined payment intents for a failed op charge nobody.
+	in.Objects = append(in.Objects, VendorObject{Kind: kindPaymentIntent, ID: "pi_3", OpID: "op-declined", Effect: false})
+	require.True(t, Check(in).OK())
+
+	// A succeeded one for a failed op is a side effect oncebox denies.
+	in.Objects = append(in.Objects, VendorObject{Kind: kindPaymentIntent, ID: "pi_4", OpID: "op-declined", Effect: true})
+	rep := Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Mismatched, 1)
+	require.Equal(t, "op-declined", rep.Mismatched[0].OpID)
+}
+
+func TestCheckOrphansAndConflicts(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	in.Objects = append(in.Objects,
+		VendorObject{Kind: kindEffect, ID: "ef2", OpID: "op-nobody", Effect: true},
+		VendorObject{Kind: kindRefund, ID: "re_2", Effect: true},
+		VendorObject{Kind: kindMessage, ID: "msg3", OpID: "op-hook", Effect: true},
+	)
+	in.Objects[0].Conflict = true
+	in.ConflictsAccepted = []string{"k-hook"}
+
+	rep := Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Orphans, 3, "unknown op, no tag, and an object of the wrong kind for its op")
+	require.Len(t, rep.ConflictLeaks, 2)
+	require.Equal(t, "op-pi", rep.ConflictLeaks[0].OpID)
+	require.Equal(t, "op-hook", rep.ConflictLeaks[1].OpID)
+	require.Empty(t, rep.Duplicates)
+}
+
+func TestCheckNeedsReviewWithTwoEffectsIsDuplicate(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	in.Objects = append(in.Objects,
+		VendorObject{Kind: kindMessage, ID: "msg4", OpID: "op-review", Effect: true},
+		VendorObject{Kind: kindMessage, ID: "msg5", OpID: "op-review", Effect: true},
+	)
+	rep := Check(in)
+	require.Len(t, rep.Duplicates, 1)
+	require.Equal(t, "op-review", rep.Duplicates[0].OpID)
+}

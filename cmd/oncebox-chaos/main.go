@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// Main parses the flags, runs the harness and returns the exit code.
+func Main(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("oncebox-chaos", flag.ContinueOnError)
+	var cfg Config
+	fs.IntVar(&cfg.Ops, "ops", 2000, "idempotency keys to enqueue")
+	fs.IntVar(&cfg.Workers, "workers", 2, "oncebox serve processes (2 or more)")
+	fs.DurationVar(&cfg.DurationCap, "duration-cap", 0, "bound on the whole run; ops unsettled at the cap count as lost (default 6m)")
+	fs.DurationVar(&cfg.EnqueueFor, "enqueue-for", 0, "how long enqueueing, kills and faults last (default 40s)")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the workload, kills and faults (default: the clock)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "use this Postgres instead of a private cluster (the Postgres restart is then skipped)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the serve processes' logs even when the run is green")
+	if err := fs.Parse(args); err != nil {
+		return exitError
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "oncebox-chaos: unexpected arguments %q\n", fs.Args())
+		return exitError
+	}
+	if cfg.Workers < 2 {
+		fmt.Fprintln(os.Stderr, "oncebox-chaos: --workers must be 2 or more")
+		return exitError
+	}
+	return Run(ctx, cfg)
+}

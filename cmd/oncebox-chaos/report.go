@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The harness's SQL, in one place.
+const (
+	qTenantID     = `SELECT id FROM oncebox_tenant WHERE name = $1`
+	qStatusCounts = `SELECT status, count(*) FROM oncebox_op WHERE tenant_id = $1 GROUP BY status`
+	qOpenOps      = `SELECT id::text, idempotency_key, tool, status, attempts, next_check_at, updated_at
+  FROM oncebox_op WHERE tenant_id = $1 AND status NOT IN ('succeeded', 'failed', 'needs_review')
+  ORDER BY updated_at LIMIT 5`
+	qOps      = `SELECT id::text, idempotency_key, tool, status FROM oncebox_op WHERE tenant_id = $1`
+	qAttempts = `SELECT attempt, coalesce(outcome, ''), coalesce(error, ''), vendor_key, coalesce(vendor_ref, ''),
+       started_at, finished_at
+  FROM oncebox_attempt WHERE op_id = $1::uuid ORDER BY id`
+	qEvents = `SELECT at, kind, coalesce(from_status, ''), coalesce(to_status, ''), coalesce(actor, ''),
+       coalesce(detail::text, '')
+  FROM oncebox_op_event WHERE op_id = $1::uuid ORDER BY id`
+)
+
+// check reads the ops and the fakes' records, prints the report and the line
+// of figures, and returns the exit code.
+func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, start time.Time) (int, error) {
+	ops, err := h.ops(ctx)
+	if err != nil {
+		return exitError, err
+	}
+	in := CheckInput{Accepted: map[string]string{}, Ops: ops, Objects: h.fakes.objects()}
+	var (
+		harnessErrors     []string
+		replays, double   int
+		conflictsRefused  int
+		conflictsExpected int
+	)
+	for _, o := range outcomes {
+		if o.accepted {
+			in.Accepted[o.key] = o.tool
+		}
+		replays += o.replays
+		if o.new > 1 {
+			double++
+		}
+		if o.err != nil {
+			harnessErrors = append(harnessErrors, o.err.Error())
+		}
+		if o.conflictStatus != 0 {
+			conflictsExpected++
+			switch {
+			case o.conflictStatus == http.StatusUnprocessableEntity:
+				conflictsRefused++
+			case o.conflictStatus < 300:
+				in.ConflictsAccepted = append(in.ConflictsAccepted, o.key)
+			default:
+				harnessErrors = append(harnessErrors, fmt.Sprintf("key %s: conflicting payload answered HTTP %d, want 422", o.key, o.conflictStatus))
+			}
+		}
+	}
+	rep := Check(in)
+	out := h.cfg.Out
+
+	byID := map[string]OpRecord{}
+	for _, op := range ops {
+		byID[op.ID] = op
+	}
+	unexplained := 0
+	for _, id := range rep.NeedsReview {
+		explained, err := h.printHistory(ctx, byID[id], in.Objects, "needs_review")
+		if err != nil {
+			return exitError, err
+		}
+		if !explained {
+			unexplained++
+			fmt.Fprintf(out, "UNEXPLAINED: op=%s is in needs_review without an event or attempt saying why\n", id)
+		}
+	}
+	for _, f := range rep.Findings() {
+		fmt.Fprintln(out, f)
+	}
+	printed := map[string]bool{}
+	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.Mismatched, rep.ConflictLeaks} {
+		for _, f := range fs {
+			if f.OpID == "" || printed[f.OpID] {
+				continue
+			}
+			printed[f.OpID] = true
+			if _, err := h.printHistory(ctx, byID[f.OpID], in.Objects, "finding"); err != nil {
+				return exitError, err
+			}
+		}
+	}
+	for i, e := range harnessErrors {
+		if i == 20 {
+			fmt.Fprintf(out, "HARNESS: ... and %d more\n", len(harnessErrors)-i)
+			break
+		}
+		fmt.Fprintln(out, "HARNESS:", e)
+	}
+
+	pgRestarts := strconv64(h.pgRestarts.Load())
+	if h.pgRestartSkipped {
+		pgRestarts = "skipped"
+	}
+	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
+		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
+		" mismatched=%d orphans=%d conflict_leaks=%d unexplained=%d harness_errors=%d settled=%t seed=%d\n",
+		len(in.Accepted), h.kills.Load(), pgRestarts, h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
+		len(rep.NeedsReview), time.Since(start).Round(time.Second),
+		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
+		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), unexplained,
+		len(harnessErrors), settled, h.cfg.Seed)
+
+	if !rep.OK() || unexplained > 0 || len(harnessErrors) > 0 {
+		h.broken = true
+		return exitBroken, nil
+	}
+	return exitGreen, nil
+}
+
+func strconv64(n int64) string { return fmt.Sprintf("%d", n) }
+
+// ops reads the tenant's ops.
+func (h *harness) ops(ctx context.Context) ([]OpRecord, error) {
+	rows, err := h.pool.Query(ctx, qOps, h.tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("read ops: %w", err)
+	}
+	defer rows.Close()
+	var ops []OpRecord
+	for rows.Next() {
+		var op OpRecord
+		if err := rows.Scan(&op.ID, &op.Key, &op.Tool, &op.Status); err != nil {
+			return nil, fmt.Errorf("read ops: %w", err)
+		}
+		ops = append(ops, op)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read ops: %w", err)
+	}
+	return ops, nil
+}
+
+// printHistory prints an op's attempts, events and vendor objects, and
+// reports whether they say why the op is in needs_review.
+func (h *harness) printHistory(ctx context.Context, op OpRecord, objects []VendorObject, why string) (bool, error) {
+	out := h.cfg.Out
+	fmt.Fprintf(out, "%s: op=%s key=%s tool=%s status=%s\n", strings.ToUpper(why), op.ID, op.Key, op.Tool, op.Status)
+	explained := false
+	rows, err := h.pool.Query(ctx, qAttempts, op.ID)
+	if err != nil {
+		return false, fmt.Errorf("read attempts: %w", err)
+	}
+	for rows.Next() {
+		var (
+			n                            int
+			outcome, errText, vkey, vref string
+			started                      time.Time
+			finished                     *time.Time
+		)
+		if err := rows.Scan(&n, &outcome, &errText, &vkey, &vref, &started, &finished); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("read attempts: %w", err)
+		}
+		fin := "unfinished"
+		if finished != nil {
+			fin = finished.Format(time.StampMilli)
+		}
+		fmt.Fprintf(out, "  attempt %d %s..%s outcome=%q vendor_key=%s vendor_ref=%s error=%q\n",
+			n, started.Format(time.StampMilli), fin, outcome, vkey, vref, errText)
+		if outcome != "" || errText != "" {
+			explained = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read attempts: %w", err)
+	}
+	rows, err = h.pool.Query(ctx, qEvents, op.ID)
+	if err != nil {
+		return false, fmt.Errorf("read events: %w", err)
+	}
+	for rows.Next() {
+		var (
+			at                            time.Time
+			kind, from, to, actor, detail string
+		)
+		if err := rows.Scan(&at, &kind, &from, &to, &actor, &detail); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("read events: %w", err)
+		}
+		fmt.Fprintf(out, "  event %s %s %s->%s actor=%s detail=%s\n", at.Format(time.StampMilli), kind, from, to, actor, detail)
+		if to == statusNeedsReview {
+			explained = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read events: %w", err)
+	}
+	for _, obj := range objects {
+		if obj.OpID == op.ID {
+			fmt.Fprintf(out, "  vendor %s %s effect=%t %s\n", obj.Kind, obj.ID, obj.Effect, obj.Detail)
+		}
+	}
+	return explained, nil
+}
