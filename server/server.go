@@ -199,14 +199,22 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait})
-	if err != nil {
-		return fmt.Errorf("mcp: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/", apiHandler)
-	mux.Handle("/mcp", mcp.HTTPHandler())
-	mux.Handle("/mcp/", mcp.HTTPHandler())
+	if len(s.outbox.Tools().Names()) > 0 {
+		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait})
+		if err != nil {
+			return fmt.Errorf("mcp: %w", err)
+		}
+		mux.Handle("/mcp", mcp.HTTPHandler())
+		mux.Handle("/mcp/", mcp.HTTPHandler())
+	} else {
+		noTools := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "no tool is enabled: configure a vendor (STRIPE_API_KEY, SENDGRID_API_KEY or ONCEBOX_WEBHOOK_TARGETS)", http.StatusServiceUnavailable)
+		})
+		mux.Handle("/mcp", noTools)
+		mux.Handle("/mcp/", noTools)
+	}
 	mux.Handle("GET /metrics", s.admin(s.metrics.Handler(), false))
 	if cfg.AdminToken != "" {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{

@@ -219,3 +219,43 @@ func dumpTables(t *testing.T, pool *pgxpool.Pool) string {
 	}
 	return dump.String()
 }
+
+// TestRiverUIAndMetricsNeedTheAdminToken mounts River UI behind the admin token.
+func TestRiverUIAndMetricsNeedTheAdminToken(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := dbtest.Schema(t)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Roles = server.Roles{API: true}
+	cfg.AdminToken = "admin-secret"
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	base := "http://" + addr.String()
+
+	get := func(path, password string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if password != "" {
+			req.SetBasicAuth("ops", password)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, get("/riverui/", ""))
+	require.Equal(t, http.StatusUnauthorized, get("/riverui/", "wrong"))
+	require.Equal(t, http.StatusOK, get("/riverui/", "admin-secret"))
+	require.Equal(t, http.StatusOK, get("/riverui/api/queues", "admin-secret"))
+	require.Equal(t, http.StatusUnauthorized, get("/metrics", ""))
+	require.Equal(t, http.StatusOK, get("/metrics", "admin-secret"))
+	require.Equal(t, http.StatusOK, get("/healthz", ""))
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// TestLookupAnswersWasIChargedTwice runs `oncebox lookup` as a child process on an op
+// that needed two attempts, and checks it prints what support needs.
+func TestLookupAnswersWasIChargedTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}})
+	require.NoError(t, err)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true,
+		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	require.NoError(t, err)
+	require.NoError(t, ob.Start(ctx))
+	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "order-7", Tool: tools.WebhookPost,
+		Args: json.RawMessage(`{"target":"crm","path":"/charge","body":{"amount":700}}`), ConversationID: "conv-1"})
+	require.NoError(t, err)
+	op, err := ob.Wait(ctx, tn.ID, "order-7", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusSucceeded, op.Status)
+
+	cmd, out := startChild(t, "lookup --tenant acme order-7", "DATABASE_URL="+dbtest.ConnString(t, pool),
+		"STRIPE_API_KEY=", "SENDGRID_API_KEY=", "ONCEBOX_WEBHOOK_TARGETS=")
+	text, err := io.ReadAll(out)
+	require.NoError(t, err)
+	require.NoError(t, cmd.Wait())
+	for _, want := range []string{
+		res.Op.ID, "order-7", "webhook.post", "succeeded", res.Op.Fingerprint.String(), res.Op.VendorKey,
+		op.VendorRef, "conv-1", "attempts (2):", "retryable", "conflict_in_use",
+	} {
+		require.Contains(t, string(text), want)
+	}
+	require.Len(t, fake.EffectsFor(res.Op.ID), 1)
+}
