@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./api/... ./reconcile/... ./vendors/... ./client/... ./mcpserver/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint bench chaos run dev stripe-mock tools
+.PHONY: help build test test-race test-rest lint lint-tools bench chaos dev stripe-mock
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,9 +24,13 @@ test-race:
 test-rest:
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/(outbox|migrations|tenant|api|reconcile|vendors|client|mcpserver)(/|$$)')
 
-lint: ## go vet and gofmt
+lint: ## go vet and gofmt, and golangci-lint when installed (make lint-tools)
 	$(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped (make lint-tools)"; fi
+
+lint-tools: ## install golangci-lint
+	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2
 
 bench: ## benchmarks against River's own throughput in the same run (prints ratios)
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./bench/

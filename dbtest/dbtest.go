@@ -141,3 +141,42 @@ func ConnString(tb testing.TB, pool *pgxpool.Pool) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// ForExample returns a pool bound to a fresh migrated schema, and a function that drops
+// it, for runnable examples (which have no testing.TB). It panics when no Postgres can
+// be had.
+func ForExample() (*pgxpool.Pool, func()) {
+	ctx := context.Background()
+	pg, err := localpg.Start(ctx, localpg.Config{EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"}})
+	if err != nil {
+		panic(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "x_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		panic(err)
+	}
+	cfg, err := pgxpool.ParseConfig(pg.URL)
+	if err != nil {
+		panic(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := migrations.Migrate(ctx, pool, nil); err != nil {
+		panic(err)
+	}
+	return pool, func() {
+		pool.Close()
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		conn.Close(context.Background())
+		_ = pg.Close(context.Background())
+	}
+}
