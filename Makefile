@@ -30,7 +30,7 @@ lint: ## go vet and gofmt, and golangci-lint when installed (make lint-tools)
 	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped (make lint-tools)"; fi
 
 lint-tools: ## install golangci-lint
-	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2
+	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 bench: ## benchmarks against River's own throughput in the same run (prints ratios)
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./bench/

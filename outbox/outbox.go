@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,9 +55,10 @@ type Config struct {
 	// FetchPollInterval is how often River polls for jobs when no notification comes.
 	// Defaults to 500 ms.
 	FetchPollInterval time.Duration
-	// RetryBackoff, when set, replaces River's retry policy for dispatch jobs (the
-	// delay before the next attempt after a retryable failure without Retry-After).
-	// Defaults to River's exponential backoff.
+	// RetryBackoff is the delay before the next attempt after a retryable failure
+	// without Retry-After. Defaults to CappedBackoff(5 * time.Minute): 1 s, 2 s, 4 s, …
+	// with jitter, never more than 5 minutes (River's own attempt^4 seconds would take
+	// hours to reach MaxAttempts).
 	RetryBackoff func(attempt int) time.Duration
 	// ExtraWorkers registers more River workers on the same client (the reconciler, the
 	// TTL purge). Optional.
@@ -115,6 +117,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.FetchPollInterval == 0 {
 		out.FetchPollInterval = 500 * time.Millisecond
+	}
+	if out.RetryBackoff == nil {
+		out.RetryBackoff = CappedBackoff(5 * time.Minute)
 	}
 	if out.Observer == nil {
 		out.Observer = nopObserver{}
@@ -321,4 +326,16 @@ func (ob *Outbox) Stop(ctx context.Context) error {
 		return fmt.Errorf("outbox: stop and cancel river: %w", err)
 	}
 	return nil
+}
+
+// CappedBackoff returns a retry delay of 2^(attempt-1) seconds, with up to 20% jitter,
+// capped at limit.
+func CappedBackoff(limit time.Duration) func(attempt int) time.Duration {
+	return func(attempt int) time.Duration {
+		d := limit
+		if attempt < 30 {
+			d = min(time.Duration(1<<max(attempt-1, 0))*time.Second, limit)
+		}
+		return d + time.Duration(rand.Int64N(int64(d)/5+1))
+	}
 }

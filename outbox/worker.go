@@ -35,11 +35,8 @@ func (w *dispatchWorker) Timeout(job *river.Job[DispatchArgs]) time.Duration {
 	return w.ob.JobTimeout(job.Args.Vendor)
 }
 
-// NextRetry applies Config.RetryBackoff when it is set.
+// NextRetry applies Config.RetryBackoff.
 func (w *dispatchWorker) NextRetry(job *river.Job[DispatchArgs]) time.Time {
-	if w.ob.cfg.RetryBackoff == nil {
-		return time.Time{}
-	}
 	return time.Now().Add(w.ob.cfg.RetryBackoff(job.Attempt))
 }
 

@@ -28,6 +28,7 @@ type Config struct {
 	Roles       Roles
 
 	MaxAttempts          int
+	RetryMaxBackoff      time.Duration
 	RescueStuckJobsAfter time.Duration
 	FetchCooldown        time.Duration
 	FetchPollInterval    time.Duration
@@ -76,6 +77,7 @@ func Defaults() Config {
 		Addr:                 "127.0.0.1:8080",
 		Roles:                Roles{API: true, Worker: true, Periodic: true},
 		MaxAttempts:          10,
+		RetryMaxBackoff:      5 * time.Minute,
 		RescueStuckJobsAfter: 2 * time.Minute,
 		FetchCooldown:        5 * time.Millisecond,
 		FetchPollInterval:    500 * time.Millisecond,

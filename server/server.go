@@ -161,6 +161,7 @@ func (s *Server) build(ctx context.Context) error {
 		Tools:                reg,
 		Work:                 &work,
 		MaxAttempts:          cfg.MaxAttempts,
+		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,

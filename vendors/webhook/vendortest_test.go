@@ -1,0 +1,77 @@
+package webhook_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendors/vendortest"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// TestVendorConformance runs the shared vendor suite against the adapter with
+// a receiver that honours Idempotency-Key, one that does not, and one whose
+// lookups lag.
+func TestVendorConformance(t *testing.T) {
+	t.Parallel()
+	vendortest.Run(t, vendortest.Harness{Name: "native", New: func(tb testing.TB) *vendortest.Instance {
+		return newConformanceInstance(tb, true, 0)
+	}})
+	vendortest.Run(t, vendortest.Harness{Name: "not_native", New: func(tb testing.TB) *vendortest.Instance {
+		return newConformanceInstance(tb, false, 0)
+	}})
+	// The fake's lag is fixed at construction, so the suite waits this one out.
+	vendortest.Run(t, vendortest.Harness{Name: "lagged", New: func(tb testing.TB) *vendortest.Instance {
+		return newConformanceInstance(tb, true, 300*time.Millisecond)
+	}})
+}
+
+// newConformanceInstance returns a Vendor pointed at a fresh fake receiver
+// whose keys are honoured when native, and whose lookups lag by lag (reported
+// by the Vendor as its LookupLag).
+func newConformanceInstance(tb testing.TB, native bool, lag time.Duration) *vendortest.Instance {
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: native, LookupLag: lag, HangFor: time.Second})
+	srv := httptest.NewServer(fake)
+	tb.Cleanup(func() {
+		fake.ReleaseHangs()
+		srv.Close()
+	})
+	v, err := webhook.New(webhook.Config{
+		Targets: map[string]webhook.Target{
+			"hooks": {BaseURL: srv.URL, SecretHeader: secretHeader, Secret: secret},
+		},
+		Timeout:           2 * time.Second,
+		NativeIdempotency: native,
+		LookupPath:        "/_lookup",
+		LookupLag:         lag,
+	})
+	require.NoError(tb, err)
+
+	return &vendortest.Instance{
+		Vendor: v,
+		Tool:   tools.WebhookPost,
+		Args: func(i int) json.RawMessage {
+			return json.RawMessage(fmt.Sprintf(`{"target":"hooks","path":"/orders","body":{"order":%d}}`, i))
+		},
+		Effects: func(opID string) int { return len(fake.EffectsFor(opID)) },
+		Inject: func(kind string) {
+			switch kind {
+			case vendortest.FailRetryable:
+				fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: time.Second})
+			case vendortest.FailPermanent:
+				fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 422})
+			case vendortest.FailUnknownAfterEffect:
+				fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
+			default:
+				tb.Fatalf("unknown failure kind %q", kind)
+			}
+		},
+		Secrets: []string{secret},
+	}
+}
