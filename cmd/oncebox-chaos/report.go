@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -102,7 +103,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		fmt.Fprintln(out, "HARNESS:", e)
 	}
 
-	pgRestarts := strconv64(h.pgRestarts.Load())
+	pgRestarts := strconv.FormatInt(h.pgRestarts.Load(), 10)
 	if h.pgRestartSkipped {
 		pgRestarts = "skipped"
 	}
@@ -121,8 +122,6 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	}
 	return exitGreen, nil
 }
-
-func strconv64(n int64) string { return fmt.Sprintf("%d", n) }
 
 // ops reads the tenant's ops.
 func (h *harness) ops(ctx context.Context) ([]OpRecord, error) {
