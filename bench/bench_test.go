@@ -29,6 +29,23 @@ func newSchema(b *testing.B, maxConns int32) *bench.Schema {
 	return s
 }
 
+// withSchema runs f on a fresh migrated schema and drops it before returning, so that
+// an iteration leaves nothing behind.
+func withSchema(b *testing.B, maxConns int32, f func(s *bench.Schema) error) {
+	b.Helper()
+	s, err := bench.NewSchema(context.Background(), dbtest.URL(b), maxConns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = f(s)
+	if cerr := s.Close(context.Background()); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
 // enqueueCallers are the concurrent caller counts of the enqueue benchmarks.
 var enqueueCallers = []int{1, 8, 32}
 
@@ -110,14 +127,15 @@ func BenchmarkEndToEnd(b *testing.B) {
 	sizes := bench.FullSizes()
 	settings := bench.Tuned(sizes.EndToEndWorkers)
 	for range b.N {
-		base, err := bench.RiverEndToEnd(ctx, newSchema(b, bench.DispatchPoolSize).Pool, sizes.EndToEndOps, settings)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := bench.EndToEnd(ctx, newSchema(b, bench.DispatchPoolSize).Pool, bench.DispatchParams{Ops: sizes.EndToEndOps, Settings: settings})
-		if err != nil {
-			b.Fatal(err)
-		}
+		var base, m bench.Measure
+		withSchema(b, bench.DispatchPoolSize, func(s *bench.Schema) (err error) {
+			base, err = bench.RiverEndToEnd(ctx, s.Pool, sizes.EndToEndOps, settings)
+			return err
+		})
+		withSchema(b, bench.DispatchPoolSize, func(s *bench.Schema) (err error) {
+			m, err = bench.EndToEnd(ctx, s.Pool, bench.DispatchParams{Ops: sizes.EndToEndOps, Settings: settings})
+			return err
+		})
 		b.ReportMetric(m.Rate(), "ops/s")
 		b.ReportMetric(base.Rate(), "river_ops/s")
 		b.ReportMetric(m.Rate()/base.Rate(), "x_river")
@@ -149,10 +167,11 @@ func BenchmarkSweep(b *testing.B) {
 	ctx := context.Background()
 	sizes := bench.FullSizes()
 	for range b.N {
-		res, err := bench.Sweep(ctx, newSchema(b, 8).Pool, bench.SweepParams{Ops: sizes.SweepOps, UnknownEvery: 100})
-		if err != nil {
-			b.Fatal(err)
-		}
+		var res bench.SweepResult
+		withSchema(b, 8, func(s *bench.Schema) (err error) {
+			res, err = bench.Sweep(ctx, s.Pool, bench.SweepParams{Ops: sizes.SweepOps, UnknownEvery: 100})
+			return err
+		})
 		b.ReportMetric(res.Rate(), "ops/s")
 		b.ReportMetric(float64(res.PerSweep().Milliseconds()), "ms/sweep")
 		b.ReportMetric(float64(res.EmptySweep.Microseconds())/1000, "ms/empty_sweep")

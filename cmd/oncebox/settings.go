@@ -104,6 +104,7 @@ func settings() []setting {
 		durSetting("rescue-after", "ONCEBOX_RESCUE_AFTER", d.RescueStuckJobsAfter, "River rescues a job whose worker vanished after this long (River's default is 1h)", func(c *server.Config) *time.Duration { return &c.RescueStuckJobsAfter }),
 		durSetting("fetch-cooldown", "ONCEBOX_FETCH_COOLDOWN", d.FetchCooldown, "River's minimum pause between fetches of a queue (River's default 100ms caps a queue near 1,000 jobs/s)", func(c *server.Config) *time.Duration { return &c.FetchCooldown }),
 		durSetting("fetch-poll-interval", "ONCEBOX_FETCH_POLL_INTERVAL", d.FetchPollInterval, "how often River polls for jobs when no notification arrives", func(c *server.Config) *time.Duration { return &c.FetchPollInterval }),
+		durSetting("startup-wait", "ONCEBOX_STARTUP_WAIT", d.StartupWait, "how long a starting process waits for Postgres to answer", func(c *server.Config) *time.Duration { return &c.StartupWait }),
 		durSetting("shutdown-grace", "ONCEBOX_SHUTDOWN_GRACE", d.ShutdownGrace, "on SIGTERM, how long running dispatches may finish before they are cancelled (and recorded as unknown)", func(c *server.Config) *time.Duration { return &c.ShutdownGrace }),
 	}
 	for _, v := range []string{"stripe", "sendgrid", "webhook"} {
@@ -151,6 +152,8 @@ func settings() []setting {
 		intSetting("purge-batch", "ONCEBOX_PURGE_BATCH", int64(d.PurgeBatch), "ops deleted per purge statement", func(c *server.Config, n int64) { c.PurgeBatch = int(n) }),
 		boolSetting("redact-mail", "ONCEBOX_REDACT_MAIL", d.RedactMail, "replace mail addresses and bodies by hashes in stored args once an op is settled", func(c *server.Config) *bool { return &c.RedactMail }),
 		durSetting("reconcile-interval", "ONCEBOX_RECONCILE_INTERVAL", d.ReconcileInterval, "how often the reconciler sweeps unknown and stuck ops", func(c *server.Config) *time.Duration { return &c.ReconcileInterval }),
+		durSetting("reconcile-sweep-timeout", "ONCEBOX_RECONCILE_SWEEP_TIMEOUT", d.ReconcileSweepTimeout, "bound on one sweep; ops a dead sweep had taken come back after this (keep below --rescue-after)", func(c *server.Config) *time.Duration { return &c.ReconcileSweepTimeout }),
+		durSetting("reconcile-retry-after", "ONCEBOX_RECONCILE_RETRY_AFTER", d.ReconcileRetryAfter, "after a failed vendor lookup (rate limit, network), look again after this", func(c *server.Config) *time.Duration { return &c.ReconcileRetryAfter }),
 		setting{flag: "resend-on-none", env: "ONCEBOX_RESEND_ON_NONE", def: "stripe=true,sendgrid=true,webhook=true",
 			help: "per vendor: when the reconciler finds no object after the lookup lag, resend (true) or ask a person (false)",
 			set: func(c *server.Config, v string) error {
