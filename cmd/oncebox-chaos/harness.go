@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	cryptorand "crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -107,6 +109,8 @@ type harness struct {
 	token    string
 	tenantID int64
 
+	sealKey [32]byte
+
 	kills, pgRestarts, selfExits atomic.Int64
 	pgRestartSkipped             bool
 	broken                       bool
@@ -116,6 +120,7 @@ type harness struct {
 func Run(ctx context.Context, cfg Config) int {
 	cfg = cfg.withDefaults()
 	h := &harness{cfg: cfg, logger: cfg.Logger, runID: strconv.FormatInt(cfg.Seed&0xffffff, 36)}
+	_, _ = cryptorand.Read(h.sealKey[:])
 	start := time.Now()
 	defer h.cleanup()
 	code, err := h.run(ctx, start)
@@ -357,36 +362,43 @@ func (h *harness) restartPostgres(ctx context.Context) error {
 // the fakes.
 func (h *harness) serveEnv(addr string) []string {
 	targets := fmt.Sprintf(`{%q:{"base_url":%q}}`, webhookTarget, h.fakes.webhookURL)
+	// Every process of the run shares one seal key, so mail args are stored only
+	// encrypted and any process can dispatch them.
+	sealKey := base64.StdEncoding.EncodeToString(h.sealKey[:])
 	env := baseEnv()
 	for k, v := range map[string]string{
-		"DATABASE_URL":                   h.dbURL,
-		"ONCEBOX_ADDR":                   addr,
-		"ONCEBOX_ROLES":                  "api,worker,periodic",
-		"ONCEBOX_MAX_ATTEMPTS":           "100",
-		"ONCEBOX_RESCUE_AFTER":           "10s",
-		"ONCEBOX_FETCH_POLL_INTERVAL":    "200ms",
-		"ONCEBOX_SHUTDOWN_GRACE":         "3s",
-		"ONCEBOX_RECONCILE_INTERVAL":     "2s",
-		"ONCEBOX_STRIPE_WORKERS":         "16",
-		"ONCEBOX_SENDGRID_WORKERS":       "16",
-		"ONCEBOX_WEBHOOK_WORKERS":        "16",
-		"ONCEBOX_STRIPE_JOB_TIMEOUT":     "3s",
-		"ONCEBOX_SENDGRID_JOB_TIMEOUT":   "3s",
-		"ONCEBOX_WEBHOOK_JOB_TIMEOUT":    "3s",
-		"ONCEBOX_STRIPE_TIMEOUT":         "2s",
-		"ONCEBOX_SENDGRID_TIMEOUT":       "2s",
-		"ONCEBOX_WEBHOOK_TIMEOUT":        "2s",
-		"ONCEBOX_STRIPE_SEARCH_LAG":      "2s",
-		"ONCEBOX_SENDGRID_LOOKUP_LAG":    "3s",
-		"ONCEBOX_SENDGRID_ACTIVITY_RATE": "6000",
-		"STRIPE_API_KEY":                 "sk_test_chaos",
-		"STRIPE_API_BASE":                h.fakes.stripeURL,
-		"SENDGRID_API_KEY":               "SG.chaos",
-		"SENDGRID_API_BASE":              h.fakes.sendgridURL,
-		"ONCEBOX_WEBHOOK_TARGETS":        targets,
-		"ONCEBOX_WEBHOOK_NATIVE_KEYS":    "true",
-		"ONCEBOX_WEBHOOK_LOOKUP_PATH":    "/_lookup",
-		"ONCEBOX_LOG_LEVEL":              "info",
+		"DATABASE_URL":                    h.dbURL,
+		"ONCEBOX_ADDR":                    addr,
+		"ONCEBOX_ROLES":                   "api,worker,periodic",
+		"ONCEBOX_MAX_ATTEMPTS":            "100",
+		"ONCEBOX_RESCUE_AFTER":            "10s",
+		"ONCEBOX_FETCH_POLL_INTERVAL":     "200ms",
+		"ONCEBOX_SHUTDOWN_GRACE":          "3s",
+		"ONCEBOX_RECONCILE_INTERVAL":      "2s",
+		"ONCEBOX_RECONCILE_SWEEP_TIMEOUT": "8s",
+		"ONCEBOX_RECONCILE_RETRY_AFTER":   "2s",
+		"ONCEBOX_RETRY_MAX_BACKOFF":       "2s",
+		"ONCEBOX_SEAL_KEY":                sealKey,
+		"ONCEBOX_STRIPE_WORKERS":          "16",
+		"ONCEBOX_SENDGRID_WORKERS":        "16",
+		"ONCEBOX_WEBHOOK_WORKERS":         "16",
+		"ONCEBOX_STRIPE_JOB_TIMEOUT":      "3s",
+		"ONCEBOX_SENDGRID_JOB_TIMEOUT":    "3s",
+		"ONCEBOX_WEBHOOK_JOB_TIMEOUT":     "3s",
+		"ONCEBOX_STRIPE_TIMEOUT":          "2s",
+		"ONCEBOX_SENDGRID_TIMEOUT":        "2s",
+		"ONCEBOX_WEBHOOK_TIMEOUT":         "2s",
+		"ONCEBOX_STRIPE_SEARCH_LAG":       "2s",
+		"ONCEBOX_SENDGRID_LOOKUP_LAG":     "3s",
+		"ONCEBOX_SENDGRID_ACTIVITY_RATE":  "6000",
+		"STRIPE_API_KEY":                  "sk_test_chaos",
+		"STRIPE_API_BASE":                 h.fakes.stripeURL,
+		"SENDGRID_API_KEY":                "SG.chaos",
+		"SENDGRID_API_BASE":               h.fakes.sendgridURL,
+		"ONCEBOX_WEBHOOK_TARGETS":         targets,
+		"ONCEBOX_WEBHOOK_NATIVE_KEYS":     "true",
+		"ONCEBOX_WEBHOOK_LOOKUP_PATH":     "/_lookup",
+		"ONCEBOX_LOG_LEVEL":               "info",
 	} {
 		env = append(env, k+"="+v)
 	}
