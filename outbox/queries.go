@@ -56,10 +56,6 @@ UPDATE oncebox_op SET status = $3, result = $4, error = $5, vendor_ref = coalesc
 WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')
 RETURNING status`
 
-const sqlFinishAttempt = `
-UPDATE oncebox_attempt SET finished_at = now(), outcome = $3, error = nullif($4, ''), vendor_ref = nullif($5, '')
-WHERE op_id = $1 AND token = $2::uuid`
-
 // sqlMarkUnknown is used by a job that finds its op already dispatching, outside the
 // vendor's idempotency window: the op goes to the reconciler, the token is kept.
 const sqlMarkUnknown = `
@@ -87,3 +83,33 @@ WHERE tenant_id = $1 AND idempotency_key = $2 AND status = $3
 RETURNING ` + opColumns
 
 const sqlOpByTenantID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND id = $2::uuid`
+
+// sqlClaimPending is the fast path of a claim: a pending op is committed as dispatching
+// with a fresh attempt token, and its attempt row inserted, in one statement. When the
+// op is not pending no row comes back and the worker takes the locking path.
+const sqlClaimPending = `
+WITH c AS (
+	UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1, attempt_token = gen_random_uuid(),
+		dispatch_started_at = now(), key_first_sent_at = coalesce(key_first_sent_at, now()),
+		stale_key = false, next_check_at = NULL, updated_at = now()
+	WHERE id = $1 AND status = 'pending'
+	RETURNING ` + opColumns + `, attempt_token::text AS token, sealed_args
+), a AS (
+	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
+	SELECT id::uuid, attempts, token::uuid, vendor_key, $2, dispatch_started_at FROM c
+)
+SELECT * FROM c`
+
+// sqlRecordAndFinish records a vendor's answer where the attempt token still matches
+// (sqlRecord) and closes the attempt row in the same statement; the attempt's outcome
+// says "fenced:" when the token no longer matched.
+const sqlRecordAndFinish = `
+WITH r AS (` + sqlRecord + `
+), a AS (
+	UPDATE oncebox_attempt SET finished_at = now(),
+		outcome = CASE WHEN EXISTS (SELECT 1 FROM r) THEN $10::text ELSE 'fenced:' || $10::text END,
+		error = nullif($11, ''), vendor_ref = nullif($6, '')
+	WHERE op_id = $1 AND token = $2::uuid
+	RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM r), EXISTS (SELECT 1 FROM a)`

@@ -143,6 +143,9 @@ func dispatchErrorJSON(de *DispatchError) json.RawMessage {
 // claim locks the op, decides whether this job may call the vendor, and if so commits
 // the op as dispatching with a fresh attempt token.
 func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor) (*claim, error) {
+	if c, err := ob.claimPending(ctx, job); err != nil || c != nil {
+		return c, err
+	}
 	c := &claim{}
 	var transition Status
 	from := Status("")
@@ -243,6 +246,48 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 	return c, nil
 }
 
+// claimPending is the common case of a claim in one autocommitted statement: a pending
+// op becomes dispatching with a fresh token and an attempt row. It returns nil, nil when
+// the op is not pending (the locking path then decides).
+func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
+	op := &Op{}
+	var (
+		token  string
+		sealed []byte
+	)
+	err := ob.pool.QueryRow(ctx, sqlClaimPending, job.Args.OpID, job.ID).Scan(append(op.scanDest(), &token, &sealed)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("op %s: claim: %w", job.Args.OpID, err)
+	}
+	op.fromScan()
+	c := &claim{op: op, token: token, attempt: op.Attempts, startedAt: *op.DispatchStartedAt}
+	log := ob.opLogger(op).With(slog.Int("attempt", c.attempt))
+	ob.cfg.Observer.Transition(op.Vendor, StatusPending, StatusDispatching)
+	log.Info("op state changed", slog.String("from", string(StatusPending)), slog.String("to", string(StatusDispatching)))
+	if sealed != nil {
+		full, err := ob.sealer.open(op.TenantID, op.Key, sealed)
+		if err != nil {
+			// Without its arguments the op cannot be sent: a person decides.
+			c.done = true
+			errJSON, _ := json.Marshal(map[string]string{"class": "sealed_args", "message": err.Error()})
+			return c, ob.record(ctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: errJSON,
+				outcome: "not_sent", errText: err.Error()})
+		}
+		op.Args = full
+		c.sealed = true
+	}
+	return c, nil
+}
+
+func (ob *Outbox) opLogger(op *Op) *slog.Logger {
+	return ob.logger.With(slog.Int64("tenant", op.TenantID), slog.String("op_id", op.ID),
+		slog.String("idempotency_key", op.Key), slog.String("conversation_id", op.ConversationID),
+		slog.String("tool_call_id", op.ToolCallID), slog.String("vendor", op.Vendor))
+}
+
 type recordParams struct {
 	status    Status
 	result    json.RawMessage
@@ -277,29 +322,40 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 		t := time.Now()
 		nextCheck = &t
 	}
-	fenced := false
-	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-		var got string
-		err := tx.QueryRow(ctx, sqlRecord, op.ID, c.token, p.status, nullJSON(result), nullJSON(p.errJSON),
-			p.vendorRef, p.staleKey, nullJSON(redactedArgs), nextCheck).Scan(&got)
-		outcome := p.outcome
-		if errors.Is(err, pgx.ErrNoRows) {
-			fenced = true
-			outcome = "fenced:" + p.outcome
-		} else if err != nil {
+	args := []any{op.ID, c.token, p.status, nullJSON(result), nullJSON(p.errJSON), p.vendorRef, p.staleKey,
+		nullJSON(redactedArgs), nextCheck, p.outcome, p.errText}
+	var fenced bool
+	recordTx := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) error {
+		var recorded, finished bool
+		if err := q.QueryRow(ctx, sqlRecordAndFinish, args...).Scan(&recorded, &finished); err != nil {
 			return fmt.Errorf("record result: %w", err)
 		}
-		if _, err := tx.Exec(ctx, sqlFinishAttempt, op.ID, c.token, outcome, p.errText, p.vendorRef); err != nil {
-			return fmt.Errorf("finish attempt: %w", err)
+		if !finished {
+			return fmt.Errorf("record result: attempt %d (token %s) has no row", c.attempt, c.token)
 		}
-		if p.keepJob || fenced {
-			// A fenced run must not complete the job: the job row may now belong to the
-			// run that owns the op, which may still need it.
-			return nil
-		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
+		fenced = !recorded
+		return nil
+	}
+	var err error
+	if p.keepJob {
+		// The job stays running and the returned error retries it: one statement.
+		err = recordTx(ob.pool)
+	} else {
+		err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
+			if err := recordTx(tx); err != nil {
+				return err
+			}
+			if fenced {
+				// A fenced run must not complete the job: the job row may now belong to
+				// the run that owns the op, which may still need it.
+				return nil
+			}
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("op %s: %w", op.ID, err)
 	}

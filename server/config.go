@@ -70,6 +70,8 @@ type Config struct {
 	MaxWait      time.Duration
 	MCPWait      time.Duration
 	AdminToken   string
+	// AuthCacheTTL is how long a successful token check is remembered (0: never).
+	AuthCacheTTL time.Duration
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey).
 	SealKey string

@@ -67,7 +67,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		pool.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger, pool: pool, tenants: tenant.NewStore(pool), listers: map[string]reconcile.Lister{}}
+	s := &Server{cfg: cfg, logger: logger, pool: pool, tenants: tenant.NewCachingStore(pool, cfg.AuthCacheTTL), listers: map[string]reconcile.Lister{}}
 	if err := s.build(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -46,11 +47,30 @@ type Token struct {
 
 // Store reads and writes tenants and tokens.
 type Store struct {
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	cacheTTL time.Duration
+
+	mu    sync.Mutex
+	cache map[[sha256.Size]byte]cachedAuth
 }
 
-// NewStore returns a Store over pool.
+type cachedAuth struct {
+	tenant  Tenant
+	expires time.Time
+}
+
+// maxCachedTokens bounds the authentication cache; past it the cache starts over.
+const maxCachedTokens = 10000
+
+// NewStore returns a Store over pool that asks Postgres on every Authenticate.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// NewCachingStore returns a Store that remembers successful authentications for ttl,
+// saving a query per API request. A token revoked through another process keeps working
+// here for at most ttl; one revoked through this Store stops at once.
+func NewCachingStore(pool *pgxpool.Pool, ttl time.Duration) *Store {
+	return &Store{pool: pool, cacheTTL: ttl, cache: map[[sha256.Size]byte]cachedAuth{}}
+}
 
 // HashToken returns the stored form of a token.
 func HashToken(token string) []byte {
@@ -171,17 +191,43 @@ func (s *Store) Authenticate(ctx context.Context, token string) (*Tenant, error)
 	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 200 {
 		return nil, ErrUnauthorized
 	}
+	hash := sha256.Sum256([]byte(token))
+	if s.cacheTTL > 0 {
+		s.mu.Lock()
+		c, ok := s.cache[hash]
+		s.mu.Unlock()
+		if ok && time.Now().Before(c.expires) {
+			t := c.tenant
+			return &t, nil
+		}
+	}
 	var t Tenant
 	err := s.pool.QueryRow(ctx, `SELECT t.id, t.name, t.created_at FROM oncebox_api_token k
 		JOIN oncebox_tenant t ON t.id = k.tenant_id
-		WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, HashToken(token)).Scan(&t.ID, &t.Name, &t.CreatedAt)
+		WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, hash[:]).Scan(&t.ID, &t.Name, &t.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrUnauthorized
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tenant: authenticate: %w", err)
 	}
+	if s.cacheTTL > 0 {
+		s.mu.Lock()
+		if len(s.cache) >= maxCachedTokens {
+			s.cache = map[[sha256.Size]byte]cachedAuth{}
+		}
+		s.cache[hash] = cachedAuth{tenant: t, expires: time.Now().Add(s.cacheTTL)}
+		s.mu.Unlock()
+	}
 	return &t, nil
+}
+
+func (s *Store) forgetCached() {
+	if s.cacheTTL > 0 {
+		s.mu.Lock()
+		s.cache = map[[sha256.Size]byte]cachedAuth{}
+		s.mu.Unlock()
+	}
 }
 
 // Tokens lists the tokens of the named tenant (prefixes only).
@@ -202,6 +248,7 @@ func (s *Store) Tokens(ctx context.Context, tenantName string) ([]Token, error) 
 // RevokeToken revokes a token, given either the whole token or its listed prefix. A
 // prefix must name exactly one live token.
 func (s *Store) RevokeToken(ctx context.Context, tokenOrPrefix string) error {
+	defer s.forgetCached()
 	var tag pgconn.CommandTag
 	var err error
 	if len(tokenOrPrefix) > len(TokenPrefix)+6 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -53,5 +54,34 @@ func TestTokensAreHashedAndRevocable(t *testing.T) {
 	require.Len(t, toks, 2)
 	require.NoError(t, s.RevokeToken(ctx, toks[1].Prefix))
 	_, err = s.Authenticate(ctx, second)
+	require.ErrorIs(t, err, tenant.ErrUnauthorized)
+}
+
+func TestCachingStoreRevocation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	cached := tenant.NewCachingStore(pool, time.Hour)
+	other := tenant.NewStore(pool)
+
+	_, token, err := cached.Create(ctx, "acme")
+	require.NoError(t, err)
+	_, err = cached.Authenticate(ctx, token)
+	require.NoError(t, err)
+
+	// Revoked elsewhere: the cache still answers within its TTL (the documented trade-off)...
+	require.NoError(t, other.RevokeToken(ctx, token))
+	_, err = cached.Authenticate(ctx, token)
+	require.NoError(t, err)
+	_, err = other.Authenticate(ctx, token)
+	require.ErrorIs(t, err, tenant.ErrUnauthorized)
+
+	// ...and a revocation through the caching store itself takes effect at once.
+	second, err := cached.NewToken(ctx, "acme")
+	require.NoError(t, err)
+	_, err = cached.Authenticate(ctx, second)
+	require.NoError(t, err)
+	require.NoError(t, cached.RevokeToken(ctx, second))
+	_, err = cached.Authenticate(ctx, second)
 	require.ErrorIs(t, err, tenant.ErrUnauthorized)
 }
