@@ -71,14 +71,14 @@ func normalizeKey(raw string) (string, *problem) {
 }
 
 // parseWait reads ?wait=: a Go duration ("30s") or whole seconds ("30"), capped at max.
-func parseWait(r *http.Request, max time.Duration) (time.Duration, *problem) {
+func parseWait(r *http.Request, limit time.Duration) (time.Duration, *problem) {
 	raw := r.URL.Query().Get("wait")
 	if raw == "" {
 		return 0, nil
 	}
 	bad := func(why string) (time.Duration, *problem) {
 		p := newProblem(http.StatusBadRequest, "invalid-wait",
-			fmt.Sprintf("The wait parameter %q %s; send a duration such as \"30s\" or whole seconds such as \"30\" (at most %s).", raw, why, max))
+			fmt.Sprintf("The wait parameter %q %s; send a duration such as \"30s\" or whole seconds such as \"30\" (at most %s).", raw, why, limit))
 		p.Field = "wait"
 		return 0, p
 	}
@@ -87,8 +87,8 @@ func parseWait(r *http.Request, max time.Duration) (time.Duration, *problem) {
 		if n < 0 {
 			return bad("is negative")
 		}
-		if n > int64(max/time.Second) {
-			return max, nil
+		if n > int64(limit/time.Second) {
+			return limit, nil
 		}
 		d = time.Duration(n) * time.Second
 	} else {
@@ -100,7 +100,7 @@ func parseWait(r *http.Request, max time.Duration) (time.Duration, *problem) {
 			return bad("is negative")
 		}
 	}
-	return min(d, max), nil
+	return min(d, limit), nil
 }
 
 // checkJSONType refuses a body that is not declared as application/json.

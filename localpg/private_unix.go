@@ -218,7 +218,7 @@ func (c *cluster) stop(ctx context.Context) error {
 
 	select {
 	case <-c.exited:
-		return fmt.Errorf("postgres had already exited: %v\nserver log:\n%s", c.waitErr, c.log.Tail(logTailLines))
+		return fmt.Errorf("postgres had already exited: %w\nserver log:\n%s", c.waitErr, c.log.Tail(logTailLines))
 	default:
 	}
 

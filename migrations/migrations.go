@@ -98,7 +98,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 		var step *rivermigrate.MigrateResult
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			var err error
-			step, err = migrator.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
+			// MigrateTx is deprecated for batching several migrations in one transaction;
+			// MaxSteps: 1 applies exactly one per transaction, which is what Migrate does.
+			step, err = migrator.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1}) //nolint:staticcheck // see above
+
 			return err
 		})
 		if err != nil {

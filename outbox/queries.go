@@ -27,8 +27,6 @@ WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)
 
 const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2`
 
-const sqlOpByID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE id = $1`
-
 const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args
 FROM oncebox_op WHERE id = $1 FOR UPDATE`
 

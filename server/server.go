@@ -289,7 +289,7 @@ func (s *Server) Listen() (net.Addr, error) {
 		return nil, nil
 	}
 	if s.listener == nil {
-		l, err := net.Listen("tcp", s.cfg.Addr)
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", s.cfg.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
 		}
@@ -364,7 +364,7 @@ func waitForPostgres(ctx context.Context, pool *pgxpool.Pool, wait time.Duration
 			return nil
 		}
 		if time.Now().Add(delay).After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("Postgres did not answer within %s: %w", wait, err)
+			return fmt.Errorf("no answer from Postgres within %s: %w", wait, err)
 		}
 		logger.Warn("waiting for Postgres", slog.Any("error", err))
 		select {

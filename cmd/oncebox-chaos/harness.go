@@ -351,7 +351,7 @@ func (h *harness) restartPostgres(ctx context.Context) error {
 	}
 	h.pg = pg
 	if pg.URL != h.dbURL {
-		return fmt.Errorf("Postgres came back under another URL: %s, was %s", pg.URL, h.dbURL)
+		return fmt.Errorf("postgres came back under another URL: %s, was %s", pg.URL, h.dbURL)
 	}
 	h.pgRestarts.Add(1)
 	h.logger.Info("Postgres restarted", slog.Duration("outage", time.Since(t0)))

@@ -23,13 +23,12 @@ type serveProc struct {
 	logPath string
 	logger  *slog.Logger
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{}
-	killed   bool // the harness stopped it on purpose
-	exitErr  error
-	logFile  *os.File
-	restarts int
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	killed  bool // the harness stopped it on purpose
+	exitErr error
+	logFile *os.File
 }
 
 // base returns the process's API base URL.
@@ -139,7 +138,7 @@ func (p *serveProc) waitHealthy(ctx context.Context, timeout time.Duration) erro
 		done := p.done
 		p.mu.Unlock()
 		if done != nil && isDone(done) {
-			return fmt.Errorf("%s exited before it was healthy (log %s): %v", p.name, p.logPath, p.exitErr)
+			return fmt.Errorf("%s exited before it was healthy (log %s): %w", p.name, p.logPath, p.exitErr)
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base()+"/healthz", nil)
 		if err != nil {

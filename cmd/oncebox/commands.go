@@ -302,7 +302,7 @@ func runDecide(ctx context.Context, verb string, args []string) error {
 
 func runReview(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return &exitError{code: 2, err: errors.New("usage: oncebox review list | resolve ...")}
+		return &exitError{code: 2, err: errors.New("usage: oncebox review list | review resolve --tenant T KEY (see oncebox help)")}
 	}
 	fs := flag.NewFlagSet("review "+args[0], flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant name")
@@ -390,7 +390,7 @@ func runReconcile(ctx context.Context, args []string) error {
 	case "report":
 		s, err := parseTime(*since)
 		if err != nil || *since == "" {
-			return &exitError{code: 2, err: fmt.Errorf("--since: want RFC 3339 or YYYY-MM-DD (%v)", err)}
+			return &exitError{code: 2, err: fmt.Errorf("--since: want RFC 3339 or YYYY-MM-DD: %w", err)}
 		}
 		u := time.Now()
 		if *until != "" {

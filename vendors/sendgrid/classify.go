@@ -50,7 +50,7 @@ func classifySend(a sendAnswer) (*outbox.DispatchResult, *outbox.DispatchError) 
 	de := &outbox.DispatchError{HTTPStatus: a.status}
 	switch {
 	case a.status >= 200 && a.status <= 299:
-		id := strings.TrimSpace(http.Header(a.header).Get("X-Message-Id"))
+		id := strings.TrimSpace(a.header.Get("X-Message-Id"))
 		return &outbox.DispatchResult{VendorRef: id, Result: resultJSON(id, a.status)}, nil
 	case a.status == http.StatusBadRequest:
 		de.Outcome, de.Code, de.Message = outbox.OutcomePermanent, "bad_request", "SendGrid refused the email as invalid"

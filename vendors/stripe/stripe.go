@@ -3,6 +3,7 @@ package stripe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -92,10 +93,11 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 		log.Debug("stripe dispatch succeeded", slog.String("vendor_ref", res.VendorRef))
 		return res, nil
 	}
-	if de, ok := err.(*outbox.DispatchError); ok {
+	var de *outbox.DispatchError
+	if errors.As(err, &de) {
 		return nil, de // Raised before any request (invalid args).
 	}
-	de := v.scrub(classify(err, st.wrote.Load(), int(st.status.Load()), time.Now()))
+	de = v.scrub(classify(err, st.wrote.Load(), int(st.status.Load()), time.Now()))
 	log.Debug("stripe dispatch failed", slog.String("outcome", de.Outcome.String()), slog.String("code", de.Code),
 		slog.Int("http_status", de.HTTPStatus), slog.Bool("replayed", de.Replayed))
 	return nil, de

@@ -58,7 +58,7 @@ func joinURL(base, path string, query url.Values) (string, error) {
 	}
 	for _, seg := range strings.Split(u.Path, "/") {
 		if seg == ".." {
-			return "", fmt.Errorf("path %q must not contain ..", path)
+			return "", fmt.Errorf("path %q must not contain a \"..\" segment", path)
 		}
 	}
 	if len(query) > 0 {
