@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -175,4 +176,35 @@ type VendorObject struct {
 	Created  time.Time
 	// Summary is the JSON stored as the op's result when the reconciler adopts the object.
 	Summary json.RawMessage
+}
+
+// ClassifyTransport classifies a vendor call that got no HTTP answer. Only a request that
+// was never written whole is provably not executed (OutcomeRetryable, code "not_sent");
+// after it was written, a timeout or a lost connection may hide a side effect
+// (OutcomeUnknown, code "timeout" or "connection_lost"). vendor names the vendor in the
+// message.
+func ClassifyTransport(vendor string, err error, written bool) *DispatchError {
+	if err == nil {
+		err = errors.New("no response")
+	}
+	switch {
+	case !written:
+		return &DispatchError{Outcome: OutcomeRetryable, Code: "not_sent",
+			Message: "the request was not sent to " + vendor + ": " + err.Error(), Err: err}
+	case isTimeout(err):
+		return &DispatchError{Outcome: OutcomeUnknown, Code: "timeout",
+			Message: "no answer from " + vendor + " in time after the request was sent: " + err.Error(), Err: err}
+	default:
+		return &DispatchError{Outcome: OutcomeUnknown, Code: "connection_lost",
+			Message: "the request was sent to " + vendor + " but its answer was lost: " + err.Error(), Err: err}
+	}
+}
+
+// isTimeout reports whether err is a deadline or a network timeout.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -75,7 +75,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	return s, nil
 }
 
-// Vendors builds the vendor adapters that are configured. A vendor without credentials
+// vendors builds the vendor adapters that are configured. A vendor without credentials
 // is left out, and so are its tools.
 func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 	var (

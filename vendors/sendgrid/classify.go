@@ -2,10 +2,7 @@ package sendgrid
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,7 +42,7 @@ type sendAnswer struct {
 // unexpected may hide a queued email.
 func classifySend(a sendAnswer) (*outbox.DispatchResult, *outbox.DispatchError) {
 	if a.status == 0 {
-		return nil, classifyTransportError(a.err, a.wrote)
+		return nil, outbox.ClassifyTransport("SendGrid", a.err, a.wrote)
 	}
 	de := &outbox.DispatchError{HTTPStatus: a.status}
 	switch {
@@ -78,40 +75,6 @@ func classifySend(a sendAnswer) (*outbox.DispatchResult, *outbox.DispatchError) 
 		de.Body = errorBody(a.body)
 	}
 	return nil, de
-}
-
-// classifyTransportError classifies a send that got no answer. Only a request
-// that was never written whole is provably not sent.
-func classifyTransportError(err error, wrote bool) *outbox.DispatchError {
-	if err == nil {
-		err = errors.New("no response")
-	}
-	switch {
-	case !wrote:
-		return &outbox.DispatchError{
-			Outcome: outbox.OutcomeRetryable, Code: "not_sent",
-			Message: "the request never reached SendGrid: " + err.Error(), Err: err,
-		}
-	case isTimeout(err):
-		return &outbox.DispatchError{
-			Outcome: outbox.OutcomeUnknown, Code: "timeout",
-			Message: "no answer in time after the request was sent; the email may have been queued: " + err.Error(), Err: err,
-		}
-	default:
-		return &outbox.DispatchError{
-			Outcome: outbox.OutcomeUnknown, Code: "connection_lost",
-			Message: "the request was sent but its answer was lost; the email may have been queued: " + err.Error(), Err: err,
-		}
-	}
-}
-
-// isTimeout reports whether err is a deadline or a network timeout.
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // retryAfter reads X-RateLimit-Reset (unix seconds) as a wait from now: at

@@ -1,10 +1,8 @@
 package stripe
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,7 +37,7 @@ func classify(err error, wrote bool, status int, now time.Time) *outbox.Dispatch
 			Err:        errors.New("stripe: unreadable answer with HTTP " + strconv.Itoa(status)),
 		}
 	}
-	return classifyTransportError(err, wrote)
+	return outbox.ClassifyTransport("Stripe", err, wrote)
 }
 
 // classifyAPIError classifies an answer Stripe gave, following VENDORS.md.
@@ -91,42 +89,6 @@ func classifyAPIError(se *stripego.Error, now time.Time) *outbox.DispatchError {
 		de.Body = errorBody(raw)
 	}
 	return de
-}
-
-// classifyTransportError classifies a call that got no HTTP answer (or one
-// stripe-go could not read).
-func classifyTransportError(err error, wrote bool) *outbox.DispatchError {
-	if !wrote {
-		return &outbox.DispatchError{
-			Outcome: outbox.OutcomeRetryable,
-			Code:    "connect_failed",
-			Message: "the request was not sent to Stripe: " + err.Error(),
-			Err:     err,
-		}
-	}
-	if isTimeout(err) {
-		return &outbox.DispatchError{
-			Outcome: outbox.OutcomeUnknown,
-			Code:    "timeout",
-			Message: "no answer from Stripe in time after the request was sent: " + err.Error(),
-			Err:     err,
-		}
-	}
-	return &outbox.DispatchError{
-		Outcome: outbox.OutcomeUnknown,
-		Code:    "connection_lost",
-		Message: "the request was sent to Stripe but its answer was lost: " + err.Error(),
-		Err:     err,
-	}
-}
-
-// isTimeout reports whether err is a deadline or a network timeout.
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // apiError wraps a *stripego.Error for DispatchError.Err. stripego.Error's own

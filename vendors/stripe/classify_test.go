@@ -78,9 +78,9 @@ func TestClassify(t *testing.T) {
 			outcome: outbox.OutcomeUnknown, code: "api_error", body: true},
 		{name: "undecodable answer", err: errors.New("Couldn't deserialize JSON (body sample: client_secret)"), wrote: true, status: 502,
 			outcome: outbox.OutcomeUnknown, code: "unreadable_response"},
-		{name: "dial failure", err: dialErr, outcome: outbox.OutcomeRetryable, code: "connect_failed"},
+		{name: "dial failure", err: dialErr, outcome: outbox.OutcomeRetryable, code: "not_sent"},
 		{name: "cancelled before sending", err: &url.Error{Op: "Post", URL: "http://x", Err: context.Canceled},
-			outcome: outbox.OutcomeRetryable, code: "connect_failed"},
+			outcome: outbox.OutcomeRetryable, code: "not_sent"},
 		{name: "timeout after sending", err: timeoutErr, wrote: true, outcome: outbox.OutcomeUnknown, code: "timeout"},
 		{name: "EOF after sending", err: eofErr, wrote: true, outcome: outbox.OutcomeUnknown, code: "connection_lost"},
 	} {

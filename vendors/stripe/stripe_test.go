@@ -296,7 +296,7 @@ func TestDispatchConnectionRefusedIsRetryable(t *testing.T) {
 		Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), VendorKey: "ob_x", Attempt: 1})
 	de := requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
-	require.Equal(t, "connect_failed", de.Code)
+	require.Equal(t, "not_sent", de.Code)
 	requireNoSecret(t, de.Error(), de.Err.Error())
 }
 

@@ -2,10 +2,7 @@ package webhook
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,7 +33,7 @@ type answer struct {
 // caps the body kept in the result or the error.
 func classify(a answer, maxBytes int) (*outbox.DispatchResult, *outbox.DispatchError) {
 	if a.status == 0 {
-		return nil, classifyTransportError(a.err, a.mayHaveArrived)
+		return nil, outbox.ClassifyTransport("the webhook target", a.err, a.mayHaveArrived)
 	}
 	replayed := a.header.Get("Idempotent-Replayed") == "true"
 	de := &outbox.DispatchError{HTTPStatus: a.status, Replayed: replayed}
@@ -71,44 +68,6 @@ func classify(a answer, maxBytes int) (*outbox.DispatchResult, *outbox.DispatchE
 		de.Body = resultJSON(a.status, a.body, maxBytes)
 	}
 	return nil, de
-}
-
-// classifyTransportError classifies a request that got no answer.
-func classifyTransportError(err error, mayHaveArrived bool) *outbox.DispatchError {
-	if err == nil {
-		err = errors.New("no response")
-	}
-	if !mayHaveArrived {
-		return &outbox.DispatchError{
-			Outcome: outbox.OutcomeRetryable,
-			Code:    "connect_failed",
-			Message: "the request was not sent: " + err.Error(),
-			Err:     err,
-		}
-	}
-	if isTimeout(err) {
-		return &outbox.DispatchError{
-			Outcome: outbox.OutcomeUnknown,
-			Code:    "timeout",
-			Message: "no answer in time after the request was sent: " + err.Error(),
-			Err:     err,
-		}
-	}
-	return &outbox.DispatchError{
-		Outcome: outbox.OutcomeUnknown,
-		Code:    "connection_lost",
-		Message: "the request was sent but its answer was lost: " + err.Error(),
-		Err:     err,
-	}
-}
-
-// isTimeout reports whether err is a deadline or a network timeout.
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // vendorRef is X-Request-Id, else the JSON body's "id", else the status.

@@ -39,9 +39,9 @@ func TestClassify(t *testing.T) {
 		wantRetry   time.Duration
 		wantReplay  bool
 	}{
-		{name: "refused before sending", a: answer{err: refused}, wantOutcome: outbox.OutcomeRetryable, wantCode: "connect_failed"},
-		{name: "timeout before sending", a: answer{err: timeout}, wantOutcome: outbox.OutcomeRetryable, wantCode: "connect_failed"},
-		{name: "cancelled before sending", a: answer{err: context.Canceled}, wantOutcome: outbox.OutcomeRetryable, wantCode: "connect_failed"},
+		{name: "refused before sending", a: answer{err: refused}, wantOutcome: outbox.OutcomeRetryable, wantCode: "not_sent"},
+		{name: "timeout before sending", a: answer{err: timeout}, wantOutcome: outbox.OutcomeRetryable, wantCode: "not_sent"},
+		{name: "cancelled before sending", a: answer{err: context.Canceled}, wantOutcome: outbox.OutcomeRetryable, wantCode: "not_sent"},
 		{name: "timeout after sending", a: answer{err: timeout, mayHaveArrived: true}, wantOutcome: outbox.OutcomeUnknown, wantCode: "timeout"},
 		{name: "reset after sending", a: answer{err: reset, mayHaveArrived: true}, wantOutcome: outbox.OutcomeUnknown, wantCode: "connection_lost"},
 		{name: "cancelled after sending", a: answer{err: context.Canceled, mayHaveArrived: true}, wantOutcome: outbox.OutcomeUnknown, wantCode: "connection_lost"},

@@ -16,7 +16,7 @@
 //
 //   - nothing was sent (dial failure, refused connection, DNS failure, a
 //     request that could not be written whole): retryable, code
-//     connect_failed;
+//     not_sent;
 //   - 2xx: success; the vendor ref is X-Request-Id, else the body's "id",
 //     else the status; the stored result is {"status":..,"body":..};
 //   - 409: retryable (conflict_in_use); 429: retryable with Retry-After;

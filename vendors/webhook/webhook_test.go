@@ -165,7 +165,7 @@ func TestDispatchConnectionRefusedIsRetryable(t *testing.T) {
 	v := newVendor(t, "http://"+addr, nil)
 
 	_, err = v.Dispatch(t.Context(), params("op-1", `{"target":"hooks","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomeRetryable, "connect_failed")
+	requireDispatchError(t, err, outbox.OutcomeRetryable, "not_sent")
 }
 
 func TestDispatchDNSFailureIsRetryable(t *testing.T) {
@@ -173,7 +173,7 @@ func TestDispatchDNSFailureIsRetryable(t *testing.T) {
 	v := newVendor(t, "http://no-such-host.invalid", func(c *webhook.Config) { c.Timeout = time.Second })
 
 	_, err := v.Dispatch(t.Context(), params("op-1", `{"target":"hooks","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomeRetryable, "connect_failed")
+	requireDispatchError(t, err, outbox.OutcomeRetryable, "not_sent")
 }
 
 func TestDispatchCancelledBeforeSendingIsRetryable(t *testing.T) {
@@ -184,7 +184,7 @@ func TestDispatchCancelledBeforeSendingIsRetryable(t *testing.T) {
 	cancel()
 
 	_, err := v.Dispatch(ctx, params("op-1", `{"target":"hooks","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomeRetryable, "connect_failed")
+	requireDispatchError(t, err, outbox.OutcomeRetryable, "not_sent")
 	require.Zero(t, fake.Requests())
 }
 
