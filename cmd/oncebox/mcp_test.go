@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/tenant"
+)
+
+// TestMCPOverStdio runs `oncebox mcp --tenant acme` as a child process and talks to it
+// with the MCP SDK's own client over stdio: the same tool call sent twice is one op.
+func TestMCPOverStdio(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := dbtest.Schema(t)
+	_, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childArgsEnv+"=mcp --tenant acme",
+		"DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_LOG_LEVEL=error",
+		// A Stripe key enables the Stripe tools; `oncebox mcp` only enqueues.
+		"STRIPE_API_KEY=sk_test_x", "STRIPE_API_BASE=http://127.0.0.1:1", "ONCEBOX_MCP_WAIT=100ms")
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+
+	tools, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	require.Contains(t, names, "stripe_payment_intent")
+
+	meta := mcp.Meta{mcpserver.MetaConversationID: "conv-1", mcpserver.MetaToolCallID: "toolu_1"}
+	args := map[string]any{"amount": 1200, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true}
+	first, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stripe_payment_intent", Arguments: args, Meta: meta})
+	require.NoError(t, err)
+	second, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stripe_payment_intent", Arguments: args, Meta: meta})
+	require.NoError(t, err)
+	text := func(r *mcp.CallToolResult) string {
+		var b strings.Builder
+		for _, c := range r.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String()
+	}
+	require.NotContains(t, text(first), "ALREADY DONE EARLIER")
+	require.Contains(t, text(second), "ALREADY DONE EARLIER")
+	require.Contains(t, text(second), "NOT repeated")
+
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op").Scan(&n))
+	require.Equal(t, 1, n, "one op for the same tool call")
+}
