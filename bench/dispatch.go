@@ -48,6 +48,8 @@ type DispatchParams struct {
 	// VendorLatency is how long the fake receiver takes to answer each POST. 0 answers
 	// at once.
 	VendorLatency time.Duration
+	// BatchedCompletion sets outbox.Config.BatchedCompletion.
+	BatchedCompletion bool
 }
 
 // succeededCounter is an outbox.Observer that counts ops that reached succeeded (after
@@ -120,6 +122,7 @@ func EndToEnd(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measur
 		FetchCooldown:     p.Settings.FetchCooldown,
 		FetchPollInterval: p.Settings.FetchPollInterval,
 		Observer:          counter,
+		BatchedCompletion: p.BatchedCompletion,
 	})
 	if err != nil {
 		return Measure{}, fmt.Errorf("bench: outbox: %w", err)

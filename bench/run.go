@@ -120,7 +120,7 @@ func Scenarios(sizes Sizes) []string {
 			out = append(out, enqueueName(api, c))
 		}
 	}
-	out = append(out, replayName(sizes.ReplayCallers), endToEndName(sizes.EndToEndOps))
+	out = append(out, replayName(sizes.ReplayCallers), endToEndName(sizes.EndToEndOps), endToEndBatchedName(sizes.EndToEndOps))
 	for _, w := range sizes.LatencyWorkers {
 		out = append(out, latencyName(w))
 	}
@@ -140,6 +140,10 @@ func enqueueName(api string, callers int) string {
 
 func replayName(callers int) string {
 	return "replay of an existing key, " + callersText(callers)
+}
+
+func endToEndBatchedName(ops int) string {
+	return endToEndName(ops) + ", --batched-completion"
 }
 
 func endToEndName(ops int) string {
@@ -320,9 +324,19 @@ func (r *runner) endToEnd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var batched Measure
+	err = r.withSchema(ctx, DispatchPoolSize, func(s *Schema) error {
+		var err error
+		batched, err = EndToEnd(ctx, s.Pool, DispatchParams{Ops: r.sizes.EndToEndOps, Settings: settings, BatchedCompletion: true})
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	baseName := fmt.Sprintf("River no-op worker, %s jobs, same settings (%d workers, cooldown %s, poll %s)",
 		groupThousands(int64(r.sizes.EndToEndOps)), settings.Workers, settings.FetchCooldown, settings.FetchPollInterval)
 	r.add(ratioRow(endToEndName(r.sizes.EndToEndOps), m, baseName, base, 0.5))
+	r.add(ratioRow(endToEndBatchedName(r.sizes.EndToEndOps), batched, baseName, base, 0.5))
 	return nil
 }
 

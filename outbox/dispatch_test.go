@@ -405,3 +405,35 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchedCompletionFinishesJobs records results in one statement and leaves the job
+// to River's completer: every op succeeds once and every job ends completed.
+func TestBatchedCompletionFinishesJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}, NativeIdempotency: true})
+	require.NoError(t, err)
+	reg, err := outbox.NewRegistry(webhookTool())
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, BatchedCompletion: true,
+		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	require.NoError(t, err)
+	startWorker(t, ob)
+
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409}) // one retry on the way
+	const n = 20
+	for i := 0; i < n; i++ {
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: fmt.Sprintf("b%d", i), Tool: "webhook.post", Args: webhookArgs(i)})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		return count(t, pool, "SELECT count(*) FROM oncebox_op WHERE status = 'succeeded'") == n &&
+			count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND state = 'completed'") == n
+	}, 15*time.Second, 20*time.Millisecond)
+	require.Equal(t, n, fake.EffectCount())
+}

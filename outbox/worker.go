@@ -339,8 +339,9 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 		return nil
 	}
 	var err error
-	if p.keepJob {
-		// The job stays running and the returned error retries it: one statement.
+	if p.keepJob || ob.cfg.BatchedCompletion {
+		// One statement: either the job stays running and the returned error retries
+		// it, or River's completer finishes it once this run returns.
 		err = recordTx(ob.pool)
 	} else {
 		err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {

@@ -28,6 +28,7 @@ type Config struct {
 	Roles       Roles
 
 	MaxAttempts          int
+	BatchedCompletion    bool
 	RetryMaxBackoff      time.Duration
 	RescueStuckJobsAfter time.Duration
 	FetchCooldown        time.Duration

@@ -167,6 +167,7 @@ func (s *Server) build(ctx context.Context) error {
 		Work:                 &work,
 		MaxAttempts:          cfg.MaxAttempts,
 		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
+		BatchedCompletion:    cfg.BatchedCompletion,
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,

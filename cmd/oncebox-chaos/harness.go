@@ -256,7 +256,9 @@ func (h *harness) prepare(ctx context.Context) error {
 		}
 		p := &serveProc{name: fmt.Sprintf("serve-%d", i), bin: h.bin, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			logPath: filepath.Join(h.logDir, fmt.Sprintf("serve-%d.log", i)), logger: h.logger}
-		p.env = h.serveEnv(p.addr)
+		// Odd processes complete jobs through River's batched completer, even ones with
+		// JobCompleteTx, so both ways of finishing a job run under the same chaos.
+		p.env = append(h.serveEnv(p.addr), "ONCEBOX_BATCHED_COMPLETION="+strconv.FormatBool(i%2 == 1))
 		h.procs = append(h.procs, p)
 		if err := p.start(); err != nil {
 			return err
