@@ -41,7 +41,7 @@ func TestRunQuick(t *testing.T) {
 	require.Contains(t, table, "PostgreSQL ")
 
 	names := bench.Scenarios(sizes)
-	require.Len(t, names, 2*len(sizes.Callers)+2+len(sizes.LatencyWorkers)+4)
+	require.Len(t, names, 2*len(sizes.Callers)+3+len(sizes.LatencyWorkers)+4) // enqueue rows, replay, two end-to-end rows, latency rows, peak and three sweeper rows
 	for _, name := range names {
 		row, ok := res.Row(name)
 		require.True(t, ok, "no row %q in\n%s", name, table)
