@@ -132,7 +132,7 @@ oncebox dev is running.
 
 Enqueue an op (run it twice: the second answer is a replay, and nothing is charged twice):
 
-  curl -sS -X POST %s/v1/ops?wait=5s \
+  curl -sS -X POST '%s/v1/ops?wait=5s' \
     -H 'Authorization: Bearer %s' \
     -H 'Idempotency-Key: order-1001' \
     -H 'Content-Type: application/json' \

@@ -88,7 +88,7 @@ func banner(t *testing.T, r *bufio.Reader) string {
 }
 
 var (
-	curlURL    = regexp.MustCompile(`curl -sS -X POST (\S+) \\`)
+	curlURL    = regexp.MustCompile(`curl -sS -X POST '([^']+)' \\`)
 	curlHeader = regexp.MustCompile(`-H '([^:]+): ([^']+)'`)
 	curlBody   = regexp.MustCompile(`-d '([^']+)'`)
 	pgURL      = regexp.MustCompile(`Postgres\s+\S+ \((\S+)\)`)
