@@ -20,61 +20,105 @@ type Roles struct {
 	Periodic bool
 }
 
-// Config is everything `oncebox serve` can be told. cmd/oncebox documents every field's
-// flag and environment variable.
+// Config is everything `oncebox serve` can be told. Each field is one flag and one
+// environment variable of cmd/oncebox (`oncebox config` lists them); Defaults returns
+// the zero-configuration values.
 type Config struct {
+	// DatabaseURL is the Postgres URL (DATABASE_URL). Required.
 	DatabaseURL string
-	Addr        string
-	Roles       Roles
+	// Addr is the address of the HTTP API, MCP, /metrics and River UI. Defaults to
+	// 127.0.0.1:8080.
+	Addr string
+	// Roles says what this process runs. Defaults to all three.
+	Roles Roles
 
-	MaxAttempts          int
-	BatchedCompletion    bool
-	RetryMaxBackoff      time.Duration
+	// MaxAttempts is how many retryable failures an op may see before needs_review.
+	// Defaults to 10.
+	MaxAttempts int
+	// BatchedCompletion lets River's completer finish dispatch jobs (see
+	// outbox.Config.BatchedCompletion). Defaults to false.
+	BatchedCompletion bool
+	// RetryMaxBackoff caps the wait between attempts after a retryable error. Defaults
+	// to 5 minutes.
+	RetryMaxBackoff time.Duration
+	// RescueStuckJobsAfter is River's horizon for rescuing a job whose worker vanished.
+	// Defaults to 2 minutes.
 	RescueStuckJobsAfter time.Duration
-	FetchCooldown        time.Duration
-	FetchPollInterval    time.Duration
-	ShutdownGrace        time.Duration
-	// Queues configures each vendor's queue (workers, job timeout).
+	// FetchCooldown and FetchPollInterval tune River's fetching. Default to 5 ms and
+	// 500 ms.
+	FetchCooldown     time.Duration
+	FetchPollInterval time.Duration
+	// ShutdownGrace is how long running dispatches may finish after SIGTERM. Defaults
+	// to 30 seconds.
+	ShutdownGrace time.Duration
+	// Queues configures each vendor's queue (workers, job timeout). Defaults to 50
+	// workers and 30 seconds per vendor.
 	Queues map[string]outbox.QueueConfig
 
+	// StripeAPIKey enables the Stripe tools. StripeAPIBase defaults to Stripe's API,
+	// StripeTimeout to 20 seconds, StripeSearchLag to 1 minute.
 	StripeAPIKey    string
 	StripeAPIBase   string
 	StripeTimeout   time.Duration
 	StripeSearchLag time.Duration
 
+	// SendGridAPIKey enables the mail tool. SendGridAPIBase defaults to SendGrid's API,
+	// SendGridTimeout to 10 seconds, SendGridLookupLag to 10 minutes and
+	// SendGridActivityRate to 6 requests a minute.
 	SendGridAPIKey       string
 	SendGridAPIBase      string
 	SendGridTimeout      time.Duration
 	SendGridLookupLag    time.Duration
 	SendGridActivityRate int
 
+	// WebhookTargets is the allow-list of the webhook tool; empty disables it.
+	// WebhookTimeout defaults to 10 seconds; WebhookNativeKeys to false; an empty
+	// WebhookLookupPath sends unknown webhook outcomes to needs_review.
 	WebhookTargets    map[string]webhook.Target
 	WebhookTimeout    time.Duration
 	WebhookNativeKeys bool
 	WebhookLookupPath string
 
+	// RefundApprovalAbove makes larger refunds wait for approval; 0 means never.
 	RefundApprovalAbove int64
-	TTL                 time.Duration
-	TombstoneTTL        time.Duration
-	PurgeInterval       time.Duration
-	PurgeBatch          int
-	RedactMail          bool
+	// TTL is how long ops are kept. Defaults to 72 hours.
+	TTL time.Duration
+	// TombstoneTTL is how long a purged op's key is remembered. Defaults to 30 days.
+	TombstoneTTL time.Duration
+	// PurgeInterval and PurgeBatch drive the TTL purge. Default to 1 minute and 1,000.
+	PurgeInterval time.Duration
+	PurgeBatch    int
+	// RedactMail redacts mail addresses and bodies in stored args. Defaults to true.
+	RedactMail bool
 
-	ReconcileInterval     time.Duration
+	// ReconcileInterval is how often the sweeper runs. Defaults to 30 seconds.
+	ReconcileInterval time.Duration
+	// ReconcileSweepTimeout bounds one sweep. Defaults to 90 seconds.
 	ReconcileSweepTimeout time.Duration
-	ReconcileRetryAfter   time.Duration
-	ResendOnNone          map[string]bool
+	// ReconcileRetryAfter is the pause after a failed vendor lookup. Defaults to 1
+	// minute.
+	ReconcileRetryAfter time.Duration
+	// ResendOnNone says, per vendor, whether an op the vendor holds nothing for is
+	// resent. Defaults to true for every vendor.
+	ResendOnNone map[string]bool
 	// StartupWait is how long New waits for Postgres to answer before giving up.
+	// Defaults to 1 minute.
 	StartupWait time.Duration
 
+	// MaxBodyBytes bounds POST /v1/ops bodies. Defaults to 64 KiB.
 	MaxBodyBytes int64
-	MaxWait      time.Duration
-	MCPWait      time.Duration
-	AdminToken   string
+	// MaxWait caps ?wait= on the HTTP API. Defaults to 60 seconds.
+	MaxWait time.Duration
+	// MCPWait is how long an MCP tool call waits for the vendor's answer. Defaults to
+	// 10 seconds.
+	MCPWait time.Duration
+	// AdminToken guards River UI and, when set, /metrics. River UI is off without it.
+	AdminToken string
 	// AuthCacheTTL is how long a successful token check is remembered (0: never).
+	// Defaults to 10 seconds.
 	AuthCacheTTL time.Duration
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
-	// tools until their op is terminal (see outbox.Config.SealKey).
+	// tools until their op is terminal (see outbox.Config.SealKey). Optional.
 	SealKey string
 }
 
