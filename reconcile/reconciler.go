@@ -60,6 +60,9 @@ type Config struct {
 	// dispatching, with no dispatch job running, before the sweeper moves it to
 	// unknown. Defaults to 30 seconds.
 	StuckMargin time.Duration
+	// Concurrency is how many ops one sweep looks up at once. Vendors' own rate limits
+	// still apply (SendGrid's activity limiter is shared by the process). Defaults to 4.
+	Concurrency int
 	// SweepTimeout bounds one sweep run; the ops a sweep leased but did not reach (its
 	// process died, or the timeout hit) come back this long after it started. Keep it
 	// below the outbox's RescueStuckJobsAfter. Defaults to 90 seconds.
@@ -90,6 +93,9 @@ func (c *Config) withDefaults() Config {
 	if out.StuckMargin == 0 {
 		out.StuckMargin = 30 * time.Second
 	}
+	if out.Concurrency == 0 {
+		out.Concurrency = 4
+	}
 	if out.SweepTimeout == 0 {
 		out.SweepTimeout = defaultSweepTimeout
 	}
@@ -115,6 +121,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("reconcile: MaxAttempts %d must be at least 1", c.MaxAttempts)
 	case c.StuckMargin < 0:
 		return errors.New("reconcile: StuckMargin must not be negative")
+	case c.Concurrency < 1 || c.Concurrency > 256:
+		return errors.New("reconcile: Concurrency must be 1 to 256")
 	case c.SweepTimeout < 0:
 		return errors.New("reconcile: SweepTimeout must not be negative")
 	case c.RetryLookupAfter < 0:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,6 +81,19 @@ type Stats struct {
 	Stuck int
 	// Skipped counts ops a worker or a person resolved while their lookup ran.
 	Skipped int
+}
+
+func (s *Stats) add(o Stats) {
+	s.Looked += o.Looked
+	s.Succeeded += o.Succeeded
+	s.Failed += o.Failed
+	s.Resent += o.Resent
+	s.Waiting += o.Waiting
+	s.NeedsReview += o.NeedsReview
+	s.Duplicates += o.Duplicates
+	s.LookupErrors += o.LookupErrors
+	s.Stuck += o.Stuck
+	s.Skipped += o.Skipped
 }
 
 // candidate is an op as the sweeper sees it.
@@ -158,18 +172,43 @@ func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return st, fmt.Errorf("reconcile: select unknown ops: %w", err)
 	}
-	var errs []error
+	// Up to Config.Concurrency ops are looked up at once; each check keeps stats of
+	// its own, added up here.
+	var (
+		errs []error
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		next = make(chan string)
+	)
+	for range min(r.cfg.Concurrency, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				var one Stats
+				err := r.check(ctx, ob, id, &one)
+				mu.Lock()
+				st.add(one)
+				if err != nil {
+					r.logger(ob).Error("reconcile: op not checked", slog.String("op_id", id), slog.Any("error", err))
+					errs = append(errs, fmt.Errorf("op %s: %w", id, err))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			// The ops left keep their lease and come back in a later sweep.
+			mu.Lock()
 			errs = append(errs, ctx.Err())
+			mu.Unlock()
 			break
 		}
-		if err := r.check(ctx, ob, id, &st); err != nil {
-			r.logger(ob).Error("reconcile: op not checked", slog.String("op_id", id), slog.Any("error", err))
-			errs = append(errs, fmt.Errorf("op %s: %w", id, err))
-		}
+		next <- id
 	}
+	close(next)
+	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return st, fmt.Errorf("reconcile: sweep: %w", err)
 	}

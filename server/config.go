@@ -98,6 +98,13 @@ type Config struct {
 	// ReconcileRetryAfter is the pause after a failed vendor lookup. Defaults to 1
 	// minute.
 	ReconcileRetryAfter time.Duration
+	// ReconcileBatch bounds the ops one sweep looks at. Defaults to 100.
+	ReconcileBatch int
+	// ReconcileConcurrency is how many lookups one sweep runs at once. Defaults to 4.
+	ReconcileConcurrency int
+	// ReconcileStuckMargin is how long past its vendor's job timeout a dispatching op
+	// with no running job waits before the sweeper takes it. Defaults to 30 seconds.
+	ReconcileStuckMargin time.Duration
 	// ResendOnNone says, per vendor, whether an op the vendor holds nothing for is
 	// resent. Defaults to true for every vendor.
 	ResendOnNone map[string]bool
@@ -154,6 +161,9 @@ func Defaults() Config {
 		ReconcileInterval:     30 * time.Second,
 		ReconcileSweepTimeout: 90 * time.Second,
 		ReconcileRetryAfter:   time.Minute,
+		ReconcileBatch:        100,
+		ReconcileConcurrency:  4,
+		ReconcileStuckMargin:  30 * time.Second,
 		StartupWait:           time.Minute,
 		MaxBodyBytes:          64 << 10,
 		MaxWait:               60 * time.Second,

@@ -149,7 +149,8 @@ func (s *Server) build(ctx context.Context) error {
 	s.metrics = metrics.New(metrics.Config{Pool: s.pool, Logger: s.logger})
 	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
 		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts,
-		SweepTimeout: cfg.ReconcileSweepTimeout, RetryLookupAfter: cfg.ReconcileRetryAfter})
+		SweepTimeout: cfg.ReconcileSweepTimeout, RetryLookupAfter: cfg.ReconcileRetryAfter,
+		BatchSize: cfg.ReconcileBatch, Concurrency: cfg.ReconcileConcurrency, StuckMargin: cfg.ReconcileStuckMargin})
 	if err != nil {
 		return fmt.Errorf("reconciler: %w", err)
 	}

@@ -155,6 +155,9 @@ func settings() []setting {
 		durSetting("reconcile-interval", "ONCEBOX_RECONCILE_INTERVAL", d.ReconcileInterval, "how often the reconciler sweeps unknown and stuck ops", func(c *server.Config) *time.Duration { return &c.ReconcileInterval }),
 		durSetting("reconcile-sweep-timeout", "ONCEBOX_RECONCILE_SWEEP_TIMEOUT", d.ReconcileSweepTimeout, "bound on one sweep; ops a dead sweep had taken come back after this (keep below --rescue-after)", func(c *server.Config) *time.Duration { return &c.ReconcileSweepTimeout }),
 		durSetting("reconcile-retry-after", "ONCEBOX_RECONCILE_RETRY_AFTER", d.ReconcileRetryAfter, "after a failed vendor lookup (rate limit, network), look again after this", func(c *server.Config) *time.Duration { return &c.ReconcileRetryAfter }),
+		intSetting("reconcile-batch", "ONCEBOX_RECONCILE_BATCH", int64(d.ReconcileBatch), "ops one sweep looks at", func(c *server.Config, n int64) { c.ReconcileBatch = int(n) }),
+		intSetting("reconcile-concurrency", "ONCEBOX_RECONCILE_CONCURRENCY", int64(d.ReconcileConcurrency), "vendor lookups one sweep runs at once (vendor rate limits still apply)", func(c *server.Config, n int64) { c.ReconcileConcurrency = int(n) }),
+		durSetting("reconcile-stuck-margin", "ONCEBOX_RECONCILE_STUCK_MARGIN", d.ReconcileStuckMargin, "a dispatching op with no running job is taken by the sweeper this long after its vendor's job timeout", func(c *server.Config) *time.Duration { return &c.ReconcileStuckMargin }),
 		setting{flag: "resend-on-none", env: "ONCEBOX_RESEND_ON_NONE", def: "stripe=true,sendgrid=true,webhook=true",
 			help: "per vendor: when the reconciler finds no object after the lookup lag, resend (true) or ask a person (false)",
 			set: func(c *server.Config, v string) error {
