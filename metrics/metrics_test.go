@@ -1,0 +1,63 @@
+package metrics_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/metrics"
+	"github.com/oncebox/oncebox/outbox"
+)
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	return rec.Body.String()
+}
+
+func TestCountersFollowTheObservers(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Config{})
+	var _ outbox.Observer = m
+
+	m.Enqueued("stripe.refund", "new")
+	m.Enqueued("stripe.refund", "replay")
+	m.Enqueued("stripe.refund", "replay")
+	m.Enqueued("stripe.refund", "replay")
+	m.Enqueued("stripe.refund", "conflict")
+	m.Enqueued("stripe.refund", "expiry_collision")
+	m.Dispatched("stripe", "unknown", 120*time.Millisecond)
+	m.Transition("stripe", outbox.StatusDispatching, outbox.StatusUnknown)
+	m.Decision("stripe", "succeeded")
+	m.Duplicate("sendgrid")
+
+	out := scrape(t, m)
+	for _, want := range []string{
+		`oncebox_ops_enqueued_total{outcome="new",tool="stripe.refund"} 1`,
+		`oncebox_ops_enqueued_total{outcome="replay",tool="stripe.refund"} 3`,
+		`oncebox_ops_enqueued_total{outcome="conflict",tool="stripe.refund"} 1`,
+		`oncebox_key_expiry_collisions_total{tool="stripe.refund"} 1`,
+		`oncebox_replay_hit_ratio 0.75`,
+		`oncebox_dispatch_outcomes_total{outcome="unknown",vendor="stripe"} 1`,
+		`oncebox_dispatch_duration_seconds_count{outcome="unknown",vendor="stripe"} 1`,
+		`oncebox_op_transitions_total{from="dispatching",to="unknown",vendor="stripe"} 1`,
+		`oncebox_reconcile_decisions_total{decision="succeeded",vendor="stripe"} 1`,
+		`oncebox_duplicates_found_total{vendor="sendgrid"} 1`,
+	} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, `outcome="expiry_collision"`, "a collision is its own counter, not an enqueue outcome")
+}
+
+func TestRegistriesAreIndependent(t *testing.T) {
+	t.Parallel()
+	a, b := metrics.New(metrics.Config{}), metrics.New(metrics.Config{})
+	a.Enqueued("t", "new")
+	require.Contains(t, scrape(t, a), `oncebox_ops_enqueued_total{outcome="new",tool="t"} 1`)
+	require.NotContains(t, scrape(t, b), `oncebox_ops_enqueued_total{`, "no global registry")
+}
