@@ -437,3 +437,37 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 	}, 15*time.Second, 20*time.Millisecond)
 	require.Equal(t, n, fake.EffectCount())
 }
+
+// TestSealedArgsThatCannotBeOpenedGoToReview enqueues a redacting tool's op under one
+// seal key and works it with another: nothing reaches the vendor, a person decides.
+func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+
+	tool := webhookTool()
+	tool.Redact = func(json.RawMessage) json.RawMessage { return json.RawMessage(`{"redacted":true}`) }
+	reg, err := outbox.NewRegistry(tool)
+	require.NoError(t, err)
+	keyA, keyB := make([]byte, outbox.SealKeySize), make([]byte, outbox.SealKeySize)
+	keyB[0] = 1
+	writer, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: keyA})
+	require.NoError(t, err)
+	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}})
+	require.NoError(t, err)
+	worker, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, SealKey: keyB})
+	require.NoError(t, err)
+
+	_, err = writer.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "sealed", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM oncebox_op WHERE args::text = '{"redacted": true}' AND sealed_args IS NOT NULL`))
+	startWorker(t, worker)
+
+	op := waitStatus(t, worker, tenant, "sealed", outbox.StatusNeedsReview, 10*time.Second)
+	require.Contains(t, string(op.Error), "sealed_args")
+	require.Zero(t, fake.Requests(), "nothing was sent without the arguments")
+}

@@ -48,8 +48,10 @@ type claim struct {
 	startedAt time.Time
 	// done is set when the job has nothing (more) to do.
 	done bool
-	// sealed is set when op.Args were opened from their sealed copy (the stored args
-	// are already redacted).
+	// sealedArgs is the sealed copy of the op's full arguments, when its tool redacts.
+	sealedArgs []byte
+	// sealed is set when op.Args were opened from sealedArgs (the stored args are
+	// already redacted).
 	sealed bool
 }
 
@@ -71,9 +73,18 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 
 	op := c.op
-	log := ob.logger.With(slog.Int64("tenant", op.TenantID), slog.String("op_id", op.ID),
-		slog.String("idempotency_key", op.Key), slog.String("conversation_id", op.ConversationID),
-		slog.String("tool_call_id", op.ToolCallID), slog.Int("attempt", c.attempt), slog.String("vendor", vendor.Name()))
+	log := ob.opLogger(op).With(slog.Int("attempt", c.attempt))
+	if c.sealedArgs != nil {
+		full, err := ob.sealer.open(op.TenantID, op.Key, c.sealedArgs)
+		if err != nil {
+			// Without its arguments the op cannot be sent: a person decides.
+			errJSON, _ := json.Marshal(map[string]string{"class": "sealed_args", "message": err.Error()})
+			return ob.record(context.WithoutCancel(ctx), job, c, log, recordParams{status: StatusNeedsReview,
+				errJSON: errJSON, outcome: "not_sent", errText: err.Error()})
+		}
+		op.Args = full
+		c.sealed = true
+	}
 
 	start := time.Now()
 	res, derr := vendor.Dispatch(ctx, DispatchParams{
@@ -155,9 +166,8 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			token          *string
 			keyFirstSentAt *time.Time
 			staleKey       bool
-			sealed         []byte
 		)
-		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &sealed)
+		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs)
 		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID).Scan(dest...); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				// The op was purged or its tenant deleted: nothing to dispatch.
@@ -170,25 +180,6 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		op.fromScan()
 		c.op = op
 		from = op.Status
-		if sealed != nil && (op.Status == StatusPending || op.Status == StatusDispatching) {
-			full, err := ob.sealer.open(op.TenantID, op.Key, sealed)
-			if err != nil {
-				// Without its arguments the op cannot be sent: a person decides.
-				c.done = true
-				if err := insertEvent(ctx, tx, op.ID, "sealed_args", op.Status, StatusNeedsReview, "worker",
-					map[string]string{"error": err.Error()}); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, "UPDATE oncebox_op SET status = 'needs_review', updated_at = now() WHERE id = $1", op.ID); err != nil {
-					return err
-				}
-				transition = StatusNeedsReview
-				_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-				return err
-			}
-			op.Args = full
-			c.sealed = true
-		}
 
 		switch op.Status {
 		case StatusPending:
@@ -237,9 +228,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 	if transition != "" && transition != from {
 		ob.cfg.Observer.Transition(vendor.Name(), from, transition)
 		if c.op != nil {
-			ob.logger.Info("op state changed", slog.Int64("tenant", c.op.TenantID), slog.String("op_id", c.op.ID),
-				slog.String("idempotency_key", c.op.Key), slog.String("conversation_id", c.op.ConversationID),
-				slog.String("tool_call_id", c.op.ToolCallID), slog.String("from", string(from)),
+			ob.opLogger(c.op).Info("op state changed", slog.String("from", string(from)),
 				slog.String("to", string(transition)), slog.Int("attempt", c.attempt))
 		}
 	}
@@ -251,11 +240,8 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 // the op is not pending (the locking path then decides).
 func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
 	op := &Op{}
-	var (
-		token  string
-		sealed []byte
-	)
-	err := ob.pool.QueryRow(ctx, sqlClaimPending, job.Args.OpID, job.ID).Scan(append(op.scanDest(), &token, &sealed)...)
+	c := &claim{op: op}
+	err := ob.pool.QueryRow(ctx, sqlClaimPending, job.Args.OpID, job.ID).Scan(append(op.scanDest(), &c.token, &c.sealedArgs)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -263,22 +249,10 @@ func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]
 		return nil, fmt.Errorf("op %s: claim: %w", job.Args.OpID, err)
 	}
 	op.fromScan()
-	c := &claim{op: op, token: token, attempt: op.Attempts, startedAt: *op.DispatchStartedAt}
-	log := ob.opLogger(op).With(slog.Int("attempt", c.attempt))
+	c.attempt, c.startedAt = op.Attempts, *op.DispatchStartedAt
 	ob.cfg.Observer.Transition(op.Vendor, StatusPending, StatusDispatching)
-	log.Info("op state changed", slog.String("from", string(StatusPending)), slog.String("to", string(StatusDispatching)))
-	if sealed != nil {
-		full, err := ob.sealer.open(op.TenantID, op.Key, sealed)
-		if err != nil {
-			// Without its arguments the op cannot be sent: a person decides.
-			c.done = true
-			errJSON, _ := json.Marshal(map[string]string{"class": "sealed_args", "message": err.Error()})
-			return c, ob.record(ctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: errJSON,
-				outcome: "not_sent", errText: err.Error()})
-		}
-		op.Args = full
-		c.sealed = true
-	}
+	ob.opLogger(op).Info("op state changed", slog.String("from", string(StatusPending)),
+		slog.String("to", string(StatusDispatching)), slog.Int("attempt", c.attempt))
 	return c, nil
 }
 
