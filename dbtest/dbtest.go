@@ -9,16 +9,12 @@ package dbtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"net/url"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/localpg"
@@ -81,50 +77,17 @@ func Schema(tb testing.TB) *pgxpool.Pool {
 // SchemaWithConfig is Schema with a hook to adjust the pool configuration.
 func SchemaWithConfig(tb testing.TB, adjust func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
-	ctx := context.Background()
-	url := URL(tb)
-
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "t_" + hex.EncodeToString(b[:])
-
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		tb.Fatalf("connect to test database: %v", err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		admin.Close(ctx)
-		tb.Fatalf("create schema: %v", err)
-	}
-	admin.Close(ctx)
-
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		tb.Fatalf("parse database URL: %v", err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = 20
-	if adjust != nil {
-		adjust(cfg)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		tb.Fatalf("open pool: %v", err)
-	}
-	if _, err := migrations.Migrate(ctx, pool, nil); err != nil {
-		pool.Close()
-		tb.Fatalf("migrate test schema: %v", err)
-	}
-	tb.Cleanup(func() {
-		pool.Close()
-		conn, err := pgx.Connect(context.Background(), url)
-		if err != nil {
-			return
+	sc, err := migrations.NewScratch(context.Background(), URL(tb), "t_", func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 20
+		if adjust != nil {
+			adjust(cfg)
 		}
-		defer conn.Close(context.Background())
-		_, _ = conn.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA %s CASCADE", schema))
 	})
-	return pool
+	if err != nil {
+		tb.Fatalf("test schema: %v", err)
+	}
+	tb.Cleanup(func() { _ = sc.Close(context.Background()) })
+	return sc.Pool
 }
 
 // ConnString returns a connection string for the schema a pool from Schema is bound to,
@@ -151,32 +114,12 @@ func ForExample() (*pgxpool.Pool, func()) {
 	if err != nil {
 		panic(err)
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "x_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, pg.URL)
+	sc, err := migrations.NewScratch(ctx, pg.URL, "x_", nil)
 	if err != nil {
 		panic(err)
 	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		panic(err)
-	}
-	cfg, err := pgxpool.ParseConfig(pg.URL)
-	if err != nil {
-		panic(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		panic(err)
-	}
-	if _, err := migrations.Migrate(ctx, pool, nil); err != nil {
-		panic(err)
-	}
-	return pool, func() {
-		pool.Close()
-		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		conn.Close(context.Background())
+	return sc.Pool, func() {
+		_ = sc.Close(context.Background())
 		_ = pg.Close(context.Background())
 	}
 }
