@@ -44,15 +44,17 @@ WHERE id IN (
 RETURNING id::text`
 
 // candidateSelect is what the sweeper needs to know about an op before its lookup: the
-// op, when its first attempt started, and when its latest attempt started and ended.
+// op, when its first attempt started, when its last finished attempt ended, and when
+// the latest attempt that never finished (its worker died) started.
 const candidateSelect = `
 SELECT o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.args, coalesce(o.vendor_ref, ''),
 	o.status, coalesce(o.attempt_token::text, ''), o.attempts, o.generation, o.stale_key, o.created_at,
-	o.dispatch_started_at, f.first_started, l.started_at, l.finished_at
+	o.dispatch_started_at, a.first_started, a.unfinished_started, a.last_finished
 FROM oncebox_op o
-LEFT JOIN LATERAL (SELECT min(a.started_at) AS first_started FROM oncebox_attempt a WHERE a.op_id = o.id) f ON true
-LEFT JOIN LATERAL (SELECT a.started_at, a.finished_at FROM oncebox_attempt a WHERE a.op_id = o.id
-	ORDER BY a.attempt DESC, a.id DESC LIMIT 1) l ON true
+LEFT JOIN LATERAL (SELECT min(started_at) AS first_started,
+		max(started_at) FILTER (WHERE finished_at IS NULL) AS unfinished_started,
+		max(finished_at) AS last_finished
+	FROM oncebox_attempt WHERE op_id = o.id) a ON true
 WHERE o.id = $1`
 
 // sqlCandidate reads one op for the sweeper.

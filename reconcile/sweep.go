@@ -107,7 +107,7 @@ type candidate struct {
 	createdAt                               time.Time
 	dispatchStartedAt                       *time.Time
 	firstStarted                            *time.Time
-	latestStarted, latestFinished           *time.Time
+	unfinishedStarted, lastFinished         *time.Time
 }
 
 func scanCandidate(row pgx.Row) (*candidate, error) {
@@ -115,7 +115,7 @@ func scanCandidate(row pgx.Row) (*candidate, error) {
 	var status string
 	err := row.Scan(&c.id, &c.tenantID, &c.key, &c.tool, &c.vendor, &c.args, &c.vendorRef, &status, &c.token,
 		&c.attempts, &c.generation, &c.staleKey, &c.createdAt, &c.dispatchStartedAt, &c.firstStarted,
-		&c.latestStarted, &c.latestFinished)
+		&c.unfinishedStarted, &c.lastFinished)
 	if err != nil {
 		return nil, err
 	}
@@ -135,13 +135,19 @@ func (c *candidate) since() time.Time {
 }
 
 // lastSent is the latest moment the vendor may have created an object for the op: the
-// end of its latest attempt, or its start plus the job timeout when it never ended.
+// end of its last finished attempt or, when a later or concurrent attempt never ended
+// (its worker died mid-request), that attempt's start plus the job timeout, whichever
+// is later.
 func (c *candidate) lastSent(jobTimeout time.Duration) time.Time {
 	switch {
-	case c.latestFinished != nil:
-		return *c.latestFinished
-	case c.latestStarted != nil:
-		return c.latestStarted.Add(jobTimeout)
+	case c.unfinishedStarted != nil:
+		t := c.unfinishedStarted.Add(jobTimeout)
+		if c.lastFinished != nil && c.lastFinished.After(t) {
+			t = *c.lastFinished
+		}
+		return t
+	case c.lastFinished != nil:
+		return *c.lastFinished
 	case c.dispatchStartedAt != nil:
 		return c.dispatchStartedAt.Add(jobTimeout)
 	}

@@ -148,6 +148,32 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 	require.Equal(t, 0, e.sweep(t).Looked)
 }
 
+func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
+	t.Parallel()
+	// Attempt 1's worker died mid-request 2s ago, so its request may still land
+	// until its job timeout (5s here) is over, although attempt 2 has finished
+	// since and the lookup finds nothing.
+	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}},
+		LookupPath: "/_lookup"})
+	require.NoError(t, err)
+	e := newEnv(t, []outbox.Vendor{&stubLookup{Vendor: v}}, reconcile.Config{})
+	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Second, false)
+	ctx := context.Background()
+	_, err = e.pool.Exec(ctx, `UPDATE oncebox_attempt SET attempt = 2 WHERE op_id = $1`, op.ID)
+	require.NoError(t, err)
+	var died time.Time
+	require.NoError(t, e.pool.QueryRow(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
+		SELECT id, 1, gen_random_uuid(), vendor_key, now() - interval '2 seconds' FROM oncebox_op WHERE id = $1
+		RETURNING started_at`, op.ID).Scan(&died))
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Waiting, "an empty lookup is trusted only once the unfinished attempt's job timeout is over")
+	require.Equal(t, 0, st.Resent)
+	var next time.Time
+	require.NoError(t, e.pool.QueryRow(ctx, "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
+	require.WithinDuration(t, died.Add(5*time.Second), next, time.Second)
+}
+
 // stubLookup is a vendor whose lookups answer from a function; the rest is the
 // embedded webhook vendor.
 type stubLookup struct {

@@ -74,10 +74,14 @@ type Config struct {
 	// WebhookTargets is the allow-list of the webhook tool; empty disables it.
 	// WebhookTimeout defaults to 10 seconds; WebhookNativeKeys to false; an empty
 	// WebhookLookupPath sends unknown webhook outcomes to needs_review.
+	// WebhookLookupLag, how long a delivery may stay invisible to the lookup path,
+	// defaults to 5 seconds: an empty answer is trusted only that long after the
+	// last send.
 	WebhookTargets    map[string]webhook.Target
 	WebhookTimeout    time.Duration
 	WebhookNativeKeys bool
 	WebhookLookupPath string
+	WebhookLookupLag  time.Duration
 
 	// RefundApprovalAbove makes larger refunds wait for approval; 0 means never.
 	RefundApprovalAbove int64
@@ -153,6 +157,7 @@ func Defaults() Config {
 		SendGridLookupLag:     10 * time.Minute,
 		SendGridActivityRate:  6,
 		WebhookTimeout:        10 * time.Second,
+		WebhookLookupLag:      5 * time.Second,
 		TTL:                   outbox.DefaultTTL,
 		TombstoneTTL:          30 * 24 * time.Hour,
 		PurgeInterval:         time.Minute,
@@ -180,6 +185,9 @@ func (c *Config) validate() error {
 	}
 	if c.StripeTimeout <= 0 || c.SendGridTimeout <= 0 || c.WebhookTimeout <= 0 {
 		return errors.New("vendor timeouts must be positive")
+	}
+	if c.StripeSearchLag < 0 || c.SendGridLookupLag < 0 || c.WebhookLookupLag < 0 {
+		return errors.New("vendor lookup lags must not be negative")
 	}
 	for name, q := range c.Queues {
 		if q.JobTimeout > 0 && q.JobTimeout >= c.RescueStuckJobsAfter {

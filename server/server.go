@@ -105,7 +105,7 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 	}
 	if len(cfg.WebhookTargets) > 0 {
 		v, err := webhook.New(webhook.Config{Targets: cfg.WebhookTargets, Timeout: cfg.WebhookTimeout,
-			NativeIdempotency: cfg.WebhookNativeKeys, LookupPath: cfg.WebhookLookupPath, Logger: s.logger})
+			NativeIdempotency: cfg.WebhookNativeKeys, LookupPath: cfg.WebhookLookupPath, LookupLag: cfg.WebhookLookupLag, Logger: s.logger})
 		if err != nil {
 			return nil, nil, fmt.Errorf("webhook: %w", err)
 		}

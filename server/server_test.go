@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,7 @@ import (
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
+	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -258,4 +260,35 @@ func TestRiverUIAndMetricsNeedTheAdminToken(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, get("/metrics", ""))
 	require.Equal(t, http.StatusOK, get("/metrics", "admin-secret"))
 	require.Equal(t, http.StatusOK, get("/healthz", ""))
+}
+
+func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg.Roles = server.Roles{Worker: true}
+	cfg.SendGridAPIKey = "SG.test"
+	cfg.SendGridLookupLag = 7 * time.Second
+	cfg.StripeAPIKey = "sk_test_lags"
+	cfg.StripeSearchLag = 11 * time.Second
+	cfg.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
+	cfg.WebhookLookupPath = "/_lookup"
+	cfg.WebhookLookupLag = 3 * time.Second
+	srv, err := server.New(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+
+	for name, want := range map[string]time.Duration{"sendgrid": 7 * time.Second, "webhook": 3 * time.Second} {
+		v, ok := srv.Outbox().Vendor(name)
+		require.True(t, ok, name)
+		require.Equal(t, want, v.LookupLag(), "%s: a lookup lag shorter than the vendor's would trust an empty answer too early", name)
+	}
+	v, ok := srv.Outbox().Vendor("stripe")
+	require.True(t, ok)
+	require.GreaterOrEqual(t, v.LookupLag(), 5*time.Second)
+
+	cfg.WebhookLookupLag = -time.Second
+	_, err = server.New(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, "lookup lags must not be negative")
 }

@@ -90,6 +90,11 @@ const pgDowntime = 2 * time.Second
 // lag is how far the fakes' search, activity and lookup endpoints lag behind.
 const lag = 1500 * time.Millisecond
 
+// vendorLag is the lookup lag the serve processes are told for every vendor: the
+// fakes' lag with a margin. A process told less would trust an empty lookup
+// that merely had not seen the object yet, and resend.
+const vendorLag = lag + time.Second
+
 // harness holds everything one run started.
 type harness struct {
 	cfg    Config
@@ -390,8 +395,9 @@ func (h *harness) serveEnv(addr string) []string {
 		"ONCEBOX_STRIPE_TIMEOUT":          "2s",
 		"ONCEBOX_SENDGRID_TIMEOUT":        "2s",
 		"ONCEBOX_WEBHOOK_TIMEOUT":         "2s",
-		"ONCEBOX_STRIPE_SEARCH_LAG":       "2s",
-		"ONCEBOX_SENDGRID_LOOKUP_LAG":     "3s",
+		"ONCEBOX_STRIPE_SEARCH_LAG":       vendorLag.String(),
+		"ONCEBOX_SENDGRID_LOOKUP_LAG":     vendorLag.String(),
+		"ONCEBOX_WEBHOOK_LOOKUP_LAG":      vendorLag.String(),
 		"ONCEBOX_SENDGRID_ACTIVITY_RATE":  "6000",
 		"STRIPE_API_KEY":                  "sk_test_chaos",
 		"STRIPE_API_BASE":                 h.fakes.stripeURL,

@@ -146,6 +146,7 @@ func settings() []setting {
 		durSetting("webhook-timeout", "ONCEBOX_WEBHOOK_TIMEOUT", d.WebhookTimeout, "timeout of one webhook request", func(c *server.Config) *time.Duration { return &c.WebhookTimeout }),
 		boolSetting("webhook-native-keys", "ONCEBOX_WEBHOOK_NATIVE_KEYS", false, "the webhook targets honour Idempotency-Key for 24h (resend instead of reconcile after a crash)", func(c *server.Config) *bool { return &c.WebhookNativeKeys }),
 		strSetting("webhook-lookup-path", "ONCEBOX_WEBHOOK_LOOKUP_PATH", "", "path on each target answering GET ?oncebox_op=<id> (empty: unknown webhook outcomes go to review)", false, func(c *server.Config) *string { return &c.WebhookLookupPath }),
+		durSetting("webhook-lookup-lag", "ONCEBOX_WEBHOOK_LOOKUP_LAG", d.WebhookLookupLag, "how long a delivery may stay invisible to the lookup path; an unknown webhook is resent only after this", func(c *server.Config) *time.Duration { return &c.WebhookLookupLag }),
 		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
 		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept (per-tool retention)", func(c *server.Config) *time.Duration { return &c.TTL }),
 		durSetting("tombstone-ttl", "ONCEBOX_TOMBSTONE_TTL", d.TombstoneTTL, "how long a purged op's key is remembered to detect key-expiry collisions", func(c *server.Config) *time.Duration { return &c.TombstoneTTL }),
