@@ -359,15 +359,50 @@ func runChildWorker() {
 // TestStopDuringDispatchLosesNothing stops a worker (what SIGTERM does in oncebox serve)
 // while a dispatch waits on the vendor: with a long enough grace period the answer is
 // recorded; with a short one the dispatch is cancelled and recorded as unknown, never lost.
+// TestLostAnswerOutsideTheKeyWindowIsUnknown: a vendor that deduplicates keys has
+// forgotten one first sent 25 hours ago, so a lost answer is not resent but left to the
+// reconciler.
+func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "old-key", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET key_first_sent_at = now() - interval '25 hours' WHERE id = $1", res.Op.ID)
+	require.NoError(t, err)
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
+	require.NoError(t, ob.Start(ctx))
+	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+
+	var op *outbox.Op
+	require.Eventually(t, func() bool {
+		op, err = ob.Get(ctx, tenant, "old-key")
+		return err == nil && op.Status == outbox.StatusUnknown
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, op.Attempts, "not resent")
+	require.Equal(t, 1, fake.Requests())
+	require.Equal(t, 1, fake.EffectCount())
+}
+
 func TestStopDuringDispatchLosesNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		grace time.Duration
-		want  outbox.Status
+		name   string
+		grace  time.Duration
+		native bool
+		want   outbox.Status
 	}{
-		{"grace covers the call", 5 * time.Second, outbox.StatusSucceeded},
-		{"grace runs out", 200 * time.Millisecond, outbox.StatusUnknown},
+		{"grace covers the call", 5 * time.Second, true, outbox.StatusSucceeded},
+		// The vendor deduplicates the key: the op goes back to pending and its next
+		// run resends under the same key.
+		{"grace runs out, native keys", 200 * time.Millisecond, true, outbox.StatusPending},
+		// Otherwise only the reconciler may decide.
+		{"grace runs out, no native keys", 200 * time.Millisecond, false, outbox.StatusUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -383,7 +418,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 			effected := make(chan struct{}, 1)
 			fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-			ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
+			ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: tc.native})
 			require.NoError(t, ob.Start(ctx))
 			_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "term", Tool: "webhook.post", Args: webhookArgs(1)})
 			require.NoError(t, err)
@@ -401,6 +436,18 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 			op, err := ob.Get(ctx, tenant, "term")
 			require.NoError(t, err)
 			require.Equal(t, tc.want, op.Status)
+			require.Equal(t, 1, fake.EffectCount())
+			if tc.want != outbox.StatusPending {
+				return
+			}
+			// The next worker resends under the same key; the receiver replays.
+			next := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
+			require.NoError(t, next.Start(ctx))
+			t.Cleanup(func() { _ = next.Stop(context.Background()) })
+			require.Eventually(t, func() bool {
+				op, err := next.Get(ctx, tenant, "term")
+				return err == nil && op.Status == outbox.StatusSucceeded
+			}, 10*time.Second, 20*time.Millisecond)
 			require.Equal(t, 1, fake.EffectCount())
 		})
 	}

@@ -37,7 +37,7 @@ UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1, attempt_t
 	dispatch_started_at = now(), key_first_sent_at = coalesce(key_first_sent_at, now()),
 	stale_key = false, next_check_at = NULL, updated_at = now()
 WHERE id = $1
-RETURNING attempts, attempt_token::text, vendor_key, dispatch_started_at`
+RETURNING attempts, attempt_token::text, vendor_key, dispatch_started_at, key_first_sent_at`
 
 const sqlInsertAttempt = `
 INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
@@ -91,7 +91,7 @@ WITH c AS (
 		dispatch_started_at = now(), key_first_sent_at = coalesce(key_first_sent_at, now()),
 		stale_key = false, next_check_at = NULL, updated_at = now()
 	WHERE id = $1 AND status = 'pending'
-	RETURNING ` + opColumns + `, attempt_token::text AS token, sealed_args
+	RETURNING ` + opColumns + `, attempt_token::text AS token, sealed_args, key_first_sent_at
 ), a AS (
 	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
 	SELECT id::uuid, attempts, token::uuid, vendor_key, $2, dispatch_started_at FROM c

@@ -103,6 +103,11 @@ type DispatchError struct {
 	// Replayed is true when the vendor answered with a stored response for this key
 	// (Stripe's Idempotent-Replayed): this call did nothing new.
 	Replayed bool
+	// Unanswered is true when the request was written whole but no answer came back
+	// (a timeout or a lost connection). With a vendor that deduplicates keys, the
+	// worker resends such a request under the same key while the vendor remembers it,
+	// instead of leaving the outcome to the reconciler.
+	Unanswered bool
 	// Bug is true when the error can only come from oncebox itself (Stripe's
 	// idempotency_error: the same key was sent with other parameters).
 	Bug bool
@@ -181,8 +186,8 @@ type VendorObject struct {
 // ClassifyTransport classifies a vendor call that got no HTTP answer. Only a request that
 // was never written whole is provably not executed (OutcomeRetryable, code "not_sent");
 // after it was written, a timeout or a lost connection may hide a side effect
-// (OutcomeUnknown, code "timeout" or "connection_lost"). vendor names the vendor in the
-// message.
+// (OutcomeUnknown, code "timeout" or "connection_lost", Unanswered). vendor names the
+// vendor in the message.
 func ClassifyTransport(vendor string, err error, written bool) *DispatchError {
 	if err == nil {
 		err = errors.New("no response")
@@ -192,10 +197,10 @@ func ClassifyTransport(vendor string, err error, written bool) *DispatchError {
 		return &DispatchError{Outcome: OutcomeRetryable, Code: "not_sent",
 			Message: "the request was not sent to " + vendor + ": " + err.Error(), Err: err}
 	case isTimeout(err):
-		return &DispatchError{Outcome: OutcomeUnknown, Code: "timeout",
+		return &DispatchError{Outcome: OutcomeUnknown, Code: "timeout", Unanswered: true,
 			Message: "no answer from " + vendor + " in time after the request was sent: " + err.Error(), Err: err}
 	default:
-		return &DispatchError{Outcome: OutcomeUnknown, Code: "connection_lost",
+		return &DispatchError{Outcome: OutcomeUnknown, Code: "connection_lost", Unanswered: true,
 			Message: "the request was sent to " + vendor + " but its answer was lost: " + err.Error(), Err: err}
 	}
 }

@@ -46,6 +46,9 @@ type claim struct {
 	token     string
 	attempt   int
 	startedAt time.Time
+	// keyFirstSentAt is when the op's current vendor key was first sent: the start
+	// of the vendor's native key window.
+	keyFirstSentAt time.Time
 	// done is set when the job has nothing (more) to do.
 	done bool
 	// sealedArgs is the sealed copy of the op's full arguments, when its tool redacts.
@@ -104,6 +107,14 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 
 	de := Classify(derr)
+	resend := de.Outcome == OutcomeUnknown && de.Unanswered && inKeyWindow(vendor, c.keyFirstSentAt)
+	if resend {
+		// The request went out but no answer came back. The vendor deduplicates this
+		// key and still remembers it, so sending it again is itself the lookup: it
+		// replays the first request's answer, or runs it if it never arrived.
+		de.Outcome = OutcomeRetryable
+		de.Message += " (resent with the same key: the vendor deduplicates it)"
+	}
 	ob.cfg.Observer.Dispatched(vendor.Name(), de.Outcome.String(), took)
 	errJSON := dispatchErrorJSON(de)
 	switch de.Outcome {
@@ -117,7 +128,13 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return ob.record(rctx, job, c, log, recordParams{status: StatusFailed, errJSON: errJSON,
 			outcome: "permanent", errText: de.Error()})
 	case OutcomeRetryable:
-		if c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts {
+		exhausted := c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts
+		if exhausted && resend {
+			// Still no answer: the reconciler asks the vendor.
+			return ob.record(rctx, job, c, log, recordParams{status: StatusUnknown, errJSON: errJSON,
+				outcome: "unknown", errText: "attempts exhausted: " + de.Error()})
+		}
+		if exhausted {
 			return ob.record(rctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: errJSON,
 				outcome: "retryable", errText: "attempts exhausted: " + de.Error()})
 		}
@@ -133,6 +150,13 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return ob.record(rctx, job, c, log, recordParams{status: StatusUnknown, errJSON: errJSON,
 			outcome: "unknown", errText: de.Error(), staleKey: de.Replayed})
 	}
+}
+
+// inKeyWindow reports whether the vendor deduplicates requests by key and still
+// remembers one first sent at firstSent, with a minute's margin.
+func inKeyWindow(vendor Vendor, firstSent time.Time) bool {
+	idem := vendor.Idempotency()
+	return idem.Native && !firstSent.IsZero() && time.Since(firstSent) < idem.Window-time.Minute
 }
 
 func dispatchErrorJSON(de *DispatchError) json.RawMessage {
@@ -188,9 +212,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			// The job that claimed it died mid-call (or is a rescued duplicate that may
 			// still run). Inside the vendor's native key window a resend with the same
 			// key is itself the lookup; otherwise only the reconciler may decide.
-			idem := vendor.Idempotency()
-			inWindow := idem.Native && keyFirstSentAt != nil && time.Since(*keyFirstSentAt) < idem.Window-time.Minute
-			if !inWindow {
+			if keyFirstSentAt == nil || !inKeyWindow(vendor, *keyFirstSentAt) {
 				c.done = true
 				if _, err := tx.Exec(ctx, sqlMarkUnknown, op.ID); err != nil {
 					return fmt.Errorf("mark unknown: %w", err)
@@ -212,7 +234,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		}
 
 		var startedAt time.Time
-		if err := tx.QueryRow(ctx, sqlClaim, op.ID).Scan(&c.attempt, &c.token, &op.VendorKey, &startedAt); err != nil {
+		if err := tx.QueryRow(ctx, sqlClaim, op.ID).Scan(&c.attempt, &c.token, &op.VendorKey, &startedAt, &c.keyFirstSentAt); err != nil {
 			return fmt.Errorf("claim op: %w", err)
 		}
 		c.startedAt = startedAt
@@ -241,7 +263,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
 	op := &Op{}
 	c := &claim{op: op}
-	err := ob.pool.QueryRow(ctx, sqlClaimPending, job.Args.OpID, job.ID).Scan(append(op.scanDest(), &c.token, &c.sealedArgs)...)
+	err := ob.pool.QueryRow(ctx, sqlClaimPending, job.Args.OpID, job.ID).Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

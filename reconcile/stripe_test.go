@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"context"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -32,11 +33,17 @@ func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
 	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
-	e.start(t)
 
+	// The op's key was first sent a day ago (its earlier attempts were refused before
+	// Stripe ran them), so Stripe no longer deduplicates it and the worker may not
+	// resend after a lost answer.
+	op := e.enqueue(t, "pay-1", tools.PaymentIntent, piArgs(1200))
+	_, err := e.pool.Exec(context.Background(),
+		"UPDATE oncebox_op SET key_first_sent_at = now() - interval '25 hours' WHERE id = $1", op.ID)
+	require.NoError(t, err)
 	// The PaymentIntent is created, then the connection drops: the worker cannot know.
 	fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropAfterCreate, Path: "/v1/payment_intents"})
-	op := e.enqueue(t, "pay-1", tools.PaymentIntent, piArgs(1200))
+	e.start(t)
 	e.waitStatus(t, op.ID, outbox.StatusUnknown)
 	require.Equal(t, 1, fake.CreatedCount())
 	// A day later Stripe has forgotten the key: a resend would charge twice.

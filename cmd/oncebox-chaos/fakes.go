@@ -38,6 +38,15 @@ const conflictMarker = "conflict"
 // webhookTarget is the name of the fake webhook target.
 const webhookTarget = "chaos"
 
+// blindTarget is a second webhook target on the same fake, under the path
+// prefix blindPrefix, where the lookup path answers 404: oncebox cannot ask it
+// what happened, so its unknown outcomes must go to needs_review, explained,
+// with at most one effect each.
+const (
+	blindTarget = "blind"
+	blindPrefix = "/blind"
+)
+
 // hangFor is how long a hanging fake holds a request: past every vendor
 // timeout the serve processes use.
 const hangFor = 4 * time.Second

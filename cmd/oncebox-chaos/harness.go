@@ -368,7 +368,8 @@ func (h *harness) restartPostgres(ctx context.Context) error {
 // serveEnv is the environment of a serve process: short recovery settings and
 // the fakes.
 func (h *harness) serveEnv(addr string) []string {
-	targets := fmt.Sprintf(`{%q:{"base_url":%q}}`, webhookTarget, h.fakes.webhookURL)
+	targets := fmt.Sprintf(`{%q:{"base_url":%q},%q:{"base_url":%q}}`, webhookTarget, h.fakes.webhookURL,
+		blindTarget, h.fakes.webhookURL+blindPrefix)
 	// Every process of the run shares one seal key, so mail args are stored only
 	// encrypted and any process can dispatch them.
 	sealKey := base64.StdEncoding.EncodeToString(h.sealKey[:])

@@ -53,7 +53,11 @@ func plan(rng *rand.Rand, n int, runID string) []item {
 			}
 		default:
 			it.tool = toolWebhook
-			it.args = map[string]any{"target": webhookTarget, "path": fmt.Sprintf("/hooks/%d", i),
+			target := webhookTarget
+			if rng.Float64() < 0.3 {
+				target = blindTarget
+			}
+			it.args = map[string]any{"target": target, "path": fmt.Sprintf("/hooks/%d", i),
 				"body": map[string]any{"key": it.key, "n": i}}
 		}
 		if rng.Float64() < 0.20 {

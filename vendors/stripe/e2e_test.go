@@ -142,23 +142,24 @@ func TestE2EDropBeforeCreateIsResent(t *testing.T) {
 	require.Equal(t, pis[0].ID, op.VendorRef)
 }
 
-func TestE2EDropBeforeCreateWithoutResendIsUnknown(t *testing.T) {
+func TestE2EDropBeforeCreateIsResentUnderTheSameKey(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, harnessOpts{}) // One connection per request: nothing resends.
+	e := newE2E(t, harnessOpts{}) // One connection per request: net/http resends nothing.
 	e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropBeforeCreate})
 	e.enqueue(t, "pi-drop-before-nk", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
 	op := e.wait(t, "pi-drop-before-nk")
-	// The request was written whole: the adapter cannot tell this drop from
-	// one after the create, so the reconciler must look.
-	require.Equal(t, outbox.StatusUnknown, op.Status)
-	require.Equal(t, "connection_lost", opError(t, op).Code)
-	require.Equal(t, 0, e.fake.CreatedCount())
-	require.Equal(t, 1, e.fake.Requests())
+	// The request was written whole, so the adapter cannot tell this drop from
+	// one after the create; inside Stripe's 24 h key window the worker resends
+	// under the same key, which creates it now.
+	require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+	require.Equal(t, 2, op.Attempts)
+	require.Equal(t, 1, e.fake.CreatedCount())
+	require.Equal(t, 2, e.fake.Requests())
 }
 
 func TestE2EDropAfterCreate(t *testing.T) {
 	t.Parallel()
-	t.Run("kept-alive connection: resent and replayed", func(t *testing.T) {
+	t.Run("kept-alive connection: resent by net/http and replayed", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, harnessOpts{keepAlive: true})
 		e.warm(t)
@@ -172,20 +173,24 @@ func TestE2EDropAfterCreate(t *testing.T) {
 		require.Len(t, pis, 1)
 		require.Equal(t, pis[0].ID, op.VendorRef)
 	})
-	t.Run("own connection: unknown, and the lookup finds the one object", func(t *testing.T) {
+	t.Run("own connection: resent by the worker under the same key and replayed", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, harnessOpts{})
 		e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropAfterCreate})
 		e.enqueue(t, "pi-drop-after-nk", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
 		op := e.wait(t, "pi-drop-after-nk")
-		require.Equal(t, outbox.StatusUnknown, op.Status)
+		require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+		require.Equal(t, 2, op.Attempts)
 		require.Equal(t, 1, e.fake.CreatedCount())
-		require.Equal(t, 1, e.fake.Requests(), "not resent")
+		require.Equal(t, 2, e.fake.Requests())
+		pis, _ := e.fake.ByTag(outbox.TagKey, op.ID)
+		require.Len(t, pis, 1)
+		require.Equal(t, pis[0].ID, op.VendorRef)
 		res, err := e.v.Lookup(context.Background(), outbox.LookupParams{OpID: op.ID, Tool: op.Tool, Args: op.Args,
 			Since: op.CreatedAt})
 		require.NoError(t, err)
 		require.Len(t, res.Objects, 1)
-		require.Equal(t, e.fake.PaymentIntents()[0].ID, res.Objects[0].ID)
+		require.Equal(t, pis[0].ID, res.Objects[0].ID)
 	})
 }
 
