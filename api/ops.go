@@ -60,7 +60,7 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant
 	op := res.Op
 	recorderOf(r).opID = op.ID
 	if wait > 0 {
-		if op, err = s.ob.Wait(r.Context(), t.ID, key, wait); err != nil {
+		if op, err = s.wait(r.Context(), t.ID, key, wait); err != nil {
 			s.opError(w, r, fmt.Errorf("wait for op: %w", err))
 			return
 		}
@@ -96,7 +96,7 @@ func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant)
 	var op *outbox.Op
 	var err error
 	if wait > 0 {
-		op, err = s.ob.Wait(r.Context(), t.ID, key, wait)
+		op, err = s.wait(r.Context(), t.ID, key, wait)
 	} else {
 		op, err = s.ob.Get(r.Context(), t.ID, key)
 	}

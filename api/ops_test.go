@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -479,4 +480,45 @@ func TestLogsNeverCarryTokensOrBodies(t *testing.T) {
 	require.Contains(t, logs, `route="POST /v1/ops"`)
 	require.NotContains(t, logs, token)
 	require.NotContains(t, logs, "secret-description")
+}
+
+// TestEndWaitsAnswersLongPollsAtOnce: at shutdown, a ?wait= on an op that will not
+// settle answers with the op as it stands instead of holding the server for MaxWait.
+func TestEndWaitsAnswersLongPollsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, token := e.newTenant(t, "acme")
+	require.Equal(t, http.StatusAccepted, e.post(token, "slow", paymentBody).Code)
+
+	type answer struct {
+		rec  *httptest.ResponseRecorder
+		took time.Duration
+	}
+	answers := make(chan answer, 2)
+	for _, r := range []*http.Request{
+		req(http.MethodGet, "/v1/ops/slow?wait=30s", token, "", ""),
+		req(http.MethodPost, "/v1/ops?wait=30s", token, "slow", paymentBody),
+	} {
+		go func() {
+			start := time.Now()
+			rec := e.do(r)
+			answers <- answer{rec, time.Since(start)}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	e.srv.EndWaits()
+	for range 2 {
+		select {
+		case a := <-answers:
+			require.Less(t, a.took, 5*time.Second)
+			require.Equal(t, "pending", decodeOp(t, a.rec).Status)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a long poll still waits after EndWaits")
+		}
+	}
+	// Later waits answer at once too.
+	start := time.Now()
+	rec := e.do(req(http.MethodGet, "/v1/ops/slow?wait=30s", token, "", ""))
+	require.Equal(t, "pending", decodeOp(t, rec).Status)
+	require.Less(t, time.Since(start), 5*time.Second)
 }

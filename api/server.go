@@ -66,6 +66,9 @@ type Server struct {
 	ob     *outbox.Outbox
 	logger *slog.Logger
 	mux    *http.ServeMux
+	// waits ends when EndWaits is called.
+	waits    context.Context
+	endWaits context.CancelFunc
 }
 
 // New builds a Server from cfg.
@@ -75,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux()}
+	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.mux.HandleFunc("POST /v1/ops", s.authed(s.postOp))
 	s.mux.HandleFunc("GET /v1/ops/{key}", s.authed(s.getOp))
 	s.mux.HandleFunc("POST /v1/ops/{key}/approve", s.authed(s.approveOp))
@@ -82,6 +86,25 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s, nil
+}
+
+// EndWaits makes every ?wait= in progress, and every later one, answer at once with
+// the op as it stands. Call it when shutting down, so that long polls do not hold the
+// HTTP server's shutdown (and the workers' grace period) for up to MaxWait.
+func (s *Server) EndWaits() { s.endWaits() }
+
+// wait waits for the op like outbox.Wait, but answers the op as it stands once
+// EndWaits is called.
+func (s *Server) wait(ctx context.Context, tenantID int64, key string, d time.Duration) (*outbox.Op, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.waits, cancel)
+	defer stop()
+	op, err := s.ob.Wait(wctx, tenantID, key, d)
+	if err != nil && ctx.Err() == nil && s.waits.Err() != nil {
+		return s.ob.Get(ctx, tenantID, key)
+	}
+	return op, err
 }
 
 // ServeHTTP routes a request and logs one debug line about it.

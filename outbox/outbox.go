@@ -301,12 +301,15 @@ func (ob *Outbox) JobTimeout(vendor string) time.Duration {
 	return 30 * time.Second
 }
 
-// Start starts working jobs (when the Outbox works jobs). It returns at once.
+// Start starts working jobs (when the Outbox works jobs). It returns at once. Ending
+// ctx does not stop the workers: Stop does, letting running dispatches finish first.
 func (ob *Outbox) Start(ctx context.Context) error {
 	if !*ob.cfg.Work {
 		return nil
 	}
-	if err := ob.river.Start(ctx); err != nil {
+	// River hard-stops (cancelling running dispatches) when its start context ends;
+	// only Stop, with its grace, may end the workers.
+	if err := ob.river.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("outbox: start river: %w", err)
 	}
 	return nil

@@ -39,6 +39,7 @@ type Server struct {
 	tenants    *tenant.Store
 	listers    map[string]reconcile.Lister
 	handler    http.Handler
+	api        *api.Server
 	riverUI    *riverui.Handler
 	listener   net.Listener
 }
@@ -207,6 +208,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
+	s.api = apiHandler
 	mux := http.NewServeMux()
 	mux.Handle("/", apiHandler)
 	if len(s.outbox.Tools().Names()) > 0 {
@@ -302,7 +304,8 @@ func (s *Server) Listen() (net.Addr, error) {
 
 // Run runs the configured roles until ctx is done, then shuts down: the HTTP server
 // stops taking requests, River stops fetching, running dispatches get ShutdownGrace to
-// finish (then they are cancelled and record an unknown outcome; nothing is lost).
+// finish (then they are cancelled and record what they know: unknown, or pending for a
+// resend under the same key; nothing is lost). Long polls answer at once.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.outbox.Start(ctx); err != nil {
 		return err
@@ -338,12 +341,25 @@ func (s *Server) Run(ctx context.Context) error {
 	s.logger.Info("shutting down", slog.Duration("grace", s.cfg.ShutdownGrace))
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	defer cancel()
-	if srv != nil {
-		_ = srv.Shutdown(shutdownCtx)
-	}
+	// The HTTP server and the workers stop side by side, each within the grace: long
+	// polls answer at once, and running dispatches get the whole grace to finish.
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if srv == nil {
+			return
+		}
+		if s.api != nil {
+			s.api.EndWaits()
+		}
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			s.logger.Warn("HTTP requests still open at the end of the grace period", slog.Any("error", err))
+		}
+	}()
 	if err := s.outbox.Stop(shutdownCtx); err != nil && runErr == nil {
 		runErr = err
 	}
+	<-httpDone
 	s.logger.Info("stopped")
 	return runErr
 }
