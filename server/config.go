@@ -125,8 +125,8 @@ type Config struct {
 	MCPWait time.Duration
 	// AdminToken guards River UI and, when set, /metrics. River UI is off without it.
 	AdminToken string
-	// AuthCacheTTL is how long a successful token check is remembered (0: never).
-	// Defaults to 10 seconds.
+	// AuthCacheTTL is how long a successful token check is remembered. Defaults to 0:
+	// every request asks Postgres, so a revoked token stops working at once.
 	AuthCacheTTL time.Duration
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey). Optional.

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -130,9 +132,22 @@ func (s *Server) build(ctx context.Context) error {
 	for _, name := range []string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost} {
 		ttl[name] = cfg.TTL
 	}
+	var sealKey, redactKey []byte
+	if cfg.SealKey != "" {
+		sealKey, err = base64.StdEncoding.DecodeString(cfg.SealKey)
+		if err != nil || len(sealKey) != outbox.SealKeySize {
+			return fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", outbox.SealKeySize)
+		}
+		// Redaction hashes are keyed by a key derived from the seal key, so that a
+		// stored address cannot be recovered by hashing guesses.
+		mac := hmac.New(sha256.New, sealKey)
+		mac.Write([]byte("oncebox redaction hash key"))
+		redactKey = mac.Sum(nil)
+	}
 	redact := cfg.RedactMail
 	var toolList []outbox.Tool
-	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, RefundApprovalAbove: cfg.RefundApprovalAbove, TTL: ttl, RedactMail: &redact}) {
+	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, RefundApprovalAbove: cfg.RefundApprovalAbove, TTL: ttl,
+		RedactMail: &redact, RedactKey: redactKey}) {
 		for _, v := range enabled {
 			if t.Vendor == v {
 				toolList = append(toolList, t)
@@ -155,11 +170,12 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconciler: %w", err)
 	}
-	var sealKey []byte
-	if cfg.SealKey != "" {
-		sealKey, err = base64.StdEncoding.DecodeString(cfg.SealKey)
-		if err != nil || len(sealKey) != outbox.SealKeySize {
-			return fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", outbox.SealKeySize)
+	for _, t := range toolList {
+		if t.Redact != nil && sealKey == nil {
+			// Without a key the full arguments would sit in the database in clear until
+			// the op settles: redaction would be a promise not kept.
+			return fmt.Errorf("%s redacts its stored arguments, which needs a seal key to keep the full ones encrypted until they are sent: "+
+				"set ONCEBOX_SEAL_KEY (openssl rand -base64 32) to the same value on every process, or turn redaction off with --redact-mail=false", t.Name)
 		}
 	}
 	work := cfg.Roles.Worker || cfg.Roles.Periodic

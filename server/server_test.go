@@ -74,6 +74,7 @@ func TestRedactedFieldsNeverStoredLoggedOrAnswered(t *testing.T) {
 	cfg.SealKey = base64.StdEncoding.EncodeToString(key[:])
 	if os.Getenv("ONCEBOX_TEST_NO_SEAL") != "" {
 		cfg.SealKey = "" // only to show this test fails without sealing
+		cfg.RedactMail = false
 	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -158,6 +159,7 @@ func TestMetricsMoveWithEnqueues(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Roles = server.Roles{API: true} // enqueue only: nothing is dispatched
 	cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.x", "http://127.0.0.1:1"
+	cfg.SealKey = testSealKey()
 	srv, err := server.New(ctx, cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
@@ -269,6 +271,7 @@ func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {
 	cfg.DatabaseURL = dbtest.ConnString(t, pool)
 	cfg.Roles = server.Roles{Worker: true}
 	cfg.SendGridAPIKey = "SG.test"
+	cfg.SealKey = testSealKey()
 	cfg.SendGridLookupLag = 7 * time.Second
 	cfg.StripeAPIKey = "sk_test_lags"
 	cfg.StripeSearchLag = 11 * time.Second
@@ -291,4 +294,33 @@ func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {
 	cfg.WebhookLookupLag = -time.Second
 	_, err = server.New(context.Background(), cfg, nil)
 	require.ErrorContains(t, err, "lookup lags must not be negative")
+}
+
+// testSealKey returns a fresh ONCEBOX_SEAL_KEY value.
+func testSealKey() string {
+	var key [32]byte
+	_, _ = rand.Read(key[:])
+	return base64.StdEncoding.EncodeToString(key[:])
+}
+
+func TestRedactedMailNeedsASealKey(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg.Roles = server.Roles{API: true}
+	cfg.SendGridAPIKey = "SG.x"
+	_, err := server.New(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, "sendgrid.mail redacts its stored arguments")
+	require.ErrorContains(t, err, "ONCEBOX_SEAL_KEY")
+
+	// Either a key or no redaction will do.
+	cfg.SealKey = testSealKey()
+	srv, err := server.New(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	srv.Close()
+	cfg.SealKey, cfg.RedactMail = "", false
+	srv, err = server.New(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	srv.Close()
 }

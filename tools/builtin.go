@@ -48,6 +48,10 @@ type Config struct {
 	// settled (addresses hashed, names dropped, subject and bodies replaced by
 	// markers). Defaults to true.
 	RedactMail *bool
+	// RedactKey, when set, makes the redaction hashes HMAC-SHA256 under this key
+	// ("hmac-sha256:<hex>"), so that a stored address cannot be recovered by hashing
+	// guesses. Defaults to plain SHA-256 ("sha256:<hex>").
+	RedactKey []byte
 }
 
 // Builtin returns the four built-in tools configured by cfg.
@@ -70,7 +74,7 @@ func Builtin(cfg Config) []outbox.Tool {
 		TTL:      ttl(Mail),
 	}
 	if cfg.RedactMail == nil || *cfg.RedactMail {
-		mail.Redact = redactMail
+		mail.Redact = mailRedactor{key: cfg.RedactKey}.redact
 	}
 
 	return []outbox.Tool{

@@ -16,6 +16,7 @@
 //
 // sendgrid.mail arguments hold personal data. Unless Config.RedactMail is false,
 // the mail tool's Redact replaces addresses with "sha256:<hex>" of the lower-cased
-// address, drops names, and replaces subject, text, html and
-// dynamic_template_data with {"redacted":"sha256:<hex>","bytes":N} markers.
+// address ("hmac-sha256:<hex>" under Config.RedactKey), drops names, and replaces
+// subject, text, html and dynamic_template_data with {"redacted":"sha256:<hex>",
+// "bytes":N} markers. Redacting arguments already redacted changes nothing.
 package tools

@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -83,6 +84,35 @@ func TestMailRedactUndecodableArgs(t *testing.T) {
 	require.True(t, json.Valid(out))
 	require.NotContains(t, string(out), "example.com")
 	require.JSONEq(t, `{"redacted":"`+sha(args)+`","bytes":`+jsonInt(len(args))+`}`, string(out))
+}
+
+func TestMailRedactIsIdempotent(t *testing.T) {
+	t.Parallel()
+
+	for _, cfg := range []tools.Config{{}, {RedactKey: []byte("k")}} {
+		redact := builtinTool(t, cfg, tools.Mail).Redact
+		once := redact(json.RawMessage(`{"from":{"email":"a@example.com"},"to":[{"email":"b@example.com"}],"subject":"s","text":"t"}`))
+		require.Equal(t, string(once), string(redact(once)), "redacting redacted args keeps the hashes")
+		whole := redact(json.RawMessage(`{"to":"not a list"}`))
+		require.Equal(t, string(whole), string(redact(whole)), "and so does redacting a whole marker")
+	}
+}
+
+func TestMailRedactKeyed(t *testing.T) {
+	t.Parallel()
+
+	key := []byte("0123456789abcdef0123456789abcdef")
+	out := builtinTool(t, tools.Config{RedactKey: key}, tools.Mail).Redact(json.RawMessage(
+		`{"from":{"email":"A@example.com"},"to":[{"email":"b@example.com"}],"subject":"s","text":"t"}`))
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("a@example.com"))
+	var got struct {
+		From struct{ Email string } `json:"from"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got))
+	require.Equal(t, "hmac-sha256:"+hex.EncodeToString(mac.Sum(nil)), got.From.Email,
+		"an address cannot be found by hashing guesses without the key")
+	require.NotContains(t, string(out), sha("a@example.com"))
 }
 
 func TestMailRedactOff(t *testing.T) {

@@ -152,7 +152,7 @@ func settings() []setting {
 		durSetting("tombstone-ttl", "ONCEBOX_TOMBSTONE_TTL", d.TombstoneTTL, "how long a purged op's key is remembered to detect key-expiry collisions", func(c *server.Config) *time.Duration { return &c.TombstoneTTL }),
 		durSetting("purge-interval", "ONCEBOX_PURGE_INTERVAL", d.PurgeInterval, "how often expired ops are purged", func(c *server.Config) *time.Duration { return &c.PurgeInterval }),
 		intSetting("purge-batch", "ONCEBOX_PURGE_BATCH", int64(d.PurgeBatch), "ops deleted per purge statement", func(c *server.Config, n int64) { c.PurgeBatch = int(n) }),
-		boolSetting("redact-mail", "ONCEBOX_REDACT_MAIL", d.RedactMail, "replace mail addresses and bodies by hashes in stored args once an op is settled", func(c *server.Config) *bool { return &c.RedactMail }),
+		boolSetting("redact-mail", "ONCEBOX_REDACT_MAIL", d.RedactMail, "store mail addresses and bodies only as hashes (the full message stays encrypted with --seal-key until sent); needs --seal-key", func(c *server.Config) *bool { return &c.RedactMail }),
 		durSetting("reconcile-interval", "ONCEBOX_RECONCILE_INTERVAL", d.ReconcileInterval, "how often the reconciler sweeps unknown and stuck ops", func(c *server.Config) *time.Duration { return &c.ReconcileInterval }),
 		durSetting("reconcile-sweep-timeout", "ONCEBOX_RECONCILE_SWEEP_TIMEOUT", d.ReconcileSweepTimeout, "bound on one sweep; ops a dead sweep had taken come back after this (keep below --rescue-after)", func(c *server.Config) *time.Duration { return &c.ReconcileSweepTimeout }),
 		durSetting("reconcile-retry-after", "ONCEBOX_RECONCILE_RETRY_AFTER", d.ReconcileRetryAfter, "after a failed vendor lookup (rate limit, network), look again after this", func(c *server.Config) *time.Duration { return &c.ReconcileRetryAfter }),
@@ -180,7 +180,7 @@ func settings() []setting {
 		durSetting("max-wait", "ONCEBOX_MAX_WAIT", d.MaxWait, "cap on ?wait= of the HTTP API", func(c *server.Config) *time.Duration { return &c.MaxWait }),
 		durSetting("mcp-wait", "ONCEBOX_MCP_WAIT", d.MCPWait, "how long an MCP tool call waits for the vendor's answer", func(c *server.Config) *time.Duration { return &c.MCPWait }),
 		durSetting("auth-cache-ttl", "ONCEBOX_AUTH_CACHE_TTL", d.AuthCacheTTL, "how long a process remembers a valid API token (a token revoked by another process works here for at most this long; 0 = ask Postgres every time)", func(c *server.Config) *time.Duration { return &c.AuthCacheTTL }),
-		strSetting("seal-key", "ONCEBOX_SEAL_KEY", "", "base64 of 32 random bytes (openssl rand -base64 32): redacted tools' full args are stored only encrypted with it, until the op is terminal; same key on every process", true, func(c *server.Config) *string { return &c.SealKey }),
+		strSetting("seal-key", "ONCEBOX_SEAL_KEY", "", "base64 of 32 random bytes (openssl rand -base64 32), the same on every process: redacted tools' full args are stored only encrypted with it until the op is terminal; required with the mail tool and --redact-mail", true, func(c *server.Config) *string { return &c.SealKey }),
 		strSetting("admin-token", "ONCEBOX_ADMIN_TOKEN", "", "token for River UI (/riverui/) and, when set, /metrics", true, func(c *server.Config) *string { return &c.AdminToken }),
 	)
 	return s
