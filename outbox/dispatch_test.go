@@ -333,6 +333,11 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 				time.Sleep(time.Second)
 			}
 			require.Equal(t, 1, fake.EffectCount(), "exactly one side effect at the vendor")
+			h, err := next.History(ctx, tenant, res.Op.ID)
+			require.NoError(t, err)
+			require.NotEmpty(t, h.Attempts)
+			require.Equal(t, "lost", h.Attempts[0].Outcome, "the killed worker's attempt is closed, not left running")
+			require.NotNil(t, h.Attempts[0].FinishedAt)
 		})
 	}
 }
@@ -356,9 +361,6 @@ func runChildWorker() {
 	_ = ob.Stop(context.Background())
 }
 
-// TestStopDuringDispatchLosesNothing stops a worker (what SIGTERM does in oncebox serve)
-// while a dispatch waits on the vendor: with a long enough grace period the answer is
-// recorded; with a short one the dispatch is cancelled and recorded as unknown, never lost.
 // TestLostAnswerOutsideTheKeyWindowIsUnknown: a vendor that deduplicates keys has
 // forgotten one first sent 25 hours ago, so a lost answer is not resent but left to the
 // reconciler.
@@ -389,6 +391,10 @@ func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
 	require.Equal(t, 1, fake.EffectCount())
 }
 
+// TestStopDuringDispatchLosesNothing stops a worker (what SIGTERM does in oncebox serve)
+// while a dispatch waits on the vendor: with a long enough grace period the answer is
+// recorded; with a short one the dispatch is cancelled and goes back to pending (a
+// vendor that deduplicates keys) or to unknown, never lost.
 func TestStopDuringDispatchLosesNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

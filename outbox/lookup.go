@@ -138,11 +138,25 @@ func (ob *Outbox) decide(ctx context.Context, tenantID int64, key string, to Sta
 			return err
 		}
 		if to == StatusRejected {
+			// A rejected op is terminal: the sealed copy of its full args is dropped, and
+			// args stored in full (no seal key) are redacted as the worker would.
+			var sealed bool
+			if err := tx.QueryRow(ctx, "SELECT sealed_args IS NOT NULL FROM oncebox_op WHERE id = $1", op.ID).Scan(&sealed); err != nil {
+				return err
+			}
+			var redacted json.RawMessage
+			if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok && tool.Redact != nil && !sealed {
+				redacted = tool.Redact(op.Args)
+			}
 			rej, _ := json.Marshal(map[string]string{"class": "rejected", "message": "rejected by " + actor + ": " + reason})
-			if _, err := tx.Exec(ctx, "UPDATE oncebox_op SET error = $2 WHERE id = $1", op.ID, string(rej)); err != nil {
+			if _, err := tx.Exec(ctx, "UPDATE oncebox_op SET error = $2, args = coalesce($3, args), sealed_args = NULL WHERE id = $1",
+				op.ID, string(rej), nullJSON(redacted)); err != nil {
 				return err
 			}
 			op.Error = rej
+			if redacted != nil {
+				op.Args = redacted
+			}
 		}
 		if err := insertEvent(ctx, tx, op.ID, kind, StatusAwaitingApproval, to, actor, map[string]string{"reason": reason}); err != nil {
 			return err

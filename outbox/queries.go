@@ -60,6 +60,13 @@ const sqlMarkUnknown = `
 UPDATE oncebox_op SET status = 'unknown', next_check_at = now(), updated_at = now()
 WHERE id = $1 AND status = 'dispatching'`
 
+// sqlCloseLostAttempts closes the attempts of an op found dispatching by another job:
+// their worker died (or timed out) without recording an answer.
+const sqlCloseLostAttempts = `
+UPDATE oncebox_attempt SET finished_at = now(), outcome = 'lost',
+	error = 'no answer was recorded: the worker stopped (crash, kill or timeout) and job ' || ($2::bigint)::text || ' took the op over'
+WHERE op_id = $1 AND finished_at IS NULL`
+
 const sqlInsertEvent = `
 INSERT INTO oncebox_op_event (op_id, kind, from_status, to_status, actor, detail)
 VALUES ($1, $2, nullif($3, ''), nullif($4, ''), nullif($5, ''), $6)`

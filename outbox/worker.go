@@ -212,6 +212,9 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			// The job that claimed it died mid-call (or is a rescued duplicate that may
 			// still run). Inside the vendor's native key window a resend with the same
 			// key is itself the lookup; otherwise only the reconciler may decide.
+			if _, err := tx.Exec(ctx, sqlCloseLostAttempts, op.ID, job.ID); err != nil {
+				return fmt.Errorf("close lost attempts: %w", err)
+			}
 			if keyFirstSentAt == nil || !inKeyWindow(vendor, *keyFirstSentAt) {
 				c.done = true
 				if _, err := tx.Exec(ctx, sqlMarkUnknown, op.ID); err != nil {

@@ -194,6 +194,10 @@ func (c *Config) validate() error {
 			return fmt.Errorf("queue %q: job timeout %s must be shorter than --rescue-after %s", name, q.JobTimeout, c.RescueStuckJobsAfter)
 		}
 	}
+	if c.Roles.Periodic && c.ReconcileSweepTimeout >= c.RescueStuckJobsAfter {
+		// River would rescue a sweep still running, and two sweeps would overlap.
+		return fmt.Errorf("--reconcile-sweep-timeout %s must be shorter than --rescue-after %s", c.ReconcileSweepTimeout, c.RescueStuckJobsAfter)
+	}
 	if c.SendGridTimeout >= c.Queues["sendgrid"].JobTimeout && c.Queues["sendgrid"].JobTimeout > 0 {
 		return fmt.Errorf("--sendgrid-timeout %s must be shorter than the sendgrid job timeout %s", c.SendGridTimeout, c.Queues["sendgrid"].JobTimeout)
 	}
