@@ -31,6 +31,13 @@ type Config struct {
 	// Wait is how long a tool call waits for the vendor's answer before telling the
 	// model the op is still pending. Defaults to 10 seconds.
 	Wait time.Duration
+	// Conversation is the conversation of tool calls that carry no
+	// _meta conversation id and have no MCP session id (stdio). Defaults to a random
+	// id per MCP server: a retry is then recognised only while the same server runs.
+	// Set it (oncebox mcp --conversation) to keep recognising retries across restarts
+	// of a stdio server; the price is that the same payload is a replay for as long as
+	// the op is kept, whichever conversation sends it.
+	Conversation string
 }
 
 func (c *Config) withDefaults() Config {
@@ -101,7 +108,10 @@ func (s *Server) MCPServer(tenantID int64) *mcp.Server {
 			"Never call a tool again to retry an action that is pending, awaiting approval or under review.",
 		Logger: s.logger,
 	})
-	instance := randomID()
+	instance := "instance:" + randomID()
+	if s.cfg.Conversation != "" {
+		instance = "conversation:" + s.cfg.Conversation
+	}
 	for _, spec := range s.specs {
 		destructive, openWorld := true, true
 		srv.AddTool(&mcp.Tool{

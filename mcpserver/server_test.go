@@ -409,3 +409,42 @@ func TestHTTPSessionRefusesAnotherTenantsToken(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Equal(t, 0, e.countOps(t))
 }
+
+// TestConversationSurvivesARestart: over stdio there is no session id, so a call
+// without _meta belongs to the server instance; with Config.Conversation set, a
+// restarted server still recognises the retry.
+func TestConversationSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	require.NoError(t, err)
+	tenants := tenant.NewStore(pool)
+	ten, _, err := tenants.Create(ctx, "t")
+	require.NoError(t, err)
+
+	connect := func(conversation string) *mcp.ClientSession {
+		srv, err := mcpserver.New(mcpserver.Config{Outbox: ob, Tenants: tenants, Wait: 50 * time.Millisecond, Conversation: conversation})
+		require.NoError(t, err)
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := srv.MCPServer(ten.ID).Connect(ctx, st, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ss.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+
+	first := structured(t, call(t, connect("desk-1"), "stripe_payment_intent", payment(500), nil))
+	require.False(t, first.Replayed)
+	again := structured(t, call(t, connect("desk-1"), "stripe_payment_intent", payment(500), nil))
+	require.True(t, again.Replayed, "a restarted server with the same conversation recognises the retry")
+	require.Equal(t, first.ID, again.ID)
+	require.Equal(t, "conversation:desk-1", again.ConversationID)
+
+	fresh := structured(t, call(t, connect(""), "stripe_payment_intent", payment(500), nil))
+	require.False(t, fresh.Replayed, "without it, each server instance is a conversation of its own")
+}

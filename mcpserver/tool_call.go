@@ -24,8 +24,8 @@ const (
 
 // callIdentity is what the server knows about who makes a tool call.
 type callIdentity struct {
-	// Conversation is the _meta conversation id, else the MCP session id, else the id
-	// of the *mcp.Server instance.
+	// Conversation is the _meta conversation id, else the MCP session id, else
+	// Config.Conversation, else the id of the *mcp.Server instance.
 	Conversation string
 	// ConversationFromClient is true when the client sent the conversation id.
 	ConversationFromClient bool
@@ -33,8 +33,9 @@ type callIdentity struct {
 	ToolCallID string
 }
 
-// identify reads the call's identity from the request.
-func identify(req *mcp.CallToolRequest, instance string) callIdentity {
+// identify reads the call's identity from the request; fallback is the conversation
+// of a call without _meta or session.
+func identify(req *mcp.CallToolRequest, fallback string) callIdentity {
 	var id callIdentity
 	meta := req.Params.Meta
 	id.Conversation = metaString(meta, MetaConversationID, "conversation_id")
@@ -46,7 +47,7 @@ func identify(req *mcp.CallToolRequest, instance string) callIdentity {
 		}
 	}
 	if id.Conversation == "" {
-		id.Conversation = "instance:" + instance
+		id.Conversation = fallback
 	}
 	return id
 }

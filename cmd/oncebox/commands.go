@@ -437,6 +437,7 @@ func parseTime(s string) (time.Time, error) {
 func runMCP(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant whose ops the tools create")
+	conversation := fs.String("conversation", "", "conversation of calls that send no _meta conversation id: set it to recognise retries across restarts of this stdio server (default: a fresh one per process)")
 	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -456,7 +457,8 @@ func runMCP(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	m, err := mcpserver.New(mcpserver.Config{Outbox: srv.Outbox(), Tenants: srv.Tenants(), Logger: logger, Wait: cfg.MCPWait})
+	m, err := mcpserver.New(mcpserver.Config{Outbox: srv.Outbox(), Tenants: srv.Tenants(), Logger: logger, Wait: cfg.MCPWait,
+		Conversation: *conversation})
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,8 @@ Usage: oncebox <command> [flags]
   reconcile run                one reconciler sweep now
   reconcile report --since T --until T [--tenant T] [--format csv|json]
                                finance report; exit status 1 when anything does not match
-  mcp --tenant T               serve the MCP tools over stdio
+  mcp --tenant T [--conversation C]
+                               serve the MCP tools over stdio
   bench                        benchmarks against River in the same run (see README)
   healthcheck [--url U]        exit 0 when the server answers /healthz
   config                       list every flag and environment variable
