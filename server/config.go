@@ -3,9 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -87,6 +89,8 @@ type Config struct {
 	RefundApprovalAbove int64
 	// TTL is how long ops are kept. Defaults to 72 hours.
 	TTL time.Duration
+	// ToolTTL overrides TTL per tool name, such as "stripe.refund". Optional.
+	ToolTTL map[string]time.Duration
 	// TombstoneTTL is how long a purged op's key is remembered. Defaults to 30 days.
 	TombstoneTTL time.Duration
 	// PurgeInterval and PurgeBatch drive the TTL purge. Default to 1 minute and 1,000.
@@ -185,6 +189,15 @@ func (c *Config) validate() error {
 	}
 	if c.StripeTimeout <= 0 || c.SendGridTimeout <= 0 || c.WebhookTimeout <= 0 {
 		return errors.New("vendor timeouts must be positive")
+	}
+	for name, d := range c.ToolTTL {
+		if !slices.Contains([]string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost}, name) {
+			return fmt.Errorf("--tool-ttl: unknown tool %q (the tools are %s, %s, %s and %s)", name,
+				tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost)
+		}
+		if d <= 0 {
+			return fmt.Errorf("--tool-ttl: %s must be positive", name)
+		}
 	}
 	if c.StripeSearchLag < 0 || c.SendGridLookupLag < 0 || c.WebhookLookupLag < 0 {
 		return errors.New("vendor lookup lags must not be negative")

@@ -131,6 +131,9 @@ func (s *Server) build(ctx context.Context) error {
 	ttl := map[string]time.Duration{}
 	for _, name := range []string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost} {
 		ttl[name] = cfg.TTL
+		if d, ok := cfg.ToolTTL[name]; ok {
+			ttl[name] = d
+		}
 	}
 	var sealKey, redactKey []byte
 	if cfg.SealKey != "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
@@ -323,4 +325,28 @@ func TestRedactedMailNeedsASealKey(t *testing.T) {
 	srv, err = server.New(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	srv.Close()
+}
+
+func TestToolTTLOverridesTTL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg.Roles = server.Roles{API: true}
+	cfg.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
+	cfg.ToolTTL = map[string]time.Duration{"webhook.post": 720 * time.Hour}
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	res, err := srv.Outbox().Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "k", Tool: "webhook.post",
+		Args: json.RawMessage(`{"target":"hooks","path":"/x","body":{}}`)})
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(720*time.Hour), res.Op.ExpiresAt, time.Minute)
+
+	cfg.ToolTTL = map[string]time.Duration{"stripe.refundd": time.Hour}
+	_, err = server.New(ctx, cfg, nil)
+	require.ErrorContains(t, err, `unknown tool "stripe.refundd"`)
 }

@@ -148,7 +148,27 @@ func settings() []setting {
 		strSetting("webhook-lookup-path", "ONCEBOX_WEBHOOK_LOOKUP_PATH", "", "path on each target answering GET ?oncebox_op=<id> (empty: unknown webhook outcomes go to review)", false, func(c *server.Config) *string { return &c.WebhookLookupPath }),
 		durSetting("webhook-lookup-lag", "ONCEBOX_WEBHOOK_LOOKUP_LAG", d.WebhookLookupLag, "how long a delivery may stay invisible to the lookup path; an unknown webhook is resent only after this", func(c *server.Config) *time.Duration { return &c.WebhookLookupLag }),
 		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
-		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept (per-tool retention)", func(c *server.Config) *time.Duration { return &c.TTL }),
+		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept (--tool-ttl overrides it per tool)", func(c *server.Config) *time.Duration { return &c.TTL }),
+		setting{flag: "tool-ttl", env: "ONCEBOX_TOOL_TTL", def: "",
+			help: "per tool, how long its ops are kept, overriding --ttl: tool=duration,... (e.g. stripe.refund=720h)",
+			set: func(c *server.Config, v string) error {
+				c.ToolTTL = map[string]time.Duration{}
+				if strings.TrimSpace(v) == "" {
+					return nil
+				}
+				for _, part := range strings.Split(v, ",") {
+					name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+					if !ok {
+						return fmt.Errorf("want tool=duration, got %q", part)
+					}
+					d, err := time.ParseDuration(val)
+					if err != nil || d <= 0 {
+						return fmt.Errorf("tool %q: want a positive duration such as 720h, got %q", name, val)
+					}
+					c.ToolTTL[name] = d
+				}
+				return nil
+			}},
 		durSetting("tombstone-ttl", "ONCEBOX_TOMBSTONE_TTL", d.TombstoneTTL, "how long a purged op's key is remembered to detect key-expiry collisions", func(c *server.Config) *time.Duration { return &c.TombstoneTTL }),
 		durSetting("purge-interval", "ONCEBOX_PURGE_INTERVAL", d.PurgeInterval, "how often expired ops are purged", func(c *server.Config) *time.Duration { return &c.PurgeInterval }),
 		intSetting("purge-batch", "ONCEBOX_PURGE_BATCH", int64(d.PurgeBatch), "ops deleted per purge statement", func(c *server.Config, n int64) { c.PurgeBatch = int(n) }),
