@@ -52,10 +52,10 @@ func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueRe
 		return err
 	})
 	if err != nil {
-		ob.observeError(params.Tool, err)
+		ob.observeError(params, err)
 		return nil, err
 	}
-	ob.observeEnqueue(params.Tool, res)
+	ob.observeEnqueue(params.Tool, res, false)
 	return res, nil
 }
 
@@ -66,29 +66,38 @@ func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueRe
 func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
 	res, err := ob.enqueueTx(ctx, tx, params)
 	if err != nil {
-		ob.observeError(params.Tool, err)
+		ob.observeError(params, err)
 		return nil, err
 	}
-	ob.observeEnqueue(params.Tool, res)
+	ob.observeEnqueue(params.Tool, res, true)
 	return res, nil
 }
 
-func (ob *Outbox) observeError(tool string, err error) {
+func (ob *Outbox) observeError(params EnqueueParams, err error) {
 	var kc *KeyConflictError
 	if errors.As(err, &kc) {
-		ob.cfg.Observer.Enqueued(tool, "conflict")
-		ob.logger.Warn("idempotency key reused with another payload; refused", slog.String("tool", tool),
-			slog.String("idempotency_key", kc.Key), slog.String("stored_fingerprint", kc.Stored.String()),
-			slog.String("given_fingerprint", kc.Given.String()))
+		ob.cfg.Observer.Enqueued(params.Tool, "conflict")
+		ob.logger.Warn("idempotency key reused with another payload; refused", slog.Int64("tenant", params.TenantID),
+			slog.String("tool", params.Tool), slog.String("idempotency_key", kc.Key),
+			slog.String("conversation_id", params.ConversationID), slog.String("tool_call_id", params.ToolCallID),
+			slog.String("stored_fingerprint", kc.Stored.String()), slog.String("given_fingerprint", kc.Given.String()))
 	}
 }
 
-func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult) {
+// observeEnqueue counts an enqueue and logs a new op. inCallerTx says the op commits
+// with the caller's transaction (EnqueueTx), so it may yet be rolled back.
+func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx bool) {
 	switch {
 	case res.Replayed:
 		ob.cfg.Observer.Enqueued(tool, "replay")
 	default:
 		ob.cfg.Observer.Enqueued(tool, "new")
+		msg := "op state changed"
+		if inCallerTx {
+			msg = "op state changed (commits with the caller's transaction)"
+		}
+		ob.opLogger(res.Op).Info(msg, slog.String("tool", tool), slog.String("from", ""),
+			slog.String("to", string(res.Op.Status)), slog.Int("attempt", 0))
 		if res.ExpiryCollision {
 			ob.cfg.Observer.Enqueued(tool, "expiry_collision")
 			ob.logger.Warn("idempotency key reused after its op expired; the TTL may be shorter than the workflow",
