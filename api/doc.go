@@ -14,7 +14,9 @@
 // and once the op is settled its stored result byte for byte. The same key with another
 // payload is refused with 422. Status codes follow the IETF Idempotency-Key header
 // draft; every error is an RFC 9457 problem document (application/problem+json) whose
-// type is a stable URL under https://oncebox.dev/problems/.
+// type is a stable URL under https://oncebox.dev/problems/. That includes a request no
+// route serves: 404 (type no-route), or 405 (type method-not-allowed, with an Allow
+// header) when the path exists for other methods.
 //
 // GET /v1/ops/{key} looks an op up (support, or polling with ?wait=30s), and
 // POST /v1/ops/{key}/approve and /reject decide ops that await a person's approval.

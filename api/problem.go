@@ -35,6 +35,10 @@ func problemTitle(slug string) string {
 		return "Op is not in the state this action needs"
 	case "invalid-wait":
 		return "Invalid wait parameter"
+	case "no-route":
+		return "No such route"
+	case "method-not-allowed":
+		return "Method not allowed on this route"
 	}
 	return "Internal server error"
 }

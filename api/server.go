@@ -112,7 +112,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	r = r.WithContext(context.WithValue(r.Context(), recorderKey{}, rec))
-	s.mux.ServeHTTP(rec, r)
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route serves the request: the mux answers a plain-text 404 or 405 (or
+		// redirects to a cleaned path). Answer the errors as problem documents.
+		s.mux.ServeHTTP(&unroutedWriter{ResponseWriter: rec, r: r}, r)
+	} else {
+		s.mux.ServeHTTP(rec, r)
+	}
 	if !s.logger.Enabled(r.Context(), slog.LevelDebug) {
 		return
 	}
@@ -133,6 +139,44 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.logger.LogAttrs(r.Context(), slog.LevelDebug, "http request", attrs...)
 }
+
+// unroutedWriter turns the mux's plain-text answers to a request no route serves into
+// problem documents: 404 becomes no-route, and 405 method-not-allowed (keeping the
+// mux's Allow header). Any other answer, such as a redirect, passes through.
+type unroutedWriter struct {
+	http.ResponseWriter
+	r *http.Request
+	// answered is set once the problem is written; the mux's text is then dropped.
+	answered bool
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (u *unroutedWriter) WriteHeader(status int) {
+	switch status {
+	case http.StatusNotFound:
+		writeProblem(u.ResponseWriter, newProblem(status, "no-route", fmt.Sprintf(
+			"The API serves nothing at %s; GET /openapi.json lists its routes.", u.r.URL.Path)))
+	case http.StatusMethodNotAllowed:
+		allow := u.Header().Get("Allow")
+		writeProblem(u.ResponseWriter, newProblem(status, "method-not-allowed", fmt.Sprintf(
+			"%s %s is not served; this path allows %s.", u.r.Method, u.r.URL.Path, allow)))
+	default:
+		u.ResponseWriter.WriteHeader(status)
+		return
+	}
+	u.answered = true
+}
+
+// Write implements http.ResponseWriter.
+func (u *unroutedWriter) Write(b []byte) (int, error) {
+	if u.answered {
+		return len(b), nil
+	}
+	return u.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (u *unroutedWriter) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
 // recorder remembers what the request log line needs.
 type recorder struct {

@@ -26,15 +26,24 @@ const maxResponseBytes = 8 << 20
 // maxRetryAfter caps how long a Retry-After answer makes the client wait.
 const maxRetryAfter = time.Minute
 
+// defaultTimeout is Config.Timeout's default.
+const defaultTimeout = 30 * time.Second
+
 // Config configures a Client.
 type Config struct {
 	// BaseURL is the API's root, such as "https://oncebox.internal". Required.
 	BaseURL string
 	// Token is the tenant's API token ("obx_..."). Required.
 	Token string
-	// HTTPClient sends the requests. Keep its Timeout above any Opts.Wait. Defaults to
-	// a client with a 30 second timeout.
+	// HTTPClient sends the requests. Its own Timeout, if set, bounds every request,
+	// waits included: leave it 0 and let Timeout bound the requests. Defaults to a
+	// client without a timeout of its own.
 	HTTPClient *http.Client
+	// Timeout bounds one attempt of a call beyond the wait it asks the server for: an
+	// attempt of a call with a wait w (Opts.Wait, or Get's wait) may take w + Timeout,
+	// one without a wait Timeout. A negative value sets no bound. Defaults to 30
+	// seconds.
+	Timeout time.Duration
 	// MaxRetries is how many times a request is resent, with the same idempotency key,
 	// after a transport error, a 429 or a 5xx. A negative value disables retries.
 	// Defaults to 3.
@@ -47,7 +56,10 @@ type Config struct {
 func (c *Config) withDefaults() Config {
 	out := *c
 	if out.HTTPClient == nil {
-		out.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		out.HTTPClient = &http.Client{}
+	}
+	if out.Timeout == 0 {
+		out.Timeout = defaultTimeout
 	}
 	switch {
 	case out.MaxRetries == 0:
@@ -165,7 +177,7 @@ func (c *Client) Enqueue(ctx context.Context, key, tool string, args any, opts *
 	if err != nil {
 		return nil, fmt.Errorf("client: marshal request: %w", err)
 	}
-	res, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/ops", query: waitQuery(opts.Wait), body: body, key: k})
+	res, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/ops", query: waitQuery(opts.Wait), wait: opts.Wait, body: body, key: k})
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +215,7 @@ func (c *Client) Get(ctx context.Context, key string, wait time.Duration) (*Op, 
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/ops/" + url.PathEscape(k), query: waitQuery(wait)})
+	res, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/ops/" + url.PathEscape(k), query: waitQuery(wait), wait: wait})
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +315,9 @@ type request struct {
 	method string
 	path   string
 	query  url.Values
-	body   []byte
+	// wait is how long the server may hold the answer (the ?wait= asked for).
+	wait time.Duration
+	body []byte
 	// key is sent as the Idempotency-Key header when set.
 	key string
 }
@@ -354,8 +368,22 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 	}
 }
 
-// send makes one attempt and reads the whole answer.
+// attemptTimeout returns how long one attempt of req may take: Timeout beyond the
+// wait the server may hold the answer for, or 0 for no bound.
+func (c *Client) attemptTimeout(req request) time.Duration {
+	if c.cfg.Timeout < 0 {
+		return 0
+	}
+	return max(req.wait, 0) + c.cfg.Timeout
+}
+
+// send makes one attempt and reads the whole answer within attemptTimeout.
 func (c *Client) send(ctx context.Context, target string, req request) (*response, error) {
+	if d := c.attemptTimeout(req); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	var body io.Reader
 	if req.body != nil {
 		body = bytes.NewReader(req.body)

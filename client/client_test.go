@@ -378,3 +378,71 @@ func TestNewValidatesConfig(t *testing.T) {
 	_, err = client.New(client.Config{BaseURL: "http://localhost:8080", Token: "obx_x"})
 	require.NoError(t, err)
 }
+
+// TestWaitExtendsTheAttemptDeadline: an attempt may take its wait plus Timeout, so a
+// server holding the answer for the whole wait is not cut short, while an attempt
+// without a wait that hangs past Timeout is abandoned and retried with the same key.
+func TestWaitExtendsTheAttemptDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(n int64, w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && r.URL.Query().Get("wait") == "" && n == 3 {
+			// The first attempt of the Get without a wait hangs.
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return true
+		}
+		return false
+	})
+	c, err := client.New(client.Config{BaseURL: e.url, Token: e.token, Timeout: 150 * time.Millisecond, Backoff: time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	// No worker runs: the server holds each answer for (nearly) the whole wait, far
+	// longer than Timeout.
+	start := time.Now()
+	res, err := c.CreatePaymentIntent(ctx, "long-wait", pi, &client.Opts{Wait: time.Second})
+	require.NoError(t, err)
+	require.Greater(t, time.Since(start), 500*time.Millisecond, "the server held the answer past Timeout")
+	require.Equal(t, http.StatusAccepted, res.StatusCode)
+	start = time.Now()
+	op, err := c.Get(ctx, "long-wait", time.Second)
+	require.NoError(t, err)
+	require.Greater(t, time.Since(start), 500*time.Millisecond, "the server held the answer past Timeout")
+	require.Equal(t, "pending", op.Status)
+	require.EqualValues(t, 2, e.requests.Load(), "neither waiting call was retried")
+
+	start = time.Now()
+	op, err = c.Get(ctx, "long-wait", 0)
+	require.NoError(t, err)
+	require.Equal(t, "long-wait", op.Key)
+	require.Less(t, time.Since(start), 3*time.Second, "the hanging attempt was abandoned after Timeout")
+	require.EqualValues(t, 4, e.requests.Load(), "the hanging attempt was retried once")
+
+	// Without retries, the abandoned attempt is the caller's error. (Rewinding the
+	// count makes the next request hang again.)
+	e.requests.Store(2)
+	c, err = client.New(client.Config{BaseURL: e.url, Token: e.token, Timeout: 150 * time.Millisecond, MaxRetries: -1})
+	require.NoError(t, err)
+	_, err = c.Get(ctx, "long-wait", 0)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// TestNoRouteIsNotErrNotFound: a base URL the API serves nothing under answers 404
+// no-route, which must not read as "no op under this key".
+func TestNoRouteIsNotErrNotFound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	c, err := client.New(client.Config{BaseURL: e.url + "/oncebox", Token: e.token})
+	require.NoError(t, err)
+	_, err = c.Get(context.Background(), "k", 0)
+	var p *client.Problem
+	require.ErrorAs(t, err, &p)
+	require.Equal(t, http.StatusNotFound, p.Status)
+	require.Equal(t, "https://oncebox.dev/problems/no-route", p.Type)
+	require.NotErrorIs(t, err, client.ErrNotFound)
+
+	_, err = e.client(t, e.token).Get(context.Background(), "k", 0)
+	require.ErrorIs(t, err, client.ErrNotFound)
+}

@@ -10,7 +10,9 @@
 // (Config.MaxRetries, exponential Config.Backoff, Retry-After honoured): the server
 // makes the retry a replay, so the side effect still happens once. 4xx answers are not
 // retried; they come back as a *Problem, which errors.Is matches against ErrConflict,
-// ErrUnauthorized, ErrNotFound and ErrInvalid.
+// ErrUnauthorized, ErrNotFound and ErrInvalid. Each attempt may take Config.Timeout
+// (30 seconds by default) beyond the wait it asks the server for, so a long Opts.Wait
+// is not cut short.
 //
 // Agent frameworks that give every tool call an id should use an AgentSession: it
 // mints the key deterministically from the session and the tool call id, so a

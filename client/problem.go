@@ -6,6 +6,9 @@ import (
 	"net/http"
 )
 
+// problemNoRoute is the type of the API's answer to a URL it does not serve.
+const problemNoRoute = "https://oncebox.dev/problems/no-route"
+
 // Sentinels that errors.Is matches a *Problem against, by its HTTP status.
 var (
 	// ErrConflict matches 409 (the op is not in the state an action needs) and 422
@@ -13,7 +16,9 @@ var (
 	ErrConflict = errors.New("oncebox: conflict")
 	// ErrUnauthorized matches 401: the token is missing, unknown or revoked.
 	ErrUnauthorized = errors.New("oncebox: unauthorized")
-	// ErrNotFound matches 404: no op under this key for the token's tenant.
+	// ErrNotFound matches 404: no op under this key for the token's tenant. It does not
+	// match a 404 of type no-route, which says the API serves nothing at the URL asked
+	// (check Config.BaseURL).
 	ErrNotFound = errors.New("oncebox: not found")
 	// ErrInvalid matches 400, 413 and 415: the request is malformed (key, tool, args,
 	// body).
@@ -60,7 +65,7 @@ func (p *Problem) Is(target error) bool {
 	case ErrUnauthorized:
 		return p.Status == http.StatusUnauthorized
 	case ErrNotFound:
-		return p.Status == http.StatusNotFound
+		return p.Status == http.StatusNotFound && p.Type != problemNoRoute
 	case ErrInvalid:
 		return p.Status == http.StatusBadRequest || p.Status == http.StatusRequestEntityTooLarge ||
 			p.Status == http.StatusUnsupportedMediaType

@@ -18,6 +18,9 @@
 //     engine answers on its socket;
 //  4. otherwise ErrNoPostgres, one sentence telling the user what to install.
 //
+// Probe says which of these Start would use without starting anything, for a test
+// that should skip, rather than fail, on a machine with no Postgres at all.
+//
 // Each process holds an exclusive file lock on the data folder it uses, so
 // two processes never start two postmasters on one folder: a second process
 // takes the next free folder ("slot") instead. A postmaster orphaned by a

@@ -129,11 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Postgres, error) {
 		return nil, err
 	}
 
-	for _, name := range cfg.EnvVars {
-		url, ok := cfg.Env(name)
-		if !ok || strings.TrimSpace(url) == "" {
-			continue
-		}
+	if name, url, ok := cfg.envURL(); ok {
 		if _, err := pgx.ParseConfig(url); err != nil {
 			return nil, fmt.Errorf("%s is not a usable Postgres URL: %w", name, err)
 		}
@@ -167,4 +163,34 @@ func Start(ctx context.Context, cfg Config) (*Postgres, error) {
 		return nil, privateErr
 	}
 	return nil, ErrNoPostgres
+}
+
+// Probe reports the source Start would use, without starting anything: "env:NAME",
+// "private:<bin dir>" or "testcontainers", as Postgres.Source spells them. It returns
+// ErrNoPostgres when Start would find none. Probe does not check that the source
+// works: the URL may not answer, or initdb may fail (Start then falls back to Docker).
+func Probe(ctx context.Context, cfg Config) (string, error) {
+	cfg = cfg.withDefaults()
+	if name, _, ok := cfg.envURL(); ok {
+		return "env:" + name, nil
+	}
+	if !cfg.DisablePrivate {
+		if binDir, ok := findBinDir(cfg.Env); ok {
+			return "private:" + binDir, nil
+		}
+	}
+	if !cfg.DisableDocker && dockerAnswers(ctx, cfg.Env) {
+		return "testcontainers", nil
+	}
+	return "", ErrNoPostgres
+}
+
+// envURL returns the first variable of EnvVars set to a non-blank value.
+func (c Config) envURL() (name, url string, ok bool) {
+	for _, name := range c.EnvVars {
+		if url, ok := c.Env(name); ok && strings.TrimSpace(url) != "" {
+			return name, url, true
+		}
+	}
+	return "", "", false
 }

@@ -100,6 +100,45 @@ func TestStartNothingAvailable(t *testing.T) {
 	require.NotContains(t, msg, ". ", "one sentence only")
 }
 
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	binDir := filepath.Join(t.TempDir(), "bin")
+	require.NoError(t, os.MkdirAll(binDir, 0o755))
+	for _, name := range []string{"initdb", "postgres"} {
+		require.NoError(t, os.WriteFile(filepath.Join(binDir, name), []byte("#!/bin/sh\nexit 1\n"), 0o755))
+	}
+	noDocker := filepath.Join(t.TempDir(), "docker.sock")
+
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"Env", Config{Env: envOf(map[string]string{"DATABASE_URL": "postgres://a@127.0.0.1:1/x"})}, "env:DATABASE_URL"},
+		{"BlankEnvIsSkipped", Config{
+			Env:           envOf(map[string]string{"DATABASE_URL": " ", "PATH": binDir}),
+			DisableDocker: true,
+		}, "private:" + binDir},
+		{"EnvVarsEmptySkipsTheEnvironment", Config{
+			Env:     envOf(map[string]string{"DATABASE_URL": "postgres://a@127.0.0.1:1/x", "PATH": binDir}),
+			EnvVars: []string{},
+		}, "private:" + binDir},
+		{"Nothing", Config{Env: envOf(nil), DisablePrivate: true, DisableDocker: true}, ""},
+		{"NoEngine", Config{Env: envOf(map[string]string{"DOCKER_HOST": "unix://" + noDocker}), DisablePrivate: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Probe(t.Context(), tc.cfg)
+			if tc.want == "" {
+				require.ErrorIs(t, err, ErrNoPostgres)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
 // requireServerBinaries skips the test when this machine has no PostgreSQL
 // server binaries outside PATH.
 func requireServerBinaries(t *testing.T) string {

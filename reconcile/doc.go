@@ -44,6 +44,7 @@
 //
 // BuildReport compares the ops created in a window with the objects each vendor's
 // Lister returns, line by line (matched, missing_at_vendor, orphan_at_vendor,
-// duplicate, mismatch), with totals of the matched amounts per tool and currency; it
-// writes itself as CSV or JSON.
+// duplicate, mismatch, and unchecked for an op whose vendor has no Lister), with
+// totals of the matched amounts per tool and currency; it writes itself as CSV or
+// JSON. A report is clean only when every line matched.
 package reconcile

@@ -44,12 +44,13 @@ WHERE id IN (
 RETURNING id::text`
 
 // candidateSelect is what the sweeper needs to know about an op before its lookup: the
-// op, when its first attempt started, when its last finished attempt ended, and when
-// the latest attempt that never finished (its worker died) started.
+// op, whether its full args are sealed (its stored args are then the redacted form),
+// when its first attempt started, when its last finished attempt ended, and when the
+// latest attempt that never finished (its worker died) started.
 const candidateSelect = `
 SELECT o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.args, coalesce(o.vendor_ref, ''),
 	o.status, coalesce(o.attempt_token::text, ''), o.attempts, o.generation, o.stale_key, o.created_at,
-	o.dispatch_started_at, a.first_started, a.unfinished_started, a.last_finished
+	o.sealed_args IS NOT NULL, o.dispatch_started_at, a.first_started, a.unfinished_started, a.last_finished
 FROM oncebox_op o
 LEFT JOIN LATERAL (SELECT min(started_at) AS first_started,
 		max(started_at) FILTER (WHERE finished_at IS NULL) AS unfinished_started,
@@ -65,10 +66,11 @@ const sqlCandidateForUpdate = candidateSelect + ` FOR UPDATE OF o`
 
 // sqlAdopt records the object the vendor holds as the op's outcome: succeeded with
 // result $3 (error NULL), or failed with error $4 (result NULL). $5 replaces the args
-// with their redacted form when the tool redacts.
+// with their redacted form when the tool redacts and the stored args are the full ones.
+// The op is terminal: the sealed copy of its full args is dropped.
 const sqlAdopt = `
 UPDATE oncebox_op SET status = $2, result = $3, error = $4, vendor_ref = nullif($6, ''),
-	args = coalesce($5, args), attempt_token = NULL, next_check_at = NULL, updated_at = now()
+	args = coalesce($5, args), sealed_args = NULL, attempt_token = NULL, next_check_at = NULL, updated_at = now()
 WHERE id = $1`
 
 // sqlResend sends an op back to pending for the worker to dispatch again. When $2 is
@@ -104,17 +106,23 @@ LEFT JOIN LATERAL (SELECT ev.kind, ev.detail FROM oncebox_op_event ev
 WHERE o.status = 'needs_review' AND ($1 = 0 OR o.tenant_id = $1)
 ORDER BY o.updated_at, o.id`
 
-// sqlReviewOpForUpdate locks the tenant's op under a key for a manual resolution.
+// sqlReviewOpForUpdate locks the tenant's op under a key for a manual resolution, and
+// says whether its full args are sealed (its stored args are then the redacted form).
 const sqlReviewOpForUpdate = `
-SELECT id::text, tool, vendor, status, generation, stale_key, args
+SELECT id::text, tool, vendor, status, generation, stale_key, args, sealed_args IS NOT NULL
 FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`
 
-// sqlReportOps lists the ops created in [since, until), of one tenant or ($3 = 0) all.
+// sqlReportOps lists the ops created in [since, until), of one tenant or ($3 = 0) all,
+// with the latest moment the vendor may have created an object for each: the end of
+// its last finished attempt or, when an attempt never finished (its worker died and the
+// reconciler or a person resolved the op), the op's last change; NULL without attempts.
 const sqlReportOps = `
-SELECT id::text, tenant_id, idempotency_key, tool, vendor, status, args, coalesce(vendor_ref, '')
-FROM oncebox_op
-WHERE created_at >= $1 AND created_at < $2 AND ($3 = 0 OR tenant_id = $3)`
+SELECT o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.status, o.args, coalesce(o.vendor_ref, ''),
+	(SELECT greatest(max(a.finished_at), CASE WHEN bool_or(a.finished_at IS NULL) THEN o.updated_at END)
+		FROM oncebox_attempt a WHERE a.op_id = o.id)
+FROM oncebox_op o
+WHERE o.created_at >= $1 AND o.created_at < $2 AND ($3 = 0 OR o.tenant_id = $3)`
 
 // sqlReportOpsByID reads the ops that vendor tags name outside the window.
 const sqlReportOpsByID = `
-SELECT id::text, tenant_id, status, created_at FROM oncebox_op WHERE id = ANY($1::uuid[])`
+SELECT id::text, tenant_id, status, created_at, args FROM oncebox_op WHERE id = ANY($1::uuid[])`

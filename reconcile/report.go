@@ -21,7 +21,9 @@ import (
 )
 
 // ReportMargin widens the vendor side of a report's window on both ends, so that an op
-// created just before the window ends finds its object created just after.
+// created just before the window ends finds its object created just after. An op of the
+// window that was sent later (it awaited approval, or was retried) widens its vendor's
+// side further, to the end of its last attempt plus ReportMargin.
 const ReportMargin = 5 * time.Minute
 
 // The categories of a report line.
@@ -32,12 +34,16 @@ const (
 	// CategoryMissingAtVendor: the op succeeded but the vendor holds nothing for it.
 	CategoryMissingAtVendor = "missing_at_vendor"
 	// CategoryOrphanAtVendor: the vendor holds an object tagged with an op that did not
-	// succeed, or with an id that names no op.
+	// succeed, or with an id that names no op. A failed op whose objects all record the
+	// vendor's refusal (a declined PaymentIntent) is consistent, not an orphan.
 	CategoryOrphanAtVendor = "orphan_at_vendor"
 	// CategoryDuplicate: the vendor holds two or more objects for one op.
 	CategoryDuplicate = "duplicate"
 	// CategoryMismatch: the vendor's amount or currency differs from the op's.
 	CategoryMismatch = "mismatch"
+	// CategoryUnchecked: the op's vendor has no Lister, so the report could not compare
+	// it with anything. It makes the report not clean.
+	CategoryUnchecked = "unchecked"
 )
 
 // Lister lists a vendor's objects created in [since, until), tagged or not (an object
@@ -61,8 +67,14 @@ type ReportParams struct {
 	// TenantID limits the report to one tenant; 0 reports on every tenant.
 	TenantID int64
 	// Listers lists each vendor's objects, by vendor name. Ops of a vendor without a
-	// Lister are not checked (counted in Report.Unchecked).
+	// Lister are not checked: each gets an unchecked line (and is counted in
+	// Report.Unchecked), which makes the report not clean, unless the vendor is in
+	// Unlistable.
 	Listers map[string]Lister
+	// Unlistable names the vendors that offer no way to list their objects, such as
+	// "webhook": their ops are only counted, in Report.Unlistable, and leave the
+	// report clean.
+	Unlistable []string
 }
 
 // Line is one finding of a report.
@@ -108,22 +120,36 @@ type Report struct {
 	Lines []Line `json:"lines"`
 	// Totals are the matched ops per tool and currency, sorted.
 	Totals []Total `json:"totals"`
-	// Problems counts the lines that are not matched.
+	// Problems counts the lines that are not matched, unchecked ones included.
 	Problems int `json:"problems"`
 	// Untagged counts, per vendor, the objects of the window that carry no op tag: made
 	// outside oncebox, so ignored.
 	Untagged map[string]int `json:"untagged,omitempty"`
-	// Unchecked counts, per vendor, the ops of the window whose vendor has no Lister.
+	// Unchecked counts, per vendor, the ops of the window whose vendor has no Lister;
+	// each also has an unchecked line.
 	Unchecked map[string]int `json:"unchecked,omitempty"`
+	// Unlistable counts, per vendor named in ReportParams.Unlistable, the ops of the
+	// window that could not be compared with anything.
+	Unlistable map[string]int `json:"unlistable,omitempty"`
 }
 
-// Clean reports whether the report found no problem.
-func (r *Report) Clean() bool { return r.Problems == 0 }
+// Clean reports whether the report found no problem: every line matched, and no op was
+// left unchecked for want of a Lister.
+func (r *Report) Clean() bool {
+	n := 0
+	for _, c := range r.Unchecked {
+		n += c
+	}
+	return r.Problems == 0 && n == 0
+}
 
 type reportOp struct {
 	id, key, tool, vendor, status, vendorRef string
 	tenantID                                 int64
 	args                                     json.RawMessage
+	// lastSent is the latest moment the vendor may have created an object for the
+	// op (see sqlReportOps); nil when the op had no attempt.
+	lastSent *time.Time
 }
 
 type taggedObject struct {
@@ -132,11 +158,13 @@ type taggedObject struct {
 }
 
 // BuildReport compares the ops created in [Since, Until) with the objects the vendors
-// hold for the same window widened by ReportMargin on both sides.
+// hold for the same window widened by ReportMargin on both sides, and further up to the
+// last attempt of a succeeded or failed op of the window that was sent after it.
 //
 // Each op is reported in the window of its creation. An object whose op was created
 // outside the window is skipped unless it was itself created inside the window and its
-// op did not succeed (then it is an orphan). An object whose tag names no op is an orphan
+// op did not succeed (then it is an orphan), nor failed with the object recording the
+// vendor's refusal. An object whose tag names no op is an orphan
 // when it was created inside the window, and is reported only when TenantID is 0; with
 // TenantID set, orphans are reported only for ops of that tenant.
 func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (*Report, error) {
@@ -144,7 +172,7 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 		return nil, errors.New("reconcile: report: set Since and an Until after it")
 	}
 	rep := &Report{Since: params.Since, Until: params.Until, Lines: []Line{}, Totals: []Total{},
-		Untagged: map[string]int{}, Unchecked: map[string]int{}}
+		Untagged: map[string]int{}, Unchecked: map[string]int{}, Unlistable: map[string]int{}}
 
 	rows, err := pool.Query(ctx, sqlReportOps, params.Since, params.Until, params.TenantID)
 	if err != nil {
@@ -152,16 +180,31 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 	}
 	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (reportOp, error) {
 		var o reportOp
-		err := row.Scan(&o.id, &o.tenantID, &o.key, &o.tool, &o.vendor, &o.status, &o.args, &o.vendorRef)
+		err := row.Scan(&o.id, &o.tenantID, &o.key, &o.tool, &o.vendor, &o.status, &o.args, &o.vendorRef, &o.lastSent)
 		return o, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: report: read ops: %w", err)
 	}
 
+	// A settled op of the window may have been sent after the window (it awaited
+	// approval, or was retried): its vendor is listed up to its last attempt, so that
+	// its object is not taken for missing. The objects listed past the window belong
+	// to it, or to ops of later windows, which are skipped below.
+	listUntil := map[string]time.Time{}
+	for _, op := range ops {
+		settled := op.status == string(outbox.StatusSucceeded) || op.status == string(outbox.StatusFailed)
+		if settled && op.lastSent != nil && op.lastSent.After(params.Until) && op.lastSent.After(listUntil[op.vendor]) {
+			listUntil[op.vendor] = *op.lastSent
+		}
+	}
 	byOp := map[string][]taggedObject{}
 	for _, name := range slices.Sorted(maps.Keys(params.Listers)) {
-		objects, err := params.Listers[name].ListObjects(ctx, params.Since.Add(-ReportMargin), params.Until.Add(ReportMargin))
+		until := params.Until
+		if t, ok := listUntil[name]; ok {
+			until = t
+		}
+		objects, err := params.Listers[name].ListObjects(ctx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
 		if err != nil {
 			return nil, fmt.Errorf("reconcile: report: list %s objects: %w", name, err)
 		}
@@ -178,7 +221,12 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 
 	for _, op := range ops {
 		if _, ok := params.Listers[op.vendor]; !ok {
+			if slices.Contains(params.Unlistable, op.vendor) {
+				rep.Unlistable[op.vendor]++
+				continue
+			}
 			rep.Unchecked[op.vendor]++
+			rep.Lines = append(rep.Lines, uncheckedLine(op))
 			continue
 		}
 		objects := byOp[op.id]
@@ -241,6 +289,10 @@ func opLine(op reportOp, objects []taggedObject) Line {
 	slices.Sort(l.VendorIDs)
 	succeeded := op.status == string(outbox.StatusSucceeded)
 	switch {
+	case op.status == string(outbox.StatusFailed) && len(objects) > 0 && allRefused(objects, op.args):
+		// The vendor kept a record of its refusal (a declined PaymentIntent left in
+		// requires_payment_method or canceled): consistent with the failed op.
+		l.Category = ""
 	case len(objects) >= 2:
 		l.Category = CategoryDuplicate
 		l.Detail = fmt.Sprintf("the vendor holds %d objects for one op (op is %s); vendor_amount is their sum", len(objects), op.status)
@@ -275,6 +327,28 @@ func opLine(op reportOp, objects []taggedObject) Line {
 	return l
 }
 
+// allRefused reports whether every object records the vendor's refusal of the op.
+func allRefused(objects []taggedObject, args json.RawMessage) bool {
+	for _, o := range objects {
+		if !refused(o.VendorObject, args) {
+			return false
+		}
+	}
+	return true
+}
+
+// uncheckedLine reports an op whose vendor has no Lister.
+func uncheckedLine(op reportOp) Line {
+	l := Line{Category: CategoryUnchecked, OpID: op.id, Key: op.key, Tool: op.tool, Vendor: op.vendor,
+		TenantID: op.tenantID, OpStatus: op.status, VendorIDs: []string{}}
+	l.OpAmount, l.OpCurrency = amountOf(op.args)
+	l.Detail = fmt.Sprintf("no lister for vendor %s: the op (%s) was not compared with the vendor's records", op.vendor, op.status)
+	if op.vendorRef != "" {
+		l.Detail += " (the op records vendor ref " + op.vendorRef + ")"
+	}
+	return l
+}
+
 // orphanLines reports the objects whose op is not in the window.
 func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, byOp map[string][]taggedObject, rep *Report) error {
 	ids := make([]string, 0, len(byOp))
@@ -286,6 +360,7 @@ func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, b
 	type known struct {
 		tenantID int64
 		status   string
+		args     json.RawMessage
 	}
 	found := map[string]known{}
 	if len(ids) > 0 {
@@ -299,7 +374,7 @@ func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, b
 				k       known
 				created time.Time
 			)
-			if err := rows.Scan(&id, &k.tenantID, &k.status, &created); err != nil {
+			if err := rows.Scan(&id, &k.tenantID, &k.status, &created, &k.args); err != nil {
 				rows.Close()
 				return fmt.Errorf("reconcile: report: read tagged ops: %w", err)
 			}
@@ -325,6 +400,8 @@ func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, b
 			continue
 		case exists && k.status == string(outbox.StatusSucceeded):
 			continue // reported with its op, in the window of the op's creation
+		case exists && k.status == string(outbox.StatusFailed) && allRefused(inside, k.args):
+			continue // the vendor's record of its refusal: consistent with the failed op
 		case !exists && params.TenantID != 0:
 			continue
 		}

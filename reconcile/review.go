@@ -60,11 +60,7 @@ func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, ke
 	return resolve(ctx, ob, tenantID, key, outbox.StatusSucceeded, "resolved_succeeded", reason, actor,
 		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
 			result, _ := json.Marshal(map[string]string{"vendor_ref": vendorRef, "resolved_by": "manual_review"})
-			tool, ok := ob.Tools().Lookup(op.tool)
-			var args json.RawMessage
-			if ok && tool.Redact != nil {
-				args = tool.Redact(op.args)
-			}
+			args := redactedArgs(ob, op)
 			_, err := tx.Exec(ctx, sqlAdopt, op.id, outbox.StatusSucceeded, string(result), nil, nullJSON(args), vendorRef)
 			return map[string]any{"vendor_ref": vendorRef}, err
 		})
@@ -78,11 +74,7 @@ func ResolveFailed(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, 
 		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
 			errJSON, _ := json.Marshal(map[string]string{"class": "permanent", "code": "resolved_failed",
 				"message": "marked failed by " + actor + ": " + reason})
-			tool, ok := ob.Tools().Lookup(op.tool)
-			var args json.RawMessage
-			if ok && tool.Redact != nil {
-				args = tool.Redact(op.args)
-			}
+			args := redactedArgs(ob, op)
 			_, err := tx.Exec(ctx, sqlAdopt, op.id, outbox.StatusFailed, nil, string(errJSON), nullJSON(args), "")
 			return nil, err
 		})
@@ -118,6 +110,19 @@ type reviewOp struct {
 	args                  json.RawMessage
 	generation            int
 	staleKey              bool
+	// sealed says that the op's full args are sealed: its stored args are already
+	// the redacted form.
+	sealed bool
+}
+
+// redactedArgs returns the args to store once op is terminal: its redacted args when
+// its tool redacts and the stored args are the full ones, nil to keep them as they are.
+func redactedArgs(ob *outbox.Outbox, op reviewOp) json.RawMessage {
+	tool, ok := ob.Tools().Lookup(op.tool)
+	if !ok || tool.Redact == nil || op.sealed {
+		return nil
+	}
+	return tool.Redact(op.args)
 }
 
 func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey string, to outbox.Status, decision, reason, actor string,
@@ -133,7 +138,7 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
 		var status string
 		err := tx.QueryRow(ctx, sqlReviewOpForUpdate, tenantID, key).Scan(&op.id, &op.tool, &op.vendor, &status,
-			&op.generation, &op.staleKey, &op.args)
+			&op.generation, &op.staleKey, &op.args, &op.sealed)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return outbox.ErrNotFound
 		}

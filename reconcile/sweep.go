@@ -108,13 +108,16 @@ type candidate struct {
 	dispatchStartedAt                       *time.Time
 	firstStarted                            *time.Time
 	unfinishedStarted, lastFinished         *time.Time
+	// sealed says that the op's full args are sealed: its stored args are already
+	// the redacted form.
+	sealed bool
 }
 
 func scanCandidate(row pgx.Row) (*candidate, error) {
 	c := &candidate{}
 	var status string
 	err := row.Scan(&c.id, &c.tenantID, &c.key, &c.tool, &c.vendor, &c.args, &c.vendorRef, &status, &c.token,
-		&c.attempts, &c.generation, &c.staleKey, &c.createdAt, &c.dispatchStartedAt, &c.firstStarted,
+		&c.attempts, &c.generation, &c.staleKey, &c.createdAt, &c.sealed, &c.dispatchStartedAt, &c.firstStarted,
 		&c.unfinishedStarted, &c.lastFinished)
 	if err != nil {
 		return nil, err
@@ -492,9 +495,11 @@ func (r *Reconciler) adopt(ob *outbox.Outbox, c *candidate, obj outbox.VendorObj
 	if len(summary) == 0 || !json.Valid(summary) {
 		summary, _ = json.Marshal(map[string]string{"id": obj.ID})
 	}
+	// The op becomes terminal: its args are redacted, unless they are stored redacted
+	// already (the full ones are sealed, and sqlAdopt drops that sealed copy).
 	var redactedArgs json.RawMessage
 	tool, hasTool := ob.Tools().Lookup(c.tool)
-	if hasTool && tool.Redact != nil {
+	if hasTool && tool.Redact != nil && !c.sealed {
 		redactedArgs = tool.Redact(c.args)
 	}
 

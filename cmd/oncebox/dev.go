@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/oncebox/oncebox/localpg"
@@ -24,10 +26,10 @@ import (
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
-// runDev runs everything with zero configuration: a Postgres (DATABASE_URL, else a
-// private cluster from the server binaries on the machine, else Docker), migrations,
-// in-process fake vendors for those without real keys, a demo tenant, and the server.
-// Ctrl-C stops everything it started, Postgres included.
+// runDev runs everything with zero configuration: a Postgres (--database-url or
+// DATABASE_URL as is, else a private cluster from the server binaries on the machine,
+// else Docker), migrations, in-process fake vendors for those without real keys, a
+// demo tenant, and the server. Ctrl-C stops everything it started, Postgres included.
 func runDev(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "demo", "name of the demo tenant")
@@ -40,7 +42,7 @@ func runDev(ctx context.Context, args []string) error {
 		return &exitError{code: 2, err: err}
 	}
 
-	pg, err := localpg.Start(ctx, localpg.Config{Logger: logger})
+	pg, err := devPostgres(ctx, fs, cfg.DatabaseURL, logger)
 	if err != nil {
 		return err
 	}
@@ -121,6 +123,11 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	base := "http://" + addr.String()
+	// A key of its own per run: the private cluster keeps the ops of earlier runs, and
+	// the printed curl must record a new op (202) the first time it is run.
+	var suffix [3]byte
+	_, _ = rand.Read(suffix[:])
+	demoKey := "order-1001-" + hex.EncodeToString(suffix[:])
 	fmt.Fprintf(os.Stdout, `
 oncebox dev is running.
 
@@ -134,18 +141,34 @@ Enqueue an op (run it twice: the second answer is a replay, and nothing is charg
 
   curl -sS -X POST '%s/v1/ops?wait=5s' \
     -H 'Authorization: Bearer %s' \
-    -H 'Idempotency-Key: order-1001' \
+    -H 'Idempotency-Key: %s' \
     -H 'Content-Type: application/json' \
     -d '{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}'
 
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, pg.Source, redactURL(pg.URL), fakes, *tenantName, token, base, token)
+`, base, base, base, base, pg.Source, redactURL(pg.URL), fakes, *tenantName, token, base, token, demoKey)
 
 	err = srv.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	return err
+}
+
+// devPostgres returns the Postgres of a dev run: the URL given with --database-url or
+// DATABASE_URL, used as is, else one found or started by localpg.
+func devPostgres(ctx context.Context, fs *flag.FlagSet, databaseURL string, logger *slog.Logger) (*localpg.Postgres, error) {
+	if strings.TrimSpace(databaseURL) != "" {
+		source := "env:DATABASE_URL"
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "database-url" {
+				source = "flag:--database-url"
+			}
+		})
+		return &localpg.Postgres{URL: databaseURL, Source: source}, nil
+	}
+	// DATABASE_URL, when set, is databaseURL already: localpg need not look at it.
+	return localpg.Start(ctx, localpg.Config{Logger: logger, EnvVars: []string{}})
 }
 
 // serveFake serves a fake vendor on a free loopback port.

@@ -91,8 +91,9 @@ func usage() {
 
 Usage: oncebox <command> [flags]
 
-  dev                          run everything with zero configuration: a Postgres (DATABASE_URL, else a
-                               private cluster, else Docker), fake Stripe and SendGrid, a demo tenant
+  dev                          run everything with zero configuration: a Postgres (--database-url or
+                               DATABASE_URL, else a private cluster, else Docker), fake Stripe and
+                               SendGrid, a demo tenant
   serve                        run the API, the workers and the periodic jobs (see --roles)
   migrate                      apply oncebox's and River's migrations (safe to run twice, or at once)
   tenant create NAME           create a tenant and print its API token (shown once)
@@ -105,7 +106,8 @@ Usage: oncebox <command> [flags]
   review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R
   reconcile run                one reconciler sweep now
   reconcile report --since T --until T [--tenant T] [--format csv|json]
-                               finance report; exit status 1 when anything does not match
+                               finance report; exit status 1 when anything does not match or
+                               cannot be checked
   mcp --tenant T [--conversation C]
                                serve the MCP tools over stdio
   bench                        benchmarks against River in the same run (see README)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/localpg"
 )
 
 const childArgsEnv = "ONCEBOX_TEST_MAIN_ARGS"
@@ -92,7 +94,21 @@ var (
 	curlHeader = regexp.MustCompile(`-H '([^:]+): ([^']+)'`)
 	curlBody   = regexp.MustCompile(`-d '([^']+)'`)
 	pgURL      = regexp.MustCompile(`Postgres\s+\S+ \((\S+)\)`)
+	demoKey    = regexp.MustCompile(`-H 'Idempotency-Key: (order-1001-[0-9a-f]{6})'`)
 )
+
+// requireNewThenReplay runs the banner's curl twice: the first run records a new op
+// (its key is fresh on every dev run, even over a reused database), the second is its
+// replay.
+func requireNewThenReplay(t *testing.T, text string) {
+	t.Helper()
+	require.Regexp(t, demoKey, text, "the printed key has a per-run suffix")
+	resp := runPrintedCurl(t, text)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "the printed curl records a new op the first time")
+	resp = runPrintedCurl(t, text)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the printed curl run twice is a replay")
+	require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+}
 
 // runPrintedCurl performs the request of the banner's curl line.
 func runPrintedCurl(t *testing.T, out string) *http.Response {
@@ -130,12 +146,39 @@ func TestDevWithDatabaseURL(t *testing.T) {
 	cmd, out := startChild(t, "dev", "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ADDR=127.0.0.1:0")
 	text := banner(t, out)
 	require.Contains(t, text, "env:DATABASE_URL")
+	requireNewThenReplay(t, text)
 
-	resp := runPrintedCurl(t, text)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	resp = runPrintedCurl(t, text)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "the printed curl run twice is a replay")
-	require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	waitExit(t, cmd, 40*time.Second)
+
+	// A second run over the same database prints another key, so its curl records a
+	// new op again.
+	cmd, out = startChild(t, "dev", "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ADDR=127.0.0.1:0")
+	again := banner(t, out)
+	require.NotEqual(t, demoKey.FindStringSubmatch(text)[1], demoKey.FindStringSubmatch(again)[1])
+	requireNewThenReplay(t, again)
+
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	waitExit(t, cmd, 40*time.Second)
+}
+
+// TestDevDatabaseURLFlagWins: an explicit --database-url is used as is, over
+// DATABASE_URL and over any Postgres dev could find or start.
+func TestDevDatabaseURLFlagWins(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	conn := dbtest.ConnString(t, pool)
+	cmd, out := startChild(t, "dev --database-url "+conn,
+		"DATABASE_URL=postgres://nobody@127.0.0.1:1/nowhere?sslmode=disable", "ONCEBOX_ADDR=127.0.0.1:0")
+	text := banner(t, out)
+	require.Contains(t, text, "flag:--database-url")
+	m := pgURL.FindStringSubmatch(text)
+	require.NotNil(t, m, text)
+	require.Equal(t, conn, m[1])
+	requireNewThenReplay(t, text)
+	var ops int
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM oncebox_op").Scan(&ops))
+	require.Equal(t, 1, ops, "the op was recorded in the database given")
 
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	waitExit(t, cmd, 40*time.Second)
@@ -146,10 +189,19 @@ func TestDevStartsAndStopsItsOwnPostgres(t *testing.T) {
 		t.Skip("starts a Postgres cluster")
 	}
 	t.Parallel()
+	// Ask localpg what dev would find, as dev does with no database URL.
+	source, err := localpg.Probe(t.Context(), localpg.Config{EnvVars: []string{}})
+	if errors.Is(err, localpg.ErrNoPostgres) {
+		t.Skip("neither PostgreSQL server binaries (initdb, postgres in PATH, /usr/lib/postgresql/*/bin, ...) nor a Docker engine here: oncebox dev has no Postgres to start; install the postgresql server package to run this test")
+	}
+	require.NoError(t, err)
+	if !strings.HasPrefix(source, "private:") {
+		t.Skipf("no PostgreSQL server binaries here (dev would use %s); install the postgresql server package to run this test", source)
+	}
 	cmd, out := startChild(t, "dev", "DATABASE_URL=", "TEST_DATABASE_URL=", "ONCEBOX_ADDR=127.0.0.1:0")
 	text := banner(t, out)
 	if strings.Contains(text, "testcontainers") {
-		t.Skip("no Postgres server binaries here; dev used Docker")
+		t.Skip("the private Postgres did not start; dev used Docker")
 	}
 	require.Contains(t, text, "private:")
 	m := pgURL.FindStringSubmatch(text)
@@ -157,10 +209,9 @@ func TestDevStartsAndStopsItsOwnPostgres(t *testing.T) {
 	u, err := url.Parse(m[1])
 	require.NoError(t, err)
 
-	// The private cluster's data folder is kept between runs, so an earlier run may
-	// already hold the printed key: then the answer is its replay.
-	resp := runPrintedCurl(t, text)
-	require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, resp.StatusCode)
+	// The private cluster's data folder is kept between runs, but the printed key is
+	// fresh on every run: the first curl records a new op.
+	requireNewThenReplay(t, text)
 
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	waitExit(t, cmd, 60*time.Second)
