@@ -228,13 +228,21 @@ func messageID(msgID string) string {
 }
 
 // rowLimit is how many rows a Lookup asks for: enough for two copies of the op's
-// email, so that a duplicate is never cut off the page.
+// email, so that a duplicate is never cut off the page. The stored args may be the
+// redacted form, which keeps one entry per recipient in "to".
 func rowLimit(args json.RawMessage) int {
-	a, err := tools.DecodeMail(args)
-	if err != nil {
-		return lookupLimit
+	recipients := 0
+	if a, err := tools.DecodeMail(args); err == nil {
+		recipients = len(a.To)
+	} else {
+		var redacted struct {
+			To []json.RawMessage `json:"to"`
+		}
+		if json.Unmarshal(args, &redacted) == nil {
+			recipients = len(redacted.To)
+		}
 	}
-	return min(max(lookupLimit, 2*len(a.To)+1), maxActivityLimit)
+	return min(max(lookupLimit, 2*recipients+1), maxActivityLimit)
 }
 
 // queryable reports whether id can be put between double quotes in an activity
