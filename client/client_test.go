@@ -270,6 +270,19 @@ func TestAgentSessionKeys(t *testing.T) {
 	require.True(t, again.Replayed)
 	require.Equal(t, first.Op.ID, again.Op.ID)
 	require.Equal(t, 1, e.countOps(t))
+
+	// Without tool call ids: the i-th side effect of the session.
+	mail := tools.MailArgs{From: tools.Address{Email: "shop@example.com"}, To: []tools.Address{{Email: "bob@example.com"}},
+		Subject: "Invoice", Text: "Attached."}
+	byIndex, err := s.CallIndex(ctx, 2, tools.Mail, mail, nil)
+	require.NoError(t, err)
+	require.False(t, byIndex.Replayed)
+	require.Equal(t, s.KeyForIndex(2), byIndex.Op.Key)
+	require.Equal(t, "thread-1", byIndex.Op.ConversationID)
+	rerun, err := e.client(t, e.token).Session("thread-1").CallIndex(ctx, 2, tools.Mail, mail, nil)
+	require.NoError(t, err)
+	require.True(t, rerun.Replayed)
+	require.Equal(t, 2, e.countOps(t))
 }
 
 func TestRetriesDroppedConnectionWithSameKey(t *testing.T) {

@@ -53,6 +53,20 @@ func (s *AgentSession) Call(ctx context.Context, toolCallID, tool string, args a
 	return s.c.Enqueue(ctx, s.Key(toolCallID), tool, args, &o)
 }
 
+// CallIndex records the i-th side effect of the session, for frameworks without tool
+// call ids: the key is KeyForIndex(i) and the conversation id is the session id,
+// unless opts set it. The caller must number side effects the same way on every re-run.
+func (s *AgentSession) CallIndex(ctx context.Context, i int, tool string, args any, opts *Opts) (*Response, error) {
+	o := Opts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.ConversationID == "" {
+		o.ConversationID = s.id
+	}
+	return s.c.Enqueue(ctx, s.KeyForIndex(i), tool, args, &o)
+}
+
 func sessionKey(session, kind, id string) string {
 	h := sha256.New()
 	h.Write([]byte(session))
