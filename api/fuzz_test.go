@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzPostOps sends arbitrary bodies, keys and Authorization headers to POST /v1/ops:
+// FuzzPostOps sends arbitrary bodies, keys, Authorization and Content-Type headers and
+// query strings to POST /v1/ops:
 // the server must never panic nor answer 5xx, and must always answer an op or a
 // problem document. "{token}" in the auth string stands for a valid token. All
 // iterations share one schema. `go test` runs the seeds; `go test -fuzz FuzzPostOps`
@@ -48,13 +49,17 @@ func FuzzPostOps(f *testing.F) {
 		{`{}`, "k1", "Basic {token}"},
 		{``, "k1", "Bearer {token}"},
 	}
-	for _, s := range seeds {
-		f.Add([]byte(s.body), s.key, s.auth)
+	contentTypes := []string{"application/json", "application/json; charset=utf-8", "text/plain", "",
+		"application/json; charset=latin1", "multipart/form-data; boundary=x", "application/\x00"}
+	queries := []string{"", "wait=1ms", "wait=-1", "wait=99999h", "wait=%zz", "history=true&wait=", "a=b&a=c"}
+	for i, s := range seeds {
+		f.Add([]byte(s.body), s.key, s.auth, contentTypes[i%len(contentTypes)], queries[i%len(queries)])
 	}
 
-	f.Fuzz(func(t *testing.T, body []byte, key, auth string) {
+	f.Fuzz(func(t *testing.T, body []byte, key, auth, contentType, query string) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/ops", bytes.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
+		r.URL.RawQuery = query // as sent, however malformed
+		r.Header.Set("Content-Type", contentType)
 		r.Header.Set("Idempotency-Key", key)
 		r.Header.Set("Authorization", strings.ReplaceAll(auth, "{token}", token))
 		rec := e.do(r)
