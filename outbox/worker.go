@@ -326,9 +326,9 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	var fenced bool
 	recordTx := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
-	}) error {
+	}, sql string) error {
 		var recorded, finished bool
-		if err := q.QueryRow(ctx, sqlRecordAndFinish, args...).Scan(&recorded, &finished); err != nil {
+		if err := q.QueryRow(ctx, sql, args...).Scan(&recorded, &finished); err != nil {
 			return fmt.Errorf("record result: %w", err)
 		}
 		if !finished {
@@ -341,10 +341,10 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	if p.keepJob || ob.cfg.BatchedCompletion {
 		// One statement: either the job stays running and the returned error retries
 		// it, or River's completer finishes it once this run returns.
-		err = recordTx(ob.pool)
+		err = recordTx(ob.pool, sqlRecordAndFinish)
 	} else {
 		err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-			if err := recordTx(tx); err != nil {
+			if err := recordTx(tx, sqlRecordAndFinishBeforeJobComplete); err != nil {
 				return err
 			}
 			if fenced {
