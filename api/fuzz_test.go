@@ -7,8 +7,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/api"
 )
 
 // FuzzPostOps sends arbitrary bodies, keys, Authorization and Content-Type headers and
@@ -18,7 +21,8 @@ import (
 // iterations share one schema. `go test` runs the seeds; `go test -fuzz FuzzPostOps`
 // explores.
 func FuzzPostOps(f *testing.F) {
-	e := newEnv(f)
+	// Nothing works the ops here, so a ?wait= would wait its whole length: keep it short.
+	e := newEnv(f, func(c *api.Config) { c.MaxWait = 10 * time.Millisecond })
 	_, token := e.newTenant(f, "fuzz")
 
 	seeds := []struct {
