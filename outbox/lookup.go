@@ -173,8 +173,7 @@ func (ob *Outbox) decide(ctx context.Context, tenantID int64, key string, to Sta
 		return nil, fmt.Errorf("outbox: %s op: %w", kind, err)
 	}
 	ob.cfg.Observer.Transition(op.Vendor, StatusAwaitingApproval, to)
-	ob.logger.Info("op state changed", slog.Int64("tenant", tenantID), slog.String("op_id", op.ID),
-		slog.String("idempotency_key", op.Key), slog.String("from", string(StatusAwaitingApproval)),
+	ob.logger.With(LogAttrs(op)...).Info("op state changed", slog.String("from", string(StatusAwaitingApproval)),
 		slog.String("to", string(to)), slog.String("actor", actor))
 	return op, nil
 }

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"log/slog"
 	"encoding/json"
 	"time"
 )
@@ -80,4 +81,15 @@ type Event struct {
 	ToStatus   string
 	Actor      string
 	Detail     json.RawMessage
+}
+
+// LogAttrs returns the attributes a log line about the op carries: tenant, op_id,
+// idempotency_key, conversation_id, tool_call_id, vendor, attempt (attempts so far) and
+// vendor_ref. Use it as logger.With(outbox.LogAttrs(op)...).
+func LogAttrs(op *Op) []any {
+	return []any{
+		slog.Int64("tenant", op.TenantID), slog.String("op_id", op.ID), slog.String("idempotency_key", op.Key),
+		slog.String("conversation_id", op.ConversationID), slog.String("tool_call_id", op.ToolCallID),
+		slog.String("vendor", op.Vendor), slog.Int("attempt", op.Attempts), slog.String("vendor_ref", op.VendorRef),
+	}
 }

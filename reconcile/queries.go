@@ -11,7 +11,7 @@ const sqlDispatchingVendors = `SELECT DISTINCT vendor FROM oncebox_op WHERE stat
 // sqlStuckDispatching selects ops in dispatching whose attempt started before their
 // vendor's cutoff ($1: vendor names, $2: cutoffs) and for which no dispatch job runs.
 const sqlStuckDispatching = `
-SELECT o.id::text, o.vendor, o.dispatch_started_at
+SELECT o.id::text, o.tenant_id, o.vendor, o.dispatch_started_at
 FROM oncebox_op o
 JOIN unnest($1::text[], $2::timestamptz[]) AS c(vendor, cutoff) ON c.vendor = o.vendor
 WHERE o.status = 'dispatching' AND o.dispatch_started_at < c.cutoff

@@ -168,8 +168,12 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 		return nil, fmt.Errorf("reconcile: %s: %w", decision, err)
 	}
 	ob.Observer().Transition(op.vendor, op.status, to)
-	ob.Logger().Info("op state changed", slog.Int64("tenant", tenantID), slog.String("op_id", op.id),
-		slog.String("idempotency_key", key), slog.String("from", string(op.status)), slog.String("to", string(to)),
+	got, err := ob.GetByID(ctx, tenantID, op.id)
+	log := ob.Logger().With(slog.Int64("tenant", tenantID), slog.String("op_id", op.id), slog.String("idempotency_key", key))
+	if err == nil {
+		log = ob.Logger().With(outbox.LogAttrs(got)...)
+	}
+	log.Info("op state changed", slog.String("from", string(op.status)), slog.String("to", string(to)),
 		slog.String("decision", decision), slog.String("actor", actor))
-	return ob.GetByID(ctx, tenantID, op.id)
+	return got, err
 }

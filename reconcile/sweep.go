@@ -244,6 +244,7 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 	}
 	type stuck struct {
 		id, vendor string
+		tenantID   int64
 		started    time.Time
 	}
 	rows, err = ob.Pool().Query(ctx, sqlStuckDispatching, vendors, cutoffs, r.cfg.BatchSize)
@@ -252,7 +253,7 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stuck, error) {
 		var s stuck
-		err := row.Scan(&s.id, &s.vendor, &s.started)
+		err := row.Scan(&s.id, &s.tenantID, &s.vendor, &s.started)
 		return s, err
 	})
 	if err != nil {
@@ -283,8 +284,13 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 			st.Stuck++
 			r.cfg.Observer.Decision(s.vendor, DecisionStuck)
 			ob.Observer().Transition(s.vendor, outbox.StatusDispatching, outbox.StatusUnknown)
-			r.logger(ob).Warn("op stuck in dispatching with no job running; the reconciler decides",
-				slog.String("op_id", s.id), slog.String("vendor", s.vendor), slog.Time("dispatch_started_at", s.started))
+			log := r.logger(ob).With(slog.String("op_id", s.id), slog.String("vendor", s.vendor))
+			if op, err := ob.GetByID(ctx, s.tenantID, s.id); err == nil {
+				log = r.logger(ob).With(outbox.LogAttrs(op)...)
+			}
+			log.Warn("op stuck in dispatching with no job running; the reconciler decides",
+				slog.String("from", string(outbox.StatusDispatching)), slog.String("to", string(outbox.StatusUnknown)),
+				slog.Time("dispatch_started_at", s.started))
 		}
 	}
 	return nil
@@ -377,6 +383,10 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 	r.cfg.Observer.Decision(c.vendor, d.name)
 	if d.to != outbox.StatusUnknown {
 		ob.Observer().Transition(c.vendor, outbox.StatusUnknown, d.to)
+		// A state change is logged with every field of the op as it now stands.
+		if op, err := ob.GetByID(ctx, c.tenantID, c.id); err == nil {
+			log = r.logger(ob).With(outbox.LogAttrs(op)...)
+		}
 	}
 	switch d.name {
 	case DecisionSucceeded:

@@ -3,7 +3,11 @@ package reconcile_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,4 +289,51 @@ func TestNewValidatesAndDefaults(t *testing.T) {
 	_, err = r.SweepOnce(context.Background())
 	require.ErrorContains(t, err, "SetOutbox")
 	require.NotNil(t, r.PeriodicJob())
+}
+
+// TestStateChangeLogLinesCarryTheOpsFields: a decision that changes an op's state is
+// logged with tenant, op id, key, conversation and tool call ids, attempt and vendor_ref.
+func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	op := e.seedUnknown(t, "logged", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	_, err := e.pool.Exec(context.Background(), "UPDATE oncebox_op SET conversation_id = 'conv-9', tool_call_id = 'call-3' WHERE id = $1", op.ID)
+	require.NoError(t, err)
+
+	require.Equal(t, 1, e.sweep(t).Resent)
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m))
+		if m["msg"] == "op state changed" {
+			line = m
+		}
+	}
+	require.NotNil(t, line, buf.String())
+	for k, want := range map[string]any{"op_id": op.ID, "idempotency_key": "logged", "conversation_id": "conv-9",
+		"tool_call_id": "call-3", "attempt": float64(1), "from": "unknown", "to": "pending", "vendor": "webhook"} {
+		require.Equal(t, want, line[k], k)
+	}
+	require.Contains(t, line, "tenant")
+	require.Contains(t, line, "vendor_ref")
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
