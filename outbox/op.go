@@ -1,8 +1,8 @@
 package outbox
 
 import (
-	"log/slog"
 	"encoding/json"
+	"log/slog"
 	"time"
 )
 
