@@ -46,10 +46,12 @@ func webhookTool() outbox.Tool {
 }
 
 type workerOpts struct {
-	native      bool
-	rescueAfter time.Duration
-	jobTimeout  time.Duration
-	clientID    string
+	native       bool
+	rescueAfter  time.Duration
+	jobTimeout   time.Duration
+	retryBackoff time.Duration
+	maxAttempts  int
+	clientID     string
 }
 
 func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o workerOpts) *outbox.Outbox {
@@ -72,7 +74,8 @@ func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o worke
 		Vendors:              []outbox.Vendor{v},
 		Queues:               map[string]outbox.QueueConfig{"webhook": {MaxWorkers: 10, JobTimeout: cmpDur(o.jobTimeout, 10*time.Second)}},
 		RescueStuckJobsAfter: cmpDur(o.rescueAfter, time.Minute),
-		RetryBackoff:         func(int) time.Duration { return 100 * time.Millisecond },
+		RetryBackoff:         func(int) time.Duration { return cmpDur(o.retryBackoff, 100*time.Millisecond) },
+		MaxAttempts:          o.maxAttempts,
 		TestOnly:             true,
 		ClientID:             o.clientID,
 	})
@@ -388,6 +391,73 @@ func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1, op.Attempts, "not resent")
 	require.Equal(t, 1, fake.Requests())
+	require.Equal(t, 1, fake.EffectCount())
+}
+
+// TestUnansweredResendRespectsTheKeyWindow: a lost answer from a vendor that
+// deduplicates keys sends the op back to pending with a resend deadline (the end of
+// the key window). A retry that runs only after it (a long backoff, a dead worker) must
+// not send again: the op goes to the reconciler, and the vendor saw one request.
+func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, retryBackoff: 3 * time.Second})
+	startWorker(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "late", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+
+	// The lost answer: pending again, resendable until the end of the key window.
+	var resendBefore *time.Time
+	require.Eventually(t, func() bool {
+		var status string
+		err := pool.QueryRow(ctx, "SELECT status, resend_before FROM oncebox_op WHERE id = $1", res.Op.ID).Scan(&status, &resendBefore)
+		return err == nil && status == "pending" && resendBefore != nil
+	}, 10*time.Second, 10*time.Millisecond)
+	require.WithinDuration(t, time.Now().Add(24*time.Hour-time.Minute), *resendBefore, time.Minute)
+	h, err := ob.History(ctx, tenant, res.Op.ID)
+	require.NoError(t, err)
+	require.Equal(t, "unanswered", h.Attempts[0].Outcome)
+
+	// The retry comes only after the window (as after a long outage).
+	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET resend_before = now() - interval '1 second' WHERE id = $1", res.Op.ID)
+	require.NoError(t, err)
+	op := waitStatus(t, ob, tenant, "late", outbox.StatusUnknown, 20*time.Second)
+	require.Equal(t, 1, op.Attempts, "not resent")
+	require.Equal(t, 1, fake.Requests())
+	require.Equal(t, 1, fake.EffectCount())
+	h, err = ob.History(ctx, tenant, res.Op.ID)
+	require.NoError(t, err)
+	require.Equal(t, "resend_window_passed", h.Events[len(h.Events)-1].Kind)
+}
+
+// TestExhaustedAfterAnUnansweredRequestIsUnknown: the last attempt's error is
+// retryable (409, key in use), but an earlier one went unanswered and may have been
+// carried out, so running out of attempts hands the op to the reconciler, not to a
+// person as "retryable".
+func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, maxAttempts: 2})
+	startWorker(t, ob)
+	_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "tired", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+
+	op := waitStatus(t, ob, tenant, "tired", outbox.StatusUnknown, 20*time.Second)
+	require.Equal(t, 2, op.Attempts)
+	require.Contains(t, string(op.Error), "conflict")
 	require.Equal(t, 1, fake.EffectCount())
 }
 

@@ -12,4 +12,11 @@
 // in the same transaction that completes the River job. Vendors are adapters that satisfy
 // the Vendor interface declared here; every vendor error falls into one of three outcome
 // classes (retryable and provably not executed, permanent, or outcome unknown).
+//
+// One unknown outcome is resent: a request that went out unanswered (a timeout or a lost
+// connection, DispatchError.Unanswered) to a vendor that deduplicates keys, while it
+// still remembers the key. The op goes back to pending with a resend deadline (the end
+// of the key window, less a minute); a run that comes after it, or that runs out of
+// attempts, hands the op to the reconciler instead, since the first request may have
+// been carried out.
 package outbox

@@ -141,7 +141,7 @@ func (ob *Outbox) decide(ctx context.Context, tenantID int64, key string, to Sta
 			// A rejected op is terminal: the sealed copy of its full args is dropped, and
 			// args stored in full (no seal key) are redacted as the worker would.
 			var sealed bool
-			if err := tx.QueryRow(ctx, "SELECT sealed_args IS NOT NULL FROM oncebox_op WHERE id = $1", op.ID).Scan(&sealed); err != nil {
+			if err := tx.QueryRow(ctx, sqlHasSealedArgs, op.ID).Scan(&sealed); err != nil {
 				return err
 			}
 			var redacted json.RawMessage
@@ -149,8 +149,7 @@ func (ob *Outbox) decide(ctx context.Context, tenantID int64, key string, to Sta
 				redacted = tool.Redact(op.Args)
 			}
 			rej, _ := json.Marshal(map[string]string{"class": "rejected", "message": "rejected by " + actor + ": " + reason})
-			if _, err := tx.Exec(ctx, "UPDATE oncebox_op SET error = $2, args = coalesce($3, args), sealed_args = NULL WHERE id = $1",
-				op.ID, string(rej), nullJSON(redacted)); err != nil {
+			if _, err := tx.Exec(ctx, sqlRejectTerminal, op.ID, string(rej), nullJSON(redacted)); err != nil {
 				return err
 			}
 			op.Error = rej

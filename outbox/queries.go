@@ -27,7 +27,8 @@ WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)
 
 const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2`
 
-const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args
+const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args,
+	resend_before
 FROM oncebox_op WHERE id = $1 FOR UPDATE`
 
 // sqlClaim commits an op as dispatching with a fresh attempt token before the vendor is
@@ -37,7 +38,7 @@ UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1, attempt_t
 	dispatch_started_at = now(), key_first_sent_at = coalesce(key_first_sent_at, now()),
 	stale_key = false, next_check_at = NULL, updated_at = now()
 WHERE id = $1
-RETURNING attempts, attempt_token::text, vendor_key, dispatch_started_at, key_first_sent_at`
+RETURNING attempts, attempt_token::text, vendor_key, dispatch_started_at, key_first_sent_at, resend_before`
 
 const sqlInsertAttempt = `
 INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
@@ -50,15 +51,25 @@ const sqlRecord = `
 UPDATE oncebox_op SET status = $3, result = $4, error = $5, vendor_ref = coalesce(nullif($6, ''), vendor_ref),
 	attempt_token = CASE WHEN $3 IN ('dispatching', 'unknown') THEN attempt_token ELSE NULL END,
 	stale_key = $7, args = coalesce($8, args), next_check_at = $9, updated_at = now(),
-	sealed_args = CASE WHEN $3 IN ('succeeded', 'failed') THEN NULL ELSE sealed_args END
+	sealed_args = CASE WHEN $3 IN ('succeeded', 'failed') THEN NULL ELSE sealed_args END,
+	resend_before = $12
 WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')
 RETURNING status`
 
-// sqlMarkUnknown is used by a job that finds its op already dispatching, outside the
-// vendor's idempotency window: the op goes to the reconciler, the token is kept.
+// sqlMarkUnknown is used by a job that finds its op already dispatching outside the
+// vendor's idempotency window, or pending past its resend_before: the op goes to the
+// reconciler, the token is kept.
 const sqlMarkUnknown = `
-UPDATE oncebox_op SET status = 'unknown', next_check_at = now(), updated_at = now()
-WHERE id = $1 AND status = 'dispatching'`
+UPDATE oncebox_op SET status = 'unknown', next_check_at = now(), updated_at = now(), resend_before = NULL
+WHERE id = $1 AND status IN ('dispatching', 'pending')`
+
+// sqlRejectTerminal records a rejection's error on a rejected op, replaces its args
+// with their redacted form ($3, when not NULL) and drops its sealed args.
+const sqlRejectTerminal = `
+UPDATE oncebox_op SET error = $2, args = coalesce($3, args), sealed_args = NULL WHERE id = $1`
+
+// sqlHasSealedArgs reports whether an op's full args are sealed.
+const sqlHasSealedArgs = `SELECT sealed_args IS NOT NULL FROM oncebox_op WHERE id = $1`
 
 // sqlCloseLostAttempts closes the attempts of an op found dispatching by another job:
 // their worker died (or timed out) without recording an answer.
@@ -91,14 +102,15 @@ const sqlOpByTenantID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_i
 
 // sqlClaimPending is the fast path of a claim: a pending op is committed as dispatching
 // with a fresh attempt token, and its attempt row inserted, in one statement. When the
-// op is not pending no row comes back and the worker takes the locking path.
+// op is not pending, or is pending past its resend_before, no row comes back and the
+// worker takes the locking path.
 const sqlClaimPending = `
 WITH c AS (
 	UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1, attempt_token = gen_random_uuid(),
 		dispatch_started_at = now(), key_first_sent_at = coalesce(key_first_sent_at, now()),
 		stale_key = false, next_check_at = NULL, updated_at = now()
-	WHERE id = $1 AND status = 'pending'
-	RETURNING ` + opColumns + `, attempt_token::text AS token, sealed_args, key_first_sent_at
+	WHERE id = $1 AND status = 'pending' AND (resend_before IS NULL OR now() < resend_before)
+	RETURNING ` + opColumns + `, attempt_token::text AS token, sealed_args, key_first_sent_at, resend_before
 ), a AS (
 	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
 	SELECT id::uuid, attempts, token::uuid, vendor_key, $2, dispatch_started_at FROM c

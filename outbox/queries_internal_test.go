@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/dbtest"
@@ -16,9 +17,10 @@ import (
 func TestRecordBeforeJobCompleteUsesGenericPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := dbtest.Schema(t)
+	// One connection, so that the check after the transaction sees the same session.
+	pool := dbtest.SchemaWithConfig(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	args := []any{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", StatusSucceeded,
-		nil, nil, "", false, nil, nil, "succeeded", ""}
+		nil, nil, "", false, nil, nil, "succeeded", "", nil}
 	mode := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) string {

@@ -49,6 +49,9 @@ type claim struct {
 	// keyFirstSentAt is when the op's current vendor key was first sent: the start
 	// of the vendor's native key window.
 	keyFirstSentAt time.Time
+	// resendBefore is set when an earlier request under the op's vendor key may have
+	// been carried out unheard: the op may be sent only before it.
+	resendBefore *time.Time
 	// done is set when the job has nothing (more) to do.
 	done bool
 	// sealedArgs is the sealed copy of the op's full arguments, when its tool redacts.
@@ -107,16 +110,29 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 
 	de := Classify(derr)
-	resend := de.Outcome == OutcomeUnknown && de.Unanswered && inKeyWindow(vendor, c.keyFirstSentAt)
-	if resend {
+	// maybeSent: a request under the current vendor key may have been carried out
+	// without our hearing of it, now or in an earlier attempt. Such an op may only be
+	// sent again while the vendor still deduplicates that key (resendBefore).
+	unanswered := de.Outcome == OutcomeUnknown && de.Unanswered
+	maybeSent := unanswered || c.resendBefore != nil
+	resendBefore, windowOpen := keyWindowEnd(vendor, c.keyFirstSentAt)
+	exhausted := c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts
+	if unanswered && windowOpen && !exhausted {
 		// The request went out but no answer came back. The vendor deduplicates this
 		// key and still remembers it, so sending it again is itself the lookup: it
 		// replays the first request's answer, or runs it if it never arrived.
 		de.Outcome = OutcomeRetryable
-		de.Message += " (resent with the same key: the vendor deduplicates it)"
+		de.Message += " (to be resent under the same key: the vendor deduplicates it)"
+	}
+	errJSON := dispatchErrorJSON(de)
+	if de.Outcome == OutcomeRetryable && exhausted && maybeSent {
+		// Out of attempts with a request that may have been carried out: the
+		// reconciler asks the vendor; a person is asked only if it cannot tell.
+		ob.cfg.Observer.Dispatched(vendor.Name(), OutcomeUnknown.String(), took)
+		return ob.record(rctx, job, c, log, recordParams{status: StatusUnknown, errJSON: errJSON,
+			outcome: "unknown", errText: "attempts exhausted after a request that may have been carried out: " + de.Error()})
 	}
 	ob.cfg.Observer.Dispatched(vendor.Name(), de.Outcome.String(), took)
-	errJSON := dispatchErrorJSON(de)
 	switch de.Outcome {
 	case OutcomePermanent:
 		if de.Bug {
@@ -128,18 +144,18 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return ob.record(rctx, job, c, log, recordParams{status: StatusFailed, errJSON: errJSON,
 			outcome: "permanent", errText: de.Error()})
 	case OutcomeRetryable:
-		exhausted := c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts
-		if exhausted && resend {
-			// Still no answer: the reconciler asks the vendor.
-			return ob.record(rctx, job, c, log, recordParams{status: StatusUnknown, errJSON: errJSON,
-				outcome: "unknown", errText: "attempts exhausted: " + de.Error()})
-		}
 		if exhausted {
 			return ob.record(rctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: errJSON,
 				outcome: "retryable", errText: "attempts exhausted: " + de.Error()})
 		}
-		if err := ob.record(rctx, job, c, log, recordParams{status: StatusPending, errJSON: errJSON,
-			outcome: "retryable", errText: de.Error(), keepJob: true}); err != nil {
+		p := recordParams{status: StatusPending, errJSON: errJSON, outcome: "retryable", errText: de.Error(), keepJob: true}
+		if unanswered {
+			p.outcome = "unanswered"
+		}
+		if maybeSent {
+			p.resendBefore = &resendBefore
+		}
+		if err := ob.record(rctx, job, c, log, p); err != nil {
 			return err
 		}
 		if de.RetryAfter > 0 {
@@ -152,11 +168,20 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 }
 
-// inKeyWindow reports whether the vendor deduplicates requests by key and still
-// remembers one first sent at firstSent, with a minute's margin.
-func inKeyWindow(vendor Vendor, firstSent time.Time) bool {
+// keyResendMargin is how long before the end of a vendor's key window oncebox stops
+// resending under that key.
+const keyResendMargin = time.Minute
+
+// keyWindowEnd returns until when a request first sent under a key at firstSent may be
+// resent under it (the vendor's window less keyResendMargin), and whether that is
+// still in the future. A vendor that does not deduplicate keys has no window.
+func keyWindowEnd(vendor Vendor, firstSent time.Time) (time.Time, bool) {
 	idem := vendor.Idempotency()
-	return idem.Native && !firstSent.IsZero() && time.Since(firstSent) < idem.Window-time.Minute
+	if !idem.Native || firstSent.IsZero() {
+		return time.Time{}, false
+	}
+	end := firstSent.Add(idem.Window - keyResendMargin)
+	return end, time.Now().Before(end)
 }
 
 func dispatchErrorJSON(de *DispatchError) json.RawMessage {
@@ -190,8 +215,9 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			token          *string
 			keyFirstSentAt *time.Time
 			staleKey       bool
+			resendBefore   *time.Time
 		)
-		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs)
+		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore)
 		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID).Scan(dest...); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				// The op was purged or its tenant deleted: nothing to dispatch.
@@ -207,7 +233,22 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 
 		switch op.Status {
 		case StatusPending:
-			// The normal case.
+			if resendBefore != nil && !time.Now().Before(*resendBefore) {
+				// An earlier request under this key may have been carried out, and the
+				// vendor no longer deduplicates the key: a resend could do it twice.
+				c.done = true
+				if _, err := tx.Exec(ctx, sqlMarkUnknown, op.ID); err != nil {
+					return fmt.Errorf("mark unknown: %w", err)
+				}
+				if err := insertEvent(ctx, tx, op.ID, "resend_window_passed", StatusPending, StatusUnknown, "worker",
+					map[string]any{"reason": "an earlier request may have been carried out and the vendor's key window is over; the reconciler decides",
+						"resend_before": *resendBefore, "job_id": job.ID}); err != nil {
+					return err
+				}
+				transition = StatusUnknown
+				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+				return err
+			}
 		case StatusDispatching:
 			// The job that claimed it died mid-call (or is a rescued duplicate that may
 			// still run). Inside the vendor's native key window a resend with the same
@@ -215,7 +256,11 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			if _, err := tx.Exec(ctx, sqlCloseLostAttempts, op.ID, job.ID); err != nil {
 				return fmt.Errorf("close lost attempts: %w", err)
 			}
-			if keyFirstSentAt == nil || !inKeyWindow(vendor, *keyFirstSentAt) {
+			inWindow := false
+			if keyFirstSentAt != nil {
+				_, inWindow = keyWindowEnd(vendor, *keyFirstSentAt)
+			}
+			if !inWindow {
 				c.done = true
 				if _, err := tx.Exec(ctx, sqlMarkUnknown, op.ID); err != nil {
 					return fmt.Errorf("mark unknown: %w", err)
@@ -237,7 +282,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		}
 
 		var startedAt time.Time
-		if err := tx.QueryRow(ctx, sqlClaim, op.ID).Scan(&c.attempt, &c.token, &op.VendorKey, &startedAt, &c.keyFirstSentAt); err != nil {
+		if err := tx.QueryRow(ctx, sqlClaim, op.ID).Scan(&c.attempt, &c.token, &op.VendorKey, &startedAt, &c.keyFirstSentAt, &c.resendBefore); err != nil {
 			return fmt.Errorf("claim op: %w", err)
 		}
 		c.startedAt = startedAt
@@ -266,7 +311,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
 	op := &Op{}
 	c := &claim{op: op}
-	err := ob.pool.QueryRow(ctx, sqlClaimPending, job.Args.OpID, job.ID).Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt)...)
+	err := ob.pool.QueryRow(ctx, sqlClaimPending, job.Args.OpID, job.ID).Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt, &c.resendBefore)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -295,6 +340,9 @@ type recordParams struct {
 	outcome   string
 	errText   string
 	staleKey  bool
+	// resendBefore, for a pending op whose request may have been carried out, is
+	// until when it may be resent under the same key (nil: any time).
+	resendBefore *time.Time
 	// keepJob leaves the River job running so that the returned error retries it.
 	keepJob bool
 }
@@ -322,7 +370,7 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 		nextCheck = &t
 	}
 	args := []any{op.ID, c.token, p.status, nullJSON(result), nullJSON(p.errJSON), p.vendorRef, p.staleKey,
-		nullJSON(redactedArgs), nextCheck, p.outcome, p.errText}
+		nullJSON(redactedArgs), nextCheck, p.outcome, p.errText, p.resendBefore}
 	var fenced bool
 	recordTx := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row

@@ -76,7 +76,7 @@ WHERE id = $1`
 // sqlResend sends an op back to pending for the worker to dispatch again. When $2 is
 // true the op moves to a new generation with the vendor key $3.
 const sqlResend = `
-UPDATE oncebox_op SET status = 'pending', attempt_token = NULL, next_check_at = NULL, updated_at = now(),
+UPDATE oncebox_op SET status = 'pending', attempt_token = NULL, next_check_at = NULL, updated_at = now(), resend_before = NULL,
 	generation = CASE WHEN $2 THEN generation + 1 ELSE generation END,
 	vendor_key = CASE WHEN $2 THEN $3 ELSE vendor_key END,
 	key_first_sent_at = CASE WHEN $2 THEN NULL ELSE key_first_sent_at END,
