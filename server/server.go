@@ -42,6 +42,9 @@ type Server struct {
 	listers    map[string]reconcile.Lister
 	handler    http.Handler
 	api        *api.Server
+	// streams ends (endStreams) when shutdown begins.
+	streams    context.Context
+	endStreams context.CancelFunc
 	riverUI    *riverui.Handler
 	listener   net.Listener
 }
@@ -71,6 +74,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		return nil, err
 	}
 	s := &Server{cfg: cfg, logger: logger, pool: pool, tenants: tenant.NewCachingStore(pool, cfg.AuthCacheTTL), listers: map[string]reconcile.Lister{}}
+	s.streams, s.endStreams = context.WithCancel(context.Background())
 	if err := s.build(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -235,8 +239,9 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}
-		mux.Handle("/mcp", mcp.HTTPHandler())
-		mux.Handle("/mcp/", mcp.HTTPHandler())
+		mcpHandler := s.endOnShutdown(mcp.HTTPHandler())
+		mux.Handle("/mcp", mcpHandler)
+		mux.Handle("/mcp/", mcpHandler)
 	} else {
 		noTools := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "no tool is enabled: configure a vendor (STRIPE_API_KEY, SENDGRID_API_KEY or ONCEBOX_WEBHOOK_TARGETS)", http.StatusServiceUnavailable)
@@ -263,6 +268,19 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	}
 	s.handler = mux
 	return nil
+}
+
+// endOnShutdown ends h's requests when shutdown begins: MCP's streams stay open for as
+// long as the client listens and would otherwise hold the HTTP server's shutdown for the
+// whole grace period.
+func (s *Server) endOnShutdown(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(s.streams, cancel)
+		defer stop()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // admin guards operator endpoints with the admin token: always for River UI, and for
@@ -324,15 +342,10 @@ func (s *Server) Listen() (net.Addr, error) {
 // Run runs the configured roles until ctx is done, then shuts down: the HTTP server
 // stops taking requests, River stops fetching, running dispatches get ShutdownGrace to
 // finish (then they are cancelled and record what they know: unknown, or pending for a
-// resend under the same key; nothing is lost). Long polls answer at once.
+// resend under the same key; nothing is lost). Long polls answer at once and MCP
+// streams end.
 func (s *Server) Run(ctx context.Context) error {
-	if err := s.outbox.Start(ctx); err != nil {
-		return err
-	}
-	var (
-		srv     *http.Server
-		httpErr = make(chan error, 1)
-	)
+	// What can fail comes first, so that a failure leaves no worker running.
 	if s.handler != nil {
 		if _, err := s.Listen(); err != nil {
 			return err
@@ -342,6 +355,15 @@ func (s *Server) Run(ctx context.Context) error {
 				return fmt.Errorf("river ui: %w", err)
 			}
 		}
+	}
+	if err := s.outbox.Start(ctx); err != nil {
+		return err
+	}
+	var (
+		srv     *http.Server
+		httpErr = make(chan error, 1)
+	)
+	if s.handler != nil {
 		srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 		go func() { httpErr <- srv.Serve(s.listener) }()
 		s.logger.Info("oncebox serving", slog.String("addr", s.listener.Addr().String()))
@@ -371,6 +393,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if s.api != nil {
 			s.api.EndWaits()
 		}
+		s.endStreams()
 		if err := srv.Shutdown(shutdownCtx); err != nil {
 			s.logger.Warn("HTTP requests still open at the end of the grace period", slog.Any("error", err))
 		}

@@ -10,13 +10,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/dbtest"
@@ -74,10 +74,6 @@ func TestRedactedFieldsNeverStoredLoggedOrAnswered(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.secret-key-value", sg.URL
 	cfg.SealKey = base64.StdEncoding.EncodeToString(key[:])
-	if os.Getenv("ONCEBOX_TEST_NO_SEAL") != "" {
-		cfg.SealKey = "" // only to show this test fails without sealing
-		cfg.RedactMail = false
-	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := server.New(ctx, cfg, logger)
@@ -349,4 +345,55 @@ func TestToolTTLOverridesTTL(t *testing.T) {
 	cfg.ToolTTL = map[string]time.Duration{"stripe.refundd": time.Hour}
 	_, err = server.New(ctx, cfg, nil)
 	require.ErrorContains(t, err, `unknown tool "stripe.refundd"`)
+}
+
+// bearerTransport adds an Authorization header to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestShutdownEndsMCPStreams: an MCP client keeps a stream open for as long as it
+// listens; shutdown ends it instead of waiting out the whole grace period.
+func TestShutdownEndsMCPStreams(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := dbtest.Schema(t)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Roles = server.Roles{API: true}
+	cfg.ShutdownGrace = 20 * time.Second
+	cfg.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+
+	transport := &mcp.StreamableClientTransport{Endpoint: "http://" + addr.String() + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, transport, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	_, err = cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 5*time.Second)
+	case <-time.After(15 * time.Second):
+		t.Fatal("shutdown waited on the MCP stream")
+	}
 }
