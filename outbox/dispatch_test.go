@@ -461,6 +461,36 @@ func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
 	require.Equal(t, 1, fake.EffectCount())
 }
 
+// TestTakeoverResendKeepsTheKeyWindow: a job that finds its op dispatching (the worker
+// died mid-call) resends under the same key; the dead request may have been carried
+// out, so when the resend gets a retryable answer the op keeps a resend deadline.
+func TestTakeoverResendKeepsTheKeyWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, retryBackoff: time.Minute})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "taken", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	// As a worker that died mid-call leaves it.
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET status = 'dispatching', attempts = 1, attempt_token = gen_random_uuid(),
+		key_first_sent_at = now() - interval '1 minute', dispatch_started_at = now() - interval '1 minute' WHERE id = $1`, res.Op.ID)
+	require.NoError(t, err)
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
+	startWorker(t, ob)
+
+	var resendBefore *time.Time
+	require.Eventually(t, func() bool {
+		var status string
+		err := pool.QueryRow(ctx, "SELECT status, resend_before FROM oncebox_op WHERE id = $1", res.Op.ID).Scan(&status, &resendBefore)
+		return err == nil && status == "pending" && resendBefore != nil
+	}, 10*time.Second, 10*time.Millisecond, "the op went back to pending without a resend deadline")
+	require.WithinDuration(t, time.Now().Add(24*time.Hour-2*time.Minute), *resendBefore, time.Minute)
+}
+
 // TestStopDuringDispatchLosesNothing stops a worker (what SIGTERM does in oncebox serve)
 // while a dispatch waits on the vendor: with a long enough grace period the answer is
 // recorded; with a short one the dispatch is cancelled and goes back to pending (a

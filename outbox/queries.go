@@ -28,7 +28,7 @@ WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)
 const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2`
 
 const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args,
-	resend_before
+	resend_before, coalesce(resend_before <= now(), false)
 FROM oncebox_op WHERE id = $1 FOR UPDATE`
 
 // sqlClaim commits an op as dispatching with a fresh attempt token before the vendor is

@@ -80,6 +80,16 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 
 	op := c.op
 	log := ob.opLogger(op).With(slog.Int("attempt", c.attempt))
+	if c.resendBefore != nil {
+		if _, open := keyWindowEnd(vendor, c.keyFirstSentAt); !open {
+			// An earlier request under this key may have been carried out, and the
+			// vendor (as configured now) no longer deduplicates it: do not send.
+			msg := "not resent: an earlier request under this vendor key may have been carried out and the vendor no longer deduplicates the key; the reconciler decides"
+			errJSON, _ := json.Marshal(map[string]string{"class": "unknown", "code": "resend_window_passed", "message": msg})
+			return ob.record(context.WithoutCancel(ctx), job, c, log, recordParams{status: StatusUnknown,
+				errJSON: errJSON, outcome: "not_sent", errText: msg})
+		}
+	}
 	if c.sealedArgs != nil {
 		full, err := ob.sealer.open(op.TenantID, op.Key, c.sealedArgs)
 		if err != nil {
@@ -216,8 +226,9 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			keyFirstSentAt *time.Time
 			staleKey       bool
 			resendBefore   *time.Time
+			resendPassed   bool
 		)
-		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore)
+		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &resendPassed)
 		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID).Scan(dest...); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				// The op was purged or its tenant deleted: nothing to dispatch.
@@ -233,7 +244,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 
 		switch op.Status {
 		case StatusPending:
-			if resendBefore != nil && !time.Now().Before(*resendBefore) {
+			if resendPassed {
 				// An earlier request under this key may have been carried out, and the
 				// vendor no longer deduplicates the key: a resend could do it twice.
 				c.done = true
@@ -284,6 +295,12 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		var startedAt time.Time
 		if err := tx.QueryRow(ctx, sqlClaim, op.ID).Scan(&c.attempt, &c.token, &op.VendorKey, &startedAt, &c.keyFirstSentAt, &c.resendBefore); err != nil {
 			return fmt.Errorf("claim op: %w", err)
+		}
+		if from == StatusDispatching && c.resendBefore == nil {
+			// The dead predecessor's request may have been carried out: this resend,
+			// and any later one, must stay inside the key window.
+			end, _ := keyWindowEnd(vendor, c.keyFirstSentAt)
+			c.resendBefore = &end
 		}
 		c.startedAt = startedAt
 		if _, err := tx.Exec(ctx, sqlInsertAttempt, op.ID, c.attempt, c.token, op.VendorKey, job.ID, startedAt); err != nil {

@@ -270,11 +270,16 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	return nil
 }
 
-// endOnShutdown ends h's requests when shutdown begins: MCP's streams stay open for as
-// long as the client listens and would otherwise hold the HTTP server's shutdown for the
-// whole grace period.
+// endOnShutdown ends h's GET requests when shutdown begins: MCP's standalone streams
+// stay open for as long as the client listens and would otherwise hold the HTTP server's
+// shutdown for the whole grace period. Tool calls (POST) are left to answer: they wait
+// at most --mcp-wait.
 func (s *Server) endOnShutdown(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			h.ServeHTTP(w, r)
+			return
+		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		stop := context.AfterFunc(s.streams, cancel)
@@ -357,6 +362,9 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	if err := s.outbox.Start(ctx); err != nil {
+		if s.listener != nil {
+			_ = s.listener.Close()
+		}
 		return err
 	}
 	var (
