@@ -207,6 +207,10 @@ func (c *Config) validate() error {
 			return fmt.Errorf("queue %q: job timeout %s must be shorter than --rescue-after %s", name, q.JobTimeout, c.RescueStuckJobsAfter)
 		}
 	}
+	if c.Roles.API && c.MCPWait >= c.ShutdownGrace {
+		// An MCP tool call in flight at SIGTERM must be able to answer within the grace.
+		return fmt.Errorf("--mcp-wait %s must be shorter than --shutdown-grace %s", c.MCPWait, c.ShutdownGrace)
+	}
 	if c.Roles.Periodic && c.ReconcileSweepTimeout >= c.RescueStuckJobsAfter {
 		// River would rescue a sweep still running, and two sweeps would overlap.
 		return fmt.Errorf("--reconcile-sweep-timeout %s must be shorter than --rescue-after %s", c.ReconcileSweepTimeout, c.RescueStuckJobsAfter)

@@ -382,6 +382,7 @@ func (h *harness) serveEnv(addr string) []string {
 		"ONCEBOX_RESCUE_AFTER":            "10s",
 		"ONCEBOX_FETCH_POLL_INTERVAL":     "200ms",
 		"ONCEBOX_SHUTDOWN_GRACE":          "3s",
+		"ONCEBOX_MCP_WAIT":                "2s",
 		"ONCEBOX_RECONCILE_INTERVAL":      "2s",
 		"ONCEBOX_RECONCILE_SWEEP_TIMEOUT": "8s",
 		"ONCEBOX_RECONCILE_RETRY_AFTER":   "2s",

@@ -198,7 +198,7 @@ func settings() []setting {
 			}},
 		intSetting("max-body-bytes", "ONCEBOX_MAX_BODY_BYTES", d.MaxBodyBytes, "largest POST /v1/ops body accepted", func(c *server.Config, n int64) { c.MaxBodyBytes = n }),
 		durSetting("max-wait", "ONCEBOX_MAX_WAIT", d.MaxWait, "cap on ?wait= of the HTTP API", func(c *server.Config) *time.Duration { return &c.MaxWait }),
-		durSetting("mcp-wait", "ONCEBOX_MCP_WAIT", d.MCPWait, "how long an MCP tool call waits for the vendor's answer", func(c *server.Config) *time.Duration { return &c.MCPWait }),
+		durSetting("mcp-wait", "ONCEBOX_MCP_WAIT", d.MCPWait, "how long an MCP tool call waits for the vendor's answer (keep below --shutdown-grace)", func(c *server.Config) *time.Duration { return &c.MCPWait }),
 		durSetting("auth-cache-ttl", "ONCEBOX_AUTH_CACHE_TTL", d.AuthCacheTTL, "how long a process remembers a valid API token (a token revoked by another process works here for at most this long; 0 = ask Postgres every time)", func(c *server.Config) *time.Duration { return &c.AuthCacheTTL }),
 		strSetting("seal-key", "ONCEBOX_SEAL_KEY", "", "base64 of 32 random bytes (openssl rand -base64 32), the same on every process: redacted tools' full args are stored only encrypted with it until the op is terminal; required with the mail tool and --redact-mail", true, func(c *server.Config) *string { return &c.SealKey }),
 		strSetting("admin-token", "ONCEBOX_ADMIN_TOKEN", "", "token for River UI (/riverui/) and, when set, /metrics", true, func(c *server.Config) *string { return &c.AdminToken }),
