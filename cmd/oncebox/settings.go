@@ -106,7 +106,7 @@ func settings() []setting {
 		durSetting("fetch-cooldown", "ONCEBOX_FETCH_COOLDOWN", d.FetchCooldown, "River's minimum pause between fetches of a queue (River's default 100ms caps a queue near 1,000 jobs/s)", func(c *server.Config) *time.Duration { return &c.FetchCooldown }),
 		durSetting("fetch-poll-interval", "ONCEBOX_FETCH_POLL_INTERVAL", d.FetchPollInterval, "how often River polls for jobs when no notification arrives", func(c *server.Config) *time.Duration { return &c.FetchPollInterval }),
 		durSetting("startup-wait", "ONCEBOX_STARTUP_WAIT", d.StartupWait, "how long a starting process waits for Postgres to answer", func(c *server.Config) *time.Duration { return &c.StartupWait }),
-		durSetting("shutdown-grace", "ONCEBOX_SHUTDOWN_GRACE", d.ShutdownGrace, "on SIGTERM, how long running dispatches may finish before they are cancelled (and recorded as unknown)", func(c *server.Config) *time.Duration { return &c.ShutdownGrace }),
+		durSetting("shutdown-grace", "ONCEBOX_SHUTDOWN_GRACE", d.ShutdownGrace, "on SIGTERM, how long running dispatches may finish before they are cancelled (recorded as pending for a same-key resend, or unknown)", func(c *server.Config) *time.Duration { return &c.ShutdownGrace }),
 	}
 	for _, v := range []string{"stripe", "sendgrid", "webhook"} {
 		s = append(s, queueSettings(v)...)
@@ -219,7 +219,7 @@ func parseConfig(fs *flag.FlagSet, args []string) (server.Config, error) {
 		values[s.flag] = fs.String(s.flag, v, s.help+" (env "+s.env+")")
 	}
 	extraLog(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseInterspersed(fs, args); err != nil {
 		return cfg, err
 	}
 	for _, s := range all {
@@ -259,4 +259,27 @@ func printSettings(w io.Writer) {
 	}
 	fmt.Fprintln(w, "| `--log-format` | `ONCEBOX_LOG_FORMAT` | `text` | log format: text or json |")
 	fmt.Fprintln(w, "| `--log-level` | `ONCEBOX_LOG_LEVEL` | `info` | log level: debug, info, warn, error |")
+}
+
+// parseInterspersed parses args with fs, letting flags come after positional arguments
+// too ("review resolve --tenant acme KEY --succeeded pi_1 --reason R"); "--" ends the
+// flags. fs.Args() then holds the positional arguments in order.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, positional...))
 }
