@@ -102,6 +102,29 @@ func startWorker(t *testing.T, ob *outbox.Outbox) {
 	})
 }
 
+// newHonouringTarget serves a fake webhook receiver that deduplicates by
+// Idempotency-Key, until the test ends.
+func newHonouringTarget(t *testing.T) (*fakewebhook.Server, *httptest.Server) {
+	t.Helper()
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	return fake, srv
+}
+
+// waitPendingWithResendDeadline waits until the op is pending again with a resend
+// deadline, and returns the deadline.
+func waitPendingWithResendDeadline(t *testing.T, pool *pgxpool.Pool, opID string) time.Time {
+	t.Helper()
+	var resendBefore *time.Time
+	require.Eventually(t, func() bool {
+		var status string
+		err := pool.QueryRow(context.Background(), "SELECT status, resend_before FROM oncebox_op WHERE id = $1", opID).Scan(&status, &resendBefore)
+		return err == nil && status == "pending" && resendBefore != nil
+	}, 10*time.Second, 10*time.Millisecond, "the op did not go back to pending with a resend deadline")
+	return *resendBefore
+}
+
 func waitStatus(t *testing.T, ob *outbox.Outbox, tenant int64, key string, want outbox.Status, within time.Duration) *outbox.Op {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -127,9 +150,7 @@ func TestDispatchSucceedsOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
 	startWorker(t, ob)
@@ -223,9 +244,7 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 
 	release := make(chan struct{})
@@ -371,9 +390,7 @@ func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "old-key", Tool: "webhook.post", Args: webhookArgs(1)})
@@ -402,9 +419,7 @@ func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, retryBackoff: 3 * time.Second})
@@ -413,13 +428,8 @@ func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
 	require.NoError(t, err)
 
 	// The lost answer: pending again, resendable until the end of the key window.
-	var resendBefore *time.Time
-	require.Eventually(t, func() bool {
-		var status string
-		err := pool.QueryRow(ctx, "SELECT status, resend_before FROM oncebox_op WHERE id = $1", res.Op.ID).Scan(&status, &resendBefore)
-		return err == nil && status == "pending" && resendBefore != nil
-	}, 10*time.Second, 10*time.Millisecond)
-	require.WithinDuration(t, time.Now().Add(24*time.Hour-time.Minute), *resendBefore, time.Minute)
+	resendBefore := waitPendingWithResendDeadline(t, pool, res.Op.ID)
+	require.WithinDuration(t, time.Now().Add(24*time.Hour-time.Minute), resendBefore, time.Minute)
 	h, err := ob.History(ctx, tenant, res.Op.ID)
 	require.NoError(t, err)
 	require.Equal(t, "unanswered", h.Attempts[0].Outcome)
@@ -444,9 +454,7 @@ func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
@@ -468,9 +476,7 @@ func TestTakeoverResendKeepsTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, retryBackoff: time.Minute})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "taken", Tool: "webhook.post", Args: webhookArgs(1)})
@@ -482,13 +488,8 @@ func TestTakeoverResendKeepsTheKeyWindow(t *testing.T) {
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
 	startWorker(t, ob)
 
-	var resendBefore *time.Time
-	require.Eventually(t, func() bool {
-		var status string
-		err := pool.QueryRow(ctx, "SELECT status, resend_before FROM oncebox_op WHERE id = $1", res.Op.ID).Scan(&status, &resendBefore)
-		return err == nil && status == "pending" && resendBefore != nil
-	}, 10*time.Second, 10*time.Millisecond, "the op went back to pending without a resend deadline")
-	require.WithinDuration(t, time.Now().Add(24*time.Hour-2*time.Minute), *resendBefore, time.Minute)
+	resendBefore := waitPendingWithResendDeadline(t, pool, res.Op.ID)
+	require.WithinDuration(t, time.Now().Add(24*time.Hour-2*time.Minute), resendBefore, time.Minute)
 }
 
 // TestStopDuringDispatchLosesNothing stops a worker (what SIGTERM does in oncebox serve)
@@ -514,9 +515,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			pool := newSchema(t)
-			fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-			srv := httptest.NewServer(fake)
-			t.Cleanup(srv.Close)
+			fake, srv := newHonouringTarget(t)
 			t.Cleanup(fake.ReleaseHangs)
 			tenant := newTenant(t, pool, "acme")
 			release := make(chan struct{})
@@ -565,9 +564,7 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}, NativeIdempotency: true})
 	require.NoError(t, err)
@@ -597,9 +594,7 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 
 	tool := webhookTool()
