@@ -151,9 +151,7 @@ func TestMetricsMoveWithEnqueues(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool := dbtest.Schema(t)
-	cfg := server.Defaults()
-	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg, pool := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Roles = server.Roles{API: true} // enqueue only: nothing is dispatched
 	cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.x", "http://127.0.0.1:1"
@@ -227,9 +225,7 @@ func TestRiverUIAndMetricsNeedTheAdminToken(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool := dbtest.Schema(t)
-	cfg := server.Defaults()
-	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg, _ := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Roles = server.Roles{API: true}
 	cfg.AdminToken = "admin-secret"
@@ -264,9 +260,7 @@ func TestRiverUIAndMetricsNeedTheAdminToken(t *testing.T) {
 
 func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Schema(t)
-	cfg := server.Defaults()
-	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg, _ := newConfig(t)
 	cfg.Roles = server.Roles{Worker: true}
 	cfg.SendGridAPIKey = "SG.test"
 	cfg.SealKey = testSealKey()
@@ -294,6 +288,16 @@ func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {
 	require.ErrorContains(t, err, "lookup lags must not be negative")
 }
 
+// newConfig returns the default configuration on a fresh schema of its own, and that
+// schema's pool.
+func newConfig(t *testing.T) (server.Config, *pgxpool.Pool) {
+	t.Helper()
+	pool := dbtest.Schema(t)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	return cfg, pool
+}
+
 // testSealKey returns a fresh ONCEBOX_SEAL_KEY value.
 func testSealKey() string {
 	var key [32]byte
@@ -303,9 +307,7 @@ func testSealKey() string {
 
 func TestRedactedMailNeedsASealKey(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Schema(t)
-	cfg := server.Defaults()
-	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg, _ := newConfig(t)
 	cfg.Roles = server.Roles{API: true}
 	cfg.SendGridAPIKey = "SG.x"
 	_, err := server.New(context.Background(), cfg, nil)
@@ -326,9 +328,7 @@ func TestRedactedMailNeedsASealKey(t *testing.T) {
 func TestToolTTLOverridesTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := dbtest.Schema(t)
-	cfg := server.Defaults()
-	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg, pool := newConfig(t)
 	cfg.Roles = server.Roles{API: true}
 	cfg.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
 	cfg.ToolTTL = map[string]time.Duration{"webhook.post": 720 * time.Hour}
@@ -362,9 +362,7 @@ func TestShutdownEndsMCPStreams(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool := dbtest.Schema(t)
-	cfg := server.Defaults()
-	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg, pool := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Roles = server.Roles{API: true}
 	cfg.ShutdownGrace = 20 * time.Second
