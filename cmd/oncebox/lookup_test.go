@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/dbtest"
@@ -30,13 +31,8 @@ func TestLookupAnswersWasIChargedTwice(t *testing.T) {
 	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}})
-	require.NoError(t, err)
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
-	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true,
+	ob := newCRMOutbox(t, pool, srv.URL, outbox.Config{TestOnly: true,
 		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
-	require.NoError(t, err)
 	require.NoError(t, ob.Start(ctx))
 	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
 
@@ -60,4 +56,18 @@ func TestLookupAnswersWasIChargedTwice(t *testing.T) {
 		require.Contains(t, string(text), want)
 	}
 	require.Len(t, fake.EffectsFor(res.Op.ID), 1)
+}
+
+// newCRMOutbox returns an Outbox on pool whose webhook tool reaches the target "crm" at
+// baseURL; cfg sets everything else.
+func newCRMOutbox(t *testing.T, pool *pgxpool.Pool, baseURL string, cfg outbox.Config) *outbox.Outbox {
+	t.Helper()
+	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: baseURL}}})
+	require.NoError(t, err)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
+	require.NoError(t, err)
+	cfg.Pool, cfg.Tools, cfg.Vendors = pool, reg, []outbox.Vendor{v}
+	ob, err := outbox.New(cfg)
+	require.NoError(t, err)
+	return ob
 }

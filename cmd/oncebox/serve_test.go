@@ -16,7 +16,6 @@ import (
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
-	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
 // TestServeDrainsOnSIGTERM sends SIGTERM to a real `oncebox serve` while its worker waits
@@ -39,13 +38,8 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	fake.EffectHook(func(fakewebhook.Effect) { acted <- struct{}{} })
 
 	// Enqueue from this process, without working: the child works the job.
-	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}})
-	require.NoError(t, err)
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
-	require.NoError(t, err)
 	noWork := false
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, Work: &noWork})
-	require.NoError(t, err)
+	ob := newCRMOutbox(t, pool, srv.URL, outbox.Config{Work: &noWork})
 	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "drain-1", Tool: tools.WebhookPost,
 		Args: json.RawMessage(`{"target":"crm","path":"/charge","body":{"amount":700}}`)})
 	require.NoError(t, err)
