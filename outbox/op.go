@@ -87,9 +87,15 @@ type Event struct {
 // idempotency_key, conversation_id, tool_call_id, vendor, attempt (attempts so far) and
 // vendor_ref. Use it as logger.With(outbox.LogAttrs(op)...).
 func LogAttrs(op *Op) []any {
+	return append(identityAttrs(op), slog.Int("attempt", op.Attempts), slog.String("vendor_ref", op.VendorRef))
+}
+
+// identityAttrs are the attributes that name the op in a log line, without the ones a
+// dispatch adds as it goes (attempt, vendor_ref).
+func identityAttrs(op *Op) []any {
 	return []any{
 		slog.Int64("tenant", op.TenantID), slog.String("op_id", op.ID), slog.String("idempotency_key", op.Key),
 		slog.String("conversation_id", op.ConversationID), slog.String("tool_call_id", op.ToolCallID),
-		slog.String("vendor", op.Vendor), slog.Int("attempt", op.Attempts), slog.String("vendor_ref", op.VendorRef),
+		slog.String("vendor", op.Vendor),
 	}
 }

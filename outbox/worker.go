@@ -344,9 +344,7 @@ func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]
 }
 
 func (ob *Outbox) opLogger(op *Op) *slog.Logger {
-	return ob.logger.With(slog.Int64("tenant", op.TenantID), slog.String("op_id", op.ID),
-		slog.String("idempotency_key", op.Key), slog.String("conversation_id", op.ConversationID),
-		slog.String("tool_call_id", op.ToolCallID), slog.String("vendor", op.Vendor))
+	return ob.logger.With(identityAttrs(op)...)
 }
 
 type recordParams struct {
