@@ -247,18 +247,10 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			if resendPassed {
 				// An earlier request under this key may have been carried out, and the
 				// vendor no longer deduplicates the key: a resend could do it twice.
-				c.done = true
-				if _, err := tx.Exec(ctx, sqlMarkUnknown, op.ID); err != nil {
-					return fmt.Errorf("mark unknown: %w", err)
-				}
-				if err := insertEvent(ctx, tx, op.ID, "resend_window_passed", StatusPending, StatusUnknown, "worker",
-					map[string]any{"reason": "an earlier request may have been carried out and the vendor's key window is over; the reconciler decides",
-						"resend_before": *resendBefore, "job_id": job.ID}); err != nil {
-					return err
-				}
-				transition = StatusUnknown
-				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-				return err
+				c.done, transition = true, StatusUnknown
+				return toReconciler(ctx, tx, job, op.ID, StatusPending, "resend_window_passed", map[string]any{
+					"reason":        "an earlier request may have been carried out and the vendor's key window is over; the reconciler decides",
+					"resend_before": *resendBefore, "job_id": job.ID})
 			}
 		case StatusDispatching:
 			// The job that claimed it died mid-call (or is a rescued duplicate that may
@@ -272,17 +264,9 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 				_, inWindow = keyWindowEnd(vendor, *keyFirstSentAt)
 			}
 			if !inWindow {
-				c.done = true
-				if _, err := tx.Exec(ctx, sqlMarkUnknown, op.ID); err != nil {
-					return fmt.Errorf("mark unknown: %w", err)
-				}
-				if err := insertEvent(ctx, tx, op.ID, "predecessor_lost", StatusDispatching, StatusUnknown, "worker",
-					map[string]any{"reason": "found dispatching outside the vendor's idempotency window; the reconciler decides", "job_id": job.ID}); err != nil {
-					return err
-				}
-				transition = StatusUnknown
-				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-				return err
+				c.done, transition = true, StatusUnknown
+				return toReconciler(ctx, tx, job, op.ID, StatusDispatching, "predecessor_lost", map[string]any{
+					"reason": "found dispatching outside the vendor's idempotency window; the reconciler decides", "job_id": job.ID})
 			}
 		default:
 			// Settled, unknown (the reconciler owns it), or awaiting approval: this job
@@ -320,6 +304,19 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		}
 	}
 	return c, nil
+}
+
+// toReconciler hands an op the claiming job may not send to the reconciler: unknown,
+// with an event saying why, and the job completed, all in tx.
+func toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], opID string, from Status, kind string, detail map[string]any) error {
+	if _, err := tx.Exec(ctx, sqlMarkUnknown, opID); err != nil {
+		return fmt.Errorf("mark unknown: %w", err)
+	}
+	if err := insertEvent(ctx, tx, opID, kind, from, StatusUnknown, "worker", detail); err != nil {
+		return err
+	}
+	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+	return err
 }
 
 // claimPending is the common case of a claim in one autocommitted statement: a pending
