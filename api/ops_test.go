@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/internal/testlog"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -464,7 +465,7 @@ func TestHealthzAndOpenAPIAreOpen(t *testing.T) {
 
 func TestLogsNeverCarryTokensOrBodies(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testlog.Buffer
 	e := newEnv(t, func(c *api.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

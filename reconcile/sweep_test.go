@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
@@ -295,7 +295,7 @@ func TestNewValidatesAndDefaults(t *testing.T) {
 // logged with tenant, op id, key, conversation and tool call ids, attempt and vendor_ref.
 func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testlog.Buffer
 	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
 	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	op := e.seedUnknown(t, "logged", tools.WebhookPost, hookArgs(1), time.Minute, false)
@@ -318,22 +318,4 @@ func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 	}
 	require.Contains(t, line, "tenant")
 	require.Contains(t, line, "vendor_ref")
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
@@ -28,24 +27,6 @@ import (
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestRedactedFieldsNeverStoredLoggedOrAnswered sends an email through the whole server
 // (API, worker, fake SendGrid) and then looks for its address and body everywhere
@@ -74,7 +55,7 @@ func TestRedactedFieldsNeverStoredLoggedOrAnswered(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.secret-key-value", sg.URL
 	cfg.SealKey = base64.StdEncoding.EncodeToString(key[:])
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := server.New(ctx, cfg, logger)
 	require.NoError(t, err)

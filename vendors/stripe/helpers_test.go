@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
@@ -79,24 +80,6 @@ func (rc *recorder) getsOf(path string) []recorded {
 	return out
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // harness is a fake Stripe behind a recorder and an httptest.Server, and a
 // Vendor pointed at it.
 type harness struct {
@@ -104,7 +87,7 @@ type harness struct {
 	rec  *recorder
 	srv  *httptest.Server
 	v    *stripe.Vendor
-	logs *syncBuffer
+	logs *testlog.Buffer
 }
 
 type harnessOpts struct {
@@ -128,7 +111,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DisableKeepAlives = !o.keepAlive
 	t.Cleanup(tr.CloseIdleConnections)
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := stripe.Config{
 		APIKey:     testKey,
 		BaseURL:    srv.URL,

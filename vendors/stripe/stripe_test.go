@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
@@ -258,7 +259,7 @@ func TestDispatchAuthenticationIsRetryableAndScrubbed(t *testing.T) {
 				"type": "invalid_request_error", "message": "Invalid API Key provided: " + r.Header.Get("Authorization")}})
 			return string(b)
 		})
-		logs := &syncBuffer{}
+		logs := &testlog.Buffer{}
 		v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: base, Logger: newLogger(logs)})
 		require.NoError(t, err)
 		_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: tools.PaymentIntent,

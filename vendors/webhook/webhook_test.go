@@ -1,7 +1,6 @@
 package webhook_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,12 +10,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -262,24 +261,6 @@ func TestDispatchAgainstKeyHonouringTarget(t *testing.T) {
 	require.Empty(t, fake.EffectsFor("op-2"))
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // echoServer answers with the headers it received, secret included, under
 // the status named by the path.
 func echoServer(t *testing.T) *httptest.Server {
@@ -309,7 +290,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	const bearer = "Bearer sk_live_9f8e7d6c5b4a"
 	fake, srv := startFake(t, fakewebhook.Config{HangFor: 5 * time.Second})
 	echo := echoServer(t)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	v, err := webhook.New(webhook.Config{
 		Targets: map[string]webhook.Target{
 			"hooks": {BaseURL: srv.URL, SecretHeader: secretHeader, Secret: secret},
