@@ -33,7 +33,7 @@ lint-tools: ## install golangci-lint
 	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 bench: ## benchmarks against River's own throughput in the same run (prints ratios)
-	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./bench/
+	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/bench/
 
 chaos: ## CI-sized chaos run: kills, faults, a Postgres restart; fails on any duplicate or loss
 	$(GO) run ./cmd/oncebox-chaos

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/internal/dbtest"
 )
 
 func TestMain(m *testing.M) {

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/internal/dbtest"
 )
 
 // TestRecordBeforeJobCompleteUsesGenericPlans pins the measured optimisation of the

@@ -23,7 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncebox/oncebox/localpg"
+	"github.com/oncebox/oncebox/internal/localpg"
 )
 
 // Config is one chaos run.

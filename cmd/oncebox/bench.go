@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/oncebox/oncebox/bench"
+	"github.com/oncebox/oncebox/internal/bench"
 )
 
 // runBench is `oncebox bench`: every benchmark scenario against its baseline, measured

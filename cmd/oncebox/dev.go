@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncebox/oncebox/localpg"
+	"github.com/oncebox/oncebox/internal/localpg"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"

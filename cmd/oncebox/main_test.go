@@ -19,8 +19,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/dbtest"
-	"github.com/oncebox/oncebox/localpg"
+	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/internal/localpg"
 )
 
 const childArgsEnv = "ONCEBOX_TEST_MAIN_ARGS"

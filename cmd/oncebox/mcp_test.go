@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/tenant"
 )

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/oncebox/oncebox/bench"
-	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/internal/bench"
+	"github.com/oncebox/oncebox/internal/dbtest"
 )
 
 // The benchmarks print; they never fail on a missed target. Each reports its own rate

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncebox/oncebox/localpg"
+	"github.com/oncebox/oncebox/internal/localpg"
 	"github.com/oncebox/oncebox/migrations"
 )
 

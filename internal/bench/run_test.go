@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/bench"
-	"github.com/oncebox/oncebox/dbtest"
+	"github.com/oncebox/oncebox/internal/bench"
+	"github.com/oncebox/oncebox/internal/dbtest"
 )
 
 // TestRunQuick runs every scenario at a tiny size and checks that the table has every
