@@ -13,8 +13,8 @@ help: ## list the targets
 build: ## build bin/oncebox
 	$(GO) build -o bin/oncebox ./cmd/oncebox
 
-dev: ## run oncebox with zero configuration (a Postgres is found or started, fake vendors)
-	$(GO) run ./cmd/oncebox dev
+dev: ## run oncebox with zero configuration (a Postgres is found or started, Docker included, fake vendors)
+	$(GO) run -tags devcontainer ./cmd/oncebox dev
 
 test: test-race test-rest ## run every test (race detector on the core packages); needs DATABASE_URL or a local PostgreSQL install
 
@@ -24,7 +24,8 @@ test-race:
 test-rest:
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/(outbox|migrations|tenant|api|reconcile|vendors|client|mcpserver|server)(/|$$)')
 
-lint: ## go vet and gofmt, and golangci-lint when installed (make lint-tools)
+lint: ## go mod tidy -diff, go vet and gofmt, and golangci-lint when installed (make lint-tools)
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if command -v golangci-lint >/dev/null; then golangci-lint run ./...; else echo "golangci-lint not installed; skipped (make lint-tools)"; fi

@@ -168,7 +168,7 @@ func devPostgres(ctx context.Context, fs *flag.FlagSet, databaseURL string, logg
 		return &localpg.Postgres{URL: databaseURL, Source: source}, nil
 	}
 	// DATABASE_URL, when set, is databaseURL already: localpg need not look at it.
-	return localpg.Start(ctx, localpg.Config{Logger: logger, EnvVars: []string{}})
+	return localpg.Start(ctx, localpg.Config{Logger: logger, EnvVars: []string{}, Container: containerFallback()})
 }
 
 // serveFake serves a fake vendor on a free loopback port.

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/internal/pgcontainer"
 	"github.com/oncebox/oncebox/migrations"
 )
 
@@ -35,7 +36,7 @@ func URL(tb testing.TB) string {
 	urlOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		pg, err := localpg.Start(ctx, localpg.Config{EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"}})
+		pg, err := localpg.Start(ctx, localpg.Config{EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"}, Container: pgcontainer.Start})
 		if err != nil {
 			urlErr = err
 			return
@@ -110,7 +111,7 @@ func ConnString(tb testing.TB, pool *pgxpool.Pool) string {
 // be had.
 func ForExample() (*pgxpool.Pool, func()) {
 	ctx := context.Background()
-	pg, err := localpg.Start(ctx, localpg.Config{EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"}})
+	pg, err := localpg.Start(ctx, localpg.Config{EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"}, Container: pgcontainer.Start})
 	if err != nil {
 		panic(err)
 	}

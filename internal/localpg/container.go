@@ -4,50 +4,32 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-
-	"github.com/testcontainers/testcontainers-go"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
-// containerImage matches the Postgres of docker-compose.yml.
-const containerImage = "postgres:15-alpine"
+// ContainerFunc starts a Postgres container holding database and returns its URL and
+// a function that removes the container. internal/pgcontainer.Start is one; it lives
+// in a package of its own so that a binary that does not want testcontainers-go (and
+// the testing package it links) does not get it through localpg.
+type ContainerFunc func(ctx context.Context, database string, logger *slog.Logger) (url string, stop func(context.Context) error, err error)
+
+// errNoContainer is Start's answer when a Docker engine answers but Config.Container
+// is nil. errors.Is(err, ErrNoPostgres) holds.
+type errNoContainer struct{}
+
+func (errNoContainer) Error() string {
+	return "no Postgres found: a Docker engine answers, but this binary was built without the container fallback: set DATABASE_URL, install the PostgreSQL server (postgresql package), or build with -tags devcontainer (go run -tags devcontainer ./cmd/oncebox dev)"
+}
+
+func (errNoContainer) Is(target error) bool { return target == ErrNoPostgres }
 
 func startContainer(ctx context.Context, cfg Config) (*Postgres, error) {
-	cfg.Logger.InfoContext(ctx, "starting a Postgres container", slog.String("image", containerImage))
-	ctr, err := tcpostgres.Run(ctx, containerImage,
-		testcontainers.WithLogger(printfLogger{cfg.Logger}),
-		tcpostgres.WithDatabase(cfg.Database),
-		tcpostgres.BasicWaitStrategies(),
-	)
+	url, stop, err := cfg.Container(ctx, cfg.Database, cfg.Logger)
 	if err != nil {
-		if ctr != nil {
-			_ = ctr.Terminate(context.WithoutCancel(ctx))
-		}
 		return nil, err
 	}
-
-	url, err := ctr.ConnectionString(ctx, "sslmode=disable")
-	if err == nil {
-		err = waitReady(ctx, url, nil)
-	}
-	if err != nil {
-		_ = ctr.Terminate(context.WithoutCancel(ctx))
+	if err := waitReady(ctx, url, nil); err != nil {
+		_ = stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("reach the container: %w", err)
 	}
-	return &Postgres{
-		URL:    url,
-		Source: "testcontainers",
-		closeFunc: func(ctx context.Context) error {
-			return ctr.Terminate(ctx)
-		},
-	}, nil
-}
-
-// printfLogger sends testcontainers' messages to slog at debug level.
-type printfLogger struct {
-	logger *slog.Logger
-}
-
-func (l printfLogger) Printf(format string, args ...any) {
-	l.logger.Debug(fmt.Sprintf(format, args...), slog.String("component", "testcontainers"))
+	return &Postgres{URL: url, Source: "testcontainers", closeFunc: stop}, nil
 }

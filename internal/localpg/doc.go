@@ -14,8 +14,10 @@
 //     fsync off. When
 //     the process runs as root, initdb and postgres run as the "postgres"
 //     system user (or "nobody"), with the data folder under os.TempDir();
-//  3. a container from testcontainers-go's Postgres module, when a Docker
-//     engine answers on its socket;
+//  3. a container, when a Docker engine answers on its socket, started by
+//     Config.Container (internal/pgcontainer, testcontainers-go's Postgres
+//     module; kept out of this package so that the oncebox binary links it only
+//     when built with -tags devcontainer);
 //  4. otherwise ErrNoPostgres, one sentence telling the user what to install.
 //
 // Probe says which of these Start would use without starting anything, for a test

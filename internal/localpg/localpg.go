@@ -63,8 +63,14 @@ type Config struct {
 	// DisablePrivate skips the private cluster.
 	DisablePrivate bool
 
-	// DisableDocker skips testcontainers.
+	// DisableDocker skips the container fallback.
 	DisableDocker bool
+
+	// Container starts a Postgres container when a Docker engine answers
+	// (internal/pgcontainer.Start). When nil, a machine whose only source is
+	// Docker gets an error that says how to build with the fallback; it still
+	// satisfies errors.Is(err, ErrNoPostgres).
+	Container ContainerFunc
 }
 
 func (c Config) withDefaults() Config {
@@ -152,6 +158,9 @@ func Start(ctx context.Context, cfg Config) (*Postgres, error) {
 	}
 
 	if !cfg.DisableDocker && dockerAnswers(ctx, cfg.Env) {
+		if cfg.Container == nil {
+			return nil, errors.Join(privateErr, errNoContainer{})
+		}
 		pg, err := startContainer(ctx, cfg)
 		if err == nil {
 			return pg, nil
@@ -180,6 +189,9 @@ func Probe(ctx context.Context, cfg Config) (string, error) {
 		}
 	}
 	if !cfg.DisableDocker && dockerAnswers(ctx, cfg.Env) {
+		if cfg.Container == nil {
+			return "", errNoContainer{}
+		}
 		return "testcontainers", nil
 	}
 	return "", ErrNoPostgres

@@ -2,7 +2,9 @@ package localpg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -367,6 +369,28 @@ func TestDockerAnswers(t *testing.T) {
 		t.Cleanup(func() { _ = srv.Close() })
 
 		require.True(t, dockerAnswers(t.Context(), envOf(map[string]string{"DOCKER_HOST": "unix://" + socket})))
+
+		// Without Config.Container (a binary built without -tags devcontainer), the
+		// engine is found but not used: one sentence says how to get the fallback.
+		cfg := Config{Env: envOf(map[string]string{"DOCKER_HOST": "unix://" + socket}), DisablePrivate: true}
+		_, err = Start(t.Context(), cfg)
+		require.ErrorIs(t, err, ErrNoPostgres)
+		require.Contains(t, err.Error(), "-tags devcontainer")
+		_, err = Probe(t.Context(), cfg)
+		require.ErrorIs(t, err, ErrNoPostgres)
+
+		// With it, Start calls it for the container.
+		var asked string
+		cfg.Container = func(_ context.Context, database string, _ *slog.Logger) (string, func(context.Context) error, error) {
+			asked = database
+			return "", nil, errors.New("no image here")
+		}
+		source, err := Probe(t.Context(), cfg)
+		require.NoError(t, err)
+		require.Equal(t, "testcontainers", source)
+		_, err = Start(t.Context(), cfg)
+		require.ErrorContains(t, err, "no image here")
+		require.Equal(t, "oncebox", asked)
 	})
 }
 
