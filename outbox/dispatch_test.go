@@ -52,6 +52,9 @@ type workerOpts struct {
 	retryBackoff time.Duration
 	maxAttempts  int
 	clientID     string
+	// batched completes jobs through River's batched completer
+	// (Config.BatchedCompletion) instead of JobCompleteTx.
+	batched bool
 }
 
 func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o workerOpts) *outbox.Outbox {
@@ -78,6 +81,7 @@ func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o worke
 		MaxAttempts:          o.maxAttempts,
 		TestOnly:             true,
 		ClientID:             o.clientID,
+		BatchedCompletion:    o.batched,
 	})
 	if err != nil {
 		panic(err)

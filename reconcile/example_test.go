@@ -2,13 +2,12 @@ package reconcile_test
 
 import (
 	"context"
-	"log"
-	"os"
+	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
@@ -19,20 +18,17 @@ import (
 // the circle before the Outbox starts.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
+	pool, drop := dbtest.ForExample() // in production: pgxpool.New(ctx, databaseURL)
+	defer drop()
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	var vendors []outbox.Vendor // the stripe, sendgrid and webhook adapters
 
 	rec, err := reconcile.New(reconcile.Config{Interval: 30 * time.Second})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	ob, err := outbox.New(outbox.Config{
 		Pool:         pool,
@@ -43,18 +39,20 @@ func Example() {
 		PeriodicJobs: []*river.PeriodicJob{rec.PeriodicJob()},
 	})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	rec.SetOutbox(ob)
 	if err := ob.Start(ctx); err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	defer func() { _ = ob.Stop(context.WithoutCancel(ctx)) }()
 
 	// Or sweep once by hand, as `oncebox reconcile run` does.
 	stats, err := rec.SweepOnce(ctx)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
-	log.Printf("resolved %d, resent %d, to review %d", stats.Succeeded+stats.Failed, stats.Resent, stats.NeedsReview)
+	fmt.Printf("looked up %d, resolved %d, resent %d, to review %d\n",
+		stats.Looked, stats.Succeeded+stats.Failed, stats.Resent, stats.NeedsReview)
+	// Output: looked up 0, resolved 0, resent 0, to review 0
 }

@@ -444,9 +444,12 @@ func (r *Reconciler) decide(ob *outbox.Outbox, c *candidate, res *outbox.LookupR
 		return checkLater(DecisionLookupFailed, r.cfg.Now().Add(r.cfg.RetryLookupAfter))
 	}
 
+	// Only an object tagged with this op is its outcome: one tagged for another op, or
+	// carrying no tag at all, is never adopted, whatever an adapter's own filter let
+	// through.
 	var objects []outbox.VendorObject
 	for _, o := range res.Objects {
-		if o.OpID == "" || o.OpID == c.id {
+		if o.OpID == c.id {
 			objects = append(objects, o)
 		}
 	}

@@ -319,3 +319,38 @@ func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 	require.Contains(t, line, "tenant")
 	require.Contains(t, line, "vendor_ref")
 }
+
+// TestSweepAdoptsOnlyObjectsTaggedWithTheOp: a lookup that answers one object tagged
+// for another op and one carrying no tag (an adapter whose own filter let them
+// through) gives the op nothing to adopt: after the lag it is resent, never
+// succeeded with another op's object.
+func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
+	t.Parallel()
+	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	stub := &stubLookup{Vendor: v}
+	e := newEnv(t, []outbox.Vendor{stub}, reconcile.Config{})
+	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	other := e.seedUnknown(t, "other", tools.WebhookPost, hookArgs(2), time.Minute, false)
+	stub.lookup = func(_ context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+		if p.OpID != op.ID {
+			return &outbox.LookupResult{}, nil
+		}
+		return &outbox.LookupResult{Objects: []outbox.VendorObject{
+			{ID: "req_of_another_op", OpID: other.ID, Status: "delivered", Created: time.Now().Add(-time.Minute)},
+			{ID: "req_untagged", Status: "delivered", Created: time.Now().Add(-time.Minute)},
+		}}, nil
+	}
+
+	st := e.sweep(t)
+	require.Equal(t, 0, st.Succeeded, "an object not tagged with the op was adopted")
+	require.Equal(t, 0, st.Duplicates, "objects of other ops are not this op's duplicates")
+	require.Equal(t, 2, st.Resent, "neither op has an object of its own: both are resent")
+	got := e.get(t, op.ID)
+	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Empty(t, got.VendorRef)
+	require.Nil(t, got.Result)
+	evs := e.reconcileEvents(t, op.ID)
+	require.Len(t, evs, 1)
+	require.Equal(t, reconcile.DecisionResend, evs[0]["decision"])
+	require.Empty(t, evs[0]["objects"], "the event lists only the op's own objects")
+}

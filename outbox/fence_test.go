@@ -1,0 +1,119 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+)
+
+// TestStaleTokenIsFencedByTheToken pins the attempt-token fence on its own: while a
+// worker is inside its vendor call, a newer attempt takes the op over (a new token)
+// and leaves it in a status the record statement accepts (dispatching, or unknown
+// after that newer attempt lost its answer). The stale worker's answer must then be
+// refused by the token alone, and its run must not complete the job. Removing
+// `AND attempt_token = …` from the record statement fails this test whatever the
+// status condition says; so does completing the job of a fenced run.
+func TestStaleTokenIsFencedByTheToken(t *testing.T) {
+	t.Parallel()
+	for _, newer := range []outbox.Status{outbox.StatusDispatching, outbox.StatusUnknown} {
+		for _, batched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/batched=%t", newer, batched), func(t *testing.T) {
+				t.Parallel()
+				testStaleTokenIsFenced(t, newer, batched)
+			})
+		}
+	}
+}
+
+func testStaleTokenIsFenced(t *testing.T, newer outbox.Status, batched bool) {
+	ctx := context.Background()
+	pool := newSchema(t)
+	// A target that does not deduplicate keys: a job that finds its op still
+	// dispatching may not resend, it hands the op to the reconciler.
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+
+	release := make(chan struct{})
+	fake.SetBlock(release)
+	effected := make(chan struct{}, 10)
+	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
+
+	stale := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "stale", batched: batched})
+	startWorker(t, stale)
+	res, err := stale.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "fenced", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	opID := res.Op.ID
+	select {
+	case <-effected:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker never reached the vendor")
+	}
+
+	// The worker is inside the vendor call under its token. A newer attempt takes
+	// the op over: a fresh token, its own attempt row, and the status it left.
+	var staleToken, newToken string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT attempt_token::text FROM oncebox_op WHERE id = $1", opID).Scan(&staleToken))
+	require.NoError(t, pool.QueryRow(ctx, `UPDATE oncebox_op SET status = $2, attempt_token = gen_random_uuid(),
+		attempts = attempts + 1, dispatch_started_at = now(), updated_at = now()
+		WHERE id = $1 RETURNING attempt_token::text`, opID, string(newer)).Scan(&newToken))
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
+		SELECT id, attempts, attempt_token, vendor_key, now() FROM oncebox_op WHERE id = $1`, opID)
+	require.NoError(t, err)
+	require.NotEqual(t, staleToken, newToken)
+
+	// The stale worker gets its answer (a success) and tries to record it.
+	fake.SetBlock(nil)
+	close(release)
+	require.Eventually(t, func() bool {
+		var outcome *string
+		err := pool.QueryRow(ctx, "SELECT outcome FROM oncebox_attempt WHERE op_id = $1 AND token = $2::uuid", opID, staleToken).Scan(&outcome)
+		return err == nil && outcome != nil
+	}, 15*time.Second, 10*time.Millisecond, "the stale worker never closed its attempt")
+
+	var (
+		status, token string
+		result        *string
+		vendorRef     *string
+		outcome       string
+	)
+	require.NoError(t, pool.QueryRow(ctx, "SELECT status, attempt_token::text, result::text, vendor_ref FROM oncebox_op WHERE id = $1", opID).
+		Scan(&status, &token, &result, &vendorRef))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT outcome FROM oncebox_attempt WHERE op_id = $1 AND token = $2::uuid", opID, staleToken).Scan(&outcome))
+	require.Equal(t, "fenced:succeeded", outcome, "the stale answer must be refused by the attempt token")
+	require.Equal(t, string(newer), status, "the stale answer overwrote the newer attempt's status")
+	require.Equal(t, newToken, token, "the newer attempt's token must survive")
+	require.Nil(t, result, "the stale answer's result was recorded")
+	require.True(t, vendorRef == nil || *vendorRef == "", "the stale answer's vendor_ref was recorded: %v", vendorRef)
+	require.Equal(t, 1, fake.EffectCount())
+
+	if newer == outbox.StatusDispatching {
+		// The fenced run did not complete its job: the job runs again, finds the op
+		// still dispatching under the newer token, and (this vendor does not
+		// deduplicate) hands it to the reconciler. Had the fenced run completed the
+		// job, nothing would ever look at the op again.
+		require.Eventually(t, func() bool {
+			return count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_lost'", opID) == 1
+		}, 20*time.Second, 20*time.Millisecond, "the fenced run's job never ran again: it was completed by the fenced run")
+		require.Equal(t, string(outbox.StatusUnknown), opStatus(t, pool, opID))
+		require.Equal(t, 1, fake.Requests(), "nothing was resent")
+	}
+}
+
+func opStatus(t *testing.T, pool interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, opID string) string {
+	t.Helper()
+	var s string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT status FROM oncebox_op WHERE id = $1", opID).Scan(&s))
+	return s
+}
