@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -81,6 +82,60 @@ func FuzzPostOps(f *testing.F) {
 			require.True(t, strings.HasPrefix(p.Type, problemTypePrefix), p.Type)
 			require.Equal(t, rec.Code, p.Status)
 			require.NotContains(t, rec.Body.String(), token)
+		}
+	})
+}
+
+// FuzzDecide sends arbitrary bodies, Content-Types and path keys to approve and
+// reject, each time on a fresh op that awaits approval (or on the fuzzed key): the
+// server must never panic nor answer 5xx, and must answer an op or a problem document.
+// `go test -fuzz FuzzDecide` explores.
+func FuzzDecide(f *testing.F) {
+	e := newEnv(f)
+	_, token := e.newTenant(f, "fuzz")
+	seeds := []struct {
+		body, contentType, pathKey string
+		reject                     bool
+	}{
+		{`{"reason": "ok"}`, "application/json", "", false},
+		{`{"reason": "no"}`, "application/json", "", true},
+		{``, "", "", false},
+		{`{"reason": "a\u0000b"}`, "application/json", "", true},
+		{`{"reason": "\ud800"}`, "application/json", "", false},
+		{"{\"reason\": \"\xff\"}", "application/json", "", true},
+		{`{"reason": 1e999}`, "application/json", "", false},
+		{`{"reason": "x", "extra": 1}`, "application/json", "", true},
+		{`{"reason": "x"}`, "text/plain", "", false},
+		{`[]`, "application/json", "", true},
+		{`{"reason": "x"}`, "application/json", "k%00", false},
+		{`{"reason": "x"}`, "application/json", "missing", true},
+		{`{"reason": "x"}`, "application/json", strings.Repeat("k", 300), false},
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s.body), s.contentType, s.pathKey, s.reject)
+	}
+	n := 0
+	f.Fuzz(func(t *testing.T, body []byte, contentType, pathKey string, reject bool) {
+		n++
+		key := fmt.Sprintf("refund-%d", n)
+		require.Equal(t, http.StatusAccepted, e.post(token, key, largeRefundBody).Code)
+		if pathKey != "" {
+			key = pathKey
+		}
+		action := "approve"
+		if reject {
+			action = "reject"
+		}
+		r := httptest.NewRequest(http.MethodPost, "/v1/ops/x/"+action, bytes.NewReader(body))
+		r.URL.Path, r.URL.RawPath = "/v1/ops/"+key+"/"+action, "" // the key as sent, however malformed
+		r.Header.Set("Content-Type", contentType)
+		r.Header.Set("Authorization", "Bearer "+token)
+		rec := e.do(r)
+
+		require.Less(t, rec.Code, 500, rec.Body.String())
+		require.True(t, json.Valid(rec.Body.Bytes()), rec.Body.String())
+		if rec.Code != http.StatusOK {
+			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 		}
 	})
 }

@@ -15,13 +15,6 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 )
 
-const (
-	// maxRefLen bounds conversation_id and tool_call_id.
-	maxRefLen = 512
-	// maxArgsDepth bounds how deeply args may nest; Postgres' JSON parser recurses.
-	maxArgsDepth = 64
-)
-
 // opRequest is the body of POST /v1/ops.
 type opRequest struct {
 	Tool           string          `json:"tool"`
@@ -177,46 +170,34 @@ func jsonProblem(err error) *problem {
 	return newProblem(http.StatusBadRequest, "invalid-json", "The request body is not valid JSON.")
 }
 
-// checkStorable refuses what Postgres cannot store although it is valid JSON: the
-// character U+0000 in a string, and nesting deeper than maxArgsDepth.
+// checkStorable refuses what Postgres cannot store although it is valid JSON (see
+// outbox.CheckStorableJSON, the check every entry point shares), before anything is
+// looked up.
 func checkStorable(req *opRequest) *problem {
 	for _, f := range []struct{ name, value string }{{"conversation_id", req.ConversationID}, {"tool_call_id", req.ToolCallID}} {
-		switch {
-		case len(f.value) > maxRefLen:
-			return invalidArgs(f.name, fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), maxRefLen))
-		case strings.ContainsRune(f.value, 0):
-			return invalidArgs(f.name, "must not contain the character U+0000")
+		if len(f.value) > outbox.MaxRefBytes {
+			return invalidArgs(f.name, fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), outbox.MaxRefBytes))
+		}
+		if err := outbox.CheckStorableText(f.name, f.value); err != nil {
+			return validationProblem(err)
 		}
 	}
 	if len(req.Args) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(req.Args))
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return invalidArgs("args", "is not valid JSON")
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			if v == '{' || v == '[' {
-				depth++
-				if depth > maxArgsDepth {
-					return invalidArgs("args", fmt.Sprintf("nests deeper than %d levels", maxArgsDepth))
-				}
-			} else {
-				depth--
-			}
-		case string:
-			if strings.ContainsRune(v, 0) {
-				return invalidArgs("args", "must not contain the character U+0000 in any string")
-			}
-		}
+	if err := outbox.CheckStorableJSON("args", req.Args); err != nil {
+		return validationProblem(err)
 	}
+	return nil
+}
+
+// validationProblem is the invalid-args problem of an *outbox.ValidationError.
+func validationProblem(err error) *problem {
+	var ve *outbox.ValidationError
+	if errors.As(err, &ve) {
+		return invalidArgs(ve.Field, ve.Message)
+	}
+	return invalidArgs("args", "cannot be stored")
 }
 
 func invalidArgs(field, message string) *problem {

@@ -1,14 +1,11 @@
 package outbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -16,6 +13,9 @@ import (
 
 // MaxArgsBytes is the largest args document Enqueue accepts.
 const MaxArgsBytes = 256 << 10
+
+// MaxRefBytes bounds an op's conversation_id and tool_call_id.
+const MaxRefBytes = 512
 
 // EnqueueParams is one tool call to record as an op.
 type EnqueueParams struct {
@@ -132,13 +132,16 @@ func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
 	if !json.Valid(args) {
 		return nil, &ValidationError{Field: "args", Message: "is not valid JSON"}
 	}
-	// Postgres's jsonb cannot hold U+0000; refuse it here rather than fail at insert.
-	if bytes.Contains(args, []byte(`\u0000`)) {
-		return nil, &ValidationError{Field: "args", Message: "must not contain the character U+0000"}
+	// What Postgres cannot store is refused here rather than failing at insert.
+	if err := CheckStorableJSON("args", args); err != nil {
+		return nil, err
 	}
-	for field, v := range map[string]string{"conversation_id": params.ConversationID, "tool_call_id": params.ToolCallID} {
-		if len(v) > 512 || strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
-			return nil, &ValidationError{Field: field, Message: "must be valid UTF-8 of at most 512 bytes without U+0000"}
+	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
+		if len(f.value) > MaxRefBytes {
+			return nil, &ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
+		}
+		if err := CheckStorableText(f.name, f.value); err != nil {
+			return nil, err
 		}
 	}
 	tool, err := ob.cfg.Tools.Validate(params.Tool, args)

@@ -124,6 +124,12 @@ func (ob *Outbox) decide(ctx context.Context, tenantID int64, key string, to Sta
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckStorableText("reason", reason); err != nil {
+		return nil, err
+	}
+	if err := CheckStorableText("actor", actor); err != nil {
+		return nil, err
+	}
 	var op *Op
 	err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
 		op, err = scanOp(tx.QueryRow(ctx, sqlSetStatusByKey, tenantID, k, StatusAwaitingApproval, to))

@@ -57,6 +57,9 @@ func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, ke
 	if vendorRef == "" {
 		return nil, errors.New("reconcile: resolve succeeded: vendorRef is required")
 	}
+	if err := outbox.CheckStorableText("vendor_ref", vendorRef); err != nil {
+		return nil, err
+	}
 	return resolve(ctx, ob, tenantID, key, outbox.StatusSucceeded, "resolved_succeeded", reason, actor,
 		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
 			result, _ := json.Marshal(map[string]string{"vendor_ref": vendorRef, "resolved_by": "manual_review"})
@@ -133,6 +136,11 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 	}
 	if actor == "" {
 		return nil, errors.New("reconcile: actor is required: name the person deciding")
+	}
+	for _, f := range []struct{ name, value string }{{"reason", reason}, {"actor", actor}} {
+		if err := outbox.CheckStorableText(f.name, f.value); err != nil {
+			return nil, err
+		}
 	}
 	var op reviewOp
 	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {

@@ -87,3 +87,38 @@ func TestManualResolutions(t *testing.T) {
 	require.Equal(t, outbox.VendorKey(e.tenant, "again", tools.WebhookPost, 1), effects[0].Key)
 	require.Empty(t, fake.EffectsFor(bad.ID))
 }
+
+// TestManualResolutionRefusesUnstorableText: a reason, actor or vendor object id that
+// Postgres cannot store is refused as invalid input (the CLI prints why),
+// not failed in the database; the op stays as it was.
+func TestManualResolutionRefusesUnstorableText(t *testing.T) {
+	t.Parallel()
+	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	ctx := context.Background()
+	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	require.Equal(t, 1, e.sweep(t).NeedsReview)
+
+	for name, resolve := range map[string]func() error{
+		"succeeded reason": func() error {
+			_, err := reconcile.ResolveSucceeded(ctx, e.ob, e.tenant, "k", "req_1", "seen\x00", "ada")
+			return err
+		},
+		"succeeded ref": func() error {
+			_, err := reconcile.ResolveSucceeded(ctx, e.ob, e.tenant, "k", "req\x00", "seen", "ada")
+			return err
+		},
+		"failed reason":    func() error { _, err := reconcile.ResolveFailed(ctx, e.ob, e.tenant, "k", "no\x00", "ada"); return err },
+		"failed bad utf-8": func() error { _, err := reconcile.ResolveFailed(ctx, e.ob, e.tenant, "k", "no\xff", "ada"); return err },
+		"resend actor": func() error {
+			_, err := reconcile.ReleaseForResend(ctx, e.ob, e.tenant, "k", "again", "a\x00", false)
+			return err
+		},
+	} {
+		err := resolve()
+		require.ErrorIs(t, err, outbox.ErrInvalidArgs, name)
+	}
+	got, err := e.ob.GetByID(ctx, e.tenant, op.ID)
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusNeedsReview, got.Status)
+}

@@ -127,6 +127,16 @@ type Config struct {
 	// MCPWait is how long an MCP tool call waits for the vendor's answer. Defaults to
 	// 10 seconds.
 	MCPWait time.Duration
+	// HTTPReadTimeout bounds reading a whole request, body included. Defaults to 30
+	// seconds.
+	HTTPReadTimeout time.Duration
+	// HTTPWriteTimeout bounds a request from the end of its headers to the end of the
+	// answer; it must be longer than MaxWait and MCPWait so that a long poll answers.
+	// MCP's standalone event streams are exempt. Defaults to 90 seconds.
+	HTTPWriteTimeout time.Duration
+	// HTTPIdleTimeout is how long a kept-alive connection may wait for its next
+	// request. Defaults to 2 minutes.
+	HTTPIdleTimeout time.Duration
 	// AdminToken guards River UI and, when set, /metrics. River UI is off without it.
 	AdminToken string
 	// AuthCacheTTL is how long a successful token check is remembered. Defaults to 0:
@@ -177,6 +187,9 @@ func Defaults() Config {
 		MaxBodyBytes:          64 << 10,
 		MaxWait:               60 * time.Second,
 		MCPWait:               10 * time.Second,
+		HTTPReadTimeout:       30 * time.Second,
+		HTTPWriteTimeout:      90 * time.Second,
+		HTTPIdleTimeout:       2 * time.Minute,
 	}
 }
 
@@ -210,6 +223,15 @@ func (c *Config) validate() error {
 	if c.Roles.API && c.MCPWait >= c.ShutdownGrace {
 		// An MCP tool call in flight at SIGTERM must be able to answer within the grace.
 		return fmt.Errorf("--mcp-wait %s must be shorter than --shutdown-grace %s", c.MCPWait, c.ShutdownGrace)
+	}
+	if c.Roles.API {
+		if c.HTTPReadTimeout <= 0 || c.HTTPWriteTimeout <= 0 || c.HTTPIdleTimeout <= 0 {
+			return errors.New("--http-read-timeout, --http-write-timeout and --http-idle-timeout must be positive")
+		}
+		if longest := max(c.MaxWait, c.MCPWait); c.HTTPWriteTimeout <= longest {
+			// A long poll would be cut off before it could answer.
+			return fmt.Errorf("--http-write-timeout %s must be longer than --max-wait and --mcp-wait (%s)", c.HTTPWriteTimeout, longest)
+		}
 	}
 	if c.Roles.Periodic && c.ReconcileSweepTimeout >= c.RescueStuckJobsAfter {
 		// River would rescue a sweep still running, and two sweeps would overlap.

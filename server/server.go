@@ -280,6 +280,9 @@ func (s *Server) endOnShutdown(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		// A standalone stream lives as long as the client listens: the server's write
+		// timeout, meant for requests that answer, does not apply to it.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		stop := context.AfterFunc(s.streams, cancel)
@@ -372,7 +375,8 @@ func (s *Server) Run(ctx context.Context) error {
 		httpErr = make(chan error, 1)
 	)
 	if s.handler != nil {
-		srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+		srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.HTTPReadTimeout),
+			ReadTimeout: s.cfg.HTTPReadTimeout, WriteTimeout: s.cfg.HTTPWriteTimeout, IdleTimeout: s.cfg.HTTPIdleTimeout}
 		go func() { httpErr <- srv.Serve(s.listener) }()
 		s.logger.Info("oncebox serving", slog.String("addr", s.listener.Addr().String()))
 	}

@@ -1,0 +1,91 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/server"
+)
+
+// runAPI runs an API-only server on a free port with cfg (adjusted by adjust) and
+// returns its base URL and its schema's pool.
+func runAPI(t *testing.T, adjust func(*server.Config)) (string, *pgxpool.Pool, *server.Server) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Roles = server.Roles{API: true}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + addr.String(), pool, srv
+}
+
+// closedWithin says whether the server closes conn (after answering whatever it
+// answers) within d.
+func closedWithin(t *testing.T, conn net.Conn, d time.Duration) bool {
+	t.Helper()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(d)))
+	buf := make([]byte, 4096)
+	for {
+		_, err := conn.Read(buf)
+		if err == nil {
+			continue
+		}
+		return !errors.Is(err, os.ErrDeadlineExceeded)
+	}
+}
+
+// TestHTTPServerTimeouts: a client that sends its body too slowly, or keeps an idle
+// connection open, is disconnected after the configured timeouts.
+func TestHTTPServerTimeouts(t *testing.T) {
+	t.Parallel()
+	base, _, _ := runAPI(t, func(c *server.Config) {
+		c.HTTPReadTimeout = 300 * time.Millisecond
+		c.HTTPIdleTimeout = 300 * time.Millisecond
+	})
+	addr := base[len("http://"):]
+
+	// A body that never comes.
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("POST /v1/ops HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"))
+	require.NoError(t, err)
+	require.True(t, closedWithin(t, conn, 10*time.Second), "a stalled body holds the connection")
+
+	// An idle kept-alive connection.
+	idle, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer idle.Close()
+	_, err = idle.Write([]byte("GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"))
+	require.NoError(t, err)
+	resp, err := bufio.NewReader(idle).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, resp, "200")
+	require.True(t, closedWithin(t, idle, 10*time.Second), "an idle connection is kept forever")
+}
+
+func TestHTTPWriteTimeoutMustExceedTheLongestWait(t *testing.T) {
+	t.Parallel()
+	cfg, _ := newConfig(t)
+	cfg.HTTPWriteTimeout = cfg.MaxWait
+	_, err := server.New(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, "--http-write-timeout")
+}
