@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +90,38 @@ func TestHTTPWriteTimeoutMustExceedTheLongestWait(t *testing.T) {
 	cfg.HTTPWriteTimeout = cfg.MaxWait
 	_, err := server.New(context.Background(), cfg, nil)
 	require.ErrorContains(t, err, "--http-write-timeout")
+}
+
+// TestRiverUIRefusesCrossOriginWrites: a cross-site page cannot make the browser of a
+// logged-in operator change jobs through River UI (basic auth is replayed by browsers).
+func TestRiverUIRefusesCrossOriginWrites(t *testing.T) {
+	t.Parallel()
+	base, _, _ := runAPI(t, func(c *server.Config) { c.AdminToken = "admin-secret" })
+	send := func(method, path string, headers map[string]string) int {
+		req, err := http.NewRequest(method, base+path, strings.NewReader(`{"job_ids":["1"]}`))
+		require.NoError(t, err)
+		req.SetBasicAuth("ops", "admin-secret")
+		req.Header.Set("Content-Type", "text/plain") // what a cross-site form may send
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, h := range []map[string]string{
+		{"Sec-Fetch-Site": "cross-site"},
+		{"Origin": "https://evil.example"},
+		{"Sec-Fetch-Site": "same-site", "Origin": "https://sub.example"},
+	} {
+		require.Equal(t, http.StatusForbidden, send(http.MethodPost, "/riverui/api/jobs/cancel", h), "%v", h)
+		require.Equal(t, http.StatusForbidden, send(http.MethodDelete, "/riverui/api/queues/x", h), "%v", h)
+	}
+	// Same origin, or no browser at all (curl), still works; reads stay open.
+	host := strings.TrimPrefix(base, "http://")
+	require.NotEqual(t, http.StatusForbidden, send(http.MethodPost, "/riverui/api/jobs/cancel", map[string]string{"Sec-Fetch-Site": "same-origin"}))
+	require.NotEqual(t, http.StatusForbidden, send(http.MethodPost, "/riverui/api/jobs/cancel", map[string]string{"Origin": "http://" + host}))
+	require.NotEqual(t, http.StatusForbidden, send(http.MethodPost, "/riverui/api/jobs/cancel", nil))
+	require.Equal(t, http.StatusOK, send(http.MethodGet, "/riverui/api/queues", map[string]string{"Sec-Fetch-Site": "cross-site"}))
 }

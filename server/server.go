@@ -260,7 +260,10 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 			return fmt.Errorf("river ui: %w", err)
 		}
 		s.riverUI = ui
-		mux.Handle("/riverui/", s.admin(ui, true))
+		// Browsers replay basic auth on cross-site requests, and River UI's API takes
+		// bodies a cross-site form can send: refuse every cross-origin request that is
+		// not a safe method (Sec-Fetch-Site, else Origin against Host).
+		mux.Handle("/riverui/", http.NewCrossOriginProtection().Handler(s.admin(ui, true)))
 	} else {
 		mux.Handle("/riverui/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "River UI is off: set ONCEBOX_ADMIN_TOKEN to turn it on", http.StatusNotFound)
