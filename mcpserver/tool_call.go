@@ -78,6 +78,24 @@ func mintKey(id callIdentity, fp outbox.Fingerprint) string {
 	return "mcp_" + hex.EncodeToString(h.Sum(nil))[:48]
 }
 
+// legacyKey returns the key a call of a redacting tool was minted under before such
+// tools' fingerprints were keyed (from the plain fingerprint), when an op is stored
+// under it, so that a retry spanning the upgrade still replays; otherwise key.
+func (s *Server) legacyKey(ctx context.Context, tenantID int64, tool string, args json.RawMessage, id callIdentity, key string) string {
+	plain, err := outbox.ComputeFingerprint(tool, args)
+	if err != nil {
+		return key
+	}
+	old := mintKey(id, plain)
+	if old == key {
+		return key // the tool's fingerprints are plain
+	}
+	if _, err := s.ob.Get(ctx, tenantID, old); err == nil {
+		return old
+	}
+	return key
+}
+
 // toolHandler returns the MCP handler of one tool for one tenant.
 func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -91,11 +109,14 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 			args = json.RawMessage("{}")
 		}
 		id := identify(req, instance)
-		fp, err := outbox.ComputeFingerprint(tool, args)
+		fp, err := s.ob.Fingerprint(tool, args)
 		if err != nil {
 			return errorResult("The arguments are not valid JSON. Nothing was executed. Send a JSON object matching the tool's input schema."), nil
 		}
 		key := mintKey(id, fp)
+		if id.ToolCallID == "" {
+			key = s.legacyKey(ctx, tenantID, tool, args, id, key)
+		}
 		log := s.logger.With(slog.Int64("tenant", tenantID), slog.String("tool", tool),
 			slog.String("idempotency_key", key), slog.String("conversation_id", id.Conversation))
 

@@ -148,7 +148,7 @@ func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	fp, err := ComputeFingerprint(params.Tool, args)
+	fp, err := ob.Fingerprint(params.Tool, args)
 	if err != nil {
 		return nil, &ValidationError{Field: "args", Message: err.Error()}
 	}
@@ -209,7 +209,7 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	}
 
 	if !inserted {
-		if op.Fingerprint != p.Fingerprint {
+		if op.Fingerprint != p.Fingerprint && !ob.legacyFingerprint(op, p) {
 			return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
 		}
 		return &EnqueueResult{Op: op, Replayed: true}, nil
@@ -220,6 +220,16 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		}
 	}
 	return &EnqueueResult{Op: op, ExpiryCollision: tombstone}, nil
+}
+
+// legacyFingerprint reports whether op, stored before its tool's fingerprints were
+// keyed, holds the plain fingerprint of the same payload: a replay, not a conflict.
+func (ob *Outbox) legacyFingerprint(op *Op, p *Prepared) bool {
+	if !ob.keyedFingerprint(p.Tool.Name) {
+		return false
+	}
+	plain, err := ComputeFingerprint(p.Tool.Name, p.Args)
+	return err == nil && op.Fingerprint == plain
 }
 
 func (ob *Outbox) insertJobTx(ctx context.Context, tx pgx.Tx, op *Op) error {

@@ -79,8 +79,10 @@ type Config struct {
 	Purge *PurgeConfig
 	// SealKey (32 bytes) encrypts the full arguments of tools that have Redact, so only
 	// their redacted form is ever stored in clear; the sealed copy is dropped once the op
-	// is terminal. Every process of one deployment needs the same key. Without it, such
-	// arguments are stored in clear until the op is terminal, then redacted.
+	// is terminal. A key derived from it also keys those tools' fingerprints (see
+	// Fingerprint). Every process of one deployment needs the same key. Without it, such
+	// arguments are stored in clear until the op is terminal, then redacted, and their
+	// fingerprints are plain SHA-256.
 	SealKey []byte
 	// Observer receives counts for metrics. Defaults to one that does nothing.
 	Observer Observer
@@ -189,6 +191,8 @@ type Outbox struct {
 	vendors map[string]Vendor
 	logger  *slog.Logger
 	sealer  *sealer
+	// fpKey keys the fingerprints of tools with Redact (nil without a seal key).
+	fpKey []byte
 }
 
 // New builds an Outbox and its River client. Call Start to work jobs.
@@ -207,6 +211,7 @@ func New(cfg Config) (*Outbox, error) {
 			return nil, err
 		}
 		ob.sealer = s
+		ob.fpKey = fingerprintKey(c.SealKey)
 	} else {
 		for _, name := range c.Tools.Names() {
 			if t, _ := c.Tools.Lookup(name); t.Redact != nil {
