@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -167,6 +168,37 @@ func redact(b []byte, secret string) []byte {
 		b = bytes.ReplaceAll(b, []byte(s), []byte(redacted))
 	}
 	return b
+}
+
+// readBody reads at most maxBytes+1 bytes of an answer, plus enough more that a
+// secret starting within them is read whole (so that redact finds it before the body
+// is cut to maxBytes). complete says the whole body was read.
+func readBody(r io.Reader, maxBytes int, secret string) (body []byte, complete bool, err error) {
+	limit := int64(maxBytes) + 1
+	for _, f := range secretForms(secret) {
+		limit = max(limit, int64(maxBytes)+1+int64(len(f)))
+	}
+	body, err = io.ReadAll(io.LimitReader(r, limit))
+	return body, err == nil && int64(len(body)) < limit, err
+}
+
+// redactBody is redact for an answer body. When the body was not read whole (cut at
+// its size limit, or the connection dropped), its end may hold the start of a secret
+// that redact cannot recognise: a trailing prefix of any form of the secret is
+// replaced too.
+func redactBody(body []byte, secret string, complete bool) []byte {
+	body = redact(body, secret)
+	if complete {
+		return body
+	}
+	for _, f := range secretForms(secret) {
+		for n := len(f) - 1; n > 0; n-- {
+			if bytes.HasSuffix(body, []byte(f[:n])) {
+				return append(body[:len(body)-n:len(body)-n], redacted...)
+			}
+		}
+	}
+	return body
 }
 
 // redactString is redact for strings.

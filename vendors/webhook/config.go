@@ -126,21 +126,22 @@ func (c Config) validate() error {
 }
 
 // validateBaseURL checks that raw is an absolute http or https URL with a
-// host, no credentials, no query and no fragment.
+// host, no credentials, no query and no fragment. Its errors do not repeat the
+// URL, whose path may hold a credential.
 func validateBaseURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("BaseURL is not a URL: %w", err)
+		return errors.New("BaseURL is not a URL")
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("BaseURL %q must be an absolute http or https URL", raw)
+		return errors.New("BaseURL must be an absolute http or https URL")
 	case u.Host == "":
-		return fmt.Errorf("BaseURL %q has no host", raw)
+		return errors.New("BaseURL has no host")
 	case u.User != nil:
 		return errors.New("BaseURL must not carry credentials: use SecretHeader and Secret")
 	case u.RawQuery != "" || u.Fragment != "":
-		return fmt.Errorf("BaseURL %q must not have a query or a fragment", raw)
+		return errors.New("BaseURL must not have a query or a fragment")
 	}
 	return nil
 }

@@ -35,14 +35,14 @@ func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.Loo
 	}
 	u, err := joinURL(target.BaseURL, v.cfg.LookupPath, url.Values{outbox.TagKey: {p.OpID}})
 	if err != nil {
-		return nil, fmt.Errorf("webhook lookup URL for target %q: %w", a.Target, err)
+		return nil, fmt.Errorf("webhook lookup URL: %w", hideURL(err, "GET", a.Target, v.cfg.LookupPath, target.BaseURL))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("webhook lookup request: %w", err)
+		return nil, fmt.Errorf("webhook lookup request: %w", hideURL(err, "GET", a.Target, v.cfg.LookupPath, target.BaseURL))
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "oncebox-webhook")
@@ -51,12 +51,13 @@ func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.Loo
 	}
 	resp, err := v.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("webhook lookup on target %q: %w", a.Target, &errorWithoutSecret{err: err, secret: target.Secret})
+		// The transport's error names the whole URL, which may hold a credential.
+		return nil, fmt.Errorf("webhook lookup: %w", &errorWithoutSecret{err: hideURL(err, "GET", a.Target, v.cfg.LookupPath, target.BaseURL), secret: target.Secret})
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxLookupBytes))
 	if err != nil {
-		return nil, fmt.Errorf("webhook lookup on target %q: read answer: %w", a.Target, &errorWithoutSecret{err: err, secret: target.Secret})
+		return nil, fmt.Errorf("webhook lookup: %w", &errorWithoutSecret{err: hideURL(err, "read answer of GET", a.Target, v.cfg.LookupPath, target.BaseURL), secret: target.Secret})
 	}
 	v.cfg.Logger.DebugContext(ctx, "webhook lookup",
 		slog.String("op_id", p.OpID), slog.String("target", a.Target), slog.Int("status", resp.StatusCode))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
@@ -66,6 +65,7 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	}
 	u, err := joinURL(target.BaseURL, a.Path, nil)
 	if err != nil {
+		err = hideURL(err, "POST", a.Target, a.Path, target.BaseURL)
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: err.Error(), Err: err}
 	}
 
@@ -84,6 +84,7 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, u, bytes.NewReader(a.requestBody()))
 	if err != nil {
+		err = hideURL(err, "POST", a.Target, a.Path, target.BaseURL)
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: "build request: " + err.Error(), Err: err}
 	}
 	// Without GetBody net/http cannot resend the POST on its own after a
@@ -104,19 +105,21 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	ans := answer{}
 	resp, err := v.cfg.HTTPClient.Do(req)
 	if err != nil {
-		ans.err = err
+		// The transport's error names the whole URL, which may hold a credential.
+		ans.err = hideURL(err, "POST", a.Target, a.Path, target.BaseURL)
 		ans.mayHaveArrived = gotConn.Load() && !writeFailed.Load()
 	} else {
 		ans.status = resp.StatusCode
 		ans.header = resp.Header
-		body, readErr := io.ReadAll(io.LimitReader(resp.Body, int64(v.cfg.MaxResultBytes)+1))
+		body, complete, readErr := readBody(resp.Body, v.cfg.MaxResultBytes, target.Secret)
 		_ = resp.Body.Close()
 		if readErr != nil {
 			// The status came back: it decides. The body is what arrived.
 			v.cfg.Logger.DebugContext(ctx, "webhook answer body cut short",
-				slog.String("op_id", p.OpID), slog.String("target", a.Target), slog.String("error", redactString(readErr.Error(), target.Secret)))
+				slog.String("op_id", p.OpID), slog.String("target", a.Target),
+				slog.String("error", redactString(hideURL(readErr, "read answer", a.Target, a.Path, target.BaseURL).Error(), target.Secret)))
 		}
-		ans.body = redact(body, target.Secret)
+		ans.body = redactBody(body, target.Secret, complete)
 	}
 	ans.now = time.Now()
 
