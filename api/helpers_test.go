@@ -65,6 +65,14 @@ func (e *env) newTenant(tb testing.TB, name string) (*tenant.Tenant, string) {
 	return t, token
 }
 
+// newToken adds a token of the given role to the named tenant.
+func (e *env) newToken(tb testing.TB, tenantName string, role tenant.Role) string {
+	tb.Helper()
+	token, err := e.tenants.NewTokenWithRole(context.Background(), tenantName, role)
+	require.NoError(tb, err)
+	return token
+}
+
 // req builds a request. A non-empty body is sent as application/json unless the
 // caller sets another Content-Type afterwards.
 func req(method, target, token, key, body string) *http.Request {

@@ -13,14 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/tenant"
 )
 
 // openAPIFixture holds what the scenarios need: a working server with a tenant, and
 // a server whose database pool is closed (for 500 and 503).
 type openAPIFixture struct {
 	e, broken *env
-	token     string
-	n         atomic.Int64
+	// token is an agent token, approver an approver token, of the same tenant.
+	token, approver string
+	n               atomic.Int64
 }
 
 // key returns a fresh idempotency key.
@@ -46,6 +48,9 @@ func openAPIScenarios() map[string]scenario {
 		},
 		"POST /v1/ops 401": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			return f.e, req("POST", "/v1/ops", "", f.key(), paymentBody)
+		},
+		"POST /v1/ops 403": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", "/v1/ops", f.approver, f.key(), paymentBody)
 		},
 		"POST /v1/ops 413": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			return f.e, req("POST", "/v1/ops", f.token, f.key(), `{"tool": "`+strings.Repeat("x", 70<<10)+`"}`)
@@ -102,33 +107,76 @@ func openAPIScenarios() map[string]scenario {
 			return k
 		}
 		scenarios["POST "+path+" 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
-			return f.e, req("POST", at(awaiting(t, f)), f.token, "", `{"reason": "ok"}`)
+			return f.e, req("POST", at(awaiting(t, f)), f.approver, "", `{"reason": "ok"}`)
 		}
 		scenarios["POST "+path+" 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
-			return f.e, req("POST", at(awaiting(t, f)), f.token, "", `{"reason": "ok", "extra": 1}`)
+			return f.e, req("POST", at(awaiting(t, f)), f.approver, "", `{"reason": "ok", "extra": 1}`)
 		}
 		scenarios["POST "+path+" 401"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			return f.e, req("POST", at(f.key()), "", "", "")
 		}
+		scenarios["POST "+path+" 403"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", at(awaiting(t, f)), f.token, "", "")
+		}
 		scenarios["POST "+path+" 404"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
-			return f.e, req("POST", at(f.key()), f.token, "", "")
+			return f.e, req("POST", at(f.key()), f.approver, "", "")
 		}
 		scenarios["POST "+path+" 409"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			k := f.key()
 			require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, smallRefundBody).Code)
-			return f.e, req("POST", at(k), f.token, "", "")
+			return f.e, req("POST", at(k), f.approver, "", "")
 		}
 		scenarios["POST "+path+" 413"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
-			return f.e, req("POST", at(awaiting(t, f)), f.token, "", `{"reason": "`+strings.Repeat("r", 70<<10)+`"}`)
+			return f.e, req("POST", at(awaiting(t, f)), f.approver, "", `{"reason": "`+strings.Repeat("r", 70<<10)+`"}`)
 		}
 		scenarios["POST "+path+" 415"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
-			r := req("POST", at(awaiting(t, f)), f.token, "", `{"reason": "ok"}`)
+			r := req("POST", at(awaiting(t, f)), f.approver, "", `{"reason": "ok"}`)
 			r.Header.Set("Content-Type", "text/plain")
 			return f.e, r
 		}
 		scenarios["POST "+path+" 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
-			return f.broken, req("POST", at(f.key()), f.token, "", "")
+			return f.broken, req("POST", at(f.key()), f.approver, "", "")
 		}
+	}
+	resolveAt := func(k string) string { return "/v1/ops/" + k + "/resolve" }
+	inReview := func(t *testing.T, f *openAPIFixture) string {
+		k := f.key()
+		require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, paymentBody).Code)
+		_, err := f.e.pool.Exec(t.Context(), "UPDATE oncebox_op SET status = 'needs_review' WHERE idempotency_key = $1", k)
+		require.NoError(t, err)
+		return k
+	}
+	const resolveBody = `{"outcome": "failed", "reason": "nothing at the vendor"}`
+	scenarios["POST /v1/ops/{key}/resolve 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("POST", resolveAt(inReview(t, f)), f.approver, "", resolveBody)
+	}
+	scenarios["POST /v1/ops/{key}/resolve 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("POST", resolveAt(inReview(t, f)), f.approver, "", `{"outcome": "failed"}`)
+	}
+	scenarios["POST /v1/ops/{key}/resolve 401"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("POST", resolveAt(f.key()), "", "", resolveBody)
+	}
+	scenarios["POST /v1/ops/{key}/resolve 403"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("POST", resolveAt(inReview(t, f)), f.token, "", resolveBody)
+	}
+	scenarios["POST /v1/ops/{key}/resolve 404"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("POST", resolveAt(f.key()), f.approver, "", resolveBody)
+	}
+	scenarios["POST /v1/ops/{key}/resolve 409"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		k := f.key()
+		require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, paymentBody).Code)
+		return f.e, req("POST", resolveAt(k), f.approver, "", resolveBody)
+	}
+	scenarios["POST /v1/ops/{key}/resolve 413"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("POST", resolveAt(f.key()), f.approver, "", `{"reason": "`+strings.Repeat("r", 70<<10)+`"}`)
+	}
+	scenarios["POST /v1/ops/{key}/resolve 415"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		r := req("POST", resolveAt(f.key()), f.approver, "", resolveBody)
+		r.Header.Set("Content-Type", "text/plain")
+		return f.e, r
+	}
+	scenarios["POST /v1/ops/{key}/resolve 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.broken, req("POST", resolveAt(f.key()), f.approver, "", resolveBody)
 	}
 	return scenarios
 }
@@ -146,6 +194,7 @@ func TestOpenAPIDocumentMatchesHandlers(t *testing.T) {
 
 	f := &openAPIFixture{e: newEnv(t)}
 	_, f.token = f.e.newTenant(t, "doc")
+	f.approver = f.e.newToken(t, "doc", tenant.RoleApprover)
 	f.broken = newEnv(t)
 	f.broken.pool.Close()
 

@@ -14,7 +14,7 @@ import (
 )
 
 // postOp is POST /v1/ops: record a tool call under the Idempotency-Key header.
-func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
 	key, p := headerKey(r)
 	if p != nil {
 		writeProblem(w, p)
@@ -81,7 +81,7 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant
 
 // getOp is GET /v1/ops/{key}: the tenant's op, optionally after waiting for it to
 // settle and with its history.
-func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
 	key, p := normalizeKey(r.PathValue("key"))
 	if p != nil {
 		writeProblem(w, p)
@@ -121,19 +121,19 @@ func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant)
 }
 
 // approveOp is POST /v1/ops/{key}/approve.
-func (s *Server) approveOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+func (s *Server) approveOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
 	s.decide(w, r, t, s.ob.Approve)
 }
 
 // rejectOp is POST /v1/ops/{key}/reject.
-func (s *Server) rejectOp(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+func (s *Server) rejectOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
 	s.decide(w, r, t, s.ob.Reject)
 }
 
 // decisionFunc is Outbox.Approve or Outbox.Reject.
 type decisionFunc func(ctx context.Context, tenantID int64, key, actor, reason string) (*outbox.Op, error)
 
-func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, decideFunc decisionFunc) {
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Principal, decideFunc decisionFunc) {
 	key, p := normalizeKey(r.PathValue("key"))
 	if p != nil {
 		writeProblem(w, p)
@@ -156,7 +156,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Tenant
 			return
 		}
 	}
-	op, err := decideFunc(r.Context(), t.ID, key, t.Name+" (api)", req.Reason)
+	op, err := decideFunc(r.Context(), t.ID, key, t.Actor(), req.Reason)
 	if errors.Is(err, outbox.ErrWrongState) {
 		p := newProblem(http.StatusConflict, "wrong-state", "Only an op that awaits approval can be approved or rejected.")
 		if cur, gerr := s.ob.Get(r.Context(), t.ID, key); gerr == nil {

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/internal/testlog"
+	"github.com/oncebox/oncebox/tenant"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -253,6 +255,8 @@ func TestTenantsAreIsolated(t *testing.T) {
 	e := newEnv(t)
 	_, tokenA := e.newTenant(t, "a")
 	_, tokenB := e.newTenant(t, "b")
+	approverA := e.newToken(t, "a", tenant.RoleApprover)
+	adminA := e.newToken(t, "a", tenant.RoleAdmin)
 
 	recB := e.post(tokenB, "shared", largeRefundBody)
 	require.Equal(t, http.StatusAccepted, recB.Code)
@@ -265,8 +269,11 @@ func TestTenantsAreIsolated(t *testing.T) {
 	for _, r := range []*http.Request{
 		req("GET", "/v1/ops/shared", tokenA, "", ""),
 		req("GET", "/v1/ops/shared?history=true&wait=1", tokenA, "", ""),
-		req("POST", "/v1/ops/shared/approve", tokenA, "", `{"reason": "mine now"}`),
-		req("POST", "/v1/ops/shared/reject", tokenA, "", ""),
+		req("GET", "/v1/ops/shared", approverA, "", ""),
+		req("POST", "/v1/ops/shared/approve", approverA, "", `{"reason": "mine now"}`),
+		req("POST", "/v1/ops/shared/reject", approverA, "", ""),
+		req("POST", "/v1/ops/shared/approve", adminA, "", ""),
+		req("POST", "/v1/ops/shared/resolve", adminA, "", `{"outcome": "failed", "reason": "x"}`),
 	} {
 		rec := e.do(r)
 		requireProblem(t, rec, http.StatusNotFound, "not-found")
@@ -324,12 +331,15 @@ func TestReplayedTerminalAnswerIsByteForByte(t *testing.T) {
 func TestApproveAndReject(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	tn, token := e.newTenant(t, "acme")
+	_, agent := e.newTenant(t, "acme")
+	token := e.newToken(t, "acme", tenant.RoleApprover)
+	approver, err := e.tenants.Authenticate(context.Background(), token)
+	require.NoError(t, err)
 	jobs := func(opID string) int {
 		return count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", opID)
 	}
 
-	approveMe := decodeOp(t, e.post(token, "refund-1", largeRefundBody))
+	approveMe := decodeOp(t, e.post(agent, "refund-1", largeRefundBody))
 	require.Equal(t, "awaiting_approval", approveMe.Status)
 	require.Zero(t, jobs(approveMe.ID))
 
@@ -348,10 +358,10 @@ func TestApproveAndReject(t *testing.T) {
 	require.Equal(t, "approved", ev.Kind)
 	require.Equal(t, "awaiting_approval", ev.FromStatus)
 	require.Equal(t, "pending", ev.ToStatus)
-	require.Equal(t, tn.Name+" (api)", ev.Actor)
+	require.Equal(t, fmt.Sprintf("acme token %d (approver)", approver.TokenID), ev.Actor, "the history names the token and its role")
 	require.JSONEq(t, `{"reason": "customer is right"}`, string(ev.Detail))
 
-	rejectMe := decodeOp(t, e.post(token, "refund-2", strings.Replace(largeRefundBody, "20000", "30000", 1)))
+	rejectMe := decodeOp(t, e.post(agent, "refund-2", strings.Replace(largeRefundBody, "20000", "30000", 1)))
 	rec = e.do(req("POST", "/v1/ops/refund-2/reject", token, "", "")) // no body: no reason
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	rejected := decodeOp(t, rec)
@@ -359,7 +369,7 @@ func TestApproveAndReject(t *testing.T) {
 	require.Contains(t, string(rejected.Error), `"rejected"`)
 	require.Zero(t, jobs(rejectMe.ID))
 
-	pendingOp := decodeOp(t, e.post(token, "small", smallRefundBody))
+	pendingOp := decodeOp(t, e.post(agent, "small", smallRefundBody))
 	require.Equal(t, "pending", pendingOp.Status)
 	for _, tt := range []struct{ path, status string }{
 		{"/v1/ops/refund-1/approve", "pending"},
@@ -374,7 +384,7 @@ func TestApproveAndReject(t *testing.T) {
 	require.Equal(t, 1, jobs(approveMe.ID), "a second approval inserts no second job")
 
 	// The optional body is still checked when present.
-	decodeOp(t, e.post(token, "refund-3", strings.Replace(largeRefundBody, "20000", "40000", 1)))
+	decodeOp(t, e.post(agent, "refund-3", strings.Replace(largeRefundBody, "20000", "40000", 1)))
 	p := requireProblem(t, e.do(req("POST", "/v1/ops/refund-3/approve", token, "", `{"reason": 5}`)), http.StatusBadRequest, "invalid-json")
 	require.Equal(t, "reason", p.Field)
 	r := req("POST", "/v1/ops/refund-3/approve", token, "", `{"reason": "x"}`)

@@ -29,6 +29,10 @@ func problemTitle(slug string) string {
 		return "Invalid tool call"
 	case "key-conflict":
 		return "Idempotency key reused with a different payload"
+	case "invalid-request":
+		return "A request member is missing or invalid"
+	case "forbidden":
+		return "The API token's role does not allow this"
 	case "not-found":
 		return "Op not found"
 	case "wrong-state":

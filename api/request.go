@@ -28,6 +28,18 @@ type decisionRequest struct {
 	Reason string `json:"reason"`
 }
 
+// resolveRequest is the body of POST /v1/ops/{key}/resolve: how a person settles an op
+// in needs_review or unknown.
+type resolveRequest struct {
+	// Outcome is succeeded (the vendor holds VendorRef), failed (it did not happen and
+	// must not be sent again) or resend (the vendor holds nothing; send it again).
+	Outcome   string `json:"outcome"`
+	VendorRef string `json:"vendor_ref"`
+	// NewKey, with resend, moves the op to a fresh vendor key.
+	NewKey bool   `json:"new_key"`
+	Reason string `json:"reason"`
+}
+
 // headerKey returns the normalized Idempotency-Key header, or the problem to answer.
 func headerKey(r *http.Request) (string, *problem) {
 	values := r.Header.Values("Idempotency-Key")

@@ -79,10 +79,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux()}
 	s.waits, s.endWaits = context.WithCancel(context.Background())
-	s.mux.HandleFunc("POST /v1/ops", s.authed(s.postOp))
-	s.mux.HandleFunc("GET /v1/ops/{key}", s.authed(s.getOp))
-	s.mux.HandleFunc("POST /v1/ops/{key}/approve", s.authed(s.approveOp))
-	s.mux.HandleFunc("POST /v1/ops/{key}/reject", s.authed(s.rejectOp))
+	s.mux.HandleFunc("POST /v1/ops", s.authed(canEnqueue, s.postOp))
+	s.mux.HandleFunc("GET /v1/ops/{key}", s.authed(canRead, s.getOp))
+	s.mux.HandleFunc("POST /v1/ops/{key}/approve", s.authed(canDecide, s.approveOp))
+	s.mux.HandleFunc("POST /v1/ops/{key}/reject", s.authed(canDecide, s.rejectOp))
+	s.mux.HandleFunc("POST /v1/ops/{key}/resolve", s.authed(canDecide, s.resolveOp))
 	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s, nil
@@ -206,11 +207,36 @@ func recorderOf(r *http.Request) *recorder {
 	return rec
 }
 
-// authedHandlerFunc is a handler that runs for an authenticated tenant.
-type authedHandlerFunc func(w http.ResponseWriter, r *http.Request, t *tenant.Tenant)
+// authedHandlerFunc is a handler that runs for an authenticated token: t is its tenant,
+// token id and role.
+type authedHandlerFunc func(w http.ResponseWriter, r *http.Request, t *tenant.Principal)
 
-// authed authenticates the bearer token before anything else is looked at.
-func (s *Server) authed(next authedHandlerFunc) http.HandlerFunc {
+// permission says which roles may use a route, and how to explain a refusal.
+type permission struct {
+	allows func(tenant.Role) bool
+	// refusal is the detail sentence of the 403, given the token's role.
+	refusal func(tenant.Role) string
+}
+
+var (
+	canRead    = permission{allows: func(tenant.Role) bool { return true }}
+	canEnqueue = permission{
+		allows: tenant.Role.CanEnqueue,
+		refusal: func(r tenant.Role) string {
+			return fmt.Sprintf("This API token has the role %s; only agent tokens record ops.", r)
+		},
+	}
+	canDecide = permission{
+		allows: tenant.Role.CanDecide,
+		refusal: func(r tenant.Role) string {
+			return fmt.Sprintf("This API token has the role %s; approving, rejecting and resolving ops needs an approver or admin token of the tenant, held by a person.", r)
+		},
+	}
+)
+
+// authed authenticates the bearer token, then checks that its role may use the route,
+// before anything else is looked at: a refused request changes nothing.
+func (s *Server) authed(perm permission, next authedHandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		token, given := bearerToken(r)
 		if token == "" {
@@ -226,7 +252,11 @@ func (s *Server) authed(next authedHandlerFunc) http.HandlerFunc {
 			s.internal(w, r, fmt.Errorf("authenticate: %w", err))
 			return
 		}
-		recorderOf(r).tenant = t
+		recorderOf(r).tenant = &t.Tenant
+		if !perm.allows(t.Role) {
+			writeProblem(w, newProblem(http.StatusForbidden, "forbidden", perm.refusal(t.Role)))
+			return
+		}
 		next(w, r, t)
 	}
 }

@@ -222,14 +222,16 @@ func (c *Client) Get(ctx context.Context, key string, wait time.Duration) (*Op, 
 	return decodeOp(res.body)
 }
 
-// Approve approves the op awaiting approval under key; it is then dispatched. An op in
-// another state is a *Problem matching ErrConflict.
+// Approve approves the op awaiting approval under key; it is then dispatched. It needs a
+// client made with an approver or admin token (an agent token gets a *Problem with
+// status 403). An op in another state is a *Problem matching ErrConflict.
 func (c *Client) Approve(ctx context.Context, key, reason string) (*Op, error) {
 	return c.decide(ctx, key, "approve", reason)
 }
 
-// Reject rejects the op awaiting approval under key; it is never dispatched. An op in
-// another state is a *Problem matching ErrConflict.
+// Reject rejects the op awaiting approval under key; it is never dispatched. It needs a
+// client made with an approver or admin token. An op in another state is a *Problem
+// matching ErrConflict.
 func (c *Client) Reject(ctx context.Context, key, reason string) (*Op, error) {
 	return c.decide(ctx, key, "reject", reason)
 }

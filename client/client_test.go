@@ -26,7 +26,8 @@ type env struct {
 	pool    *pgxpool.Pool
 	api     http.Handler
 	tenants *tenant.Store
-	token   string
+	// token is the tenant's agent token, approver an approver token of it.
+	token, approver string
 	// requests counts the requests that reached the front server.
 	requests atomic.Int64
 	// keys are the Idempotency-Key headers seen, in order.
@@ -48,9 +49,11 @@ func newEnv(t *testing.T, front func(n int64, w http.ResponseWriter, r *http.Req
 	tenants := tenant.NewStore(pool)
 	_, token, err := tenants.Create(context.Background(), "t")
 	require.NoError(t, err)
+	approver, err := tenants.NewTokenWithRole(context.Background(), "t", tenant.RoleApprover)
+	require.NoError(t, err)
 	handler, err := api.New(api.Config{Outbox: ob, Tenants: tenants})
 	require.NoError(t, err)
-	e := &env{pool: pool, api: handler, tenants: tenants, token: token, front: front}
+	e := &env{pool: pool, api: handler, tenants: tenants, token: token, approver: approver, front: front}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := e.requests.Add(1)
 		e.mu.Lock()
@@ -217,22 +220,27 @@ func TestApproveAndReject(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	c := e.client(t, e.token)
+	person := e.client(t, e.approver)
 	ctx := context.Background()
 	big := tools.RefundArgs{PaymentIntent: "pi_1", Amount: 5000}
 
 	res, err := c.CreateRefund(ctx, "refund-a", big, nil)
 	require.NoError(t, err)
 	require.Equal(t, "awaiting_approval", res.Op.Status)
-	op, err := c.Approve(ctx, "refund-a", "checked with the customer")
+	_, err = c.Approve(ctx, "refund-a", "the agent's own token")
+	var p *client.Problem
+	require.ErrorAs(t, err, &p)
+	require.Equal(t, http.StatusForbidden, p.Status)
+	op, err := person.Approve(ctx, "refund-a", "checked with the customer")
 	require.NoError(t, err)
 	require.Equal(t, "pending", op.Status)
 
-	_, err = c.Approve(ctx, "refund-a", "again")
+	_, err = person.Approve(ctx, "refund-a", "again")
 	require.ErrorIs(t, err, client.ErrConflict)
 
 	_, err = c.CreateRefund(ctx, "refund-b", big, nil)
 	require.NoError(t, err)
-	op, err = c.Reject(ctx, "refund-b", "no")
+	op, err = person.Reject(ctx, "refund-b", "no")
 	require.NoError(t, err)
 	require.Equal(t, "rejected", op.Status)
 }
@@ -377,7 +385,7 @@ func TestRetriedApproveWhoseAnswerWasLost(t *testing.T) {
 	ctx := context.Background()
 	_, err := c.CreateRefund(ctx, "refund-lost", tools.RefundArgs{PaymentIntent: "pi_1", Amount: 5000}, nil)
 	require.NoError(t, err)
-	op, err := c.Approve(ctx, "refund-lost", "ok")
+	op, err := e.client(t, e.approver).Approve(ctx, "refund-lost", "ok")
 	require.NoError(t, err, "the retry finds the op approved by the lost first try")
 	require.Equal(t, "pending", op.Status)
 }

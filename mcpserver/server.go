@@ -130,8 +130,10 @@ func (s *Server) MCPServer(tenantID int64) *mcp.Server {
 }
 
 // HTTPHandler returns the streamable HTTP handler, to be mounted at /mcp. Every request
-// must carry "Authorization: Bearer <token>" of a tenant (401 otherwise), and a
-// session can only be used with a token of the tenant that opened it.
+// must carry "Authorization: Bearer <token>" of a tenant (401 otherwise) whose role is
+// agent (403 "insufficient scope" for approver and admin tokens: MCP tools enqueue ops,
+// which only agents do), and a session can only be used with a token of the tenant that
+// opened it. No MCP tool approves or rejects anything.
 func (s *Server) HTTPHandler() http.Handler {
 	s.httpOnce.Do(func() {
 		h := mcp.NewStreamableHTTPHandler(s.serverForRequest, &mcp.StreamableHTTPOptions{
@@ -140,6 +142,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		})
 		s.httpHandler = auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
 			AllowMissingExpiration: true,
+			Scopes:                 []string{agentScope},
 		})(h)
 	})
 	return s.httpHandler
@@ -157,6 +160,10 @@ func (s *Server) RunStdio(ctx context.Context, tenantID int64) error {
 // tokenTenantKey is the TokenInfo.Extra key holding the tenant id.
 const tokenTenantKey = "oncebox_tenant"
 
+// agentScope is the scope verifyToken grants to agent tokens only, and HTTPHandler
+// requires.
+const agentScope = "oncebox:agent"
+
 // verifyToken is the auth.TokenVerifier of HTTPHandler. Its UserID is the tenant, so
 // the SDK refuses a session's requests made with another tenant's token.
 func (s *Server) verifyToken(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -168,10 +175,14 @@ func (s *Server) verifyToken(ctx context.Context, token string, _ *http.Request)
 		s.logger.LogAttrs(ctx, slog.LevelError, "mcp authentication failed", slog.Any("error", err))
 		return nil, errors.New("authentication is unavailable; retry later")
 	}
-	return &auth.TokenInfo{
+	info := &auth.TokenInfo{
 		UserID: "tenant:" + strconv.FormatInt(t.ID, 10),
 		Extra:  map[string]any{tokenTenantKey: t.ID},
-	}, nil
+	}
+	if t.Role == tenant.RoleAgent {
+		info.Scopes = []string{agentScope}
+	}
+	return info, nil
 }
 
 // serverForRequest returns the MCP server of the request's tenant, or nil (a 400) when

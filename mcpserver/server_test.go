@@ -294,6 +294,11 @@ func TestToolsHaveSchemasWithoutKey(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{"stripe_payment_intent", "stripe_refund", "sendgrid_mail", "webhook_post"}, names)
+	for _, n := range names {
+		for _, word := range []string{"approv", "reject", "resolve", "decide", "review"} {
+			require.NotContains(t, n, word, "MCP never offers a way to decide an op")
+		}
+	}
 }
 
 func TestResultTextPerStatus(t *testing.T) {
@@ -357,6 +362,36 @@ func TestHTTPNeedsToken(t *testing.T) {
 		_ = resp.Body.Close()
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, auth)
 	}
+	require.Equal(t, 0, e.countOps(t))
+}
+
+// TestHTTPRefusesApproverAndAdminTokens: MCP tools enqueue ops, which only agent tokens
+// do; a person's token gets 403 and records nothing.
+func TestHTTPRefusesApproverAndAdminTokens(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tenants := tenant.NewStore(e.pool)
+	ts := httptest.NewServer(e.srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	post := func(token string) int {
+		req, err := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, role := range []tenant.Role{tenant.RoleApprover, tenant.RoleAdmin} {
+		token, err := tenants.NewTokenWithRole(context.Background(), "t", role)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusForbidden, post(token), role)
+	}
+	require.Equal(t, http.StatusOK, post(e.token), "the agent token opens a session")
 	require.Equal(t, 0, e.countOps(t))
 }
 

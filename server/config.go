@@ -137,7 +137,8 @@ type Config struct {
 	// HTTPIdleTimeout is how long a kept-alive connection may wait for its next
 	// request. Defaults to 2 minutes.
 	HTTPIdleTimeout time.Duration
-	// AdminToken guards River UI and, when set, /metrics. River UI is off without it.
+	// AdminToken opens River UI and, when set, guards /metrics (which is open without
+	// it). API tokens with the admin role open both as well.
 	AdminToken string
 	// AuthCacheTTL is how long a successful token check is remembered. Defaults to 0:
 	// every request asks Postgres, so a revoked token stops working at once.

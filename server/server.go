@@ -250,25 +250,19 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 		mux.Handle("/mcp/", noTools)
 	}
 	mux.Handle("GET /metrics", s.admin(s.metrics.Handler(), false))
-	if cfg.AdminToken != "" {
-		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
-			Endpoints: riverui.NewEndpoints(s.outbox.River(), nil),
-			Logger:    s.logger,
-			Prefix:    "/riverui",
-		})
-		if err != nil {
-			return fmt.Errorf("river ui: %w", err)
-		}
-		s.riverUI = ui
-		// Browsers replay basic auth on cross-site requests, and River UI's API takes
-		// bodies a cross-site form can send: refuse every cross-origin request that is
-		// not a safe method (Sec-Fetch-Site, else Origin against Host).
-		mux.Handle("/riverui/", http.NewCrossOriginProtection().Handler(s.admin(ui, true)))
-	} else {
-		mux.Handle("/riverui/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "River UI is off: set ONCEBOX_ADMIN_TOKEN to turn it on", http.StatusNotFound)
-		}))
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(s.outbox.River(), nil),
+		Logger:    s.logger,
+		Prefix:    "/riverui",
+	})
+	if err != nil {
+		return fmt.Errorf("river ui: %w", err)
 	}
+	s.riverUI = ui
+	// Browsers replay basic auth on cross-site requests, and River UI's API takes
+	// bodies a cross-site form can send: refuse every cross-origin request that is
+	// not a safe method (Sec-Fetch-Site, else Origin against Host).
+	mux.Handle("/riverui/", http.NewCrossOriginProtection().Handler(s.admin(ui, true)))
 	s.handler = mux
 	return nil
 }
@@ -294,9 +288,11 @@ func (s *Server) endOnShutdown(h http.Handler) http.Handler {
 	})
 }
 
-// admin guards operator endpoints with the admin token: always for River UI, and for
-// /metrics only when a token is set. The token may come as a bearer token or, for a
-// browser, as the password of basic auth.
+// admin guards operator endpoints: River UI always, /metrics only when --admin-token is
+// set. They open to the configured admin token and to any API token whose role is admin
+// (operator endpoints span every tenant: give admin tokens to the installation's
+// operators only). The token may come as a bearer token or, for a browser, as the
+// password of basic auth.
 func (s *Server) admin(next http.Handler, required bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want := s.cfg.AdminToken
@@ -308,12 +304,26 @@ func (s *Server) admin(next http.Handler, required bool) http.Handler {
 		if _, pw, ok := r.BasicAuth(); ok {
 			got = pw
 		}
-		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Basic realm="oncebox admin"`)
-			http.Error(w, "admin token required", http.StatusUnauthorized)
+		if want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1 {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		p, err := s.tenants.Authenticate(r.Context(), got)
+		if err != nil && !errors.Is(err, tenant.ErrUnauthorized) {
+			s.logger.LogAttrs(r.Context(), slog.LevelError, "admin authentication failed", slog.Any("error", err))
+			http.Error(w, "authentication is unavailable; retry later", http.StatusServiceUnavailable)
+			return
+		}
+		if err == nil && p.Role == tenant.RoleAdmin {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="oncebox admin"`)
+		if err == nil {
+			http.Error(w, fmt.Sprintf("this API token has the role %s; an admin token is required", p.Role), http.StatusForbidden)
+			return
+		}
+		http.Error(w, "admin token required", http.StatusUnauthorized)
 	})
 }
 

@@ -237,6 +237,56 @@ func TestRiverUIAndMetricsNeedTheAdminToken(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, get("/metrics", ""))
 	require.Equal(t, http.StatusOK, get("/metrics", "admin-secret"))
 	require.Equal(t, http.StatusOK, get("/healthz", ""))
+
+	// API tokens with the admin role open both; agent and approver tokens do not.
+	_, agent, err := srv.Tenants().Create(ctx, "ops")
+	require.NoError(t, err)
+	approver, err := srv.Tenants().NewTokenWithRole(ctx, "ops", tenant.RoleApprover)
+	require.NoError(t, err)
+	admin, err := srv.Tenants().NewTokenWithRole(ctx, "ops", tenant.RoleAdmin)
+	require.NoError(t, err)
+	for _, path := range []string{"/riverui/api/queues", "/metrics"} {
+		require.Equal(t, http.StatusOK, get(path, admin), path)
+		require.Equal(t, http.StatusForbidden, get(path, agent), path)
+		require.Equal(t, http.StatusForbidden, get(path, approver), path)
+	}
+}
+
+// TestRiverUIOpensToAdminTokensWithoutTheAdminSetting: without --admin-token River UI
+// is served to admin-role API tokens only, and /metrics stays open.
+func TestRiverUIOpensToAdminTokensWithoutTheAdminSetting(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, _ := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Roles = server.Roles{API: true}
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, agent, err := srv.Tenants().Create(ctx, "ops")
+	require.NoError(t, err)
+	admin, err := srv.Tenants().NewTokenWithRole(ctx, "ops", tenant.RoleAdmin)
+	require.NoError(t, err)
+	get := func(path, token string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr.String()+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, get("/riverui/api/queues", ""))
+	require.Equal(t, http.StatusForbidden, get("/riverui/api/queues", agent))
+	require.Equal(t, http.StatusOK, get("/riverui/api/queues", admin))
+	require.Equal(t, http.StatusOK, get("/metrics", ""))
 }
 
 func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {

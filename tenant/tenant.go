@@ -29,6 +29,41 @@ var (
 // TokenPrefix starts every oncebox API token, so a leaked one is easy to recognise.
 const TokenPrefix = "obx_"
 
+// Role is what a token may do. Every token has exactly one.
+type Role string
+
+// The roles of API tokens.
+const (
+	// RoleAgent enqueues ops, reads its tenant's ops and uses MCP. It cannot decide an
+	// approval or a review: the party an approval gates never holds the key to it.
+	RoleAgent Role = "agent"
+	// RoleApprover reads, lists and decides its tenant's approvals and reviews. It cannot
+	// enqueue.
+	RoleApprover Role = "approver"
+	// RoleAdmin can do everything an approver can for its tenant, and opens the
+	// installation-wide operator endpoints (River UI, /metrics). It cannot enqueue.
+	RoleAdmin Role = "admin"
+)
+
+// Roles lists every role, in order of authority.
+var Roles = []Role{RoleAgent, RoleApprover, RoleAdmin}
+
+// ParseRole returns the role named s, or an error naming the valid ones.
+func ParseRole(s string) (Role, error) {
+	for _, r := range Roles {
+		if string(r) == s {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("tenant: unknown role %q: want agent, approver or admin", s)
+}
+
+// CanEnqueue reports whether a token of this role may record new ops.
+func (r Role) CanEnqueue() bool { return r == RoleAgent }
+
+// CanDecide reports whether a token of this role may approve, reject or resolve ops.
+func (r Role) CanDecide() bool { return r == RoleApprover || r == RoleAdmin }
+
 // Tenant is one customer of oncebox; every op belongs to one.
 type Tenant struct {
 	ID        int64
@@ -41,8 +76,23 @@ type Token struct {
 	ID        int64
 	TenantID  int64
 	Prefix    string
+	Role      Role
 	CreatedAt time.Time
 	RevokedAt *time.Time
+}
+
+// Principal is who presented a token: its tenant, the token's id and its role.
+type Principal struct {
+	Tenant
+	// TokenID is the id of the token (as listed by Tokens), recorded with decisions.
+	TokenID int64
+	// Role is the token's role.
+	Role Role
+}
+
+// Actor describes the principal in an op's history: tenant, token id and role.
+func (p *Principal) Actor() string {
+	return fmt.Sprintf("%s token %d (%s)", p.Name, p.TokenID, p.Role)
 }
 
 // Store reads and writes tenants and tokens.
@@ -55,8 +105,8 @@ type Store struct {
 }
 
 type cachedAuth struct {
-	tenant  Tenant
-	expires time.Time
+	principal Principal
+	expires   time.Time
 }
 
 // maxCachedTokens bounds the authentication cache; past it the cache starts over.
@@ -86,7 +136,7 @@ func newToken() (string, error) {
 	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// Create creates a tenant and its first token, returned once.
+// Create creates a tenant and its first token, an agent token, returned once.
 func (s *Store) Create(ctx context.Context, name string) (*Tenant, string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 100 {
@@ -106,7 +156,7 @@ func (s *Store) Create(ctx context.Context, name string) (*Tenant, string, error
 		if err != nil {
 			return fmt.Errorf("tenant: create: %w", err)
 		}
-		token, err = insertToken(ctx, tx, t.ID)
+		token, err = insertToken(ctx, tx, t.ID, RoleAgent)
 		return err
 	})
 	if err != nil {
@@ -133,27 +183,35 @@ func (s *Store) Ensure(ctx context.Context, name string) (*Tenant, string, error
 	return t, token, err
 }
 
-func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64) (string, error) {
+func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64, role Role) (string, error) {
+	if _, err := ParseRole(string(role)); err != nil {
+		return "", err
+	}
 	token, err := newToken()
 	if err != nil {
 		return "", err
 	}
-	if _, err := tx.Exec(ctx, "INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix) VALUES ($1, $2, $3)",
-		tenantID, HashToken(token), token[:len(TokenPrefix)+6]); err != nil {
+	if _, err := tx.Exec(ctx, sqlInsertToken, tenantID, HashToken(token), token[:len(TokenPrefix)+6], role); err != nil {
 		return "", fmt.Errorf("tenant: store token: %w", err)
 	}
 	return token, nil
 }
 
-// NewToken adds a token to the named tenant and returns it, once.
+// NewToken adds an agent token to the named tenant and returns it, once.
 func (s *Store) NewToken(ctx context.Context, tenantName string) (string, error) {
+	return s.NewTokenWithRole(ctx, tenantName, RoleAgent)
+}
+
+// NewTokenWithRole adds a token of the given role to the named tenant and returns it,
+// once.
+func (s *Store) NewTokenWithRole(ctx context.Context, tenantName string, role Role) (string, error) {
 	t, err := s.ByName(ctx, tenantName)
 	if err != nil {
 		return "", err
 	}
 	var token string
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		token, err = insertToken(ctx, tx, t.ID)
+		token, err = insertToken(ctx, tx, t.ID, role)
 		return err
 	})
 	return token, err
@@ -186,8 +244,9 @@ func (s *Store) List(ctx context.Context) ([]Tenant, error) {
 	})
 }
 
-// Authenticate returns the tenant a token belongs to, or ErrUnauthorized.
-func (s *Store) Authenticate(ctx context.Context, token string) (*Tenant, error) {
+// Authenticate returns who presented a token (its tenant, id and role), or
+// ErrUnauthorized.
+func (s *Store) Authenticate(ctx context.Context, token string) (*Principal, error) {
 	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 200 {
 		return nil, ErrUnauthorized
 	}
@@ -197,14 +256,12 @@ func (s *Store) Authenticate(ctx context.Context, token string) (*Tenant, error)
 		c, ok := s.cache[hash]
 		s.mu.Unlock()
 		if ok && time.Now().Before(c.expires) {
-			t := c.tenant
-			return &t, nil
+			p := c.principal
+			return &p, nil
 		}
 	}
-	var t Tenant
-	err := s.pool.QueryRow(ctx, `SELECT t.id, t.name, t.created_at FROM oncebox_api_token k
-		JOIN oncebox_tenant t ON t.id = k.tenant_id
-		WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, hash[:]).Scan(&t.ID, &t.Name, &t.CreatedAt)
+	var p Principal
+	err := s.pool.QueryRow(ctx, sqlAuthenticate, hash[:]).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrUnauthorized
 	}
@@ -216,10 +273,10 @@ func (s *Store) Authenticate(ctx context.Context, token string) (*Tenant, error)
 		if len(s.cache) >= maxCachedTokens {
 			s.cache = map[[sha256.Size]byte]cachedAuth{}
 		}
-		s.cache[hash] = cachedAuth{tenant: t, expires: time.Now().Add(s.cacheTTL)}
+		s.cache[hash] = cachedAuth{principal: p, expires: time.Now().Add(s.cacheTTL)}
 		s.mu.Unlock()
 	}
-	return &t, nil
+	return &p, nil
 }
 
 func (s *Store) forgetCached() {
@@ -232,15 +289,13 @@ func (s *Store) forgetCached() {
 
 // Tokens lists the tokens of the named tenant (prefixes only).
 func (s *Store) Tokens(ctx context.Context, tenantName string) ([]Token, error) {
-	rows, err := s.pool.Query(ctx, `SELECT k.id, k.tenant_id, k.prefix, k.created_at, k.revoked_at
-		FROM oncebox_api_token k JOIN oncebox_tenant t ON t.id = k.tenant_id
-		WHERE t.name = $1 ORDER BY k.id`, tenantName)
+	rows, err := s.pool.Query(ctx, sqlTokens, tenantName)
 	if err != nil {
 		return nil, fmt.Errorf("tenant: list tokens: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Token, error) {
 		var k Token
-		err := r.Scan(&k.ID, &k.TenantID, &k.Prefix, &k.CreatedAt, &k.RevokedAt)
+		err := r.Scan(&k.ID, &k.TenantID, &k.Prefix, &k.Role, &k.CreatedAt, &k.RevokedAt)
 		return k, err
 	})
 }

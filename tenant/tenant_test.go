@@ -85,3 +85,52 @@ func TestCachingStoreRevocation(t *testing.T) {
 	_, err = cached.Authenticate(ctx, second)
 	require.ErrorIs(t, err, tenant.ErrUnauthorized)
 }
+
+func TestTokenRoles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	s := tenant.NewStore(pool)
+
+	tn, agent, err := s.Create(ctx, "acme")
+	require.NoError(t, err)
+	p, err := s.Authenticate(ctx, agent)
+	require.NoError(t, err)
+	require.Equal(t, tenant.RoleAgent, p.Role, "tenant create makes an agent token")
+	require.Equal(t, tn.ID, p.ID)
+
+	approver, err := s.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
+	require.NoError(t, err)
+	admin, err := s.NewTokenWithRole(ctx, "acme", tenant.RoleAdmin)
+	require.NoError(t, err)
+	_, err = s.NewTokenWithRole(ctx, "acme", tenant.Role("root"))
+	require.ErrorContains(t, err, "unknown role")
+
+	pa, err := s.Authenticate(ctx, approver)
+	require.NoError(t, err)
+	require.Equal(t, tenant.RoleApprover, pa.Role)
+	require.True(t, pa.Role.CanDecide())
+	require.False(t, pa.Role.CanEnqueue())
+	pd, err := s.Authenticate(ctx, admin)
+	require.NoError(t, err)
+	require.Equal(t, tenant.RoleAdmin, pd.Role)
+	require.NotEqual(t, pa.TokenID, pd.TokenID)
+	require.Contains(t, pa.Actor(), "approver")
+	require.False(t, p.Role.CanDecide())
+	require.True(t, p.Role.CanEnqueue())
+
+	toks, err := s.Tokens(ctx, "acme")
+	require.NoError(t, err)
+	require.Len(t, toks, 3)
+	require.Equal(t, []tenant.Role{tenant.RoleAgent, tenant.RoleApprover, tenant.RoleAdmin},
+		[]tenant.Role{toks[0].Role, toks[1].Role, toks[2].Role})
+	require.Equal(t, pa.TokenID, toks[1].ID)
+
+	for _, name := range []string{"agent", "approver", "admin"} {
+		r, err := tenant.ParseRole(name)
+		require.NoError(t, err)
+		require.Equal(t, name, string(r))
+	}
+	_, err = tenant.ParseRole("Admin")
+	require.Error(t, err)
+}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/server"
-	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -107,68 +105,6 @@ func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
 	}
 	return pool, nil
-}
-
-func runTenant(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (env DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	rest := fs.Args()
-	pool, err := openPool(ctx, *dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	store := tenant.NewStore(pool)
-	switch {
-	case len(rest) == 2 && rest[0] == "create":
-		_, token, err := store.Create(ctx, rest[1])
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "tenant %q created; its API token follows (shown once, only its hash is stored)\n", rest[1])
-		fmt.Println(token)
-		return nil
-	case len(rest) == 3 && rest[0] == "token" && rest[1] == "new":
-		token, err := store.NewToken(ctx, rest[2])
-		if err != nil {
-			return err
-		}
-		fmt.Println(token)
-		return nil
-	case len(rest) == 3 && rest[0] == "token" && rest[1] == "revoke":
-		if err := store.RevokeToken(ctx, rest[2]); err != nil {
-			return err
-		}
-		fmt.Fprintln(os.Stderr, "revoked")
-		return nil
-	case len(rest) == 1 && rest[0] == "list":
-		ts, err := store.List(ctx)
-		if err != nil {
-			return err
-		}
-		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAME\tCREATED\tTOKENS")
-		for _, t := range ts {
-			toks, err := store.Tokens(ctx, t.Name)
-			if err != nil {
-				return err
-			}
-			var names []string
-			for _, k := range toks {
-				n := k.Prefix + "…"
-				if k.RevokedAt != nil {
-					n += " (revoked)"
-				}
-				names = append(names, n)
-			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), strings.Join(names, ", "))
-		}
-		return w.Flush()
-	}
-	return &exitError{code: 2, err: errors.New("usage: oncebox tenant create NAME | token new NAME | token revoke TOKEN | list")}
 }
 
 // offline builds a server (not run) for commands that need the outbox and vendors.

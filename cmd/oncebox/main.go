@@ -96,10 +96,12 @@ Usage: oncebox <command> [flags]
                                SendGrid, a demo tenant
   serve                        run the API, the workers and the periodic jobs (see --roles)
   migrate                      apply oncebox's and River's migrations (safe to run twice, or at once)
-  tenant create NAME           create a tenant and print its API token (shown once)
-  tenant token new NAME        add a token to a tenant
+  tenant create NAME           create a tenant and print its agent API token (shown once)
+  tenant token create [--role agent|approver|admin] NAME
+                               add a token to a tenant and print it (shown once; --format json)
+  tenant token list [NAME]     list tokens: id, prefix, role, revoked (--format json)
   tenant token revoke TOKEN    revoke a token (the token or its listed prefix)
-  tenant list                  list tenants and token prefixes
+  tenant list                  list tenants and their tokens' prefixes and roles
   lookup --tenant T KEY        everything about an op: status, fingerprint, attempts, decisions
   approve|reject --tenant T KEY [--reason R]
   review list [--tenant T]     ops waiting for a person

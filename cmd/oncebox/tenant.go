@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oncebox/oncebox/tenant"
+)
+
+const tenantUsage = "usage: oncebox tenant create NAME | token create [--role agent|approver|admin] NAME | " +
+	"token list [NAME] | token revoke TOKEN | list  (--format text|json)"
+
+// runTenant is `oncebox tenant`: tenants and their API tokens. A new token is printed once,
+// as the last word of the last line of standard output, or as the token member of a JSON
+// object with --format json.
+func runTenant(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
+	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (env DATABASE_URL)")
+	roleName := fs.String("role", string(tenant.RoleAgent), "role of a new token: agent, approver or admin")
+	format := fs.String("format", "text", "text or json")
+	if err := parseInterspersed(fs, args); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if *format != "text" && *format != "json" {
+		return &exitError{code: 2, err: fmt.Errorf("--format %q: want text or json", *format)}
+	}
+	role, err := tenant.ParseRole(*roleName)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	rest := fs.Args()
+	run, ok := tenantCommand(rest)
+	if !ok {
+		return &exitError{code: 2, err: errors.New(tenantUsage)}
+	}
+	pool, err := openPool(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return run(ctx, tenantCtx{store: tenant.NewStore(pool), out: os.Stdout, json: *format == "json", role: role})
+}
+
+// tenantCtx is what a tenant subcommand works with.
+type tenantCtx struct {
+	store *tenant.Store
+	out   io.Writer
+	json  bool
+	role  tenant.Role
+}
+
+// tenantCommand returns the subcommand named by the positional arguments.
+func tenantCommand(rest []string) (func(context.Context, tenantCtx) error, bool) {
+	switch {
+	case len(rest) == 2 && rest[0] == "create":
+		return func(ctx context.Context, c tenantCtx) error {
+			if c.role != tenant.RoleAgent {
+				return &exitError{code: 2, err: errors.New("tenant create makes an agent token; add others with: oncebox tenant token create --role ROLE NAME")}
+			}
+			_, token, err := c.store.Create(ctx, rest[1])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "tenant %q created; its agent API token follows (shown once, only its hash is stored)\n", rest[1])
+			return c.printToken(rest[1], tenant.RoleAgent, token)
+		}, true
+	case len(rest) == 3 && rest[0] == "token" && (rest[1] == "create" || rest[1] == "new"):
+		return func(ctx context.Context, c tenantCtx) error {
+			token, err := c.store.NewTokenWithRole(ctx, rest[2], c.role)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "%s token for tenant %q follows (shown once, only its hash is stored)\n", c.role, rest[2])
+			return c.printToken(rest[2], c.role, token)
+		}, true
+	case len(rest) == 3 && rest[0] == "token" && rest[1] == "revoke":
+		return func(ctx context.Context, c tenantCtx) error {
+			if err := c.store.RevokeToken(ctx, rest[2]); err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stderr, "revoked")
+			return nil
+		}, true
+	case len(rest) >= 2 && len(rest) <= 3 && rest[0] == "token" && rest[1] == "list":
+		return func(ctx context.Context, c tenantCtx) error {
+			return c.listTokens(ctx, rest[2:])
+		}, true
+	case len(rest) == 1 && rest[0] == "list":
+		return func(ctx context.Context, c tenantCtx) error { return c.listTenants(ctx) }, true
+	}
+	return nil, false
+}
+
+// printToken prints a new token: alone on the last line, or as JSON.
+func (c tenantCtx) printToken(tenantName string, role tenant.Role, token string) error {
+	if c.json {
+		return json.NewEncoder(c.out).Encode(map[string]string{"tenant": tenantName, "role": string(role), "token": token})
+	}
+	_, err := fmt.Fprintln(c.out, token)
+	return err
+}
+
+// tokenRow is one listed token.
+type tokenRow struct {
+	Tenant    string     `json:"tenant"`
+	ID        int64      `json:"id"`
+	Prefix    string     `json:"prefix"`
+	Role      string     `json:"role"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// listTokens lists the tokens of the named tenant, or of every tenant.
+func (c tenantCtx) listTokens(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		ts, err := c.store.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			names = append(names, t.Name)
+		}
+	} else if _, err := c.store.ByName(ctx, names[0]); err != nil {
+		return err
+	}
+	rows := []tokenRow{}
+	for _, name := range names {
+		toks, err := c.store.Tokens(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, k := range toks {
+			rows = append(rows, tokenRow{Tenant: name, ID: k.ID, Prefix: k.Prefix, Role: string(k.Role), CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt})
+		}
+	}
+	if c.json {
+		return json.NewEncoder(c.out).Encode(rows)
+	}
+	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TENANT\tID\tPREFIX\tROLE\tCREATED\tREVOKED")
+	for _, r := range rows {
+		revoked := "-"
+		if r.RevokedAt != nil {
+			revoked = r.RevokedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s…\t%s\t%s\t%s\n", r.Tenant, r.ID, r.Prefix, r.Role, r.CreatedAt.Format(time.RFC3339), revoked)
+	}
+	return w.Flush()
+}
+
+// listTenants lists tenants with their tokens' prefixes and roles.
+func (c tenantCtx) listTenants(ctx context.Context) error {
+	ts, err := c.store.List(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tCREATED\tTOKENS")
+	for _, t := range ts {
+		toks, err := c.store.Tokens(ctx, t.Name)
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, k := range toks {
+			n := k.Prefix + "… " + string(k.Role)
+			if k.RevokedAt != nil {
+				n += " (revoked)"
+			}
+			names = append(names, n)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), strings.Join(names, ", "))
+	}
+	return w.Flush()
+}

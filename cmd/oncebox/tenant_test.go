@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/tenant"
+)
+
+// TestTenantTokenRoles runs `oncebox tenant` as a child process: create prints an agent
+// token as the last word of its last line, token create prints a token of the asked role
+// the same way (or as the token member of JSON), and token list shows the roles.
+func TestTenantTokenRoles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	dbEnv := "DATABASE_URL=" + dbtest.ConnString(t, pool)
+	store := tenant.NewStore(pool)
+	run := func(args string) (string, int) {
+		cmd, out := startChild(t, args, dbEnv)
+		text, err := io.ReadAll(out)
+		require.NoError(t, err)
+		_ = cmd.Wait()
+		return string(text), cmd.ProcessState.ExitCode()
+	}
+	lastWord := func(text string) string {
+		lines := strings.Split(strings.TrimSpace(text), "\n")
+		words := strings.Fields(lines[len(lines)-1])
+		require.NotEmpty(t, words, text)
+		return words[len(words)-1]
+	}
+	roleOf := func(token string) tenant.Role {
+		p, err := store.Authenticate(ctx, token)
+		require.NoError(t, err)
+		return p.Role
+	}
+
+	out, code := run("tenant create acme")
+	require.Zero(t, code, out)
+	require.Equal(t, tenant.RoleAgent, roleOf(lastWord(out)))
+
+	out, code = run("tenant token create --role approver acme")
+	require.Zero(t, code, out)
+	require.Equal(t, tenant.RoleApprover, roleOf(lastWord(out)))
+
+	out, code = run("tenant token create acme --role admin --format json")
+	require.Zero(t, code, out)
+	var created struct{ Token, Role, Tenant string }
+	require.NoError(t, json.Unmarshal([]byte(out), &created), out)
+	require.Equal(t, "admin", created.Role)
+	require.Equal(t, tenant.RoleAdmin, roleOf(created.Token))
+
+	out, code = run("tenant token create --role agent acme")
+	require.Zero(t, code, out)
+	require.Equal(t, tenant.RoleAgent, roleOf(lastWord(out)))
+
+	_, code = run("tenant token create --role root acme")
+	require.Equal(t, 2, code, "an unknown role is a usage error")
+	_, code = run("tenant token create --role approver nobody")
+	require.Equal(t, 1, code)
+
+	out, code = run("tenant token list acme")
+	require.Zero(t, code, out)
+	for _, role := range []string{"agent", "approver", "admin"} {
+		require.Contains(t, out, role)
+	}
+	require.Contains(t, out, "ROLE")
+
+	out, code = run("tenant token list --format json")
+	require.Zero(t, code, out)
+	var rows []tokenRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+	var roles []string
+	for _, r := range rows {
+		require.Equal(t, "acme", r.Tenant)
+		roles = append(roles, r.Role)
+	}
+	require.Equal(t, []string{"agent", "approver", "admin", "agent"}, roles)
+}
