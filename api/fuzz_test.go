@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/tenant"
+
 	"github.com/oncebox/oncebox/api"
 )
 
@@ -93,6 +95,7 @@ func FuzzPostOps(f *testing.F) {
 func FuzzDecide(f *testing.F) {
 	e := newEnv(f)
 	_, token := e.newTenant(f, "fuzz")
+	approver := e.newToken(f, "fuzz", tenant.RoleApprover)
 	seeds := []struct {
 		body, contentType, pathKey string
 		reject                     bool
@@ -129,7 +132,7 @@ func FuzzDecide(f *testing.F) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/ops/x/"+action, bytes.NewReader(body))
 		r.URL.Path, r.URL.RawPath = "/v1/ops/"+key+"/"+action, "" // the key as sent, however malformed
 		r.Header.Set("Content-Type", contentType)
-		r.Header.Set("Authorization", "Bearer "+token)
+		r.Header.Set("Authorization", "Bearer "+approver)
 		rec := e.do(r)
 
 		require.Less(t, rec.Code, 500, rec.Body.String())

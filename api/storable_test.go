@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/tenant"
 )
 
 // TestUnstorableInputIs400 sends, to every endpoint that stores what it is given,
@@ -15,7 +17,8 @@ import (
 // the limit. Each must be a 400 problem, never a 500.
 func TestUnstorableInputIs400(t *testing.T) {
 	e := newEnv(t)
-	_, token := e.newTenant(t, "acme")
+	tn, token := e.newTenant(t, "acme")
+	approver := e.newToken(t, "acme", tenant.RoleApprover)
 
 	webhook := func(body string) string {
 		return `{"tool": "webhook.post", "args": {"target": "crm", "path": "/hook", "body": ` + body + `}}`
@@ -50,11 +53,25 @@ func TestUnstorableInputIs400(t *testing.T) {
 		for _, action := range []string{"approve", "reject"} {
 			key := fmt.Sprintf("refund-%s-%d", action, j)
 			require.Equal(t, http.StatusAccepted, e.post(token, key, largeRefundBody).Code)
-			rec := e.do(req("POST", "/v1/ops/"+key+"/"+action, token, "", `{"reason": `+reason+`}`))
+			rec := e.do(req("POST", "/v1/ops/"+key+"/"+action, approver, "", `{"reason": `+reason+`}`))
 			p := requireProblem(t, rec, http.StatusBadRequest, "invalid-args")
 			require.Equal(t, "reason", p.Field)
 			got := decodeOp(t, e.do(req("GET", "/v1/ops/"+key, token, "", "")))
 			require.Equal(t, "awaiting_approval", got.Status, "a refused decision changes nothing")
 		}
 	}
+
+	// Resolve stores its reason and vendor_ref.
+	require.Equal(t, http.StatusAccepted, e.post(token, "review-me", paymentBody).Code)
+	_, err := e.pool.Exec(t.Context(), "UPDATE oncebox_op SET status = 'needs_review' WHERE tenant_id = $1 AND idempotency_key = 'review-me'", tn.ID)
+	require.NoError(t, err)
+	for field, body := range map[string]string{
+		"reason":     `{"outcome": "failed", "reason": "no\u0000"}`,
+		"vendor_ref": `{"outcome": "succeeded", "vendor_ref": "pi_\u0000", "reason": "x"}`,
+	} {
+		p := requireProblem(t, e.do(req("POST", "/v1/ops/review-me/resolve", approver, "", body)), http.StatusBadRequest, "invalid-args")
+		require.Equal(t, field, p.Field)
+	}
+	got := decodeOp(t, e.do(req("GET", "/v1/ops/review-me", token, "", "")))
+	require.Equal(t, "needs_review", got.Status, "a refused resolution changes nothing")
 }
