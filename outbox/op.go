@@ -9,7 +9,7 @@ import (
 // Status is where an op stands in its life.
 type Status string
 
-// The states of an op. See DESIGN.md for the transitions.
+// The states of an op.
 const (
 	StatusAwaitingApproval Status = "awaiting_approval"
 	StatusRejected         Status = "rejected"

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncebox/oncebox/migrations"
+	"github.com/oncebox/oncebox/internal/scratch"
 )
 
 // Schema is a fresh schema, migrated with River's and oncebox's migrations, and a pool
@@ -14,13 +14,13 @@ import (
 type Schema struct {
 	// Pool is bound to the schema.
 	Pool    *pgxpool.Pool
-	scratch *migrations.Scratch
+	scratch *scratch.Schema
 }
 
 // NewSchema creates a schema named bench_<random> in the database at url, migrates it
 // and opens a pool of at most maxConns connections bound to it. Close drops it.
 func NewSchema(ctx context.Context, url string, maxConns int32) (*Schema, error) {
-	sc, err := migrations.NewScratch(ctx, url, "bench_", func(cfg *pgxpool.Config) { cfg.MaxConns = maxConns })
+	sc, err := scratch.New(ctx, url, "bench_", func(cfg *pgxpool.Config) { cfg.MaxConns = maxConns })
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

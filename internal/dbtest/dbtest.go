@@ -19,7 +19,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/localpg"
 	"github.com/oncebox/oncebox/internal/pgcontainer"
-	"github.com/oncebox/oncebox/migrations"
+	"github.com/oncebox/oncebox/internal/scratch"
 )
 
 var (
@@ -78,7 +78,7 @@ func Schema(tb testing.TB) *pgxpool.Pool {
 // SchemaWithConfig is Schema with a hook to adjust the pool configuration.
 func SchemaWithConfig(tb testing.TB, adjust func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
-	sc, err := migrations.NewScratch(context.Background(), URL(tb), "t_", func(cfg *pgxpool.Config) {
+	sc, err := scratch.New(context.Background(), URL(tb), "t_", func(cfg *pgxpool.Config) {
 		cfg.MaxConns = 20
 		if adjust != nil {
 			adjust(cfg)
@@ -115,7 +115,7 @@ func ForExample() (*pgxpool.Pool, func()) {
 	if err != nil {
 		panic(err)
 	}
-	sc, err := migrations.NewScratch(ctx, pg.URL, "x_", nil)
+	sc, err := scratch.New(ctx, pg.URL, "x_", nil)
 	if err != nil {
 		panic(err)
 	}

@@ -39,4 +39,15 @@
 //	req.Body = mail.GetRequestBody(m)
 //	resp, err := sendgrid.MakeRequest(req)
 //	// fake.SendCount() == 1, resp.Headers["X-Message-Id"][0] == fake.Messages()[0].XMessageID
+//
+// # A test kit, and why it is public
+//
+// This package is public on purpose: it is oncebox's test kit for users as much as
+// for oncebox itself. An application that embeds oncebox (or an agent that calls it)
+// can run its own tests against this fake instead of SendGrid, and assert on what the
+// fake recorded rather than on logs, exactly as oncebox's tests do. `oncebox dev`
+// serves it in-process for each vendor without credentials, and the chaos harness
+// injects its faults. It imports no test framework, so the oncebox binary can link it.
+// Its exported names follow the same compatibility rules as the rest of oncebox; what
+// it models of the vendor is listed above and in docs/vendors.md.
 package fakesendgrid

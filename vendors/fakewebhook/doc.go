@@ -41,4 +41,15 @@
 //	defer srv.Close()
 //	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
 //	// POST srv.URL+"/anything" ..., then fake.EffectCount(), fake.EffectsFor(opID)
+//
+// # A test kit, and why it is public
+//
+// This package is public on purpose: it is oncebox's test kit for users as much as
+// for oncebox itself. An application that embeds oncebox (or an agent that calls it)
+// can run its own tests against this fake instead of a real receiver, and assert on
+// what the fake recorded rather than on logs, exactly as oncebox's tests do. `oncebox dev`
+// serves it in-process for each vendor without credentials, and the chaos harness
+// injects its faults. It imports no test framework, so the oncebox binary can link it.
+// Its exported names follow the same compatibility rules as the rest of oncebox; what
+// it models of the vendor is listed above and in docs/vendors.md.
 package fakewebhook

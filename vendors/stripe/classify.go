@@ -40,7 +40,7 @@ func classify(err error, wrote bool, status int, now time.Time) *outbox.Dispatch
 	return outbox.ClassifyTransport("Stripe", err, wrote)
 }
 
-// classifyAPIError classifies an answer Stripe gave, following VENDORS.md.
+// classifyAPIError classifies an answer Stripe gave, following docs/vendors.md.
 func classifyAPIError(se *stripego.Error, now time.Time) *outbox.DispatchError {
 	var header http.Header
 	var raw []byte

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/vendortest"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
-	"github.com/oncebox/oncebox/vendors/vendortest"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 

@@ -1,4 +1,7 @@
-package migrations
+// Package scratch gives tests, examples and benchmarks a fresh Postgres schema each,
+// migrated with River's and oncebox's migrations, so they run side by side in one
+// database without seeing each other's rows. It is not part of oncebox's API.
+package scratch
 
 import (
 	"context"
@@ -8,12 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/migrations"
 )
 
-// Scratch is a fresh schema migrated with River's and oncebox's migrations, with a pool
+// Schema is a fresh schema migrated with River's and oncebox's migrations, with a pool
 // whose search_path points at it. Tests, examples and benchmarks use one each, so they
 // run side by side in one database without seeing each other's rows.
-type Scratch struct {
+type Schema struct {
 	// Pool is bound to the schema.
 	Pool *pgxpool.Pool
 	// Name is the schema's name.
@@ -21,13 +26,13 @@ type Scratch struct {
 	url  string
 }
 
-// NewScratch creates a schema named prefix + random hex in the database at url, opens a
+// New creates a schema named prefix + random hex in the database at url, opens a
 // pool bound to it (adjust, when set, may change the pool's configuration first) and
 // migrates it. Close drops it.
-func NewScratch(ctx context.Context, url, prefix string, adjust func(*pgxpool.Config)) (*Scratch, error) {
+func New(ctx context.Context, url, prefix string, adjust func(*pgxpool.Config)) (*Schema, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	s := &Scratch{Name: prefix + hex.EncodeToString(b[:]), url: url}
+	s := &Schema{Name: prefix + hex.EncodeToString(b[:]), url: url}
 
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -51,7 +56,7 @@ func NewScratch(ctx context.Context, url, prefix string, adjust func(*pgxpool.Co
 		_ = s.Close(ctx)
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
-	if _, err := Migrate(ctx, s.Pool, nil); err != nil {
+	if _, err := migrations.Migrate(ctx, s.Pool, nil); err != nil {
 		_ = s.Close(ctx)
 		return nil, fmt.Errorf("migrate schema %s: %w", s.Name, err)
 	}
@@ -59,7 +64,7 @@ func NewScratch(ctx context.Context, url, prefix string, adjust func(*pgxpool.Co
 }
 
 // Close closes the pool and drops the schema with everything in it.
-func (s *Scratch) Close(ctx context.Context) error {
+func (s *Schema) Close(ctx context.Context) error {
 	if s.Pool != nil {
 		s.Pool.Close()
 	}
