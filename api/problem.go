@@ -3,49 +3,15 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // problemBase is the prefix of every problem type URL.
-const problemBase = "https://oncebox.dev/problems/"
+const problemBase = protocol.ProblemBase
 
 // problemTitle returns the title of a stable problem slug.
-func problemTitle(slug string) string {
-	switch slug {
-	case "missing-idempotency-key":
-		return "Idempotency-Key header is missing"
-	case "invalid-idempotency-key":
-		return "Idempotency-Key is malformed"
-	case "unauthorized":
-		return "Missing or invalid API token"
-	case "invalid-json":
-		return "Request body is not valid JSON for this route"
-	case "unsupported-media-type":
-		return "Request body must be application/json"
-	case "payload-too-large":
-		return "Request body is too large"
-	case "unknown-tool":
-		return "Unknown tool"
-	case "invalid-args":
-		return "Invalid tool call"
-	case "key-conflict":
-		return "Idempotency key reused with a different payload"
-	case "invalid-request":
-		return "A request member is missing or invalid"
-	case "forbidden":
-		return "The API token's role does not allow this"
-	case "not-found":
-		return "Op not found"
-	case "wrong-state":
-		return "Op is not in the state this action needs"
-	case "invalid-wait":
-		return "Invalid wait parameter"
-	case "no-route":
-		return "No such route"
-	case "method-not-allowed":
-		return "Method not allowed on this route"
-	}
-	return "Internal server error"
-}
+func problemTitle(slug string) string { return protocol.ProblemTitle(problemBase + slug) }
 
 // problem is an RFC 9457 problem document with oncebox's extension members.
 type problem struct {

@@ -16,8 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // maxResponseBytes bounds a response body the client reads.
@@ -189,23 +188,23 @@ func (c *Client) Enqueue(ctx context.Context, key, tool string, args any, opts *
 }
 
 // CreatePaymentIntent records a stripe.payment_intent call under key.
-func (c *Client) CreatePaymentIntent(ctx context.Context, key string, args tools.PaymentIntentArgs, opts *Opts) (*Response, error) {
-	return c.Enqueue(ctx, key, tools.PaymentIntent, args, opts)
+func (c *Client) CreatePaymentIntent(ctx context.Context, key string, args protocol.PaymentIntentArgs, opts *Opts) (*Response, error) {
+	return c.Enqueue(ctx, key, protocol.ToolPaymentIntent, args, opts)
 }
 
 // CreateRefund records a stripe.refund call under key.
-func (c *Client) CreateRefund(ctx context.Context, key string, args tools.RefundArgs, opts *Opts) (*Response, error) {
-	return c.Enqueue(ctx, key, tools.Refund, args, opts)
+func (c *Client) CreateRefund(ctx context.Context, key string, args protocol.RefundArgs, opts *Opts) (*Response, error) {
+	return c.Enqueue(ctx, key, protocol.ToolRefund, args, opts)
 }
 
 // SendMail records a sendgrid.mail call under key.
-func (c *Client) SendMail(ctx context.Context, key string, args tools.MailArgs, opts *Opts) (*Response, error) {
-	return c.Enqueue(ctx, key, tools.Mail, args, opts)
+func (c *Client) SendMail(ctx context.Context, key string, args protocol.MailArgs, opts *Opts) (*Response, error) {
+	return c.Enqueue(ctx, key, protocol.ToolMail, args, opts)
 }
 
 // PostWebhook records a webhook.post call under key.
-func (c *Client) PostWebhook(ctx context.Context, key string, args tools.WebhookArgs, opts *Opts) (*Response, error) {
-	return c.Enqueue(ctx, key, tools.WebhookPost, args, opts)
+func (c *Client) PostWebhook(ctx context.Context, key string, args protocol.WebhookArgs, opts *Opts) (*Response, error) {
+	return c.Enqueue(ctx, key, protocol.ToolWebhookPost, args, opts)
 }
 
 // Get returns the op stored under key, after waiting up to wait for it to settle when
@@ -264,26 +263,26 @@ func (c *Client) decide(ctx context.Context, key, action, reason string) (*Op, e
 // decidedAs reports whether an op in status went the way action asked.
 func decidedAs(status, action string) bool {
 	if action == "reject" {
-		return status == string(outbox.StatusRejected)
+		return status == string(protocol.StatusRejected)
 	}
-	return status != string(outbox.StatusAwaitingApproval) && status != string(outbox.StatusRejected)
+	return status != string(protocol.StatusAwaitingApproval) && status != string(protocol.StatusRejected)
 }
 
 // checkKey normalizes a key the way the server does, and refuses a bad one locally
 // with the problem the server would answer.
 func checkKey(key string) (string, error) {
-	k, err := outbox.NormalizeKey(key)
+	k, err := protocol.NormalizeKey(key)
 	if err == nil {
 		return k, nil
 	}
 	p := &Problem{
-		Type:   "https://oncebox.dev/problems/invalid-idempotency-key",
-		Title:  "Idempotency-Key is malformed",
+		Type:   protocol.ProblemInvalidKey,
+		Title:  protocol.ProblemTitle(protocol.ProblemInvalidKey),
 		Status: http.StatusBadRequest,
 		Detail: err.Error(),
 		cause:  err,
 	}
-	var ke *outbox.KeyError
+	var ke *protocol.KeyError
 	if errors.As(err, &ke) {
 		p.Rule = ke.Rule
 		p.Detail = "The idempotency key " + ke.Detail + "."

@@ -3,7 +3,7 @@
 // A Client records tool calls as ops with POST /v1/ops, each under an idempotency key:
 //
 //	c, err := client.New(client.Config{BaseURL: "https://oncebox.internal", Token: "obx_..."})
-//	res, err := c.CreateRefund(ctx, "order-1234-refund", tools.RefundArgs{PaymentIntent: "pi_123", Amount: 500}, nil)
+//	res, err := c.CreateRefund(ctx, "order-1234-refund", protocol.RefundArgs{PaymentIntent: "pi_123", Amount: 500}, nil)
 //	// res.Replayed says whether the op had been recorded by an earlier call.
 //
 // Failed connections, timeouts, 429 and 5xx answers are retried with the same key

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-)
 
-// problemNoRoute is the type of the API's answer to a URL it does not serve.
-const problemNoRoute = "https://oncebox.dev/problems/no-route"
+	"github.com/oncebox/oncebox/protocol"
+)
 
 // Sentinels that errors.Is matches a *Problem against, by its HTTP status.
 var (
@@ -65,7 +64,7 @@ func (p *Problem) Is(target error) bool {
 	case ErrUnauthorized:
 		return p.Status == http.StatusUnauthorized
 	case ErrNotFound:
-		return p.Status == http.StatusNotFound && p.Type != problemNoRoute
+		return p.Status == http.StatusNotFound && p.Type != protocol.ProblemNoRoute
 	case ErrInvalid:
 		return p.Status == http.StatusBadRequest || p.Status == http.StatusRequestEntityTooLarge ||
 			p.Status == http.StatusUnsupportedMediaType

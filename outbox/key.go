@@ -3,47 +3,21 @@ package outbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strconv"
-	"strings"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
-// MaxKeyLength is the longest idempotency key accepted, in bytes.
-const MaxKeyLength = 255
+// MaxKeyLength is the longest idempotency key accepted, in bytes (protocol's).
+const MaxKeyLength = protocol.MaxKeyLength
 
-// KeyError says why an idempotency key was refused. Rule is a stable machine-readable
-// name of the broken rule.
-type KeyError struct {
-	// Rule is one of "missing", "too_long" or "not_visible_ascii".
-	Rule string
-	// Detail is a human sentence.
-	Detail string
-}
-
-// Error implements error.
-func (e *KeyError) Error() string { return "idempotency key: " + e.Detail }
-
-// Is makes errors.Is(err, ErrInvalidKey) true for every KeyError.
-func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
+// KeyError says why an idempotency key was refused: protocol.KeyError.
+type KeyError = protocol.KeyError
 
 // NormalizeKey trims surrounding white space from a caller's idempotency key and checks
 // the rest: 1 to 255 bytes of visible ASCII (0x21 to 0x7E). It returns a *KeyError naming
-// the broken rule otherwise.
-func NormalizeKey(raw string) (string, error) {
-	key := strings.TrimSpace(raw)
-	if key == "" {
-		return "", &KeyError{Rule: "missing", Detail: "is empty; send 1 to 255 visible ASCII characters"}
-	}
-	if len(key) > MaxKeyLength {
-		return "", &KeyError{Rule: "too_long", Detail: fmt.Sprintf("is %d bytes long; the limit is %d", len(key), MaxKeyLength)}
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x21 || c > 0x7e {
-			return "", &KeyError{Rule: "not_visible_ascii", Detail: fmt.Sprintf("byte %d (%q) is not visible ASCII; use characters from '!' to '~' with no inner spaces", i, rune(c))}
-		}
-	}
-	return key, nil
-}
+// the broken rule otherwise. It is protocol.NormalizeKey, which the Go client applies too.
+func NormalizeKey(raw string) (string, error) { return protocol.NormalizeKey(raw) }
 
 // VendorKey derives the key oncebox sends to a vendor for one step of an op. It is a
 // deterministic function of the tenant, the caller's idempotency key, the step (the tool

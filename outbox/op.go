@@ -4,33 +4,25 @@ import (
 	"encoding/json"
 	"log/slog"
 	"time"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
-// Status is where an op stands in its life.
-type Status string
+// Status is where an op stands in its life: protocol.Status, so that the Go client
+// reads the same names without linking the outbox.
+type Status = protocol.Status
 
-// The states of an op.
+// The states of an op (protocol's).
 const (
-	StatusAwaitingApproval Status = "awaiting_approval"
-	StatusRejected         Status = "rejected"
-	StatusPending          Status = "pending"
-	StatusDispatching      Status = "dispatching"
-	StatusSucceeded        Status = "succeeded"
-	StatusFailed           Status = "failed"
-	StatusUnknown          Status = "unknown"
-	StatusNeedsReview      Status = "needs_review"
+	StatusAwaitingApproval = protocol.StatusAwaitingApproval
+	StatusRejected         = protocol.StatusRejected
+	StatusPending          = protocol.StatusPending
+	StatusDispatching      = protocol.StatusDispatching
+	StatusSucceeded        = protocol.StatusSucceeded
+	StatusFailed           = protocol.StatusFailed
+	StatusUnknown          = protocol.StatusUnknown
+	StatusNeedsReview      = protocol.StatusNeedsReview
 )
-
-// Terminal reports whether the op's result is final and will be replayed as it is.
-func (s Status) Terminal() bool {
-	return s == StatusSucceeded || s == StatusFailed || s == StatusRejected
-}
-
-// Settled reports whether nothing will happen to the op without a person: it is terminal,
-// awaits approval, or needs review.
-func (s Status) Settled() bool {
-	return s.Terminal() || s == StatusNeedsReview || s == StatusAwaitingApproval
-}
 
 // Op is one side effect requested under an idempotency key.
 type Op struct {

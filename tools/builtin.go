@@ -7,18 +7,20 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
-// Names of the built-in tools.
+// Names of the built-in tools (protocol's, repeated here for the server side).
 const (
 	// PaymentIntent creates a Stripe PaymentIntent.
-	PaymentIntent = "stripe.payment_intent"
+	PaymentIntent = protocol.ToolPaymentIntent
 	// Refund refunds a Stripe PaymentIntent or Charge.
-	Refund = "stripe.refund"
+	Refund = protocol.ToolRefund
 	// Mail sends one email through SendGrid's v3 mail/send.
-	Mail = "sendgrid.mail"
+	Mail = protocol.ToolMail
 	// WebhookPost posts a JSON body to an allow-listed webhook target.
-	WebhookPost = "webhook.post"
+	WebhookPost = protocol.ToolWebhookPost
 )
 
 // Names of the vendors that dispatch the built-in tools (outbox.Tool.Vendor).

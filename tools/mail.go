@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/mail"
 	"strings"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // SendGrid's limits on one message.
@@ -16,35 +18,11 @@ const (
 	maxCategoryLen = 255
 )
 
-// Address is an email address with an optional display name.
-type Address struct {
-	// Email is a bare address, such as "ada@example.com".
-	Email string `json:"email"`
-	// Name is an optional display name, such as "Ada Lovelace".
-	Name string `json:"name,omitempty"`
-}
+// Address is protocol.Address, declared there so that the Go client links no server code.
+type Address = protocol.Address
 
-// MailArgs are the arguments of sendgrid.mail: one message to up to 1000
-// recipients, with either a subject and a body (text, html or both) or a template.
-type MailArgs struct {
-	// From is the sender.
-	From Address `json:"from"`
-	// To are the recipients, 1 to 1000 distinct addresses.
-	To []Address `json:"to"`
-	// Subject is at most 998 characters; required unless TemplateID is set.
-	Subject string `json:"subject,omitempty"`
-	// Text is the plain-text body.
-	Text string `json:"text,omitempty"`
-	// HTML is the HTML body. Text or HTML is required unless TemplateID is set.
-	HTML string `json:"html,omitempty"`
-	// TemplateID is a SendGrid template id, such as "d-..." for a dynamic template.
-	TemplateID string `json:"template_id,omitempty"`
-	// DynamicTemplateData fills the template; only allowed with TemplateID. Numbers
-	// are json.Number, so they are sent as written.
-	DynamicTemplateData map[string]any `json:"dynamic_template_data,omitempty"`
-	// Categories are at most 10 distinct printable-ASCII names of 1 to 255 characters.
-	Categories []string `json:"categories,omitempty"`
-}
+// MailArgs is protocol.MailArgs, declared there so that the Go client links no server code.
+type MailArgs = protocol.MailArgs
 
 var (
 	mailFields    = []string{"from", "to", "subject", "text", "html", "template_id", "dynamic_template_data", "categories"}

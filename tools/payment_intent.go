@@ -3,28 +3,15 @@ package tools
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // maxDescriptionLen is Stripe's limit on a PaymentIntent's description.
 const maxDescriptionLen = 1000
 
-// PaymentIntentArgs are the arguments of stripe.payment_intent.
-type PaymentIntentArgs struct {
-	// Amount is in the currency's minor units (cents), from 1 to 99999999.
-	Amount int64 `json:"amount"`
-	// Currency is a lower-case three-letter ISO code, such as "usd".
-	Currency string `json:"currency"`
-	// Customer is an optional Stripe customer id ("cus_...").
-	Customer string `json:"customer,omitempty"`
-	// PaymentMethod is an optional Stripe payment method id; required when Confirm is set.
-	PaymentMethod string `json:"payment_method,omitempty"`
-	// Confirm asks Stripe to confirm the PaymentIntent on creation.
-	Confirm bool `json:"confirm,omitempty"`
-	// Description is at most 1000 characters.
-	Description string `json:"description,omitempty"`
-	// Metadata is at most 49 keys; the key "oncebox_op" is reserved.
-	Metadata map[string]string `json:"metadata,omitempty"`
-}
+// PaymentIntentArgs is protocol.PaymentIntentArgs, declared there so that the Go client links no server code.
+type PaymentIntentArgs = protocol.PaymentIntentArgs
 
 var paymentIntentFields = []string{"amount", "currency", "customer", "payment_method", "confirm", "description", "metadata"}
 

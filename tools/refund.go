@@ -1,21 +1,13 @@
 package tools
 
-import "encoding/json"
+import (
+	"encoding/json"
 
-// RefundArgs are the arguments of stripe.refund. Exactly one of PaymentIntent and
-// Charge is set.
-type RefundArgs struct {
-	// PaymentIntent is the id ("pi_...") of the PaymentIntent to refund.
-	PaymentIntent string `json:"payment_intent,omitempty"`
-	// Charge is the id ("ch_..." or "py_...") of the Charge to refund.
-	Charge string `json:"charge,omitempty"`
-	// Amount is in minor units; 0 (absent) refunds what is left.
-	Amount int64 `json:"amount,omitempty"`
-	// Reason is "duplicate", "fraudulent" or "requested_by_customer", or empty.
-	Reason string `json:"reason,omitempty"`
-	// Metadata is at most 49 keys; the key "oncebox_op" is reserved.
-	Metadata map[string]string `json:"metadata,omitempty"`
-}
+	"github.com/oncebox/oncebox/protocol"
+)
+
+// RefundArgs is protocol.RefundArgs, declared there so that the Go client links no server code.
+type RefundArgs = protocol.RefundArgs
 
 var refundFields = []string{"payment_intent", "charge", "amount", "reason", "metadata"}
 

@@ -5,21 +5,15 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // maxWebhookPathLen bounds a webhook path, query included.
 const maxWebhookPathLen = 2048
 
-// WebhookArgs are the arguments of webhook.post.
-type WebhookArgs struct {
-	// Target names a configured webhook target (Config.WebhookTargets); the target,
-	// not the agent, decides the scheme and host.
-	Target string `json:"target"`
-	// Path is the path (and optional query) on the target, starting with "/".
-	Path string `json:"path"`
-	// Body is the JSON value to post, if any.
-	Body json.RawMessage `json:"body,omitempty"`
-}
+// WebhookArgs is protocol.WebhookArgs, declared there so that the Go client links no server code.
+type WebhookArgs = protocol.WebhookArgs
 
 var webhookFields = []string{"target", "path", "body"}
 
