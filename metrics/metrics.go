@@ -35,6 +35,7 @@ type Metrics struct {
 	transitions *prometheus.CounterVec
 	decisions   *prometheus.CounterVec
 	duplicates  *prometheus.CounterVec
+	events      *prometheus.CounterVec
 	newOps      atomic.Int64
 	replays     atomic.Int64
 }
@@ -90,8 +91,12 @@ func New(cfg Config) *Metrics {
 		}
 		return float64(r) / float64(n+r)
 	})
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncebox_vendor_events_total",
+		Help: "Vendor events received, by vendor and outcome: stored, orphan (stored; its tag names no op), duplicate, untagged, ignored, refused (bad signature).",
+	}, []string{"vendor", "outcome"})
 	m.registry.MustRegister(m.enqueued, m.collisions, m.dispatch, m.outcomes, m.transitions, m.decisions,
-		m.duplicates, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.duplicates, m.events, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Pool != nil {
 		m.registry.MustRegister(&dbCollector{pool: cfg.Pool, logger: cfg.Logger, timeout: cfg.ScrapeTimeout})
 	}
@@ -134,6 +139,11 @@ func (m *Metrics) Transition(vendor string, from, to outbox.Status) {
 // Decision implements reconcile.Observer.
 func (m *Metrics) Decision(vendor, decision string) {
 	m.decisions.WithLabelValues(vendor, decision).Inc()
+}
+
+// VendorEvent implements vendorevents.Observer.
+func (m *Metrics) VendorEvent(vendor, outcome string) {
+	m.events.WithLabelValues(vendor, outcome).Inc()
 }
 
 // Duplicate implements reconcile.Observer.

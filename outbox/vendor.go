@@ -162,6 +162,11 @@ type LookupParams struct {
 	// Since is a lower bound on the objects' creation time (the op's first dispatch,
 	// minus a margin), for time-bounded list scans.
 	Since time.Time
+	// LastSent is the latest moment the vendor may have created an object for the op
+	// (the end of its last attempt, or an unfinished attempt's start plus the job
+	// timeout); zero when not known. A lookup source that is not the vendor's own
+	// records (stored vendor events) uses it to tell "not arrived yet" from "absent".
+	LastSent time.Time
 }
 
 // LookupResult lists the vendor objects tagged with an op.

@@ -214,3 +214,26 @@ func (r *Reconciler) PeriodicJob() *river.PeriodicJob {
 		},
 		&river.PeriodicJobOpts{RunOnStart: true})
 }
+
+// CheckSoon makes the unknown ops among opIDs due for the next sweep, whatever check
+// time an earlier decision set: new evidence (a vendor event) arrived for them. Ids that
+// are not uuids are skipped; ops in any other status are left alone.
+func (r *Reconciler) CheckSoon(ctx context.Context, opIDs []string) error {
+	ob, err := r.outbox()
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(opIDs))
+	for _, id := range opIDs {
+		if isUUID(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := ob.Pool().Exec(ctx, sqlCheckSoon, ids); err != nil {
+		return fmt.Errorf("reconcile: check soon: %w", err)
+	}
+	return nil
+}

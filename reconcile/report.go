@@ -41,6 +41,9 @@ const (
 	CategoryDuplicate = "duplicate"
 	// CategoryMismatch: the vendor's amount or currency differs from the op's.
 	CategoryMismatch = "mismatch"
+	// CategoryRefundFailed: the refund op succeeded, but the vendor later reported the
+	// refund failed (a refund.failed event): the money did not go back.
+	CategoryRefundFailed = "refund_failed"
 	// CategoryUnchecked: the op's vendor has no Lister, so the report could not compare
 	// it with anything. It makes the report not clean.
 	CategoryUnchecked = "unchecked"
@@ -60,6 +63,26 @@ func (f ListerFunc) ListObjects(ctx context.Context, since, until time.Time) ([]
 	return f(ctx, since, until)
 }
 
+// EventSource tells a report what stored vendor events say about ops
+// (vendorevents.Store implements it).
+type EventSource interface {
+	// OpStates returns, per op id among opIDs that has events, what they say.
+	OpStates(ctx context.Context, opIDs []string) (map[string]EventState, error)
+	// OrphanCounts counts, per vendor, the events received in [since, until) whose tag
+	// names no op.
+	OrphanCounts(ctx context.Context, since, until time.Time) (map[string]int, error)
+}
+
+// EventState is what an op's vendor events say about it.
+type EventState struct {
+	// Delivery is a mail's most final delivery state: processed, deferred, delivered,
+	// bounced or dropped; empty without events.
+	Delivery string
+	// FailedRefunds are the refunds a refund.failed event reported failed after they
+	// were created.
+	FailedRefunds []string
+}
+
 // ReportParams selects what a report compares.
 type ReportParams struct {
 	// Since and Until bound the ops' creation time: [Since, Until). Required.
@@ -75,6 +98,10 @@ type ReportParams struct {
 	// "webhook": their ops are only counted, in Report.Unlistable, and leave the
 	// report clean.
 	Unlistable []string
+	// Events, when set, adds what vendor events say: each mail line's delivery state,
+	// a refund_failed line for a refund the vendor failed after creating it, and the
+	// count of orphan events (Report.OrphanEvents).
+	Events EventSource
 }
 
 // Line is one finding of a report.
@@ -101,6 +128,10 @@ type Line struct {
 	VendorCurrency string `json:"vendor_currency,omitempty"`
 	// Detail is a human sentence.
 	Detail string `json:"detail,omitempty"`
+	// Delivery is a mail's delivery state from the vendor's events (delivered,
+	// bounced, dropped, deferred, processed); empty when no event arrived or events
+	// are not configured.
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // Total is the count and amount of the matched ops of one tool in one currency.
@@ -131,6 +162,9 @@ type Report struct {
 	// Unlistable counts, per vendor named in ReportParams.Unlistable, the ops of the
 	// window that could not be compared with anything.
 	Unlistable map[string]int `json:"unlistable,omitempty"`
+	// OrphanEvents counts, per vendor, the vendor events received in the window whose
+	// oncebox_op tag names no op (kept, not matched to anything).
+	OrphanEvents map[string]int `json:"orphan_events,omitempty"`
 }
 
 // Clean reports whether the report found no problem: every line matched. An op left
@@ -230,6 +264,12 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 		}
 	}
 
+	if params.Events != nil {
+		if err := addEvents(ctx, params, rep); err != nil {
+			return nil, err
+		}
+	}
+
 	// What is left are objects whose op is not in the window.
 	if err := orphanLines(ctx, pool, params, byOp, rep); err != nil {
 		return nil, err
@@ -261,6 +301,40 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 		rep.Totals = append(rep.Totals, *totals[k])
 	}
 	return rep, nil
+}
+
+// addEvents adds what the vendor events say to the lines of the window's ops: a mail's
+// delivery state, and a failed refund, which turns a matched refund into a problem.
+func addEvents(ctx context.Context, params ReportParams, rep *Report) error {
+	ids := make([]string, 0, len(rep.Lines))
+	for _, l := range rep.Lines {
+		if l.OpID != "" && (l.Tool == "sendgrid.mail" || l.Tool == "stripe.refund") {
+			ids = append(ids, l.OpID)
+		}
+	}
+	states, err := params.Events.OpStates(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("reconcile: report: vendor events: %w", err)
+	}
+	for i := range rep.Lines {
+		l := &rep.Lines[i]
+		st, ok := states[l.OpID]
+		if !ok {
+			continue
+		}
+		l.Delivery = st.Delivery
+		if len(st.FailedRefunds) > 0 && l.Category == CategoryMatched {
+			l.Category = CategoryRefundFailed
+			l.Detail = fmt.Sprintf("the vendor reported refund %s failed after it was created (refund.failed): the money did not go back",
+				strings.Join(st.FailedRefunds, ", "))
+		}
+	}
+	orphans, err := params.Events.OrphanCounts(ctx, params.Since, params.Until)
+	if err != nil {
+		return fmt.Errorf("reconcile: report: vendor events: %w", err)
+	}
+	rep.OrphanEvents = orphans
+	return nil
 }
 
 func inWindow(t time.Time, p ReportParams) bool {
@@ -466,7 +540,7 @@ func isUUID(s string) bool {
 
 // csvHeader is the first row of WriteCSV.
 var csvHeader = []string{"category", "tenant_id", "op_id", "idempotency_key", "tool", "vendor", "op_status",
-	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail"}
+	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery"}
 
 // WriteCSV writes the report as CSV: a header row, one row per line, then one row per
 // total with category "total" (its count in detail, its amount in vendor_amount).
@@ -480,14 +554,14 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	for _, l := range r.Lines {
 		rec := []string{l.Category, strconv.FormatInt(l.TenantID, 10), cell(l.OpID), cell(l.Key), cell(l.Tool),
 			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), strconv.FormatInt(l.OpAmount, 10),
-			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail)}
+			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail), l.Delivery}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("reconcile: write csv: %w", err)
 		}
 	}
 	for _, t := range r.Totals {
 		rec := []string{"total", "", "", "", cell(t.Tool), "", "", "", "", "", strconv.FormatInt(t.Amount, 10),
-			cell(t.Currency), "count " + strconv.Itoa(t.Count)}
+			cell(t.Currency), "count " + strconv.Itoa(t.Count), ""}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("reconcile: write csv: %w", err)
 		}

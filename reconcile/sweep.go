@@ -346,6 +346,7 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 		lag = vendor.LookupLag()
 		res, lerr = vendor.Lookup(ctx, outbox.LookupParams{
 			OpID: c.id, TenantID: c.tenantID, Tool: c.tool, Args: c.args, VendorRef: c.vendorRef, Since: c.since(),
+			LastSent: c.lastSent(ob.JobTimeout(c.vendor)),
 		})
 	}
 	if lerr != nil && ctx.Err() != nil {

@@ -73,6 +73,25 @@ type Config struct {
 	SendGridLookupLag    time.Duration
 	SendGridActivityRate int
 
+	// StripeWebhookSecret is the signing secret (whsec_…) of the Stripe webhook endpoint
+	// POST /v1/vendor-events/stripe; empty leaves that endpoint off and Stripe lookups
+	// without events.
+	StripeWebhookSecret string
+	// SendGridEventPublicKey is the Event Webhook's verification key (base64 ECDSA);
+	// empty leaves POST /v1/vendor-events/sendgrid off and mail lookups without events.
+	SendGridEventPublicKey string
+	// SendGridEventTolerance is how far an Event Webhook timestamp may be from now.
+	// Defaults to 5 minutes.
+	SendGridEventTolerance time.Duration
+	// VendorEventLag is how long after a send its events may still be on their way:
+	// an op whose vendor cannot be asked is checked again until then, instead of going
+	// to needs_review. Defaults to 10 minutes.
+	VendorEventLag time.Duration
+	// VendorEventRetention is how long vendor events are kept. Defaults to 30 days.
+	VendorEventRetention time.Duration
+	// VendorEventMaxBodyBytes bounds one vendor event request. Defaults to 4 MiB.
+	VendorEventMaxBodyBytes int64
+
 	// WebhookTargets is the allow-list of the webhook tool; empty disables it.
 	// WebhookTimeout defaults to 10 seconds; WebhookNativeKeys to false; an empty
 	// WebhookLookupPath sends unknown webhook outcomes to needs_review.
@@ -164,33 +183,37 @@ func Defaults() Config {
 			"sendgrid": {MaxWorkers: 50, JobTimeout: 30 * time.Second},
 			"webhook":  {MaxWorkers: 50, JobTimeout: 30 * time.Second},
 		},
-		StripeAPIBase:         "https://api.stripe.com",
-		StripeTimeout:         20 * time.Second,
-		StripeSearchLag:       time.Minute,
-		SendGridAPIBase:       "https://api.sendgrid.com",
-		SendGridTimeout:       10 * time.Second,
-		SendGridLookupLag:     10 * time.Minute,
-		SendGridActivityRate:  6,
-		WebhookTimeout:        10 * time.Second,
-		WebhookLookupLag:      5 * time.Second,
-		TTL:                   outbox.DefaultTTL,
-		TombstoneTTL:          30 * 24 * time.Hour,
-		PurgeInterval:         time.Minute,
-		PurgeBatch:            1000,
-		RedactMail:            true,
-		ReconcileInterval:     30 * time.Second,
-		ReconcileSweepTimeout: 90 * time.Second,
-		ReconcileRetryAfter:   time.Minute,
-		ReconcileBatch:        100,
-		ReconcileConcurrency:  4,
-		ReconcileStuckMargin:  30 * time.Second,
-		StartupWait:           time.Minute,
-		MaxBodyBytes:          64 << 10,
-		MaxWait:               60 * time.Second,
-		MCPWait:               10 * time.Second,
-		HTTPReadTimeout:       30 * time.Second,
-		HTTPWriteTimeout:      90 * time.Second,
-		HTTPIdleTimeout:       2 * time.Minute,
+		StripeAPIBase:           "https://api.stripe.com",
+		StripeTimeout:           20 * time.Second,
+		StripeSearchLag:         time.Minute,
+		SendGridAPIBase:         "https://api.sendgrid.com",
+		SendGridTimeout:         10 * time.Second,
+		SendGridLookupLag:       10 * time.Minute,
+		SendGridActivityRate:    6,
+		SendGridEventTolerance:  5 * time.Minute,
+		VendorEventLag:          10 * time.Minute,
+		VendorEventRetention:    30 * 24 * time.Hour,
+		VendorEventMaxBodyBytes: 4 << 20,
+		WebhookTimeout:          10 * time.Second,
+		WebhookLookupLag:        5 * time.Second,
+		TTL:                     outbox.DefaultTTL,
+		TombstoneTTL:            30 * 24 * time.Hour,
+		PurgeInterval:           time.Minute,
+		PurgeBatch:              1000,
+		RedactMail:              true,
+		ReconcileInterval:       30 * time.Second,
+		ReconcileSweepTimeout:   90 * time.Second,
+		ReconcileRetryAfter:     time.Minute,
+		ReconcileBatch:          100,
+		ReconcileConcurrency:    4,
+		ReconcileStuckMargin:    30 * time.Second,
+		StartupWait:             time.Minute,
+		MaxBodyBytes:            64 << 10,
+		MaxWait:                 60 * time.Second,
+		MCPWait:                 10 * time.Second,
+		HTTPReadTimeout:         30 * time.Second,
+		HTTPWriteTimeout:        90 * time.Second,
+		HTTPIdleTimeout:         2 * time.Minute,
 	}
 }
 
@@ -212,6 +235,9 @@ func (c *Config) validate() error {
 		if d <= 0 {
 			return fmt.Errorf("--tool-ttl: %s must be positive", name)
 		}
+	}
+	if c.VendorEventLag < 0 || c.SendGridEventTolerance < 0 {
+		return errors.New("--vendor-event-lag and --sendgrid-event-tolerance must not be negative")
 	}
 	if c.StripeSearchLag < 0 || c.SendGridLookupLag < 0 || c.WebhookLookupLag < 0 {
 		return errors.New("vendor lookup lags must not be negative")

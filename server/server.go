@@ -25,6 +25,7 @@ import (
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -40,6 +41,7 @@ type Server struct {
 	metrics    *metrics.Metrics
 	tenants    *tenant.Store
 	listers    map[string]reconcile.Lister
+	events     *vendorevents.Store
 	handler    http.Handler
 	api        *api.Server
 	// streams ends (endStreams) when shutdown begins.
@@ -96,9 +98,13 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("stripe: %w", err)
 		}
-		vs = append(vs, v)
 		s.listers[v.Name()] = v
 		enabled = append(enabled, v.Name())
+		if cfg.StripeWebhookSecret != "" {
+			vs = append(vs, vendorevents.WrapVendor(v, s.events, cfg.VendorEventLag))
+		} else {
+			vs = append(vs, v)
+		}
 	}
 	if cfg.SendGridAPIKey != "" {
 		v, err := sendgrid.New(sendgrid.Config{APIKey: cfg.SendGridAPIKey, BaseURL: cfg.SendGridAPIBase, Timeout: cfg.SendGridTimeout,
@@ -106,9 +112,13 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("sendgrid: %w", err)
 		}
-		vs = append(vs, v)
 		s.listers[v.Name()] = reconcile.ListerFunc(v.ListMessages)
 		enabled = append(enabled, v.Name())
+		if cfg.SendGridEventPublicKey != "" {
+			vs = append(vs, vendorevents.WrapVendor(v, s.events, cfg.VendorEventLag))
+		} else {
+			vs = append(vs, v)
+		}
 	}
 	if len(cfg.WebhookTargets) > 0 {
 		v, err := webhook.New(webhook.Config{Targets: cfg.WebhookTargets, Timeout: cfg.WebhookTimeout,
@@ -124,6 +134,13 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 
 func (s *Server) build(ctx context.Context) error {
 	cfg := s.cfg
+	s.metrics = metrics.New(metrics.Config{Pool: s.pool, Logger: s.logger})
+	var err error
+	s.events, err = vendorevents.New(vendorevents.Config{Pool: s.pool, Retention: cfg.VendorEventRetention,
+		Observer: s.metrics, Logger: s.logger})
+	if err != nil {
+		return fmt.Errorf("vendor events: %w", err)
+	}
 	vendors, enabled, err := s.vendors()
 	if err != nil {
 		return err
@@ -169,7 +186,6 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 
-	s.metrics = metrics.New(metrics.Config{Pool: s.pool, Logger: s.logger})
 	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
 		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts,
 		SweepTimeout: cfg.ReconcileSweepTimeout, RetryLookupAfter: cfg.ReconcileRetryAfter,
@@ -208,8 +224,13 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	if cfg.Roles.Periodic {
 		ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
-		ocfg.ExtraWorkers = s.reconciler.Register
-		ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob()}
+		ocfg.ExtraWorkers = func(w *river.Workers) error {
+			if err := s.reconciler.Register(w); err != nil {
+				return err
+			}
+			return s.events.Register(w)
+		}
+		ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob(), s.events.PeriodicJob(outbox.MaintenanceQueue)}
 	}
 	s.outbox, err = outbox.New(ocfg)
 	if err != nil {
@@ -232,8 +253,16 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 		return fmt.Errorf("api: %w", err)
 	}
 	s.api = apiHandler
+	events, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: s.events, StripeSecret: cfg.StripeWebhookSecret,
+		SendGridPublicKey: cfg.SendGridEventPublicKey, SendGridTolerance: cfg.SendGridEventTolerance,
+		MaxBodyBytes: cfg.VendorEventMaxBodyBytes, Logger: s.logger,
+		OnEvents: func(ctx context.Context, _ string, opIDs []string) error { return s.reconciler.CheckSoon(ctx, opIDs) }})
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", apiHandler)
+	mux.Handle("/v1/vendor-events/", events)
 	if len(s.outbox.Tools().Names()) > 0 {
 		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait})
 		if err != nil {
@@ -338,6 +367,9 @@ func (s *Server) Tenants() *tenant.Store { return s.tenants }
 
 // Reconciler returns the reconciler.
 func (s *Server) Reconciler() *reconcile.Reconciler { return s.reconciler }
+
+// Events returns the vendor event store (the finance report's EventSource).
+func (s *Server) Events() *vendorevents.Store { return s.events }
 
 // Listers returns the finance-report listers of the configured vendors.
 func (s *Server) Listers() map[string]reconcile.Lister { return s.listers }

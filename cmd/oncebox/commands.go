@@ -342,7 +342,7 @@ func runReconcile(ctx context.Context, args []string) error {
 			}
 		}
 		rep, err := reconcile.BuildReport(ctx, srv.Pool(), reconcile.ReportParams{Since: s, Until: u, TenantID: tid, Listers: srv.Listers(),
-			Unlistable: []string{tools.VendorWebhook}})
+			Unlistable: []string{tools.VendorWebhook}, Events: srv.Events()})
 		if err != nil {
 			return err
 		}

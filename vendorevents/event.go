@@ -1,0 +1,113 @@
+package vendorevents
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The vendors whose events a Handler accepts, as outbox vendor names.
+const (
+	VendorStripe   = "stripe"
+	VendorSendGrid = "sendgrid"
+)
+
+// ObjectMessage is the object type of SendGrid events: one message, by X-Message-Id.
+const ObjectMessage = "message"
+
+// Event is what one vendor event says about one vendor object, as stored. The payload
+// itself is never stored: it may hold a client secret or an address.
+type Event struct {
+	// Vendor is VendorStripe or VendorSendGrid.
+	Vendor string
+	// EventID deduplicates redeliveries of the event: Stripe's evt_ id; for SendGrid a
+	// hash of sg_message_id, event, timestamp and recipient (sg_event_id changes between
+	// redeliveries).
+	EventID string
+	// Type is the vendor's event type (payment_intent.succeeded, refund.failed,
+	// processed, delivered, bounce, …).
+	Type string
+	// OpTag is the event's oncebox_op tag: the id of the op the object belongs to.
+	OpTag string
+	// ObjectType is "payment_intent", "refund" or "message".
+	ObjectType string
+	// ObjectID is the vendor object's id (pi_…, re_…, an X-Message-Id).
+	ObjectID string
+	// Status is the object's status the event reports (a mail's delivery state).
+	Status   string
+	Amount   int64
+	Currency string
+	// ObjectCreated is when the vendor created the object, when the event says.
+	ObjectCreated time.Time
+	// OccurredAt is when the vendor says the event happened.
+	OccurredAt time.Time
+	// Summary is the object as Lookup would report it (no secret), for adoption.
+	Summary json.RawMessage
+
+	// ReceivedAt and Orphan are set by the Store: when the event arrived, and whether
+	// its tag named no op then.
+	ReceivedAt time.Time
+	Orphan     bool
+}
+
+// The mail delivery states, from SendGrid's event types, most final last.
+const (
+	DeliveryProcessed = "processed"
+	DeliveryDeferred  = "deferred"
+	DeliveryDelivered = "delivered"
+	DeliveryBounced   = "bounced"
+	DeliveryDropped   = "dropped"
+)
+
+// deliveryState maps a SendGrid event type to the delivery state it proves, "" for an
+// event oncebox does not use.
+func deliveryState(event string) string {
+	switch event {
+	case "processed":
+		return DeliveryProcessed
+	case "deferred":
+		return DeliveryDeferred
+	case "delivered", "open", "click", "spamreport", "unsubscribe", "group_unsubscribe", "group_resubscribe":
+		// Engagement proves delivery.
+		return DeliveryDelivered
+	case "bounce", "blocked":
+		return DeliveryBounced
+	case "dropped":
+		return DeliveryDropped
+	}
+	return ""
+}
+
+// statusRank orders the statuses of one object so that the most final one wins when
+// events arrive out of order (equal ranks: the later event wins).
+func statusRank(objectType, status string) int {
+	switch objectType {
+	case ObjectMessage:
+		switch status {
+		case DeliveryProcessed:
+			return 1
+		case DeliveryDeferred:
+			return 2
+		case DeliveryDelivered, DeliveryBounced, DeliveryDropped:
+			return 3
+		}
+	case "payment_intent":
+		switch status {
+		case "requires_payment_method", "requires_confirmation":
+			return 1
+		case "requires_action", "processing", "requires_capture":
+			return 2
+		case "succeeded", "canceled":
+			return 3
+		}
+	case "refund":
+		switch status {
+		case "pending", "requires_action":
+			return 1
+		case "succeeded":
+			return 2
+		case "failed", "canceled":
+			return 3
+		}
+	}
+	return 0
+}

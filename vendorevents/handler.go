@@ -1,0 +1,201 @@
+package vendorevents
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
+)
+
+// The paths a Handler serves.
+const (
+	PathStripe   = "/v1/vendor-events/stripe"
+	PathSendGrid = "/v1/vendor-events/sendgrid"
+)
+
+// problemBase is the prefix of every problem type URL, as in the HTTP API.
+const problemBase = "https://oncebox.dev/problems/"
+
+// HandlerConfig configures a Handler.
+type HandlerConfig struct {
+	// Store keeps the events. Required.
+	Store *Store
+	// StripeSecret is the Stripe endpoint's signing secret, whsec_…
+	// (STRIPE_WEBHOOK_SECRET). Empty: PathStripe answers 404.
+	StripeSecret string
+	// SendGridPublicKey is the Event Webhook's verification key, base64
+	// (SENDGRID_EVENT_PUBLIC_KEY). Empty: PathSendGrid answers 404.
+	SendGridPublicKey string
+	// SendGridTolerance is how far from now an Event Webhook timestamp may be.
+	// Defaults to 5 minutes, stripe-go's webhook.DefaultTolerance.
+	SendGridTolerance time.Duration
+	// MaxBodyBytes bounds one request. Defaults to 4 MiB.
+	MaxBodyBytes int64
+	// OnEvents, when set, is called after new events linked to ops were stored, with
+	// those ops' ids (the reconciler checks the unknown ones soon).
+	OnEvents func(ctx context.Context, vendor string, opIDs []string) error
+	// Logger receives structured logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Handler serves PathStripe and PathSendGrid.
+type Handler struct {
+	cfg    HandlerConfig
+	sgKey  *ecdsa.PublicKey
+	mux    *http.ServeMux
+	logger *slog.Logger
+}
+
+// NewHandler checks cfg (a SendGrid key that is not an ECDSA public key is refused
+// here, not at the first event) and returns the Handler.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("vendorevents: HandlerConfig.Store is required")
+	}
+	if cfg.SendGridTolerance == 0 {
+		cfg.SendGridTolerance = 5 * time.Minute
+	}
+	if cfg.SendGridTolerance < 0 {
+		return nil, errors.New("vendorevents: SendGridTolerance must not be negative")
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.MaxBodyBytes < 1024 {
+		return nil, fmt.Errorf("vendorevents: MaxBodyBytes %d is too small; use 1024 or more", cfg.MaxBodyBytes)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &Handler{cfg: cfg, logger: cfg.Logger, mux: http.NewServeMux()}
+	if cfg.SendGridPublicKey != "" {
+		k, err := ParseSendGridKey(cfg.SendGridPublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("SENDGRID_EVENT_PUBLIC_KEY: %w (copy the verification key from the Event Webhook's signature settings)", err)
+		}
+		h.sgKey = k
+	}
+	h.mux.HandleFunc("POST "+PathStripe, h.serveStripe)
+	h.mux.HandleFunc("POST "+PathSendGrid, h.serveSendGrid)
+	for _, p := range []string{PathStripe, PathSendGrid} {
+		h.mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", http.MethodPost)
+			writeProblem(w, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed on this route", "vendor events are POSTed")
+		})
+	}
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusNotFound, "no-route", "No such route", "no vendor event endpoint at "+r.URL.Path)
+	})
+	return h, nil
+}
+
+// ServeHTTP routes a vendor event request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) serveStripe(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.StripeSecret == "" {
+		writeProblem(w, http.StatusNotFound, "vendor-events-not-configured", "Vendor events are not configured",
+			"this server has no Stripe webhook secret (STRIPE_WEBHOOK_SECRET)")
+		return
+	}
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	p, err := parseStripe(body, r.Header.Get("Stripe-Signature"), h.cfg.StripeSecret)
+	h.store(w, r, VendorStripe, p, err)
+}
+
+func (h *Handler) serveSendGrid(w http.ResponseWriter, r *http.Request) {
+	if h.sgKey == nil {
+		writeProblem(w, http.StatusNotFound, "vendor-events-not-configured", "Vendor events are not configured",
+			"this server has no SendGrid Event Webhook key (SENDGRID_EVENT_PUBLIC_KEY)")
+		return
+	}
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	p, err := parseSendGrid(body, r.Header.Get(eventwebhook.VerificationHTTPHeader), r.Header.Get(eventwebhook.TimestampHTTPHeader),
+		h.sgKey, h.cfg.SendGridTolerance, h.cfg.Now())
+	h.store(w, r, VendorSendGrid, p, err)
+}
+
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "payload-too-large", "Request body is too large",
+				fmt.Sprintf("vendor event requests are limited to %d bytes", h.cfg.MaxBodyBytes))
+			return nil, false
+		}
+		writeProblem(w, http.StatusBadRequest, "unreadable-body", "Request body could not be read", "the request body could not be read")
+		return nil, false
+	}
+	return body, true
+}
+
+// store records what a verified request carried and answers; a refused one stores
+// nothing.
+func (h *Handler) store(w http.ResponseWriter, r *http.Request, vendor string, p *parsed, err error) {
+	log := h.logger.With(slog.String("vendor", vendor))
+	if err != nil {
+		if errors.Is(err, errSignature) {
+			h.cfg.Store.cfg.Observer.VendorEvent(vendor, OutcomeRefused)
+			log.Warn("vendor event refused: bad signature", slog.String("error", err.Error()))
+			writeProblem(w, http.StatusBadRequest, "invalid-signature", "Vendor event signature refused",
+				"the request's signature is missing or does not verify: "+err.Error())
+			return
+		}
+		log.Warn("vendor event refused: unreadable", slog.String("error", err.Error()))
+		writeProblem(w, http.StatusBadRequest, "invalid-event", "Vendor event cannot be read", err.Error())
+		return
+	}
+	for range p.untagged {
+		h.cfg.Store.cfg.Observer.VendorEvent(vendor, OutcomeUntagged)
+	}
+	for range p.ignored {
+		h.cfg.Store.cfg.Observer.VendorEvent(vendor, OutcomeIgnored)
+	}
+	rec, err := h.cfg.Store.Record(r.Context(), p.events)
+	if err != nil {
+		// Not the request's fault: the vendor retries a 503 later.
+		log.Error("vendor events not stored", slog.String("error", err.Error()))
+		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "Events could not be stored now",
+			"the database did not answer; send the events again later")
+		return
+	}
+	if len(rec.OpIDs) > 0 && h.cfg.OnEvents != nil {
+		if err := h.cfg.OnEvents(r.Context(), vendor, rec.OpIDs); err != nil {
+			// The events are stored: the reconciler finds them at its next regular check.
+			log.Warn("vendor events stored, but their ops were not scheduled for a check", slog.String("error", err.Error()))
+		}
+	}
+	log.Debug("vendor events received", slog.Int("stored", rec.Stored), slog.Int("duplicates", rec.Duplicates),
+		slog.Int("orphans", rec.Orphans), slog.Int("untagged", p.untagged), slog.Int("ignored", p.ignored))
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]int{"stored": rec.Stored, "duplicates": rec.Duplicates, "orphans": rec.Orphans,
+		"untagged": p.untagged, "ignored": p.ignored})
+}
+
+// writeProblem writes an RFC 9457 problem document.
+func writeProblem(w http.ResponseWriter, status int, slug, title, detail string) {
+	body, _ := json.Marshal(map[string]any{"type": problemBase + slug, "title": title, "status": status, "detail": detail})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

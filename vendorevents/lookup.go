@@ -1,0 +1,115 @@
+package vendorevents
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tools"
+)
+
+// WrapVendor returns v with the Store's events as the first lookup source: Lookup
+// answers from the events tagged with the op when they settle what the vendor holds,
+// without asking the vendor (no search lag, no Email Activity add-on, no rate limit),
+// and asks v otherwise. When v cannot be asked (ErrLookupUnavailable, such as SendGrid's
+// 403 without the Activity add-on), an op sent less than lag ago is checked again later
+// (a plain error) instead of going to needs_review, since its events may still be on
+// their way; past lag, the absence of events is not taken as proof that nothing was
+// sent, and v's error stands. Everything else is v's.
+func WrapVendor(v outbox.Vendor, s *Store, lag time.Duration) outbox.Vendor {
+	return &eventVendor{Vendor: v, store: s, lag: lag, now: time.Now}
+}
+
+type eventVendor struct {
+	outbox.Vendor
+	store *Store
+	lag   time.Duration
+	now   func() time.Time
+}
+
+// Lookup consults the stored events, then the vendor.
+func (e *eventVendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbox.LookupResult, error) {
+	evs, err := e.store.ForOp(ctx, e.Name(), params.OpID)
+	if err != nil {
+		return nil, fmt.Errorf("%s lookup: stored events: %w", e.Name(), err)
+	}
+	if objs, ok := Objects(evs, params.Tool, params.Args); ok {
+		return &outbox.LookupResult{Objects: objs}, nil
+	}
+	res, err := e.Vendor.Lookup(ctx, params)
+	if err != nil && errors.Is(err, outbox.ErrLookupUnavailable) {
+		if params.LastSent.IsZero() || e.now().Before(params.LastSent.Add(e.lag)) {
+			// Not wrapping ErrLookupUnavailable: the reconciler asks again later.
+			return nil, fmt.Errorf("no %s event for op %s yet, and the vendor cannot be asked (%v); the events may still arrive (up to %s after the last send)",
+				e.Name(), params.OpID, err, e.lag)
+		}
+		return nil, fmt.Errorf("no %s event for op %s within %s of its last send: %w", e.Name(), params.OpID, e.lag, err)
+	}
+	return res, err
+}
+
+// Objects turns an op's events into the vendor objects they prove, one per object id
+// and of the type the tool creates, each with its most final status (events may
+// arrive out of order). ok is false when the events settle nothing: none, or only a
+// payment_intent.created for a payment intent created with confirm, whose outcome the
+// later events tell.
+func Objects(evs []Event, tool string, args json.RawMessage) (objs []outbox.VendorObject, ok bool) {
+	want := ""
+	switch tool {
+	case tools.PaymentIntent:
+		want = "payment_intent"
+	case tools.Refund:
+		want = "refund"
+	case tools.Mail:
+		want = ObjectMessage
+	default:
+		return nil, false
+	}
+	var confirm struct {
+		Confirm bool `json:"confirm"`
+	}
+	_ = json.Unmarshal(args, &confirm)
+	best := map[string]Event{}
+	created := map[string]time.Time{}
+	settled := map[string]bool{}
+	var order []string
+	for _, ev := range evs {
+		if ev.ObjectType != want {
+			continue
+		}
+		cur, seen := best[ev.ObjectID]
+		if !seen {
+			order = append(order, ev.ObjectID)
+		}
+		if !seen || statusRank(want, ev.Status) >= statusRank(want, cur.Status) {
+			best[ev.ObjectID] = ev
+		}
+		t := ev.ObjectCreated
+		if t.IsZero() {
+			t = ev.OccurredAt
+		}
+		if c, has := created[ev.ObjectID]; !has || t.Before(c) {
+			created[ev.ObjectID] = t
+		}
+		if want != "payment_intent" || !confirm.Confirm || ev.Type != "payment_intent.created" {
+			settled[ev.ObjectID] = true
+		}
+	}
+	for _, id := range order {
+		ev := best[id]
+		if settled[id] {
+			ok = true
+		}
+		objs = append(objs, outbox.VendorObject{ID: id, OpID: ev.OpTag, Amount: ev.Amount, Currency: ev.Currency,
+			Status: ev.Status, Created: created[id], Summary: ev.Summary})
+	}
+	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
+		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
+	})
+	return objs, ok
+}
