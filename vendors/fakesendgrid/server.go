@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/eventpost"
 )
 
 const (
@@ -72,6 +74,8 @@ type Server struct {
 	activityForbidden bool
 	activityLag       time.Duration
 	activityCalls     []time.Time // times of allowed activity requests within the last minute
+	events            *EventsConfig
+	poster            *eventpost.Poster
 }
 
 // New returns a Server with no messages, no faults and the activity add-on
@@ -176,6 +180,7 @@ func (s *Server) storeSent(m Message) {
 	defer s.mu.Unlock()
 	s.messages = append(s.messages, m)
 	s.sendCount++
+	s.postEventsLocked(m)
 }
 
 // apiError is one entry of SendGrid's {"errors":[...]} body.

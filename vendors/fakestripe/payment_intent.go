@@ -210,6 +210,7 @@ func (s *Server) validatePaymentIntent(form url.Values) (func() result, *apiErro
 			rec.pi.Status = "requires_confirmation"
 		}
 		s.addPaymentIntentLocked(rec)
+		s.paymentIntentEventsLocked(rec, confirm)
 		if decline != nil {
 			// The error carries the payment intent as it now stands.
 			withIntent := *decline

@@ -144,6 +144,7 @@ func (s *Server) validateRefund(form url.Values) (func() result, *apiError) {
 			Created:       s.now(),
 		}}
 		s.addRefundLocked(re)
+		s.postEventsLocked(event{typ: "refund.created", object: re.json()})
 		return jsonResult(re.json())
 	}, nil
 }

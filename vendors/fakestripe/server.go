@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/eventpost"
 )
 
 // defaultAPIVersion is the Stripe-Version answered when a request names none;
@@ -68,6 +70,8 @@ type Server struct {
 	rng         *rand.Rand
 	requests    int
 	hangRelease chan struct{}
+	events      *EventsConfig
+	poster      *eventpost.Poster
 }
 
 // New returns a Server with no objects, no stored keys and no faults.

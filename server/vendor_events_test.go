@@ -1,0 +1,70 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/vendors/fakesendgrid"
+	"github.com/oncebox/oncebox/vendors/fakestripe"
+)
+
+func TestVendorEventEndpointsFollowTheConfig(t *testing.T) {
+	t.Parallel()
+	cfg, pool := newConfig(t)
+	cfg.Roles = server.Roles{API: true}
+	cfg.StripeWebhookSecret = "whsec_server_test"
+	_, pub, err := fakesendgrid.NewEventKey()
+	require.NoError(t, err)
+	cfg.SendGridEventPublicKey = pub
+	s, err := server.New(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+
+	body := `{"id":"evt_s1","object":"event","api_version":"2024-06-20","created":` + itoa(time.Now().Unix()) +
+		`,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_s1","object":"payment_intent","status":"succeeded","metadata":{"oncebox_op":"x"}}}}`
+	send := func(path, sig string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		if sig != "" {
+			req.Header.Set("Stripe-Signature", sig)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, b := send("/v1/vendor-events/stripe", "")
+	require.Equal(t, http.StatusBadRequest, status, b)
+	require.Contains(t, b, "invalid-signature")
+	status, b = send("/v1/vendor-events/stripe", fakestripe.SignPayload(cfg.StripeWebhookSecret, []byte(body), time.Now()))
+	require.Equal(t, http.StatusOK, status, b)
+	status, b = send("/v1/vendor-events/sendgrid", "")
+	require.Equal(t, http.StatusBadRequest, status, b) // configured: a missing signature is refused
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM oncebox_vendor_event").Scan(&n))
+	require.Equal(t, 1, n)
+
+	// Without the secret the endpoint says so, without a 5xx.
+	cfg2, _ := newConfig(t)
+	cfg2.Roles = server.Roles{API: true}
+	s2, err := server.New(context.Background(), cfg2, nil)
+	require.NoError(t, err)
+	t.Cleanup(s2.Close)
+	rec := httptest.NewRecorder()
+	s2.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/vendor-events/stripe", strings.NewReader(body)))
+	require.Equal(t, http.StatusNotFound, rec.Code)
+	require.Contains(t, rec.Body.String(), "vendor-events-not-configured")
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,62 @@
+package vendorevents_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/sendgrid"
+	"github.com/oncebox/oncebox/vendors/stripe"
+)
+
+func TestReportShowsDeliveryAndFailedRefunds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sgEvents := e.sgEvents
+	sgEvents.Final = "bounce"
+	mail := e.withSendGrid(t, &sgEvents)
+	wrapped, _ := e.withStripe(t, &e.stEvents)
+	e.start(t, mail, wrapped)
+	since := time.Now().Add(-time.Minute)
+
+	m := e.enqueue(t, "mail-bounces", tools.Mail, mailArgs())
+	pi := e.enqueue(t, "pi-1", tools.PaymentIntent, map[string]any{"amount": 900, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true})
+	e.waitStatus(t, pi.ID, outbox.StatusSucceeded)
+	re := e.enqueue(t, "refund-1", tools.Refund, map[string]any{"payment_intent": e.get(t, pi.ID).VendorRef, "amount": 400})
+	refund := e.waitStatus(t, re.ID, outbox.StatusSucceeded)
+	e.waitStatus(t, m.ID, outbox.StatusSucceeded)
+	e.waitEvents(t, m.ID, 2)
+	e.waitEvents(t, re.ID, 1)
+	require.NoError(t, e.stFake.FailRefund(refund.VendorRef)) // the bank sends the money back
+	e.waitEvents(t, re.ID, 2)
+
+	sgSrv := httptest.NewServer(e.sgFake)
+	t.Cleanup(sgSrv.Close)
+	sgLister, err := sendgrid.New(sendgrid.Config{APIKey: "SG.report", BaseURL: sgSrv.URL, ActivityRatePerMinute: -1})
+	require.NoError(t, err)
+	stSrv := httptest.NewServer(e.stFake)
+	t.Cleanup(stSrv.Close)
+	stLister, err := stripe.New(stripe.Config{APIKey: "sk_test_report", BaseURL: stSrv.URL})
+	require.NoError(t, err)
+	rep, err := reconcile.BuildReport(context.Background(), e.pool, reconcile.ReportParams{
+		Since: since, Until: time.Now().Add(time.Second), Events: e.store,
+		Listers: map[string]reconcile.Lister{"stripe": stLister, "sendgrid": reconcile.ListerFunc(sgLister.ListMessages)}})
+	require.NoError(t, err)
+	byOp := map[string]reconcile.Line{}
+	for _, l := range rep.Lines {
+		byOp[l.OpID] = l
+	}
+	require.Equal(t, reconcile.CategoryMatched, byOp[m.ID].Category)
+	require.Equal(t, "bounced", byOp[m.ID].Delivery)
+	require.Equal(t, reconcile.CategoryMatched, byOp[pi.ID].Category)
+	require.Equal(t, reconcile.CategoryRefundFailed, byOp[re.ID].Category)
+	require.Contains(t, byOp[re.ID].Detail, refund.VendorRef)
+	require.Equal(t, 1, rep.Problems)
+	require.False(t, rep.Clean())
+}

@@ -1,0 +1,166 @@
+package fakesendgrid
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/oncebox/oncebox/internal/eventpost"
+)
+
+// Headers of SendGrid's signed Event Webhook.
+const (
+	SignatureHeader = "X-Twilio-Email-Event-Webhook-Signature"
+	TimestampHeader = "X-Twilio-Email-Event-Webhook-Timestamp"
+)
+
+// EventsConfig makes the fake POST signed Event Webhook requests for every message it
+// stores, as SendGrid does: a "processed" event, then the final one.
+type EventsConfig struct {
+	eventpost.Config
+	// Key signs the requests (ECDSA P-256, as SendGrid). Required: NewEventKey makes
+	// one and its public key in the dashboard's base64 form.
+	Key *ecdsa.PrivateKey
+	// Final is the event after "processed": "delivered" (the default), "bounce",
+	// "dropped" or "deferred"; "" with NoFinal sends only "processed".
+	Final string
+	// NoFinal sends "processed" only.
+	NoFinal bool
+}
+
+// NewEventKey returns a new P-256 key and its public key as SendGrid's dashboard shows
+// it (base64 of the DER public key): the value of SENDGRID_EVENT_PUBLIC_KEY.
+func NewEventKey() (*ecdsa.PrivateKey, string, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		return nil, "", err
+	}
+	return k, base64.StdEncoding.EncodeToString(der), nil
+}
+
+// SignEvents signs an Event Webhook payload as SendGrid does: ECDSA over SHA-256 of
+// timestamp + payload, ASN.1, base64. It returns the two headers' values.
+func SignEvents(key *ecdsa.PrivateKey, payload []byte, at time.Time) (signature, timestamp string, err error) {
+	timestamp = strconv.FormatInt(at.Unix(), 10)
+	h := sha256.New()
+	h.Write([]byte(timestamp))
+	h.Write(payload)
+	sig, err := ecdsa.SignASN1(crand.Reader, key, h.Sum(nil))
+	if err != nil {
+		return "", "", err
+	}
+	return base64.StdEncoding.EncodeToString(sig), timestamp, nil
+}
+
+// SetEvents starts posting events for the messages stored from now on (nil stops it;
+// events waiting are dropped).
+func (s *Server) SetEvents(cfg *EventsConfig) error {
+	if cfg != nil && (cfg.Key == nil || cfg.URL == "") {
+		return fmt.Errorf("fakesendgrid: events need a URL and a key")
+	}
+	s.mu.Lock()
+	old := s.poster
+	s.events = cfg
+	s.poster = nil
+	if cfg != nil {
+		s.poster = eventpost.New(cfg.Config)
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// EventStats returns how many event requests wait, were delivered and were given up.
+func (s *Server) EventStats() (pending, delivered, dropped int) {
+	s.mu.Lock()
+	p := s.poster
+	s.mu.Unlock()
+	if p == nil {
+		return 0, 0, 0
+	}
+	return p.Stats()
+}
+
+// postEventsLocked schedules the events of a stored message; s.mu must be held.
+func (s *Server) postEventsLocked(m Message) {
+	if s.events == nil || s.poster == nil {
+		return
+	}
+	cfg := *s.events
+	final := cfg.Final
+	if final == "" {
+		final = "delivered"
+	}
+	at := m.AcceptedAt
+	batches := []eventpost.Batch{s.eventBatch(cfg.Key, m, "processed", at)}
+	if !cfg.NoFinal {
+		batches = append(batches, s.eventBatch(cfg.Key, m, final, at.Add(time.Second)))
+	}
+	s.poster.Post(batches...)
+}
+
+// eventBatch builds one request carrying event for every recipient of m. Each
+// delivery gets new sg_event_ids, as SendGrid's redeliveries do.
+func (s *Server) eventBatch(key *ecdsa.PrivateKey, m Message, event string, at time.Time) eventpost.Batch {
+	return func(now time.Time) ([]byte, http.Header) {
+		evs := make([]map[string]any, 0, len(m.To))
+		for i, to := range m.To {
+			e := map[string]any{}
+			for k, v := range m.CustomArgs {
+				e[k] = v
+			}
+			var id [16]byte
+			_, _ = crand.Read(id[:])
+			e["email"] = to
+			e["timestamp"] = at.Unix()
+			e["event"] = event
+			e["sg_event_id"] = hex.EncodeToString(id[:])
+			e["sg_message_id"] = fmt.Sprintf("%s.filterdrecv-%d", m.XMessageID, i)
+			e["smtp-id"] = "<" + m.XMessageID + "@fake.sendgrid>"
+			if event == "bounce" {
+				e["reason"] = "550 5.1.1 mailbox does not exist"
+				e["type"] = "bounce"
+			}
+			evs = append(evs, e)
+		}
+		body, _ := json.Marshal(evs)
+		sig, ts, _ := SignEvents(key, body, now)
+		h := http.Header{}
+		h.Set("Content-Type", "application/json")
+		h.Set(SignatureHeader, sig)
+		h.Set(TimestampHeader, ts)
+		return body, h
+	}
+}
+
+// PostEvents posts the events of a stored message (again), as SendGrid's retries do
+// once an endpoint that was down answers.
+func (s *Server) PostEvents(xMessageID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events == nil {
+		return fmt.Errorf("fakesendgrid: events are not configured")
+	}
+	for _, m := range s.messages {
+		if m.XMessageID == xMessageID {
+			s.postEventsLocked(m)
+			return nil
+		}
+	}
+	return fmt.Errorf("fakesendgrid: no message %s", xMessageID)
+}

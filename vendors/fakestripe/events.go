@@ -1,0 +1,141 @@
+package fakestripe
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/oncebox/oncebox/internal/eventpost"
+)
+
+// EventsConfig makes the fake POST signed webhook events, as Stripe does to a webhook
+// endpoint: payment_intent.created then payment_intent.succeeded (or
+// payment_intent.payment_failed, payment_intent.amount_capturable_updated) for every
+// payment intent created, refund.created for every refund, refund.failed for a
+// refund failed with FailRefund.
+type EventsConfig struct {
+	eventpost.Config
+	// Secret is the endpoint's signing secret (whsec_…). Required.
+	Secret string
+}
+
+// SignPayload returns the Stripe-Signature header Stripe sends with payload:
+// t=<unix time>,v1=<hex HMAC-SHA256(secret, "<t>.<payload>")>.
+func SignPayload(secret string, payload []byte, at time.Time) string {
+	t := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(t))
+	mac.Write([]byte("."))
+	mac.Write(payload)
+	return "t=" + t + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// SetEvents starts posting events for the objects created from now on (nil stops it;
+// events waiting are dropped).
+func (s *Server) SetEvents(cfg *EventsConfig) error {
+	if cfg != nil && (cfg.Secret == "" || cfg.URL == "") {
+		return errors.New("fakestripe: events need a URL and a secret")
+	}
+	s.mu.Lock()
+	old := s.poster
+	s.events = cfg
+	s.poster = nil
+	if cfg != nil {
+		s.poster = eventpost.New(cfg.Config)
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// EventStats returns how many event requests wait, were delivered and were given up.
+func (s *Server) EventStats() (pending, delivered, dropped int) {
+	s.mu.Lock()
+	p := s.poster
+	s.mu.Unlock()
+	if p == nil {
+		return 0, 0, 0
+	}
+	return p.Stats()
+}
+
+// FailRefund marks a refund failed after its creation, as a bank may, and posts
+// refund.failed.
+func (s *Server) FailRefund(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	re, ok := s.refundsByID[id]
+	if !ok {
+		return fmt.Errorf("fakestripe: no refund %s", id)
+	}
+	re.re.Status = "failed"
+	s.postEventsLocked(event{typ: "refund.failed", object: re.json()})
+	return nil
+}
+
+type event struct {
+	typ    string
+	object any
+}
+
+// paymentIntentEventsLocked posts the events of a new payment intent; s.mu must be held.
+func (s *Server) paymentIntentEventsLocked(rec *paymentIntentRecord, confirm bool) {
+	if s.events == nil {
+		return
+	}
+	final := rec.json()
+	if !confirm {
+		s.postEventsLocked(event{typ: "payment_intent.created", object: final})
+		return
+	}
+	// The created event shows the intent before its confirmation.
+	created := *final
+	created.Status = "requires_payment_method"
+	created.LastPaymentError = nil
+	created.AmountReceived = 0
+	created.AmountCapturable = 0
+	typ := "payment_intent.succeeded"
+	switch {
+	case rec.lastError != nil:
+		typ = "payment_intent.payment_failed"
+	case final.Status == "requires_capture":
+		typ = "payment_intent.amount_capturable_updated"
+	}
+	s.postEventsLocked(event{typ: "payment_intent.created", object: &created}, event{typ: typ, object: final})
+}
+
+// postEventsLocked schedules events about one object, in order; s.mu must be held.
+func (s *Server) postEventsLocked(evs ...event) {
+	if s.events == nil || s.poster == nil {
+		return
+	}
+	secret := s.events.Secret
+	created := s.now().Unix()
+	batches := make([]eventpost.Batch, len(evs))
+	for i, ev := range evs {
+		body, err := json.Marshal(map[string]any{
+			"id": newID("evt_", 24), "object": "event", "api_version": defaultAPIVersion, "created": created,
+			"type": ev.typ, "livemode": false, "pending_webhooks": 1,
+			"data": map[string]any{"object": ev.object},
+		})
+		if err != nil {
+			panic("fakestripe: encode event: " + err.Error()) // plain fields only
+		}
+		// A redelivery carries the same event, freshly signed.
+		batches[i] = func(now time.Time) ([]byte, http.Header) {
+			h := http.Header{}
+			h.Set("Content-Type", "application/json; charset=utf-8")
+			h.Set("Stripe-Signature", SignPayload(secret, body, now))
+			return body, h
+		}
+	}
+	s.poster.Post(batches...)
+}
