@@ -40,6 +40,10 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		writeProblem(w, p)
 		return
 	}
+	if p := conversationHeader(r, &req); p != nil {
+		writeProblem(w, p)
+		return
+	}
 	if p := checkStorable(&req); p != nil {
 		writeProblem(w, p)
 		return

@@ -23,6 +23,26 @@ type opRequest struct {
 	ToolCallID     string          `json:"tool_call_id"`
 }
 
+// HeaderConversationID names the agent's conversation on POST /v1/ops, for clients
+// that set headers more easily than body members.
+const HeaderConversationID = "Oncebox-Conversation-Id"
+
+// conversationHeader fills req's conversation_id from the Oncebox-Conversation-Id
+// header, and refuses a body conversation_id that differs from it.
+func conversationHeader(r *http.Request, req *opRequest) *problem {
+	h := strings.TrimSpace(r.Header.Get(HeaderConversationID))
+	switch {
+	case h == "":
+		return nil
+	case req.ConversationID == "":
+		req.ConversationID = h
+		return nil
+	case req.ConversationID != h:
+		return invalidArgs("conversation_id", "differs from the "+HeaderConversationID+" header; send one of them, or the same value in both")
+	}
+	return nil
+}
+
 // decisionRequest is the optional body of approve and reject.
 type decisionRequest struct {
 	Reason string `json:"reason"`

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tools"
 )
 
 // OpView is the structured content of a tool result: the op as the HTTP API returns
@@ -40,50 +41,100 @@ func newOpView(op *outbox.Op, replayed bool) OpView {
 	}
 }
 
-// describe tells the model plainly what happened to its tool call.
+// describe tells the model plainly what happened to its tool call: one sentence for
+// the state, whether this call made the op or found it made by an earlier one, then
+// what to do next.
 func describe(op *outbox.Op, replayed bool, id callIdentity, wait string) string {
 	var b strings.Builder
+	what := actionOf(op.Tool)
 	if replayed {
-		fmt.Fprintf(&b, "ALREADY DONE EARLIER: this same %s call was already made earlier in this conversation; it was NOT repeated now. ", op.Tool)
-	}
-	switch op.Status {
-	case outbox.StatusSucceeded:
-		if replayed {
-			b.WriteString("The earlier call succeeded")
-		} else {
-			fmt.Fprintf(&b, "DONE: the %s call was executed now and the vendor confirmed it", op.Tool)
+		fmt.Fprintf(&b, "This %s was already requested earlier and was not repeated now: ", what)
+		switch op.Status {
+		case outbox.StatusSucceeded:
+			b.WriteString("it was carried out then")
+			if op.VendorRef != "" {
+				fmt.Fprintf(&b, " (vendor reference %s)", op.VendorRef)
+			}
+			b.WriteString(". Do not call the tool again for it.")
+			if len(op.Result) > 0 {
+				fmt.Fprintf(&b, " Vendor result: %s.", compact(op.Result))
+			}
+			fmt.Fprintf(&b, " Only if the user explicitly asks to do the same thing once more, call the tool again with the same arguments and \"occurrence\": %d.",
+				id.Occurrence+1)
+		case outbox.StatusFailed:
+			fmt.Fprintf(&b, "the vendor refused it then, so nothing was carried out (reason: %s). "+
+				"Calling again with the same arguments gives the same answer; change the arguments or tell the user.", failureReason(op.Error))
+		case outbox.StatusRejected:
+			b.WriteString("a person rejected it, so it was not carried out and will not be. Do not retry it; tell the user.")
+		case outbox.StatusAwaitingApproval:
+			b.WriteString("it is waiting for a person's approval and has not been carried out. Do not call the tool again for it; tell the user it awaits approval.")
+		case outbox.StatusNeedsReview:
+			b.WriteString("it " + reviewSentence(op))
+		default:
+			fmt.Fprintf(&b, "the vendor has not confirmed it yet (status %s); it will be carried out at most once. %s", op.Status, pendingAdvice(op, id))
 		}
-		if op.VendorRef != "" {
-			fmt.Fprintf(&b, " (vendor reference %s)", op.VendorRef)
-		}
-		b.WriteString(". Do not call it again for the same purpose.")
-		if len(op.Result) > 0 {
-			fmt.Fprintf(&b, " Vendor result: %s", compact(op.Result))
-		}
-	case outbox.StatusFailed:
-		fmt.Fprintf(&b, "FAILED: the vendor refused the %s call, so nothing was done. Reason: %s. "+
-			"Calling again with the same arguments gives the same answer; change the arguments or tell the user.",
-			op.Tool, failureReason(op.Error))
-	case outbox.StatusRejected:
-		b.WriteString("REJECTED: a person rejected this action; it was NOT executed and will not be. Do not retry it; tell the user.")
-	case outbox.StatusAwaitingApproval:
-		b.WriteString("AWAITING APPROVAL: this action needs a person's approval and has NOT been executed yet. " +
-			"It will be executed once approved, and not at all if rejected. Do not call the tool again for it; tell the user it awaits approval.")
-	case outbox.StatusNeedsReview:
-		b.WriteString("NEEDS REVIEW: oncebox could not confirm whether the vendor carried this out, so a person will decide. " +
-			"Do NOT retry it (that could do it twice); tell the user it is under review.")
-	default: // pending, dispatching, unknown
-		fmt.Fprintf(&b, "PENDING: the call is recorded and will be carried out exactly once, but the vendor had not confirmed it "+
-			"within %s (status %s). Do NOT call the tool again to retry it. ", wait, op.Status)
-		if id.ToolCallID == "" {
-			b.WriteString("To check on it, call this tool again with exactly the same arguments in this conversation: " +
-				"that reports its status and does not repeat it.")
-		} else {
-			fmt.Fprintf(&b, "An operator can check it with GET /v1/ops/%s.", op.Key)
+	} else {
+		switch op.Status {
+		case outbox.StatusSucceeded:
+			fmt.Fprintf(&b, "Done: this %s was carried out now and the vendor confirmed it", what)
+			if op.VendorRef != "" {
+				fmt.Fprintf(&b, " (vendor reference %s)", op.VendorRef)
+			}
+			b.WriteString(". Do not call the tool again for it.")
+			if len(op.Result) > 0 {
+				fmt.Fprintf(&b, " Vendor result: %s.", compact(op.Result))
+			}
+		case outbox.StatusFailed:
+			fmt.Fprintf(&b, "Not done: the vendor refused this %s, so nothing was carried out (reason: %s). "+
+				"Calling again with the same arguments gives the same answer; change the arguments or tell the user.", what, failureReason(op.Error))
+		case outbox.StatusRejected:
+			fmt.Fprintf(&b, "Not done: a person rejected this %s, so it was not carried out and will not be. Do not retry it; tell the user.", what)
+		case outbox.StatusAwaitingApproval:
+			fmt.Fprintf(&b, "Waiting for approval: this %s needs a person's approval and has not been carried out; "+
+				"it will be once approved, and not at all if rejected. Do not call the tool again for it; tell the user it awaits approval.", what)
+		case outbox.StatusNeedsReview:
+			fmt.Fprintf(&b, "Held for review: this %s ", what)
+			b.WriteString(reviewSentence(op))
+		default:
+			fmt.Fprintf(&b, "Not confirmed yet: this %s is recorded and will be carried out at most once, but the vendor had not confirmed it within %s (status %s). %s",
+				what, wait, op.Status, pendingAdvice(op, id))
 		}
 	}
 	fmt.Fprintf(&b, " (op key %s, status %s)", op.Key, op.Status)
 	return b.String()
+}
+
+// reviewSentence says of an op held for review whether anything may have been sent.
+func reviewSentence(op *outbox.Op) string {
+	if op.NothingSent() {
+		return "is held for a person's review and was NOT sent to the vendor, so nothing was carried out. " +
+			"Do not call the tool again for it; tell the user it is held for review."
+	}
+	return "is held for a person's review because oncebox could not confirm whether the vendor carried it out, so it may have been done. " +
+		"Do not call the tool again (that could do it twice); tell the user it is under review."
+}
+
+// pendingAdvice tells the model how to follow an op that is not settled yet.
+func pendingAdvice(op *outbox.Op, id callIdentity) string {
+	if id.ToolCallID != "" {
+		return fmt.Sprintf("Do not call the tool again to retry it; an operator can check it with GET /v1/ops/%s.", op.Key)
+	}
+	return "Do not call the tool again to retry it; calling it again with exactly the same arguments only reports its status."
+}
+
+// actionOf names what a tool does, for the model.
+func actionOf(tool string) string {
+	switch tool {
+	case tools.PaymentIntent:
+		return "payment"
+	case tools.Refund:
+		return "refund"
+	case tools.Mail:
+		return "email"
+	case tools.WebhookPost:
+		return "webhook post"
+	}
+	return tool + " call"
 }
 
 // failureReason summarizes an op's stored error for the model.

@@ -121,3 +121,35 @@ func mcpToolName(tool string) string {
 	}
 	return string(out)
 }
+
+// occurrenceHelp ends every tool's description: how to ask for a deliberate repeat.
+const occurrenceHelp = " Identical calls are done once, even when a call is retried or sent again from another session: " +
+	"to do the very same thing once more because the user explicitly asks for it, call again with \"occurrence\" " +
+	"set to 2 (then 3, and so on); never raise it to retry a call."
+
+// occurrenceSchema is the schema of the optional occurrence argument.
+const occurrenceSchema = `{"type": "integer", "minimum": 1, "maximum": 1000, "default": 1, ` +
+	`"description": "Leave it out (1). Raise it only when the user explicitly asks to do the same thing again: 2 for the second time, 3 for the third. A retry keeps the same number."}`
+
+// withOccurrence adds the occurrence argument to an input schema.
+func withOccurrence(schema json.RawMessage) json.RawMessage {
+	var s map[string]json.RawMessage
+	if json.Unmarshal(schema, &s) != nil {
+		return schema
+	}
+	var props map[string]json.RawMessage
+	if json.Unmarshal(s["properties"], &props) != nil || props == nil {
+		props = map[string]json.RawMessage{}
+	}
+	props[ArgOccurrence] = json.RawMessage(occurrenceSchema)
+	b, err := json.Marshal(props)
+	if err != nil {
+		return schema
+	}
+	s["properties"] = b
+	out, err := json.Marshal(s)
+	if err != nil {
+		return schema
+	}
+	return out
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/tools"
 )
 
 // Config configures a Server.
@@ -38,6 +39,25 @@ type Config struct {
 	// of a stdio server; the price is that the same payload is a replay for as long as
 	// the op is kept, whichever conversation sends it.
 	Conversation string
+	// DedupeWindows is, per oncebox tool name, how long identical calls that name no
+	// conversation (no _meta conversation id, no Oncebox-Conversation-Id header or
+	// query parameter, no Conversation) are one op, whichever MCP session or process
+	// sends them; 0 turns it off for the tool (such calls are then deduplicated within
+	// their MCP session, or stdio process, only). Tools it leaves out get
+	// DefaultDedupeWindows. Keep each window below the tool's TTL.
+	DedupeWindows map[string]time.Duration
+}
+
+// DefaultDedupeWindows returns the default Config.DedupeWindows: 24 hours for
+// payments, refunds and mail, off for webhook posts (which a workflow often repeats on
+// purpose).
+func DefaultDedupeWindows() map[string]time.Duration {
+	return map[string]time.Duration{
+		tools.PaymentIntent: 24 * time.Hour,
+		tools.Refund:        24 * time.Hour,
+		tools.Mail:          24 * time.Hour,
+		tools.WebhookPost:   0,
+	}
 }
 
 func (c *Config) withDefaults() Config {
@@ -61,8 +81,16 @@ func (c *Config) validate() error {
 	if c.Wait < 0 {
 		return fmt.Errorf("mcpserver: Wait %s is negative; leave it 0 for the 10 s default", c.Wait)
 	}
+	for tool, d := range c.DedupeWindows {
+		if d < 0 {
+			return fmt.Errorf("mcpserver: the dedupe window of %s is negative (%s); 0 turns it off", tool, d)
+		}
+	}
 	return nil
 }
+
+// ErrNoTools is returned by New when no vendor is configured, so no tool is enabled.
+var ErrNoTools = errors.New("no tool is enabled: configure a vendor (STRIPE_API_KEY, SENDGRID_API_KEY or ONCEBOX_WEBHOOK_TARGETS)")
 
 // Server exposes the outbox's built-in tools over MCP.
 type Server struct {
@@ -93,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if len(s.specs) == 0 {
-		return nil, errors.New("mcpserver: the outbox's registry holds none of the built-in tools; register them with tools.Builtin")
+		return nil, ErrNoTools
 	}
 	return s, nil
 }
@@ -102,22 +130,20 @@ func New(cfg Config) (*Server, error) {
 // records belongs to tenantID.
 func (s *Server) MCPServer(tenantID int64) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "oncebox", Title: "oncebox", Version: "1"}, &mcp.ServerOptions{
-		Instructions: "These tools perform real side effects (payments, refunds, emails, webhooks) exactly once. " +
-			"Read each result's text: it says whether the action was done now, had already been done earlier and was " +
-			"NOT repeated, is still pending, was refused, awaits a person's approval, or needs review. " +
-			"Never call a tool again to retry an action that is pending, awaiting approval or under review.",
+		Instructions: "These tools perform real side effects (payments, refunds, emails, webhooks) at most once. " +
+			"Read each result's text: it says whether the action was carried out now, had already been requested earlier and was " +
+			"not repeated, is not confirmed yet, was refused, awaits a person's approval, or is held for review. " +
+			"Never call a tool again to retry an action. To do the same action once more because the user explicitly asks for it, " +
+			"call again with \"occurrence\" raised to 2 (then 3, and so on).",
 		Logger: s.logger,
 	})
 	instance := "instance:" + randomID()
-	if s.cfg.Conversation != "" {
-		instance = "conversation:" + s.cfg.Conversation
-	}
 	for _, spec := range s.specs {
 		destructive, openWorld := true, true
 		srv.AddTool(&mcp.Tool{
 			Name:        mcpToolName(spec.Tool),
-			Description: spec.Description,
-			InputSchema: spec.InputSchema,
+			Description: spec.Description + occurrenceHelp,
+			InputSchema: withOccurrence(spec.InputSchema),
 			Annotations: &mcp.ToolAnnotations{
 				Title:           spec.Tool,
 				DestructiveHint: &destructive,
@@ -133,20 +159,44 @@ func (s *Server) MCPServer(tenantID int64) *mcp.Server {
 // must carry "Authorization: Bearer <token>" of a tenant (401 otherwise) whose role is
 // agent (403 "insufficient scope" for approver and admin tokens: MCP tools enqueue ops,
 // which only agents do), and a session can only be used with a token of the tenant that
-// opened it. No MCP tool approves or rejects anything.
+// opened it. No MCP tool approves or rejects anything. A 401 carries WWW-Authenticate:
+// Bearer. The conversation may be named per request with the Oncebox-Conversation-Id
+// header or the conversation_id query parameter.
 func (s *Server) HTTPHandler() http.Handler {
 	s.httpOnce.Do(func() {
 		h := mcp.NewStreamableHTTPHandler(s.serverForRequest, &mcp.StreamableHTTPOptions{
 			Logger:         s.logger,
 			SessionTimeout: 30 * time.Minute,
 		})
-		s.httpHandler = auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
+		authed := auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
 			AllowMissingExpiration: true,
 			Scopes:                 []string{agentScope},
 		})(h)
+		s.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c := r.URL.Query().Get(QueryConversationID); c != "" && r.Header.Get(HeaderConversationID) == "" {
+				r = r.Clone(r.Context())
+				r.Header.Set(HeaderConversationID, c)
+			}
+			authed.ServeHTTP(&challenger{ResponseWriter: w}, r)
+		})
 	})
 	return s.httpHandler
 }
+
+// challenger adds "WWW-Authenticate: Bearer" to a 401 that has none.
+type challenger struct {
+	http.ResponseWriter
+}
+
+func (c *challenger) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="oncebox"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer (flushes of streams).
+func (c *challenger) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // RunStdio serves the tools to one tenant over standard input and output until the
 // client disconnects or ctx is done.

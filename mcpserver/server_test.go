@@ -22,13 +22,21 @@ import (
 )
 
 type env struct {
-	pool   *pgxpool.Pool
-	srv    *mcpserver.Server
+	pool    *pgxpool.Pool
+	ob      *outbox.Outbox
+	tenants *tenant.Store
+	srv     *mcpserver.Server
 	tenant int64
 	token  string
 }
 
 func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the server's dedupe windows set (nil: the defaults).
+func newEnvWith(t *testing.T, windows map[string]time.Duration) *env {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
@@ -38,9 +46,9 @@ func newEnv(t *testing.T) *env {
 	tenants := tenant.NewStore(pool)
 	ten, token, err := tenants.Create(context.Background(), "t")
 	require.NoError(t, err)
-	srv, err := mcpserver.New(mcpserver.Config{Outbox: ob, Tenants: tenants, Wait: 50 * time.Millisecond})
+	srv, err := mcpserver.New(mcpserver.Config{Outbox: ob, Tenants: tenants, Wait: 50 * time.Millisecond, DedupeWindows: windows})
 	require.NoError(t, err)
-	return &env{pool: pool, srv: srv, tenant: ten.ID, token: token}
+	return &env{pool: pool, ob: ob, tenants: tenants, srv: srv, tenant: ten.ID, token: token}
 }
 
 // inMemory connects the SDK's client to the tenant's MCP server over in-memory transports.
@@ -134,8 +142,8 @@ func replaysByToolCallID(t *testing.T, e *env, cs *mcp.ClientSession) {
 
 	first := call(t, cs, "stripe_payment_intent", payment(500), meta)
 	require.False(t, first.IsError, text(t, first))
-	require.Contains(t, text(t, first), "PENDING")
-	require.NotContains(t, text(t, first), "ALREADY DONE")
+	require.Contains(t, text(t, first), "Not confirmed yet: this payment is recorded")
+	require.NotContains(t, text(t, first), "already requested earlier")
 	v1 := structured(t, first)
 	require.False(t, v1.Replayed)
 	require.Equal(t, "pending", v1.Status)
@@ -146,8 +154,7 @@ func replaysByToolCallID(t *testing.T, e *env, cs *mcp.ClientSession) {
 
 	second := call(t, cs, "stripe_payment_intent", payment(500), meta)
 	require.False(t, second.IsError)
-	require.Contains(t, text(t, second), "ALREADY DONE EARLIER")
-	require.Contains(t, text(t, second), "NOT repeated")
+	require.Contains(t, text(t, second), "This payment was already requested earlier and was not repeated now")
 	v2 := structured(t, second)
 	require.True(t, v2.Replayed)
 	require.Equal(t, v1.ID, v2.ID)
@@ -190,7 +197,7 @@ func TestSamePayloadWithoutToolCallID(t *testing.T) {
 	second := call(t, cs, "stripe_payment_intent", payment(700), conv)
 	require.False(t, structured(t, first).Replayed)
 	require.True(t, structured(t, second).Replayed)
-	require.Contains(t, text(t, second), "NOT repeated")
+	require.Contains(t, text(t, second), "was not repeated now")
 	require.Equal(t, 1, e.countOps(t))
 
 	other := call(t, cs, "stripe_payment_intent", payment(701), conv)
@@ -210,9 +217,11 @@ func TestSamePayloadWithoutToolCallID(t *testing.T) {
 	require.Equal(t, 4, e.countOps(t))
 }
 
-func TestHTTPSessionsAreSeparateConversations(t *testing.T) {
+// TestHTTPSessionsAreSeparateConversationsWithoutWindow: with the tool's dedupe window
+// off, a call that names no conversation belongs to its MCP session.
+func TestHTTPSessionsAreSeparateConversationsWithoutWindow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWith(t, map[string]time.Duration{tools.PaymentIntent: 0})
 	cs1, ts := e.overHTTP(t)
 	cs2 := e.connectHTTP(t, ts)
 
@@ -314,12 +323,13 @@ func TestResultTextPerStatus(t *testing.T) {
 		want                    []string
 		isError                 bool
 	}{
-		{status: "succeeded", result: `{"status": 201}`, want: []string{"ALREADY DONE EARLIER", "succeeded", `{"status":201}`}},
-		{status: "failed", errJSON: `{"class":"permanent","code":"bad_request","message":"contact exists"}`, want: []string{"FAILED", "contact exists (bad_request)"}, isError: true},
-		{status: "awaiting_approval", want: []string{"AWAITING APPROVAL", "NOT been executed"}},
-		{status: "needs_review", want: []string{"NEEDS REVIEW", "a person will decide", "Do NOT retry"}},
-		{status: "rejected", want: []string{"REJECTED", "NOT executed"}},
-		{status: "unknown", want: []string{"PENDING", "Do NOT call the tool again", "GET /v1/ops/" + v.Key}},
+		{status: "succeeded", result: `{"status": 201}`, want: []string{"This webhook post was already requested earlier and was not repeated now: it was carried out then.", `{"status":201}`, `"occurrence": 2`}},
+		{status: "failed", errJSON: `{"class":"permanent","code":"bad_request","message":"contact exists"}`, want: []string{"already requested earlier", "the vendor refused it then, so nothing was carried out", "contact exists (bad_request)"}, isError: true},
+		{status: "awaiting_approval", want: []string{"This webhook post was already requested earlier and was not repeated now: it is waiting for a person's approval and has not been carried out."}},
+		{status: "needs_review", errJSON: `{"class":"unknown","code":"timeout"}`, want: []string{"already requested earlier", "could not confirm whether the vendor carried it out, so it may have been done", "Do not call the tool again"}},
+		{status: "needs_review", errJSON: `{"class":"sealed_args","message":"m","nothing_sent":true}`, want: []string{"already requested earlier", "was NOT sent to the vendor, so nothing was carried out"}},
+		{status: "rejected", want: []string{"already requested earlier", "a person rejected it, so it was not carried out and will not be"}},
+		{status: "unknown", want: []string{"already requested earlier", "the vendor has not confirmed it yet (status unknown)", "Do not call the tool again", "GET /v1/ops/" + v.Key}},
 	} {
 		_, err := e.pool.Exec(context.Background(),
 			"UPDATE oncebox_op SET status = $1, result = $2::json, error = $3::json WHERE id = $4",

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -22,24 +24,51 @@ const (
 	MetaToolCallID     = "oncebox/tool_call_id"
 )
 
+// HeaderConversationID is the request header that names the conversation of every
+// tool call of an HTTP request, for clients that can set headers but not _meta.
+// QueryConversationID is the same as a query parameter of the /mcp URL, for clients
+// that can set neither. _meta wins over the header, the header over the query.
+const (
+	HeaderConversationID = "Oncebox-Conversation-Id"
+	QueryConversationID  = "conversation_id"
+)
+
+// ArgOccurrence is the optional argument every tool takes besides its own: 1 by
+// default, raised by the model only when the user asks to do the same thing again.
+// It is part of the call's identity, not of the op's arguments.
+const ArgOccurrence = "occurrence"
+
+// maxOccurrence bounds ArgOccurrence.
+const maxOccurrence = 1000
+
 // callIdentity is what the server knows about who makes a tool call.
 type callIdentity struct {
-	// Conversation is the _meta conversation id, else the MCP session id, else
-	// Config.Conversation, else the id of the *mcp.Server instance.
+	// Conversation is the conversation the client named (_meta, header, query), else
+	// Config.Conversation, else the MCP session id, else the id of the *mcp.Server
+	// instance.
 	Conversation string
-	// ConversationFromClient is true when the client sent the conversation id.
-	ConversationFromClient bool
+	// Named is true when the conversation was named by the client or by
+	// Config.Conversation: calls are then deduplicated within it, not by window.
+	Named bool
 	// ToolCallID is the _meta tool call id, or "".
 	ToolCallID string
+	// Occurrence is the call's ArgOccurrence, 1 by default.
+	Occurrence int
 }
 
-// identify reads the call's identity from the request; fallback is the conversation
-// of a call without _meta or session.
-func identify(req *mcp.CallToolRequest, fallback string) callIdentity {
-	var id callIdentity
+// identify reads the call's identity from the request; configured is
+// Config.Conversation, instance the conversation of a call without one.
+func identify(req *mcp.CallToolRequest, configured, instance string) callIdentity {
+	id := callIdentity{Occurrence: 1}
 	meta := req.Params.Meta
 	id.Conversation = metaString(meta, MetaConversationID, "conversation_id")
-	id.ConversationFromClient = id.Conversation != ""
+	if id.Conversation == "" && req.Extra != nil && req.Extra.Header != nil {
+		id.Conversation = strings.TrimSpace(req.Extra.Header.Get(HeaderConversationID))
+	}
+	if id.Conversation == "" && configured != "" {
+		id.Conversation = "conversation:" + configured
+	}
+	id.Named = id.Conversation != ""
 	id.ToolCallID = metaString(meta, MetaToolCallID, "tool_call_id")
 	if id.Conversation == "" && req.Session != nil {
 		if sid := req.Session.ID(); sid != "" {
@@ -47,7 +76,7 @@ func identify(req *mcp.CallToolRequest, fallback string) callIdentity {
 		}
 	}
 	if id.Conversation == "" {
-		id.Conversation = fallback
+		id.Conversation = instance
 	}
 	return id
 }
@@ -64,9 +93,32 @@ func metaString(meta mcp.Meta, keys ...string) string {
 	return ""
 }
 
-// mintKey derives the idempotency key of a tool call: from the conversation and the
-// tool call id when there is one, else from the conversation and the payload's
-// fingerprint. It is "mcp_" and 48 hex digits.
+// takeOccurrence removes ArgOccurrence from args and returns it (1 when absent).
+func takeOccurrence(args json.RawMessage) (json.RawMessage, int, *mcp.CallToolResult) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil || m == nil {
+		return args, 1, nil // not an object: validation says so
+	}
+	raw, ok := m[ArgOccurrence]
+	if !ok {
+		return args, 1, nil
+	}
+	var n int
+	if json.Unmarshal(raw, &n) != nil || n < 1 || n > maxOccurrence {
+		return nil, 0, errorResult(fmt.Sprintf("Invalid argument %q: it must be a whole number from 1 to %d (leave it out for 1). "+
+			"Nothing was executed. Fix the argument and call the tool again.", ArgOccurrence, maxOccurrence))
+	}
+	delete(m, ArgOccurrence)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return args, 1, nil
+	}
+	return out, n, nil
+}
+
+// mintKey derives the idempotency key of a tool call in a conversation: from the
+// conversation and the tool call id when there is one, else from the conversation,
+// the payload's fingerprint and the occurrence. It is "mcp_" and 48 hex digits.
 func mintKey(id callIdentity, fp outbox.Fingerprint) string {
 	h := sha256.New()
 	h.Write([]byte("oncebox/mcp/v1\x00"))
@@ -74,6 +126,9 @@ func mintKey(id callIdentity, fp outbox.Fingerprint) string {
 		h.Write([]byte("call\x00" + id.Conversation + "\x00" + id.ToolCallID))
 	} else {
 		h.Write([]byte("payload\x00" + id.Conversation + "\x00" + fp.String()))
+		if id.Occurrence > 1 {
+			h.Write([]byte("\x00occurrence\x00" + strconv.Itoa(id.Occurrence)))
+		}
 	}
 	return "mcp_" + hex.EncodeToString(h.Sum(nil))[:48]
 }
@@ -96,6 +151,44 @@ func (s *Server) legacyKey(ctx context.Context, tenantID int64, tool string, arg
 	return key
 }
 
+// windowCall identifies a call deduplicated by window: the tool and payload (both in
+// the fingerprint) and the occurrence.
+func windowCall(fp outbox.Fingerprint, occurrence int) string {
+	h := sha256.Sum256([]byte("oncebox/mcp/window/v1\x00" + fp.String() + "\x00" + strconv.Itoa(occurrence)))
+	return hex.EncodeToString(h[:])
+}
+
+// windowKey is a fresh key for a new window of call: "mcpw_", 32 hex digits of the
+// call and 16 random ones.
+func windowKey(call string) string {
+	return "mcpw_" + call[:32] + "_" + randomID()[:16]
+}
+
+// key returns the idempotency key of a tool call: within its conversation when one is
+// named; else, when the tool has a dedupe window, shared by identical calls of the
+// tenant within the window, whichever session or process sends them; else within the
+// MCP session (or the stdio process).
+func (s *Server) key(ctx context.Context, tenantID int64, tool string, args json.RawMessage, id callIdentity, fp outbox.Fingerprint) (string, error) {
+	window := s.window(tool)
+	if id.Named || window <= 0 {
+		key := mintKey(id, fp)
+		if id.ToolCallID == "" {
+			key = s.legacyKey(ctx, tenantID, tool, args, id, key)
+		}
+		return key, nil
+	}
+	call := windowCall(fp, id.Occurrence)
+	return s.ob.KeyInWindow(ctx, tenantID, call, windowKey(call), window)
+}
+
+// window returns the dedupe window of tool.
+func (s *Server) window(tool string) time.Duration {
+	if d, ok := s.cfg.DedupeWindows[tool]; ok {
+		return d
+	}
+	return DefaultDedupeWindows()[tool]
+}
+
 // toolHandler returns the MCP handler of one tool for one tenant.
 func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -108,17 +201,27 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		id := identify(req, instance)
+		id := identify(req, s.cfg.Conversation, instance)
+		args, occurrence, bad := takeOccurrence(args)
+		if bad != nil {
+			return bad, nil
+		}
+		id.Occurrence = occurrence
 		fp, err := s.ob.Fingerprint(tool, args)
 		if err != nil {
 			return errorResult("The arguments are not valid JSON. Nothing was executed. Send a JSON object matching the tool's input schema."), nil
 		}
-		key := mintKey(id, fp)
-		if id.ToolCallID == "" {
-			key = s.legacyKey(ctx, tenantID, tool, args, id, key)
+		log := s.logger.With(slog.Int64("tenant", tenantID), slog.String("tool", tool), slog.String("conversation_id", id.Conversation))
+		// Validate before a key window is opened for a call that cannot be recorded.
+		if _, err := s.ob.Prepare(outbox.EnqueueParams{TenantID: tenantID, Key: "mcp_check", Tool: tool, Args: args,
+			ConversationID: id.Conversation, ToolCallID: id.ToolCallID}); err != nil {
+			return s.failure(ctx, log, err), nil
 		}
-		log := s.logger.With(slog.Int64("tenant", tenantID), slog.String("tool", tool),
-			slog.String("idempotency_key", key), slog.String("conversation_id", id.Conversation))
+		key, err := s.key(ctx, tenantID, tool, args, id, fp)
+		if err != nil {
+			return s.failure(ctx, log, err), nil
+		}
+		log = log.With(slog.String("idempotency_key", key))
 
 		res, err := s.ob.Enqueue(ctx, outbox.EnqueueParams{
 			TenantID:       tenantID,
@@ -129,13 +232,7 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 			ToolCallID:     id.ToolCallID,
 		})
 		if err != nil {
-			if r := refusal(err); r != nil {
-				log.LogAttrs(ctx, slog.LevelDebug, "mcp tool call refused", slog.Any("error", err))
-				return r, nil
-			}
-			log.LogAttrs(ctx, slog.LevelError, "mcp tool call failed", slog.Any("error", err))
-			return errorResult("oncebox could not record this call because of an internal error. " +
-				"Nothing was executed. It is safe to call the tool again with the same arguments."), nil
+			return s.failure(ctx, log, err), nil
 		}
 		op := res.Op
 		if !op.Status.Settled() {
@@ -154,6 +251,17 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 			IsError:           op.Status == outbox.StatusFailed,
 		}, nil
 	}
+}
+
+// failure turns an error of recording a call into the result the model reads.
+func (s *Server) failure(ctx context.Context, log *slog.Logger, err error) *mcp.CallToolResult {
+	if r := refusal(err); r != nil {
+		log.LogAttrs(ctx, slog.LevelDebug, "mcp tool call refused", slog.Any("error", err))
+		return r
+	}
+	log.LogAttrs(ctx, slog.LevelError, "mcp tool call failed", slog.Any("error", err))
+	return errorResult("oncebox could not record this call because of an internal error. " +
+		"Nothing was executed. It is safe to call the tool again with the same arguments.")
 }
 
 // refusal turns an error of Enqueue that the model can act on into a tool error

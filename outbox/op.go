@@ -91,3 +91,35 @@ func identityAttrs(op *Op) []any {
 		slog.String("vendor", op.Vendor),
 	}
 }
+
+// NothingSentField is the member of an op's stored error that is true when none of
+// the op's requests can have been carried out by the vendor (it was held for review
+// before anything went out, or after requests that all failed before the vendor acted).
+const NothingSentField = "nothing_sent"
+
+// NothingSent reports whether the op's stored error says that none of its requests can
+// have been carried out by the vendor. It is false whenever that is not known.
+func (op *Op) NothingSent() bool {
+	if len(op.Error) == 0 {
+		return false
+	}
+	var e map[string]json.RawMessage
+	if json.Unmarshal(op.Error, &e) != nil {
+		return false
+	}
+	return string(e[NothingSentField]) == "true"
+}
+
+// withNothingSent returns the error JSON errJSON (an object) with NothingSentField set.
+func withNothingSent(errJSON json.RawMessage) json.RawMessage {
+	var e map[string]json.RawMessage
+	if json.Unmarshal(errJSON, &e) != nil || e == nil {
+		e = map[string]json.RawMessage{}
+	}
+	e[NothingSentField] = json.RawMessage("true")
+	out, err := json.Marshal(e)
+	if err != nil {
+		return errJSON
+	}
+	return out
+}

@@ -38,6 +38,8 @@ type PurgeStats struct {
 	Ops        int
 	Batches    int
 	Tombstones int
+	// KeyWindows counts the closed key windows (KeyInWindow) deleted.
+	KeyWindows int
 }
 
 // sqlPurgeBatch deletes up to $1 expired, terminal ops and leaves a tombstone for each.
@@ -62,7 +64,7 @@ ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
 const sqlPurgeTombstones = `DELETE FROM oncebox_tombstone WHERE purge_after < now()`
 
 // Purge deletes expired terminal ops in batches of cfg.BatchSize, leaving tombstones,
-// and deletes tombstones past their own TTL.
+// and deletes tombstones past their own TTL and closed key windows.
 func (ob *Outbox) Purge(ctx context.Context, cfg PurgeConfig) (PurgeStats, error) {
 	cfg = cfg.withDefaults()
 	var st PurgeStats
@@ -86,9 +88,14 @@ func (ob *Outbox) Purge(ctx context.Context, cfg PurgeConfig) (PurgeStats, error
 		return st, fmt.Errorf("outbox: purge tombstones: %w", err)
 	}
 	st.Tombstones = int(tag.RowsAffected())
-	if st.Ops > 0 || st.Tombstones > 0 {
+	tag, err = ob.pool.Exec(ctx, sqlPurgeKeyWindows)
+	if err != nil {
+		return st, fmt.Errorf("outbox: purge key windows: %w", err)
+	}
+	st.KeyWindows = int(tag.RowsAffected())
+	if st.Ops > 0 || st.Tombstones > 0 || st.KeyWindows > 0 {
 		ob.logger.Info("purged expired ops", slog.Int("ops", st.Ops), slog.Int("batches", st.Batches),
-			slog.Int("tombstones_deleted", st.Tombstones))
+			slog.Int("tombstones_deleted", st.Tombstones), slog.Int("key_windows_deleted", st.KeyWindows))
 	}
 	return st, nil
 }

@@ -142,3 +142,19 @@ const sqlRecordAndFinish = recordAndFinish
 // lookup by job id. End to end: +25-30% ops/s.
 const sqlRecordAndFinishBeforeJobComplete = recordAndFinish +
 	` FROM (SELECT set_config('plan_cache_mode', 'force_generic_plan', true)) AS generic_plans`
+
+// sqlKeyInWindow returns the key of the open window of a call, or opens one under $3.
+// The conflicting row is always updated (to itself while the window is open), so the
+// statement returns the row in every case and a concurrent caller waits for the
+// first one's row, then reads it.
+const sqlKeyInWindow = `
+INSERT INTO oncebox_key_window AS w (tenant_id, call_hash, idempotency_key, opened_at, closes_at)
+VALUES ($1, $2, $3, now(), now() + make_interval(secs => $4))
+ON CONFLICT (tenant_id, call_hash) DO UPDATE SET
+	idempotency_key = CASE WHEN w.closes_at > now() THEN w.idempotency_key ELSE EXCLUDED.idempotency_key END,
+	opened_at = CASE WHEN w.closes_at > now() THEN w.opened_at ELSE EXCLUDED.opened_at END,
+	closes_at = CASE WHEN w.closes_at > now() THEN w.closes_at ELSE EXCLUDED.closes_at END
+RETURNING idempotency_key`
+
+// sqlPurgeKeyWindows deletes closed key windows.
+const sqlPurgeKeyWindows = `DELETE FROM oncebox_key_window WHERE closes_at < now()`

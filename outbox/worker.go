@@ -93,8 +93,14 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if c.sealedArgs != nil {
 		full, err := ob.sealer.open(op.TenantID, op.Key, c.sealedArgs)
 		if err != nil {
-			// Without its arguments the op cannot be sent: a person decides.
-			errJSON, _ := json.Marshal(map[string]string{"class": "sealed_args", "message": err.Error()})
+			// Without its arguments the op cannot be sent: a person decides. This attempt
+			// sends nothing; an earlier one may have been carried out only if it went out
+			// unanswered (resendBefore is set then).
+			errJSON, _ := json.Marshal(map[string]string{"class": "sealed_args", "message": err.Error() +
+				" (the seal key differs from the one of the process that recorded the op: set the same ONCEBOX_SEAL_KEY on every process)"})
+			if c.resendBefore == nil {
+				errJSON = withNothingSent(errJSON)
+			}
 			return ob.record(context.WithoutCancel(ctx), job, c, log, recordParams{status: StatusNeedsReview,
 				errJSON: errJSON, outcome: "not_sent", errText: err.Error()})
 		}
@@ -155,7 +161,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 			outcome: "permanent", errText: de.Error()})
 	case OutcomeRetryable:
 		if exhausted {
-			return ob.record(rctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: errJSON,
+			// Every request failed before the vendor acted (one that may have acted went
+			// to the reconciler above).
+			return ob.record(rctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: withNothingSent(errJSON),
 				outcome: "retryable", errText: "attempts exhausted: " + de.Error()})
 		}
 		p := recordParams{status: StatusPending, errJSON: errJSON, outcome: "retryable", errText: de.Error(), keepJob: true}

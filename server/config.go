@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -156,6 +157,10 @@ type Config struct {
 	// HTTPIdleTimeout is how long a kept-alive connection may wait for its next
 	// request. Defaults to 2 minutes.
 	HTTPIdleTimeout time.Duration
+	// MCPDedupeWindows is, per tool, how long identical MCP calls that name no
+	// conversation are one op across sessions and processes; 0 turns it off. Defaults
+	// to mcpserver.DefaultDedupeWindows.
+	MCPDedupeWindows map[string]time.Duration
 	// AdminToken opens River UI and, when set, guards /metrics (which is open without
 	// it). API tokens with the admin role open both as well.
 	AdminToken string
@@ -214,6 +219,7 @@ func Defaults() Config {
 		HTTPReadTimeout:         30 * time.Second,
 		HTTPWriteTimeout:        90 * time.Second,
 		HTTPIdleTimeout:         2 * time.Minute,
+		MCPDedupeWindows:        mcpserver.DefaultDedupeWindows(),
 	}
 }
 
@@ -238,6 +244,20 @@ func (c *Config) validate() error {
 	}
 	if c.VendorEventLag < 0 || c.SendGridEventTolerance < 0 {
 		return errors.New("--vendor-event-lag and --sendgrid-event-tolerance must not be negative")
+	}
+	for name, d := range c.MCPDedupeWindows {
+		if !slices.Contains([]string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost}, name) {
+			return fmt.Errorf("--mcp-dedupe-window: unknown tool %q (the tools are %s, %s, %s and %s)", name,
+				tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost)
+		}
+		ttl := c.TTL
+		if t, ok := c.ToolTTL[name]; ok {
+			ttl = t
+		}
+		if d < 0 || d > ttl {
+			// An op purged while its window is open would let the same call run again.
+			return fmt.Errorf("--mcp-dedupe-window: %s must be between 0 and the tool's TTL %s, not %s", name, ttl, d)
+		}
 	}
 	if c.StripeSearchLag < 0 || c.SendGridLookupLag < 0 || c.WebhookLookupLag < 0 {
 		return errors.New("vendor lookup lags must not be negative")

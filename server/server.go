@@ -197,8 +197,8 @@ func (s *Server) build(ctx context.Context) error {
 		if t.Redact != nil && sealKey == nil {
 			// Without a key the full arguments would sit in the database in clear until
 			// the op settles: redaction would be a promise not kept.
-			return fmt.Errorf("%s redacts its stored arguments, which needs a seal key to keep the full ones encrypted until they are sent: "+
-				"set ONCEBOX_SEAL_KEY (openssl rand -base64 32) to the same value on every process, or turn redaction off with --redact-mail=false", t.Name)
+			return fmt.Errorf("%s needs a seal key: set ONCEBOX_SEAL_KEY to the same value on every process, oncebox serve and oncebox mcp "+
+				"(make one with openssl rand -base64 32), or turn mail redaction off with --redact-mail=false", t.Name)
 		}
 	}
 	work := cfg.Roles.Worker || cfg.Roles.Periodic
@@ -264,7 +264,8 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/", apiHandler)
 	mux.Handle("/v1/vendor-events/", events)
 	if len(s.outbox.Tools().Names()) > 0 {
-		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait})
+		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait,
+			DedupeWindows: cfg.MCPDedupeWindows})
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}
@@ -348,6 +349,7 @@ func (s *Server) admin(next http.Handler, required bool) http.Handler {
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="oncebox admin"`)
+		w.Header().Add("WWW-Authenticate", `Bearer realm="oncebox admin"`)
 		if err == nil {
 			http.Error(w, fmt.Sprintf("this API token has the role %s; an admin token is required", p.Role), http.StatusForbidden)
 			return

@@ -342,7 +342,7 @@ func TestRedactedMailNeedsASealKey(t *testing.T) {
 	cfg.Roles = server.Roles{API: true}
 	cfg.SendGridAPIKey = "SG.x"
 	_, err := server.New(context.Background(), cfg, nil)
-	require.ErrorContains(t, err, "sendgrid.mail redacts its stored arguments")
+	require.ErrorContains(t, err, "sendgrid.mail needs a seal key: set ONCEBOX_SEAL_KEY")
 	require.ErrorContains(t, err, "ONCEBOX_SEAL_KEY")
 
 	// Either a key or no redaction will do.

@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/mcpserver"
@@ -126,6 +128,9 @@ func tenantID(ctx context.Context, srv *server.Server, name string) (int64, erro
 		return 0, &exitError{code: 2, err: errors.New("--tenant is required")}
 	}
 	t, err := srv.Tenants().ByName(ctx, name)
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == pgerrcode.UndefinedTable {
+		return 0, errors.New("the database has no oncebox tables: run `oncebox migrate` with the same DATABASE_URL first")
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -377,6 +382,10 @@ func parseTime(s string) (time.Time, error) {
 	return time.Parse("2006-01-02", s)
 }
 
+// errNoVendor is what `oncebox mcp` says when no vendor is configured.
+var errNoVendor = errors.New("no tool is enabled: set STRIPE_API_KEY (payments, refunds), SENDGRID_API_KEY (mail) " +
+	"or ONCEBOX_WEBHOOK_TARGETS (webhooks), as for oncebox serve")
+
 func runMCP(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant whose ops the tools create")
@@ -387,6 +396,9 @@ func runMCP(ctx context.Context, args []string) error {
 	}
 	// Over stdio this process only enqueues; `oncebox serve` dispatches.
 	cfg.Roles = server.Roles{API: true}
+	if cfg.StripeAPIKey == "" && cfg.SendGridAPIKey == "" && len(cfg.WebhookTargets) == 0 {
+		return &exitError{code: 2, err: errNoVendor}
+	}
 	logger, err := newLogger()
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -401,7 +413,10 @@ func runMCP(ctx context.Context, args []string) error {
 		return err
 	}
 	m, err := mcpserver.New(mcpserver.Config{Outbox: srv.Outbox(), Tenants: srv.Tenants(), Logger: logger, Wait: cfg.MCPWait,
-		Conversation: *conversation})
+		Conversation: *conversation, DedupeWindows: cfg.MCPDedupeWindows})
+	if errors.Is(err, mcpserver.ErrNoTools) {
+		return &exitError{code: 2, err: errNoVendor}
+	}
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -208,6 +209,26 @@ func settings() []setting {
 		durSetting("http-read-timeout", "ONCEBOX_HTTP_READ_TIMEOUT", d.HTTPReadTimeout, "how long the HTTP server may take to read a whole request, body included", func(c *server.Config) *time.Duration { return &c.HTTPReadTimeout }),
 		durSetting("http-write-timeout", "ONCEBOX_HTTP_WRITE_TIMEOUT", d.HTTPWriteTimeout, "how long a request may take from its headers to the end of its answer (longer than --max-wait and --mcp-wait; MCP event streams are exempt)", func(c *server.Config) *time.Duration { return &c.HTTPWriteTimeout }),
 		durSetting("http-idle-timeout", "ONCEBOX_HTTP_IDLE_TIMEOUT", d.HTTPIdleTimeout, "how long a kept-alive HTTP connection may wait for its next request", func(c *server.Config) *time.Duration { return &c.HTTPIdleTimeout }),
+		setting{flag: "mcp-dedupe-window", env: "ONCEBOX_MCP_DEDUPE_WINDOW", def: "stripe.payment_intent=24h,stripe.refund=24h,sendgrid.mail=24h,webhook.post=0s",
+			help: "per tool: identical MCP calls that name no conversation (no _meta, header or query conversation id) are one op for this long, across sessions and processes; 0 turns it off; tools not named keep their default; at most the tool's TTL",
+			set: func(c *server.Config, v string) error {
+				c.MCPDedupeWindows = mcpserver.DefaultDedupeWindows()
+				for _, part := range strings.Split(v, ",") {
+					if strings.TrimSpace(part) == "" {
+						continue
+					}
+					name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+					if !ok {
+						return fmt.Errorf("want tool=duration, got %q", part)
+					}
+					d, err := time.ParseDuration(val)
+					if err != nil || d < 0 {
+						return fmt.Errorf("tool %q: want a duration such as 24h, or 0 to turn it off, got %q", name, val)
+					}
+					c.MCPDedupeWindows[name] = d
+				}
+				return nil
+			}},
 		durSetting("auth-cache-ttl", "ONCEBOX_AUTH_CACHE_TTL", d.AuthCacheTTL, "how long a process remembers a valid API token (a token revoked by another process works here for at most this long; 0 = ask Postgres every time)", func(c *server.Config) *time.Duration { return &c.AuthCacheTTL }),
 		strSetting("seal-key", "ONCEBOX_SEAL_KEY", "", "base64 of 32 random bytes (openssl rand -base64 32), the same on every process: redacted tools' full args are stored only encrypted with it until the op is terminal; required with the mail tool and --redact-mail", true, func(c *server.Config) *string { return &c.SealKey }),
 		strSetting("admin-token", "ONCEBOX_ADMIN_TOKEN", "", "a token that opens River UI (/riverui/) besides admin-role API tokens; when set, /metrics needs it or an admin-role token", true, func(c *server.Config) *string { return &c.AdminToken }),
