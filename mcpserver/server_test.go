@@ -26,8 +26,8 @@ type env struct {
 	ob      *outbox.Outbox
 	tenants *tenant.Store
 	srv     *mcpserver.Server
-	tenant int64
-	token  string
+	tenant  int64
+	token   string
 }
 
 func newEnv(t *testing.T) *env {
