@@ -174,6 +174,12 @@ func TestPostOpProblems(t *testing.T) {
 			req: func() *http.Request {
 				return req("POST", "/v1/ops", token, "k1", `{"tool": "stripe.payment_intent", "args": {"amount": 5, "currency": "usd"}, "conversation_id": "`+strings.Repeat("c", 513)+`"}`)
 			}},
+		{name: "conversation id differs from the header", status: 400, slug: "invalid-args", field: "conversation_id",
+			req: func() *http.Request {
+				r := req("POST", "/v1/ops", token, "k1", `{"tool": "stripe.payment_intent", "args": {"amount": 5, "currency": "usd"}, "conversation_id": "a"}`)
+				r.Header.Set(api.HeaderConversationID, "b")
+				return r
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -532,4 +538,24 @@ func TestEndWaitsAnswersLongPollsAtOnce(t *testing.T) {
 	rec := e.do(req(http.MethodGet, "/v1/ops/slow?wait=30s", token, "", ""))
 	require.Equal(t, "pending", decodeOp(t, rec).Status)
 	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestConversationHeaderFillsConversationID: the Oncebox-Conversation-Id header names
+// the conversation when the body does not; the same value in both is accepted.
+func TestConversationHeaderFillsConversationID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, token := e.newTenant(t, "acme")
+
+	r := req(http.MethodPost, "/v1/ops", token, "h1", paymentBody)
+	r.Header.Set(api.HeaderConversationID, " conv-7 ")
+	rec := e.do(r)
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	require.Equal(t, "conv-7", decodeOp(t, rec).ConversationID)
+
+	r = req(http.MethodPost, "/v1/ops", token, "h2", `{"tool": "stripe.payment_intent", "args": {"amount": 5, "currency": "usd"}, "conversation_id": "conv-7"}`)
+	r.Header.Set(api.HeaderConversationID, "conv-7")
+	rec = e.do(r)
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	require.Equal(t, "conv-7", decodeOp(t, rec).ConversationID)
 }

@@ -238,6 +238,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		require.NoError(t, err)
 		op := waitStatus(t, ob, tenant, "busy", outbox.StatusNeedsReview, 20*time.Second)
 		require.Equal(t, 10, op.Attempts)
+		require.True(t, op.NothingSent(), "every attempt was refused before the target acted: %s", op.Error)
 	})
 }
 
@@ -621,5 +622,7 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 
 	op := waitStatus(t, worker, tenant, "sealed", outbox.StatusNeedsReview, 10*time.Second)
 	require.Contains(t, string(op.Error), "sealed_args")
+	require.Contains(t, string(op.Error), "ONCEBOX_SEAL_KEY")
+	require.True(t, op.NothingSent(), "the op says nothing was sent: %s", op.Error)
 	require.Zero(t, fake.Requests(), "nothing was sent without the arguments")
 }
