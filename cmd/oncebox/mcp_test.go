@@ -59,9 +59,8 @@ func TestMCPOverStdio(t *testing.T) {
 		}
 		return b.String()
 	}
-	require.NotContains(t, text(first), "ALREADY DONE EARLIER")
-	require.Contains(t, text(second), "ALREADY DONE EARLIER")
-	require.Contains(t, text(second), "NOT repeated")
+	require.NotContains(t, text(first), "already requested earlier")
+	require.Contains(t, text(second), "This payment was already requested earlier and was not repeated now")
 
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op").Scan(&n))
