@@ -32,12 +32,11 @@ type Config struct {
 	// Wait is how long a tool call waits for the vendor's answer before telling the
 	// model the op is still pending. Defaults to 10 seconds.
 	Wait time.Duration
-	// Conversation is the conversation of tool calls that carry no
-	// _meta conversation id and have no MCP session id (stdio). Defaults to a random
-	// id per MCP server: a retry is then recognised only while the same server runs.
-	// Set it (oncebox mcp --conversation) to keep recognising retries across restarts
-	// of a stdio server; the price is that the same payload is a replay for as long as
-	// the op is kept, whichever conversation sends it.
+	// Conversation names the conversation of tool calls that name none (no _meta
+	// conversation id, no Oncebox-Conversation-Id header or query parameter): oncebox
+	// mcp --conversation. Optional: without it such calls are deduplicated by the
+	// tool's dedupe window, or, with the window off, within their MCP session or
+	// server instance.
 	Conversation string
 	// DedupeWindows is, per oncebox tool name, how long identical calls that name no
 	// conversation (no _meta conversation id, no Oncebox-Conversation-Id header or

@@ -389,7 +389,7 @@ var errNoVendor = errors.New("no tool is enabled: set STRIPE_API_KEY (payments, 
 func runMCP(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant whose ops the tools create")
-	conversation := fs.String("conversation", "", "conversation of calls that send no _meta conversation id: set it to recognise retries across restarts of this stdio server (default: a fresh one per process)")
+	conversation := fs.String("conversation", "", "conversation of calls that name none in _meta (default: none; identical calls are then one op within the tool's --mcp-dedupe-window, across restarts)")
 	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return &exitError{code: 2, err: err}
