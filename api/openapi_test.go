@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -69,6 +70,14 @@ func openAPIScenarios() map[string]scenario {
 			return f.broken, req("POST", "/v1/ops", f.token, f.key(), paymentBody)
 		},
 
+		"POST /v1/ops 429": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			e, token := heldWait(t)
+			return e, req("POST", "/v1/ops?wait=10s", token, f.key(), paymentBody)
+		},
+		"GET /v1/ops/{key} 429": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			e, token := heldWait(t)
+			return e, req("GET", "/v1/ops/held?wait=10s", token, "", "")
+		},
 		"GET /v1/ops/{key} 200": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			k := f.key()
 			require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, largeRefundBody).Code)
@@ -305,4 +314,17 @@ func requireRefsResolve(t *testing.T, doc map[string]any, v any) {
 			requireRefsResolve(t, doc, x)
 		}
 	}
+}
+
+// heldWait returns a server that allows one open wait per tenant and a tenant that
+// holds it (until the test ends).
+func heldWait(t *testing.T) (*env, string) {
+	e := newEnv(t, func(c *api.Config) { c.MaxWaitsPerTenant = 1 })
+	_, token := e.newTenant(t, "held")
+	require.Equal(t, http.StatusAccepted, e.post(token, "held", paymentBody).Code)
+	done := make(chan struct{})
+	go func() { defer close(done); e.do(req("GET", "/v1/ops/held?wait=30s", token, "", "")) }()
+	t.Cleanup(func() { e.srv.EndWaits(); <-done })
+	require.Eventually(t, func() bool { return e.srv.Waiting() == 1 }, 10*time.Second, 10*time.Millisecond)
+	return e, token
 }

@@ -26,6 +26,14 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		writeProblem(w, p)
 		return
 	}
+	if wait > 0 {
+		done, p := s.startWait(w, t.ID)
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
+		defer done()
+	}
 	if p := checkJSONType(r); p != nil {
 		writeProblem(w, p)
 		return
@@ -100,6 +108,12 @@ func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Princip
 	var op *outbox.Op
 	var err error
 	if wait > 0 {
+		done, p := s.startWait(w, t.ID)
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
+		defer done()
 		op, err = s.wait(r.Context(), t.ID, key, wait)
 	} else {
 		op, err = s.ob.Get(r.Context(), t.ID, key)

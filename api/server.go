@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -28,6 +30,13 @@ type Config struct {
 	// MaxWait caps the ?wait= parameter; a longer wait is shortened to it. Keep it
 	// below the http.Server's WriteTimeout. Defaults to 60 seconds.
 	MaxWait time.Duration
+	// MaxWaitsPerTenant caps the ?wait= requests one tenant may hold open at once; past
+	// it a request with ?wait= is refused with 429 and Retry-After (before anything is
+	// recorded). Defaults to 100.
+	MaxWaitsPerTenant int
+	// Notifications, when set and listening, wakes long polls when their op settles;
+	// without it (or while it reconnects) they poll Postgres. Optional.
+	Notifications *opwait.Hub
 }
 
 func (c *Config) withDefaults() Config {
@@ -41,6 +50,9 @@ func (c *Config) withDefaults() Config {
 	if out.MaxWait == 0 {
 		out.MaxWait = 60 * time.Second
 	}
+	if out.MaxWaitsPerTenant == 0 {
+		out.MaxWaitsPerTenant = 100
+	}
 	return out
 }
 
@@ -53,6 +65,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("api: MaxBodyBytes %d is negative; leave it 0 for the 64 KiB default", c.MaxBodyBytes)
+	}
+	if c.MaxWaitsPerTenant < 0 {
+		return fmt.Errorf("api: MaxWaitsPerTenant %d is negative; leave it 0 for the default of 100", c.MaxWaitsPerTenant)
 	}
 	if c.MaxWait < 0 {
 		return fmt.Errorf("api: MaxWait %s is negative; leave it 0 for the 60 s default", c.MaxWait)
@@ -69,6 +84,9 @@ type Server struct {
 	// waits ends when EndWaits is called.
 	waits    context.Context
 	endWaits context.CancelFunc
+	// waiting counts each tenant's open ?wait= requests.
+	waitingMu sync.Mutex
+	waiting   map[int64]int
 }
 
 // New builds a Server from cfg.
@@ -77,7 +95,7 @@ func New(cfg Config) (*Server, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: map[int64]int{}}
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.mux.HandleFunc("POST /v1/ops", s.authed(canEnqueue, s.postOp))
 	s.mux.HandleFunc("GET /v1/ops/{key}", s.authed(canRead, s.getOp))
@@ -94,18 +112,81 @@ func New(cfg Config) (*Server, error) {
 // HTTP server's shutdown (and the workers' grace period) for up to MaxWait.
 func (s *Server) EndWaits() { s.endWaits() }
 
-// wait waits for the op like outbox.Wait, but answers the op as it stands once
-// EndWaits is called.
-func (s *Server) wait(ctx context.Context, tenantID int64, key string, d time.Duration) (*outbox.Op, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.waits, cancel)
-	defer stop()
-	op, err := s.ob.Wait(wctx, tenantID, key, d)
-	if err != nil && ctx.Err() == nil && s.waits.Err() != nil {
-		return s.ob.Get(ctx, tenantID, key)
+// Waiting returns how many ?wait= requests are open now, over all tenants.
+func (s *Server) Waiting() int {
+	s.waitingMu.Lock()
+	defer s.waitingMu.Unlock()
+	n := 0
+	for _, c := range s.waiting {
+		n += c
 	}
-	return op, err
+	return n
+}
+
+// startWait counts one more open wait of the tenant, or returns the 429 problem when
+// the tenant already holds MaxWaitsPerTenant. done must be called when the wait ends.
+func (s *Server) startWait(w http.ResponseWriter, tenantID int64) (done func(), p *problem) {
+	s.waitingMu.Lock()
+	defer s.waitingMu.Unlock()
+	if s.waiting[tenantID] >= s.cfg.MaxWaitsPerTenant {
+		w.Header().Set("Retry-After", "1")
+		return nil, newProblem(http.StatusTooManyRequests, "too-many-waits", fmt.Sprintf(
+			"Your tenant already holds %d requests with ?wait= open, the limit; retry in a second (with the same Idempotency-Key), or send the request without wait and read the op later.",
+			s.cfg.MaxWaitsPerTenant))
+	}
+	s.waiting[tenantID]++
+	return func() {
+		s.waitingMu.Lock()
+		defer s.waitingMu.Unlock()
+		if s.waiting[tenantID]--; s.waiting[tenantID] <= 0 {
+			delete(s.waiting, tenantID)
+		}
+	}, nil
+}
+
+// wait returns the tenant's op under key once it is settled, or as it stands when d
+// runs out, ctx is done or EndWaits is called. It is woken by a notification when the
+// op settles; without notifications it polls (20 ms, doubling up to 250 ms).
+func (s *Server) wait(ctx context.Context, tenantID int64, key string, d time.Duration) (*outbox.Op, error) {
+	var wake <-chan struct{}
+	hub := s.cfg.Notifications
+	if hub != nil {
+		// Subscribe before the first read, so that a settle in between is not missed.
+		sub := hub.Subscribe(tenantID, key)
+		defer sub.Close()
+		wake = sub.C
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	delay := 20 * time.Millisecond
+	for {
+		op, err := s.ob.Get(ctx, tenantID, key)
+		if err != nil || op.Status.Settled() {
+			return op, err
+		}
+		next := delay
+		if hub != nil && hub.Connected() {
+			// A notification wakes the wait; the re-read is only a safety net.
+			next = 10 * time.Second
+		} else if delay < 250*time.Millisecond {
+			delay *= 2
+		}
+		recheck := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			recheck.Stop()
+			return op, nil
+		case <-s.waits.Done():
+			recheck.Stop()
+			return s.ob.Get(ctx, tenantID, key)
+		case <-deadline.C:
+			recheck.Stop()
+			return s.ob.Get(ctx, tenantID, key)
+		case <-wake:
+		case <-recheck.C:
+		}
+		recheck.Stop()
+	}
 }
 
 // ServeHTTP routes a request and logs one debug line about it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +22,12 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Logger receives scrape errors. Defaults to discarding them.
 	Logger *slog.Logger
-	// ScrapeTimeout bounds the database queries of one scrape. Defaults to 5 seconds.
+	// ScrapeTimeout bounds one reading of the database gauges. Defaults to 5 seconds.
 	ScrapeTimeout time.Duration
+	// RefreshInterval is how old the database gauges (ops by status, queue depth) may
+	// be before a scrape starts a new reading in the background; scrapes in between
+	// answer from the last reading and cost Postgres nothing. Defaults to 15 seconds.
+	RefreshInterval time.Duration
 }
 
 // Metrics holds oncebox's collectors and their registry.
@@ -48,6 +53,9 @@ func New(cfg Config) *Metrics {
 	}
 	if cfg.ScrapeTimeout == 0 {
 		cfg.ScrapeTimeout = 5 * time.Second
+	}
+	if cfg.RefreshInterval == 0 {
+		cfg.RefreshInterval = 15 * time.Second
 	}
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
@@ -98,7 +106,7 @@ func New(cfg Config) *Metrics {
 	m.registry.MustRegister(m.enqueued, m.collisions, m.dispatch, m.outcomes, m.transitions, m.decisions,
 		m.duplicates, m.events, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Pool != nil {
-		m.registry.MustRegister(&dbCollector{pool: cfg.Pool, logger: cfg.Logger, timeout: cfg.ScrapeTimeout})
+		m.registry.MustRegister(&dbCollector{pool: cfg.Pool, logger: cfg.Logger, timeout: cfg.ScrapeTimeout, interval: cfg.RefreshInterval})
 	}
 	return m
 }
@@ -151,58 +159,131 @@ func (m *Metrics) Duplicate(vendor string) {
 	m.duplicates.WithLabelValues(vendor).Inc()
 }
 
-// dbCollector reads gauges from Postgres at scrape time.
+// dbCollector serves gauges read from Postgres, cached: a scrape answers from the
+// last reading and, when that reading is older than the refresh interval, starts one
+// new reading in the background. Only the first scrape waits for Postgres. So a scrape
+// costs nothing in the database, however many ops are stored and however often it
+// comes; the counts are at most one interval (plus one scrape period) old.
 type dbCollector struct {
-	pool    *pgxpool.Pool
-	logger  *slog.Logger
-	timeout time.Duration
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
+	timeout  time.Duration
+	interval time.Duration
+
+	mu         sync.Mutex
+	snapshot   *dbSnapshot
+	refreshing bool
+	// done is closed when the running refresh ends.
+	done chan struct{}
+}
+
+// dbSnapshot is one reading of the gauges.
+type dbSnapshot struct {
+	at     time.Time
+	ops    []labeledCount
+	queues []labeledCount
+	ok     bool
+}
+
+type labeledCount struct {
+	a, b string
+	n    int64
 }
 
 var (
-	opsDesc = prometheus.NewDesc("oncebox_ops", "Ops currently stored, by tool and status.",
+	opsDesc = prometheus.NewDesc("oncebox_ops", "Ops currently stored, by tool and status (read at most --metrics-refresh ago).",
 		[]string{"tool", "status"}, nil)
-	queueDesc = prometheus.NewDesc("oncebox_river_queue_depth", "River jobs by queue and state (not yet finalized).",
+	queueDesc = prometheus.NewDesc("oncebox_river_queue_depth", "River jobs by queue and state, not yet finalized (read at most --metrics-refresh ago).",
 		[]string{"queue", "state"}, nil)
+	readAtDesc = prometheus.NewDesc("oncebox_db_gauges_read_timestamp_seconds", "When oncebox_ops and oncebox_river_queue_depth were last read from Postgres.",
+		nil, nil)
 )
 
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- opsDesc
 	ch <- queueDesc
+	ch <- readAtDesc
 }
 
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.current()
+	if snap == nil {
+		return
+	}
+	for _, o := range snap.ops {
+		ch <- prometheus.MustNewConstMetric(opsDesc, prometheus.GaugeValue, float64(o.n), o.a, o.b)
+	}
+	for _, q := range snap.queues {
+		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(q.n), q.a, q.b)
+	}
+	ch <- prometheus.MustNewConstMetric(readAtDesc, prometheus.GaugeValue, float64(snap.at.UnixNano())/1e9)
+}
+
+// current returns the last good reading, starting a refresh when it is stale; with no
+// reading yet, it waits for the first one.
+func (c *dbCollector) current() *dbSnapshot {
+	c.mu.Lock()
+	snap := c.snapshot
+	stale := snap == nil || time.Since(snap.at) >= c.interval
+	if stale && !c.refreshing {
+		c.refreshing = true
+		c.done = make(chan struct{})
+		go c.refresh(c.done)
+	}
+	done := c.done
+	c.mu.Unlock()
+	if snap == nil && done != nil {
+		<-done
+		c.mu.Lock()
+		snap = c.snapshot
+		c.mu.Unlock()
+	}
+	return snap
+}
+
+// refresh reads the gauges once and keeps the reading if it succeeded.
+func (c *dbCollector) refresh(done chan struct{}) {
+	defer close(done)
+	snap := c.read()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refreshing = false
+	if snap != nil {
+		c.snapshot = snap
+	}
+}
+
+func (c *dbCollector) read() *dbSnapshot {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, "SELECT tool, status, count(*) FROM oncebox_op GROUP BY tool, status")
-	if err != nil {
-		c.logger.Warn("metrics: read ops by status", slog.Any("error", err))
-		return
-	}
-	for rows.Next() {
-		var tool, status string
-		var n int64
-		if err := rows.Scan(&tool, &status, &n); err != nil {
-			rows.Close()
-			c.logger.Warn("metrics: read ops by status", slog.Any("error", err))
-			return
+	snap := &dbSnapshot{at: time.Now()}
+	for _, q := range []struct {
+		what, sql string
+		dst       *[]labeledCount
+	}{
+		{"ops by status", "SELECT tool, status, count(*) FROM oncebox_op GROUP BY tool, status", &snap.ops},
+		{"queue depth", `SELECT queue, state::text, count(*) FROM river_job
+			WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending') GROUP BY queue, state`, &snap.queues},
+	} {
+		rows, err := c.pool.Query(ctx, q.sql)
+		if err != nil {
+			c.logger.Warn("metrics: read "+q.what, slog.Any("error", err))
+			return nil
 		}
-		ch <- prometheus.MustNewConstMetric(opsDesc, prometheus.GaugeValue, float64(n), tool, status)
-	}
-	rows.Close()
-	rows, err = c.pool.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
-		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending') GROUP BY queue, state`)
-	if err != nil {
-		c.logger.Warn("metrics: read queue depth", slog.Any("error", err))
-		return
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var queue, state string
-		var n int64
-		if err := rows.Scan(&queue, &state, &n); err != nil {
-			c.logger.Warn("metrics: read queue depth", slog.Any("error", err))
-			return
+		for rows.Next() {
+			var lc labeledCount
+			if err := rows.Scan(&lc.a, &lc.b, &lc.n); err != nil {
+				rows.Close()
+				c.logger.Warn("metrics: read "+q.what, slog.Any("error", err))
+				return nil
+			}
+			*q.dst = append(*q.dst, lc)
 		}
-		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(n), queue, state)
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			c.logger.Warn("metrics: read "+q.what, slog.Any("error", err))
+			return nil
+		}
 	}
+	return snap
 }

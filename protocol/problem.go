@@ -23,6 +23,7 @@ const (
 	ProblemInvalidWait          = ProblemBase + "invalid-wait"
 	ProblemNoRoute              = ProblemBase + "no-route"
 	ProblemMethodNotAllowed     = ProblemBase + "method-not-allowed"
+	ProblemTooManyWaits         = ProblemBase + "too-many-waits"
 )
 
 // ProblemTitle returns the title of a problem type, and "Internal server error" for a
@@ -61,6 +62,8 @@ func ProblemTitle(problemType string) string {
 		return "No such route"
 	case ProblemMethodNotAllowed:
 		return "Method not allowed on this route"
+	case ProblemTooManyWaits:
+		return "Too many open waits for this tenant"
 	}
 	return "Internal server error"
 }

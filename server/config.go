@@ -161,6 +161,17 @@ type Config struct {
 	// conversation are one op across sessions and processes; 0 turns it off. Defaults
 	// to mcpserver.DefaultDedupeWindows.
 	MCPDedupeWindows map[string]time.Duration
+	// APIDBConns is the size of the API role's own Postgres pool (requests, token
+	// checks, long polls, MCP, /metrics, River UI), apart from the workers' pool, so
+	// that no load on the API takes connections from dispatch. Defaults to 10.
+	APIDBConns int
+	// MaxWaitsPerTenant caps the ?wait= requests one tenant may hold open in one
+	// process; past it they are answered 429 with Retry-After. Defaults to 100.
+	MaxWaitsPerTenant int
+	// MetricsRefresh is how old the database gauges of /metrics (ops by status, queue
+	// depth) may get before a scrape reads them again in the background; a scrape
+	// itself never waits for Postgres. Defaults to 15 seconds.
+	MetricsRefresh time.Duration
 	// AdminToken opens River UI and, when set, guards /metrics (which is open without
 	// it). API tokens with the admin role open both as well.
 	AdminToken string
@@ -220,6 +231,9 @@ func Defaults() Config {
 		HTTPWriteTimeout:        90 * time.Second,
 		HTTPIdleTimeout:         2 * time.Minute,
 		MCPDedupeWindows:        mcpserver.DefaultDedupeWindows(),
+		MetricsRefresh:          15 * time.Second,
+		APIDBConns:              10,
+		MaxWaitsPerTenant:       100,
 	}
 }
 
@@ -271,7 +285,13 @@ func (c *Config) validate() error {
 		// An MCP tool call in flight at SIGTERM must be able to answer within the grace.
 		return fmt.Errorf("--mcp-wait %s must be shorter than --shutdown-grace %s", c.MCPWait, c.ShutdownGrace)
 	}
+	if c.MetricsRefresh <= 0 {
+		return errors.New("--metrics-refresh must be positive")
+	}
 	if c.Roles.API {
+		if c.APIDBConns < 1 || c.MaxWaitsPerTenant < 1 {
+			return errors.New("--api-db-conns and --max-waits-per-tenant must be at least 1")
+		}
 		if c.HTTPReadTimeout <= 0 || c.HTTPWriteTimeout <= 0 || c.HTTPIdleTimeout <= 0 {
 			return errors.New("--http-read-timeout, --http-write-timeout and --http-idle-timeout must be positive")
 		}

@@ -19,6 +19,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/metrics"
 	"github.com/oncebox/oncebox/outbox"
@@ -33,10 +34,15 @@ import (
 
 // Server is one oncebox process.
 type Server struct {
-	cfg        Config
-	logger     *slog.Logger
-	pool       *pgxpool.Pool
-	outbox     *outbox.Outbox
+	cfg    Config
+	logger *slog.Logger
+	pool   *pgxpool.Pool
+	outbox *outbox.Outbox
+	// apiPool and apiOutbox serve the API role's requests: a pool of their own, so
+	// that however many requests come, dispatch keeps its connections.
+	apiPool    *pgxpool.Pool
+	apiOutbox  *outbox.Outbox
+	waitHub    *opwait.Hub
 	reconciler *reconcile.Reconciler
 	metrics    *metrics.Metrics
 	tenants    *tenant.Store
@@ -75,10 +81,20 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		pool.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger, pool: pool, tenants: tenant.NewCachingStore(pool, cfg.AuthCacheTTL), listers: map[string]reconcile.Lister{}}
+	s := &Server{cfg: cfg, logger: logger, pool: pool, apiPool: pool, listers: map[string]reconcile.Lister{}}
+	if cfg.Roles.API {
+		apiCfg := poolCfg.Copy()
+		apiCfg.MaxConns = int32(cfg.APIDBConns)
+		if s.apiPool, err = pgxpool.NewWithConfig(ctx, apiCfg); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("connect to Postgres: %w", err)
+		}
+		s.waitHub = opwait.New(apiCfg.ConnConfig.Copy(), logger)
+	}
+	s.tenants = tenant.NewCachingStore(s.apiPool, cfg.AuthCacheTTL)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	if err := s.build(ctx); err != nil {
-		pool.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -134,7 +150,7 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 
 func (s *Server) build(ctx context.Context) error {
 	cfg := s.cfg
-	s.metrics = metrics.New(metrics.Config{Pool: s.pool, Logger: s.logger})
+	s.metrics = metrics.New(metrics.Config{Pool: s.apiPool, Logger: s.logger, RefreshInterval: cfg.MetricsRefresh})
 	var err error
 	s.events, err = vendorevents.New(vendorevents.Config{Pool: s.pool, Retention: cfg.VendorEventRetention,
 		Observer: s.metrics, Logger: s.logger})
@@ -238,6 +254,13 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.reconciler.SetOutbox(s.outbox)
 	if cfg.Roles.API {
+		// The API's own outbox: the same tools and settings on the API's pool, insert-only.
+		apiCfg := ocfg
+		apiCfg.Pool, apiCfg.Work = s.apiPool, new(bool)
+		apiCfg.Purge, apiCfg.ExtraWorkers, apiCfg.PeriodicJobs = nil, nil, nil
+		if s.apiOutbox, err = outbox.New(apiCfg); err != nil {
+			return err
+		}
 		if err := s.buildHTTP(ctx); err != nil {
 			return err
 		}
@@ -247,8 +270,8 @@ func (s *Server) build(ctx context.Context) error {
 
 func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
-	apiHandler, err := api.New(api.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait})
+	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger,
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
@@ -263,8 +286,8 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("/", apiHandler)
 	mux.Handle("/v1/vendor-events/", events)
-	if len(s.outbox.Tools().Names()) > 0 {
-		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.outbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait,
+	if len(s.apiOutbox.Tools().Names()) > 0 {
+		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait,
 			DedupeWindows: cfg.MCPDedupeWindows})
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
@@ -281,7 +304,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	}
 	mux.Handle("GET /metrics", s.admin(s.metrics.Handler(), false))
 	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
-		Endpoints: riverui.NewEndpoints(s.outbox.River(), nil),
+		Endpoints: riverui.NewEndpoints(s.apiOutbox.River(), nil),
 		Logger:    s.logger,
 		Prefix:    "/riverui",
 	})
@@ -361,6 +384,15 @@ func (s *Server) admin(next http.Handler, required bool) http.Handler {
 // Handler returns the HTTP handler (nil without the API role).
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// Waiting returns how many ?wait= requests the API holds open now (0 without the API
+// role).
+func (s *Server) Waiting() int {
+	if s.api == nil {
+		return 0
+	}
+	return s.api.Waiting()
+}
+
 // Outbox returns the outbox.
 func (s *Server) Outbox() *outbox.Outbox { return s.outbox }
 
@@ -376,8 +408,12 @@ func (s *Server) Events() *vendorevents.Store { return s.events }
 // Listers returns the finance-report listers of the configured vendors.
 func (s *Server) Listers() map[string]reconcile.Lister { return s.listers }
 
-// Pool returns the Postgres pool.
+// Pool returns the Postgres pool of the workers and periodic jobs.
 func (s *Server) Pool() *pgxpool.Pool { return s.pool }
+
+// APIPool returns the Postgres pool of the API role's requests (the workers' pool
+// without the API role).
+func (s *Server) APIPool() *pgxpool.Pool { return s.apiPool }
 
 // Listen binds the API address (so a caller can learn a random port before Run).
 func (s *Server) Listen() (net.Addr, error) {
@@ -410,6 +446,12 @@ func (s *Server) Run(ctx context.Context) error {
 				return fmt.Errorf("river ui: %w", err)
 			}
 		}
+	}
+	if s.waitHub != nil && s.handler != nil {
+		hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
+		hubDone := make(chan struct{})
+		go func() { defer close(hubDone); s.waitHub.Run(hubCtx) }()
+		defer func() { stopHub(); <-hubDone }()
 	}
 	if err := s.outbox.Start(ctx); err != nil {
 		if s.listener != nil {
@@ -465,8 +507,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return runErr
 }
 
-// Close releases the pool.
+// Close releases the pools.
 func (s *Server) Close() {
+	if s.apiPool != s.pool {
+		s.apiPool.Close()
+	}
 	s.pool.Close()
 }
 
