@@ -24,6 +24,12 @@ type OpRecord struct {
 	Tool string
 	// Status is the op's status.
 	Status string
+	// VendorRef is the vendor object oncebox recorded as the op's outcome; empty
+	// when none was recorded.
+	VendorRef string
+	// Amount is the op's args.amount, for the tools that carry one; nil
+	// otherwise.
+	Amount *int64
 }
 
 // VendorObject is one object a fake vendor holds, read from the fake's own
@@ -44,8 +50,21 @@ type VendorObject struct {
 	// Conflict is true when the object carries the marker of a conflicting
 	// payload, which oncebox must have refused.
 	Conflict bool
+	// Amount is the object's amount in the currency's minor unit, for
+	// payment intents and refunds; nil for the others.
+	Amount *int64
 	// Detail is a short description for the report.
 	Detail string
+}
+
+// Plan is what the harness planned for one idempotency key, before sending it.
+type Plan struct {
+	// Declined is set for a payment with a card the vendor declines: the only
+	// op the workload expects to end failed.
+	Declined bool
+	// Blind is set for a webhook to the target whose lookup path answers 404:
+	// the only op the workload expects may end in needs_review.
+	Blind bool
 }
 
 // CheckInput is everything the check compares.
@@ -60,6 +79,10 @@ type CheckInput struct {
 	// ConflictsAccepted are keys whose conflicting payload the API accepted
 	// instead of answering 422.
 	ConflictsAccepted []string
+	// Planned is what the harness planned for each key it sent.
+	Planned map[string]Plan
+	// Double202 are keys the API answered 202 (a new op) more than once.
+	Double202 []string
 }
 
 // Finding is one violation the check found.
@@ -91,8 +114,17 @@ type Report struct {
 	// Lost are accepted ops that are missing or not settled, and succeeded
 	// ops without a side effect.
 	Lost []Finding
-	// Mismatched are failed ops that have a side effect anyway.
+	// Mismatched are failed ops that have a side effect anyway, and succeeded
+	// ops whose recorded vendor_ref or amount is not the vendor's object's.
 	Mismatched []Finding
+	// Unplanned are ops that ended failed without a planned decline, or in
+	// needs_review outside the target planned to be blind: a promise broken
+	// without a duplicate (a valid request refused, a vendor oncebox stopped
+	// asking).
+	Unplanned []Finding
+	// Double202 are keys answered 202 more than once: two callers were each
+	// told they created the op.
+	Double202 []Finding
 	// Orphans are vendor objects whose tag names no op of the run, or that
 	// carry no tag.
 	Orphans []Finding
@@ -108,7 +140,7 @@ type Report struct {
 // OK reports whether the run kept every promise.
 func (r Report) OK() bool {
 	return len(r.Duplicates) == 0 && len(r.Lost) == 0 && len(r.Mismatched) == 0 &&
-		len(r.Orphans) == 0 && len(r.ConflictLeaks) == 0
+		len(r.Orphans) == 0 && len(r.ConflictLeaks) == 0 && len(r.Unplanned) == 0 && len(r.Double202) == 0
 }
 
 // Findings returns every violation, one per line, duplicates and losses first.
@@ -124,13 +156,17 @@ func (r Report) Findings() []string {
 	add("MISMATCH", r.Mismatched)
 	add("ORPHAN", r.Orphans)
 	add("CONFLICT", r.ConflictLeaks)
+	add("UNPLANNED", r.Unplanned)
+	add("DOUBLE_202", r.Double202)
 	return out
 }
 
 // Check compares what oncebox says happened with what the vendors hold: exactly
-// one side effect per succeeded op, none per failed op, at most one per op in
-// needs_review, every accepted key stored and settled, no object without an
-// op, and no conflicting payload executed.
+// one side effect per succeeded op, the one its vendor_ref names and of its
+// amount; none per failed op, and no failed op but a planned decline; at most
+// one per op in needs_review, and none in needs_review but the blind target's;
+// every accepted key stored and settled, answered 202 at most once; no object
+// without an op, and no conflicting payload executed.
 func Check(in CheckInput) Report {
 	rep := Report{Statuses: map[string]int{}}
 
@@ -179,11 +215,25 @@ func Check(in CheckInput) Report {
 		case op.Status == statusFailed && len(got) == 1:
 			rep.Mismatched = append(rep.Mismatched, Finding{OpID: op.ID, Key: op.Key,
 				What: fmt.Sprintf("%s op failed but the vendor holds a side effect for it: %s", op.Tool, describe(got))})
+		case op.Status == statusSucceeded && len(got) == 1:
+			if what := mismatch(op, got[0]); what != "" {
+				rep.Mismatched = append(rep.Mismatched, Finding{OpID: op.ID, Key: op.Key, What: what})
+			}
 		}
+		plan, planned := in.Planned[op.Key]
 		switch op.Status {
-		case statusSucceeded, statusFailed:
+		case statusSucceeded:
+		case statusFailed:
+			if planned && !plan.Declined {
+				rep.Unplanned = append(rep.Unplanned, Finding{OpID: op.ID, Key: op.Key,
+					What: fmt.Sprintf("%s op failed but the workload planned no refusal for it", op.Tool)})
+			}
 		case statusNeedsReview:
 			rep.NeedsReview = append(rep.NeedsReview, op.ID)
+			if planned && !plan.Blind {
+				rep.Unplanned = append(rep.Unplanned, Finding{OpID: op.ID, Key: op.Key,
+					What: fmt.Sprintf("%s op in needs_review, but only the blind webhook target's ops may be: the vendor could have been asked", op.Tool)})
+			}
 		default:
 			if _, ok := in.Accepted[op.Key]; ok {
 				rep.Lost = append(rep.Lost, Finding{OpID: op.ID, Key: op.Key,
@@ -211,8 +261,26 @@ func Check(in CheckInput) Report {
 		rep.ConflictLeaks = append(rep.ConflictLeaks, Finding{Key: key, OpID: byKey[key].ID,
 			What: "the same key with another payload was accepted instead of refused with 422"})
 	}
+	for _, key := range in.Double202 {
+		rep.Double202 = append(rep.Double202, Finding{Key: key, OpID: byKey[key].ID,
+			What: "the API answered 202 (a new op) more than once for this key"})
+	}
 	slices.Sort(rep.NeedsReview)
 	return rep
+}
+
+// mismatch says how a succeeded op's record differs from the one object the
+// vendor holds for it, or returns "".
+func mismatch(op OpRecord, obj VendorObject) string {
+	switch {
+	case op.VendorRef != obj.ID:
+		return fmt.Sprintf("%s op succeeded with vendor_ref %q, but the vendor's object is %s", op.Tool, op.VendorRef, obj.ID)
+	case op.Amount != nil && obj.Amount != nil && *op.Amount != *obj.Amount:
+		return fmt.Sprintf("%s op asked for amount %d, but the vendor's object %s has %d", op.Tool, *op.Amount, obj.ID, *obj.Amount)
+	case op.Amount != nil && obj.Amount == nil:
+		return fmt.Sprintf("%s op asked for amount %d, but the vendor's object %s carries none", op.Tool, *op.Amount, obj.ID)
+	}
+	return ""
 }
 
 // kindOf returns the kind of vendor object a tool creates.

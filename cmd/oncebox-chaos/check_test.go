@@ -13,25 +13,30 @@ func cleanInput() CheckInput {
 	return CheckInput{
 		Accepted: map[string]string{
 			"k-pi": toolPaymentIntent, "k-declined": toolPaymentIntent, "k-refund": toolRefund,
-			"k-mail": toolMail, "k-hook": toolWebhook, "k-review": toolMail,
+			"k-mail": toolMail, "k-hook": toolWebhook, "k-review": toolWebhook,
 		},
 		Ops: []OpRecord{
-			{ID: "op-pi", Key: "k-pi", Tool: toolPaymentIntent, Status: statusSucceeded},
-			{ID: "op-declined", Key: "k-declined", Tool: toolPaymentIntent, Status: statusFailed},
-			{ID: "op-refund", Key: "k-refund", Tool: toolRefund, Status: statusSucceeded},
-			{ID: "op-mail", Key: "k-mail", Tool: toolMail, Status: statusSucceeded},
-			{ID: "op-hook", Key: "k-hook", Tool: toolWebhook, Status: statusSucceeded},
-			{ID: "op-review", Key: "k-review", Tool: toolMail, Status: statusNeedsReview},
+			{ID: "op-pi", Key: "k-pi", Tool: toolPaymentIntent, Status: statusSucceeded, VendorRef: "pi_1", Amount: ptr(1200)},
+			{ID: "op-declined", Key: "k-declined", Tool: toolPaymentIntent, Status: statusFailed, Amount: ptr(900)},
+			{ID: "op-refund", Key: "k-refund", Tool: toolRefund, Status: statusSucceeded, VendorRef: "re_1", Amount: ptr(300)},
+			{ID: "op-mail", Key: "k-mail", Tool: toolMail, Status: statusSucceeded, VendorRef: "msg1"},
+			{ID: "op-hook", Key: "k-hook", Tool: toolWebhook, Status: statusSucceeded, VendorRef: "ef1"},
+			{ID: "op-review", Key: "k-review", Tool: toolWebhook, Status: statusNeedsReview},
 		},
 		Objects: []VendorObject{
-			{Kind: kindPaymentIntent, ID: "pi_1", OpID: "op-pi", Effect: true},
-			{Kind: kindPaymentIntent, ID: "pi_2", OpID: "op-declined", Effect: false},
-			{Kind: kindRefund, ID: "re_1", OpID: "op-refund", Effect: true},
+			{Kind: kindPaymentIntent, ID: "pi_1", OpID: "op-pi", Effect: true, Amount: ptr(1200)},
+			{Kind: kindPaymentIntent, ID: "pi_2", OpID: "op-declined", Effect: false, Amount: ptr(900)},
+			{Kind: kindRefund, ID: "re_1", OpID: "op-refund", Effect: true, Amount: ptr(300)},
 			{Kind: kindMessage, ID: "msg1", OpID: "op-mail", Effect: true},
 			{Kind: kindEffect, ID: "ef1", OpID: "op-hook", Effect: true},
 		},
+		Planned: map[string]Plan{
+			"k-pi": {}, "k-declined": {Declined: true}, "k-refund": {}, "k-mail": {}, "k-hook": {}, "k-review": {Blind: true},
+		},
 	}
 }
+
+func ptr(n int64) *int64 { return &n }
 
 func TestCheckClean(t *testing.T) {
 	t.Parallel()
@@ -114,10 +119,56 @@ func TestCheckNeedsReviewWithTwoEffectsIsDuplicate(t *testing.T) {
 	t.Parallel()
 	in := cleanInput()
 	in.Objects = append(in.Objects,
-		VendorObject{Kind: kindMessage, ID: "msg4", OpID: "op-review", Effect: true},
-		VendorObject{Kind: kindMessage, ID: "msg5", OpID: "op-review", Effect: true},
+		VendorObject{Kind: kindEffect, ID: "ef4", OpID: "op-review", Effect: true},
+		VendorObject{Kind: kindEffect, ID: "ef5", OpID: "op-review", Effect: true},
 	)
 	rep := Check(in)
 	require.Len(t, rep.Duplicates, 1)
 	require.Equal(t, "op-review", rep.Duplicates[0].OpID)
+}
+
+// TestCheckUnplannedFailureAndReview: a valid mail ended failed (SendGrid's 429
+// taken for a refusal) and a payment in needs_review (Stripe's lookups
+// unavailable) keep no duplicate and lose nothing, yet break the promise.
+func TestCheckUnplannedFailureAndReview(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	in.Ops[3].Status, in.Ops[3].VendorRef = statusFailed, ""
+	in.Objects = append(in.Objects[:3:3], in.Objects[4])
+	in.Ops[0].Status = statusNeedsReview
+	rep := Check(in)
+	require.False(t, rep.OK())
+	require.Empty(t, rep.Duplicates)
+	require.Empty(t, rep.Lost)
+	require.Len(t, rep.Unplanned, 2, "%v", rep.Findings())
+	require.Equal(t, "op-pi", rep.Unplanned[0].OpID)
+	require.Contains(t, rep.Unplanned[0].What, "needs_review")
+	require.Equal(t, "op-mail", rep.Unplanned[1].OpID)
+	require.Contains(t, rep.Unplanned[1].What, "planned no refusal")
+	require.Contains(t, rep.Findings()[0], "UNPLANNED")
+}
+
+func TestCheckDouble202(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	in.Double202 = []string{"k-mail"}
+	rep := Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Double202, 1)
+	require.Equal(t, "op-mail", rep.Double202[0].OpID)
+	require.Equal(t, []string{"DOUBLE_202: key=k-mail op=op-mail the API answered 202 (a new op) more than once for this key"}, rep.Findings())
+}
+
+func TestCheckVendorRefAndAmountMismatch(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	in.Ops[4].VendorRef = "ef-other"
+	in.Ops[2].Amount = ptr(301)
+	rep := Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Mismatched, 2, "%v", rep.Findings())
+	require.Equal(t, "op-refund", rep.Mismatched[0].OpID)
+	require.Contains(t, rep.Mismatched[0].What, "amount 301")
+	require.Equal(t, "op-hook", rep.Mismatched[1].OpID)
+	require.Contains(t, rep.Mismatched[1].What, "vendor_ref")
 }

@@ -47,6 +47,12 @@ const (
 	blindPrefix = "/blind"
 )
 
+// plainTarget is a webhook target served by a receiver that does not
+// deduplicate Idempotency-Key (every POST is a delivery) but answers the lookup
+// path, used when the run keeps oncebox's default webhook mode (native keys
+// off): a lost answer may only be settled by a lookup after the lag.
+const plainTarget = "plain"
+
 // hangFor is how long a hanging fake holds a request: past every vendor
 // timeout the serve processes use.
 const hangFor = 4 * time.Second
@@ -56,8 +62,10 @@ type fakes struct {
 	stripe   *fakestripe.Server
 	sendgrid *fakesendgrid.Server
 	webhook  *fakewebhook.Server
+	// plain is the receiver of plainTarget: no deduplication.
+	plain *fakewebhook.Server
 
-	stripeURL, sendgridURL, webhookURL string
+	stripeURL, sendgridURL, webhookURL, plainURL string
 
 	// faults counts the failures clients saw: 5xx, 429, 409, dropped
 	// connections and answers slower than hangFor/2.
@@ -71,11 +79,12 @@ func startFakes(lag time.Duration) (*fakes, error) {
 		stripe:   fakestripe.New(fakestripe.Config{SearchLag: lag, HangFor: hangFor}),
 		sendgrid: fakesendgrid.New(fakesendgrid.Config{ActivityLag: lag, ActivityRatePerMinute: -1, HangFor: hangFor}),
 		webhook:  fakewebhook.New(fakewebhook.Config{HonourKeys: true, LookupLag: lag, HangFor: hangFor}),
+		plain:    fakewebhook.New(fakewebhook.Config{LookupLag: lag, HangFor: hangFor}),
 	}
 	for _, s := range []struct {
 		h   http.Handler
 		url *string
-	}{{f.stripe, &f.stripeURL}, {f.sendgrid, &f.sendgridURL}, {f.webhook, &f.webhookURL}} {
+	}{{f.stripe, &f.stripeURL}, {f.sendgrid, &f.sendgridURL}, {f.webhook, &f.webhookURL}, {f.plain, &f.plainURL}} {
 		url, err := f.serve(s.h)
 		if err != nil {
 			f.close()
@@ -103,8 +112,10 @@ func (f *fakes) setFaults(on bool, seed int64) {
 		f.stripe.SetRandomFaults(nil, 0)
 		f.sendgrid.SetRandomFaults(nil, 0)
 		f.webhook.SetRandomFaults(nil, 0)
+		f.plain.SetRandomFaults(nil, 0)
 		f.stripe.ReleaseHangs()
 		f.webhook.ReleaseHangs()
+		f.plain.ReleaseHangs()
 		return
 	}
 	f.stripe.SetRandomFaults(map[fakestripe.FaultKind]float64{
@@ -123,7 +134,7 @@ func (f *fakes) setFaults(on bool, seed int64) {
 		fakesendgrid.Fault500NotStored:     0.02,
 		fakesendgrid.FaultDropBeforeAccept: 0.02,
 	}, seed+1)
-	f.webhook.SetRandomFaults(map[fakewebhook.FaultKind]float64{
+	webhookFaults := map[fakewebhook.FaultKind]float64{
 		fakewebhook.FaultDropAfterEffect:  0.04,
 		fakewebhook.FaultHangAfterEffect:  0.03,
 		fakewebhook.Fault500Stored:        0.02,
@@ -131,7 +142,9 @@ func (f *fakes) setFaults(on bool, seed int64) {
 		fakewebhook.Fault429:              0.03,
 		fakewebhook.Fault409:              0.01,
 		fakewebhook.FaultDropBeforeEffect: 0.02,
-	}, seed+2)
+	}
+	f.webhook.SetRandomFaults(webhookFaults, seed+2)
+	f.plain.SetRandomFaults(webhookFaults, seed+3)
 }
 
 // objects returns every object the fakes hold, from their own records.
@@ -142,6 +155,7 @@ func (f *fakes) objects() []VendorObject {
 			Kind: kindPaymentIntent, ID: pi.ID, OpID: pi.Metadata[outbox.TagKey],
 			Effect:   pi.Status == "succeeded",
 			Conflict: pi.Metadata["chaos"] == conflictMarker,
+			Amount:   &pi.Amount,
 			Detail:   fmt.Sprintf("(status %s, amount %d)", pi.Status, pi.Amount),
 		})
 	}
@@ -149,6 +163,7 @@ func (f *fakes) objects() []VendorObject {
 		out = append(out, VendorObject{
 			Kind: kindRefund, ID: re.ID, OpID: re.Metadata[outbox.TagKey], Effect: true,
 			Conflict: re.Metadata["chaos"] == conflictMarker,
+			Amount:   &re.Amount,
 			Detail:   fmt.Sprintf("(of %s, amount %d)", re.PaymentIntent, re.Amount),
 		})
 	}
@@ -164,12 +179,17 @@ func (f *fakes) objects() []VendorObject {
 			Detail:   fmt.Sprintf("(accepted %s)", m.AcceptedAt.Format(time.StampMilli)),
 		})
 	}
-	for _, e := range f.webhook.Effects() {
-		out = append(out, VendorObject{
-			Kind: kindEffect, ID: e.ID, OpID: e.OpID, Effect: true,
-			Conflict: strings.Contains(e.Path, conflictMarker),
-			Detail:   fmt.Sprintf("(path %s, at %s)", e.Path, e.At.Format(time.StampMilli)),
-		})
+	for _, w := range []struct {
+		name string
+		srv  *fakewebhook.Server
+	}{{webhookTarget, f.webhook}, {plainTarget, f.plain}} {
+		for _, e := range w.srv.Effects() {
+			out = append(out, VendorObject{
+				Kind: kindEffect, ID: e.ID, OpID: e.OpID, Effect: true,
+				Conflict: strings.Contains(e.Path, conflictMarker),
+				Detail:   fmt.Sprintf("(receiver %s, path %s, at %s)", w.name, e.Path, e.At.Format(time.StampMilli)),
+			})
+		}
 	}
 	return out
 }

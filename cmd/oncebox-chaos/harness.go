@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
 // Config is one chaos run.
@@ -46,6 +47,14 @@ type Config struct {
 	DatabaseURL string
 	// Keep keeps the logs even when the run is green.
 	Keep bool
+	// WebhookDefaultMode runs the serve processes in oncebox's default webhook
+	// mode, native keys off: a share of the webhook ops then goes to a receiver
+	// that does not deduplicate keys, and a few of them are answered only after
+	// every serve process was SIGKILLed (the effect done, its answer never
+	// heard), so that only a lookup after the lag can settle them. The default,
+	// false, runs webhooks with --webhook-native-keys against a receiver that
+	// deduplicates.
+	WebhookDefaultMode bool
 	// Out receives the report and the line of figures. Defaults to os.Stdout.
 	Out io.Writer
 	// Logger receives progress. Defaults to a text logger on os.Stderr.
@@ -119,6 +128,16 @@ type harness struct {
 	kills, pgRestarts, selfExits atomic.Int64
 	pgRestartSkipped             bool
 	broken                       bool
+
+	// procMu serialises the stopping and starting of serve processes by the
+	// kill loop, the kills after an effect and ensureRunning.
+	procMu sync.Mutex
+	// chaosOn is set while kills and faults are on.
+	chaosOn atomic.Bool
+	// effectKills counts the times every serve process was killed right after
+	// a plain receiver's effect; lastEffectKill is when (unix nanoseconds).
+	effectKills    atomic.Int64
+	lastEffectKill atomic.Int64
 }
 
 // Run runs the chaos harness and returns the process exit code.
@@ -156,6 +175,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 
 	// The chaos phase: enqueue while processes are killed and Postgres restarts.
 	chaosCtx, stopChaos := context.WithCancel(ctx)
+	h.chaosOn.Store(true)
 	var bg sync.WaitGroup
 	bg.Go(func() { h.supervise(chaosCtx) })
 	bg.Go(func() { h.killLoop(chaosCtx) })
@@ -172,6 +192,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 		})
 	}
 	outcomes := h.enqueue(ctx)
+	h.chaosOn.Store(false)
 	stopChaos()
 	bg.Wait()
 	if pgErr != nil {
@@ -251,8 +272,12 @@ func (h *harness) prepare(ctx context.Context) error {
 		return err
 	}
 	h.fakes.setFaults(true, h.cfg.Seed)
+	if h.cfg.WebhookDefaultMode {
+		h.fakes.plain.EffectHook(h.killAfterEffect)
+	}
 	h.logger.Info("fakes serving", slog.String("stripe", h.fakes.stripeURL), slog.String("sendgrid", h.fakes.sendgridURL),
-		slog.String("webhook", h.fakes.webhookURL))
+		slog.String("webhook", h.fakes.webhookURL), slog.String("plain_webhook", h.fakes.plainURL),
+		slog.Bool("webhook_native_keys", !h.cfg.WebhookDefaultMode))
 
 	for i := range h.cfg.Workers {
 		port, err := freePort()
@@ -368,8 +393,8 @@ func (h *harness) restartPostgres(ctx context.Context) error {
 // serveEnv is the environment of a serve process: short recovery settings and
 // the fakes.
 func (h *harness) serveEnv(addr string) []string {
-	targets := fmt.Sprintf(`{%q:{"base_url":%q},%q:{"base_url":%q}}`, webhookTarget, h.fakes.webhookURL,
-		blindTarget, h.fakes.webhookURL+blindPrefix)
+	targets := fmt.Sprintf(`{%q:{"base_url":%q},%q:{"base_url":%q},%q:{"base_url":%q}}`, webhookTarget, h.fakes.webhookURL,
+		blindTarget, h.fakes.webhookURL+blindPrefix, plainTarget, h.fakes.plainURL)
 	// Every process of the run shares one seal key, so mail args are stored only
 	// encrypted and any process can dispatch them.
 	sealKey := base64.StdEncoding.EncodeToString(h.sealKey[:])
@@ -406,7 +431,7 @@ func (h *harness) serveEnv(addr string) []string {
 		"SENDGRID_API_KEY":                "SG.chaos",
 		"SENDGRID_API_BASE":               h.fakes.sendgridURL,
 		"ONCEBOX_WEBHOOK_TARGETS":         targets,
-		"ONCEBOX_WEBHOOK_NATIVE_KEYS":     "true",
+		"ONCEBOX_WEBHOOK_NATIVE_KEYS":     strconv.FormatBool(!h.cfg.WebhookDefaultMode),
 		"ONCEBOX_WEBHOOK_LOOKUP_PATH":     "/_lookup",
 		"ONCEBOX_LOG_LEVEL":               "info",
 	} {
@@ -464,19 +489,69 @@ func (h *harness) killLoop(ctx context.Context) {
 		case <-time.After(time.Duration(1500+rng.IntN(3000)) * time.Millisecond):
 		}
 		p := h.procs[rng.IntN(len(h.procs))]
-		if !p.running() {
+		h.procMu.Lock()
+		running := p.running()
+		if running {
+			p.kill()
+			h.kills.Add(1)
+			h.logger.Info("killed", slog.String("proc", p.name))
+		}
+		h.procMu.Unlock()
+		if !running {
 			continue
 		}
-		p.kill()
-		h.kills.Add(1)
-		h.logger.Info("killed", slog.String("proc", p.name))
 		select {
 		case <-ctx.Done():
 			return // ensureRunning brings it back after the chaos.
 		case <-time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond):
 		}
-		if err := p.start(); err != nil {
-			h.logger.Error("restart killed process", slog.String("proc", p.name), slog.Any("error", err))
+		h.procMu.Lock()
+		if !p.running() {
+			if err := p.start(); err != nil {
+				h.logger.Error("restart killed process", slog.String("proc", p.name), slog.Any("error", err))
+			}
+		}
+		h.procMu.Unlock()
+	}
+}
+
+// Kills after an effect: at most maxEffectKills per run, effectKillGap apart.
+const (
+	maxEffectKills = 4
+	effectKillGap  = 5 * time.Second
+)
+
+// killAfterEffect is the plain receiver's effect hook: now and then, while the
+// chaos lasts, it SIGKILLs every serve process after the receiver performed a
+// delivery and before it answers, so that nobody hears the answer; then it
+// starts them again. Only the reconciler, after the lookup lag, can settle
+// such an op, with exactly one delivery.
+func (h *harness) killAfterEffect(e fakewebhook.Effect) {
+	if !h.chaosOn.Load() || h.effectKills.Load() >= maxEffectKills {
+		return
+	}
+	last := h.lastEffectKill.Load()
+	now := time.Now().UnixNano()
+	if time.Duration(now-last) < effectKillGap || !h.lastEffectKill.CompareAndSwap(last, now) {
+		return
+	}
+	h.procMu.Lock()
+	defer h.procMu.Unlock()
+	for _, p := range h.procs {
+		if p.running() {
+			p.kill()
+			h.kills.Add(1)
+		}
+	}
+	h.effectKills.Add(1)
+	h.logger.Info("killed every serve process after a delivery, before its answer", slog.String("op_id", e.OpID),
+		slog.String("effect", e.ID))
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range h.procs {
+		if !p.running() {
+			if err := p.start(); err != nil {
+				h.logger.Error("restart killed process", slog.String("proc", p.name), slog.Any("error", err))
+			}
 		}
 	}
 }
@@ -484,16 +559,19 @@ func (h *harness) killLoop(ctx context.Context) {
 // ensureRunning starts every process that is down and waits until all are
 // healthy.
 func (h *harness) ensureRunning(ctx context.Context) error {
+	h.procMu.Lock()
 	for _, p := range h.procs {
 		if !p.running() {
 			if p.exitedByItself() {
 				h.selfExits.Add(1)
 			}
 			if err := p.start(); err != nil {
+				h.procMu.Unlock()
 				return err
 			}
 		}
 	}
+	h.procMu.Unlock()
 	for _, p := range h.procs {
 		if err := p.waitHealthy(ctx, 60*time.Second); err != nil {
 			return err
@@ -505,7 +583,7 @@ func (h *harness) ensureRunning(ctx context.Context) error {
 // enqueue sends the whole workload, paced over EnqueueFor.
 func (h *harness) enqueue(ctx context.Context) []outcome {
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x0b5))
-	items := plan(rng, h.cfg.Ops, h.runID)
+	items := plan(rng, h.cfg.Ops, h.runID, h.cfg.WebhookDefaultMode)
 	bases := make([]string, len(h.procs))
 	for i, p := range h.procs {
 		bases[i] = p.base()
@@ -531,7 +609,7 @@ func (h *harness) enqueue(ctx context.Context) []outcome {
 		}
 		select {
 		case <-ctx.Done():
-			outcomes[i] = outcome{key: it.key, tool: it.tool, err: ctx.Err()}
+			outcomes[i] = outcome{key: it.key, tool: it.tool, plan: it.plan, err: ctx.Err()}
 			continue
 		case sem <- struct{}{}:
 		}

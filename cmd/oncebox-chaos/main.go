@@ -27,6 +27,7 @@ func Main(ctx context.Context, args []string) int {
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the workload, kills and faults (default: the clock)")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "use this Postgres instead of a private cluster (the Postgres restart is then skipped)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the serve processes' logs even when the run is green")
+	nativeKeys := fs.Bool("webhook-native-keys", true, "run webhooks with --webhook-native-keys against a receiver that deduplicates; false: oncebox's default webhook mode, a share of webhooks to a receiver that does not deduplicate, settled by lookups")
 	if err := fs.Parse(args); err != nil {
 		return exitError
 	}
@@ -34,6 +35,7 @@ func Main(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "oncebox-chaos: unexpected arguments %q\n", fs.Args())
 		return exitError
 	}
+	cfg.WebhookDefaultMode = !*nativeKeys
 	if cfg.Workers < 2 {
 		fmt.Fprintln(os.Stderr, "oncebox-chaos: --workers must be 2 or more")
 		return exitError

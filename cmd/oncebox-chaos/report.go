@@ -16,7 +16,9 @@ const (
 	qOpenOps      = `SELECT id::text, idempotency_key, tool, status, attempts, next_check_at, updated_at
   FROM oncebox_op WHERE tenant_id = $1 AND status NOT IN ('succeeded', 'failed', 'needs_review')
   ORDER BY updated_at LIMIT 5`
-	qOps      = `SELECT id::text, idempotency_key, tool, status FROM oncebox_op WHERE tenant_id = $1`
+	qOps = `SELECT id::text, idempotency_key, tool, status, coalesce(vendor_ref, ''),
+       CASE WHEN jsonb_typeof(args->'amount') = 'number' THEN (args->>'amount')::bigint END
+  FROM oncebox_op WHERE tenant_id = $1`
 	qAttempts = `SELECT attempt, coalesce(outcome, ''), coalesce(error, ''), vendor_key, coalesce(vendor_ref, ''),
        started_at, finished_at
   FROM oncebox_attempt WHERE op_id = $1::uuid ORDER BY id`
@@ -32,7 +34,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if err != nil {
 		return exitError, err
 	}
-	in := CheckInput{Accepted: map[string]string{}, Ops: ops, Objects: h.fakes.objects()}
+	in := CheckInput{Accepted: map[string]string{}, Ops: ops, Objects: h.fakes.objects(), Planned: map[string]Plan{}}
 	var (
 		harnessErrors     []string
 		replays, double   int
@@ -43,9 +45,11 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		if o.accepted {
 			in.Accepted[o.key] = o.tool
 		}
+		in.Planned[o.key] = o.plan
 		replays += o.replays
 		if o.new > 1 {
 			double++
+			in.Double202 = append(in.Double202, o.key)
 		}
 		if o.err != nil {
 			harnessErrors = append(harnessErrors, o.err.Error())
@@ -61,6 +65,9 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 				harnessErrors = append(harnessErrors, fmt.Sprintf("key %s: conflicting payload answered HTTP %d, want 422", o.key, o.conflictStatus))
 			}
 		}
+	}
+	if h.cfg.WebhookDefaultMode && h.effectKills.Load() == 0 {
+		harnessErrors = append(harnessErrors, "the run never killed the serve processes after a plain receiver's delivery: the default webhook mode went unproven")
 	}
 	rep := Check(in)
 	out := h.cfg.Out
@@ -84,7 +91,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		fmt.Fprintln(out, f)
 	}
 	printed := map[string]bool{}
-	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.Mismatched, rep.ConflictLeaks} {
+	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.Mismatched, rep.ConflictLeaks, rep.Unplanned, rep.Double202} {
 		for _, f := range fs {
 			if f.OpID == "" || printed[f.OpID] {
 				continue
@@ -109,12 +116,13 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	}
 	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
-		" mismatched=%d orphans=%d conflict_leaks=%d unexplained=%d harness_errors=%d settled=%t seed=%d\n",
+		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
+		" webhook_native_keys=%t effect_kills=%d seed=%d\n",
 		len(in.Accepted), h.kills.Load(), pgRestarts, h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
 		len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
-		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), unexplained,
-		len(harnessErrors), settled, h.cfg.Seed)
+		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,
+		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), h.cfg.Seed)
 
 	if !rep.OK() || unexplained > 0 || len(harnessErrors) > 0 {
 		h.broken = true
@@ -133,7 +141,7 @@ func (h *harness) ops(ctx context.Context) ([]OpRecord, error) {
 	var ops []OpRecord
 	for rows.Next() {
 		var op OpRecord
-		if err := rows.Scan(&op.ID, &op.Key, &op.Tool, &op.Status); err != nil {
+		if err := rows.Scan(&op.ID, &op.Key, &op.Tool, &op.Status, &op.VendorRef, &op.Amount); err != nil {
 			return nil, fmt.Errorf("read ops: %w", err)
 		}
 		ops = append(ops, op)

@@ -24,12 +24,15 @@ type item struct {
 	args     map[string]any
 	copies   int
 	conflict bool
-	declined bool
+	// plan is what the verdict may expect of the op.
+	plan Plan
 }
 
 // plan draws the workload: n keys of mixed tools. Refund items get their
-// payment intent when they are sent (a charge made earlier in the run).
-func plan(rng *rand.Rand, n int, runID string) []item {
+// payment intent when they are sent (a charge made earlier in the run). In
+// oncebox's default webhook mode (webhookDefault), most webhooks that are not
+// for the blind target go to the plain receiver, which does not deduplicate.
+func plan(rng *rand.Rand, n int, runID string, webhookDefault bool) []item {
 	items := make([]item, n)
 	for i := range items {
 		it := item{key: fmt.Sprintf("chaos-%s-%05d", runID, i), copies: 1}
@@ -38,7 +41,7 @@ func plan(rng *rand.Rand, n int, runID string) []item {
 			it.tool = toolPaymentIntent
 			pm := "pm_card_visa"
 			if rng.Float64() < 0.06 {
-				pm, it.declined = "pm_card_chargeDeclined", true
+				pm, it.plan.Declined = "pm_card_chargeDeclined", true
 			}
 			it.args = map[string]any{"amount": 1000 + rng.IntN(9000), "currency": "usd", "payment_method": pm,
 				"confirm": true, "description": "chaos " + it.key, "metadata": map[string]string{"chaos": "original"}}
@@ -54,8 +57,11 @@ func plan(rng *rand.Rand, n int, runID string) []item {
 		default:
 			it.tool = toolWebhook
 			target := webhookTarget
-			if rng.Float64() < 0.3 {
-				target = blindTarget
+			switch u := rng.Float64(); {
+			case u < 0.3:
+				target, it.plan.Blind = blindTarget, true
+			case webhookDefault && u < 0.8:
+				target = plainTarget
 			}
 			it.args = map[string]any{"target": target, "path": fmt.Sprintf("/hooks/%d", i),
 				"body": map[string]any{"key": it.key, "n": i}}
@@ -197,12 +203,14 @@ type outcome struct {
 	new, replays   int
 	conflictStatus int
 	err            error
+	// plan is what the harness planned for the key.
+	plan Plan
 }
 
 // run sends it: its copies at once to different processes, then, if asked,
 // a conflicting payload once the key is stored.
 func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome {
-	out := outcome{key: it.key, tool: it.tool}
+	out := outcome{key: it.key, tool: it.tool, plan: it.plan}
 	if it.tool == toolRefund {
 		args, ok := picker.pick()
 		if !ok {

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// post sends one request to a fake and returns its decoded JSON answer.
+func post(t *testing.T, rawURL, contentType string, body []byte, header map[string]string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, rawURL, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", contentType)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Less(t, resp.StatusCode, 300, "%s: %s", rawURL, b)
+	out := map[string]any{}
+	if len(bytes.TrimSpace(b)) > 0 {
+		require.NoError(t, json.Unmarshal(b, &out), "%s", b)
+	}
+	return out
+}
+
+func stripePost(t *testing.T, f *fakes, path string, form url.Values) string {
+	t.Helper()
+	res := post(t, f.stripeURL+path, "application/x-www-form-urlencoded", []byte(form.Encode()),
+		map[string]string{"Authorization": "Bearer sk_test_chaos"})
+	id, _ := res["id"].(string)
+	require.NotEmpty(t, id)
+	return id
+}
+
+func mail(t *testing.T, f *fakes, opID string) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"personalizations": []any{map[string]any{"to": []any{
+			map[string]string{"email": "a@example.com"}, map[string]string{"email": "b@example.com"}}}},
+		"from":        map[string]string{"email": "chaos@example.com"},
+		"subject":     "hello",
+		"content":     []any{map[string]string{"type": "text/plain", "value": "hi"}},
+		"custom_args": map[string]string{"oncebox_op": opID},
+	})
+	require.NoError(t, err)
+	post(t, f.sendgridURL+"/v3/mail/send", "application/json", body, map[string]string{"Authorization": "Bearer SG.chaos"})
+}
+
+func deliver(t *testing.T, base, opID, key string) {
+	t.Helper()
+	post(t, base+"/hooks/1", "application/json", []byte(`{"n":1}`), map[string]string{"Oncebox-Op": opID, "Idempotency-Key": key})
+}
+
+// TestObjectsSeeDuplicatesOfEveryKind seeds the real fakes, through their
+// HTTP APIs, with two side effects for one op of each kind (payment intents,
+// refunds, two-recipient mails, webhook deliveries to the deduplicating and to
+// the plain receiver) and requires the verdict to see every duplicate; an op
+// with one two-recipient mail is one effect, not two.
+func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
+	t.Parallel()
+	f, err := startFakes(0)
+	require.NoError(t, err)
+	t.Cleanup(f.close)
+
+	charge := func(opID string) string {
+		return stripePost(t, f, "/v1/payment_intents", url.Values{"amount": {"1500"}, "currency": {"usd"},
+			"payment_method": {"pm_card_visa"}, "confirm": {"true"}, "metadata[oncebox_op]": {opID}})
+	}
+	pi1, _ := charge("op-pi"), charge("op-pi")
+	base := charge("op-base")
+	re1 := stripePost(t, f, "/v1/refunds", url.Values{"payment_intent": {base}, "amount": {"100"}, "metadata[oncebox_op]": {"op-re"}})
+	stripePost(t, f, "/v1/refunds", url.Values{"payment_intent": {base}, "amount": {"100"}, "metadata[oncebox_op]": {"op-re"}})
+	mail(t, f, "op-mail")
+	mail(t, f, "op-mail")
+	mail(t, f, "op-once")
+	// Two keys: the deduplicating receiver performs both.
+	deliver(t, f.webhookURL, "op-hook", "key-1")
+	deliver(t, f.webhookURL, "op-hook", "key-2")
+	// One key twice: the plain receiver performs both.
+	deliver(t, f.plainURL, "op-plain", "key-3")
+	deliver(t, f.plainURL, "op-plain", "key-3")
+
+	objs := f.objects()
+	byOp := map[string][]VendorObject{}
+	for _, o := range objs {
+		byOp[o.OpID] = append(byOp[o.OpID], o)
+	}
+	require.Len(t, byOp["op-pi"], 2)
+	require.Len(t, byOp["op-re"], 2)
+	require.Len(t, byOp["op-mail"], 2, "one object per message, whatever its recipients")
+	require.Len(t, byOp["op-once"], 1, "a message to two recipients is one side effect")
+	require.Len(t, byOp["op-hook"], 2)
+	require.Len(t, byOp["op-plain"], 2)
+	require.Equal(t, int64(1500), *byOp["op-pi"][0].Amount)
+	require.Equal(t, int64(100), *byOp["op-re"][0].Amount)
+
+	in := CheckInput{Objects: objs, Accepted: map[string]string{}, Planned: map[string]Plan{}}
+	op := func(id, tool, ref string) {
+		key := "k-" + id
+		in.Ops = append(in.Ops, OpRecord{ID: id, Key: key, Tool: tool, Status: statusSucceeded, VendorRef: ref})
+		in.Accepted[key] = tool
+		in.Planned[key] = Plan{}
+	}
+	op("op-pi", toolPaymentIntent, pi1)
+	op("op-base", toolPaymentIntent, base)
+	op("op-re", toolRefund, re1)
+	op("op-mail", toolMail, byOp["op-mail"][0].ID)
+	op("op-once", toolMail, byOp["op-once"][0].ID)
+	op("op-hook", toolWebhook, byOp["op-hook"][0].ID)
+	op("op-plain", toolWebhook, byOp["op-plain"][0].ID)
+
+	rep := Check(in)
+	require.False(t, rep.OK())
+	var dup []string
+	for _, d := range rep.Duplicates {
+		dup = append(dup, d.OpID)
+	}
+	require.ElementsMatch(t, []string{"op-pi", "op-re", "op-mail", "op-hook", "op-plain"}, dup, "%v", rep.Findings())
+	require.Empty(t, rep.Lost)
+	require.Empty(t, rep.Orphans)
+	require.Empty(t, rep.Mismatched, "%v", rep.Findings())
+}
