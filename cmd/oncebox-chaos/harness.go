@@ -118,8 +118,11 @@ type harness struct {
 	dbURL string
 	pool  *pgxpool.Pool
 
-	fakes    *fakes
-	procs    []*serveProc
+	fakes *fakes
+	procs []*serveProc
+	// history records every API call of the run; client is the run's API client.
+	history  *recorder
+	client   *client
 	token    string
 	tenantID int64
 
@@ -143,7 +146,7 @@ type harness struct {
 // Run runs the chaos harness and returns the process exit code.
 func Run(ctx context.Context, cfg Config) int {
 	cfg = cfg.withDefaults()
-	h := &harness{cfg: cfg, logger: cfg.Logger, runID: strconv.FormatInt(cfg.Seed&0xffffff, 36)}
+	h := &harness{cfg: cfg, logger: cfg.Logger, runID: strconv.FormatInt(cfg.Seed&0xffffff, 36), history: newRecorder()}
 	_, _ = cryptorand.Read(h.sealKey[:])
 	start := time.Now()
 	defer h.cleanup()
@@ -210,6 +213,9 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	settleCtx, stopSupervising := context.WithCancel(ctx)
 	bg.Go(func() { h.supervise(settleCtx) })
 	settled := h.settle(ctx)
+	if settled {
+		h.replaySettled(ctx, outcomes)
+	}
 	stopSupervising()
 	bg.Wait()
 	for _, p := range h.procs {
@@ -589,11 +595,13 @@ func (h *harness) enqueue(ctx context.Context) []outcome {
 		bases[i] = p.base()
 	}
 	c := &client{
-		http:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}},
-		token:  h.token,
-		bases:  bases,
-		giveUp: 90 * time.Second,
+		http:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}},
+		token:   h.token,
+		bases:   bases,
+		giveUp:  90 * time.Second,
+		history: h.history,
 	}
+	h.client = c
 	picker := &refundPicker{f: h.fakes, used: map[string]bool{}}
 	outcomes := make([]outcome, len(items))
 	sem := make(chan struct{}, 32)
@@ -626,6 +634,39 @@ func (h *harness) enqueue(ctx context.Context) []outcome {
 	h.logger.Info("enqueued", slog.Int("keys", len(items)), slog.Int64("requests", c.requests.Load()),
 		slog.Int64("retries", c.retries.Load()), slog.Duration("took", time.Since(t0)))
 	return outcomes
+}
+
+// replayKeys is how many settled keys are sent again once every op settled.
+const replayKeys = 400
+
+// replaySettled sends a sample of the accepted keys again, each twice at once,
+// with the payload first sent: every answer goes into the history, where the
+// model requires a replay of the same op in its settled state and result.
+func (h *harness) replaySettled(ctx context.Context, outcomes []outcome) {
+	payloads := h.client.sentPayloads()
+	var keys []string
+	for _, o := range outcomes {
+		if o.accepted && payloads[o.key] != nil {
+			keys = append(keys, o.key)
+		}
+	}
+	step := max(1, len(keys)/replayKeys)
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := 0; i < len(keys); i += step {
+		key := keys[i]
+		for copy := range 2 {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if _, err := h.client.postBody(ctx, i+copy, key, payloads[key]); err != nil {
+					h.logger.Warn("replay after settling", slog.String("key", key), slog.Any("error", err))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	h.logger.Info("replayed settled keys", slog.Int("keys", (len(keys)+step-1)/step))
 }
 
 // settle polls the database until every op of the tenant is settled or ctx

@@ -71,6 +71,20 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	}
 	rep := Check(in)
 	out := h.cfg.Out
+	hist := CheckHistory(h.history.Calls())
+	for i, key := range hist.Illegal {
+		if i == 20 {
+			fmt.Fprintf(out, "NOT LINEARIZABLE: ... and %d more keys\n", len(hist.Illegal)-i)
+			break
+		}
+		fmt.Fprintf(out, "NOT LINEARIZABLE: key=%s: no sequential order of its calls explains the answers\n", key)
+	}
+	if !hist.OK() {
+		fmt.Fprintf(out, "SMALLEST NON-LINEARIZABLE HISTORY (%d calls):\n%s", len(hist.Smallest), FormatHistory(hist.Smallest))
+	}
+	if len(hist.Unchecked) > 0 {
+		fmt.Fprintf(out, "HISTORY: %d keys not checked in time: %v\n", len(hist.Unchecked), hist.Unchecked)
+	}
 
 	byID := map[string]OpRecord{}
 	for _, op := range ops {
@@ -117,14 +131,14 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
 		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
-		" webhook_native_keys=%t effect_kills=%d seed=%d\n",
+		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d seed=%d\n",
 		len(in.Accepted), h.kills.Load(), pgRestarts, h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
 		len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
 		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,
-		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), h.cfg.Seed)
+		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), h.cfg.Seed)
 
-	if !rep.OK() || unexplained > 0 || len(harnessErrors) > 0 {
+	if !rep.OK() || !hist.OK() || unexplained > 0 || len(harnessErrors) > 0 {
 		h.broken = true
 		return exitBroken, nil
 	}

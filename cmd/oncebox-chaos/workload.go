@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -128,6 +129,12 @@ type client struct {
 
 	requests atomic.Int64
 	retries  atomic.Int64
+
+	// history records every call, for the linearizability check.
+	history *recorder
+
+	mu       sync.Mutex
+	payloads map[string][]byte
 }
 
 // sendResult is what the API finally answered for one request.
@@ -143,12 +150,42 @@ func (c *client) post(ctx context.Context, start int, key, tool string, args map
 	if err != nil {
 		return sendResult{}, fmt.Errorf("encode op: %w", err)
 	}
+	return c.postBody(ctx, start, key, body)
+}
+
+// remember keeps the payload first sent under key, for the replays after
+// settling.
+func (c *client) remember(key, tool string, args map[string]any) {
+	body, err := json.Marshal(map[string]any{"tool": tool, "args": args})
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.payloads == nil {
+		c.payloads = map[string][]byte{}
+	}
+	if _, ok := c.payloads[key]; !ok {
+		c.payloads[key] = body
+	}
+}
+
+// sentPayloads returns the payload first sent under each key.
+func (c *client) sentPayloads() map[string][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.payloads)
+}
+
+// postBody is post with the body encoded.
+func (c *client) postBody(ctx context.Context, start int, key string, body []byte) (sendResult, error) {
 	deadline := time.Now().Add(c.giveUp)
 	backoff := 50 * time.Millisecond
 	var lastErr error
+	client := c.history.client()
 	for attempt := 0; ; attempt++ {
 		base := c.bases[(start+attempt)%len(c.bases)]
-		res, err := c.postOnce(ctx, base, key, body)
+		res, err := c.postOnce(ctx, client, base, key, body)
 		if err == nil && res.status < 500 {
 			return res, nil
 		}
@@ -172,7 +209,20 @@ func (c *client) post(ctx context.Context, start int, key, tool string, args map
 	}
 }
 
-func (c *client) postOnce(ctx context.Context, base, key string, body []byte) (sendResult, error) {
+// postOnce sends one request and records it in the history: a request without
+// an answer is recorded as such (its effect unknown).
+func (c *client) postOnce(ctx context.Context, client int, base, key string, body []byte) (sendResult, error) {
+	call := Call{Client: client, Key: key, Payload: string(body), Start: c.history.now()}
+	res, err := c.postOnceUnrecorded(ctx, base, key, body)
+	call.End = c.history.now()
+	if err == nil {
+		call.Answer = answerOf(res.status, res.body)
+	}
+	c.history.add(call)
+	return res, err
+}
+
+func (c *client) postOnceUnrecorded(ctx context.Context, base, key string, body []byte) (sendResult, error) {
 	c.requests.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -224,6 +274,7 @@ func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome
 		}
 	}
 	start := int(c.next.Add(1))
+	c.remember(it.key, it.tool, it.args)
 	results := make([]sendResult, it.copies)
 	errs := make([]error, it.copies)
 	var wg sync.WaitGroup
