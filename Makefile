@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./api/... ./reconcile/... ./vendors/... ./client/... ./mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint lint-tools bench chaos dev stripe-mock
+.PHONY: help build test test-race test-rest lint lint-tools bench chaos mutants dev stripe-mock
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,8 +36,12 @@ lint-tools: ## install golangci-lint
 bench: ## benchmarks against River's own throughput in the same run (prints ratios)
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/bench/
 
-chaos: ## CI-sized chaos run: kills, faults, a Postgres restart; fails on any duplicate or loss
+chaos: ## CI-sized chaos runs (webhooks with native keys, then in the default mode): kills, faults, a Postgres restart; fails on any broken promise
 	$(GO) run ./cmd/oncebox-chaos
+	$(GO) run ./cmd/oncebox-chaos --webhook-native-keys=false --ops 1000 --enqueue-for 25s
+
+mutants: ## apply each named mutant (internal/mutants) in a scratch copy; fails if one survives or no longer applies
+	$(GO) run ./cmd/oncebox-mutants
 
 stripe-mock: ## install stripe-mock (Stripe's official mock) into GOPATH/bin
 	$(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)

@@ -185,6 +185,57 @@ func TestEnqueueTenantsAreIndependent(t *testing.T) {
 	require.False(t, rb.Replayed)
 	require.NotEqual(t, ra.Op.ID, rb.Op.ID)
 	require.NotEqual(t, ra.Op.VendorKey, rb.Op.VendorKey, "vendor keys differ per tenant")
+
+	// Each tenant's replay is its own op.
+	for _, want := range []*outbox.EnqueueResult{ra, rb} {
+		again, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: want.Op.TenantID, Key: "shared", Tool: "test.echo", Args: want.Op.Args})
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, want.Op.ID, again.Op.ID, "a replay answers with the tenant's own op")
+	}
+}
+
+// TestGetByIDIsScopedToTheTenant: an op id of another tenant is not found.
+func TestGetByIDIsScopedToTheTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	a := newTenant(t, e.pool, "a")
+	b := newTenant(t, e.pool, "b")
+	ra, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: a, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
+	require.NoError(t, err)
+
+	_, err = e.ob.GetByID(ctx, b, ra.Op.ID)
+	require.ErrorIs(t, err, outbox.ErrNotFound)
+	got, err := e.ob.GetByID(ctx, a, ra.Op.ID)
+	require.NoError(t, err)
+	require.Equal(t, ra.Op.ID, got.ID)
+}
+
+// TestHistoryIsScopedToTheTenant: another tenant's op id yields no attempts and no
+// events.
+func TestHistoryIsScopedToTheTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	a := newTenant(t, e.pool, "a")
+	b := newTenant(t, e.pool, "b")
+	ra, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: a, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
+		SELECT id, 1, gen_random_uuid(), vendor_key, now() FROM oncebox_op WHERE id = $1`, ra.Op.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `INSERT INTO oncebox_op_event (op_id, kind, actor, detail) VALUES ($1, 'note', 'test', '{}')`, ra.Op.ID)
+	require.NoError(t, err)
+
+	other, err := e.ob.History(ctx, b, ra.Op.ID)
+	require.NoError(t, err)
+	require.Empty(t, other.Attempts, "another tenant's attempts")
+	require.Empty(t, other.Events, "another tenant's events")
+	own, err := e.ob.History(ctx, a, ra.Op.ID)
+	require.NoError(t, err)
+	require.Len(t, own.Attempts, 1)
+	require.Len(t, own.Events, 1)
 }
 
 func TestEnqueueRefusesBadInputAndStoresNothing(t *testing.T) {

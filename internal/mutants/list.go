@@ -1,0 +1,227 @@
+package mutants
+
+// List is the named mutants `make mutants` runs: each breaks one critical
+// invariant of oncebox and names the tests that must catch it. When the code a
+// mutant patches moves, the run fails (the patch no longer applies): refresh the
+// mutant's Old and New text, never drop it silently.
+func List() []Mutant {
+	const (
+		outboxPkg    = "./outbox/"
+		reconcilePkg = "./reconcile/"
+		apiPkg       = "./api/"
+		stripePkg    = "./vendors/stripe/"
+		sendgridPkg  = "./vendors/sendgrid/"
+		chaosPkg     = "./cmd/oncebox-chaos/"
+	)
+	return []Mutant{
+		// The attempt-token fence.
+		{
+			Name:     "fence-token",
+			Breaks:   "the record statement no longer checks the attempt token: a stale run overwrites a newer attempt",
+			File:     "outbox/queries.go",
+			Old:      "WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')",
+			New:      "WHERE id = $1 AND status IN ('dispatching', 'unknown')",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
+		},
+		{
+			Name:   "fence-completes-job",
+			Breaks: "a fenced run completes its job, so nothing looks at the op again",
+			File:   "outbox/worker.go",
+			Old: `			if fenced {
+				// A fenced run must not complete the job: the job row may now belong to
+				// the run that owns the op, which may still need it.
+				return nil
+			}
+`,
+			New:      "",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
+		},
+
+		// Tenant scoping of every op query.
+		{
+			Name:     "tenant-enqueue",
+			Breaks:   "an enqueue answers with another tenant's op stored under the same key",
+			File:     "outbox/queries.go",
+			Old:      "WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)",
+			New:      "WHERE idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestEnqueueTenantsAreIndependent"},
+		},
+		{
+			Name:     "tenant-get-by-key",
+			Breaks:   "a tenant reads another tenant's op by key",
+			File:     "outbox/queries.go",
+			Old:      "const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2`",
+			New:      "const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE $1::bigint IS NOT NULL AND idempotency_key = $2`",
+			Packages: []string{apiPkg},
+			Tests:    []string{"TestTenantsAreIsolated"},
+		},
+		{
+			Name:     "tenant-get-by-id",
+			Breaks:   "a tenant reads another tenant's op by id",
+			File:     "outbox/queries.go",
+			Old:      "FROM oncebox_op WHERE tenant_id = $1 AND id = $2::uuid`",
+			New:      "FROM oncebox_op WHERE $1::bigint IS NOT NULL AND id = $2::uuid`",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestGetByIDIsScopedToTheTenant"},
+		},
+		{
+			Name:     "tenant-history-attempts",
+			Breaks:   "a tenant reads another tenant's attempts",
+			File:     "outbox/queries.go",
+			Old:      "WHERE o.tenant_id = $1 AND a.op_id = $2 ORDER BY a.id`",
+			New:      "WHERE $1::bigint IS NOT NULL AND a.op_id = $2 ORDER BY a.id`",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestHistoryIsScopedToTheTenant"},
+		},
+		{
+			Name:     "tenant-history-events",
+			Breaks:   "a tenant reads another tenant's events",
+			File:     "outbox/queries.go",
+			Old:      "WHERE o.tenant_id = $1 AND e.op_id = $2 ORDER BY e.id`",
+			New:      "WHERE $1::bigint IS NOT NULL AND e.op_id = $2 ORDER BY e.id`",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestHistoryIsScopedToTheTenant"},
+		},
+		{
+			Name:     "tenant-approve",
+			Breaks:   "a tenant approves or rejects another tenant's op",
+			File:     "outbox/queries.go",
+			Old:      "WHERE tenant_id = $1 AND idempotency_key = $2 AND status = $3",
+			New:      "WHERE $1::bigint IS NOT NULL AND idempotency_key = $2 AND status = $3",
+			Packages: []string{apiPkg},
+			Tests:    []string{"TestTenantsAreIsolated"},
+		},
+		{
+			Name:     "tenant-review-resolve",
+			Breaks:   "a person resolves another tenant's op in review",
+			File:     "reconcile/queries.go",
+			Old:      "FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`",
+			New:      "FROM oncebox_op WHERE $1::bigint IS NOT NULL AND idempotency_key = $2 FOR UPDATE`",
+			Packages: []string{reconcilePkg},
+			Tests:    []string{"TestManualResolutions"},
+		},
+
+		// The fingerprint covers the args.
+		{
+			Name:     "fingerprint-args",
+			Breaks:   "the fingerprint ignores the args: another payload under the same key replays the first op",
+			File:     "outbox/fingerprint.go",
+			Old:      "}{tool, args})",
+			New:      "}{tool, json.RawMessage(`null`)})",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestEnqueueConcurrentConflictingPayloads"},
+		},
+
+		// The lookup's tag filter.
+		{
+			Name:     "reconcile-adopts-other-ops-object",
+			Breaks:   "the reconciler adopts a looked-up object tagged for another op, or untagged",
+			File:     "reconcile/sweep.go",
+			Old:      "		if o.OpID == c.id {",
+			New:      "		if true {",
+			Packages: []string{reconcilePkg},
+			Tests:    []string{"TestSweepAdoptsOnlyObjectsTaggedWithTheOp"},
+		},
+		{
+			Name:     "stripe-list-scan-tag-filter",
+			Breaks:   "the Stripe list scan keeps payment intents of other ops",
+			File:     "vendors/stripe/lookup.go",
+			Old:      "if pi := it.PaymentIntent(); pi.Metadata[outbox.TagKey] == p.OpID {",
+			New:      "if pi := it.PaymentIntent(); pi != nil {",
+			Packages: []string{stripePkg},
+			Tests:    []string{"TestLookupPaymentIntentByTag", "TestLookupListScanFindsFreshPaymentIntentAtOnce", "TestLookupListScanPages"},
+		},
+
+		// The lookup lag.
+		{
+			Name:     "reconcile-ignores-lookup-lag",
+			Breaks:   "an empty lookup is trusted inside the vendor's lag: an op is resent while its object is merely not visible yet",
+			File:     "reconcile/sweep.go",
+			Old:      "	if askedAt.Before(visibleFrom) {",
+			New:      "	if false {",
+			Packages: []string{reconcilePkg},
+			Tests:    []string{"TestSweepWaitsWithinTheLookupLag", "TestSweepWaitsOutAnAttemptThatNeverFinished"},
+		},
+
+		// Stripe's Idempotency-Key.
+		{
+			Name:     "stripe-no-idempotency-key",
+			Breaks:   "payment intents go to Stripe without oncebox's Idempotency-Key",
+			File:     "vendors/stripe/stripe.go",
+			Old:      "	params := paymentIntentParams(a, p.OpID)\n	params.Context = ctx\n	params.SetIdempotencyKey(p.VendorKey)\n",
+			New:      "	params := paymentIntentParams(a, p.OpID)\n	params.Context = ctx\n",
+			Packages: []string{stripePkg},
+			Tests:    []string{"TestDispatchPaymentIntentSendsKeyTagAndParams", "TestDispatchSameKeyIsReplayed"},
+		},
+		{
+			Name:     "stripe-refund-no-idempotency-key",
+			Breaks:   "refunds go to Stripe without oncebox's Idempotency-Key",
+			File:     "vendors/stripe/stripe.go",
+			Old:      "	params := refundParams(a, p.OpID)\n	params.Context = ctx\n	params.SetIdempotencyKey(p.VendorKey)\n",
+			New:      "	params := refundParams(a, p.OpID)\n	params.Context = ctx\n",
+			Packages: []string{stripePkg},
+			Tests:    []string{"TestDispatchRefund"},
+		},
+
+		// Outcome classification.
+		{
+			Name:     "timeout-as-not-sent",
+			Breaks:   "a timeout after the request was written is taken for a request never sent, and resent blindly",
+			File:     "outbox/vendor.go",
+			Old:      "	case isTimeout(err):\n		return &DispatchError{Outcome: OutcomeUnknown, Code: \"timeout\", Unanswered: true,",
+			New:      "	case isTimeout(err):\n		return &DispatchError{Outcome: OutcomeRetryable, Code: \"not_sent\", Unanswered: false,",
+			Packages: []string{stripePkg},
+			Tests:    []string{"TestDispatchTimeoutIsUnknown"},
+		},
+		{
+			Name:     "sendgrid-429-permanent",
+			Breaks:   "SendGrid's 429 is taken for a refusal: a valid email ends failed",
+			File:     "vendors/sendgrid/classify.go",
+			Old:      `de.Outcome, de.Code, de.Message = outbox.OutcomeRetryable, "rate_limited",`,
+			New:      `de.Outcome, de.Code, de.Message = outbox.OutcomePermanent, "rate_limited",`,
+			Packages: []string{sendgridPkg},
+			Tests:    []string{"TestClassifySend"},
+		},
+		{
+			Name:     "stripe-lookup-unavailable",
+			Breaks:   "Stripe lookups always answer unavailable: the reconciler is blind and every unknown Stripe op goes to review",
+			File:     "vendors/stripe/lookup.go",
+			Old:      "	if err != nil {\n		return nil, err\n	}\n	slices.SortFunc(objs,",
+			New:      "	if err == nil {\n		err = fmt.Errorf(\"stripe: %w\", outbox.ErrLookupUnavailable)\n	}\n	if err != nil {\n		return nil, err\n	}\n	slices.SortFunc(objs,",
+			Packages: []string{stripePkg},
+			Tests:    []string{"TestLookupPaymentIntentByTag", "TestLookupRefundByTag"},
+		},
+
+		// The chaos harness's own counting and verdict.
+		{
+			Name:     "chaos-mails-by-tag",
+			Breaks:   "the chaos harness counts emails by op tag instead of by message id: every duplicate email hidden",
+			File:     "cmd/oncebox-chaos/fakes.go",
+			Old:      "		if seen[m.XMessageID] {\n			continue\n		}\n		seen[m.XMessageID] = true",
+			New:      "		if seen[m.CustomArgs[outbox.TagKey]] {\n			continue\n		}\n		seen[m.CustomArgs[outbox.TagKey]] = true",
+			Packages: []string{chaosPkg},
+			Tests:    []string{"TestObjectsSeeDuplicatesOfEveryKind"},
+		},
+		{
+			Name:     "chaos-verdict-ignores-unplanned",
+			Breaks:   "the chaos verdict lets valid requests end failed or in review",
+			File:     "cmd/oncebox-chaos/check.go",
+			Old:      "len(r.ConflictLeaks) == 0 && len(r.Unplanned) == 0 &&",
+			New:      "len(r.ConflictLeaks) == 0 &&",
+			Packages: []string{chaosPkg},
+			Tests:    []string{"TestCheckUnplannedFailureAndReview"},
+		},
+		{
+			Name:     "chaos-verdict-ignores-double-202",
+			Breaks:   "the chaos verdict lets a key be answered 202 twice",
+			File:     "cmd/oncebox-chaos/check.go",
+			Old:      "len(r.Unplanned) == 0 && len(r.Double202) == 0",
+			New:      "len(r.Unplanned) == 0",
+			Packages: []string{chaosPkg},
+			Tests:    []string{"TestCheckDouble202"},
+		},
+	}
+}
