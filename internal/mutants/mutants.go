@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	for _, m := range cfg.Mutants {
 		r := runOne(ctx, scratch, cfg.Timeout, m)
 		results = append(results, r)
-		fmt.Fprintf(cfg.Out, "%-8s  %-28s %s (%s) by %s\n", r.Verdict, m.Name, m.File, r.Took.Round(time.Second), strings.Join(m.Tests, ", "))
+		fmt.Fprintf(cfg.Out, "%-8s  %-34s %s (%s) by %s\n", r.Verdict, m.Name, m.File, r.Took.Round(time.Second), strings.Join(m.Tests, ", "))
 		if r.Verdict != Killed && r.Output != "" {
 			fmt.Fprintln(cfg.Out, indent(r.Output))
 		}
