@@ -104,6 +104,35 @@ func List() []Mutant {
 			Tests:    []string{"TestManualResolutions"},
 		},
 
+		// Approval role checks.
+		{
+			Name:     "role-agent-decides",
+			Breaks:   "an agent token approves the op its own approval gate holds",
+			File:     "tenant/tenant.go",
+			Old:      "func (r Role) CanDecide() bool { return r == RoleApprover || r == RoleAdmin }",
+			New:      "func (r Role) CanDecide() bool { return r != \"\" }",
+			Packages: []string{apiPkg},
+			Tests:    []string{"TestAgentTokenCannotDecide"},
+		},
+		{
+			Name:     "role-approve-route-unchecked",
+			Breaks:   "the approve route takes any token of the tenant",
+			File:     "api/server.go",
+			Old:      `s.mux.HandleFunc("POST /v1/ops/{key}/approve", s.authed(canDecide, s.approveOp))`,
+			New:      `s.mux.HandleFunc("POST /v1/ops/{key}/approve", s.authed(canRead, s.approveOp))`,
+			Packages: []string{apiPkg},
+			Tests:    []string{"TestAgentTokenCannotDecide"},
+		},
+		{
+			Name:     "role-approver-enqueues",
+			Breaks:   "an approver token records ops, so one person both asks and approves",
+			File:     "tenant/tenant.go",
+			Old:      "func (r Role) CanEnqueue() bool { return r == RoleAgent }",
+			New:      "func (r Role) CanEnqueue() bool { return r != \"\" }",
+			Packages: []string{apiPkg},
+			Tests:    []string{"TestApproverDecidesButCannotEnqueue"},
+		},
+
 		// The fingerprint covers the args.
 		{
 			Name:     "fingerprint-args",

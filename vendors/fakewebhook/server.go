@@ -297,3 +297,23 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// ExpireIdempotencyKeys forgets every stored Idempotency-Key, as a receiver
+// does once its key window has passed: a key sent again acts anew.
+func (s *Server) ExpireIdempotencyKeys() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, e := range s.keys {
+		if e.done {
+			delete(s.keys, key)
+		}
+	}
+}
+
+// SetLookupLag changes how long an effect stays hidden from GET /_lookup
+// (Config.LookupLag).
+func (s *Server) SetLookupLag(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.LookupLag = d
+}

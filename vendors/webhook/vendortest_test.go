@@ -15,28 +15,37 @@ import (
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
+// conformanceLag is the lookup lag the adapter reports when the suite controls
+// the fake's lag (the serve default of --webhook-lookup-lag).
+const conformanceLag = 5 * time.Second
+
 // TestVendorConformance runs the shared vendor suite against the adapter with
-// a receiver that honours Idempotency-Key, one that does not, and one whose
-// lookups lag.
+// a receiver that honours Idempotency-Key, one that does not (both with the
+// fake's key window and lookup lag under the suite's control), and one whose
+// lookups lag by a fixed amount the suite waits out.
 func TestVendorConformance(t *testing.T) {
 	t.Parallel()
 	vendortest.Run(t, vendortest.Harness{Name: "native", New: func(tb testing.TB) *vendortest.Instance {
-		return newConformanceInstance(tb, true, 0)
+		return newConformanceInstance(tb, true, 0, true)
 	}})
 	vendortest.Run(t, vendortest.Harness{Name: "not_native", New: func(tb testing.TB) *vendortest.Instance {
-		return newConformanceInstance(tb, false, 0)
+		return newConformanceInstance(tb, false, 0, true)
 	}})
-	// The fake's lag is fixed at construction, so the suite waits this one out.
 	vendortest.Run(t, vendortest.Harness{Name: "lagged", New: func(tb testing.TB) *vendortest.Instance {
-		return newConformanceInstance(tb, true, 300*time.Millisecond)
+		return newConformanceInstance(tb, true, 300*time.Millisecond, false)
 	}})
 }
 
 // newConformanceInstance returns a Vendor pointed at a fresh fake receiver
-// whose keys are honoured when native, and whose lookups lag by lag (reported
-// by the Vendor as its LookupLag).
-func newConformanceInstance(tb testing.TB, native bool, lag time.Duration) *vendortest.Instance {
+// whose keys are honoured when native, and whose lookups lag by lag. With
+// hooks, the suite may expire the fake's keys and change its lag, and the
+// Vendor reports conformanceLag as its LookupLag; without, it reports lag.
+func newConformanceInstance(tb testing.TB, native bool, lag time.Duration, hooks bool) *vendortest.Instance {
 	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: native, LookupLag: lag, HangFor: time.Second})
+	vendorLag := lag
+	if hooks {
+		vendorLag = conformanceLag
+	}
 	srv := httptest.NewServer(fake)
 	tb.Cleanup(func() {
 		fake.ReleaseHangs()
@@ -49,11 +58,11 @@ func newConformanceInstance(tb testing.TB, native bool, lag time.Duration) *vend
 		Timeout:           2 * time.Second,
 		NativeIdempotency: native,
 		LookupPath:        "/_lookup",
-		LookupLag:         lag,
+		LookupLag:         vendorLag,
 	})
 	require.NoError(tb, err)
 
-	return &vendortest.Instance{
+	inst := &vendortest.Instance{
 		Vendor: v,
 		Tool:   tools.WebhookPost,
 		Args: func(i int) json.RawMessage {
@@ -74,4 +83,9 @@ func newConformanceInstance(tb testing.TB, native bool, lag time.Duration) *vend
 		},
 		Secrets: []string{secret},
 	}
+	if hooks {
+		inst.Expire = fake.ExpireIdempotencyKeys
+		inst.SetLookupLag = fake.SetLookupLag
+	}
+	return inst
 }
