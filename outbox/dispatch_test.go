@@ -203,7 +203,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		require.True(t, again.Replayed)
 		require.Equal(t, outbox.StatusFailed, again.Op.Status)
 		require.Equal(t, string(op.Error), string(again.Op.Error), "the stored refusal is replayed byte for byte")
-		time.Sleep(300 * time.Millisecond)
+		waitJobsFinished(t, pool, op.ID)
 		require.Equal(t, before, fake.Requests(), "a replay sends nothing")
 	})
 
@@ -223,7 +223,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unk", Tool: "webhook.post", Args: webhookArgs(3)})
 		require.NoError(t, err)
 		waitStatus(t, ob, tenant, "unk", outbox.StatusUnknown, 10*time.Second)
-		time.Sleep(500 * time.Millisecond)
+		waitJobsFinished(t, pool, res.Op.ID)
 		require.Len(t, fake.EffectsFor(res.Op.ID), 1, "an unknown outcome waits for the reconciler")
 		op, err := ob.Get(ctx, tenant, "unk")
 		require.NoError(t, err)
@@ -357,7 +357,7 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 				require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef, "the same-key resend returned the stored answer")
 			} else {
 				waitStatus(t, next, tenant, "kill", outbox.StatusUnknown, 60*time.Second)
-				time.Sleep(time.Second)
+				waitJobsFinished(t, pool, res.Op.ID)
 			}
 			require.Equal(t, 1, fake.EffectCount(), "exactly one side effect at the vendor")
 			h, err := next.History(ctx, tenant, res.Op.ID)

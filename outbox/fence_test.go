@@ -117,3 +117,18 @@ func opStatus(t *testing.T, pool interface {
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT status FROM oncebox_op WHERE id = $1", opID).Scan(&s))
 	return s
 }
+
+// waitJobsFinished waits until no dispatch job of the op can run again (each one
+// completed, discarded or cancelled): from then on nothing more can be sent for it,
+// so a check that nothing more was sent proves something without sleeping.
+func waitJobsFinished(t *testing.T, pool interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, opID string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var open int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1
+			AND state NOT IN ('completed', 'discarded', 'cancelled')`, opID).Scan(&open)
+		return err == nil && open == 0
+	}, 15*time.Second, 20*time.Millisecond, "the op's dispatch job never finished")
+}
