@@ -34,6 +34,11 @@ type Config struct {
 	Addr string
 	// Roles says what this process runs. Defaults to all three.
 	Roles Roles
+	// ReadOnly builds a server for a command that reads ops and asks vendors but
+	// records and sends nothing (oncebox lookup, review list, reconcile report): it is
+	// not warned that no vendor is configured, and needs no seal key for the tools that
+	// redact. Not a flag. Defaults to false.
+	ReadOnly bool
 
 	// MaxAttempts is how many retryable failures an op may see before needs_review.
 	// Defaults to 10.

@@ -194,7 +194,11 @@ func (s *Server) build(ctx context.Context) error {
 			}
 		}
 	}
-	if len(toolList) == 0 {
+	if cfg.ReadOnly {
+		// Nothing is recorded or sent: no tool, so no seal key is needed and nothing
+		// warns about one; the vendors stay, for lookups and the finance report.
+		toolList = nil
+	} else if len(toolList) == 0 {
 		s.logger.Warn("no vendor is configured, so no tool is enabled: set STRIPE_API_KEY, SENDGRID_API_KEY or ONCEBOX_WEBHOOK_TARGETS (or run `oncebox dev`)")
 	}
 	reg, err := outbox.NewRegistry(toolList...)

@@ -5,25 +5,30 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/oncebox/oncebox/internal/bench"
 )
 
 // runBench is `oncebox bench`: every benchmark scenario against its baseline, measured
-// in this one run, printed as one Markdown table. Progress goes to stderr.
+// in this one run, printed as one Markdown table. Progress goes to stderr. The run uses
+// fresh schemas of its own and drops them.
 func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (env DATABASE_URL); the run uses fresh schemas of its own and drops them")
+	g := addGlobalFlags(fs)
 	quick := fs.Bool("quick", false, "shrink every scenario to run in about a minute (a smoke test)")
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseArgs(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &exitError{code: 2, err: fmt.Errorf("bench: unexpected arguments %q", fs.Args())}
 	}
-	if *dbURL == "" {
-		return &exitError{code: 2, err: fmt.Errorf("set DATABASE_URL (or --database-url) to a Postgres URL")}
+	if _, err := g.log.logger(); err != nil {
+		return err
 	}
-	_, err := bench.Run(ctx, bench.Config{DatabaseURL: *dbURL, Quick: *quick, Out: os.Stdout, Progress: os.Stderr})
+	if strings.TrimSpace(g.databaseURL) == "" {
+		return errNoDatabase()
+	}
+	_, err := bench.Run(ctx, bench.Config{DatabaseURL: g.databaseURL, Quick: *quick, Out: os.Stdout, Progress: os.Stderr})
 	return err
 }

@@ -33,13 +33,13 @@ import (
 func runDev(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "demo", "name of the demo tenant")
-	cfg, err := parseConfig(fs, args)
+	cfg, log, err := parseConfig(fs, args)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	logger, err := newLogger()
+	logger, err := log.logger()
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return err
 	}
 
 	pg, err := devPostgres(ctx, fs, cfg.DatabaseURL, logger)

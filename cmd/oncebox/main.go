@@ -37,6 +37,11 @@ func Main(ctx context.Context, args []string) int {
 		usage()
 		return 2
 	}
+	args = hoistGlobals(args)
+	if len(args) == 0 {
+		usage()
+		return 2
+	}
 	cmd, rest := args[0], args[1:]
 	var err error
 	switch cmd {
@@ -63,7 +68,7 @@ func Main(ctx context.Context, args []string) int {
 	case "healthcheck":
 		err = runHealthcheck(ctx, rest)
 	case "config":
-		printSettings(os.Stdout)
+		err = runConfig(ctx, rest)
 	case "help", "-h", "--help":
 		usage()
 		return 0
@@ -116,6 +121,8 @@ Usage: oncebox <command> [flags]
   healthcheck [--url U]        exit 0 when the server answers /healthz
   config                       list every flag and environment variable
 
-Every command reads DATABASE_URL; serve and dev also take the flags listed by 'oncebox config'.
+Every command takes the global flags --database-url (env DATABASE_URL), --log-format and
+--log-level, before or after its arguments; serve, dev, mcp, lookup, approve, reject, review and
+reconcile also take the flags listed by 'oncebox config'.
 `)
 }

@@ -239,8 +239,9 @@ func settings() []setting {
 	return s
 }
 
-// parseConfig applies defaults, then environment variables, then flags.
-func parseConfig(fs *flag.FlagSet, args []string) (server.Config, error) {
+// parseConfig applies defaults, then environment variables, then flags (anywhere in
+// args), and returns the settings and the log flags.
+func parseConfig(fs *flag.FlagSet, args []string) (server.Config, *logFlags, error) {
 	cfg := server.Defaults()
 	all := settings()
 	values := map[string]*string{}
@@ -251,9 +252,9 @@ func parseConfig(fs *flag.FlagSet, args []string) (server.Config, error) {
 		}
 		values[s.flag] = fs.String(s.flag, v, s.help+" (env "+s.env+")")
 	}
-	extraLog(fs)
+	log := addLogFlags(fs)
 	if err := parseInterspersed(fs, args); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	for _, s := range all {
 		v := *values[s.flag]
@@ -264,7 +265,7 @@ func parseConfig(fs *flag.FlagSet, args []string) (server.Config, error) {
 			vendor := strings.TrimSuffix(s.flag, "-job-timeout")
 			d, err := time.ParseDuration(v)
 			if err != nil {
-				return cfg, fmt.Errorf("--%s (%s): %w", s.flag, s.env, err)
+				return cfg, nil, fmt.Errorf("--%s (%s): %w", s.flag, s.env, err)
 			}
 			q := cfg.Queues[vendor]
 			q.JobTimeout = d
@@ -272,10 +273,10 @@ func parseConfig(fs *flag.FlagSet, args []string) (server.Config, error) {
 			continue
 		}
 		if err := s.set(&cfg, v); err != nil {
-			return cfg, fmt.Errorf("--%s (%s): %w", s.flag, s.env, err)
+			return cfg, nil, fmt.Errorf("--%s (%s): %w", s.flag, s.env, err)
 		}
 	}
-	return cfg, nil
+	return cfg, log, nil
 }
 
 // printSettings writes the settings as a Markdown table (the README's configuration section).
@@ -292,27 +293,4 @@ func printSettings(w io.Writer) {
 	}
 	fmt.Fprintln(w, "| `--log-format` | `ONCEBOX_LOG_FORMAT` | `text` | log format: text or json |")
 	fmt.Fprintln(w, "| `--log-level` | `ONCEBOX_LOG_LEVEL` | `info` | log level: debug, info, warn, error |")
-}
-
-// parseInterspersed parses args with fs, letting flags come after positional arguments
-// too ("review resolve --tenant acme KEY --succeeded pi_1 --reason R"); "--" ends the
-// flags. fs.Args() then holds the positional arguments in order.
-func parseInterspersed(fs *flag.FlagSet, args []string) error {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			positional = append(positional, rest...)
-			break
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
-	}
-	return fs.Parse(append([]string{"--"}, positional...))
 }

@@ -23,11 +23,14 @@ const tenantUsage = "usage: oncebox tenant create NAME | token create [--role ag
 // object with --format json.
 func runTenant(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (env DATABASE_URL)")
+	g := addGlobalFlags(fs)
 	roleName := fs.String("role", string(tenant.RoleAgent), "role of a new token: agent, approver or admin")
 	format := fs.String("format", "text", "text or json")
-	if err := parseInterspersed(fs, args); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if _, err := g.log.logger(); err != nil {
+		return err
 	}
 	if *format != "text" && *format != "json" {
 		return &exitError{code: 2, err: fmt.Errorf("--format %q: want text or json", *format)}
@@ -41,7 +44,7 @@ func runTenant(ctx context.Context, args []string) error {
 	if !ok {
 		return &exitError{code: 2, err: errors.New(tenantUsage)}
 	}
-	pool, err := openPool(ctx, *dbURL)
+	pool, err := g.openPool(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// runLookup is `oncebox lookup --tenant T KEY`: everything support needs about one op. It
+// only reads.
+func runLookup(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
+	tenantName := fs.String("tenant", "", "tenant name")
+	asJSON := fs.Bool("json", false, "print JSON")
+	cfg, logger, err := parseServerArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return &exitError{code: 2, err: errors.New("usage: oncebox lookup --tenant T KEY")}
+	}
+	srv, err := offline(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	tid, err := tenantID(ctx, srv, *tenantName)
+	if err != nil {
+		return err
+	}
+	op, err := srv.Outbox().Get(ctx, tid, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	h, err := srv.Outbox().History(ctx, tid, op.ID)
+	if err != nil {
+		return err
+	}
+	return printLookup(os.Stdout, op, h, *asJSON)
+}
+
+func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"op": op, "fingerprint": op.Fingerprint.String(), "attempts": h.Attempts, "events": h.Events})
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "op\t%s\n", op.ID)
+	fmt.Fprintf(tw, "key\t%s\n", op.Key)
+	fmt.Fprintf(tw, "tool\t%s (vendor %s)\n", op.Tool, op.Vendor)
+	fmt.Fprintf(tw, "status\t%s\n", op.Status)
+	fmt.Fprintf(tw, "fingerprint\t%s\n", op.Fingerprint)
+	fmt.Fprintf(tw, "vendor key\t%s (generation %d)\n", op.VendorKey, op.Generation)
+	fmt.Fprintf(tw, "vendor ref\t%s\n", op.VendorRef)
+	fmt.Fprintf(tw, "conversation\t%s\n", op.ConversationID)
+	fmt.Fprintf(tw, "tool call\t%s\n", op.ToolCallID)
+	fmt.Fprintf(tw, "created\t%s\n", op.CreatedAt.Format(time.RFC3339))
+	fmt.Fprintf(tw, "updated\t%s\n", op.UpdatedAt.Format(time.RFC3339))
+	fmt.Fprintf(tw, "expires\t%s\n", op.ExpiresAt.Format(time.RFC3339))
+	if len(op.Result) > 0 {
+		fmt.Fprintf(tw, "result\t%s\n", op.Result)
+	}
+	if len(op.Error) > 0 {
+		fmt.Fprintf(tw, "error\t%s\n", op.Error)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nattempts (%d):\n", len(h.Attempts))
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tSTARTED\tTOOK\tOUTCOME\tVENDOR REF\tERROR")
+	for _, a := range h.Attempts {
+		took := "running"
+		if a.FinishedAt != nil {
+			took = a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.StartedAt.Format(time.RFC3339), took, a.Outcome, a.VendorRef, a.Error)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ndecisions (%d):\n", len(h.Events))
+	for _, e := range h.Events {
+		fmt.Fprintf(w, "  %s  %s  %s -> %s  by %s  %s\n", e.At.Format(time.RFC3339), e.Kind, e.FromStatus, e.ToStatus, e.Actor, e.Detail)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+
+	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/server"
+)
+
+// runMCP is `oncebox mcp --tenant T`: the MCP tools over stdio. This process only
+// records ops; `oncebox serve` dispatches them.
+func runMCP(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	tenantName := fs.String("tenant", "", "tenant whose ops the tools create")
+	conversation := fs.String("conversation", "", "conversation of calls that name none in _meta (default: none; identical calls are then one op within the tool's --mcp-dedupe-window, across restarts)")
+	cfg, logger, err := parseServerArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg.Roles = server.Roles{API: true}
+	if cfg.StripeAPIKey == "" && cfg.SendGridAPIKey == "" && len(cfg.WebhookTargets) == 0 {
+		return &exitError{code: 2, err: errNoVendor()}
+	}
+	srv, err := server.New(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	tid, err := tenantID(ctx, srv, *tenantName)
+	if err != nil {
+		return err
+	}
+	m, err := mcpserver.New(mcpserver.Config{Outbox: srv.Outbox(), Tenants: srv.Tenants(), Logger: logger, Wait: cfg.MCPWait,
+		Conversation: *conversation, DedupeWindows: cfg.MCPDedupeWindows})
+	if errors.Is(err, mcpserver.ErrNoTools) {
+		return &exitError{code: 2, err: errNoVendor()}
+	}
+	if err != nil {
+		return err
+	}
+	return m.RunStdio(ctx, tid)
+}
+
+// errNoVendor is what `oncebox mcp` says when no vendor is configured.
+func errNoVendor() error {
+	return errors.New("no tool is enabled: set STRIPE_API_KEY (payments, refunds), SENDGRID_API_KEY (mail) " +
+		"or ONCEBOX_WEBHOOK_TARGETS (webhooks), as for oncebox serve")
+}

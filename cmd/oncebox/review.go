@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+)
+
+const reviewUsage = "usage: oncebox review list [--tenant T] | review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R"
+
+// runReview is `oncebox review list` (read-only) and `oncebox review resolve`: the ops
+// that wait for a person, and a person's decision on one.
+func runReview(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("review", flag.ContinueOnError)
+	tenantName := fs.String("tenant", "", "tenant name")
+	succeeded := fs.String("succeeded", "", "resolve as succeeded with this vendor object id")
+	failed := fs.Bool("failed", false, "resolve as failed")
+	resend := fs.Bool("resend", false, "release for a resend")
+	newKey := fs.Bool("new-key", false, "with --resend: use a fresh vendor key (the vendor holds a stored failure under the old one)")
+	reason := fs.String("reason", "", "why (required for resolve; recorded in the op's history)")
+	actor := fs.String("actor", envOr("USER", "operator"), "who decides")
+	cfg, logger, err := parseServerArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	pos := fs.Args()
+	if len(pos) == 0 {
+		return &exitError{code: 2, err: errors.New(reviewUsage)}
+	}
+	switch pos[0] {
+	case "list":
+		if len(pos) != 1 {
+			return &exitError{code: 2, err: errors.New(reviewUsage)}
+		}
+		srv, err := offline(ctx, cfg, logger, true)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		var tid int64
+		if *tenantName != "" {
+			if tid, err = tenantID(ctx, srv, *tenantName); err != nil {
+				return err
+			}
+		}
+		items, err := reconcile.ListReview(ctx, srv.Pool(), tid)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TENANT\tKEY\tTOOL\tATTEMPTS\tSINCE\tWHY")
+		for _, it := range items {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", it.TenantID, it.Key, it.Tool, it.Attempts, it.UpdatedAt.Format(time.RFC3339), it.LastEvent)
+		}
+		return tw.Flush()
+	case "resolve":
+		if len(pos) != 2 || *reason == "" {
+			return &exitError{code: 2, err: errors.New("usage: oncebox review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R")}
+		}
+		if *succeeded == "" && !*failed && !*resend {
+			return &exitError{code: 2, err: errors.New("say how: --succeeded REF, --failed or --resend")}
+		}
+		srv, err := offline(ctx, cfg, logger, false)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		tid, err := tenantID(ctx, srv, *tenantName)
+		if err != nil {
+			return err
+		}
+		key, who := pos[1], *actor+" (cli)"
+		var op *outbox.Op
+		switch {
+		case *succeeded != "":
+			op, err = reconcile.ResolveSucceeded(ctx, srv.Outbox(), tid, key, *succeeded, *reason, who)
+		case *failed:
+			op, err = reconcile.ResolveFailed(ctx, srv.Outbox(), tid, key, *reason, who)
+		default:
+			op, err = reconcile.ReleaseForResend(ctx, srv.Outbox(), tid, key, *reason, who, *newKey)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s: %s\n", op.Key, op.Status)
+		return nil
+	}
+	return &exitError{code: 2, err: fmt.Errorf("unknown review command %q (%s)", pos[0], reviewUsage)}
+}
