@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"github.com/oncebox/oncebox/internal/opstate"
 )
 
 // MaxArgsBytes is the largest args document Enqueue accepts.
@@ -279,11 +281,9 @@ func scanOp(row rowScanner) (*Op, error) {
 	return op, nil
 }
 
-// InsertDispatchJobTx inserts the dispatch job of an op inside tx. The reconciler and
-// manual resolution use it when they send an op back to pending.
-func (ob *Outbox) InsertDispatchJobTx(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
-	return ob.insertJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
-}
+// Ops returns the op state machine, through which oncebox's reconcile package changes
+// an op's status. Its type is internal: it is not part of the API.
+func (ob *Outbox) Ops() *opstate.Machine { return ob.ops }
 
 // Observer returns the configured observer.
 func (ob *Outbox) Observer() Observer { return ob.cfg.Observer }

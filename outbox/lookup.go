@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/internal/opstate"
 )
 
 // Get returns the tenant's op stored under key. A key of another tenant is ErrNotFound,
@@ -130,46 +131,38 @@ func (ob *Outbox) decide(ctx context.Context, tenantID int64, key string, to Sta
 	if err := CheckStorableText("actor", actor); err != nil {
 		return nil, err
 	}
-	var op *Op
+	var (
+		op      *Op
+		applied *opstate.Applied
+	)
 	err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-		op, err = scanOp(tx.QueryRow(ctx, sqlSetStatusByKey, tenantID, k, StatusAwaitingApproval, to))
-		if errors.Is(err, ErrNotFound) {
-			existing, gerr := scanOp(tx.QueryRow(ctx, sqlOpByKey, tenantID, k))
-			if gerr != nil {
-				return gerr
+		cur := &Op{}
+		var sealed bool
+		if err := tx.QueryRow(ctx, sqlOpByKeyForUpdate, tenantID, k).Scan(append(cur.scanDest(), &sealed)...); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return ErrNotFound
 			}
-			return fmt.Errorf("%w: op is %s, not %s", ErrWrongState, existing.Status, StatusAwaitingApproval)
-		}
-		if err != nil {
 			return err
 		}
+		cur.fromScan()
+		if cur.Status != StatusAwaitingApproval {
+			return fmt.Errorf("%w: op is %s, not %s", ErrWrongState, cur.Status, StatusAwaitingApproval)
+		}
+		change := opstate.Change{OpID: cur.ID, From: StatusAwaitingApproval, To: to, By: opstate.Person, Actor: actor,
+			Kind: kind, Detail: map[string]string{"reason": reason}}
 		if to == StatusRejected {
-			// A rejected op is terminal: the sealed copy of its full args is dropped, and
-			// args stored in full (no seal key) are redacted as the worker would.
-			var sealed bool
-			if err := tx.QueryRow(ctx, sqlHasSealedArgs, op.ID).Scan(&sealed); err != nil {
-				return err
+			// A rejected op is terminal: args stored in full (no seal key) are redacted as
+			// the worker would (the sealed copy is dropped by the transition).
+			if tool, ok := ob.cfg.Tools.Lookup(cur.Tool); ok && tool.Redact != nil && !sealed {
+				change.RedactedArgs = tool.Redact(cur.Args)
 			}
-			var redacted json.RawMessage
-			if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok && tool.Redact != nil && !sealed {
-				redacted = tool.Redact(op.Args)
-			}
-			rej, _ := json.Marshal(map[string]string{"class": "rejected", "message": "rejected by " + actor + ": " + reason})
-			if _, err := tx.Exec(ctx, sqlRejectTerminal, op.ID, string(rej), nullJSON(redacted)); err != nil {
-				return err
-			}
-			op.Error = rej
-			if redacted != nil {
-				op.Args = redacted
-			}
+			change.Error, _ = json.Marshal(map[string]string{"class": "rejected", "message": "rejected by " + actor + ": " + reason})
 		}
-		if err := insertEvent(ctx, tx, op.ID, kind, StatusAwaitingApproval, to, actor, map[string]string{"reason": reason}); err != nil {
+		if applied, err = ob.ops.Apply(ctx, tx, change); err != nil {
 			return err
 		}
-		if to == StatusPending {
-			return ob.insertJobTx(ctx, tx, op)
-		}
-		return nil
+		op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, tenantID, k))
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongState) {
@@ -177,8 +170,6 @@ func (ob *Outbox) decide(ctx context.Context, tenantID int64, key string, to Sta
 		}
 		return nil, fmt.Errorf("outbox: %s op: %w", kind, err)
 	}
-	ob.cfg.Observer.Transition(op.Vendor, StatusAwaitingApproval, to)
-	ob.logger.With(LogAttrs(op)...).Info("op state changed", slog.String("from", string(StatusAwaitingApproval)),
-		slog.String("to", string(to)), slog.String("actor", actor))
+	applied.Report()
 	return op, nil
 }

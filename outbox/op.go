@@ -2,14 +2,15 @@ package outbox
 
 import (
 	"encoding/json"
-	"log/slog"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
 )
 
 // Status is where an op stands in its life: protocol.Status, so that the Go client
-// reads the same names without linking the outbox.
+// reads the same names without linking the outbox. Which changes are allowed, and who
+// makes them, is the transition table of internal/opstate (the README's diagram).
 type Status = protocol.Status
 
 // The states of an op (protocol's).
@@ -78,18 +79,12 @@ type Event struct {
 // LogAttrs returns the attributes a log line about the op carries: tenant, op_id,
 // idempotency_key, conversation_id, tool_call_id, vendor, attempt (attempts so far) and
 // vendor_ref. Use it as logger.With(outbox.LogAttrs(op)...).
-func LogAttrs(op *Op) []any {
-	return append(identityAttrs(op), slog.Int("attempt", op.Attempts), slog.String("vendor_ref", op.VendorRef))
-}
+func LogAttrs(op *Op) []any { return op.ident().LogAttrs() }
 
-// identityAttrs are the attributes that name the op in a log line, without the ones a
-// dispatch adds as it goes (attempt, vendor_ref).
-func identityAttrs(op *Op) []any {
-	return []any{
-		slog.Int64("tenant", op.TenantID), slog.String("op_id", op.ID), slog.String("idempotency_key", op.Key),
-		slog.String("conversation_id", op.ConversationID), slog.String("tool_call_id", op.ToolCallID),
-		slog.String("vendor", op.Vendor),
-	}
+// ident names the op for the state machine's log lines and metrics.
+func (op *Op) ident() opstate.Ident {
+	return opstate.Ident{ID: op.ID, TenantID: op.TenantID, Key: op.Key, ConversationID: op.ConversationID,
+		ToolCallID: op.ToolCallID, Vendor: op.Vendor, Attempts: op.Attempts, VendorRef: op.VendorRef}
 }
 
 // NothingSentField is the member of an op's stored error that is true when none of

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/oncebox/oncebox/internal/opstate"
 )
 
 // QueueConfig is the River queue of one vendor. Each vendor gets its own queue, so a
@@ -193,6 +195,8 @@ type Outbox struct {
 	sealer  *sealer
 	// fpKey keys the fingerprints of tools with Redact (nil without a seal key).
 	fpKey []byte
+	// ops makes every status change of an op (internal/opstate owns the table).
+	ops *opstate.Machine
 }
 
 // New builds an Outbox and its River client. Call Start to work jobs.
@@ -202,6 +206,10 @@ func New(cfg Config) (*Outbox, error) {
 		return nil, err
 	}
 	ob := &Outbox{cfg: c, pool: c.Pool, vendors: map[string]Vendor{}, logger: c.Logger}
+	ob.ops = opstate.New(opstate.Config{Pool: c.Pool, Logger: c.Logger, Observe: c.Observer.Transition,
+		InsertJob: func(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
+			return ob.insertJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
+		}})
 	for _, v := range c.Vendors {
 		ob.vendors[v.Name()] = v
 	}

@@ -42,53 +42,16 @@ type PurgeStats struct {
 	KeyWindows int
 }
 
-// sqlPurgeBatch deletes up to $1 expired, terminal ops and leaves a tombstone for each.
-// Ops that are not terminal (pending, dispatching, unknown, needs review, awaiting
-// approval) are kept past their TTL: something or someone still has to decide them.
-const sqlPurgeBatch = `
-WITH doomed AS (
-	SELECT id FROM oncebox_op
-	WHERE expires_at < now() AND status IN ('succeeded', 'failed', 'rejected')
-	ORDER BY expires_at
-	LIMIT $1
-	FOR UPDATE SKIP LOCKED
-), deleted AS (
-	DELETE FROM oncebox_op o USING doomed WHERE o.id = doomed.id
-	RETURNING o.tenant_id, o.idempotency_key, o.fingerprint
-)
-INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, expired_at, purge_after)
-SELECT tenant_id, idempotency_key, fingerprint, now(), now() + make_interval(secs => $2) FROM deleted
-ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
-	SET fingerprint = EXCLUDED.fingerprint, expired_at = EXCLUDED.expired_at, purge_after = EXCLUDED.purge_after`
-
-const sqlPurgeTombstones = `DELETE FROM oncebox_tombstone WHERE purge_after < now()`
-
 // Purge deletes expired terminal ops in batches of cfg.BatchSize, leaving tombstones,
 // and deletes tombstones past their own TTL and closed key windows.
 func (ob *Outbox) Purge(ctx context.Context, cfg PurgeConfig) (PurgeStats, error) {
 	cfg = cfg.withDefaults()
-	var st PurgeStats
-	for {
-		tag, err := ob.pool.Exec(ctx, sqlPurgeBatch, cfg.BatchSize, cfg.TombstoneTTL.Seconds())
-		if err != nil {
-			return st, fmt.Errorf("outbox: purge expired ops: %w", err)
-		}
-		n := int(tag.RowsAffected())
-		if n == 0 {
-			break
-		}
-		st.Ops += n
-		st.Batches++
-		if n < cfg.BatchSize {
-			break
-		}
-	}
-	tag, err := ob.pool.Exec(ctx, sqlPurgeTombstones)
+	r, err := ob.ops.Purge(ctx, cfg.BatchSize, cfg.TombstoneTTL)
+	st := PurgeStats{Ops: r.Ops, Batches: r.Batches, Tombstones: r.Tombstones}
 	if err != nil {
-		return st, fmt.Errorf("outbox: purge tombstones: %w", err)
+		return st, fmt.Errorf("outbox: %w", err)
 	}
-	st.Tombstones = int(tag.RowsAffected())
-	tag, err = ob.pool.Exec(ctx, sqlPurgeKeyWindows)
+	tag, err := ob.pool.Exec(ctx, sqlPurgeKeyWindows)
 	if err != nil {
 		return st, fmt.Errorf("outbox: purge key windows: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/oncebox/oncebox/internal/opstate"
 )
 
 // DispatchArgs is the River job that dispatches one op.
@@ -225,8 +227,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		return c, err
 	}
 	c := &claim{}
-	var transition Status
-	from := Status("")
+	var applied *opstate.Applied
 	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
 		op := &Op{}
 		var (
@@ -248,33 +249,37 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		}
 		op.fromScan()
 		c.op = op
-		from = op.Status
+		from := op.Status
 
 		switch op.Status {
 		case StatusPending:
 			if resendPassed {
 				// An earlier request under this key may have been carried out, and the
 				// vendor no longer deduplicates the key: a resend could do it twice.
-				c.done, transition = true, StatusUnknown
-				return toReconciler(ctx, tx, job, op.ID, StatusPending, "resend_window_passed", map[string]any{
+				c.done = true
+				var err error
+				applied, err = ob.toReconciler(ctx, tx, job, op, "resend_window_passed", map[string]any{
 					"reason":        "an earlier request may have been carried out and the vendor's key window is over; the reconciler decides",
 					"resend_before": *resendBefore, "job_id": job.ID})
+				return err
 			}
 		case StatusDispatching:
 			// The job that claimed it died mid-call (or is a rescued duplicate that may
 			// still run). Inside the vendor's native key window a resend with the same
 			// key is itself the lookup; otherwise only the reconciler may decide.
-			if _, err := tx.Exec(ctx, sqlCloseLostAttempts, op.ID, job.ID); err != nil {
-				return fmt.Errorf("close lost attempts: %w", err)
+			if err := ob.ops.CloseLostAttempts(ctx, tx, op.ID, job.ID); err != nil {
+				return err
 			}
 			inWindow := false
 			if keyFirstSentAt != nil {
 				_, inWindow = keyWindowEnd(vendor, *keyFirstSentAt)
 			}
 			if !inWindow {
-				c.done, transition = true, StatusUnknown
-				return toReconciler(ctx, tx, job, op.ID, StatusDispatching, "predecessor_lost", map[string]any{
+				c.done = true
+				var err error
+				applied, err = ob.toReconciler(ctx, tx, job, op, "predecessor_lost", map[string]any{
 					"reason": "found dispatching outside the vendor's idempotency window; the reconciler decides", "job_id": job.ID})
+				return err
 			}
 		default:
 			// Settled, unknown (the reconciler owns it), or awaiting approval: this job
@@ -284,47 +289,41 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			return err
 		}
 
-		var startedAt time.Time
-		if err := tx.QueryRow(ctx, sqlClaim, op.ID).Scan(&c.attempt, &c.token, &op.VendorKey, &startedAt, &c.keyFirstSentAt, &c.resendBefore); err != nil {
-			return fmt.Errorf("claim op: %w", err)
+		cl, a, err := ob.ops.Claim(ctx, tx, from, op.ident(), job.ID)
+		if err != nil {
+			return err
 		}
+		applied = a
+		op.VendorKey, op.Attempts = cl.VendorKey, cl.Attempt
+		c.attempt, c.token, c.startedAt, c.keyFirstSentAt, c.resendBefore = cl.Attempt, cl.Token, cl.StartedAt, cl.KeyFirstSentAt, cl.ResendBefore
 		if from == StatusDispatching && c.resendBefore == nil {
 			// The dead predecessor's request may have been carried out: this resend,
 			// and any later one, must stay inside the key window.
 			end, _ := keyWindowEnd(vendor, c.keyFirstSentAt)
 			c.resendBefore = &end
 		}
-		c.startedAt = startedAt
-		if _, err := tx.Exec(ctx, sqlInsertAttempt, op.ID, c.attempt, c.token, op.VendorKey, job.ID, startedAt); err != nil {
-			return fmt.Errorf("insert attempt: %w", err)
-		}
-		transition = StatusDispatching
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("op %s: claim: %w", job.Args.OpID, err)
 	}
-	if transition != "" && transition != from {
-		ob.cfg.Observer.Transition(vendor.Name(), from, transition)
-		if c.op != nil {
-			ob.opLogger(c.op).Info("op state changed", slog.String("from", string(from)),
-				slog.String("to", string(transition)), slog.Int("attempt", c.attempt))
-		}
-	}
+	applied.Report()
 	return c, nil
 }
 
 // toReconciler hands an op the claiming job may not send to the reconciler: unknown,
 // with an event saying why, and the job completed, all in tx.
-func toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], opID string, from Status, kind string, detail map[string]any) error {
-	if _, err := tx.Exec(ctx, sqlMarkUnknown, opID); err != nil {
-		return fmt.Errorf("mark unknown: %w", err)
+func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], op *Op, kind string, detail map[string]any) (*opstate.Applied, error) {
+	a, err := ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: op.Status, To: StatusUnknown, By: opstate.Worker,
+		Kind: kind, Detail: detail})
+	if err != nil {
+		return nil, err
 	}
-	if err := insertEvent(ctx, tx, opID, kind, from, StatusUnknown, "worker", detail); err != nil {
-		return err
+	if a == nil {
+		return nil, fmt.Errorf("mark unknown: op is no longer %s", op.Status)
 	}
-	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-	return err
+	_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+	return a, err
 }
 
 // claimPending is the common case of a claim in one autocommitted statement: a pending
@@ -333,23 +332,25 @@ func toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], 
 func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
 	op := &Op{}
 	c := &claim{op: op}
-	err := ob.pool.QueryRow(ctx, sqlClaimPending, job.Args.OpID, job.ID).Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt, &c.resendBefore)...)
-	if errors.Is(err, pgx.ErrNoRows) {
+	a, err := ob.ops.ClaimPending(ctx, job.Args.OpID, job.ID, func(row pgx.Row) (opstate.Ident, error) {
+		if err := row.Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt, &c.resendBefore)...); err != nil {
+			return opstate.Ident{}, err
+		}
+		op.fromScan()
+		return op.ident(), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("op %s: %w", job.Args.OpID, err)
+	}
+	if a == nil {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("op %s: claim: %w", job.Args.OpID, err)
-	}
-	op.fromScan()
 	c.attempt, c.startedAt = op.Attempts, *op.DispatchStartedAt
-	ob.cfg.Observer.Transition(op.Vendor, StatusPending, StatusDispatching)
-	ob.opLogger(op).Info("op state changed", slog.String("from", string(StatusPending)),
-		slog.String("to", string(StatusDispatching)), slog.Int("attempt", c.attempt))
 	return c, nil
 }
 
 func (ob *Outbox) opLogger(op *Op) *slog.Logger {
-	return ob.logger.With(identityAttrs(op)...)
+	return ob.logger.With(op.ident().IdentityAttrs()...)
 }
 
 type recordParams struct {
@@ -389,71 +390,38 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 		t := time.Now()
 		nextCheck = &t
 	}
-	args := []any{op.ID, c.token, p.status, nullJSON(result), nullJSON(p.errJSON), p.vendorRef, p.staleKey,
-		nullJSON(redactedArgs), nextCheck, p.outcome, p.errText, p.resendBefore}
-	var fenced bool
-	recordTx := func(q interface {
-		QueryRow(context.Context, string, ...any) pgx.Row
-	}, sql string) error {
-		var recorded, finished bool
-		if err := q.QueryRow(ctx, sql, args...).Scan(&recorded, &finished); err != nil {
-			return fmt.Errorf("record result: %w", err)
-		}
-		if !finished {
-			return fmt.Errorf("record result: attempt %d (token %s) has no row", c.attempt, c.token)
-		}
-		fenced = !recorded
-		return nil
-	}
+	id := op.ident()
+	id.Attempts, id.VendorRef = c.attempt, p.vendorRef
+	r := opstate.Record{Ident: id, Token: c.token, To: p.status, Result: result, Error: p.errJSON, StaleKey: p.staleKey,
+		RedactedArgs: redactedArgs, NextCheck: nextCheck, Outcome: p.outcome, ErrText: p.errText, ResendBefore: p.resendBefore}
+	var applied *opstate.Applied
 	var err error
 	if p.keepJob || ob.cfg.BatchedCompletion {
 		// One statement: either the job stays running and the returned error retries
 		// it, or River's completer finishes it once this run returns.
-		err = recordTx(ob.pool, sqlRecordAndFinish)
+		applied, err = ob.ops.RecordAndFinish(ctx, ob.pool, r, false)
 	} else {
 		err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-			if err := recordTx(tx, sqlRecordAndFinishBeforeJobComplete); err != nil {
-				return err
-			}
-			if fenced {
+			var err error
+			if applied, err = ob.ops.RecordAndFinish(ctx, tx, r, true); err != nil || applied == nil {
 				// A fenced run must not complete the job: the job row may now belong to
 				// the run that owns the op, which may still need it.
-				return nil
+				return err
 			}
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err
 		})
 	}
 	if err != nil {
 		return fmt.Errorf("op %s: %w", op.ID, err)
 	}
-	if fenced {
+	if applied == nil {
 		log.Warn("result not recorded: another attempt owns the op (fenced by attempt token)",
 			slog.String("outcome", p.outcome), slog.String("vendor_ref", p.vendorRef))
 		// Snoozing (rather than completing) guarantees one more run of the job, which
 		// re-reads the op and completes the job only when nothing is left to do.
 		return river.JobSnooze(fencedRecheck)
 	}
-	ob.cfg.Observer.Transition(op.Vendor, StatusDispatching, p.status)
-	log.Info("op state changed", slog.String("from", string(StatusDispatching)), slog.String("to", string(p.status)),
-		slog.String("vendor_ref", p.vendorRef), slog.String("outcome", p.outcome))
-	return nil
-}
-
-func nullJSON(b json.RawMessage) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
-}
-
-func insertEvent(ctx context.Context, tx pgx.Tx, opID, kind string, from, to Status, actor string, detail any) error {
-	d, err := json.Marshal(detail)
-	if err != nil {
-		return fmt.Errorf("marshal event detail: %w", err)
-	}
-	if _, err := tx.Exec(ctx, sqlInsertEvent, opID, kind, string(from), string(to), actor, d); err != nil {
-		return fmt.Errorf("insert op event: %w", err)
-	}
+	applied.Report()
 	return nil
 }

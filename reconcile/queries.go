@@ -20,29 +20,6 @@ WHERE o.status = 'dispatching' AND o.dispatch_started_at < c.cutoff
 ORDER BY o.dispatch_started_at
 LIMIT $3`
 
-// sqlMarkStuckUnknown moves one stuck op to unknown, only if it is still the same stuck
-// attempt and still has no running job. The attempt token is kept, so a predecessor that
-// was slow rather than dead may still record a definite answer.
-const sqlMarkStuckUnknown = `
-UPDATE oncebox_op o SET status = 'unknown', next_check_at = NULL, updated_at = now()
-WHERE o.id = $1 AND o.status = 'dispatching' AND o.dispatch_started_at = $2
-	AND NOT EXISTS (SELECT 1 FROM river_job j
-		WHERE j.kind = 'oncebox.dispatch' AND j.args->>'op_id' = o.id::text AND j.state = 'running')
-RETURNING o.id`
-
-// sqlLeaseUnknown picks the unknown ops due for a check and leases them by moving their
-// next check past the sweep ($3), so that a concurrent sweep in another process skips
-// them; the decision then sets the real next check. $1 is now, $2 the batch size.
-const sqlLeaseUnknown = `
-UPDATE oncebox_op SET next_check_at = $3
-WHERE id IN (
-	SELECT id FROM oncebox_op
-	WHERE status = 'unknown' AND (next_check_at IS NULL OR next_check_at <= $1)
-	ORDER BY next_check_at NULLS FIRST, updated_at
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED)
-RETURNING id::text`
-
 // candidateSelect is what the sweeper needs to know about an op before its lookup: the
 // op, whether its full args are sealed (its stored args are then the redacted form),
 // when its first attempt started, when its last finished attempt ended, and when the
@@ -63,36 +40,6 @@ const sqlCandidate = candidateSelect
 
 // sqlCandidateForUpdate reads and locks one op for a decision.
 const sqlCandidateForUpdate = candidateSelect + ` FOR UPDATE OF o`
-
-// sqlAdopt records the object the vendor holds as the op's outcome: succeeded with
-// result $3 (error NULL), or failed with error $4 (result NULL). $5 replaces the args
-// with their redacted form when the tool redacts and the stored args are the full ones.
-// The op is terminal: the sealed copy of its full args is dropped.
-const sqlAdopt = `
-UPDATE oncebox_op SET status = $2, result = $3, error = $4, vendor_ref = nullif($6, ''),
-	args = coalesce($5, args), sealed_args = NULL, attempt_token = NULL, next_check_at = NULL, updated_at = now()
-WHERE id = $1`
-
-// sqlResend sends an op back to pending for the worker to dispatch again. When $2 is
-// true the op moves to a new generation with the vendor key $3.
-const sqlResend = `
-UPDATE oncebox_op SET status = 'pending', attempt_token = NULL, next_check_at = NULL, updated_at = now(), resend_before = NULL,
-	generation = CASE WHEN $2 THEN generation + 1 ELSE generation END,
-	vendor_key = CASE WHEN $2 THEN $3 ELSE vendor_key END,
-	key_first_sent_at = CASE WHEN $2 THEN NULL ELSE key_first_sent_at END,
-	stale_key = CASE WHEN $2 THEN false ELSE stale_key END
-WHERE id = $1`
-
-// sqlToReview hands an op to a person.
-const sqlToReview = `
-UPDATE oncebox_op SET status = 'needs_review', next_check_at = NULL, updated_at = now() WHERE id = $1`
-
-// sqlCheckLater keeps an op unknown and sets its next check.
-const sqlCheckLater = `UPDATE oncebox_op SET next_check_at = $2, updated_at = now() WHERE id = $1`
-
-const sqlInsertEvent = `
-INSERT INTO oncebox_op_event (op_id, kind, from_status, to_status, actor, detail)
-VALUES ($1, $2, nullif($3, ''), nullif($4, ''), nullif($5, ''), $6)`
 
 // sqlListReview lists the ops waiting for a person, with their latest event or, when
 // the worker sent them there, the error it recorded. $1 = 0 lists every tenant.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -61,11 +62,10 @@ func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, ke
 		return nil, err
 	}
 	return resolve(ctx, ob, tenantID, key, outbox.StatusSucceeded, "resolved_succeeded", reason, actor,
-		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
-			result, _ := json.Marshal(map[string]string{"vendor_ref": vendorRef, "resolved_by": "manual_review"})
-			args := redactedArgs(ob, op)
-			_, err := tx.Exec(ctx, sqlAdopt, op.id, outbox.StatusSucceeded, string(result), nil, nullJSON(args), vendorRef)
-			return map[string]any{"vendor_ref": vendorRef}, err
+		func(op reviewOp, c *opstate.Change, detail map[string]any) {
+			c.Result, _ = json.Marshal(map[string]string{"vendor_ref": vendorRef, "resolved_by": "manual_review"})
+			c.RedactedArgs, c.VendorRef = redactedArgs(ob, op), vendorRef
+			detail["vendor_ref"] = vendorRef
 		})
 }
 
@@ -74,12 +74,10 @@ func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, ke
 // needs_review or unknown; otherwise the error matches outbox.ErrWrongState.
 func ResolveFailed(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, reason, actor string) (*outbox.Op, error) {
 	return resolve(ctx, ob, tenantID, key, outbox.StatusFailed, "resolved_failed", reason, actor,
-		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
-			errJSON, _ := json.Marshal(map[string]string{"class": "permanent", "code": "resolved_failed",
+		func(op reviewOp, c *opstate.Change, detail map[string]any) {
+			c.Error, _ = json.Marshal(map[string]string{"class": "permanent", "code": "resolved_failed",
 				"message": "marked failed by " + actor + ": " + reason})
-			args := redactedArgs(ob, op)
-			_, err := tx.Exec(ctx, sqlAdopt, op.id, outbox.StatusFailed, nil, string(errJSON), nullJSON(args), "")
-			return nil, err
+			c.RedactedArgs = redactedArgs(ob, op)
 		})
 }
 
@@ -91,18 +89,13 @@ func ResolveFailed(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, 
 // otherwise the error matches outbox.ErrWrongState.
 func ReleaseForResend(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, reason, actor string, newKey bool) (*outbox.Op, error) {
 	return resolve(ctx, ob, tenantID, key, outbox.StatusPending, "released_for_resend", reason, actor,
-		func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error) {
+		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			bump := newKey || op.staleKey
-			vendorKey := ""
-			detail := map[string]any{"new_key": bump}
+			detail["new_key"] = bump
 			if bump {
-				vendorKey = outbox.VendorKey(tenantID, op.key, op.tool, op.generation+1)
+				c.NewVendorKey = outbox.VendorKey(tenantID, op.key, op.tool, op.generation+1)
 				detail["generation"] = op.generation + 1
 			}
-			if _, err := tx.Exec(ctx, sqlResend, op.id, bump, vendorKey); err != nil {
-				return nil, err
-			}
-			return detail, ob.InsertDispatchJobTx(ctx, tx, op.id, op.vendor)
 		})
 }
 
@@ -128,8 +121,11 @@ func redactedArgs(ob *outbox.Outbox, op reviewOp) json.RawMessage {
 	return tool.Redact(op.args)
 }
 
+// resolve locks the op, checks that a person may move it to to (the transition table
+// says from needs_review or unknown), lets decide fill in the change, and has the op
+// state machine write it.
 func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey string, to outbox.Status, decision, reason, actor string,
-	apply func(ctx context.Context, tx pgx.Tx, op reviewOp) (map[string]any, error)) (*outbox.Op, error) {
+	decide func(op reviewOp, c *opstate.Change, detail map[string]any)) (*outbox.Op, error) {
 	key, err := outbox.NormalizeKey(rawKey)
 	if err != nil {
 		return nil, err
@@ -142,9 +138,12 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 			return nil, err
 		}
 	}
-	var op reviewOp
+	var applied *opstate.Applied
 	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
-		var status string
+		var (
+			op     reviewOp
+			status string
+		)
 		err := tx.QueryRow(ctx, sqlReviewOpForUpdate, tenantID, key).Scan(&op.id, &op.tool, &op.vendor, &status,
 			&op.generation, &op.staleKey, &op.args, &op.sealed)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -155,19 +154,23 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 		}
 		op.key = key
 		op.status = outbox.Status(status)
-		if op.status != outbox.StatusNeedsReview && op.status != outbox.StatusUnknown {
+		if !opstate.Allowed(op.status, to, opstate.Person) {
 			return fmt.Errorf("%w: op is %s; only an op in %s or %s can be resolved by hand",
 				outbox.ErrWrongState, op.status, outbox.StatusNeedsReview, outbox.StatusUnknown)
 		}
-		extra, err := apply(ctx, tx, op)
+		c := opstate.Change{OpID: op.id, From: op.status, To: to, By: opstate.Person, Actor: actor, Kind: manualKind,
+			Attrs: []any{slog.String("decision", decision)}}
+		detail := map[string]any{"decision": decision, "reason": reason}
+		c.Detail = detail
+		decide(op, &c, detail)
+		applied, err = ob.Ops().Apply(ctx, tx, c)
 		if err != nil {
 			return fmt.Errorf("%s: %w", decision, err)
 		}
-		detail := map[string]any{"decision": decision, "reason": reason}
-		for k, v := range extra {
-			detail[k] = v
+		if applied == nil {
+			return fmt.Errorf("%s: op %s changed while locked", decision, op.id)
 		}
-		return insertEvent(ctx, tx, op.id, manualKind, op.status, to, actor, detail)
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, outbox.ErrNotFound) || errors.Is(err, outbox.ErrWrongState) {
@@ -175,13 +178,6 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 		}
 		return nil, fmt.Errorf("reconcile: %s: %w", decision, err)
 	}
-	ob.Observer().Transition(op.vendor, op.status, to)
-	got, err := ob.GetByID(ctx, tenantID, op.id)
-	log := ob.Logger().With(slog.Int64("tenant", tenantID), slog.String("op_id", op.id), slog.String("idempotency_key", key))
-	if err == nil {
-		log = ob.Logger().With(outbox.LogAttrs(got)...)
-	}
-	log.Info("op state changed", slog.String("from", string(op.status)), slog.String("to", string(to)),
-		slog.String("decision", decision), slog.String("actor", actor))
-	return got, err
+	applied.Report()
+	return ob.Get(ctx, tenantID, key)
 }

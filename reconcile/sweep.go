@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -50,11 +51,8 @@ const (
 	DecisionLookupFailed = "lookup_failed"
 )
 
-// actor and eventKind are recorded on the sweeper's events.
-const (
-	actor     = "reconciler"
-	eventKind = "reconcile"
-)
+// eventKind is the kind of the sweeper's events (their actor is opstate.Reconciler).
+const eventKind = "reconcile"
 
 // sinceMargin widens LookupParams.Since below the first attempt's start, for clock
 // differences between Postgres and the vendor.
@@ -173,11 +171,7 @@ func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
 	// The lease outlives this sweep: a sweep is over (done, or cancelled by its
 	// timeout) by then, so ops it did not reach come back to the next one.
 	lease := now.Add(r.cfg.SweepTimeout)
-	rows, err := ob.Pool().Query(ctx, sqlLeaseUnknown, now, r.cfg.BatchSize, lease)
-	if err != nil {
-		return st, fmt.Errorf("reconcile: select unknown ops: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := ob.Ops().LeaseUnknown(ctx, now, r.cfg.BatchSize, lease)
 	if err != nil {
 		return st, fmt.Errorf("reconcile: select unknown ops: %w", err)
 	}
@@ -259,38 +253,23 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 	if err != nil {
 		return fmt.Errorf("reconcile: select stuck ops: %w", err)
 	}
+	ops := ob.Ops().WithLogger(r.cfg.Logger)
 	for _, s := range found {
-		moved := false
-		err := pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
-			var id string
-			err := tx.QueryRow(ctx, sqlMarkStuckUnknown, s.id, s.started).Scan(&id)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil // a worker moved it on meanwhile
-			}
-			if err != nil {
-				return err
-			}
-			moved = true
-			return insertEvent(ctx, tx, s.id, eventKind, outbox.StatusDispatching, outbox.StatusUnknown, actor, map[string]any{
+		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: s.id, From: outbox.StatusDispatching, To: outbox.StatusUnknown,
+			By: opstate.Reconciler, Kind: eventKind, DispatchStartedAt: s.started,
+			Detail: map[string]any{
 				"decision":            DecisionStuck,
 				"dispatch_started_at": s.started,
 				"job_timeout":         ob.JobTimeout(s.vendor).String(),
-			})
-		})
+			},
+			Message: "op stuck in dispatching with no job running; the reconciler decides", Level: slog.LevelWarn,
+			Attrs: []any{slog.Time("dispatch_started_at", s.started)}})
 		if err != nil {
 			return fmt.Errorf("reconcile: op %s: mark stuck op unknown: %w", s.id, err)
 		}
-		if moved {
+		if a != nil {
 			st.Stuck++
 			r.cfg.Observer.Decision(s.vendor, DecisionStuck)
-			ob.Observer().Transition(s.vendor, outbox.StatusDispatching, outbox.StatusUnknown)
-			log := r.logger(ob).With(slog.String("op_id", s.id), slog.String("vendor", s.vendor))
-			if op, err := ob.GetByID(ctx, s.tenantID, s.id); err == nil {
-				log = r.logger(ob).With(outbox.LogAttrs(op)...)
-			}
-			log.Warn("op stuck in dispatching with no job running; the reconciler decides",
-				slog.String("from", string(outbox.StatusDispatching)), slog.String("to", string(outbox.StatusUnknown)),
-				slog.Time("dispatch_started_at", s.started))
 		}
 	}
 	return nil
@@ -308,10 +287,8 @@ type objectDetail struct {
 // decision is what the sweeper decided about one op, before it is written.
 type decision struct {
 	name   string
-	to     outbox.Status
 	ids    []string
-	detail map[string]any
-	apply  func(ctx context.Context, tx pgx.Tx) error
+	change opstate.Change
 }
 
 // check looks one op up at its vendor and records the decision.
@@ -354,7 +331,7 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 	}
 	d := r.decide(ob, c, res, lerr, askedAt, lag)
 
-	applied := false
+	var applied *opstate.Applied
 	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
 		cur, err := scanCandidate(tx.QueryRow(ctx, sqlCandidateForUpdate, c.id))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -366,29 +343,19 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 		if cur.status != outbox.StatusUnknown || cur.token != c.token {
 			return nil // a worker or a person recorded an outcome meanwhile
 		}
-		if err := d.apply(ctx, tx); err != nil {
-			return err
-		}
-		applied = true
-		return insertEvent(ctx, tx, c.id, eventKind, outbox.StatusUnknown, d.to, actor, d.detail)
+		applied, err = ob.Ops().WithLogger(r.cfg.Logger).Apply(ctx, tx, d.change)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("record decision %s: %w", d.name, err)
 	}
-	if !applied {
+	if applied == nil {
 		st.Skipped++
 		log.Info("op resolved while the reconciler asked the vendor; decision dropped", slog.String("decision", d.name))
 		return nil
 	}
-
+	applied.Report()
 	r.cfg.Observer.Decision(c.vendor, d.name)
-	if d.to != outbox.StatusUnknown {
-		ob.Observer().Transition(c.vendor, outbox.StatusUnknown, d.to)
-		// A state change is logged with every field of the op as it now stands.
-		if op, err := ob.GetByID(ctx, c.tenantID, c.id); err == nil {
-			log = r.logger(ob).With(outbox.LogAttrs(op)...)
-		}
-	}
 	switch d.name {
 	case DecisionSucceeded:
 		st.Succeeded++
@@ -409,33 +376,26 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 	default:
 		st.NeedsReview++
 	}
-	if d.to == outbox.StatusUnknown {
-		log.Info("op checked", slog.String("decision", d.name), slog.Any("next_check_at", d.detail["next_check_at"]))
-	} else {
-		log.Info("op state changed", slog.String("from", string(outbox.StatusUnknown)), slog.String("to", string(d.to)),
-			slog.String("decision", d.name), slog.String("actor", actor))
-	}
 	return nil
 }
 
 // decide turns a lookup's answer into a decision.
 func (r *Reconciler) decide(ob *outbox.Outbox, c *candidate, res *outbox.LookupResult, lerr error, askedAt time.Time, lag time.Duration) decision {
 	detail := map[string]any{"vendor": c.vendor, "lookup_since": c.since()}
+	change := func(name string, to outbox.Status) decision {
+		detail["decision"] = name
+		return decision{name: name, change: opstate.Change{OpID: c.id, From: outbox.StatusUnknown, To: to,
+			By: opstate.Reconciler, Kind: eventKind, Detail: detail, Attrs: []any{slog.String("decision", name)}}}
+	}
 	checkLater := func(name string, at time.Time) decision {
-		detail["decision"] = name
 		detail["next_check_at"] = at
-		return decision{name: name, to: outbox.StatusUnknown, detail: detail, apply: func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, sqlCheckLater, c.id, at)
-			return err
-		}}
+		d := change(name, outbox.StatusUnknown)
+		d.change.NextCheck = at
+		d.change.Message = "op checked"
+		d.change.Attrs = append(d.change.Attrs, slog.Time("next_check_at", at))
+		return d
 	}
-	toReview := func(name string) decision {
-		detail["decision"] = name
-		return decision{name: name, to: outbox.StatusNeedsReview, detail: detail, apply: func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, sqlToReview, c.id)
-			return err
-		}}
-	}
+	toReview := func(name string) decision { return change(name, outbox.StatusNeedsReview) }
 
 	if lerr != nil {
 		detail["error"] = lerr.Error()
@@ -463,7 +423,7 @@ func (r *Reconciler) decide(ob *outbox.Outbox, c *candidate, res *outbox.LookupR
 
 	switch {
 	case len(objects) == 1:
-		return r.adopt(ob, c, objects[0], detail)
+		return r.adopt(ob, c, objects[0], change)
 	case len(objects) > 1:
 		d := toReview(DecisionDuplicate)
 		d.ids = ids
@@ -485,59 +445,49 @@ func (r *Reconciler) decide(ob *outbox.Outbox, c *candidate, res *outbox.LookupR
 		detail["attempts"] = c.attempts
 		return toReview(DecisionAttemptsExhausted)
 	}
-	name := DecisionResend
-	newKey := ""
 	if c.staleKey {
 		// The vendor answers the current key with a stored failure: a resend under it
 		// would only replay that failure.
-		name = DecisionResendNewKey
-		newKey = outbox.VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
 		detail["generation"] = c.generation + 1
+		d := change(DecisionResendNewKey, outbox.StatusPending)
+		d.change.NewVendorKey = outbox.VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
+		return d
 	}
-	detail["decision"] = name
-	return decision{name: name, to: outbox.StatusPending, detail: detail, apply: func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlResend, c.id, c.staleKey, newKey); err != nil {
-			return err
-		}
-		return ob.InsertDispatchJobTx(ctx, tx, c.id, c.vendor)
-	}}
+	return change(DecisionResend, outbox.StatusPending)
 }
 
 // adopt records the one object the vendor holds as the op's outcome.
-func (r *Reconciler) adopt(ob *outbox.Outbox, c *candidate, obj outbox.VendorObject, detail map[string]any) decision {
+func (r *Reconciler) adopt(ob *outbox.Outbox, c *candidate, obj outbox.VendorObject, change func(string, outbox.Status) decision) decision {
 	summary := obj.Summary
 	if len(summary) == 0 || !json.Valid(summary) {
 		summary, _ = json.Marshal(map[string]string{"id": obj.ID})
 	}
 	// The op becomes terminal: its args are redacted, unless they are stored redacted
-	// already (the full ones are sealed, and sqlAdopt drops that sealed copy).
+	// already (the full ones are sealed, and the transition drops that sealed copy).
 	var redactedArgs json.RawMessage
 	tool, hasTool := ob.Tools().Lookup(c.tool)
 	if hasTool && tool.Redact != nil && !c.sealed {
 		redactedArgs = tool.Redact(c.args)
 	}
 
-	name, to := DecisionSucceeded, outbox.StatusSucceeded
-	var result, errJSON json.RawMessage
 	if refused(obj, c.args) {
-		name, to = DecisionRefused, outbox.StatusFailed
-		errJSON, _ = json.Marshal(map[string]any{
+		d := change(DecisionRefused, outbox.StatusFailed)
+		d.change.Error, _ = json.Marshal(map[string]any{
 			"class":   "permanent",
 			"code":    DecisionRefused,
 			"message": fmt.Sprintf("the vendor holds %s in status %q: it refused the request", obj.ID, obj.Status),
 			"vendor":  summary,
 		})
-	} else {
-		result = summary
-		if hasTool && tool.RedactResult != nil {
-			result = tool.RedactResult(result)
-		}
+		d.change.RedactedArgs, d.change.VendorRef = redactedArgs, obj.ID
+		return d
 	}
-	detail["decision"] = name
-	return decision{name: name, to: to, detail: detail, apply: func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, sqlAdopt, c.id, to, nullJSON(result), nullJSON(errJSON), nullJSON(redactedArgs), obj.ID)
-		return err
-	}}
+	result := summary
+	if hasTool && tool.RedactResult != nil {
+		result = tool.RedactResult(result)
+	}
+	d := change(DecisionSucceeded, outbox.StatusSucceeded)
+	d.change.Result, d.change.RedactedArgs, d.change.VendorRef = result, redactedArgs, obj.ID
+	return d
 }
 
 // refused reports whether a vendor object records a refusal rather than a success: an
@@ -569,22 +519,4 @@ func objectIDs(objects []outbox.VendorObject) []string {
 		ids[i] = o.ID
 	}
 	return ids
-}
-
-func nullJSON(b json.RawMessage) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
-}
-
-func insertEvent(ctx context.Context, tx pgx.Tx, opID, kind string, from, to outbox.Status, actor string, detail any) error {
-	d, err := json.Marshal(detail)
-	if err != nil {
-		return fmt.Errorf("marshal event detail: %w", err)
-	}
-	if _, err := tx.Exec(ctx, sqlInsertEvent, opID, kind, string(from), string(to), actor, d); err != nil {
-		return fmt.Errorf("insert op event: %w", err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package outbox
+package opstate
 
 import (
 	"context"
@@ -19,8 +19,8 @@ func TestRecordBeforeJobCompleteUsesGenericPlans(t *testing.T) {
 	ctx := context.Background()
 	// One connection, so that the check after the transaction sees the same session.
 	pool := dbtest.SchemaWithConfig(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	args := []any{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", StatusSucceeded,
-		nil, nil, "", false, nil, nil, "succeeded", "", nil}
+	args := []any{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", Succeeded,
+		nil, nil, "", false, nil, nil, "succeeded", "", nil, true}
 	mode := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) string {

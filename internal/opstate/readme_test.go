@@ -1,0 +1,68 @@
+package opstate
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the README's state diagram from the transition table")
+
+const (
+	readmePath  = "../../README.md"
+	diagramOpen = "<!-- state diagram: generated from internal/opstate's transition table; go test ./internal/opstate -run Readme -update -->"
+	diagramEnd  = "<!-- end of state diagram -->"
+)
+
+// diagram renders the transition table as a Mermaid state diagram: one arrow per (from,
+// to), labelled with who makes it and when.
+func diagram() string {
+	var b strings.Builder
+	b.WriteString("```mermaid\nstateDiagram-v2\n")
+	for _, s := range Initial() {
+		fmt.Fprintf(&b, "    [*] --> %s\n", s)
+	}
+	type edge struct{ from, to Status }
+	var order []edge
+	labels := map[edge][]string{}
+	for _, t := range transitions {
+		e := edge{t.From, t.To}
+		if !slices.Contains(order, e) {
+			order = append(order, e)
+		}
+		labels[e] = append(labels[e], fmt.Sprintf("%s, %s", t.By, t.Why))
+	}
+	for _, e := range order {
+		to := string(e.to)
+		if e.to == Purged {
+			to = "[*]"
+		}
+		fmt.Fprintf(&b, "    %s --> %s: %s\n", e.from, to, strings.Join(labels[e], " / "))
+	}
+	b.WriteString("```\n")
+	return b.String()
+}
+
+// TestReadmeDiagramMatchesTable fails when the README's state diagram is not the one the
+// transition table generates (run it with -update to rewrite it).
+func TestReadmeDiagramMatchesTable(t *testing.T) {
+	raw, err := os.ReadFile(readmePath)
+	require.NoError(t, err)
+	readme := string(raw)
+	start := strings.Index(readme, diagramOpen)
+	end := strings.Index(readme, diagramEnd)
+	require.True(t, start >= 0 && end > start, "README.md has no state diagram between %q and %q", diagramOpen, diagramEnd)
+	start += len(diagramOpen) + 1
+	want := diagram()
+	if *update {
+		require.NoError(t, os.WriteFile(readmePath, []byte(readme[:start]+want+readme[end:]), 0o644))
+		return
+	}
+	require.Equal(t, want, readme[start:end],
+		"the README's state diagram differs from the transition table: go test ./internal/opstate -run Readme -update")
+}

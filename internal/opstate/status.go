@@ -1,0 +1,43 @@
+package opstate
+
+import "github.com/oncebox/oncebox/protocol"
+
+// Status is where an op stands in its life: protocol.Status (outbox.Status too).
+type Status = protocol.Status
+
+// The states of an op, as stored in oncebox_op.status.
+const (
+	AwaitingApproval = protocol.StatusAwaitingApproval
+	Rejected         = protocol.StatusRejected
+	Pending          = protocol.StatusPending
+	Dispatching      = protocol.StatusDispatching
+	Succeeded        = protocol.StatusSucceeded
+	Failed           = protocol.StatusFailed
+	Unknown          = protocol.StatusUnknown
+	NeedsReview      = protocol.StatusNeedsReview
+)
+
+// Purged is not stored: it is where the TTL purge takes a terminal op, whose row is
+// deleted (its key and fingerprint are kept as a tombstone for a while).
+const Purged Status = "purged"
+
+// Initial returns the statuses an op is created in: pending, or awaiting approval when
+// its tool asks for one.
+func Initial() []Status { return []Status{Pending, AwaitingApproval} }
+
+// Actor is who makes a transition; it is recorded on the op's events.
+type Actor string
+
+// The actors of the transition table.
+const (
+	// Worker is the dispatch worker: it claims an op and records the vendor's answer.
+	Worker Actor = "worker"
+	// Reconciler is the sweeper: it decides unknown ops from the vendor's records and
+	// takes ops stuck in dispatching.
+	Reconciler Actor = "reconciler"
+	// Person is someone deciding by hand: an approval, a rejection, a manual
+	// resolution of an op in review. The event records their name.
+	Person Actor = "person"
+	// Purge is the TTL purge, which deletes expired terminal ops.
+	Purge Actor = "purge"
+)
