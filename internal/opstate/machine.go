@@ -116,10 +116,12 @@ type Applied struct {
 	Ident    Ident
 	From, To Status
 	By       Actor
-	attrs    []any
-	msg      string
-	level    slog.Level
-	silent   bool
+	// actor is the name logged: a person's, or By.
+	actor  string
+	attrs  []any
+	msg    string
+	level  slog.Level
+	silent bool
 }
 
 // Report counts the change and logs it. Call it after the commit.
@@ -135,7 +137,7 @@ func (a *Applied) Report() {
 		msg = "op state changed"
 	}
 	attrs := append(a.Ident.LogAttrs(), slog.String("from", string(a.From)), slog.String("to", string(a.To)),
-		slog.String("actor", string(a.By)))
+		slog.String("actor", a.actor))
 	a.m.cfg.Logger.Log(context.Background(), a.level, msg, append(attrs, a.attrs...)...)
 }
 
@@ -173,20 +175,20 @@ func (m *Machine) transition(ctx context.Context, q Querier, s *step, write func
 	if err != nil || !ok {
 		return nil, err
 	}
+	actor := string(s.by)
+	if s.event != nil && s.event.actor != "" {
+		actor = s.event.actor
+	}
 	if s.event != nil {
 		d, err := json.Marshal(s.event.detail)
 		if err != nil {
 			return nil, fmt.Errorf("marshal event detail: %w", err)
 		}
-		actor := s.event.actor
-		if actor == "" {
-			actor = string(s.by)
-		}
 		if _, err := q.Exec(ctx, sqlInsertEvent, s.ident.ID, s.event.kind, string(s.from[0]), string(s.to), actor, d); err != nil {
 			return nil, fmt.Errorf("insert op event: %w", err)
 		}
 	}
-	return &Applied{m: m, Ident: s.ident, From: s.from[0], To: s.to, By: s.by, attrs: s.attrs, msg: s.msg,
+	return &Applied{m: m, Ident: s.ident, From: s.from[0], To: s.to, By: s.by, actor: actor, attrs: s.attrs, msg: s.msg,
 		level: s.level, silent: s.silent}, nil
 }
 
