@@ -187,6 +187,23 @@ func openAPIScenarios() map[string]scenario {
 	scenarios["POST /v1/ops/{key}/resolve 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("POST", resolveAt(f.key()), f.approver, "", resolveBody)
 	}
+	// 503: the database cannot be reached.
+	for _, route := range []struct{ method, path, target, body string }{
+		{"POST", "/v1/ops", "/v1/ops", paymentBody},
+		{"GET", "/v1/ops/{key}", "/v1/ops/k", ""},
+		{"POST", "/v1/ops/{key}/approve", "/v1/ops/k/approve", ""},
+		{"POST", "/v1/ops/{key}/reject", "/v1/ops/k/reject", ""},
+		{"POST", "/v1/ops/{key}/resolve", "/v1/ops/k/resolve", resolveBody},
+	} {
+		scenarios[route.method+" "+route.path+" 503"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			e, agent, approver := outageEnv(t, false)
+			token := approver
+			if route.path == "/v1/ops" || route.method == "GET" {
+				token = agent
+			}
+			return e, req(route.method, route.target, token, f.key(), route.body)
+		}
+	}
 	return scenarios
 }
 

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/oncebox/oncebox/internal/opwait"
+	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -34,6 +36,11 @@ type Config struct {
 	// it a request with ?wait= is refused with 429 and Retry-After (before anything is
 	// recorded). Defaults to 100.
 	MaxWaitsPerTenant int
+	// UnavailableRetryAfter is the Retry-After of a 503 answered while Postgres cannot
+	// be reached. Defaults to 5 seconds.
+	UnavailableRetryAfter time.Duration
+	// Observer is told about answers that metrics count. Optional.
+	Observer Observer
 	// Notifications, when set and listening, wakes long polls when their op settles;
 	// without it (or while it reconnects) they poll Postgres. Optional.
 	Notifications *opwait.Hub
@@ -49,6 +56,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxWait == 0 {
 		out.MaxWait = 60 * time.Second
+	}
+	if out.UnavailableRetryAfter <= 0 {
+		out.UnavailableRetryAfter = 5 * time.Second
+	}
+	if out.Observer == nil {
+		out.Observer = nopObserver{}
 	}
 	if out.MaxWaitsPerTenant == 0 {
 		out.MaxWaitsPerTenant = 100
@@ -73,6 +86,23 @@ func (c *Config) validate() error {
 		return fmt.Errorf("api: MaxWait %s is negative; leave it 0 for the 60 s default", c.MaxWait)
 	}
 	return nil
+}
+
+// Observer is told about answers that metrics count. Its methods must be quick and safe
+// for concurrent use.
+type Observer interface {
+	// StoreUnavailable is called for each request answered 503 because Postgres could
+	// not be reached; where is "api", "healthz" or "mcp".
+	StoreUnavailable(where string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) StoreUnavailable(string) {}
+
+// retryAfter is the Retry-After value, in whole seconds, of a 503.
+func (s *Server) retryAfter() string {
+	return strconv.Itoa(max(1, int(s.cfg.UnavailableRetryAfter.Round(time.Second)/time.Second)))
 }
 
 // Server is the agent-facing HTTP API. It is an http.Handler.
@@ -366,10 +396,20 @@ func unauthorized(w http.ResponseWriter, tokenGiven bool, detail string) {
 }
 
 // internal logs the real cause of a failure and answers 500 without it.
+// A failure to reach Postgres answers 503 store-unavailable with Retry-After instead.
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", r.Pattern), slog.Any("error", err)}
 	if rec := recorderOf(r); rec.tenant != nil {
 		attrs = append(attrs, slog.Int64("tenant", rec.tenant.ID))
+	}
+	if pgavail.Unavailable(err) {
+		s.cfg.Observer.StoreUnavailable("api")
+		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "api request failed: the database is unavailable", attrs...)
+		w.Header().Set("Retry-After", s.retryAfter())
+		writeProblem(w, newProblem(http.StatusServiceUnavailable, "store-unavailable", fmt.Sprintf(
+			"The database is unavailable. Retry in %s seconds with the same Idempotency-Key: the op may have been recorded before the failure, and the same key never runs it twice.",
+			s.retryAfter())))
+		return
 	}
 	s.logger.LogAttrs(r.Context(), slog.LevelError, "api request failed", attrs...)
 	writeProblem(w, newProblem(http.StatusInternalServerError, "internal",
@@ -382,7 +422,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var one int
 	if err := s.ob.Pool().QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		s.cfg.Observer.StoreUnavailable("healthz")
 		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "health check failed", slog.Any("error", err))
+		w.Header().Set("Retry-After", s.retryAfter())
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"ok":false,"error":"database unavailable"}`))
 		return
 	}

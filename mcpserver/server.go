@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -38,6 +39,9 @@ type Config struct {
 	// tool's dedupe window, or, with the window off, within their MCP session or
 	// server instance.
 	Conversation string
+	// OnStoreUnavailable is called for each tool call refused because Postgres could
+	// not be reached (metrics count them). Optional.
+	OnStoreUnavailable func()
 	// DedupeWindows is, per oncebox tool name, how long identical calls that name no
 	// conversation (no _meta conversation id, no Oncebox-Conversation-Id header or
 	// query parameter, no Conversation) are one op, whichever MCP session or process
@@ -176,18 +180,25 @@ func (s *Server) HTTPHandler() http.Handler {
 				r = r.Clone(r.Context())
 				r.Header.Set(HeaderConversationID, c)
 			}
-			authed.ServeHTTP(&challenger{ResponseWriter: w}, r)
+			r, unavailable := withAuthOutcome(r)
+			authed.ServeHTTP(&challenger{ResponseWriter: w, unavailable: unavailable}, r)
 		})
 	})
 	return s.httpHandler
 }
 
-// challenger adds "WWW-Authenticate: Bearer" to a 401 that has none.
+// challenger adds "WWW-Authenticate: Bearer" to a 401 that has none, and turns the
+// 500 of a token check that failed for want of Postgres into 503 with Retry-After.
 type challenger struct {
 	http.ResponseWriter
+	unavailable *atomic.Bool
 }
 
 func (c *challenger) WriteHeader(code int) {
+	if code == http.StatusInternalServerError && c.unavailable != nil && c.unavailable.Load() {
+		code = http.StatusServiceUnavailable
+		c.Header().Set("Retry-After", "5")
+	}
 	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
 		c.Header().Set("WWW-Authenticate", `Bearer realm="oncebox"`)
 	}
@@ -221,6 +232,7 @@ func (s *Server) verifyToken(ctx context.Context, token string, _ *http.Request)
 		return nil, fmt.Errorf("%w: the API token is unknown or revoked", auth.ErrInvalidToken)
 	}
 	if err != nil {
+		noteUnavailable(ctx, err)
 		s.logger.LogAttrs(ctx, slog.LevelError, "mcp authentication failed", slog.Any("error", err))
 		return nil, errors.New("authentication is unavailable; retry later")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -215,11 +216,11 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 		// Validate before a key window is opened for a call that cannot be recorded.
 		if _, err := s.ob.Prepare(outbox.EnqueueParams{TenantID: tenantID, Key: "mcp_check", Tool: tool, Args: args,
 			ConversationID: id.Conversation, ToolCallID: id.ToolCallID}); err != nil {
-			return s.failure(ctx, log, err), nil
+			return s.failure(ctx, log, err)
 		}
 		key, err := s.key(ctx, tenantID, tool, args, id, fp)
 		if err != nil {
-			return s.failure(ctx, log, err), nil
+			return s.failure(ctx, log, err)
 		}
 		log = log.With(slog.String("idempotency_key", key))
 
@@ -232,7 +233,7 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 			ToolCallID:     id.ToolCallID,
 		})
 		if err != nil {
-			return s.failure(ctx, log, err), nil
+			return s.failure(ctx, log, err)
 		}
 		op := res.Op
 		if !op.Status.Settled() {
@@ -254,14 +255,18 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 }
 
 // failure turns an error of recording a call into the result the model reads.
-func (s *Server) failure(ctx context.Context, log *slog.Logger, err error) *mcp.CallToolResult {
+// When Postgres cannot be reached, the answer is a JSON-RPC error instead.
+func (s *Server) failure(ctx context.Context, log *slog.Logger, err error) (*mcp.CallToolResult, error) {
 	if r := refusal(err); r != nil {
 		log.LogAttrs(ctx, slog.LevelDebug, "mcp tool call refused", slog.Any("error", err))
-		return r
+		return r, nil
+	}
+	if pgavail.Unavailable(err) {
+		return nil, s.storeUnavailable(ctx, log, err)
 	}
 	log.LogAttrs(ctx, slog.LevelError, "mcp tool call failed", slog.Any("error", err))
 	return errorResult("oncebox could not record this call because of an internal error. " +
-		"Nothing was executed. It is safe to call the tool again with the same arguments.")
+		"Nothing was executed. It is safe to call the tool again with the same arguments."), nil
 }
 
 // refusal turns an error of Enqueue that the model can act on into a tool error

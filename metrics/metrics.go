@@ -40,6 +40,8 @@ type Metrics struct {
 	transitions *prometheus.CounterVec
 	decisions   *prometheus.CounterVec
 	duplicates  *prometheus.CounterVec
+	unavailable *prometheus.CounterVec
+	storeUp     prometheus.Gauge
 	events      *prometheus.CounterVec
 	newOps      atomic.Int64
 	replays     atomic.Int64
@@ -88,7 +90,16 @@ func New(cfg Config) *Metrics {
 			Name: "oncebox_duplicates_found_total",
 			Help: "Ops for which the reconciler found two or more vendor objects.",
 		}, []string{"vendor"}),
+		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncebox_store_unavailable_total",
+			Help: "Requests answered 503 (MCP: a JSON-RPC error) because Postgres could not be reached, by where: api, mcp, healthz.",
+		}, []string{"where"}),
+		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "oncebox_store_up",
+			Help: "1 when this process's last check of Postgres (every second) succeeded, 0 during an outage.",
+		}),
 	}
+	m.storeUp.Set(1)
 	replayRate := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "oncebox_replay_hit_ratio",
 		Help: "Share of successful enqueue calls since start that were replays of an existing key.",
@@ -104,7 +115,7 @@ func New(cfg Config) *Metrics {
 		Help: "Vendor events received, by vendor and outcome: stored, orphan (stored; its tag names no op), duplicate, untagged, ignored, refused (bad signature).",
 	}, []string{"vendor", "outcome"})
 	m.registry.MustRegister(m.enqueued, m.collisions, m.dispatch, m.outcomes, m.transitions, m.decisions,
-		m.duplicates, m.events, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.duplicates, m.events, m.unavailable, m.storeUp, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Pool != nil {
 		m.registry.MustRegister(&dbCollector{pool: cfg.Pool, logger: cfg.Logger, timeout: cfg.ScrapeTimeout, interval: cfg.RefreshInterval})
 	}
@@ -152,6 +163,21 @@ func (m *Metrics) Decision(vendor, decision string) {
 // VendorEvent implements vendorevents.Observer.
 func (m *Metrics) VendorEvent(vendor, outcome string) {
 	m.events.WithLabelValues(vendor, outcome).Inc()
+}
+
+// StoreUnavailable implements api.Observer: one more request answered 503 because
+// Postgres could not be reached.
+func (m *Metrics) StoreUnavailable(where string) {
+	m.unavailable.WithLabelValues(where).Inc()
+}
+
+// SetStoreUp sets oncebox_store_up.
+func (m *Metrics) SetStoreUp(up bool) {
+	if up {
+		m.storeUp.Set(1)
+	} else {
+		m.storeUp.Set(0)
+	}
 }
 
 // Duplicate implements reconcile.Observer.

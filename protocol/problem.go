@@ -24,6 +24,7 @@ const (
 	ProblemNoRoute              = ProblemBase + "no-route"
 	ProblemMethodNotAllowed     = ProblemBase + "method-not-allowed"
 	ProblemTooManyWaits         = ProblemBase + "too-many-waits"
+	ProblemStoreUnavailable     = ProblemBase + "store-unavailable"
 )
 
 // ProblemTitle returns the title of a problem type, and "Internal server error" for a
@@ -64,6 +65,8 @@ func ProblemTitle(problemType string) string {
 		return "Method not allowed on this route"
 	case ProblemTooManyWaits:
 		return "Too many open waits for this tenant"
+	case ProblemStoreUnavailable:
+		return "The database is unavailable"
 	}
 	return "Internal server error"
 }

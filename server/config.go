@@ -173,6 +173,9 @@ type Config struct {
 	// MaxWaitsPerTenant caps the ?wait= requests one tenant may hold open in one
 	// process; past it they are answered 429 with Retry-After. Defaults to 100.
 	MaxWaitsPerTenant int
+	// UnavailableRetryAfter is the Retry-After of the 503 answered while Postgres
+	// cannot be reached. Defaults to 5 seconds.
+	UnavailableRetryAfter time.Duration
 	// MetricsRefresh is how old the database gauges of /metrics (ops by status, queue
 	// depth) may get before a scrape reads them again in the background; a scrape
 	// itself never waits for Postgres. Defaults to 15 seconds.
@@ -237,6 +240,7 @@ func Defaults() Config {
 		HTTPIdleTimeout:         2 * time.Minute,
 		MCPDedupeWindows:        mcpserver.DefaultDedupeWindows(),
 		MetricsRefresh:          15 * time.Second,
+		UnavailableRetryAfter:   5 * time.Second,
 		APIDBConns:              10,
 		MaxWaitsPerTenant:       100,
 	}
@@ -289,6 +293,9 @@ func (c *Config) validate() error {
 	if c.Roles.API && c.MCPWait >= c.ShutdownGrace {
 		// An MCP tool call in flight at SIGTERM must be able to answer within the grace.
 		return fmt.Errorf("--mcp-wait %s must be shorter than --shutdown-grace %s", c.MCPWait, c.ShutdownGrace)
+	}
+	if c.UnavailableRetryAfter < time.Second {
+		return errors.New("--unavailable-retry-after must be at least 1s")
 	}
 	if c.MetricsRefresh <= 0 {
 		return errors.New("--metrics-refresh must be positive")

@@ -19,6 +19,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/internal/logdedupe"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/metrics"
@@ -66,6 +67,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// While Postgres is down every fetch, request and sweep fails the same way several
+	// times a second: one line per kind of failure every 10 seconds is enough.
+	logger = slog.New(logdedupe.New(logger.Handler(), 10*time.Second))
 	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
@@ -275,7 +279,8 @@ func (s *Server) build(ctx context.Context) error {
 func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
 	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub})
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub,
+		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
@@ -292,7 +297,8 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/v1/vendor-events/", events)
 	if len(s.apiOutbox.Tools().Names()) > 0 {
 		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait,
-			DedupeWindows: cfg.MCPDedupeWindows})
+			OnStoreUnavailable: func() { s.metrics.StoreUnavailable("mcp") },
+			DedupeWindows:      cfg.MCPDedupeWindows})
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}
@@ -451,6 +457,10 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}
 	}
+	monitorCtx, stopMonitor := context.WithCancel(context.WithoutCancel(ctx))
+	monitorDone := make(chan struct{})
+	go func() { defer close(monitorDone); s.monitorStore(monitorCtx) }()
+	defer func() { stopMonitor(); <-monitorDone }()
 	if s.waitHub != nil && s.handler != nil {
 		hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 		hubDone := make(chan struct{})
@@ -517,6 +527,37 @@ func (s *Server) Close() {
 		s.apiPool.Close()
 	}
 	s.pool.Close()
+}
+
+// monitorStore checks every second that Postgres answers, sets oncebox_store_up, and
+// logs when an outage begins and ends (with how long it lasted).
+func (s *Server) monitorStore(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	up, downSince := true, time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.apiPool.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && up:
+			up, downSince = false, time.Now()
+			s.metrics.SetStoreUp(false)
+			s.logger.Error("the database is unavailable: the API answers 503 store-unavailable until it is back", slog.Any("error", err))
+		case err == nil && !up:
+			up = true
+			s.metrics.SetStoreUp(true)
+			s.logger.Info("the database is back", slog.Duration("outage", time.Since(downSince).Round(time.Second)))
+		}
+	}
 }
 
 // waitForPostgres pings until Postgres answers, so a process started while Postgres
