@@ -186,6 +186,12 @@ type VendorObject struct {
 	Created  time.Time
 	// Summary is the JSON stored as the op's result when the reconciler adopts the object.
 	Summary json.RawMessage
+	// Refused is set by the adapter when the object records the vendor's refusal of the
+	// op rather than its success (a declined payment left in requires_payment_method, a
+	// failed refund): the reconciler adopts it as the op's failure, and the finance
+	// report finds it consistent with a failed op. What counts as a refusal is the
+	// vendor's knowledge, so only its adapter sets it.
+	Refused bool
 }
 
 // ClassifyTransport classifies a vendor call that got no HTTP answer. Only a request that

@@ -121,71 +121,21 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 
-	if derr == nil {
-		ob.cfg.Observer.Dispatched(vendor.Name(), "succeeded", took)
-		return ob.record(rctx, job, c, log, recordParams{status: StatusSucceeded, result: res.Result,
-			vendorRef: res.VendorRef, outcome: "succeeded"})
+	windowEnd, windowOpen := keyWindowEnd(vendor, c.keyFirstSentAt)
+	v := judge(answer{res: res, err: derr, claimResendBefore: c.resendBefore, windowEnd: windowEnd, windowOpen: windowOpen,
+		exhausted: c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts})
+	ob.cfg.Observer.Dispatched(vendor.Name(), v.observed, took)
+	if v.bug {
+		log.Error("vendor reports a bug in oncebox (the same vendor key was sent with other parameters); op needs review",
+			slog.String("code", v.err.Code))
 	}
-
-	de := Classify(derr)
-	// maybeSent: a request under the current vendor key may have been carried out
-	// without our hearing of it, now or in an earlier attempt. Such an op may only be
-	// sent again while the vendor still deduplicates that key (resendBefore).
-	unanswered := de.Outcome == OutcomeUnknown && de.Unanswered
-	maybeSent := unanswered || c.resendBefore != nil
-	resendBefore, windowOpen := keyWindowEnd(vendor, c.keyFirstSentAt)
-	exhausted := c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts
-	if unanswered && windowOpen && !exhausted {
-		// The request went out but no answer came back. The vendor deduplicates this
-		// key and still remembers it, so sending it again is itself the lookup: it
-		// replays the first request's answer, or runs it if it never arrived.
-		de.Outcome = OutcomeRetryable
-		de.Message += " (to be resent under the same key: the vendor deduplicates it)"
+	if err := ob.record(rctx, job, c, log, v.record); err != nil || !v.record.keepJob {
+		return err
 	}
-	errJSON := dispatchErrorJSON(de)
-	if de.Outcome == OutcomeRetryable && exhausted && maybeSent {
-		// Out of attempts with a request that may have been carried out: the
-		// reconciler asks the vendor; a person is asked only if it cannot tell.
-		ob.cfg.Observer.Dispatched(vendor.Name(), OutcomeUnknown.String(), took)
-		return ob.record(rctx, job, c, log, recordParams{status: StatusUnknown, errJSON: errJSON,
-			outcome: "unknown", errText: "attempts exhausted after a request that may have been carried out: " + de.Error()})
+	if v.retryAfter > 0 {
+		return river.JobSnooze(v.retryAfter)
 	}
-	ob.cfg.Observer.Dispatched(vendor.Name(), de.Outcome.String(), took)
-	switch de.Outcome {
-	case OutcomePermanent:
-		if de.Bug {
-			log.Error("vendor reports a bug in oncebox (the same vendor key was sent with other parameters); op needs review",
-				slog.String("code", de.Code))
-			return ob.record(rctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: errJSON,
-				outcome: "permanent", errText: de.Error()})
-		}
-		return ob.record(rctx, job, c, log, recordParams{status: StatusFailed, errJSON: errJSON,
-			outcome: "permanent", errText: de.Error()})
-	case OutcomeRetryable:
-		if exhausted {
-			// Every request failed before the vendor acted (one that may have acted went
-			// to the reconciler above).
-			return ob.record(rctx, job, c, log, recordParams{status: StatusNeedsReview, errJSON: withNothingSent(errJSON),
-				outcome: "retryable", errText: "attempts exhausted: " + de.Error()})
-		}
-		p := recordParams{status: StatusPending, errJSON: errJSON, outcome: "retryable", errText: de.Error(), keepJob: true}
-		if unanswered {
-			p.outcome = "unanswered"
-		}
-		if maybeSent {
-			p.resendBefore = &resendBefore
-		}
-		if err := ob.record(rctx, job, c, log, p); err != nil {
-			return err
-		}
-		if de.RetryAfter > 0 {
-			return river.JobSnooze(de.RetryAfter)
-		}
-		return fmt.Errorf("op %s: retryable vendor error, River will retry: %w", op.ID, de)
-	default:
-		return ob.record(rctx, job, c, log, recordParams{status: StatusUnknown, errJSON: errJSON,
-			outcome: "unknown", errText: de.Error(), staleKey: de.Replayed})
-	}
+	return fmt.Errorf("op %s: retryable vendor error, River will retry: %w", op.ID, v.err)
 }
 
 // keyResendMargin is how long before the end of a vendor's key window oncebox stops

@@ -357,9 +357,9 @@ func opLine(op reportOp, objects []taggedObject) Line {
 	slices.Sort(l.VendorIDs)
 	succeeded := op.status == string(outbox.StatusSucceeded)
 	switch {
-	case op.status == string(outbox.StatusFailed) && len(objects) > 0 && allRefused(objects, op.args):
-		// The vendor kept a record of its refusal (a declined PaymentIntent left in
-		// requires_payment_method or canceled): consistent with the failed op.
+	case op.status == string(outbox.StatusFailed) && len(objects) > 0 && allRefused(objects):
+		// The vendor kept a record of its refusal (its adapter says so: a declined
+		// payment, a failed refund): consistent with the failed op.
 		l.Category = ""
 	case len(objects) >= 2:
 		l.Category = CategoryDuplicate
@@ -395,10 +395,11 @@ func opLine(op reportOp, objects []taggedObject) Line {
 	return l
 }
 
-// allRefused reports whether every object records the vendor's refusal of the op.
-func allRefused(objects []taggedObject, args json.RawMessage) bool {
+// allRefused reports whether every object records the vendor's refusal of the op (its
+// adapter says so: VendorObject.Refused).
+func allRefused(objects []taggedObject) bool {
 	for _, o := range objects {
-		if !refused(o.VendorObject, args) {
+		if !o.Refused {
 			return false
 		}
 	}
@@ -468,7 +469,7 @@ func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, b
 			continue
 		case exists && k.status == string(outbox.StatusSucceeded):
 			continue // reported with its op, in the window of the op's creation
-		case exists && k.status == string(outbox.StatusFailed) && allRefused(inside, k.args):
+		case exists && k.status == string(outbox.StatusFailed) && allRefused(inside):
 			continue // the vendor's record of its refusal: consistent with the failed op
 		case !exists && params.TenantID != 0:
 			continue

@@ -73,8 +73,13 @@ func TestReportDeclineIsConsistent(t *testing.T) {
 	// Created just before the window, declined just inside it.
 	yesterday := seedOp(t, pool, tn, "f-yesterday", pi, "stripe", "failed", confirmed, since.Add(-time.Minute))
 
+	// The objects as the Stripe adapter lists them: it says which record a refusal.
 	obj := func(id, op, status string, created time.Time) outbox.VendorObject {
-		return outbox.VendorObject{ID: id, OpID: op, Status: status, Amount: 1000, Currency: "usd", Created: created}
+		o := outbox.VendorObject{ID: id, OpID: op, Status: status, Amount: 1000, Currency: "usd", Created: created}
+		if o.Status != "succeeded" && op != unconfirmed {
+			o.Refused = true // declined (last_payment_error), canceled, or a failed refund
+		}
+		return o
 	}
 	lister := &rangeLister{objects: []outbox.VendorObject{
 		obj("pi_a", declined, "requires_payment_method", at(time.Hour)),

@@ -275,22 +275,6 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 	return nil
 }
 
-// objectDetail is what an event records about one vendor object.
-type objectDetail struct {
-	ID       string    `json:"id"`
-	Status   string    `json:"status,omitempty"`
-	Amount   int64     `json:"amount,omitempty"`
-	Currency string    `json:"currency,omitempty"`
-	Created  time.Time `json:"created,omitzero"`
-}
-
-// decision is what the sweeper decided about one op, before it is written.
-type decision struct {
-	name   string
-	ids    []string
-	change opstate.Change
-}
-
 // check looks one op up at its vendor and records the decision.
 func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st *Stats) error {
 	c, err := scanCandidate(ob.Pool().QueryRow(ctx, sqlCandidate, id))
@@ -329,7 +313,13 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 	if lerr != nil && ctx.Err() != nil {
 		return fmt.Errorf("lookup: %w", lerr)
 	}
-	d := r.decide(ob, c, res, lerr, askedAt, lag)
+	resendOnNone, set := r.cfg.ResendOnNone[c.vendor]
+	d := decide(lookupAnswer{c: c, res: res, err: lerr, askedAt: askedAt, lag: lag, jobTimeout: ob.JobTimeout(c.vendor)},
+		policy{now: r.cfg.Now(), retryLookupAfter: r.cfg.RetryLookupAfter, maxAttempts: r.cfg.MaxAttempts,
+			resendOnNone: !set || resendOnNone})
+	if d.change.To.Terminal() {
+		redact(ob.Tools(), c, &d.change)
+	}
 
 	var applied *opstate.Applied
 	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
@@ -377,146 +367,4 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 		st.NeedsReview++
 	}
 	return nil
-}
-
-// decide turns a lookup's answer into a decision.
-func (r *Reconciler) decide(ob *outbox.Outbox, c *candidate, res *outbox.LookupResult, lerr error, askedAt time.Time, lag time.Duration) decision {
-	detail := map[string]any{"vendor": c.vendor, "lookup_since": c.since()}
-	change := func(name string, to outbox.Status) decision {
-		detail["decision"] = name
-		return decision{name: name, change: opstate.Change{OpID: c.id, From: outbox.StatusUnknown, To: to,
-			By: opstate.Reconciler, Kind: eventKind, Detail: detail, Attrs: []any{slog.String("decision", name)}}}
-	}
-	checkLater := func(name string, at time.Time) decision {
-		detail["next_check_at"] = at
-		d := change(name, outbox.StatusUnknown)
-		d.change.NextCheck = at
-		d.change.Message = "op checked"
-		d.change.Attrs = append(d.change.Attrs, slog.Time("next_check_at", at))
-		return d
-	}
-	toReview := func(name string) decision { return change(name, outbox.StatusNeedsReview) }
-
-	if lerr != nil {
-		detail["error"] = lerr.Error()
-		if errors.Is(lerr, outbox.ErrLookupUnavailable) {
-			return toReview(DecisionLookupUnavailable)
-		}
-		return checkLater(DecisionLookupFailed, r.cfg.Now().Add(r.cfg.RetryLookupAfter))
-	}
-
-	// Only an object tagged with this op is its outcome: one tagged for another op, or
-	// carrying no tag at all, is never adopted, whatever an adapter's own filter let
-	// through.
-	var objects []outbox.VendorObject
-	for _, o := range res.Objects {
-		if o.OpID == c.id {
-			objects = append(objects, o)
-		}
-	}
-	details := make([]objectDetail, len(objects))
-	for i, o := range objects {
-		details[i] = objectDetail{ID: o.ID, Status: o.Status, Amount: o.Amount, Currency: o.Currency, Created: o.Created}
-	}
-	detail["objects"] = details
-	ids := objectIDs(objects)
-
-	switch {
-	case len(objects) == 1:
-		return r.adopt(ob, c, objects[0], change)
-	case len(objects) > 1:
-		d := toReview(DecisionDuplicate)
-		d.ids = ids
-		return d
-	}
-
-	// Nothing found. Trust it only once the lag has passed since the last moment the
-	// vendor may have created an object.
-	visibleFrom := c.lastSent(ob.JobTimeout(c.vendor)).Add(lag)
-	if askedAt.Before(visibleFrom) {
-		detail["lookup_lag"] = lag.String()
-		return checkLater(DecisionWait, visibleFrom)
-	}
-	resend, set := r.cfg.ResendOnNone[c.vendor]
-	if set && !resend {
-		return toReview(DecisionNoneReview)
-	}
-	if c.attempts >= r.cfg.MaxAttempts {
-		detail["attempts"] = c.attempts
-		return toReview(DecisionAttemptsExhausted)
-	}
-	if c.staleKey {
-		// The vendor answers the current key with a stored failure: a resend under it
-		// would only replay that failure.
-		detail["generation"] = c.generation + 1
-		d := change(DecisionResendNewKey, outbox.StatusPending)
-		d.change.NewVendorKey = outbox.VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
-		return d
-	}
-	return change(DecisionResend, outbox.StatusPending)
-}
-
-// adopt records the one object the vendor holds as the op's outcome.
-func (r *Reconciler) adopt(ob *outbox.Outbox, c *candidate, obj outbox.VendorObject, change func(string, outbox.Status) decision) decision {
-	summary := obj.Summary
-	if len(summary) == 0 || !json.Valid(summary) {
-		summary, _ = json.Marshal(map[string]string{"id": obj.ID})
-	}
-	// The op becomes terminal: its args are redacted, unless they are stored redacted
-	// already (the full ones are sealed, and the transition drops that sealed copy).
-	var redactedArgs json.RawMessage
-	tool, hasTool := ob.Tools().Lookup(c.tool)
-	if hasTool && tool.Redact != nil && !c.sealed {
-		redactedArgs = tool.Redact(c.args)
-	}
-
-	if refused(obj, c.args) {
-		d := change(DecisionRefused, outbox.StatusFailed)
-		d.change.Error, _ = json.Marshal(map[string]any{
-			"class":   "permanent",
-			"code":    DecisionRefused,
-			"message": fmt.Sprintf("the vendor holds %s in status %q: it refused the request", obj.ID, obj.Status),
-			"vendor":  summary,
-		})
-		d.change.RedactedArgs, d.change.VendorRef = redactedArgs, obj.ID
-		return d
-	}
-	result := summary
-	if hasTool && tool.RedactResult != nil {
-		result = tool.RedactResult(result)
-	}
-	d := change(DecisionSucceeded, outbox.StatusSucceeded)
-	d.change.Result, d.change.RedactedArgs, d.change.VendorRef = result, redactedArgs, obj.ID
-	return d
-}
-
-// refused reports whether a vendor object records a refusal rather than a success: an
-// adapter's status "failed" (a failed Stripe refund), or a Stripe PaymentIntent left in
-// requires_payment_method or canceled by a declined confirmation (the op asked to
-// confirm, or the summary carries a last_payment_error).
-func refused(obj outbox.VendorObject, args json.RawMessage) bool {
-	switch obj.Status {
-	case "failed":
-		return true
-	case "requires_payment_method", "canceled":
-		var s struct {
-			LastPaymentError json.RawMessage `json:"last_payment_error"`
-		}
-		if json.Unmarshal(obj.Summary, &s) == nil && len(s.LastPaymentError) > 0 && string(s.LastPaymentError) != "null" {
-			return true
-		}
-		var a struct {
-			Confirm bool `json:"confirm"`
-		}
-		return json.Unmarshal(args, &a) == nil && a.Confirm
-	}
-	return false
-}
-
-func objectIDs(objects []outbox.VendorObject) []string {
-	ids := make([]string, len(objects))
-	for i, o := range objects {
-		ids[i] = o.ID
-	}
-	return ids
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/stripe"
 )
 
 // WrapVendor returns v with the Store's events as the first lookup source: Lookup
@@ -105,8 +106,11 @@ func Objects(evs []Event, tool string, args json.RawMessage) (objs []outbox.Vend
 		if settled[id] {
 			ok = true
 		}
-		objs = append(objs, outbox.VendorObject{ID: id, OpID: ev.OpTag, Amount: ev.Amount, Currency: ev.Currency,
-			Status: ev.Status, Created: created[id], Summary: ev.Summary})
+		obj := outbox.VendorObject{ID: id, OpID: ev.OpTag, Amount: ev.Amount, Currency: ev.Currency,
+			Status: ev.Status, Created: created[id], Summary: ev.Summary}
+		// What records a refusal is the Stripe adapter's knowledge (a mail has none).
+		obj.Refused = want != ObjectMessage && stripe.Refused(obj, args)
+		objs = append(objs, obj)
 	}
 	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
 		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))

@@ -61,6 +61,9 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 	if err != nil {
 		return nil, err
 	}
+	for i := range objs {
+		objs[i].Refused = objs[i].Refused || Refused(objs[i], params.Args)
+	}
 	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c

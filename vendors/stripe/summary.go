@@ -83,8 +83,10 @@ func refundSummary(re *stripego.Refund) RefundSummary {
 	return s
 }
 
+// paymentIntentObject is pi as the reconciler and the report see it; a PaymentIntent
+// whose confirmation was declined records the refusal (last_payment_error).
 func paymentIntentObject(pi *stripego.PaymentIntent) outbox.VendorObject {
-	return outbox.VendorObject{
+	o := outbox.VendorObject{
 		ID:       pi.ID,
 		OpID:     pi.Metadata[outbox.TagKey],
 		Amount:   pi.Amount,
@@ -93,10 +95,13 @@ func paymentIntentObject(pi *stripego.PaymentIntent) outbox.VendorObject {
 		Created:  time.Unix(pi.Created, 0).UTC(),
 		Summary:  mustJSON(paymentIntentSummary(pi)),
 	}
+	o.Refused = Refused(o, nil) ||
+		(pi.LastPaymentError != nil && (o.Status == "requires_payment_method" || o.Status == "canceled"))
+	return o
 }
 
 func refundObject(re *stripego.Refund) outbox.VendorObject {
-	return outbox.VendorObject{
+	o := outbox.VendorObject{
 		ID:       re.ID,
 		OpID:     re.Metadata[outbox.TagKey],
 		Amount:   re.Amount,
@@ -105,6 +110,8 @@ func refundObject(re *stripego.Refund) outbox.VendorObject {
 		Created:  time.Unix(re.Created, 0).UTC(),
 		Summary:  mustJSON(refundSummary(re)),
 	}
+	o.Refused = Refused(o, nil)
+	return o
 }
 
 // mustJSON encodes a summary, which is made of plain fields only.

@@ -1,0 +1,100 @@
+package outbox
+
+import (
+	"time"
+)
+
+// answer is what a dispatch learned, and what the op's claim knew before it: all that
+// decides the op's next status.
+type answer struct {
+	// res is the vendor's yes, when err is nil.
+	res *DispatchResult
+	// err is the vendor's refusal or failure, classified by Classify.
+	err error
+	// claimResendBefore is set when an earlier request under the op's vendor key may
+	// have been carried out unheard.
+	claimResendBefore *time.Time
+	// windowEnd is until when the op's vendor key may be resent (the vendor's window
+	// less keyResendMargin), and windowOpen whether that is still ahead.
+	windowEnd  time.Time
+	windowOpen bool
+	// exhausted is set when this was the op's last attempt (Config.MaxAttempts, or the
+	// River job's own limit).
+	exhausted bool
+}
+
+// verdict is what an answer makes of the op.
+type verdict struct {
+	record recordParams
+	// observed is the outcome counted by Observer.Dispatched.
+	observed string
+	// bug is set when the vendor reports a bug in oncebox (the same vendor key sent with
+	// other parameters): logged as an error.
+	bug bool
+	// retryAfter, for a verdict that keeps the job, is the vendor's Retry-After.
+	retryAfter time.Duration
+	// err is the classified error, for the job's error and the log.
+	err *DispatchError
+}
+
+// judge maps a dispatch's answer to the op's next status, the attempt's outcome and what
+// is counted. It does no I/O.
+func judge(a answer) verdict {
+	if a.err == nil {
+		return verdict{observed: "succeeded", record: recordParams{status: StatusSucceeded, result: a.res.Result,
+			vendorRef: a.res.VendorRef, outcome: "succeeded"}}
+	}
+	de := Classify(a.err)
+	// maybeSent: a request under the current vendor key may have been carried out
+	// without our hearing of it, now or in an earlier attempt. Such an op may only be
+	// sent again while the vendor still deduplicates that key (resendBefore).
+	unanswered := de.Outcome == OutcomeUnknown && de.Unanswered
+	maybeSent := unanswered || a.claimResendBefore != nil
+	if unanswered && a.windowOpen && !a.exhausted {
+		// The request went out but no answer came back. The vendor deduplicates this
+		// key and still remembers it, so sending it again is itself the lookup: it
+		// replays the first request's answer, or runs it if it never arrived.
+		de.Outcome = OutcomeRetryable
+		de.Message += " (to be resent under the same key: the vendor deduplicates it)"
+	}
+	errJSON := dispatchErrorJSON(de)
+	v := verdict{observed: de.Outcome.String(), err: de}
+	if de.Outcome == OutcomeRetryable && a.exhausted && maybeSent {
+		// Out of attempts with a request that may have been carried out: the
+		// reconciler asks the vendor; a person is asked only if it cannot tell.
+		v.observed = OutcomeUnknown.String()
+		v.record = recordParams{status: StatusUnknown, errJSON: errJSON, outcome: "unknown",
+			errText: "attempts exhausted after a request that may have been carried out: " + de.Error()}
+		return v
+	}
+	switch de.Outcome {
+	case OutcomePermanent:
+		if de.Bug {
+			v.bug = true
+			v.record = recordParams{status: StatusNeedsReview, errJSON: errJSON, outcome: "permanent", errText: de.Error()}
+			return v
+		}
+		v.record = recordParams{status: StatusFailed, errJSON: errJSON, outcome: "permanent", errText: de.Error()}
+	case OutcomeRetryable:
+		if a.exhausted {
+			// Every request failed before the vendor acted (one that may have acted went
+			// to the reconciler above).
+			v.record = recordParams{status: StatusNeedsReview, errJSON: withNothingSent(errJSON), outcome: "retryable",
+				errText: "attempts exhausted: " + de.Error()}
+			return v
+		}
+		v.record = recordParams{status: StatusPending, errJSON: errJSON, outcome: "retryable", errText: de.Error(), keepJob: true}
+		if unanswered {
+			v.record.outcome = "unanswered"
+		}
+		if maybeSent {
+			end := a.windowEnd
+			v.record.resendBefore = &end
+		}
+		v.retryAfter = de.RetryAfter
+	default:
+		v.record = recordParams{status: StatusUnknown, errJSON: errJSON, outcome: "unknown", errText: de.Error(),
+			staleKey: de.Replayed}
+	}
+	return v
+}

@@ -1,0 +1,109 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// TestDecide tables the reconciler's decision from a lookup's answer (exactly one object,
+// none before or after the lag, several, cannot ask), without Postgres or a vendor.
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	finished := now.Add(-10 * time.Minute)
+	const lag = 5 * time.Minute
+	op := func() *candidate {
+		return &candidate{id: "op-1", key: "k", tool: "stripe.payment_intent", vendor: "stripe", tenantID: 7,
+			status: outbox.StatusUnknown, attempts: 1, createdAt: finished.Add(-time.Minute), lastFinished: &finished}
+	}
+	obj := func(id string) outbox.VendorObject {
+		return outbox.VendorObject{ID: id, OpID: "op-1", Status: "succeeded", Summary: json.RawMessage(`{"id":"` + id + `"}`)}
+	}
+	found := func(objs ...outbox.VendorObject) *outbox.LookupResult { return &outbox.LookupResult{Objects: objs} }
+	base := policy{now: now, retryLookupAfter: time.Minute, maxAttempts: 10, resendOnNone: true}
+
+	type want struct {
+		name      string
+		to        outbox.Status
+		vendorRef string
+		nextCheck time.Time
+		newKey    bool
+		ids       []string
+	}
+	for _, tc := range []struct {
+		name   string
+		answer func(*lookupAnswer)
+		policy func(*policy)
+		op     func(*candidate)
+		want   want
+	}{
+		{name: "exactly one object", answer: func(a *lookupAnswer) { a.res = found(obj("pi_1")) },
+			want: want{name: DecisionSucceeded, to: outbox.StatusSucceeded, vendorRef: "pi_1"}},
+		{name: "exactly one object, which records a refusal", answer: func(a *lookupAnswer) {
+			o := obj("pi_1")
+			o.Status, o.Refused = "requires_payment_method", true
+			a.res = found(o)
+		}, want: want{name: DecisionRefused, to: outbox.StatusFailed, vendorRef: "pi_1"}},
+		{name: "several objects", answer: func(a *lookupAnswer) { a.res = found(obj("pi_1"), obj("pi_2")) },
+			want: want{name: DecisionDuplicate, to: outbox.StatusNeedsReview, ids: []string{"pi_1", "pi_2"}}},
+		{name: "an object of another op is none", answer: func(a *lookupAnswer) {
+			o := obj("pi_9")
+			o.OpID = "op-2"
+			a.res = found(o)
+		}, want: want{name: DecisionResend, to: outbox.StatusPending}},
+		{name: "none before the lag is over", answer: func(a *lookupAnswer) { a.res = found(); a.askedAt = finished.Add(time.Minute) },
+			want: want{name: DecisionWait, to: outbox.StatusUnknown, nextCheck: finished.Add(lag)}},
+		{name: "none after the lag", answer: func(a *lookupAnswer) { a.res = found() },
+			want: want{name: DecisionResend, to: outbox.StatusPending}},
+		{name: "none after the lag, stale key", answer: func(a *lookupAnswer) { a.res = found() },
+			op:   func(c *candidate) { c.staleKey = true },
+			want: want{name: DecisionResendNewKey, to: outbox.StatusPending, newKey: true}},
+		{name: "none after the lag, no resend for the vendor", answer: func(a *lookupAnswer) { a.res = found() },
+			policy: func(p *policy) { p.resendOnNone = false },
+			want:   want{name: DecisionNoneReview, to: outbox.StatusNeedsReview}},
+		{name: "none after the lag, attempts exhausted", answer: func(a *lookupAnswer) { a.res = found() },
+			op:   func(c *candidate) { c.attempts = 10 },
+			want: want{name: DecisionAttemptsExhausted, to: outbox.StatusNeedsReview}},
+		{name: "cannot ask", answer: func(a *lookupAnswer) { a.err = fmt.Errorf("no add-on: %w", outbox.ErrLookupUnavailable) },
+			want: want{name: DecisionLookupUnavailable, to: outbox.StatusNeedsReview}},
+		{name: "lookup failed", answer: func(a *lookupAnswer) { a.err = errors.New("rate limited") },
+			want: want{name: DecisionLookupFailed, to: outbox.StatusUnknown, nextCheck: now.Add(time.Minute)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := op()
+			if tc.op != nil {
+				tc.op(c)
+			}
+			a := lookupAnswer{c: c, askedAt: now, lag: lag, jobTimeout: 30 * time.Second}
+			tc.answer(&a)
+			p := base
+			if tc.policy != nil {
+				tc.policy(&p)
+			}
+			d := decide(a, p)
+			ch := d.change
+			got := want{name: d.name, to: ch.To, vendorRef: ch.VendorRef, nextCheck: ch.NextCheck,
+				newKey: ch.NewVendorKey != "", ids: d.ids}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, outbox.StatusUnknown, ch.From)
+			require.Equal(t, "op-1", ch.OpID)
+			require.Equal(t, d.name, ch.Detail.(map[string]any)["decision"], "the event records the decision")
+			switch ch.To {
+			case outbox.StatusSucceeded:
+				require.JSONEq(t, `{"id":"pi_1"}`, string(ch.Result))
+			case outbox.StatusFailed:
+				require.Contains(t, string(ch.Error), DecisionRefused)
+			}
+			if tc.want.newKey {
+				require.Equal(t, outbox.VendorKey(7, "k", "stripe.payment_intent", 1), ch.NewVendorKey)
+			}
+		})
+	}
+}
