@@ -39,6 +39,14 @@ type Config struct {
 	// tool's dedupe window, or, with the window off, within their MCP session or
 	// server instance.
 	Conversation string
+	// SessionIdleTimeout closes an HTTP session that has seen no request for this long
+	// (a client that never closes its sessions would otherwise pile them up). Defaults
+	// to DefaultSessionIdleTimeout, 5 minutes.
+	SessionIdleTimeout time.Duration
+	// MaxSessionsPerTenant caps the HTTP sessions one tenant may hold open; one more
+	// initialize is refused with the JSON-RPC error CodeTooManySessions. Defaults to
+	// DefaultMaxSessionsPerTenant, 100.
+	MaxSessionsPerTenant int
 	// OnStoreUnavailable is called for each tool call refused because Postgres could
 	// not be reached (metrics count them). Optional.
 	OnStoreUnavailable func()
@@ -71,6 +79,12 @@ func (c *Config) withDefaults() Config {
 	if out.Wait == 0 {
 		out.Wait = 10 * time.Second
 	}
+	if out.SessionIdleTimeout == 0 {
+		out.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if out.MaxSessionsPerTenant == 0 {
+		out.MaxSessionsPerTenant = DefaultMaxSessionsPerTenant
+	}
 	return out
 }
 
@@ -80,6 +94,9 @@ func (c *Config) validate() error {
 	}
 	if c.Tenants == nil {
 		return errors.New("mcpserver: Config.Tenants is required (build one with tenant.NewStore)")
+	}
+	if c.SessionIdleTimeout < 0 || c.MaxSessionsPerTenant < 0 {
+		return errors.New("mcpserver: SessionIdleTimeout and MaxSessionsPerTenant must not be negative; leave them 0 for the defaults")
 	}
 	if c.Wait < 0 {
 		return fmt.Errorf("mcpserver: Wait %s is negative; leave it 0 for the 10 s default", c.Wait)
@@ -169,12 +186,12 @@ func (s *Server) HTTPHandler() http.Handler {
 	s.httpOnce.Do(func() {
 		h := mcp.NewStreamableHTTPHandler(s.serverForRequest, &mcp.StreamableHTTPOptions{
 			Logger:         s.logger,
-			SessionTimeout: 30 * time.Minute,
+			SessionTimeout: s.cfg.SessionIdleTimeout,
 		})
 		authed := auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
 			AllowMissingExpiration: true,
 			Scopes:                 []string{agentScope},
-		})(h)
+		})(s.limitSessions(h))
 		s.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if c := r.URL.Query().Get(QueryConversationID); c != "" && r.Header.Get(HeaderConversationID) == "" {
 				r = r.Clone(r.Context())

@@ -171,6 +171,15 @@ func (m *Metrics) StoreUnavailable(where string) {
 	m.unavailable.WithLabelValues(where).Inc()
 }
 
+// WatchMCPSessions exports count, the number of open MCP sessions over HTTP, as the
+// gauge oncebox_mcp_sessions. Call it once.
+func (m *Metrics) WatchMCPSessions(count func() int) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "oncebox_mcp_sessions",
+		Help: "MCP sessions over HTTP open in this process (closed by the client, or after --mcp-session-idle-timeout).",
+	}, func() float64 { return float64(count()) }))
+}
+
 // SetStoreUp sets oncebox_store_up.
 func (m *Metrics) SetStoreUp(up bool) {
 	if up {

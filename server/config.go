@@ -173,6 +173,12 @@ type Config struct {
 	// MaxWaitsPerTenant caps the ?wait= requests one tenant may hold open in one
 	// process; past it they are answered 429 with Retry-After. Defaults to 100.
 	MaxWaitsPerTenant int
+	// MCPSessionIdleTimeout closes an MCP session over HTTP that has seen no request for
+	// this long. Defaults to 5 minutes.
+	MCPSessionIdleTimeout time.Duration
+	// MCPMaxSessionsPerTenant caps the MCP sessions one tenant may hold open in one
+	// process. Defaults to 100.
+	MCPMaxSessionsPerTenant int
 	// UnavailableRetryAfter is the Retry-After of the 503 answered while Postgres
 	// cannot be reached. Defaults to 5 seconds.
 	UnavailableRetryAfter time.Duration
@@ -241,6 +247,8 @@ func Defaults() Config {
 		MCPDedupeWindows:        mcpserver.DefaultDedupeWindows(),
 		MetricsRefresh:          15 * time.Second,
 		UnavailableRetryAfter:   5 * time.Second,
+		MCPSessionIdleTimeout:   5 * time.Minute,
+		MCPMaxSessionsPerTenant: 100,
 		APIDBConns:              10,
 		MaxWaitsPerTenant:       100,
 	}
@@ -293,6 +301,9 @@ func (c *Config) validate() error {
 	if c.Roles.API && c.MCPWait >= c.ShutdownGrace {
 		// An MCP tool call in flight at SIGTERM must be able to answer within the grace.
 		return fmt.Errorf("--mcp-wait %s must be shorter than --shutdown-grace %s", c.MCPWait, c.ShutdownGrace)
+	}
+	if c.MCPSessionIdleTimeout <= 0 || c.MCPMaxSessionsPerTenant < 1 {
+		return errors.New("--mcp-session-idle-timeout must be positive and --mcp-max-sessions-per-tenant at least 1")
 	}
 	if c.UnavailableRetryAfter < time.Second {
 		return errors.New("--unavailable-retry-after must be at least 1s")

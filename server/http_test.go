@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
 // runAPI runs an API-only server on a free port with cfg (adjusted by adjust) and
@@ -124,4 +126,19 @@ func TestRiverUIRefusesCrossOriginWrites(t *testing.T) {
 	require.NotEqual(t, http.StatusForbidden, send(http.MethodPost, "/riverui/api/jobs/cancel", map[string]string{"Origin": "http://" + host}))
 	require.NotEqual(t, http.StatusForbidden, send(http.MethodPost, "/riverui/api/jobs/cancel", nil))
 	require.Equal(t, http.StatusOK, send(http.MethodGet, "/riverui/api/queues", map[string]string{"Sec-Fetch-Site": "cross-site"}))
+}
+
+// TestMetricsCountMCPSessions: /metrics shows the open MCP sessions.
+func TestMetricsCountMCPSessions(t *testing.T) {
+	t.Parallel()
+	base, _, _ := runAPI(t, func(c *server.Config) {
+		c.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
+	})
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(body), "\noncebox_mcp_sessions 0\n")
+	require.Contains(t, string(body), "\noncebox_store_up 1\n")
 }

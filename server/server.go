@@ -298,10 +298,12 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	if len(s.apiOutbox.Tools().Names()) > 0 {
 		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait,
 			OnStoreUnavailable: func() { s.metrics.StoreUnavailable("mcp") },
-			DedupeWindows:      cfg.MCPDedupeWindows})
+			SessionIdleTimeout: cfg.MCPSessionIdleTimeout, MaxSessionsPerTenant: cfg.MCPMaxSessionsPerTenant,
+			DedupeWindows: cfg.MCPDedupeWindows})
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}
+		s.metrics.WatchMCPSessions(mcp.Sessions)
 		mcpHandler := s.endOnShutdown(mcp.HTTPHandler())
 		mux.Handle("/mcp", mcpHandler)
 		mux.Handle("/mcp/", mcpHandler)
