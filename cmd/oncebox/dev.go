@@ -28,7 +28,7 @@ import (
 
 // runDev runs everything with zero configuration: a Postgres (--database-url or
 // DATABASE_URL as is, else a private cluster from the server binaries on the machine,
-// else Docker), migrations, in-process fake vendors for those without real keys, a
+// else Docker in a build with -tags devcontainer), migrations, in-process fake vendors for those without real keys, a
 // demo tenant, and the server. Ctrl-C stops everything it started, Postgres included.
 func runDev(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)

@@ -97,8 +97,8 @@ func usage() {
 Usage: oncebox <command> [flags]
 
   dev                          run everything with zero configuration: a Postgres (--database-url or
-                               DATABASE_URL, else a private cluster, else Docker), fake Stripe and
-                               SendGrid, a demo tenant
+                               DATABASE_URL, else a private cluster, else Docker in a build with
+                               -tags devcontainer: make dev), fake Stripe and SendGrid, a demo tenant
   serve                        run the API, the workers and the periodic jobs (see --roles)
   migrate                      apply oncebox's and River's migrations (safe to run twice, or at once)
   tenant create NAME           create a tenant and print its agent API token (shown once)
