@@ -281,3 +281,43 @@ func TestEnqueueRefusesWhatPostgresCannotStore(t *testing.T) {
 		require.ErrorIs(t, err, outbox.ErrInvalidArgs)
 	}
 }
+
+// TestApproveIsScopedToTheTenant: two tenants hold an op awaiting approval under the
+// same key; each tenant's approval releases its own op and never the other's.
+func TestApproveIsScopedToTheTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	tool := echoTool("echo")
+	tool.NeedsApproval = func(json.RawMessage) bool { return true }
+	reg, err := outbox.NewRegistry(tool)
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	require.NoError(t, err)
+	a := newTenant(t, pool, "a")
+	b := newTenant(t, pool, "b")
+	// B's op is stored first, so a lookup that forgot the tenant finds it first.
+	rb, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: b, Key: "shared", Tool: "test.echo", Args: json.RawMessage(`{"n":2}`)})
+	require.NoError(t, err)
+	ra, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: a, Key: "shared", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, rb.Op.Status)
+
+	got, err := ob.Approve(ctx, a, "shared", "ada", "mine")
+	require.NoError(t, err)
+	require.Equal(t, ra.Op.ID, got.ID)
+	require.Equal(t, outbox.StatusPending, got.Status)
+	opB, err := ob.GetByID(ctx, b, rb.Op.ID)
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, opB.Status, "A's approval released B's op")
+	opA, err := ob.GetByID(ctx, a, ra.Op.ID)
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, opA.Status, "A's approval did not release A's op")
+
+	// And the other way round: whichever row a lookup that forgot the tenant found
+	// first, one of the two approvals would have reached the wrong op.
+	got, err = ob.Approve(ctx, b, "shared", "bob", "mine too")
+	require.NoError(t, err, "B's approval must find B's op awaiting approval")
+	require.Equal(t, rb.Op.ID, got.ID)
+	require.Equal(t, outbox.StatusPending, got.Status)
+}

@@ -3,7 +3,7 @@
 // tests named for it must fail. It exits 1 when a mutant survives, its patch no
 // longer applies or it does not build, and 2 when it could not run.
 //
-//	go run ./cmd/oncebox-mutants [--only name,name] [--list] [--timeout 4m] [--keep]
+//	go run ./cmd/oncebox-mutants [--only name,name] [--list] [--apply-only] [--timeout 4m] [--keep]
 package main
 
 import (
@@ -35,6 +35,7 @@ func run(ctx context.Context, args []string) int {
 	list := fs.Bool("list", false, "list the mutants and the tests that must kill them, and exit")
 	timeout := fs.Duration("timeout", 4*time.Minute, "bound on the tests of one mutant")
 	keep := fs.Bool("keep", false, "keep the scratch copy")
+	applyOnly := fs.Bool("apply-only", false, "only check that every patch applies to the code, without running tests")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,8 +65,20 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "oncebox-mutants: run it inside the oncebox module (go run ./cmd/oncebox-mutants)")
 		return 2
 	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if *applyOnly {
+		errs := mutants.CheckApply(root, selected)
+		for _, err := range errs {
+			fmt.Println(err)
+		}
+		fmt.Printf("mutants: %d of %d patches apply\n", len(selected)-len(errs), len(selected))
+		if len(errs) > 0 {
+			return 1
+		}
+		return 0
+	}
 	t0 := time.Now()
-	results, err := mutants.Run(ctx, mutants.Config{Root: filepath.Dir(strings.TrimSpace(string(gomod))), Mutants: selected,
+	results, err := mutants.Run(ctx, mutants.Config{Root: root, Mutants: selected,
 		Timeout: *timeout, Out: os.Stdout, Keep: *keep})
 	if err != nil {
 		fmt.Println("mutants: error:", err)

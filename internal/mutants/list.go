@@ -18,23 +18,18 @@ func List() []Mutant {
 		{
 			Name:     "fence-token",
 			Breaks:   "the record statement no longer checks the attempt token: a stale run overwrites a newer attempt",
-			File:     "outbox/queries.go",
+			File:     "internal/opstate/queries.go",
 			Old:      "WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')",
 			New:      "WHERE id = $1 AND status IN ('dispatching', 'unknown')",
 			Packages: []string{outboxPkg},
 			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
 		},
 		{
-			Name:   "fence-completes-job",
-			Breaks: "a fenced run completes its job, so nothing looks at the op again",
-			File:   "outbox/worker.go",
-			Old: `			if fenced {
-				// A fenced run must not complete the job: the job row may now belong to
-				// the run that owns the op, which may still need it.
-				return nil
-			}
-`,
-			New:      "",
+			Name:     "fence-completes-job",
+			Breaks:   "a fenced run completes its job, so nothing looks at the op again",
+			File:     "outbox/worker.go",
+			Old:      "if applied, err = ob.ops.RecordAndFinish(ctx, tx, r, true); err != nil || applied == nil {",
+			New:      "if applied, err = ob.ops.RecordAndFinish(ctx, tx, r, true); err != nil {",
 			Packages: []string{outboxPkg},
 			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
 		},
@@ -89,10 +84,10 @@ func List() []Mutant {
 			Name:     "tenant-approve",
 			Breaks:   "a tenant approves or rejects another tenant's op",
 			File:     "outbox/queries.go",
-			Old:      "WHERE tenant_id = $1 AND idempotency_key = $2 AND status = $3",
-			New:      "WHERE $1::bigint IS NOT NULL AND idempotency_key = $2 AND status = $3",
-			Packages: []string{apiPkg},
-			Tests:    []string{"TestTenantsAreIsolated"},
+			Old:      "FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`",
+			New:      "FROM oncebox_op WHERE $1::bigint IS NOT NULL AND idempotency_key = $2 FOR UPDATE`",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestApproveIsScopedToTheTenant"},
 		},
 		{
 			Name:     "tenant-review-resolve",

@@ -153,6 +153,24 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	return results, nil
 }
 
+// CheckApply reports, for each mutant whose patch does not apply to the module at
+// root (its Old text does not occur exactly once in its File), why. It runs no test:
+// it is the quick check that the list still matches the code.
+func CheckApply(root string, ms []Mutant) []error {
+	var errs []error
+	for _, m := range ms {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(m.File)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mutant %s: %w", m.Name, err))
+			continue
+		}
+		if n := bytes.Count(b, []byte(m.Old)); n != 1 {
+			errs = append(errs, fmt.Errorf("mutant %s: the text to replace occurs %d times in %s (want exactly 1): refresh the mutant in internal/mutants/list.go", m.Name, n, m.File))
+		}
+	}
+	return errs
+}
+
 // runOne applies m in the scratch copy, runs its tests and restores the file.
 func runOne(ctx context.Context, scratch string, timeout time.Duration, m Mutant) Result {
 	t0 := time.Now()

@@ -59,3 +59,22 @@ func TestRunRefusesAFailingBaseline(t *testing.T) {
 	}})
 	require.ErrorContains(t, err, "fail without any mutant")
 }
+
+// TestListAppliesToThisModule: every named mutant's patch applies to the code as it
+// is, so a change that moves a patched line fails here, in the ordinary tests, and
+// not only in `make mutants`. Every mutant names its invariant, packages and tests.
+func TestListAppliesToThisModule(t *testing.T) {
+	t.Parallel()
+	ms := List()
+	require.NotEmpty(t, ms)
+	names := map[string]bool{}
+	for _, m := range ms {
+		require.False(t, names[m.Name], "two mutants named %s", m.Name)
+		names[m.Name] = true
+		require.NotEmpty(t, m.Breaks, m.Name)
+		require.NotEmpty(t, m.Packages, m.Name)
+		require.NotEmpty(t, m.Tests, m.Name)
+		require.NotEqual(t, m.Old, m.New, m.Name)
+	}
+	require.Empty(t, CheckApply(filepath.Join("..", ".."), ms))
+}
