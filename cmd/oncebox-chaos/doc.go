@@ -4,13 +4,22 @@
 // duplicates, concurrent copies of a key and conflicting payloads included —
 // while it SIGKILLs serve processes and restarts Postgres, then waits until
 // every op is settled and checks the fakes' own records: exactly one side
-// effect per succeeded op, none per failed op, no object without an op, and no
-// conflicting payload executed.
+// effect per succeeded op (the one its vendor_ref names, of its amount), none
+// per failed op, no failed op but a planned decline, no op in needs_review but
+// the blind target's, no key answered 202 twice, no object without an op, and
+// no conflicting payload executed. It records every API call it makes and
+// checks each key's history for linearizability (porcupine) against a
+// sequential model of an op, printing the smallest history no sequential order
+// explains. With --webhook-native-keys=false the serve processes run webhooks
+// in oncebox's default mode, and a share of them go to a receiver that does
+// not deduplicate keys, with every serve process SIGKILLed after some of its
+// deliveries.
 //
 // Run it from the module root (`make chaos` does):
 //
 //	go run ./cmd/oncebox-chaos [--ops 2000] [--workers 2] [--seed N]
 //	    [--duration-cap 6m] [--enqueue-for 40s] [--database-url URL] [--keep]
+//	    [--webhook-native-keys=false]
 //
 // It prints one line of figures,
 //
