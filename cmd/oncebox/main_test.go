@@ -174,7 +174,7 @@ func TestDevDatabaseURLFlagWins(t *testing.T) {
 	require.Contains(t, text, "flag:--database-url")
 	m := pgURL.FindStringSubmatch(text)
 	require.NotNil(t, m, text)
-	require.Equal(t, conn, m[1])
+	require.Equal(t, redactURL(conn), m[1], "the banner shows the URL given, its password hidden")
 	requireNewThenReplay(t, text)
 	var ops int
 	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM oncebox_op").Scan(&ops))

@@ -495,3 +495,76 @@ func freeTestPort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestStartPrivateAsksForAPassword: the private cluster uses scram-sha-256, not trust,
+// with a generated password kept beside the data folder (mode 0600) and carried by the
+// URL; a connection without it is refused. A folder initialised with trust by an older
+// oncebox is converted on its next start, its data kept.
+func TestStartPrivateAsksForAPassword(t *testing.T) {
+	t.Parallel()
+	requireServerBinaries(t)
+	ctx := t.Context()
+	parent, err := os.MkdirTemp("", "localpg-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(parent, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(parent, "data")}
+
+	requireScram := func(pg *Postgres) {
+		t.Helper()
+		u, err := url.Parse(pg.URL)
+		require.NoError(t, err)
+		password, ok := u.User.Password()
+		require.True(t, ok, "the URL carries the password")
+		kept, err := os.ReadFile(cfg.DataDir + ".password")
+		require.NoError(t, err)
+		require.Equal(t, password, strings.TrimSpace(string(kept)))
+		info, err := os.Stat(cfg.DataDir + ".password")
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+		u.User = url.User("postgres")
+		_, err = pgx.Connect(ctx, u.String())
+		require.ErrorContains(t, err, "password", "a connection without the password is refused")
+		u.User = url.UserPassword("postgres", "guess")
+		_, err = pgx.Connect(ctx, u.String())
+		require.ErrorContains(t, err, "password authentication failed")
+		var trust int
+		queryOne(t, pg.URL, "SELECT count(*) FROM pg_hba_file_rules WHERE auth_method = 'trust'", &trust)
+		require.Zero(t, trust)
+	}
+
+	pg, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	requireScram(pg)
+	conn, err := pgx.Connect(ctx, pg.URL)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before')")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	require.NoError(t, pg.Close(ctx))
+
+	// Make it look like a folder an older oncebox initialised: trust, no password file.
+	hba := filepath.Join(cfg.DataDir, "pg_hba.conf")
+	rules, err := os.ReadFile(hba)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(hba, []byte(strings.ReplaceAll(string(rules), "scram-sha-256", "trust")), 0o600))
+	require.NoError(t, os.Remove(cfg.DataDir+".password"))
+
+	pg2, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg2.Close(context.WithoutCancel(ctx)) })
+	requireScram(pg2)
+	var v string
+	queryOne(t, pg2.URL, "SELECT v FROM kept", &v)
+	require.Equal(t, "before", v)
+	require.NoError(t, pg2.Close(ctx))
+
+	// And the next start uses the kept password.
+	pg3, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg3.Close(context.WithoutCancel(ctx)) })
+	require.Equal(t, pg2.URL[:len(pg2.URL)-len(strings.SplitN(pg2.URL, "@", 2)[1])], pg3.URL[:len(pg3.URL)-len(strings.SplitN(pg3.URL, "@", 2)[1])])
+	requireScram(pg3)
+}

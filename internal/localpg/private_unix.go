@@ -52,6 +52,8 @@ type cluster struct {
 	port    int
 	// fixedPort is Config.Port: the port to listen on, or 0 for a free one.
 	fixedPort int
+	// password is the superuser's password (see password_unix.go).
+	password string
 }
 
 func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, error) {
@@ -93,7 +95,7 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 func (c *cluster) url(database string) string {
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User("postgres"),
+		User:     url.UserPassword("postgres", c.password),
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
 		Path:     "/" + database,
 		RawQuery: "sslmode=disable",
@@ -104,12 +106,39 @@ func (c *cluster) url(database string) string {
 // start initialises the data folder when needed, stops a postmaster orphaned
 // there by an earlier run, starts the server and creates database.
 func (c *cluster) start(ctx context.Context, database string) error {
+	convert := false
 	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		// The password is kept (as pending) before initdb sets it, so that it is
+		// never lost.
+		c.password = newPassword()
+		pending := c.passwordPath() + ".new"
+		if err := writePassword(pending, c.password); err != nil {
+			return err
+		}
 		if err := c.initdb(ctx); err != nil {
 			return err
 		}
+		if err := os.Rename(pending, c.passwordPath()); err != nil {
+			return fmt.Errorf("keep the Postgres password: %w", err)
+		}
 	} else if err != nil {
 		return fmt.Errorf("inspect data folder: %w", err)
+	} else {
+		var ok bool
+		if c.password, ok, err = readPassword(c.passwordPath()); err != nil {
+			return err
+		}
+		if !ok {
+			// Initialised with trust by an older oncebox (or its conversion was cut
+			// short): convert it once the server runs.
+			convert = true
+			if c.password, ok, err = readPassword(c.passwordPath() + ".new"); err != nil {
+				return err
+			}
+			if !ok {
+				c.password = newPassword()
+			}
+		}
 	}
 
 	if _, err := os.Stat(filepath.Join(c.dataDir, "postmaster.pid")); err == nil {
@@ -127,6 +156,12 @@ func (c *cluster) start(ctx context.Context, database string) error {
 	if err != nil {
 		return err
 	}
+	if convert {
+		if err := c.convertToPassword(ctx); err != nil {
+			_ = c.stop(context.WithoutCancel(ctx))
+			return err
+		}
+	}
 
 	if err := ensureDatabase(ctx, c.url("postgres"), database); err != nil {
 		_ = c.stop(context.WithoutCancel(ctx))
@@ -139,7 +174,19 @@ func (c *cluster) start(ctx context.Context, database string) error {
 
 func (c *cluster) initdb(ctx context.Context) error {
 	c.logger.InfoContext(ctx, "initialising Postgres data folder", slog.String("data_dir", c.dataDir))
-	cmd := c.command(ctx, "initdb", "-D", c.dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	// initdb reads the password from a file the cluster's user can read, removed at once.
+	pwfile := c.dataDir + ".initdb-pw"
+	if err := os.WriteFile(pwfile, []byte(c.password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write initdb's password file: %w", err)
+	}
+	defer os.Remove(pwfile)
+	if c.runAs != nil {
+		if err := os.Chown(pwfile, c.runAs.uid, c.runAs.gid); err != nil {
+			return fmt.Errorf("hand initdb's password file to %s: %w", c.runAs.name, err)
+		}
+	}
+	cmd := c.command(ctx, "initdb", "-D", c.dataDir, "-U", "postgres", "-A", "scram-sha-256", "--pwfile="+pwfile,
+		"-E", "UTF8", "--locale=C", "--no-sync")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("initdb %s: %w\n%s", c.dataDir, err, lastLines(string(out), logTailLines))
