@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -140,18 +139,15 @@ func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Princip
 
 // approveOp is POST /v1/ops/{key}/approve.
 func (s *Server) approveOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
-	s.decide(w, r, t, s.ob.Approve)
+	s.decide(w, r, t, true)
 }
 
 // rejectOp is POST /v1/ops/{key}/reject.
 func (s *Server) rejectOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
-	s.decide(w, r, t, s.ob.Reject)
+	s.decide(w, r, t, false)
 }
 
-// decisionFunc is Outbox.Approve or Outbox.Reject.
-type decisionFunc func(ctx context.Context, tenantID int64, key, actor, reason string) (*outbox.Op, error)
-
-func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Principal, decideFunc decisionFunc) {
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Principal, approve bool) {
 	key, p := normalizeKey(r.PathValue("key"))
 	if p != nil {
 		writeProblem(w, p)
@@ -174,22 +170,36 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 			return
 		}
 	}
-	op, err := decideFunc(r.Context(), t.ID, key, t.Actor(), req.Reason)
-	if errors.Is(err, outbox.ErrWrongState) {
-		p := newProblem(http.StatusConflict, "wrong-state", "Only an op that awaits approval can be approved or rejected.")
+	res, err := s.ob.Decide(r.Context(), outbox.Decision{TenantID: t.ID, Key: key, Approve: approve, Actor: t.Actor(),
+		Voter: outbox.VoterForToken(t.TokenID), TokenID: t.TokenID, Role: string(t.Role), Reason: req.Reason,
+		Fingerprint: req.Fingerprint})
+	var conflict *problem
+	switch {
+	case errors.Is(err, outbox.ErrWrongState):
+		conflict = newProblem(http.StatusConflict, "wrong-state", "Only an op that awaits approval can be approved or rejected, and a decided op only the same way again.")
+	case errors.Is(err, outbox.ErrPolicyChanged):
+		conflict = newProblem(http.StatusConflict, "policy-changed",
+			"The approval policy of this op's tool changed since it started waiting, so this approval is refused; the op keeps waiting (it can be rejected, or left to expire).")
+	case errors.Is(err, outbox.ErrFingerprintMismatch):
+		conflict = newProblem(http.StatusConflict, "fingerprint-mismatch",
+			"The fingerprint in the decision is not the op's: the decision is about another call than the one stored under this key.")
+	}
+	if conflict != nil {
 		if cur, gerr := s.ob.Get(r.Context(), t.ID, key); gerr == nil {
-			p.OpStatus = string(cur.Status)
-			p.Detail = fmt.Sprintf("Only an op that awaits approval can be approved or rejected; this one is %s.", cur.Status)
+			conflict.OpStatus = string(cur.Status)
+			if errors.Is(err, outbox.ErrWrongState) {
+				conflict.Detail = fmt.Sprintf("Only an op that awaits approval can be approved or rejected, and a decided op only the same way again; this one is %s.", cur.Status)
+			}
 		}
-		writeProblem(w, p)
+		writeProblem(w, conflict)
 		return
 	}
 	if err != nil {
 		s.opError(w, r, err)
 		return
 	}
-	recorderOf(r).opID = op.ID
-	out, err := renderOp(op, nil)
+	recorderOf(r).opID = res.Op.ID
+	out, err := renderOp(res.Op, nil)
 	if err != nil {
 		s.internal(w, r, err)
 		return

@@ -365,7 +365,13 @@ func TestApproveAndReject(t *testing.T) {
 	require.Equal(t, "awaiting_approval", ev.FromStatus)
 	require.Equal(t, "pending", ev.ToStatus)
 	require.Equal(t, fmt.Sprintf("acme token %d (approver)", approver.TokenID), ev.Actor, "the history names the token and its role")
-	require.JSONEq(t, `{"reason": "customer is right"}`, string(ev.Detail))
+	var detail map[string]any
+	require.NoError(t, json.Unmarshal(ev.Detail, &detail))
+	require.Equal(t, "customer is right", detail["reason"])
+	require.EqualValues(t, approver.TokenID, detail["token_id"], "the history names the token id")
+	require.Equal(t, "approver", detail["role"])
+	require.Equal(t, approveMe.Fingerprint, detail["fingerprint"], "the approval is bound to the op's fingerprint")
+	require.NotEmpty(t, detail["policy_version"])
 
 	rejectMe := decodeOp(t, e.post(agent, "refund-2", strings.Replace(largeRefundBody, "20000", "30000", 1)))
 	rec = e.do(req("POST", "/v1/ops/refund-2/reject", token, "", "")) // no body: no reason
@@ -377,17 +383,27 @@ func TestApproveAndReject(t *testing.T) {
 
 	pendingOp := decodeOp(t, e.post(agent, "small", smallRefundBody))
 	require.Equal(t, "pending", pendingOp.Status)
+	// The same decision again answers 200 and changes nothing; the opposite one, or any
+	// decision on an op that never awaited approval, is a conflict.
 	for _, tt := range []struct{ path, status string }{
 		{"/v1/ops/refund-1/approve", "pending"},
+		{"/v1/ops/refund-2/reject", "rejected"},
+	} {
+		rec := e.do(req("POST", tt.path, token, "", `{"reason": "again"}`))
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.Equal(t, tt.status, decodeOp(t, rec).Status, tt.path)
+	}
+	for _, tt := range []struct{ path, status string }{
 		{"/v1/ops/refund-1/reject", "pending"},
 		{"/v1/ops/refund-2/approve", "rejected"},
-		{"/v1/ops/refund-2/reject", "rejected"},
 		{"/v1/ops/small/approve", "pending"},
+		{"/v1/ops/small/reject", "pending"},
 	} {
 		p := requireProblem(t, e.do(req("POST", tt.path, token, "", "")), http.StatusConflict, "wrong-state")
 		require.Equal(t, tt.status, p.OpStatus, tt.path)
 	}
 	require.Equal(t, 1, jobs(approveMe.ID), "a second approval inserts no second job")
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1", approveMe.ID), "and records nothing")
 
 	// The optional body is still checked when present.
 	decodeOp(t, e.post(agent, "refund-3", strings.Replace(largeRefundBody, "20000", "40000", 1)))

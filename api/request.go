@@ -46,6 +46,9 @@ func conversationHeader(r *http.Request, req *opRequest) *problem {
 // decisionRequest is the optional body of approve and reject.
 type decisionRequest struct {
 	Reason string `json:"reason"`
+	// Fingerprint, when sent, must be the op's: the person decides about exactly the
+	// call they were shown.
+	Fingerprint string `json:"fingerprint"`
 }
 
 // resolveRequest is the body of POST /v1/ops/{key}/resolve: how a person settles an op

@@ -235,8 +235,11 @@ func TestApproveAndReject(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "pending", op.Status)
 
-	_, err = person.Approve(ctx, "refund-a", "again")
-	require.ErrorIs(t, err, client.ErrConflict)
+	op, err = person.Approve(ctx, "refund-a", "again")
+	require.NoError(t, err, "the same decision again is no error")
+	require.Equal(t, "pending", op.Status)
+	_, err = person.Reject(ctx, "refund-a", "changed my mind")
+	require.ErrorIs(t, err, client.ErrConflict, "the opposite decision is")
 
 	_, err = c.CreateRefund(ctx, "refund-b", big, nil)
 	require.NoError(t, err)

@@ -65,7 +65,7 @@ func describe(op *outbox.Op, replayed bool, id callIdentity, wait string) string
 			fmt.Fprintf(&b, "the vendor refused it then, so nothing was carried out (reason: %s). "+
 				"Calling again with the same arguments gives the same answer; change the arguments or tell the user.", failureReason(op.Error))
 		case outbox.StatusRejected:
-			b.WriteString("a person rejected it, so it was not carried out and will not be. Do not retry it; tell the user.")
+			b.WriteString(rejectedBy(op) + " rejected it, so it was not carried out and will not be. Do not retry it; tell the user.")
 		case outbox.StatusAwaitingApproval:
 			b.WriteString("it is waiting for a person's approval and has not been carried out. Do not call the tool again for it; tell the user it awaits approval.")
 		case outbox.StatusNeedsReview:
@@ -88,7 +88,7 @@ func describe(op *outbox.Op, replayed bool, id callIdentity, wait string) string
 			fmt.Fprintf(&b, "Not done: the vendor refused this %s, so nothing was carried out (reason: %s). "+
 				"Calling again with the same arguments gives the same answer; change the arguments or tell the user.", what, failureReason(op.Error))
 		case outbox.StatusRejected:
-			fmt.Fprintf(&b, "Not done: a person rejected this %s, so it was not carried out and will not be. Do not retry it; tell the user.", what)
+			fmt.Fprintf(&b, "Not done: %s rejected this %s, so it was not carried out and will not be. Do not retry it; tell the user.", rejectedBy(op), what)
 		case outbox.StatusAwaitingApproval:
 			fmt.Fprintf(&b, "Waiting for approval: this %s needs a person's approval and has not been carried out; "+
 				"it will be once approved, and not at all if rejected. Do not call the tool again for it; tell the user it awaits approval.", what)
@@ -135,6 +135,14 @@ func actionOf(tool string) string {
 		return "webhook post"
 	}
 	return tool + " call"
+}
+
+// rejectedBy says who rejected an op: a person, or the expiry of its wait for approval.
+func rejectedBy(op *outbox.Op) string {
+	if strings.Contains(string(op.Error), `"approval_expired"`) {
+		return "nobody approved it in time, so the expiry of its approval"
+	}
+	return "a person"
 }
 
 // failureReason summarizes an op's stored error for the model.

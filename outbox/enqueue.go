@@ -43,6 +43,11 @@ type EnqueueResult struct {
 	// ExpiryCollision is true when the new op's key had been used by an op that has
 	// since expired: a sign that the TTL is shorter than the caller's workflow.
 	ExpiryCollision bool
+	// Why says, in one sentence, why a new op awaits approval ("" otherwise).
+	Why string
+	// expired is the expiry this replay made, when it found the op's wait for approval
+	// run out (reported once committed).
+	expired *opstate.Applied
 }
 
 // Enqueue records an op and its dispatch job in a transaction of its own.
@@ -92,6 +97,7 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 	switch {
 	case res.Replayed:
 		ob.cfg.Observer.Enqueued(tool, "replay")
+		res.expired.Report()
 	default:
 		ob.cfg.Observer.Enqueued(tool, "new")
 		msg := "op state changed"
@@ -165,8 +171,13 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	if err != nil {
 		return nil, err
 	}
+	rule, err := ob.effectiveRule(ctx, tx, params.TenantID, p.Tool)
+	if err != nil {
+		return nil, err
+	}
 	status := StatusPending
-	if p.Tool.NeedsApproval != nil && p.Tool.NeedsApproval(p.Args) {
+	wait, why := rule.needs(p.Tool, p.Args)
+	if wait {
 		status = StatusAwaitingApproval
 	}
 	vendorKey := VendorKey(params.TenantID, p.Key, p.Tool.Name, 0)
@@ -214,14 +225,33 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		if op.Fingerprint != p.Fingerprint && !ob.legacyFingerprint(op, p) {
 			return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
 		}
+		if op.Status == StatusAwaitingApproval {
+			// A replay shows an expired wait as the rejection it is.
+			cur, expired, err := ob.expireIfDueTx(ctx, tx, op.ID)
+			if err != nil {
+				return nil, fmt.Errorf("outbox: expire approval: %w", err)
+			}
+			if cur != nil {
+				op = cur
+			}
+			if expired != nil {
+				// The row as the expiry left it.
+				if op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, params.TenantID, p.Key)); err != nil {
+					return nil, fmt.Errorf("outbox: read expired op: %w", err)
+				}
+			}
+			return &EnqueueResult{Op: op, Replayed: true, expired: expired}, nil
+		}
 		return &EnqueueResult{Op: op, Replayed: true}, nil
 	}
 	if status == StatusPending {
 		if err := ob.insertJobTx(ctx, tx, op); err != nil {
 			return nil, err
 		}
+	} else if err := ob.requestApprovalTx(ctx, tx, op, rule, why); err != nil {
+		return nil, err
 	}
-	return &EnqueueResult{Op: op, ExpiryCollision: tombstone}, nil
+	return &EnqueueResult{Op: op, ExpiryCollision: tombstone, Why: why}, nil
 }
 
 // legacyFingerprint reports whether op, stored before its tool's fingerprints were

@@ -2,14 +2,9 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/oncebox/oncebox/internal/opstate"
 )
 
 // Get returns the tenant's op stored under key. A key of another tenant is ErrNotFound,
@@ -26,7 +21,7 @@ func (ob *Outbox) Get(ctx context.Context, tenantID int64, key string) (*Op, err
 		}
 		return nil, fmt.Errorf("outbox: get op: %w", err)
 	}
-	return op, nil
+	return ob.expireIfDue(ctx, op)
 }
 
 // GetByID returns the tenant's op with the given id.
@@ -107,69 +102,4 @@ func (ob *Outbox) History(ctx context.Context, tenantID int64, opID string) (*Hi
 		return nil, fmt.Errorf("outbox: read events: %w", err)
 	}
 	return h, nil
-}
-
-// Approve releases an op that awaits approval: it becomes pending and its dispatch job
-// is inserted in the same transaction. actor and reason are recorded in its history.
-func (ob *Outbox) Approve(ctx context.Context, tenantID int64, key, actor, reason string) (*Op, error) {
-	return ob.decide(ctx, tenantID, key, StatusPending, "approved", actor, reason)
-}
-
-// Reject refuses an op that awaits approval; it is never dispatched.
-func (ob *Outbox) Reject(ctx context.Context, tenantID int64, key, actor, reason string) (*Op, error) {
-	return ob.decide(ctx, tenantID, key, StatusRejected, "rejected", actor, reason)
-}
-
-func (ob *Outbox) decide(ctx context.Context, tenantID int64, key string, to Status, kind, actor, reason string) (*Op, error) {
-	k, err := NormalizeKey(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckStorableText("reason", reason); err != nil {
-		return nil, err
-	}
-	if err := CheckStorableText("actor", actor); err != nil {
-		return nil, err
-	}
-	var (
-		op      *Op
-		applied *opstate.Applied
-	)
-	err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-		cur := &Op{}
-		var sealed bool
-		if err := tx.QueryRow(ctx, sqlOpByKeyForUpdate, tenantID, k).Scan(append(cur.scanDest(), &sealed)...); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return ErrNotFound
-			}
-			return err
-		}
-		cur.fromScan()
-		if cur.Status != StatusAwaitingApproval {
-			return fmt.Errorf("%w: op is %s, not %s", ErrWrongState, cur.Status, StatusAwaitingApproval)
-		}
-		change := opstate.Change{OpID: cur.ID, From: StatusAwaitingApproval, To: to, By: opstate.Person, Actor: actor,
-			Kind: kind, Detail: map[string]string{"reason": reason}}
-		if to == StatusRejected {
-			// A rejected op is terminal: args stored in full (no seal key) are redacted as
-			// the worker would (the sealed copy is dropped by the transition).
-			if tool, ok := ob.cfg.Tools.Lookup(cur.Tool); ok && tool.Redact != nil && !sealed {
-				change.RedactedArgs = tool.Redact(cur.Args)
-			}
-			change.Error, _ = json.Marshal(map[string]string{"class": "rejected", "message": "rejected by " + actor + ": " + reason})
-		}
-		if applied, err = ob.ops.Apply(ctx, tx, change); err != nil {
-			return err
-		}
-		op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, tenantID, k))
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongState) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("outbox: %s op: %w", kind, err)
-	}
-	applied.Report()
-	return op, nil
 }

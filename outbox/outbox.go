@@ -86,6 +86,13 @@ type Config struct {
 	// arguments are stored in clear until the op is terminal, then redacted, and their
 	// fingerprints are plain SHA-256.
 	SealKey []byte
+	// Approvals is the process-wide default approval policy, per tool; a tenant's own
+	// rules (SetTenantRule) override it tool by tool. A tool without a rule here waits
+	// only as its NeedsApproval says. Optional.
+	Approvals ApprovalPolicy
+	// ApprovalExpiry is how long an op waits for a decision before it is rejected with
+	// the reason "approval expired". Defaults to DefaultApprovalExpiry (72 hours).
+	ApprovalExpiry time.Duration
 	// Observer receives counts for metrics. Defaults to one that does nothing.
 	Observer Observer
 	// Logger receives structured logs. Defaults to discarding them.
@@ -119,6 +126,9 @@ func (c *Config) withDefaults() Config {
 	out := *c
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = 10
+	}
+	if out.ApprovalExpiry == 0 {
+		out.ApprovalExpiry = DefaultApprovalExpiry
 	}
 	if out.RescueStuckJobsAfter == 0 {
 		out.RescueStuckJobsAfter = 2 * time.Minute

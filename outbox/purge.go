@@ -82,6 +82,11 @@ type purgeWorker struct {
 }
 
 func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
+	// Ops whose wait for approval ran out are rejected first, so that their rows are
+	// terminal for a later purge; reads expire them too, without waiting for this.
+	if _, err := w.ob.ExpireApprovals(ctx); err != nil {
+		return err
+	}
 	_, err := w.ob.Purge(ctx, w.cfg)
 	return err
 }

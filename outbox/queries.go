@@ -64,3 +64,53 @@ RETURNING idempotency_key`
 
 // sqlPurgeKeyWindows deletes closed key windows.
 const sqlPurgeKeyWindows = `DELETE FROM oncebox_key_window WHERE closes_at < now()`
+
+// Approvals: policies, requests, votes, decisions and expiry (approval.go, policy.go).
+// Status changes go through opstate; these read and write the approval rows.
+
+// sqlOpByIDForDecision locks an op by id, like sqlOpByKeyForUpdate.
+const sqlOpByIDForDecision = `SELECT ` + opColumns + `, sealed_args IS NOT NULL FROM oncebox_op WHERE id = $1::uuid FOR UPDATE`
+
+const sqlTenantRule = `SELECT rule, version FROM oncebox_approval_policy WHERE tenant_id = $1 AND tool = $2`
+
+const sqlSetTenantRule = `
+INSERT INTO oncebox_approval_policy (tenant_id, tool, rule) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id, tool) DO UPDATE
+	SET rule = EXCLUDED.rule, version = nextval('oncebox_approval_policy_version'), updated_at = now()
+RETURNING version`
+
+const sqlClearTenantRule = `DELETE FROM oncebox_approval_policy WHERE tenant_id = $1 AND tool = $2`
+
+const sqlRequestApproval = `
+INSERT INTO oncebox_approval (op_id, tenant_id, policy_version, fingerprint, approvers_needed, why, expires_at)
+VALUES ($1::uuid, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))`
+
+const sqlApprovalForUpdate = `
+SELECT policy_version, fingerprint, approvers_needed, why, requested_at, expires_at, expires_at <= now(), decision
+FROM oncebox_approval WHERE op_id = $1::uuid FOR UPDATE`
+
+const sqlApprovalVote = `INSERT INTO oncebox_approval_vote (op_id, voter) VALUES ($1::uuid, $2) ON CONFLICT DO NOTHING`
+
+const sqlApprovalVotes = `SELECT count(*)::int FROM oncebox_approval_vote WHERE op_id = $1::uuid`
+
+const sqlDecideApproval = `UPDATE oncebox_approval SET decision = $2, decided_at = now() WHERE op_id = $1::uuid`
+
+// sqlApprovalEvent records an approval that changes no status (a four-eyes rule short
+// of its count).
+const sqlApprovalEvent = `
+INSERT INTO oncebox_op_event (op_id, kind, from_status, to_status, actor, detail)
+VALUES ($1::uuid, 'approval_given', 'awaiting_approval', 'awaiting_approval', $2, $3)`
+
+const sqlDueApprovals = `
+SELECT op_id::text FROM oncebox_approval WHERE decision IS NULL AND expires_at <= now() ORDER BY expires_at LIMIT $1`
+
+const sqlListWaiting = `
+SELECT o.*, a.why, a.policy_version, a.approvers_needed, a.requested_at, a.expires_at,
+	(SELECT count(*)::int FROM oncebox_approval_vote v WHERE v.op_id = a.op_id)
+FROM oncebox_approval a
+JOIN LATERAL (SELECT ` + opColumns + ` FROM oncebox_op WHERE id = a.op_id AND status = 'awaiting_approval') o ON true
+WHERE a.tenant_id = $1 AND a.decision IS NULL
+ORDER BY a.requested_at, a.op_id
+LIMIT $2`
+
+const sqlWaitReason = `SELECT why FROM oncebox_approval WHERE tenant_id = $1 AND op_id = $2::uuid`

@@ -21,8 +21,13 @@ type Tool struct {
 	// It runs before anything is stored. Required.
 	Validate func(args json.RawMessage) error
 	// NeedsApproval, when set, says whether an op must wait for a person's approval
-	// (for example a refund above an amount). Defaults to never.
+	// (for example a refund above an amount) when no approval policy names the tool
+	// (Config.Approvals, SetTenantRule). Defaults to never.
 	NeedsApproval func(args json.RawMessage) bool
+	// Amount, when set, returns the op's amount in minor units and its currency (lower
+	// case; "" when the arguments do not say), or ok false when the op has no amount
+	// (a full refund). Approval policies "above" an amount and amount budgets use it.
+	Amount func(args json.RawMessage) (amount int64, currency string, ok bool)
 	// TTL is how long the tool's ops are kept. Defaults to DefaultTTL.
 	TTL time.Duration
 	// Redact, when set, returns the form of the arguments to keep once the op is

@@ -25,6 +25,8 @@ const (
 	ProblemMethodNotAllowed     = ProblemBase + "method-not-allowed"
 	ProblemTooManyWaits         = ProblemBase + "too-many-waits"
 	ProblemStoreUnavailable     = ProblemBase + "store-unavailable"
+	ProblemPolicyChanged        = ProblemBase + "policy-changed"
+	ProblemFingerprintMismatch  = ProblemBase + "fingerprint-mismatch"
 )
 
 // ProblemTitle returns the title of a problem type, and "Internal server error" for a
@@ -67,6 +69,10 @@ func ProblemTitle(problemType string) string {
 		return "Too many open waits for this tenant"
 	case ProblemStoreUnavailable:
 		return "The database is unavailable"
+	case ProblemPolicyChanged:
+		return "The approval policy changed since the op started waiting"
+	case ProblemFingerprintMismatch:
+		return "The decision is about another call than the stored one"
 	}
 	return "Internal server error"
 }

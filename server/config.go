@@ -110,8 +110,16 @@ type Config struct {
 	WebhookLookupPath string
 	WebhookLookupLag  time.Duration
 
-	// RefundApprovalAbove makes larger refunds wait for approval; 0 means never.
+	// RefundApprovalAbove makes larger refunds wait for approval; 0 means never. It is
+	// shorthand for an ApprovalPolicy rule of stripe.refund, mode above, {"*": N}; a
+	// stripe.refund rule in ApprovalPolicy wins.
 	RefundApprovalAbove int64
+	// ApprovalPolicy is the process-wide default approval policy per tool; a tenant's
+	// own rules override it tool by tool.
+	ApprovalPolicy outbox.ApprovalPolicy
+	// ApprovalExpiry is how long an op waits for a decision before it is rejected with
+	// the reason "approval expired". Defaults to 72 hours.
+	ApprovalExpiry time.Duration
 	// TTL is how long ops are kept. Defaults to 72 hours.
 	TTL time.Duration
 	// ToolTTL overrides TTL per tool name, such as "stripe.refund". Optional.
@@ -203,6 +211,7 @@ func Defaults() Config {
 		Addr:                 "127.0.0.1:8080",
 		Roles:                Roles{API: true, Worker: true, Periodic: true},
 		MaxAttempts:          10,
+		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		RetryMaxBackoff:      5 * time.Minute,
 		RescueStuckJobsAfter: 2 * time.Minute,
 		FetchCooldown:        5 * time.Millisecond,

@@ -190,7 +190,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	redact := cfg.RedactMail
 	var toolList []outbox.Tool
-	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, RefundApprovalAbove: cfg.RefundApprovalAbove, TTL: ttl,
+	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, TTL: ttl,
 		RedactMail: &redact, RedactKey: redactKey}) {
 		for _, v := range enabled {
 			if t.Vendor == v {
@@ -240,6 +240,8 @@ func (s *Server) build(ctx context.Context) error {
 		Observer:             s.metrics,
 		Logger:               s.logger,
 		SealKey:              sealKey,
+		Approvals:            cfg.DefaultApprovals(),
+		ApprovalExpiry:       cfg.ApprovalExpiry,
 	}
 	ocfg.Vendors = vendors
 	ocfg.NoDispatch = !cfg.Roles.Worker
@@ -330,6 +332,19 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/riverui/", http.NewCrossOriginProtection().Handler(s.admin(ui, true)))
 	s.handler = mux
 	return nil
+}
+
+// DefaultApprovals is the configured default approval policy, with the shorthand
+// RefundApprovalAbove as the stripe.refund rule when the policy has none.
+func (cfg Config) DefaultApprovals() outbox.ApprovalPolicy {
+	p := outbox.ApprovalPolicy{}
+	for tool, r := range cfg.ApprovalPolicy {
+		p[tool] = r
+	}
+	if _, ok := p[tools.Refund]; !ok && cfg.RefundApprovalAbove > 0 {
+		p[tools.Refund] = outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{outbox.AnyCurrency: cfg.RefundApprovalAbove}}
+	}
+	return p
 }
 
 // endOnShutdown ends h's GET requests when shutdown begins: MCP's standalone streams

@@ -84,6 +84,7 @@ func Builtin(cfg Config) []outbox.Tool {
 			Name:     PaymentIntent,
 			Vendor:   VendorStripe,
 			Validate: func(args json.RawMessage) error { _, err := DecodePaymentIntent(args); return err },
+			Amount:   paymentIntentAmount,
 			TTL:      ttl(PaymentIntent),
 		},
 		{
@@ -91,6 +92,7 @@ func Builtin(cfg Config) []outbox.Tool {
 			Vendor:        VendorStripe,
 			Validate:      func(args json.RawMessage) error { _, err := DecodeRefund(args); return err },
 			NeedsApproval: refundNeedsApproval(cfg.RefundApprovalAbove),
+			Amount:        refundAmount,
 			TTL:           ttl(Refund),
 		},
 		mail,
@@ -101,6 +103,25 @@ func Builtin(cfg Config) []outbox.Tool {
 			TTL:      ttl(WebhookPost),
 		},
 	}
+}
+
+// paymentIntentAmount is the Amount of stripe.payment_intent.
+func paymentIntentAmount(args json.RawMessage) (int64, string, bool) {
+	p, err := DecodePaymentIntent(args)
+	if err != nil {
+		return 0, "", false
+	}
+	return p.Amount, p.Currency, true
+}
+
+// refundAmount is the Amount of stripe.refund: its amount without a currency (the
+// arguments do not say it), or none for a full refund.
+func refundAmount(args json.RawMessage) (int64, string, bool) {
+	r, err := DecodeRefund(args)
+	if err != nil || r.Amount == 0 {
+		return 0, "", false
+	}
+	return r.Amount, "", true
 }
 
 // refundNeedsApproval returns the NeedsApproval of stripe.refund for a threshold.

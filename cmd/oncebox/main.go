@@ -107,6 +107,10 @@ Usage: oncebox <command> [flags]
   tenant token list [NAME]     list tokens: id, prefix, role, revoked (--format json)
   tenant token revoke TOKEN    revoke a token (the token or its listed prefix)
   tenant list                  list tenants and their tokens' prefixes and roles
+  tenant policy list NAME      the approval rule in force per tool: mode, thresholds, approvers, source
+  tenant policy set NAME TOOL --mode never|always|above [--above N|cur=N ...] [--approvers 2]
+  tenant policy clear NAME TOOL
+                               the tenant's own approval rules, over --approval-policy
   lookup --tenant T KEY        everything about an op: status, fingerprint, attempts, decisions
   approve|reject --tenant T KEY [--reason R]
   review list [--tenant T]     ops waiting for a person

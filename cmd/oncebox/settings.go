@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -154,7 +155,15 @@ func settings() []setting {
 		boolSetting("webhook-native-keys", "ONCEBOX_WEBHOOK_NATIVE_KEYS", false, "the webhook targets honour Idempotency-Key for 24h (resend instead of reconcile after a crash)", func(c *server.Config) *bool { return &c.WebhookNativeKeys }),
 		strSetting("webhook-lookup-path", "ONCEBOX_WEBHOOK_LOOKUP_PATH", "", "path on each target answering GET ?oncebox_op=<id> (empty: unknown webhook outcomes go to review)", false, func(c *server.Config) *string { return &c.WebhookLookupPath }),
 		durSetting("webhook-lookup-lag", "ONCEBOX_WEBHOOK_LOOKUP_LAG", d.WebhookLookupLag, "how long a delivery may stay invisible to the lookup path; an unknown webhook is resent only after this", func(c *server.Config) *time.Duration { return &c.WebhookLookupLag }),
-		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
+		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never (shorthand for a stripe.refund rule of --approval-policy)", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
+		setting{flag: "approval-policy", env: "ONCEBOX_APPROVAL_POLICY", def: "",
+			help: `default approval policy per tool as JSON: {"stripe.refund":{"mode":"above","above":{"*":10000,"usd":50000},"approvers":2},"sendgrid.mail":{"mode":"always"}} (modes never, always, above; tenants override it with oncebox tenant policy)`,
+			set: func(c *server.Config, v string) error {
+				p, err := outbox.ParseApprovalPolicy(v)
+				c.ApprovalPolicy = p
+				return err
+			}},
+		durSetting("approval-expiry", "ONCEBOX_APPROVAL_EXPIRY", d.ApprovalExpiry, "how long an op waits for a decision before it is rejected with the reason \"approval expired\"", func(c *server.Config) *time.Duration { return &c.ApprovalExpiry }),
 		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept (--tool-ttl overrides it per tool)", func(c *server.Config) *time.Duration { return &c.TTL }),
 		setting{flag: "tool-ttl", env: "ONCEBOX_TOOL_TTL", def: "",
 			help: "per tool, how long its ops are kept, overriding --ttl: tool=duration,... (e.g. stripe.refund=720h)",

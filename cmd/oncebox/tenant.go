@@ -16,12 +16,15 @@ import (
 )
 
 const tenantUsage = "usage: oncebox tenant create NAME | token create [--role agent|approver|admin] NAME | " +
-	"token list [NAME] | token revoke TOKEN | list  (--format text|json)"
+	"token list [NAME] | token revoke TOKEN | list  (--format text|json) | policy ..."
 
 // runTenant is `oncebox tenant`: tenants and their API tokens. A new token is printed once,
 // as the last word of the last line of standard output, or as the token member of a JSON
 // object with --format json.
 func runTenant(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "policy" {
+		return runTenantPolicy(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	g := addGlobalFlags(fs)
 	roleName := fs.String("role", string(tenant.RoleAgent), "role of a new token: agent, approver or admin")

@@ -83,3 +83,69 @@ func TestTenantTokenRoles(t *testing.T) {
 	}
 	require.Equal(t, []string{"agent", "approver", "admin", "agent"}, roles)
 }
+
+// TestTenantPolicy runs `oncebox tenant policy` as a child process: a tenant's own rule
+// is set, listed with its source and version over the process-wide default, and cleared.
+func TestTenantPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	_, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "ONCEBOX_REFUND_APPROVAL_ABOVE=5000", "ONCEBOX_APPROVAL_POLICY="}
+	run := func(args string) (string, int) {
+		cmd, out := startChild(t, args, env...)
+		text, err := io.ReadAll(out)
+		require.NoError(t, err)
+		_ = cmd.Wait()
+		return string(text), cmd.ProcessState.ExitCode()
+	}
+	type row struct {
+		Tool    string
+		Source  string
+		Version string
+		Rule    struct {
+			Mode      string
+			Above     map[string]int64
+			Approvers int
+		}
+	}
+	list := func() map[string]row {
+		out, code := run("tenant policy list acme --format json")
+		require.Zero(t, code, out)
+		var rows []row
+		require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+		m := map[string]row{}
+		for _, r := range rows {
+			m[r.Tool] = r
+		}
+		return m
+	}
+	before := list()
+	require.Equal(t, "default", before["stripe.refund"].Source, "--refund-approval-above is the default refund rule")
+	require.Equal(t, map[string]int64{"*": 5000}, before["stripe.refund"].Rule.Above)
+	require.Equal(t, "none", before["sendgrid.mail"].Source)
+
+	out, code := run("tenant policy set acme stripe.refund --mode above --above 100 --above usd=2000 --approvers 2")
+	require.Zero(t, code, out)
+	out, code = run("tenant policy set acme sendgrid.mail --mode always")
+	require.Zero(t, code, out)
+	after := list()
+	require.Equal(t, "tenant", after["stripe.refund"].Source)
+	require.Equal(t, map[string]int64{"*": 100, "usd": 2000}, after["stripe.refund"].Rule.Above)
+	require.Equal(t, 2, after["stripe.refund"].Rule.Approvers)
+	require.Equal(t, "always", after["sendgrid.mail"].Rule.Mode)
+	require.NotEqual(t, before["stripe.refund"].Version, after["stripe.refund"].Version)
+
+	_, code = run("tenant policy set acme stripe.refund --mode sometimes")
+	require.NotZero(t, code)
+	_, code = run("tenant policy set acme no.such.tool --mode always")
+	require.NotZero(t, code)
+
+	out, code = run("tenant policy clear acme stripe.refund")
+	require.Zero(t, code, out)
+	require.Equal(t, "default", list()["stripe.refund"].Source)
+	out, code = run("tenant policy list acme")
+	require.Zero(t, code, out)
+	require.Contains(t, out, "SOURCE")
+}

@@ -40,4 +40,7 @@ const (
 	Person Actor = "person"
 	// Purge is the TTL purge, which deletes expired terminal ops.
 	Purge Actor = "purge"
+	// Expiry rejects an op that awaited approval past its expiry: a read of the op, its
+	// replay or the periodic sweep, whichever comes first.
+	Expiry Actor = "expiry"
 )

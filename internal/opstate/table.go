@@ -24,6 +24,7 @@ type Transition struct {
 var transitions = []Transition{
 	{AwaitingApproval, Pending, Person, "approve"},
 	{AwaitingApproval, Rejected, Person, "reject"},
+	{AwaitingApproval, Rejected, Expiry, "nobody decided within --approval-expiry"},
 
 	{Pending, Dispatching, Worker, "claim (committed before the vendor is called)"},
 	{Pending, Unknown, Worker, "resend window passed"},

@@ -188,7 +188,7 @@ func TestEveryTransition(t *testing.T) {
 			}
 			require.Equal(t, tr.To, got.status)
 			require.Equal(t, !tr.To.Terminal(), got.sealed, "sealed args kept exactly until terminal")
-			if tr.By == Reconciler || tr.By == Person || (tr.By == Worker && tr.From == Pending && tr.To == Unknown) {
+			if tr.By == Reconciler || tr.By == Person || tr.By == Expiry || (tr.By == Worker && tr.From == Pending && tr.To == Unknown) {
 				require.Equal(t, 1, got.events)
 				want := string(tr.By)
 				if tr.By == Person {
@@ -223,7 +223,7 @@ func TestEveryOtherTransitionIsRefused(t *testing.T) {
 	e := newWalkEnv(t)
 	ctx := context.Background()
 	statuses := append(Statuses(), Purged)
-	actors := []Actor{Worker, Reconciler, Person, Purge}
+	actors := []Actor{Worker, Reconciler, Person, Purge, Expiry}
 	refused := 0
 	for _, from := range Statuses() {
 		id, token := e.seedOp(t, from)

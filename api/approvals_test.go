@@ -1,0 +1,73 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tenant"
+)
+
+// TestFourEyesOverHTTP: under a two-approver rule, the first approver's approval keeps
+// the op waiting, the same token again changes nothing, and a second token releases it.
+func TestFourEyesOverHTTP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tn, agent := e.newTenant(t, "acme")
+	first := e.newToken(t, "acme", tenant.RoleApprover)
+	second := e.newToken(t, "acme", tenant.RoleAdmin)
+	_, err := e.ob.SetTenantRule(context.Background(), tn.ID, "stripe.refund", outbox.ApprovalRule{Mode: outbox.ApprovalAlways, Approvers: 2})
+	require.NoError(t, err)
+	op := decodeOp(t, e.post(agent, "r", smallRefundBody))
+	require.Equal(t, "awaiting_approval", op.Status)
+
+	for range 2 {
+		rec := e.do(req("POST", "/v1/ops/r/approve", first, "", `{"reason": "looks right", "fingerprint": "`+op.Fingerprint+`"}`))
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.Equal(t, "awaiting_approval", decodeOp(t, rec).Status, "one approver is not enough")
+	}
+	rec := e.do(req("POST", "/v1/ops/r/approve", second, "", `{"reason": "second pair of eyes"}`))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "pending", decodeOp(t, rec).Status)
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
+
+	hist := decodeOp(t, e.do(req("GET", "/v1/ops/r?history=true", agent, "", "")))
+	require.Len(t, hist.History.Events, 2)
+	require.Equal(t, "approval_given", hist.History.Events[0].Kind)
+	require.Contains(t, hist.History.Events[0].Actor, "(approver)")
+	require.Equal(t, "approved", hist.History.Events[1].Kind)
+	require.Contains(t, hist.History.Events[1].Actor, "(admin)")
+}
+
+// TestStaleApprovalsAndExpiryOverHTTP: an approval after the policy changed is 409
+// policy-changed and the op keeps waiting; a fingerprint that is not the op's is 409;
+// an expired op reads as rejected with the reason "approval expired".
+func TestStaleApprovalsAndExpiryOverHTTP(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	tn, agent := e.newTenant(t, "acme")
+	approver := e.newToken(t, "acme", tenant.RoleApprover)
+	op := decodeOp(t, e.post(agent, "big", largeRefundBody))
+	require.Equal(t, "awaiting_approval", op.Status)
+
+	requireProblem(t, e.do(req("POST", "/v1/ops/big/approve", approver, "", `{"fingerprint": "sha256:00"}`)), http.StatusConflict, "fingerprint-mismatch")
+	_, err := e.ob.SetTenantRule(ctx, tn.ID, "stripe.refund", outbox.ApprovalRule{Mode: outbox.ApprovalAlways})
+	require.NoError(t, err)
+	p := requireProblem(t, e.do(req("POST", "/v1/ops/big/approve", approver, "", "")), http.StatusConflict, "policy-changed")
+	require.Equal(t, "awaiting_approval", p.OpStatus, "the op keeps waiting")
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
+
+	_, err = e.pool.Exec(ctx, "UPDATE oncebox_approval SET expires_at = now() - interval '1 second' WHERE op_id = $1", op.ID)
+	require.NoError(t, err)
+	got := decodeOp(t, e.do(req("GET", "/v1/ops/big", agent, "", "")))
+	require.Equal(t, "rejected", got.Status)
+	require.Contains(t, string(got.Error), "approval expired")
+	replay := e.post(agent, "big", largeRefundBody)
+	require.Equal(t, http.StatusOK, replay.Code)
+	require.Equal(t, "rejected", decodeOp(t, replay).Status)
+	requireProblem(t, e.do(req("POST", "/v1/ops/big/approve", approver, "", "")), http.StatusConflict, "wrong-state")
+}

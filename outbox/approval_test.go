@@ -1,0 +1,283 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// moneyTool is a tool with an amount: args {"amount": integer, "currency": "usd"}; an
+// absent amount is "no amount" (like a full refund).
+func moneyTool() outbox.Tool {
+	type args struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	}
+	return outbox.Tool{
+		Name:   "test.money",
+		Vendor: "money",
+		Validate: func(raw json.RawMessage) error {
+			var a args
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return &outbox.ValidationError{Field: "args", Message: "must be a JSON object"}
+			}
+			return nil
+		},
+		Amount: func(raw json.RawMessage) (int64, string, bool) {
+			var a args
+			if err := json.Unmarshal(raw, &a); err != nil || a.Amount == 0 {
+				return 0, "", false
+			}
+			return a.Amount, a.Currency, true
+		},
+	}
+}
+
+// approvalEnv is an insert-only Outbox with the money and echo tools.
+type approvalEnv struct {
+	env
+	tenant int64
+}
+
+func newApprovalEnv(t *testing.T, policy outbox.ApprovalPolicy) approvalEnv {
+	t.Helper()
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Approvals: policy})
+	require.NoError(t, err)
+	return approvalEnv{env: env{pool: pool, ob: ob}, tenant: newTenant(t, pool, "acme")}
+}
+
+func (e approvalEnv) pay(t *testing.T, key, args string) *outbox.EnqueueResult {
+	t.Helper()
+	res, err := e.ob.Enqueue(context.Background(), outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: "test.money",
+		Args: json.RawMessage(args)})
+	require.NoError(t, err)
+	return res
+}
+
+func (e approvalEnv) jobs(t *testing.T, opID string) int {
+	t.Helper()
+	return count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", opID)
+}
+
+func (e approvalEnv) decide(approve bool, key, voter string) (*outbox.DecisionResult, error) {
+	return e.ob.Decide(context.Background(), outbox.Decision{TenantID: e.tenant, Key: key, Approve: approve,
+		Actor: "person " + voter, Voter: voter, Reason: "checked"})
+}
+
+func TestApprovalPolicyPerCurrencyAndTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newApprovalEnv(t, outbox.ApprovalPolicy{
+		"test.money": {Mode: outbox.ApprovalAbove, Above: map[string]int64{"usd": 1000, outbox.AnyCurrency: 100}},
+	})
+	small := e.pay(t, "usd-500", `{"amount": 500, "currency": "usd"}`)
+	require.Equal(t, outbox.StatusPending, small.Op.Status, "under the usd threshold")
+	big := e.pay(t, "usd-5000", `{"amount": 5000, "currency": "usd"}`)
+	require.Equal(t, outbox.StatusAwaitingApproval, big.Op.Status)
+	require.Contains(t, big.Why, "above the approval threshold of 1000 usd")
+	require.Zero(t, e.jobs(t, big.Op.ID))
+	eur := e.pay(t, "eur-500", `{"amount": 500, "currency": "eur"}`)
+	require.Equal(t, outbox.StatusAwaitingApproval, eur.Op.Status, "other currencies fall back to *")
+	none := e.pay(t, "no-amount", `{}`)
+	require.Equal(t, outbox.StatusAwaitingApproval, none.Op.Status, "no amount never skips approval")
+	require.Contains(t, none.Why, "without an amount")
+
+	// A tenant's own rule overrides the default for that tenant only.
+	_, err := e.ob.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalNever})
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, e.pay(t, "usd-9000", `{"amount": 9000, "currency": "usd"}`).Op.Status)
+	other := newTenant(t, e.pool, "other")
+	res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: other, Key: "usd-9000", Tool: "test.money",
+		Args: json.RawMessage(`{"amount": 9000, "currency": "usd"}`)})
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+
+	_, err = e.ob.SetTenantRule(ctx, e.tenant, "test.echo", outbox.ApprovalRule{Mode: outbox.ApprovalAlways})
+	require.NoError(t, err)
+	echo, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenant, Key: "echo", Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)})
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, echo.Op.Status)
+
+	_, err = e.ob.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove})
+	require.Error(t, err, "above without thresholds")
+	_, err = e.ob.SetTenantRule(ctx, e.tenant, "nope", outbox.ApprovalRule{Mode: outbox.ApprovalNever})
+	require.Error(t, err)
+	require.NoError(t, e.ob.ClearTenantRule(ctx, e.tenant, "test.money"))
+	require.Equal(t, outbox.StatusAwaitingApproval, e.pay(t, "usd-9001", `{"amount": 9001, "currency": "usd"}`).Op.Status,
+		"the default applies again")
+
+	pol, err := e.ob.EffectivePolicy(ctx, e.tenant)
+	require.NoError(t, err)
+	require.Len(t, pol, 2)
+}
+
+func TestParseApprovalPolicy(t *testing.T) {
+	t.Parallel()
+	p, err := outbox.ParseApprovalPolicy(`{"stripe.refund": {"mode": "above", "above": {"*": 10000, "usd": 5000}, "approvers": 2},
+		"sendgrid.mail": {"mode": "always"}}`)
+	require.NoError(t, err)
+	require.Equal(t, 2, p["stripe.refund"].Approvers)
+	require.Equal(t, outbox.ApprovalAlways, p["sendgrid.mail"].Mode)
+	for _, bad := range []string{`{"x": {"mode": "sometimes"}}`, `{"x": {"mode": "above"}}`, `{"x": {"mode": "always", "above": {"*": 1}}}`,
+		`{"x": {"mode": "above", "above": {"USD": 1}}}`, `{"x": {"mode": "never", "extra": 1}}`, `[]`} {
+		_, err := outbox.ParseApprovalPolicy(bad)
+		require.Error(t, err, bad)
+	}
+	p, err = outbox.ParseApprovalPolicy("")
+	require.NoError(t, err)
+	require.Nil(t, p)
+}
+
+// TestApprovalExpires: an op nobody decided in time is rejected with the reason
+// "approval expired", seen on the next read and the next replay, and by the sweep.
+func TestApprovalExpires(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newApprovalEnv(t, outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAlways}})
+	read := e.pay(t, "read", `{"amount": 1}`)
+	replay := e.pay(t, "replay", `{"amount": 2}`)
+	swept := e.pay(t, "swept", `{"amount": 3}`)
+	fresh := e.pay(t, "fresh", `{"amount": 4}`)
+	var expires time.Time
+	require.NoError(t, e.pool.QueryRow(ctx, "SELECT expires_at FROM oncebox_approval WHERE op_id = $1", fresh.Op.ID).Scan(&expires))
+	require.WithinDuration(t, time.Now().Add(outbox.DefaultApprovalExpiry), expires, time.Minute, "72 hours by default")
+	_, err := e.pool.Exec(ctx, "UPDATE oncebox_approval SET expires_at = now() - interval '1 second' WHERE op_id <> $1", fresh.Op.ID)
+	require.NoError(t, err)
+
+	op, err := e.ob.Get(ctx, e.tenant, "read")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusRejected, op.Status)
+	require.Contains(t, string(op.Error), "approval expired")
+	require.Contains(t, string(op.Error), `"approval_expired"`)
+	require.Equal(t, read.Op.ID, op.ID)
+
+	res := e.pay(t, "replay", `{"amount": 2}`)
+	require.True(t, res.Replayed)
+	require.Equal(t, outbox.StatusRejected, res.Op.Status, "a replay sees the expiry")
+	require.Equal(t, replay.Op.ID, res.Op.ID)
+
+	n, err := e.ob.ExpireApprovals(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the sweep expires the op nobody read")
+	op, err = e.ob.Get(ctx, e.tenant, "swept")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusRejected, op.Status)
+	require.Equal(t, swept.Op.ID, op.ID)
+
+	_, err = e.decide(true, "read", "a")
+	require.ErrorIs(t, err, outbox.ErrWrongState, "an expired op cannot be approved")
+	require.Zero(t, e.jobs(t, read.Op.ID))
+	h, err := e.ob.History(ctx, e.tenant, read.Op.ID)
+	require.NoError(t, err)
+	require.Len(t, h.Events, 1)
+	require.Equal(t, "approval_expired", h.Events[0].Kind)
+
+	op, err = e.ob.Get(ctx, e.tenant, "fresh")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, op.Status, "an op within its wait is untouched")
+}
+
+// TestApprovalIsBoundToThePolicyVersion: after the tenant's rule changes, an approval
+// of an op that waits under the old rule is refused and the op keeps waiting; it can
+// still be rejected.
+func TestApprovalIsBoundToThePolicyVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newApprovalEnv(t, nil)
+	_, err := e.ob.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 100}})
+	require.NoError(t, err)
+	a := e.pay(t, "a", `{"amount": 500}`)
+	b := e.pay(t, "b", `{"amount": 600}`)
+	require.Equal(t, outbox.StatusAwaitingApproval, a.Op.Status)
+
+	_, err = e.ob.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 50}})
+	require.NoError(t, err)
+	_, err = e.decide(true, "a", "p")
+	require.ErrorIs(t, err, outbox.ErrPolicyChanged)
+	op, err := e.ob.Get(ctx, e.tenant, "a")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, op.Status, "the op keeps waiting")
+	require.Zero(t, e.jobs(t, a.Op.ID))
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_approval_vote"))
+
+	res, err := e.decide(false, "a", "p")
+	require.NoError(t, err, "a rejection is always safe")
+	require.Equal(t, outbox.StatusRejected, res.Op.Status)
+
+	// An op that starts waiting under the new rule can be approved.
+	c := e.pay(t, "c", `{"amount": 70}`)
+	require.Equal(t, outbox.StatusAwaitingApproval, c.Op.Status)
+	res, err = e.decide(true, "c", "p")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, res.Op.Status)
+	_ = b
+}
+
+// TestFourEyes: a rule with two approvers dispatches the op at its second distinct
+// approver; one approver approving twice counts once.
+func TestFourEyes(t *testing.T) {
+	t.Parallel()
+	e := newApprovalEnv(t, outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAlways, Approvers: 2}})
+	op := e.pay(t, "big", `{"amount": 1}`).Op
+
+	res, err := e.decide(true, "big", "token:1")
+	require.NoError(t, err)
+	require.True(t, res.Changed)
+	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+	require.Equal(t, 1, res.Approvals)
+	require.Equal(t, 2, res.Needed)
+
+	res, err = e.decide(true, "big", "token:1")
+	require.NoError(t, err)
+	require.False(t, res.Changed, "the same approver twice is one approval")
+	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+	require.Zero(t, e.jobs(t, op.ID))
+
+	res, err = e.decide(true, "big", "token:2")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, res.Op.Status)
+	require.Equal(t, 2, res.Approvals)
+	require.Equal(t, 1, e.jobs(t, op.ID))
+
+	res, err = e.decide(true, "big", "token:3")
+	require.NoError(t, err)
+	require.False(t, res.Changed)
+	require.Equal(t, 1, e.jobs(t, op.ID))
+	_, err = e.decide(false, "big", "token:3")
+	require.ErrorIs(t, err, outbox.ErrWrongState)
+
+	// One rejection rejects, even after a first approval.
+	e.pay(t, "big2", `{"amount": 2}`)
+	_, err = e.decide(true, "big2", "token:1")
+	require.NoError(t, err)
+	res, err = e.decide(false, "big2", "token:2")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusRejected, res.Op.Status)
+}
+
+// TestDecisionIsBoundToTheFingerprint: a decision naming another fingerprint than the
+// op's is refused and changes nothing.
+func TestDecisionIsBoundToTheFingerprint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newApprovalEnv(t, outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAlways}})
+	op := e.pay(t, "k", `{"amount": 1}`).Op
+	other := e.pay(t, "other", `{"amount": 2}`).Op
+	_, err := e.ob.Decide(ctx, outbox.Decision{TenantID: e.tenant, Key: "k", Approve: true, Actor: "p", Fingerprint: other.Fingerprint.String()})
+	require.ErrorIs(t, err, outbox.ErrFingerprintMismatch)
+	got, err := e.ob.Get(ctx, e.tenant, "k")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, got.Status)
+	res, err := e.ob.Decide(ctx, outbox.Decision{TenantID: e.tenant, Key: "k", Approve: true, Actor: "p", Fingerprint: op.Fingerprint.String()})
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, res.Op.Status)
+}
