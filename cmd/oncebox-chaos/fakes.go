@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/eventpost"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
@@ -71,6 +73,11 @@ type fakes struct {
 	// connections and answers slower than hangFor/2.
 	faults  atomic.Int64
 	servers []*http.Server
+
+	// The signing secrets of the events the fakes post (see setEvents).
+	eventSecret string
+	eventKey    *ecdsa.PrivateKey
+	eventPubKey string
 }
 
 // startFakes serves the fakes with the given visibility lags.
@@ -80,6 +87,11 @@ func startFakes(lag time.Duration) (*fakes, error) {
 		sendgrid: fakesendgrid.New(fakesendgrid.Config{ActivityLag: lag, ActivityRatePerMinute: -1, HangFor: hangFor}),
 		webhook:  fakewebhook.New(fakewebhook.Config{HonourKeys: true, LookupLag: lag, HangFor: hangFor}),
 		plain:    fakewebhook.New(fakewebhook.Config{LookupLag: lag, HangFor: hangFor}),
+	}
+	var err error
+	f.eventSecret = "whsec_chaos"
+	if f.eventKey, f.eventPubKey, err = fakesendgrid.NewEventKey(); err != nil {
+		return nil, fmt.Errorf("event signing key: %w", err)
 	}
 	for _, s := range []struct {
 		h   http.Handler
@@ -147,6 +159,43 @@ func (f *fakes) setFaults(on bool, seed int64) {
 	f.plain.SetRandomFaults(webhookFaults, seed+3)
 }
 
+// eventFaults are the delivery faults of the fakes' events: late (up to 1.5 s),
+// redelivered, out of order, and retried while the serve process is down (the next
+// one is tried).
+func eventFaults(url string, fallbacks []string, seed int64) eventpost.Config {
+	return eventpost.Config{URL: url, Fallbacks: fallbacks, Delay: 100 * time.Millisecond, Jitter: 1500 * time.Millisecond,
+		DuplicateRate: 0.1, ReorderRate: 0.3, RetryFor: 3 * time.Minute, Seed: uint64(seed)}
+}
+
+// setEvents makes the fakes post signed events to the serve processes' endpoints.
+func (f *fakes) setEvents(addrs []string, seed int64) error {
+	urls := func(path string) []string {
+		out := make([]string, len(addrs))
+		for i, a := range addrs {
+			out[i] = "http://" + a + path
+		}
+		return out
+	}
+	st, sg := urls("/v1/vendor-events/stripe"), urls("/v1/vendor-events/sendgrid")
+	if err := f.stripe.SetEvents(&fakestripe.EventsConfig{Config: eventFaults(st[0], st[1:], seed), Secret: f.eventSecret}); err != nil {
+		return err
+	}
+	return f.sendgrid.SetEvents(&fakesendgrid.EventsConfig{Config: eventFaults(sg[0], sg[1:], seed+1), Key: f.eventKey})
+}
+
+// forbidActivity makes SendGrid's Email Activity API answer 403 (no add-on) for d.
+func (f *fakes) forbidActivity(d time.Duration) {
+	f.sendgrid.SetActivityForbidden(true)
+	time.AfterFunc(d, func() { f.sendgrid.SetActivityForbidden(false) })
+}
+
+// eventStats sums what the fakes' event posters did: delivered and given up.
+func (f *fakes) eventStats() (delivered, dropped int) {
+	_, d1, x1 := f.stripe.EventStats()
+	_, d2, x2 := f.sendgrid.EventStats()
+	return d1 + d2, x1 + x2
+}
+
 // objects returns every object the fakes hold, from their own records.
 func (f *fakes) objects() []VendorObject {
 	var out []VendorObject
@@ -194,9 +243,11 @@ func (f *fakes) objects() []VendorObject {
 	return out
 }
 
-// close stops the fake servers.
+// close stops the fake servers and their events.
 func (f *fakes) close() {
 	f.setFaults(false, 0)
+	_ = f.stripe.SetEvents(nil)
+	_ = f.sendgrid.SetEvents(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, srv := range f.servers {

@@ -55,6 +55,11 @@ type Config struct {
 	// false, runs webhooks with --webhook-native-keys against a receiver that
 	// deduplicates.
 	WebhookDefaultMode bool
+	// NoEvents runs without vendor events (the fakes post none, the serve processes
+	// have no event secrets), to compare its needs_review count with a run that has
+	// them. SendGrid's Email Activity API answers 403 for the first half of the chaos
+	// either way.
+	NoEvents bool
 	// Out receives the report and the line of figures. Defaults to os.Stdout.
 	Out io.Writer
 	// Logger receives progress. Defaults to a text logger on os.Stderr.
@@ -225,6 +230,10 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 		return exitError, parent.Err()
 	}
 
+	delivered, dropped := h.fakes.eventStats()
+	fmt.Fprintf(h.cfg.Out, "vendor_events=%t events_delivered=%d events_given_up=%d activity_forbidden_for=%s\n",
+		!h.cfg.NoEvents, delivered, dropped, h.cfg.EnqueueFor/2)
+
 	// Check with a context of its own: a run that hit its cap is still checked.
 	checkCtx, cancelCheck := context.WithTimeout(context.WithoutCancel(parent), time.Minute)
 	defer cancelCheck()
@@ -281,6 +290,7 @@ func (h *harness) prepare(ctx context.Context) error {
 	if h.cfg.WebhookDefaultMode {
 		h.fakes.plain.EffectHook(h.killAfterEffect)
 	}
+	h.fakes.forbidActivity(h.cfg.EnqueueFor / 2)
 	h.logger.Info("fakes serving", slog.String("stripe", h.fakes.stripeURL), slog.String("sendgrid", h.fakes.sendgridURL),
 		slog.String("webhook", h.fakes.webhookURL), slog.String("plain_webhook", h.fakes.plainURL),
 		slog.Bool("webhook_native_keys", !h.cfg.WebhookDefaultMode))
@@ -297,6 +307,15 @@ func (h *harness) prepare(ctx context.Context) error {
 		p.env = append(h.serveEnv(p.addr), "ONCEBOX_BATCHED_COMPLETION="+strconv.FormatBool(i%2 == 1))
 		h.procs = append(h.procs, p)
 		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	if !h.cfg.NoEvents {
+		addrs := make([]string, len(h.procs))
+		for i, p := range h.procs {
+			addrs[i] = p.addr
+		}
+		if err := h.fakes.setEvents(addrs, h.cfg.Seed); err != nil {
 			return err
 		}
 	}
@@ -442,6 +461,10 @@ func (h *harness) serveEnv(addr string) []string {
 		"ONCEBOX_LOG_LEVEL":               "info",
 	} {
 		env = append(env, k+"="+v)
+	}
+	if !h.cfg.NoEvents {
+		env = append(env, "STRIPE_WEBHOOK_SECRET="+h.fakes.eventSecret, "SENDGRID_EVENT_PUBLIC_KEY="+h.fakes.eventPubKey,
+			"ONCEBOX_VENDOR_EVENT_LAG=20s")
 	}
 	return env
 }

@@ -16,14 +16,18 @@ import (
 type Config struct {
 	// URL receives every batch as a POST. Required.
 	URL string
+	// Fallbacks are tried in turn, after URL, when a delivery fails (another process
+	// behind the same endpoint). Optional.
+	Fallbacks []string
 	// Delay is how long after the side effect a delivery starts; Jitter adds a random
 	// extra delay up to itself to each batch. Both default to 0.
 	Delay, Jitter time.Duration
 	// DuplicateRate is the chance that a batch is delivered a second time (a vendor's
 	// redelivery), 0 to 1. Defaults to 0.
 	DuplicateRate float64
-	// Reorder delivers an object's batches last first.
-	Reorder bool
+	// ReorderRate is the chance that an object's batches are delivered last first,
+	// 0 to 1. Defaults to 0.
+	ReorderRate float64
 	// RetryFor is how long a batch the receiver did not accept (no 2xx) is retried,
 	// as vendors retry (Stripe: 3 days; SendGrid: 24 hours). Defaults to 1 minute.
 	RetryFor time.Duration
@@ -66,14 +70,15 @@ func New(cfg Config) *Poster {
 	return &Poster{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), stop: make(chan struct{})}
 }
 
-// Post delivers the batches about one object, in order unless Config.Reorder.
+// Post delivers the batches about one object, in order unless Config.ReorderRate
+// says otherwise.
 func (p *Poster) Post(batches ...Batch) {
-	if p.cfg.Reorder {
+	p.mu.Lock()
+	if p.cfg.ReorderRate > 0 && p.rng.Float64() < p.cfg.ReorderRate {
 		for i, j := 0, len(batches)-1; i < j; i, j = i+1, j-1 {
 			batches[i], batches[j] = batches[j], batches[i]
 		}
 	}
-	p.mu.Lock()
 	delays := make([]time.Duration, len(batches))
 	dups := make([]bool, len(batches))
 	for i := range batches {
@@ -117,9 +122,11 @@ func (p *Poster) finish(ok bool) {
 func (p *Poster) deliver(b Batch) bool {
 	deadline := time.Now().Add(p.cfg.RetryFor)
 	wait := 100 * time.Millisecond
-	for {
+	urls := append([]string{p.cfg.URL}, p.cfg.Fallbacks...)
+	for attempt := 0; ; attempt++ {
 		body, h := b(time.Now())
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, p.cfg.URL, bytes.NewReader(body))
+		url := urls[attempt%len(urls)]
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
 		if err == nil {
 			for k, v := range h {
 				req.Header[k] = v
