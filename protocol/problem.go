@@ -27,6 +27,11 @@ const (
 	ProblemStoreUnavailable     = ProblemBase + "store-unavailable"
 	ProblemPolicyChanged        = ProblemBase + "policy-changed"
 	ProblemFingerprintMismatch  = ProblemBase + "fingerprint-mismatch"
+
+	// The refusals of the vendor event endpoints (POST /v1/vendor-events/…).
+	ProblemInvalidSignature          = ProblemBase + "invalid-signature"
+	ProblemInvalidEvent              = ProblemBase + "invalid-event"
+	ProblemVendorEventsNotConfigured = ProblemBase + "vendor-events-not-configured"
 )
 
 // ProblemTitle returns the title of a problem type, and "Internal server error" for a
@@ -73,6 +78,12 @@ func ProblemTitle(problemType string) string {
 		return "The approval policy changed since the op started waiting"
 	case ProblemFingerprintMismatch:
 		return "The decision is about another call than the stored one"
+	case ProblemInvalidSignature:
+		return "Vendor event signature refused"
+	case ProblemInvalidEvent:
+		return "Vendor event cannot be read"
+	case ProblemVendorEventsNotConfigured:
+		return "Vendor events are not configured"
 	}
 	return "Internal server error"
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // The paths a Handler serves.
@@ -19,9 +21,6 @@ const (
 	PathStripe   = "/v1/vendor-events/stripe"
 	PathSendGrid = "/v1/vendor-events/sendgrid"
 )
-
-// problemBase is the prefix of every problem type URL, as in the HTTP API.
-const problemBase = "https://oncebox.dev/problems/"
 
 // HandlerConfig configures a Handler.
 type HandlerConfig struct {
@@ -92,11 +91,11 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	for _, p := range []string{PathStripe, PathSendGrid} {
 		h.mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Allow", http.MethodPost)
-			writeProblem(w, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed on this route", "vendor events are POSTed")
+			writeProblem(w, http.StatusMethodNotAllowed, protocol.ProblemMethodNotAllowed, "vendor events are POSTed")
 		})
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, http.StatusNotFound, "no-route", "No such route", "no vendor event endpoint at "+r.URL.Path)
+		writeProblem(w, http.StatusNotFound, protocol.ProblemNoRoute, "no vendor event endpoint at "+r.URL.Path)
 	})
 	return h, nil
 }
@@ -106,7 +105,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 func (h *Handler) serveStripe(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.StripeSecret == "" {
-		writeProblem(w, http.StatusNotFound, "vendor-events-not-configured", "Vendor events are not configured",
+		writeProblem(w, http.StatusNotFound, protocol.ProblemVendorEventsNotConfigured,
 			"this server has no Stripe webhook secret (STRIPE_WEBHOOK_SECRET)")
 		return
 	}
@@ -120,7 +119,7 @@ func (h *Handler) serveStripe(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) serveSendGrid(w http.ResponseWriter, r *http.Request) {
 	if h.sgKey == nil {
-		writeProblem(w, http.StatusNotFound, "vendor-events-not-configured", "Vendor events are not configured",
+		writeProblem(w, http.StatusNotFound, protocol.ProblemVendorEventsNotConfigured,
 			"this server has no SendGrid Event Webhook key (SENDGRID_EVENT_PUBLIC_KEY)")
 		return
 	}
@@ -138,11 +137,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeProblem(w, http.StatusRequestEntityTooLarge, "payload-too-large", "Request body is too large",
+			writeProblem(w, http.StatusRequestEntityTooLarge, protocol.ProblemPayloadTooLarge,
 				fmt.Sprintf("vendor event requests are limited to %d bytes", h.cfg.MaxBodyBytes))
 			return nil, false
 		}
-		writeProblem(w, http.StatusBadRequest, "unreadable-body", "Request body could not be read", "the request body could not be read")
+		writeProblem(w, http.StatusBadRequest, protocol.ProblemInvalidRequest, "the request body could not be read")
 		return nil, false
 	}
 	return body, true
@@ -156,12 +155,12 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, vendor string, p
 		if errors.Is(err, errSignature) {
 			h.cfg.Store.cfg.Observer.VendorEvent(vendor, OutcomeRefused)
 			log.Warn("vendor event refused: bad signature", slog.String("error", err.Error()))
-			writeProblem(w, http.StatusBadRequest, "invalid-signature", "Vendor event signature refused",
+			writeProblem(w, http.StatusBadRequest, protocol.ProblemInvalidSignature,
 				"the request's signature is missing or does not verify: "+err.Error())
 			return
 		}
 		log.Warn("vendor event refused: unreadable", slog.String("error", err.Error()))
-		writeProblem(w, http.StatusBadRequest, "invalid-event", "Vendor event cannot be read", err.Error())
+		writeProblem(w, http.StatusBadRequest, protocol.ProblemInvalidEvent, err.Error())
 		return
 	}
 	for range p.untagged {
@@ -174,7 +173,7 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, vendor string, p
 	if err != nil {
 		// Not the request's fault: the vendor retries a 503 later.
 		log.Error("vendor events not stored", slog.String("error", err.Error()))
-		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "Events could not be stored now",
+		writeProblem(w, http.StatusServiceUnavailable, protocol.ProblemStoreUnavailable,
 			"the database did not answer; send the events again later")
 		return
 	}
@@ -191,9 +190,9 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, vendor string, p
 		"untagged": p.untagged, "ignored": p.ignored})
 }
 
-// writeProblem writes an RFC 9457 problem document.
-func writeProblem(w http.ResponseWriter, status int, slug, title, detail string) {
-	body, _ := json.Marshal(map[string]any{"type": problemBase + slug, "title": title, "status": status, "detail": detail})
+// writeProblem writes an RFC 9457 problem document of one of protocol's types.
+func writeProblem(w http.ResponseWriter, status int, problemType, detail string) {
+	body, _ := json.Marshal(map[string]any{"type": problemType, "title": protocol.ProblemTitle(problemType), "status": status, "detail": detail})
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

@@ -16,10 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/eventpost"
 	"github.com/oncebox/oncebox/internal/localpg"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
@@ -82,22 +84,49 @@ func runDev(ctx context.Context, args []string) error {
 		_, _ = rand.Read(k[:])
 		cfg.SealKey = base64.StdEncoding.EncodeToString(k[:])
 	}
-	var fakes []string
+	var (
+		fakes []string
+		// Fakes started here post signed events to this server once it listens.
+		postEvents []func(base string) error
+	)
 	if cfg.StripeAPIKey == "" {
-		url, stop, err := serveFake(fakestripe.New(fakestripe.Config{Logger: logger}))
+		fake := fakestripe.New(fakestripe.Config{Logger: logger})
+		url, stop, err := serveFake(fake)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		defer func() { _ = fake.SetEvents(nil) }()
 		cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_oncebox_dev", url
 		fakes = append(fakes, "Stripe "+url)
+		if cfg.StripeWebhookSecret == "" {
+			var k [16]byte
+			_, _ = rand.Read(k[:])
+			secret := "whsec_dev_" + hex.EncodeToString(k[:])
+			cfg.StripeWebhookSecret = secret
+			postEvents = append(postEvents, func(base string) error {
+				return fake.SetEvents(&fakestripe.EventsConfig{Config: eventpost.Config{URL: base + vendorevents.PathStripe}, Secret: secret})
+			})
+		}
 	}
 	if cfg.SendGridAPIKey == "" {
-		url, stop, err := serveFake(fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger}))
+		fake := fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger})
+		url, stop, err := serveFake(fake)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		defer func() { _ = fake.SetEvents(nil) }()
+		if cfg.SendGridEventPublicKey == "" {
+			key, pub, err := fakesendgrid.NewEventKey()
+			if err != nil {
+				return err
+			}
+			cfg.SendGridEventPublicKey = pub
+			postEvents = append(postEvents, func(base string) error {
+				return fake.SetEvents(&fakesendgrid.EventsConfig{Config: eventpost.Config{URL: base + vendorevents.PathSendGrid}, Key: key})
+			})
+		}
 		cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.oncebox_dev", url
 		cfg.SendGridLookupLag, cfg.SendGridActivityRate = 5*time.Second, 600
 		fakes = append(fakes, "SendGrid "+url)
@@ -123,6 +152,11 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	base := "http://" + addr.String()
+	for _, start := range postEvents {
+		if err := start(base); err != nil {
+			return err
+		}
+	}
 	// A key of its own per run: the private cluster keeps the ops of earlier runs, and
 	// the printed curl must record a new op (202) the first time it is run.
 	var suffix [3]byte
