@@ -73,10 +73,3 @@ WHERE o.created_at >= $1 AND o.created_at < $2 AND ($3 = 0 OR o.tenant_id = $3)`
 // sqlReportOpsByID reads the ops that vendor tags name outside the window.
 const sqlReportOpsByID = `
 SELECT id::text, tenant_id, status, created_at, args FROM oncebox_op WHERE id = ANY($1::uuid[])`
-
-// sqlCheckSoon makes the unknown ops among $1 due for a check now. An op a running
-// sweep holds may then be checked twice at once, which is harmless: each decision is
-// recorded only if the op is still unknown under the same attempt token.
-const sqlCheckSoon = `
-UPDATE oncebox_op SET next_check_at = now()
-WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`

@@ -232,7 +232,7 @@ func (r *Reconciler) CheckSoon(ctx context.Context, opIDs []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := ob.Pool().Exec(ctx, sqlCheckSoon, ids); err != nil {
+	if err := ob.Ops().CheckSoon(ctx, ids); err != nil {
 		return fmt.Errorf("reconcile: check soon: %w", err)
 	}
 	return nil

@@ -106,6 +106,16 @@ func (m *Machine) LeaseUnknown(ctx context.Context, now time.Time, batch int, le
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
+// CheckSoon makes the unknown ops among ids (uuids) due for a check now, whatever check
+// time an earlier decision set: new evidence (a vendor event) arrived for them. It
+// changes no status. An op a running sweep holds may then be checked twice at once,
+// which is harmless: each decision is recorded only if the op is still unknown under
+// the same attempt token.
+func (m *Machine) CheckSoon(ctx context.Context, ids []string) error {
+	_, err := m.cfg.Pool.Exec(ctx, sqlCheckSoon, ids)
+	return err
+}
+
 // PurgeResult says what one purge did.
 type PurgeResult struct {
 	Ops, Batches, Tombstones int

@@ -157,6 +157,11 @@ WHERE id IN (
 	FOR UPDATE SKIP LOCKED)
 RETURNING id::text`
 
+// sqlCheckSoon makes the unknown ops among $1 due for a check now.
+const sqlCheckSoon = `
+UPDATE oncebox_op SET next_check_at = now()
+WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
+
 // sqlPurgeBatch deletes up to $1 expired ops in the statuses $3 (the ones the table lets
 // the purge take: terminal) and leaves a tombstone for each. Ops that are not terminal
 // (pending, dispatching, unknown, needs review, awaiting approval) are kept past their
