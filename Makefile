@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./api/... ./reconcile/... ./vendors/... ./client/... ./mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint lint-tools bench chaos mutants dev stripe-mock
+.PHONY: help build test test-race test-rest lint lint-tools bench chaos mutants dev stripe-mock mcp-clients
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,6 +42,9 @@ chaos: ## CI-sized chaos runs (webhooks with native keys, then in the default mo
 
 mutants: ## apply each named mutant (internal/mutants) in a scratch copy; fails if one survives or no longer applies
 	$(GO) run ./cmd/oncebox-mutants
+
+mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against a real oncebox and a fake Stripe; needs DATABASE_URL, Node 20 and npm
+	cd examples/typescript && npm ci --no-audit --no-fund && npm run build && ONCEBOX_BIN=../../bin/oncebox timeout 300 node dist/ci.js
 
 stripe-mock: ## install stripe-mock (Stripe's official mock) into GOPATH/bin
 	$(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
