@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -70,4 +71,72 @@ func TestStaleApprovalsAndExpiryOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusOK, replay.Code)
 	require.Equal(t, "rejected", decodeOp(t, replay).Status)
 	requireProblem(t, e.do(req("POST", "/v1/ops/big/approve", approver, "", "")), http.StatusConflict, "wrong-state")
+}
+
+// TestListApprovals: GET /v1/approvals lists what waits for the caller's tenant only,
+// oldest first, with the amount, why, who asked (tenant, conversation, token id), since
+// and until when; a decided op leaves the list; agents may not list.
+func TestListApprovals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, agent := e.newTenant(t, "acme")
+	approver := e.newToken(t, "acme", tenant.RoleApprover)
+	_, otherAgent := e.newTenant(t, "other")
+	agentP, err := e.tenants.Authenticate(context.Background(), agent)
+	require.NoError(t, err)
+
+	first := decodeOp(t, e.post(agent, "first", `{"tool": "stripe.refund", "args": {"payment_intent": "pi_1", "amount": 20000}, "conversation_id": "conv-9", "tool_call_id": "call-3"}`))
+	decodeOp(t, e.post(agent, "second", `{"tool": "stripe.refund", "args": {"payment_intent": "pi_2"}}`))
+	decodeOp(t, e.post(agent, "small", smallRefundBody))
+	decodeOp(t, e.post(otherAgent, "theirs", largeRefundBody))
+
+	type item struct {
+		Key, Tool, Why, Tenant, Fingerprint string
+		ConversationID                      string `json:"conversation_id"`
+		ToolCallID                          string `json:"tool_call_id"`
+		TokenID                             *int64 `json:"token_id"`
+		Amount                              *int64
+		RequestedAt                         string `json:"requested_at"`
+		ExpiresAt                           string `json:"expires_at"`
+		WaitedSeconds                       *int64 `json:"waited_seconds"`
+		Approvals                           int
+		ApproversNeeded                     int `json:"approvers_needed"`
+		Args                                map[string]any
+	}
+	list := func() []item {
+		rec := e.do(req("GET", "/v1/approvals", approver, "", ""))
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		var body struct{ Approvals []item }
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		return body.Approvals
+	}
+	got := list()
+	require.Len(t, got, 2, "only the caller's tenant, only what waits")
+	require.Equal(t, "first", got[0].Key)
+	require.Equal(t, "second", got[1].Key)
+	require.Equal(t, "acme", got[0].Tenant)
+	require.Equal(t, "stripe.refund", got[0].Tool)
+	require.Equal(t, "conv-9", got[0].ConversationID)
+	require.Equal(t, "call-3", got[0].ToolCallID)
+	require.NotNil(t, got[0].TokenID)
+	require.Equal(t, agentP.TokenID, *got[0].TokenID, "the agent token that asked")
+	require.NotNil(t, got[0].Amount)
+	require.EqualValues(t, 20000, *got[0].Amount)
+	require.Nil(t, got[1].Amount, "a full refund has no amount")
+	require.Equal(t, first.Fingerprint, got[0].Fingerprint)
+	require.NotEmpty(t, got[0].Why)
+	require.NotEmpty(t, got[0].RequestedAt)
+	require.NotEmpty(t, got[0].ExpiresAt)
+	require.NotNil(t, got[0].WaitedSeconds)
+	require.Equal(t, 1, got[0].ApproversNeeded)
+	require.Equal(t, "pi_1", got[0].Args["payment_intent"])
+
+	rec := e.do(req("POST", "/v1/ops/first/approve", approver, "", ""))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	got = list()
+	require.Len(t, got, 1)
+	require.Equal(t, "second", got[0].Key)
+
+	requireProblem(t, e.do(req("GET", "/v1/approvals", agent, "", "")), http.StatusForbidden, "forbidden")
+	requireProblem(t, e.do(req("GET", "/v1/approvals?limit=abc", approver, "", "")), http.StatusBadRequest, "invalid-request")
 }

@@ -184,6 +184,22 @@ func openAPIScenarios() map[string]scenario {
 		r.Header.Set("Content-Type", "text/plain")
 		return f.e, r
 	}
+	scenarios["GET /v1/approvals 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		require.Equal(t, http.StatusAccepted, f.e.post(f.token, f.key(), largeRefundBody).Code)
+		return f.e, req("GET", "/v1/approvals", f.approver, "", "")
+	}
+	scenarios["GET /v1/approvals 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/approvals?limit=0", f.approver, "", "")
+	}
+	scenarios["GET /v1/approvals 401"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/approvals", "", "", "")
+	}
+	scenarios["GET /v1/approvals 403"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/approvals", f.token, "", "")
+	}
+	scenarios["GET /v1/approvals 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.broken, req("GET", "/v1/approvals", f.approver, "", "")
+	}
 	scenarios["POST /v1/ops/{key}/resolve 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("POST", resolveAt(f.key()), f.approver, "", resolveBody)
 	}

@@ -63,6 +63,7 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		Args:           req.Args,
 		ConversationID: req.ConversationID,
 		ToolCallID:     req.ToolCallID,
+		TokenID:        t.TokenID,
 	})
 	if err != nil {
 		s.opError(w, r, err)

@@ -132,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/ops/{key}/approve", s.authed(canDecide, s.approveOp))
 	s.mux.HandleFunc("POST /v1/ops/{key}/reject", s.authed(canDecide, s.rejectOp))
 	s.mux.HandleFunc("POST /v1/ops/{key}/resolve", s.authed(canDecide, s.resolveOp))
+	s.mux.HandleFunc("GET /v1/approvals", s.authed(canDecide, s.listApprovals))
 	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s, nil
@@ -340,7 +341,7 @@ var (
 	canDecide = permission{
 		allows: tenant.Role.CanDecide,
 		refusal: func(r tenant.Role) string {
-			return fmt.Sprintf("This API token has the role %s; approving, rejecting and resolving ops needs an approver or admin token of the tenant, held by a person.", r)
+			return fmt.Sprintf("This API token has the role %s; listing approvals and approving, rejecting or resolving ops needs an approver or admin token of the tenant, held by a person.", r)
 		},
 	}
 )

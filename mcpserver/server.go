@@ -234,8 +234,12 @@ func (s *Server) RunStdio(ctx context.Context, tenantID int64) error {
 	return nil
 }
 
-// tokenTenantKey is the TokenInfo.Extra key holding the tenant id.
-const tokenTenantKey = "oncebox_tenant"
+// tokenTenantKey is the TokenInfo.Extra key holding the tenant id, tokenIDKey the
+// token's id.
+const (
+	tokenTenantKey = "oncebox_tenant"
+	tokenIDKey     = "oncebox_token"
+)
 
 // agentScope is the scope verifyToken grants to agent tokens only, and HTTPHandler
 // requires.
@@ -255,7 +259,7 @@ func (s *Server) verifyToken(ctx context.Context, token string, _ *http.Request)
 	}
 	info := &auth.TokenInfo{
 		UserID: "tenant:" + strconv.FormatInt(t.ID, 10),
-		Extra:  map[string]any{tokenTenantKey: t.ID},
+		Extra:  map[string]any{tokenTenantKey: t.ID, tokenIDKey: t.TokenID},
 	}
 	if t.Role == tenant.RoleAgent {
 		info.Scopes = []string{agentScope}

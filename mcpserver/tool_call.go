@@ -224,6 +224,10 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 		}
 		log = log.With(slog.String("idempotency_key", key))
 
+		var tokenID int64
+		if req.Extra != nil && req.Extra.TokenInfo != nil {
+			tokenID, _ = req.Extra.TokenInfo.Extra[tokenIDKey].(int64)
+		}
 		res, err := s.ob.Enqueue(ctx, outbox.EnqueueParams{
 			TenantID:       tenantID,
 			Key:            key,
@@ -231,6 +235,7 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 			Args:           args,
 			ConversationID: id.Conversation,
 			ToolCallID:     id.ToolCallID,
+			TokenID:        tokenID,
 		})
 		if err != nil {
 			return s.failure(ctx, log, err)

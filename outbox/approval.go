@@ -74,10 +74,14 @@ const legacyPolicyVersion = "legacy"
 
 // requestApprovalTx records why a new op waits, the policy version and fingerprint its
 // approval is bound to, and until when it may wait.
-func (ob *Outbox) requestApprovalTx(ctx context.Context, tx pgx.Tx, op *Op, rule EffectiveRule, why string) error {
+func (ob *Outbox) requestApprovalTx(ctx context.Context, tx pgx.Tx, op *Op, rule EffectiveRule, why string, tokenID int64) error {
 	needed := rule.Rule.approvers()
+	var token any
+	if tokenID != 0 {
+		token = tokenID
+	}
 	if _, err := tx.Exec(ctx, sqlRequestApproval, op.ID, op.TenantID, rule.Version, op.Fingerprint[:], needed, why,
-		ob.cfg.ApprovalExpiry.Seconds()); err != nil {
+		ob.cfg.ApprovalExpiry.Seconds(), token); err != nil {
 		return fmt.Errorf("outbox: record approval request: %w", err)
 	}
 	return nil
@@ -409,10 +413,17 @@ type Waiting struct {
 	// Approvals is how many distinct approvals it has, of ApproversNeeded.
 	Approvals, ApproversNeeded int
 	RequestedAt, ExpiresAt     time.Time
+	// RequestedByToken is the id of the API token that asked (0: none recorded).
+	RequestedByToken int64
+	// Amount and Currency are the op's, when its tool has an amount (HasAmount).
+	Amount    int64
+	Currency  string
+	HasAmount bool
 }
 
 // ListWaiting returns the tenant's ops that await approval, oldest first, at most
-// limit of them.
+// limit of them, with their arguments in redacted form (tools with Redact). An op whose
+// wait ran out is left out (the next read or sweep rejects it).
 func (ob *Outbox) ListWaiting(ctx context.Context, tenantID int64, limit int) ([]Waiting, error) {
 	rows, err := ob.pool.Query(ctx, sqlListWaiting, tenantID, limit)
 	if err != nil {
@@ -422,11 +433,22 @@ func (ob *Outbox) ListWaiting(ctx context.Context, tenantID int64, limit int) ([
 	var out []Waiting
 	for rows.Next() {
 		w := Waiting{Op: &Op{}}
-		dest := append(w.Op.scanDest(), &w.Why, &w.PolicyVersion, &w.ApproversNeeded, &w.RequestedAt, &w.ExpiresAt, &w.Approvals)
+		var sealed bool
+		dest := append(w.Op.scanDest(), &sealed, &w.Why, &w.PolicyVersion, &w.ApproversNeeded, &w.RequestedAt, &w.ExpiresAt,
+			&w.Approvals, &w.RequestedByToken)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("outbox: list approvals: %w", err)
 		}
 		w.Op.fromScan()
+		if tool, ok := ob.cfg.Tools.Lookup(w.Op.Tool); ok {
+			if tool.Amount != nil {
+				w.Amount, w.Currency, w.HasAmount = tool.Amount(w.Op.Args)
+			}
+			// Stored args are the redacted form when sealed; redact full ones for display.
+			if tool.Redact != nil && !sealed {
+				w.Op.Args = tool.Redact(w.Op.Args)
+			}
+		}
 		out = append(out, w)
 	}
 	if err := rows.Err(); err != nil {

@@ -32,6 +32,9 @@ type EnqueueParams struct {
 	// ConversationID and ToolCallID tie the op to the agent's conversation. Optional.
 	ConversationID string
 	ToolCallID     string
+	// TokenID is the API token that asked, recorded with an op that waits for
+	// approval so that approvers see who asked. Optional (0: none).
+	TokenID int64
 }
 
 // EnqueueResult says what Enqueue did.
@@ -248,7 +251,7 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		if err := ob.insertJobTx(ctx, tx, op); err != nil {
 			return nil, err
 		}
-	} else if err := ob.requestApprovalTx(ctx, tx, op, rule, why); err != nil {
+	} else if err := ob.requestApprovalTx(ctx, tx, op, rule, why, params.TokenID); err != nil {
 		return nil, err
 	}
 	return &EnqueueResult{Op: op, ExpiryCollision: tombstone, Why: why}, nil

@@ -82,8 +82,8 @@ RETURNING version`
 const sqlClearTenantRule = `DELETE FROM oncebox_approval_policy WHERE tenant_id = $1 AND tool = $2`
 
 const sqlRequestApproval = `
-INSERT INTO oncebox_approval (op_id, tenant_id, policy_version, fingerprint, approvers_needed, why, expires_at)
-VALUES ($1::uuid, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))`
+INSERT INTO oncebox_approval (op_id, tenant_id, policy_version, fingerprint, approvers_needed, why, expires_at, requested_by_token)
+VALUES ($1::uuid, $2, $3, $4, $5, $6, now() + make_interval(secs => $7), $8)`
 
 const sqlApprovalForUpdate = `
 SELECT policy_version, fingerprint, approvers_needed, why, requested_at, expires_at, expires_at <= now(), decision
@@ -106,10 +106,11 @@ SELECT op_id::text FROM oncebox_approval WHERE decision IS NULL AND expires_at <
 
 const sqlListWaiting = `
 SELECT o.*, a.why, a.policy_version, a.approvers_needed, a.requested_at, a.expires_at,
-	(SELECT count(*)::int FROM oncebox_approval_vote v WHERE v.op_id = a.op_id)
+	(SELECT count(*)::int FROM oncebox_approval_vote v WHERE v.op_id = a.op_id), coalesce(a.requested_by_token, 0)
 FROM oncebox_approval a
-JOIN LATERAL (SELECT ` + opColumns + ` FROM oncebox_op WHERE id = a.op_id AND status = 'awaiting_approval') o ON true
-WHERE a.tenant_id = $1 AND a.decision IS NULL
+JOIN LATERAL (SELECT ` + opColumns + `, sealed_args IS NOT NULL AS sealed FROM oncebox_op
+	WHERE id = a.op_id AND status = 'awaiting_approval') o ON true
+WHERE a.tenant_id = $1 AND a.decision IS NULL AND a.expires_at > now()
 ORDER BY a.requested_at, a.op_id
 LIMIT $2`
 
