@@ -544,7 +544,9 @@ var csvHeader = []string{"category", "tenant_id", "op_id", "idempotency_key", "t
 	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery"}
 
 // WriteCSV writes the report as CSV: a header row, one row per line, then one row per
-// total with category "total" (its count in detail, its amount in vendor_amount).
+// total with category "total" (its count in detail, its amount in vendor_amount), then
+// one row per vendor with orphan vendor events, category "orphan_events" (its count in
+// detail).
 // Vendor ids are separated by spaces. A text cell that a spreadsheet would read as a
 // formula is prefixed with a quote.
 func (r *Report) WriteCSV(w io.Writer) error {
@@ -563,6 +565,13 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	for _, t := range r.Totals {
 		rec := []string{"total", "", "", "", cell(t.Tool), "", "", "", "", "", strconv.FormatInt(t.Amount, 10),
 			cell(t.Currency), "count " + strconv.Itoa(t.Count), ""}
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("reconcile: write csv: %w", err)
+		}
+	}
+	for _, vendor := range slices.Sorted(maps.Keys(r.OrphanEvents)) {
+		rec := []string{"orphan_events", "", "", "", "", cell(vendor), "", "", "", "", "", "",
+			"count " + strconv.Itoa(r.OrphanEvents[vendor]), ""}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("reconcile: write csv: %w", err)
 		}

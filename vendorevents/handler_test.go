@@ -150,6 +150,9 @@ func TestOrphanEventKeptAndReported(t *testing.T) {
 	var out strings.Builder
 	require.NoError(t, rep.WriteJSON(&out))
 	require.Contains(t, out.String(), `"orphan_events"`)
+	out.Reset()
+	require.NoError(t, rep.WriteCSV(&out))
+	require.Contains(t, out.String(), "orphan_events,,,,,stripe,,,,,,,count 1,")
 }
 
 func TestBadSendGridKeyRefusedAtStart(t *testing.T) {
