@@ -285,6 +285,7 @@ func TestToolsHaveSchemasWithoutKey(t *testing.T) {
 	var names []string
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
+		require.Regexp(t, `^[a-zA-Z0-9_-]{1,64}$`, tool.Name, "valid for the strictest MCP clients")
 		b, err := json.Marshal(tool.InputSchema)
 		require.NoError(t, err)
 		var schema struct {

@@ -66,3 +66,30 @@ func TestMCPOverStdio(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op").Scan(&n))
 	require.Equal(t, 1, n, "one op for the same tool call")
 }
+
+// TestMCPSaysWhichVariableToSet: `oncebox mcp` without a vendor, or with mail but no
+// seal key, exits with one line naming the variable to set.
+func TestMCPSaysWhichVariableToSet(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	_, _, err := tenant.NewStore(pool).Create(context.Background(), "acme")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{env: []string{"STRIPE_API_KEY=", "SENDGRID_API_KEY=", "ONCEBOX_WEBHOOK_TARGETS="}, want: "set STRIPE_API_KEY (payments, refunds), SENDGRID_API_KEY (mail) or ONCEBOX_WEBHOOK_TARGETS"},
+		{env: []string{"STRIPE_API_KEY=", "SENDGRID_API_KEY=SG.x", "ONCEBOX_WEBHOOK_TARGETS=", "ONCEBOX_SEAL_KEY="}, want: "sendgrid.mail needs a seal key: set ONCEBOX_SEAL_KEY"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), append(tc.env, childArgsEnv+"=mcp --tenant acme",
+			"DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_LOG_LEVEL=error")...)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err)
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		require.Len(t, lines, 1, string(out))
+		require.Contains(t, lines[0], tc.want)
+		require.NotContains(t, lines[0], "tools.Builtin")
+	}
+}
