@@ -136,6 +136,11 @@ func FuzzDecide(f *testing.F) {
 		rec := e.do(r)
 
 		require.Less(t, rec.Code, 500, rec.Body.String())
+		if rec.Code >= 300 && rec.Code < 400 {
+			// A path with "." or ".." segments is redirected to its cleaned form.
+			require.NotEmpty(t, rec.Header().Get("Location"))
+			return
+		}
 		require.True(t, json.Valid(rec.Body.Bytes()), rec.Body.String())
 		if rec.Code != http.StatusOK {
 			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
