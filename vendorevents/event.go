@@ -18,35 +18,35 @@ const ObjectMessage = "message"
 // itself is never stored: it may hold a client secret or an address.
 type Event struct {
 	// Vendor is VendorStripe or VendorSendGrid.
-	Vendor string
+	Vendor string `json:"vendor"`
 	// EventID deduplicates redeliveries of the event: Stripe's evt_ id; for SendGrid a
 	// hash of sg_message_id, event, timestamp and recipient (sg_event_id changes between
 	// redeliveries).
-	EventID string
+	EventID string `json:"event_id"`
 	// Type is the vendor's event type (payment_intent.succeeded, refund.failed,
 	// processed, delivered, bounce, …).
-	Type string
+	Type string `json:"type"`
 	// OpTag is the event's oncebox_op tag: the id of the op the object belongs to.
-	OpTag string
+	OpTag string `json:"op_tag"`
 	// ObjectType is "payment_intent", "refund" or "message".
-	ObjectType string
+	ObjectType string `json:"object_type"`
 	// ObjectID is the vendor object's id (pi_…, re_…, an X-Message-Id).
-	ObjectID string
+	ObjectID string `json:"object_id"`
 	// Status is the object's status the event reports (a mail's delivery state).
-	Status   string
-	Amount   int64
-	Currency string
+	Status   string `json:"status"`
+	Amount   int64  `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
 	// ObjectCreated is when the vendor created the object, when the event says.
-	ObjectCreated time.Time
+	ObjectCreated time.Time `json:"object_created,omitzero"`
 	// OccurredAt is when the vendor says the event happened.
-	OccurredAt time.Time
+	OccurredAt time.Time `json:"occurred_at"`
 	// Summary is the object as Lookup would report it (no secret), for adoption.
-	Summary json.RawMessage
+	Summary json.RawMessage `json:"summary,omitempty"`
 
 	// ReceivedAt and Orphan are set by the Store: when the event arrived, and whether
 	// its tag named no op then.
-	ReceivedAt time.Time
-	Orphan     bool
+	ReceivedAt time.Time `json:"received_at"`
+	Orphan     bool      `json:"orphan"`
 }
 
 // The mail delivery states, from SendGrid's event types, most final last.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorevents"
 )
 
 // runLookup is `oncebox lookup --tenant T KEY`: everything support needs about one op. It
@@ -44,14 +45,19 @@ func runLookup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printLookup(os.Stdout, op, h, *asJSON)
+	evs, err := srv.Events().ForOp(ctx, op.Vendor, op.ID)
+	if err != nil {
+		return err
+	}
+	return printLookup(os.Stdout, op, h, evs, *asJSON)
 }
 
-func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, asJSON bool) error {
+func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendorevents.Event, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"op": op, "fingerprint": op.Fingerprint.String(), "attempts": h.Attempts, "events": h.Events})
+		return enc.Encode(map[string]any{"op": op, "fingerprint": op.Fingerprint.String(), "attempts": h.Attempts, "events": h.Events,
+			"vendor_events": evs})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "op\t%s\n", op.ID)
@@ -91,6 +97,12 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, asJSON bool) err
 	fmt.Fprintf(w, "\ndecisions (%d):\n", len(h.Events))
 	for _, e := range h.Events {
 		fmt.Fprintf(w, "  %s  %s  %s -> %s  by %s  %s\n", e.At.Format(time.RFC3339), e.Kind, e.FromStatus, e.ToStatus, e.Actor, e.Detail)
+	}
+	// What the vendor pushed about the op's objects (Stripe webhooks, SendGrid events).
+	fmt.Fprintf(w, "\nvendor events (%d):\n", len(evs))
+	for _, e := range evs {
+		fmt.Fprintf(w, "  %s  %s  %s %s  %s  (received %s)\n", e.OccurredAt.Format(time.RFC3339), e.Type, e.ObjectType, e.ObjectID,
+			e.Status, e.ReceivedAt.Format(time.RFC3339))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -70,4 +72,20 @@ func newCRMOutbox(t *testing.T, pool *pgxpool.Pool, baseURL string, cfg outbox.C
 	ob, err := outbox.New(cfg)
 	require.NoError(t, err)
 	return ob
+}
+
+// TestLookupPrintsVendorEvents checks that support sees what the vendor pushed about
+// the op's objects, in text and in JSON.
+func TestLookupPrintsVendorEvents(t *testing.T) {
+	t.Parallel()
+	op := &outbox.Op{ID: "op-1", Key: "order-8", Tool: tools.Mail, Vendor: "sendgrid", Status: outbox.StatusSucceeded}
+	evs := []vendorevents.Event{{Vendor: "sendgrid", Type: "bounce", ObjectType: "message", ObjectID: "msg-1", Status: "bounced",
+		OccurredAt: time.Unix(1700000000, 0).UTC(), ReceivedAt: time.Unix(1700000005, 0).UTC()}}
+	var text strings.Builder
+	require.NoError(t, printLookup(&text, op, &outbox.History{}, evs, false))
+	require.Contains(t, text.String(), "vendor events (1):")
+	require.Contains(t, text.String(), "bounce  message msg-1  bounced")
+	var js strings.Builder
+	require.NoError(t, printLookup(&js, op, &outbox.History{}, evs, true))
+	require.Contains(t, js.String(), `"object_id": "msg-1"`)
 }
