@@ -289,7 +289,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	s.api = apiHandler
 	events, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: s.events, StripeSecret: cfg.StripeWebhookSecret,
 		SendGridPublicKey: cfg.SendGridEventPublicKey, SendGridTolerance: cfg.SendGridEventTolerance,
-		MaxBodyBytes: cfg.VendorEventMaxBodyBytes, Logger: s.logger,
+		MaxBodyBytes: cfg.VendorEventMaxBodyBytes, UnavailableRetryAfter: cfg.UnavailableRetryAfter, Logger: s.logger,
 		OnEvents: func(ctx context.Context, _ string, opIDs []string) error { return s.reconciler.CheckSoon(ctx, opIDs) }})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
@@ -37,6 +38,9 @@ type HandlerConfig struct {
 	SendGridTolerance time.Duration
 	// MaxBodyBytes bounds one request. Defaults to 4 MiB.
 	MaxBodyBytes int64
+	// UnavailableRetryAfter is the Retry-After of the 503 answered when the events
+	// cannot be stored (Postgres down). Defaults to 5 seconds.
+	UnavailableRetryAfter time.Duration
 	// OnEvents, when set, is called after new events linked to ops were stored, with
 	// those ops' ids (the reconciler checks the unknown ones soon).
 	OnEvents func(ctx context.Context, vendor string, opIDs []string) error
@@ -71,6 +75,9 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	}
 	if cfg.MaxBodyBytes < 1024 {
 		return nil, fmt.Errorf("vendorevents: MaxBodyBytes %d is too small; use 1024 or more", cfg.MaxBodyBytes)
+	}
+	if cfg.UnavailableRetryAfter <= 0 {
+		cfg.UnavailableRetryAfter = 5 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -173,6 +180,7 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, vendor string, p
 	if err != nil {
 		// Not the request's fault: the vendor retries a 503 later.
 		log.Error("vendor events not stored", slog.String("error", err.Error()))
+		w.Header().Set("Retry-After", strconv.Itoa(int((h.cfg.UnavailableRetryAfter+time.Second-1)/time.Second)))
 		writeProblem(w, http.StatusServiceUnavailable, protocol.ProblemStoreUnavailable,
 			"the database did not answer; send the events again later")
 		return

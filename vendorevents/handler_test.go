@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
@@ -163,4 +166,24 @@ func TestBadSendGridKeyRefusedAtStart(t *testing.T) {
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "SENDGRID_EVENT_PUBLIC_KEY")
 	}
+}
+
+func TestStoreDownAnswers503WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pool, err := pgxpool.New(context.Background(), dbtest.ConnString(t, e.pool))
+	require.NoError(t, err)
+	store, err := vendorevents.New(vendorevents.Config{Pool: pool})
+	require.NoError(t, err)
+	h, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: store, StripeSecret: stripeSecret})
+	require.NoError(t, err)
+	pool.Close() // the database is gone
+	body := stripeEvent("evt_down", "payment_intent.succeeded", "2b0c1a8e-1111-4a4a-8a8a-000000000003")
+	req := httptest.NewRequest(http.MethodPost, vendorevents.PathStripe, bytes.NewReader(body))
+	req.Header.Set("Stripe-Signature", fakestripe.SignPayload(stripeSecret, body, time.Now()))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "not the request's fault: the vendor sends it again")
+	require.Equal(t, "5", rec.Header().Get("Retry-After"))
+	require.Contains(t, rec.Body.String(), "store-unavailable")
 }
