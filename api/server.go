@@ -17,6 +17,13 @@ import (
 	"github.com/oncebox/oncebox/tenant"
 )
 
+// sqlPing is the health check's query: the api package's only SQL.
+const sqlPing = `SELECT 1`
+
+// DefaultMaxBodyBytes is Config.MaxBodyBytes' default, stated once: the server's
+// configuration, the CLI's --max-body-bytes and the README's table take it from here.
+const DefaultMaxBodyBytes = 64 << 10
+
 // Config configures a Server.
 type Config struct {
 	// Outbox records and reads ops. Required.
@@ -27,7 +34,7 @@ type Config struct {
 	// Tokens and request bodies are never logged. Defaults to discarding logs.
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request body; a larger one is refused with 413.
-	// Defaults to 64 KiB.
+	// Defaults to DefaultMaxBodyBytes (64 KiB).
 	MaxBodyBytes int64
 	// MaxWait caps the ?wait= parameter; a longer wait is shortened to it. Keep it
 	// below the http.Server's WriteTimeout. Defaults to 60 seconds.
@@ -52,7 +59,7 @@ func (c *Config) withDefaults() Config {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
 	if out.MaxBodyBytes == 0 {
-		out.MaxBodyBytes = 64 << 10
+		out.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if out.MaxWait == 0 {
 		out.MaxWait = 60 * time.Second
@@ -77,7 +84,7 @@ func (c *Config) validate() error {
 		return errors.New("api: Config.Tenants is required (build one with tenant.NewStore)")
 	}
 	if c.MaxBodyBytes < 0 {
-		return fmt.Errorf("api: MaxBodyBytes %d is negative; leave it 0 for the 64 KiB default", c.MaxBodyBytes)
+		return fmt.Errorf("api: MaxBodyBytes %d is negative; leave it 0 for the default of %d", c.MaxBodyBytes, DefaultMaxBodyBytes)
 	}
 	if c.MaxWaitsPerTenant < 0 {
 		return fmt.Errorf("api: MaxWaitsPerTenant %d is negative; leave it 0 for the default of 100", c.MaxWaitsPerTenant)
@@ -422,7 +429,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	var one int
-	if err := s.ob.Pool().QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+	if err := s.ob.Pool().QueryRow(ctx, sqlPing).Scan(&one); err != nil {
 		s.cfg.Observer.StoreUnavailable("healthz")
 		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "health check failed", slog.Any("error", err))
 		w.Header().Set("Retry-After", s.retryAfter())

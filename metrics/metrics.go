@@ -288,6 +288,13 @@ func (c *dbCollector) refresh(done chan struct{}) {
 	}
 }
 
+// The metrics package's SQL: the gauges it reads from Postgres.
+const (
+	sqlOpsByStatus = `SELECT tool, status, count(*) FROM oncebox_op GROUP BY tool, status`
+	sqlQueueDepth  = `SELECT queue, state::text, count(*) FROM river_job
+		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending') GROUP BY queue, state`
+)
+
 func (c *dbCollector) read() *dbSnapshot {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -296,9 +303,8 @@ func (c *dbCollector) read() *dbSnapshot {
 		what, sql string
 		dst       *[]labeledCount
 	}{
-		{"ops by status", "SELECT tool, status, count(*) FROM oncebox_op GROUP BY tool, status", &snap.ops},
-		{"queue depth", `SELECT queue, state::text, count(*) FROM river_job
-			WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending') GROUP BY queue, state`, &snap.queues},
+		{"ops by status", sqlOpsByStatus, &snap.ops},
+		{"queue depth", sqlQueueDepth, &snap.queues},
 	} {
 		rows, err := c.pool.Query(ctx, q.sql)
 		if err != nil {

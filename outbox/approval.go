@@ -244,7 +244,7 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 	}
 	if applied != nil {
 		// The row as the transition left it (updated_at, error, redacted args).
-		if op, err := ob.GetByID(ctx, d.TenantID, res.Op.ID); err == nil {
+		if op, err := ob.getByID(ctx, d.TenantID, res.Op.ID); err == nil {
 			res.Op = op
 		}
 	}

@@ -313,13 +313,3 @@ func scanOp(row rowScanner) (*Op, error) {
 	op.fromScan()
 	return op, nil
 }
-
-// Ops returns the op state machine, through which oncebox's reconcile package changes
-// an op's status. Its type is internal: it is not part of the API.
-func (ob *Outbox) Ops() *opstate.Machine { return ob.ops }
-
-// Observer returns the configured observer.
-func (ob *Outbox) Observer() Observer { return ob.cfg.Observer }
-
-// Logger returns the configured logger.
-func (ob *Outbox) Logger() *slog.Logger { return ob.logger }

@@ -24,8 +24,8 @@ func (ob *Outbox) Get(ctx context.Context, tenantID int64, key string) (*Op, err
 	return ob.expireIfDue(ctx, op)
 }
 
-// GetByID returns the tenant's op with the given id.
-func (ob *Outbox) GetByID(ctx context.Context, tenantID int64, id string) (*Op, error) {
+// getByID returns the tenant's op with the given id.
+func (ob *Outbox) getByID(ctx context.Context, tenantID int64, id string) (*Op, error) {
 	op, err := scanOp(ob.pool.QueryRow(ctx, sqlOpByTenantID, tenantID, id))
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {

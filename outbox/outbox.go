@@ -14,15 +14,30 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/internal/outboxlink"
+)
+
+// The defaults of Config and QueueConfig. They are stated here once: the server's
+// configuration, the CLI's flags and the README's table take them from these.
+const (
+	// DefaultMaxAttempts is Config.MaxAttempts' default.
+	DefaultMaxAttempts = 10
+	// DefaultMaxWorkers is QueueConfig.MaxWorkers' default.
+	DefaultMaxWorkers = 50
+	// DefaultJobTimeout is QueueConfig.JobTimeout's default.
+	DefaultJobTimeout = 30 * time.Second
+	// DefaultRescueStuckJobsAfter is Config.RescueStuckJobsAfter's default.
+	DefaultRescueStuckJobsAfter = 2 * time.Minute
 )
 
 // QueueConfig is the River queue of one vendor. Each vendor gets its own queue, so a
 // slow vendor cannot starve another.
 type QueueConfig struct {
 	// MaxWorkers is how many of the vendor's ops one process dispatches at once.
-	// Defaults to 50.
+	// Defaults to DefaultMaxWorkers (50).
 	MaxWorkers int
-	// JobTimeout bounds one dispatch, vendor call included. Defaults to 30 seconds.
+	// JobTimeout bounds one dispatch, vendor call included. Defaults to
+	// DefaultJobTimeout (30 seconds).
 	JobTimeout time.Duration
 }
 
@@ -51,12 +66,12 @@ type Config struct {
 	// it runs only the periodic jobs. Defaults to false.
 	NoDispatch bool
 	// MaxAttempts is how many retryable failures an op may see before it goes to
-	// needs_review. Defaults to 10.
+	// needs_review. Defaults to DefaultMaxAttempts (10).
 	MaxAttempts int
 	// RescueStuckJobsAfter is how long a running job may go without finishing before
 	// River considers its worker dead and runs it again; the dispatch worker then finds
 	// the op in dispatching and resolves it safely. Must exceed every JobTimeout.
-	// Defaults to 2 minutes (River's own default is an hour).
+	// Defaults to DefaultRescueStuckJobsAfter, 2 minutes (River's own default is an hour).
 	RescueStuckJobsAfter time.Duration
 	// FetchCooldown is River's minimum pause between two fetches of a queue. Defaults
 	// to 5 ms (River's default of 100 ms caps a queue at about 1,000 jobs/s).
@@ -125,13 +140,13 @@ func (nopObserver) Transition(string, Status, Status)        {}
 func (c *Config) withDefaults() Config {
 	out := *c
 	if out.MaxAttempts == 0 {
-		out.MaxAttempts = 10
+		out.MaxAttempts = DefaultMaxAttempts
 	}
 	if out.ApprovalExpiry == 0 {
 		out.ApprovalExpiry = DefaultApprovalExpiry
 	}
 	if out.RescueStuckJobsAfter == 0 {
-		out.RescueStuckJobsAfter = 2 * time.Minute
+		out.RescueStuckJobsAfter = DefaultRescueStuckJobsAfter
 	}
 	if out.FetchCooldown == 0 {
 		out.FetchCooldown = 5 * time.Millisecond
@@ -152,10 +167,10 @@ func (c *Config) withDefaults() Config {
 	for _, v := range out.Vendors {
 		q := out.Queues[v.Name()]
 		if q.MaxWorkers == 0 {
-			q.MaxWorkers = 50
+			q.MaxWorkers = DefaultMaxWorkers
 		}
 		if q.JobTimeout == 0 {
-			q.JobTimeout = 30 * time.Second
+			q.JobTimeout = DefaultJobTimeout
 		}
 		queues[v.Name()] = q
 	}
@@ -310,18 +325,26 @@ func (ob *Outbox) Pool() *pgxpool.Pool { return ob.pool }
 // Tools returns the tool registry.
 func (ob *Outbox) Tools() *Registry { return ob.cfg.Tools }
 
-// Vendor returns the configured vendor with the given name.
-func (ob *Outbox) Vendor(name string) (Vendor, bool) {
-	v, ok := ob.vendors[name]
-	return v, ok
+// Link lends the Outbox's op state machine, vendor adapters, job timeouts and logger
+// to oncebox's own reconcile package. Its type is internal: it is not part of the API.
+func (ob *Outbox) Link() *outboxlink.Link[Vendor] {
+	return &outboxlink.Link[Vendor]{
+		Ops: ob.ops,
+		Vendor: func(name string) (Vendor, bool) {
+			v, ok := ob.vendors[name]
+			return v, ok
+		},
+		JobTimeout: ob.jobTimeout,
+		Logger:     ob.logger,
+	}
 }
 
-// JobTimeout returns the dispatch job timeout of a vendor's queue.
-func (ob *Outbox) JobTimeout(vendor string) time.Duration {
+// jobTimeout returns the dispatch job timeout of a vendor's queue.
+func (ob *Outbox) jobTimeout(vendor string) time.Duration {
 	if q, ok := ob.cfg.Queues[vendor]; ok {
 		return q.JobTimeout
 	}
-	return 30 * time.Second
+	return DefaultJobTimeout
 }
 
 // Start starts working jobs (when the Outbox works jobs). It returns at once. Ending

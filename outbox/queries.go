@@ -42,12 +42,13 @@ SELECT a.attempt, a.token::text, a.vendor_key, coalesce(a.job_id, 0), a.started_
 FROM oncebox_attempt a JOIN oncebox_op o ON o.id = a.op_id
 WHERE o.tenant_id = $1 AND a.op_id = $2 ORDER BY a.id`
 
+// sqlOpByTenantID reads the tenant's op by id.
+const sqlOpByTenantID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND id = $2::uuid`
+
 const sqlEvents = `
 SELECT e.at, e.kind, coalesce(e.from_status, ''), coalesce(e.to_status, ''), coalesce(e.actor, ''), e.detail
 FROM oncebox_op_event e JOIN oncebox_op o ON o.id = e.op_id
 WHERE o.tenant_id = $1 AND e.op_id = $2 ORDER BY e.id`
-
-const sqlOpByTenantID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND id = $2::uuid`
 
 // sqlKeyInWindow returns the key of the open window of a call, or opens one under $3.
 // The conflicting row is always updated (to itself while the window is open), so the

@@ -34,7 +34,7 @@ type dispatchWorker struct {
 
 // Timeout gives each vendor's dispatch its own queue's job timeout.
 func (w *dispatchWorker) Timeout(job *river.Job[DispatchArgs]) time.Duration {
-	return w.ob.JobTimeout(job.Args.Vendor)
+	return w.ob.jobTimeout(job.Args.Vendor)
 }
 
 // NextRetry applies Config.RetryBackoff.

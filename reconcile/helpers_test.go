@@ -123,7 +123,10 @@ func (e *env) seedUnknown(t *testing.T, key, tool string, args any, ago time.Dur
 // get reads an op by id.
 func (e *env) get(t *testing.T, id string) *outbox.Op {
 	t.Helper()
-	op, err := e.ob.GetByID(context.Background(), e.tenant, id)
+	// The outbox reads ops by key: look the key up first.
+	var key string
+	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT idempotency_key FROM oncebox_op WHERE id = $1", id).Scan(&key))
+	op, err := e.ob.Get(context.Background(), e.tenant, key)
 	require.NoError(t, err)
 	return op
 }

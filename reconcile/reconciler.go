@@ -54,7 +54,8 @@ type Config struct {
 	ResendOnNone map[string]bool
 	// MaxAttempts is how many dispatch attempts an op may have had for the sweeper to
 	// still resend it after finding nothing; past it the op goes to needs_review, so an
-	// op that keeps ending unknown does not loop forever. Defaults to 10.
+	// op that keeps ending unknown does not loop forever. Defaults to
+	// outbox.DefaultMaxAttempts (10).
 	MaxAttempts int
 	// StuckMargin is how long past its vendor's job timeout an op may stay in
 	// dispatching, with no dispatch job running, before the sweeper moves it to
@@ -88,7 +89,7 @@ func (c *Config) withDefaults() Config {
 		out.BatchSize = 100
 	}
 	if out.MaxAttempts == 0 {
-		out.MaxAttempts = 10
+		out.MaxAttempts = outbox.DefaultMaxAttempts
 	}
 	if out.StuckMargin == 0 {
 		out.StuckMargin = 30 * time.Second
@@ -169,7 +170,7 @@ func (r *Reconciler) logger(ob *outbox.Outbox) *slog.Logger {
 	if r.cfg.Logger != nil {
 		return r.cfg.Logger
 	}
-	return ob.Logger()
+	return ob.Link().Logger
 }
 
 // SweepArgs is the River job of one sweep.
@@ -232,7 +233,7 @@ func (r *Reconciler) CheckSoon(ctx context.Context, opIDs []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := ob.Ops().CheckSoon(ctx, ids); err != nil {
+	if err := ob.Link().Ops.CheckSoon(ctx, ids); err != nil {
 		return fmt.Errorf("reconcile: check soon: %w", err)
 	}
 	return nil

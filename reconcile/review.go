@@ -163,7 +163,7 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 		detail := map[string]any{"decision": decision, "reason": reason}
 		c.Detail = detail
 		decide(op, &c, detail)
-		applied, err = ob.Ops().Apply(ctx, tx, c)
+		applied, err = ob.Link().Ops.Apply(ctx, tx, c)
 		if err != nil {
 			return fmt.Errorf("%s: %w", decision, err)
 		}

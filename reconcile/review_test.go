@@ -118,7 +118,5 @@ func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 		err := resolve()
 		require.ErrorIs(t, err, outbox.ErrInvalidArgs, name)
 	}
-	got, err := e.ob.GetByID(ctx, e.tenant, op.ID)
-	require.NoError(t, err)
-	require.Equal(t, outbox.StatusNeedsReview, got.Status)
+	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
 }

@@ -171,7 +171,7 @@ func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
 	// The lease outlives this sweep: a sweep is over (done, or cancelled by its
 	// timeout) by then, so ops it did not reach come back to the next one.
 	lease := now.Add(r.cfg.SweepTimeout)
-	ids, err := ob.Ops().LeaseUnknown(ctx, now, r.cfg.BatchSize, lease)
+	ids, err := ob.Link().Ops.LeaseUnknown(ctx, now, r.cfg.BatchSize, lease)
 	if err != nil {
 		return st, fmt.Errorf("reconcile: select unknown ops: %w", err)
 	}
@@ -234,7 +234,7 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 	now := r.cfg.Now()
 	cutoffs := make([]time.Time, len(vendors))
 	for i, v := range vendors {
-		cutoffs[i] = now.Add(-ob.JobTimeout(v) - r.cfg.StuckMargin)
+		cutoffs[i] = now.Add(-ob.Link().JobTimeout(v) - r.cfg.StuckMargin)
 	}
 	type stuck struct {
 		id, vendor string
@@ -253,14 +253,14 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 	if err != nil {
 		return fmt.Errorf("reconcile: select stuck ops: %w", err)
 	}
-	ops := ob.Ops().WithLogger(r.cfg.Logger)
+	ops := ob.Link().Ops.WithLogger(r.cfg.Logger)
 	for _, s := range found {
 		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: s.id, From: outbox.StatusDispatching, To: outbox.StatusUnknown,
 			By: opstate.Reconciler, Kind: eventKind, DispatchStartedAt: s.started,
 			Detail: map[string]any{
 				"decision":            DecisionStuck,
 				"dispatch_started_at": s.started,
-				"job_timeout":         ob.JobTimeout(s.vendor).String(),
+				"job_timeout":         ob.Link().JobTimeout(s.vendor).String(),
 			},
 			Message: "op stuck in dispatching with no job running; the reconciler decides", Level: slog.LevelWarn,
 			Attrs: []any{slog.Time("dispatch_started_at", s.started)}})
@@ -295,7 +295,7 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 	// which the decision below then respects.
 	st.Looked++
 	askedAt := r.cfg.Now()
-	vendor, ok := ob.Vendor(c.vendor)
+	vendor, ok := ob.Link().Vendor(c.vendor)
 	var (
 		res  *outbox.LookupResult
 		lerr error
@@ -307,14 +307,14 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 		lag = vendor.LookupLag()
 		res, lerr = vendor.Lookup(ctx, outbox.LookupParams{
 			OpID: c.id, TenantID: c.tenantID, Tool: c.tool, Args: c.args, VendorRef: c.vendorRef, Since: c.since(),
-			LastSent: c.lastSent(ob.JobTimeout(c.vendor)),
+			LastSent: c.lastSent(ob.Link().JobTimeout(c.vendor)),
 		})
 	}
 	if lerr != nil && ctx.Err() != nil {
 		return fmt.Errorf("lookup: %w", lerr)
 	}
 	resendOnNone, set := r.cfg.ResendOnNone[c.vendor]
-	d := decide(lookupAnswer{c: c, res: res, err: lerr, askedAt: askedAt, lag: lag, jobTimeout: ob.JobTimeout(c.vendor)},
+	d := decide(lookupAnswer{c: c, res: res, err: lerr, askedAt: askedAt, lag: lag, jobTimeout: ob.Link().JobTimeout(c.vendor)},
 		policy{now: r.cfg.Now(), retryLookupAfter: r.cfg.RetryLookupAfter, maxAttempts: r.cfg.MaxAttempts,
 			resendOnNone: !set || resendOnNone})
 	if d.change.To.Terminal() {
@@ -333,7 +333,7 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 		if cur.status != outbox.StatusUnknown || cur.token != c.token {
 			return nil // a worker or a person recorded an outcome meanwhile
 		}
-		applied, err = ob.Ops().WithLogger(r.cfg.Logger).Apply(ctx, tx, d.change)
+		applied, err = ob.Link().Ops.WithLogger(r.cfg.Logger).Apply(ctx, tx, d.change)
 		return err
 	})
 	if err != nil {

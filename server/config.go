@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
@@ -41,7 +42,7 @@ type Config struct {
 	ReadOnly bool
 
 	// MaxAttempts is how many retryable failures an op may see before needs_review.
-	// Defaults to 10.
+	// Defaults to outbox.DefaultMaxAttempts.
 	MaxAttempts int
 	// BatchedCompletion lets River's completer finish dispatch jobs (see
 	// outbox.Config.BatchedCompletion). Defaults to false.
@@ -153,7 +154,7 @@ type Config struct {
 	// Defaults to 1 minute.
 	StartupWait time.Duration
 
-	// MaxBodyBytes bounds POST /v1/ops bodies. Defaults to 64 KiB.
+	// MaxBodyBytes bounds POST /v1/ops bodies. Defaults to api.DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxWait caps ?wait= on the HTTP API. Defaults to 60 seconds.
 	MaxWait time.Duration
@@ -210,17 +211,17 @@ func Defaults() Config {
 	return Config{
 		Addr:                 "127.0.0.1:8080",
 		Roles:                Roles{API: true, Worker: true, Periodic: true},
-		MaxAttempts:          10,
+		MaxAttempts:          outbox.DefaultMaxAttempts,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		RetryMaxBackoff:      5 * time.Minute,
-		RescueStuckJobsAfter: 2 * time.Minute,
+		RescueStuckJobsAfter: outbox.DefaultRescueStuckJobsAfter,
 		FetchCooldown:        5 * time.Millisecond,
 		FetchPollInterval:    500 * time.Millisecond,
 		ShutdownGrace:        30 * time.Second,
 		Queues: map[string]outbox.QueueConfig{
-			"stripe":   {MaxWorkers: 50, JobTimeout: 30 * time.Second},
-			"sendgrid": {MaxWorkers: 50, JobTimeout: 30 * time.Second},
-			"webhook":  {MaxWorkers: 50, JobTimeout: 30 * time.Second},
+			"stripe":   {MaxWorkers: outbox.DefaultMaxWorkers, JobTimeout: outbox.DefaultJobTimeout},
+			"sendgrid": {MaxWorkers: outbox.DefaultMaxWorkers, JobTimeout: outbox.DefaultJobTimeout},
+			"webhook":  {MaxWorkers: outbox.DefaultMaxWorkers, JobTimeout: outbox.DefaultJobTimeout},
 		},
 		StripeAPIBase:           "https://api.stripe.com",
 		StripeTimeout:           20 * time.Second,
@@ -247,7 +248,7 @@ func Defaults() Config {
 		ReconcileConcurrency:    4,
 		ReconcileStuckMargin:    30 * time.Second,
 		StartupWait:             time.Minute,
-		MaxBodyBytes:            64 << 10,
+		MaxBodyBytes:            api.DefaultMaxBodyBytes,
 		MaxWait:                 60 * time.Second,
 		MCPWait:                 10 * time.Second,
 		HTTPReadTimeout:         30 * time.Second,

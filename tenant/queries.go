@@ -1,7 +1,15 @@
 package tenant
 
-// The SQL of token storage and authentication that has more than one clause.
+// All of the tenant package's SQL lives here.
 const (
+	sqlInsertTenant = `INSERT INTO oncebox_tenant (name) VALUES ($1) RETURNING id, name, created_at`
+	sqlTenantByName = `SELECT id, name, created_at FROM oncebox_tenant WHERE name = $1`
+	sqlTenants      = `SELECT id, name, created_at FROM oncebox_tenant ORDER BY name`
+
+	sqlRevokeByHash       = `UPDATE oncebox_api_token SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL`
+	sqlLiveTokensByPrefix = `SELECT count(*) FROM oncebox_api_token WHERE prefix = $1 AND revoked_at IS NULL`
+	sqlRevokeByPrefix     = `UPDATE oncebox_api_token SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL`
+
 	sqlInsertToken = `INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix, role) VALUES ($1, $2, $3, $4)`
 
 	sqlAuthenticate = `SELECT t.id, t.name, t.created_at, k.id, k.role FROM oncebox_api_token k

@@ -147,7 +147,7 @@ func (s *Store) Create(ctx context.Context, name string) (*Tenant, string, error
 		token string
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ($1) RETURNING id, name, created_at", name).
+		err := tx.QueryRow(ctx, sqlInsertTenant, name).
 			Scan(&t.ID, &t.Name, &t.CreatedAt)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
@@ -220,7 +220,7 @@ func (s *Store) NewTokenWithRole(ctx context.Context, tenantName string, role Ro
 // ByName returns the tenant with the given name.
 func (s *Store) ByName(ctx context.Context, name string) (*Tenant, error) {
 	var t Tenant
-	err := s.pool.QueryRow(ctx, "SELECT id, name, created_at FROM oncebox_tenant WHERE name = $1", name).
+	err := s.pool.QueryRow(ctx, sqlTenantByName, name).
 		Scan(&t.ID, &t.Name, &t.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("tenant %q: %w", name, ErrNotFound)
@@ -233,7 +233,7 @@ func (s *Store) ByName(ctx context.Context, name string) (*Tenant, error) {
 
 // List returns every tenant, by name.
 func (s *Store) List(ctx context.Context) ([]Tenant, error) {
-	rows, err := s.pool.Query(ctx, "SELECT id, name, created_at FROM oncebox_tenant ORDER BY name")
+	rows, err := s.pool.Query(ctx, sqlTenants)
 	if err != nil {
 		return nil, fmt.Errorf("tenant: list: %w", err)
 	}
@@ -307,16 +307,16 @@ func (s *Store) RevokeToken(ctx context.Context, tokenOrPrefix string) error {
 	var tag pgconn.CommandTag
 	var err error
 	if len(tokenOrPrefix) > len(TokenPrefix)+6 {
-		tag, err = s.pool.Exec(ctx, "UPDATE oncebox_api_token SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL", HashToken(tokenOrPrefix))
+		tag, err = s.pool.Exec(ctx, sqlRevokeByHash, HashToken(tokenOrPrefix))
 	} else {
 		var n int
-		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_api_token WHERE prefix = $1 AND revoked_at IS NULL", tokenOrPrefix).Scan(&n); err != nil {
+		if err := s.pool.QueryRow(ctx, sqlLiveTokensByPrefix, tokenOrPrefix).Scan(&n); err != nil {
 			return fmt.Errorf("tenant: revoke: %w", err)
 		}
 		if n > 1 {
 			return fmt.Errorf("tenant: prefix %q names %d tokens; pass the whole token", tokenOrPrefix, n)
 		}
-		tag, err = s.pool.Exec(ctx, "UPDATE oncebox_api_token SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL", tokenOrPrefix)
+		tag, err = s.pool.Exec(ctx, sqlRevokeByPrefix, tokenOrPrefix)
 	}
 	if err != nil {
 		return fmt.Errorf("tenant: revoke: %w", err)

@@ -154,7 +154,10 @@ func (e *env) enqueue(t *testing.T, key, tool string, args any) *outbox.Op {
 
 func (e *env) get(t *testing.T, id string) *outbox.Op {
 	t.Helper()
-	op, err := e.ob.GetByID(context.Background(), e.tenant, id)
+	// The outbox reads ops by key: look the key up first.
+	var key string
+	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT idempotency_key FROM oncebox_op WHERE id = $1", id).Scan(&key))
+	op, err := e.ob.Get(context.Background(), e.tenant, key)
 	require.NoError(t, err)
 	return op
 }
