@@ -270,7 +270,7 @@ func (ob *Outbox) legacyFingerprint(op *Op, p *Prepared) bool {
 func (ob *Outbox) insertJobTx(ctx context.Context, tx pgx.Tx, op *Op) error {
 	_, err := ob.river.InsertTx(ctx, tx, DispatchArgs{OpID: op.ID, Vendor: op.Vendor}, &river.InsertOpts{
 		Queue:       QueueName(op.Vendor),
-		MaxAttempts: ob.cfg.MaxAttempts + 5,
+		MaxAttempts: ob.cfg.riverMaxAttempts(),
 	})
 	if err != nil {
 		return fmt.Errorf("outbox: insert dispatch job: %w", err)

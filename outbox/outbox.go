@@ -182,6 +182,11 @@ func (c *Config) withDefaults() Config {
 	return out
 }
 
+// riverMaxAttempts is the River job's own attempt limit: MaxAttempts and a margin, so
+// that the op's own count (which sends it to review or to the reconciler) ends the job
+// first; River's limit only stops a job whose runs end without recording an attempt.
+func (c *Config) riverMaxAttempts() int { return c.MaxAttempts + 5 }
+
 func (c *Config) validate() error {
 	if c.Pool == nil {
 		return errors.New("outbox: Config.Pool is required")
@@ -290,7 +295,7 @@ func New(cfg Config) (*Outbox, error) {
 		FetchCooldown:        c.FetchCooldown,
 		FetchPollInterval:    c.FetchPollInterval,
 		TestOnly:             c.TestOnly,
-		MaxAttempts:          c.MaxAttempts + 5,
+		MaxAttempts:          c.riverMaxAttempts(),
 	}
 	if *c.Work {
 		rc.Queues = map[string]river.QueueConfig{}
