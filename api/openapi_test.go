@@ -184,6 +184,15 @@ func openAPIScenarios() map[string]scenario {
 		r.Header.Set("Content-Type", "text/plain")
 		return f.e, r
 	}
+	scenarios["GET /v1/budgets 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/budgets", f.token, "", "")
+	}
+	scenarios["GET /v1/budgets 401"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/budgets", "", "", "")
+	}
+	scenarios["GET /v1/budgets 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.broken, req("GET", "/v1/budgets", f.approver, "", "")
+	}
 	scenarios["GET /v1/approvals 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		require.Equal(t, http.StatusAccepted, f.e.post(f.token, f.key(), largeRefundBody).Code)
 		return f.e, req("GET", "/v1/approvals", f.approver, "", "")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -215,6 +216,7 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		conflictErr *outbox.KeyConflictError
 		toolErr     *outbox.UnknownToolError
 		argsErr     *outbox.ValidationError
+		budgetErr   *outbox.BudgetExceededError
 	)
 	switch {
 	case errors.As(err, &keyErr):
@@ -235,6 +237,12 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, invalidArgs(argsErr.Field, argsErr.Message))
 	case errors.Is(err, outbox.ErrNotFound):
 		writeProblem(w, newProblem(http.StatusNotFound, "not-found", "No op is stored under this idempotency key for your tenant."))
+	case errors.As(err, &budgetErr):
+		secs := int64(math.Ceil(budgetErr.RetryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		p := newProblem(http.StatusTooManyRequests, "budget-exceeded", budgetErr.Sentence+" Nothing was recorded; the same call may be sent again once the window ends.")
+		p.Budget = budgetErr.Budget
+		writeProblem(w, p)
 	default:
 		s.internal(w, r, err)
 	}

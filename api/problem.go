@@ -31,6 +31,8 @@ type problem struct {
 	GivenFingerprint  string `json:"given_fingerprint,omitempty"`
 	// Status of the op, for wrong-state.
 	OpStatus string `json:"op_status,omitempty"`
+	// Budget names the budget an op would exceed (budget-exceeded).
+	Budget string `json:"budget,omitempty"`
 }
 
 // newProblem returns the problem of a slug with its title.

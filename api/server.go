@@ -140,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/ops/{key}/reject", s.authed(canDecide, s.rejectOp))
 	s.mux.HandleFunc("POST /v1/ops/{key}/resolve", s.authed(canDecide, s.resolveOp))
 	s.mux.HandleFunc("GET /v1/approvals", s.authed(canDecide, s.listApprovals))
+	s.mux.HandleFunc("GET /v1/budgets", s.authed(canRead, s.listBudgets))
 	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s, nil

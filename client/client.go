@@ -355,7 +355,9 @@ func (c *Client) do(ctx context.Context, req request) (*response, error) {
 		if res.status < 400 {
 			return res, nil
 		}
-		if (res.status == http.StatusTooManyRequests || res.status >= 500) && !last {
+		// A budget's 429 lasts until its window ends: it is answered, not retried.
+		budget := res.status == http.StatusTooManyRequests && problemOf(res).Type == protocol.ProblemBudgetExceeded
+		if (res.status == http.StatusTooManyRequests || res.status >= 500) && !last && !budget {
 			pause := c.backoff(attempt)
 			if d, ok := retryAfter(res.header.Get("Retry-After")); ok {
 				pause = d

@@ -251,8 +251,12 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 		}
 		log.LogAttrs(ctx, slog.LevelDebug, "mcp tool call", slog.String("op_id", op.ID),
 			slog.Bool("replayed", res.Replayed), slog.String("status", string(op.Status)))
+		text := describe(op, res.Replayed, id, s.cfg.Wait.String())
+		if op.Status == outbox.StatusAwaitingApproval && res.Why != "" {
+			text += " Why: " + res.Why
+		}
 		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: describe(op, res.Replayed, id, s.cfg.Wait.String())}},
+			Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 			StructuredContent: newOpView(op, res.Replayed),
 			IsError:           op.Status == outbox.StatusFailed,
 		}, nil
@@ -281,7 +285,11 @@ func refusal(err error) *mcp.CallToolResult {
 		ve *outbox.ValidationError
 		ke *outbox.KeyConflictError
 	)
+	var be *outbox.BudgetExceededError
 	switch {
+	case errors.As(err, &be):
+		return errorResult(fmt.Sprintf("Not done: %s Nothing was executed or recorded. Do not retry it before %s from now; tell the user.",
+			be.Sentence, be.RetryAfter))
 	case errors.As(err, &ke):
 		return errorResult("This same tool call was already made earlier with other arguments. " +
 			"Nothing was executed now. If you really mean a new, different action, make it as a new tool call.")

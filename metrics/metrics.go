@@ -41,6 +41,7 @@ type Metrics struct {
 	decisions   *prometheus.CounterVec
 	duplicates  *prometheus.CounterVec
 	unavailable *prometheus.CounterVec
+	budgets     *prometheus.CounterVec
 	storeUp     prometheus.Gauge
 	events      *prometheus.CounterVec
 	newOps      atomic.Int64
@@ -114,8 +115,12 @@ func New(cfg Config) *Metrics {
 		Name: "oncebox_vendor_events_total",
 		Help: "Vendor events received, by vendor and outcome: stored, orphan (stored; its tag names no op), duplicate, untagged, ignored, refused (bad signature).",
 	}, []string{"vendor", "outcome"})
+	m.budgets = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncebox_budget_checks_total",
+		Help: "New ops checked against a budget, by budget and outcome: admitted, or exceeded (sent to approval or refused).",
+	}, []string{"budget", "outcome"})
 	m.registry.MustRegister(m.enqueued, m.collisions, m.dispatch, m.outcomes, m.transitions, m.decisions,
-		m.duplicates, m.events, m.unavailable, m.storeUp, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.duplicates, m.events, m.unavailable, m.budgets, m.storeUp, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Pool != nil {
 		m.registry.MustRegister(&dbCollector{pool: cfg.Pool, logger: cfg.Logger, timeout: cfg.ScrapeTimeout, interval: cfg.RefreshInterval})
 	}
@@ -153,6 +158,15 @@ func (m *Metrics) Dispatched(vendor, outcome string, took time.Duration) {
 // Transition implements outbox.Observer.
 func (m *Metrics) Transition(vendor string, from, to outbox.Status) {
 	m.transitions.WithLabelValues(vendor, string(from), string(to)).Inc()
+}
+
+// BudgetCharged implements outbox.BudgetObserver.
+func (m *Metrics) BudgetCharged(budget string, exceeded bool) {
+	outcome := "admitted"
+	if exceeded {
+		outcome = "exceeded"
+	}
+	m.budgets.WithLabelValues(budget, outcome).Inc()
 }
 
 // Decision implements reconcile.Observer.
@@ -214,10 +228,11 @@ type dbCollector struct {
 
 // dbSnapshot is one reading of the gauges.
 type dbSnapshot struct {
-	at     time.Time
-	ops    []labeledCount
-	queues []labeledCount
-	ok     bool
+	at      time.Time
+	ops     []labeledCount
+	queues  []labeledCount
+	budgets []labeledCount
+	ok      bool
 }
 
 type labeledCount struct {
@@ -230,6 +245,9 @@ var (
 		[]string{"tool", "status"}, nil)
 	queueDesc = prometheus.NewDesc("oncebox_river_queue_depth", "River jobs by queue and state, not yet finalized (read at most --metrics-refresh ago).",
 		[]string{"queue", "state"}, nil)
+	budgetDesc = prometheus.NewDesc("oncebox_budget_used",
+		"What budgets admitted in their current window, summed over tenants and scopes: ops (currency \"ops\") or minor units per currency (read at most --metrics-refresh ago; GET /v1/budgets shows each tenant's used and left).",
+		[]string{"budget", "currency"}, nil)
 	readAtDesc = prometheus.NewDesc("oncebox_db_gauges_read_timestamp_seconds", "When oncebox_ops and oncebox_river_queue_depth were last read from Postgres.",
 		nil, nil)
 )
@@ -237,6 +255,7 @@ var (
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- opsDesc
 	ch <- queueDesc
+	ch <- budgetDesc
 	ch <- readAtDesc
 }
 
@@ -250,6 +269,9 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, q := range snap.queues {
 		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(q.n), q.a, q.b)
+	}
+	for _, b := range snap.budgets {
+		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(b.n), b.a, b.b)
 	}
 	ch <- prometheus.MustNewConstMetric(readAtDesc, prometheus.GaugeValue, float64(snap.at.UnixNano())/1e9)
 }
@@ -293,6 +315,11 @@ const (
 	sqlOpsByStatus = `SELECT tool, status, count(*) FROM oncebox_op GROUP BY tool, status`
 	sqlQueueDepth  = `SELECT queue, state::text, count(*) FROM river_job
 		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending') GROUP BY queue, state`
+	// sqlBudgetUsed sums what each budget admitted in its current windows: ops, or the
+	// amount per currency.
+	sqlBudgetUsed = `SELECT budget, CASE WHEN currency = '' THEN 'ops' ELSE currency END,
+		sum(CASE WHEN currency = '' THEN ops ELSE amount END)::bigint FROM oncebox_budget_usage
+		WHERE window_start <= now() AND window_end > now() GROUP BY 1, 2`
 )
 
 func (c *dbCollector) read() *dbSnapshot {
@@ -305,6 +332,7 @@ func (c *dbCollector) read() *dbSnapshot {
 	}{
 		{"ops by status", sqlOpsByStatus, &snap.ops},
 		{"queue depth", sqlQueueDepth, &snap.queues},
+		{"budget usage", sqlBudgetUsed, &snap.budgets},
 	} {
 		rows, err := c.pool.Query(ctx, q.sql)
 		if err != nil {

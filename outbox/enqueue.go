@@ -183,6 +183,28 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	if wait {
 		status = StatusAwaitingApproval
 	}
+	// Budgets count what runs without a person: an op that would exceed one waits for
+	// approval, or is refused when the budget says so (unless it is a replay).
+	var charges []charge
+	if status == StatusPending && len(ob.cfg.Budgets) > 0 {
+		var over *overBudget
+		if charges, over, err = ob.chargeBudgets(ctx, tx, params, p.Tool, p.Args); err != nil {
+			return nil, err
+		}
+		if over != nil {
+			if over.budget.onExceed() == ExceedRefuse {
+				var exists bool
+				if err := tx.QueryRow(ctx, sqlKeyExists, params.TenantID, p.Key).Scan(&exists); err != nil {
+					return nil, fmt.Errorf("outbox: read op: %w", err)
+				}
+				if !exists {
+					return nil, &BudgetExceededError{Budget: over.budget.Name, Sentence: over.sentence, RetryAfter: over.retryAfter}
+				}
+			} else {
+				status, why = StatusAwaitingApproval, over.sentence+" It needs a person's approval."
+			}
+		}
+	}
 	vendorKey := VendorKey(params.TenantID, p.Key, p.Tool.Name, 0)
 
 	var (
@@ -225,6 +247,9 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	}
 
 	if !inserted {
+		if err := ob.undoCharges(ctx, tx, params.TenantID, charges); err != nil {
+			return nil, err
+		}
 		if op.Fingerprint != p.Fingerprint && !ob.legacyFingerprint(op, p) {
 			return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
 		}

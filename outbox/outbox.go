@@ -108,6 +108,9 @@ type Config struct {
 	// ApprovalExpiry is how long an op waits for a decision before it is rejected with
 	// the reason "approval expired". Defaults to DefaultApprovalExpiry (72 hours).
 	ApprovalExpiry time.Duration
+	// Budgets bound what agents do without a person, per tenant (or token, or
+	// conversation) and window; see Budget. Optional.
+	Budgets []Budget
 	// Observer receives counts for metrics. Defaults to one that does nothing.
 	Observer Observer
 	// Logger receives structured logs. Defaults to discarding them.
@@ -193,6 +196,16 @@ func (c *Config) validate() error {
 	}
 	if c.Tools == nil {
 		return errors.New("outbox: Config.Tools is required (build one with NewRegistry)")
+	}
+	for tool, r := range c.Approvals {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("outbox: approval rule of %s: %w", tool, err)
+		}
+	}
+	for _, b := range c.Budgets {
+		if err := b.Validate(); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		return fmt.Errorf("outbox: MaxAttempts %d out of range; use 1 to 1000", c.MaxAttempts)

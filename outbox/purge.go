@@ -87,6 +87,9 @@ func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
 	if _, err := w.ob.ExpireApprovals(ctx); err != nil {
 		return err
 	}
+	if _, err := w.ob.pool.Exec(ctx, sqlPurgeBudgetUsage); err != nil {
+		return fmt.Errorf("outbox: purge budget windows: %w", err)
+	}
 	_, err := w.ob.Purge(ctx, w.cfg)
 	return err
 }

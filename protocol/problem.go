@@ -26,6 +26,7 @@ const (
 	ProblemTooManyWaits         = ProblemBase + "too-many-waits"
 	ProblemStoreUnavailable     = ProblemBase + "store-unavailable"
 	ProblemPolicyChanged        = ProblemBase + "policy-changed"
+	ProblemBudgetExceeded       = ProblemBase + "budget-exceeded"
 	ProblemFingerprintMismatch  = ProblemBase + "fingerprint-mismatch"
 
 	// The refusals of the vendor event endpoints (POST /v1/vendor-events/…).
@@ -74,6 +75,8 @@ func ProblemTitle(problemType string) string {
 		return "Too many open waits for this tenant"
 	case ProblemStoreUnavailable:
 		return "The database is unavailable"
+	case ProblemBudgetExceeded:
+		return "The op would exceed a budget"
 	case ProblemPolicyChanged:
 		return "The approval policy changed since the op started waiting"
 	case ProblemFingerprintMismatch:

@@ -121,6 +121,9 @@ type Config struct {
 	// ApprovalExpiry is how long an op waits for a decision before it is rejected with
 	// the reason "approval expired". Defaults to 72 hours.
 	ApprovalExpiry time.Duration
+	// Budgets bound what agents do without a person, per tenant (or token, or
+	// conversation) and window.
+	Budgets []outbox.Budget
 	// TTL is how long ops are kept. Defaults to 72 hours.
 	TTL time.Duration
 	// ToolTTL overrides TTL per tool name, such as "stripe.refund". Optional.

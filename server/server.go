@@ -242,6 +242,7 @@ func (s *Server) build(ctx context.Context) error {
 		SealKey:              sealKey,
 		Approvals:            cfg.DefaultApprovals(),
 		ApprovalExpiry:       cfg.ApprovalExpiry,
+		Budgets:              cfg.Budgets,
 	}
 	ocfg.Vendors = vendors
 	ocfg.NoDispatch = !cfg.Roles.Worker

@@ -163,6 +163,13 @@ func settings() []setting {
 				c.ApprovalPolicy = p
 				return err
 			}},
+		setting{flag: "budgets", env: "ONCEBOX_BUDGETS", def: "",
+			help: `budgets as a JSON list, counted per tenant (scope tenant), API token or conversation in fixed windows: [{"name":"refunds-daily","tool":"stripe.refund","window":"24h","amount":{"*":50000}},{"name":"mail-hourly","tool":"sendgrid.mail","window":"1h","count":20,"scope":"conversation","on_exceed":"refuse"}] (on_exceed approval, the default, or refuse: 429)`,
+			set: func(c *server.Config, v string) error {
+				b, err := outbox.ParseBudgets(v)
+				c.Budgets = b
+				return err
+			}},
 		durSetting("approval-expiry", "ONCEBOX_APPROVAL_EXPIRY", d.ApprovalExpiry, "how long an op waits for a decision before it is rejected with the reason \"approval expired\"", func(c *server.Config) *time.Duration { return &c.ApprovalExpiry }),
 		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept (--tool-ttl overrides it per tool)", func(c *server.Config) *time.Duration { return &c.TTL }),
 		setting{flag: "tool-ttl", env: "ONCEBOX_TOOL_TTL", def: "",

@@ -1,0 +1,405 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BudgetScope says whose ops a budget counts together.
+type BudgetScope string
+
+// The scopes of a budget.
+const (
+	// ScopeTenant counts all of a tenant's ops together.
+	ScopeTenant BudgetScope = "tenant"
+	// ScopeToken counts the ops of each API token apart (ops without a token are not
+	// counted).
+	ScopeToken BudgetScope = "token"
+	// ScopeConversation counts the ops of each conversation apart (ops without a
+	// conversation are not counted).
+	ScopeConversation BudgetScope = "conversation"
+)
+
+// OnExceed says what happens to an op that would exceed a budget.
+type OnExceed string
+
+// What an op over budget does.
+const (
+	// ExceedApproval makes the op wait for a person's approval instead of running.
+	ExceedApproval OnExceed = "approval"
+	// ExceedRefuse refuses the op (HTTP 429 with Retry-After); nothing is recorded.
+	ExceedRefuse OnExceed = "refuse"
+)
+
+// Budget bounds what a runaway agent can do alone: how many ops, and how much money per
+// currency, per window. Ops a person approved are not counted: budgets bound what runs
+// without one.
+type Budget struct {
+	// Name identifies the budget in answers, metrics and GET /v1/budgets. Required.
+	Name string `json:"name"`
+	// Tool limits the budget to one tool; empty counts every tool.
+	Tool string `json:"tool,omitempty"`
+	// Scope is tenant (default), token or conversation.
+	Scope BudgetScope `json:"scope,omitempty"`
+	// Window is the length of the fixed windows the budget counts in, such as "1h" or
+	// "24h" (windows start at multiples of it since 2000-01-01 UTC).
+	Window Duration `json:"window"`
+	// Count is how many ops a window admits (0: no count limit).
+	Count int64 `json:"count,omitempty"`
+	// Amount is the sum of amounts (minor units) a window admits, per lower-case
+	// currency, with "*" for any other currency and for amounts without one (0 or
+	// absent: no amount limit for that currency).
+	Amount map[string]int64 `json:"amount,omitempty"`
+	// OnExceed is approval (default) or refuse.
+	OnExceed OnExceed `json:"on_exceed,omitempty"`
+}
+
+// Duration is a time.Duration written as "1h30m" in JSON.
+type Duration time.Duration
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration such as \"1h\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Validate checks a budget.
+func (b Budget) Validate() error {
+	if b.Name == "" || len(b.Name) > 100 {
+		return errors.New("a budget needs a name of 1 to 100 characters")
+	}
+	switch b.Scope {
+	case "", ScopeTenant, ScopeToken, ScopeConversation:
+	default:
+		return fmt.Errorf("budget %s: scope %q: want tenant, token or conversation", b.Name, b.Scope)
+	}
+	switch b.OnExceed {
+	case "", ExceedApproval, ExceedRefuse:
+	default:
+		return fmt.Errorf("budget %s: on_exceed %q: want approval or refuse", b.Name, b.OnExceed)
+	}
+	if time.Duration(b.Window) < time.Second {
+		return fmt.Errorf("budget %s: window must be at least 1s", b.Name)
+	}
+	if b.Count < 0 {
+		return fmt.Errorf("budget %s: count is negative", b.Name)
+	}
+	if b.Count == 0 && len(b.Amount) == 0 {
+		return fmt.Errorf("budget %s: set count, amount, or both", b.Name)
+	}
+	for cur, n := range b.Amount {
+		if cur != AnyCurrency && (len(cur) != 3 || strings.ToLower(cur) != cur) {
+			return fmt.Errorf("budget %s: amount: %q is neither a lower-case currency code nor %q", b.Name, cur, AnyCurrency)
+		}
+		if n < 0 {
+			return fmt.Errorf("budget %s: amount for %s is negative", b.Name, cur)
+		}
+	}
+	return nil
+}
+
+// scope returns the budget's scope, tenant by default.
+func (b Budget) scope() BudgetScope {
+	if b.Scope == "" {
+		return ScopeTenant
+	}
+	return b.Scope
+}
+
+// OnExceedOrDefault returns what an op over the budget does, approval by default.
+func (b Budget) OnExceedOrDefault() OnExceed { return b.onExceed() }
+
+// onExceed returns what an op over the budget does, approval by default.
+func (b Budget) onExceed() OnExceed {
+	if b.OnExceed == "" {
+		return ExceedApproval
+	}
+	return b.OnExceed
+}
+
+// amountLimit returns the amount limit of a currency, and whether there is one.
+func (b Budget) amountLimit(currency string) (int64, bool) {
+	if n, ok := b.Amount[currency]; ok && n > 0 {
+		return n, true
+	}
+	if n, ok := b.Amount[AnyCurrency]; ok && n > 0 {
+		return n, true
+	}
+	return 0, false
+}
+
+// ParseBudgets reads budgets written as a JSON list (see Budget). An empty string is
+// none.
+func ParseBudgets(s string) ([]Budget, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var bs []Budget
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&bs); err != nil {
+		return nil, fmt.Errorf("budgets: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, b := range bs {
+		if err := b.Validate(); err != nil {
+			return nil, err
+		}
+		if seen[b.Name] {
+			return nil, fmt.Errorf("budgets: %s is named twice", b.Name)
+		}
+		seen[b.Name] = true
+	}
+	return bs, nil
+}
+
+// BudgetExceededError refuses an op that would exceed a budget whose OnExceed is
+// refuse. Nothing was recorded; the same call may be sent again after RetryAfter.
+type BudgetExceededError struct {
+	Budget string
+	// Sentence says which budget, in one sentence meant for the model.
+	Sentence string
+	// RetryAfter is when the budget's window ends.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *BudgetExceededError) Error() string { return e.Sentence }
+
+// ErrBudgetExceeded matches every *BudgetExceededError.
+var ErrBudgetExceeded = errors.New("budget exceeded")
+
+// Is makes errors.Is(err, ErrBudgetExceeded) match.
+func (e *BudgetExceededError) Is(target error) bool { return target == ErrBudgetExceeded }
+
+// BudgetObserver, when the Config's Observer implements it, counts budget decisions.
+type BudgetObserver interface {
+	// BudgetCharged is called for each budget an op was counted against, or that it
+	// would have exceeded (exceeded true).
+	BudgetCharged(budget string, exceeded bool)
+}
+
+// charge is one row a budget check incremented, to undo if the op is not recorded.
+type charge struct {
+	budget, scope, currency string
+	window                  time.Duration
+	amount                  int64
+}
+
+// overBudget is the first budget an op would exceed.
+type overBudget struct {
+	budget     Budget
+	sentence   string
+	retryAfter time.Duration
+}
+
+// chargeBudgets counts an op against every budget that applies to it, atomically (each
+// usage row is locked by its upsert until the transaction ends, so concurrent enqueues
+// in any process queue on it and exactly the admitted number pass). When a budget would
+// be exceeded, nothing is counted and the budget is returned.
+func (ob *Outbox) chargeBudgets(ctx context.Context, tx pgx.Tx, params EnqueueParams, tool Tool, args json.RawMessage) ([]charge, *overBudget, error) {
+	var done []charge
+	var (
+		amount   int64
+		currency string
+		hasAmt   bool
+	)
+	if tool.Amount != nil {
+		amount, currency, hasAmt = tool.Amount(args)
+	}
+	for _, b := range ob.cfg.Budgets {
+		if b.Tool != "" && b.Tool != tool.Name {
+			continue
+		}
+		scope, ok := budgetScopeKey(b.scope(), params)
+		if !ok {
+			continue
+		}
+		window := time.Duration(b.Window)
+		rows := []charge{}
+		if b.Count > 0 {
+			rows = append(rows, charge{budget: b.Name, scope: scope, currency: "", window: window})
+		}
+		if _, limited := b.amountLimit(currency); limited && hasAmt {
+			rows = append(rows, charge{budget: b.Name, scope: scope, currency: currencyKey(currency), window: window, amount: amount})
+		}
+		for _, c := range rows {
+			maxOps, maxAmount := int64(math.MaxInt64), int64(math.MaxInt64)
+			if c.currency == "" {
+				maxOps = b.Count
+			} else {
+				maxAmount, _ = b.amountLimit(currency)
+			}
+			var ops, used int64
+			err := tx.QueryRow(ctx, sqlBudgetCharge, params.TenantID, c.budget, c.scope, c.currency, window.Seconds(), c.amount,
+				maxOps, maxAmount).Scan(&ops, &used)
+			if errors.Is(err, pgx.ErrNoRows) {
+				if err := ob.undoCharges(ctx, tx, params.TenantID, done); err != nil {
+					return nil, nil, err
+				}
+				ob.observeBudget(b.Name, true)
+				return nil, &overBudget{budget: b, sentence: budgetSentence(b, c, tool.Name, maxOps, maxAmount, currency),
+					retryAfter: ob.windowLeft(ctx, tx, window)}, nil
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("outbox: charge budget %s: %w", b.Name, err)
+			}
+			done = append(done, c)
+		}
+		ob.observeBudget(b.Name, false)
+	}
+	return done, nil, nil
+}
+
+// undoCharges gives back what chargeBudgets counted (the op turned out to be a replay).
+func (ob *Outbox) undoCharges(ctx context.Context, tx pgx.Tx, tenantID int64, done []charge) error {
+	for _, c := range done {
+		if _, err := tx.Exec(ctx, sqlBudgetUndo, tenantID, c.budget, c.scope, c.currency, c.window.Seconds(), c.amount); err != nil {
+			return fmt.Errorf("outbox: undo budget charge: %w", err)
+		}
+	}
+	return nil
+}
+
+// windowLeft is how long the current window of a budget has to run, by the database's
+// clock.
+func (ob *Outbox) windowLeft(ctx context.Context, tx pgx.Tx, window time.Duration) time.Duration {
+	var secs float64
+	if err := tx.QueryRow(ctx, sqlBudgetWindowLeft, window.Seconds()).Scan(&secs); err != nil {
+		return window
+	}
+	return time.Duration(math.Ceil(secs)) * time.Second
+}
+
+func (ob *Outbox) observeBudget(name string, exceeded bool) {
+	if o, ok := ob.cfg.Observer.(BudgetObserver); ok {
+		o.BudgetCharged(name, exceeded)
+	}
+}
+
+// budgetScopeKey is the usage row's scope for an op, or false when the op is outside
+// the scope (no token, no conversation).
+func budgetScopeKey(scope BudgetScope, p EnqueueParams) (string, bool) {
+	switch scope {
+	case ScopeToken:
+		if p.TokenID == 0 {
+			return "", false
+		}
+		return "token:" + strconv.FormatInt(p.TokenID, 10), true
+	case ScopeConversation:
+		if p.ConversationID == "" {
+			return "", false
+		}
+		return "conversation:" + p.ConversationID, true
+	}
+	return "tenant", true
+}
+
+// currencyKey is the usage row's currency of an amount ("*" when the args do not say).
+func currencyKey(currency string) string {
+	if currency == "" {
+		return AnyCurrency
+	}
+	return currency
+}
+
+// budgetSentence tells the model which budget it hit, in one sentence.
+func budgetSentence(b Budget, c charge, tool string, maxOps, maxAmount int64, currency string) string {
+	per := "per " + time.Duration(b.Window).String()
+	who := map[BudgetScope]string{ScopeTenant: "this tenant", ScopeToken: "this API token", ScopeConversation: "this conversation"}[b.scope()]
+	what := "ops"
+	if b.Tool != "" {
+		what = b.Tool + " ops"
+	}
+	if c.currency == "" {
+		return fmt.Sprintf("This %s would exceed the budget %q of %d %s %s for %s.", tool, b.Name, maxOps, what, per, who)
+	}
+	return fmt.Sprintf("This %s would exceed the budget %q of %s in %s %s for %s.", tool, b.Name,
+		formatAmount(maxAmount, currency), what, per, who)
+}
+
+// BudgetUsage is what one budget used in its current window, for one scope.
+type BudgetUsage struct {
+	Budget   Budget
+	Scope    string
+	Currency string // "" for the count of ops
+	Used     int64
+	// Limit is the window's limit; Left what remains of it.
+	Limit, Left               int64
+	WindowStart, WindowEnd    time.Time
+}
+
+// BudgetUsage returns the tenant's usage of every configured budget in its current
+// window: a row per scope and currency with something used, and a row per budget limit
+// with nothing used yet (tenant scope).
+func (ob *Outbox) BudgetUsage(ctx context.Context, tenantID int64) ([]BudgetUsage, error) {
+	var out []BudgetUsage
+	for _, b := range ob.cfg.Budgets {
+		window := time.Duration(b.Window)
+		rows, err := ob.pool.Query(ctx, sqlBudgetUsage, tenantID, b.Name, window.Seconds())
+		if err != nil {
+			return nil, fmt.Errorf("outbox: read budget usage: %w", err)
+		}
+		type key struct{ scope, currency string }
+		seen := map[key]bool{}
+		var start, end time.Time
+		for rows.Next() {
+			var u BudgetUsage
+			var ops, amount int64
+			if err := rows.Scan(&u.Scope, &u.Currency, &ops, &amount, &u.WindowStart, &u.WindowEnd); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("outbox: read budget usage: %w", err)
+			}
+			u.Budget = b
+			if u.Currency == "" {
+				u.Used, u.Limit = ops, b.Count
+			} else {
+				u.Used = amount
+				u.Limit, _ = b.amountLimit(u.Currency)
+			}
+			u.Left = max(u.Limit-u.Used, 0)
+			seen[key{u.Scope, u.Currency}] = true
+			start, end = u.WindowStart, u.WindowEnd
+			out = append(out, u)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("outbox: read budget usage: %w", err)
+		}
+		if b.scope() != ScopeTenant {
+			continue
+		}
+		if start.IsZero() {
+			if err := ob.pool.QueryRow(ctx, sqlBudgetWindow, window.Seconds()).Scan(&start, &end); err != nil {
+				return nil, fmt.Errorf("outbox: read budget window: %w", err)
+			}
+		}
+		if b.Count > 0 && !seen[key{"tenant", ""}] {
+			out = append(out, BudgetUsage{Budget: b, Scope: "tenant", Limit: b.Count, Left: b.Count, WindowStart: start, WindowEnd: end})
+		}
+		for cur, n := range b.Amount {
+			if n > 0 && !seen[key{"tenant", cur}] {
+				out = append(out, BudgetUsage{Budget: b, Scope: "tenant", Currency: cur, Limit: n, Left: n, WindowStart: start, WindowEnd: end})
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,155 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// budgetEnv is two insert-only Outboxes on two pools over one schema: two processes.
+type budgetEnv struct {
+	pool   *pgxpool.Pool
+	obs    [2]*outbox.Outbox
+	tenant int64
+}
+
+func newBudgetEnv(t *testing.T, budgets ...outbox.Budget) budgetEnv {
+	t.Helper()
+	pool := dbtest.Schema(t)
+	second, err := pgxpool.New(context.Background(), dbtest.ConnString(t, pool))
+	require.NoError(t, err)
+	t.Cleanup(second.Close)
+	e := budgetEnv{pool: pool, tenant: newTenant(t, pool, "acme")}
+	for i, p := range []*pgxpool.Pool{pool, second} {
+		reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
+		require.NoError(t, err)
+		e.obs[i], err = outbox.New(outbox.Config{Pool: p, Tools: reg, TestOnly: true, Budgets: budgets})
+		require.NoError(t, err)
+	}
+	return e
+}
+
+// race enqueues n distinct ops at once, alternating between the two Outboxes, and
+// returns their results and errors.
+func (e budgetEnv) race(t *testing.T, n int, params func(i int) outbox.EnqueueParams) ([]*outbox.EnqueueResult, []error) {
+	t.Helper()
+	res, errs := make([]*outbox.EnqueueResult, n), make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res[i], errs[i] = e.obs[i%2].Enqueue(context.Background(), params(i))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return res, errs
+}
+
+// TestBudgetAdmitsExactlyItsCountAcrossProcesses: 100 concurrent ops against a budget
+// of 10, sent through two Outboxes on two pools, admit exactly 10; the other 90 are
+// refused with the budget's name and when to retry, and record nothing.
+func TestBudgetAdmitsExactlyItsCountAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	e := newBudgetEnv(t, outbox.Budget{Name: "ten-a-day", Window: outbox.Duration(24 * time.Hour), Count: 10, OnExceed: outbox.ExceedRefuse})
+	_, errs := e.race(t, 100, func(i int) outbox.EnqueueParams {
+		return outbox.EnqueueParams{TenantID: e.tenant, Key: fmt.Sprintf("k%d", i), Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)}
+	})
+	admitted, refused := 0, 0
+	for _, err := range errs {
+		var be *outbox.BudgetExceededError
+		switch {
+		case err == nil:
+			admitted++
+		case errors.As(err, &be):
+			refused++
+			require.Equal(t, "ten-a-day", be.Budget)
+			require.Contains(t, be.Sentence, `"ten-a-day"`)
+			require.Positive(t, be.RetryAfter)
+			require.LessOrEqual(t, be.RetryAfter, 24*time.Hour)
+		default:
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, 10, admitted)
+	require.Equal(t, 90, refused)
+	require.Equal(t, 10, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 10, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+
+	// A replay of an admitted op is no new op: it is answered, and counts nothing.
+	res, err := e.obs[1].Enqueue(context.Background(), outbox.EnqueueParams{TenantID: e.tenant, Key: keyOf(t, e.pool), Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)})
+	require.NoError(t, err)
+	require.True(t, res.Replayed)
+	usage, err := e.obs[0].BudgetUsage(context.Background(), e.tenant)
+	require.NoError(t, err)
+	require.Len(t, usage, 1)
+	require.EqualValues(t, 10, usage[0].Used)
+	require.EqualValues(t, 0, usage[0].Left)
+}
+
+func keyOf(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var k string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT idempotency_key FROM oncebox_op LIMIT 1").Scan(&k))
+	return k
+}
+
+// TestAmountBudgetSendsTheRestToApproval: an amount budget per currency admits ops up
+// to its sum; the op that would exceed it waits for approval, told which budget; other
+// currencies and other conversations count apart; usage survives (it is in Postgres).
+func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newBudgetEnv(t, outbox.Budget{Name: "conv-spend", Tool: "test.money", Scope: outbox.ScopeConversation,
+		Window: outbox.Duration(time.Hour), Amount: map[string]int64{"usd": 1000, "*": 500}})
+	pay := func(key, conv, args string) *outbox.EnqueueResult {
+		res, err := e.obs[0].Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: "test.money", Args: json.RawMessage(args), ConversationID: conv})
+		require.NoError(t, err)
+		return res
+	}
+	require.Equal(t, outbox.StatusPending, pay("a", "c1", `{"amount": 600, "currency": "usd"}`).Op.Status)
+	require.Equal(t, outbox.StatusPending, pay("b", "c1", `{"amount": 400, "currency": "usd"}`).Op.Status)
+	over := pay("c", "c1", `{"amount": 1, "currency": "usd"}`)
+	require.Equal(t, outbox.StatusAwaitingApproval, over.Op.Status)
+	require.Contains(t, over.Why, `budget "conv-spend"`)
+	require.Contains(t, over.Why, "1000 usd")
+	require.Equal(t, outbox.StatusPending, pay("d", "c1", `{"amount": 500, "currency": "eur"}`).Op.Status, "another currency counts apart")
+	require.Equal(t, outbox.StatusPending, pay("e", "c2", `{"amount": 1000, "currency": "usd"}`).Op.Status, "another conversation counts apart")
+	require.Equal(t, outbox.StatusPending, pay("f", "", `{"amount": 5000, "currency": "usd"}`).Op.Status, "no conversation, no conversation budget")
+
+	usage, err := e.obs[1].BudgetUsage(ctx, e.tenant)
+	require.NoError(t, err)
+	used := map[string]int64{}
+	for _, u := range usage {
+		used[u.Scope+"/"+u.Currency] = u.Used
+	}
+	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/eur": 500, "conversation:c2/usd": 1000}, used)
+}
+
+func TestParseBudgets(t *testing.T) {
+	t.Parallel()
+	bs, err := outbox.ParseBudgets(`[{"name": "refunds", "tool": "stripe.refund", "window": "24h", "amount": {"*": 50000}},
+		{"name": "mail", "tool": "sendgrid.mail", "window": "1h", "count": 20, "scope": "conversation", "on_exceed": "refuse"}]`)
+	require.NoError(t, err)
+	require.Len(t, bs, 2)
+	require.Equal(t, 24*time.Hour, time.Duration(bs[0].Window))
+	for _, bad := range []string{`[{"name": "x", "window": "1h"}]`, `[{"name": "x", "window": "0s", "count": 1}]`,
+		`[{"name": "x", "window": "1h", "count": 1, "scope": "planet"}]`, `[{"name": "x", "window": "1h", "count": 1, "on_exceed": "panic"}]`,
+		`[{"name": "x", "window": "1h", "count": 1}, {"name": "x", "window": "1h", "count": 2}]`, `[{"window": "1h", "count": 1}]`} {
+		_, err := outbox.ParseBudgets(bad)
+		require.Error(t, err, bad)
+	}
+}
