@@ -71,7 +71,7 @@ func TestBudgetsOverHTTP(t *testing.T) {
 		got[b.Budget+"/"+b.Scope+"/"+b.Currency] = [3]int64{b.Used, b.Limit, b.Left}
 	}
 	require.Equal(t, map[string][3]int64{
-		"two-payments/tenant/": {2, 2, 0},
+		"two-payments/tenant/":  {2, 2, 0},
 		"refund-spend/tenant/*": {1000, 1000, 0},
 	}, got)
 }

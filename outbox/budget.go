@@ -344,8 +344,8 @@ type BudgetUsage struct {
 	Currency string // "" for the count of ops
 	Used     int64
 	// Limit is the window's limit; Left what remains of it.
-	Limit, Left               int64
-	WindowStart, WindowEnd    time.Time
+	Limit, Left            int64
+	WindowStart, WindowEnd time.Time
 }
 
 // BudgetUsage returns the tenant's usage of every configured budget in its current
