@@ -211,8 +211,12 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 		}
 		res.Changed = true
 		if res.Approvals < a.needed {
-			raw, _ := json.Marshal(detail)
-			if _, err := tx.Exec(ctx, sqlApprovalEvent, op.ID, d.Actor, raw); err != nil {
+			// The op stays awaiting approval: the transition records the event only.
+			var err error
+			applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval,
+				To: StatusAwaitingApproval, By: opstate.Person, Actor: d.Actor, Kind: "approval_given", Detail: detail,
+				Message: "approval recorded; more approvers needed"})
+			if err != nil {
 				return fmt.Errorf("record approval: %w", err)
 			}
 			return nil

@@ -96,12 +96,6 @@ const sqlApprovalVotes = `SELECT count(*)::int FROM oncebox_approval_vote WHERE 
 
 const sqlDecideApproval = `UPDATE oncebox_approval SET decision = $2, decided_at = now() WHERE op_id = $1::uuid`
 
-// sqlApprovalEvent records an approval that changes no status (a four-eyes rule short
-// of its count).
-const sqlApprovalEvent = `
-INSERT INTO oncebox_op_event (op_id, kind, from_status, to_status, actor, detail)
-VALUES ($1::uuid, 'approval_given', 'awaiting_approval', 'awaiting_approval', $2, $3)`
-
 const sqlDueApprovals = `
 SELECT op_id::text FROM oncebox_approval WHERE decision IS NULL AND expires_at <= now() ORDER BY expires_at LIMIT $1`
 

@@ -61,6 +61,8 @@ func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, err
 			row = tx.QueryRow(ctx, sqlRelease, c.OpID, c.From, c.NewVendorKey != "", c.NewVendorKey)
 		case c.To == NeedsReview:
 			row = tx.QueryRow(ctx, sqlToReview, c.OpID, c.From)
+		case c.To == AwaitingApproval && c.From == AwaitingApproval:
+			row = tx.QueryRow(ctx, sqlStays, c.OpID, c.From)
 		case c.To == Unknown && c.From == Unknown:
 			row = tx.QueryRow(ctx, sqlCheckLater, c.OpID, c.From, nullTime(c.NextCheck))
 		case c.To == Unknown && c.By == Reconciler:

@@ -138,6 +138,10 @@ UPDATE oncebox_op SET status = 'pending', attempt_token = NULL, next_check_at = 
 WHERE id = $1 AND status = $2
 RETURNING ` + identColumns
 
+// sqlStays writes nothing: it checks that an op locked by the caller is still in $2, for
+// a self-loop that only records an event (an approval short of its count).
+const sqlStays = `SELECT ` + identColumns + ` FROM oncebox_op WHERE id = $1 AND status = $2`
+
 // sqlToReview hands an op to a person.
 const sqlToReview = `
 UPDATE oncebox_op SET status = 'needs_review', next_check_at = NULL, updated_at = now() WHERE id = $1 AND status = $2

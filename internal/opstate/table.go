@@ -25,6 +25,7 @@ var transitions = []Transition{
 	{AwaitingApproval, Pending, Person, "approve"},
 	{AwaitingApproval, Rejected, Person, "reject"},
 	{AwaitingApproval, Rejected, Expiry, "nobody decided within --approval-expiry"},
+	{AwaitingApproval, AwaitingApproval, Person, "one approval of several (four eyes)"},
 
 	{Pending, Dispatching, Worker, "claim (committed before the vendor is called)"},
 	{Pending, Unknown, Worker, "resend window passed"},
