@@ -43,8 +43,10 @@ chaos: ## CI-sized chaos runs (webhooks with native keys, then in the default mo
 mutants: ## apply each named mutant (internal/mutants) in a scratch copy; fails if one survives or no longer applies
 	$(GO) run ./cmd/oncebox-mutants
 
-mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against a real oncebox and a fake Stripe; needs DATABASE_URL, Node 20 and npm
-	cd examples/typescript && npm ci --no-audit --no-fund && npm run build && ONCEBOX_BIN=../../bin/oncebox timeout 300 node dist/ci.js
+mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against a real oncebox serve and a fake Stripe; needs DATABASE_URL, Node 20 and npm
+	$(GO) build -o bin/oncebox-fakes ./cmd/oncebox-fakes
+	cd examples/typescript && npm ci --no-audit --no-fund && npm run build && \
+		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes timeout 300 node dist/ci.js
 
 stripe-mock: ## install stripe-mock (Stripe's official mock) into GOPATH/bin
 	$(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)

@@ -1,10 +1,9 @@
-// The CI proof of the recipes: a real oncebox server (`oncebox dev`, which runs
-// `oncebox serve`'s server with a fake Stripe), the official MCP TypeScript SDK, and one
-// payment asked for four times: in two separate MCP sessions over HTTP (no _meta), then
+// The CI proof of the recipes: a real `oncebox serve` pointed at oncebox's fake Stripe
+// (oncebox-fakes), the official MCP TypeScript SDK, and one payment asked for four times: in two separate MCP sessions over HTTP (no _meta), then
 // twice through `oncebox mcp` over stdio, restarted in between. The fake Stripe must
 // hold exactly one PaymentIntent for it; the run fails (exit 1) otherwise.
 //
-//   DATABASE_URL=postgres://... ONCEBOX_BIN=../../bin/oncebox npm run ci
+//   DATABASE_URL=postgres://... ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes npm run ci
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
@@ -14,13 +13,14 @@ import { callTool, connectHTTP, connectStdio, type OpView } from "./oncebox.js";
 const bin = resolve(process.env.ONCEBOX_BIN ?? "../../bin/oncebox");
 const databaseURL = process.env.DATABASE_URL ?? "";
 if (!databaseURL) {
-  console.error("mcp-clients: set DATABASE_URL to a Postgres that oncebox may migrate (`oncebox dev` and `oncebox mcp` share it)");
+  console.error("mcp-clients: set DATABASE_URL to a Postgres that oncebox may migrate (`oncebox serve` and `oncebox mcp` share it)");
   process.exit(2);
 }
-let devProc: ChildProcess | undefined;
+const fakesBin = resolve(process.env.ONCEBOX_FAKES_BIN ?? "../../bin/oncebox-fakes");
+const children: ChildProcess[] = [];
 const deadline = setTimeout(() => {
   console.error("mcp-clients: FAIL: the run took longer than 4 minutes");
-  devProc?.kill("SIGKILL");
+  for (const c of children) c.kill("SIGKILL");
   process.exit(1);
 }, 240_000);
 
@@ -41,30 +41,65 @@ function freePort(): Promise<number> {
   });
 }
 
-// startDev runs `oncebox dev` on databaseURL and reads its banner.
-async function startDev(): Promise<{ proc: ChildProcess; base: string; token: string; stripe: string }> {
-  const addr = `127.0.0.1:${await freePort()}`;
-  const proc = spawn(bin, ["dev"], {
-    env: { ...process.env, ONCEBOX_ADDR: addr, ONCEBOX_LOG_LEVEL: "warn", STRIPE_API_KEY: "", SENDGRID_API_KEY: "", ONCEBOX_WEBHOOK_TARGETS: "" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  devProc = proc;
+// lineFrom starts a process and resolves with the first stdout line that re matches.
+function lineFrom(proc: ChildProcess, re: RegExp, what: string): Promise<RegExpExecArray> {
   let out = "";
-  return await new Promise((done, fail) => {
-    proc.once("exit", (code) => fail(new Error(`oncebox dev exited (${code}) before its banner:\n${out}`)));
+  return new Promise((done, fail) => {
+    proc.once("exit", (code) => fail(new Error(`${what} exited (${code}) early:\n${out}`)));
     proc.stdout!.on("data", (chunk: Buffer) => {
       out += chunk.toString();
-      if (!out.includes("Press Ctrl-C")) return;
-      const token = /token\s+(obx_\S+)/.exec(out)?.[1];
-      const stripe = /Stripe (http:\/\/[0-9.:]+)/.exec(out)?.[1];
-      if (!token || !stripe) {
-        proc.kill("SIGINT");
-        return fail(new Error(`unexpected banner:\n${out}`));
+      const m = re.exec(out);
+      if (m) {
+        proc.removeAllListeners("exit");
+        done(m);
       }
-      proc.removeAllListeners("exit");
-      done({ proc, base: `http://${addr}`, token, stripe });
     });
   });
+}
+
+// oncebox runs a short oncebox command and returns its standard output.
+function oncebox(args: string[], env: Record<string, string>): Promise<string> {
+  return new Promise((done, fail) => {
+    const proc = spawn(bin, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    proc.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    proc.once("exit", (code) => (code === 0 ? done(out) : fail(new Error(`oncebox ${args.join(" ")} exited with ${code}`))));
+  });
+}
+
+// startServe starts the fake vendors and a real `oncebox serve` pointed at the fake
+// Stripe, on a tenant of this run's own.
+async function startServe(): Promise<{ base: string; token: string; stripe: string; tenant: string; env: Record<string, string> }> {
+  const fakes = spawn(fakesBin, [], { stdio: ["ignore", "pipe", "inherit"] });
+  children.push(fakes);
+  const stripe = (await lineFrom(fakes, /stripe (http:\/\/[0-9.:]+)/, "oncebox-fakes"))[1];
+  const env: Record<string, string> = {
+    DATABASE_URL: databaseURL,
+    STRIPE_API_KEY: "sk_test_oncebox_ci",
+    STRIPE_API_BASE: stripe,
+    SENDGRID_API_KEY: "",
+    ONCEBOX_WEBHOOK_TARGETS: "",
+    ONCEBOX_LOG_LEVEL: "warn",
+  };
+  if (process.env.ONCEBOX_MCP_DEDUPE_WINDOW) env.ONCEBOX_MCP_DEDUPE_WINDOW = process.env.ONCEBOX_MCP_DEDUPE_WINDOW;
+  await oncebox(["migrate"], env);
+  const tenant = `mcp-clients-${randomBytes(4).toString("hex")}`;
+  const token = /obx_\S+/.exec(await oncebox(["tenant", "create", tenant], env))?.[0];
+  if (!token) throw new Error("oncebox tenant create printed no token");
+  const addr = `127.0.0.1:${await freePort()}`;
+  const serve = spawn(bin, ["serve"], { env: { ...process.env, ...env, ONCEBOX_ADDR: addr }, stdio: ["ignore", "inherit", "inherit"] });
+  children.push(serve);
+  const base = `http://${addr}`;
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${base}/healthz`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (i > 600 || serve.exitCode !== null) throw new Error("oncebox serve did not answer /healthz");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { base, token, stripe, tenant, env };
 }
 
 async function getJSON(url: string, token: string): Promise<any> {
@@ -73,16 +108,9 @@ async function getJSON(url: string, token: string): Promise<any> {
   return res.json();
 }
 
-const dev = await startDev();
-console.log(`oncebox dev at ${dev.base}, fake Stripe at ${dev.stripe}`);
-const stdioEnv: Record<string, string> = {
-  DATABASE_URL: databaseURL,
-  STRIPE_API_KEY: "sk_test_oncebox_dev",
-  STRIPE_API_BASE: dev.stripe,
-  ONCEBOX_LOG_LEVEL: "error",
-  ONCEBOX_MCP_WAIT: "5s",
-};
-if (process.env.ONCEBOX_MCP_DEDUPE_WINDOW) stdioEnv.ONCEBOX_MCP_DEDUPE_WINDOW = process.env.ONCEBOX_MCP_DEDUPE_WINDOW;
+const dev = await startServe();
+console.log(`oncebox serve at ${dev.base} (tenant ${dev.tenant}), fake Stripe at ${dev.stripe}`);
+const stdioEnv: Record<string, string> = { ...dev.env, ONCEBOX_LOG_LEVEL: "error", ONCEBOX_MCP_WAIT: "5s" };
 
 // One run's payment: a description of its own, so that earlier runs on the same
 // database do not count.
@@ -113,7 +141,7 @@ try {
 
   // oncebox mcp over stdio, twice: the client restarts the server in between.
   for (const round of [1, 2]) {
-    const s = await connectStdio(bin, "demo", stdioEnv);
+    const s = await connectStdio(bin, dev.tenant, stdioEnv);
     const r = await callTool(s, "stripe_payment_intent", payment);
     console.log(`  stdio ${round}: ${r.text}`);
     check(r.op.replayed && r.op.id === first.op.id, `oncebox mcp over stdio (start ${round}) is a replay of the same op`);
@@ -133,7 +161,7 @@ try {
       if (["succeeded", "failed", "needs_review"].includes(op.status)) break;
     }
   }
-  const list = await getJSON(`${dev.stripe}/v1/payment_intents?limit=100`, "sk_test_oncebox_dev");
+  const list = await getJSON(`${dev.stripe}/v1/payment_intents?limit=100`, "sk_test_oncebox_ci");
   const mine = (list.data as Array<{ id: string; description?: string; status: string }>).filter((pi) => pi.description === description);
   console.log(`fake Stripe holds ${mine.length} PaymentIntent(s) for this payment: ${mine.map((pi) => `${pi.id} (${pi.status})`).join(", ")}`);
   check(mine.length === 1, "exactly one PaymentIntent at the fake Stripe");
@@ -141,14 +169,18 @@ try {
   problems.push(`counting PaymentIntents failed: ${err instanceof Error ? err.message : String(err)}`);
 }
 
-dev.proc.kill("SIGINT");
-await new Promise((done) => {
-  dev.proc.once("exit", done);
-  setTimeout(done, 30_000);
-});
+for (const c of children.reverse()) {
+  c.kill("SIGTERM");
+  await new Promise((done) => {
+    if (c.exitCode !== null) return done(undefined);
+    c.once("exit", done);
+    setTimeout(done, 30_000);
+  });
+}
 clearTimeout(deadline);
 if (problems.length > 0) {
   console.error(`mcp-clients: FAIL: ${problems.join("; ")}`);
   process.exit(1);
 }
 console.log("mcp-clients: ok: four calls from two HTTP sessions and a restarted stdio server, one PaymentIntent");
+process.exit(0);
