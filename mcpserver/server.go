@@ -57,6 +57,9 @@ type Config struct {
 	// their MCP session, or stdio process, only). Tools it leaves out get
 	// DefaultDedupeWindows. Keep each window below the tool's TTL.
 	DedupeWindows map[string]time.Duration
+	// Tools are offered besides the built-in tools, such as the tool catalog's.
+	// Optional.
+	Tools []ExtraTool
 }
 
 // DefaultDedupeWindows returns the default Config.DedupeWindows: 24 hours for
@@ -140,7 +143,14 @@ func New(cfg Config) (*Server, error) {
 			s.specs = append(s.specs, spec)
 		}
 	}
-	if len(s.specs) == 0 {
+	taken := map[string]string{}
+	for _, spec := range s.specs {
+		taken[mcpToolName(spec.Tool)] = spec.Tool
+	}
+	if err := s.checkExtra(taken); err != nil {
+		return nil, err
+	}
+	if len(s.specs) == 0 && len(c.Tools) == 0 {
 		return nil, ErrNoTools
 	}
 	return s, nil
@@ -172,6 +182,7 @@ func (s *Server) MCPServer(tenantID int64) *mcp.Server {
 			},
 		}, s.toolHandler(tenantID, spec.Tool, instance))
 	}
+	s.addExtra(srv, tenantID, instance)
 	return srv
 }
 

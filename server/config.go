@@ -111,6 +111,10 @@ type Config struct {
 	WebhookLookupPath string
 	WebhookLookupLag  time.Duration
 
+	// ToolsFile is the tool catalog (package catalog), YAML or JSON: the operator's own
+	// read, write and unsafe tools over HTTP targets. Empty: none.
+	ToolsFile string
+
 	// RefundApprovalAbove makes larger refunds wait for approval; 0 means never. It is
 	// shorthand for an ApprovalPolicy rule of stripe.refund, mode above, {"*": N}; a
 	// stripe.refund rule in ApprovalPolicy wins.

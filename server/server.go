@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/internal/logdedupe"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/mcpserver"
@@ -56,6 +59,8 @@ type Server struct {
 	endStreams context.CancelFunc
 	riverUI    *riverui.Handler
 	listener   net.Listener
+	// catalog is the tool catalog connected to its targets, nil without --tools-file.
+	catalog *catalog.Runtime
 }
 
 // New connects to Postgres and builds every part the configured roles need. It does not
@@ -149,7 +154,57 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 		vs = append(vs, v)
 		enabled = append(enabled, v.Name())
 	}
+	if s.catalog != nil {
+		for _, v := range s.catalog.Vendors() {
+			vs = append(vs, v)
+			enabled = append(enabled, v.Name())
+		}
+	}
 	return vs, enabled, nil
+}
+
+// catalogMCP returns the catalog's tools as MCP offers them, and the dedupe windows of
+// every tool: --mcp-dedupe-window's, and each catalog tool's dedupe_window.
+func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) {
+	windows := maps.Clone(s.cfg.MCPDedupeWindows)
+	if s.catalog == nil {
+		return nil, windows
+	}
+	if windows == nil {
+		windows = map[string]time.Duration{}
+	}
+	rt := s.catalog
+	var extra []mcpserver.ExtraTool
+	cat := rt.Catalog()
+	for _, name := range cat.Names() {
+		t := cat.Tools[name]
+		et := mcpserver.ExtraTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Class: t.Class}
+		if t.Class == catalog.ClassRead {
+			et.Read = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) { return rt.Read(ctx, name, args) }
+		}
+		if t.DedupeWindow != nil {
+			windows[name] = *t.DedupeWindow
+		}
+		extra = append(extra, et)
+	}
+	return extra, windows
+}
+
+// loadCatalog reads --tools-file and connects it to its targets.
+func (s *Server) loadCatalog() error {
+	if s.cfg.ToolsFile == "" {
+		return nil
+	}
+	cat, err := catalog.Load(s.cfg.ToolsFile, nil)
+	if err != nil {
+		return err
+	}
+	rt, err := cat.Connect(catalog.Options{Timeout: s.cfg.WebhookTimeout, LookupLag: s.cfg.WebhookLookupLag, Logger: s.logger})
+	if err != nil {
+		return err
+	}
+	s.catalog = rt
+	return nil
 }
 
 func (s *Server) build(ctx context.Context) error {
@@ -160,6 +215,9 @@ func (s *Server) build(ctx context.Context) error {
 		Observer: s.metrics, Logger: s.logger})
 	if err != nil {
 		return fmt.Errorf("vendor events: %w", err)
+	}
+	if err := s.loadCatalog(); err != nil {
+		return err
 	}
 	vendors, enabled, err := s.vendors()
 	if err != nil {
@@ -197,6 +255,9 @@ func (s *Server) build(ctx context.Context) error {
 				toolList = append(toolList, t)
 			}
 		}
+	}
+	if s.catalog != nil {
+		toolList = append(toolList, s.catalog.Tools(cfg.TTL)...)
 	}
 	if cfg.ReadOnly {
 		// Nothing is recorded or sent: no tool, so no seal key is needed and nothing
@@ -298,11 +359,12 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("/", apiHandler)
 	mux.Handle("/v1/vendor-events/", events)
-	if len(s.apiOutbox.Tools().Names()) > 0 {
+	extra, windows := s.catalogMCP()
+	if len(s.apiOutbox.Tools().Names()) > 0 || len(extra) > 0 {
 		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait,
 			OnStoreUnavailable: func() { s.metrics.StoreUnavailable("mcp") },
 			SessionIdleTimeout: cfg.MCPSessionIdleTimeout, MaxSessionsPerTenant: cfg.MCPMaxSessionsPerTenant,
-			DedupeWindows: cfg.MCPDedupeWindows})
+			DedupeWindows: windows, Tools: extra})
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}

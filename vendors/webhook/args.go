@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 )
@@ -15,6 +16,14 @@ type args struct {
 	Target string          `json:"target"`
 	Path   string          `json:"path"`
 	Body   json.RawMessage `json:"body"`
+	// Method is the HTTP method; empty means POST. webhook.post never sets it (its
+	// arguments refuse unknown fields); the tool catalog (package catalog) does.
+	Method string `json:"method,omitempty"`
+}
+
+// methods are the HTTP methods a request may use.
+var methods = map[string]bool{
+	http.MethodGet: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true,
 }
 
 // decodeArgs decodes and checks a tool call's arguments.
@@ -29,11 +38,24 @@ func decodeArgs(raw json.RawMessage) (args, error) {
 	if a.Path != "" && !strings.HasPrefix(a.Path, "/") {
 		return args{}, fmt.Errorf("webhook args: path %q must start with /", a.Path)
 	}
+	if a.Method == "" {
+		a.Method = http.MethodPost
+	}
+	if !methods[a.Method] {
+		return args{}, fmt.Errorf("webhook args: method %q is not one of GET, POST, PUT, PATCH, DELETE", a.Method)
+	}
 	return a, nil
 }
 
-// requestBody returns the body to send: {} for an absent or null body.
+// hasBody says whether the request carries a JSON body: not for GET and DELETE.
+func (a args) hasBody() bool { return a.Method != http.MethodGet && a.Method != http.MethodDelete }
+
+// requestBody returns the body to send: {} for an absent or null body, nothing
+// for GET and DELETE.
 func (a args) requestBody() []byte {
+	if !a.hasBody() {
+		return nil
+	}
 	body := bytes.TrimSpace(a.Body)
 	if len(body) == 0 || bytes.Equal(body, []byte("null")) {
 		return []byte("{}")

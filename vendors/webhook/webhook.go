@@ -65,7 +65,7 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	}
 	u, err := joinURL(target.BaseURL, a.Path, nil)
 	if err != nil {
-		err = hideURL(err, "POST", a.Target, a.Path, target.BaseURL)
+		err = hideURL(err, a.Method, a.Target, a.Path, target.BaseURL)
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: err.Error(), Err: err}
 	}
 
@@ -82,9 +82,9 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 			}
 		},
 	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, u, bytes.NewReader(a.requestBody()))
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), a.Method, u, bytes.NewReader(a.requestBody()))
 	if err != nil {
-		err = hideURL(err, "POST", a.Target, a.Path, target.BaseURL)
+		err = hideURL(err, a.Method, a.Target, a.Path, target.BaseURL)
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: "build request: " + err.Error(), Err: err}
 	}
 	// Without GetBody net/http cannot resend the POST on its own after a
@@ -92,11 +92,18 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	// an Idempotency-Key header: a resend is oncebox's decision, not the
 	// transport's.
 	req.GetBody = nil
-	req.Header.Set("Content-Type", "application/json")
+	if a.hasBody() {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "oncebox-webhook")
-	req.Header.Set("Idempotency-Key", p.VendorKey)
-	req.Header.Set("Oncebox-Op", p.OpID)
+	// A read (package catalog's read tools) is sent without an op: no key, no tag.
+	if p.VendorKey != "" {
+		req.Header.Set("Idempotency-Key", p.VendorKey)
+	}
+	if p.OpID != "" {
+		req.Header.Set("Oncebox-Op", p.OpID)
+	}
 	if target.SecretHeader != "" {
 		req.Header.Set(target.SecretHeader, target.Secret)
 	}
@@ -106,7 +113,7 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	resp, err := v.cfg.HTTPClient.Do(req)
 	if err != nil {
 		// The transport's error names the whole URL, which may hold a credential.
-		ans.err = hideURL(err, "POST", a.Target, a.Path, target.BaseURL)
+		ans.err = hideURL(err, a.Method, a.Target, a.Path, target.BaseURL)
 		ans.mayHaveArrived = gotConn.Load() && !writeFailed.Load()
 	} else {
 		ans.status = resp.StatusCode

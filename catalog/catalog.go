@@ -1,0 +1,419 @@
+package catalog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+)
+
+// Classes of a tool.
+const (
+	// ClassRead is called at once, with no op and no key, and its answer returned.
+	ClassRead = "read"
+	// ClassWrite goes through the outbox like webhook.post.
+	ClassWrite = "write"
+	// ClassUnsafe goes through the outbox and waits for a person's approval.
+	ClassUnsafe = "unsafe"
+)
+
+// VendorPrefix starts the name of the outbox.Vendor of each catalog target.
+const VendorPrefix = "catalog_"
+
+var (
+	// targetName is what a target may be called: it becomes part of a vendor and a
+	// River queue name.
+	targetName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+	// toolName is what a catalog tool may be called: a dotted name whose MCP form
+	// (dots as underscores) is valid for the strictest clients, ^[a-zA-Z0-9_-]{1,64}$.
+	toolName = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$`)
+	// template is a {name} in a path.
+	template = regexp.MustCompile(`\{([^{}]*)\}`)
+)
+
+// Target is one HTTP receiver of catalog tools.
+type Target struct {
+	// Name is the target's key in the file.
+	Name string
+	// BaseURL is the absolute http or https URL the tools' paths are appended to.
+	BaseURL string
+	// SecretHeader carries the secret read from SecretEnv; both or neither.
+	SecretHeader string
+	// SecretEnv names the environment variable holding the secret.
+	SecretEnv string
+	// Secret is SecretEnv's value at load time. Never logged.
+	Secret string `json:"-"`
+	// NativeKeys says the target honours Idempotency-Key (for 24 hours).
+	NativeKeys bool
+	// LookupPath answers GET ?oncebox_op=<op id> with {"objects":[...]}; optional.
+	LookupPath string
+}
+
+// Tool is one catalog tool.
+type Tool struct {
+	// Name is the tool's name, such as "helpdesk.create_ticket".
+	Name string
+	// Description tells an agent what the tool does.
+	Description string
+	// Class is ClassRead, ClassWrite or ClassUnsafe.
+	Class string
+	// Target names the Target the tool calls.
+	Target string
+	// Method is the HTTP method (POST by default, GET for read tools).
+	Method string
+	// Path is the path on the target, with {arg} templates.
+	Path string
+	// InputSchema is the JSON Schema (2020-12) of the arguments, as JSON.
+	InputSchema json.RawMessage
+	// TTL is how long the tool's ops are kept; 0 means the server's default.
+	TTL time.Duration
+	// DedupeWindow is how long identical MCP calls naming no conversation are one
+	// op; nil means the server's default for catalog tools (none).
+	DedupeWindow *time.Duration
+	// Version identifies this definition: a hash of everything that decides how an
+	// op of the tool is validated and sent.
+	Version string
+
+	schema *jsonschema.Schema
+	params []string // path template names, in order
+}
+
+// Catalog is a loaded, checked tool file.
+type Catalog struct {
+	// File is the path the catalog was read from.
+	File string
+	// Targets are the targets, by name.
+	Targets map[string]*Target
+	// Tools are the tools, by name.
+	Tools map[string]*Tool
+}
+
+// fileFormat is the YAML document.
+type fileFormat struct {
+	Targets map[string]targetFormat `yaml:"targets"`
+	Tools   map[string]toolFormat   `yaml:"tools"`
+}
+
+type targetFormat struct {
+	BaseURL      string `yaml:"base_url"`
+	SecretHeader string `yaml:"secret_header"`
+	SecretEnv    string `yaml:"secret_env"`
+	NativeKeys   bool   `yaml:"native_keys"`
+	LookupPath   string `yaml:"lookup_path"`
+}
+
+type toolFormat struct {
+	Description  string         `yaml:"description"`
+	Class        string         `yaml:"class"`
+	Target       string         `yaml:"target"`
+	Method       string         `yaml:"method"`
+	Path         string         `yaml:"path"`
+	InputSchema  map[string]any `yaml:"input_schema"`
+	TTL          string         `yaml:"ttl"`
+	DedupeWindow string         `yaml:"dedupe_window"`
+}
+
+// Error is a catalog that cannot be loaded: it names the file and, when the error is
+// about one, the tool or target and the field.
+type Error struct {
+	// File is the catalog's path.
+	File string
+	// Kind is "tool" or "target", or "" for the file as a whole.
+	Kind string
+	// Name is the tool's or target's name.
+	Name string
+	// Field is the offending field, such as "input_schema" or "path".
+	Field string
+	// Message says what is wrong.
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Kind != "" {
+		fmt.Fprintf(&b, ": %s %q", e.Kind, e.Name)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": field %s", e.Field)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// Load reads and checks the catalog at path; getenv reads the targets' secrets
+// (os.Getenv when nil).
+func Load(path string, getenv func(string) string) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Message: fmt.Sprintf("cannot read the tool catalog: %v", err)}
+	}
+	return Parse(path, data, getenv)
+}
+
+// Parse checks a catalog held in memory; file names it in errors.
+func Parse(file string, data []byte, getenv func(string) string) (*Catalog, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f fileFormat
+	if err := dec.Decode(&f); err != nil {
+		return nil, &Error{File: file, Message: "not a valid tool catalog: " + err.Error()}
+	}
+	c := &Catalog{File: file, Targets: map[string]*Target{}, Tools: map[string]*Tool{}}
+	for _, name := range sortedKeys(f.Targets) {
+		t, err := checkTarget(file, name, f.Targets[name], getenv)
+		if err != nil {
+			return nil, err
+		}
+		c.Targets[name] = t
+	}
+	if len(f.Tools) == 0 {
+		return nil, &Error{File: file, Field: "tools", Message: "declares no tool"}
+	}
+	for _, name := range sortedKeys(f.Tools) {
+		t, err := c.checkTool(name, f.Tools[name])
+		if err != nil {
+			return nil, err
+		}
+		c.Tools[name] = t
+	}
+	return c, nil
+}
+
+func checkTarget(file, name string, f targetFormat, getenv func(string) string) (*Target, error) {
+	bad := func(field, msg string) error {
+		return &Error{File: file, Kind: "target", Name: name, Field: field, Message: msg}
+	}
+	if !targetName.MatchString(name) {
+		return nil, bad("", "a target name is 1 to 40 lower-case letters, digits and underscores, starting with a letter")
+	}
+	u, err := url.Parse(f.BaseURL)
+	switch {
+	case f.BaseURL == "":
+		return nil, bad("base_url", "is required")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return nil, bad("base_url", "must be an absolute http or https URL")
+	case u.User != nil:
+		return nil, bad("base_url", "must not carry credentials: use secret_header and secret_env")
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, bad("base_url", "must not have a query or a fragment")
+	}
+	t := &Target{Name: name, BaseURL: f.BaseURL, SecretHeader: f.SecretHeader, SecretEnv: f.SecretEnv,
+		NativeKeys: f.NativeKeys, LookupPath: f.LookupPath}
+	if (f.SecretHeader == "") != (f.SecretEnv == "") {
+		return nil, bad("secret_env", "set both secret_header and secret_env, or neither (the secret comes from the environment, never the file)")
+	}
+	if f.SecretEnv != "" {
+		if t.Secret = getenv(f.SecretEnv); t.Secret == "" {
+			return nil, bad("secret_env", fmt.Sprintf("the environment variable %s is not set", f.SecretEnv))
+		}
+	}
+	if f.LookupPath != "" && !strings.HasPrefix(f.LookupPath, "/") {
+		return nil, bad("lookup_path", `must start with "/"`)
+	}
+	return t, nil
+}
+
+func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
+	bad := func(field, msg string) error {
+		return &Error{File: c.File, Kind: "tool", Name: name, Field: field, Message: msg}
+	}
+	if !toolName.MatchString(name) || len(name) > 64 {
+		return nil, bad("", "a tool name is at most 64 lower-case letters, digits, '_' and '-', in dot-separated parts")
+	}
+	if strings.HasPrefix(name, "stripe.") || strings.HasPrefix(name, "sendgrid.") || strings.HasPrefix(name, "webhook.") {
+		return nil, bad("", `the prefixes "stripe.", "sendgrid." and "webhook." belong to the built-in tools`)
+	}
+	t := &Tool{Name: name, Description: strings.TrimSpace(f.Description), Class: f.Class, Target: f.Target,
+		Method: strings.ToUpper(f.Method), Path: f.Path}
+	if t.Description == "" {
+		return nil, bad("description", "is required: it is what an agent reads to choose the tool")
+	}
+	switch t.Class {
+	case ClassRead, ClassWrite, ClassUnsafe:
+	case "":
+		return nil, bad("class", "is required: read, write or unsafe")
+	default:
+		return nil, bad("class", fmt.Sprintf("%q is not read, write or unsafe", t.Class))
+	}
+	if t.Target == "" {
+		return nil, bad("target", "is required")
+	}
+	if _, ok := c.Targets[t.Target]; !ok {
+		return nil, bad("target", fmt.Sprintf("%q is not a target of this file", t.Target))
+	}
+	if t.Method == "" {
+		t.Method = http.MethodPost
+		if t.Class == ClassRead {
+			t.Method = http.MethodGet
+		}
+	}
+	switch t.Method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return nil, bad("method", fmt.Sprintf("%q is not GET, POST, PUT, PATCH or DELETE", f.Method))
+	}
+	if f.InputSchema == nil {
+		return nil, bad("input_schema", "is required (a JSON Schema of type object)")
+	}
+	if f.InputSchema["type"] != "object" {
+		return nil, bad("input_schema", `must have "type: object" at its root (arguments are a JSON object)`)
+	}
+	raw, err := json.Marshal(f.InputSchema)
+	if err != nil {
+		return nil, bad("input_schema", "cannot be written as JSON: "+err.Error())
+	}
+	t.InputSchema = raw
+	if t.schema, err = compileSchema(name, raw); err != nil {
+		return nil, bad("input_schema", err.Error())
+	}
+	if msg := checkPath(f.Path); msg != "" {
+		return nil, bad("path", msg)
+	}
+	required, props := schemaParams(f.InputSchema)
+	for _, m := range template.FindAllStringSubmatch(f.Path, -1) {
+		p := m[1]
+		if !slices.Contains(required, p) {
+			return nil, bad("path", fmt.Sprintf("template {%s} must name a required property of input_schema", p))
+		}
+		if typ := props[p]; typ != "string" && typ != "integer" {
+			return nil, bad("path", fmt.Sprintf("template {%s} must name a property of type string or integer", p))
+		}
+		t.params = append(t.params, p)
+	}
+	if f.TTL != "" {
+		if t.TTL, err = time.ParseDuration(f.TTL); err != nil || t.TTL <= 0 {
+			return nil, bad("ttl", fmt.Sprintf("%q is not a positive duration such as 72h", f.TTL))
+		}
+	}
+	if f.DedupeWindow != "" {
+		d, err := time.ParseDuration(f.DedupeWindow)
+		if err != nil || d < 0 {
+			return nil, bad("dedupe_window", fmt.Sprintf("%q is not a duration such as 24h (0s turns it off)", f.DedupeWindow))
+		}
+		t.DedupeWindow = &d
+	}
+	if t.Class == ClassRead && (f.TTL != "" || f.DedupeWindow != "") {
+		return nil, bad("class", "a read tool makes no op: ttl and dedupe_window do not apply")
+	}
+	t.Version = version(t, c.Targets[t.Target])
+	return t, nil
+}
+
+// compileSchema compiles a tool's input schema under draft 2020-12, refusing any
+// reference outside the schema itself.
+func compileSchema(name string, raw []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	comp := jsonschema.NewCompiler()
+	comp.DefaultDraft(jsonschema.Draft2020)
+	comp.UseLoader(jsonschema.SchemeURLLoader{}) // no file or network reference
+	loc := "urn:oncebox:tool:" + name
+	if err := comp.AddResource(loc, doc); err != nil {
+		return nil, err
+	}
+	sch, err := comp.Compile(loc)
+	if err != nil {
+		var (
+			se *jsonschema.SchemaValidationError
+			ve *jsonschema.ValidationError
+		)
+		if errors.As(err, &se) && errors.As(se.Err, &ve) {
+			// The deepest cause says which keyword of the schema is wrong.
+			for len(ve.Causes) > 0 {
+				ve = ve.Causes[0]
+			}
+			return nil, fmt.Errorf("not a valid JSON Schema 2020-12 at /%s: %s", strings.Join(ve.InstanceLocation, "/"),
+				ve.ErrorKind.LocalizedString(printer))
+		}
+		return nil, errors.New(strings.ReplaceAll(err.Error(), loc, "input_schema"))
+	}
+	return sch, nil
+}
+
+// schemaParams returns the required properties of a schema's root and each
+// property's "type" when it is a single string.
+func schemaParams(s map[string]any) ([]string, map[string]string) {
+	var required []string
+	if r, ok := s["required"].([]any); ok {
+		for _, v := range r {
+			if n, ok := v.(string); ok {
+				required = append(required, n)
+			}
+		}
+	}
+	props := map[string]string{}
+	if p, ok := s["properties"].(map[string]any); ok {
+		for name, v := range p {
+			if m, ok := v.(map[string]any); ok {
+				if typ, ok := m["type"].(string); ok {
+					props[name] = typ
+				}
+			}
+		}
+	}
+	return required, props
+}
+
+// checkPath returns why p is not an acceptable path template, or "".
+func checkPath(p string) string {
+	switch {
+	case p == "":
+		return "is required"
+	case !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//"):
+		return `must start with a single "/" (a path on the target, not a URL)`
+	case strings.ContainsAny(p, "?#\\ ") || strings.ContainsFunc(p, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		return "must not contain a query, a fragment, spaces, control characters or backslashes"
+	}
+	rest := template.ReplaceAllString(p, "x")
+	if strings.ContainsAny(rest, "{}") {
+		return "has an unbalanced { or }"
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return `must not contain "." or ".." segments`
+		}
+	}
+	return ""
+}
+
+// version hashes what decides how an op of t is validated and sent.
+func version(t *Tool, target *Target) string {
+	b, _ := json.Marshal(struct {
+		Class, Target, Method, Path, BaseURL string
+		Schema                               json.RawMessage
+	}{t.Class, t.Target, t.Method, t.Path, target.BaseURL, t.InputSchema})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Names returns the tools' names, sorted.
+func (c *Catalog) Names() []string { return sortedKeys(c.Tools) }

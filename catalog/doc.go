@@ -1,0 +1,49 @@
+// Package catalog loads a tool catalog: the operator's own tools, each a typed,
+// classified call to an HTTP target, declared in one YAML file (JSON is valid YAML)
+// given by --tools-file / ONCEBOX_TOOLS_FILE.
+//
+//	targets:
+//	  helpdesk:
+//	    base_url: https://helpdesk.example.com/api
+//	    secret_header: X-Api-Key      # optional; the secret comes from the environment
+//	    secret_env: HELPDESK_API_KEY
+//	    native_keys: false            # the target honours Idempotency-Key
+//	    lookup_path: /tickets/by-ref  # GET ?oncebox_op=<op id>; optional
+//	tools:
+//	  helpdesk.create_ticket:
+//	    description: Open a support ticket for a customer.
+//	    class: write                  # read | write | unsafe
+//	    target: helpdesk
+//	    method: POST                  # defaults to POST (GET for read tools)
+//	    path: /customers/{customer_id}/tickets
+//	    input_schema: {type: object, ...}   # JSON Schema 2020-12
+//	    ttl: 72h                      # optional
+//	    dedupe_window: 24h            # optional (MCP calls naming no conversation)
+//
+// Load checks everything before the server starts: the file's fields (an unknown
+// field is an error), every target (an absolute http(s) base URL, a secret variable
+// that is set), every tool (a known class and target, a path whose {arg} templates
+// name required string or integer properties, an input schema that compiles under
+// draft 2020-12 with its root of type object). An error names the file, the tool or
+// target, and the field.
+//
+// Classes:
+//
+//   - write: an op goes through the outbox exactly like webhook.post; the arguments
+//     are sent as the JSON body (for GET and DELETE, the arguments a path template
+//     does not use become the query).
+//   - unsafe: as write, but every op starts in awaiting_approval and waits for a
+//     person (tenant roles, POST /v1/ops/{key}/approve).
+//   - read: no op, no key: Catalog.Read calls the target at once, with the target's
+//     timeout, and returns its answer.
+//
+// The arguments are validated at enqueue against input_schema with
+// github.com/santhosh-tekuri/jsonschema/v6; a refusal is an *outbox.ValidationError
+// naming the field (such as "args.subject") and the rule (such as "maxLength").
+// Path templates are filled with the escaped argument (url.PathEscape), and "", "."
+// and ".." are refused, so a call never leaves its target.
+//
+// Dispatch reuses the webhook adapter (vendors/webhook): each target that write or
+// unsafe tools use is one outbox.Vendor named "catalog_<target>", with the target's
+// native keys and lookup path, so that the reconciler asks it like any webhook target.
+package catalog

@@ -1,0 +1,186 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// Options configure how a catalog's targets are reached.
+type Options struct {
+	// Timeout bounds each request to a target, a read tool's call included. Defaults
+	// to 10 seconds.
+	Timeout time.Duration
+	// LookupLag is how long an object may stay invisible to a target's lookup path.
+	// Defaults to 5 seconds.
+	LookupLag time.Duration
+	// HTTPClient sends the requests (see webhook.Config.HTTPClient). Optional.
+	HTTPClient *http.Client
+	// Logger receives the adapter's debug records. Optional.
+	Logger *slog.Logger
+}
+
+// Runtime is a catalog connected to its targets: the outbox tools and vendors of its
+// write and unsafe tools, and the caller of its read tools.
+type Runtime struct {
+	cat     *Catalog
+	targets map[string]*webhook.Vendor
+}
+
+// Connect builds one webhook adapter per target.
+func (c *Catalog) Connect(opts Options) (*Runtime, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.LookupLag == 0 {
+		opts.LookupLag = 5 * time.Second
+	}
+	r := &Runtime{cat: c, targets: map[string]*webhook.Vendor{}}
+	for name, t := range c.Targets {
+		v, err := webhook.New(webhook.Config{
+			Targets:           map[string]webhook.Target{name: {BaseURL: t.BaseURL, SecretHeader: t.SecretHeader, Secret: t.Secret}},
+			Timeout:           opts.Timeout,
+			HTTPClient:        opts.HTTPClient,
+			NativeIdempotency: t.NativeKeys,
+			LookupPath:        t.LookupPath,
+			LookupLag:         opts.LookupLag,
+			Logger:            opts.Logger,
+		})
+		if err != nil {
+			return nil, &Error{File: c.File, Kind: "target", Name: name, Message: err.Error()}
+		}
+		r.targets[name] = v
+	}
+	return r, nil
+}
+
+// Catalog returns the catalog r was connected from.
+func (r *Runtime) Catalog() *Catalog { return r.cat }
+
+// Tools returns the outbox tools of the catalog's write and unsafe tools: unsafe ones
+// always need approval. A tool without a TTL gets defaultTTL.
+func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
+	var out []outbox.Tool
+	for _, name := range r.cat.Names() {
+		t := r.cat.Tools[name]
+		if t.Class == ClassRead {
+			continue
+		}
+		ot := outbox.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL}
+		if ot.TTL == 0 {
+			ot.TTL = defaultTTL
+		}
+		if t.Class == ClassUnsafe {
+			ot.NeedsApproval = func(json.RawMessage) bool { return true }
+		}
+		out = append(out, ot)
+	}
+	return out
+}
+
+// Vendors returns the outbox vendors of the targets that write or unsafe tools use.
+func (r *Runtime) Vendors() []outbox.Vendor {
+	used := map[string]bool{}
+	for _, t := range r.cat.Tools {
+		if t.Class != ClassRead {
+			used[t.Target] = true
+		}
+	}
+	var out []outbox.Vendor
+	for _, name := range sortedKeys(used) {
+		out = append(out, &targetVendor{name: name, cat: r.cat, inner: r.targets[name]})
+	}
+	return out
+}
+
+// ReadError is a read tool's call that did not answer 2xx: Code is the webhook
+// adapter's (such as "http_4xx", "timeout", "not_sent").
+type ReadError struct {
+	Code    string
+	Message string
+}
+
+// Error implements error.
+func (e *ReadError) Error() string { return e.Code + ": " + e.Message }
+
+// ErrNotRead is returned by Read for a tool that is not a read tool of the catalog.
+var ErrNotRead = errors.New("not a read tool of the catalog")
+
+// Read calls a read tool at once, with no op and no key, and returns the target's
+// answer, {"status":<HTTP status>,"body":<JSON or text>}. Invalid arguments are an
+// *outbox.ValidationError; a failed call a *ReadError.
+func (r *Runtime) Read(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	t, ok := r.cat.Tools[name]
+	if !ok || t.Class != ClassRead {
+		return nil, fmt.Errorf("%q: %w", name, ErrNotRead)
+	}
+	if err := t.Validate(args); err != nil {
+		return nil, err
+	}
+	req, err := t.request(args)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.targets[t.Target].Dispatch(ctx, outbox.DispatchParams{Tool: name, Args: req, Attempt: 1})
+	if err != nil {
+		var de *outbox.DispatchError
+		if errors.As(err, &de) {
+			return nil, &ReadError{Code: de.Code, Message: de.Message}
+		}
+		return nil, &ReadError{Code: "failed", Message: err.Error()}
+	}
+	return res.Result, nil
+}
+
+// IsRead reports whether name is a read tool of the catalog.
+func (r *Runtime) IsRead(name string) bool {
+	t, ok := r.cat.Tools[name]
+	return ok && t.Class == ClassRead
+}
+
+// targetVendor dispatches the ops of one target's write and unsafe tools through the
+// webhook adapter.
+type targetVendor struct {
+	name  string
+	cat   *Catalog
+	inner *webhook.Vendor
+}
+
+var _ outbox.Vendor = (*targetVendor)(nil)
+
+// Name returns "catalog_<target>".
+func (v *targetVendor) Name() string { return VendorPrefix + v.name }
+
+// Idempotency is the target's native_keys.
+func (v *targetVendor) Idempotency() outbox.Idempotency { return v.inner.Idempotency() }
+
+// LookupLag is the adapter's.
+func (v *targetVendor) LookupLag() time.Duration { return v.inner.LookupLag() }
+
+// Dispatch sends the op's call to the target.
+func (v *targetVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+	t, ok := v.cat.Tools[p.Tool]
+	if !ok || t.Target != v.name {
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
+			Message: fmt.Sprintf("tool %q is no longer in the catalog for target %q", p.Tool, v.name)}
+	}
+	req, err := t.request(p.Args)
+	if err != nil {
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
+	}
+	p.Args = req
+	return v.inner.Dispatch(ctx, p)
+}
+
+// Lookup asks the target's lookup path for the op's objects.
+func (v *targetVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+	p.Args = json.RawMessage(fmt.Sprintf(`{"target":%q}`, v.name))
+	return v.inner.Lookup(ctx, p)
+}

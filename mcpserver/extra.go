@@ -1,0 +1,146 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncebox/oncebox/internal/pgavail"
+)
+
+// Classes of an ExtraTool.
+const (
+	// ClassRead is answered at once by ExtraTool.Read, with no op.
+	ClassRead = "read"
+	// ClassWrite is an op of the outbox, like a built-in tool.
+	ClassWrite = "write"
+	// ClassUnsafe is an op of the outbox that waits for a person's approval.
+	ClassUnsafe = "unsafe"
+)
+
+// ExtraTool is a tool offered besides the built-in ones, such as a tool of the tool
+// catalog (package catalog). A write or unsafe tool must be in the outbox's registry
+// under Name; its calls are recorded and deduplicated exactly like a built-in tool's.
+type ExtraTool struct {
+	// Name is the oncebox tool name, such as "helpdesk.create_ticket"; MCP clients
+	// see it with dots as underscores.
+	Name string
+	// Description tells the model what the tool does.
+	Description string
+	// InputSchema is the JSON Schema of the arguments (its root of type object).
+	InputSchema json.RawMessage
+	// Class is ClassRead, ClassWrite or ClassUnsafe; it decides the annotations
+	// (readOnlyHint for read, destructiveHint for unsafe, idempotentHint for write and
+	// unsafe; openWorldHint for all).
+	Class string
+	// Read answers a read tool's call: the answer, or an *outbox.ValidationError for
+	// invalid arguments, or another error for a failed call. Required for read tools.
+	Read func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
+}
+
+// checkExtra checks the extra tools against the outbox's registry and the MCP names
+// already taken.
+func (s *Server) checkExtra(taken map[string]string) error {
+	for _, t := range s.cfg.Tools {
+		name := mcpToolName(t.Name)
+		if !validMCPName(name) {
+			return fmt.Errorf("mcpserver: tool %q: its MCP name %q is not ^[a-zA-Z0-9_-]{1,64}$", t.Name, name)
+		}
+		if other, dup := taken[name]; dup {
+			return fmt.Errorf("mcpserver: tools %q and %q have the same MCP name %q", other, t.Name, name)
+		}
+		taken[name] = t.Name
+		switch t.Class {
+		case ClassRead:
+			if t.Read == nil {
+				return fmt.Errorf("mcpserver: read tool %q has no Read", t.Name)
+			}
+		case ClassWrite, ClassUnsafe:
+			if _, ok := s.ob.Tools().Lookup(t.Name); !ok {
+				return fmt.Errorf("mcpserver: %s tool %q is not in the outbox's registry", t.Class, t.Name)
+			}
+		default:
+			return fmt.Errorf("mcpserver: tool %q: class %q is not read, write or unsafe", t.Name, t.Class)
+		}
+	}
+	return nil
+}
+
+// validMCPName reports whether name matches ^[a-zA-Z0-9_-]{1,64}$, what the strictest
+// clients accept.
+func validMCPName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// addExtra adds the extra tools to srv.
+func (s *Server) addExtra(srv *mcp.Server, tenantID int64, instance string) {
+	for _, t := range s.cfg.Tools {
+		openWorld := true
+		readOnly := t.Class == ClassRead
+		destructive := t.Class == ClassUnsafe
+		tool := &mcp.Tool{
+			Name:        mcpToolName(t.Name),
+			Description: t.Description,
+			InputSchema: t.InputSchema,
+			Annotations: &mcp.ToolAnnotations{
+				Title:           t.Name,
+				ReadOnlyHint:    readOnly,
+				DestructiveHint: &destructive,
+				IdempotentHint:  !readOnly,
+				OpenWorldHint:   &openWorld,
+			},
+		}
+		if readOnly {
+			srv.AddTool(tool, s.readHandler(tenantID, t))
+			continue
+		}
+		tool.Description += occurrenceHelp
+		tool.InputSchema = withOccurrence(t.InputSchema)
+		if t.Class == ClassUnsafe {
+			tool.Description += " Every call waits for a person's approval before it is carried out."
+		}
+		srv.AddTool(tool, s.toolHandler(tenantID, t.Name, instance))
+	}
+}
+
+// readHandler answers a read tool's call at once: no op, no key.
+func (s *Server) readHandler(tenantID int64, t ExtraTool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req.Extra != nil {
+			if id, ok := tenantOf(req.Extra.TokenInfo); ok && id != tenantID {
+				return nil, errors.New("this MCP session belongs to another tenant")
+			}
+		}
+		args := req.Params.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage("{}")
+		}
+		log := s.logger.With(slog.Int64("tenant", tenantID), slog.String("tool", t.Name))
+		answer, err := t.Read(ctx, args)
+		if err != nil {
+			if r := refusal(err); r != nil {
+				return r, nil
+			}
+			if pgavail.Unavailable(err) {
+				return nil, s.storeUnavailable(ctx, log, err)
+			}
+			log.LogAttrs(ctx, slog.LevelDebug, "mcp read tool failed", slog.Any("error", err))
+			return errorResult("The call failed: " + err.Error() + ". It changed nothing (a read tool only reads); you may call it again."), nil
+		}
+		var structured map[string]any
+		_ = json.Unmarshal(answer, &structured)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(answer)}}, StructuredContent: structured}, nil
+	}
+}

@@ -1,0 +1,184 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+)
+
+// catalogFile is a tool catalog over one target at baseURL, with a write, an unsafe
+// and a read tool.
+func catalogFile(baseURL string) string {
+	return `
+targets:
+  helpdesk:
+    base_url: ` + baseURL + `
+    lookup_path: /_lookup
+tools:
+  helpdesk.create_ticket:
+    description: Open a support ticket for a customer.
+    class: write
+    target: helpdesk
+    path: /customers/{customer_id}/tickets
+    input_schema:
+      type: object
+      properties:
+        customer_id: {type: string}
+        subject: {type: string, maxLength: 20}
+      required: [customer_id, subject]
+      additionalProperties: false
+  helpdesk.close_account:
+    description: Close a customer's account for good.
+    class: unsafe
+    target: helpdesk
+    path: /customers/{customer_id}/close
+    input_schema:
+      type: object
+      properties: {customer_id: {type: string}}
+      required: [customer_id]
+  helpdesk.find:
+    description: Find what a ticket call made.
+    class: read
+    target: helpdesk
+    path: /_lookup
+    input_schema:
+      type: object
+      properties: {oncebox_op: {type: string}}
+      required: [oncebox_op]
+`
+}
+
+func writeCatalog(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tools.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+// catalogServer runs a whole server (API and worker) with the catalog over a fake
+// target that does not honour keys: once-only is oncebox's doing.
+func catalogServer(t *testing.T) (base, token string, fake *fakewebhook.Server) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	fake = fakewebhook.New(fakewebhook.Config{})
+	target := httptest.NewServer(fake)
+	t.Cleanup(target.Close)
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ToolsFile = writeCatalog(t, catalogFile(target.URL))
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, token, err = tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	return "http://" + addr.String(), token, fake
+}
+
+func postJSON(t *testing.T, base, token, path, key, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestCatalogWriteToolMakesOneObject: a catalog write tool enqueued twice, and eight
+// times at once, makes one object at the target each time.
+func TestCatalogWriteToolMakesOneObject(t *testing.T) {
+	t.Parallel()
+	base, token, fake := catalogServer(t)
+	args := `{"tool":"helpdesk.create_ticket","args":{"customer_id":"c 1","subject":"Broken"}}`
+	for range 2 {
+		status, body := postJSON(t, base, token, "/v1/ops?wait=20s", "ticket-1", args)
+		require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, status, body)
+		require.Contains(t, body, `"status":"succeeded"`, body)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			status, body := postJSON(t, base, token, "/v1/ops?wait=20s", "ticket-2", args)
+			if status != http.StatusAccepted && status != http.StatusOK {
+				t.Errorf("status %d: %s", status, body)
+			}
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return fake.EffectCount() == 2 }, 20*time.Second, 50*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	effects := fake.Effects()
+	require.Len(t, effects, 2, "one object per key")
+	for _, e := range effects {
+		require.Equal(t, "/customers/c 1/tickets", e.Path, "the template is filled with the escaped argument")
+		require.JSONEq(t, `{"customer_id":"c 1","subject":"Broken"}`, string(e.Body))
+		require.NotEmpty(t, e.OpID)
+	}
+}
+
+// TestCatalogUnsafeToolWaitsForApproval: an unsafe tool's op starts in
+// awaiting_approval and the target sees nothing.
+func TestCatalogUnsafeToolWaitsForApproval(t *testing.T) {
+	t.Parallel()
+	base, token, fake := catalogServer(t)
+	status, body := postJSON(t, base, token, "/v1/ops", "close-1", `{"tool":"helpdesk.close_account","args":{"customer_id":"c1"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Contains(t, body, `"status":"awaiting_approval"`)
+	time.Sleep(300 * time.Millisecond)
+	require.Zero(t, fake.Requests())
+}
+
+// TestCatalogSchemaViolationIs400: arguments that break the input schema are refused
+// with 400, the field and the rule; nothing reaches the target.
+func TestCatalogSchemaViolationIs400(t *testing.T) {
+	t.Parallel()
+	base, token, fake := catalogServer(t)
+	for _, tc := range []struct{ args, field, rule string }{
+		{`{"customer_id":"c1"}`, "args.subject", "required"},
+		{`{"customer_id":"c1","subject":"a subject far too long for it"}`, "args.subject", "maxLength"},
+		{`{"customer_id":"c1","subject":"s","x":1}`, "args.x", "additionalProperties"},
+		{`{"customer_id":"..","subject":"s"}`, "args.customer_id", "path segment"},
+	} {
+		status, body := postJSON(t, base, token, "/v1/ops", "bad", fmt.Sprintf(`{"tool":"helpdesk.create_ticket","args":%s}`, tc.args))
+		require.Equal(t, http.StatusBadRequest, status, body)
+		require.Contains(t, body, `"field":"`+tc.field+`"`, body)
+		require.Contains(t, body, tc.rule, body)
+	}
+	require.Zero(t, fake.Requests())
+}
+
+// TestBrokenCatalogRefusesToStart: the server does not start on a broken catalog,
+// and says which file, tool and field.
+func TestBrokenCatalogRefusesToStart(t *testing.T) {
+	t.Parallel()
+	cfg, _ := newConfig(t)
+	cfg.Roles = server.Roles{API: true}
+	cfg.ToolsFile = writeCatalog(t, strings.Replace(catalogFile("http://127.0.0.1:1"), "maxLength: 20", "maxLength: -1", 1))
+	_, err := server.New(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, cfg.ToolsFile+`: tool "helpdesk.create_ticket": field input_schema: not a valid JSON Schema 2020-12 at /properties/subject/maxLength`)
+}
