@@ -101,7 +101,7 @@ func TestBrokenCatalogNamesFileToolAndField(t *testing.T) {
 		{"base url", replace("https://helpdesk.example.com/api", "ftp://x"), `tools.yaml: target "helpdesk": field base_url: must be an absolute http or https URL`},
 		{"builtin prefix", replace("helpdesk.create_ticket:", "webhook.create:"), `tools.yaml: tool "webhook.create": the prefixes`},
 		{"bad ttl", replace("class: write", "class: write\n    ttl: forever"), `tools.yaml: tool "helpdesk.create_ticket": field ttl: "forever" is not a positive duration`},
-		{"remote ref", replace("tags: {type: array", `tags: {$ref: "https://example.com/s.json", type: array`), `tools.yaml: tool "helpdesk.create_ticket": field input_schema: not a valid JSON Schema 2020-12 at /properties/priority/type`},
+		{"remote ref", replace("tags: {type: array", `tags: {$ref: "https://example.com/s.json", type: array`), `tools.yaml: tool "helpdesk.create_ticket": field input_schema: failing loading "https://example.com/s.json"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := catalog.Parse("tools.yaml", []byte(tc.file), env)

@@ -180,7 +180,9 @@ func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) 
 		t := cat.Tools[name]
 		et := mcpserver.ExtraTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Class: t.Class}
 		if t.Class == catalog.ClassRead {
-			et.Read = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) { return rt.Read(ctx, name, args) }
+			et.Read = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+				return rt.Read(ctx, name, args)
+			}
 		}
 		if t.DedupeWindow != nil {
 			windows[name] = *t.DedupeWindow

@@ -9,7 +9,11 @@
 // and the adapter sends POST <BaseURL><path> with the body (an absent or null
 // body is sent as {}), "Content-Type: application/json",
 // "Idempotency-Key: <vendor key>", "Oncebox-Op: <op id>" (the tag) and the
-// target's secret header. Only targets named in Config.Targets can be reached,
+// target's secret header. The tool catalog (package catalog) reuses the adapter
+// with one more argument, "method" (GET, POST, PUT, PATCH or DELETE; POST when
+// absent): GET and DELETE are sent without a body, and a call made outside an op
+// (a catalog read tool) carries no Idempotency-Key and no Oncebox-Op. webhook.post
+// itself refuses the field. Only targets named in Config.Targets can be reached,
 // and a path cannot leave the target's host.
 //
 // Outcomes:
