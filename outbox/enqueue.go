@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/oncebox/oncebox/internal/opstate"
 )
@@ -292,10 +293,22 @@ func (ob *Outbox) legacyFingerprint(op *Op, p *Prepared) bool {
 	return err == nil && op.Fingerprint == plain
 }
 
+// liveJobStates are the River job states in which a dispatch job may still run. An op
+// has at most one dispatch job in them (River's unique jobs, by op id), so a resend,
+// the sweeper and a rescued job never run one op at once. A finished job (completed,
+// discarded, cancelled) does not count: the op may get a new one.
+func liveJobStates() []rivertype.JobState {
+	return []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+		rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
+}
+
+// insertJobTx inserts the op's dispatch job unless the op has a live one already;
+// River then skips the insert as a duplicate, and the live job dispatches the op.
 func (ob *Outbox) insertJobTx(ctx context.Context, tx pgx.Tx, op *Op) error {
 	_, err := ob.river.InsertTx(ctx, tx, DispatchArgs{OpID: op.ID, Vendor: op.Vendor}, &river.InsertOpts{
 		Queue:       QueueName(op.Vendor),
 		MaxAttempts: ob.cfg.riverMaxAttempts(),
+		UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},
 	})
 	if err != nil {
 		return fmt.Errorf("outbox: insert dispatch job: %w", err)

@@ -27,8 +27,12 @@ WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)
 
 const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2`
 
+// sqlOpByIDForUpdate locks an op for a claim. Its last column is how long, in seconds
+// on the database's clock, the latest attempt may still be running: its start plus the
+// job timeout ($2, seconds) less now (0 or less: it is over).
 const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args,
-	resend_before, coalesce(resend_before <= now(), false)
+	resend_before, coalesce(resend_before <= now(), false),
+	coalesce(extract(epoch FROM dispatch_started_at + make_interval(secs => $2) - now()), 0)::float8
 FROM oncebox_op WHERE id = $1 FOR UPDATE`
 
 // sqlOpByKeyForUpdate locks the tenant's op under a key for a decision (an approval),

@@ -17,7 +17,8 @@ import (
 
 // DispatchArgs is the River job that dispatches one op.
 type DispatchArgs struct {
-	OpID   string `json:"op_id"`
+	// OpID is the op to dispatch; an op has at most one live dispatch job.
+	OpID   string `json:"op_id" river:"unique"`
 	Vendor string `json:"vendor"`
 }
 
@@ -56,6 +57,9 @@ type claim struct {
 	resendBefore *time.Time
 	// done is set when the job has nothing (more) to do.
 	done bool
+	// snooze, when set, is how long the job waits before it looks at its op again:
+	// the op's latest attempt may still be running.
+	snooze time.Duration
 	// sealedArgs is the sealed copy of the op's full arguments, when its tool redacts.
 	sealedArgs []byte
 	// sealed is set when op.Args were opened from sealedArgs (the stored args are
@@ -75,6 +79,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	c, err := ob.claim(ctx, job, vendor)
 	if err != nil {
 		return err
+	}
+	if c.snooze > 0 {
+		return river.JobSnooze(c.snooze)
 	}
 	if c.done {
 		return nil
@@ -186,9 +193,10 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			staleKey       bool
 			resendBefore   *time.Time
 			resendPassed   bool
+			mayRunSecs     float64
 		)
-		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &resendPassed)
-		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID).Scan(dest...); err != nil {
+		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &resendPassed, &mayRunSecs)
+		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID, ob.jobTimeout(vendor.Name()).Seconds()).Scan(dest...); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				// The op was purged or its tenant deleted: nothing to dispatch.
 				c.done = true
@@ -217,6 +225,13 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			// The job that claimed it died mid-call (or is a rescued duplicate that may
 			// still run). Inside the vendor's native key window a resend with the same
 			// key is itself the lookup; otherwise only the reconciler may decide.
+			if mayRunSecs > 0 {
+				// The attempt may still be running (its job's timeout is not over): it
+				// is not lost, and its request may still be on its way. Look again once
+				// it must be over; leave the op and the attempt as they are.
+				c.snooze = time.Duration(mayRunSecs*float64(time.Second)) + takeoverMargin
+				return nil
+			}
 			if err := ob.ops.CloseLostAttempts(ctx, tx, op.ID, job.ID); err != nil {
 				return err
 			}
@@ -260,6 +275,10 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 	applied.Report()
 	return c, nil
 }
+
+// takeoverMargin is added to an attempt's start plus job timeout before another job
+// treats the attempt as over.
+const takeoverMargin = time.Second
 
 // toReconciler hands an op the claiming job may not send to the reconciler: unknown,
 // with an event saying why, and the job completed, all in tx.

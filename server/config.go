@@ -103,8 +103,9 @@ type Config struct {
 	// WebhookTimeout defaults to 10 seconds; WebhookNativeKeys to false; an empty
 	// WebhookLookupPath sends unknown webhook outcomes to needs_review.
 	// WebhookLookupLag, how long a delivery may stay invisible to the lookup path,
-	// defaults to 5 seconds: an empty answer is trusted only that long after the
-	// last send.
+	// defaults to 30 seconds (the webhook job timeout): an empty answer is trusted
+	// only that long after the last send. Without native keys it must be at least
+	// the webhook job timeout (see validate).
 	WebhookTargets    map[string]webhook.Target
 	WebhookTimeout    time.Duration
 	WebhookNativeKeys bool
@@ -242,7 +243,7 @@ func Defaults() Config {
 		VendorEventRetention:    30 * 24 * time.Hour,
 		VendorEventMaxBodyBytes: 4 << 20,
 		WebhookTimeout:          10 * time.Second,
-		WebhookLookupLag:        5 * time.Second,
+		WebhookLookupLag:        30 * time.Second,
 		TTL:                     outbox.DefaultTTL,
 		TombstoneTTL:            30 * 24 * time.Hour,
 		PurgeInterval:           time.Minute,
@@ -344,8 +345,34 @@ func (c *Config) validate() error {
 		// River would rescue a sweep still running, and two sweeps would overlap.
 		return fmt.Errorf("--reconcile-sweep-timeout %s must be shorter than --rescue-after %s", c.ReconcileSweepTimeout, c.RescueStuckJobsAfter)
 	}
+	// A request to a vendor that does not deduplicate keys may still be on its way to
+	// (or inside) a slow receiver until its job times out; the reconciler trusts an
+	// empty lookup only a lookup lag after the attempt ended, so that lag must cover
+	// a job timeout, or an op still being carried out would be sent again.
+	for _, l := range []struct {
+		vendor, flag string
+		enabled      bool
+		lag          time.Duration
+	}{
+		{"sendgrid", "--sendgrid-lookup-lag", c.SendGridAPIKey != "", c.SendGridLookupLag},
+		{"webhook", "--webhook-lookup-lag", len(c.WebhookTargets) > 0 && !c.WebhookNativeKeys, c.WebhookLookupLag},
+	} {
+		if jt := c.jobTimeout(l.vendor); l.enabled && l.lag < jt {
+			return fmt.Errorf("%s %s must be at least the %s job timeout %s (--%s-job-timeout): %s does not deduplicate requests, "+
+				"and a request may still reach the receiver until its job times out, so an empty lookup any earlier could send it twice",
+				l.flag, l.lag, l.vendor, jt, l.vendor, l.vendor)
+		}
+	}
 	if c.SendGridTimeout >= c.Queues["sendgrid"].JobTimeout && c.Queues["sendgrid"].JobTimeout > 0 {
 		return fmt.Errorf("--sendgrid-timeout %s must be shorter than the sendgrid job timeout %s", c.SendGridTimeout, c.Queues["sendgrid"].JobTimeout)
 	}
 	return nil
+}
+
+// jobTimeout is a vendor's dispatch job timeout as the outbox will use it.
+func (c *Config) jobTimeout(vendor string) time.Duration {
+	if d := c.Queues[vendor].JobTimeout; d > 0 {
+		return d
+	}
+	return outbox.DefaultJobTimeout
 }

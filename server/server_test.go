@@ -301,6 +301,9 @@ func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {
 	cfg.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
 	cfg.WebhookLookupPath = "/_lookup"
 	cfg.WebhookLookupLag = 3 * time.Second
+	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
+	cfg.Queues["sendgrid"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 7 * time.Second}
+	cfg.SendGridTimeout = 5 * time.Second
 	srv, err := server.New(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
@@ -425,4 +428,30 @@ func TestShutdownEndsMCPStreams(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("shutdown waited on the MCP stream")
 	}
+}
+
+// TestLookupLagMustCoverTheJobTimeout: for a vendor that does not deduplicate requests,
+// a lookup lag shorter than the job timeout would trust an empty lookup while a
+// request may still be on its way to a slow receiver: refused, with the flags named.
+func TestLookupLagMustCoverTheJobTimeout(t *testing.T) {
+	t.Parallel()
+	cfg, _ := newConfig(t)
+	cfg.Roles = server.Roles{Worker: true}
+	cfg.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
+	cfg.WebhookLookupPath = "/_lookup"
+	cfg.WebhookLookupLag = 5 * time.Second
+	_, err := server.New(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, "--webhook-lookup-lag 5s must be at least the webhook job timeout 30s (--webhook-job-timeout)")
+
+	// Targets that honour keys are resent under the same key instead: no constraint.
+	cfg.WebhookNativeKeys = true
+	srv, err := server.New(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	srv.Close()
+
+	cfg.SendGridAPIKey = "SG.test"
+	cfg.SealKey = testSealKey()
+	cfg.SendGridLookupLag = 10 * time.Second
+	_, err = server.New(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, "--sendgrid-lookup-lag 10s must be at least the sendgrid job timeout 30s (--sendgrid-job-timeout)")
 }

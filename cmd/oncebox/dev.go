@@ -128,7 +128,9 @@ func runDev(ctx context.Context, args []string) error {
 			})
 		}
 		cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.oncebox_dev", url
-		cfg.SendGridLookupLag, cfg.SendGridActivityRate = 5*time.Second, 600
+		// The fake has no activity lag; the lookup lag must still cover a job timeout
+		// (a send may be on its way until then).
+		cfg.SendGridLookupLag, cfg.SendGridActivityRate = max(5*time.Second, cfg.Queues["sendgrid"].JobTimeout), 600
 		fakes = append(fakes, "SendGrid "+url)
 	}
 	if len(cfg.WebhookTargets) == 0 {
