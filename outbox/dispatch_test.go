@@ -268,8 +268,12 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	}
 
 	// Worker a is inside the vendor call. Make its job available again, as the rescuer
-	// would, and let worker b run it concurrently.
+	// would, and let worker b run it concurrently. The rescuer comes only after the job
+	// timeout (before it, b would wait for a's attempt): the attempt is made to look
+	// that old.
 	_, err = pool.Exec(ctx, "UPDATE river_job SET state = 'available', scheduled_at = now() WHERE args->>'op_id' = $1", res.Op.ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET dispatch_started_at = dispatch_started_at - interval '1 minute' WHERE id = $1", res.Op.ID)
 	require.NoError(t, err)
 	b := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "b"})
 	startWorker(t, b)
