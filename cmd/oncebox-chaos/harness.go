@@ -450,7 +450,7 @@ func (h *harness) serveEnv(addr string) []string {
 		"ONCEBOX_WEBHOOK_TIMEOUT":         "2s",
 		"ONCEBOX_STRIPE_SEARCH_LAG":       vendorLag.String(),
 		"ONCEBOX_SENDGRID_LOOKUP_LAG":     max(vendorLag, 3*time.Second).String(), // at least the job timeout
-		"ONCEBOX_WEBHOOK_LOOKUP_LAG":      vendorLag.String(),
+		"ONCEBOX_WEBHOOK_LOOKUP_LAG":      max(vendorLag, 3*time.Second).String(), // at least the job timeout without native keys
 		"ONCEBOX_SENDGRID_ACTIVITY_RATE":  "6000",
 		"STRIPE_API_KEY":                  "sk_test_chaos",
 		"STRIPE_API_BASE":                 h.fakes.stripeURL,
