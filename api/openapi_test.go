@@ -193,6 +193,20 @@ func openAPIScenarios() map[string]scenario {
 	scenarios["GET /v1/budgets 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("GET", "/v1/budgets", f.approver, "", "")
 	}
+	scenarios["GET /v1/tools 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/tools", f.token, "", "")
+	}
+	scenarios["GET /v1/tools 401"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/tools", "", "", "")
+	}
+	scenarios["GET /v1/tools 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.broken, req("GET", "/v1/tools", f.token, "", "")
+	}
+	scenarios["POST /v1/ops 502"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		e := newEnv(t, func(c *api.Config) { c.Reads = fakeReads{} })
+		_, token := e.newTenant(t, "reads")
+		return e, req("POST", "/v1/ops", token, "", `{"tool":"crm.down","args":{}}`)
+	}
 	scenarios["GET /v1/approvals 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		require.Equal(t, http.StatusAccepted, f.e.post(f.token, f.key(), largeRefundBody).Code)
 		return f.e, req("GET", "/v1/approvals", f.approver, "", "")

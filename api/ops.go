@@ -15,24 +15,15 @@ import (
 
 // postOp is POST /v1/ops: record a tool call under the Idempotency-Key header.
 func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
-	key, p := headerKey(r)
-	if p != nil {
-		writeProblem(w, p)
+	key, keyProblem := headerKey(r)
+	if keyProblem != nil && s.cfg.Reads == nil {
+		writeProblem(w, keyProblem)
 		return
 	}
-	recorderOf(r).key = key
 	wait, p := parseWait(r, s.cfg.MaxWait)
 	if p != nil {
 		writeProblem(w, p)
 		return
-	}
-	if wait > 0 {
-		done, p := s.startWait(w, t.ID)
-		if p != nil {
-			writeProblem(w, p)
-			return
-		}
-		defer done()
 	}
 	if p := checkJSONType(r); p != nil {
 		writeProblem(w, p)
@@ -47,6 +38,24 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 	if p := decodeStrict(body, &req); p != nil {
 		writeProblem(w, p)
 		return
+	}
+	if s.cfg.Reads != nil && s.cfg.Reads.IsRead(req.Tool) {
+		// A read tool makes no op: no key is needed, and none is used.
+		s.callRead(w, r, req)
+		return
+	}
+	if keyProblem != nil {
+		writeProblem(w, keyProblem)
+		return
+	}
+	recorderOf(r).key = key
+	if wait > 0 {
+		done, p := s.startWait(w, t.ID)
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
+		defer done()
 	}
 	if p := conversationHeader(r, &req); p != nil {
 		writeProblem(w, p)

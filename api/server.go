@@ -51,6 +51,11 @@ type Config struct {
 	// Notifications, when set and listening, wakes long polls when their op settles;
 	// without it (or while it reconnects) they poll Postgres. Optional.
 	Notifications *opwait.Hub
+	// Tools describes every tool the server offers, for GET /v1/tools. Optional.
+	Tools []ToolInfo
+	// Reads calls read tools (the tool catalog's): POST /v1/ops naming one answers the
+	// target's reply at once, records nothing and needs no Idempotency-Key. Optional.
+	Reads Reader
 }
 
 func (c *Config) withDefaults() Config {
@@ -135,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: map[int64]int{}}
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.mux.HandleFunc("POST /v1/ops", s.authed(canEnqueue, s.postOp))
+	s.mux.HandleFunc("GET /v1/tools", s.authed(canRead, s.listTools))
 	s.mux.HandleFunc("GET /v1/ops/{key}", s.authed(canRead, s.getOp))
 	s.mux.HandleFunc("POST /v1/ops/{key}/approve", s.authed(canDecide, s.approveOp))
 	s.mux.HandleFunc("POST /v1/ops/{key}/reject", s.authed(canDecide, s.rejectOp))

@@ -144,3 +144,14 @@ func (s *Server) readHandler(tenantID int64, t ExtraTool) mcp.ToolHandler {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(answer)}}, StructuredContent: structured}, nil
 	}
 }
+
+// BuiltinTools returns the four built-in tools as ExtraTool values of class write,
+// with the input schemas MCP offers (without "occurrence"), for listings such as GET
+// /v1/tools.
+func BuiltinTools() []ExtraTool {
+	var out []ExtraTool
+	for _, spec := range builtinSpecs() {
+		out = append(out, ExtraTool{Name: spec.Tool, Description: spec.Description, InputSchema: spec.InputSchema, Class: ClassWrite})
+	}
+	return out
+}

@@ -28,6 +28,9 @@ const (
 	ProblemPolicyChanged        = ProblemBase + "policy-changed"
 	ProblemBudgetExceeded       = ProblemBase + "budget-exceeded"
 	ProblemFingerprintMismatch  = ProblemBase + "fingerprint-mismatch"
+	// ProblemReadFailed: a read tool of the tool catalog got no answer from its target
+	// (502); nothing was recorded or changed.
+	ProblemReadFailed = ProblemBase + "read-failed"
 
 	// The refusals of the vendor event endpoints (POST /v1/vendor-events/…).
 	ProblemInvalidSignature          = ProblemBase + "invalid-signature"
@@ -55,6 +58,8 @@ func ProblemTitle(problemType string) string {
 		return "Unknown tool"
 	case ProblemInvalidArgs:
 		return "Invalid tool call"
+	case ProblemReadFailed:
+		return "The read tool's target did not answer"
 	case ProblemKeyConflict:
 		return "Idempotency key reused with a different payload"
 	case ProblemInvalidRequest:

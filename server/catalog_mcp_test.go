@@ -17,7 +17,7 @@ import (
 func TestCatalogToolsInMCP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, token, fake := catalogServer(t)
+	base, token, fake, _ := catalogServer(t)
 	transport := &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
 		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}, MaxRetries: -1}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, transport, nil)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/client"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
@@ -71,7 +74,7 @@ func writeCatalog(t *testing.T, content string) string {
 
 // catalogServer runs a whole server (API and worker) with the catalog over a fake
 // target that does not honour keys: once-only is oncebox's doing.
-func catalogServer(t *testing.T) (base, token string, fake *fakewebhook.Server) {
+func catalogServer(t *testing.T) (base, token string, fake *fakewebhook.Server, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	fake = fakewebhook.New(fakewebhook.Config{})
@@ -90,7 +93,7 @@ func catalogServer(t *testing.T) (base, token string, fake *fakewebhook.Server) 
 	t.Cleanup(func() { cancel(); <-done })
 	_, token, err = tenant.NewStore(pool).Create(ctx, "acme")
 	require.NoError(t, err)
-	return "http://" + addr.String(), token, fake
+	return "http://" + addr.String(), token, fake, pool
 }
 
 func postJSON(t *testing.T, base, token, path, key, body string) (int, string) {
@@ -113,7 +116,7 @@ func postJSON(t *testing.T, base, token, path, key, body string) (int, string) {
 // times at once, makes one object at the target each time.
 func TestCatalogWriteToolMakesOneObject(t *testing.T) {
 	t.Parallel()
-	base, token, fake := catalogServer(t)
+	base, token, fake, _ := catalogServer(t)
 	args := `{"tool":"helpdesk.create_ticket","args":{"customer_id":"c 1","subject":"Broken"}}`
 	for range 2 {
 		status, body := postJSON(t, base, token, "/v1/ops?wait=20s", "ticket-1", args)
@@ -145,7 +148,7 @@ func TestCatalogWriteToolMakesOneObject(t *testing.T) {
 // awaiting_approval and the target sees nothing.
 func TestCatalogUnsafeToolWaitsForApproval(t *testing.T) {
 	t.Parallel()
-	base, token, fake := catalogServer(t)
+	base, token, fake, _ := catalogServer(t)
 	status, body := postJSON(t, base, token, "/v1/ops", "close-1", `{"tool":"helpdesk.close_account","args":{"customer_id":"c1"}}`)
 	require.Equal(t, http.StatusAccepted, status, body)
 	require.Contains(t, body, `"status":"awaiting_approval"`)
@@ -157,7 +160,7 @@ func TestCatalogUnsafeToolWaitsForApproval(t *testing.T) {
 // with 400, the field and the rule; nothing reaches the target.
 func TestCatalogSchemaViolationIs400(t *testing.T) {
 	t.Parallel()
-	base, token, fake := catalogServer(t)
+	base, token, fake, _ := catalogServer(t)
 	for _, tc := range []struct{ args, field, rule string }{
 		{`{"customer_id":"c1"}`, "args.subject", "required"},
 		{`{"customer_id":"c1","subject":"a subject far too long for it"}`, "args.subject", "maxLength"},
@@ -181,4 +184,52 @@ func TestBrokenCatalogRefusesToStart(t *testing.T) {
 	cfg.ToolsFile = writeCatalog(t, strings.Replace(catalogFile("http://127.0.0.1:1"), "maxLength: 20", "maxLength: -1", 1))
 	_, err := server.New(context.Background(), cfg, nil)
 	require.ErrorContains(t, err, cfg.ToolsFile+`: tool "helpdesk.create_ticket": field input_schema: not a valid JSON Schema 2020-12 at /properties/subject/maxLength`)
+}
+
+// TestCatalogThroughGoClient: the Go client lists every tool with its class and
+// schema, calls a read tool at once (no op is written) and a write tool by name with
+// raw arguments.
+func TestCatalogThroughGoClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, token, fake, pool := catalogServer(t)
+	c, err := client.New(client.Config{BaseURL: base, Token: token})
+	require.NoError(t, err)
+
+	list, err := c.Tools(ctx)
+	require.NoError(t, err)
+	classes := map[string]string{}
+	for _, tool := range list {
+		classes[tool.Name] = tool.Class
+		require.Contains(t, string(tool.InputSchema), `"type":"object"`, tool.Name)
+	}
+	require.Equal(t, map[string]string{"helpdesk.create_ticket": "write", "helpdesk.close_account": "unsafe", "helpdesk.find": "read"}, classes)
+
+	res, err := c.Enqueue(ctx, "ticket-c", "helpdesk.create_ticket", json.RawMessage(`{"customer_id":"c9","subject":"Hi"}`), &client.Opts{Wait: 20 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", string(res.Op.Status))
+
+	answer, err := c.Read(ctx, "helpdesk.find", map[string]string{"oncebox_op": res.Op.ID})
+	require.NoError(t, err)
+	var found struct {
+		Status int `json:"status"`
+		Body   struct {
+			Objects []struct {
+				ID string `json:"id"`
+			} `json:"objects"`
+		} `json:"body"`
+	}
+	require.NoError(t, json.Unmarshal(answer, &found))
+	require.Equal(t, 200, found.Status)
+	require.Len(t, found.Body.Objects, 1, "the read tool sees the object the write tool made")
+	require.Equal(t, fake.Effects()[0].ID, found.Body.Objects[0].ID)
+
+	var ops int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op").Scan(&ops))
+	require.Equal(t, 1, ops, "the read wrote no op")
+
+	_, err = c.Read(ctx, "helpdesk.find", map[string]string{})
+	var p *client.Problem
+	require.ErrorAs(t, err, &p)
+	require.Equal(t, http.StatusBadRequest, p.Status)
 }

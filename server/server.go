@@ -192,6 +192,33 @@ func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) 
 	return extra, windows
 }
 
+// toolInfos lists, for GET /v1/tools, the built-in tools the outbox holds and every
+// catalog tool.
+func (s *Server) toolInfos() []api.ToolInfo {
+	var out []api.ToolInfo
+	for _, t := range mcpserver.BuiltinTools() {
+		if _, ok := s.apiOutbox.Tools().Lookup(t.Name); ok {
+			out = append(out, api.ToolInfo{Name: t.Name, Class: t.Class, Description: t.Description, InputSchema: t.InputSchema})
+		}
+	}
+	if s.catalog != nil {
+		cat := s.catalog.Catalog()
+		for _, name := range cat.Names() {
+			t := cat.Tools[name]
+			out = append(out, api.ToolInfo{Name: t.Name, Class: t.Class, Description: t.Description, InputSchema: t.InputSchema})
+		}
+	}
+	return out
+}
+
+// reads is the catalog's read tools for the API, or nil.
+func (s *Server) reads() api.Reader {
+	if s.catalog == nil {
+		return nil
+	}
+	return s.catalog
+}
+
 // loadCatalog reads --tools-file and connects it to its targets.
 func (s *Server) loadCatalog() error {
 	if s.cfg.ToolsFile == "" {
@@ -346,7 +373,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
 	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub,
-		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics})
+		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads()})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
