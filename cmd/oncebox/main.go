@@ -69,6 +69,8 @@ func Main(ctx context.Context, args []string) int {
 		err = runHealthcheck(ctx, rest)
 	case "config":
 		err = runConfig(ctx, rest)
+	case "tools":
+		err = runTools(ctx, rest)
 	case "help", "-h", "--help":
 		usage()
 		return 0
@@ -124,6 +126,9 @@ Usage: oncebox <command> [flags]
   bench                        benchmarks against River in the same run (see README)
   healthcheck [--url U]        exit 0 when the server answers /healthz
   config                       list every flag and environment variable
+  tools check NAME --args JSON [--tools-file F]
+                               the retry scenarios of a catalog tool against its target (sends real
+                               requests: use a test environment); verdicts on native_keys and lookup_path
 
 Every command takes the global flags --database-url (env DATABASE_URL), --log-format and
 --log-level, before or after its arguments; serve, dev, mcp, lookup, approve, reject, review and

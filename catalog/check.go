@@ -1,0 +1,254 @@
+package catalog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// CheckOptions tune Check.
+type CheckOptions struct {
+	// Settle is how long to keep asking the lookup path after the calls of a scenario
+	// (a target may act after it answered, or list an object late). Defaults to 3
+	// seconds.
+	Settle time.Duration
+	// Timeout bounds each request. Defaults to 10 seconds.
+	Timeout time.Duration
+}
+
+// Scenario is what one retry scenario of Check saw.
+type Scenario struct {
+	// Name says what was sent.
+	Name string `json:"name"`
+	// OpID is the op id the calls were tagged with (Oncebox-Op), made up for the check.
+	OpID string `json:"op_id"`
+	// Calls is how many requests were sent.
+	Calls int `json:"calls"`
+	// Answers are what the calls got: "2xx", the adapter's error code, or "dropped".
+	Answers []string `json:"answers"`
+	// Objects is how many objects the lookup path lists for OpID; -1 when it could
+	// not be asked.
+	Objects int `json:"objects"`
+}
+
+// CheckReport is the result of Check.
+type CheckReport struct {
+	Tool   string     `json:"tool"`
+	Target string     `json:"target"`
+	Runs   []Scenario `json:"scenarios"`
+	// NativeKeysSafe says whether native_keys: true is safe for the target: every
+	// scenario that reused one key made one object.
+	NativeKeysSafe bool `json:"native_keys_safe"`
+	// LookupFindsDropped says whether the lookup path listed the call whose answer was
+	// dropped.
+	LookupFindsDropped bool `json:"lookup_finds_dropped"`
+	// Verdicts are the sentences to print.
+	Verdicts []string `json:"verdicts"`
+}
+
+// Check runs the retry scenarios a team should run before trusting a write or unsafe
+// tool, against the real target (so only against a test environment): the same call
+// twice with one key, twice at once with one key, and once with its answer dropped
+// (the connection closed once the request is written) then resent with the same key;
+// after each, it counts the objects the target made through the target's lookup path.
+func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, opts CheckOptions) (*CheckReport, error) {
+	if opts.Settle <= 0 {
+		opts.Settle = 3 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	t, ok := r.cat.Tools[name]
+	if !ok {
+		return nil, fmt.Errorf("%q is not a tool of %s", name, r.cat.File)
+	}
+	if t.Class == ClassRead {
+		return nil, fmt.Errorf("%s is a read tool: it makes no op and is never retried with a key; nothing to check", name)
+	}
+	target := r.cat.Targets[t.Target]
+	if target.LookupPath == "" {
+		return nil, fmt.Errorf("target %s has no lookup_path: the check counts the objects a call made through it", t.Target)
+	}
+	if err := t.Validate(args); err != nil {
+		return nil, fmt.Errorf("--args: %w", err)
+	}
+	req, err := t.request(args)
+	if err != nil {
+		return nil, err
+	}
+	wcfg := webhook.Config{
+		Targets:           map[string]webhook.Target{t.Target: {BaseURL: target.BaseURL, SecretHeader: target.SecretHeader, Secret: target.Secret}},
+		Timeout:           opts.Timeout,
+		NativeIdempotency: target.NativeKeys,
+		LookupPath:        target.LookupPath,
+	}
+	plain, err := webhook.New(wcfg)
+	if err != nil {
+		return nil, err
+	}
+	wcfg.HTTPClient = &http.Client{Timeout: opts.Timeout, Transport: dropAnswers{}, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	dropping, err := webhook.New(wcfg)
+	if err != nil {
+		return nil, err
+	}
+
+	rep := &CheckReport{Tool: name, Target: t.Target}
+	send := func(v *webhook.Vendor, opID, key string) string {
+		_, err := v.Dispatch(ctx, outbox.DispatchParams{OpID: opID, Tool: name, Args: req, VendorKey: key, Attempt: 1})
+		var de *outbox.DispatchError
+		switch {
+		case err == nil:
+			return "2xx"
+		case errors.As(err, &de):
+			return de.Code
+		default:
+			return "error"
+		}
+	}
+	run := func(label string, calls func(opID, key string) []string) error {
+		opID, key := "op_check_"+randomHex(), "check_"+randomHex()
+		s := Scenario{Name: label, OpID: opID, Answers: calls(opID, key)}
+		s.Calls = len(s.Answers)
+		n, err := countObjects(ctx, plain, t.Target, opID, opts.Settle)
+		if err != nil {
+			return fmt.Errorf("%s: ask the lookup path: %w", label, err)
+		}
+		s.Objects = n
+		rep.Runs = append(rep.Runs, s)
+		return nil
+	}
+	if err := run("same key twice, one after the other", func(opID, key string) []string {
+		return []string{send(plain, opID, key), send(plain, opID, key)}
+	}); err != nil {
+		return nil, err
+	}
+	if err := run("same key twice at once", func(opID, key string) []string {
+		out := make([]string, 2)
+		var wg sync.WaitGroup
+		for i := range out {
+			wg.Go(func() { out[i] = send(plain, opID, key) })
+		}
+		wg.Wait()
+		return out
+	}); err != nil {
+		return nil, err
+	}
+	var droppedSeen int
+	if err := run("answer dropped, then resent with the same key", func(opID, key string) []string {
+		first := send(dropping, opID, key)
+		if first != "2xx" {
+			first = "dropped (" + first + ")"
+		}
+		// What the lookup finds for the dropped call alone, before the resend.
+		droppedSeen, _ = countObjects(ctx, plain, t.Target, opID, opts.Settle)
+		return []string{first, send(plain, opID, key)}
+	}); err != nil {
+		return nil, err
+	}
+
+	rep.NativeKeysSafe = true
+	for _, s := range rep.Runs {
+		if s.Objects != 1 {
+			rep.NativeKeysSafe = false
+		}
+	}
+	rep.LookupFindsDropped = droppedSeen >= 1
+	if rep.NativeKeysSafe {
+		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("native_keys: true is safe for %s: every scenario that reused a key made one object.", t.Target))
+	} else {
+		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("native_keys: true is NOT safe for %s: a reused key made other than one object (see above); keep native_keys: false and let oncebox reconcile through lookup_path.", t.Target))
+	}
+	if rep.LookupFindsDropped {
+		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("the lookup path finds a dropped call: it listed %d object(s) for the call whose answer was lost, so the reconciler can settle such ops.", droppedSeen))
+	} else {
+		rep.Verdicts = append(rep.Verdicts, "the lookup path did NOT find the call whose answer was dropped (or the target did not act on it): unknown outcomes of this tool will go to needs_review.")
+	}
+	return rep, nil
+}
+
+// countObjects asks the lookup path for opID until the count stops changing for a
+// while, at most settle.
+func countObjects(ctx context.Context, v *webhook.Vendor, target, opID string, settle time.Duration) (int, error) {
+	args := json.RawMessage(`{"target":"` + target + `"}`)
+	deadline := time.Now().Add(settle)
+	last, stable := -1, 0
+	for {
+		res, err := v.Lookup(ctx, outbox.LookupParams{OpID: opID, Args: args})
+		if err != nil {
+			return -1, err
+		}
+		n := len(res.Objects)
+		if n == last {
+			stable++
+		} else {
+			last, stable = n, 0
+		}
+		if (stable >= 2 && n > 0) || time.Now().After(deadline) {
+			return n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(settle / 10):
+		}
+	}
+}
+
+// dropAnswers is a transport that closes the connection as soon as the request is
+// written, so the answer is lost: a timeout after the target may have acted.
+type dropAnswers struct{}
+
+// RoundTrip implements http.RoundTripper.
+func (dropAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		// Leave the request a moment to reach the target's buffer, then hang up.
+		time.AfterFunc(20*time.Millisecond, cancel)
+	}}
+	t := &http.Transport{DisableKeepAlives: true}
+	defer t.CloseIdleConnections()
+	resp, err := t.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	if err != nil {
+		return nil, err
+	}
+	// An answer that came back within the moment is read and thrown away: it counts
+	// as dropped too.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return nil, errors.New("answer dropped by oncebox tools check")
+}
+
+func randomHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// String prints the report as a table and the verdicts.
+func (rep *CheckReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "oncebox tools check %s (target %s)\n\n", rep.Tool, rep.Target)
+	for _, s := range rep.Runs {
+		fmt.Fprintf(&b, "  %-48s objects made: %d   answers: %s\n", s.Name, s.Objects, strings.Join(s.Answers, ", "))
+	}
+	b.WriteString("\n")
+	for _, v := range rep.Verdicts {
+		b.WriteString("verdict: " + v + "\n")
+	}
+	return b.String()
+}

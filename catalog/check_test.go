@@ -1,0 +1,105 @@
+package catalog_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/catalog"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+)
+
+// checkCatalog is one write tool on a target at url.
+func checkCatalog(t *testing.T, url string, nativeKeys bool) *catalog.Runtime {
+	t.Helper()
+	native := "false"
+	if nativeKeys {
+		native = "true"
+	}
+	c, err := catalog.Parse("tools.yaml", []byte(`
+targets:
+  crm:
+    base_url: `+url+`
+    native_keys: `+native+`
+    lookup_path: /_lookup
+tools:
+  crm.create_lead:
+    description: Create a lead.
+    class: write
+    target: crm
+    path: /leads
+    input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
+`), nil)
+	require.NoError(t, err)
+	rt, err := c.Connect(catalog.Options{})
+	require.NoError(t, err)
+	return rt
+}
+
+func runCheck(t *testing.T, rt *catalog.Runtime) *catalog.CheckReport {
+	t.Helper()
+	rep, err := rt.Check(context.Background(), "crm.create_lead", json.RawMessage(`{"name":"Ada"}`), catalog.CheckOptions{Settle: time.Second})
+	require.NoError(t, err)
+	t.Log("\n" + rep.String())
+	require.Len(t, rep.Runs, 3)
+	return rep
+}
+
+// TestCheckTargetHonouringKeys: against a target that honours Idempotency-Key, every
+// scenario makes one object and native_keys is safe; the lookup finds the dropped call.
+func TestCheckTargetHonouringKeys(t *testing.T) {
+	t.Parallel()
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	rep := runCheck(t, checkCatalog(t, srv.URL, true))
+	for _, s := range rep.Runs {
+		require.Equal(t, 1, s.Objects, s.Name)
+		require.Len(t, fake.EffectsFor(s.OpID), 1, s.Name)
+	}
+	require.True(t, rep.NativeKeysSafe)
+	require.True(t, rep.LookupFindsDropped)
+	require.Contains(t, rep.String(), "verdict: native_keys: true is safe for crm")
+}
+
+// TestCheckTargetIgnoringKeys: against a target that ignores the key, a reused key
+// makes two objects: native_keys: true is not safe.
+func TestCheckTargetIgnoringKeys(t *testing.T) {
+	t.Parallel()
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	rep := runCheck(t, checkCatalog(t, srv.URL, true))
+	for _, s := range rep.Runs {
+		require.Equal(t, 2, s.Objects, s.Name)
+		require.Len(t, fake.EffectsFor(s.OpID), 2, s.Name, "the count is the target's own")
+	}
+	require.False(t, rep.NativeKeysSafe)
+	require.True(t, rep.LookupFindsDropped)
+	require.Contains(t, rep.String(), "verdict: native_keys: true is NOT safe for crm")
+}
+
+// TestCheckLookupBlind: a lookup path that never lists anything is caught: the
+// dropped call is not found.
+func TestCheckLookupBlind(t *testing.T) {
+	t.Parallel()
+	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/_lookup" {
+			_, _ = w.Write([]byte(`{"objects":[]}`))
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	rep := runCheck(t, checkCatalog(t, srv.URL, true))
+	require.False(t, rep.LookupFindsDropped)
+	require.False(t, rep.NativeKeysSafe, "objects the lookup cannot see cannot be counted as one")
+	require.Contains(t, rep.String(), "the lookup path did NOT find the call whose answer was dropped")
+	require.Equal(t, 3, fake.EffectCount(), "the target did act, once per scenario")
+}
