@@ -60,14 +60,16 @@ func testStaleTokenIsFenced(t *testing.T, newer outbox.Status, batched bool) {
 	}
 
 	// The worker is inside the vendor call under its token. A newer attempt takes
-	// the op over: a fresh token, its own attempt row, and the status it left.
+	// the op over: a fresh token, its own attempt row, and the status it left. Its
+	// start is dated past the job timeout, so that a job finding the op dispatching
+	// takes it over at once instead of waiting for the newer attempt to end.
 	var staleToken, newToken string
 	require.NoError(t, pool.QueryRow(ctx, "SELECT attempt_token::text FROM oncebox_op WHERE id = $1", opID).Scan(&staleToken))
 	require.NoError(t, pool.QueryRow(ctx, `UPDATE oncebox_op SET status = $2, attempt_token = gen_random_uuid(),
-		attempts = attempts + 1, dispatch_started_at = now(), updated_at = now()
+		attempts = attempts + 1, dispatch_started_at = now() - interval '1 minute', updated_at = now()
 		WHERE id = $1 RETURNING attempt_token::text`, opID, string(newer)).Scan(&newToken))
 	_, err = pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
-		SELECT id, attempts, attempt_token, vendor_key, now() FROM oncebox_op WHERE id = $1`, opID)
+		SELECT id, attempts, attempt_token, vendor_key, dispatch_started_at FROM oncebox_op WHERE id = $1`, opID)
 	require.NoError(t, err)
 	require.NotEqual(t, staleToken, newToken)
 

@@ -34,6 +34,17 @@ func List() []Mutant {
 			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
 		},
 
+		// One live dispatch job per op.
+		{
+			Name:     "two-live-jobs-per-op",
+			Breaks:   "an op may get a second live dispatch job (a resend racing a rescued job), so two runs dispatch it at once",
+			File:     "outbox/enqueue.go",
+			Old:      "		UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},\n",
+			New:      "",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestOneLiveDispatchJobPerOp"},
+		},
+
 		// Tenant scoping of every op query.
 		{
 			Name:     "tenant-enqueue",
