@@ -277,8 +277,13 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		if err := ob.insertJobTx(ctx, tx, op); err != nil {
 			return nil, err
 		}
-	} else if err := ob.requestApprovalTx(ctx, tx, op, rule, why, params.TokenID); err != nil {
-		return nil, err
+	} else {
+		if err := ob.requestApprovalTx(ctx, tx, op, rule, why, params.TokenID); err != nil {
+			return nil, err
+		}
+		if err := ob.notifyTx(ctx, tx, op, p.Tool, p.Args, why); err != nil {
+			return nil, err
+		}
 	}
 	return &EnqueueResult{Op: op, ExpiryCollision: tombstone, Why: why}, nil
 }

@@ -111,6 +111,9 @@ type Config struct {
 	// Budgets bound what agents do without a person, per tenant (or token, or
 	// conversation) and window; see Budget. Optional.
 	Budgets []Budget
+	// Notify, when set, POSTs a signed notification whenever an op starts waiting for
+	// approval, through a River job inserted with the op. Optional.
+	Notify *NotifyConfig
 	// Observer receives counts for metrics. Defaults to one that does nothing.
 	Observer Observer
 	// Logger receives structured logs. Defaults to discarding them.
@@ -285,6 +288,9 @@ func New(cfg Config) (*Outbox, error) {
 			func() (river.JobArgs, *river.InsertOpts) { return PurgeArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
+	if err := c.registerNotify(workers); err != nil {
+		return nil, err
+	}
 	if c.ExtraWorkers != nil {
 		if err := c.ExtraWorkers(workers); err != nil {
 			return nil, fmt.Errorf("outbox: register extra workers: %w", err)
@@ -318,6 +324,9 @@ func New(cfg Config) (*Outbox, error) {
 			}
 		}
 		rc.Queues[MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
+		if c.Notify != nil {
+			rc.Queues[NotifyQueue] = river.QueueConfig{MaxWorkers: 5}
+		}
 		for name, q := range c.ExtraQueues {
 			rc.Queues[name] = q
 		}

@@ -129,6 +129,12 @@ type Config struct {
 	// Budgets bound what agents do without a person, per tenant (or token, or
 	// conversation) and window.
 	Budgets []outbox.Budget
+	// NotifyURL, when set, receives a signed JSON POST whenever an op starts waiting
+	// for approval; NotifySecret signs it (required with NotifyURL); NotifyLinkBase
+	// prefixes the op's link.
+	NotifyURL, NotifySecret, NotifyLinkBase string
+	// NotifyTimeout bounds one notification POST. Defaults to 10 seconds.
+	NotifyTimeout time.Duration
 	// TTL is how long ops are kept. Defaults to 72 hours.
 	TTL time.Duration
 	// ToolTTL overrides TTL per tool name, such as "stripe.refund". Optional.
@@ -221,6 +227,7 @@ func Defaults() Config {
 		Roles:                Roles{API: true, Worker: true, Periodic: true},
 		MaxAttempts:          outbox.DefaultMaxAttempts,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
+		NotifyTimeout:        10 * time.Second,
 		RetryMaxBackoff:      5 * time.Minute,
 		RescueStuckJobsAfter: outbox.DefaultRescueStuckJobsAfter,
 		FetchCooldown:        5 * time.Millisecond,

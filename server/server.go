@@ -334,6 +334,13 @@ func (s *Server) build(ctx context.Context) error {
 		ApprovalExpiry:       cfg.ApprovalExpiry,
 		Budgets:              cfg.Budgets,
 	}
+	if cfg.NotifyURL != "" {
+		if cfg.NotifySecret == "" {
+			return errors.New("--notify-url needs --notify-secret (ONCEBOX_NOTIFY_SECRET), the shared secret that signs each notification")
+		}
+		ocfg.Notify = &outbox.NotifyConfig{URL: cfg.NotifyURL, Secret: []byte(cfg.NotifySecret), LinkBase: strings.TrimRight(cfg.NotifyLinkBase, "/"),
+			Timeout: cfg.NotifyTimeout}
+	}
 	ocfg.Vendors = vendors
 	ocfg.NoDispatch = !cfg.Roles.Worker
 	for _, v := range vendors {

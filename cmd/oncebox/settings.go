@@ -171,6 +171,10 @@ func settings() []setting {
 				c.Budgets = b
 				return err
 			}},
+		strSetting("notify-url", "ONCEBOX_NOTIFY_URL", "", "URL that receives a signed JSON POST (HMAC-SHA256, header Oncebox-Signature) whenever an op starts waiting for approval; delivered at least once through the outbox, deduplicate by op_id", true, func(c *server.Config) *string { return &c.NotifyURL }),
+		strSetting("notify-secret", "ONCEBOX_NOTIFY_SECRET", "", "shared secret signing approval notifications (required with --notify-url)", true, func(c *server.Config) *string { return &c.NotifySecret }),
+		strSetting("notify-link-base", "ONCEBOX_NOTIFY_LINK_BASE", "", "base URL of the op links in approval notifications, such as https://oncebox.example.com", false, func(c *server.Config) *string { return &c.NotifyLinkBase }),
+		durSetting("notify-timeout", "ONCEBOX_NOTIFY_TIMEOUT", d.NotifyTimeout, "timeout of one approval notification POST (an unanswered one is retried)", func(c *server.Config) *time.Duration { return &c.NotifyTimeout }),
 		durSetting("approval-expiry", "ONCEBOX_APPROVAL_EXPIRY", d.ApprovalExpiry, "how long an op waits for a decision before it is rejected with the reason \"approval expired\"", func(c *server.Config) *time.Duration { return &c.ApprovalExpiry }),
 		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept (--tool-ttl overrides it per tool)", func(c *server.Config) *time.Duration { return &c.TTL }),
 		setting{flag: "tool-ttl", env: "ONCEBOX_TOOL_TTL", def: "",

@@ -1,0 +1,98 @@
+package outbox_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// TestApprovalNotification: an op that starts waiting makes a signed JSON POST, through
+// a job inserted with the op, retried until the receiver says 2xx; an op that does not
+// wait makes none.
+func TestApprovalNotification(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var (
+		mu     sync.Mutex
+		bodies [][]byte
+		heads  []http.Header
+		calls  int
+	)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // the first try fails: River retries
+			return
+		}
+		bodies, heads = append(bodies, b), append(heads, r.Header.Clone())
+	}))
+	t.Cleanup(receiver.Close)
+
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(moneyTool())
+	require.NoError(t, err)
+	work := true
+	secret := []byte("s3cret")
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
+		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 100 * time.Millisecond },
+		Approvals: outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 100}}},
+		Notify:    &outbox.NotifyConfig{URL: receiver.URL + "/hook", Secret: secret, LinkBase: "https://ob.example"}})
+	require.NoError(t, err)
+	tenant := newTenant(t, pool, "acme")
+	for key, args := range map[string]string{"small": `{"amount": 50, "currency": "usd"}`, "big": `{"amount": 5000, "currency": "usd"}`} {
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: key, Tool: "test.money", Args: json.RawMessage(args), ConversationID: "c-1"})
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.notify_approval'"))
+	require.NoError(t, ob.Start(ctx))
+	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(bodies) == 1
+	}, 30*time.Second, 50*time.Millisecond)
+	mu.Lock()
+	body, h := bodies[0], heads[0]
+	mu.Unlock()
+	var n struct {
+		Event, OpID, Key, Tool, Currency, Why, Link, Text string
+		Amount                                           int64
+		ConversationID                                   string `json:"conversation_id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &n))
+	op, err := ob.Get(ctx, tenant, "big")
+	require.NoError(t, err)
+	require.Equal(t, "approval_requested", n.Event)
+	require.Equal(t, "big", n.Key)
+	require.Equal(t, "test.money", n.Tool)
+	require.EqualValues(t, 5000, n.Amount)
+	require.Equal(t, "usd", n.Currency)
+	require.Equal(t, "c-1", n.ConversationID)
+	require.Equal(t, "https://ob.example/v1/ops/big", n.Link)
+	require.Contains(t, n.Why, "above the approval threshold")
+	require.Contains(t, n.Text, "awaits approval")
+	require.Equal(t, op.ID, h.Get("Oncebox-Notification-Id"), "the receiver deduplicates by the op id")
+
+	ts := h.Get("Oncebox-Timestamp")
+	sig := h.Get("Oncebox-Signature")
+	require.True(t, strings.HasPrefix(sig, "t="+ts+",v1="), sig)
+	want := outbox.SignNotification(secret, ts, body)
+	require.True(t, hmac.Equal([]byte(strings.TrimPrefix(sig, "t="+ts+",v1=")), []byte(want)), "HMAC-SHA256 over timestamp and body")
+	require.NotEqual(t, want, outbox.SignNotification([]byte("other"), ts, body))
+}
