@@ -109,7 +109,9 @@ type notifyWorker struct {
 }
 
 // Timeout bounds one delivery.
-func (w *notifyWorker) Timeout(*river.Job[NotifyArgs]) time.Duration { return w.cfg.Timeout + time.Second }
+func (w *notifyWorker) Timeout(*river.Job[NotifyArgs]) time.Duration {
+	return w.cfg.Timeout + time.Second
+}
 
 // Work POSTs the notification; any answer but 2xx, or none, is retried by River.
 func (w *notifyWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) error {

@@ -72,8 +72,8 @@ func TestApprovalNotification(t *testing.T) {
 	mu.Unlock()
 	var n struct {
 		Event, OpID, Key, Tool, Currency, Why, Link, Text string
-		Amount                                           int64
-		ConversationID                                   string `json:"conversation_id"`
+		Amount                                            int64
+		ConversationID                                    string `json:"conversation_id"`
 	}
 	require.NoError(t, json.Unmarshal(body, &n))
 	op, err := ob.Get(ctx, tenant, "big")
