@@ -135,6 +135,10 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
+// Replays returns how many enqueue calls were replays of an existing key since the
+// process started.
+func (m *Metrics) Replays() int64 { return m.replays.Load() }
+
 // Enqueued implements outbox.Observer.
 func (m *Metrics) Enqueued(tool, kind string) {
 	switch kind {

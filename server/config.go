@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/console"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
@@ -202,6 +203,9 @@ type Config struct {
 	// MCPMaxSessionsPerTenant caps the MCP sessions one tenant may hold open in one
 	// process. Defaults to 100.
 	MCPMaxSessionsPerTenant int
+	// ConsoleSessionTTL is how long a sign-in to the web console (/console/) lasts.
+	// Defaults to console.DefaultSessionTTL (12 hours).
+	ConsoleSessionTTL time.Duration
 	// UnavailableRetryAfter is the Retry-After of the 503 answered while Postgres
 	// cannot be reached. Defaults to 5 seconds.
 	UnavailableRetryAfter time.Duration
@@ -274,6 +278,7 @@ func Defaults() Config {
 		UnavailableRetryAfter:   5 * time.Second,
 		MCPSessionIdleTimeout:   5 * time.Minute,
 		MCPMaxSessionsPerTenant: 100,
+		ConsoleSessionTTL:       console.DefaultSessionTTL,
 		APIDBConns:              10,
 		MaxWaitsPerTenant:       100,
 	}
@@ -329,6 +334,9 @@ func (c *Config) validate() error {
 	}
 	if c.MCPSessionIdleTimeout <= 0 || c.MCPMaxSessionsPerTenant < 1 {
 		return errors.New("--mcp-session-idle-timeout must be positive and --mcp-max-sessions-per-tenant at least 1")
+	}
+	if c.ConsoleSessionTTL < time.Minute {
+		return errors.New("--console-session-ttl must be at least 1m")
 	}
 	if c.UnavailableRetryAfter < time.Second {
 		return errors.New("--unavailable-retry-after must be at least 1s")

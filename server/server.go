@@ -22,6 +22,7 @@ import (
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/catalog"
+	"github.com/oncebox/oncebox/console"
 	"github.com/oncebox/oncebox/internal/logdedupe"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/mcpserver"
@@ -394,6 +395,13 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", apiHandler)
+	web, err := console.New(console.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Pool: s.apiPool, Report: s.Report,
+		Events: s.events, Replays: s.metrics.Replays, SessionTTL: cfg.ConsoleSessionTTL, Logger: s.logger})
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	mux.Handle("/console/", web)
+	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	mux.Handle("/v1/vendor-events/", events)
 	extra, windows := s.catalogMCP()
 	if len(s.apiOutbox.Tools().Names()) > 0 || len(extra) > 0 {
@@ -505,6 +513,14 @@ func (s *Server) admin(next http.Handler, required bool) http.Handler {
 		}
 		http.Error(w, "admin token required", http.StatusUnauthorized)
 	})
+}
+
+// Report builds the finance report of a window, for one tenant (0: every tenant),
+// comparing the ops with the objects of the vendors configured in this process. The
+// console's finance page and `oncebox reconcile report` both call it.
+func (s *Server) Report(ctx context.Context, since, until time.Time, tenantID int64) (*reconcile.Report, error) {
+	return reconcile.BuildReport(ctx, s.pool, reconcile.ReportParams{Since: since, Until: until, TenantID: tenantID, Listers: s.listers,
+		Unlistable: []string{tools.VendorWebhook}, Events: s.events})
 }
 
 // Handler returns the HTTP handler (nil without the API role).

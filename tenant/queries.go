@@ -10,6 +10,9 @@ const (
 	sqlLiveTokensByPrefix = `SELECT count(*) FROM oncebox_api_token WHERE prefix = $1 AND revoked_at IS NULL`
 	sqlRevokeByPrefix     = `UPDATE oncebox_api_token SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL`
 
+	sqlRevokeTenantTokens = `UPDATE oncebox_api_token SET revoked_at = now()
+		WHERE tenant_id = (SELECT id FROM oncebox_tenant WHERE name = $1) AND revoked_at IS NULL`
+
 	sqlInsertToken = `INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix, role) VALUES ($1, $2, $3, $4)`
 
 	sqlAuthenticate = `SELECT t.id, t.name, t.created_at, k.id, k.role FROM oncebox_api_token k

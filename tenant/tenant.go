@@ -287,6 +287,17 @@ func (s *Store) forgetCached() {
 	}
 }
 
+// RevokeAll revokes every live token of the named tenant and returns how many it
+// revoked. `oncebox dev` uses it so that each start leaves one demo token, not one more.
+func (s *Store) RevokeAll(ctx context.Context, tenantName string) (int64, error) {
+	defer s.forgetCached()
+	tag, err := s.pool.Exec(ctx, sqlRevokeTenantTokens, tenantName)
+	if err != nil {
+		return 0, fmt.Errorf("tenant: revoke tokens of %q: %w", tenantName, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // Tokens lists the tokens of the named tenant (prefixes only).
 func (s *Store) Tokens(ctx context.Context, tenantName string) ([]Token, error) {
 	rows, err := s.pool.Query(ctx, sqlTokens, tenantName)

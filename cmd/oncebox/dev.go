@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/console"
 	"github.com/oncebox/oncebox/internal/eventpost"
 	"github.com/oncebox/oncebox/internal/localpg"
 	"github.com/oncebox/oncebox/migrations"
@@ -35,6 +36,7 @@ import (
 func runDev(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "demo", "name of the demo tenant")
+	linkTTL := fs.Duration("console-link-ttl", 5*time.Minute, "how long the printed one-time console sign-in link stays valid")
 	cfg, log, err := parseConfig(fs, args)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -66,16 +68,12 @@ func runDev(ctx context.Context, args []string) error {
 		pool.Close()
 		return err
 	}
-	_, _, err = tenant.NewStore(pool).Ensure(ctx, *tenantName)
-	if err != nil {
-		pool.Close()
-		return err
-	}
-	token, err := tenant.NewStore(pool).NewToken(ctx, *tenantName)
+	tokens, err := devTokens(ctx, tenant.NewStore(pool), *tenantName)
 	pool.Close()
 	if err != nil {
 		return err
 	}
+	token := tokens.agent
 
 	if cfg.SealKey == "" {
 		// A dev run gets a key of its own: ops left pending by an earlier run with
@@ -159,6 +157,10 @@ func runDev(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	link, err := console.SignInLink(ctx, srv.Pool(), srv.Tenants(), tokens.approver, *linkTTL)
+	if err != nil {
+		return err
+	}
 	// A key of its own per run: the private cluster keeps the ops of earlier runs, and
 	// the printed curl must record a new op (202) the first time it is run.
 	var suffix [3]byte
@@ -171,7 +173,8 @@ oncebox dev is running.
   Postgres   %s (%s)
   fakes      %v
   tenant     %s
-  token      %s
+  token      %s   (agent; earlier dev tokens of the tenant are revoked)
+  console    %s%s   (one-time sign-in link, valid %s; or sign in with the approver token %s)
 
 Enqueue an op (run it twice: the second answer is a replay, and nothing is charged twice):
 
@@ -182,7 +185,7 @@ Enqueue an op (run it twice: the second answer is a replay, and nothing is charg
     -d '{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}'
 
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, pg.Source, redactURL(pg.URL), fakes, *tenantName, token, base, token, demoKey)
+`, base, base, base, base, pg.Source, redactURL(pg.URL), fakes, *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey)
 
 	err = srv.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -233,4 +236,28 @@ func redactURL(s string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// devAccess is the demo tenant's tokens for one dev run.
+type devAccess struct {
+	agent, approver string
+}
+
+// devTokens makes sure the demo tenant exists, revokes the tokens earlier dev runs left
+// (each start would otherwise add one more), and mints an agent token for the printed
+// curl and MCP clients and an approver token for the console.
+func devTokens(ctx context.Context, store *tenant.Store, name string) (devAccess, error) {
+	var a devAccess
+	if _, _, err := store.Ensure(ctx, name); err != nil {
+		return a, err
+	}
+	if _, err := store.RevokeAll(ctx, name); err != nil {
+		return a, err
+	}
+	var err error
+	if a.agent, err = store.NewToken(ctx, name); err != nil {
+		return a, err
+	}
+	a.approver, err = store.NewTokenWithRole(ctx, name, tenant.RoleApprover)
+	return a, err
 }

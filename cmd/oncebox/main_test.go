@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -128,6 +129,40 @@ func runPrintedCurl(t *testing.T, out string) *http.Response {
 	return resp
 }
 
+var (
+	consoleLink = regexp.MustCompile(`console\s+(http://\S+/console/link\?code=\S+)`)
+	csrfField   = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	codeField   = regexp.MustCompile(`name="code" value="([^"]+)"`)
+)
+
+// requireConsoleLink follows the banner's one-time console link, as a browser would: it
+// signs in once, and a second use is refused.
+func requireConsoleLink(t *testing.T, out string) {
+	t.Helper()
+	m := consoleLink.FindStringSubmatch(out)
+	require.NotNil(t, m, "the banner prints a console sign-in link: %s", out)
+	use := func() int {
+		jar, err := cookiejar.New(nil)
+		require.NoError(t, err)
+		c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.Get(m[1])
+		require.NoError(t, err)
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+		csrf, code := csrfField.FindSubmatch(page), codeField.FindSubmatch(page)
+		require.NotNil(t, csrf)
+		require.NotNil(t, code)
+		u, _ := url.Parse(m[1])
+		resp, err = c.PostForm(u.Scheme+"://"+u.Host+"/console/link", url.Values{"csrf": {string(csrf[1])}, "code": {string(code[1])}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusSeeOther, use(), "the link signs in")
+	require.Equal(t, http.StatusUnauthorized, use(), "the link signs in once")
+}
+
 func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) {
 	t.Helper()
 	done := make(chan error, 1)
@@ -157,6 +192,14 @@ func TestDevWithDatabaseURL(t *testing.T) {
 	again := banner(t, out)
 	require.NotEqual(t, demoKey.FindStringSubmatch(text)[1], demoKey.FindStringSubmatch(again)[1])
 	requireNewThenReplay(t, again)
+	// The first run's token was revoked: each start leaves one demo token, not one more.
+	oldToken := regexp.MustCompile(`token\s+(obx_\S+)`).FindStringSubmatch(text)
+	require.NotNil(t, oldToken, text)
+	newToken := regexp.MustCompile(`token\s+(obx_\S+)`).FindStringSubmatch(again)
+	stale := strings.ReplaceAll(again, newToken[1], oldToken[1])
+	resp := runPrintedCurl(t, strings.Replace(stale, demoKey.FindStringSubmatch(again)[1], "order-1001-stale1", 1))
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "an earlier run's token is revoked")
+	requireConsoleLink(t, again)
 
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	waitExit(t, cmd, 40*time.Second)

@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/oncebox/oncebox/reconcile"
-	"github.com/oncebox/oncebox/tools"
 )
 
 const reconcileUsage = "usage: oncebox reconcile run | reconcile report --since T [--until T] [--tenant T] [--format csv|json]"
@@ -70,8 +67,7 @@ func runReconcile(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		rep, err := reconcile.BuildReport(ctx, srv.Pool(), reconcile.ReportParams{Since: s, Until: u, TenantID: tid, Listers: srv.Listers(),
-			Unlistable: []string{tools.VendorWebhook}, Events: srv.Events()})
+		rep, err := srv.Report(ctx, s, u, tid)
 		if err != nil {
 			return err
 		}

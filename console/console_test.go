@@ -1,0 +1,293 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/console"
+	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/fakestripe"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// env is a running server with a fake Stripe, a tenant, its agent token and an
+// approver token, and a refund that waits for approval.
+type env struct {
+	base      string
+	stripe    *fakestripe.Server
+	srv       *server.Server
+	tenant    *tenant.Tenant
+	agent     string
+	approver  string
+	refundKey string
+}
+
+func start(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := dbtest.Schema(t)
+	fake := fakestripe.New(fakestripe.Config{})
+	stripe := httptest.NewServer(fake)
+	t.Cleanup(stripe.Close)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(t, pool)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_console", stripe.URL
+	cfg.RefundApprovalAbove = 1000
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	store := tenant.NewStore(pool)
+	tn, agent, err := store.Create(ctx, "acme")
+	require.NoError(t, err)
+	approver, err := store.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
+	require.NoError(t, err)
+	e := &env{base: "http://" + addr.String(), stripe: fake, srv: srv, tenant: tn, agent: agent, approver: approver, refundKey: "refund-order-1001"}
+
+	pay := e.api(t, "pay-order-1001", `{"tool":"stripe.payment_intent","args":{"amount":5000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)
+	require.Equal(t, "succeeded", pay["status"], pay)
+	refund := e.api(t, e.refundKey, `{"tool":"stripe.refund","args":{"payment_intent":"`+pay["vendor_ref"].(string)+`","amount":2500}}`)
+	require.Equal(t, "awaiting_approval", refund["status"], refund)
+	return e
+}
+
+// api records an op with the agent token and returns its JSON once settled.
+func (e *env) api(t *testing.T, key, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/v1/ops?wait=10s", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+e.agent)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var op map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&op))
+	return op
+}
+
+// browser is an HTTP client with cookies that does not follow redirects.
+type browser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &browser{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (b *browser) get(path string) (*http.Response, string) {
+	b.t.Helper()
+	resp, err := b.c.Get(b.base + path)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func (b *browser) post(path string, form url.Values, header ...string) (*http.Response, string) {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, b.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.c.Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(page)
+	require.NotNil(t, m, "the page has a CSRF field: %s", page)
+	return m[1]
+}
+
+// signIn signs in with token and returns the overview page.
+func (b *browser) signIn(token string) (*http.Response, string) {
+	b.t.Helper()
+	_, page := b.get("/console/signin")
+	resp, body := b.post("/console/signin", url.Values{"csrf": {csrfOf(b.t, page)}, "token": {token}})
+	if resp.StatusCode != http.StatusSeeOther {
+		return resp, body
+	}
+	return b.get(resp.Header.Get("Location"))
+}
+
+func reasonOf(page string) string {
+	m := regexp.MustCompile(`data-reason="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// TestConsoleSignInAndApprove: an approver signs in, approves the waiting refund from
+// the queue, finds it succeeded by its key, downloads the finance CSV (the report's
+// own CSV) and signs out. The fake Stripe holds exactly one refund.
+func TestConsoleSignInAndApprove(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	b := newBrowser(t, e.base)
+
+	// The console's pages need a session.
+	resp, _ := b.get("/console/approvals")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/console/signin"))
+
+	resp, page := b.signIn(e.approver)
+	require.Equal(t, http.StatusOK, resp.StatusCode, page)
+	require.Contains(t, page, "waiting for approval")
+	var session *http.Cookie
+	u, _ := url.Parse(e.base + "/console/")
+	for _, c := range b.c.Jar.Cookies(u) {
+		if c.Name == "oncebox_console" {
+			session = c
+		}
+	}
+	require.NotNil(t, session, "a session cookie is set")
+
+	resp, page = b.get("/console/approvals")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, e.refundKey)
+	require.Contains(t, page, "25.00")
+	csrf := csrfOf(t, page)
+	approve := url.Values{"csrf": {csrf}, "key": {e.refundKey}, "decision": {"approve"}, "reason": {"customer called"}}
+
+	// Without the CSRF token, or from another site, the approval is refused.
+	noCSRF := url.Values{"key": {e.refundKey}, "decision": {"approve"}}
+	resp, page = b.post("/console/approvals", noCSRF)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Equal(t, "csrf", reasonOf(page))
+	resp, page = b.post("/console/approvals", approve, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Equal(t, "cross-origin", reasonOf(page))
+	require.Empty(t, e.stripe.Refunds(), "a refused approval sends nothing")
+
+	resp, _ = b.post("/console/approvals", approve)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page = b.get(resp.Header.Get("Location"))
+	require.Contains(t, page, "Approved: the op "+e.refundKey)
+
+	require.Eventually(t, func() bool {
+		_, page = b.get("/console/lookup?q=" + e.refundKey)
+		return strings.Contains(page, `id="op-status">succeeded<`)
+	}, 20*time.Second, 100*time.Millisecond, "the approved refund succeeds")
+	require.Contains(t, page, "acme token", "the timeline says who approved")
+	require.Len(t, e.stripe.Refunds(), 1)
+
+	since := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	resp, csv := b.get("/console/finance.csv?since=" + url.QueryEscape(since.Format(time.RFC3339)) + "&until=" + url.QueryEscape(until.Format(time.RFC3339)))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/csv; charset=utf-8", resp.Header.Get("Content-Type"))
+	rep, err := e.srv.Report(context.Background(), since, until, e.tenant.ID)
+	require.NoError(t, err)
+	var want bytes.Buffer
+	require.NoError(t, rep.WriteCSV(&want))
+	require.Equal(t, want.String(), csv)
+	require.Contains(t, csv, "matched")
+
+	_, page = b.get("/console/overview")
+	resp, _ = b.post("/console/signout", url.Values{"csrf": {csrfOf(t, page)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	// The old cookie no longer opens anything, even when replayed.
+	replay := newBrowser(t, e.base)
+	replay.c.Jar.SetCookies(u, []*http.Cookie{{Name: "oncebox_console", Value: session.Value}})
+	resp, _ = replay.get("/console/approvals")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "a signed-out session is gone")
+}
+
+// TestConsoleSignInRefusals: an agent token, an unknown token and a form without its
+// CSRF token cannot sign in; the cookie's attributes are the safe ones.
+func TestConsoleSignInRefusals(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	b := newBrowser(t, e.base)
+	resp, page := b.signIn(e.agent)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Equal(t, "forbidden", reasonOf(page))
+	require.Contains(t, page, "role agent")
+	resp, page = b.signIn("obx_unknown")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Equal(t, "unauthorized", reasonOf(page))
+	resp, page = b.post("/console/signin", url.Values{"token": {e.approver}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Equal(t, "csrf", reasonOf(page))
+
+	_, page = b.get("/console/signin")
+	resp, _ = b.post("/console/signin", url.Values{"csrf": {csrfOf(t, page)}, "token": {e.approver}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	var raw string
+	for _, c := range resp.Header.Values("Set-Cookie") {
+		if strings.HasPrefix(c, "oncebox_console=") {
+			raw = c
+		}
+	}
+	require.Contains(t, raw, "HttpOnly")
+	require.Contains(t, raw, "SameSite=Strict")
+	require.Contains(t, raw, "Path=/console/")
+	require.Contains(t, raw, "Max-Age=43200")
+	require.NotContains(t, raw, "Secure", "plain HTTP: a Secure cookie would never come back")
+
+	// A session stops when its token is revoked.
+	require.NoError(t, e.srv.Tenants().RevokeToken(context.Background(), e.approver))
+	resp, _ = b.get("/console/overview")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+}
+
+// TestConsoleOneTimeLink: a sign-in link signs in once; the second use is refused, and
+// an agent token gets no link.
+func TestConsoleOneTimeLink(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	ctx := context.Background()
+	_, err := console.SignInLink(ctx, e.srv.Pool(), e.srv.Tenants(), e.agent, time.Minute)
+	require.Error(t, err)
+	link, err := console.SignInLink(ctx, e.srv.Pool(), e.srv.Tenants(), e.approver, time.Minute)
+	require.NoError(t, err)
+	code := strings.TrimPrefix(link, "/console/link?code=")
+
+	b := newBrowser(t, e.base)
+	_, page := b.get(link)
+	form := url.Values{"csrf": {csrfOf(t, page)}, "code": {code}}
+	resp, _ := b.post("/console/link", form)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, page = b.get("/console/overview")
+	require.Equal(t, http.StatusOK, resp.StatusCode, page)
+
+	other := newBrowser(t, e.base)
+	_, page = other.get(link)
+	resp, page = other.post("/console/link", url.Values{"csrf": {csrfOf(t, page)}, "code": {code}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Equal(t, "link-used", reasonOf(page))
+}

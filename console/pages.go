@@ -1,0 +1,458 @@
+package console
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+)
+
+// maxListed bounds the approvals, reviews and search results a page shows.
+const maxListed = 200
+
+// done names the notices a page shows after a form post redirected back to it; the
+// sentence is built here, never taken from the URL.
+var doneSentences = map[string]string{
+	"approved": "Approved: the op %s is on its way to the vendor.",
+	"voted":    "Your approval of %s is recorded; it waits for another approver.",
+	"rejected": "Rejected: the op %s will not be sent.",
+	"resolved": "Resolved: the op %s is settled.",
+	"resend":   "Released: the op %s will be sent again.",
+}
+
+func (c *Console) notice(r *http.Request) string {
+	f, ok := doneSentences[r.URL.Query().Get("done")]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(f, r.URL.Query().Get("key"))
+}
+
+// approvalRow is one op of the approvals queue.
+type approvalRow struct {
+	Key, OpID, Tool, Fingerprint, Why string
+	Amount                            string
+	Args                              string
+	Asker, Conversation, ToolCall     string
+	RequestedAt, ExpiresAt            time.Time
+	Waited                            string
+	Approvals, Needed                 int
+}
+
+func (c *Console) approvals(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	v := c.viewFor(s, "approvals")
+	v.Title, v.Notice = "Approvals", c.notice(r)
+	c.fillApprovals(w, r, v, s, http.StatusOK)
+}
+
+func (c *Console) fillApprovals(w http.ResponseWriter, r *http.Request, v *view, s *sessionInfo, status int) {
+	waiting, err := c.cfg.Outbox.ListWaiting(r.Context(), s.principal.ID, maxListed)
+	if err != nil {
+		c.internal(w, r, v, err)
+		return
+	}
+	now := c.cfg.Now()
+	for _, wt := range waiting {
+		row := approvalRow{Key: wt.Op.Key, OpID: wt.Op.ID, Tool: wt.Op.Tool, Fingerprint: wt.Op.Fingerprint.String(), Why: wt.Why,
+			Args: prettyJSON(wt.Op.Args), Conversation: wt.Op.ConversationID, ToolCall: wt.Op.ToolCallID,
+			RequestedAt: wt.RequestedAt, ExpiresAt: wt.ExpiresAt, Waited: since(now, wt.RequestedAt),
+			Approvals: wt.Approvals, Needed: wt.ApproversNeeded, Asker: "—"}
+		if wt.HasAmount {
+			row.Amount = money(wt.Amount, wt.Currency)
+		}
+		if wt.RequestedByToken != 0 {
+			row.Asker = fmt.Sprintf("API token %d", wt.RequestedByToken)
+		}
+		v.Approvals = append(v.Approvals, row)
+	}
+	c.render(w, r, status, "approvals", v)
+}
+
+// decide approves or rejects an op, with the API's own call and rules.
+func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	key, decision := r.PostFormValue("key"), r.PostFormValue("decision")
+	if decision != "approve" && decision != "reject" {
+		v := c.viewFor(s, "approvals")
+		v.Title, v.Error = "Approvals", &refusal{Reason: "invalid-request", Sentence: "Choose approve or reject."}
+		c.fillApprovals(w, r, v, s, http.StatusBadRequest)
+		return
+	}
+	p := s.principal
+	res, err := c.cfg.Outbox.Decide(r.Context(), outbox.Decision{TenantID: p.ID, Key: key, Approve: decision == "approve", Actor: p.Actor(),
+		Voter: outbox.VoterForToken(p.TokenID), TokenID: p.TokenID, Role: string(p.Role), Reason: strings.TrimSpace(r.PostFormValue("reason")),
+		Fingerprint: r.PostFormValue("fingerprint")})
+	if err != nil {
+		v := c.viewFor(s, "approvals")
+		v.Title = "Approvals"
+		status, ref := opRefusal(err, "Only an op that awaits approval can be approved or rejected, and a decided op only the same way again.")
+		if ref == nil {
+			c.internal(w, r, v, err)
+			return
+		}
+		v.Error = ref
+		c.fillApprovals(w, r, v, s, status)
+		return
+	}
+	done := "rejected"
+	if decision == "approve" {
+		done = "approved"
+		if res.Approvals < res.Needed {
+			done = "voted"
+		}
+	}
+	http.Redirect(w, r, "/console/approvals?done="+done+"&key="+queryEscape(res.Op.Key), http.StatusSeeOther)
+}
+
+// opRefusal maps an error of a person's decision to its status and refusal, the same
+// reasons as the API's problem types; nil for an error that is not a refusal.
+func opRefusal(err error, wrongState string) (int, *refusal) {
+	var (
+		keyErr  *outbox.KeyError
+		argsErr *outbox.ValidationError
+	)
+	switch {
+	case errors.Is(err, outbox.ErrWrongState):
+		return http.StatusConflict, &refusal{Reason: "wrong-state", Sentence: wrongState}
+	case errors.Is(err, outbox.ErrPolicyChanged):
+		return http.StatusConflict, &refusal{Reason: "policy-changed", Sentence: "The approval policy of this op's tool changed since it started waiting, so this approval is refused; the op keeps waiting (it can be rejected, or left to expire)."}
+	case errors.Is(err, outbox.ErrFingerprintMismatch):
+		return http.StatusConflict, &refusal{Reason: "fingerprint-mismatch", Sentence: "The op stored under this key is not the call this page showed; reload the page."}
+	case errors.Is(err, outbox.ErrNotFound):
+		return http.StatusNotFound, &refusal{Reason: "not-found", Sentence: "No op is stored under this idempotency key for your tenant."}
+	case errors.As(err, &keyErr):
+		return http.StatusBadRequest, &refusal{Reason: "invalid-idempotency-key", Sentence: "The idempotency key " + keyErr.Detail + "."}
+	case errors.As(err, &argsErr):
+		return http.StatusBadRequest, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The %s %s.", argsErr.Field, argsErr.Message)}
+	}
+	return 0, nil
+}
+
+// reviewRow is one op in needs_review with its history.
+type reviewRow struct {
+	reconcile.ReviewItem
+	Attempts []outbox.Attempt
+	Events   []eventRow
+}
+
+// eventRow is an op event for display.
+type eventRow struct {
+	outbox.Event
+	DetailText string
+}
+
+func eventRows(evs []outbox.Event) []eventRow {
+	out := make([]eventRow, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, eventRow{Event: e, DetailText: compactJSON(e.Detail)})
+	}
+	return out
+}
+
+func (c *Console) review(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	v := c.viewFor(s, "review")
+	v.Title, v.Notice = "Review", c.notice(r)
+	c.fillReview(w, r, v, s, http.StatusOK)
+}
+
+func (c *Console) fillReview(w http.ResponseWriter, r *http.Request, v *view, s *sessionInfo, status int) {
+	items, err := reconcile.ListReview(r.Context(), c.cfg.Pool, s.principal.ID)
+	if err != nil {
+		c.internal(w, r, v, err)
+		return
+	}
+	if len(items) > maxListed {
+		items = items[:maxListed]
+	}
+	for _, it := range items {
+		h, err := c.cfg.Outbox.History(r.Context(), s.principal.ID, it.OpID)
+		if err != nil {
+			c.internal(w, r, v, err)
+			return
+		}
+		v.Reviews = append(v.Reviews, reviewRow{ReviewItem: it, Attempts: h.Attempts, Events: eventRows(h.Events)})
+	}
+	c.render(w, r, status, "review", v)
+}
+
+// resolve settles an op in needs_review or unknown, with the API's own calls.
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	p := s.principal
+	key, reason, ref := r.PostFormValue("key"), strings.TrimSpace(r.PostFormValue("reason")), strings.TrimSpace(r.PostFormValue("vendor_ref"))
+	v := c.viewFor(s, "review")
+	v.Title = "Review"
+	bad := func(sentence string) {
+		v.Error = &refusal{Reason: "invalid-request", Sentence: sentence}
+		c.fillReview(w, r, v, s, http.StatusBadRequest)
+	}
+	if reason == "" {
+		bad("A resolution needs a reason: say what was checked, for the op's history.")
+		return
+	}
+	var (
+		op   *outbox.Op
+		err  error
+		done = "resolved"
+	)
+	switch r.PostFormValue("outcome") {
+	case "succeeded":
+		if ref == "" {
+			bad("Resolving as succeeded needs the vendor reference, the id of the vendor's object.")
+			return
+		}
+		op, err = reconcile.ResolveSucceeded(r.Context(), c.cfg.Outbox, p.ID, key, ref, reason, p.Actor())
+	case "failed":
+		op, err = reconcile.ResolveFailed(r.Context(), c.cfg.Outbox, p.ID, key, reason, p.Actor())
+	case "resend":
+		done = "resend"
+		op, err = reconcile.ReleaseForResend(r.Context(), c.cfg.Outbox, p.ID, key, reason, p.Actor(), r.PostFormValue("new_key") == "on")
+	default:
+		bad("Choose an outcome: succeeded, failed or resend.")
+		return
+	}
+	if err != nil {
+		status, rf := opRefusal(err, "Only an op in needs_review or unknown can be resolved by hand.")
+		if rf == nil {
+			c.internal(w, r, v, err)
+			return
+		}
+		v.Error = rf
+		c.fillReview(w, r, v, s, status)
+		return
+	}
+	http.Redirect(w, r, "/console/review?done="+done+"&key="+queryEscape(op.Key), http.StatusSeeOther)
+}
+
+// timelineEntry is one moment in an op's life.
+type timelineEntry struct {
+	At    time.Time
+	What  string
+	Who   string
+	Notes string
+}
+
+// opView is one op found by a lookup.
+type opView struct {
+	Op       *outbox.Op
+	Timeline []timelineEntry
+}
+
+func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	v := c.viewFor(s, "lookup")
+	v.Title = "Lookup"
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	v.Query = q
+	if q == "" {
+		c.render(w, r, http.StatusOK, "lookup", v)
+		return
+	}
+	if len(q) > 255 {
+		v.Error = &refusal{Reason: "invalid-request", Sentence: "Search for an idempotency key, op id, vendor reference or conversation id (at most 255 characters)."}
+		c.render(w, r, http.StatusBadRequest, "lookup", v)
+		return
+	}
+	rows, err := c.cfg.Pool.Query(r.Context(), sqlFindKeys, s.principal.ID, q, maxListed)
+	if err != nil {
+		c.internal(w, r, v, fmt.Errorf("console: search ops: %w", err))
+		return
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			c.internal(w, r, v, fmt.Errorf("console: search ops: %w", err))
+			return
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		c.internal(w, r, v, fmt.Errorf("console: search ops: %w", err))
+		return
+	}
+	for _, k := range keys {
+		op, err := c.cfg.Outbox.Get(r.Context(), s.principal.ID, k)
+		if errors.Is(err, outbox.ErrNotFound) {
+			continue // purged in between
+		}
+		if err != nil {
+			c.internal(w, r, v, err)
+			return
+		}
+		ov := opView{Op: op}
+		if len(keys) == 1 {
+			if ov.Timeline, err = c.timeline(r, s, op); err != nil {
+				c.internal(w, r, v, err)
+				return
+			}
+		}
+		v.Found = append(v.Found, ov)
+	}
+	v.Searched = true
+	c.render(w, r, http.StatusOK, "lookup", v)
+}
+
+// timeline puts an op's creation, attempts, decisions and vendor events in order.
+func (c *Console) timeline(r *http.Request, s *sessionInfo, op *outbox.Op) ([]timelineEntry, error) {
+	h, err := c.cfg.Outbox.History(r.Context(), s.principal.ID, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	tl := []timelineEntry{{At: op.CreatedAt, What: "created", Who: "agent", Notes: strings.TrimSpace("conversation " + op.ConversationID)}}
+	if op.ConversationID == "" {
+		tl[0].Notes = ""
+	}
+	for _, a := range h.Attempts {
+		tl = append(tl, timelineEntry{At: a.StartedAt, What: fmt.Sprintf("claimed: attempt %d sent to %s", a.Attempt, op.Vendor), Who: "worker"})
+		if a.FinishedAt != nil {
+			notes := strings.TrimSpace(strings.Join([]string{a.VendorRef, a.Error}, " "))
+			tl = append(tl, timelineEntry{At: *a.FinishedAt, What: "vendor answered: " + a.Outcome, Who: "worker", Notes: notes})
+		}
+	}
+	for _, e := range h.Events {
+		what := e.Kind
+		if e.FromStatus != e.ToStatus {
+			what += ": " + e.FromStatus + " → " + e.ToStatus
+		}
+		tl = append(tl, timelineEntry{At: e.At, What: what, Who: e.Actor, Notes: compactJSON(e.Detail)})
+	}
+	if c.cfg.Events != nil {
+		evs, err := c.cfg.Events.ForOp(r.Context(), op.Vendor, op.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			tl = append(tl, timelineEntry{At: e.OccurredAt, What: "vendor event: " + e.Type, Who: op.Vendor,
+				Notes: strings.TrimSpace(e.ObjectType + " " + e.ObjectID + " " + e.Status)})
+		}
+	}
+	slices.SortStableFunc(tl, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
+	return tl, nil
+}
+
+// financeView is the finance page's report.
+type financeView struct {
+	Since, Until string
+	Report       *reconcile.Report
+	// Lines are the report's lines, problems first.
+	Lines    []reconcile.Line
+	CSVQuery string
+}
+
+// parseWhen reads RFC 3339 or a date (midnight UTC), as `oncebox reconcile report` does.
+func parseWhen(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Parse("2006-01-02", s)
+}
+
+// window reads the finance page's since and until; by default the month so far.
+func (c *Console) window(r *http.Request) (time.Time, time.Time, *refusal) {
+	now := c.cfg.Now().UTC()
+	since := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	until := now.Truncate(time.Second)
+	q := r.URL.Query()
+	var err error
+	if raw := strings.TrimSpace(q.Get("since")); raw != "" {
+		if since, err = parseWhen(raw); err != nil {
+			return since, until, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The start %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
+		}
+	}
+	if raw := strings.TrimSpace(q.Get("until")); raw != "" {
+		if until, err = parseWhen(raw); err != nil {
+			return since, until, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The end %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
+		}
+	}
+	if !since.Before(until) {
+		return since, until, &refusal{Reason: "invalid-request", Sentence: "The window's start must come before its end."}
+	}
+	return since, until, nil
+}
+
+func (c *Console) finance(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	v := c.viewFor(s, "finance")
+	v.Title = "Finance"
+	since, until, bad := c.window(r)
+	fv := &financeView{Since: since.UTC().Format(time.RFC3339), Until: until.UTC().Format(time.RFC3339)}
+	v.Finance = fv
+	if bad != nil {
+		fv.Since, fv.Until = r.URL.Query().Get("since"), r.URL.Query().Get("until")
+		v.Error = bad
+		c.render(w, r, http.StatusBadRequest, "finance", v)
+		return
+	}
+	rep, err := c.cfg.Report(r.Context(), since, until, s.principal.ID)
+	if err != nil {
+		c.internal(w, r, v, err)
+		return
+	}
+	fv.Report = rep
+	fv.Lines = slices.Clone(rep.Lines)
+	slices.SortStableFunc(fv.Lines, func(a, b reconcile.Line) int {
+		return cmp.Compare(boolRank(a.Category == reconcile.CategoryMatched), boolRank(b.Category == reconcile.CategoryMatched))
+	})
+	fv.CSVQuery = "since=" + queryEscape(fv.Since) + "&until=" + queryEscape(fv.Until)
+	c.render(w, r, http.StatusOK, "finance", v)
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// financeCSV downloads the report as `oncebox reconcile report --format csv` writes it.
+func (c *Console) financeCSV(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	since, until, bad := c.window(r)
+	if bad != nil {
+		c.refuse(w, r, c.viewFor(s, "finance"), http.StatusBadRequest, bad.Reason, bad.Sentence)
+		return
+	}
+	rep, err := c.cfg.Report(r.Context(), since, until, s.principal.ID)
+	if err != nil {
+		c.internal(w, r, c.viewFor(s, "finance"), err)
+		return
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteCSV(&buf); err != nil {
+		c.internal(w, r, c.viewFor(s, "finance"), err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="oncebox-report-%s-%s.csv"`,
+		since.UTC().Format("20060102T150405Z"), until.UTC().Format("20060102T150405Z")))
+	_, _ = w.Write(buf.Bytes())
+}
+
+// prettyJSON indents stored JSON for display.
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// compactJSON shows stored JSON on one line; null and empty show nothing.
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}

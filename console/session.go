@@ -1,0 +1,310 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/tenant"
+)
+
+// Cookie names. Both are scoped to Prefix, HttpOnly and SameSite=Strict.
+const (
+	// sessionCookie holds the session's secret; the database stores its SHA-256.
+	sessionCookie = "oncebox_console"
+	// preCookie holds the CSRF secret of the sign-in forms, before there is a session.
+	preCookie = "oncebox_console_pre"
+)
+
+// maxTokenField bounds the token a sign-in form may send.
+const maxTokenField = 200
+
+// errNoSession is a request without a live session.
+var errNoSession = errors.New("no live console session")
+
+// sessionInfo is the signed-in principal and the session's CSRF token.
+type sessionInfo struct {
+	principal *tenant.Principal
+	csrf      string
+}
+
+// secret returns a fresh random secret, URL-safe.
+func secret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("console: random secret: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func hashOf(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+// csrfFor derives a form token from a secret (the session's, or the sign-in form's):
+// a page can show it, and it proves nothing without the cookie it is derived from.
+func csrfFor(secret string) string {
+	sum := sha256.Sum256([]byte("oncebox console csrf\x00" + secret))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+func sameToken(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// session returns who the request's session acts as and its CSRF token; nil without a
+// live session.
+func (c *Console) session(r *http.Request) (*tenant.Principal, string, error) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" || len(ck.Value) > 100 {
+		return nil, "", nil
+	}
+	var (
+		p       tenant.Principal
+		expires time.Time
+	)
+	err = c.cfg.Pool.QueryRow(r.Context(), sqlSession, hashOf(ck.Value)).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("console: read session: %w", err)
+	}
+	return &p, csrfFor(ck.Value), nil
+}
+
+// signedInFunc is a handler for a signed-in person.
+type signedInFunc func(w http.ResponseWriter, r *http.Request, s *sessionInfo)
+
+// signedIn runs next for a live session of a role that may decide, after checking the
+// CSRF token of a form post; otherwise it sends the person to the sign-in form (a page)
+// or refuses (a post).
+func (c *Console) signedIn(next signedInFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, csrf, err := c.session(r)
+		if err != nil {
+			c.internal(w, r, nil, err)
+			return
+		}
+		if p == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/console/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			c.refuse(w, r, nil, http.StatusUnauthorized, "signed-out", "Your session ended or was never opened; sign in again.")
+			return
+		}
+		// The same rule as the API's approve, reject and resolve routes.
+		if !p.Role.CanDecide() {
+			c.refuse(w, r, nil, http.StatusForbidden, "forbidden", fmt.Sprintf("This session's token has the role %s; the console needs an approver or admin token.", p.Role))
+			return
+		}
+		s := &sessionInfo{principal: p, csrf: csrf}
+		if r.Method == http.MethodPost {
+			if !sameToken(r.PostFormValue("csrf"), csrf) {
+				c.refuse(w, r, c.viewFor(s, ""), http.StatusForbidden, "csrf", "This form's security token is missing or stale; reload the page and send it again.")
+				return
+			}
+		}
+		next(w, r, s)
+	}
+}
+
+// preSecret returns the sign-in forms' CSRF secret, setting its cookie when missing.
+func (c *Console) preSecret(w http.ResponseWriter, r *http.Request) (string, error) {
+	if ck, err := r.Cookie(preCookie); err == nil && len(ck.Value) >= 40 && len(ck.Value) <= 100 {
+		return ck.Value, nil
+	}
+	s, err := secret()
+	if err != nil {
+		return "", err
+	}
+	http.SetCookie(w, &http.Cookie{Name: preCookie, Value: s, Path: Prefix, HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
+	return s, nil
+}
+
+// checkPre checks a sign-in form's CSRF token against the pre-session cookie.
+func checkPre(r *http.Request) bool {
+	ck, err := r.Cookie(preCookie)
+	return err == nil && sameToken(r.PostFormValue("csrf"), csrfFor(ck.Value))
+}
+
+// safeNext returns where to go after signing in: a console path, never another site.
+func safeNext(next string) string {
+	if strings.HasPrefix(next, Prefix) && !strings.HasPrefix(next, "//") && !strings.Contains(next, "\\") {
+		return next
+	}
+	return "/console/overview"
+}
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	pre, err := c.preSecret(w, r)
+	if err != nil {
+		c.internal(w, r, nil, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "signin", &view{Title: "Sign in", CSRF: csrfFor(pre), Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+// signIn exchanges an approver or admin token for a session.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	pre, err := c.preSecret(w, r)
+	if err != nil {
+		c.internal(w, r, nil, err)
+		return
+	}
+	v := &view{Title: "Sign in", CSRF: csrfFor(pre), Next: safeNext(r.PostFormValue("next"))}
+	if !checkPre(r) {
+		c.refuseForm(w, r, v, http.StatusForbidden, "csrf", "This form's security token is missing or stale; reload the page and sign in again.")
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	if token == "" || len(token) > maxTokenField {
+		c.refuseForm(w, r, v, http.StatusBadRequest, "invalid-request", "Paste an approver or admin API token (obx_…) to sign in.")
+		return
+	}
+	p, err := c.cfg.Tenants.Authenticate(r.Context(), token)
+	if errors.Is(err, tenant.ErrUnauthorized) {
+		c.refuseForm(w, r, v, http.StatusUnauthorized, "unauthorized", "This token is unknown or revoked.")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, v, err)
+		return
+	}
+	c.openSession(w, r, p, v)
+}
+
+// openSession signs p in, unless its role may not decide.
+func (c *Console) openSession(w http.ResponseWriter, r *http.Request, p *tenant.Principal, v *view) {
+	if !p.Role.CanDecide() {
+		c.refuseForm(w, r, v, http.StatusForbidden, "forbidden", fmt.Sprintf(
+			"This token has the role %s; the console is for people: sign in with an approver or admin token of your tenant.", p.Role))
+		return
+	}
+	id, err := secret()
+	if err != nil {
+		c.internal(w, r, v, err)
+		return
+	}
+	if _, err := c.cfg.Pool.Exec(r.Context(), sqlDeleteExpiredSessions); err != nil {
+		c.internal(w, r, v, fmt.Errorf("console: forget expired sessions: %w", err))
+		return
+	}
+	if _, err := c.cfg.Pool.Exec(r.Context(), sqlInsertSession, hashOf(id), p.TokenID, c.cfg.SessionTTL.Seconds()); err != nil {
+		c.internal(w, r, v, fmt.Errorf("console: store session: %w", err))
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL.Seconds()), Expires: c.cfg.Now().Add(c.cfg.SessionTTL)})
+	http.Redirect(w, r, v.Next, http.StatusSeeOther)
+}
+
+// refuseForm shows the sign-in form again with the refusal.
+func (c *Console) refuseForm(w http.ResponseWriter, r *http.Request, v *view, status int, reason, sentence string) {
+	v.Error = &refusal{Reason: reason, Sentence: sentence}
+	c.render(w, r, status, "signin", v)
+}
+
+// linkPage shows a one-time link's sign-in button: the link itself changes nothing, so
+// a browser or chat preview that fetches it does not use it up.
+func (c *Console) linkPage(w http.ResponseWriter, r *http.Request) {
+	pre, err := c.preSecret(w, r)
+	if err != nil {
+		c.internal(w, r, nil, err)
+		return
+	}
+	code := r.URL.Query().Get("code")
+	if code == "" || len(code) > 100 {
+		c.refuse(w, r, nil, http.StatusBadRequest, "invalid-request", "This sign-in link has no code; copy the whole link.")
+		return
+	}
+	c.render(w, r, http.StatusOK, "link", &view{Title: "Sign in", CSRF: csrfFor(pre), Code: code, Next: "/console/overview"})
+}
+
+// useLink signs in with a one-time link's code, once.
+func (c *Console) useLink(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	pre, err := c.preSecret(w, r)
+	if err != nil {
+		c.internal(w, r, nil, err)
+		return
+	}
+	v := &view{Title: "Sign in", CSRF: csrfFor(pre), Next: "/console/overview"}
+	if !checkPre(r) {
+		c.refuseForm(w, r, v, http.StatusForbidden, "csrf", "This form's security token is missing or stale; open the link again.")
+		return
+	}
+	code := r.PostFormValue("code")
+	var tokenID int64
+	err = c.cfg.Pool.QueryRow(r.Context(), sqlUseLink, hashOf(code)).Scan(&tokenID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		c.refuseForm(w, r, v, http.StatusUnauthorized, "link-used",
+			"This sign-in link is unknown, expired or already used; sign in with a token, or ask for a new link.")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, v, fmt.Errorf("console: use link: %w", err))
+		return
+	}
+	var p tenant.Principal
+	err = c.cfg.Pool.QueryRow(r.Context(), sqlTokenPrincipal, tokenID).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		c.refuseForm(w, r, v, http.StatusUnauthorized, "unauthorized", "The token this link signs in as was revoked.")
+		return
+	}
+	if err != nil {
+		c.internal(w, r, v, fmt.Errorf("console: read link's token: %w", err))
+		return
+	}
+	c.openSession(w, r, &p, v)
+}
+
+// signOut ends the session and clears its cookie.
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request, _ *sessionInfo) {
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		if _, err := c.cfg.Pool.Exec(r.Context(), sqlDeleteSession, hashOf(ck.Value)); err != nil {
+			c.internal(w, r, nil, fmt.Errorf("console: end session: %w", err))
+			return
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, "/console/signin?signedout=1", http.StatusSeeOther)
+}
+
+// SignInLink stores a one-time sign-in code for the API token and returns the link's
+// path and query (to be put after the server's base URL). The link signs in once, within
+// ttl, as the token; the token must be an approver or admin token. `oncebox dev` prints
+// one for the demo tenant.
+func SignInLink(ctx context.Context, pool *pgxpool.Pool, tenants *tenant.Store, token string, ttl time.Duration) (string, error) {
+	p, err := tenants.Authenticate(ctx, token)
+	if err != nil {
+		return "", fmt.Errorf("console: sign-in link: %w", err)
+	}
+	if !p.Role.CanDecide() {
+		return "", fmt.Errorf("console: sign-in link: the token has the role %s; a link signs in as an approver or admin token", p.Role)
+	}
+	code, err := secret()
+	if err != nil {
+		return "", err
+	}
+	if _, err := pool.Exec(ctx, sqlInsertLink, hashOf(code), p.TokenID, ttl.Seconds()); err != nil {
+		return "", fmt.Errorf("console: store sign-in link: %w", err)
+	}
+	return "/console/link?code=" + code, nil
+}

@@ -1,0 +1,140 @@
+package console
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// view is what every page template is given.
+type view struct {
+	Title string
+	// Nav is the page's entry in the navigation ("" on signed-out pages).
+	Nav      string
+	SignedIn bool
+	Tenant   string
+	Actor    string
+	Role     string
+	// CSRF is the token every form carries.
+	CSRF   string
+	Error  *refusal
+	Notice string
+	Next   string
+	Code   string
+
+	Approvals []approvalRow
+	Reviews   []reviewRow
+	Query     string
+	Searched  bool
+	Found     []opView
+	Finance   *financeView
+	Overview  *overviewView
+}
+
+// refusal is why a request was refused: a machine-readable reason (the page's
+// data-reason attribute) and a sentence.
+type refusal struct {
+	Reason   string
+	Sentence string
+}
+
+func (c *Console) viewFor(s *sessionInfo, nav string) *view {
+	return &view{Nav: nav, SignedIn: true, Tenant: s.principal.Name, Actor: s.principal.Actor(), Role: string(s.principal.Role), CSRF: s.csrf}
+}
+
+var pageNames = []string{"signin", "link", "error", "overview", "approvals", "review", "lookup", "finance"}
+
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"whenp": func(t *time.Time) string {
+		if t == nil {
+			return "running"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"money": money,
+	"dash": func(s string) string {
+		if s == "" {
+			return "—"
+		}
+		return s
+	},
+	"join": strings.Join,
+	"sub":  func(a, b int) int { return a - b },
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	layout, err := fs.ReadFile(templateFiles, "templates/layout.html")
+	if err != nil {
+		return nil, fmt.Errorf("console: templates: %w", err)
+	}
+	pages := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New("layout").Funcs(funcs).Parse(string(layout))
+		if err != nil {
+			return nil, fmt.Errorf("console: template layout: %w", err)
+		}
+		if t, err = t.ParseFS(templateFiles, "templates/"+name+".html"); err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// render writes a page with the given status.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, v *view) {
+	var buf bytes.Buffer
+	if err := c.pages[page].ExecuteTemplate(&buf, "layout", v); err != nil {
+		c.cfg.Logger.Error("console: render page", "page", page, "error", err)
+		http.Error(w, "the console could not render this page; the cause has been logged", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// zeroDecimal are the currencies whose amounts are whole units (Stripe's list).
+var zeroDecimal = map[string]bool{"bif": true, "clp": true, "djf": true, "gnf": true, "jpy": true, "kmf": true, "krw": true,
+	"mga": true, "pyg": true, "rwf": true, "ugx": true, "vnd": true, "vuv": true, "xaf": true, "xof": true, "xpf": true}
+
+// money shows an amount in minor units with its currency: 12050 usd is "120.50 USD".
+func money(amount int64, currency string) string {
+	cur := strings.ToUpper(currency)
+	if zeroDecimal[strings.ToLower(currency)] {
+		return strconv.FormatInt(amount, 10) + " " + cur
+	}
+	sign := ""
+	if amount < 0 {
+		sign, amount = "-", -amount
+	}
+	return fmt.Sprintf("%s%d.%02d %s", sign, amount/100, amount%100, cur)
+}
+
+// since says how long ago t was, roughly.
+func since(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%.1f h", d.Hours())
+	}
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
+}
+
+func queryEscape(s string) string { return url.QueryEscape(s) }
