@@ -345,7 +345,14 @@ func (s *Server) build(ctx context.Context) error {
 	ocfg.Vendors = vendors
 	ocfg.NoDispatch = !cfg.Roles.Worker
 	for _, v := range vendors {
-		ocfg.Queues[v.Name()] = cfg.Queues[v.Name()]
+		q, ok := cfg.Queues[v.Name()]
+		if !ok && strings.HasPrefix(v.Name(), catalog.VendorPrefix) {
+			// A catalog target goes through the webhook adapter: it takes the webhook
+			// queue's settings (--webhook-workers, --webhook-job-timeout), in a queue of
+			// its own.
+			q = cfg.Queues[tools.VendorWebhook]
+		}
+		ocfg.Queues[v.Name()] = q
 	}
 	if cfg.Roles.Periodic {
 		ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
