@@ -91,3 +91,28 @@ func TestScrapeWithAMillionOps(t *testing.T) {
 		first.Round(time.Millisecond), each.Round(time.Microsecond))
 	require.Less(t, each, 50*time.Millisecond)
 }
+
+// TestBudgetGaugesAndCounters: the budgets' usage in their current windows is a gauge
+// (ops, and amounts per currency, summed over tenants); past windows are not; budget
+// checks are counted by outcome.
+func TestBudgetGaugesAndCounters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	var tenant int64
+	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('b') RETURNING id").Scan(&tenant))
+	_, err := pool.Exec(ctx, `INSERT INTO oncebox_budget_usage (tenant_id, budget, scope, currency, window_start, window_end, ops, amount) VALUES
+		($1, 'daily', 'tenant', '', now() - interval '1 hour', now() + interval '1 hour', 7, 0),
+		($1, 'daily', 'tenant', 'usd', now() - interval '1 hour', now() + interval '1 hour', 7, 4200),
+		($1, 'daily', 'conversation:c', '', now() - interval '1 hour', now() + interval '1 hour', 2, 0),
+		($1, 'daily', 'tenant', '', now() - interval '3 hours', now() - interval '1 hour', 99, 0)`, tenant)
+	require.NoError(t, err)
+	m := metrics.New(metrics.Config{Pool: pool})
+	m.BudgetCharged("daily", false)
+	m.BudgetCharged("daily", true)
+	out := scrape(t, m)
+	require.Contains(t, out, `oncebox_budget_used{budget="daily",currency="ops"} 9`)
+	require.Contains(t, out, `oncebox_budget_used{budget="daily",currency="usd"} 4200`)
+	require.Contains(t, out, `oncebox_budget_checks_total{budget="daily",outcome="admitted"} 1`)
+	require.Contains(t, out, `oncebox_budget_checks_total{budget="daily",outcome="exceeded"} 1`)
+}
