@@ -10,8 +10,8 @@ import (
 )
 
 // The benchmarks print; they never fail on a missed target. Each reports its own rate
-// as "ops/s" and its ratio to the baseline measured inside the same benchmark function
-// ("x_river", "x_fresh" or "x_ideal"). For the end-to-end, latency and sweeper
+// as "ops/s" and its ratios to the baselines measured inside the same benchmark function
+// ("x_river", "x_unique", "x_fresh", "x_floor", "x_peer" or "x_ideal"). For the end-to-end, latency and sweeper
 // benchmarks one iteration is a whole scenario, so read ops/s rather than ns/op.
 
 // newSchema returns a fresh migrated schema, dropped when b ends.
@@ -50,8 +50,9 @@ func withSchema(b *testing.B, maxConns int32, f func(s *bench.Schema) error) {
 var enqueueCallers = []int{1, 8, 32}
 
 // BenchmarkEnqueue compares an enqueue (op + River job in one transaction) through the
-// Go API and through HTTP with River's bare InsertTx of one job per transaction, run
-// for the same number of operations first.
+// Go API and through HTTP with River's bare InsertTx of one job per transaction
+// (x_river) and with River's unique insert, UniqueOpts{ByArgs: true} (x_unique), each
+// run for the same number of operations first.
 func BenchmarkEnqueue(b *testing.B) {
 	ctx := context.Background()
 	s := newSchema(b, bench.EnqueuePoolSize(enqueueCallers))
@@ -72,6 +73,10 @@ func BenchmarkEnqueue(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				unique, err := e.RiverUniqueInsert(ctx, callers, bench.Load{Ops: b.N})
+				if err != nil {
+					b.Fatal(err)
+				}
 				b.StartTimer()
 				m, err := api.run(ctx, callers, bench.Load{Ops: b.N})
 				b.StopTimer()
@@ -81,6 +86,8 @@ func BenchmarkEnqueue(b *testing.B) {
 				b.ReportMetric(m.Rate(), "ops/s")
 				b.ReportMetric(base.Rate(), "river_ops/s")
 				b.ReportMetric(m.Rate()/base.Rate(), "x_river")
+				b.ReportMetric(unique.Rate(), "unique_ops/s")
+				b.ReportMetric(m.Rate()/unique.Rate(), "x_unique")
 			})
 		}
 	}
@@ -120,25 +127,40 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 // BenchmarkEndToEnd dispatches 5,000 ops enqueued up front to a zero-latency fake
-// webhook receiver and compares with River working 5,000 no-op jobs with the same
-// settings, each in a fresh schema.
+// webhook receiver and compares, each in a fresh schema with the same worker count, with
+// River working 5,000 no-op jobs with the same settings (x_river), with the floor: the
+// bare two-commit dispatch written with pgx alone (x_floor), and with the peer: a River
+// worker doing the same two commits by hand (x_peer).
 func BenchmarkEndToEnd(b *testing.B) {
 	ctx := context.Background()
 	sizes := bench.FullSizes()
 	settings := bench.Tuned(sizes.EndToEndWorkers)
+	params := bench.DispatchParams{Ops: sizes.EndToEndOps, Settings: settings}
 	for range b.N {
-		var base, m bench.Measure
+		var base, floor, peer, m bench.Measure
 		withSchema(b, bench.DispatchPoolSize, func(s *bench.Schema) (err error) {
 			base, err = bench.RiverEndToEnd(ctx, s.Pool, sizes.EndToEndOps, settings)
 			return err
 		})
 		withSchema(b, bench.DispatchPoolSize, func(s *bench.Schema) (err error) {
-			m, err = bench.EndToEnd(ctx, s.Pool, bench.DispatchParams{Ops: sizes.EndToEndOps, Settings: settings})
+			floor, err = bench.Floor(ctx, s.Pool, params)
+			return err
+		})
+		withSchema(b, bench.DispatchPoolSize, func(s *bench.Schema) (err error) {
+			peer, err = bench.Peer(ctx, s.Pool, params)
+			return err
+		})
+		withSchema(b, bench.DispatchPoolSize, func(s *bench.Schema) (err error) {
+			m, err = bench.EndToEnd(ctx, s.Pool, params)
 			return err
 		})
 		b.ReportMetric(m.Rate(), "ops/s")
 		b.ReportMetric(base.Rate(), "river_ops/s")
+		b.ReportMetric(floor.Rate(), "floor_ops/s")
+		b.ReportMetric(peer.Rate(), "peer_ops/s")
 		b.ReportMetric(m.Rate()/base.Rate(), "x_river")
+		b.ReportMetric(m.Rate()/floor.Rate(), "x_floor")
+		b.ReportMetric(m.Rate()/peer.Rate(), "x_peer")
 	}
 }
 

@@ -128,6 +128,28 @@ func (e *Enqueuer) RiverInsert(ctx context.Context, callers int, load Load) (Mea
 	})
 }
 
+// RiverUniqueInsert measures River's unique insert, what a user reaches for to
+// deduplicate enqueues with River alone: InsertTx with UniqueOpts{ByArgs: true}, one
+// new NoopArgs job (fresh args, so every insert is a new job) per transaction, into
+// oncebox's webhook dispatch queue with the same MaxAttempts.
+func (e *Enqueuer) RiverUniqueInsert(ctx context.Context, callers int, load Load) (Measure, error) {
+	opts := &river.InsertOpts{Queue: outbox.QueueName(tools.VendorWebhook), MaxAttempts: outboxMaxAttempts + 5,
+		UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return drive(ctx, callers, load, func(ctx context.Context, _, _ int) error {
+		n := int(e.seq.Add(1))
+		return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			res, err := e.river.InsertTx(ctx, tx, NoopArgs{N: n}, opts)
+			if err != nil {
+				return fmt.Errorf("bench: river unique InsertTx: %w", err)
+			}
+			if res.UniqueSkippedAsDuplicate {
+				return fmt.Errorf("bench: river unique InsertTx of the new args %d was skipped as a duplicate", n)
+			}
+			return nil
+		})
+	})
+}
+
 // Go measures Outbox.Enqueue of new ops (a fresh key each).
 func (e *Enqueuer) Go(ctx context.Context, callers int, load Load) (Measure, error) {
 	return drive(ctx, callers, load, func(ctx context.Context, _, _ int) error {

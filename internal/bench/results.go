@@ -38,7 +38,7 @@ type Row struct {
 	Scenario string
 	// Rate is oncebox's figure, in Unit.
 	Rate float64
-	// Unit is "ops/s" or "ms".
+	// Unit is "ops/s", "ms" or "×" (a ratio of two rates of this run).
 	Unit string
 	// Baseline names what oncebox is compared with; empty when nothing is.
 	Baseline string
@@ -120,8 +120,12 @@ func (r *Results) WriteMarkdown(w io.Writer) error {
 	return err
 }
 
-// formatFigure prints a figure with its unit: thousands separated, one decimal below 100.
+// formatFigure prints a figure with its unit: thousands separated, one decimal below 100;
+// a ratio ("×") with two decimals.
 func formatFigure(x float64, unit string) string {
+	if unit == "×" {
+		return strconv.FormatFloat(x, 'f', 2, 64) + "×"
+	}
 	if x < 100 {
 		return strconv.FormatFloat(x, 'f', 1, 64) + " " + unit
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // VendorLatency is the vendor latency of the latency scenario.
@@ -120,11 +121,26 @@ func Scenarios(sizes Sizes) []string {
 			out = append(out, enqueueName(api, c))
 		}
 	}
-	out = append(out, replayName(sizes.ReplayCallers), endToEndName(sizes.EndToEndOps), endToEndBatchedName(sizes.EndToEndOps))
+	for _, c := range sizes.Callers {
+		out = append(out, enqueueUniqueName(c))
+	}
+	e2e := endToEndName(sizes.EndToEndOps)
+	out = append(out, replayName(sizes.ReplayCallers), e2e, e2e+againstFloor, e2e+againstPeer,
+		endToEndBatchedName(sizes.EndToEndOps), endToEndBatchedName(sizes.EndToEndOps)+againstFloor)
 	for _, w := range sizes.LatencyWorkers {
 		out = append(out, latencyName(w))
 	}
-	return append(out, latencyPeakName, sweepName(sizes.SweepOps), sweepOneName(), sweepEmptyName(sizes.SweepOps))
+	return append(out, latencyPeakName, latencyMonotonicName, sweepName(sizes.SweepOps), sweepOneName(), sweepEmptyName(sizes.SweepOps))
+}
+
+// The suffixes of the end-to-end rows compared with the floor and the peer.
+const (
+	againstFloor = ", against the floor"
+	againstPeer  = ", against the peer"
+)
+
+func enqueueUniqueName(callers int) string {
+	return enqueueName("Go API", callers) + ", against River unique insert"
 }
 
 func callersText(n int) string {
@@ -155,6 +171,8 @@ func latencyName(workers int) string {
 }
 
 const latencyPeakName = "50 ms vendor latency: peak throughput (linear = ≥ 0.8× ideal)"
+
+const latencyMonotonicName = "50 ms vendor latency: throughput as workers are added"
 
 func sweepName(ops int) string {
 	return fmt.Sprintf("sweeper: %s unknown among %s ops, resolved", groupThousands(int64(ops/sweepUnknownEvery)), groupThousands(int64(ops)))
@@ -269,9 +287,13 @@ func (r *runner) enqueue(ctx context.Context) error {
 		}
 		defer e.Close()
 		load := Load{Duration: r.sizes.EnqueueDuration}
-		var goRows, httpRows []Row
+		var goRows, httpRows, uniqueRows []Row
 		for _, c := range r.sizes.Callers {
 			base, err := e.RiverInsert(ctx, c, load)
+			if err != nil {
+				return err
+			}
+			unique, err := e.RiverUniqueInsert(ctx, c, load)
 			if err != nil {
 				return err
 			}
@@ -284,11 +306,13 @@ func (r *runner) enqueue(ctx context.Context) error {
 				return err
 			}
 			baseName := "River InsertTx, " + callersText(c)
-			goRows = append(goRows, ratioRow(enqueueName("Go API", c), g, baseName, base, 0.8))
-			httpRows = append(httpRows, ratioRow(enqueueName("HTTP", c), h, baseName, base, 0.8))
+			goRows = append(goRows, ratioRow(enqueueName("Go API", c), g, baseName, base, 0))
+			httpRows = append(httpRows, ratioRow(enqueueName("HTTP", c), h, baseName, base, 0))
+			uniqueRows = append(uniqueRows, ratioRow(enqueueUniqueName(c), g,
+				"River unique insert (UniqueOpts{ByArgs: true}), "+callersText(c), unique, 0.8))
 			r.logf("measured enqueue at %s", callersText(c))
 		}
-		for _, row := range append(goRows, httpRows...) {
+		for _, row := range slices.Concat(goRows, httpRows, uniqueRows) {
 			r.add(row)
 		}
 		c := r.sizes.ReplayCallers
@@ -307,36 +331,45 @@ func (r *runner) enqueue(ctx context.Context) error {
 
 func (r *runner) endToEnd(ctx context.Context) error {
 	settings := Tuned(r.sizes.EndToEndWorkers)
-	var base, m Measure
-	err := r.withSchema(ctx, DispatchPoolSize, func(s *Schema) error {
-		var err error
-		base, err = RiverEndToEnd(ctx, s.Pool, r.sizes.EndToEndOps, settings)
-		return err
-	})
-	if err != nil {
-		return err
+	ops := r.sizes.EndToEndOps
+	params := DispatchParams{Ops: ops, Settings: settings}
+	batchedParams := params
+	batchedParams.BatchedCompletion = true
+	var base, floor, peer, m, batched Measure
+	for _, step := range []struct {
+		into *Measure
+		run  func(context.Context, *pgxpool.Pool) (Measure, error)
+	}{
+		{&base, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) {
+			return RiverEndToEnd(ctx, pool, ops, settings)
+		}},
+		{&floor, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) { return Floor(ctx, pool, params) }},
+		{&peer, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) { return Peer(ctx, pool, params) }},
+		{&m, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) { return EndToEnd(ctx, pool, params) }},
+		{&batched, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) {
+			return EndToEnd(ctx, pool, batchedParams)
+		}},
+	} {
+		err := r.withSchema(ctx, DispatchPoolSize, func(s *Schema) error {
+			var err error
+			*step.into, err = step.run(ctx, s.Pool)
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
-	err = r.withSchema(ctx, DispatchPoolSize, func(s *Schema) error {
-		var err error
-		m, err = EndToEnd(ctx, s.Pool, DispatchParams{Ops: r.sizes.EndToEndOps, Settings: settings})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	var batched Measure
-	err = r.withSchema(ctx, DispatchPoolSize, func(s *Schema) error {
-		var err error
-		batched, err = EndToEnd(ctx, s.Pool, DispatchParams{Ops: r.sizes.EndToEndOps, Settings: settings, BatchedCompletion: true})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	baseName := fmt.Sprintf("River no-op worker, %s jobs, same settings (%d workers, cooldown %s, poll %s)",
-		groupThousands(int64(r.sizes.EndToEndOps)), settings.Workers, settings.FetchCooldown, settings.FetchPollInterval)
-	r.add(ratioRow(endToEndName(r.sizes.EndToEndOps), m, baseName, base, 0.5))
-	r.add(ratioRow(endToEndBatchedName(r.sizes.EndToEndOps), batched, baseName, base, 0.5))
+	same := fmt.Sprintf("%s ops, same settings (%d workers, cooldown %s, poll %s)",
+		groupThousands(int64(ops)), settings.Workers, settings.FetchCooldown, settings.FetchPollInterval)
+	riverName := "River no-op worker, " + same
+	floorName := fmt.Sprintf("floor: bare pgx, claim commit + call + record commit, %s ops, %d workers", groupThousands(int64(ops)), settings.Workers)
+	peerName := "peer: River worker, claim commit + call + record with JobCompleteTx, " + same
+	name := endToEndName(ops)
+	r.add(ratioRow(name, m, riverName, base, 0))
+	r.add(ratioRow(name+againstFloor, m, floorName, floor, 0.6))
+	r.add(ratioRow(name+againstPeer, m, peerName, peer, 1.5))
+	r.add(ratioRow(endToEndBatchedName(ops), batched, riverName, base, 0))
+	r.add(ratioRow(endToEndBatchedName(ops)+againstFloor, batched, floorName, floor, 0.6))
 	return nil
 }
 
@@ -370,6 +403,12 @@ func (r *runner) latency(ctx context.Context) error {
 		ideal := IdealLatencyRate(w)
 		row := Row{Scenario: latencyName(w), Rate: m.Rate(), Unit: "ops/s", Baseline: "ideal: workers / 50 ms",
 			BaselineRate: ideal, Ratio: m.Rate() / ideal}
+		if w == latencyTargetWorkers {
+			row.Target, row.Verdict = "≥ 0.8×", Missed
+			if row.Ratio >= linearRatio {
+				row.Verdict = Met
+			}
+		}
 		r.add(row)
 		rates = append(rates, row.Rate)
 		ratios = append(ratios, row.Ratio)
@@ -379,7 +418,29 @@ func (r *runner) latency(ctx context.Context) error {
 		}
 	}
 	r.add(latencyPeakRow(rates, ratios))
+	r.add(latencyMonotonicRow(counts, rates))
 	return nil
+}
+
+// latencyTargetWorkers is the worker count whose latency row carries the ≥ 0.8× ideal
+// target.
+const latencyTargetWorkers = 100
+
+// latencyMonotonicRow says whether throughput never fell as workers were added; its
+// figure is the smallest ratio of one worker count's throughput to the previous one's
+// (below 1× it fell).
+func latencyMonotonicRow(counts []int, rates []float64) Row {
+	row := Row{Scenario: latencyMonotonicName, Rate: 1, Unit: "×", Verdict: Met,
+		Target: fmt.Sprintf("never falls (%d → %d workers)", counts[0], counts[len(rates)-1])}
+	for i := 1; i < len(rates); i++ {
+		if q := rates[i] / rates[i-1]; i == 1 || q < row.Rate {
+			row.Rate = q
+		}
+	}
+	if row.Rate < 1 {
+		row.Verdict = Missed
+	}
+	return row
 }
 
 // latencyPeakRow summarizes the latency scenario: the peak throughput, and whether

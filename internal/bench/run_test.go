@@ -41,7 +41,7 @@ func TestRunQuick(t *testing.T) {
 	require.Contains(t, table, "PostgreSQL ")
 
 	names := bench.Scenarios(sizes)
-	require.Len(t, names, 2*len(sizes.Callers)+3+len(sizes.LatencyWorkers)+4) // enqueue rows, replay, two end-to-end rows, latency rows, peak and three sweeper rows
+	require.Len(t, names, 3*len(sizes.Callers)+6+len(sizes.LatencyWorkers)+5) // enqueue rows (Go, HTTP, unique), replay, five end-to-end rows, latency rows, peak, monotonic and three sweeper rows
 	for _, name := range names {
 		row, ok := res.Row(name)
 		require.True(t, ok, "no row %q in\n%s", name, table)
@@ -53,11 +53,25 @@ func TestRunQuick(t *testing.T) {
 		}
 	}
 	for _, row := range res.Rows {
-		if strings.HasPrefix(row.Scenario, "enqueue (") {
+		if strings.HasSuffix(row.Scenario, ", against River unique insert") {
 			require.Equal(t, "≥ 0.8×", row.Target, "row %q", row.Scenario)
+			require.Contains(t, row.Baseline, "UniqueOpts{ByArgs: true}")
+		}
+		if strings.HasSuffix(row.Scenario, "zero-latency webhook, against the floor") {
+			require.Equal(t, "≥ 0.6×", row.Target, "row %q", row.Scenario)
+			require.True(t, strings.HasPrefix(row.Baseline, "floor: "), row.Baseline)
+		}
+		if strings.HasSuffix(row.Scenario, ", against the peer") {
+			require.Equal(t, "≥ 1.5×", row.Target, "row %q", row.Scenario)
+			require.True(t, strings.HasPrefix(row.Baseline, "peer: "), row.Baseline)
+		}
+		if row.Target != "" {
 			require.NotEqual(t, bench.NoTarget, row.Verdict, "row %q", row.Scenario)
 		}
 	}
+	require.Contains(t, table, "against the floor | ")
+	require.Contains(t, table, "against the peer | ")
+	require.Contains(t, table, "throughput as workers are added | ")
 	// Every measured row ends up in the table: no extra rows, none missing.
 	require.Equal(t, len(res.Rows), strings.Count(table, "\n| ")-1)
 }
