@@ -33,7 +33,7 @@ lint: ## go mod tidy -diff, go vet and gofmt, and golangci-lint when installed (
 lint-tools: ## install golangci-lint
 	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
-bench: ## benchmarks against River's own throughput in the same run (prints ratios)
+bench: ## benchmarks against River, the floor and the peer in the same run (prints ratios: x_river, x_floor, x_peer, x_unique)
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/bench/
 
 chaos: ## CI-sized chaos runs (webhooks with native keys, then in the default mode): kills, faults, a Postgres restart; fails on any broken promise
