@@ -209,8 +209,9 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	vendorKey := VendorKey(params.TenantID, p.Key, p.Tool.Name, 0)
 
 	var (
-		inserted, tombstone bool
-		op                  *Op
+		inserted  bool
+		tombstone *int
+		op        *Op
 	)
 	storedArgs := p.Args
 	var sealed []byte
@@ -238,6 +239,15 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
+	}
+	if inserted && tombstone != nil {
+		// The key was used by an op since purged: this one starts past its last
+		// generation, so it never sends the purged op's vendor key again.
+		op.Generation = *tombstone + 1
+		op.VendorKey = VendorKey(params.TenantID, p.Key, p.Tool.Name, op.Generation)
+		if _, err := tx.Exec(ctx, sqlNextGeneration, op.ID, op.Generation, op.VendorKey); err != nil {
+			return nil, fmt.Errorf("outbox: move op past its key's purged generation: %w", err)
+		}
 	}
 	if !found {
 		// The key was committed by a concurrent caller after this statement's snapshot.
@@ -285,7 +295,7 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 			return nil, err
 		}
 	}
-	return &EnqueueResult{Op: op, ExpiryCollision: tombstone, Why: why}, nil
+	return &EnqueueResult{Op: op, ExpiryCollision: tombstone != nil, Why: why}, nil
 }
 
 // legacyFingerprint reports whether op, stored before its tool's fingerprints were

@@ -45,7 +45,9 @@ type Op struct {
 	ToolCallID     string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
-	ExpiresAt      time.Time
+	// ExpiresAt is when a terminal op may be purged (its TTL runs from the moment it
+	// became terminal); for an op not yet terminal, a lower bound.
+	ExpiresAt time.Time
 	// DispatchStartedAt is when the latest dispatch attempt started, if any.
 	DispatchStartedAt *time.Time
 

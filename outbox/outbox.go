@@ -228,7 +228,42 @@ func (c *Config) validate() error {
 		}
 		seen[v.Name()] = true
 	}
+	return c.validateTTLs()
+}
+
+// validateTTLs refuses a tool whose ops would be purged while its vendor still
+// remembers their keys: a retry after the purge becomes a new op, under a new vendor
+// key, which the vendor would no longer recognise as the one it has already carried out.
+func (c *Config) validateTTLs() error {
+	windows := map[string]time.Duration{}
+	for _, v := range c.Vendors {
+		if idem := v.Idempotency(); idem.Native {
+			windows[v.Name()] = idem.Window
+		}
+	}
+	for _, name := range c.Tools.Names() {
+		t, _ := c.Tools.Lookup(name)
+		if w, ok := windows[t.Vendor]; ok && t.TTL < w {
+			return &TTLError{Tool: name, TTL: t.TTL, Vendor: t.Vendor, Window: w}
+		}
+	}
 	return nil
+}
+
+// TTLError says that a tool keeps its ops for less than its vendor's idempotency key
+// window.
+type TTLError struct {
+	Tool   string
+	TTL    time.Duration
+	Vendor string
+	Window time.Duration
+}
+
+// Error implements error.
+func (e *TTLError) Error() string {
+	return fmt.Sprintf("outbox: tool %q keeps its ops %s, less than vendor %q's idempotency key window of %s: "+
+		"a retry after the purge would be a new op that the vendor no longer deduplicates; keep them at least %s",
+		e.Tool, e.TTL, e.Vendor, e.Window, e.Window)
 }
 
 // Outbox enqueues ops and, when configured with vendors, dispatches them.

@@ -9,21 +9,27 @@ import "github.com/oncebox/oncebox/internal/opstate"
 const opColumns = opstate.OpColumns
 
 // sqlEnqueue inserts an op unless its key exists. The first column says whether this
-// statement inserted it; the second whether the key hit a tombstone. When the key exists
+// statement inserted it; the second, when the key hit a tombstone, the purged op's last
+// generation (NULL otherwise). When the key exists
 // but was committed after this statement's snapshot, no row comes back and the caller
 // reads it with sqlOpByKey.
 const sqlEnqueue = `
 WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
-		vendor_key, conversation_id, tool_call_id, expires_at, sealed_args)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11), $12)
+		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
+		make_interval(secs => $11), $12)
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `
 )
-SELECT true, EXISTS (SELECT 1 FROM oncebox_tombstone t WHERE t.tenant_id = $1 AND t.idempotency_key = $2), ins.* FROM ins
+SELECT true, (SELECT t.generation FROM oncebox_tombstone t WHERE t.tenant_id = $1 AND t.idempotency_key = $2), ins.* FROM ins
 UNION ALL
-SELECT false, false, ` + opColumns + ` FROM oncebox_op
+SELECT false, NULL::integer, ` + opColumns + ` FROM oncebox_op
 WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+// sqlNextGeneration moves a new op whose key hit a tombstone past the purged op's last
+// generation ($2 the new one, $3 its vendor key), in the enqueue's transaction.
+const sqlNextGeneration = `UPDATE oncebox_op SET generation = $2, vendor_key = $3 WHERE id = $1`
 
 const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2`
 

@@ -365,6 +365,12 @@ func (s *Server) build(ctx context.Context) error {
 		ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob(), s.events.PeriodicJob(outbox.MaintenanceQueue)}
 	}
 	s.outbox, err = outbox.New(ocfg)
+	var ttlErr *outbox.TTLError
+	if errors.As(err, &ttlErr) {
+		return fmt.Errorf("%s is kept %s (--ttl, or --tool-ttl %s=…), less than %s's idempotency key window of %s: "+
+			"a retry after the purge would be sent again as a new op; set --ttl or --tool-ttl %s=%s or more",
+			ttlErr.Tool, ttlErr.TTL, ttlErr.Tool, ttlErr.Vendor, ttlErr.Window, ttlErr.Tool, ttlErr.Window)
+	}
 	if err != nil {
 		return err
 	}

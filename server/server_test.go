@@ -455,3 +455,23 @@ func TestLookupLagMustCoverTheJobTimeout(t *testing.T) {
 	_, err = server.New(context.Background(), cfg, nil)
 	require.ErrorContains(t, err, "--sendgrid-lookup-lag 10s must be at least the sendgrid job timeout 30s (--sendgrid-job-timeout)")
 }
+
+// TestTTLBelowTheKeyWindowIsRefused: ops kept for less than their vendor's idempotency
+// key window would be purged while the vendor still remembers their keys: refused at
+// start, naming the flag and the least value.
+func TestTTLBelowTheKeyWindowIsRefused(t *testing.T) {
+	t.Parallel()
+	cfg, _ := newConfig(t)
+	cfg.Roles = server.Roles{Worker: true}
+	cfg.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
+	cfg.WebhookNativeKeys = true
+	cfg.ToolTTL = map[string]time.Duration{"webhook.post": time.Hour}
+	_, err := server.New(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, "webhook.post is kept 1h0m0s")
+	require.ErrorContains(t, err, "set --ttl or --tool-ttl webhook.post=24h0m0s or more")
+
+	cfg.ToolTTL = map[string]time.Duration{"webhook.post": 24 * time.Hour}
+	srv, err := server.New(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	srv.Close()
+}

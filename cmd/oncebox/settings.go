@@ -176,7 +176,7 @@ func settings() []setting {
 		strSetting("notify-link-base", "ONCEBOX_NOTIFY_LINK_BASE", "", "base URL of the op links in approval notifications, such as https://oncebox.example.com", false, func(c *server.Config) *string { return &c.NotifyLinkBase }),
 		durSetting("notify-timeout", "ONCEBOX_NOTIFY_TIMEOUT", d.NotifyTimeout, "timeout of one approval notification POST (an unanswered one is retried)", func(c *server.Config) *time.Duration { return &c.NotifyTimeout }),
 		durSetting("approval-expiry", "ONCEBOX_APPROVAL_EXPIRY", d.ApprovalExpiry, "how long an op waits for a decision before it is rejected with the reason \"approval expired\"", func(c *server.Config) *time.Duration { return &c.ApprovalExpiry }),
-		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept (--tool-ttl overrides it per tool)", func(c *server.Config) *time.Duration { return &c.TTL }),
+		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept once settled (--tool-ttl overrides it per tool); at least the vendor's key window (24h for Stripe and native-key webhooks)", func(c *server.Config) *time.Duration { return &c.TTL }),
 		setting{flag: "tool-ttl", env: "ONCEBOX_TOOL_TTL", def: "",
 			help: "per tool, how long its ops are kept, overriding --ttl: tool=duration,... (e.g. stripe.refund=720h)",
 			set: func(c *server.Config, v string) error {

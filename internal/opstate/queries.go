@@ -19,6 +19,12 @@ const OpColumns = `id::text AS id, tenant_id, idempotency_key, tool, vendor, arg
 const identColumns = `tenant_id, idempotency_key, coalesce(conversation_id, ''), coalesce(tool_call_id, ''),
 	vendor, attempts, coalesce(vendor_ref, '')`
 
+// retentionStart is an op's expiry once it becomes terminal: its retention clock starts
+// now (an op stored before retention existed keeps created_at + TTL as its retention).
+// Every write that may make an op terminal sets it under the same flag that drops the
+// sealed args: the transition's, true exactly when the target is terminal.
+const retentionStart = `now() + coalesce(retention, expires_at - created_at)`
+
 // sqlClaimPending is the fast path of a claim: a pending op is committed as dispatching
 // with a fresh attempt token, and its attempt row inserted, in one statement. When the
 // op is not pending, or is pending past its resend_before, no row comes back and the
@@ -64,6 +70,7 @@ UPDATE oncebox_op SET status = $3, result = $4, error = $5, vendor_ref = coalesc
 	attempt_token = CASE WHEN $3 IN ('dispatching', 'unknown') THEN attempt_token ELSE NULL END,
 	stale_key = $7, args = coalesce($8, args), next_check_at = $9, updated_at = now(),
 	sealed_args = CASE WHEN $13::boolean THEN NULL ELSE sealed_args END,
+	expires_at = CASE WHEN $13::boolean THEN ` + retentionStart + ` ELSE expires_at END,
 	resend_before = $12
 WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')
 RETURNING status`
@@ -123,7 +130,8 @@ RETURNING ` + identColumns
 const sqlSettle = `
 UPDATE oncebox_op SET status = $3, result = $4, error = $5, vendor_ref = nullif($7, ''),
 	args = coalesce($6, args), attempt_token = NULL, next_check_at = NULL, updated_at = now(),
-	sealed_args = CASE WHEN $8::boolean THEN NULL ELSE sealed_args END
+	sealed_args = CASE WHEN $8::boolean THEN NULL ELSE sealed_args END,
+	expires_at = CASE WHEN $8::boolean THEN ` + retentionStart + ` ELSE expires_at END
 WHERE id = $1 AND status = $2
 RETURNING ` + identColumns
 
@@ -170,7 +178,8 @@ UPDATE oncebox_op SET next_check_at = now()
 WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 
 // sqlPurgeBatch deletes up to $1 expired ops in the statuses $3 (the ones the table lets
-// the purge take: terminal) and leaves a tombstone for each. Ops that are not terminal
+// the purge take: terminal) and leaves a tombstone for each, remembering the op's last
+// generation. Ops that are not terminal
 // (pending, dispatching, unknown, needs review, awaiting approval) are kept past their
 // TTL: something or someone still has to decide them.
 const sqlPurgeBatch = `
@@ -182,11 +191,12 @@ WITH doomed AS (
 	FOR UPDATE SKIP LOCKED
 ), deleted AS (
 	DELETE FROM oncebox_op o USING doomed WHERE o.id = doomed.id
-	RETURNING o.tenant_id, o.idempotency_key, o.fingerprint
+	RETURNING o.tenant_id, o.idempotency_key, o.fingerprint, o.generation
 )
-INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, expired_at, purge_after)
-SELECT tenant_id, idempotency_key, fingerprint, now(), now() + make_interval(secs => $2) FROM deleted
+INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, expired_at, purge_after, generation)
+SELECT tenant_id, idempotency_key, fingerprint, now(), now() + make_interval(secs => $2), generation FROM deleted
 ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
-	SET fingerprint = EXCLUDED.fingerprint, expired_at = EXCLUDED.expired_at, purge_after = EXCLUDED.purge_after`
+	SET fingerprint = EXCLUDED.fingerprint, expired_at = EXCLUDED.expired_at, purge_after = EXCLUDED.purge_after,
+		generation = greatest(oncebox_tombstone.generation, EXCLUDED.generation)`
 
 const sqlPurgeTombstones = `DELETE FROM oncebox_tombstone WHERE purge_after < now()`

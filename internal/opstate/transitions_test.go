@@ -49,16 +49,17 @@ func newWalkEnv(t *testing.T) *walkEnv {
 
 // seedOp inserts an op in status from, with a sealed copy of its args, an attempt token
 // and its open attempt row, dispatch started long ago; it returns the op's id
-// and its token. Its TTL runs for another hour.
+// and its token. Its retention is an hour and its first expiry has passed (it waited
+// longer than its TTL), so a change to terminal must restart its retention clock.
 func (e *walkEnv) seedOp(t *testing.T, from Status) (id, token string) {
 	t.Helper()
 	e.n++
 	ctx := context.Background()
 	require.NoError(t, e.pool.QueryRow(ctx, `
 		INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status, vendor_key,
-			attempt_token, sealed_args, dispatch_started_at, key_first_sent_at, attempts, expires_at)
+			attempt_token, sealed_args, dispatch_started_at, key_first_sent_at, attempts, expires_at, retention)
 		VALUES ($1, $2, 'echo', 'fake', '{}', '\x00', $3, 'vk', gen_random_uuid(), '\x01', now() - interval '1 hour',
-			now() - interval '1 hour', 1, now() + interval '1 hour')
+			now() - interval '1 hour', 1, now() - interval '1 minute', interval '1 hour')
 		RETURNING id::text, attempt_token::text`, e.tenant, fmt.Sprintf("k%d", e.n), from).Scan(&id, &token))
 	_, err := e.pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
 		VALUES ($1, 1, $2, 'vk', now() - interval '1 hour')`, id, token)
@@ -74,6 +75,8 @@ type row struct {
 	lastActor  string
 	gone       bool
 	generation int
+	// kept: expires_at is in the future.
+	kept bool
 }
 
 func (e *walkEnv) read(t *testing.T, id string) row {
@@ -81,8 +84,9 @@ func (e *walkEnv) read(t *testing.T, id string) row {
 	var r row
 	err := e.pool.QueryRow(context.Background(), `SELECT status, sealed_args IS NOT NULL, generation,
 		(SELECT count(*) FROM oncebox_op_event WHERE op_id = o.id),
-		coalesce((SELECT actor FROM oncebox_op_event WHERE op_id = o.id ORDER BY id DESC LIMIT 1), '')
-		FROM oncebox_op o WHERE id = $1`, id).Scan(&r.status, &r.sealed, &r.generation, &r.events, &r.lastActor)
+		coalesce((SELECT actor FROM oncebox_op_event WHERE op_id = o.id ORDER BY id DESC LIMIT 1), ''),
+		expires_at > now()
+		FROM oncebox_op o WHERE id = $1`, id).Scan(&r.status, &r.sealed, &r.generation, &r.events, &r.lastActor, &r.kept)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{gone: true}
 	}
@@ -188,6 +192,9 @@ func TestEveryTransition(t *testing.T) {
 			}
 			require.Equal(t, tr.To, got.status)
 			require.Equal(t, !tr.To.Terminal(), got.sealed, "sealed args kept exactly until terminal")
+			if tr.To.Terminal() {
+				require.True(t, got.kept, "the retention clock starts when the op becomes terminal")
+			}
 			if tr.By == Reconciler || tr.By == Person || tr.By == Expiry || (tr.By == Worker && tr.From == Pending && tr.To == Unknown) {
 				require.Equal(t, 1, got.events)
 				want := string(tr.By)
