@@ -20,6 +20,23 @@ WHERE o.status = 'dispatching' AND o.dispatch_started_at < c.cutoff
 ORDER BY o.dispatch_started_at
 LIMIT $3`
 
+// sqlJoblessPending selects pending ops, unchanged since $1, whose latest dispatch job
+// is not live (available, pending, scheduled, running, retryable): it was deleted (no
+// row), finished while the op went back to pending, discarded or cancelled. It returns
+// that job's state ('' when there is none), its attempts and its last error. The
+// partial index oncebox_op_pending lists the pending ops; River's GIN index on args
+// finds each one's jobs.
+const sqlJoblessPending = `
+SELECT o.id::text, o.vendor, coalesce(j.state::text, ''), coalesce(j.attempt, 0), coalesce(j.errors[array_upper(j.errors, 1)]->>'error', '')
+FROM oncebox_op o
+LEFT JOIN LATERAL (SELECT j.state, j.attempt, j.errors FROM river_job j
+	WHERE j.kind = 'oncebox.dispatch' AND j.args @> jsonb_build_object('op_id', o.id::text)
+	ORDER BY j.id DESC LIMIT 1) j ON true
+WHERE o.status = 'pending' AND o.updated_at < $1
+	AND (j.state IS NULL OR j.state NOT IN ('available', 'pending', 'scheduled', 'running', 'retryable'))
+ORDER BY o.updated_at
+LIMIT $2`
+
 // candidateSelect is what the sweeper needs to know about an op before its lookup: the
 // op, whether its full args are sealed (its stored args are then the redacted form),
 // when its first attempt started, when its last finished attempt ended, and when the

@@ -21,6 +21,12 @@ const (
 	// DecisionStuck moved an op found in dispatching long past its job timeout, with
 	// no job running, to unknown.
 	DecisionStuck = "stuck_dispatching"
+	// DecisionRejob gave a new dispatch job to a pending op whose job was gone (deleted,
+	// or finished while the op went back to pending).
+	DecisionRejob = "dispatch_job_missing"
+	// DecisionJobDiscarded handed a pending op whose dispatch job River discarded or
+	// someone cancelled to a person.
+	DecisionJobDiscarded = "dispatch_job_discarded"
 	// DecisionSucceeded adopted the one object the vendor holds: the op succeeded.
 	DecisionSucceeded = "succeeded"
 	// DecisionRefused adopted the one object the vendor holds, which records a refusal
@@ -77,6 +83,9 @@ type Stats struct {
 	LookupErrors int
 	// Stuck counts ops moved from dispatching to unknown.
 	Stuck int
+	// Rejobbed counts pending ops given a new dispatch job; JobsDiscarded pending ops
+	// sent to review because their job was discarded or cancelled.
+	Rejobbed, JobsDiscarded int
 	// Skipped counts ops a worker or a person resolved while their lookup ran.
 	Skipped int
 }
@@ -91,6 +100,8 @@ func (s *Stats) add(o Stats) {
 	s.Duplicates += o.Duplicates
 	s.LookupErrors += o.LookupErrors
 	s.Stuck += o.Stuck
+	s.Rejobbed += o.Rejobbed
+	s.JobsDiscarded += o.JobsDiscarded
 	s.Skipped += o.Skipped
 }
 
@@ -165,6 +176,9 @@ func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	if err := r.unstick(ctx, ob, &st); err != nil {
+		return st, err
+	}
+	if err := r.rejob(ctx, ob, &st); err != nil {
 		return st, err
 	}
 	now := r.cfg.Now()
@@ -270,6 +284,79 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 		if a != nil {
 			st.Stuck++
 			r.cfg.Observer.Decision(s.vendor, DecisionStuck)
+		}
+	}
+	return nil
+}
+
+// jobless is a pending op without a live dispatch job, and what became of its last one.
+type jobless struct {
+	id, vendor string
+	// jobState is the last job's River state, "" when it has none (deleted).
+	jobState  string
+	attempts  int
+	lastError string
+}
+
+// decideJobless is what the sweeper does with a pending op without a live job: a job
+// deleted (or completed while the op went back to pending) is replaced; a job River
+// discarded (out of attempts) or someone cancelled would only fail again, or was stopped
+// on purpose: a person decides.
+func decideJobless(j jobless) (to outbox.Status, decision string, detail map[string]any) {
+	switch j.jobState {
+	case "discarded", "cancelled":
+		reason := fmt.Sprintf("its dispatch job was %s after %d attempts", j.jobState, j.attempts)
+		if j.lastError != "" {
+			reason += "; last error: " + j.lastError
+		}
+		return outbox.StatusNeedsReview, DecisionJobDiscarded, map[string]any{"decision": DecisionJobDiscarded,
+			"job_state": j.jobState, "reason": reason}
+	}
+	reason := "its dispatch job was deleted"
+	if j.jobState != "" {
+		reason = "its dispatch job " + j.jobState + " while the op was pending"
+	}
+	return outbox.StatusPending, DecisionRejob, map[string]any{"decision": DecisionRejob, "job_state": j.jobState, "reason": reason}
+}
+
+// rejob finds pending ops without a live dispatch job, unchanged for StuckMargin, and
+// gives each a new job or hands it to a person (decideJobless). A new job is a unique
+// insert: if a live one appeared meanwhile, none is added.
+func (r *Reconciler) rejob(ctx context.Context, ob *outbox.Outbox, st *Stats) error {
+	rows, err := ob.Pool().Query(ctx, sqlJoblessPending, r.cfg.Now().Add(-r.cfg.StuckMargin), r.cfg.BatchSize)
+	if err != nil {
+		return fmt.Errorf("reconcile: select pending ops without a job: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobless, error) {
+		var j jobless
+		err := row.Scan(&j.id, &j.vendor, &j.jobState, &j.attempts, &j.lastError)
+		return j, err
+	})
+	if err != nil {
+		return fmt.Errorf("reconcile: select pending ops without a job: %w", err)
+	}
+	ops := ob.Link().Ops.WithLogger(r.cfg.Logger)
+	for _, j := range found {
+		to, decision, detail := decideJobless(j)
+		msg := "pending op without a dispatch job given a new one"
+		if to == outbox.StatusNeedsReview {
+			msg = "pending op whose dispatch job was discarded or cancelled; it needs review"
+		}
+		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: j.id, From: outbox.StatusPending, To: to, By: opstate.Reconciler,
+			Kind: eventKind, Detail: detail, Message: msg, Level: slog.LevelWarn,
+			Attrs: []any{slog.String("decision", decision), slog.String("job_state", j.jobState)}})
+		if err != nil {
+			return fmt.Errorf("reconcile: op %s: %s: %w", j.id, decision, err)
+		}
+		if a == nil {
+			continue
+		}
+		r.cfg.Observer.Decision(j.vendor, decision)
+		if to == outbox.StatusNeedsReview {
+			st.JobsDiscarded++
+			st.NeedsReview++
+		} else {
+			st.Rejobbed++
 		}
 	}
 	return nil

@@ -206,7 +206,7 @@ func settings() []setting {
 		durSetting("reconcile-retry-after", "ONCEBOX_RECONCILE_RETRY_AFTER", d.ReconcileRetryAfter, "after a failed vendor lookup (rate limit, network), look again after this", func(c *server.Config) *time.Duration { return &c.ReconcileRetryAfter }),
 		intSetting("reconcile-batch", "ONCEBOX_RECONCILE_BATCH", int64(d.ReconcileBatch), "ops one sweep looks at", func(c *server.Config, n int64) { c.ReconcileBatch = int(n) }),
 		intSetting("reconcile-concurrency", "ONCEBOX_RECONCILE_CONCURRENCY", int64(d.ReconcileConcurrency), "vendor lookups one sweep runs at once (vendor rate limits still apply)", func(c *server.Config, n int64) { c.ReconcileConcurrency = int(n) }),
-		durSetting("reconcile-stuck-margin", "ONCEBOX_RECONCILE_STUCK_MARGIN", d.ReconcileStuckMargin, "a dispatching op with no running job is taken by the sweeper this long after its vendor's job timeout", func(c *server.Config) *time.Duration { return &c.ReconcileStuckMargin }),
+		durSetting("reconcile-stuck-margin", "ONCEBOX_RECONCILE_STUCK_MARGIN", d.ReconcileStuckMargin, "a dispatching op with no running job is taken by the sweeper this long after its vendor's job timeout; a pending op with no live dispatch job, this long after its last change", func(c *server.Config) *time.Duration { return &c.ReconcileStuckMargin }),
 		setting{flag: "resend-on-none", env: "ONCEBOX_RESEND_ON_NONE", def: "stripe=true,sendgrid=true,webhook=true",
 			help: "per vendor: when the reconciler finds no object after the lookup lag, resend (true) or ask a person (false)",
 			set: func(c *server.Config, v string) error {

@@ -57,6 +57,8 @@ func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, err
 		case c.To.Terminal():
 			row = tx.QueryRow(ctx, sqlSettle, c.OpID, c.From, c.To, nullJSON(c.Result), nullJSON(c.Error),
 				nullJSON(c.RedactedArgs), c.VendorRef, dropSealed)
+		case c.To == Pending && c.From == Pending:
+			row = tx.QueryRow(ctx, sqlRejob, c.OpID, c.From)
 		case c.To == Pending:
 			row = tx.QueryRow(ctx, sqlRelease, c.OpID, c.From, c.NewVendorKey != "", c.NewVendorKey)
 		case c.To == NeedsReview:

@@ -150,6 +150,12 @@ RETURNING ` + identColumns
 // a self-loop that only records an event (an approval short of its count).
 const sqlStays = `SELECT ` + identColumns + ` FROM oncebox_op WHERE id = $1 AND status = $2`
 
+// sqlRejob keeps a pending op pending (its dispatch job is gone and a new one is
+// inserted in the same transaction); it leaves resend_before and the key as they are.
+const sqlRejob = `
+UPDATE oncebox_op SET updated_at = now() WHERE id = $1 AND status = $2
+RETURNING ` + identColumns
+
 // sqlToReview hands an op to a person.
 const sqlToReview = `
 UPDATE oncebox_op SET status = 'needs_review', next_check_at = NULL, updated_at = now() WHERE id = $1 AND status = $2

@@ -44,6 +44,8 @@ var transitions = []Transition{
 	{Unknown, NeedsReview, Worker, "late answer, attempts exhausted"},
 
 	{Dispatching, Unknown, Reconciler, "stuck (no job running past the job timeout)"},
+	{Pending, Pending, Reconciler, "its dispatch job is gone (deleted, or finished early): a new one"},
+	{Pending, NeedsReview, Reconciler, "its dispatch job was discarded or cancelled"},
 	{Unknown, Succeeded, Reconciler, "exactly one object"},
 	{Unknown, Failed, Reconciler, "exactly one object, recording a refusal"},
 	{Unknown, Pending, Reconciler, "none after the lookup lag, resend"},

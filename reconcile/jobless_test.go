@@ -1,0 +1,73 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+)
+
+const sqlLiveJobs = `SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1
+	AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`
+
+// TestPendingOpsWithoutAJob: a pending op whose River job was deleted (River UI) gets a
+// new one and is dispatched once; one whose job was discarded or cancelled goes to
+// needs_review with the reason; one with a live job is left alone.
+func TestPendingOpsWithoutAJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
+
+	deleted := e.enqueue(t, "deleted", "webhook.post", hookArgs(1))
+	discarded := e.enqueue(t, "discarded", "webhook.post", hookArgs(2))
+	cancelled := e.enqueue(t, "cancelled", "webhook.post", hookArgs(3))
+	live := e.enqueue(t, "live", "webhook.post", hookArgs(4))
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := e.pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	exec("DELETE FROM river_job WHERE args->>'op_id' = $1", deleted.ID)
+	exec(`UPDATE river_job SET state = 'discarded', finalized_at = now(), attempt = 15,
+		errors = ARRAY['{"attempt":15,"error":"vendor \"webhook\" is not configured in this process"}'::jsonb] WHERE args->>'op_id' = $1`, discarded.ID)
+	exec("UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE args->>'op_id' = $1", cancelled.ID)
+	exec("UPDATE oncebox_op SET updated_at = now() - interval '1 minute'")
+
+	st := e.sweep(t)
+	require.Equal(t, 1, st.Rejobbed)
+	require.Equal(t, 2, st.JobsDiscarded)
+
+	require.Equal(t, outbox.StatusPending, e.get(t, deleted.ID).Status)
+	require.Equal(t, 1, e.count(t, sqlLiveJobs, deleted.ID), "the op has a dispatch job again")
+	ev := e.reconcileEvents(t, deleted.ID)
+	require.Len(t, ev, 1)
+	require.Equal(t, reconcile.DecisionRejob, ev[0]["decision"])
+
+	for _, op := range []*outbox.Op{discarded, cancelled} {
+		require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+		ev := e.reconcileEvents(t, op.ID)
+		require.Len(t, ev, 1)
+		require.Equal(t, reconcile.DecisionJobDiscarded, ev[0]["decision"])
+		require.Contains(t, ev[0]["reason"], "its dispatch job was")
+	}
+	require.Contains(t, e.reconcileEvents(t, discarded.ID)[0]["reason"], "is not configured in this process")
+
+	require.Equal(t, outbox.StatusPending, e.get(t, live.ID).Status)
+	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", live.ID), "a live job is left alone")
+	require.Empty(t, e.reconcileEvents(t, live.ID))
+
+	// A second sweep changes nothing: every pending op has its job.
+	st = e.sweep(t)
+	require.Zero(t, st.Rejobbed+st.JobsDiscarded)
+
+	e.start(t)
+	e.waitStatus(t, deleted.ID, outbox.StatusSucceeded)
+	e.waitStatus(t, live.ID, outbox.StatusSucceeded)
+	require.Len(t, fake.EffectsFor(deleted.ID), 1, "dispatched once")
+}
