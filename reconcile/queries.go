@@ -23,7 +23,7 @@ LIMIT $3`
 // sqlJoblessPending selects pending ops, unchanged since $1, whose latest dispatch job
 // is not live (available, pending, scheduled, running, retryable): it was deleted (no
 // row), finished while the op went back to pending, discarded or cancelled. It returns
-// that job's state ('' when there is none), its attempts and its last error. The
+// that job's state (empty when there is none), its attempts and its last error. The
 // partial index oncebox_op_pending lists the pending ops; River's GIN index on args
 // finds each one's jobs.
 const sqlJoblessPending = `
