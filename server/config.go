@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -113,6 +114,13 @@ type Config struct {
 	WebhookLookupPath string
 	WebhookLookupLag  time.Duration
 
+	// Vendors are vendor adapters of the embedding program's own (not flags): a Go
+	// program that reuses this package registers them here, with their tools in
+	// Tools. See examples/custom-vendor.
+	Vendors []outbox.Vendor
+	// Tools are the tools of Vendors, with what MCP and GET /v1/tools show of them.
+	Tools []CustomTool
+
 	// ToolsFile is the tool catalog (package catalog), YAML or JSON: the operator's own
 	// read, write and unsafe tools over HTTP targets. Empty: none.
 	ToolsFile string
@@ -222,6 +230,16 @@ type Config struct {
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey). Optional.
 	SealKey string
+}
+
+// CustomTool is a tool of a vendor of the embedding program's own (Config.Vendors).
+type CustomTool struct {
+	// Tool is the outbox tool; its Vendor names one of Config.Vendors.
+	Tool outbox.Tool
+	// Description tells an agent what the tool does (MCP, GET /v1/tools).
+	Description string
+	// InputSchema is the JSON Schema of the arguments, its root of type object.
+	InputSchema json.RawMessage
 }
 
 // Defaults returns the zero-configuration defaults.

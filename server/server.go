@@ -155,6 +155,10 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 		vs = append(vs, v)
 		enabled = append(enabled, v.Name())
 	}
+	for _, v := range cfg.Vendors {
+		vs = append(vs, v)
+		enabled = append(enabled, v.Name())
+	}
 	if s.catalog != nil {
 		for _, v := range s.catalog.Vendors() {
 			vs = append(vs, v)
@@ -168,14 +172,17 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 // every tool: --mcp-dedupe-window's, and each catalog tool's dedupe_window.
 func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) {
 	windows := maps.Clone(s.cfg.MCPDedupeWindows)
+	var extra []mcpserver.ExtraTool
+	for _, t := range s.cfg.Tools {
+		extra = append(extra, mcpserver.ExtraTool{Name: t.Tool.Name, Description: t.Description, InputSchema: t.InputSchema, Class: mcpserver.ClassWrite})
+	}
 	if s.catalog == nil {
-		return nil, windows
+		return extra, windows
 	}
 	if windows == nil {
 		windows = map[string]time.Duration{}
 	}
 	rt := s.catalog
-	var extra []mcpserver.ExtraTool
 	cat := rt.Catalog()
 	for _, name := range cat.Names() {
 		t := cat.Tools[name]
@@ -201,6 +208,9 @@ func (s *Server) toolInfos() []api.ToolInfo {
 		if _, ok := s.apiOutbox.Tools().Lookup(t.Name); ok {
 			out = append(out, api.ToolInfo{Name: t.Name, Class: t.Class, Description: t.Description, InputSchema: t.InputSchema})
 		}
+	}
+	for _, t := range s.cfg.Tools {
+		out = append(out, api.ToolInfo{Name: t.Tool.Name, Class: "write", Description: t.Description, InputSchema: t.InputSchema})
 	}
 	if s.catalog != nil {
 		cat := s.catalog.Catalog()
@@ -285,6 +295,9 @@ func (s *Server) build(ctx context.Context) error {
 				toolList = append(toolList, t)
 			}
 		}
+	}
+	for _, t := range cfg.Tools {
+		toolList = append(toolList, t.Tool)
 	}
 	if s.catalog != nil {
 		toolList = append(toolList, s.catalog.Tools(cfg.TTL)...)

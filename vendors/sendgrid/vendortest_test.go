@@ -14,11 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/vendortest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
+	"github.com/oncebox/oncebox/vendortest"
 )
 
 // TestVendorConformance runs the shared vendor suite against the adapter.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/vendortest"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
+	"github.com/oncebox/oncebox/vendortest"
 )
 
 // conformanceLag is the lookup lag the adapter reports when the suite controls

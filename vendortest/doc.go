@@ -1,4 +1,5 @@
-// Package vendortest is the conformance suite every vendor adapter runs: one set
+// Package vendortest is the conformance suite every vendor adapter runs, oncebox's
+// and those written outside oncebox (see examples/custom-vendor): one set
 // of subtests, written once against outbox.Vendor, that checks what the outbox
 // relies on whatever the vendor (River's driver test suite is the model).
 //
@@ -40,4 +41,12 @@
 //   - ContextCancelled: a dispatch whose context is already done sends nothing
 //     and is retryable.
 //   - Idempotency: native idempotency comes with a window.
+//
+// # A test kit, and why it is public
+//
+// A vendor adapter written in another module cannot import oncebox's internal
+// packages, and this suite is what proves that an adapter keeps the contract the
+// outbox relies on. So it is public, a test kit like the fake vendors, and its
+// exported names follow the same compatibility rules as the rest of oncebox. It
+// imports testify's require: import it from tests only.
 package vendortest
