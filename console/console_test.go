@@ -179,7 +179,7 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	resp, page = b.get("/console/approvals")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, page, e.refundKey)
-	require.Contains(t, page, "25.00")
+	require.Contains(t, page, "2500 (minor units)")
 	csrf := csrfOf(t, page)
 	approve := url.Values{"csrf": {csrf}, "key": {e.refundKey}, "decision": {"approve"}, "reason": {"customer called"}}
 

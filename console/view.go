@@ -110,8 +110,13 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 var zeroDecimal = map[string]bool{"bif": true, "clp": true, "djf": true, "gnf": true, "jpy": true, "kmf": true, "krw": true,
 	"mga": true, "pyg": true, "rwf": true, "ugx": true, "vnd": true, "vuv": true, "xaf": true, "xof": true, "xpf": true}
 
-// money shows an amount in minor units with its currency: 12050 usd is "120.50 USD".
+// money shows an amount in minor units with its currency: 12050 usd is "120.50 USD";
+// without a currency the amount is shown as is, in minor units.
 func money(amount int64, currency string) string {
+	if currency == "" {
+		// A refund names no currency: it is the payment's.
+		return strconv.FormatInt(amount, 10) + " (minor units)"
+	}
 	cur := strings.ToUpper(currency)
 	if zeroDecimal[strings.ToLower(currency)] {
 		return strconv.FormatInt(amount, 10) + " " + cur
