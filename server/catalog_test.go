@@ -233,3 +233,15 @@ func TestCatalogThroughGoClient(t *testing.T) {
 	require.ErrorAs(t, err, &p)
 	require.Equal(t, http.StatusBadRequest, p.Status)
 }
+
+// TestCatalogLookupLagMustCoverTheJobTimeout: a catalog target that does not honour
+// keys is reconciled through its lookup path, so the lookup lag must cover the webhook
+// job timeout, as for the webhook tool.
+func TestCatalogLookupLagMustCoverTheJobTimeout(t *testing.T) {
+	t.Parallel()
+	cfg, _ := newConfig(t)
+	cfg.ToolsFile = writeCatalog(t, catalogFile("http://127.0.0.1:1"))
+	cfg.WebhookLookupLag = 5 * time.Second
+	_, err := server.New(context.Background(), cfg, nil)
+	require.ErrorContains(t, err, "--webhook-lookup-lag 5s must be at least the webhook job timeout 30s (--webhook-job-timeout): catalog target")
+}

@@ -243,6 +243,16 @@ func (s *Server) loadCatalog() error {
 	if err != nil {
 		return err
 	}
+	// Catalog targets run under the webhook queue's job timeout; one that does not
+	// deduplicate keys needs the lookup lag to cover it (see Config.validate).
+	jt := s.cfg.jobTimeout("webhook")
+	for _, v := range rt.Vendors() {
+		if !v.Idempotency().Native && v.LookupLag() < jt {
+			return fmt.Errorf("--webhook-lookup-lag %s must be at least the webhook job timeout %s (--webhook-job-timeout): catalog target %s "+
+				"does not deduplicate requests (native_keys: false), and a request may still reach it until its job times out, "+
+				"so an empty lookup any earlier could send it twice", v.LookupLag(), jt, v.Name())
+		}
+	}
 	s.catalog = rt
 	return nil
 }
