@@ -17,6 +17,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/oncebox/oncebox/outbox"
 )
 
 // Classes of a tool.
@@ -82,6 +84,10 @@ type Tool struct {
 	// DedupeWindow is how long identical MCP calls naming no conversation are one
 	// op; nil means the server's default for catalog tools (none).
 	DedupeWindow *time.Duration
+	// Approval is the tool's approval rule (the approvals' policy type), nil when
+	// the file sets none: an unsafe tool then always waits, a write tool never does.
+	// --approval-policy and a tenant's own rule for the tool take precedence.
+	Approval *outbox.ApprovalRule
 	// Version identifies this definition: a hash of everything that decides how an
 	// op of the tool is validated and sent.
 	Version string
@@ -123,6 +129,13 @@ type toolFormat struct {
 	InputSchema  map[string]any `yaml:"input_schema"`
 	TTL          string         `yaml:"ttl"`
 	DedupeWindow string         `yaml:"dedupe_window"`
+	Approval     *approvalFormat `yaml:"approval"`
+}
+
+type approvalFormat struct {
+	Mode      string           `yaml:"mode"`
+	Above     map[string]int64 `yaml:"above"`
+	Approvers int              `yaml:"approvers"`
 }
 
 // Error is a catalog that cannot be loaded: it names the file and, when the error is
@@ -310,8 +323,15 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 		}
 		t.DedupeWindow = &d
 	}
-	if t.Class == ClassRead && (f.TTL != "" || f.DedupeWindow != "") {
-		return nil, bad("class", "a read tool makes no op: ttl and dedupe_window do not apply")
+	if f.Approval != nil {
+		r := outbox.ApprovalRule{Mode: outbox.ApprovalMode(f.Approval.Mode), Above: f.Approval.Above, Approvers: f.Approval.Approvers}
+		if err := r.Validate(); err != nil {
+			return nil, bad("approval", err.Error())
+		}
+		t.Approval = &r
+	}
+	if t.Class == ClassRead && (f.TTL != "" || f.DedupeWindow != "" || f.Approval != nil) {
+		return nil, bad("class", "a read tool makes no op: ttl, dedupe_window and approval do not apply")
 	}
 	t.Version = version(t, c.Targets[t.Target])
 	return t, nil

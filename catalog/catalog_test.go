@@ -101,6 +101,8 @@ func TestBrokenCatalogNamesFileToolAndField(t *testing.T) {
 		{"base url", replace("https://helpdesk.example.com/api", "ftp://x"), `tools.yaml: target "helpdesk": field base_url: must be an absolute http or https URL`},
 		{"builtin prefix", replace("helpdesk.create_ticket:", "webhook.create:"), `tools.yaml: tool "webhook.create": the prefixes`},
 		{"bad ttl", replace("class: write", "class: write\n    ttl: forever"), `tools.yaml: tool "helpdesk.create_ticket": field ttl: "forever" is not a positive duration`},
+		{"bad approval", replace("class: write", "class: write\n    approval: {mode: sometimes}"), `tools.yaml: tool "helpdesk.create_ticket": field approval:`},
+		{"approval on a read tool", replace("class: read", "class: read\n    approval: {mode: always}"), `tools.yaml: tool "helpdesk.find_ticket": field class: a read tool makes no op`},
 		{"remote ref", replace("tags: {type: array", `tags: {$ref: "https://example.com/s.json", type: array`), `tools.yaml: tool "helpdesk.create_ticket": field input_schema: failing loading "https://example.com/s.json"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,6 +85,19 @@ func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
 	return out
 }
 
+// Approvals returns the approval rules the file sets, by tool name, for the
+// process-wide default policy (outbox.Config.Approvals): an unsafe tool without one
+// waits always through its NeedsApproval.
+func (r *Runtime) Approvals() outbox.ApprovalPolicy {
+	p := outbox.ApprovalPolicy{}
+	for name, t := range r.cat.Tools {
+		if t.Approval != nil {
+			p[name] = *t.Approval
+		}
+	}
+	return p
+}
+
 // Vendors returns the outbox vendors of the targets that write or unsafe tools use.
 func (r *Runtime) Vendors() []outbox.Vendor {
 	used := map[string]bool{}

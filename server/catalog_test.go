@@ -53,6 +53,16 @@ tools:
       type: object
       properties: {customer_id: {type: string}}
       required: [customer_id]
+  helpdesk.escalate:
+    description: Escalate a ticket to a manager.
+    class: write
+    target: helpdesk
+    path: /escalations
+    approval: {mode: always}
+    input_schema:
+      type: object
+      properties: {ticket: {type: string}}
+      required: [ticket]
   helpdesk.find:
     description: Find what a ticket call made.
     class: read
@@ -156,6 +166,18 @@ func TestCatalogUnsafeToolWaitsForApproval(t *testing.T) {
 	require.Zero(t, fake.Requests())
 }
 
+// TestCatalogApprovalRule: a write tool whose approval rule is always waits for a
+// person, through the approvals' policy type.
+func TestCatalogApprovalRule(t *testing.T) {
+	t.Parallel()
+	base, token, fake, _ := catalogServer(t)
+	status, body := postJSON(t, base, token, "/v1/ops", "esc-1", `{"tool":"helpdesk.escalate","args":{"ticket":"T-1"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Contains(t, body, `"status":"awaiting_approval"`)
+	time.Sleep(300 * time.Millisecond)
+	require.Zero(t, fake.Requests())
+}
+
 // TestCatalogSchemaViolationIs400: arguments that break the input schema are refused
 // with 400, the field and the rule; nothing reaches the target.
 func TestCatalogSchemaViolationIs400(t *testing.T) {
@@ -203,7 +225,7 @@ func TestCatalogThroughGoClient(t *testing.T) {
 		classes[tool.Name] = tool.Class
 		require.Contains(t, string(tool.InputSchema), `"type":"object"`, tool.Name)
 	}
-	require.Equal(t, map[string]string{"helpdesk.create_ticket": "write", "helpdesk.close_account": "unsafe", "helpdesk.find": "read"}, classes)
+	require.Equal(t, map[string]string{"helpdesk.create_ticket": "write", "helpdesk.close_account": "unsafe", "helpdesk.escalate": "write", "helpdesk.find": "read"}, classes)
 
 	res, err := c.Enqueue(ctx, "ticket-c", "helpdesk.create_ticket", json.RawMessage(`{"customer_id":"c9","subject":"Hi"}`), &client.Opts{Wait: 20 * time.Second})
 	require.NoError(t, err)

@@ -354,7 +354,7 @@ func (s *Server) build(ctx context.Context) error {
 		Observer:             s.metrics,
 		Logger:               s.logger,
 		SealKey:              sealKey,
-		Approvals:            cfg.DefaultApprovals(),
+		Approvals:            s.approvals(),
 		ApprovalExpiry:       cfg.ApprovalExpiry,
 		Budgets:              cfg.Budgets,
 	}
@@ -475,6 +475,20 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/riverui/", http.NewCrossOriginProtection().Handler(s.admin(ui, true)))
 	s.handler = mux
 	return nil
+}
+
+// approvals is the default approval policy with the catalog's approval rules for the
+// tools --approval-policy does not name.
+func (s *Server) approvals() outbox.ApprovalPolicy {
+	p := s.cfg.DefaultApprovals()
+	if s.catalog != nil {
+		for tool, r := range s.catalog.Approvals() {
+			if _, set := p[tool]; !set {
+				p[tool] = r
+			}
+		}
+	}
+	return p
 }
 
 // DefaultApprovals is the configured default approval policy, with the shorthand
