@@ -121,14 +121,14 @@ type targetFormat struct {
 }
 
 type toolFormat struct {
-	Description  string         `yaml:"description"`
-	Class        string         `yaml:"class"`
-	Target       string         `yaml:"target"`
-	Method       string         `yaml:"method"`
-	Path         string         `yaml:"path"`
-	InputSchema  map[string]any `yaml:"input_schema"`
-	TTL          string         `yaml:"ttl"`
-	DedupeWindow string         `yaml:"dedupe_window"`
+	Description  string          `yaml:"description"`
+	Class        string          `yaml:"class"`
+	Target       string          `yaml:"target"`
+	Method       string          `yaml:"method"`
+	Path         string          `yaml:"path"`
+	InputSchema  map[string]any  `yaml:"input_schema"`
+	TTL          string          `yaml:"ttl"`
+	DedupeWindow string          `yaml:"dedupe_window"`
 	Approval     *approvalFormat `yaml:"approval"`
 }
 
