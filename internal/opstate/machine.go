@@ -50,6 +50,9 @@ type Config struct {
 // Machine makes op transitions. It is safe for concurrent use.
 type Machine struct {
 	cfg Config
+	// notify sends the settle notifications of the worker's records after their commit;
+	// shared by the Machines WithLogger derives.
+	notify *notifier
 }
 
 // New returns a Machine.
@@ -60,7 +63,9 @@ func New(cfg Config) *Machine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Machine{cfg: cfg}
+	m := &Machine{cfg: cfg}
+	m.notify = &notifier{m: m}
+	return m
 }
 
 // WithLogger returns a Machine that logs to l (the reconciler's own logger).
@@ -70,7 +75,7 @@ func (m *Machine) WithLogger(l *slog.Logger) *Machine {
 	}
 	c := m.cfg
 	c.Logger = l
-	return &Machine{cfg: c}
+	return &Machine{cfg: c, notify: m.notify}
 }
 
 // Pool returns the pool the Machine writes to.
@@ -122,12 +127,19 @@ type Applied struct {
 	msg    string
 	level  slog.Level
 	silent bool
+	// notifyAfterCommit: the change's transaction left the settle notification to
+	// Report (a worker's record).
+	notifyAfterCommit bool
 }
 
-// Report counts the change and logs it. Call it after the commit.
+// Report counts the change and logs it, and wakes the long polls of an op the worker's
+// record settled. Call it after the commit.
 func (a *Applied) Report() {
 	if a == nil || a.silent {
 		return
+	}
+	if a.notifyAfterCommit && notifySettled(a.To) {
+		a.m.notify.add(a.Ident)
 	}
 	if a.From != a.To {
 		a.m.cfg.Observe(a.Ident.Vendor, a.From, a.To)
@@ -153,6 +165,9 @@ type step struct {
 	level slog.Level
 	// silent: nothing to count or log (a claim that keeps the op dispatching).
 	silent bool
+	// notifyAfterCommit: the write turned the settle trigger's notification off; Report
+	// sends it.
+	notifyAfterCommit bool
 }
 
 type event struct {
@@ -189,7 +204,7 @@ func (m *Machine) transition(ctx context.Context, q Querier, s *step, write func
 		}
 	}
 	return &Applied{m: m, Ident: s.ident, From: s.from[0], To: s.to, By: s.by, actor: actor, attrs: s.attrs, msg: s.msg,
-		level: s.level, silent: s.silent}, nil
+		level: s.level, silent: s.silent, notifyAfterCommit: s.notifyAfterCommit}, nil
 }
 
 // scanIdent reads the identColumns a guarded update returned; no row means the guard

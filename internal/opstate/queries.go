@@ -89,8 +89,15 @@ WITH r AS (` + sqlRecord + `
 )
 SELECT EXISTS (SELECT 1 FROM r), EXISTS (SELECT 1 FROM a)`
 
+// notifyAfterCommit turns the settle trigger's notification off for the rest of the
+// record's transaction (migration 012): the worker sends it after the commit
+// (sqlNotifySettled), so that the record's commit does not hold Postgres's global
+// notification lock through its WAL flush. The trigger runs at the end of the
+// statement, after this has been evaluated.
+const notifyAfterCommit = `(SELECT set_config('oncebox.notify_settled', 'off', true)) AS notify_after_commit`
+
 // sqlRecordAndFinish is recordAndFinish on its own (autocommitted).
-const sqlRecordAndFinish = recordAndFinish
+const sqlRecordAndFinish = recordAndFinish + ` FROM ` + notifyAfterCommit
 
 // sqlRecordAndFinishBeforeJobComplete is recordAndFinish for a transaction that goes
 // on with River's JobCompleteTx. It also sets plan_cache_mode to force_generic_plan for
@@ -98,8 +105,13 @@ const sqlRecordAndFinish = recordAndFinish
 // otherwise planned afresh on every execution, which measured 0.5 ms of Postgres CPU
 // per op, the largest single cost of a dispatch; its generic plan is the same index
 // lookup by job id. End to end: +25-30% ops/s.
-const sqlRecordAndFinishBeforeJobComplete = recordAndFinish +
-	` FROM (SELECT set_config('plan_cache_mode', 'force_generic_plan', true)) AS generic_plans`
+const sqlRecordAndFinishBeforeJobComplete = recordAndFinish + ` FROM ` + notifyAfterCommit +
+	`, (SELECT set_config('plan_cache_mode', 'force_generic_plan', true)) AS generic_plans`
+
+// sqlNotifySettled wakes the long polls of settled ops ($1: "<tenant_id>:<key>"
+// payloads, as the settle trigger sends them) after the records' commit, in one
+// statement that writes nothing.
+const sqlNotifySettled = `SELECT pg_notify('oncebox_op_settled', p) FROM unnest($1::text[]) AS p`
 
 // sqlHandOver moves an op the worker may not send (pending past its resend_before, or
 // dispatching outside the vendor's idempotency window) to unknown for the reconciler;

@@ -2,7 +2,9 @@ package opstate
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,4 +42,58 @@ func TestRecordBeforeJobCompleteUsesGenericPlans(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Release()
 	require.Equal(t, "auto", mode(conn))
+}
+
+// TestRecordNotifiesAfterItsCommit pins the measured optimisation of the record's
+// commit: the record's own transaction sends no settle notification (a notifying
+// transaction holds Postgres's global notification lock through its commit's WAL flush,
+// which made concurrent records commit one at a time), and Report sends it after the
+// commit, with the payload the settle trigger sends. A status change made any other way
+// still notifies from the trigger.
+func TestRecordNotifiesAfterItsCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newWalkEnv(t)
+	listener, err := e.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer listener.Release()
+	_, err = listener.Exec(ctx, "LISTEN oncebox_op_settled")
+	require.NoError(t, err)
+	next := func(within time.Duration) (string, bool) {
+		wctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		n, err := listener.Conn().WaitForNotification(wctx)
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			return "", false
+		}
+		return n.Payload, true
+	}
+
+	for _, beforeJobComplete := range []bool{true, false} {
+		id, token := e.seedOp(t, Dispatching)
+		var key string
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT idempotency_key FROM oncebox_op WHERE id = $1`, id).Scan(&key))
+		var a *Applied
+		require.NoError(t, pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			var err error
+			a, err = e.m.RecordAndFinish(ctx, tx, Record{Ident: Ident{ID: id, TenantID: e.tenant, Key: key, Vendor: "fake", Attempts: 1},
+				Token: token, To: Succeeded, Outcome: "succeeded"}, beforeJobComplete)
+			return err
+		}))
+		require.NotNil(t, a)
+		payload, ok := next(300 * time.Millisecond)
+		require.False(t, ok, "the record's transaction notified %q at its commit", payload)
+		a.Report()
+		payload, ok = next(10 * time.Second)
+		require.True(t, ok, "Report sent no notification")
+		require.Equal(t, fmt.Sprintf("%d:%s", e.tenant, key), payload)
+	}
+
+	// Any other status change still notifies from the trigger, at its commit.
+	id, _ := e.seedOp(t, Unknown)
+	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'failed' WHERE id = $1`, id)
+	require.NoError(t, err)
+	_, ok := next(10 * time.Second)
+	require.True(t, ok, "a status change by hand sent no notification")
 }

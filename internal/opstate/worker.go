@@ -103,7 +103,8 @@ type Record struct {
 // attempt row, in one statement on q. With beforeJobComplete the statement also sets
 // generic plans for the rest of q's transaction (River's JobCompleteTx follows). It
 // returns nil (and no error) when the attempt was fenced (another attempt owns the op);
-// report the result after the commit.
+// report the result after the commit: Report also wakes the op's long polls, which the
+// statement leaves to it (see notifyAfterCommit).
 func (m *Machine) RecordAndFinish(ctx context.Context, q Querier, r Record, beforeJobComplete bool) (*Applied, error) {
 	sql := sqlRecordAndFinish
 	if beforeJobComplete {
@@ -112,7 +113,7 @@ func (m *Machine) RecordAndFinish(ctx context.Context, q Querier, r Record, befo
 	// The op is reported as leaving dispatching; it may have been moved to unknown
 	// meanwhile, which the guard allows (a slow worker's answer still counts).
 	s := &step{from: []Status{Dispatching, Unknown}, to: r.To, by: Worker, ident: r.Ident,
-		attrs: []any{slog.String("outcome", r.Outcome)}}
+		attrs: []any{slog.String("outcome", r.Outcome)}, notifyAfterCommit: true}
 	return m.transition(ctx, q, s, func(dropSealed bool) (bool, error) {
 		var recorded, finished bool
 		if err := q.QueryRow(ctx, sql, r.Ident.ID, r.Token, r.To, nullJSON(r.Result), nullJSON(r.Error), r.Ident.VendorRef,
