@@ -26,7 +26,7 @@ const notifyTimeout = 5 * time.Second
 // from one goroutine that runs while there is something to send. The notify writes
 // nothing, so it takes Postgres's notification lock only for a moment, instead of
 // through a commit's WAL flush as the settle trigger inside the record's transaction
-// did (see migration 012).
+// did (see migration 013).
 type notifier struct {
 	m       *Machine
 	mu      sync.Mutex

@@ -90,7 +90,7 @@ WITH r AS (` + sqlRecord + `
 SELECT EXISTS (SELECT 1 FROM r), EXISTS (SELECT 1 FROM a)`
 
 // notifyAfterCommit turns the settle trigger's notification off for the rest of the
-// record's transaction (migration 012): the worker sends it after the commit
+// record's transaction (migration 013): the worker sends it after the commit
 // (sqlNotifySettled), so that the record's commit does not hold Postgres's global
 // notification lock through its WAL flush. The trigger runs at the end of the
 // statement, after this has been evaluated.
