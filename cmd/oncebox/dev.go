@@ -83,6 +83,7 @@ func runDev(ctx context.Context, args []string) error {
 		cfg.SealKey = base64.StdEncoding.EncodeToString(k[:])
 	}
 	var (
+		// fakes are the fake vendors started here, as name, URL pairs.
 		fakes []string
 		// Fakes started here post signed events to this server once it listens.
 		postEvents []func(base string) error
@@ -96,7 +97,7 @@ func runDev(ctx context.Context, args []string) error {
 		defer stop()
 		defer func() { _ = fake.SetEvents(nil) }()
 		cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_oncebox_dev", url
-		fakes = append(fakes, "Stripe "+url)
+		fakes = append(fakes, "Stripe", url)
 		if cfg.StripeWebhookSecret == "" {
 			var k [16]byte
 			_, _ = rand.Read(k[:])
@@ -129,7 +130,7 @@ func runDev(ctx context.Context, args []string) error {
 		// The fake has no activity lag; the lookup lag must still cover a job timeout
 		// (a send may be on its way until then).
 		cfg.SendGridLookupLag, cfg.SendGridActivityRate = max(5*time.Second, cfg.Queues["sendgrid"].JobTimeout), 600
-		fakes = append(fakes, "SendGrid "+url)
+		fakes = append(fakes, "SendGrid", url)
 	}
 	if len(cfg.WebhookTargets) == 0 {
 		url, stop, err := serveFake(fakewebhook.New(fakewebhook.Config{HonourKeys: true}))
@@ -139,7 +140,7 @@ func runDev(ctx context.Context, args []string) error {
 		defer stop()
 		cfg.WebhookTargets = map[string]webhook.Target{"demo": {BaseURL: url}}
 		cfg.WebhookNativeKeys, cfg.WebhookLookupPath = true, "/_lookup"
-		fakes = append(fakes, "webhook target \"demo\" "+url)
+		fakes = append(fakes, "webhook \"demo\"", url)
 	}
 
 	srv, err := server.New(ctx, cfg, logger)
@@ -171,8 +172,7 @@ oncebox dev is running.
 
   API        %s   (OpenAPI: %s/openapi.json, MCP: %s/mcp, metrics: %s/metrics)
   Postgres   %s (%s)
-  fakes      %v
-  tenant     %s
+%s  tenant     %s
   token      %s   (agent; earlier dev tokens of the tenant are revoked)
   console    %s%s   (one-time sign-in link, valid %s; or sign in with the approver token %s)
 
@@ -184,8 +184,12 @@ Enqueue an op (run it twice: the second answer is a replay, and nothing is charg
     -H 'Content-Type: application/json' \
     -d '{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}'
 
+Point the CLI (oncebox lookup, review, reconcile report) at this database:
+
+  export DATABASE_URL='%s'
+
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, pg.Source, redactURL(pg.URL), fakes, *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey)
+`, base, base, base, base, pg.Source, redactURL(pg.URL), fakeLines(fakes), *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey, pg.URL)
 
 	err = srv.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -207,7 +211,9 @@ func devPostgres(ctx context.Context, fs *flag.FlagSet, databaseURL string, logg
 		return &localpg.Postgres{URL: databaseURL, Source: source}, nil
 	}
 	// DATABASE_URL, when set, is databaseURL already: localpg need not look at it.
-	return localpg.Start(ctx, localpg.Config{Logger: logger, EnvVars: []string{}, Container: containerFallback()})
+	// The port is remembered beside the cluster, so that an exported DATABASE_URL or a
+	// saved MCP client configuration keeps working across restarts.
+	return localpg.Start(ctx, localpg.Config{Logger: logger, EnvVars: []string{}, Container: containerFallback(), RememberPort: true})
 }
 
 // serveFake serves a fake vendor on a free loopback port.
@@ -260,4 +266,16 @@ func devTokens(ctx context.Context, store *tenant.Store, name string) (devAccess
 	}
 	a.approver, err = store.NewTokenWithRole(ctx, name, tenant.RoleApprover)
 	return a, err
+}
+
+// fakeLines prints one banner line per fake vendor, given as name, URL pairs.
+func fakeLines(fakes []string) string {
+	if len(fakes) == 0 {
+		return "  fakes      none: every vendor has real credentials\n"
+	}
+	var b strings.Builder
+	for i := 0; i+1 < len(fakes); i += 2 {
+		fmt.Fprintf(&b, "  fake       %-16s %s\n", fakes[i], fakes[i+1])
+	}
+	return b.String()
 }

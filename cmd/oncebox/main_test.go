@@ -181,6 +181,9 @@ func TestDevWithDatabaseURL(t *testing.T) {
 	cmd, out := startChild(t, "dev", "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ADDR=127.0.0.1:0")
 	text := banner(t, out)
 	require.Contains(t, text, "env:DATABASE_URL")
+	require.Contains(t, text, "export DATABASE_URL='"+dbtest.ConnString(t, pool)+"'", "the banner says how to point the CLI at dev's database")
+	require.Regexp(t, `(?m)^  fake +Stripe +http://127\.0\.0\.1:\d+$`, text, "one line per fake")
+	require.Regexp(t, `(?m)^  fake +SendGrid +http://127\.0\.0\.1:\d+$`, text)
 	requireNewThenReplay(t, text)
 
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))

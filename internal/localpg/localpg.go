@@ -60,6 +60,12 @@ type Config struct {
 	// Defaults to 0: a free port chosen at each start.
 	Port int
 
+	// RememberPort, with Port 0, keeps the port of the private cluster beside its data
+	// folder (<folder>.port) and listens on it again at the next start when it is free,
+	// so that a saved DATABASE_URL keeps working across restarts; a taken port is
+	// replaced by a free one (and remembered in turn).
+	RememberPort bool
+
 	// DisablePrivate skips the private cluster.
 	DisablePrivate bool
 

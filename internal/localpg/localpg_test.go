@@ -479,6 +479,49 @@ func TestStartPrivateFixedPort(t *testing.T) {
 	require.NoError(t, pg2.Close(ctx))
 }
 
+// TestStartPrivateRemembersPort: with RememberPort, a cluster stopped and started again
+// listens on the same port, so a saved URL keeps working; when that port is taken, it
+// moves to a free one.
+func TestStartPrivateRemembersPort(t *testing.T) {
+	t.Parallel()
+	requireServerBinaries(t)
+	ctx := t.Context()
+
+	parent, err := os.MkdirTemp("", "localpg-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(parent, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(parent, "data"), RememberPort: true}
+
+	pg, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	require.NoError(t, pg.Close(ctx))
+	requirePortClosed(t, pg.URL)
+	pg2, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg2.Close(context.WithoutCancel(ctx)) })
+	require.Equal(t, pg.URL, pg2.URL, "the same port, so the same URL")
+	require.NoError(t, pg2.Close(ctx))
+
+	// Someone else holds the port now: the next start takes another.
+	u, err := url.Parse(pg.URL)
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:"+u.Port())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	pg3, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg3.Close(context.WithoutCancel(ctx)) })
+	u3, err := url.Parse(pg3.URL)
+	require.NoError(t, err)
+	require.NotEqual(t, u.Port(), u3.Port())
+	var one int
+	queryOne(t, pg3.URL, "SELECT 1", &one)
+	require.Equal(t, 1, one)
+	require.NoError(t, pg3.Close(ctx))
+}
+
 func TestConfigRejectsBadPort(t *testing.T) {
 	t.Parallel()
 	for _, port := range []int{-1, 65536} {

@@ -52,6 +52,8 @@ type cluster struct {
 	port    int
 	// fixedPort is Config.Port: the port to listen on, or 0 for a free one.
 	fixedPort int
+	// rememberPort is Config.RememberPort: try the port of the last start first.
+	rememberPort bool
 	// password is the superuser's password (see password_unix.go).
 	password string
 }
@@ -79,7 +81,8 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 		return nil, err
 	}
 
-	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger, fixedPort: cfg.Port}
+	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger, fixedPort: cfg.Port,
+		rememberPort: cfg.RememberPort && cfg.Port == 0}
 	if err := c.start(ctx, cfg.Database); err != nil {
 		_ = c.lock.Close()
 		return nil, err
@@ -213,6 +216,11 @@ func (c *cluster) startServer(ctx context.Context) error {
 	c.exited = make(chan struct{})
 	c.waitErr = nil
 	port := c.fixedPort
+	if port == 0 && c.rememberPort {
+		if last, ok := c.lastPort(); ok && portFree(last) == nil {
+			port = last
+		}
+	}
 	if port == 0 {
 		var err error
 		if port, err = freePort(); err != nil {
@@ -255,7 +263,26 @@ func (c *cluster) startServer(ctx context.Context) error {
 		c.kill()
 		return fmt.Errorf("start postgres on 127.0.0.1:%d: %w\nserver log:\n%s", port, err, c.log.Tail(logTailLines))
 	}
+	if c.rememberPort {
+		if err := os.WriteFile(c.portPath(), []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
+			c.logger.WarnContext(ctx, "could not remember the private Postgres port; the next start may pick another",
+				slog.String("path", c.portPath()), slog.Any("error", err))
+		}
+	}
 	return nil
+}
+
+// portPath is where the port of the last start is remembered (Config.RememberPort).
+func (c *cluster) portPath() string { return c.dataDir + ".port" }
+
+// lastPort returns the remembered port of the last start, if any.
+func (c *cluster) lastPort() (int, bool) {
+	b, err := os.ReadFile(c.portPath())
+	if err != nil {
+		return 0, false
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return p, err == nil && p > 0 && p <= 65535
 }
 
 // stop asks the server for a fast shutdown, escalating to an immediate one,
