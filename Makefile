@@ -14,6 +14,7 @@ build: ## build bin/oncebox
 	$(GO) build -o bin/oncebox ./cmd/oncebox
 
 dev: ## run oncebox with zero configuration (a Postgres is found or started, Docker included, fake vendors)
+	@echo "make dev: building oncebox (the first build downloads and compiles its modules: a minute or two)..."
 	$(GO) run -tags devcontainer ./cmd/oncebox dev
 
 test: test-race test-rest ## run every test (race detector on the core packages); needs DATABASE_URL or a local PostgreSQL install

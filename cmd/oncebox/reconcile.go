@@ -6,11 +6,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
 	"time"
+
+	"github.com/oncebox/oncebox/reconcile"
 )
 
-const reconcileUsage = "usage: oncebox reconcile run | reconcile report --since T [--until T] [--tenant T] [--format csv|json]"
+const reconcileUsage = "usage: oncebox reconcile run | reconcile report --since T [--until T] [--tenant T] [--format summary|csv|json]"
 
 // runReconcile is `oncebox reconcile run` (one sweep now) and `oncebox reconcile report`
 // (the finance report, read-only).
@@ -19,7 +26,7 @@ func runReconcile(ctx context.Context, args []string) error {
 	since := fs.String("since", "", "start of the window (RFC 3339 or YYYY-MM-DD)")
 	until := fs.String("until", "", "end of the window, exclusive (RFC 3339 or YYYY-MM-DD; default now)")
 	tenantName := fs.String("tenant", "", "only this tenant's ops")
-	format := fs.String("format", "csv", "csv or json")
+	format := fs.String("format", "", "summary, csv or json (default: summary on a terminal, csv otherwise)")
 	cfg, logger, err := parseServerArgs(fs, args)
 	if err != nil {
 		return err
@@ -53,8 +60,14 @@ func runReconcile(ctx context.Context, args []string) error {
 				return &exitError{code: 2, err: fmt.Errorf("--until: %w", err)}
 			}
 		}
-		if *format != "csv" && *format != "json" {
-			return &exitError{code: 2, err: fmt.Errorf("--format %q: want csv or json", *format)}
+		if *format == "" {
+			*format = "csv"
+			if isTerminal(os.Stdout) {
+				*format = "summary"
+			}
+		}
+		if *format != "csv" && *format != "json" && *format != "summary" {
+			return &exitError{code: 2, err: fmt.Errorf("--format %q: want summary, csv or json", *format)}
 		}
 		srv, err := offline(ctx, cfg, logger, true)
 		if err != nil {
@@ -71,9 +84,12 @@ func runReconcile(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *format == "json" {
+		switch *format {
+		case "json":
 			err = rep.WriteJSON(os.Stdout)
-		} else {
+		case "summary":
+			err = printReportSummary(os.Stdout, rep)
+		default:
 			err = rep.WriteCSV(os.Stdout)
 		}
 		if err != nil {
@@ -98,4 +114,59 @@ func parseTime(s string) (time.Time, error) {
 		return t, nil
 	}
 	return time.Parse("2006-01-02", s)
+}
+
+// isTerminal reports whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// printReportSummary prints the finance report for a person: the window, the totals per
+// tool and currency, and the lines that do not match; --format csv or json give every
+// line.
+func printReportSummary(w io.Writer, rep *reconcile.Report) error {
+	matched := len(rep.Lines) - rep.Problems
+	fmt.Fprintf(w, "Finance report %s to %s: %d matched line(s), %d problem(s).\n\n",
+		rep.Since.UTC().Format(time.RFC3339), rep.Until.UTC().Format(time.RFC3339), matched, rep.Problems)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tCURRENCY\tCOUNT\tAMOUNT (minor units)")
+	for _, t := range rep.Totals {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", t.Tool, t.Currency, t.Count, t.Amount)
+	}
+	if len(rep.Totals) == 0 {
+		fmt.Fprintln(tw, "(no matched op)\t\t\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rep.Problems > 0 {
+		fmt.Fprintf(w, "\nProblems:\n")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CATEGORY\tKEY\tTOOL\tSTATUS\tVENDOR IDS\tDETAIL")
+		for _, l := range rep.Lines {
+			if l.Category == reconcile.CategoryMatched {
+				continue
+			}
+			key := l.Key
+			if key == "" {
+				key = l.OpID
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Category, key, l.Tool, l.OpStatus, strings.Join(l.VendorIDs, " "), l.Detail)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		what   string
+		counts map[string]int
+	}{{"vendor objects without an oncebox tag (ignored)", rep.Untagged}, {"ops whose vendor is not configured here (unchecked)", rep.Unchecked},
+		{"ops that could not be compared (vendor cannot list)", rep.Unlistable}, {"vendor events naming no op", rep.OrphanEvents}} {
+		for _, vendor := range slices.Sorted(maps.Keys(c.counts)) {
+			fmt.Fprintf(w, "%s: %d %s\n", vendor, c.counts[vendor], c.what)
+		}
+	}
+	fmt.Fprintln(w, "\nEvery line: --format csv or --format json.")
+	return nil
 }
