@@ -88,8 +88,13 @@ func runDev(ctx context.Context, args []string) error {
 		// Fakes started here post signed events to this server once it listens.
 		postEvents []func(base string) error
 	)
+	var (
+		stripeFake   *fakestripe.Server
+		sendgridFake *fakesendgrid.Server
+	)
 	if cfg.StripeAPIKey == "" {
 		fake := fakestripe.New(fakestripe.Config{Logger: logger})
+		stripeFake = fake
 		url, stop, err := serveFake(fake)
 		if err != nil {
 			return err
@@ -110,6 +115,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if cfg.SendGridAPIKey == "" {
 		fake := fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger})
+		sendgridFake = fake
 		url, stop, err := serveFake(fake)
 		if err != nil {
 			return err
@@ -143,6 +149,22 @@ func runDev(ctx context.Context, args []string) error {
 		fakes = append(fakes, "webhook \"demo\"", url)
 	}
 
+	fakesNote := ""
+	if pg.DataDir != "" && (stripeFake != nil || sendgridFake != nil) {
+		// The private cluster keeps earlier runs' ops: the fakes keep their objects too.
+		statePath := pg.DataDir + ".fakes.json"
+		n, err := loadFakes(statePath, stripeFake, sendgridFake)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := saveFakes(statePath, stripeFake, sendgridFake); err != nil {
+				logger.Warn("the fake vendors' objects were not saved; the next run starts them empty", slog.Any("error", err))
+			}
+		}()
+		fakesNote = fmt.Sprintf("  (the fakes keep their objects beside the cluster, in %s: %d restored)\n", statePath, n)
+	}
+
 	srv, err := server.New(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -172,7 +194,7 @@ oncebox dev is running.
 
   API        %s   (OpenAPI: %s/openapi.json, MCP: %s/mcp, metrics: %s/metrics)
   Postgres   %s (%s)
-%s  tenant     %s
+%s%s  tenant     %s
   token      %s   (agent; earlier dev tokens of the tenant are revoked)
   console    %s%s   (one-time sign-in link, valid %s; or sign in with the approver token %s)
 
@@ -189,7 +211,7 @@ Point the CLI (oncebox lookup, review, reconcile report) at this database:
   export DATABASE_URL='%s'
 
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, pg.Source, redactURL(pg.URL), fakeLines(fakes), *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey, pg.URL)
+`, base, base, base, base, pg.Source, redactURL(pg.URL), fakeLines(fakes), fakesNote, *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey, pg.URL)
 
 	err = srv.Run(ctx)
 	if errors.Is(err, context.Canceled) {

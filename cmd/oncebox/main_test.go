@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -263,4 +264,22 @@ func TestDevStartsAndStopsItsOwnPostgres(t *testing.T) {
 	waitExit(t, cmd, 60*time.Second)
 	_, err = net.DialTimeout("tcp", u.Host, time.Second)
 	require.Error(t, err, "the private Postgres was stopped with dev")
+
+	// Started again on the same data folder (unless another run holds it now): the same
+	// port, so an exported DATABASE_URL still works, and the fakes still hold the
+	// PaymentIntent the curl made.
+	state := fakesState.FindStringSubmatch(text)
+	require.NotNil(t, state, text)
+	cmd, out = startChild(t, "dev", "DATABASE_URL=", "TEST_DATABASE_URL=", "ONCEBOX_ADDR=127.0.0.1:0")
+	again := banner(t, out)
+	if again2 := fakesState.FindStringSubmatch(again); again2 != nil && again2[1] == state[1] {
+		require.Equal(t, m[1], pgURL.FindStringSubmatch(again)[1], "the same folder listens on the same port")
+		restored, err := strconv.Atoi(again2[2])
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, restored, 1, "the fake Stripe kept the earlier run's PaymentIntent")
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	waitExit(t, cmd, 60*time.Second)
 }
+
+var fakesState = regexp.MustCompile(`the fakes keep their objects beside the cluster, in (\S+): (\d+) restored`)

@@ -115,6 +115,11 @@ type Postgres struct {
 	// "private:/usr/lib/postgresql/15/bin" or "testcontainers".
 	Source string
 
+	// DataDir is the private cluster's data folder ("" for any other source): files
+	// that belong with the cluster's data, such as the fake vendors' objects of
+	// `oncebox dev`, are kept beside it.
+	DataDir string
+
 	closeOnce sync.Once
 	closeFunc func(ctx context.Context) error
 	closeErr  error

@@ -91,6 +91,7 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 	return &Postgres{
 		URL:       c.url(cfg.Database),
 		Source:    "private:" + binDir,
+		DataDir:   dataDir,
 		closeFunc: c.stop,
 	}, nil
 }

@@ -93,3 +93,26 @@ func (s *Server) SetSearchLag(d time.Duration) {
 	defer s.mu.Unlock()
 	s.searchLag = d
 }
+
+// AddRefund stores re as if it had been created through the API, for instance to
+// restore a fake's objects across restarts. Empty fields get defaults: ID a new
+// "re_..." id, Currency "usd", Status "succeeded" and Created the current time. The
+// refunded payment intent's AmountRefunded is left as it is.
+func (s *Server) AddRefund(re Refund) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if re.ID == "" {
+		re.ID = newID("re_", 24)
+	}
+	if re.Currency == "" {
+		re.Currency = "usd"
+	}
+	if re.Status == "" {
+		re.Status = "succeeded"
+	}
+	if re.Created.IsZero() {
+		re.Created = s.now()
+	}
+	re.Metadata = copyMetadata(re.Metadata)
+	s.addRefundLocked(&refundRecord{re: re})
+}
