@@ -217,6 +217,13 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	require.Equal(t, want.String(), csv)
 	require.Contains(t, csv, "matched")
 
+	// What Postgres cannot compare is refused with 400, not a 500.
+	for _, q := range []string{"a\x00b", "\xff\xfe", strings.Repeat("k", 300)} {
+		resp, page = b.get("/console/lookup?q=" + url.QueryEscape(q))
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
+		require.Equal(t, "invalid-request", reasonOf(page))
+	}
+
 	_, page = b.get("/console/overview")
 	resp, _ = b.post("/console/signout", url.Values{"csrf": {csrfOf(t, page)}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)

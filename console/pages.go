@@ -253,7 +253,7 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		c.render(w, r, http.StatusOK, "lookup", v)
 		return
 	}
-	if len(q) > 255 {
+	if len(q) > 255 || outbox.CheckStorableText("q", q) != nil {
 		v.Error = &refusal{Reason: "invalid-request", Sentence: "Search for an idempotency key, op id, vendor reference or conversation id (at most 255 characters)."}
 		c.render(w, r, http.StatusBadRequest, "lookup", v)
 		return
