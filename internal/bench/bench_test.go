@@ -165,7 +165,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 }
 
 // BenchmarkLatency dispatches to a receiver that takes 50 ms per call, at several
-// worker counts, and compares with the ideal workers / 50 ms.
+// worker counts, and compares with the ideal workers / 50 ms; at 100 workers also with
+// the floor at the same latency (x_floor, and the floor's own floor_x_ideal).
 func BenchmarkLatency(b *testing.B) {
 	ctx := context.Background()
 	sizes := bench.FullSizes()
@@ -178,6 +179,15 @@ func BenchmarkLatency(b *testing.B) {
 				}
 				b.ReportMetric(m.Rate(), "ops/s")
 				b.ReportMetric(m.Rate()/bench.IdealLatencyRate(workers), "x_ideal")
+				if workers == 100 {
+					floor, err := bench.FloorLatency(ctx, dbtest.URL(b), workers, sizes.LatencyRounds)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(floor.Rate(), "floor_ops/s")
+					b.ReportMetric(m.Rate()/floor.Rate(), "x_floor")
+					b.ReportMetric(floor.Rate()/bench.IdealLatencyRate(workers), "floor_x_ideal")
+				}
 			}
 		})
 	}

@@ -130,7 +130,21 @@ func Scenarios(sizes Sizes) []string {
 	for _, w := range sizes.LatencyWorkers {
 		out = append(out, latencyName(w))
 	}
-	return append(out, latencyPeakName, latencyMonotonicName, sweepName(sizes.SweepOps), sweepOneName(), sweepEmptyName(sizes.SweepOps))
+	return append(out, latencyFloorName(latencyFloorWorkers(sizes)), latencyPeakName, latencyMonotonicName,
+		sweepName(sizes.SweepOps), sweepOneName(), sweepEmptyName(sizes.SweepOps))
+}
+
+// latencyFloorWorkers is the worker count at which the latency scenario also measures
+// the floor: latencyTargetWorkers, or the first count when it is not among them.
+func latencyFloorWorkers(sizes Sizes) int {
+	if slices.Contains(sizes.LatencyWorkers, latencyTargetWorkers) {
+		return latencyTargetWorkers
+	}
+	return sizes.LatencyWorkers[0]
+}
+
+func latencyFloorName(workers int) string {
+	return latencyName(workers) + againstFloor
 }
 
 // The suffixes of the end-to-end rows compared with the floor and the peer.
@@ -391,14 +405,34 @@ func Latency(ctx context.Context, url string, workers, rounds int) (Measure, err
 // and spend nothing else.
 func IdealLatencyRate(workers int) float64 { return float64(workers) / VendorLatency.Seconds() }
 
+// FloorLatency measures the floor (Floor) with the latency scenario's vendor latency,
+// workers and ops, in a fresh schema.
+func FloorLatency(ctx context.Context, url string, workers, rounds int) (Measure, error) {
+	var m Measure
+	s, err := NewSchema(ctx, url, DispatchPoolSize)
+	if err != nil {
+		return m, err
+	}
+	m, err = Floor(ctx, s.Pool, DispatchParams{Ops: workers * rounds, Settings: Tuned(workers), VendorLatency: VendorLatency})
+	if cerr := s.Close(ctx); err == nil {
+		err = cerr
+	}
+	return m, err
+}
+
 func (r *runner) latency(ctx context.Context) error {
 	counts := slices.Clone(r.sizes.LatencyWorkers)
+	floorWorkers := latencyFloorWorkers(r.sizes)
 	var rates, ratios []float64
+	var atFloorWorkers Measure
 	for i := 0; i < len(counts); i++ {
 		w := counts[i]
 		m, err := Latency(ctx, r.url, w, r.sizes.LatencyRounds)
 		if err != nil {
 			return err
+		}
+		if w == floorWorkers {
+			atFloorWorkers = m
 		}
 		ideal := IdealLatencyRate(w)
 		row := Row{Scenario: latencyName(w), Rate: m.Rate(), Unit: "ops/s", Baseline: "ideal: workers / 50 ms",
@@ -417,6 +451,12 @@ func (r *runner) latency(ctx context.Context) error {
 			counts = append(counts, 2*w)
 		}
 	}
+	floor, err := FloorLatency(ctx, r.url, floorWorkers, r.sizes.LatencyRounds)
+	if err != nil {
+		return err
+	}
+	r.add(ratioRow(latencyFloorName(floorWorkers), atFloorWorkers,
+		fmt.Sprintf("floor: bare pgx, claim commit + call + record commit, %d workers, 50 ms vendor latency", floorWorkers), floor, 0))
 	r.add(latencyPeakRow(rates, ratios))
 	r.add(latencyMonotonicRow(counts, rates))
 	return nil
