@@ -88,6 +88,17 @@ type Tool struct {
 	// the file sets none: an unsafe tool then always waits, a write tool never does.
 	// --approval-policy and a tenant's own rule for the tool take precedence.
 	Approval *outbox.ApprovalRule
+	// Upstream names the upstream MCP server the tool comes from, "" for an HTTP
+	// target's tool (then Target is the upstream's name too).
+	Upstream string
+	// UpstreamTool is the tool's name on its upstream.
+	UpstreamTool string
+	// TagArgument names the upstream tool's argument that receives the op id, if any.
+	TagArgument string
+	// LookupTool names the upstream read tool that finds an op's objects, if any.
+	LookupTool string
+	// LookupArgument names the lookup tool's argument that takes the op id.
+	LookupArgument string
 	// Version identifies this definition: a hash of everything that decides how an
 	// op of the tool is validated and sent.
 	Version string
@@ -102,14 +113,17 @@ type Catalog struct {
 	File string
 	// Targets are the targets, by name.
 	Targets map[string]*Target
-	// Tools are the tools, by name.
+	// Tools are the tools, by name; an upstream's tools are added by Connect.
 	Tools map[string]*Tool
+	// Upstreams are the upstream MCP servers, by name.
+	Upstreams map[string]*Upstream
 }
 
 // fileFormat is the YAML document.
 type fileFormat struct {
-	Targets map[string]targetFormat `yaml:"targets"`
-	Tools   map[string]toolFormat   `yaml:"tools"`
+	Targets   map[string]targetFormat   `yaml:"targets"`
+	Tools     map[string]toolFormat     `yaml:"tools"`
+	Upstreams map[string]upstreamFormat `yaml:"upstreams"`
 }
 
 type targetFormat struct {
@@ -189,7 +203,7 @@ func Parse(file string, data []byte, getenv func(string) string) (*Catalog, erro
 	if err := dec.Decode(&f); err != nil {
 		return nil, &Error{File: file, Message: "not a valid tool catalog: " + err.Error()}
 	}
-	c := &Catalog{File: file, Targets: map[string]*Target{}, Tools: map[string]*Tool{}}
+	c := &Catalog{File: file, Targets: map[string]*Target{}, Tools: map[string]*Tool{}, Upstreams: map[string]*Upstream{}}
 	for _, name := range sortedKeys(f.Targets) {
 		t, err := checkTarget(file, name, f.Targets[name], getenv)
 		if err != nil {
@@ -197,8 +211,18 @@ func Parse(file string, data []byte, getenv func(string) string) (*Catalog, erro
 		}
 		c.Targets[name] = t
 	}
-	if len(f.Tools) == 0 {
-		return nil, &Error{File: file, Field: "tools", Message: "declares no tool"}
+	for _, name := range sortedKeys(f.Upstreams) {
+		u, err := checkUpstream(file, name, f.Upstreams[name], getenv)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := c.Targets[name]; dup {
+			return nil, &Error{File: file, Kind: "upstream", Name: name, Message: "a target has the same name"}
+		}
+		c.Upstreams[name] = u
+	}
+	if len(f.Tools) == 0 && len(f.Upstreams) == 0 {
+		return nil, &Error{File: file, Field: "tools", Message: "declares no tool and no upstream"}
 	}
 	for _, name := range sortedKeys(f.Tools) {
 		t, err := c.checkTool(name, f.Tools[name])

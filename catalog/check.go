@@ -77,6 +77,9 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 	if t.Class == ClassRead {
 		return nil, fmt.Errorf("%s is a read tool: it makes no op and is never retried with a key; nothing to check", name)
 	}
+	if t.Upstream != "" {
+		return nil, fmt.Errorf("%s is a tool of the upstream MCP server %s: the check covers HTTP targets only", name, t.Upstream)
+	}
 	target := r.cat.Targets[t.Target]
 	if target.LookupPath == "" {
 		return nil, fmt.Errorf("target %s has no lookup_path: the check counts the objects a call made through it", t.Target)

@@ -25,16 +25,22 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives the adapter's debug records. Optional.
 	Logger *slog.Logger
+	// Context bounds connecting to the upstream MCP servers and listing their tools
+	// (each step also bounded by Timeout). Optional.
+	Context context.Context
 }
 
 // Runtime is a catalog connected to its targets: the outbox tools and vendors of its
 // write and unsafe tools, and the caller of its read tools.
 type Runtime struct {
-	cat     *Catalog
-	targets map[string]*webhook.Vendor
+	cat       *Catalog
+	targets   map[string]*webhook.Vendor
+	upstreams map[string]*upstreamConn
+	lookupLag time.Duration
 }
 
-// Connect builds one webhook adapter per target.
+// Connect builds one webhook adapter per target, and connects to every upstream MCP
+// server: its tools are listed and added to the catalog. Close closes the upstreams.
 func (c *Catalog) Connect(opts Options) (*Runtime, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 10 * time.Second
@@ -42,7 +48,13 @@ func (c *Catalog) Connect(opts Options) (*Runtime, error) {
 	if opts.LookupLag == 0 {
 		opts.LookupLag = 5 * time.Second
 	}
-	r := &Runtime{cat: c, targets: map[string]*webhook.Vendor{}}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	r := &Runtime{cat: c, targets: map[string]*webhook.Vendor{}, lookupLag: opts.LookupLag}
 	for name, t := range c.Targets {
 		v, err := webhook.New(webhook.Config{
 			Targets:           map[string]webhook.Target{name: {BaseURL: t.BaseURL, SecretHeader: t.SecretHeader, Secret: t.Secret}},
@@ -57,6 +69,9 @@ func (c *Catalog) Connect(opts Options) (*Runtime, error) {
 			return nil, &Error{File: c.File, Kind: "target", Name: name, Message: err.Error()}
 		}
 		r.targets[name] = v
+	}
+	if err := r.connectUpstreams(opts.Context, opts); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -108,6 +123,10 @@ func (r *Runtime) Vendors() []outbox.Vendor {
 	}
 	var out []outbox.Vendor
 	for _, name := range sortedKeys(used) {
+		if conn, ok := r.upstreams[name]; ok {
+			out = append(out, &upstreamVendor{name: name, cat: r.cat, conn: conn, lag: r.lookupLag})
+			continue
+		}
 		out = append(out, &targetVendor{name: name, cat: r.cat, inner: r.targets[name]})
 	}
 	return out
@@ -136,6 +155,9 @@ func (r *Runtime) Read(ctx context.Context, name string, args json.RawMessage) (
 	}
 	if err := t.Validate(args); err != nil {
 		return nil, err
+	}
+	if t.Upstream != "" {
+		return r.readUpstream(ctx, t, args)
 	}
 	req, err := t.request(args)
 	if err != nil {

@@ -1,0 +1,314 @@
+package catalog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// Upstream is an MCP server oncebox stands in front of: its tools are offered as
+// "<upstream>_<tool>", its read tools forwarded at once, its write and unsafe tools
+// turned into ops.
+type Upstream struct {
+	// Name is the upstream's key in the file; it prefixes its tools' names.
+	Name string
+	// URL is the streamable HTTP endpoint, or "" for a stdio upstream.
+	URL string
+	// Headers are sent with every HTTP request, their values expanded from the
+	// environment at load time. Never logged.
+	Headers map[string]string `json:"-"`
+	// Command is the stdio upstream's program, or "" for an HTTP upstream.
+	Command string
+	// Args are the program's arguments.
+	Args []string
+	// Env is the program's whole environment (besides PATH and HOME), its values
+	// expanded from oncebox's environment at load time. Never logged.
+	Env map[string]string `json:"-"`
+	// NativeKeys says the upstream deduplicates tools/call on _meta
+	// "oncebox/idempotency_key" for NativeWindow.
+	NativeKeys bool
+	// NativeWindow is how long a native-keys upstream remembers a key (24h by default).
+	NativeWindow time.Duration
+	// Tools are the file's settings for some of the upstream's tools, by the
+	// upstream's tool name.
+	Tools map[string]*UpstreamToolConfig
+}
+
+// UpstreamToolConfig is what the file says about one upstream tool; it wins over the
+// upstream's annotations.
+type UpstreamToolConfig struct {
+	// Class is ClassRead, ClassWrite, ClassUnsafe, or "" to classify by annotations.
+	Class string
+	// TagArgument names the argument that receives the op id.
+	TagArgument string
+	// LookupTool names the upstream read tool that finds the objects an op made.
+	LookupTool string
+	// LookupArgument names the lookup tool's argument taking the op id.
+	LookupArgument string
+	// TTL, DedupeWindow and Approval are as for a catalog tool.
+	TTL          time.Duration
+	DedupeWindow *time.Duration
+	Approval     *outbox.ApprovalRule
+}
+
+type upstreamFormat struct {
+	URL          string                        `yaml:"url"`
+	Headers      map[string]string             `yaml:"headers"`
+	Command      string                        `yaml:"command"`
+	Args         []string                      `yaml:"args"`
+	Env          map[string]string             `yaml:"env"`
+	NativeKeys   bool                          `yaml:"native_keys"`
+	NativeWindow string                        `yaml:"native_window"`
+	Tools        map[string]upstreamToolFormat `yaml:"tools"`
+}
+
+type upstreamToolFormat struct {
+	Class          string          `yaml:"class"`
+	TagArgument    string          `yaml:"tag_argument"`
+	LookupTool     string          `yaml:"lookup_tool"`
+	LookupArgument string          `yaml:"lookup_argument"`
+	TTL            string          `yaml:"ttl"`
+	DedupeWindow   string          `yaml:"dedupe_window"`
+	Approval       *approvalFormat `yaml:"approval"`
+}
+
+// expand replaces ${VAR} and $VAR in s from getenv, and returns the names of the
+// variables that are not set.
+func expand(s string, getenv func(string) string) (string, []string) {
+	var missing []string
+	out := os.Expand(s, func(k string) string {
+		v := getenv(k)
+		if v == "" {
+			missing = append(missing, k)
+		}
+		return v
+	})
+	return out, missing
+}
+
+func checkUpstream(file, name string, f upstreamFormat, getenv func(string) string) (*Upstream, error) {
+	bad := func(field, msg string) error {
+		return &Error{File: file, Kind: "upstream", Name: name, Field: field, Message: msg}
+	}
+	if !targetName.MatchString(name) {
+		return nil, bad("", "an upstream name is 1 to 40 lower-case letters, digits and underscores, starting with a letter")
+	}
+	u := &Upstream{Name: name, URL: f.URL, Command: f.Command, Args: f.Args, NativeKeys: f.NativeKeys,
+		NativeWindow: 24 * time.Hour, Headers: map[string]string{}, Env: map[string]string{}, Tools: map[string]*UpstreamToolConfig{}}
+	switch {
+	case (f.URL == "") == (f.Command == ""):
+		return nil, bad("url", "set either url (streamable HTTP) or command (stdio), not both")
+	case f.URL != "":
+		pu, err := url.Parse(f.URL)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return nil, bad("url", "must be an absolute http or https URL")
+		}
+		if pu.User != nil {
+			return nil, bad("url", "must not carry credentials: use headers with ${VARIABLE} values")
+		}
+		if len(f.Args) > 0 || len(f.Env) > 0 {
+			return nil, bad("args", "args and env are for a stdio upstream (command)")
+		}
+	default:
+		if len(f.Headers) > 0 {
+			return nil, bad("headers", "headers are for an HTTP upstream (url)")
+		}
+	}
+	for _, k := range sortedKeys(f.Headers) {
+		v, missing := expand(f.Headers[k], getenv)
+		if len(missing) > 0 {
+			return nil, bad("headers", fmt.Sprintf("header %s: the environment variable %s is not set", k, missing[0]))
+		}
+		u.Headers[http.CanonicalHeaderKey(k)] = v
+	}
+	for _, k := range sortedKeys(f.Env) {
+		v, missing := expand(f.Env[k], getenv)
+		if len(missing) > 0 {
+			return nil, bad("env", fmt.Sprintf("%s: the environment variable %s is not set", k, missing[0]))
+		}
+		u.Env[k] = v
+	}
+	if f.NativeWindow != "" {
+		d, err := time.ParseDuration(f.NativeWindow)
+		if err != nil || d <= 0 {
+			return nil, bad("native_window", fmt.Sprintf("%q is not a positive duration such as 24h", f.NativeWindow))
+		}
+		u.NativeWindow = d
+	}
+	for _, tn := range sortedKeys(f.Tools) {
+		tf := f.Tools[tn]
+		field := "tools." + tn
+		tc := &UpstreamToolConfig{Class: tf.Class, TagArgument: tf.TagArgument, LookupTool: tf.LookupTool, LookupArgument: tf.LookupArgument}
+		switch tc.Class {
+		case "", ClassRead, ClassWrite, ClassUnsafe:
+		default:
+			return nil, bad(field+".class", fmt.Sprintf("%q is not read, write or unsafe", tc.Class))
+		}
+		if (tc.LookupTool == "") != (tc.LookupArgument == "") {
+			return nil, bad(field+".lookup_tool", "set both lookup_tool and lookup_argument (the argument that takes the op id), or neither")
+		}
+		if tf.TTL != "" {
+			d, err := time.ParseDuration(tf.TTL)
+			if err != nil || d <= 0 {
+				return nil, bad(field+".ttl", fmt.Sprintf("%q is not a positive duration such as 72h", tf.TTL))
+			}
+			tc.TTL = d
+		}
+		if tf.DedupeWindow != "" {
+			d, err := time.ParseDuration(tf.DedupeWindow)
+			if err != nil || d < 0 {
+				return nil, bad(field+".dedupe_window", fmt.Sprintf("%q is not a duration such as 24h (0s turns it off)", tf.DedupeWindow))
+			}
+			tc.DedupeWindow = &d
+		}
+		if tf.Approval != nil {
+			r := outbox.ApprovalRule{Mode: outbox.ApprovalMode(tf.Approval.Mode), Above: tf.Approval.Above, Approvers: tf.Approval.Approvers}
+			if err := r.Validate(); err != nil {
+				return nil, bad(field+".approval", err.Error())
+			}
+			tc.Approval = &r
+		}
+		if tc.Class == ClassRead && (tf.TTL != "" || tf.DedupeWindow != "" || tf.Approval != nil || tc.TagArgument != "" || tc.LookupTool != "") {
+			return nil, bad(field+".class", "a read tool makes no op: ttl, dedupe_window, approval, tag_argument and lookup_tool do not apply")
+		}
+		u.Tools[tn] = tc
+	}
+	return u, nil
+}
+
+// Classify returns the class of an upstream tool: the file's, else from the
+// upstream's annotations (readOnlyHint → read, destructiveHint → unsafe, otherwise
+// write). Missing annotations make a write tool, never a read one.
+func Classify(cfg *UpstreamToolConfig, ann *mcp.ToolAnnotations) string {
+	if cfg != nil && cfg.Class != "" {
+		return cfg.Class
+	}
+	if ann == nil {
+		return ClassWrite
+	}
+	if ann.DestructiveHint != nil && *ann.DestructiveHint && !ann.ReadOnlyHint {
+		return ClassUnsafe
+	}
+	if ann.ReadOnlyHint {
+		return ClassRead
+	}
+	return ClassWrite
+}
+
+// mcpSafe turns an upstream tool name into the part of an oncebox name after
+// "<upstream>.": every character outside [a-zA-Z0-9_-] becomes "_".
+func mcpSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// addUpstreamTools adds an upstream's listed tools to the catalog, named
+// "<upstream>.<tool>" (MCP: "<upstream>_<tool>"), and checks the file's settings
+// against the list.
+func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
+	bad := func(field, msg string) error {
+		return &Error{File: c.File, Kind: "upstream", Name: u.Name, Field: field, Message: msg}
+	}
+	byName := map[string]*mcp.Tool{}
+	for _, lt := range listed {
+		byName[lt.Name] = lt
+	}
+	for _, tn := range sortedKeys(u.Tools) {
+		tc := u.Tools[tn]
+		if byName[tn] == nil {
+			return bad("tools."+tn, "the upstream lists no such tool")
+		}
+		if tc.LookupTool != "" {
+			lt := byName[tc.LookupTool]
+			if lt == nil {
+				return bad("tools."+tn+".lookup_tool", fmt.Sprintf("the upstream lists no tool %q", tc.LookupTool))
+			}
+			if Classify(u.Tools[tc.LookupTool], lt.Annotations) != ClassRead {
+				return bad("tools."+tn+".lookup_tool", fmt.Sprintf("%q is not a read tool (mark it readOnlyHint upstream or class: read here)", tc.LookupTool))
+			}
+		}
+	}
+	for _, lt := range listed {
+		name := u.Name + "." + mcpSafe(lt.Name)
+		if mcpLen := len(u.Name) + 1 + len(mcpSafe(lt.Name)); mcpLen > 64 || lt.Name == "" {
+			return bad("", fmt.Sprintf("upstream tool %q: its name %q would be longer than 64 characters, too long for strict clients", lt.Name, strings.ReplaceAll(name, ".", "_")))
+		}
+		if _, dup := c.Tools[name]; dup {
+			return bad("", fmt.Sprintf("upstream tool %q: the name %q is taken", lt.Name, name))
+		}
+		tc := u.Tools[lt.Name]
+		if tc == nil {
+			tc = &UpstreamToolConfig{}
+		}
+		t := &Tool{Name: name, Description: strings.TrimSpace(lt.Description), Class: Classify(tc, lt.Annotations), Target: u.Name,
+			Upstream: u.Name, UpstreamTool: lt.Name, TagArgument: tc.TagArgument, LookupTool: tc.LookupTool, LookupArgument: tc.LookupArgument,
+			TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Approval: tc.Approval}
+		if t.Description == "" {
+			t.Description = fmt.Sprintf("Tool %s of the MCP server %s.", lt.Name, u.Name)
+		}
+		schema := []byte(`{"type":"object"}`)
+		if lt.InputSchema != nil {
+			b, err := json.Marshal(lt.InputSchema)
+			if err != nil {
+				return bad("", fmt.Sprintf("upstream tool %q: its input schema cannot be written as JSON: %v", lt.Name, err))
+			}
+			schema = b
+		}
+		t.InputSchema = schema
+		sch, err := compileSchema(name, schema)
+		if err != nil {
+			return bad("", fmt.Sprintf("upstream tool %q: its input schema does not compile: %v", lt.Name, err))
+		}
+		t.schema = sch
+		t.Version = upstreamVersion(t, u)
+		c.Tools[name] = t
+	}
+	return nil
+}
+
+// upstreamVersion hashes what decides how an op of an upstream tool is validated and
+// sent.
+func upstreamVersion(t *Tool, u *Upstream) string {
+	b, _ := json.Marshal(struct {
+		Class, Upstream, UpstreamTool, URL, Command, Tag string
+		Args                                             []string
+		Schema                                           json.RawMessage
+	}{t.Class, u.Name, t.UpstreamTool, u.URL, u.Command, t.TagArgument, u.Args, t.InputSchema})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// upstreamArgs decodes an op's arguments as the object sent upstream, with the op id
+// in the tool's tag argument.
+func upstreamArgs(t *Tool, args json.RawMessage, opID string) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	m := map[string]any{}
+	if len(bytes.TrimSpace(args)) > 0 {
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("decode %s arguments: %w", t.Name, err)
+		}
+	}
+	if t.TagArgument != "" && opID != "" {
+		m[t.TagArgument] = opID
+	}
+	return m, nil
+}
+
+// UpstreamNames returns the upstreams' names, sorted.
+func (c *Catalog) UpstreamNames() []string { return sortedKeys(c.Upstreams) }
