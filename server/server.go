@@ -231,7 +231,7 @@ func (s *Server) reads() api.Reader {
 }
 
 // loadCatalog reads --tools-file and connects it to its targets.
-func (s *Server) loadCatalog() error {
+func (s *Server) loadCatalog(ctx context.Context) error {
 	if s.cfg.ToolsFile == "" {
 		return nil
 	}
@@ -239,7 +239,8 @@ func (s *Server) loadCatalog() error {
 	if err != nil {
 		return err
 	}
-	rt, err := cat.Connect(catalog.Options{Timeout: s.cfg.WebhookTimeout, LookupLag: s.cfg.WebhookLookupLag, Logger: s.logger})
+	rt, err := cat.Connect(catalog.Options{Timeout: s.cfg.WebhookTimeout, LookupLag: s.cfg.WebhookLookupLag, Logger: s.logger,
+		Context: context.WithoutCancel(ctx)})
 	if err != nil {
 		return err
 	}
@@ -248,6 +249,7 @@ func (s *Server) loadCatalog() error {
 	jt := s.cfg.jobTimeout("webhook")
 	for _, v := range rt.Vendors() {
 		if !v.Idempotency().Native && v.LookupLag() < jt {
+			rt.Close()
 			return fmt.Errorf("--webhook-lookup-lag %s must be at least the webhook job timeout %s (--webhook-job-timeout): catalog target %s "+
 				"does not deduplicate requests (native_keys: false), and a request may still reach it until its job times out, "+
 				"so an empty lookup any earlier could send it twice", v.LookupLag(), jt, v.Name())
@@ -266,7 +268,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("vendor events: %w", err)
 	}
-	if err := s.loadCatalog(); err != nil {
+	if err := s.loadCatalog(ctx); err != nil {
 		return err
 	}
 	vendors, enabled, err := s.vendors()
@@ -705,6 +707,9 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Close releases the pools.
 func (s *Server) Close() {
+	if s.catalog != nil {
+		s.catalog.Close() // the upstream MCP sessions and stdio processes
+	}
 	if s.apiPool != s.pool {
 		s.apiPool.Close()
 	}

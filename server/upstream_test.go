@@ -1,0 +1,218 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/client"
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/fakemcp"
+)
+
+// upstreamCatalog puts oncebox in front of the fake MCP server at url. With lookup,
+// send_mail is reconciled through find_mail by its ref; count_mail, read-only
+// upstream, is made a write tool by the file.
+func upstreamCatalog(url string, lookup bool) string {
+	send := `
+      send_mail:
+        tag_argument: ref
+        dedupe_window: 1h`
+	if lookup {
+		send += `
+        lookup_tool: find_mail
+        lookup_argument: ref`
+	}
+	return `
+upstreams:
+  mail:
+    url: ` + url + `
+    headers: {X-Test: "fixed"}
+    tools:` + send + `
+      count_mail:
+        class: write
+`
+}
+
+// upstreamServer runs a whole server in front of a fake MCP server.
+func upstreamServer(t *testing.T, lookup bool) (base, token string, fake *fakemcp.Server, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	fake = fakemcp.New()
+	up := httptest.NewServer(fake.Handler())
+	t.Cleanup(up.Close)
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ReconcileInterval = time.Second
+	cfg.WebhookTimeout = 3 * time.Second
+	cfg.ToolsFile = writeCatalog(t, upstreamCatalog(up.URL, lookup))
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, token, err = tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	return "http://" + addr.String(), token, fake, pool
+}
+
+func mcpSession(t *testing.T, base, token string) *mcp.ClientSession {
+	t.Helper()
+	transport := &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), transport, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// waitStatus waits for the only op of tool to reach status.
+func waitStatus(t *testing.T, pool *pgxpool.Pool, tool, status string) {
+	t.Helper()
+	var got string
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(context.Background(), "SELECT status FROM oncebox_op WHERE tool = $1", tool).Scan(&got)
+		return err == nil && got == status
+	}, 90*time.Second, 200*time.Millisecond, "op of %s: %s, want %s", tool, got, status)
+}
+
+// TestUpstreamToolsClassified: the upstream's tools are offered as <upstream>_<tool>
+// with its schema and description, classified by annotations unless the file says
+// otherwise.
+func TestUpstreamToolsClassified(t *testing.T) {
+	t.Parallel()
+	base, token, _, _ := upstreamServer(t, true)
+	list, err := mcpSession(t, base, token).ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	byName := map[string]*mcp.Tool{}
+	for _, tool := range list.Tools {
+		byName[tool.Name] = tool
+	}
+	send := byName["mail_send_mail"]
+	require.NotNil(t, send, "tools: %v", byName)
+	require.True(t, strings.HasPrefix(send.Description, "Send a mail."), send.Description)
+	require.False(t, send.Annotations.ReadOnlyHint, "no annotations: write")
+	require.False(t, *send.Annotations.DestructiveHint)
+	schema, _ := json.Marshal(send.InputSchema)
+	require.Contains(t, string(schema), `"subject"`, "the upstream's schema")
+
+	require.True(t, byName["mail_find_mail"].Annotations.ReadOnlyHint, "readOnlyHint: read")
+	require.True(t, *byName["mail_purge_mail"].Annotations.DestructiveHint, "destructiveHint: unsafe")
+	require.False(t, byName["mail_count_mail"].Annotations.ReadOnlyHint, "read-only upstream, write in the file: the file wins")
+
+	c, err := client.New(client.Config{BaseURL: base, Token: token})
+	require.NoError(t, err)
+	tools, err := c.Tools(context.Background())
+	require.NoError(t, err)
+	classes := map[string]string{}
+	for _, tool := range tools {
+		classes[tool.Name] = tool.Class
+	}
+	require.Equal(t, map[string]string{"mail.send_mail": "write", "mail.find_mail": "read", "mail.purge_mail": "unsafe", "mail.count_mail": "write"}, classes)
+}
+
+// TestUpstreamReadToolForwardedWithNoOp: a read tool is called upstream at once and
+// makes no op.
+func TestUpstreamReadToolForwardedWithNoOp(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	res, err := mcpSession(t, base, token).CallTool(context.Background(), &mcp.CallToolParams{Name: "mail_find_mail", Arguments: map[string]any{"ref": "none"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, `"objects":[]`)
+	require.Zero(t, fake.Calls())
+	var ops int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM oncebox_op").Scan(&ops))
+	require.Zero(t, ops)
+}
+
+// TestUpstreamWriteToolTwoSessionsOneSideEffect: two MCP sessions call the same
+// upstream write tool with the same arguments: one op, one mail, sent with the op's id
+// in _meta and in the tag argument.
+func TestUpstreamWriteToolTwoSessionsOneSideEffect(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	a, b := mcpSession(t, base, token), mcpSession(t, base, token)
+	var wg sync.WaitGroup
+	for _, cs := range []*mcp.ClientSession{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mail_send_mail",
+				Arguments: map[string]any{"to": "ann@example.com", "subject": "Hi"}})
+			if err == nil {
+				require.False(t, res.IsError, "%+v", res.Content)
+			}
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	mails := fake.Mails()
+	require.Len(t, mails, 1)
+	var opID, key, result string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT id::text, vendor_key, result::text FROM oncebox_op").Scan(&opID, &key, &result))
+	require.Equal(t, opID, mails[0].Ref, "the op id in the tag argument")
+	require.Equal(t, opID, mails[0].Meta["oncebox/op_id"])
+	require.Equal(t, key, mails[0].Meta["oncebox/idempotency_key"])
+	require.Contains(t, result, `"structuredContent"`, "the CallToolResult is the op's result")
+	require.Contains(t, result, mails[0].ID)
+}
+
+// TestUpstreamDropAfterActingIsFoundByLookup: the answer is lost after the upstream
+// acted; the op is unknown, the lookup tool finds the mail, the op succeeds, and
+// nothing is sent twice.
+func TestUpstreamDropAfterActingIsFoundByLookup(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	fake.DropAfterActing(1)
+	c, err := client.New(client.Config{BaseURL: base, Token: token})
+	require.NoError(t, err)
+	_, err = c.Enqueue(context.Background(), "drop-1", "mail.send_mail", json.RawMessage(`{"to":"bob@example.com","subject":"Hi"}`), nil)
+	require.NoError(t, err)
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	require.Equal(t, 1, fake.Calls(), "no second call")
+	require.Len(t, fake.Mails(), 1)
+}
+
+// TestUpstreamUnknownWithoutLookupNeedsReview: without a lookup tool, a lost answer
+// goes to needs_review, never resent.
+func TestUpstreamUnknownWithoutLookupNeedsReview(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, false)
+	fake.DropAfterActing(1)
+	c, err := client.New(client.Config{BaseURL: base, Token: token})
+	require.NoError(t, err)
+	_, err = c.Enqueue(context.Background(), "drop-2", "mail.send_mail", json.RawMessage(`{"to":"bob@example.com","subject":"Hi"}`), nil)
+	require.NoError(t, err)
+	waitStatus(t, pool, "mail.send_mail", "needs_review")
+	require.Equal(t, 1, fake.Calls())
+}
+
+// TestUpstreamIsErrorFails: an isError answer fails the op and is stored as its
+// result.
+func TestUpstreamIsErrorFails(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	fake.FailNext(1)
+	c, err := client.New(client.Config{BaseURL: base, Token: token})
+	require.NoError(t, err)
+	_, err = c.Enqueue(context.Background(), "err-1", "mail.send_mail", json.RawMessage(`{"to":"bob@example.com","subject":"Hi"}`), nil)
+	require.NoError(t, err)
+	waitStatus(t, pool, "mail.send_mail", "failed")
+	require.Equal(t, 1, fake.Calls())
+	require.Empty(t, fake.Mails())
+}
