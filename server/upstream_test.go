@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/client"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
@@ -215,4 +218,49 @@ func TestUpstreamIsErrorFails(t *testing.T) {
 	waitStatus(t, pool, "mail.send_mail", "failed")
 	require.Equal(t, 1, fake.Calls())
 	require.Empty(t, fake.Mails())
+}
+
+// TestUpstreamStdioCrashAfterActing: a stdio upstream acts, then its process dies
+// before answering; the op is unknown, the lookup tool (in a new process) finds the
+// mail, the op succeeds, and the upstream holds one mail.
+func TestUpstreamStdioCrashAfterActing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fakemcp")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/vendors/fakemcp/cmd/fakemcp").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	state := filepath.Join(dir, "state.json")
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ReconcileInterval = time.Second
+	cfg.WebhookTimeout = 3 * time.Second
+	cfg.ToolsFile = writeCatalog(t, `
+upstreams:
+  box:
+    command: `+bin+`
+    args: [-state, `+state+`]
+    tools:
+      send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
+`)
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	_, err = srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+
+	require.NoError(t, fakemcp.WriteCrashNext(state, 1))
+	_, err = srv.Outbox().Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "crash-1", Tool: "box.send_mail",
+		Args: json.RawMessage(`{"to":"cy@example.com","subject":"Hi"}`)})
+	require.NoError(t, err)
+	waitStatus(t, pool, "box.send_mail", "succeeded")
+	st, err := fakemcp.ReadState(state)
+	require.NoError(t, err)
+	require.Len(t, st.Mails, 1, "one side effect")
+	require.Zero(t, st.CrashNext, "the process crashed after acting")
 }

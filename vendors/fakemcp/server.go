@@ -16,9 +16,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,6 +45,68 @@ type Server struct {
 	errorNext int
 	release   chan struct{}
 	mcp       *mcp.Server
+
+	// state, when set, is a file holding the mails and the crash knob, so that they
+	// outlive the process (a stdio upstream that crashes).
+	state string
+	exit  func()
+}
+
+// State is what a state file holds.
+type State struct {
+	Mails []Mail `json:"mails"`
+	// CrashNext makes the next send_mail calls act, then end the process before
+	// answering.
+	CrashNext int `json:"crash_next"`
+}
+
+// NewFileBacked returns a fake whose mails and crash knob live in the JSON file path
+// ({"mails":[...],"crash_next":n}; a missing file is empty); exit ends the process
+// when a crash is due.
+func NewFileBacked(path string, exit func()) (*Server, error) {
+	s := New()
+	s.state, s.exit = path, exit
+	st, err := ReadState(path)
+	if err != nil {
+		return nil, err
+	}
+	s.mails = st.Mails
+	return s, nil
+}
+
+// ReadState reads a state file; a missing one is empty.
+func ReadState(path string) (State, error) {
+	var st State
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+// WriteCrashNext sets the crash knob of a state file, keeping its mails.
+func WriteCrashNext(path string, n int) error {
+	st, err := ReadState(path)
+	if err != nil {
+		return err
+	}
+	st.CrashNext = n
+	return writeState(path, st)
+}
+
+func writeState(path string, st State) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // New returns an empty fake upstream.
@@ -93,6 +157,25 @@ func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendA
 	}
 	m := Mail{ID: "mail_" + itoa(len(s.mails)+1), Ref: a.Ref, To: a.To, Subject: a.Subject, Meta: req.Params.Meta}
 	s.mails = append(s.mails, m)
+	if s.state != "" {
+		st, err := ReadState(s.state)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, Mail{}, err
+		}
+		st.Mails = append(st.Mails, m)
+		crash := st.CrashNext > 0
+		if crash {
+			st.CrashNext--
+		}
+		if err := writeState(s.state, st); err != nil {
+			s.mu.Unlock()
+			return nil, Mail{}, err
+		}
+		if crash {
+			s.exit() // acted, and never answers
+		}
+	}
 	hang := s.hangNext > 0
 	if hang {
 		s.hangNext--

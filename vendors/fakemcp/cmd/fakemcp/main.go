@@ -1,0 +1,32 @@
+// Command fakemcp serves the fake upstream MCP server (package fakemcp) over stdio,
+// its mails and crash knob in a state file: fakemcp -state FILE.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncebox/oncebox/vendors/fakemcp"
+)
+
+func main() {
+	state := flag.String("state", "", "the state file (mails and crash knob)")
+	flag.Parse()
+	if *state == "" {
+		fmt.Fprintln(os.Stderr, "fakemcp: -state is required")
+		os.Exit(2)
+	}
+	s, err := fakemcp.NewFileBacked(*state, func() { os.Exit(3) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakemcp:", err)
+		os.Exit(1)
+	}
+	if err := s.MCP().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "fakemcp:", err)
+		os.Exit(1)
+	}
+}
