@@ -28,6 +28,7 @@ type opJSON struct {
 
 // historyJSON is the "history" member added by ?history=true.
 type historyJSON struct {
+	TraceID  string        `json:"trace_id"`
 	Attempts []attemptJSON `json:"attempts"`
 	Events   []eventJSON   `json:"events"`
 }
@@ -77,7 +78,7 @@ func renderOp(op *outbox.Op, h *outbox.History) ([]byte, error) {
 	out = append(out, `,"error":`...)
 	out = appendRaw(out, op.Error)
 	if h != nil {
-		hj := historyJSON{Attempts: []attemptJSON{}, Events: []eventJSON{}}
+		hj := historyJSON{TraceID: op.TraceID(), Attempts: []attemptJSON{}, Events: []eventJSON{}}
 		for _, a := range h.Attempts {
 			hj.Attempts = append(hj.Attempts, attemptJSON{Attempt: a.Attempt, StartedAt: a.StartedAt.UTC(), FinishedAt: utcPtr(a.FinishedAt),
 				Outcome: a.Outcome, Error: a.Error, VendorRef: a.VendorRef, VendorKey: a.VendorKey})

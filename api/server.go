@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pgavail"
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -238,7 +239,8 @@ func (s *Server) wait(ctx context.Context, tenantID int64, key string, d time.Du
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-	r = r.WithContext(context.WithValue(r.Context(), recorderKey{}, rec))
+	// The caller's trace context (traceparent) is the parent of the op's spans.
+	r = r.WithContext(context.WithValue(tracing.FromHeader(r.Context(), r.Header), recorderKey{}, rec))
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		// No route serves the request: the mux answers a plain-text 404 or 405 (or
 		// redirects to a cleaned path). Answer the errors as problem documents.

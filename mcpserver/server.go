@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
@@ -204,6 +205,9 @@ func (s *Server) HTTPHandler() http.Handler {
 			Scopes:                 []string{agentScope},
 		})(s.limitSessions(h))
 		s.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("traceparent") != "" {
+				r = r.WithContext(tracing.FromHeader(r.Context(), r.Header))
+			}
 			if c := r.URL.Query().Get(QueryConversationID); c != "" && r.Header.Get(HeaderConversationID) == "" {
 				r = r.Clone(r.Context())
 				r.Header.Set(HeaderConversationID, c)

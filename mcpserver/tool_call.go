@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/oncebox/oncebox/internal/pgavail"
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -203,6 +204,9 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 			args = json.RawMessage("{}")
 		}
 		id := identify(req, s.cfg.Conversation, instance)
+		// A call's own trace context (_meta traceparent) is its parent; else the HTTP
+		// request's, if the transport passed it on.
+		ctx = tracing.FromValues(ctx, metaString(req.Params.Meta, "traceparent"), metaString(req.Params.Meta, "tracestate"))
 		args, occurrence, bad := takeOccurrence(args)
 		if bad != nil {
 			return bad, nil

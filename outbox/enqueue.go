@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/internal/tracing"
 )
 
 // MaxArgsBytes is the largest args document Enqueue accepts.
@@ -56,12 +57,14 @@ type EnqueueResult struct {
 
 // Enqueue records an op and its dispatch job in a transaction of its own.
 func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueResult, error) {
+	ctx, span := ob.startEnqueue(ctx, params)
 	var res *EnqueueResult
 	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
 		var err error
 		res, err = ob.enqueueTx(ctx, tx, params)
 		return err
 	})
+	endEnqueue(span, res, err)
 	if err != nil {
 		ob.observeError(params, err)
 		return nil, err
@@ -75,7 +78,9 @@ func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueRe
 // payload returns the stored op and inserts no job; the same key with another payload
 // returns a *KeyConflictError and writes nothing.
 func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
+	ctx, span := ob.startEnqueue(ctx, params)
 	res, err := ob.enqueueTx(ctx, tx, params)
+	endEnqueue(span, res, err)
 	if err != nil {
 		ob.observeError(params, err)
 		return nil, err
@@ -222,7 +227,7 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		storedArgs = p.Tool.Redact(p.Args)
 	}
 	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, storedArgs,
-		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed)
+		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed, tracing.Current(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
 	}
@@ -346,7 +351,7 @@ func (op *Op) scanDest() []any {
 	op.scan = &scanTarget{}
 	return []any{&op.ID, &op.TenantID, &op.Key, &op.Tool, &op.Vendor, &op.Args, &op.scan.fp, &op.scan.status,
 		&op.Attempts, &op.Generation, &op.VendorKey, &op.VendorRef, &op.Result, &op.Error,
-		&op.ConversationID, &op.ToolCallID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &op.DispatchStartedAt}
+		&op.ConversationID, &op.ToolCallID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &op.DispatchStartedAt, &op.TraceParent}
 }
 
 func (op *Op) fromScan() {

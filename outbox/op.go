@@ -50,8 +50,13 @@ type Op struct {
 	ExpiresAt time.Time
 	// DispatchStartedAt is when the latest dispatch attempt started, if any.
 	DispatchStartedAt *time.Time
+	// TraceParent is the W3C traceparent the op was created under: its enqueue's span,
+	// or the caller's trace context when oncebox does not trace ("" when neither).
+	TraceParent string
 
-	scan *scanTarget
+	// actingTrace is the traceparent of the span acting on the op (a dispatch attempt's).
+	actingTrace string
+	scan        *scanTarget
 }
 
 // Attempt is one dispatch attempt of an op, for support's history.
@@ -86,7 +91,8 @@ func LogAttrs(op *Op) []any { return op.ident().LogAttrs() }
 // ident names the op for the state machine's log lines and metrics.
 func (op *Op) ident() opstate.Ident {
 	return opstate.Ident{ID: op.ID, TenantID: op.TenantID, Key: op.Key, ConversationID: op.ConversationID,
-		ToolCallID: op.ToolCallID, Vendor: op.Vendor, Attempts: op.Attempts, VendorRef: op.VendorRef}
+		ToolCallID: op.ToolCallID, Vendor: op.Vendor, Attempts: op.Attempts, VendorRef: op.VendorRef,
+		TraceParent: op.logTrace()}
 }
 
 // NothingSentField is the member of an op's stored error that is true when none of

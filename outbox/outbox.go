@@ -12,9 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/outboxlink"
+	"github.com/oncebox/oncebox/internal/tracing"
 )
 
 // The defaults of Config and QueueConfig. They are stated here once: the server's
@@ -118,6 +120,9 @@ type Config struct {
 	Observer Observer
 	// Logger receives structured logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// TracerProvider, when set, traces enqueues, dispatch attempts and every status
+	// change (see internal/tracing). Nil: tracing is off, at no cost.
+	TracerProvider trace.TracerProvider
 	// ClientID names this process to River. Defaults to River's generated id.
 	ClientID string
 	// TestOnly passes River's TestOnly flag (faster start and stop in tests).
@@ -278,6 +283,8 @@ type Outbox struct {
 	fpKey []byte
 	// ops makes every status change of an op (internal/opstate owns the table).
 	ops *opstate.Machine
+	// tracer is nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // New builds an Outbox and its River client. Call Start to work jobs.
@@ -287,7 +294,11 @@ func New(cfg Config) (*Outbox, error) {
 		return nil, err
 	}
 	ob := &Outbox{cfg: c, pool: c.Pool, vendors: map[string]Vendor{}, logger: c.Logger}
+	if c.TracerProvider != nil {
+		ob.tracer = c.TracerProvider.Tracer(tracing.ScopeName)
+	}
 	ob.ops = opstate.New(opstate.Config{Pool: c.Pool, Logger: c.Logger, Observe: c.Observer.Transition,
+		TracerProvider: c.TracerProvider,
 		InsertJob: func(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
 			return ob.insertJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
 		}})

@@ -16,9 +16,9 @@ const opColumns = opstate.OpColumns
 const sqlEnqueue = `
 WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
-		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args)
+		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
-		make_interval(secs => $11), $12)
+		make_interval(secs => $11), $12, nullif($13, ''))
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `
 )

@@ -88,6 +88,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 
 	op := c.op
+	ctx, span := ob.startDispatch(ctx, op, c.attempt)
+	spanOutcome, spanRef := "not_sent", ""
+	defer func() { endSpan(span, spanOutcome, spanRef, nil) }()
 	log := ob.opLogger(op).With(slog.Int("attempt", c.attempt))
 	if c.resendBefore != nil {
 		if _, open := keyWindowEnd(vendor, c.keyFirstSentAt); !open {
@@ -118,10 +121,12 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 
 	start := time.Now()
-	res, derr := vendor.Dispatch(ctx, DispatchParams{
+	vctx, vspan := ob.startVendorCall(ctx, vendor.Name())
+	res, derr := vendor.Dispatch(vctx, DispatchParams{
 		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
 	})
 	took := time.Since(start)
+	endSpan(vspan, "", res.VendorRef, derr)
 
 	// Record with a context that outlives a job timeout or a shutdown: the vendor has
 	// answered (or not), and that must be written down.
@@ -132,6 +137,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	v := judge(answer{res: res, err: derr, claimResendBefore: c.resendBefore, windowEnd: windowEnd, windowOpen: windowOpen,
 		exhausted: c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts})
 	ob.cfg.Observer.Dispatched(vendor.Name(), v.observed, took)
+	spanOutcome, spanRef = v.observed, v.record.vendorRef
 	if v.bug {
 		log.Error("vendor reports a bug in oncebox (the same vendor key was sent with other parameters); op needs review",
 			slog.String("code", v.err.Code))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/console"
 	"github.com/oncebox/oncebox/mcpserver"
@@ -37,6 +39,9 @@ type Config struct {
 	Addr string
 	// Roles says what this process runs. Defaults to all three.
 	Roles Roles
+	// TracerProvider traces enqueues, dispatches and status changes (cmd/oncebox sets
+	// it from the OTEL_* environment variables: internal/tracing). Nil: tracing is off.
+	TracerProvider trace.TracerProvider
 	// ReadOnly builds a server for a command that reads ops and asks vendors but
 	// records and sends nothing (oncebox lookup, review list, reconcile report): it is
 	// not warned that no vendor is configured, and needs no seal key for the tools that

@@ -359,6 +359,7 @@ func (s *Server) build(ctx context.Context) error {
 		Approvals:            s.approvals(),
 		ApprovalExpiry:       cfg.ApprovalExpiry,
 		Budgets:              cfg.Budgets,
+		TracerProvider:       cfg.TracerProvider,
 	}
 	if cfg.NotifyURL != "" {
 		if cfg.NotifySecret == "" {

@@ -56,8 +56,8 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendoreven
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"op": op, "fingerprint": op.Fingerprint.String(), "attempts": h.Attempts, "events": h.Events,
-			"vendor_events": evs})
+		return enc.Encode(map[string]any{"op": op, "fingerprint": op.Fingerprint.String(), "trace_id": op.TraceID(),
+			"attempts": h.Attempts, "events": h.Events, "vendor_events": evs})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "op\t%s\n", op.ID)
@@ -69,6 +69,7 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendoreven
 	fmt.Fprintf(tw, "vendor ref\t%s\n", op.VendorRef)
 	fmt.Fprintf(tw, "conversation\t%s\n", op.ConversationID)
 	fmt.Fprintf(tw, "tool call\t%s\n", op.ToolCallID)
+	fmt.Fprintf(tw, "trace id\t%s\n", op.TraceID())
 	fmt.Fprintf(tw, "created\t%s\n", op.CreatedAt.Format(time.RFC3339))
 	fmt.Fprintf(tw, "updated\t%s\n", op.UpdatedAt.Format(time.RFC3339))
 	fmt.Fprintf(tw, "expires\t%s\n", op.ExpiresAt.Format(time.RFC3339))

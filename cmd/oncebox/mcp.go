@@ -23,6 +23,11 @@ func runMCP(ctx context.Context, args []string) error {
 	if cfg.StripeAPIKey == "" && cfg.SendGridAPIKey == "" && len(cfg.WebhookTargets) == 0 {
 		return &exitError{code: 2, err: errNoVendor()}
 	}
+	stopTracing, err := setupTracing(ctx, &cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	srv, err := server.New(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -21,6 +21,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncebox/oncebox/internal/tracing"
 )
 
 // ErrNotAllowed is returned for a change the transition table does not allow. It is a
@@ -45,6 +49,9 @@ type Config struct {
 	// InsertJob inserts the dispatch job of an op inside tx: a change to pending makes
 	// it in the same transaction. Required for Apply to pending.
 	InsertJob func(ctx context.Context, tx pgx.Tx, opID, vendor string) error
+	// TracerProvider, when set, gets a span for every transition, in the trace of the
+	// context's span or else of the op's stored trace context. Nil: tracing is off.
+	TracerProvider trace.TracerProvider
 }
 
 // Machine makes op transitions. It is safe for concurrent use.
@@ -53,6 +60,7 @@ type Machine struct {
 	// notify sends the settle notifications of the worker's records after their commit;
 	// shared by the Machines WithLogger derives.
 	notify *notifier
+	tracer trace.Tracer
 }
 
 // New returns a Machine.
@@ -65,6 +73,9 @@ func New(cfg Config) *Machine {
 	}
 	m := &Machine{cfg: cfg}
 	m.notify = &notifier{m: m}
+	if cfg.TracerProvider != nil {
+		m.tracer = cfg.TracerProvider.Tracer(tracing.ScopeName)
+	}
 	return m
 }
 
@@ -75,7 +86,7 @@ func (m *Machine) WithLogger(l *slog.Logger) *Machine {
 	}
 	c := m.cfg
 	c.Logger = l
-	return &Machine{cfg: c, notify: m.notify}
+	return &Machine{cfg: c, notify: m.notify, tracer: m.tracer}
 }
 
 // Pool returns the pool the Machine writes to.
@@ -92,16 +103,21 @@ type Ident struct {
 	// Attempts is the op's attempts so far; VendorRef its vendor object, if known.
 	Attempts  int
 	VendorRef string
+	// TraceParent is the W3C traceparent the op's log lines name (trace_id, span_id):
+	// the one it was created under, or the span that is acting on it.
+	TraceParent string
 }
 
 // IdentityAttrs are the attributes that name the op in a log line, without the ones a
-// dispatch adds as it goes (attempt, vendor_ref).
+// dispatch adds as it goes (attempt, vendor_ref): tenant, op_id, idempotency_key,
+// conversation_id, tool_call_id, vendor, and trace_id and span_id when the op has a
+// trace context.
 func (i Ident) IdentityAttrs() []any {
-	return []any{
+	return append([]any{
 		slog.Int64("tenant", i.TenantID), slog.String("op_id", i.ID), slog.String("idempotency_key", i.Key),
 		slog.String("conversation_id", i.ConversationID), slog.String("tool_call_id", i.ToolCallID),
 		slog.String("vendor", i.Vendor),
-	}
+	}, tracing.LogAttrs(i.TraceParent)...)
 }
 
 // LogAttrs are IdentityAttrs with the attempt count and the vendor_ref.
@@ -110,7 +126,7 @@ func (i Ident) LogAttrs() []any {
 }
 
 func (i *Ident) scanDest() []any {
-	return []any{&i.TenantID, &i.Key, &i.ConversationID, &i.ToolCallID, &i.Vendor, &i.Attempts, &i.VendorRef}
+	return []any{&i.TenantID, &i.Key, &i.ConversationID, &i.ToolCallID, &i.Vendor, &i.Attempts, &i.VendorRef, &i.TraceParent}
 }
 
 // Applied is a transition written in a transaction. Report tells the observer and the
@@ -194,6 +210,7 @@ func (m *Machine) transition(ctx context.Context, q Querier, s *step, write func
 	if s.event != nil && s.event.actor != "" {
 		actor = s.event.actor
 	}
+	m.trace(ctx, s, actor)
 	if s.event != nil {
 		d, err := json.Marshal(s.event.detail)
 		if err != nil {
@@ -205,6 +222,30 @@ func (m *Machine) transition(ctx context.Context, q Querier, s *step, write func
 	}
 	return &Applied{m: m, Ident: s.ident, From: s.from[0], To: s.to, By: s.by, actor: actor, attrs: s.attrs, msg: s.msg,
 		level: s.level, silent: s.silent, notifyAfterCommit: s.notifyAfterCommit}, nil
+}
+
+// trace records the transition s as a span: a child of ctx's span, or else of the op's
+// stored trace context (a reconcile decision or an approval continues the op's trace).
+// The log line then names that span.
+func (m *Machine) trace(ctx context.Context, s *step, actor string) {
+	if m.tracer == nil {
+		return
+	}
+	ctx = tracing.ContextWithRemote(ctx, s.ident.TraceParent)
+	kind := ""
+	if s.event != nil {
+		kind = s.event.kind
+	}
+	_, span := m.tracer.Start(ctx, "oncebox.transition", trace.WithAttributes(
+		tracing.AttrTenant.Int64(s.ident.TenantID), tracing.AttrOpID.String(s.ident.ID), tracing.AttrKey.String(s.ident.Key),
+		tracing.AttrConversationID.String(s.ident.ConversationID), tracing.AttrToolCallID.String(s.ident.ToolCallID),
+		tracing.AttrVendor.String(s.ident.Vendor), tracing.AttrAttempt.Int(s.ident.Attempts),
+		attribute.String("oncebox.from", string(s.from[0])), attribute.String("oncebox.to", string(s.to)),
+		attribute.String("oncebox.actor", actor), attribute.String("oncebox.event", kind)))
+	span.End()
+	if sc := span.SpanContext(); sc.IsValid() {
+		s.ident.TraceParent = tracing.Traceparent(sc)
+	}
 }
 
 // scanIdent reads the identColumns a guarded update returned; no row means the guard

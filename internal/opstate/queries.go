@@ -12,12 +12,12 @@ package opstate
 const OpColumns = `id::text AS id, tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 	attempts, generation, vendor_key, coalesce(vendor_ref, '') AS vendor_ref, result, error,
 	coalesce(conversation_id, '') AS conversation_id, coalesce(tool_call_id, '') AS tool_call_id,
-	created_at, updated_at, expires_at, dispatch_started_at`
+	created_at, updated_at, expires_at, dispatch_started_at, coalesce(trace_parent, '') AS trace_parent`
 
 // identColumns is what a status change returns about its op for the log line and the
 // metric: see Ident.
 const identColumns = `tenant_id, idempotency_key, coalesce(conversation_id, ''), coalesce(tool_call_id, ''),
-	vendor, attempts, coalesce(vendor_ref, '')`
+	vendor, attempts, coalesce(vendor_ref, ''), coalesce(trace_parent, '')`
 
 // retentionStart is an op's expiry once it becomes terminal: its retention clock starts
 // now (an op stored before retention existed keeps created_at + TTL as its retention).

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -104,6 +107,8 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	if p.OpID != "" {
 		req.Header.Set("Oncebox-Op", p.OpID)
 	}
+	// The dispatch's trace context (traceparent, tracestate), when oncebox traces.
+	tracing.Propagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if target.SecretHeader != "" {
 		req.Header.Set(target.SecretHeader, target.Secret)
 	}
