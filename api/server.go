@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/internal/tracing"
@@ -265,6 +267,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rec.opID != "" {
 		attrs = append(attrs, slog.String("op_id", rec.opID))
+		if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+			attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+		}
 	}
 	s.logger.LogAttrs(r.Context(), slog.LevelDebug, "http request", attrs...)
 }

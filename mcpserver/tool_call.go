@@ -253,8 +253,8 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 				op = waited
 			}
 		}
-		log.LogAttrs(ctx, slog.LevelDebug, "mcp tool call", slog.String("op_id", op.ID),
-			slog.Bool("replayed", res.Replayed), slog.String("status", string(op.Status)))
+		log.Log(ctx, slog.LevelDebug, "mcp tool call", append(tracing.LogAttrs(op.TraceParent), slog.String("op_id", op.ID),
+			slog.Bool("replayed", res.Replayed), slog.String("status", string(op.Status)))...)
 		text := describe(op, res.Replayed, id, s.cfg.Wait.String())
 		if op.Status == outbox.StatusAwaitingApproval && res.Why != "" {
 			text += " Why: " + res.Why

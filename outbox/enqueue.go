@@ -119,7 +119,7 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 			ob.cfg.Observer.Enqueued(tool, "expiry_collision")
 			ob.logger.Warn("idempotency key reused after its op expired; the TTL may be shorter than the workflow",
 				slog.Int64("tenant", res.Op.TenantID), slog.String("idempotency_key", res.Op.Key),
-				slog.String("op_id", res.Op.ID), slog.String("tool", tool))
+				slog.String("op_id", res.Op.ID), slog.String("tool", tool), slog.Group("", tracing.LogAttrs(res.Op.TraceParent)...))
 		}
 	}
 }

@@ -157,3 +157,7 @@ func FromValues(ctx context.Context, traceparent, tracestate string) context.Con
 	}
 	return Propagator().Extract(ctx, propagation.MapCarrier{"traceparent": traceparent, "tracestate": tracestate})
 }
+
+// SpanLogAttrs are the trace_id and span_id of ctx's span (or remote parent), for a log
+// line about an op (none when ctx has no trace context).
+func SpanLogAttrs(ctx context.Context) []any { return LogAttrs(Current(ctx)) }

@@ -16,6 +16,7 @@ import (
 	"github.com/sendgrid/rest"
 	sg "github.com/sendgrid/sendgrid-go"
 
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -72,7 +73,8 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 	for i := range objs {
 		objs[i].OpID = params.OpID
 	}
-	v.cfg.Logger.Debug("sendgrid: lookup", slog.String("op_id", params.OpID), slog.Int("rows", len(rows)), slog.Int("objects", len(objs)))
+	v.cfg.Logger.Debug("sendgrid: lookup", append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.Int("rows", len(rows)),
+		slog.Int("objects", len(objs)))...)
 	return &outbox.LookupResult{Objects: objs}, nil
 }
 

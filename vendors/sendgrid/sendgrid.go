@@ -13,6 +13,7 @@ import (
 	"github.com/sendgrid/sendgrid-go/helpers/mail"
 	"golang.org/x/time/rate"
 
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -68,7 +69,7 @@ func (v *Vendor) LookupLag() time.Duration { return v.cfg.LookupLag }
 // connection when a kept-alive one dies, which is a second email. Every error is
 // an *outbox.DispatchError.
 func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*outbox.DispatchResult, error) {
-	log := v.cfg.Logger.With(slog.String("op_id", params.OpID), slog.Int("attempt", params.Attempt))
+	log := v.cfg.Logger.With(append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.Int("attempt", params.Attempt))...)
 	args, err := tools.DecodeMail(params.Args)
 	if err != nil {
 		// Nothing was sent; the same arguments can never be sent.

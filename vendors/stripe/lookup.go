@@ -12,6 +12,7 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v79"
 
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -70,7 +71,8 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	v.logger.Debug("stripe lookup", slog.String("op_id", params.OpID), slog.String("tool", params.Tool), slog.Int("found", len(objs)))
+	v.logger.Debug("stripe lookup", append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.String("tool", params.Tool),
+		slog.Int("found", len(objs)))...)
 	return &outbox.LookupResult{Objects: objs}, nil
 }
 
@@ -82,8 +84,8 @@ func (v *Vendor) lookupPaymentIntents(ctx context.Context, p outbox.LookupParams
 		if !errors.Is(searchErr, outbox.ErrLookupUnavailable) || v.cfg.DisableListScan {
 			return nil, searchErr
 		}
-		v.logger.Warn("stripe search unavailable; relying on the list scan", slog.String("op_id", p.OpID),
-			slog.String("error", searchErr.Error()))
+		v.logger.Warn("stripe search unavailable; relying on the list scan", append(tracing.SpanLogAttrs(ctx), slog.String("op_id", p.OpID),
+			slog.String("error", searchErr.Error()))...)
 	}
 
 	if !v.cfg.DisableListScan {

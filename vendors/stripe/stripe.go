@@ -16,6 +16,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
 
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -67,7 +68,8 @@ func (v *Vendor) Idempotency() outbox.Idempotency {
 // (stripe.refund) with params.VendorKey as the Idempotency-Key and the op id
 // in metadata[oncebox_op]. Its errors are *outbox.DispatchError.
 func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*outbox.DispatchResult, error) {
-	log := v.logger.With(slog.String("op_id", params.OpID), slog.String("tool", params.Tool), slog.Int("attempt", params.Attempt))
+	log := v.logger.With(append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.String("tool", params.Tool),
+		slog.Int("attempt", params.Attempt))...)
 	if params.VendorKey == "" {
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Bug: true, Code: "missing_vendor_key",
 			Message: "bug in oncebox: no vendor key to send as Idempotency-Key"}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -59,8 +60,8 @@ func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.Loo
 	if err != nil {
 		return nil, fmt.Errorf("webhook lookup: %w", &errorWithoutSecret{err: hideURL(err, "read answer of GET", a.Target, v.cfg.LookupPath, target.BaseURL), secret: target.Secret})
 	}
-	v.cfg.Logger.DebugContext(ctx, "webhook lookup",
-		slog.String("op_id", p.OpID), slog.String("target", a.Target), slog.Int("status", resp.StatusCode))
+	v.cfg.Logger.DebugContext(ctx, "webhook lookup", append(tracing.SpanLogAttrs(ctx),
+		slog.String("op_id", p.OpID), slog.String("target", a.Target), slog.Int("status", resp.StatusCode))...)
 	switch {
 	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound:
 		return nil, fmt.Errorf("webhook target %q answered HTTP %d to the lookup: %w", a.Target, resp.StatusCode, outbox.ErrLookupUnavailable)

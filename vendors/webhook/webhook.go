@@ -128,15 +128,15 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 		if readErr != nil {
 			// The status came back: it decides. The body is what arrived.
 			v.cfg.Logger.DebugContext(ctx, "webhook answer body cut short",
-				slog.String("op_id", p.OpID), slog.String("target", a.Target),
-				slog.String("error", redactString(hideURL(readErr, "read answer", a.Target, a.Path, target.BaseURL).Error(), target.Secret)))
+				append(tracing.SpanLogAttrs(ctx), slog.String("op_id", p.OpID), slog.String("target", a.Target),
+					slog.String("error", redactString(hideURL(readErr, "read answer", a.Target, a.Path, target.BaseURL).Error(), target.Secret)))...)
 		}
 		ans.body = redactBody(body, target.Secret, complete)
 	}
 	ans.now = time.Now()
 
 	res, de := classify(ans, v.cfg.MaxResultBytes)
-	attrs := []any{
+	attrs := append(tracing.SpanLogAttrs(ctx),
 		slog.String("op_id", p.OpID),
 		slog.Int64("tenant", p.TenantID),
 		slog.String("target", a.Target),
@@ -144,7 +144,7 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 		slog.Int("attempt", p.Attempt),
 		slog.Int("status", ans.status),
 		slog.Duration("elapsed", ans.now.Sub(start)),
-	}
+	)
 	if de != nil {
 		de = scrub(de, target.Secret)
 		v.cfg.Logger.DebugContext(ctx, "webhook dispatch failed",
