@@ -66,7 +66,7 @@ func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueRe
 	})
 	endEnqueue(span, res, err)
 	if err != nil {
-		ob.observeError(params, err)
+		ob.observeError(ctx, params, err)
 		return nil, err
 	}
 	ob.observeEnqueue(params.Tool, res, false)
@@ -82,21 +82,22 @@ func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	res, err := ob.enqueueTx(ctx, tx, params)
 	endEnqueue(span, res, err)
 	if err != nil {
-		ob.observeError(params, err)
+		ob.observeError(ctx, params, err)
 		return nil, err
 	}
 	ob.observeEnqueue(params.Tool, res, true)
 	return res, nil
 }
 
-func (ob *Outbox) observeError(params EnqueueParams, err error) {
+func (ob *Outbox) observeError(ctx context.Context, params EnqueueParams, err error) {
 	var kc *KeyConflictError
 	if errors.As(err, &kc) {
 		ob.cfg.Observer.Enqueued(params.Tool, "conflict")
 		ob.logger.Warn("idempotency key reused with another payload; refused", slog.Int64("tenant", params.TenantID),
 			slog.String("tool", params.Tool), slog.String("idempotency_key", kc.Key),
 			slog.String("conversation_id", params.ConversationID), slog.String("tool_call_id", params.ToolCallID),
-			slog.String("stored_fingerprint", kc.Stored.String()), slog.String("given_fingerprint", kc.Given.String()))
+			slog.String("stored_fingerprint", kc.Stored.String()), slog.String("given_fingerprint", kc.Given.String()),
+			slog.Group("", tracing.SpanLogAttrs(ctx)...))
 	}
 }
 

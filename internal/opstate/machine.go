@@ -224,24 +224,32 @@ func (m *Machine) transition(ctx context.Context, q Querier, s *step, write func
 		level: s.level, silent: s.silent, notifyAfterCommit: s.notifyAfterCommit}, nil
 }
 
-// trace records the transition s as a span: a child of ctx's span, or else of the op's
-// stored trace context (a reconcile decision or an approval continues the op's trace).
-// The log line then names that span.
+// trace records the transition s as a span in the op's trace: a child of ctx's span
+// when that is in the op's trace (a dispatch attempt's), else of the op's stored trace
+// context, linked to ctx's span (an approval asked for in a trace of its own; a
+// reconcile decision). The log line then names that span.
 func (m *Machine) trace(ctx context.Context, s *step, actor string) {
 	if m.tracer == nil {
 		return
 	}
-	ctx = tracing.ContextWithRemote(ctx, s.ident.TraceParent)
+	var opts []trace.SpanStartOption
+	cur, stored := trace.SpanContextFromContext(ctx), tracing.Parse(s.ident.TraceParent)
+	if stored.IsValid() && cur.TraceID() != stored.TraceID() {
+		if cur.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: cur}))
+		}
+		ctx = trace.ContextWithRemoteSpanContext(ctx, stored)
+	}
 	kind := ""
 	if s.event != nil {
 		kind = s.event.kind
 	}
-	_, span := m.tracer.Start(ctx, "oncebox.transition", trace.WithAttributes(
+	_, span := m.tracer.Start(ctx, "oncebox.transition", append(opts, trace.WithAttributes(
 		tracing.AttrTenant.Int64(s.ident.TenantID), tracing.AttrOpID.String(s.ident.ID), tracing.AttrKey.String(s.ident.Key),
 		tracing.AttrConversationID.String(s.ident.ConversationID), tracing.AttrToolCallID.String(s.ident.ToolCallID),
 		tracing.AttrVendor.String(s.ident.Vendor), tracing.AttrAttempt.Int(s.ident.Attempts),
 		attribute.String("oncebox.from", string(s.from[0])), attribute.String("oncebox.to", string(s.to)),
-		attribute.String("oncebox.actor", actor), attribute.String("oncebox.event", kind)))
+		attribute.String("oncebox.actor", actor), attribute.String("oncebox.event", kind)))...)
 	span.End()
 	if sc := span.SpanContext(); sc.IsValid() {
 		s.ident.TraceParent = tracing.Traceparent(sc)
