@@ -44,7 +44,8 @@ LIMIT $2`
 const candidateSelect = `
 SELECT o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.args, coalesce(o.vendor_ref, ''),
 	o.status, coalesce(o.attempt_token::text, ''), o.attempts, o.generation, o.stale_key, o.created_at,
-	o.sealed_args IS NOT NULL, o.dispatch_started_at, a.first_started, a.unfinished_started, a.last_finished
+	o.sealed_args IS NOT NULL, o.dispatch_started_at, a.first_started, a.unfinished_started, a.last_finished,
+	coalesce(o.trace_parent, '')
 FROM oncebox_op o
 LEFT JOIN LATERAL (SELECT min(started_at) AS first_started,
 		max(started_at) FILTER (WHERE finished_at IS NULL) AS unfinished_started,

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -120,6 +121,8 @@ type candidate struct {
 	// sealed says that the op's full args are sealed: its stored args are already
 	// the redacted form.
 	sealed bool
+	// traceParent is the trace context the op was created under.
+	traceParent string
 }
 
 func scanCandidate(row pgx.Row) (*candidate, error) {
@@ -127,7 +130,7 @@ func scanCandidate(row pgx.Row) (*candidate, error) {
 	var status string
 	err := row.Scan(&c.id, &c.tenantID, &c.key, &c.tool, &c.vendor, &c.args, &c.vendorRef, &status, &c.token,
 		&c.attempts, &c.generation, &c.staleKey, &c.createdAt, &c.sealed, &c.dispatchStartedAt, &c.firstStarted,
-		&c.unfinishedStarted, &c.lastFinished)
+		&c.unfinishedStarted, &c.lastFinished, &c.traceParent)
 	if err != nil {
 		return nil, err
 	}
@@ -375,8 +378,10 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 		st.Skipped++
 		return nil
 	}
-	log := r.logger(ob).With(slog.Int64("tenant", c.tenantID), slog.String("op_id", c.id),
-		slog.String("idempotency_key", c.key), slog.String("vendor", c.vendor))
+	// The lookup, its log lines and the decision belong to the op's trace.
+	ctx = tracing.ContextWithRemote(ctx, c.traceParent)
+	log := r.logger(ob).With(append([]any{slog.Int64("tenant", c.tenantID), slog.String("op_id", c.id),
+		slog.String("idempotency_key", c.key), slog.String("vendor", c.vendor)}, tracing.LogAttrs(c.traceParent)...)...)
 
 	// The vendor is asked without any lock held: a worker may record a result meanwhile,
 	// which the decision below then respects.
