@@ -126,7 +126,13 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
 	})
 	took := time.Since(start)
-	endSpan(vspan, "", res.VendorRef, derr)
+	if vspan != nil {
+		ref := ""
+		if res != nil {
+			ref = res.VendorRef
+		}
+		endSpan(vspan, "", ref, derr)
+	}
 
 	// Record with a context that outlives a job timeout or a shutdown: the vendor has
 	// answered (or not), and that must be written down.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
@@ -50,6 +51,8 @@ type DispatchParams struct {
 	VendorLatency time.Duration
 	// BatchedCompletion sets outbox.Config.BatchedCompletion.
 	BatchedCompletion bool
+	// TracerProvider sets outbox.Config.TracerProvider (nil: tracing off).
+	TracerProvider trace.TracerProvider
 }
 
 // succeededCounter is an outbox.Observer that counts ops that reached succeeded (after
@@ -123,6 +126,7 @@ func EndToEnd(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measur
 		FetchPollInterval: p.Settings.FetchPollInterval,
 		Observer:          counter,
 		BatchedCompletion: p.BatchedCompletion,
+		TracerProvider:    p.TracerProvider,
 	})
 	if err != nil {
 		return Measure{}, fmt.Errorf("bench: outbox: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/outbox"
@@ -79,11 +80,16 @@ type Enqueuer struct {
 // NewEnqueuer builds an insert-only Outbox, an insert-only River client, a tenant with
 // a token, and an HTTP API server on loopback, all on pool. Close stops the server.
 func NewEnqueuer(ctx context.Context, pool *pgxpool.Pool) (*Enqueuer, error) {
+	return NewTracedEnqueuer(ctx, pool, nil)
+}
+
+// NewTracedEnqueuer is NewEnqueuer with tracing by tp (nil: off).
+func NewTracedEnqueuer(ctx context.Context, pool *pgxpool.Pool, tp trace.TracerProvider) (*Enqueuer, error) {
 	reg, err := Registry()
 	if err != nil {
 		return nil, err
 	}
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TracerProvider: tp})
 	if err != nil {
 		return nil, fmt.Errorf("bench: outbox: %w", err)
 	}

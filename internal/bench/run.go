@@ -126,7 +126,8 @@ func Scenarios(sizes Sizes) []string {
 	}
 	e2e := endToEndName(sizes.EndToEndOps)
 	out = append(out, replayName(sizes.ReplayCallers), e2e, e2e+againstFloor, e2e+againstPeer,
-		endToEndBatchedName(sizes.EndToEndOps), endToEndBatchedName(sizes.EndToEndOps)+againstFloor)
+		endToEndBatchedName(sizes.EndToEndOps), endToEndBatchedName(sizes.EndToEndOps)+againstFloor,
+		enqueueTracedName(), endToEndTracedName(sizes.EndToEndOps))
 	for _, w := range sizes.LatencyWorkers {
 		out = append(out, latencyName(w))
 	}
@@ -224,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if err := r.machine(ctx); err != nil {
 		return nil, err
 	}
-	for _, step := range []func(context.Context) error{r.enqueue, r.endToEnd, r.latency, r.sweep} {
+	for _, step := range []func(context.Context) error{r.enqueue, r.endToEnd, r.tracing, r.latency, r.sweep} {
 		if err := step(ctx); err != nil {
 			return r.res, err
 		}
