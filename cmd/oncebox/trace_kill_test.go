@@ -133,7 +133,7 @@ tools:
 	require.NoError(t, err)
 
 	workerArgs := "serve --database-url " + conn + " --tools-file " + path +
-		" --webhook-timeout 2s --webhook-job-timeout 3s --stripe-timeout 2s --stripe-job-timeout 3s --sendgrid-timeout 2s --sendgrid-job-timeout 3s --rescue-after 5s --reconcile-sweep-timeout 4s --reconcile-interval 1s --reconcile-stuck-margin 1s --webhook-lookup-lag 1s --retry-max-backoff 1s"
+		" --webhook-timeout 2s --webhook-job-timeout 3s --stripe-timeout 2s --stripe-job-timeout 3s --sendgrid-timeout 2s --sendgrid-job-timeout 3s --rescue-after 5s --reconcile-sweep-timeout 4s --reconcile-interval 1s --reconcile-stuck-margin 1s --webhook-lookup-lag 3s --retry-max-backoff 1s"
 	first, _ := startChild(t, workerArgs+" --roles worker", otelEnv...)
 
 	agent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xa1, 0x6e, 0x47}, SpanID: trace.SpanID{0x5a},

@@ -36,27 +36,30 @@ func endToEndTracedName(ops int) string {
 func (r *runner) tracing(ctx context.Context) error {
 	load := Load{Duration: r.sizes.EnqueueDuration}
 	var off, on Measure
-	err := r.withSchema(ctx, EnqueuePoolSize([]int{tracingCallers}), func(s *Schema) error {
-		plain, err := NewEnqueuer(ctx, s.Pool)
+	for _, traced := range []bool{false, true} {
+		err := r.withSchema(ctx, EnqueuePoolSize([]int{tracingCallers}), func(s *Schema) error {
+			if !traced {
+				e, err := NewEnqueuer(ctx, s.Pool)
+				if err != nil {
+					return err
+				}
+				defer e.Close()
+				off, err = e.Go(ctx, tracingCallers, load)
+				return err
+			}
+			tp := discardingProvider()
+			defer func() { _ = tp.Shutdown(context.WithoutCancel(ctx)) }()
+			e, err := NewTracedEnqueuer(ctx, s.Pool, tp)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			on, err = e.Go(ctx, tracingCallers, load)
+			return err
+		})
 		if err != nil {
-			return err
+			return fmt.Errorf("bench: enqueue, tracing %v: %w", traced, err)
 		}
-		defer plain.Close()
-		tp := discardingProvider()
-		defer func() { _ = tp.Shutdown(context.WithoutCancel(ctx)) }()
-		traced, err := NewTracedEnqueuer(ctx, s.Pool, tp)
-		if err != nil {
-			return err
-		}
-		defer traced.Close()
-		if off, err = plain.Go(ctx, tracingCallers, load); err != nil {
-			return err
-		}
-		on, err = traced.Go(ctx, tracingCallers, load)
-		return err
-	})
-	if err != nil {
-		return err
 	}
 	r.add(ratioRow(enqueueTracedName(), on, "the same, tracing off", off, 0.8))
 
