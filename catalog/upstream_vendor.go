@@ -15,7 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -248,8 +250,14 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 	if err != nil {
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
 	}
-	res, err := v.conn.call(ctx, &mcp.CallToolParams{Meta: mcp.Meta{MetaOpID: p.OpID, MetaIdempotencyKey: p.VendorKey},
-		Name: t.UpstreamTool, Arguments: args})
+	meta := mcp.Meta{MetaOpID: p.OpID, MetaIdempotencyKey: p.VendorKey}
+	// The dispatch's trace context (traceparent, tracestate), when oncebox traces.
+	carrier := propagation.MapCarrier{}
+	tracing.Propagator().Inject(ctx, carrier)
+	for k, val := range carrier {
+		meta[k] = val
+	}
+	res, err := v.conn.call(ctx, &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
 	if err != nil {
 		var we *jsonrpc.Error
 		switch {

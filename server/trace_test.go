@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -22,6 +23,7 @@ import (
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/fakemcp"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -203,4 +205,40 @@ func TestOneTraceFromHTTPEnqueueToVendorCall(t *testing.T) {
 	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
 	require.Equal(t, agentTraceID, got.History.TraceID)
+}
+
+// TestUpstreamCallCarriesTheTrace: an upstream MCP server's tools/call of an op carries
+// the dispatch's traceparent in _meta, in the trace the agent's call named in its own
+// _meta.
+func TestUpstreamCallCarriesTheTrace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake := fakemcp.New()
+	up := httptest.NewServer(fake.Handler())
+	t.Cleanup(up.Close)
+	cfg, pool := newConfig(t)
+	cfg.ReconcileInterval = time.Second
+	cfg.ToolsFile = writeCatalog(t, upstreamCatalog(up.URL, true))
+	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	base, spans, _, _ := startTraced(t, cfg, server.Roles{API: true, Worker: true, Periodic: true})
+	res, err := mcpSession(t, base, token).CallTool(ctx, &mcp.CallToolParams{Name: "mail_send_mail",
+		Arguments: map[string]any{"to": "ann@example.com", "subject": "Hi"},
+		Meta:      mcp.Meta{"traceparent": "00-" + agentTraceID + "-" + agentSpanID + "-01"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	mails := fake.Mails()
+	require.Len(t, mails, 1)
+	sent, _ := mails[0].Meta["traceparent"].(string)
+	sc := tracing.Parse(sent)
+	require.Equal(t, agentTraceID, sc.TraceID().String(), "the upstream received the agent's trace: %v", mails[0].Meta)
+	require.Eventually(t, func() bool {
+		for _, s := range spans.Ended() {
+			if strings.HasPrefix(s.Name(), "oncebox.vendor ") && s.SpanContext().SpanID() == sc.SpanID() {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the traceparent sent is the vendor call's span")
 }
