@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/oncebox/oncebox/internal/pgavail"
+	"github.com/oncebox/oncebox/outbox"
 )
 
 // Classes of an ExtraTool.
@@ -40,6 +41,53 @@ type ExtraTool struct {
 	// Read answers a read tool's call: the answer, or an *outbox.ValidationError for
 	// invalid arguments, or another error for a failed call. Required for read tools.
 	Read func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
+	// Passthrough says a read tool's answer is an upstream MCP server's
+	// CallToolResult, returned as it is; and that a write or unsafe tool's op's stored result is an upstream MCP server's
+	// CallToolResult (a tool of an upstream in the catalog): once the op succeeded, or
+	// failed with one, that CallToolResult is the answer, new or replayed, with the op's
+	// id, status and replayed flag in its _meta ("oncebox/op_id", "oncebox/status",
+	// "oncebox/replayed").
+	Passthrough bool
+}
+
+// passthrough returns the upstream CallToolResult a settled op of a passthrough tool
+// holds, or nil.
+func (s *Server) passthrough(tool string, op *outbox.Op, replayed bool) *mcp.CallToolResult {
+	pass := false
+	for _, t := range s.cfg.Tools {
+		if t.Name == tool {
+			pass = t.Passthrough
+		}
+	}
+	if !pass {
+		return nil
+	}
+	var raw json.RawMessage
+	switch op.Status {
+	case outbox.StatusSucceeded:
+		raw = op.Result
+	case outbox.StatusFailed:
+		var e struct {
+			Vendor json.RawMessage `json:"vendor"`
+		}
+		if json.Unmarshal(op.Error, &e) == nil {
+			raw = e.Vendor
+		}
+	}
+	if len(raw) == 0 {
+		return nil
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil || (res.Content == nil && res.StructuredContent == nil) {
+		return nil
+	}
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	res.Meta["oncebox/op_id"] = op.ID
+	res.Meta["oncebox/status"] = string(op.Status)
+	res.Meta["oncebox/replayed"] = replayed
+	return &res
 }
 
 // checkExtra checks the extra tools against the outbox's registry and the MCP names
@@ -138,6 +186,12 @@ func (s *Server) readHandler(tenantID int64, t ExtraTool) mcp.ToolHandler {
 			}
 			log.LogAttrs(ctx, slog.LevelDebug, "mcp read tool failed", slog.Any("error", err))
 			return errorResult("The call failed: " + err.Error() + ". It changed nothing (a read tool only reads); you may call it again."), nil
+		}
+		if t.Passthrough {
+			var res mcp.CallToolResult
+			if err := json.Unmarshal(answer, &res); err == nil {
+				return &res, nil // the upstream's own answer
+			}
 		}
 		var structured map[string]any
 		_ = json.Unmarshal(answer, &structured)

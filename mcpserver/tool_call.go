@@ -255,6 +255,9 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 		}
 		log.Log(ctx, slog.LevelDebug, "mcp tool call", append(tracing.LogAttrs(op.TraceParent), slog.String("op_id", op.ID),
 			slog.Bool("replayed", res.Replayed), slog.String("status", string(op.Status)))...)
+		if r := s.passthrough(tool, op, res.Replayed); r != nil {
+			return r, nil
+		}
 		text := describe(op, res.Replayed, id, s.cfg.Wait.String())
 		if op.Status == outbox.StatusAwaitingApproval && res.Why != "" {
 			text += " Why: " + res.Why

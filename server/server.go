@@ -186,7 +186,8 @@ func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) 
 	cat := rt.Catalog()
 	for _, name := range cat.Names() {
 		t := cat.Tools[name]
-		et := mcpserver.ExtraTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Class: t.Class}
+		et := mcpserver.ExtraTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Class: t.Class,
+			Passthrough: t.Upstream != ""}
 		if t.Class == catalog.ClassRead {
 			et.Read = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 				return rt.Read(ctx, name, args)

@@ -135,7 +135,7 @@ func TestUpstreamReadToolForwardedWithNoOp(t *testing.T) {
 	res, err := mcpSession(t, base, token).CallTool(context.Background(), &mcp.CallToolParams{Name: "mail_find_mail", Arguments: map[string]any{"ref": "none"}})
 	require.NoError(t, err)
 	require.False(t, res.IsError, "%+v", res.Content)
-	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, `"objects":[]`)
+	require.Equal(t, map[string]any{"objects": []any{}}, res.StructuredContent, "the upstream's own answer")
 	require.Zero(t, fake.Calls())
 	var ops int
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM oncebox_op").Scan(&ops))
@@ -173,6 +173,16 @@ func TestUpstreamWriteToolTwoSessionsOneSideEffect(t *testing.T) {
 	require.Equal(t, key, mails[0].Meta["oncebox/idempotency_key"])
 	require.Contains(t, result, `"structuredContent"`, "the CallToolResult is the op's result")
 	require.Contains(t, result, mails[0].ID)
+
+	// The same call again is the same op, answered with the upstream's CallToolResult.
+	res, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "mail_send_mail",
+		Arguments: map[string]any{"to": "ann@example.com", "subject": "Hi"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	require.Equal(t, mails[0].ID, res.StructuredContent.(map[string]any)["id"], "the upstream's answer, replayed")
+	require.Equal(t, opID, res.Meta["oncebox/op_id"])
+	require.Equal(t, true, res.Meta["oncebox/replayed"])
+	require.Len(t, fake.Mails(), 1)
 }
 
 // TestUpstreamDropAfterActingIsFoundByLookup: the answer is lost after the upstream
@@ -205,17 +215,25 @@ func TestUpstreamUnknownWithoutLookupNeedsReview(t *testing.T) {
 	require.Equal(t, 1, fake.Calls())
 }
 
-// TestUpstreamIsErrorFails: an isError answer fails the op and is stored as its
-// result.
+// TestUpstreamIsErrorFails: an isError answer fails the op, is stored, and is what a
+// repeated call gets back.
 func TestUpstreamIsErrorFails(t *testing.T) {
 	t.Parallel()
 	base, token, fake, pool := upstreamServer(t, true)
 	fake.FailNext(1)
-	c, err := client.New(client.Config{BaseURL: base, Token: token})
-	require.NoError(t, err)
-	_, err = c.Enqueue(context.Background(), "err-1", "mail.send_mail", json.RawMessage(`{"to":"bob@example.com","subject":"Hi"}`), nil)
-	require.NoError(t, err)
+	cs := mcpSession(t, base, token)
+	call := func() *mcp.CallToolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mail_send_mail",
+			Arguments: map[string]any{"to": "bob@example.com", "subject": "Hi"}})
+		require.NoError(t, err)
+		return res
+	}
+	call()
 	waitStatus(t, pool, "mail.send_mail", "failed")
+	res := call() // replayed
+	require.True(t, res.IsError)
+	require.Equal(t, "mailbox full", res.Content[0].(*mcp.TextContent).Text, "the upstream's isError answer, replayed")
+	require.Equal(t, "failed", res.Meta["oncebox/status"])
 	require.Equal(t, 1, fake.Calls())
 	require.Empty(t, fake.Mails())
 }
