@@ -165,6 +165,11 @@ func runDev(ctx context.Context, args []string) error {
 		fakesNote = fmt.Sprintf("  (the fakes keep their objects beside the cluster, in %s: %d restored)\n", statePath, n)
 	}
 
+	stopTracing, err := setupTracing(ctx, &cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	srv, err := server.New(ctx, cfg, logger)
 	if err != nil {
 		return err

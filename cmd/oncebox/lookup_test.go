@@ -89,3 +89,16 @@ func TestLookupPrintsVendorEvents(t *testing.T) {
 	require.NoError(t, printLookup(&js, op, &outbox.History{}, evs, true))
 	require.Contains(t, js.String(), `"object_id": "msg-1"`)
 }
+
+// TestLookupPrintsTheTraceID: support finds the op's trace from its key.
+func TestLookupPrintsTheTraceID(t *testing.T) {
+	t.Parallel()
+	op := &outbox.Op{ID: "op-1", Key: "order-9", Tool: tools.WebhookPost, Vendor: "webhook", Status: outbox.StatusSucceeded,
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	var text strings.Builder
+	require.NoError(t, printLookup(&text, op, &outbox.History{}, nil, false))
+	require.Regexp(t, `trace id\s+4bf92f3577b34da6a3ce929d0e0e4736\n`, text.String())
+	var js strings.Builder
+	require.NoError(t, printLookup(&js, op, &outbox.History{}, nil, true))
+	require.Contains(t, js.String(), `"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"`)
+}
