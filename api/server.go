@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -132,6 +133,8 @@ type Server struct {
 	// waiting counts each tenant's open ?wait= requests.
 	waitingMu sync.Mutex
 	waiting   map[int64]int
+	// tools is GET /v1/tools's list: Config.Tools until SetTools replaces it.
+	tools atomic.Pointer[[]ToolInfo]
 }
 
 // New builds a Server from cfg.
@@ -141,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: map[int64]int{}}
+	s.SetTools(c.Tools)
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.mux.HandleFunc("POST /v1/ops", s.authed(canEnqueue, s.postOp))
 	s.mux.HandleFunc("GET /v1/tools", s.authed(canRead, s.listTools))

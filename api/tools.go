@@ -35,9 +35,16 @@ type Reader interface {
 	Read(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error)
 }
 
+// SetTools replaces the list GET /v1/tools answers (Config.Tools), such as on a
+// reload of the tool catalog.
+func (s *Server) SetTools(tools []ToolInfo) {
+	list := slices.Clone(tools)
+	s.tools.Store(&list)
+}
+
 // listTools is GET /v1/tools: every tool with its class and input schema.
 func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, _ *tenant.Principal) {
-	list := slices.Clone(s.cfg.Tools)
+	list := slices.Clone(*s.tools.Load())
 	if list == nil {
 		list = []ToolInfo{}
 	}

@@ -100,7 +100,8 @@ type Tool struct {
 	// LookupArgument names the lookup tool's argument that takes the op id.
 	LookupArgument string
 	// Version identifies this definition: a hash of everything that decides how an
-	// op of the tool is validated and sent.
+	// op of the tool is validated and sent (class, schema, target, method, path). An
+	// op keeps the version it was accepted under (see Definition).
 	Version string
 
 	schema *jsonschema.Schema
@@ -357,7 +358,7 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 	if t.Class == ClassRead && (f.TTL != "" || f.DedupeWindow != "" || f.Approval != nil) {
 		return nil, bad("class", "a read tool makes no op: ttl, dedupe_window and approval do not apply")
 	}
-	t.Version = version(t, c.Targets[t.Target])
+	t.Version = version(t)
 	return t, nil
 }
 
@@ -440,12 +441,14 @@ func checkPath(p string) string {
 	return ""
 }
 
-// version hashes what decides how an op of t is validated and sent.
-func version(t *Tool, target *Target) string {
+// version hashes what decides how an op of t is validated and sent: its class,
+// schema, target, method and path. The target's connection (base_url, secret) is not
+// part of it: it is the target's, current for every op.
+func version(t *Tool) string {
 	b, _ := json.Marshal(struct {
-		Class, Target, Method, Path, BaseURL string
-		Schema                               json.RawMessage
-	}{t.Class, t.Target, t.Method, t.Path, target.BaseURL, t.InputSchema})
+		Class, Target, Method, Path string
+		Schema                      json.RawMessage
+	}{t.Class, t.Target, t.Method, t.Path, t.InputSchema})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:6])
 }

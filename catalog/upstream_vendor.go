@@ -217,9 +217,21 @@ func (r *Runtime) readUpstream(ctx context.Context, t *Tool, args json.RawMessag
 // tools/call.
 type upstreamVendor struct {
 	name string
-	cat  *Catalog
+	// current returns the runtime in force: its catalog defines the upstream's tools
+	// and its session calls them.
+	current func() *Runtime
+	// conn is the upstream's session when the vendor was made, used once a reload has
+	// dropped the upstream from the file.
 	conn *upstreamConn
 	lag  time.Duration
+}
+
+// session is the upstream's session in force.
+func (v *upstreamVendor) session() *upstreamConn {
+	if c, ok := v.current().upstreams[v.name]; ok {
+		return c
+	}
+	return v.conn
 }
 
 var _ outbox.Vendor = (*upstreamVendor)(nil)
@@ -229,7 +241,7 @@ func (v *upstreamVendor) Name() string { return VendorPrefix + v.name }
 
 // Idempotency is the upstream's native_keys and native_window.
 func (v *upstreamVendor) Idempotency() outbox.Idempotency {
-	up := v.cat.Upstreams[v.name]
+	up := v.conn.up
 	return outbox.Idempotency{Native: up.NativeKeys, Window: up.NativeWindow}
 }
 
@@ -241,7 +253,7 @@ func (v *upstreamVendor) LookupLag() time.Duration { return v.lag }
 // params, unknown tool) a permanent failure stored as the op's result, a call that
 // could not be sent retryable, and a lost answer unknown.
 func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
-	t, ok := v.cat.Tools[p.Tool]
+	t, ok := v.current().cat.Tools[p.Tool]
 	if !ok || t.Upstream != v.name {
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
 			Message: fmt.Sprintf("tool %q is no longer offered by upstream %q", p.Tool, v.name)}
@@ -257,7 +269,7 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 	for k, val := range carrier {
 		meta[k] = val
 	}
-	res, err := v.conn.call(ctx, &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
+	res, err := v.session().call(ctx, &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
 	if err != nil {
 		var we *jsonrpc.Error
 		switch {
@@ -292,7 +304,7 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 // content or its first text content. Without a lookup tool, or when the answer
 // cannot be read, the upstream cannot be asked (outbox.ErrLookupUnavailable).
 func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
-	t, ok := v.cat.Tools[p.Tool]
+	t, ok := v.current().cat.Tools[p.Tool]
 	if !ok || t.Upstream != v.name {
 		return nil, fmt.Errorf("tool %q is not offered by upstream %s: %w", p.Tool, v.name, outbox.ErrLookupUnavailable)
 	}
@@ -300,7 +312,7 @@ func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*ou
 		return nil, fmt.Errorf("upstream tool %s has no lookup_tool in the catalog, so its objects cannot be looked up: %w",
 			t.UpstreamTool, outbox.ErrLookupUnavailable)
 	}
-	res, err := v.conn.call(ctx, &mcp.CallToolParams{Name: t.LookupTool, Arguments: map[string]any{t.LookupArgument: p.OpID}})
+	res, err := v.session().call(ctx, &mcp.CallToolParams{Name: t.LookupTool, Arguments: map[string]any{t.LookupArgument: p.OpID}})
 	if err != nil {
 		var we *jsonrpc.Error
 		if errors.As(err, &we) {

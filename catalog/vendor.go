@@ -88,7 +88,8 @@ func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
 		if t.Class == ClassRead {
 			continue
 		}
-		ot := outbox.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL}
+		ot := outbox.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL,
+			Definition: t.definitionJSON()}
 		if ot.TTL == 0 {
 			ot.TTL = defaultTTL
 		}
@@ -115,21 +116,33 @@ func (r *Runtime) Approvals() outbox.ApprovalPolicy {
 
 // Vendors returns the outbox vendors of the targets that write or unsafe tools use.
 func (r *Runtime) Vendors() []outbox.Vendor {
+	return r.vendors(func() *Runtime { return r })
+}
+
+// vendors returns the vendors of the targets r's write and unsafe tools use, which
+// send through the runtime current returns (r itself, or a Live's current one).
+func (r *Runtime) vendors(current func() *Runtime) []outbox.Vendor {
+	var out []outbox.Vendor
+	for _, name := range sortedKeys(r.usedTargets()) {
+		if conn, ok := r.upstreams[name]; ok {
+			out = append(out, &upstreamVendor{name: name, current: current, conn: conn, lag: r.lookupLag})
+			continue
+		}
+		out = append(out, &targetVendor{name: name, current: current, inner: r.targets[name]})
+	}
+	return out
+}
+
+// usedTargets is the set of targets that write or unsafe tools use: those with a
+// vendor and a queue.
+func (r *Runtime) usedTargets() map[string]bool {
 	used := map[string]bool{}
 	for _, t := range r.cat.Tools {
 		if t.Class != ClassRead {
 			used[t.Target] = true
 		}
 	}
-	var out []outbox.Vendor
-	for _, name := range sortedKeys(used) {
-		if conn, ok := r.upstreams[name]; ok {
-			out = append(out, &upstreamVendor{name: name, cat: r.cat, conn: conn, lag: r.lookupLag})
-			continue
-		}
-		out = append(out, &targetVendor{name: name, cat: r.cat, inner: r.targets[name]})
-	}
-	return out
+	return used
 }
 
 // ReadError is a read tool's call that did not answer 2xx: Code is the webhook
@@ -183,9 +196,21 @@ func (r *Runtime) IsRead(name string) bool {
 // targetVendor dispatches the ops of one target's write and unsafe tools through the
 // webhook adapter.
 type targetVendor struct {
-	name  string
-	cat   *Catalog
+	name string
+	// current returns the runtime in force: its adapter for the target sends, and its
+	// catalog defines ops stored without a definition.
+	current func() *Runtime
+	// inner is the target's adapter when the vendor was made, used once a reload has
+	// dropped the target from the file (its waiting ops are still sent).
 	inner *webhook.Vendor
+}
+
+// adapter is the target's adapter in force.
+func (v *targetVendor) adapter() *webhook.Vendor {
+	if a, ok := v.current().targets[v.name]; ok {
+		return a
+	}
+	return v.inner
 }
 
 var _ outbox.Vendor = (*targetVendor)(nil)
@@ -199,10 +224,20 @@ func (v *targetVendor) Idempotency() outbox.Idempotency { return v.inner.Idempot
 // LookupLag is the adapter's.
 func (v *targetVendor) LookupLag() time.Duration { return v.inner.LookupLag() }
 
-// Dispatch sends the op's call to the target.
+// Dispatch sends the op's call to the target, as the tool was defined when the op was
+// accepted (p.Definition); an op stored without a definition is sent as the catalog
+// in force defines its tool.
 func (v *targetVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
-	t, ok := v.cat.Tools[p.Tool]
-	if !ok || t.Target != v.name {
+	var t *Tool
+	if len(p.Definition) > 0 {
+		var err error
+		if t, err = parseDefinition(p.Tool, p.Definition); err != nil {
+			return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_definition", Message: err.Error(), Err: err}
+		}
+	} else {
+		t = v.current().cat.Tools[p.Tool]
+	}
+	if t == nil || t.Target != v.name {
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
 			Message: fmt.Sprintf("tool %q is no longer in the catalog for target %q", p.Tool, v.name)}
 	}
@@ -211,11 +246,11 @@ func (v *targetVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
 	}
 	p.Args = req
-	return v.inner.Dispatch(ctx, p)
+	return v.adapter().Dispatch(ctx, p)
 }
 
 // Lookup asks the target's lookup path for the op's objects.
 func (v *targetVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
 	p.Args = json.RawMessage(fmt.Sprintf(`{"target":%q}`, v.name))
-	return v.inner.Lookup(ctx, p)
+	return v.adapter().Lookup(ctx, p)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -90,10 +91,58 @@ func (s *Server) passthrough(tool string, op *outbox.Op, replayed bool) *mcp.Cal
 	return &res
 }
 
-// checkExtra checks the extra tools against the outbox's registry and the MCP names
+// extraSet is the extra tools in force and the dedupe windows of every tool.
+type extraSet struct {
+	tools   []ExtraTool
+	windows map[string]time.Duration
+}
+
+// SetTools replaces the extra tools (Config.Tools) and the dedupe windows
+// (Config.DedupeWindows), such as on a reload of the tool catalog: for the servers
+// made from now on and for each tenant's server of HTTPHandler, whose clients get
+// notifications/tools/list_changed. Write and unsafe tools must be in the outbox's
+// registry already. On an error nothing changes. Calls in progress finish under the
+// tool they started with.
+func (s *Server) SetTools(tools []ExtraTool, windows map[string]time.Duration) error {
+	for tool, d := range windows {
+		if d < 0 {
+			return fmt.Errorf("mcpserver: the dedupe window of %s is negative (%s); 0 turns it off", tool, d)
+		}
+	}
+	taken := map[string]string{}
+	for _, spec := range s.specs {
+		taken[mcpToolName(spec.Tool)] = spec.Tool
+	}
+	if err := s.checkExtra(taken, tools); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.extra.Load().tools
+	s.extra.Store(&extraSet{tools: tools, windows: windows})
+	keep := map[string]bool{}
+	for _, t := range tools {
+		keep[t.Name] = true
+	}
+	var gone []string
+	for _, t := range old {
+		if !keep[t.Name] {
+			gone = append(gone, mcpToolName(t.Name))
+		}
+	}
+	for id, srv := range s.tenants {
+		if len(gone) > 0 {
+			srv.RemoveTools(gone...)
+		}
+		s.addExtra(srv, id, s.instances[id], tools) // AddTool replaces a tool of the same name
+	}
+	return nil
+}
+
+// checkExtra checks extra tools against the outbox's registry and the MCP names
 // already taken.
-func (s *Server) checkExtra(taken map[string]string) error {
-	for _, t := range s.cfg.Tools {
+func (s *Server) checkExtra(taken map[string]string, tools []ExtraTool) error {
+	for _, t := range tools {
 		name := mcpToolName(t.Name)
 		if !validMCPName(name) {
 			return fmt.Errorf("mcpserver: tool %q: its MCP name %q is not ^[a-zA-Z0-9_-]{1,64}$", t.Name, name)
@@ -132,9 +181,9 @@ func validMCPName(name string) bool {
 	return true
 }
 
-// addExtra adds the extra tools to srv.
-func (s *Server) addExtra(srv *mcp.Server, tenantID int64, instance string) {
-	for _, t := range s.cfg.Tools {
+// addExtra adds extra tools to srv.
+func (s *Server) addExtra(srv *mcp.Server, tenantID int64, instance string, tools []ExtraTool) {
+	for _, t := range tools {
 		openWorld := true
 		readOnly := t.Class == ClassRead
 		destructive := t.Class == ClassUnsafe

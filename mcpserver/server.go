@@ -127,8 +127,14 @@ type Server struct {
 	httpOnce    sync.Once
 	httpHandler http.Handler
 
+	// extra is the extra tools in force and the dedupe windows (Config.Tools and
+	// Config.DedupeWindows until SetTools replaces them).
+	extra atomic.Pointer[extraSet]
+
 	mu      sync.Mutex
 	tenants map[int64]*mcp.Server // one MCP server per tenant, for HTTPHandler
+	// instances is the instance name of each tenant's server in tenants.
+	instances map[int64]string
 }
 
 // New builds a Server from cfg. It offers those of the four built-in tools that the
@@ -138,7 +144,8 @@ func New(cfg Config) (*Server, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, tenants: map[int64]*mcp.Server{}}
+	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, tenants: map[int64]*mcp.Server{}, instances: map[int64]string{}}
+	s.extra.Store(&extraSet{tools: c.Tools, windows: c.DedupeWindows})
 	for _, spec := range builtinSpecs() {
 		if _, ok := c.Outbox.Tools().Lookup(spec.Tool); ok {
 			s.specs = append(s.specs, spec)
@@ -148,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 	for _, spec := range s.specs {
 		taken[mcpToolName(spec.Tool)] = spec.Tool
 	}
-	if err := s.checkExtra(taken); err != nil {
+	if err := s.checkExtra(taken, c.Tools); err != nil {
 		return nil, err
 	}
 	if len(s.specs) == 0 && len(c.Tools) == 0 {
@@ -160,6 +167,12 @@ func New(cfg Config) (*Server, error) {
 // MCPServer returns a new MCP server offering the tools to one tenant. Every op it
 // records belongs to tenantID.
 func (s *Server) MCPServer(tenantID int64) *mcp.Server {
+	srv, _ := s.mcpServer(tenantID)
+	return srv
+}
+
+// mcpServer is MCPServer, which also returns the server's instance name.
+func (s *Server) mcpServer(tenantID int64) (*mcp.Server, string) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "oncebox", Title: "oncebox", Version: "1"}, &mcp.ServerOptions{
 		Instructions: "These tools perform real side effects (payments, refunds, emails, webhooks) at most once. " +
 			"Read each result's text: it says whether the action was carried out now, had already been requested earlier and was " +
@@ -183,8 +196,8 @@ func (s *Server) MCPServer(tenantID int64) *mcp.Server {
 			},
 		}, s.toolHandler(tenantID, spec.Tool, instance))
 	}
-	s.addExtra(srv, tenantID, instance)
-	return srv
+	s.addExtra(srv, tenantID, instance, s.extra.Load().tools)
+	return srv, instance
 }
 
 // HTTPHandler returns the streamable HTTP handler, to be mounted at /mcp. Every request
@@ -293,7 +306,7 @@ func (s *Server) serverForRequest(r *http.Request) *mcp.Server {
 	defer s.mu.Unlock()
 	srv, ok := s.tenants[id]
 	if !ok {
-		srv = s.MCPServer(id)
+		srv, s.instances[id] = s.mcpServer(id)
 		s.tenants[id] = srv
 	}
 	return srv

@@ -185,7 +185,7 @@ func (s *Server) key(ctx context.Context, tenantID int64, tool string, args json
 
 // window returns the dedupe window of tool.
 func (s *Server) window(tool string) time.Duration {
-	if d, ok := s.cfg.DedupeWindows[tool]; ok {
+	if d, ok := s.extra.Load().windows[tool]; ok {
 		return d
 	}
 	return DefaultDedupeWindows()[tool]

@@ -228,7 +228,8 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		storedArgs = p.Tool.Redact(p.Args)
 	}
 	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, storedArgs,
-		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed, tracing.Current(ctx))
+		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed, tracing.Current(ctx),
+		p.Tool.definition())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
 	}

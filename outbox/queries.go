@@ -16,9 +16,10 @@ const opColumns = opstate.OpColumns
 const sqlEnqueue = `
 WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
-		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent)
+		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
+		tool_definition)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
-		make_interval(secs => $11), $12, nullif($13, ''))
+		make_interval(secs => $11), $12, nullif($13, ''), $14)
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `
 )
@@ -38,7 +39,7 @@ const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $
 // job timeout ($2, seconds) less now (0 or less: it is over).
 const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args,
 	resend_before, coalesce(resend_before <= now(), false),
-	coalesce(extract(epoch FROM dispatch_started_at + make_interval(secs => $2) - now()), 0)::float8
+	coalesce(extract(epoch FROM dispatch_started_at + make_interval(secs => $2) - now()), 0)::float8, tool_definition
 FROM oncebox_op WHERE id = $1 FOR UPDATE`
 
 // sqlOpByKeyForUpdate locks the tenant's op under a key for a decision (an approval),

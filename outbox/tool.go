@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,41 +37,76 @@ type Tool struct {
 	Redact func(args json.RawMessage) json.RawMessage
 	// RedactResult, when set, does the same for the stored result.
 	RedactResult func(result json.RawMessage) json.RawMessage
+	// Definition, when set, is stored with each op of the tool as it is when the op is
+	// accepted, and handed back to the vendor in DispatchParams.Definition: a tool whose
+	// definition can change while the process runs (Registry.Replace), such as a tool
+	// catalog's, dispatches an op as it was defined when the op was accepted. JSON,
+	// opaque to the outbox. Optional.
+	Definition json.RawMessage
 }
 
-// Registry is the set of tools an Outbox accepts.
+// definition is the JSON stored with an op, nil (SQL NULL) when the tool sets none.
+func (t Tool) definition() []byte {
+	if len(t.Definition) == 0 {
+		return nil
+	}
+	return t.Definition
+}
+
+// Registry is the set of tools an Outbox accepts. Replace swaps the whole set at once:
+// each lookup sees either the old set or the new one.
 type Registry struct {
-	tools map[string]Tool
+	tools atomic.Pointer[map[string]Tool]
 }
 
 // NewRegistry builds a registry and checks every tool's definition.
 func NewRegistry(tools ...Tool) (*Registry, error) {
-	r := &Registry{tools: make(map[string]Tool, len(tools))}
-	for _, t := range tools {
-		if t.Name == "" || t.Vendor == "" || t.Validate == nil {
-			return nil, fmt.Errorf("tool %q: Name, Vendor and Validate are required", t.Name)
-		}
-		if _, dup := r.tools[t.Name]; dup {
-			return nil, fmt.Errorf("tool %q registered twice", t.Name)
-		}
-		if t.TTL <= 0 {
-			t.TTL = DefaultTTL
-		}
-		r.tools[t.Name] = t
+	r := &Registry{}
+	if err := r.Replace(tools...); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
 
+// Replace checks tools as NewRegistry does and, when they pass, makes them the
+// registry's whole set; on an error the set in force stays. Ops already accepted keep
+// their tool's Definition; anything else of a tool (validation, approval, TTL) applies
+// to the ops accepted after the swap.
+func (r *Registry) Replace(tools ...Tool) error {
+	m := make(map[string]Tool, len(tools))
+	for _, t := range tools {
+		if t.Name == "" || t.Vendor == "" || t.Validate == nil {
+			return fmt.Errorf("tool %q: Name, Vendor and Validate are required", t.Name)
+		}
+		if _, dup := m[t.Name]; dup {
+			return fmt.Errorf("tool %q registered twice", t.Name)
+		}
+		if len(t.Definition) > 0 && !json.Valid(t.Definition) {
+			return fmt.Errorf("tool %q: Definition is not valid JSON", t.Name)
+		}
+		if t.TTL <= 0 {
+			t.TTL = DefaultTTL
+		}
+		m[t.Name] = t
+	}
+	r.tools.Store(&m)
+	return nil
+}
+
+// set is the set of tools in force.
+func (r *Registry) set() map[string]Tool { return *r.tools.Load() }
+
 // Lookup returns the tool with the given name.
 func (r *Registry) Lookup(name string) (Tool, bool) {
-	t, ok := r.tools[name]
+	t, ok := r.set()[name]
 	return t, ok
 }
 
 // Names returns the registered tool names, sorted.
 func (r *Registry) Names() []string {
-	names := make([]string, 0, len(r.tools))
-	for n := range r.tools {
+	set := r.set()
+	names := make([]string, 0, len(set))
+	for n := range set {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -80,7 +116,7 @@ func (r *Registry) Names() []string {
 // Validate checks a tool call against the registry: the tool must exist and its
 // arguments must pass its validation. It returns the tool.
 func (r *Registry) Validate(name string, args json.RawMessage) (Tool, error) {
-	t, ok := r.tools[name]
+	t, ok := r.set()[name]
 	if !ok {
 		return Tool{}, &UnknownToolError{Name: name, Known: r.Names()}
 	}

@@ -50,6 +50,9 @@ type DispatchParams struct {
 	VendorKey string
 	// Attempt counts dispatch attempts of this op, from 1.
 	Attempt int
+	// Definition is the tool definition stored with the op when it was accepted
+	// (Tool.Definition), nil when the tool sets none.
+	Definition json.RawMessage
 }
 
 // DispatchResult is a vendor's yes.

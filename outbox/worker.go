@@ -65,6 +65,8 @@ type claim struct {
 	// sealed is set when op.Args were opened from sealedArgs (the stored args are
 	// already redacted).
 	sealed bool
+	// definition is the tool definition stored with the op (Tool.Definition).
+	definition json.RawMessage
 }
 
 // Work dispatches one op: claim (commit dispatching with a fresh token), call the vendor,
@@ -124,6 +126,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	vctx, vspan := ob.startVendorCall(ctx, vendor.Name())
 	res, derr := vendor.Dispatch(vctx, DispatchParams{
 		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
+		Definition: c.definition,
 	})
 	took := time.Since(start)
 	if vspan != nil {
@@ -207,7 +210,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			resendPassed   bool
 			mayRunSecs     float64
 		)
-		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &resendPassed, &mayRunSecs)
+		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &resendPassed, &mayRunSecs, &c.definition)
 		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID, ob.jobTimeout(vendor.Name()).Seconds()).Scan(dest...); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				// The op was purged or its tenant deleted: nothing to dispatch.

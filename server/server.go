@@ -13,7 +13,9 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,8 +62,17 @@ type Server struct {
 	endStreams context.CancelFunc
 	riverUI    *riverui.Handler
 	listener   net.Listener
-	// catalog is the tool catalog connected to its targets, nil without --tools-file.
-	catalog *catalog.Runtime
+	// catalog is the tool catalog in force, connected to its targets, nil without
+	// --tools-file. ReloadCatalog swaps it.
+	catalog *catalog.Live
+	// registry is the tools both outboxes accept; baseTools are those of them that
+	// are not the catalog's (a reload keeps them).
+	registry  *outbox.Registry
+	baseTools []outbox.Tool
+	// mcp is the MCP server of /mcp, nil when it offers no tool.
+	mcp *mcpserver.Server
+	// reloading serializes ReloadCatalog.
+	reloading sync.Mutex
 }
 
 // New connects to Postgres and builds every part the configured roles need. It does not
@@ -182,7 +193,7 @@ func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) 
 	if windows == nil {
 		windows = map[string]time.Duration{}
 	}
-	rt := s.catalog
+	rt := s.catalog.Current()
 	cat := rt.Catalog()
 	for _, name := range cat.Names() {
 		t := cat.Tools[name]
@@ -214,7 +225,7 @@ func (s *Server) toolInfos() []api.ToolInfo {
 		out = append(out, api.ToolInfo{Name: t.Tool.Name, Class: "write", Description: t.Description, InputSchema: t.InputSchema})
 	}
 	if s.catalog != nil {
-		cat := s.catalog.Catalog()
+		cat := s.catalog.Current().Catalog()
 		for _, name := range cat.Names() {
 			t := cat.Tools[name]
 			out = append(out, api.ToolInfo{Name: t.Name, Class: t.Class, Description: t.Description, InputSchema: t.InputSchema})
@@ -236,14 +247,25 @@ func (s *Server) loadCatalog(ctx context.Context) error {
 	if s.cfg.ToolsFile == "" {
 		return nil
 	}
-	cat, err := catalog.Load(s.cfg.ToolsFile, nil)
+	rt, err := s.connectCatalog(ctx)
 	if err != nil {
 		return err
+	}
+	s.catalog = catalog.NewLive(rt)
+	return nil
+}
+
+// connectCatalog reads --tools-file, connects it to its targets and upstreams, and
+// checks it against the settings. ctx bounds connecting to the upstreams.
+func (s *Server) connectCatalog(ctx context.Context) (*catalog.Runtime, error) {
+	cat, err := catalog.Load(s.cfg.ToolsFile, nil)
+	if err != nil {
+		return nil, err
 	}
 	rt, err := cat.Connect(catalog.Options{Timeout: s.cfg.WebhookTimeout, LookupLag: s.cfg.WebhookLookupLag, Logger: s.logger,
 		Context: context.WithoutCancel(ctx)})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Catalog targets run under the webhook queue's job timeout; one that does not
 	// deduplicate keys needs the lookup lag to cover it (see Config.validate).
@@ -251,13 +273,12 @@ func (s *Server) loadCatalog(ctx context.Context) error {
 	for _, v := range rt.Vendors() {
 		if !v.Idempotency().Native && v.LookupLag() < jt {
 			rt.Close()
-			return fmt.Errorf("--webhook-lookup-lag %s must be at least the webhook job timeout %s (--webhook-job-timeout): catalog target %s "+
+			return nil, fmt.Errorf("--webhook-lookup-lag %s must be at least the webhook job timeout %s (--webhook-job-timeout): catalog target %s "+
 				"does not deduplicate requests (native_keys: false), and a request may still reach it until its job times out, "+
 				"so an empty lookup any earlier could send it twice", v.LookupLag(), jt, v.Name())
 		}
 	}
-	s.catalog = rt
-	return nil
+	return rt, nil
 }
 
 func (s *Server) build(ctx context.Context) error {
@@ -312,8 +333,9 @@ func (s *Server) build(ctx context.Context) error {
 	for _, t := range cfg.Tools {
 		toolList = append(toolList, t.Tool)
 	}
+	s.baseTools = slices.Clone(toolList)
 	if s.catalog != nil {
-		toolList = append(toolList, s.catalog.Tools(cfg.TTL)...)
+		toolList = append(toolList, s.catalog.Current().Tools(cfg.TTL)...)
 	}
 	if cfg.ReadOnly {
 		// Nothing is recorded or sent: no tool, so no seal key is needed and nothing
@@ -326,6 +348,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.registry = reg
 
 	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
 		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts,
@@ -452,6 +475,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}
+		s.mcp = mcp
 		s.metrics.WatchMCPSessions(mcp.Sessions)
 		mcpHandler := s.endOnShutdown(mcp.HTTPHandler())
 		mux.Handle("/mcp", mcpHandler)
@@ -486,7 +510,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 func (s *Server) approvals() outbox.ApprovalPolicy {
 	p := s.cfg.DefaultApprovals()
 	if s.catalog != nil {
-		for tool, r := range s.catalog.Approvals() {
+		for tool, r := range s.catalog.Current().Approvals() {
 			if _, set := p[tool]; !set {
 				p[tool] = r
 			}

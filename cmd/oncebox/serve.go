@@ -5,6 +5,8 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/oncebox/oncebox/internal/tracing"
@@ -12,7 +14,7 @@ import (
 )
 
 // runServe is `oncebox serve`: the API, the workers and the periodic jobs (--roles), with
-// every setting of settings().
+// every setting of settings(). With --tools-file, SIGHUP reloads the tool catalog.
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	cfg, logger, err := parseServerArgs(fs, args)
@@ -29,6 +31,10 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
+	if cfg.ToolsFile != "" {
+		stop := reloadOnSIGHUP(ctx, srv)
+		defer stop()
+	}
 	return srv.Run(ctx)
 }
 
@@ -51,4 +57,29 @@ func setupTracing(ctx context.Context, cfg *server.Config, logger *slog.Logger) 
 			logger.Warn("tracing: flushing spans failed", slog.Any("error", err))
 		}
 	}, nil
+}
+
+// reloadOnSIGHUP reloads srv's tool catalog on each SIGHUP (ReloadCatalog logs the
+// outcome) until the returned function is called.
+func reloadOnSIGHUP(ctx context.Context, srv *server.Server) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-hup:
+				_ = srv.ReloadCatalog(ctx)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-finished
+	}
 }

@@ -1,0 +1,106 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// Live is the catalog in force in a process, swapped whole by Swap (on a reload):
+// read tools, the outbox vendors of its targets and whoever lists its tools read the
+// runtime in force through Current. Its vendors are made once, from the first
+// runtime: a River queue per target cannot come or go while the process runs.
+type Live struct {
+	cur atomic.Pointer[Runtime]
+	// retired are the runtimes Swap replaced, closed by Close.
+	retiredMu sync.Mutex
+	retired   []*Runtime
+	vendors   []outbox.Vendor
+	// queued is the set of targets that have a vendor (and a queue).
+	queued map[string]bool
+}
+
+// NewLive makes r the catalog in force.
+func NewLive(r *Runtime) *Live {
+	l := &Live{queued: r.usedTargets()}
+	l.cur.Store(r)
+	l.vendors = r.vendors(l.Current)
+	return l
+}
+
+// Current returns the runtime in force.
+func (l *Live) Current() *Runtime { return l.cur.Load() }
+
+// Vendors returns the outbox vendors of the first runtime's targets that write or
+// unsafe tools use; they send through the runtime in force.
+func (l *Live) Vendors() []outbox.Vendor { return l.vendors }
+
+// Read calls a read tool of the catalog in force (see Runtime.Read).
+func (l *Live) Read(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	return l.Current().Read(ctx, name, args)
+}
+
+// IsRead reports whether name is a read tool of the catalog in force.
+func (l *Live) IsRead(name string) bool { return l.Current().IsRead(name) }
+
+// Swap makes next the catalog in force, unless it needs what only a restart gives:
+// a write or unsafe tool on a target that had none when the process started (it has
+// no queue), a target whose native_keys changed (the outbox's key windows depend on
+// it), or a changed approval rule (the process's default approval policy is set at
+// start). The refusal is an *Error naming the file, the tool or target and the field;
+// the catalog in force then stays.
+func (l *Live) Swap(next *Runtime) error {
+	cur := l.Current()
+	for _, name := range next.cat.Names() {
+		t := next.cat.Tools[name]
+		if t.Class != ClassRead && !l.queued[t.Target] {
+			return &Error{File: next.cat.File, Kind: "tool", Name: name, Field: "target",
+				Message: fmt.Sprintf("target %q had no write or unsafe tool when oncebox started, so it has no dispatch queue: restart oncebox to add it", t.Target)}
+		}
+	}
+	for _, name := range sortedKeys(next.cat.Targets) {
+		old, ok := cur.cat.Targets[name]
+		if ok && old.NativeKeys != next.cat.Targets[name].NativeKeys {
+			return &Error{File: next.cat.File, Kind: "target", Name: name, Field: "native_keys",
+				Message: "changes only on a restart: the outbox's key windows and lookup checks depend on it"}
+		}
+	}
+	for _, name := range next.cat.UpstreamNames() {
+		old, ok := cur.cat.Upstreams[name]
+		if nu := next.cat.Upstreams[name]; ok && (old.NativeKeys != nu.NativeKeys || old.NativeWindow != nu.NativeWindow) {
+			return &Error{File: next.cat.File, Kind: "upstream", Name: name, Field: "native_keys",
+				Message: "changes only on a restart: the outbox's key windows and lookup checks depend on it"}
+		}
+	}
+	oldRules, newRules := cur.Approvals(), next.Approvals()
+	for _, name := range next.cat.Names() {
+		a, had := oldRules[name]
+		b, has := newRules[name]
+		if had != has || !reflect.DeepEqual(a, b) {
+			return &Error{File: next.cat.File, Kind: "tool", Name: name, Field: "approval",
+				Message: "approval rules change only on a restart (the process's default approval policy is set at start)"}
+		}
+	}
+	l.retiredMu.Lock()
+	l.retired = append(l.retired, cur)
+	l.retiredMu.Unlock()
+	l.cur.Store(next)
+	return nil
+}
+
+// Close closes the upstream sessions of the runtime in force and of every runtime
+// Swap replaced.
+func (l *Live) Close() {
+	l.retiredMu.Lock()
+	defer l.retiredMu.Unlock()
+	for _, r := range l.retired {
+		r.Close()
+	}
+	l.retired = nil
+	l.Current().Close()
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/oncebox/oncebox/catalog"
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// ErrNoCatalog is ReloadCatalog's answer when the server runs without --tools-file.
+var ErrNoCatalog = errors.New("no tool catalog to reload: oncebox runs without --tools-file")
+
+// ReloadCatalog reads --tools-file again and, when it loads and checks, makes it the
+// catalog in force for the API (POST /v1/ops, GET /v1/tools), MCP (each session's
+// tool list, with notifications/tools/list_changed) and the dispatch workers, without
+// stopping anything: calls in progress finish under the catalog they started with,
+// and every op already accepted is sent as its tool was defined when it was accepted
+// (its stored catalog.Definition), never validated or routed again. A catalog that
+// does not load or check is refused with one log line naming the file, the tool or
+// target and the field, and the catalog in force stays; the error is returned too.
+// `oncebox serve` calls it on SIGHUP.
+func (s *Server) ReloadCatalog(ctx context.Context) error {
+	if s.catalog == nil {
+		return ErrNoCatalog
+	}
+	s.reloading.Lock()
+	defer s.reloading.Unlock()
+	err := s.reloadCatalog(ctx)
+	if err != nil {
+		s.logger.Error("tool catalog not reloaded, the catalog in force stays: "+err.Error(), slog.String("file", s.cfg.ToolsFile))
+		return err
+	}
+	return nil
+}
+
+func (s *Server) reloadCatalog(ctx context.Context) (err error) {
+	rt, err := s.connectCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			rt.Close()
+		}
+	}()
+	var next []outbox.Tool
+	if !s.cfg.ReadOnly {
+		next = append(slices.Clone(s.baseTools), rt.Tools(s.cfg.TTL)...)
+	}
+	if _, err := outbox.NewRegistry(next...); err != nil {
+		return fmt.Errorf("%s: %w", s.cfg.ToolsFile, err)
+	}
+	// A tool kept for less than its target's key window is refused, as at start.
+	for _, v := range s.catalog.Vendors() {
+		idem := v.Idempotency()
+		if !idem.Native {
+			continue
+		}
+		for _, t := range next {
+			if t.Vendor == v.Name() && t.TTL > 0 && t.TTL < idem.Window {
+				return &catalog.Error{File: s.cfg.ToolsFile, Kind: "tool", Name: t.Name, Field: "ttl",
+					Message: fmt.Sprintf("keeps its ops %s, less than the target's idempotency key window of %s: a retry after the purge would be sent again", t.TTL, idem.Window)}
+			}
+		}
+	}
+	if err := s.catalog.Swap(rt); err != nil {
+		return err
+	}
+	if err := s.registry.Replace(next...); err != nil {
+		// Checked above (NewRegistry): cannot happen.
+		s.logger.Error("tool catalog reloaded, but the outbox keeps its former tools: "+err.Error(), slog.String("file", s.cfg.ToolsFile))
+		return nil
+	}
+	if s.api != nil {
+		s.api.SetTools(s.toolInfos())
+	}
+	if s.mcp != nil {
+		extra, windows := s.catalogMCP()
+		if err := s.mcp.SetTools(extra, windows); err != nil {
+			// The registry and the API already have the new catalog; MCP keeps its list.
+			s.logger.Error("tool catalog reloaded, but MCP keeps its former tool list: "+err.Error(), slog.String("file", s.cfg.ToolsFile))
+			return nil
+		}
+	}
+	versions := make([]any, 0, len(rt.Catalog().Tools))
+	for _, name := range rt.Catalog().Names() {
+		versions = append(versions, slog.String(name, rt.Catalog().Tools[name].Version))
+	}
+	s.logger.Info("tool catalog reloaded", slog.String("file", s.cfg.ToolsFile), slog.Group("versions", versions...))
+	return nil
+}
