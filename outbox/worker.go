@@ -317,7 +317,7 @@ func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]
 	op := &Op{}
 	c := &claim{op: op}
 	a, err := ob.ops.ClaimPending(ctx, job.Args.OpID, job.ID, func(row pgx.Row) (opstate.Ident, error) {
-		if err := row.Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt, &c.resendBefore)...); err != nil {
+		if err := row.Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt, &c.resendBefore, &c.definition)...); err != nil {
 			return opstate.Ident{}, err
 		}
 		op.fromScan()

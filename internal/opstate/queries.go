@@ -35,7 +35,8 @@ WITH c AS (
 		dispatch_started_at = now(), key_first_sent_at = coalesce(key_first_sent_at, now()),
 		stale_key = false, next_check_at = NULL, updated_at = now()
 	WHERE id = $1 AND status = 'pending' AND (resend_before IS NULL OR now() < resend_before)
-	RETURNING ` + OpColumns + `, attempt_token::text AS token, sealed_args, key_first_sent_at, resend_before
+	RETURNING ` + OpColumns + `, attempt_token::text AS token, sealed_args, key_first_sent_at, resend_before,
+		tool_definition
 ), a AS (
 	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
 	SELECT id::uuid, attempts, token::uuid, vendor_key, $2, dispatch_started_at FROM c
