@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/catalog"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
@@ -157,4 +159,47 @@ func readAll(t *testing.T, resp *http.Response) string {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestCatalogOpKeepsItsDefinitionAcrossARestart: an op accepted by a process that does
+// not dispatch waits while the file changes the tool's path; the worker started
+// afterwards with the changed file sends it to the path it was accepted under, and a
+// new op to the new path.
+func TestCatalogOpKeepsItsDefinitionAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	fake := fakewebhook.New(fakewebhook.Config{})
+	target := httptest.NewServer(fake)
+	t.Cleanup(target.Close)
+	cfg, pool := newConfig(t)
+	cfg.ToolsFile = writeCatalog(t, catalogFile(target.URL))
+	apiCfg := cfg
+	apiCfg.Roles = server.Roles{API: true}
+	first, err := server.New(ctx, apiCfg, nil)
+	require.NoError(t, err)
+	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	_, err = first.Outbox().Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "old", Tool: "helpdesk.create_ticket",
+		Args: json.RawMessage(`{"customer_id":"c1","subject":"Broken"}`)})
+	require.NoError(t, err)
+	first.Close()
+
+	require.NoError(t, os.WriteFile(cfg.ToolsFile, []byte(strings.Replace(catalogFile(target.URL),
+		"path: /customers/{customer_id}/tickets", "path: /v2/tickets/{customer_id}", 1)), 0o600))
+	cfg.Roles = server.Roles{API: true, Worker: true}
+	second, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(second.Close)
+	done := make(chan error, 1)
+	go func() { done <- second.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, err = second.Outbox().Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "new", Tool: "helpdesk.create_ticket",
+		Args: json.RawMessage(`{"customer_id":"c2","subject":"Broken"}`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fake.EffectCount() == 2 }, 30*time.Second, 50*time.Millisecond)
+	paths := map[string]bool{}
+	for _, e := range fake.Effects() {
+		paths[e.Path] = true
+	}
+	require.Equal(t, map[string]bool{"/customers/c1/tickets": true, "/v2/tickets/c2": true}, paths)
 }
