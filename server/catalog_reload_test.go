@@ -99,7 +99,7 @@ func TestCatalogReloadKeepsOpsOnTheirVersion(t *testing.T) {
 	require.Contains(t, body, `"status":"awaiting_approval"`)
 
 	require.NoError(t, os.WriteFile(cfg.ToolsFile, []byte(reloadedCatalog(target.URL)), 0o600))
-	require.NoError(t, srv.ReloadCatalog())
+	require.NoError(t, srv.ReloadCatalog(ctx))
 
 	// The new schema applies to new ops.
 	status, body = postJSON(t, base, token, "/v1/ops", "close-new", `{"tool":"helpdesk.close_account","args":{"customer_id":"c2"}}`)
@@ -129,7 +129,7 @@ func TestCatalogReloadKeepsOpsOnTheirVersion(t *testing.T) {
 
 	// A broken file is refused, naming file, tool and field; the catalog in force stays.
 	require.NoError(t, os.WriteFile(cfg.ToolsFile, []byte(strings.Replace(reloadedCatalog(target.URL), "path: /tickets/{ticket}/tags", "path: /tickets/{nope}/tags", 1)), 0o600))
-	err = srv.ReloadCatalog()
+	err = srv.ReloadCatalog(ctx)
 	var ce *catalog.Error
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "helpdesk.tag", ce.Name)
