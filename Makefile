@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./api/... ./reconcile/... ./vendors/... ./vendorevents/... ./client/... ./mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint lint-tools bench chaos mutants dev stripe-mock mcp-clients
+.PHONY: help build test test-race test-rest lint lint-tools bench chaos mutants dev stripe-mock mcp-clients mcp-everything
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,11 @@ mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against
 	$(GO) build -o bin/oncebox-fakes ./cmd/oncebox-fakes
 	cd examples/typescript && npm ci --no-audit --no-fund && npm run build && \
 		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes timeout 300 node dist/ci.js
+
+EVERYTHING_VERSION ?= 2026.8.31
+mcp-everything: ## oncebox in front of the protocol's reference "everything" MCP server from npm (TestUpstreamEverythingServer); needs DATABASE_URL, Node 20 and npm
+	mkdir -p .cache/everything && cd .cache/everything && npm install --no-audit --no-fund --no-save @modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
+	ONCEBOX_EVERYTHING_BIN=$(CURDIR)/.cache/everything/node_modules/.bin/mcp-server-everything $(GO) test -count=1 -run TestUpstreamEverythingServer -v ./server/
 
 stripe-mock: ## install stripe-mock (Stripe's official mock) into GOPATH/bin
 	$(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
