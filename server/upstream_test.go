@@ -54,6 +54,7 @@ func upstreamServer(t *testing.T, lookup bool) (base, token string, fake *fakemc
 	fake = fakemcp.New()
 	up := httptest.NewServer(fake.Handler())
 	t.Cleanup(up.Close)
+	t.Cleanup(fake.Release) // before up.Close: a held call must end for it to return
 	cfg, pool := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.ReconcileInterval = time.Second
@@ -281,4 +282,20 @@ upstreams:
 	require.NoError(t, err)
 	require.Len(t, st.Mails, 1, "one side effect")
 	require.Zero(t, st.CrashNext, "the process crashed after acting")
+}
+
+// TestUpstreamHangAfterActingIsFoundByLookup: the upstream acts and never answers;
+// the call times out, the op is unknown, the lookup tool finds the mail, and nothing
+// is sent twice.
+func TestUpstreamHangAfterActingIsFoundByLookup(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	fake.HangAfterActing(1)
+	c, err := client.New(client.Config{BaseURL: base, Token: token})
+	require.NoError(t, err)
+	_, err = c.Enqueue(context.Background(), "hang-1", "mail.send_mail", json.RawMessage(`{"to":"dee@example.com","subject":"Hi"}`), nil)
+	require.NoError(t, err)
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	require.Equal(t, 1, fake.Calls(), "no second call")
+	require.Len(t, fake.Mails(), 1)
 }

@@ -44,6 +44,7 @@ type Server struct {
 	hangNext  int
 	errorNext int
 	release   chan struct{}
+	once      sync.Once
 	mcp       *mcp.Server
 
 	// state, when set, is a file holding the mails and the crash knob, so that they
@@ -245,6 +246,12 @@ func (s *Server) HangAfterActing(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hangNext = n
+}
+
+// Release answers the calls HangAfterActing holds (they answer with an error), and
+// any later ones at once.
+func (s *Server) Release() {
+	s.once.Do(func() { close(s.release) })
 }
 
 // FailNext makes the next n send_mail calls answer isError without acting.
