@@ -50,9 +50,13 @@ mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against
 		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes timeout 300 node dist/ci.js
 
 EVERYTHING_VERSION ?= 2026.8.31
-mcp-everything: ## oncebox in front of the protocol's reference "everything" MCP server from npm (TestUpstreamEverythingServer); needs DATABASE_URL, Node 20 and npm
+mcp-everything: ## oncebox in front of the protocol's reference "everything" MCP server from npm (TestUpstreamEverythingServer; a skip fails); needs DATABASE_URL, Node 20 and npm
 	mkdir -p .cache/everything && cd .cache/everything && npm install --no-audit --no-fund --no-save @modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
-	ONCEBOX_EVERYTHING_BIN=$(CURDIR)/.cache/everything/node_modules/.bin/mcp-server-everything $(GO) test -count=1 -run TestUpstreamEverythingServer -v ./server/
+	test -x .cache/everything/node_modules/.bin/mcp-server-everything
+	ONCEBOX_EVERYTHING_BIN=$(CURDIR)/.cache/everything/node_modules/.bin/mcp-server-everything $(GO) test -count=1 \
+		-run '^TestUpstreamEverythingServer$$' -v ./server/ > .cache/everything/test.log 2>&1; rc=$$?; cat .cache/everything/test.log; \
+		test $$rc -eq 0 && grep -q -- '^--- PASS: TestUpstreamEverythingServer' .cache/everything/test.log || \
+		{ echo "mcp-everything: TestUpstreamEverythingServer did not pass (a skip counts as a failure)" >&2; exit 1; }
 
 stripe-mock: ## install stripe-mock (Stripe's official mock) into GOPATH/bin
 	$(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
