@@ -1,9 +1,7 @@
 package fakesendgrid
 
 import (
-	"maps"
 	"math/rand/v2"
-	"net/http"
 	"time"
 )
 
@@ -28,12 +26,6 @@ const (
 	// is stored.
 	FaultDropBeforeAccept
 )
-
-// faultKinds lists every kind in a fixed order, so random draws are
-// reproducible for a given seed.
-var faultKinds = []FaultKind{
-	FaultAcceptThenDrop, FaultHang, Fault429, Fault500Stored, Fault500NotStored, FaultDropBeforeAccept,
-}
 
 // String returns the kind's Go name.
 func (k FaultKind) String() string {
@@ -69,9 +61,7 @@ type Fault struct {
 // its body turns out to be invalid; the faults that store an email then answer
 // 400 as usual.
 func (s *Server) InjectFault(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, f)
+	s.faults.Inject(f)
 }
 
 // SetRandomFaults makes every POST /v3/mail/send with no queued fault draw one
@@ -79,47 +69,15 @@ func (s *Server) InjectFault(f Fault) {
 // at most 1). The draws are reproducible for a given seed. A nil or empty map
 // turns random faults off.
 func (s *Server) SetRandomFaults(rates map[FaultKind]float64, seed int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(rates) == 0 {
-		s.randomRates, s.rng = nil, nil
-		return
-	}
-	s.randomRates = maps.Clone(rates)
-	s.rng = rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x5e4d6a11)) //nolint:gosec // Reproducible chaos, not security.
+	s.faults.SetRandom(rates, rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x5e4d6a11))) //nolint:gosec // Reproducible chaos, not security.
 }
 
 // nextFault pops the queued fault, or draws a random one, or returns the zero
 // Fault (no failure).
 func (s *Server) nextFault() Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.faults) > 0 {
-		f := s.faults[0]
-		s.faults = s.faults[1:]
+	if f, ok := s.faults.Take(nil); ok {
 		return f
 	}
-	if s.rng == nil {
-		return Fault{}
-	}
-	draw, sum := s.rng.Float64(), 0.0
-	for _, k := range faultKinds {
-		sum += s.randomRates[k]
-		if draw < sum {
-			return Fault{Kind: k}
-		}
-	}
-	return Fault{}
-}
-
-// dropConnection closes the client's connection without writing a response.
-func dropConnection(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-	}
-	// HTTP/2 or a wrapped writer: aborting the handler resets the stream.
-	panic(http.ErrAbortHandler)
+	kind, _ := s.faults.Draw()
+	return Fault{Kind: kind}
 }

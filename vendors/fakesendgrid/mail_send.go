@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/fakefault"
 )
 
 const (
@@ -71,7 +73,7 @@ func (s *Server) handleMailSend(w http.ResponseWriter, r *http.Request) {
 		return
 	case FaultDropBeforeAccept:
 		log.Debug("fakesendgrid: connection dropped before storing")
-		dropConnection(w)
+		fakefault.DropConnection(w)
 		return
 	}
 
@@ -103,7 +105,7 @@ func (s *Server) handleMailSend(w http.ResponseWriter, r *http.Request) {
 	switch fault.Kind {
 	case FaultAcceptThenDrop:
 		log.Debug("fakesendgrid: send stored, connection dropped")
-		dropConnection(w)
+		fakefault.DropConnection(w)
 		return
 	case Fault500Stored:
 		log.Debug("fakesendgrid: send stored, answering 500")

@@ -3,13 +3,13 @@ package fakesendgrid
 import (
 	"encoding/json"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/oncebox/oncebox/internal/eventpost"
+	"github.com/oncebox/oncebox/internal/fakefault"
 )
 
 const (
@@ -68,9 +68,7 @@ type Server struct {
 	mu                sync.Mutex
 	messages          []Message
 	sendCount         int
-	faults            []Fault
-	randomRates       map[FaultKind]float64
-	rng               *rand.Rand
+	faults            fakefault.Injector[Fault, FaultKind]
 	activityForbidden bool
 	activityLag       time.Duration
 	activityCalls     []time.Time // times of allowed activity requests within the last minute

@@ -3,9 +3,10 @@ package fakestripe
 import (
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/fakefault"
 )
 
 // FaultKind names a failure the fake can inject into a POST.
@@ -64,13 +65,6 @@ type Fault struct {
 	RetryAfter time.Duration
 }
 
-// faultRate is one entry of SetRandomFaults, kept in a fixed order so that a
-// seed always draws the same sequence.
-type faultRate struct {
-	kind FaultKind
-	rate float64
-}
-
 // InjectFault queues f: the next POST that matches f.Path suffers it. Faults
 // are taken first in, first out; a queued fault wins over a random one.
 //
@@ -78,9 +72,7 @@ type faultRate struct {
 // be: FaultStored500 does not override a replay or a validation error, while
 // FaultHang and FaultDropAfterCreate also delay or drop a replay.
 func (s *Server) InjectFault(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, f)
+	s.faults.Inject(f)
 }
 
 // SetRandomFaults makes every POST draw a fault: kind k with probability
@@ -88,68 +80,33 @@ func (s *Server) InjectFault(f Fault) {
 // come from a generator seeded with seed. A nil or empty map turns random
 // faults off.
 func (s *Server) SetRandomFaults(rates map[FaultKind]float64, seed int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.randomRates = nil
-	s.rng = nil
-	for kind, rate := range rates {
-		if rate > 0 {
-			s.randomRates = append(s.randomRates, faultRate{kind: kind, rate: rate})
-		}
-	}
-	if len(s.randomRates) == 0 {
-		return
-	}
-	slices.SortFunc(s.randomRates, func(a, b faultRate) int { return int(a.kind) - int(b.kind) })
-	s.rng = rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x5eed))
+	s.faults.SetRandom(rates, rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x5eed)))
 }
 
 // ReleaseHangs ends every request currently held by FaultHang; they answer at
 // once. Later hangs are not affected. Call it before closing an
 // httptest.Server whose clients have no timeout.
 func (s *Server) ReleaseHangs() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	close(s.hangRelease)
-	s.hangRelease = make(chan struct{})
+	s.hangs.Release()
 }
 
 // takeFault removes and returns the fault for a POST on path, if any.
 func (s *Server) takeFault(path string) (Fault, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.Path == "" || f.Path == path {
-			s.faults = slices.Delete(s.faults, i, i+1)
-			return f, true
-		}
+	if f, ok := s.faults.Take(func(f Fault) bool { return f.Path == "" || f.Path == path }); ok {
+		return f, true
 	}
-	if s.rng == nil {
-		return Fault{}, false
-	}
-	u := s.rng.Float64()
-	var cumulative float64
-	for _, fr := range s.randomRates {
-		cumulative += fr.rate
-		if u < cumulative {
-			return Fault{Kind: fr.kind}, true
-		}
-	}
-	return Fault{}, false
+	kind, ok := s.faults.Draw()
+	return Fault{Kind: kind}, ok
 }
 
 // rateLimited returns the answer of a Fault429.
 func rateLimited(retryAfter time.Duration) (result, string) {
-	if retryAfter <= 0 {
-		retryAfter = time.Second
-	}
-	seconds := int64((retryAfter + time.Second - 1) / time.Second)
 	return (&apiError{
 		status:  http.StatusTooManyRequests,
 		Type:    typeInvalidRequest,
 		Code:    "rate_limit",
 		Message: "Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.",
-	}).result(), strconv.FormatInt(seconds, 10)
+	}).result(), fakefault.RetryAfter(retryAfter)
 }
 
 // keyInUse returns the 409 for a key whose first request still runs.
@@ -172,15 +129,4 @@ func stored500() result {
 	// Stripe says so on 500s its idempotency layer would replay anyway.
 	res.shouldRetry = "false"
 	return res
-}
-
-// dropConnection closes the client's connection without an answer.
-func dropConnection(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err == nil {
-		_ = conn.Close()
-		return
-	}
-	// Not hijackable (HTTP/2, a recorder): abort the response instead.
-	panic(http.ErrAbortHandler)
 }

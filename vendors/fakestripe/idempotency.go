@@ -6,7 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/oncebox/oncebox/internal/fakefault"
 )
 
 // idempotencyEntry is what Stripe keeps for one Idempotency-Key.
@@ -33,7 +34,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, create create
 		switch fault.Kind {
 		case FaultDropBeforeCreate:
 			s.cfg.Logger.Debug("fakestripe dropped connection before create", slog.String("path", r.URL.Path))
-			dropConnection(w)
+			fakefault.DropConnection(w)
 			return
 		case Fault429:
 			res, retryAfter := rateLimited(fault.RetryAfter)
@@ -62,7 +63,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, create create
 	}
 
 	if hang {
-		s.hold(r)
+		s.hangs.Hold(r.Context(), s.cfg.HangFor) // until the client goes away or ReleaseHangs
 		if entry != nil && !replayed {
 			s.mu.Lock()
 			entry.done = true
@@ -71,7 +72,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, create create
 	}
 	if faulty && fault.Kind == FaultDropAfterCreate {
 		s.cfg.Logger.Debug("fakestripe dropped connection after create", slog.String("path", r.URL.Path))
-		dropConnection(w)
+		fakefault.DropConnection(w)
 		return
 	}
 	s.writeResult(w, r, res)
@@ -122,21 +123,6 @@ func (s *Server) run(path, key, requestID string, form url.Values, create create
 	entry = &idempotencyEntry{path: path, paramHash: hash, res: res, requestID: requestID, done: !hang}
 	s.keys[key] = entry
 	return res, entry, false
-}
-
-// hold blocks a FaultHang request for HangFor, until the client goes away,
-// or until ReleaseHangs.
-func (s *Server) hold(r *http.Request) {
-	s.mu.Lock()
-	release := s.hangRelease
-	s.mu.Unlock()
-	timer := time.NewTimer(s.cfg.HangFor)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-r.Context().Done():
-	case <-release:
-	}
 }
 
 // ExpireIdempotencyKeys forgets every stored idempotency key, as if 24 hours

@@ -4,13 +4,13 @@ import (
 	crand "crypto/rand"
 	"encoding/json"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/oncebox/oncebox/internal/eventpost"
+	"github.com/oncebox/oncebox/internal/fakefault"
 )
 
 // defaultAPIVersion is the Stripe-Version answered when a request names none;
@@ -65,11 +65,9 @@ type Server struct {
 	refunds     []*refundRecord
 	refundsByID map[string]*refundRecord
 	keys        map[string]*idempotencyEntry
-	faults      []Fault
-	randomRates []faultRate
-	rng         *rand.Rand
+	faults      fakefault.Injector[Fault, FaultKind]
+	hangs       fakefault.Hangs
 	requests    int
-	hangRelease chan struct{}
 	events      *EventsConfig
 	poster      *eventpost.Poster
 }
@@ -84,7 +82,6 @@ func New(cfg Config) *Server {
 		pisByCharge: make(map[string]*paymentIntentRecord),
 		refundsByID: make(map[string]*refundRecord),
 		keys:        make(map[string]*idempotencyEntry),
-		hangRelease: make(chan struct{}),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/payment_intents", func(w http.ResponseWriter, r *http.Request) {

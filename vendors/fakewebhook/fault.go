@@ -2,8 +2,6 @@ package fakewebhook
 
 import (
 	"math/rand/v2"
-	"net/http"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -72,13 +70,6 @@ type Fault struct {
 	Status int
 }
 
-// faultRate is one entry of SetRandomFaults, kept in a fixed order so that a
-// seed always draws the same sequence.
-type faultRate struct {
-	kind FaultKind
-	rate float64
-}
-
 // InjectFault queues f: the next POST suffers it. Faults are taken first in,
 // first out; a queued fault wins over a random one.
 //
@@ -87,9 +78,7 @@ type faultRate struct {
 // FaultHangAfterEffect still drop or delay the answer, while Fault500Stored
 // and Fault500AfterEffect do nothing.
 func (s *Server) InjectFault(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, f)
+	s.faults.Inject(f)
 }
 
 // SetRandomFaults makes every POST draw a fault: kind k with probability
@@ -97,69 +86,20 @@ func (s *Server) InjectFault(f Fault) {
 // come from a generator seeded with seed. A nil or empty map turns random
 // faults off.
 func (s *Server) SetRandomFaults(rates map[FaultKind]float64, seed int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.randomRates = nil
-	s.rng = nil
-	for kind, rate := range rates {
-		if rate > 0 {
-			s.randomRates = append(s.randomRates, faultRate{kind: kind, rate: rate})
-		}
-	}
-	if len(s.randomRates) == 0 {
-		return
-	}
-	slices.SortFunc(s.randomRates, func(a, b faultRate) int { return int(a.kind) - int(b.kind) })
-	s.rng = rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x5eed))
+	s.faults.SetRandom(rates, rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x5eed)))
 }
 
 // ReleaseHangs ends every request currently held by FaultHangAfterEffect; they
 // answer at once. Later hangs are not affected.
 func (s *Server) ReleaseHangs() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	close(s.hangRelease)
-	s.hangRelease = make(chan struct{})
+	s.hangs.Release()
 }
 
 // takeFault removes and returns the fault for the next POST, if any.
 func (s *Server) takeFault() (Fault, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.faults) > 0 {
-		f := s.faults[0]
-		s.faults = slices.Delete(s.faults, 0, 1)
+	if f, ok := s.faults.Take(nil); ok {
 		return f, true
 	}
-	if s.rng == nil {
-		return Fault{}, false
-	}
-	u := s.rng.Float64()
-	var cumulative float64
-	for _, fr := range s.randomRates {
-		cumulative += fr.rate
-		if u < cumulative {
-			return Fault{Kind: fr.kind}, true
-		}
-	}
-	return Fault{}, false
-}
-
-// retryAfterSeconds rounds d up to whole seconds, 1s when unset.
-func retryAfterSeconds(d time.Duration) string {
-	if d <= 0 {
-		d = time.Second
-	}
-	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
-}
-
-// dropConnection closes the client's connection without an answer.
-func dropConnection(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err == nil {
-		_ = conn.Close()
-		return
-	}
-	// Not hijackable (HTTP/2, a recorder): abort the response instead.
-	panic(http.ErrAbortHandler)
+	kind, ok := s.faults.Draw()
+	return Fault{Kind: kind}, ok
 }

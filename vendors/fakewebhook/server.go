@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/fakefault"
 )
 
 // Config configures a Server. The zero value is ready to use.
@@ -50,17 +51,15 @@ const maxBody = 1 << 20
 type Server struct {
 	cfg Config
 
-	mu          sync.Mutex
-	seq         int64
-	effects     []Effect
-	keys        map[string]*keyEntry
-	faults      []Fault
-	randomRates []faultRate
-	rng         *rand.Rand
-	requests    int
-	block       <-chan struct{}
-	hook        func(Effect)
-	hangRelease chan struct{}
+	mu       sync.Mutex
+	seq      int64
+	effects  []Effect
+	keys     map[string]*keyEntry
+	faults   fakefault.Injector[Fault, FaultKind]
+	hangs    fakefault.Hangs
+	requests int
+	block    <-chan struct{}
+	hook     func(Effect)
 }
 
 // keyEntry is what the server keeps for one Idempotency-Key.
@@ -76,9 +75,8 @@ type keyEntry struct {
 // New returns a Server with no effects, no stored keys and no faults.
 func New(cfg Config) *Server {
 	return &Server{
-		cfg:         cfg.withDefaults(),
-		keys:        make(map[string]*keyEntry),
-		hangRelease: make(chan struct{}),
+		cfg:  cfg.withDefaults(),
+		keys: make(map[string]*keyEntry),
 	}
 }
 
@@ -139,10 +137,10 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request) {
 	if faulty {
 		switch fault.Kind {
 		case FaultDropBeforeEffect:
-			dropConnection(w)
+			fakefault.DropConnection(w)
 			return
 		case Fault429:
-			w.Header().Set("Retry-After", retryAfterSeconds(fault.RetryAfter))
+			w.Header().Set("Retry-After", fakefault.RetryAfter(fault.RetryAfter))
 			writeJSON(w, http.StatusTooManyRequests, []byte(`{"error":"rate_limited"}`))
 			return
 		case Fault409:
@@ -184,7 +182,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request) {
 			s.hold(r)
 		}
 		if faulty && fault.Kind == FaultDropAfterEffect {
-			dropConnection(w)
+			fakefault.DropConnection(w)
 			return
 		}
 		writeJSON(w, replay.status, replay.body)
@@ -216,7 +214,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	s.finish(key, entry, status, answer, e.ID)
 	if faulty && fault.Kind == FaultDropAfterEffect {
-		dropConnection(w)
+		fakefault.DropConnection(w)
 		return
 	}
 	w.Header().Set("X-Request-Id", e.ID)
@@ -280,16 +278,7 @@ func (s *Server) record(r *http.Request, key string, body []byte) (Effect, <-cha
 // hold blocks a FaultHangAfterEffect request for HangFor, until the client
 // goes away, or until ReleaseHangs.
 func (s *Server) hold(r *http.Request) {
-	s.mu.Lock()
-	release := s.hangRelease
-	s.mu.Unlock()
-	timer := time.NewTimer(s.cfg.HangFor)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-r.Context().Done():
-	case <-release:
-	}
+	s.hangs.Hold(r.Context(), s.cfg.HangFor)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
