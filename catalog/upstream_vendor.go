@@ -124,9 +124,9 @@ func (u *upstreamConn) close() {
 var errNotSent = errors.New("not sent")
 
 // call calls a tool. An error is errNotSent (wrapped) when the request was never
-// written, a *jsonrpc.Error when the upstream answered with one, or else the call's
-// answer was lost (a timeout, a broken connection, a dead process) and the session
-// is dropped.
+// written, one upstreamError finds when the upstream answered with a JSON-RPC error, or
+// else the call's answer was lost (a timeout, a broken connection, a dead process, an
+// HTTP answer that is no JSON-RPC answer) and the session is dropped.
 func (u *upstreamConn) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	s, err := u.get(ctx)
 	if err != nil {
@@ -136,14 +136,29 @@ func (u *upstreamConn) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.Ca
 	defer cancel()
 	res, err := s.CallTool(cctx, p)
 	if err != nil {
-		var we *jsonrpc.Error
-		if errors.As(err, &we) {
-			return nil, err
+		if _, answered := upstreamError(err); !answered {
+			u.drop(s)
 		}
-		u.drop(s)
 		return nil, err
 	}
 	return res, nil
+}
+
+// codeRejectedByTransport is the code of the error the SDK's client makes of its own
+// transport failures (its internal jsonrpc2.ErrRejected, "rejected by transport"): an
+// HTTP request that failed, even after it was written (a connection closed before the
+// answer), an answer it could not read, a 429 or 5xx status without a JSON-RPC error.
+const codeRejectedByTransport = -32005
+
+// upstreamError returns the JSON-RPC error the upstream answered a call with. A
+// transport failure the SDK reports as a JSON-RPC error (codeRejectedByTransport) is no
+// answer: the request may have reached the upstream, and nothing came back.
+func upstreamError(err error) (*jsonrpc.Error, bool) {
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code == codeRejectedByTransport {
+		return nil, false
+	}
+	return we, true
 }
 
 // list lists the upstream's tools.
@@ -271,16 +286,16 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 	}
 	res, err := v.session().call(ctx, &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
 	if err != nil {
-		var we *jsonrpc.Error
+		we, answered := upstreamError(err)
 		switch {
 		case errors.Is(err, errNotSent):
 			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeRetryable, Code: "not_sent",
 				Message: fmt.Sprintf("upstream %s could not be reached; nothing was sent", v.name), Err: err}
-		case errors.As(err, &we) && (we.Code == jsonrpc.CodeInvalidParams || we.Code == jsonrpc.CodeMethodNotFound):
+		case answered && (we.Code == jsonrpc.CodeInvalidParams || we.Code == jsonrpc.CodeMethodNotFound):
 			body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": we.Code, "message": we.Message}})
 			return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "upstream_refused",
 				Message: fmt.Sprintf("upstream %s refused the call before running it: %s", v.name, we.Message), Body: body, Err: err}
-		case errors.As(err, &we):
+		case answered:
 			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "upstream_error",
 				Message: fmt.Sprintf("upstream %s answered with error %d (%s): it may have acted", v.name, we.Code, we.Message), Err: err}
 		default:
@@ -314,8 +329,7 @@ func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*ou
 	}
 	res, err := v.session().call(ctx, &mcp.CallToolParams{Name: t.LookupTool, Arguments: map[string]any{t.LookupArgument: p.OpID}})
 	if err != nil {
-		var we *jsonrpc.Error
-		if errors.As(err, &we) {
+		if _, answered := upstreamError(err); answered {
 			return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", t.LookupTool, v.name, outbox.ErrLookupUnavailable, err)
 		}
 		return nil, fmt.Errorf("lookup tool %s of upstream %s: %w", t.LookupTool, v.name, err)

@@ -50,8 +50,14 @@ upstreams:
 // upstreamServer runs a whole server in front of a fake MCP server.
 func upstreamServer(t *testing.T, lookup bool) (base, token string, fake *fakemcp.Server, pool *pgxpool.Pool) {
 	t.Helper()
+	return upstreamServerWith(t, fakemcp.New(), func(url string) string { return upstreamCatalog(url, lookup) })
+}
+
+// upstreamServerWith runs a whole server in front of fake, served over streamable HTTP,
+// with the catalog file catalogFor(the fake's URL).
+func upstreamServerWith(t *testing.T, fake *fakemcp.Server, catalogFor func(url string) string) (base, token string, _ *fakemcp.Server, pool *pgxpool.Pool) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	fake = fakemcp.New()
 	up := httptest.NewServer(fake.Handler())
 	t.Cleanup(up.Close)
 	t.Cleanup(fake.Release) // before up.Close: a held call must end for it to return
@@ -59,7 +65,7 @@ func upstreamServer(t *testing.T, lookup bool) (base, token string, fake *fakemc
 	cfg.Addr = "127.0.0.1:0"
 	cfg.ReconcileInterval = time.Second
 	cfg.WebhookTimeout = 3 * time.Second
-	cfg.ToolsFile = writeCatalog(t, upstreamCatalog(up.URL, lookup))
+	cfg.ToolsFile = writeCatalog(t, catalogFor(up.URL))
 	srv, err := server.New(ctx, cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)

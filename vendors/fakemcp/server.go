@@ -9,7 +9,10 @@
 //   - count_mail (readOnlyHint): answers {"count":n}.
 //
 // Fault knobs make the next send_mail calls drop the connection after acting, hang
-// after acting, or answer isError without acting.
+// after acting, or answer isError without acting; SetRandomFaults draws them at random
+// for the calls Handler serves. SetNativeKeys makes send_mail deduplicate on the _meta
+// key oncebox sends (MetaIdempotencyKey), as an upstream that declares native_keys, and
+// EffectHook lets a test act between a mail's recording and its answer.
 package fakemcp
 
 import (
@@ -18,10 +21,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,6 +40,21 @@ type Mail struct {
 	Meta    map[string]any `json:"-"`
 }
 
+// MetaIdempotencyKey is the _meta key of a tools/call that carries oncebox's
+// idempotency key; in native-keys mode send_mail deduplicates on it.
+const MetaIdempotencyKey = "oncebox/idempotency_key"
+
+// MetaOpID is the _meta key of a tools/call that carries oncebox's op id.
+const MetaOpID = "oncebox/op_id"
+
+// Refusal is one send_mail call answered isError: nothing was recorded.
+type Refusal struct {
+	// OpID and Key are the call's _meta op id and idempotency key, if it had them.
+	OpID, Key string
+	// Ref is the call's ref argument.
+	Ref string
+}
+
 // Server is the fake upstream.
 type Server struct {
 	mu        sync.Mutex
@@ -46,6 +66,20 @@ type Server struct {
 	release   chan struct{}
 	once      sync.Once
 	mcp       *mcp.Server
+
+	// native, when set, deduplicates send_mail on _meta MetaIdempotencyKey: keys maps
+	// a key to the mail it made; replays counts the calls answered from it.
+	native   bool
+	keys     map[string]Mail
+	replays  int
+	refusals []Refusal
+	hook     func(Mail)
+
+	// Random faults (fault.go).
+	randomRates []faultRate
+	rng         *rand.Rand
+	faults      map[FaultKind]int
+	hangFor     time.Duration
 
 	// state, when set, is a file holding the mails and the crash knob, so that they
 	// outlive the process (a stdio upstream that crashes).
@@ -112,7 +146,7 @@ func writeState(path string, st State) error {
 
 // New returns an empty fake upstream.
 func New() *Server {
-	s := &Server{release: make(chan struct{})}
+	s := &Server{release: make(chan struct{}), keys: map[string]Mail{}, faults: map[FaultKind]int{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "fakemcp", Version: "1"}, nil)
 	f := false
 	t := true
@@ -149,15 +183,36 @@ type Count struct {
 }
 
 func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendArgs) (*mcp.CallToolResult, Mail, error) {
+	meta := map[string]any{}
+	for k, v := range req.Params.Meta {
+		meta[k] = v
+	}
+	fault, _ := meta[metaFault].(string)
+	delete(meta, metaFault)
+	key, _ := meta[MetaIdempotencyKey].(string)
+	opID, _ := meta[MetaOpID].(string)
+
 	s.mu.Lock()
 	s.calls++
-	if s.errorNext > 0 {
-		s.errorNext--
+	if prev, ok := s.keys[key]; ok && s.native && key != "" {
+		// The key was carried out before: answer what it made, and do nothing.
+		s.replays++
+		s.mu.Unlock()
+		return nil, prev, nil
+	}
+	if s.errorNext > 0 || fault == FaultIsError.String() {
+		if fault != FaultIsError.String() {
+			s.errorNext--
+		}
+		s.refusals = append(s.refusals, Refusal{OpID: opID, Key: key, Ref: a.Ref})
 		s.mu.Unlock()
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "mailbox full"}}}, Mail{}, nil
 	}
-	m := Mail{ID: "mail_" + itoa(len(s.mails)+1), Ref: a.Ref, To: a.To, Subject: a.Subject, Meta: req.Params.Meta}
+	m := Mail{ID: "mail_" + itoa(len(s.mails)+1), Ref: a.Ref, To: a.To, Subject: a.Subject, Meta: meta}
 	s.mails = append(s.mails, m)
+	if s.native && key != "" {
+		s.keys[key] = m
+	}
 	if s.state != "" {
 		st, err := ReadState(s.state)
 		if err != nil {
@@ -177,17 +232,28 @@ func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendA
 			s.exit() // acted, and never answers
 		}
 	}
-	hang := s.hangNext > 0
-	if hang {
+	hang := s.hangNext > 0 || fault == FaultHangAfterActing.String()
+	if hang && fault != FaultHangAfterActing.String() {
 		s.hangNext--
 	}
+	hook, hangFor := s.hook, s.hangFor
 	s.mu.Unlock()
+	if hook != nil {
+		hook(m)
+	}
 	if hang {
+		var bound <-chan time.Time
+		if hangFor > 0 {
+			t := time.NewTimer(hangFor)
+			defer t.Stop()
+			bound = t.C
+		}
 		select {
 		case <-ctx.Done():
 		case <-s.release:
+		case <-bound:
 		}
-		return nil, Mail{}, ctx.Err()
+		return nil, Mail{}, errors.New("fakemcp: the call hung after acting")
 	}
 	return nil, m, nil
 }
@@ -209,6 +275,7 @@ func (s *Server) purgeMail(context.Context, *mcp.CallToolRequest, struct{}) (*mc
 	defer s.mu.Unlock()
 	n := len(s.mails)
 	s.mails = nil
+	s.keys = map[string]Mail{}
 	return nil, Count{Count: n}, nil
 }
 
@@ -230,6 +297,37 @@ func (s *Server) Calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
+}
+
+// SetNativeKeys turns native-keys mode on or off: send_mail deduplicates on _meta
+// MetaIdempotencyKey, answering a key it carried out before with the mail that key made,
+// without acting again (kept in memory, not in a state file).
+func (s *Server) SetNativeKeys(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.native = on
+}
+
+// Replays counts the send_mail calls answered from a native key, without acting.
+func (s *Server) Replays() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replays
+}
+
+// Refusals returns the send_mail calls answered isError.
+func (s *Server) Refusals() []Refusal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Refusal(nil), s.refusals...)
+}
+
+// EffectHook sets f to be called with each mail once it is recorded, before its call is
+// answered (a nil f clears it). f runs on the call's goroutine.
+func (s *Server) EffectHook(f func(Mail)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hook = f
 }
 
 // DropAfterActing makes the next n send_mail calls act, then lose their answer (the
@@ -264,12 +362,12 @@ func (s *Server) FailNext(n int) {
 // MCP returns the SDK server, to serve over any transport (stdio, in memory).
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
-// Handler serves the fake over streamable HTTP, with the drop fault.
+// Handler serves the fake over streamable HTTP, with the drop fault and the random
+// faults.
 func (s *Server) Handler() http.Handler {
 	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{JSONResponse: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		var msg struct {
 			Method string `json:"method"`
 			Params struct {
@@ -283,9 +381,17 @@ func (s *Server) Handler() http.Handler {
 			if s.dropNext > 0 && s.errorNext == 0 {
 				s.dropNext--
 				drop = true
+			} else if kind, ok := s.drawFault(); ok {
+				if kind == FaultDropAfterActing {
+					drop = true
+				} else {
+					body = withMeta(body, metaFault, kind.String())
+				}
 			}
 			s.mu.Unlock()
 		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
 		if !drop {
 			inner.ServeHTTP(w, r)
 			return
@@ -294,6 +400,32 @@ func (s *Server) Handler() http.Handler {
 		inner.ServeHTTP(rec, r) // acts, and its answer is thrown away
 		panic(http.ErrAbortHandler)
 	})
+}
+
+// withMeta returns the JSON-RPC request body with params._meta[k] = v, or body as it is
+// when it cannot be read.
+func withMeta(body []byte, k, v string) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var msg map[string]any
+	if dec.Decode(&msg) != nil {
+		return body
+	}
+	params, _ := msg["params"].(map[string]any)
+	if params == nil {
+		return body
+	}
+	meta, _ := params["_meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[k] = v
+	params["_meta"] = meta
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 func itoa(n int) string {

@@ -1,0 +1,109 @@
+package fakemcp_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/vendors/fakemcp"
+)
+
+// session connects an SDK client to fake over streamable HTTP.
+func session(t *testing.T, fake *fakemcp.Server) *mcp.ClientSession {
+	t.Helper()
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	t.Cleanup(fake.Release)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func send(cs *mcp.ClientSession, key, ref string) (*mcp.CallToolResult, error) {
+	return cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_mail",
+		Meta:      mcp.Meta{fakemcp.MetaIdempotencyKey: key, fakemcp.MetaOpID: ref},
+		Arguments: map[string]any{"to": "ann@example.com", "subject": "Hi", "ref": ref}})
+}
+
+func TestNativeKeysAnswerAKeyFromTheMailItMade(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	fake.SetNativeKeys(true)
+	cs := session(t, fake)
+	a, err := send(cs, "k1", "op1")
+	require.NoError(t, err)
+	b, err := send(cs, "k1", "op1")
+	require.NoError(t, err)
+	require.Equal(t, a.StructuredContent, b.StructuredContent, "the same mail")
+	_, err = send(cs, "k2", "op2")
+	require.NoError(t, err)
+	require.Len(t, fake.Mails(), 2)
+	require.Equal(t, 3, fake.Calls())
+	require.Equal(t, 1, fake.Replays())
+
+	// Without native keys every call acts.
+	plain := fakemcp.New()
+	cs = session(t, plain)
+	for range 2 {
+		_, err := send(cs, "k1", "op1")
+		require.NoError(t, err)
+	}
+	require.Len(t, plain.Mails(), 2)
+	require.Zero(t, plain.Replays())
+}
+
+func TestRandomFaults(t *testing.T) {
+	t.Parallel()
+	t.Run("isError", func(t *testing.T) {
+		fake := fakemcp.New()
+		fake.SetRandomFaults(map[fakemcp.FaultKind]float64{fakemcp.FaultIsError: 1}, 1)
+		res, err := send(session(t, fake), "k1", "op1")
+		require.NoError(t, err)
+		require.True(t, res.IsError)
+		require.Empty(t, fake.Mails())
+		require.Equal(t, []fakemcp.Refusal{{OpID: "op1", Key: "k1", Ref: "op1"}}, fake.Refusals())
+		require.Equal(t, map[fakemcp.FaultKind]int{fakemcp.FaultIsError: 1}, fake.Faults())
+	})
+	t.Run("drop after acting", func(t *testing.T) {
+		fake := fakemcp.New()
+		fake.SetRandomFaults(map[fakemcp.FaultKind]float64{fakemcp.FaultDropAfterActing: 1}, 1)
+		_, err := send(session(t, fake), "k1", "op1")
+		require.Error(t, err)
+		require.Len(t, fake.Mails(), 1)
+	})
+	t.Run("hang after acting", func(t *testing.T) {
+		fake := fakemcp.New()
+		fake.SetHangFor(50 * time.Millisecond)
+		fake.SetRandomFaults(map[fakemcp.FaultKind]float64{fakemcp.FaultHangAfterActing: 1}, 1)
+		hooked := make(chan fakemcp.Mail, 1)
+		fake.EffectHook(func(m fakemcp.Mail) { hooked <- m })
+		res, err := send(session(t, fake), "k1", "op1")
+		if err == nil {
+			require.True(t, res.IsError, "the hang ends in an error")
+		}
+		mails := fake.Mails()
+		require.Len(t, mails, 1)
+		require.Equal(t, mails[0], <-hooked, "the hook saw the mail before its answer")
+		require.NotContains(t, mails[0].Meta, "fakemcp/fault", "the fault is not recorded as the caller's _meta")
+		require.Equal(t, "k1", mails[0].Meta[fakemcp.MetaIdempotencyKey])
+	})
+	t.Run("a native key's replay is never refused", func(t *testing.T) {
+		fake := fakemcp.New()
+		fake.SetNativeKeys(true)
+		cs := session(t, fake)
+		_, err := send(cs, "k1", "op1")
+		require.NoError(t, err)
+		fake.SetRandomFaults(map[fakemcp.FaultKind]float64{fakemcp.FaultIsError: 1}, 1)
+		res, err := send(cs, "k1", "op1")
+		require.NoError(t, err)
+		require.False(t, res.IsError)
+		require.Len(t, fake.Mails(), 1)
+		require.Empty(t, fake.Refusals())
+	})
+}
