@@ -73,3 +73,37 @@ func TestGivesUpAfterRetryFor(t *testing.T) {
 		return pending == 0 && delivered == 0 && dropped == 1
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// fakeEvents is a fake's events configuration: it embeds Config.
+type fakeEvents struct {
+	eventpost.Config
+	Secret string
+}
+
+func TestHolderPostsUnderTheConfigurationInForce(t *testing.T) {
+	t.Parallel()
+	rec := &receiver{}
+	up := httptest.NewServer(rec)
+	t.Cleanup(up.Close)
+
+	var h eventpost.Holder[fakeEvents]
+	t.Cleanup(func() { h.Set(nil) })
+	build := func(cfg *fakeEvents) []eventpost.Batch { return []eventpost.Batch{batch(cfg.Secret)} }
+	require.False(t, h.Post(build), "events are off at first")
+	require.Nil(t, h.Config())
+
+	h.Set(&fakeEvents{Config: eventpost.Config{URL: up.URL}, Secret: "one"})
+	require.True(t, h.Post(build))
+	require.Eventually(t, func() bool { _, delivered, _ := h.Stats(); return delivered == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	h.Set(&fakeEvents{Config: eventpost.Config{URL: up.URL}, Secret: "two"})
+	require.Equal(t, "two", h.Config().Secret)
+	require.True(t, h.Post(build))
+	require.Eventually(t, func() bool { _, delivered, _ := h.Stats(); return delivered == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{"one", "two"}, rec.got())
+
+	h.Set(nil)
+	require.False(t, h.Post(build))
+	pending, delivered, dropped := h.Stats()
+	require.Zero(t, pending+delivered+dropped)
+}

@@ -71,47 +71,29 @@ func (s *Server) SetEvents(cfg *EventsConfig) error {
 	if cfg != nil && (cfg.Key == nil || cfg.URL == "") {
 		return fmt.Errorf("fakesendgrid: events need a URL and a key")
 	}
-	s.mu.Lock()
-	old := s.poster
-	s.events = cfg
-	s.poster = nil
-	if cfg != nil {
-		s.poster = eventpost.New(cfg.Config)
-	}
-	s.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
+	s.events.Set(cfg)
 	return nil
 }
 
 // EventStats returns how many event requests wait, were delivered and were given up.
 func (s *Server) EventStats() (pending, delivered, dropped int) {
-	s.mu.Lock()
-	p := s.poster
-	s.mu.Unlock()
-	if p == nil {
-		return 0, 0, 0
-	}
-	return p.Stats()
+	return s.events.Stats()
 }
 
 // postEventsLocked schedules the events of a stored message; s.mu must be held.
 func (s *Server) postEventsLocked(m Message) {
-	if s.events == nil || s.poster == nil {
-		return
-	}
-	cfg := *s.events
-	final := cfg.Final
-	if final == "" {
-		final = "delivered"
-	}
-	at := m.AcceptedAt
-	batches := []eventpost.Batch{s.eventBatch(cfg.Key, m, "processed", at)}
-	if !cfg.NoFinal {
-		batches = append(batches, s.eventBatch(cfg.Key, m, final, at.Add(time.Second)))
-	}
-	s.poster.Post(batches...)
+	s.events.Post(func(cfg *EventsConfig) []eventpost.Batch {
+		final := cfg.Final
+		if final == "" {
+			final = "delivered"
+		}
+		at := m.AcceptedAt
+		batches := []eventpost.Batch{s.eventBatch(cfg.Key, m, "processed", at)}
+		if !cfg.NoFinal {
+			batches = append(batches, s.eventBatch(cfg.Key, m, final, at.Add(time.Second)))
+		}
+		return batches
+	})
 }
 
 // eventBatch builds one request carrying event for every recipient of m. Each
@@ -153,7 +135,7 @@ func (s *Server) eventBatch(key *ecdsa.PrivateKey, m Message, event string, at t
 func (s *Server) PostEvents(xMessageID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.events == nil {
+	if s.events.Config() == nil {
 		return fmt.Errorf("fakesendgrid: events are not configured")
 	}
 	for _, m := range s.messages {

@@ -72,8 +72,7 @@ type Server struct {
 	activityForbidden bool
 	activityLag       time.Duration
 	activityCalls     []time.Time // times of allowed activity requests within the last minute
-	events            *EventsConfig
-	poster            *eventpost.Poster
+	events            eventpost.Holder[EventsConfig]
 }
 
 // New returns a Server with no messages, no faults and the activity add-on

@@ -42,29 +42,13 @@ func (s *Server) SetEvents(cfg *EventsConfig) error {
 	if cfg != nil && (cfg.Secret == "" || cfg.URL == "") {
 		return errors.New("fakestripe: events need a URL and a secret")
 	}
-	s.mu.Lock()
-	old := s.poster
-	s.events = cfg
-	s.poster = nil
-	if cfg != nil {
-		s.poster = eventpost.New(cfg.Config)
-	}
-	s.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
+	s.events.Set(cfg)
 	return nil
 }
 
 // EventStats returns how many event requests wait, were delivered and were given up.
 func (s *Server) EventStats() (pending, delivered, dropped int) {
-	s.mu.Lock()
-	p := s.poster
-	s.mu.Unlock()
-	if p == nil {
-		return 0, 0, 0
-	}
-	return p.Stats()
+	return s.events.Stats()
 }
 
 // FailRefund marks a refund failed after its creation, as a bank may, and posts
@@ -88,7 +72,7 @@ type event struct {
 
 // paymentIntentEventsLocked posts the events of a new payment intent; s.mu must be held.
 func (s *Server) paymentIntentEventsLocked(rec *paymentIntentRecord, confirm bool) {
-	if s.events == nil {
+	if s.events.Config() == nil {
 		return
 	}
 	final := rec.json()
@@ -114,10 +98,11 @@ func (s *Server) paymentIntentEventsLocked(rec *paymentIntentRecord, confirm boo
 
 // postEventsLocked schedules events about one object, in order; s.mu must be held.
 func (s *Server) postEventsLocked(evs ...event) {
-	if s.events == nil || s.poster == nil {
-		return
-	}
-	secret := s.events.Secret
+	s.events.Post(func(cfg *EventsConfig) []eventpost.Batch { return s.eventBatches(cfg.Secret, evs) })
+}
+
+// eventBatches builds one request signed with secret for each event; s.mu must be held.
+func (s *Server) eventBatches(secret string, evs []event) []eventpost.Batch {
 	created := s.now().Unix()
 	batches := make([]eventpost.Batch, len(evs))
 	for i, ev := range evs {
@@ -137,5 +122,5 @@ func (s *Server) postEventsLocked(evs ...event) {
 			return body, h
 		}
 	}
-	s.poster.Post(batches...)
+	return batches
 }

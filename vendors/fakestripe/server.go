@@ -68,8 +68,7 @@ type Server struct {
 	faults      fakefault.Injector[Fault, FaultKind]
 	hangs       fakefault.Hangs
 	requests    int
-	events      *EventsConfig
-	poster      *eventpost.Poster
+	events      eventpost.Holder[EventsConfig]
 }
 
 // New returns a Server with no objects, no stored keys and no faults.
