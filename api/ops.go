@@ -25,17 +25,8 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		writeProblem(w, p)
 		return
 	}
-	if p := checkJSONType(r); p != nil {
-		writeProblem(w, p)
-		return
-	}
-	body, p := readBody(w, r, s.cfg.MaxBodyBytes)
-	if p != nil {
-		writeProblem(w, p)
-		return
-	}
 	var req opRequest
-	if p := decodeStrict(body, &req); p != nil {
+	if p := readJSON(w, r, s.cfg.MaxBodyBytes, &req); p != nil {
 		writeProblem(w, p)
 		return
 	}
@@ -87,7 +78,7 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 			return
 		}
 	}
-	body, err = renderOp(op, nil)
+	body, err := renderOp(op, nil)
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -104,12 +95,11 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 // getOp is GET /v1/ops/{key}: the tenant's op, optionally after waiting for it to
 // settle and with its history.
 func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
-	key, p := normalizeKey(r.PathValue("key"))
+	key, p := pathKey(r)
 	if p != nil {
 		writeProblem(w, p)
 		return
 	}
-	recorderOf(r).key = key
 	wait, p := parseWait(r, s.cfg.MaxWait)
 	if p != nil {
 		writeProblem(w, p)
@@ -159,12 +149,11 @@ func (s *Server) rejectOp(w http.ResponseWriter, r *http.Request, t *tenant.Prin
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Principal, approve bool) {
-	key, p := normalizeKey(r.PathValue("key"))
+	key, p := pathKey(r)
 	if p != nil {
 		writeProblem(w, p)
 		return
 	}
-	recorderOf(r).key = key
 	body, p := readBody(w, r, s.cfg.MaxBodyBytes)
 	if p != nil {
 		writeProblem(w, p)

@@ -81,6 +81,16 @@ func headerKey(r *http.Request) (string, *problem) {
 	return normalizeKey(values[0])
 }
 
+// pathKey returns the normalized key the path names, recorded for the request's
+// log line, or the problem to answer.
+func pathKey(r *http.Request) (string, *problem) {
+	key, p := normalizeKey(r.PathValue("key"))
+	if p == nil {
+		recorderOf(r).key = key
+	}
+	return key, p
+}
+
 // normalizeKey checks a key from a header or a path.
 func normalizeKey(raw string) (string, *problem) {
 	key, err := outbox.NormalizeKey(raw)
@@ -158,6 +168,19 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *pro
 		return nil, newProblem(http.StatusBadRequest, "invalid-json", "The request body could not be read: "+err.Error()+".")
 	}
 	return body, nil
+}
+
+// readJSON reads the body into dst: declared as application/json, at most limit
+// bytes, one JSON object with no unknown members.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) *problem {
+	if p := checkJSONType(r); p != nil {
+		return p
+	}
+	body, p := readBody(w, r, limit)
+	if p != nil {
+		return p
+	}
+	return decodeStrict(body, dst)
 }
 
 // decodeStrict decodes one JSON object into dst, refusing unknown members and

@@ -14,23 +14,13 @@ import (
 // resolveOp is POST /v1/ops/{key}/resolve: a person settles an op in needs_review or
 // unknown, as `oncebox review resolve` does.
 func (s *Server) resolveOp(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
-	key, p := normalizeKey(r.PathValue("key"))
-	if p != nil {
-		writeProblem(w, p)
-		return
-	}
-	recorderOf(r).key = key
-	if p := checkJSONType(r); p != nil {
-		writeProblem(w, p)
-		return
-	}
-	body, p := readBody(w, r, s.cfg.MaxBodyBytes)
+	key, p := pathKey(r)
 	if p != nil {
 		writeProblem(w, p)
 		return
 	}
 	var req resolveRequest
-	if p := decodeStrict(body, &req); p != nil {
+	if p := readJSON(w, r, s.cfg.MaxBodyBytes, &req); p != nil {
 		writeProblem(w, p)
 		return
 	}
