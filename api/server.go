@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,9 @@ type Config struct {
 	// Reads calls read tools (the tool catalog's): POST /v1/ops naming one answers the
 	// target's reply at once, records nothing and needs no Idempotency-Key. Optional.
 	Reads Reader
+	// Upstreams reports the upstream MCP servers' sessions for GET /healthz, by name
+	// (values marshalled as JSON). Optional.
+	Upstreams func() any
 }
 
 func (c *Config) withDefaults() Config {
@@ -454,7 +458,18 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"ok":false,"error":"database unavailable"}`))
 		return
 	}
-	writeJSON(w, http.StatusOK, []byte(`{"ok":true}`))
+	if s.cfg.Upstreams == nil {
+		writeJSON(w, http.StatusOK, []byte(`{"ok":true}`))
+		return
+	}
+	body, err := json.Marshal(struct {
+		OK        bool `json:"ok"`
+		Upstreams any  `json:"upstreams"`
+	}{true, s.cfg.Upstreams()})
+	if err != nil {
+		body = []byte(`{"ok":true}`)
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // openAPI serves the embedded OpenAPI document.

@@ -76,6 +76,10 @@ func (l *Live) Swap(next *Runtime) error {
 			return &Error{File: next.cat.File, Kind: "upstream", Name: name, Field: "native_keys",
 				Message: "changes only on a restart: the outbox's key windows and lookup checks depend on it"}
 		}
+		if nu := next.cat.Upstreams[name]; ok && (old.Workers != nu.Workers || old.JobTimeout != nu.JobTimeout) {
+			return &Error{File: next.cat.File, Kind: "upstream", Name: name, Field: "workers",
+				Message: "workers and job_timeout change only on a restart: they configure the upstream's dispatch queue"}
+		}
 	}
 	oldRules, newRules := cur.Approvals(), next.Approvals()
 	for _, name := range next.cat.Names() {
@@ -104,3 +108,6 @@ func (l *Live) Close() {
 	l.retired = nil
 	l.Current().Close()
 }
+
+// Health reports the upstreams of the catalog in force (see Runtime.Health).
+func (l *Live) Health() map[string]UpstreamHealth { return l.Current().Health() }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -43,7 +44,22 @@ type Upstream struct {
 	// Tools are the file's settings for some of the upstream's tools, by the
 	// upstream's tool name.
 	Tools map[string]*UpstreamToolConfig
+	// Workers is how many of the upstream's ops one process dispatches at once, in
+	// the upstream's own River queue. 0: the webhook queue's (--webhook-workers).
+	Workers int
+	// JobTimeout bounds one dispatch of the upstream's ops. 0: the webhook queue's
+	// (--webhook-job-timeout).
+	JobTimeout time.Duration
+	// Rate is how many tools/call requests per second one process sends the upstream,
+	// every kind of call together (dispatches, read tools, lookups). 0: no limit.
+	Rate float64
+	// Burst is how many calls may go at once above Rate. Defaults to DefaultBurst(Rate).
+	Burst int
 }
+
+// DefaultBurst is an upstream's burst when the file sets a rate and no burst: one
+// second's worth of calls, at least one.
+func DefaultBurst(rate float64) int { return max(1, int(math.Ceil(rate))) }
 
 // UpstreamToolConfig is what the file says about one upstream tool; it wins over the
 // upstream's annotations.
@@ -71,6 +87,14 @@ type upstreamFormat struct {
 	NativeKeys   bool                          `yaml:"native_keys"`
 	NativeWindow string                        `yaml:"native_window"`
 	Tools        map[string]upstreamToolFormat `yaml:"tools"`
+	Workers      int                           `yaml:"workers"`
+	JobTimeout   string                        `yaml:"job_timeout"`
+	Rate         *rateFormat                   `yaml:"rate"`
+}
+
+type rateFormat struct {
+	PerSecond float64 `yaml:"per_second"`
+	Burst     int     `yaml:"burst"`
 }
 
 type upstreamToolFormat struct {
@@ -145,6 +169,29 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 			return nil, bad("native_window", fmt.Sprintf("%q is not a positive duration such as 24h", f.NativeWindow))
 		}
 		u.NativeWindow = d
+	}
+	if f.Workers < 0 {
+		return nil, bad("workers", fmt.Sprintf("%d is negative: leave it out for the webhook queue's --webhook-workers", f.Workers))
+	}
+	u.Workers = f.Workers
+	if f.JobTimeout != "" {
+		d, err := time.ParseDuration(f.JobTimeout)
+		if err != nil || d <= 0 {
+			return nil, bad("job_timeout", fmt.Sprintf("%q is not a positive duration such as 30s", f.JobTimeout))
+		}
+		u.JobTimeout = d
+	}
+	if f.Rate != nil {
+		if f.Rate.PerSecond <= 0 || math.IsInf(f.Rate.PerSecond, 0) || math.IsNaN(f.Rate.PerSecond) {
+			return nil, bad("rate.per_second", "must be a positive number of tools/call requests per second (leave rate out for no limit)")
+		}
+		if f.Rate.Burst < 0 {
+			return nil, bad("rate.burst", fmt.Sprintf("%d is negative", f.Rate.Burst))
+		}
+		u.Rate, u.Burst = f.Rate.PerSecond, f.Rate.Burst
+		if u.Burst == 0 {
+			u.Burst = DefaultBurst(u.Rate)
+		}
 	}
 	for _, tn := range sortedKeys(f.Tools) {
 		tf := f.Tools[tn]

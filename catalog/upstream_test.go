@@ -1,7 +1,12 @@
 package catalog_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -43,8 +48,76 @@ func TestBrokenUpstreamNamesUpstreamAndField(t *testing.T) {
 		{"upstreams: {mail: {command: x, tools: {send: {class: maybe}}}}", `field tools.send.class: "maybe" is not read, write or unsafe`},
 		{"upstreams: {mail: {command: x, tools: {send: {lookup_tool: find}}}}", `field tools.send.lookup_tool: set both`},
 		{"upstreams: {mail: {command: x, tools: {find: {class: read, tag_argument: ref}}}}", `field tools.find.class: a read tool makes no op`},
+		{"upstreams: {mail: {command: x, workers: -1}}", `field workers: -1 is negative`},
+		{"upstreams: {mail: {command: x, job_timeout: soon}}", `field job_timeout: "soon" is not a positive duration`},
+		{"upstreams: {mail: {command: x, rate: {burst: 3}}}", `field rate.per_second: must be a positive number`},
+		{"upstreams: {mail: {command: x, rate: {per_second: 1, burst: -1}}}", `field rate.burst: -1 is negative`},
 	} {
 		_, err := catalog.Parse("tools.yaml", []byte(c.yaml), func(string) string { return "" })
 		require.ErrorContains(t, err, c.want, c.yaml)
 	}
+}
+
+// TestUpstreamQueueAndRate: workers, job_timeout and rate are read; a rate without a
+// burst gets one second's worth of calls.
+func TestUpstreamQueueAndRate(t *testing.T) {
+	c, err := catalog.Parse("tools.yaml", []byte(`
+upstreams:
+  mail: {command: x, workers: 3, job_timeout: 45s, rate: {per_second: 2.5}}
+  files: {command: y}
+`), nil)
+	require.NoError(t, err)
+	m := c.Upstreams["mail"]
+	require.Equal(t, 3, m.Workers)
+	require.Equal(t, 45*time.Second, m.JobTimeout)
+	require.InDelta(t, 2.5, m.Rate, 0)
+	require.Equal(t, 3, m.Burst)
+	f := c.Upstreams["files"]
+	require.Zero(t, f.Workers, "the webhook queue's")
+	require.Zero(t, f.Rate, "no limit")
+}
+
+// TestUpstreamSecretsStayOutOfLogsAndErrors: a stdio program that prints its secret
+// environment value to stderr and exits: the log line and the refusal to start hide
+// the value.
+func TestUpstreamSecretsStayOutOfLogsAndErrors(t *testing.T) {
+	const secret = "s3cret-token-value"
+	c, err := catalog.Parse("tools.yaml", []byte(`
+upstreams:
+  leaky:
+    command: sh
+    args: [-c, 'echo "my token is $TOKEN" >&2; exit 1']
+    env: {TOKEN: "${LEAKY_TOKEN}"}
+`), func(k string) string {
+		if k == "LEAKY_TOKEN" {
+			return secret
+		}
+		return ""
+	})
+	require.NoError(t, err)
+	var logs syncBuffer
+	_, err = c.Connect(catalog.Options{Timeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.Error(t, err)
+	require.ErrorContains(t, err, `upstream "leaky"`)
+	require.NotContains(t, err.Error(), secret)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "my token is [redacted]") }, 5*time.Second, 20*time.Millisecond, logs.String())
+	require.Contains(t, logs.String(), "upstream=leaky")
+	require.NotContains(t, logs.String(), secret)
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -5,12 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"os"
-	"os/exec"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -29,166 +23,13 @@ const (
 	MetaIdempotencyKey = "oncebox/idempotency_key"
 )
 
-// upstreamConn is one upstream's client session, opened again after it breaks.
-type upstreamConn struct {
-	up      *Upstream
-	client  *mcp.Client
-	timeout time.Duration
-	http    *http.Client
-	logger  *slog.Logger
-
-	mu      sync.Mutex
-	session *mcp.ClientSession
-}
-
-// headerTransport adds an upstream's headers to every request.
-type headerTransport struct {
-	headers map[string]string
-	base    http.RoundTripper
-}
-
-func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range h.headers {
-		r.Header.Set(k, v)
-	}
-	return h.base.RoundTrip(r)
-}
-
-func (u *upstreamConn) transport() mcp.Transport {
-	if u.up.URL != "" {
-		base := http.DefaultTransport
-		if u.http != nil && u.http.Transport != nil {
-			base = u.http.Transport
-		}
-		return &mcp.StreamableClientTransport{Endpoint: u.up.URL, HTTPClient: &http.Client{Transport: &headerTransport{headers: u.up.Headers, base: base}},
-			DisableStandaloneSSE: true}
-	}
-	cmd := exec.Command(u.up.Command, u.up.Args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	for _, k := range sortedKeys(u.up.Env) {
-		cmd.Env = append(cmd.Env, k+"="+u.up.Env[k])
-	}
-	cmd.Stderr = &logWriter{logger: u.logger, upstream: u.up.Name}
-	return &mcp.CommandTransport{Command: cmd}
-}
-
-// logWriter sends a stdio upstream's stderr to the log.
-type logWriter struct {
-	logger   *slog.Logger
-	upstream string
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.logger.Info("upstream stderr", slog.String("upstream", w.upstream), slog.String("text", string(p)))
-	return len(p), nil
-}
-
-// get returns the open session, connecting when there is none.
-func (u *upstreamConn) get(ctx context.Context) (*mcp.ClientSession, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.session != nil {
-		return u.session, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
-	s, err := u.client.Connect(cctx, u.transport(), nil)
-	if err != nil {
-		return nil, fmt.Errorf("connect to upstream %s: %w", u.up.Name, err)
-	}
-	u.session = s
-	return s, nil
-}
-
-// drop closes s if it is still the open session, so the next call reconnects.
-func (u *upstreamConn) drop(s *mcp.ClientSession) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.session == s {
-		u.session = nil
-		_ = s.Close()
-	}
-}
-
-func (u *upstreamConn) close() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.session != nil {
-		_ = u.session.Close()
-		u.session = nil
-	}
-}
-
-// errNotSent is a call that never reached the upstream (no session could be opened).
-var errNotSent = errors.New("not sent")
-
-// call calls a tool. An error is errNotSent (wrapped) when the request was never
-// written, one upstreamError finds when the upstream answered with a JSON-RPC error, or
-// else the call's answer was lost (a timeout, a broken connection, a dead process, an
-// HTTP answer that is no JSON-RPC answer) and the session is dropped.
-func (u *upstreamConn) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	s, err := u.get(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
-	res, err := s.CallTool(cctx, p)
-	if err != nil {
-		if _, answered := upstreamError(err); !answered {
-			u.drop(s)
-		}
-		return nil, err
-	}
-	return res, nil
-}
-
-// codeRejectedByTransport is the code of the error the SDK's client makes of its own
-// transport failures (its internal jsonrpc2.ErrRejected, "rejected by transport"): an
-// HTTP request that failed, even after it was written (a connection closed before the
-// answer), an answer it could not read, a 429 or 5xx status without a JSON-RPC error.
-const codeRejectedByTransport = -32005
-
-// upstreamError returns the JSON-RPC error the upstream answered a call with. A
-// transport failure the SDK reports as a JSON-RPC error (codeRejectedByTransport) is no
-// answer: the request may have reached the upstream, and nothing came back.
-func upstreamError(err error) (*jsonrpc.Error, bool) {
-	var we *jsonrpc.Error
-	if !errors.As(err, &we) || we.Code == codeRejectedByTransport {
-		return nil, false
-	}
-	return we, true
-}
-
-// list lists the upstream's tools.
-func (u *upstreamConn) list(ctx context.Context) ([]*mcp.Tool, error) {
-	s, err := u.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
-	var out []*mcp.Tool
-	for t, err := range s.Tools(cctx, nil) {
-		if err != nil {
-			u.drop(s)
-			return nil, fmt.Errorf("list the tools of upstream %s: %w", u.up.Name, err)
-		}
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
 // connectUpstreams opens every upstream, lists its tools and adds them to the
 // catalog.
 func (r *Runtime) connectUpstreams(ctx context.Context, opts Options) error {
 	r.upstreams = map[string]*upstreamConn{}
 	for _, name := range r.cat.UpstreamNames() {
 		up := r.cat.Upstreams[name]
-		conn := &upstreamConn{up: up, timeout: opts.Timeout, http: opts.HTTPClient, logger: opts.Logger,
-			client: mcp.NewClient(&mcp.Implementation{Name: "oncebox", Version: "1"}, nil)}
+		conn := newUpstreamConn(up, opts)
 		r.upstreams[name] = conn
 		listed, err := conn.list(ctx)
 		if err != nil {
@@ -217,7 +58,7 @@ func (r *Runtime) readUpstream(ctx context.Context, t *Tool, args json.RawMessag
 	if err != nil {
 		return nil, &outbox.ValidationError{Field: "args", Message: err.Error()}
 	}
-	res, err := r.upstreams[t.Upstream].call(ctx, &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: m})
+	res, err := r.upstreams[t.Upstream].call(ctx, "read", &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: m})
 	if err != nil {
 		return nil, &ReadError{Code: "upstream_error", Message: err.Error()}
 	}
@@ -260,6 +101,18 @@ func (v *upstreamVendor) Idempotency() outbox.Idempotency {
 	return outbox.Idempotency{Native: up.NativeKeys, Window: up.NativeWindow}
 }
 
+// Throttle takes a slot of the upstream's rate limit (shared by every call of this
+// process) for the op about to be claimed, or says how long to wait for one: the
+// worker then snoozes the job without claiming the op, sending or counting an attempt
+// (outbox.Throttler).
+func (v *upstreamVendor) Throttle() time.Duration { return v.session().throttle() }
+
+// Queue is the upstream's workers and job timeout (zero fields: the server's defaults
+// for catalog targets).
+func (v *upstreamVendor) Queue() outbox.QueueConfig {
+	return outbox.QueueConfig{MaxWorkers: v.conn.up.Workers, JobTimeout: v.conn.up.JobTimeout}
+}
+
 // LookupLag is the catalog's lookup lag.
 func (v *upstreamVendor) LookupLag() time.Duration { return v.lag }
 
@@ -284,7 +137,7 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 	for k, val := range carrier {
 		meta[k] = val
 	}
-	res, err := v.session().call(ctx, &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
+	res, err := v.session().call(ctx, "dispatch", &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
 	if err != nil {
 		we, answered := upstreamError(err)
 		switch {
@@ -327,7 +180,7 @@ func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*ou
 		return nil, fmt.Errorf("upstream tool %s has no lookup_tool in the catalog, so its objects cannot be looked up: %w",
 			t.UpstreamTool, outbox.ErrLookupUnavailable)
 	}
-	res, err := v.session().call(ctx, &mcp.CallToolParams{Name: t.LookupTool, Arguments: map[string]any{t.LookupArgument: p.OpID}})
+	res, err := v.session().call(ctx, "lookup", &mcp.CallToolParams{Name: t.LookupTool, Arguments: map[string]any{t.LookupArgument: p.OpID}})
 	if err != nil {
 		if _, answered := upstreamError(err); answered {
 			return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", t.LookupTool, v.name, outbox.ErrLookupUnavailable, err)
@@ -387,4 +240,13 @@ func lookupObjects(res *mcp.CallToolResult) ([]json.RawMessage, error) {
 		return nil, errors.New(`the answer is neither a JSON array nor an object with an "objects" array`)
 	}
 	return *obj.Objects, nil
+}
+
+// Health reports each upstream's session, by upstream name.
+func (r *Runtime) Health() map[string]UpstreamHealth {
+	out := make(map[string]UpstreamHealth, len(r.upstreams))
+	for name, c := range r.upstreams {
+		out[name] = c.health()
+	}
+	return out
 }

@@ -28,6 +28,12 @@ type Options struct {
 	// Context bounds connecting to the upstream MCP servers and listing their tools
 	// (each step also bounded by Timeout). Optional.
 	Context context.Context
+	// Observer is told about upstream calls and sessions. Optional.
+	Observer Observer
+	// OnToolsChanged is called with an upstream's name when it announces that its
+	// tools changed (notifications/tools/list_changed). Optional: without it the
+	// announcements are not listened to.
+	OnToolsChanged func(upstream string)
 }
 
 // Runtime is a catalog connected to its targets: the outbox tools and vendors of its
@@ -37,6 +43,7 @@ type Runtime struct {
 	targets   map[string]*webhook.Vendor
 	upstreams map[string]*upstreamConn
 	lookupLag time.Duration
+	opts      Options
 }
 
 // Connect builds one webhook adapter per target, and connects to every upstream MCP
@@ -54,7 +61,10 @@ func (c *Catalog) Connect(opts Options) (*Runtime, error) {
 	if opts.Context == nil {
 		opts.Context = context.Background()
 	}
-	r := &Runtime{cat: c, targets: map[string]*webhook.Vendor{}, lookupLag: opts.LookupLag}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	r := &Runtime{cat: c, targets: map[string]*webhook.Vendor{}, lookupLag: opts.LookupLag, opts: opts}
 	for name, t := range c.Targets {
 		v, err := webhook.New(webhook.Config{
 			Targets:           map[string]webhook.Target{name: {BaseURL: t.BaseURL, SecretHeader: t.SecretHeader, Secret: t.Secret}},

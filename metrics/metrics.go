@@ -44,6 +44,12 @@ type Metrics struct {
 	budgets     *prometheus.CounterVec
 	storeUp     prometheus.Gauge
 	events      *prometheus.CounterVec
+	// The upstream MCP servers' calls and sessions (catalog.Observer).
+	upCalls     *prometheus.CounterVec
+	upLatency   *prometheus.HistogramVec
+	upRestarts  *prometheus.CounterVec
+	upConnected *prometheus.GaugeVec
+	upLimited   *prometheus.CounterVec
 	newOps      atomic.Int64
 	replays     atomic.Int64
 }
@@ -119,6 +125,28 @@ func New(cfg Config) *Metrics {
 		Name: "oncebox_budget_checks_total",
 		Help: "New ops checked against a budget, by budget and outcome: admitted, or exceeded (sent to approval or refused).",
 	}, []string{"budget", "outcome"})
+	m.upCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncebox_upstream_calls_total",
+		Help: "tools/call requests to upstream MCP servers, by upstream, kind (dispatch, read, lookup) and outcome: result, is_error, refused, error, lost, not_sent.",
+	}, []string{"upstream", "kind", "outcome"})
+	m.upLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "oncebox_upstream_call_duration_seconds",
+		Help:    "Time spent in tools/call requests to upstream MCP servers, by upstream and outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+	}, []string{"upstream", "outcome"})
+	m.upRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncebox_upstream_restarts_total",
+		Help: "Upstream MCP sessions opened again after one ended or broke (a stdio upstream's program started again), by upstream.",
+	}, []string{"upstream"})
+	m.upConnected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "oncebox_upstream_connected",
+		Help: "1 while this process has a session open with the upstream MCP server, 0 while it is down.",
+	}, []string{"upstream"})
+	m.upLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncebox_upstream_rate_limited_total",
+		Help: "Calls to an upstream MCP server that waited for its rate limit (a dispatch's job snoozed, not counted as an attempt), by upstream.",
+	}, []string{"upstream"})
+	m.registry.MustRegister(m.upCalls, m.upLatency, m.upRestarts, m.upConnected, m.upLimited)
 	m.registry.MustRegister(m.enqueued, m.collisions, m.dispatch, m.outcomes, m.transitions, m.decisions,
 		m.duplicates, m.events, m.unavailable, m.budgets, m.storeUp, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Pool != nil {
@@ -205,6 +233,32 @@ func (m *Metrics) SetStoreUp(up bool) {
 	} else {
 		m.storeUp.Set(0)
 	}
+}
+
+// UpstreamCalled implements catalog.Observer.
+func (m *Metrics) UpstreamCalled(upstream, kind, outcome string, took time.Duration) {
+	m.upCalls.WithLabelValues(upstream, kind, outcome).Inc()
+	m.upLatency.WithLabelValues(upstream, outcome).Observe(took.Seconds())
+}
+
+// UpstreamConnected implements catalog.Observer.
+func (m *Metrics) UpstreamConnected(upstream string, connected bool) {
+	v := 0.0
+	if connected {
+		v = 1
+	}
+	m.upConnected.WithLabelValues(upstream).Set(v)
+	m.upRestarts.WithLabelValues(upstream) // exported at 0 from the first session on
+}
+
+// UpstreamRestarted implements catalog.Observer.
+func (m *Metrics) UpstreamRestarted(upstream string) {
+	m.upRestarts.WithLabelValues(upstream).Inc()
+}
+
+// UpstreamRateLimited implements catalog.Observer.
+func (m *Metrics) UpstreamRateLimited(upstream string) {
+	m.upLimited.WithLabelValues(upstream).Inc()
 }
 
 // Duplicate implements reconcile.Observer.

@@ -33,6 +33,15 @@ type Vendor interface {
 	LookupLag() time.Duration
 }
 
+// Throttler is a Vendor that limits how fast its ops are sent (such as an upstream MCP
+// server's rate limit). Before the worker claims an op of such a vendor it calls
+// Throttle: 0 means the op may be sent now (the vendor has counted it against its
+// limit), a positive duration snoozes the job that long with the op untouched: no
+// attempt is counted, nothing is sent, and the op stays pending.
+type Throttler interface {
+	Throttle() time.Duration
+}
+
 // Idempotency describes a vendor's native idempotency keys.
 type Idempotency struct {
 	// Native is true when the vendor deduplicates requests carrying the same key.

@@ -78,6 +78,11 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if !ok {
 		return fmt.Errorf("op %s: vendor %q is not configured in this process", job.Args.OpID, job.Args.Vendor)
 	}
+	if t, ok := vendor.(Throttler); ok {
+		if d := t.Throttle(); d > 0 {
+			return river.JobSnooze(d)
+		}
+	}
 	c, err := ob.claim(ctx, job, vendor)
 	if err != nil {
 		return err

@@ -234,12 +234,42 @@ func (s *Server) toolInfos() []api.ToolInfo {
 	return out
 }
 
+// upstreamHealth reports the catalog's upstream MCP servers for /healthz, or is nil
+// without any.
+func (s *Server) upstreamHealth() func() any {
+	if s.catalog == nil || len(s.catalog.Current().Catalog().Upstreams) == 0 {
+		return nil
+	}
+	return func() any { return s.catalog.Health() }
+}
+
 // reads is the catalog's read tools for the API, or nil.
 func (s *Server) reads() api.Reader {
 	if s.catalog == nil {
 		return nil
 	}
 	return s.catalog
+}
+
+// catalogQueue is the queue of a catalog vendor: a target goes through the webhook
+// adapter and takes the webhook queue's settings (--webhook-workers,
+// --webhook-job-timeout), in a queue of its own; an upstream MCP server takes them
+// too, but for the workers and job_timeout its catalog entry sets.
+func (s *Server) catalogQueue(v outbox.Vendor) outbox.QueueConfig {
+	q := s.cfg.Queues[tools.VendorWebhook]
+	if q.JobTimeout == 0 {
+		q.JobTimeout = outbox.DefaultJobTimeout
+	}
+	if uq, ok := v.(interface{ Queue() outbox.QueueConfig }); ok {
+		own := uq.Queue()
+		if own.MaxWorkers > 0 {
+			q.MaxWorkers = own.MaxWorkers
+		}
+		if own.JobTimeout > 0 {
+			q.JobTimeout = own.JobTimeout
+		}
+	}
+	return q
 }
 
 // loadCatalog reads --tools-file and connects it to its targets.
@@ -263,14 +293,20 @@ func (s *Server) connectCatalog(ctx context.Context) (*catalog.Runtime, error) {
 		return nil, err
 	}
 	rt, err := cat.Connect(catalog.Options{Timeout: s.cfg.WebhookTimeout, LookupLag: s.cfg.WebhookLookupLag, Logger: s.logger,
-		Context: context.WithoutCancel(ctx)})
+		Context: context.WithoutCancel(ctx), Observer: s.metrics})
 	if err != nil {
 		return nil, err
 	}
-	// Catalog targets run under the webhook queue's job timeout; one that does not
-	// deduplicate keys needs the lookup lag to cover it (see Config.validate).
-	jt := s.cfg.jobTimeout("webhook")
+	// Catalog targets run under the webhook queue's job timeout (an upstream under its
+	// own job_timeout, if set); one that does not deduplicate keys needs the lookup lag
+	// to cover it (see Config.validate).
 	for _, v := range rt.Vendors() {
+		jt := s.catalogQueue(v).JobTimeout
+		if _, upstream := v.(interface{ Queue() outbox.QueueConfig }); upstream && jt <= s.cfg.WebhookTimeout {
+			rt.Close()
+			return nil, fmt.Errorf("%s: upstream %s: job_timeout %s must be longer than each call's --webhook-timeout %s",
+				s.cfg.ToolsFile, strings.TrimPrefix(v.Name(), catalog.VendorPrefix), jt, s.cfg.WebhookTimeout)
+		}
 		if !v.Idempotency().Native && v.LookupLag() < jt {
 			rt.Close()
 			return nil, fmt.Errorf("--webhook-lookup-lag %s must be at least the webhook job timeout %s (--webhook-job-timeout): catalog target %s "+
@@ -397,10 +433,7 @@ func (s *Server) build(ctx context.Context) error {
 	for _, v := range vendors {
 		q, ok := cfg.Queues[v.Name()]
 		if !ok && strings.HasPrefix(v.Name(), catalog.VendorPrefix) {
-			// A catalog target goes through the webhook adapter: it takes the webhook
-			// queue's settings (--webhook-workers, --webhook-job-timeout), in a queue of
-			// its own.
-			q = cfg.Queues[tools.VendorWebhook]
+			q = s.catalogQueue(v)
 		}
 		ocfg.Queues[v.Name()] = q
 	}
@@ -444,7 +477,8 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
 	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub,
-		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads()})
+		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads(),
+		Upstreams: s.upstreamHealth()})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}

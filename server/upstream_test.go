@@ -57,6 +57,14 @@ func upstreamServer(t *testing.T, lookup bool) (base, token string, fake *fakemc
 // with the catalog file catalogFor(the fake's URL).
 func upstreamServerWith(t *testing.T, fake *fakemcp.Server, catalogFor func(url string) string) (base, token string, _ *fakemcp.Server, pool *pgxpool.Pool) {
 	t.Helper()
+	base, token, _, pool = upstreamOncebox(t, fake, catalogFor, nil)
+	return base, token, fake, pool
+}
+
+// upstreamOncebox runs a whole server in front of fake over streamable HTTP, with the
+// catalog file catalogFor(url) and cfg adjusted by tune (when not nil).
+func upstreamOncebox(t *testing.T, fake *fakemcp.Server, catalogFor func(url string) string, tune func(*server.Config)) (base, token string, srv *server.Server, pool *pgxpool.Pool) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	up := httptest.NewServer(fake.Handler())
 	t.Cleanup(up.Close)
@@ -66,6 +74,9 @@ func upstreamServerWith(t *testing.T, fake *fakemcp.Server, catalogFor func(url 
 	cfg.ReconcileInterval = time.Second
 	cfg.WebhookTimeout = 3 * time.Second
 	cfg.ToolsFile = writeCatalog(t, catalogFor(up.URL))
+	if tune != nil {
+		tune(&cfg)
+	}
 	srv, err := server.New(ctx, cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
@@ -76,7 +87,7 @@ func upstreamServerWith(t *testing.T, fake *fakemcp.Server, catalogFor func(url 
 	t.Cleanup(func() { cancel(); <-done })
 	_, token, err = tenant.NewStore(pool).Create(ctx, "acme")
 	require.NoError(t, err)
-	return "http://" + addr.String(), token, fake, pool
+	return "http://" + addr.String(), token, srv, pool
 }
 
 func mcpSession(t *testing.T, base, token string) *mcp.ClientSession {

@@ -20,11 +20,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fakemcp: -state is required")
 		os.Exit(2)
 	}
-	s, err := fakemcp.NewFileBacked(*state, func() { os.Exit(3) })
+	s, err := fakemcp.NewFileBacked(*state, func() {
+		fmt.Fprintln(os.Stderr, "fakemcp: crashing after acting")
+		os.Exit(3)
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakemcp:", err)
 		os.Exit(1)
 	}
+	fmt.Fprintln(os.Stderr, "fakemcp: serving over stdio")
 	if err := s.MCP().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "fakemcp:", err)
 		os.Exit(1)

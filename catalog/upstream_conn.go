@@ -1,0 +1,426 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
+)
+
+// Reconnection backoff of an upstream whose session could not be opened or ended: the
+// first wait, doubled after each failure up to the last.
+const (
+	reconnectFirst = 100 * time.Millisecond
+	reconnectMax   = 30 * time.Second
+)
+
+// Observer is told about upstream MCP calls and sessions, for metrics. Its methods
+// must be quick and safe for concurrent use.
+type Observer interface {
+	// UpstreamCalled is called after each tools/call to an upstream: kind is
+	// "dispatch", "read" or "lookup"; outcome is "result", "is_error", "refused"
+	// (invalid params or unknown tool), "error" (another JSON-RPC error), "lost" (sent,
+	// no answer) or "not_sent" (no session could be opened).
+	UpstreamCalled(upstream, kind, outcome string, took time.Duration)
+	// UpstreamConnected is called when an upstream's session opens (true) or ends or
+	// cannot be opened (false).
+	UpstreamConnected(upstream string, connected bool)
+	// UpstreamRestarted is called when a session is opened again after one ended or
+	// broke (a stdio upstream's program started again).
+	UpstreamRestarted(upstream string)
+	// UpstreamRateLimited is called when a call waits for the upstream's rate limit.
+	UpstreamRateLimited(upstream string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) UpstreamCalled(string, string, string, time.Duration) {}
+func (nopObserver) UpstreamConnected(string, bool)                       {}
+func (nopObserver) UpstreamRestarted(string)                             {}
+func (nopObserver) UpstreamRateLimited(string)                           {}
+
+// UpstreamHealth is what /healthz says of one upstream. It holds no secret: header and
+// environment values are cut from the last error.
+type UpstreamHealth struct {
+	// Transport is "http" or "stdio".
+	Transport string `json:"transport"`
+	// Connected says a session is open now.
+	Connected bool `json:"connected"`
+	// LastError is why the last session could not be opened or ended, if one did.
+	LastError string `json:"last_error,omitempty"`
+	// LastErrorAt is when.
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	// Restarts counts the sessions opened again after one ended or broke since the
+	// upstream was connected (a stdio program started again, for a stdio upstream).
+	Restarts int `json:"restarts"`
+}
+
+// upstreamConn is one upstream's client session. A session that ends (a stdio
+// program that exits, a broken connection) is opened again in the background with
+// backoff, and on the next call.
+type upstreamConn struct {
+	up       *Upstream
+	client   *mcp.Client
+	timeout  time.Duration
+	http     *http.Client
+	logger   *slog.Logger
+	observer Observer
+	// limiter is the upstream's rate limit, nil without one.
+	limiter *rate.Limiter
+	// stop is closed by close.
+	stop chan struct{}
+	// listens says the session listens for notifications (tools/list_changed).
+	listens bool
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	closed  bool
+	// opened counts the sessions opened; each after the first is a restart.
+	opened int
+	// failures counts the failed connects and ended sessions since the last good
+	// call; the backoff grows with it. nextTry is when a connect may be tried again.
+	failures  int
+	nextTry   time.Time
+	lastErr   string
+	lastErrAt time.Time
+}
+
+func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
+	u := &upstreamConn{up: up, timeout: opts.Timeout, http: opts.HTTPClient, logger: opts.Logger, observer: opts.Observer,
+		stop: make(chan struct{}), listens: opts.OnToolsChanged != nil}
+	if up.Rate > 0 {
+		u.limiter = rate.NewLimiter(rate.Limit(up.Rate), up.Burst)
+	}
+	var copts *mcp.ClientOptions
+	if opts.OnToolsChanged != nil {
+		name := up.Name
+		copts = &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			opts.OnToolsChanged(name)
+		}}
+	}
+	u.client = mcp.NewClient(&mcp.Implementation{Name: "oncebox", Version: "1"}, copts)
+	return u
+}
+
+// headerTransport adds an upstream's headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return h.base.RoundTrip(r)
+}
+
+func (u *upstreamConn) transport() mcp.Transport {
+	if u.up.URL != "" {
+		base := http.DefaultTransport
+		if u.http != nil && u.http.Transport != nil {
+			base = u.http.Transport
+		}
+		return &mcp.StreamableClientTransport{Endpoint: u.up.URL, HTTPClient: &http.Client{Transport: &headerTransport{headers: u.up.Headers, base: base}},
+			DisableStandaloneSSE: !u.listens}
+	}
+	cmd := exec.Command(u.up.Command, u.up.Args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for _, k := range sortedKeys(u.up.Env) {
+		cmd.Env = append(cmd.Env, k+"="+u.up.Env[k])
+	}
+	cmd.Stderr = &logWriter{logger: u.logger, upstream: u.up.Name, scrub: u.scrub}
+	return &mcp.CommandTransport{Command: cmd}
+}
+
+// logWriter sends a stdio upstream's stderr to the log, a record per line, with the
+// upstream's environment values cut out.
+type logWriter struct {
+	logger   *slog.Logger
+	upstream string
+	scrub    func(string) string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	for line := range strings.SplitSeq(strings.TrimRight(string(p), "\n"), "\n") {
+		w.logger.Info("upstream stderr", slog.String("upstream", w.upstream), slog.String("text", w.scrub(line)))
+	}
+	return len(p), nil
+}
+
+// backoff is the wait before the next connect after n failures.
+func backoff(n int) time.Duration {
+	d := reconnectFirst
+	for i := 1; i < n && d < reconnectMax; i++ {
+		d *= 2
+	}
+	return min(d, reconnectMax)
+}
+
+// scrub cuts the upstream's header and environment values out of msg.
+func (u *upstreamConn) scrub(msg string) string {
+	for _, m := range []map[string]string{u.up.Headers, u.up.Env} {
+		for _, v := range m {
+			if len(v) >= 4 {
+				msg = strings.ReplaceAll(msg, v, "[redacted]")
+			}
+		}
+	}
+	return msg
+}
+
+// failed records why a session could not be opened or ended, and backs off. Called
+// with mu held.
+func (u *upstreamConn) failed(err error) {
+	u.failures++
+	u.nextTry = time.Now().Add(backoff(u.failures))
+	u.lastErr, u.lastErrAt = u.scrub(err.Error()), time.Now()
+}
+
+// get returns the open session, connecting when there is none (not before the backoff
+// after a failure has passed).
+func (u *upstreamConn) get(ctx context.Context) (*mcp.ClientSession, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.session != nil {
+		return u.session, nil
+	}
+	if u.closed {
+		return nil, fmt.Errorf("upstream %s: oncebox is shutting down", u.up.Name)
+	}
+	if wait := time.Until(u.nextTry); wait > 0 {
+		return nil, fmt.Errorf("upstream %s is unreachable (%s); the next attempt to connect is in %s", u.up.Name, u.lastErr, wait.Round(time.Millisecond))
+	}
+	cctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	s, err := u.client.Connect(cctx, u.transport(), nil)
+	if err != nil {
+		u.failed(err)
+		u.observer.UpstreamConnected(u.up.Name, false)
+		return nil, fmt.Errorf("connect to upstream %s: %s", u.up.Name, u.scrub(err.Error()))
+	}
+	u.session = s
+	u.opened++
+	if u.opened > 1 {
+		u.observer.UpstreamRestarted(u.up.Name)
+		u.logger.Info("upstream session opened again", slog.String("upstream", u.up.Name), slog.Int("restarts", u.opened-1))
+	}
+	u.observer.UpstreamConnected(u.up.Name, true)
+	go u.watch(s)
+	return s, nil
+}
+
+// watch waits for s to end. Unless oncebox closed it, the session is dropped and
+// opened again in the background, with backoff: a stdio program that died is started
+// again without waiting for the next call.
+func (u *upstreamConn) watch(s *mcp.ClientSession) {
+	err := s.Wait()
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		return
+	}
+	if u.session == s {
+		u.session = nil
+	}
+	if err == nil {
+		err = errors.New("the session ended")
+	}
+	u.failed(fmt.Errorf("session ended: %w", err))
+	u.mu.Unlock()
+	u.observer.UpstreamConnected(u.up.Name, false)
+	u.logger.Warn("upstream session ended; opening it again", slog.String("upstream", u.up.Name), slog.String("error", u.scrub(err.Error())))
+	for {
+		u.mu.Lock()
+		if u.closed || u.session != nil {
+			u.mu.Unlock()
+			return
+		}
+		wait := max(time.Until(u.nextTry), 0)
+		u.mu.Unlock()
+		select {
+		case <-u.stop:
+			return
+		case <-time.After(wait):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), u.timeout)
+		_, err := u.get(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+}
+
+// drop closes s if it is still the open session, so the next call reconnects.
+func (u *upstreamConn) drop(s *mcp.ClientSession) {
+	u.mu.Lock()
+	if u.session != s {
+		u.mu.Unlock()
+		return
+	}
+	u.session = nil
+	u.mu.Unlock()
+	_ = s.Close() // watch sees it end, and opens a new one
+}
+
+func (u *upstreamConn) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.closed {
+		u.closed = true
+		close(u.stop)
+	}
+	if u.session != nil {
+		_ = u.session.Close()
+		u.session = nil
+	}
+}
+
+// health reports the upstream's session.
+func (u *upstreamConn) health() UpstreamHealth {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	h := UpstreamHealth{Transport: "http", Connected: u.session != nil, LastError: u.lastErr, Restarts: max(u.opened-1, 0)}
+	if u.up.URL == "" {
+		h.Transport = "stdio"
+	}
+	if !u.lastErrAt.IsZero() {
+		at := u.lastErrAt.UTC()
+		h.LastErrorAt = &at
+	}
+	return h
+}
+
+// ok notes a call the upstream answered: the backoff starts again from its first wait.
+func (u *upstreamConn) ok() {
+	u.mu.Lock()
+	u.failures = 0
+	u.mu.Unlock()
+}
+
+// throttle takes a slot of the upstream's rate limit for a dispatch: 0 when the call
+// may go now, else how long to wait (nothing is taken then).
+func (u *upstreamConn) throttle() time.Duration {
+	if u.limiter == nil {
+		return 0
+	}
+	r := u.limiter.Reserve()
+	d := r.Delay()
+	if d <= 0 {
+		return 0
+	}
+	r.Cancel()
+	u.observer.UpstreamRateLimited(u.up.Name)
+	return d
+}
+
+// wait waits for a slot of the upstream's rate limit, within ctx.
+func (u *upstreamConn) wait(ctx context.Context) error {
+	if u.limiter == nil {
+		return nil
+	}
+	if u.limiter.Tokens() < 1 {
+		u.observer.UpstreamRateLimited(u.up.Name)
+	}
+	if err := u.limiter.Wait(ctx); err != nil {
+		return fmt.Errorf("upstream %s: rate limit of %g calls per second: %w", u.up.Name, u.up.Rate, err)
+	}
+	return nil
+}
+
+// errNotSent is a call that never reached the upstream (no session could be opened,
+// or the rate limit held it).
+var errNotSent = errors.New("not sent")
+
+// call calls a tool; kind ("dispatch", "read", "lookup") labels it for the observer.
+// A read or lookup waits for the rate limit; a dispatch took its slot before its op
+// was claimed (throttle). An error is errNotSent (wrapped) when the request was never
+// written, one upstreamError finds when the upstream answered with a JSON-RPC error,
+// or else the call's answer was lost (a timeout, a broken connection, a dead process,
+// an HTTP answer that is no JSON-RPC answer) and the session is dropped.
+func (u *upstreamConn) call(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	start := time.Now()
+	outcome := "not_sent"
+	defer func() { u.observer.UpstreamCalled(u.up.Name, kind, outcome, time.Since(start)) }()
+	if kind != "dispatch" {
+		if err := u.wait(ctx); err != nil {
+			return nil, fmt.Errorf("%w: %w", errNotSent, err)
+		}
+	}
+	s, err := u.get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	res, err := s.CallTool(cctx, p)
+	if err != nil {
+		if we, answered := upstreamError(err); answered {
+			outcome = "error"
+			if we.Code == jsonrpc.CodeInvalidParams || we.Code == jsonrpc.CodeMethodNotFound {
+				outcome = "refused"
+			}
+			return nil, err
+		}
+		outcome = "lost"
+		u.drop(s)
+		return nil, err
+	}
+	u.ok()
+	outcome = "result"
+	if res.IsError {
+		outcome = "is_error"
+	}
+	return res, nil
+}
+
+// codeRejectedByTransport is the code of the error the SDK's client makes of its own
+// transport failures (its internal jsonrpc2.ErrRejected, "rejected by transport"): an
+// HTTP request that failed, even after it was written (a connection closed before the
+// answer), an answer it could not read, a 429 or 5xx status without a JSON-RPC error.
+const codeRejectedByTransport = -32005
+
+// upstreamError returns the JSON-RPC error the upstream answered a call with. A
+// transport failure the SDK reports as a JSON-RPC error (codeRejectedByTransport) is no
+// answer: the request may have reached the upstream, and nothing came back.
+func upstreamError(err error) (*jsonrpc.Error, bool) {
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code == codeRejectedByTransport {
+		return nil, false
+	}
+	return we, true
+}
+
+// list lists the upstream's tools.
+func (u *upstreamConn) list(ctx context.Context) ([]*mcp.Tool, error) {
+	s, err := u.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	var out []*mcp.Tool
+	for t, err := range s.Tools(cctx, nil) {
+		if err != nil {
+			u.drop(s)
+			return nil, fmt.Errorf("list the tools of upstream %s: %w", u.up.Name, err)
+		}
+		out = append(out, t)
+	}
+	u.ok()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
