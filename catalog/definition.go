@@ -19,11 +19,19 @@ type Definition struct {
 	Method string `json:"method"`
 	// Path is the path template, with {arg} templates.
 	Path string `json:"path"`
+	// Upstream names the upstream MCP server of an upstream tool's op ("" for a
+	// target's tool); Target is the same name then.
+	Upstream string `json:"upstream,omitempty"`
+	// UpstreamTool is the tool's name on its upstream: the tools/call the op makes.
+	UpstreamTool string `json:"upstream_tool,omitempty"`
+	// TagArgument is the argument that receives the op id, if any.
+	TagArgument string `json:"tag_argument,omitempty"`
 }
 
 // Definition returns what an op of t keeps of t.
 func (t *Tool) Definition() Definition {
-	return Definition{Version: t.Version, Target: t.Target, Method: t.Method, Path: t.Path}
+	return Definition{Version: t.Version, Target: t.Target, Method: t.Method, Path: t.Path,
+		Upstream: t.Upstream, UpstreamTool: t.UpstreamTool, TagArgument: t.TagArgument}
 }
 
 // definitionJSON is t's Definition as stored with an op.
@@ -38,6 +46,13 @@ func parseDefinition(name string, raw json.RawMessage) (*Tool, error) {
 	var d Definition
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return nil, fmt.Errorf("the tool definition stored with the op is not readable: %w", err)
+	}
+	if d.Upstream != "" {
+		if d.UpstreamTool == "" {
+			return nil, fmt.Errorf("the tool definition stored with the op lacks its upstream tool")
+		}
+		return &Tool{Name: name, Target: d.Target, Upstream: d.Upstream, UpstreamTool: d.UpstreamTool, TagArgument: d.TagArgument,
+			Version: d.Version}, nil
 	}
 	if d.Target == "" || d.Method == "" || d.Path == "" {
 		return nil, fmt.Errorf("the tool definition stored with the op lacks its target, method or path")

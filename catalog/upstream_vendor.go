@@ -116,13 +116,26 @@ func (v *upstreamVendor) Queue() outbox.QueueConfig {
 // LookupLag is the catalog's lookup lag.
 func (v *upstreamVendor) LookupLag() time.Duration { return v.lag }
 
-// Dispatch calls the upstream tool with the op's id and key in _meta (and the op id
-// in the tag argument). A result is success, isError or a JSON-RPC refusal (invalid
+// Dispatch calls the upstream tool, as it was defined when the op was accepted
+// (p.Definition: its name upstream and tag argument; an op stored without one is sent
+// as the catalog in force defines its tool), with the op's id and key in _meta (and
+// the op id in the tag argument). A result is success, isError or a JSON-RPC refusal (invalid
 // params, unknown tool) a permanent failure stored as the op's result, a call that
 // could not be sent retryable, and a lost answer unknown.
 func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
-	t, ok := v.current().cat.Tools[p.Tool]
-	if !ok || t.Upstream != v.name {
+	t := v.current().cat.Tools[p.Tool]
+	var head struct {
+		Upstream string `json:"upstream"`
+	}
+	// A definition without "upstream" was stored before upstream tools kept theirs:
+	// such an op is sent as the catalog in force defines its tool.
+	if len(p.Definition) > 0 && json.Unmarshal(p.Definition, &head) == nil && head.Upstream != "" {
+		var err error
+		if t, err = parseDefinition(p.Tool, p.Definition); err != nil {
+			return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_definition", Message: err.Error(), Err: err}
+		}
+	}
+	if t == nil || t.Upstream != v.name {
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
 			Message: fmt.Sprintf("tool %q is no longer offered by upstream %q", p.Tool, v.name)}
 	}
@@ -249,4 +262,31 @@ func (r *Runtime) Health() map[string]UpstreamHealth {
 		out[name] = c.health()
 	}
 	return out
+}
+
+// Relist lists an upstream's tools again (it announced
+// notifications/tools/list_changed) and returns a runtime like r whose catalog offers
+// them in place of the ones listed before, checked as at start. It shares r's
+// targets and sessions; r is unchanged. Make it the catalog in force with Live.Swap.
+func (r *Runtime) Relist(ctx context.Context, upstream string) (*Runtime, error) {
+	conn, ok := r.upstreams[upstream]
+	if !ok {
+		return nil, &Error{File: r.cat.File, Kind: "upstream", Name: upstream, Message: "is not in the catalog in force"}
+	}
+	listed, err := conn.list(ctx)
+	if err != nil {
+		return nil, &Error{File: r.cat.File, Kind: "upstream", Name: upstream, Message: "cannot list its tools: " + err.Error()}
+	}
+	cat := &Catalog{File: r.cat.File, Targets: r.cat.Targets, Upstreams: r.cat.Upstreams, Tools: map[string]*Tool{}}
+	for name, t := range r.cat.Tools {
+		if t.Upstream != upstream {
+			cat.Tools[name] = t
+		}
+	}
+	if err := cat.addUpstreamTools(conn.up, listed); err != nil {
+		return nil, err
+	}
+	next := *r
+	next.cat = cat
+	return &next, nil
 }

@@ -42,11 +42,39 @@ func (s *Server) reloadCatalog(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			rt.Close()
-		}
-	}()
+	if err := s.install(rt); err != nil {
+		rt.Close()
+		return err
+	}
+	s.logCatalog("tool catalog reloaded", rt)
+	return nil
+}
+
+// relistUpstream makes the catalog in force offer an upstream's tools as it lists
+// them now: it announced notifications/tools/list_changed. The API, MCP (whose
+// clients are told their list changed) and the workers get them as on a reload; ops
+// already accepted keep the definition they were accepted with. A list that does not
+// check (a tool the file configures is gone, a new write tool on an upstream that had
+// no queue) is refused with one log line, and the catalog in force stays.
+func (s *Server) relistUpstream(ctx context.Context, upstream string) error {
+	s.reloading.Lock()
+	defer s.reloading.Unlock()
+	rt, err := s.catalog.Current().Relist(ctx, upstream)
+	if err == nil {
+		err = s.install(rt) // rt shares the sessions in force: never closed here
+	}
+	if err != nil {
+		s.logger.Error("upstream changed its tools, but the catalog in force stays: "+err.Error(),
+			slog.String("upstream", upstream), slog.String("file", s.cfg.ToolsFile))
+		return err
+	}
+	s.logCatalog("upstream tools listed again", rt, slog.String("upstream", upstream))
+	return nil
+}
+
+// install makes rt the catalog in force for the outbox's registry, the API and MCP,
+// unless it cannot be (then nothing changes).
+func (s *Server) install(rt *catalog.Runtime) error {
 	var next []outbox.Tool
 	if !s.cfg.ReadOnly {
 		next = append(slices.Clone(s.baseTools), rt.Tools(s.cfg.TTL)...)
@@ -83,13 +111,16 @@ func (s *Server) reloadCatalog(ctx context.Context) (err error) {
 		if err := s.mcp.SetTools(extra, windows); err != nil {
 			// The registry and the API already have the new catalog; MCP keeps its list.
 			s.logger.Error("tool catalog reloaded, but MCP keeps its former tool list: "+err.Error(), slog.String("file", s.cfg.ToolsFile))
-			return nil
 		}
 	}
+	return nil
+}
+
+// logCatalog logs the version of each tool of rt.
+func (s *Server) logCatalog(msg string, rt *catalog.Runtime, attrs ...any) {
 	versions := make([]any, 0, len(rt.Catalog().Tools))
 	for _, name := range rt.Catalog().Names() {
 		versions = append(versions, slog.String(name, rt.Catalog().Tools[name].Version))
 	}
-	s.logger.Info("tool catalog reloaded", slog.String("file", s.cfg.ToolsFile), slog.Group("versions", versions...))
-	return nil
+	s.logger.Info(msg, append([]any{slog.String("file", s.cfg.ToolsFile), slog.Group("versions", versions...)}, attrs...)...)
 }

@@ -251,6 +251,20 @@ func (s *Server) reads() api.Reader {
 	return s.catalog
 }
 
+// toolsChanged is told that an upstream announced notifications/tools/list_changed:
+// its tools are listed again in the background (relistUpstream), off the SDK's
+// notification handler.
+func (s *Server) toolsChanged(upstream string) {
+	if s.catalog == nil {
+		return // still connecting at start: the list being read is the current one
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(s.streams, 2*s.cfg.WebhookTimeout)
+		defer cancel()
+		_ = s.relistUpstream(ctx, upstream) // logged
+	}()
+}
+
 // catalogQueue is the queue of a catalog vendor: a target goes through the webhook
 // adapter and takes the webhook queue's settings (--webhook-workers,
 // --webhook-job-timeout), in a queue of its own; an upstream MCP server takes them
@@ -293,7 +307,7 @@ func (s *Server) connectCatalog(ctx context.Context) (*catalog.Runtime, error) {
 		return nil, err
 	}
 	rt, err := cat.Connect(catalog.Options{Timeout: s.cfg.WebhookTimeout, LookupLag: s.cfg.WebhookLookupLag, Logger: s.logger,
-		Context: context.WithoutCancel(ctx), Observer: s.metrics})
+		Context: context.WithoutCancel(ctx), Observer: s.metrics, OnToolsChanged: s.toolsChanged})
 	if err != nil {
 		return nil, err
 	}

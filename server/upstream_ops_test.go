@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
@@ -175,4 +177,106 @@ upstreams:
 	joined := strings.Join(stderr, "\n")
 	require.Contains(t, joined, "fakemcp: crashing after acting", "the program's stderr, logged with the upstream's name")
 	require.Equal(t, 2, strings.Count(joined, "fakemcp: serving over stdio"), "started, then started again")
+}
+
+// TestUpstreamToolsListChanged: an upstream adds a tool while oncebox runs and
+// announces it (notifications/tools/list_changed); oncebox lists its tools again and
+// offers the new one over MCP, whose clients are told their list changed, and GET
+// /v1/tools, and an op of it is sent.
+func TestUpstreamToolsListChanged(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	base, token, _, pool := upstreamOncebox(t, fake, func(url string) string { return upstreamCatalog(url, true) }, nil)
+	ctx := context.Background()
+	changed := make(chan struct{}, 8)
+	transport := &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, transport, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	mcpTools := func() map[string]*mcp.Tool {
+		list, err := cs.ListTools(ctx, nil)
+		require.NoError(t, err)
+		out := map[string]*mcp.Tool{}
+		for _, tool := range list.Tools {
+			out[tool.Name] = tool
+		}
+		return out
+	}
+	require.NotContains(t, mcpTools(), "mail_send_sms")
+
+	fake.AddTool("send_sms", "Send a text message.")
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the MCP client was not told its tool list changed")
+	}
+	require.Contains(t, mcpTools(), "mail_send_sms")
+	require.True(t, strings.HasPrefix(mcpTools()["mail_send_sms"].Description, "Send a text message."))
+	require.Contains(t, getAuthed(t, base+"/v1/tools", token), `"mail.send_sms"`)
+
+	status, body := postJSON(t, base, token, "/v1/ops?wait=20s", "sms-1", `{"tool":"mail.send_sms","args":{"to":"+1555"}}`)
+	require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, status, body)
+	waitStatus(t, pool, "mail.send_sms", "succeeded")
+	var result string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT result::text FROM oncebox_op WHERE tool = 'mail.send_sms'").Scan(&result))
+	require.Contains(t, result, `+1555`)
+}
+
+// TestUpstreamOpKeepsItsToolDefinition: an unsafe upstream op accepted while the file
+// names ref as its tag argument waits for approval; the file is reloaded without it;
+// once approved the op is sent as it was accepted, the op id in ref.
+func TestUpstreamOpKeepsItsToolDefinition(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	file := func(url, tag string) string {
+		return `
+upstreams:
+  mail:
+    url: ` + url + `
+    tools:
+      send_mail: {class: unsafe` + tag + `}
+`
+	}
+	var toolsFile, upURL string
+	base, token, srv, pool := upstreamOncebox(t, fake, func(url string) string { upURL = url; return file(url, ", tag_argument: ref") },
+		func(cfg *server.Config) { toolsFile = cfg.ToolsFile })
+	ctx := context.Background()
+	approver, err := tenant.NewStore(pool).NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
+	require.NoError(t, err)
+	status, body := postJSON(t, base, token, "/v1/ops", "pinned-1", `{"tool":"mail.send_mail","args":{"to":"ann@example.com","subject":"Hi"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Contains(t, body, `"status":"awaiting_approval"`)
+	var def string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT tool_definition::text FROM oncebox_op").Scan(&def))
+	require.Contains(t, def, `"upstream_tool": "send_mail"`)
+	require.Contains(t, def, `"tag_argument": "ref"`)
+
+	require.NoError(t, os.WriteFile(toolsFile, []byte(file(upURL, "")), 0o600))
+	require.NoError(t, srv.ReloadCatalog(ctx))
+
+	status, body = postJSON(t, base, approver, "/v1/ops/pinned-1/approve", "", `{}`)
+	require.Equal(t, http.StatusOK, status, body)
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	var opID string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT id::text FROM oncebox_op").Scan(&opID))
+	mails := fake.Mails()
+	require.Len(t, mails, 1)
+	require.Equal(t, opID, mails[0].Ref, "sent with the tag argument it was accepted with")
+}
+
+func getAuthed(t *testing.T, url, token string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	return string(b)
 }

@@ -74,6 +74,8 @@ type Server struct {
 	replays  int
 	refusals []Refusal
 	hook     func(Mail)
+	// rawNext is the JSON-RPC result the next send_mail answers with, byte for byte.
+	rawNext string
 
 	// Random faults (fault.go).
 	randomRates []faultRate
@@ -359,6 +361,25 @@ func (s *Server) FailNext(n int) {
 	s.errorNext = n
 }
 
+// AddTool adds a tool called name, without annotations (a write tool), that answers
+// {"echo": <its arguments>}: an upstream whose tools change while oncebox runs. Each
+// open session is told (notifications/tools/list_changed).
+func (s *Server) AddTool(name, description string) {
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Description: description},
+		func(_ context.Context, _ *mcp.CallToolRequest, a map[string]any) (*mcp.CallToolResult, map[string]any, error) {
+			return nil, map[string]any{"echo": a}, nil
+		})
+}
+
+// RawResultNext makes the next send_mail call over HTTP (Handler) act, then answer
+// with raw as its JSON-RPC result, byte for byte: field order, spacing and fields the
+// protocol does not define included.
+func (s *Server) RawResultNext(raw string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rawNext = raw
+}
+
 // MCP returns the SDK server, to serve over any transport (stdio, in memory).
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
@@ -375,9 +396,10 @@ func (s *Server) Handler() http.Handler {
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
-		drop := false
+		drop, raw := false, ""
 		if msg.Method == "tools/call" && msg.Params.Name == "send_mail" {
 			s.mu.Lock()
+			raw, s.rawNext = s.rawNext, ""
 			if s.dropNext > 0 && s.errorNext == 0 {
 				s.dropNext--
 				drop = true
@@ -392,6 +414,22 @@ func (s *Server) Handler() http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		if raw != "" && !drop {
+			rec := httptest.NewRecorder()
+			inner.ServeHTTP(rec, r) // acts; its answer's result is replaced
+			var resp struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal(rec.Body.Bytes(), &resp)
+			for k, v := range rec.Header() {
+				if k != "Content-Length" {
+					w.Header()[k] = v
+				}
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(resp.ID)+`,"result":`+raw+`}`)
+			return
+		}
 		if !drop {
 			inner.ServeHTTP(w, r)
 			return
