@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // QueueName is the River queue that carries the sweep job. The process that runs the
@@ -226,7 +227,7 @@ func (r *Reconciler) CheckSoon(ctx context.Context, opIDs []string) error {
 	}
 	ids := make([]string, 0, len(opIDs))
 	for _, id := range opIDs {
-		if isUUID(id) {
+		if protocol.IsOpID(id) {
 			ids = append(ids, id)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // ReportMargin widens the vendor side of a report's window on both ends, so that an op
@@ -422,7 +423,7 @@ func uncheckedLine(op reportOp) Line {
 func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, byOp map[string][]taggedObject, rep *Report) error {
 	ids := make([]string, 0, len(byOp))
 	for id := range byOp {
-		if isUUID(id) {
+		if protocol.IsOpID(id) {
 			ids = append(ids, id)
 		}
 	}
@@ -518,25 +519,6 @@ func argInt(args json.RawMessage, name string) (int64, bool) {
 		return 0, false
 	}
 	return n, true
-}
-
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // csvHeader is the first row of WriteCSV.

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // The outcomes Observer.VendorEvent is told about.
@@ -129,7 +131,7 @@ func (s *Store) Record(ctx context.Context, events []Event) (Recorded, error) {
 		b := &pgx.Batch{}
 		for _, e := range events {
 			var opUUID any
-			if isUUID(e.OpTag) {
+			if protocol.IsOpID(e.OpTag) {
 				opUUID = strings.ToLower(e.OpTag)
 			}
 			b.Queue(sqlInsertEvent, e.Vendor, e.EventID, e.Type, e.OpTag, e.ObjectType, e.ObjectID, e.Status,
@@ -282,23 +284,4 @@ func nullTime(t time.Time) any {
 		return nil
 	}
 	return t
-}
-
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
-				return false
-			}
-		}
-	}
-	return true
 }
