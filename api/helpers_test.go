@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -103,23 +104,11 @@ func (e *env) post(token, key, body string) *httptest.ResponseRecorder {
 	return e.do(req(http.MethodPost, "/v1/ops", token, key, body))
 }
 
-// opBody is the decoded op JSON.
+// opBody is the decoded op JSON: the op as the Go client decodes it (protocol.Op),
+// and its history.
 type opBody struct {
-	ID             string          `json:"id"`
-	Key            string          `json:"key"`
-	Tool           string          `json:"tool"`
-	Status         string          `json:"status"`
-	Fingerprint    string          `json:"fingerprint"`
-	Attempts       int             `json:"attempts"`
-	VendorRef      string          `json:"vendor_ref"`
-	Result         json.RawMessage `json:"result"`
-	Error          json.RawMessage `json:"error"`
-	ConversationID string          `json:"conversation_id"`
-	ToolCallID     string          `json:"tool_call_id"`
-	CreatedAt      string          `json:"created_at"`
-	UpdatedAt      string          `json:"updated_at"`
-	ExpiresAt      string          `json:"expires_at"`
-	History        *struct {
+	protocol.Op
+	History *struct {
 		Attempts []map[string]any `json:"attempts"`
 		Events   []struct {
 			Kind       string          `json:"kind"`

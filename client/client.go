@@ -103,26 +103,7 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Op is an op as the API returns it.
-type Op struct {
-	ID          string `json:"id"`
-	Key         string `json:"key"`
-	Tool        string `json:"tool"`
-	Status      string `json:"status"`
-	Fingerprint string `json:"fingerprint"`
-	// Attempts is how many times the vendor was called.
-	Attempts int `json:"attempts"`
-	// VendorRef is the vendor's id of the object made, such as "pi_123".
-	VendorRef string `json:"vendor_ref"`
-	// Result is the vendor's stored answer once the op succeeded, byte for byte.
-	Result json.RawMessage `json:"result"`
-	// Error is the stored failure once the op failed.
-	Error          json.RawMessage `json:"error"`
-	ConversationID string          `json:"conversation_id"`
-	ToolCallID     string          `json:"tool_call_id"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	ExpiresAt      time.Time       `json:"expires_at"`
-}
+type Op = protocol.Op
 
 // Response is the answer to an enqueue.
 type Response struct {

@@ -5,39 +5,29 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
 // OpView is the structured content of a tool result: the op as the HTTP API returns
 // it, and whether this call was a replay of an earlier one.
 type OpView struct {
-	ID             string          `json:"id"`
-	Key            string          `json:"key"`
-	Tool           string          `json:"tool"`
-	Status         string          `json:"status"`
-	Fingerprint    string          `json:"fingerprint"`
-	Attempts       int             `json:"attempts"`
-	VendorRef      string          `json:"vendor_ref,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	Error          json.RawMessage `json:"error,omitempty"`
-	ConversationID string          `json:"conversation_id,omitempty"`
-	ToolCallID     string          `json:"tool_call_id,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	ExpiresAt      time.Time       `json:"expires_at"`
+	protocol.Op
 	// Replayed is true when this call found the op already recorded by an earlier one.
 	Replayed bool `json:"replayed"`
 }
 
 func newOpView(op *outbox.Op, replayed bool) OpView {
 	return OpView{
-		ID: op.ID, Key: op.Key, Tool: op.Tool, Status: string(op.Status), Fingerprint: op.Fingerprint.String(),
-		Attempts: op.Attempts, VendorRef: op.VendorRef, Result: op.Result, Error: op.Error,
-		ConversationID: op.ConversationID, ToolCallID: op.ToolCallID,
-		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: op.ExpiresAt, Replayed: replayed,
+		Op: protocol.Op{
+			ID: op.ID, Key: op.Key, Tool: op.Tool, Status: string(op.Status), Fingerprint: op.Fingerprint.String(),
+			Attempts: op.Attempts, VendorRef: op.VendorRef, Result: op.Result, Error: op.Error,
+			ConversationID: op.ConversationID, ToolCallID: op.ToolCallID,
+			CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: op.ExpiresAt,
+		},
+		Replayed: replayed,
 	}
 }
 

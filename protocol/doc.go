@@ -1,6 +1,7 @@
 // Package protocol is what an agent and oncebox agree on, with no database behind it:
-// the names of an op's statuses, the rules of an idempotency key, the built-in tools'
-// names and argument types, and the problem types of the HTTP API's refusals.
+// the op as the HTTP API returns it, the names of an op's statuses, the rules of an
+// idempotency key and the form of an op's id, the built-in tools' names and argument
+// types, and the problem types of the HTTP API's refusals.
 //
 // It imports nothing beyond the standard library, so the Go client (package client),
 // which an agent embeds, links neither pgx nor River. The server side uses the same

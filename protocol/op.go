@@ -1,0 +1,34 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Op is an op as the HTTP API returns it (POST /v1/ops, GET /v1/ops/{key}): what the
+// Go client decodes and an MCP tool result carries as its structured content.
+// Encoded, it leaves out the empty optional members; the HTTP API always sends them.
+type Op struct {
+	ID  string `json:"id"`
+	Key string `json:"key"`
+	// Tool is the name of the tool called, such as "stripe.payment_intent".
+	Tool string `json:"tool"`
+	// Status is where the op stands, one of the Status values (a plain string, so
+	// that it compares with a string literal).
+	Status string `json:"status"`
+	// Fingerprint is the hex SHA-256 that identifies the call's payload.
+	Fingerprint string `json:"fingerprint"`
+	// Attempts is how many times the vendor was called.
+	Attempts int `json:"attempts"`
+	// VendorRef is the vendor's id of the object made, such as "pi_123".
+	VendorRef string `json:"vendor_ref,omitempty"`
+	// Result is the vendor's stored answer once the op succeeded, byte for byte.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error is the stored failure once the op failed.
+	Error          json.RawMessage `json:"error,omitempty"`
+	ConversationID string          `json:"conversation_id,omitempty"`
+	ToolCallID     string          `json:"tool_call_id,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	ExpiresAt      time.Time       `json:"expires_at"`
+}
