@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,6 +83,8 @@ type upstreamConn struct {
 	stop chan struct{}
 	// listens says the session listens for notifications (tools/list_changed).
 	listens bool
+	// tap catches the raw results of dispatches.
+	tap *rawTap
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -98,7 +101,7 @@ type upstreamConn struct {
 
 func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
 	u := &upstreamConn{up: up, timeout: opts.Timeout, http: opts.HTTPClient, logger: opts.Logger, observer: opts.Observer,
-		stop: make(chan struct{}), listens: opts.OnToolsChanged != nil}
+		stop: make(chan struct{}), listens: opts.OnToolsChanged != nil, tap: newRawTap()}
 	if up.Rate > 0 {
 		u.limiter = rate.NewLimiter(rate.Limit(up.Rate), up.Burst)
 	}
@@ -133,6 +136,7 @@ func (u *upstreamConn) transport() mcp.Transport {
 		if u.http != nil && u.http.Transport != nil {
 			base = u.http.Transport
 		}
+		base = &tapTransport{tap: u.tap, base: base}
 		return &mcp.StreamableClientTransport{Endpoint: u.up.URL, HTTPClient: &http.Client{Transport: &headerTransport{headers: u.up.Headers, base: base}},
 			DisableStandaloneSSE: !u.listens}
 	}
@@ -142,7 +146,7 @@ func (u *upstreamConn) transport() mcp.Transport {
 		cmd.Env = append(cmd.Env, k+"="+u.up.Env[k])
 	}
 	cmd.Stderr = &logWriter{logger: u.logger, upstream: u.up.Name, scrub: u.scrub}
-	return &mcp.CommandTransport{Command: cmd}
+	return &tapStdio{inner: &mcp.CommandTransport{Command: cmd}, tap: u.tap}
 }
 
 // logWriter sends a stdio upstream's stderr to the log, a record per line, with the
@@ -352,39 +356,54 @@ var errNotSent = errors.New("not sent")
 // or else the call's answer was lost (a timeout, a broken connection, a dead process,
 // an HTTP answer that is no JSON-RPC answer) and the session is dropped.
 func (u *upstreamConn) call(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	res, _, err := u.callRaw(ctx, kind, p)
+	return res, err
+}
+
+// callRaw is call, and also returns the result as it came on the wire when it was
+// caught (a dispatch's: its _meta names its op id), else nil.
+func (u *upstreamConn) callRaw(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, json.RawMessage, error) {
 	start := time.Now()
 	outcome := "not_sent"
 	defer func() { u.observer.UpstreamCalled(u.up.Name, kind, outcome, time.Since(start)) }()
 	if kind != "dispatch" {
 		if err := u.wait(ctx); err != nil {
-			return nil, fmt.Errorf("%w: %w", errNotSent, err)
+			return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
 		}
 	}
 	s, err := u.get(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errNotSent, err)
+		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	caught := func() json.RawMessage { return nil }
+	if opID, ok := p.Meta[MetaOpID].(string); ok && opID != "" {
+		caught = u.tap.expect(opID)
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
 	res, err := s.CallTool(cctx, p)
+	raw := caught()
 	if err != nil {
 		if we, answered := upstreamError(err); answered {
 			outcome = "error"
 			if we.Code == jsonrpc.CodeInvalidParams || we.Code == jsonrpc.CodeMethodNotFound {
 				outcome = "refused"
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		outcome = "lost"
 		u.drop(s)
-		return nil, err
+		return nil, nil, err
 	}
 	u.ok()
 	outcome = "result"
 	if res.IsError {
 		outcome = "is_error"
 	}
-	return res, nil
+	if !json.Valid(raw) {
+		raw = nil
+	}
+	return res, raw, nil
 }
 
 // codeRejectedByTransport is the code of the error the SDK's client makes of its own

@@ -150,7 +150,7 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 	for k, val := range carrier {
 		meta[k] = val
 	}
-	res, err := v.session().call(ctx, "dispatch", &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
+	res, raw, err := v.session().callRaw(ctx, "dispatch", &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
 	if err != nil {
 		we, answered := upstreamError(err)
 		switch {
@@ -169,9 +169,13 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 				Message: fmt.Sprintf("the call to upstream %s was sent but its answer was lost: it may have acted", v.name), Err: err}
 		}
 	}
-	body, err := json.Marshal(res)
-	if err != nil {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "bad_answer", Message: err.Error(), Err: err}
+	// The CallToolResult as it came (byte for byte); the SDK's decoding of it encoded
+	// again only when it was not caught.
+	body := raw
+	if body == nil {
+		if body, err = json.Marshal(res); err != nil {
+			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "bad_answer", Message: err.Error(), Err: err}
+		}
 	}
 	if res.IsError {
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "tool_error",

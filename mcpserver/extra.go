@@ -82,6 +82,14 @@ func (s *Server) passthrough(tool string, op *outbox.Op, replayed bool) *mcp.Cal
 	if err := json.Unmarshal(raw, &res); err != nil || (res.Content == nil && res.StructuredContent == nil) {
 		return nil
 	}
+	// The structured content as stored (its keys in the upstream's order), not as
+	// decoded into a map.
+	var stored struct {
+		StructuredContent json.RawMessage `json:"structuredContent"`
+	}
+	if json.Unmarshal(raw, &stored) == nil && len(stored.StructuredContent) > 0 && string(stored.StructuredContent) != "null" {
+		res.StructuredContent = stored.StructuredContent
+	}
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,4 +280,37 @@ func getAuthed(t *testing.T, url, token string) string {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
 	return string(b)
+}
+
+// TestUpstreamResultStoredByteForByte: the upstream answers with a CallToolResult
+// whose structuredContent keys are not in sorted order and which carries fields the
+// protocol does not define; the op's stored result is those bytes exactly (the SDK's
+// decoding encoded again would sort the keys and drop the fields), GET /v1/ops returns
+// them, and an MCP repeat is answered from them.
+func TestUpstreamResultStoredByteForByte(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	base, token, _, pool := upstreamOncebox(t, fake, func(url string) string { return upstreamCatalog(url, true) }, nil)
+	const raw = `{"structuredContent":{"zeta":1,"alpha":{"y":true,"b":null},"id":"mail_x"},` +
+		`"content":[{"type":"text","text":"sent","x-extra":1}],"x-vendor":{"kept":"yes"}}`
+	fake.RawResultNext(raw)
+	ctx := context.Background()
+	cs := mcpSession(t, base, token)
+	call := func() *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mail_send_mail", Arguments: map[string]any{"to": "ann@example.com", "subject": "Hi"}})
+		require.NoError(t, err)
+		return res
+	}
+	call()
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	var stored, key string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT result::text, idempotency_key FROM oncebox_op").Scan(&stored, &key))
+	require.Equal(t, raw, stored, "the upstream's bytes, not a re-encoding")
+	require.Contains(t, getAuthed(t, base+"/v1/ops/"+url.PathEscape(key), token), `"result":`+raw)
+
+	res := call()
+	require.Equal(t, true, res.Meta["oncebox/replayed"])
+	require.Equal(t, map[string]any{"zeta": 1.0, "alpha": map[string]any{"y": true, "b": nil}, "id": "mail_x"}, res.StructuredContent)
+	require.Equal(t, "sent", res.Content[0].(*mcp.TextContent).Text)
+	require.Len(t, fake.Mails(), 1)
 }
