@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -33,7 +34,7 @@ func TestFourEyesOverHTTP(t *testing.T) {
 	rec := e.do(req("POST", "/v1/ops/r/approve", second, "", `{"reason": "second pair of eyes"}`))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Equal(t, "pending", decodeOp(t, rec).Status)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
 
 	hist := decodeOp(t, e.do(req("GET", "/v1/ops/r?history=true", agent, "", "")))
 	require.Len(t, hist.History.Events, 2)
@@ -60,7 +61,7 @@ func TestStaleApprovalsAndExpiryOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	p := requireProblem(t, e.do(req("POST", "/v1/ops/big/approve", approver, "", "")), http.StatusConflict, "policy-changed")
 	require.Equal(t, "awaiting_approval", p.OpStatus, "the op keeps waiting")
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
 
 	_, err = e.pool.Exec(ctx, "UPDATE oncebox_approval SET expires_at = now() - interval '1 second' WHERE op_id = $1", op.ID)
 	require.NoError(t, err)

@@ -46,7 +46,7 @@ func TestBudgetsOverHTTP(t *testing.T) {
 	secs, err := strconv.Atoi(rec.Header().Get("Retry-After"))
 	require.NoError(t, err)
 	require.True(t, secs >= 1 && secs <= 3600, secs)
-	require.Equal(t, 2, count(t, pool, "SELECT count(*) FROM oncebox_op"), "a refused op is not recorded")
+	require.Equal(t, 2, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op"), "a refused op is not recorded")
 	require.Equal(t, http.StatusOK, e.post(agent, "pay-1", paymentBody).Code, "a replay is answered, not refused")
 
 	require.Equal(t, "pending", decodeOp(t, e.post(agent, "r1", smallRefundBody)).Status)

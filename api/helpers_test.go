@@ -155,10 +155,3 @@ func requireProblem(tb testing.TB, rec *httptest.ResponseRecorder, status int, s
 	require.NotEmpty(tb, p.Detail)
 	return p
 }
-
-func count(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
-	tb.Helper()
-	var n int
-	require.NoError(tb, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -67,7 +68,7 @@ func TestPostOpNewThenReplay(t *testing.T) {
 	get := e.do(req(http.MethodGet, "/v1/ops/order%2F42-pay", token, "", ""))
 	require.Equal(t, http.StatusOK, get.Code, get.Body.String())
 	require.Equal(t, op.ID, decodeOp(t, get).ID)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
 }
 
 func TestPostOpProblems(t *testing.T) {
@@ -195,7 +196,7 @@ func TestPostOpProblems(t *testing.T) {
 			}
 		})
 	}
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "no refused request stored an op")
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "no refused request stored an op")
 }
 
 func TestPostOpKeyConflict(t *testing.T) {
@@ -212,8 +213,8 @@ func TestPostOpKeyConflict(t *testing.T) {
 	require.Equal(t, stored.Fingerprint, p.StoredFingerprint)
 	require.Len(t, p.GivenFingerprint, 64)
 	require.NotEqual(t, p.StoredFingerprint, p.GivenFingerprint)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job"))
 }
 
 func TestPostOpConcurrentIdenticalRequests(t *testing.T) {
@@ -251,8 +252,8 @@ func TestPostOpConcurrentIdenticalRequests(t *testing.T) {
 	require.Equal(t, map[int]int{http.StatusAccepted: 1, http.StatusOK: n - 1}, statuses)
 	require.Equal(t, n-1, replayed)
 	require.Len(t, ids, 1)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job"))
 }
 
 func TestTenantsAreIsolated(t *testing.T) {
@@ -341,7 +342,7 @@ func TestApproveAndReject(t *testing.T) {
 	approver, err := e.tenants.Authenticate(context.Background(), token)
 	require.NoError(t, err)
 	jobs := func(opID string) int {
-		return count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", opID)
+		return dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", opID)
 	}
 
 	approveMe := decodeOp(t, e.post(agent, "refund-1", largeRefundBody))
@@ -402,7 +403,7 @@ func TestApproveAndReject(t *testing.T) {
 		require.Equal(t, tt.status, p.OpStatus, tt.path)
 	}
 	require.Equal(t, 1, jobs(approveMe.ID), "a second approval inserts no second job")
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1", approveMe.ID), "and records nothing")
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1", approveMe.ID), "and records nothing")
 
 	// The optional body is still checked when present.
 	decodeOp(t, e.post(agent, "refund-3", strings.Replace(largeRefundBody, "20000", "40000", 1)))

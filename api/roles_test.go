@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -57,7 +58,7 @@ func TestApproverDecidesButCannotEnqueue(t *testing.T) {
 		p := requireProblem(t, e.post(token, "from-a-person", paymentBody), http.StatusForbidden, "forbidden")
 		require.Contains(t, p.Detail, "only agent tokens record ops")
 	}
-	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 0, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
 
 	decodeOp(t, e.post(agent, "r1", largeRefundBody))
 	decodeOp(t, e.post(agent, "r2", largeRefundBody))
@@ -67,7 +68,7 @@ func TestApproverDecidesButCannotEnqueue(t *testing.T) {
 	rec = e.do(req("POST", "/v1/ops/r2/reject", admin, "", ""))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Equal(t, "rejected", decodeOp(t, rec).Status)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
 
 	// Every role reads its tenant's ops.
 	for _, token := range []string{agent, approver, admin} {

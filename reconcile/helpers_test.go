@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
@@ -92,14 +93,9 @@ func (e *env) start(t *testing.T) {
 	})
 }
 
-// enqueue records an op and returns it.
 func (e *env) enqueue(t *testing.T, key, tool string, args any) *outbox.Op {
 	t.Helper()
-	raw, err := json.Marshal(args)
-	require.NoError(t, err)
-	res, err := e.ob.Enqueue(context.Background(), outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: tool, Args: raw})
-	require.NoError(t, err)
-	return res.Op
+	return optest.Enqueue(t, e.ob, e.tenant, key, tool, args)
 }
 
 // seedUnknown records an op as if a worker had sent it ago and then lost the answer:
@@ -123,23 +119,13 @@ func (e *env) seedUnknown(t *testing.T, key, tool string, args any, ago time.Dur
 // get reads an op by id.
 func (e *env) get(t *testing.T, id string) *outbox.Op {
 	t.Helper()
-	// The outbox reads ops by key: look the key up first.
-	var key string
-	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT idempotency_key FROM oncebox_op WHERE id = $1", id).Scan(&key))
-	op, err := e.ob.Get(context.Background(), e.tenant, key)
-	require.NoError(t, err)
-	return op
+	return optest.ByID(t, e.pool, e.ob, e.tenant, id)
 }
 
 // waitStatus polls until the op reaches status.
 func (e *env) waitStatus(t *testing.T, id string, status outbox.Status) *outbox.Op {
 	t.Helper()
-	var op *outbox.Op
-	require.Eventually(t, func() bool {
-		op = e.get(t, id)
-		return op.Status == status
-	}, 15*time.Second, 10*time.Millisecond, "op %s never reached %s", id, status)
-	return op
+	return optest.WaitStatus(t, e.pool, e.ob, e.tenant, id, status)
 }
 
 // sweep runs one sweep and fails the test on error.
@@ -171,9 +157,7 @@ func (e *env) reconcileEvents(t *testing.T, id string) []map[string]any {
 
 func (e *env) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	require.NoError(t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
+	return dbtest.Count(t, e.pool, sql, args...)
 }
 
 // webhookFake starts a fake webhook receiver and a webhook vendor for the "hooks"

@@ -91,6 +91,17 @@ func SchemaWithConfig(tb testing.TB, adjust func(*pgxpool.Config)) *pgxpool.Pool
 	return sc.Pool
 }
 
+// Count returns the number that sql, a query of one row and one column such as
+// SELECT count(*), answers.
+func Count(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
+	tb.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		tb.Fatalf("count: %v", err)
+	}
+	return n
+}
+
 // ConnString returns a connection string for the schema a pool from Schema is bound to,
 // for a child process that must reach the same rows.
 func ConnString(tb testing.TB, pool *pgxpool.Pool) string {

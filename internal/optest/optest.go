@@ -1,0 +1,49 @@
+// Package optest helps the tests of packages that drive an outbox.Outbox against a
+// real Postgres (reconcile, vendorevents): enqueue an op, read it by id, wait for a
+// status.
+package optest
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// Enqueue records a call of tool with args, encoded as JSON, under key for tenant.
+func Enqueue(tb testing.TB, ob *outbox.Outbox, tenant int64, key, tool string, args any) *outbox.Op {
+	tb.Helper()
+	raw, err := json.Marshal(args)
+	require.NoError(tb, err)
+	res, err := ob.Enqueue(context.Background(), outbox.EnqueueParams{TenantID: tenant, Key: key, Tool: tool, Args: raw})
+	require.NoError(tb, err)
+	return res.Op
+}
+
+// ByID reads tenant's op whose id is id.
+func ByID(tb testing.TB, pool *pgxpool.Pool, ob *outbox.Outbox, tenant int64, id string) *outbox.Op {
+	tb.Helper()
+	// The outbox reads ops by key: look the key up first.
+	var key string
+	require.NoError(tb, pool.QueryRow(context.Background(), "SELECT idempotency_key FROM oncebox_op WHERE id = $1", id).Scan(&key))
+	op, err := ob.Get(context.Background(), tenant, key)
+	require.NoError(tb, err)
+	return op
+}
+
+// WaitStatus polls, for 15 seconds at most, until tenant's op whose id is id has
+// status, and returns it.
+func WaitStatus(tb testing.TB, pool *pgxpool.Pool, ob *outbox.Outbox, tenant int64, id string, status outbox.Status) *outbox.Op {
+	tb.Helper()
+	var op *outbox.Op
+	require.Eventually(tb, func() bool {
+		op = ByID(tb, pool, ob, tenant, id)
+		return op.Status == status
+	}, 15*time.Second, 10*time.Millisecond, "op %s never reached %s", id, status)
+	return op
+}
