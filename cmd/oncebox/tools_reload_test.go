@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,17 +33,7 @@ func TestServeReloadsCatalogOnSIGHUP(t *testing.T) {
 	fake := fakewebhook.New(fakewebhook.Config{})
 	target := httptest.NewServer(fake)
 	t.Cleanup(target.Close)
-	file := `
-targets:
-  crm: {base_url: ` + target.URL + `, lookup_path: /_lookup}
-tools:
-  crm.create_lead:
-    description: Create a lead.
-    class: write
-    target: crm
-    path: /leads
-    input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
-`
+	file := crmCatalog(target.URL, false)
 	added := file + `  crm.add_note:
     description: Add a note to a lead.
     class: write
@@ -52,8 +41,7 @@ tools:
     path: /leads/{lead}/notes
     input_schema: {type: object, properties: {lead: {type: string}, text: {type: string}}, required: [lead, text]}
 `
-	path := filepath.Join(t.TempDir(), "tools.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(file), 0o600))
+	path := writeTools(t, file)
 	addr := freeAddr(t)
 	child, _ := startChild(t, "serve", "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ROLES=api,worker", "ONCEBOX_ADDR="+addr,
 		"ONCEBOX_TOOLS_FILE="+path, "ONCEBOX_WEBHOOK_TARGETS=", "STRIPE_API_KEY=", "SENDGRID_API_KEY=")

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,18 +25,7 @@ func TestToolsCheckVerdicts(t *testing.T) {
 		fake := fakewebhook.New(fakewebhook.Config{HonourKeys: tc.honour})
 		srv := httptest.NewServer(fake)
 		t.Cleanup(srv.Close)
-		path := filepath.Join(t.TempDir(), "tools.yaml")
-		require.NoError(t, os.WriteFile(path, []byte(`
-targets:
-  crm: {base_url: `+srv.URL+`, native_keys: true, lookup_path: /_lookup}
-tools:
-  crm.create_lead:
-    description: Create a lead.
-    class: write
-    target: crm
-    path: /leads
-    input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
-`), 0o600))
+		path := writeTools(t, crmCatalog(srv.URL, true))
 		var out bytes.Buffer
 		err := runToolsTo(context.Background(), []string{"check", "crm.create_lead", "--tools-file", path, "--args", `{"name":"Ada"}`, "--settle", "1s"}, &out)
 		require.NoError(t, err)

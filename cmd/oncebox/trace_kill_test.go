@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,7 +24,6 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
 // collectedSpan is one span an OTLP/HTTP export delivered to the test's collector.
@@ -95,45 +92,25 @@ func TestTraceAcrossSIGKILL(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.Schema(t)
 	conn := dbtest.ConnString(t, pool)
-	fake := fakewebhook.New(fakewebhook.Config{})
-	target := httptest.NewServer(fake)
-	t.Cleanup(target.Close)
-	release := make(chan struct{})
-	fake.SetBlock(release)
-	effected := make(chan struct{}, 10)
-	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
+	crm := newBlockedCRM(t)
 	collector := &otlpCollector{}
 	otlp := httptest.NewServer(collector)
 	t.Cleanup(otlp.Close)
 	otelEnv := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_TRACES_EXPORTER=", "OTEL_SDK_DISABLED="}
 
-	path := filepath.Join(t.TempDir(), "tools.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(`
-targets:
-  crm: {base_url: `+target.URL+`, lookup_path: /_lookup}
-tools:
-  crm.create_lead:
-    description: Create a lead.
-    class: write
-    target: crm
-    path: /leads
-    input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
-`), 0o600))
-
 	// This process records the op (API role only), traced in memory.
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	cfg := server.Defaults()
-	cfg.DatabaseURL, cfg.Roles, cfg.ToolsFile, cfg.TracerProvider = conn, server.Roles{API: true}, path, tp
+	cfg.DatabaseURL, cfg.Roles, cfg.ToolsFile, cfg.TracerProvider = conn, server.Roles{API: true}, crm.toolsFile, tp
 	api, err := server.New(ctx, cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(api.Close)
 	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
 	require.NoError(t, err)
 
-	workerArgs := "serve --database-url " + conn + " --tools-file " + path +
-		" --webhook-timeout 2s --webhook-job-timeout 3s --stripe-timeout 2s --stripe-job-timeout 3s --sendgrid-timeout 2s --sendgrid-job-timeout 3s --rescue-after 5s --reconcile-sweep-timeout 4s --reconcile-interval 1s --reconcile-stuck-margin 1s --webhook-lookup-lag 3s --retry-max-backoff 1s"
+	workerArgs := "serve --database-url " + conn + " --tools-file " + crm.toolsFile + killWorkerFlags
 	first, _ := startChild(t, workerArgs+" --roles worker", otelEnv...)
 
 	agent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xa1, 0x6e, 0x47}, SpanID: trace.SpanID{0x5a},
@@ -145,21 +122,16 @@ tools:
 	enqueue := rec.Ended()[0]
 	require.Equal(t, "oncebox.enqueue", enqueue.Name())
 	require.Equal(t, agent.TraceID(), enqueue.SpanContext().TraceID())
-	select {
-	case <-effected:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the serve child never reached the target")
-	}
+	crm.waitActed(t)
 	// The killed process's own spans may be lost with it; the claim's was exported
 	// while the vendor call hung.
 	require.Eventually(t, func() bool { return len(collector.forOp(res.Op.ID)) > 0 }, 20*time.Second, 50*time.Millisecond,
 		"the first serve exported no span of the op")
 	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
 	_, _ = first.Process.Wait()
-	fake.SetBlock(nil)
-	close(release)
-	require.Equal(t, 1, fake.EffectCount())
-	require.Equal(t, agent.TraceID().String(), tracing.TraceID(fake.EffectsFor(res.Op.ID)[0].Headers.Get("traceparent")),
+	crm.unblock()
+	require.Equal(t, 1, crm.fake.EffectCount())
+	require.Equal(t, agent.TraceID().String(), tracing.TraceID(crm.fake.EffectsFor(res.Op.ID)[0].Headers.Get("traceparent")),
 		"the target received the agent's trace")
 	firstSpans := len(collector.forOp(res.Op.ID))
 
