@@ -99,6 +99,8 @@ type Tool struct {
 	LookupTool string
 	// LookupArgument names the lookup tool's argument that takes the op id.
 	LookupArgument string
+	// Redact names the fields an upstream tool's ops hide once settled, nil for none.
+	Redact *Redaction
 	// Version identifies this definition: a hash of everything that decides how an
 	// op of the tool is validated and sent (class, schema, target, method, path). An
 	// op keeps the version it was accepted under (see Definition).

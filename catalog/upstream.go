@@ -76,6 +76,9 @@ type UpstreamToolConfig struct {
 	TTL          time.Duration
 	DedupeWindow *time.Duration
 	Approval     *outbox.ApprovalRule
+	// Redact names the fields of the arguments and of the result hidden once an op
+	// is settled; nil: none.
+	Redact *Redaction
 }
 
 type upstreamFormat struct {
@@ -105,6 +108,7 @@ type upstreamToolFormat struct {
 	TTL            string          `yaml:"ttl"`
 	DedupeWindow   string          `yaml:"dedupe_window"`
 	Approval       *approvalFormat `yaml:"approval"`
+	Redact         *redactFormat   `yaml:"redact"`
 }
 
 // expand replaces ${VAR} and $VAR in s from getenv, and returns the names of the
@@ -226,8 +230,22 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 			}
 			tc.Approval = &r
 		}
-		if tc.Class == ClassRead && (tf.TTL != "" || tf.DedupeWindow != "" || tf.Approval != nil || tc.TagArgument != "" || tc.LookupTool != "") {
-			return nil, bad(field+".class", "a read tool makes no op: ttl, dedupe_window, approval, tag_argument and lookup_tool do not apply")
+		if tf.Redact != nil {
+			for _, c := range []struct {
+				name  string
+				paths []string
+			}{{"args", tf.Redact.Args}, {"result", tf.Redact.Result}} {
+				if msg := checkPaths(c.paths); msg != "" {
+					return nil, bad(field+".redact."+c.name, msg)
+				}
+			}
+			if len(tf.Redact.Args)+len(tf.Redact.Result) == 0 {
+				return nil, bad(field+".redact", "names no field: list args and/or result paths, or leave redact out")
+			}
+			tc.Redact = &Redaction{Args: tf.Redact.Args, Result: tf.Redact.Result}
+		}
+		if tc.Class == ClassRead && (tf.TTL != "" || tf.DedupeWindow != "" || tf.Approval != nil || tc.TagArgument != "" || tc.LookupTool != "" || tf.Redact != nil) {
+			return nil, bad(field+".class", "a read tool makes no op: ttl, dedupe_window, approval, tag_argument, lookup_tool and redact do not apply")
 		}
 		u.Tools[tn] = tc
 	}
@@ -304,7 +322,7 @@ func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 		}
 		t := &Tool{Name: name, Description: strings.TrimSpace(lt.Description), Class: Classify(tc, lt.Annotations), Target: u.Name,
 			Upstream: u.Name, UpstreamTool: lt.Name, TagArgument: tc.TagArgument, LookupTool: tc.LookupTool, LookupArgument: tc.LookupArgument,
-			TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Approval: tc.Approval}
+			TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Approval: tc.Approval, Redact: tc.Redact}
 		if t.Description == "" {
 			t.Description = fmt.Sprintf("Tool %s of the MCP server %s.", lt.Name, u.Name)
 		}
@@ -317,6 +335,17 @@ func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 			schema = b
 		}
 		t.InputSchema = schema
+		if t.Redact != nil && t.Class != ClassRead {
+			var root struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			}
+			_ = json.Unmarshal(schema, &root)
+			for _, p := range t.Redact.Args {
+				if first, _, _ := strings.Cut(p, "."); root.Properties != nil && root.Properties[first] == nil {
+					return bad("tools."+lt.Name+".redact.args", fmt.Sprintf("%q: the tool's input schema has no property %q", p, first))
+				}
+			}
+		}
 		sch, err := compileSchema(name, schema)
 		if err != nil {
 			return bad("", fmt.Sprintf("upstream tool %q: its input schema does not compile: %v", lt.Name, err))

@@ -34,6 +34,9 @@ type Options struct {
 	// tools changed (notifications/tools/list_changed). Optional: without it the
 	// announcements are not listened to.
 	OnToolsChanged func(upstream string)
+	// RedactKey keys the hashes that replace redacted fields (HMAC-SHA256); nil makes
+	// them plain SHA-256. Optional.
+	RedactKey []byte
 }
 
 // Runtime is a catalog connected to its targets: the outbox tools and vendors of its
@@ -105,6 +108,10 @@ func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
 		}
 		if t.Class == ClassUnsafe {
 			ot.NeedsApproval = func(json.RawMessage) bool { return true }
+		}
+		if t.Redact != nil {
+			ot.Redact = newRedactor(t.Redact.Args, r.opts.RedactKey)
+			ot.RedactResult = newRedactor(t.Redact.Result, r.opts.RedactKey)
 		}
 		out = append(out, ot)
 	}

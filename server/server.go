@@ -251,6 +251,16 @@ func (s *Server) reads() api.Reader {
 	return s.catalog
 }
 
+// catalogRedactKey is the key of the catalog's redaction hashes: derived from the seal
+// key, nil without one (then a tool that redacts refuses to start, see build).
+func (s *Server) catalogRedactKey() []byte {
+	sealKey, err := base64.StdEncoding.DecodeString(s.cfg.SealKey)
+	if s.cfg.SealKey == "" || err != nil || len(sealKey) != outbox.SealKeySize {
+		return nil
+	}
+	return redactionKey(sealKey)
+}
+
 // toolsChanged is told that an upstream announced notifications/tools/list_changed:
 // its tools are listed again in the background (relistUpstream), off the SDK's
 // notification handler.
@@ -307,7 +317,7 @@ func (s *Server) connectCatalog(ctx context.Context) (*catalog.Runtime, error) {
 		return nil, err
 	}
 	rt, err := cat.Connect(catalog.Options{Timeout: s.cfg.WebhookTimeout, LookupLag: s.cfg.WebhookLookupLag, Logger: s.logger,
-		Context: context.WithoutCancel(ctx), Observer: s.metrics, OnToolsChanged: s.toolsChanged})
+		Context: context.WithoutCancel(ctx), Observer: s.metrics, OnToolsChanged: s.toolsChanged, RedactKey: s.catalogRedactKey()})
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +339,14 @@ func (s *Server) connectCatalog(ctx context.Context) (*catalog.Runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// redactionKey derives the key of redaction hashes from the seal key, so that a stored
+// address cannot be recovered by hashing guesses.
+func redactionKey(sealKey []byte) []byte {
+	mac := hmac.New(sha256.New, sealKey)
+	mac.Write([]byte("oncebox redaction hash key"))
+	return mac.Sum(nil)
 }
 
 func (s *Server) build(ctx context.Context) error {
@@ -364,11 +382,7 @@ func (s *Server) build(ctx context.Context) error {
 		if err != nil || len(sealKey) != outbox.SealKeySize {
 			return fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", outbox.SealKeySize)
 		}
-		// Redaction hashes are keyed by a key derived from the seal key, so that a
-		// stored address cannot be recovered by hashing guesses.
-		mac := hmac.New(sha256.New, sealKey)
-		mac.Write([]byte("oncebox redaction hash key"))
-		redactKey = mac.Sum(nil)
+		redactKey = redactionKey(sealKey)
 	}
 	redact := cfg.RedactMail
 	var toolList []outbox.Tool
@@ -411,8 +425,12 @@ func (s *Server) build(ctx context.Context) error {
 		if t.Redact != nil && sealKey == nil {
 			// Without a key the full arguments would sit in the database in clear until
 			// the op settles: redaction would be a promise not kept.
+			off := "turn mail redaction off with --redact-mail=false"
+			if t.Name != tools.Mail {
+				off = "remove its redact from the tool catalog"
+			}
 			return fmt.Errorf("%s needs a seal key: set ONCEBOX_SEAL_KEY to the same value on every process, oncebox serve and oncebox mcp "+
-				"(make one with openssl rand -base64 32), or turn mail redaction off with --redact-mail=false", t.Name)
+				"(make one with openssl rand -base64 32), or %s", t.Name, off)
 		}
 	}
 	work := cfg.Roles.Worker || cfg.Roles.Periodic

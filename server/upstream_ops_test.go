@@ -314,3 +314,47 @@ func TestUpstreamResultStoredByteForByte(t *testing.T) {
 	require.Equal(t, "sent", res.Content[0].(*mcp.TextContent).Text)
 	require.Len(t, fake.Mails(), 1)
 }
+
+// TestUpstreamRedactHidesFields: the file redacts send_mail's "to" argument and the
+// address in its result; the upstream gets the address, the stored op keeps a hash in
+// its place, and an MCP repeat is answered from the redacted result.
+func TestUpstreamRedactHidesFields(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	base, token, _, pool := upstreamOncebox(t, fake, func(url string) string {
+		return `
+upstreams:
+  mail:
+    url: ` + url + `
+    tools:
+      send_mail:
+        dedupe_window: 1h
+        redact: {args: [to], result: [structuredContent.to, content.text]}
+`
+	}, func(cfg *server.Config) { cfg.SealKey = testSealKey() })
+	ctx := context.Background()
+	cs := mcpSession(t, base, token)
+	call := func() *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mail_send_mail", Arguments: map[string]any{"to": "ann@example.com", "subject": "Hi"}})
+		require.NoError(t, err)
+		return res
+	}
+	call()
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	require.Equal(t, "ann@example.com", fake.Mails()[0].To, "the upstream got the address")
+	var args, result string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT args::text, result::text FROM oncebox_op").Scan(&args, &result))
+	for _, stored := range []string{args, result} {
+		require.NotContains(t, stored, "ann@example.com")
+		require.Contains(t, stored, `"[redacted hmac-sha256:`)
+	}
+	require.Contains(t, args, `"subject": "Hi"`, "the rest stays")
+	require.Contains(t, result, `"subject":"Hi"`)
+
+	res := call()
+	require.Equal(t, true, res.Meta["oncebox/replayed"])
+	sc, _ := json.Marshal(res.StructuredContent)
+	require.NotContains(t, string(sc), "ann@example.com")
+	require.Contains(t, string(sc), `"subject":"Hi"`)
+	require.Len(t, fake.Mails(), 1)
+}
