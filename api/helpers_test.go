@@ -34,6 +34,9 @@ type env struct {
 	ob      *outbox.Outbox
 	tenants *tenant.Store
 	srv     *api.Server
+	// handler, when set, serves the requests instead of srv: the vendor event
+	// endpoints, which serve mounts beside the API.
+	handler http.Handler
 }
 
 func newEnv(tb testing.TB, adjust ...func(*api.Config)) *env {
@@ -95,6 +98,10 @@ func req(method, target, token, key, body string) *http.Request {
 
 func (e *env) do(r *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
+	if e.handler != nil {
+		e.handler.ServeHTTP(rec, r)
+		return rec
+	}
 	e.srv.ServeHTTP(rec, r)
 	return rec
 }

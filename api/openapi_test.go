@@ -1,6 +1,9 @@
 package api_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -11,10 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendorevents"
+	"github.com/oncebox/oncebox/vendors/fakesendgrid"
+	"github.com/oncebox/oncebox/vendors/fakestripe"
 )
 
 // openAPIFixture holds what the scenarios need: a working server with a tenant, and
@@ -226,6 +233,9 @@ func openAPIScenarios() map[string]scenario {
 	scenarios["POST /v1/ops/{key}/resolve 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("POST", resolveAt(f.key()), f.approver, "", resolveBody)
 	}
+	for name, sc := range vendorEventScenarios() {
+		scenarios[name] = sc
+	}
 	// 503: the database cannot be reached.
 	for _, route := range []struct{ method, path, target, body string }{
 		{"POST", "/v1/ops", "/v1/ops", paymentBody},
@@ -383,4 +393,83 @@ func heldWait(t *testing.T) (*env, string) {
 	t.Cleanup(func() { e.srv.EndWaits(); <-done })
 	require.Eventually(t, func() bool { return e.srv.Waiting() == 1 }, 10*time.Second, 10*time.Millisecond)
 	return e, token
+}
+
+// docStripeSecret is the Stripe signing secret of the vendor event scenarios.
+const docStripeSecret = "whsec_doc"
+
+// vendorEventsEnv serves the vendor event endpoints on pool with a 1 KiB body limit;
+// with sgKey nil neither vendor is configured.
+func vendorEventsEnv(t *testing.T, pool *pgxpool.Pool, sgKey *ecdsa.PrivateKey) *env {
+	t.Helper()
+	store, err := vendorevents.New(vendorevents.Config{Pool: pool})
+	require.NoError(t, err)
+	cfg := vendorevents.HandlerConfig{Store: store, MaxBodyBytes: 1024}
+	if sgKey != nil {
+		der, err := x509.MarshalPKIXPublicKey(&sgKey.PublicKey)
+		require.NoError(t, err)
+		cfg.StripeSecret, cfg.SendGridPublicKey = docStripeSecret, base64.StdEncoding.EncodeToString(der)
+	}
+	h, err := vendorevents.NewHandler(cfg)
+	require.NoError(t, err)
+	return &env{pool: pool, handler: h}
+}
+
+// vendorEventScenarios drive the two vendor event endpoints, each to every documented
+// answer: a signed event tagged with an op id, a bad signature, no secret configured,
+// a body over the limit, the database down.
+func vendorEventScenarios() map[string]scenario {
+	opTag := "0192b6c4-7a3e-7cde-8f01-23456789abcd"
+	stripeEvent := []byte(`{"id": "evt_doc", "object": "event", "api_version": "2024-06-20", "created": 1700000000,
+		"type": "payment_intent.succeeded", "data": {"object": {"id": "pi_doc", "object": "payment_intent", "amount": 500,
+		"currency": "usd", "status": "succeeded", "created": 1700000000, "metadata": {"oncebox_op": "` + opTag + `"}}}}`)
+	sendGridEvents := []byte(`[{"event": "delivered", "email": "ada@example.com", "timestamp": 1700000000,
+		"sg_message_id": "doc.filterdrecv-0", "oncebox_op": "` + opTag + `"}]`)
+	type endpoint struct {
+		path string
+		body []byte
+		sign func(t *testing.T, r *http.Request, key *ecdsa.PrivateKey, body []byte)
+	}
+	endpoints := []endpoint{
+		{vendorevents.PathStripe, stripeEvent, func(_ *testing.T, r *http.Request, _ *ecdsa.PrivateKey, body []byte) {
+			r.Header.Set("Stripe-Signature", fakestripe.SignPayload(docStripeSecret, body, time.Now()))
+		}},
+		{vendorevents.PathSendGrid, sendGridEvents, func(t *testing.T, r *http.Request, key *ecdsa.PrivateKey, body []byte) {
+			sig, ts, err := fakesendgrid.SignEvents(key, body, time.Now())
+			require.NoError(t, err)
+			r.Header.Set(fakesendgrid.SignatureHeader, sig)
+			r.Header.Set(fakesendgrid.TimestampHeader, ts)
+		}},
+	}
+	scenarios := map[string]scenario{}
+	for _, ep := range endpoints {
+		signed := func(t *testing.T, body []byte) (*http.Request, *ecdsa.PrivateKey) {
+			key, _, err := fakesendgrid.NewEventKey()
+			require.NoError(t, err)
+			r := req("POST", ep.path, "", "", string(body))
+			ep.sign(t, r, key, body)
+			return r, key
+		}
+		scenarios["POST "+ep.path+" 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			r, key := signed(t, ep.body)
+			return vendorEventsEnv(t, f.e.pool, key), r
+		}
+		scenarios["POST "+ep.path+" 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			_, key := signed(t, ep.body)
+			return vendorEventsEnv(t, f.e.pool, key), req("POST", ep.path, "", "", string(ep.body))
+		}
+		scenarios["POST "+ep.path+" 404"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			r, _ := signed(t, ep.body)
+			return vendorEventsEnv(t, f.e.pool, nil), r
+		}
+		scenarios["POST "+ep.path+" 413"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			r, key := signed(t, []byte(strings.Repeat(" ", 2048)+string(ep.body)))
+			return vendorEventsEnv(t, f.e.pool, key), r
+		}
+		scenarios["POST "+ep.path+" 503"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			r, key := signed(t, ep.body)
+			return vendorEventsEnv(t, f.broken.pool, key), r
+		}
+	}
+	return scenarios
 }
