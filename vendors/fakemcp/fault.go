@@ -2,7 +2,6 @@ package fakemcp
 
 import (
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -41,32 +40,13 @@ func (k FaultKind) String() string {
 // the call; it is removed before the call's _meta is recorded.
 const metaFault = "fakemcp/fault"
 
-// faultRate is one entry of SetRandomFaults, kept in a fixed order so that a seed always
-// draws the same sequence.
-type faultRate struct {
-	kind FaultKind
-	rate float64
-}
-
 // SetRandomFaults makes every send_mail call served by Handler draw a fault: kind k with
 // probability rates[k] (the rates should add up to at most 1), none otherwise, from a
 // generator seeded with seed. A nil or empty map turns random faults off. A call that
 // replays a native key (SetNativeKeys) is never refused with isError and never hangs:
 // it answers the mail its key made, though a drop may still lose that answer.
 func (s *Server) SetRandomFaults(rates map[FaultKind]float64, seed int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.randomRates, s.rng = nil, nil
-	for kind, rate := range rates {
-		if rate > 0 {
-			s.randomRates = append(s.randomRates, faultRate{kind: kind, rate: rate})
-		}
-	}
-	if len(s.randomRates) == 0 {
-		return
-	}
-	slices.SortFunc(s.randomRates, func(a, b faultRate) int { return int(a.kind) - int(b.kind) })
-	s.rng = rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x3c9))
+	s.random.SetRandom(rates, rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x3c9)))
 }
 
 // SetHangFor bounds how long a hanging call waits (0, the default: until it is
@@ -79,19 +59,11 @@ func (s *Server) SetHangFor(d time.Duration) {
 
 // drawFault draws the fault of one call; s.mu must be held.
 func (s *Server) drawFault() (FaultKind, bool) {
-	if s.rng == nil {
-		return 0, false
+	kind, ok := s.random.Draw()
+	if ok {
+		s.faults[kind]++
 	}
-	u := s.rng.Float64()
-	var cumulative float64
-	for _, fr := range s.randomRates {
-		cumulative += fr.rate
-		if u < cumulative {
-			s.faults[fr.kind]++
-			return fr.kind, true
-		}
-	}
-	return 0, false
+	return kind, ok
 }
 
 // Faults counts the random faults drawn so far, by kind.

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +28,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncebox/oncebox/internal/fakefault"
 )
 
 // Mail is one mail send_mail recorded.
@@ -77,11 +78,10 @@ type Server struct {
 	// rawNext is the JSON-RPC result the next send_mail answers with, byte for byte.
 	rawNext string
 
-	// Random faults (fault.go).
-	randomRates []faultRate
-	rng         *rand.Rand
-	faults      map[FaultKind]int
-	hangFor     time.Duration
+	// Random faults (fault.go): random draws them, faults counts them.
+	random  fakefault.Injector[FaultKind, FaultKind]
+	faults  map[FaultKind]int
+	hangFor time.Duration
 
 	// state, when set, is a file holding the mails and the crash knob, so that they
 	// outlive the process (a stdio upstream that crashes).
