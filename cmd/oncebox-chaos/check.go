@@ -27,6 +27,10 @@ type OpRecord struct {
 	// VendorRef is the vendor object oncebox recorded as the op's outcome; empty
 	// when none was recorded.
 	VendorRef string
+	// ResultRef is the id the op's stored result names, for an upstream MCP tool's
+	// op the worker settled (its CallToolResult's structuredContent.id), where
+	// VendorRef stays empty; "" otherwise.
+	ResultRef string
 	// Amount is the op's args.amount, for the tools that carry one; nil
 	// otherwise.
 	Amount *int64
@@ -36,9 +40,9 @@ type OpRecord struct {
 // records, never from oncebox.
 type VendorObject struct {
 	// Kind is what the object is: "stripe.payment_intent", "stripe.refund",
-	// "sendgrid.message" or "webhook.effect".
+	// "sendgrid.message", "webhook.effect" or "mcp.mail".
 	Kind string
-	// ID is the vendor's id (pi_..., re_..., X-Message-Id, effect id).
+	// ID is the vendor's id (pi_..., re_..., X-Message-Id, effect id, mail id).
 	ID string
 	// OpID is the object's oncebox_op tag; empty when it has none.
 	OpID string
@@ -83,6 +87,9 @@ type CheckInput struct {
 	Planned map[string]Plan
 	// Double202 are keys the API answered 202 (a new op) more than once.
 	Double202 []string
+	// Refused are the ids of ops a fake vendor records refusing without acting (the
+	// MCP upstream's isError answers, drawn by its faults): each may end failed.
+	Refused map[string]bool
 }
 
 // Finding is one violation the check found.
@@ -162,8 +169,9 @@ func (r Report) Findings() []string {
 }
 
 // Check compares what oncebox says happened with what the vendors hold: exactly
-// one side effect per succeeded op, the one its vendor_ref names and of its
-// amount; none per failed op, and no failed op but a planned decline; at most
+// one side effect per succeeded op, the one its vendor_ref (or stored result) names
+// and of its amount; none per failed op, and no failed op but a planned decline or
+// a refusal the vendor records; at most
 // one per op in needs_review, and none in needs_review but the blind target's;
 // every accepted key stored and settled, answered 202 at most once; no object
 // without an op, and no conflicting payload executed.
@@ -224,7 +232,7 @@ func Check(in CheckInput) Report {
 		switch op.Status {
 		case statusSucceeded:
 		case statusFailed:
-			if planned && !plan.Declined {
+			if planned && !plan.Declined && !in.Refused[op.ID] {
 				rep.Unplanned = append(rep.Unplanned, Finding{OpID: op.ID, Key: op.Key,
 					What: fmt.Sprintf("%s op failed but the workload planned no refusal for it", op.Tool)})
 			}
@@ -273,7 +281,9 @@ func Check(in CheckInput) Report {
 // vendor holds for it, or returns "".
 func mismatch(op OpRecord, obj VendorObject) string {
 	switch {
-	case op.VendorRef != obj.ID:
+	case op.VendorRef == "" && op.ResultRef != "" && op.ResultRef != obj.ID:
+		return fmt.Sprintf("%s op succeeded with a result naming %q, but the vendor's object is %s", op.Tool, op.ResultRef, obj.ID)
+	case op.VendorRef != obj.ID && (op.VendorRef != "" || op.ResultRef == ""):
 		return fmt.Sprintf("%s op succeeded with vendor_ref %q, but the vendor's object is %s", op.Tool, op.VendorRef, obj.ID)
 	case op.Amount != nil && obj.Amount != nil && *op.Amount != *obj.Amount:
 		return fmt.Sprintf("%s op asked for amount %d, but the vendor's object %s has %d", op.Tool, *op.Amount, obj.ID, *obj.Amount)
@@ -294,6 +304,8 @@ func kindOf(tool string) string {
 		return kindMessage
 	case toolWebhook:
 		return kindEffect
+	case toolMCP:
+		return kindMCPMail
 	}
 	return ""
 }

@@ -172,3 +172,49 @@ func TestCheckVendorRefAndAmountMismatch(t *testing.T) {
 	require.Equal(t, "op-hook", rep.Mismatched[1].OpID)
 	require.Contains(t, rep.Mismatched[1].What, "vendor_ref")
 }
+
+// TestCheckUpstreamMCPOps: an upstream MCP op settled by the worker names its mail in
+// its stored result (vendor_ref empty), one settled by a lookup in vendor_ref; a failed
+// one is planned only when the upstream records refusing it, and has no mail.
+func TestCheckUpstreamMCPOps(t *testing.T) {
+	t.Parallel()
+	in := cleanInput()
+	in.Accepted["k-m1"], in.Accepted["k-m2"], in.Accepted["k-m3"] = toolMCP, toolMCP, toolMCP
+	in.Planned["k-m1"], in.Planned["k-m2"], in.Planned["k-m3"] = Plan{}, Plan{}, Plan{}
+	in.Ops = append(in.Ops,
+		OpRecord{ID: "op-m1", Key: "k-m1", Tool: toolMCP, Status: statusSucceeded, ResultRef: "mail_1"},
+		OpRecord{ID: "op-m2", Key: "k-m2", Tool: toolMCP, Status: statusSucceeded, VendorRef: "mail_2", ResultRef: "mail_2"},
+		OpRecord{ID: "op-m3", Key: "k-m3", Tool: toolMCP, Status: statusFailed})
+	in.Objects = append(in.Objects,
+		VendorObject{Kind: kindMCPMail, ID: "mail_1", OpID: "op-m1", Effect: true},
+		VendorObject{Kind: kindMCPMail, ID: "mail_2", OpID: "op-m2", Effect: true})
+	in.Refused = map[string]bool{"op-m3": true}
+	rep := Check(in)
+	require.True(t, rep.OK(), "findings: %v", rep.Findings())
+
+	// Not refused by the upstream: the failure is unplanned.
+	in.Refused = nil
+	rep = Check(in)
+	require.Len(t, rep.Unplanned, 1, "%v", rep.Findings())
+	require.Equal(t, "op-m3", rep.Unplanned[0].OpID)
+
+	// A result naming another mail, and a second mail for one op.
+	in.Refused = map[string]bool{"op-m3": true}
+	in.Ops[len(in.Ops)-3].ResultRef = "mail_9"
+	in.Objects = append(in.Objects, VendorObject{Kind: kindMCPMail, ID: "mail_3", OpID: "op-m2", Effect: true})
+	rep = Check(in)
+	require.Len(t, rep.Mismatched, 1, "%v", rep.Findings())
+	require.Contains(t, rep.Mismatched[0].What, `a result naming "mail_9"`)
+	require.Len(t, rep.Duplicates, 1)
+	require.Equal(t, "op-m2", rep.Duplicates[0].OpID)
+
+	// A failed op whose mail the upstream holds.
+	in = cleanInput()
+	in.Accepted["k-m3"], in.Planned["k-m3"] = toolMCP, Plan{}
+	in.Ops = append(in.Ops, OpRecord{ID: "op-m3", Key: "k-m3", Tool: toolMCP, Status: statusFailed})
+	in.Objects = append(in.Objects, VendorObject{Kind: kindMCPMail, ID: "mail_1", OpID: "op-m3", Effect: true})
+	in.Refused = map[string]bool{"op-m3": true}
+	rep = Check(in)
+	require.Len(t, rep.Mismatched, 1, "%v", rep.Findings())
+	require.Contains(t, rep.Mismatched[0].What, "failed but the vendor holds a side effect")
+}

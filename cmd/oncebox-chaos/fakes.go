@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/internal/eventpost"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendors/fakemcp"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
@@ -25,12 +26,20 @@ const (
 	toolRefund        = tools.Refund
 	toolMail          = tools.Mail
 	toolWebhook       = tools.WebhookPost
+	// toolMCP is the fake MCP upstream's write tool, as the catalog offers it.
+	toolMCP = mcpUpstream + ".send_mail"
 
 	kindPaymentIntent = "stripe.payment_intent"
 	kindRefund        = "stripe.refund"
 	kindMessage       = "sendgrid.message"
 	kindEffect        = "webhook.effect"
+	kindMCPMail       = "mcp.mail"
 )
+
+// mcpUpstream is the name of the fake MCP upstream in the serve processes' tool
+// catalog: its send_mail is a write tool whose ops are reconciled through its read tool
+// find_mail, called with the op id that send_mail's ref argument carries.
+const mcpUpstream = "mcp"
 
 // conflictMarker marks a conflicting payload: in Stripe metadata["chaos"], in
 // a mail's subject, in a webhook's path. oncebox must refuse it with 422, so no
@@ -66,11 +75,14 @@ type fakes struct {
 	webhook  *fakewebhook.Server
 	// plain is the receiver of plainTarget: no deduplication.
 	plain *fakewebhook.Server
+	// mcp is the MCP upstream, served over streamable HTTP; its mails are the side
+	// effects of the toolMCP ops.
+	mcp *fakemcp.Server
 
-	stripeURL, sendgridURL, webhookURL, plainURL string
+	stripeURL, sendgridURL, webhookURL, plainURL, mcpURL string
 
 	// faults counts the failures clients saw: 5xx, 429, 409, dropped
-	// connections and answers slower than hangFor/2.
+	// connections and answers slower than hangFor/2 (the MCP upstream counts its own).
 	faults  atomic.Int64
 	servers []*http.Server
 
@@ -87,7 +99,9 @@ func startFakes(lag time.Duration) (*fakes, error) {
 		sendgrid: fakesendgrid.New(fakesendgrid.Config{ActivityLag: lag, ActivityRatePerMinute: -1, HangFor: hangFor}),
 		webhook:  fakewebhook.New(fakewebhook.Config{HonourKeys: true, LookupLag: lag, HangFor: hangFor}),
 		plain:    fakewebhook.New(fakewebhook.Config{LookupLag: lag, HangFor: hangFor}),
+		mcp:      fakemcp.New(),
 	}
+	f.mcp.SetHangFor(hangFor)
 	var err error
 	f.eventSecret = "whsec_chaos"
 	if f.eventKey, f.eventPubKey, err = fakesendgrid.NewEventKey(); err != nil {
@@ -96,7 +110,8 @@ func startFakes(lag time.Duration) (*fakes, error) {
 	for _, s := range []struct {
 		h   http.Handler
 		url *string
-	}{{f.stripe, &f.stripeURL}, {f.sendgrid, &f.sendgridURL}, {f.webhook, &f.webhookURL}, {f.plain, &f.plainURL}} {
+	}{{f.countFaults(f.stripe), &f.stripeURL}, {f.countFaults(f.sendgrid), &f.sendgridURL}, {f.countFaults(f.webhook), &f.webhookURL},
+		{f.countFaults(f.plain), &f.plainURL}, {f.mcp.Handler(), &f.mcpURL}} {
 		url, err := f.serve(s.h)
 		if err != nil {
 			f.close()
@@ -112,7 +127,7 @@ func (f *fakes) serve(h http.Handler) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("listen for a fake vendor: %w", err)
 	}
-	srv := &http.Server{Handler: f.countFaults(h), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	f.servers = append(f.servers, srv)
 	go func() { _ = srv.Serve(l) }()
 	return "http://" + l.Addr().String(), nil
@@ -125,6 +140,8 @@ func (f *fakes) setFaults(on bool, seed int64) {
 		f.sendgrid.SetRandomFaults(nil, 0)
 		f.webhook.SetRandomFaults(nil, 0)
 		f.plain.SetRandomFaults(nil, 0)
+		f.mcp.SetRandomFaults(nil, 0)
+		f.mcp.Release()
 		f.stripe.ReleaseHangs()
 		f.webhook.ReleaseHangs()
 		f.plain.ReleaseHangs()
@@ -157,6 +174,11 @@ func (f *fakes) setFaults(on bool, seed int64) {
 	}
 	f.webhook.SetRandomFaults(webhookFaults, seed+2)
 	f.plain.SetRandomFaults(webhookFaults, seed+3)
+	f.mcp.SetRandomFaults(map[fakemcp.FaultKind]float64{
+		fakemcp.FaultDropAfterActing: 0.04,
+		fakemcp.FaultHangAfterActing: 0.03,
+		fakemcp.FaultIsError:         0.03,
+	}, seed+4)
 }
 
 // eventFaults are the delivery faults of the fakes' events: late (up to 1.5 s),
@@ -238,6 +260,25 @@ func (f *fakes) objects() []VendorObject {
 				Conflict: strings.Contains(e.Path, conflictMarker),
 				Detail:   fmt.Sprintf("(receiver %s, path %s, at %s)", w.name, e.Path, e.At.Format(time.StampMilli)),
 			})
+		}
+	}
+	for _, m := range f.mcp.Mails() {
+		out = append(out, VendorObject{
+			Kind: kindMCPMail, ID: m.ID, OpID: m.Ref, Effect: true,
+			Conflict: strings.Contains(m.Subject, conflictMarker),
+			Detail:   fmt.Sprintf("(upstream %s, _meta op %v, to %s)", mcpUpstream, m.Meta[fakemcp.MetaOpID], m.To),
+		})
+	}
+	return out
+}
+
+// refused returns the ops the fake MCP upstream answered isError, by the op id in the
+// call's _meta: their failure is the upstream's, planned by its faults.
+func (f *fakes) refused() map[string]bool {
+	out := map[string]bool{}
+	for _, r := range f.mcp.Refusals() {
+		if r.OpID != "" {
+			out[r.OpID] = true
 		}
 	}
 	return out

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -61,10 +63,24 @@ func deliver(t *testing.T, base, opID, key string) {
 	post(t, base+"/hooks/1", "application/json", []byte(`{"n":1}`), map[string]string{"Oncebox-Op": opID, "Idempotency-Key": key})
 }
 
+// mcpSend calls the fake MCP upstream's send_mail with ref opID, through the SDK's
+// client.
+func mcpSend(t *testing.T, f *fakes, opID string) {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: f.mcpURL, MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_mail",
+		Arguments: map[string]any{"to": "a@example.com", "subject": "hello", "ref": opID}})
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+}
+
 // TestObjectsSeeDuplicatesOfEveryKind seeds the real fakes, through their
 // HTTP APIs, with two side effects for one op of each kind (payment intents,
 // refunds, two-recipient mails, webhook deliveries to the deduplicating and to
-// the plain receiver) and requires the verdict to see every duplicate; an op
+// the plain receiver, the MCP upstream's mails) and requires the verdict to see every duplicate; an op
 // with one two-recipient mail is one effect, not two.
 func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
 	t.Parallel()
@@ -89,6 +105,8 @@ func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
 	// One key twice: the plain receiver performs both.
 	deliver(t, f.plainURL, "op-plain", "key-3")
 	deliver(t, f.plainURL, "op-plain", "key-3")
+	mcpSend(t, f, "op-mcp")
+	mcpSend(t, f, "op-mcp")
 
 	objs := f.objects()
 	byOp := map[string][]VendorObject{}
@@ -101,6 +119,7 @@ func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
 	require.Len(t, byOp["op-once"], 1, "a message to two recipients is one side effect")
 	require.Len(t, byOp["op-hook"], 2)
 	require.Len(t, byOp["op-plain"], 2)
+	require.Len(t, byOp["op-mcp"], 2)
 	require.Equal(t, int64(1500), *byOp["op-pi"][0].Amount)
 	require.Equal(t, int64(100), *byOp["op-re"][0].Amount)
 
@@ -118,6 +137,7 @@ func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
 	op("op-once", toolMail, byOp["op-once"][0].ID)
 	op("op-hook", toolWebhook, byOp["op-hook"][0].ID)
 	op("op-plain", toolWebhook, byOp["op-plain"][0].ID)
+	op("op-mcp", toolMCP, byOp["op-mcp"][0].ID)
 
 	rep := Check(in)
 	require.False(t, rep.OK())
@@ -125,7 +145,7 @@ func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
 	for _, d := range rep.Duplicates {
 		dup = append(dup, d.OpID)
 	}
-	require.ElementsMatch(t, []string{"op-pi", "op-re", "op-mail", "op-hook", "op-plain"}, dup, "%v", rep.Findings())
+	require.ElementsMatch(t, []string{"op-pi", "op-re", "op-mail", "op-hook", "op-plain", "op-mcp"}, dup, "%v", rep.Findings())
 	require.Empty(t, rep.Lost)
 	require.Empty(t, rep.Orphans)
 	require.Empty(t, rep.Mismatched, "%v", rep.Findings())

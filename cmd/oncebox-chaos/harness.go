@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/vendors/fakemcp"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -53,7 +54,8 @@ type Config struct {
 	// every serve process was SIGKILLed (the effect done, its answer never
 	// heard), so that only a lookup after the lag can settle them. The default,
 	// false, runs webhooks with --webhook-native-keys against a receiver that
-	// deduplicates.
+	// deduplicates. The fake MCP upstream follows it: native_keys and deduplicating on
+	// the _meta key by default, neither in the default webhook mode.
 	WebhookDefaultMode bool
 	// NoEvents runs without vendor events (the fakes post none, the serve processes
 	// have no event secrets), to compare its needs_review count with a run that has
@@ -117,6 +119,8 @@ type harness struct {
 	runID  string
 
 	tmp, logDir, bin string
+	// toolsFile is the serve processes' tool catalog: the fake MCP upstream.
+	toolsFile string
 
 	pgMu  sync.Mutex
 	pg    *localpg.Postgres
@@ -147,6 +151,12 @@ type harness struct {
 	// a plain receiver's effect; lastEffectKill is when (unix nanoseconds).
 	effectKills    atomic.Int64
 	lastEffectKill atomic.Int64
+	// mcpEffectKills and mcpAnswerKills count the same kills after the MCP upstream
+	// recorded a mail (before its answer) and after it answered (before the serve
+	// process could record the answer); lastMCPKill is the last of either.
+	mcpEffectKills atomic.Int64
+	mcpAnswerKills atomic.Int64
+	lastMCPKill    atomic.Int64
 }
 
 // Run runs the chaos harness and returns the process exit code.
@@ -291,10 +301,17 @@ func (h *harness) prepare(ctx context.Context) error {
 	if h.cfg.WebhookDefaultMode {
 		h.fakes.plain.EffectHook(h.killAfterEffect)
 	}
+	h.fakes.mcp.SetNativeKeys(!h.cfg.WebhookDefaultMode)
+	h.fakes.mcp.EffectHook(h.killAfterMCPEffect)
+	h.fakes.mcp.AnswerHook(h.killAfterMCPAnswer)
 	h.fakes.forbidActivity(h.cfg.EnqueueFor / 2)
 	h.logger.Info("fakes serving", slog.String("stripe", h.fakes.stripeURL), slog.String("sendgrid", h.fakes.sendgridURL),
 		slog.String("webhook", h.fakes.webhookURL), slog.String("plain_webhook", h.fakes.plainURL),
-		slog.Bool("webhook_native_keys", !h.cfg.WebhookDefaultMode))
+		slog.String("mcp", h.fakes.mcpURL), slog.Bool("webhook_native_keys", !h.cfg.WebhookDefaultMode))
+	h.toolsFile = filepath.Join(h.tmp, "tools.yaml")
+	if err := os.WriteFile(h.toolsFile, []byte(h.catalog()), 0o600); err != nil {
+		return fmt.Errorf("write the tool catalog: %w", err)
+	}
 
 	for i := range h.cfg.Workers {
 		port, err := freePort()
@@ -460,6 +477,7 @@ func (h *harness) serveEnv(addr string) []string {
 		"ONCEBOX_WEBHOOK_NATIVE_KEYS":     strconv.FormatBool(!h.cfg.WebhookDefaultMode),
 		"ONCEBOX_WEBHOOK_LOOKUP_PATH":     "/_lookup",
 		"ONCEBOX_LOG_LEVEL":               "info",
+		"ONCEBOX_TOOLS_FILE":              h.toolsFile,
 	} {
 		env = append(env, k+"="+v)
 	}
@@ -468,6 +486,19 @@ func (h *harness) serveEnv(addr string) []string {
 			"ONCEBOX_VENDOR_EVENT_LAG=20s")
 	}
 	return env
+}
+
+// catalog is the serve processes' tool catalog: the fake MCP upstream, its send_mail
+// tagged with the op id in ref and reconciled through find_mail; native_keys as the
+// webhooks' (the fake deduplicates on the _meta key then).
+func (h *harness) catalog() string {
+	return fmt.Sprintf(`upstreams:
+  %s:
+    url: %s
+    native_keys: %t
+    tools:
+      send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
+`, mcpUpstream, h.fakes.mcpURL, !h.cfg.WebhookDefaultMode)
 }
 
 // baseEnv is the harness's environment without any oncebox or vendor setting.
@@ -545,10 +576,14 @@ func (h *harness) killLoop(ctx context.Context) {
 	}
 }
 
-// Kills after an effect: at most maxEffectKills per run, effectKillGap apart.
+// Kills after an effect: at most maxEffectKills per run after a plain receiver's
+// delivery, maxMCPEffectKills after the MCP upstream acted and maxMCPAnswerKills after
+// it answered, each effectKillGap apart.
 const (
-	maxEffectKills = 4
-	effectKillGap  = 5 * time.Second
+	maxEffectKills    = 4
+	maxMCPEffectKills = 1
+	maxMCPAnswerKills = 2
+	effectKillGap     = 5 * time.Second
 )
 
 // killAfterEffect is the plain receiver's effect hook: now and then, while the
@@ -557,12 +592,33 @@ const (
 // starts them again. Only the reconciler, after the lookup lag, can settle
 // such an op, with exactly one delivery.
 func (h *harness) killAfterEffect(e fakewebhook.Effect) {
-	if !h.chaosOn.Load() || h.effectKills.Load() >= maxEffectKills {
+	h.killEveryProcess(&h.effectKills, &h.lastEffectKill, maxEffectKills, "a delivery, before its answer", e.OpID, e.ID)
+}
+
+// killAfterMCPEffect is the MCP upstream's effect hook: as killAfterEffect, after the
+// upstream recorded a mail and before it answers. With native keys the worker that
+// takes the op over resends it under the same key, which the upstream answers from
+// that key; without, the reconciler settles it through the lookup tool.
+func (h *harness) killAfterMCPEffect(m fakemcp.Mail) {
+	h.killEveryProcess(&h.mcpEffectKills, &h.lastMCPKill, maxMCPEffectKills, "the MCP upstream acted, before its answer", m.Ref, m.ID)
+}
+
+// killAfterMCPAnswer is the MCP upstream's answer hook: as killAfterMCPEffect, once the
+// upstream's answer is written and flushed, so that the serve process dies between the
+// upstream's answer and the commit of the op's outcome.
+func (h *harness) killAfterMCPAnswer(opID string) {
+	h.killEveryProcess(&h.mcpAnswerKills, &h.lastMCPKill, maxMCPAnswerKills, "the MCP upstream answered, before the outcome was recorded", opID, "")
+}
+
+// killEveryProcess SIGKILLs every serve process while the chaos lasts, at most limit
+// times and effectKillGap apart by kills and last, then starts them again.
+func (h *harness) killEveryProcess(kills, last *atomic.Int64, limit int64, after, opID, effectID string) {
+	if !h.chaosOn.Load() || kills.Load() >= limit {
 		return
 	}
-	last := h.lastEffectKill.Load()
+	prev := last.Load()
 	now := time.Now().UnixNano()
-	if time.Duration(now-last) < effectKillGap || !h.lastEffectKill.CompareAndSwap(last, now) {
+	if time.Duration(now-prev) < effectKillGap || !last.CompareAndSwap(prev, now) {
 		return
 	}
 	h.procMu.Lock()
@@ -573,9 +629,9 @@ func (h *harness) killAfterEffect(e fakewebhook.Effect) {
 			h.kills.Add(1)
 		}
 	}
-	h.effectKills.Add(1)
-	h.logger.Info("killed every serve process after a delivery, before its answer", slog.String("op_id", e.OpID),
-		slog.String("effect", e.ID))
+	kills.Add(1)
+	h.logger.Info("killed every serve process after "+after, slog.String("op_id", opID),
+		slog.String("effect", effectID))
 	time.Sleep(300 * time.Millisecond)
 	for _, p := range h.procs {
 		if !p.running() {

@@ -17,7 +17,8 @@ const (
   FROM oncebox_op WHERE tenant_id = $1 AND status NOT IN ('succeeded', 'failed', 'needs_review')
   ORDER BY updated_at LIMIT 5`
 	qOps = `SELECT id::text, idempotency_key, tool, status, coalesce(vendor_ref, ''),
-       CASE WHEN jsonb_typeof(args->'amount') = 'number' THEN (args->>'amount')::bigint END
+       CASE WHEN jsonb_typeof(args->'amount') = 'number' THEN (args->>'amount')::bigint END,
+       coalesce(result->'structuredContent'->>'id', '')
   FROM oncebox_op WHERE tenant_id = $1`
 	qAttempts = `SELECT attempt, coalesce(outcome, ''), coalesce(error, ''), vendor_key, coalesce(vendor_ref, ''),
        started_at, finished_at
@@ -34,7 +35,8 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if err != nil {
 		return exitError, err
 	}
-	in := CheckInput{Accepted: map[string]string{}, Ops: ops, Objects: h.fakes.objects(), Planned: map[string]Plan{}}
+	in := CheckInput{Accepted: map[string]string{}, Ops: ops, Objects: h.fakes.objects(), Planned: map[string]Plan{},
+		Refused: h.fakes.refused()}
 	var (
 		harnessErrors     []string
 		replays, double   int
@@ -68,6 +70,9 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	}
 	if h.cfg.WebhookDefaultMode && h.effectKills.Load() == 0 {
 		harnessErrors = append(harnessErrors, "the run never killed the serve processes after a plain receiver's delivery: the default webhook mode went unproven")
+	}
+	if h.mcpEffectKills.Load() == 0 || h.mcpAnswerKills.Load() == 0 {
+		harnessErrors = append(harnessErrors, "the run never killed the serve processes after the MCP upstream acted, or after it answered: the upstream's lost answers went unproven")
 	}
 	rep := Check(in)
 	out := h.cfg.Out
@@ -128,21 +133,50 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if h.pgRestartSkipped {
 		pgRestarts = "skipped"
 	}
+	mcp := h.mcpFigures(ops, in.Objects)
 	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
 		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
-		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d seed=%d\n",
+		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s seed=%d\n",
 		len(in.Accepted), h.kills.Load(), pgRestarts, h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
 		len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
 		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,
-		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), h.cfg.Seed)
+		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), mcp, h.cfg.Seed)
 
 	if !rep.OK() || !hist.OK() || unexplained > 0 || len(harnessErrors) > 0 {
 		h.broken = true
 		return exitBroken, nil
 	}
 	return exitGreen, nil
+}
+
+// mcpFigures are the upstream MCP figures of the line: its ops by status, the mails
+// and refusals the fake upstream records, the calls it answered from a native key, the
+// faults it drew, and the kills after it acted and after it answered.
+func (h *harness) mcpFigures(ops []OpRecord, objects []VendorObject) string {
+	statuses := map[string]int{}
+	n := 0
+	for _, op := range ops {
+		if op.Tool == toolMCP {
+			n++
+			statuses[op.Status]++
+		}
+	}
+	mails := 0
+	for _, o := range objects {
+		if o.Kind == kindMCPMail {
+			mails++
+		}
+	}
+	faults := 0
+	for _, c := range h.fakes.mcp.Faults() {
+		faults += c
+	}
+	return fmt.Sprintf("mcp_ops=%d mcp_succeeded=%d mcp_failed=%d mcp_needs_review=%d mcp_mails=%d mcp_refusals=%d"+
+		" mcp_calls=%d mcp_key_replays=%d mcp_faults=%d mcp_kills=%d+%d mcp_native_keys=%t",
+		n, statuses[statusSucceeded], statuses[statusFailed], statuses[statusNeedsReview], mails, len(h.fakes.mcp.Refusals()),
+		h.fakes.mcp.Calls(), h.fakes.mcp.Replays(), faults, h.mcpEffectKills.Load(), h.mcpAnswerKills.Load(), !h.cfg.WebhookDefaultMode)
 }
 
 // ops reads the tenant's ops.
@@ -155,7 +189,7 @@ func (h *harness) ops(ctx context.Context) ([]OpRecord, error) {
 	var ops []OpRecord
 	for rows.Next() {
 		var op OpRecord
-		if err := rows.Scan(&op.ID, &op.Key, &op.Tool, &op.Status, &op.VendorRef, &op.Amount); err != nil {
+		if err := rows.Scan(&op.ID, &op.Key, &op.Tool, &op.Status, &op.VendorRef, &op.Amount, &op.ResultRef); err != nil {
 			return nil, fmt.Errorf("read ops: %w", err)
 		}
 		ops = append(ops, op)

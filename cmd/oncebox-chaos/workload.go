@@ -29,16 +29,17 @@ type item struct {
 	plan Plan
 }
 
-// plan draws the workload: n keys of mixed tools. Refund items get their
-// payment intent when they are sent (a charge made earlier in the run). In
-// oncebox's default webhook mode (webhookDefault), most webhooks that are not
-// for the blind target go to the plain receiver, which does not deduplicate.
+// plan draws the workload: n keys of mixed tools, an eighth of them mails through
+// the fake MCP upstream. Refund items get their payment intent when they are sent (a
+// charge made earlier in the run). In oncebox's default webhook mode (webhookDefault),
+// most webhooks that are not for the blind target go to the plain receiver, which does
+// not deduplicate.
 func plan(rng *rand.Rand, n int, runID string, webhookDefault bool) []item {
 	items := make([]item, n)
 	for i := range items {
 		it := item{key: fmt.Sprintf("chaos-%s-%05d", runID, i), copies: 1}
 		switch u := rng.Float64(); {
-		case u < 0.40:
+		case u < 0.35:
 			it.tool = toolPaymentIntent
 			pm := "pm_card_visa"
 			if rng.Float64() < 0.06 {
@@ -46,15 +47,18 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault bool) []item {
 			}
 			it.args = map[string]any{"amount": 1000 + rng.IntN(9000), "currency": "usd", "payment_method": pm,
 				"confirm": true, "description": "chaos " + it.key, "metadata": map[string]string{"chaos": "original"}}
-		case u < 0.52:
+		case u < 0.46:
 			it.tool = toolRefund
-		case u < 0.77:
+		case u < 0.68:
 			it.tool = toolMail
 			it.args = map[string]any{
 				"from":    map[string]string{"email": "chaos@example.com"},
 				"to":      []map[string]string{{"email": fmt.Sprintf("user%d@example.com", i)}},
 				"subject": "chaos " + it.key, "text": "hello from the chaos run",
 			}
+		case u < 0.805:
+			it.tool = toolMCP
+			it.args = map[string]any{"to": fmt.Sprintf("user%d@example.com", i), "subject": "chaos " + it.key}
 		default:
 			it.tool = toolWebhook
 			target := webhookTarget
@@ -86,7 +90,7 @@ func conflicting(it item) map[string]any {
 	switch it.tool {
 	case toolPaymentIntent, toolRefund:
 		c["metadata"] = map[string]string{"chaos": conflictMarker}
-	case toolMail:
+	case toolMail, toolMCP:
 		c["subject"] = conflictMarker + " " + it.key
 	case toolWebhook:
 		c["path"] = "/" + conflictMarker + "/" + it.key

@@ -14,9 +14,9 @@ const (
 	// FaultDropAfterActing records the mail, then closes the connection without
 	// answering (as DropAfterActing).
 	FaultDropAfterActing FaultKind = iota + 1
-	// FaultHangAfterActing records the mail, then answers only when the call is
-	// cancelled, Release is called or the hang bound (SetHangFor) is over, and then
-	// with an error (as HangAfterActing).
+	// FaultHangAfterActing records the mail, then holds the answer (as
+	// HangAfterActing): a call cancelled meanwhile gets none; otherwise the mail is
+	// answered late, once the hang bound (SetHangFor) is over or Release is called.
 	FaultHangAfterActing
 	// FaultIsError answers isError without recording anything (as FailNext); the
 	// refusal is kept (Refusals).
@@ -49,8 +49,8 @@ func (s *Server) SetRandomFaults(rates map[FaultKind]float64, seed int64) {
 	s.random.SetRandom(rates, rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x3c9)))
 }
 
-// SetHangFor bounds how long a hanging call waits (0, the default: until it is
-// cancelled or Release is called).
+// SetHangFor bounds how long a hanging call holds its answer (0, the default: until it
+// is cancelled or Release is called).
 func (s *Server) SetHangFor(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

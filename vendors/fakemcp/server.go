@@ -11,8 +11,9 @@
 // Fault knobs make the next send_mail calls drop the connection after acting, hang
 // after acting, or answer isError without acting; SetRandomFaults draws them at random
 // for the calls Handler serves. SetNativeKeys makes send_mail deduplicate on the _meta
-// key oncebox sends (MetaIdempotencyKey), as an upstream that declares native_keys, and
-// EffectHook lets a test act between a mail's recording and its answer.
+// key oncebox sends (MetaIdempotencyKey), as an upstream that declares native_keys;
+// EffectHook lets a test act between a mail's recording and its answer, AnswerHook once
+// the answer is written.
 package fakemcp
 
 import (
@@ -77,6 +78,8 @@ type Server struct {
 	hook     func(Mail)
 	// rawNext is the JSON-RPC result the next send_mail answers with, byte for byte.
 	rawNext string
+	// answerHook is called once a send_mail call's answer is written (Handler only).
+	answerHook func(opID string)
 
 	// Random faults (fault.go): random draws them, faults counts them.
 	random  fakefault.Injector[FaultKind, FaultKind]
@@ -252,10 +255,12 @@ func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendA
 		}
 		select {
 		case <-ctx.Done():
+			return nil, Mail{}, ctx.Err() // nobody waits for the answer any more
 		case <-s.release:
 		case <-bound:
 		}
-		return nil, Mail{}, errors.New("fakemcp: the call hung after acting")
+		// A late answer, but the true one: the mail was sent. (An error here would be
+		// answered as isError, a refusal, while the upstream has acted.)
 	}
 	return nil, m, nil
 }
@@ -332,6 +337,16 @@ func (s *Server) EffectHook(f func(Mail)) {
 	s.hook = f
 }
 
+// AnswerHook sets f to be called, by Handler, once a send_mail call's answer is
+// written and flushed to the client, with the call's _meta op id (a nil f clears it).
+// It lets a test stop the caller between the upstream's answer and whatever the caller
+// does with it.
+func (s *Server) AnswerHook(f func(opID string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answerHook = f
+}
+
 // DropAfterActing makes the next n send_mail calls act, then lose their answer (the
 // HTTP connection is closed without a response).
 func (s *Server) DropAfterActing(n int) {
@@ -340,16 +355,16 @@ func (s *Server) DropAfterActing(n int) {
 	s.dropNext = n
 }
 
-// HangAfterActing makes the next n send_mail calls act, then answer only when their
-// request is cancelled.
+// HangAfterActing makes the next n send_mail calls act, then hold their answer until
+// their request is cancelled (no answer) or Release is called (the mail, late).
 func (s *Server) HangAfterActing(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hangNext = n
 }
 
-// Release answers the calls HangAfterActing holds (they answer with an error), and
-// any later ones at once.
+// Release answers the calls HangAfterActing holds with their mails, late, and any
+// later ones at once.
 func (s *Server) Release() {
 	s.once.Do(func() { close(s.release) })
 }
@@ -392,14 +407,17 @@ func (s *Server) Handler() http.Handler {
 		var msg struct {
 			Method string `json:"method"`
 			Params struct {
-				Name string `json:"name"`
+				Name string         `json:"name"`
+				Meta map[string]any `json:"_meta"`
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
 		drop, raw := false, ""
+		var answered func(string)
 		if msg.Method == "tools/call" && msg.Params.Name == "send_mail" {
 			s.mu.Lock()
 			raw, s.rawNext = s.rawNext, ""
+			answered = s.answerHook
 			if s.dropNext > 0 && s.errorNext == 0 {
 				s.dropNext--
 				drop = true
@@ -428,16 +446,29 @@ func (s *Server) Handler() http.Handler {
 			}
 			w.WriteHeader(rec.Code)
 			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(resp.ID)+`,"result":`+raw+`}`)
+			afterAnswer(w, answered, msg.Params.Meta)
 			return
 		}
 		if !drop {
 			inner.ServeHTTP(w, r)
+			afterAnswer(w, answered, msg.Params.Meta)
 			return
 		}
 		rec := httptest.NewRecorder()
 		inner.ServeHTTP(rec, r) // acts, and its answer is thrown away
 		panic(http.ErrAbortHandler)
 	})
+}
+
+// afterAnswer flushes the answer written to w and calls answered, if set, with the op id
+// of the call's _meta.
+func afterAnswer(w http.ResponseWriter, answered func(string), meta map[string]any) {
+	if answered == nil {
+		return
+	}
+	_ = http.NewResponseController(w).Flush()
+	opID, _ := meta[MetaOpID].(string)
+	answered(opID)
 }
 
 // withMeta returns the JSON-RPC request body with params._meta[k] = v, or body as it is
