@@ -35,49 +35,53 @@ func TestStartFromEnv(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 
-	t.Run("FirstSetVariableWins", func(t *testing.T) {
-		t.Parallel()
-		pg, err := Start(ctx, Config{
-			Env: envOf(map[string]string{
+	for _, tc := range []struct {
+		name       string
+		vars       map[string]string
+		envVars    []string
+		wantURL    string
+		wantSource string
+	}{
+		{
+			name: "FirstSetVariableWins",
+			vars: map[string]string{
 				"TEST_DATABASE_URL": "postgres://tester@127.0.0.1:1/test?sslmode=disable",
 				"DATABASE_URL":      "postgres://app@127.0.0.1:2/app?sslmode=disable",
-			}),
-			EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"},
-		})
-		require.NoError(t, err)
-		require.Equal(t, "postgres://tester@127.0.0.1:1/test?sslmode=disable", pg.URL)
-		require.Equal(t, "env:TEST_DATABASE_URL", pg.Source)
-		require.NoError(t, pg.Close(ctx))
-		require.NoError(t, pg.Close(ctx))
-	})
-
-	t.Run("EmptyVariableIsSkipped", func(t *testing.T) {
-		t.Parallel()
-		pg, err := Start(ctx, Config{
-			Env: envOf(map[string]string{
+			},
+			envVars:    []string{"TEST_DATABASE_URL", "DATABASE_URL"},
+			wantURL:    "postgres://tester@127.0.0.1:1/test?sslmode=disable",
+			wantSource: "env:TEST_DATABASE_URL",
+		},
+		{
+			name: "EmptyVariableIsSkipped",
+			vars: map[string]string{
 				"TEST_DATABASE_URL": " ",
 				"DATABASE_URL":      "postgres://app@127.0.0.1:2/app?sslmode=disable",
-			}),
-			EnvVars: []string{"TEST_DATABASE_URL", "DATABASE_URL"},
-		})
-		require.NoError(t, err)
-		require.Equal(t, "env:DATABASE_URL", pg.Source)
-		require.NoError(t, pg.Close(ctx))
-	})
-
-	t.Run("DefaultsToDatabaseURL", func(t *testing.T) {
-		t.Parallel()
-		pg, err := Start(ctx, Config{
-			Env: envOf(map[string]string{
+			},
+			envVars:    []string{"TEST_DATABASE_URL", "DATABASE_URL"},
+			wantURL:    "postgres://app@127.0.0.1:2/app?sslmode=disable",
+			wantSource: "env:DATABASE_URL",
+		},
+		{
+			name: "DefaultsToDatabaseURL",
+			vars: map[string]string{
 				"TEST_DATABASE_URL": "postgres://tester@127.0.0.1:1/test",
 				"DATABASE_URL":      "postgres://app@127.0.0.1:2/app",
-			}),
+			},
+			wantURL:    "postgres://app@127.0.0.1:2/app",
+			wantSource: "env:DATABASE_URL",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pg, err := Start(ctx, Config{Env: envOf(tc.vars), EnvVars: tc.envVars})
+			require.NoError(t, err)
+			require.Equal(t, tc.wantURL, pg.URL)
+			require.Equal(t, tc.wantSource, pg.Source)
+			require.NoError(t, pg.Close(ctx))
+			require.NoError(t, pg.Close(ctx), "a second Close is a no-op")
 		})
-		require.NoError(t, err)
-		require.Equal(t, "postgres://app@127.0.0.1:2/app", pg.URL)
-		require.Equal(t, "env:DATABASE_URL", pg.Source)
-		require.NoError(t, pg.Close(ctx))
-	})
+	}
 
 	t.Run("UnusableURL", func(t *testing.T) {
 		t.Parallel()
@@ -139,6 +143,28 @@ func TestProbe(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// reachableTempDir returns a new folder under os.TempDir(), traversable so that an
+// unprivileged user can reach it when the test runs as root (t.TempDir() is mode
+// 0700), removed when the test ends.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	parent, err := os.MkdirTemp("", "localpg-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(parent, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	return parent
+}
+
+// startCluster starts a Postgres with cfg and closes it when the test ends, if the
+// test did not.
+func startCluster(t *testing.T, cfg Config) *Postgres {
+	t.Helper()
+	pg, err := Start(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(t.Context())) })
+	return pg
 }
 
 // requireServerBinaries skips the test when this machine has no PostgreSQL
@@ -240,12 +266,7 @@ func TestStartPrivateDataDir(t *testing.T) {
 	requireServerBinaries(t)
 	ctx := t.Context()
 
-	// Under os.TempDir() and traversable, so that an unprivileged user can
-	// reach it when the test runs as root (t.TempDir() is mode 0700).
-	parent, err := os.MkdirTemp("", "localpg-test-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(parent, 0o755))
-	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	parent := reachableTempDir(t)
 	cfg := Config{
 		Env:           envOf(nil),
 		DisableDocker: true,
@@ -253,9 +274,7 @@ func TestStartPrivateDataDir(t *testing.T) {
 		Database:      "reuse test",
 	}
 
-	pg, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	pg := startCluster(t, cfg)
 	require.FileExists(t, filepath.Join(cfg.DataDir, "PG_VERSION"))
 
 	conn, err := pgx.Connect(ctx, pg.URL)
@@ -272,9 +291,7 @@ func TestStartPrivateDataDir(t *testing.T) {
 	requirePortClosed(t, pg.URL)
 
 	// A second run reuses the initialised folder and its data.
-	pg2, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg2.Close(context.WithoutCancel(ctx)) })
+	pg2 := startCluster(t, cfg)
 	var v string
 	queryOne(t, pg2.URL, "SELECT v FROM kept", &v)
 	require.Equal(t, "from the first run", v)
@@ -415,10 +432,7 @@ func TestStartPrivateStopsOrphan(t *testing.T) {
 	requireServerBinaries(t)
 	ctx := t.Context()
 
-	parent, err := os.MkdirTemp("", "localpg-test-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(parent, 0o755))
-	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	parent := reachableTempDir(t)
 	dataDir := filepath.Join(parent, "data")
 
 	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestOrphanHelper$", "-test.count=1")
@@ -445,16 +459,11 @@ func TestStartPrivateFixedPort(t *testing.T) {
 	requireServerBinaries(t)
 	ctx := t.Context()
 
-	parent, err := os.MkdirTemp("", "localpg-test-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(parent, 0o755))
-	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	parent := reachableTempDir(t)
 	port := freeTestPort(t)
 	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(parent, "data"), Port: port}
 
-	pg, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	pg := startCluster(t, cfg)
 	u, err := url.Parse(pg.URL)
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(port), u.Port())
@@ -465,9 +474,7 @@ func TestStartPrivateFixedPort(t *testing.T) {
 	// Stopped and started again on the same folder and port: the same URL.
 	require.NoError(t, pg.Close(ctx))
 	requirePortClosed(t, pg.URL)
-	pg2, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg2.Close(context.WithoutCancel(ctx)) })
+	pg2 := startCluster(t, cfg)
 	require.Equal(t, pg.URL, pg2.URL)
 	queryOne(t, pg2.URL, "SELECT 1", &one)
 
@@ -487,20 +494,13 @@ func TestStartPrivateRemembersPort(t *testing.T) {
 	requireServerBinaries(t)
 	ctx := t.Context()
 
-	parent, err := os.MkdirTemp("", "localpg-test-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(parent, 0o755))
-	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	parent := reachableTempDir(t)
 	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(parent, "data"), RememberPort: true}
 
-	pg, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	pg := startCluster(t, cfg)
 	require.NoError(t, pg.Close(ctx))
 	requirePortClosed(t, pg.URL)
-	pg2, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg2.Close(context.WithoutCancel(ctx)) })
+	pg2 := startCluster(t, cfg)
 	require.Equal(t, pg.URL, pg2.URL, "the same port, so the same URL")
 	require.NoError(t, pg2.Close(ctx))
 
@@ -510,9 +510,7 @@ func TestStartPrivateRemembersPort(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:"+u.Port())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
-	pg3, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg3.Close(context.WithoutCancel(ctx)) })
+	pg3 := startCluster(t, cfg)
 	u3, err := url.Parse(pg3.URL)
 	require.NoError(t, err)
 	require.NotEqual(t, u.Port(), u3.Port())
@@ -547,10 +545,7 @@ func TestStartPrivateAsksForAPassword(t *testing.T) {
 	t.Parallel()
 	requireServerBinaries(t)
 	ctx := t.Context()
-	parent, err := os.MkdirTemp("", "localpg-test-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(parent, 0o755))
-	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	parent := reachableTempDir(t)
 	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(parent, "data")}
 
 	requireScram := func(pg *Postgres) {
@@ -577,9 +572,7 @@ func TestStartPrivateAsksForAPassword(t *testing.T) {
 		require.Zero(t, trust)
 	}
 
-	pg, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg.Close(context.WithoutCancel(ctx)) })
+	pg := startCluster(t, cfg)
 	requireScram(pg)
 	conn, err := pgx.Connect(ctx, pg.URL)
 	require.NoError(t, err)
@@ -595,9 +588,7 @@ func TestStartPrivateAsksForAPassword(t *testing.T) {
 	require.NoError(t, os.WriteFile(hba, []byte(strings.ReplaceAll(string(rules), "scram-sha-256", "trust")), 0o600))
 	require.NoError(t, os.Remove(cfg.DataDir+".password"))
 
-	pg2, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg2.Close(context.WithoutCancel(ctx)) })
+	pg2 := startCluster(t, cfg)
 	requireScram(pg2)
 	var v string
 	queryOne(t, pg2.URL, "SELECT v FROM kept", &v)
@@ -605,9 +596,7 @@ func TestStartPrivateAsksForAPassword(t *testing.T) {
 	require.NoError(t, pg2.Close(ctx))
 
 	// And the next start uses the kept password.
-	pg3, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = pg3.Close(context.WithoutCancel(ctx)) })
+	pg3 := startCluster(t, cfg)
 	require.Equal(t, pg2.URL[:len(pg2.URL)-len(strings.SplitN(pg2.URL, "@", 2)[1])], pg3.URL[:len(pg3.URL)-len(strings.SplitN(pg3.URL, "@", 2)[1])])
 	requireScram(pg3)
 }
