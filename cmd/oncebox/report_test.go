@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
@@ -20,24 +21,8 @@ import (
 // when every op matches the vendor's records, 1 when one does not.
 func TestReconcileReportExitStatus(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := dbtest.Schema(t)
-	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
-	require.NoError(t, err)
-	fake := fakestripe.New(fakestripe.Config{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-
-	// One succeeded op whose PaymentIntent the vendor really holds.
-	var opID string
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
-		status, vendor_key, vendor_ref, expires_at, created_at)
-		VALUES ($1, 'pi-1', 'stripe.payment_intent', 'stripe', '{"amount":1500,"currency":"usd"}', '\x00', 'succeeded',
-		'ob_x', 'pi_match', now() + interval '1 day', now() - interval '1 minute') RETURNING id::text`, tn.ID).Scan(&opID))
-	fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_match", Amount: 1500, Currency: "usd", Status: "succeeded",
-		Metadata: map[string]string{"oncebox_op": opID}, Created: time.Now().Add(-time.Minute)})
-
-	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "STRIPE_API_KEY=sk_test_x", "STRIPE_API_BASE=" + srv.URL,
+	r := newReportSetup(t)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, r.pool), "STRIPE_API_KEY=sk_test_x", "STRIPE_API_BASE=" + r.stripeURL,
 		"SENDGRID_API_KEY=", "ONCEBOX_WEBHOOK_TARGETS=", "ONCEBOX_LOG_LEVEL=error"}
 	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
@@ -61,11 +46,7 @@ func TestReconcileReportExitStatus(t *testing.T) {
 	require.Equal(t, "matched", rep.Lines[0].Category)
 
 	// A second succeeded op the vendor knows nothing about: missing at the vendor.
-	_, err = pool.Exec(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
-		status, vendor_key, vendor_ref, expires_at, created_at)
-		VALUES ($1, 'pi-2', 'stripe.payment_intent', 'stripe', '{"amount":900,"currency":"usd"}', '\x00', 'succeeded',
-		'ob_y', 'pi_gone', now() + interval '1 day', now() - interval '1 minute')`, tn.ID)
-	require.NoError(t, err)
+	r.addMissing(t)
 	code, text = run()
 	require.Equal(t, 1, code, "a mismatch makes the report fail, for cron")
 	require.True(t, strings.Contains(text, "missing_at_vendor"), text)
@@ -75,27 +56,10 @@ func TestReconcileReportExitStatus(t *testing.T) {
 // totals and lists only the problem lines; piped without --format, the report stays CSV.
 func TestReconcileReportSummary(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := dbtest.Schema(t)
-	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
-	require.NoError(t, err)
-	fake := fakestripe.New(fakestripe.Config{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	var opID string
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
-		status, vendor_key, vendor_ref, expires_at, created_at)
-		VALUES ($1, 'pi-1', 'stripe.payment_intent', 'stripe', '{"amount":1500,"currency":"usd"}', '\x00', 'succeeded',
-		'ob_x', 'pi_match', now() + interval '1 day', now() - interval '1 minute') RETURNING id::text`, tn.ID).Scan(&opID))
-	fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_match", Amount: 1500, Currency: "usd", Status: "succeeded",
-		Metadata: map[string]string{"oncebox_op": opID}, Created: time.Now().Add(-time.Minute)})
-	_, err = pool.Exec(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
-		status, vendor_key, vendor_ref, expires_at, created_at)
-		VALUES ($1, 'pi-2', 'stripe.payment_intent', 'stripe', '{"amount":900,"currency":"usd"}', '\x00', 'succeeded',
-		'ob_y', 'pi_gone', now() + interval '1 day', now() - interval '1 minute')`, tn.ID)
-	require.NoError(t, err)
+	r := newReportSetup(t)
+	r.addMissing(t)
 
-	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "STRIPE_API_KEY=sk_test_x", "STRIPE_API_BASE=" + srv.URL}
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, r.pool), "STRIPE_API_KEY=sk_test_x", "STRIPE_API_BASE=" + r.stripeURL}
 	window := " --since " + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + " --until " + time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	out, stderr, code := runCLI(t, "reconcile report --format summary"+window, env...)
 	require.Equal(t, 1, code, stderr)
@@ -106,4 +70,46 @@ func TestReconcileReportSummary(t *testing.T) {
 
 	out, _, _ = runCLI(t, "reconcile report"+window, env...)
 	require.True(t, strings.HasPrefix(out, "category,tenant_id,"), "piped, the report is CSV: %s", out)
+}
+
+// reportSetup is a schema with a tenant whose one op, pi-1, succeeded and matches the
+// PaymentIntent a fake Stripe holds.
+type reportSetup struct {
+	pool      *pgxpool.Pool
+	tenantID  int64
+	stripeURL string
+}
+
+func newReportSetup(t *testing.T) *reportSetup {
+	t.Helper()
+	pool := dbtest.Schema(t)
+	tn, _, err := tenant.NewStore(pool).Create(context.Background(), "acme")
+	require.NoError(t, err)
+	fake := fakestripe.New(fakestripe.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	r := &reportSetup{pool: pool, tenantID: tn.ID, stripeURL: srv.URL}
+	opID := r.insertSucceeded(t, "pi-1", 1500, "ob_x", "pi_match")
+	fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_match", Amount: 1500, Currency: "usd", Status: "succeeded",
+		Metadata: map[string]string{"oncebox_op": opID}, Created: time.Now().Add(-time.Minute)})
+	return r
+}
+
+// addMissing records pi-2, a succeeded op whose PaymentIntent the vendor does not hold.
+func (r *reportSetup) addMissing(t *testing.T) {
+	t.Helper()
+	r.insertSucceeded(t, "pi-2", 900, "ob_y", "pi_gone")
+}
+
+// insertSucceeded records a stripe.payment_intent op of amount cents (usd) that
+// succeeded a minute ago as vendorRef, and returns its id.
+func (r *reportSetup) insertSucceeded(t *testing.T, key string, amount int, vendorKey, vendorRef string) string {
+	t.Helper()
+	var id string
+	require.NoError(t, r.pool.QueryRow(context.Background(), `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor,
+		args, fingerprint, status, vendor_key, vendor_ref, expires_at, created_at)
+		VALUES ($1, $2, 'stripe.payment_intent', 'stripe', jsonb_build_object('amount', $3::int, 'currency', 'usd'), '\x00',
+		'succeeded', $4, $5, now() + interval '1 day', now() - interval '1 minute') RETURNING id::text`,
+		r.tenantID, key, amount, vendorKey, vendorRef).Scan(&id))
+	return id
 }
