@@ -12,6 +12,7 @@ func List() []Mutant {
 		stripePkg    = "./vendors/stripe/"
 		sendgridPkg  = "./vendors/sendgrid/"
 		chaosPkg     = "./cmd/oncebox-chaos/"
+		serverPkg    = "./server/"
 	)
 	return []Mutant{
 		// The attempt-token fence.
@@ -230,6 +231,26 @@ func List() []Mutant {
 			Tests:    []string{"TestLookupPaymentIntentByTag", "TestLookupRefundByTag"},
 		},
 
+		// Upstream MCP tools: a lost answer is unknown, never resent blindly.
+		{
+			Name:     "upstream-lost-answer-resent",
+			Breaks:   "an upstream MCP call whose answer was lost is retried as if nothing was sent: a second side effect",
+			File:     "catalog/upstream_vendor.go",
+			Old:      `return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "no_answer", Unanswered: true,`,
+			New:      `return nil, &outbox.DispatchError{Outcome: outbox.OutcomeRetryable, Code: "no_answer",`,
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestUpstreamDropAfterActingIsFoundByLookup"},
+		},
+		{
+			Name:     "upstream-transport-failure-as-answer",
+			Breaks:   "the SDK's transport failure (JSON-RPC -32005) is taken for the upstream's answer: a native-keys upstream's lost answer is not resent under its key",
+			File:     "catalog/upstream_conn.go",
+			Old:      "if !errors.As(err, &we) || we.Code == codeRejectedByTransport {",
+			New:      "if !errors.As(err, &we) {",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestUpstreamNativeKeysResendInsideWindow"},
+		},
+
 		// The chaos harness's own counting and verdict.
 		{
 			Name:     "chaos-mails-by-tag",
@@ -248,6 +269,15 @@ func List() []Mutant {
 			New:      "len(r.ConflictLeaks) == 0 &&",
 			Packages: []string{chaosPkg},
 			Tests:    []string{"TestCheckUnplannedFailureAndReview"},
+		},
+		{
+			Name:     "chaos-verdict-excuses-upstream-failures",
+			Breaks:   "the chaos verdict lets any upstream MCP op end failed, refused by the upstream or not",
+			File:     "cmd/oncebox-chaos/check.go",
+			Old:      "if planned && !plan.Declined && !in.Refused[op.ID] {",
+			New:      "if planned && !plan.Declined && op.Tool != toolMCP {",
+			Packages: []string{chaosPkg},
+			Tests:    []string{"TestCheckUpstreamMCPOps"},
 		},
 		{
 			Name:     "chaos-verdict-ignores-double-202",
