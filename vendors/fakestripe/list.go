@@ -1,6 +1,8 @@
 package fakestripe
 
 import (
+	"net/http"
+	"net/url"
 	"slices"
 	"time"
 )
@@ -61,4 +63,49 @@ func paginate[T any](items []T, keyOf func(T) sortKey, limit int, after, before 
 		return items[:limit], true
 	}
 	return items, false
+}
+
+// cursors resolves a list's starting_after and ending_before, ids of byID, to their
+// sort keys; an unknown id is Stripe's 400 naming the parameter and object. s.mu
+// must be held.
+func cursors[R any](q url.Values, byID map[string]R, keyOf func(R) sortKey, object string) (after, before *sortKey, err *apiError) {
+	for name, dst := range map[string]**sortKey{"starting_after": &after, "ending_before": &before} {
+		id, ok := formString(q, name)
+		if !ok || id == "" {
+			continue
+		}
+		rec, found := byID[id]
+		if !found {
+			return nil, nil, resourceMissing(http.StatusBadRequest, name, object, id)
+		}
+		k := keyOf(rec)
+		*dst = &k
+	}
+	return after, before, nil
+}
+
+// listPage answers the list endpoint at path with one page of items (see paginate).
+func listPage[R, J any](items []R, keyOf func(R) sortKey, toJSON func(R) J, limit int, after, before *sortKey, path string) result {
+	page, hasMore := paginate(items, keyOf, limit, after, before)
+	out := listJSON[J]{Object: "list", Data: []J{}, HasMore: hasMore, URL: path}
+	for _, rec := range page {
+		out.Data = append(out.Data, toJSON(rec))
+	}
+	return jsonResult(out)
+}
+
+// getObject answers a GET of the object of byID that the path's {id} names, or
+// Stripe's 404 naming param and object.
+func getObject[R, J any](s *Server, w http.ResponseWriter, r *http.Request, byID map[string]R, toJSON func(R) J, param, object string) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	rec, ok := byID[id]
+	var res result
+	if ok {
+		res = jsonResult(toJSON(rec))
+	} else {
+		res = resourceMissing(http.StatusNotFound, param, object, id).result()
+	}
+	s.mu.Unlock()
+	s.writeResult(w, r, res)
 }

@@ -233,17 +233,7 @@ func (s *Server) addPaymentIntentLocked(rec *paymentIntentRecord) {
 
 // getPaymentIntent answers GET /v1/payment_intents/{id}.
 func (s *Server) getPaymentIntent(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	s.mu.Lock()
-	rec, ok := s.pisByID[id]
-	var res result
-	if ok {
-		res = jsonResult(rec.json())
-	} else {
-		res = resourceMissing(http.StatusNotFound, "intent", "payment_intent", id).result()
-	}
-	s.mu.Unlock()
-	s.writeResult(w, r, res)
+	getObject(s, w, r, s.pisByID, (*paymentIntentRecord).json, "intent", "payment_intent")
 }
 
 // listPaymentIntents answers GET /v1/payment_intents.
@@ -264,7 +254,7 @@ func (s *Server) listPaymentIntentsResult(q url.Values) result {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	after, before, err := s.piCursors(q)
+	after, before, err := cursors(q, s.pisByID, (*paymentIntentRecord).key, "payment_intent")
 	if err != nil {
 		return err.result()
 	}
@@ -274,29 +264,7 @@ func (s *Server) listPaymentIntentsResult(q url.Values) result {
 			items = append(items, rec)
 		}
 	}
-	page, hasMore := paginate(items, (*paymentIntentRecord).key, limit, after, before)
-	out := listJSON[*paymentIntentJSON]{Object: "list", Data: []*paymentIntentJSON{}, HasMore: hasMore, URL: "/v1/payment_intents"}
-	for _, rec := range page {
-		out.Data = append(out.Data, rec.json())
-	}
-	return jsonResult(out)
-}
-
-// piCursors resolves starting_after and ending_before; s.mu must be held.
-func (s *Server) piCursors(q url.Values) (after, before *sortKey, err *apiError) {
-	for name, dst := range map[string]**sortKey{"starting_after": &after, "ending_before": &before} {
-		id, ok := formString(q, name)
-		if !ok || id == "" {
-			continue
-		}
-		rec, found := s.pisByID[id]
-		if !found {
-			return nil, nil, resourceMissing(http.StatusBadRequest, name, "payment_intent", id)
-		}
-		k := rec.key()
-		*dst = &k
-	}
-	return after, before, nil
+	return listPage(items, (*paymentIntentRecord).key, (*paymentIntentRecord).json, limit, after, before, "/v1/payment_intents")
 }
 
 // searchPaymentIntents answers GET /v1/payment_intents/search.

@@ -189,17 +189,7 @@ func (s *Server) addRefundLocked(re *refundRecord) {
 
 // getRefund answers GET /v1/refunds/{id}.
 func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	s.mu.Lock()
-	re, ok := s.refundsByID[id]
-	var res result
-	if ok {
-		res = jsonResult(re.json())
-	} else {
-		res = resourceMissing(http.StatusNotFound, "id", "refund", id).result()
-	}
-	s.mu.Unlock()
-	s.writeResult(w, r, res)
+	getObject(s, w, r, s.refundsByID, (*refundRecord).json, "id", "refund")
 }
 
 // listRefunds answers GET /v1/refunds.
@@ -221,18 +211,9 @@ func (s *Server) listRefundsResult(q url.Values) result {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var after, before *sortKey
-	for name, dst := range map[string]**sortKey{"starting_after": &after, "ending_before": &before} {
-		id, ok := formString(q, name)
-		if !ok || id == "" {
-			continue
-		}
-		re, found := s.refundsByID[id]
-		if !found {
-			return resourceMissing(http.StatusBadRequest, name, "refund", id).result()
-		}
-		k := re.key()
-		*dst = &k
+	after, before, err := cursors(q, s.refundsByID, (*refundRecord).key, "refund")
+	if err != nil {
+		return err.result()
 	}
 	var items []*refundRecord
 	for _, re := range s.refunds {
@@ -242,10 +223,5 @@ func (s *Server) listRefundsResult(q url.Values) result {
 			items = append(items, re)
 		}
 	}
-	page, hasMore := paginate(items, (*refundRecord).key, limit, after, before)
-	out := listJSON[*refundJSON]{Object: "list", Data: []*refundJSON{}, HasMore: hasMore, URL: "/v1/refunds"}
-	for _, re := range page {
-		out.Data = append(out.Data, re.json())
-	}
-	return jsonResult(out)
+	return listPage(items, (*refundRecord).key, (*refundRecord).json, limit, after, before, "/v1/refunds")
 }
