@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
-	"github.com/oncebox/oncebox/internal/eventpost"
 	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/reconcile"
@@ -81,8 +80,8 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
-	e.sgEvents = fakesendgrid.EventsConfig{Config: eventpost.Config{URL: srv.URL + vendorevents.PathSendGrid}, Key: key}
-	e.stEvents = fakestripe.EventsConfig{Config: eventpost.Config{URL: srv.URL + vendorevents.PathStripe}, Secret: stripeSecret}
+	e.sgEvents = fakesendgrid.EventsConfig{Config: fakesendgrid.EventDelivery{URL: srv.URL + vendorevents.PathSendGrid}, Key: key}
+	e.stEvents = fakestripe.EventsConfig{Config: fakestripe.EventDelivery{URL: srv.URL + vendorevents.PathStripe}, Secret: stripeSecret}
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&e.tenant))
 	return e

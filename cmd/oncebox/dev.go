@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/console"
-	"github.com/oncebox/oncebox/internal/eventpost"
 	"github.com/oncebox/oncebox/internal/localpg"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
@@ -109,7 +108,7 @@ func runDev(ctx context.Context, args []string) error {
 			secret := "whsec_dev_" + hex.EncodeToString(k[:])
 			cfg.StripeWebhookSecret = secret
 			postEvents = append(postEvents, func(base string) error {
-				return fake.SetEvents(&fakestripe.EventsConfig{Config: eventpost.Config{URL: base + vendorevents.PathStripe}, Secret: secret})
+				return fake.SetEvents(&fakestripe.EventsConfig{Config: fakestripe.EventDelivery{URL: base + vendorevents.PathStripe}, Secret: secret})
 			})
 		}
 	}
@@ -129,7 +128,7 @@ func runDev(ctx context.Context, args []string) error {
 			}
 			cfg.SendGridEventPublicKey = pub
 			postEvents = append(postEvents, func(base string) error {
-				return fake.SetEvents(&fakesendgrid.EventsConfig{Config: eventpost.Config{URL: base + vendorevents.PathSendGrid}, Key: key})
+				return fake.SetEvents(&fakesendgrid.EventsConfig{Config: fakesendgrid.EventDelivery{URL: base + vendorevents.PathSendGrid}, Key: key})
 			})
 		}
 		cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.oncebox_dev", url

@@ -23,6 +23,12 @@ const (
 	TimestampHeader = "X-Twilio-Email-Event-Webhook-Timestamp"
 )
 
+// EventDelivery says where and how the fake delivers events: the URL, and the
+// delays, redeliveries, reordering and retries real deliveries have. It is the
+// Config that EventsConfig embeds, named here so that a test outside oncebox can
+// write EventsConfig{Config: EventDelivery{URL: url}, ...}.
+type EventDelivery = eventpost.Config
+
 // EventsConfig makes the fake POST signed Event Webhook requests for every message it
 // stores, as SendGrid does: a "processed" event, then the final one.
 type EventsConfig struct {

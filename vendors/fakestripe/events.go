@@ -14,6 +14,12 @@ import (
 	"github.com/oncebox/oncebox/internal/eventpost"
 )
 
+// EventDelivery says where and how the fake delivers events: the URL, and the
+// delays, redeliveries, reordering and retries real deliveries have. It is the
+// Config that EventsConfig embeds, named here so that a test outside oncebox can
+// write EventsConfig{Config: EventDelivery{URL: url}, ...}.
+type EventDelivery = eventpost.Config
+
 // EventsConfig makes the fake POST signed webhook events, as Stripe does to a webhook
 // endpoint: payment_intent.created then payment_intent.succeeded (or
 // payment_intent.payment_failed, payment_intent.amount_capturable_updated) for every
