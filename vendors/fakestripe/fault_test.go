@@ -33,36 +33,39 @@ func TestFaultStored500(t *testing.T) {
 	require.Equal(t, 1, h.fake.CreatedCount())
 }
 
-func TestFault429(t *testing.T) {
+// TestFaultsThatStoreNothing: a 429, a 409 and a connection dropped before anything
+// happened create nothing and store nothing under the key, so the same key then runs.
+func TestFaultsThatStoreNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakestripe.Config{})
-	h.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.Fault429, RetryAfter: 1500 * time.Millisecond})
+	for _, tc := range []struct {
+		name  string
+		fault fakestripe.Fault
+		check func(t *testing.T, err error)
+	}{
+		{"429", fakestripe.Fault{Kind: fakestripe.Fault429, RetryAfter: 1500 * time.Millisecond}, func(t *testing.T, err error) {
+			se := requireStripeError(t, err, http.StatusTooManyRequests, stripe.ErrorTypeInvalidRequest, stripe.ErrorCodeRateLimit)
+			require.Equal(t, "2", se.LastResponse.Header.Get("Retry-After"))
+		}},
+		{"409", fakestripe.Fault{Kind: fakestripe.Fault409}, func(t *testing.T, err error) {
+			requireStripeError(t, err, http.StatusConflict, stripe.ErrorTypeInvalidRequest, stripe.ErrorCodeIdempotencyKeyInUse)
+		}},
+		{"DropBeforeCreate", fakestripe.Fault{Kind: fakestripe.FaultDropBeforeCreate}, requireNetworkError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, fakestripe.Config{})
+			h.fake.InjectFault(tc.fault)
 
-	_, err := h.sc.PaymentIntents.New(piParams("key-1", "op-1", 100))
-	se := requireStripeError(t, err, http.StatusTooManyRequests, stripe.ErrorTypeInvalidRequest, stripe.ErrorCodeRateLimit)
-	require.Equal(t, "2", se.LastResponse.Header.Get("Retry-After"))
-	require.Zero(t, h.fake.CreatedCount())
+			_, err := h.sc.PaymentIntents.New(piParams("key-1", "op-1", 100))
+			tc.check(t, err)
+			require.Zero(t, h.fake.CreatedCount())
 
-	// Nothing was stored: the same key runs now.
-	pi, err := h.sc.PaymentIntents.New(piParams("key-1", "op-1", 100))
-	require.NoError(t, err)
-	require.Empty(t, pi.LastResponse.Header.Get("Idempotent-Replayed"))
-	require.Equal(t, 1, h.fake.CreatedCount())
-}
-
-func TestFault409(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, fakestripe.Config{})
-	h.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.Fault409})
-
-	_, err := h.sc.PaymentIntents.New(piParams("key-1", "op-1", 100))
-	requireStripeError(t, err, http.StatusConflict, stripe.ErrorTypeInvalidRequest, stripe.ErrorCodeIdempotencyKeyInUse)
-	require.Zero(t, h.fake.CreatedCount())
-
-	pi, err := h.sc.PaymentIntents.New(piParams("key-1", "op-1", 100))
-	require.NoError(t, err)
-	require.Empty(t, pi.LastResponse.Header.Get("Idempotent-Replayed"))
-	require.Equal(t, 1, h.fake.CreatedCount())
+			pi, err := h.sc.PaymentIntents.New(piParams("key-1", "op-1", 100))
+			require.NoError(t, err)
+			require.Empty(t, pi.LastResponse.Header.Get("Idempotent-Replayed"))
+			require.Equal(t, 1, h.fake.CreatedCount())
+		})
+	}
 }
 
 func TestFaultDropAfterCreate(t *testing.T) {
@@ -80,21 +83,6 @@ func TestFaultDropAfterCreate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pis[0].ID, pi.ID)
 	require.Equal(t, "true", pi.LastResponse.Header.Get("Idempotent-Replayed"))
-	require.Equal(t, 1, h.fake.CreatedCount())
-}
-
-func TestFaultDropBeforeCreate(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, fakestripe.Config{})
-	h.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropBeforeCreate})
-
-	_, err := h.sc.PaymentIntents.New(piParams("key-1", "op-1", 100))
-	requireNetworkError(t, err)
-	require.Zero(t, h.fake.CreatedCount())
-
-	pi, err := h.sc.PaymentIntents.New(piParams("key-1", "op-1", 100))
-	require.NoError(t, err)
-	require.Empty(t, pi.LastResponse.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, 1, h.fake.CreatedCount())
 }
 
