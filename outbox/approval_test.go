@@ -281,3 +281,64 @@ func TestDecisionIsBoundToTheFingerprint(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusPending, res.Op.Status)
 }
+
+// TestEnqueueSeesARuleChangedByAnotherProcess: an enqueue decides under the rule in
+// force, never under the one this process read before another process changed it
+// (enqueues remember the tenants' rules; the op's insert checks the version).
+func TestEnqueueSeesARuleChangedByAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newApprovalEnv(t, nil)
+	reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
+	require.NoError(t, err)
+	other, err := outbox.New(outbox.Config{Pool: e.pool, Tools: reg, TestOnly: true})
+	require.NoError(t, err)
+	big := `{"amount": 5000, "currency": "usd"}`
+
+	// No rule, then a rule set elsewhere: the next op waits.
+	first := e.pay(t, "before", big)
+	require.Equal(t, outbox.StatusPending, first.Op.Status)
+	require.Equal(t, 1, e.jobs(t, first.Op.ID))
+	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAlways})
+	require.NoError(t, err)
+	waits := e.pay(t, "after-set", big)
+	require.Equal(t, outbox.StatusAwaitingApproval, waits.Op.Status, "the rule set by another process applies at once")
+	require.Zero(t, e.jobs(t, waits.Op.ID))
+	pol, err := other.EffectivePolicy(ctx, e.tenant)
+	require.NoError(t, err)
+	var version string
+	for _, r := range pol {
+		if r.Tool == "test.money" {
+			version = r.Version
+		}
+	}
+	var bound string
+	require.NoError(t, e.pool.QueryRow(ctx, "SELECT policy_version FROM oncebox_approval WHERE op_id = $1", waits.Op.ID).Scan(&bound))
+	require.Equal(t, version, bound, "the approval is bound to the version in force")
+
+	// Changed again elsewhere (to a threshold), then cleared elsewhere.
+	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 10000}})
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, e.pay(t, "after-raise", big).Op.Status)
+	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 100}})
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, e.pay(t, "after-lower", big).Op.Status)
+	require.NoError(t, other.ClearTenantRule(ctx, e.tenant, "test.money"))
+	require.Equal(t, outbox.StatusPending, e.pay(t, "after-clear", big).Op.Status)
+
+	// Inside the caller's transaction too, and a replay under a changed rule stays a
+	// replay of the op as it was recorded.
+	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAlways})
+	require.NoError(t, err)
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	inTx, err := e.ob.EnqueueTx(ctx, tx, outbox.EnqueueParams{TenantID: e.tenant, Key: "in-tx", Tool: "test.money", Args: json.RawMessage(big)})
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusAwaitingApproval, inTx.Op.Status)
+	require.NoError(t, tx.Commit(ctx))
+	replay := e.pay(t, "before", big)
+	require.True(t, replay.Replayed)
+	require.Equal(t, first.Op.ID, replay.Op.ID)
+	require.Equal(t, 1, e.jobs(t, first.Op.ID))
+}

@@ -59,7 +59,7 @@ type EnqueueResult struct {
 func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueResult, error) {
 	ctx, span := ob.startEnqueue(ctx, params)
 	var res *EnqueueResult
-	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
+	err := inLazyTx(ctx, ob.pool, func(tx pgx.Tx) error {
 		var err error
 		res, err = ob.enqueueTx(ctx, tx, params)
 		return err
@@ -173,6 +173,10 @@ func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
 	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp}, nil
 }
 
+// policyTries bounds how many times an enqueue starts over because the tenant's
+// approval rule of the tool changed between its read and the op's insert.
+const policyTries = 3
+
 func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
 	if params.TenantID == 0 {
 		return nil, errors.New("outbox: EnqueueParams.TenantID is required")
@@ -181,10 +185,44 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	if err != nil {
 		return nil, err
 	}
-	rule, err := ob.effectiveRule(ctx, tx, params.TenantID, p.Tool)
-	if err != nil {
-		return nil, err
+	storedArgs := p.Args
+	var sealed []byte
+	if p.Tool.Redact != nil && ob.sealer != nil {
+		if sealed, err = ob.sealer.seal(params.TenantID, p.Key, p.Args); err != nil {
+			return nil, err
+		}
+		storedArgs = p.Tool.Redact(p.Args)
 	}
+	// The tenant's rule is the one this process last read; the insert checks that it is
+	// still the one stored, and the enqueue starts over with the stored one otherwise.
+	read := ob.cachedTenantRule
+	for try := 1; ; try++ {
+		tr, err := read(ctx, tx, params.TenantID, p.Tool.Name)
+		if err != nil {
+			return nil, err
+		}
+		res, err := ob.enqueueUnder(ctx, tx, params, p, tr, storedArgs, sealed)
+		if !errors.Is(err, errStaleRule) {
+			return res, err
+		}
+		if try == policyTries {
+			return nil, fmt.Errorf("outbox: tenant %d's approval rule of %s changed %d times during the enqueue; nothing was recorded, try again",
+				params.TenantID, p.Tool.Name, try)
+		}
+		read = ob.readTenantRule
+	}
+}
+
+// errStaleRule says that the tenant's approval rule an enqueue decided under is no
+// longer the one stored: nothing was recorded, and the enqueue starts over.
+var errStaleRule = errors.New("outbox: the tenant's approval rule changed")
+
+// enqueueUnder records the op under the tenant's rule tr, or returns errStaleRule,
+// having written nothing that stays, when tr is no longer the rule stored.
+func (ob *Outbox) enqueueUnder(ctx context.Context, tx pgx.Tx, params EnqueueParams, p *Prepared, tr tenantRule,
+	storedArgs json.RawMessage, sealed []byte,
+) (*EnqueueResult, error) {
+	rule := ob.ruleInForce(p.Tool, tr)
 	status := StatusPending
 	wait, why := rule.needs(p.Tool, p.Args)
 	if wait {
@@ -192,7 +230,10 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	}
 	// Budgets count what runs without a person: an op that would exceed one waits for
 	// approval, or is refused when the budget says so (unless it is a replay).
-	var charges []charge
+	var (
+		charges []charge
+		err     error
+	)
 	if status == StatusPending && len(ob.cfg.Budgets) > 0 {
 		var over *overBudget
 		if charges, over, err = ob.chargeBudgets(ctx, tx, params, p.Tool, p.Args); err != nil {
@@ -205,6 +246,14 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 					return nil, fmt.Errorf("outbox: read op: %w", err)
 				}
 				if !exists {
+					// A refusal is decided without the insert's check of the rule: check it here.
+					cur, err := ob.readTenantRule(ctx, tx, params.TenantID, p.Tool.Name)
+					if err != nil {
+						return nil, err
+					}
+					if cur.version != tr.version {
+						return nil, ob.staleRule(ctx, tx, params.TenantID, charges)
+					}
 					return nil, &BudgetExceededError{Budget: over.budget.Name, Sentence: over.sentence, RetryAfter: over.retryAfter}
 				}
 			} else {
@@ -219,17 +268,9 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		tombstone *int
 		op        *Op
 	)
-	storedArgs := p.Args
-	var sealed []byte
-	if p.Tool.Redact != nil && ob.sealer != nil {
-		if sealed, err = ob.sealer.seal(params.TenantID, p.Key, p.Args); err != nil {
-			return nil, err
-		}
-		storedArgs = p.Tool.Redact(p.Args)
-	}
 	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, storedArgs,
 		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed, tracing.Current(ctx),
-		p.Tool.definition())
+		p.Tool.definition(), tr.version)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
 	}
@@ -257,8 +298,12 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		}
 	}
 	if !found {
-		// The key was committed by a concurrent caller after this statement's snapshot.
+		// The key was committed by a concurrent caller after this statement's snapshot,
+		// or the key holds no op and the rule was not the one stored.
 		op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, params.TenantID, p.Key))
+		if errors.Is(err, ErrNotFound) {
+			return nil, ob.staleRule(ctx, tx, params.TenantID, charges)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("outbox: read op after conflict: %w", err)
 		}
@@ -303,6 +348,15 @@ func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 		}
 	}
 	return &EnqueueResult{Op: op, ExpiryCollision: tombstone != nil, Why: why}, nil
+}
+
+// staleRule gives back an enqueue's budget charges when the rule it decided under
+// turned out stale, and returns errStaleRule (or the error of the undo).
+func (ob *Outbox) staleRule(ctx context.Context, tx pgx.Tx, tenantID int64, charges []charge) error {
+	if err := ob.undoCharges(ctx, tx, tenantID, charges); err != nil {
+		return err
+	}
+	return errStaleRule
 }
 
 // legacyFingerprint reports whether op, stored before its tool's fingerprints were

@@ -285,6 +285,8 @@ type Outbox struct {
 	ops *opstate.Machine
 	// tracer is nil when tracing is off.
 	tracer trace.Tracer
+	// policies remembers the tenants' approval rules for enqueues (checked by the insert).
+	policies policyCache
 }
 
 // New builds an Outbox and its River client. Call Start to work jobs.

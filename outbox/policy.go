@@ -186,28 +186,26 @@ type EffectiveRule struct {
 // effectiveRule returns the rule in force for the tenant's tool, reading the tenant's
 // own rule with q (the enqueue's transaction, or the pool).
 func (ob *Outbox) effectiveRule(ctx context.Context, q querier, tenantID int64, tool Tool) (EffectiveRule, error) {
-	var (
-		raw     []byte
-		version int64
-	)
-	err := q.QueryRow(ctx, sqlTenantRule, tenantID, tool.Name).Scan(&raw, &version)
-	switch {
-	case err == nil:
-		var r ApprovalRule
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return EffectiveRule{}, fmt.Errorf("outbox: tenant %d's approval rule of %s: %w", tenantID, tool.Name, err)
-		}
-		return EffectiveRule{Tool: tool.Name, Rule: r, Source: SourceTenant, Version: "tenant:" + strconv.FormatInt(version, 10)}, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return EffectiveRule{}, fmt.Errorf("outbox: read approval rule: %w", err)
+	tr, err := ob.readTenantRule(ctx, q, tenantID, tool.Name)
+	if err != nil {
+		return EffectiveRule{}, err
+	}
+	return ob.ruleInForce(tool, tr), nil
+}
+
+// ruleInForce is the rule in force for a tool given the tenant's own rule of it (version
+// 0: none): the tenant's, else the process-wide default, else the tool's own.
+func (ob *Outbox) ruleInForce(tool Tool, tr tenantRule) EffectiveRule {
+	if tr.version != 0 {
+		return EffectiveRule{Tool: tool.Name, Rule: tr.rule, Source: SourceTenant, Version: "tenant:" + strconv.FormatInt(tr.version, 10)}
 	}
 	if r, ok := ob.cfg.Approvals[tool.Name]; ok {
-		return EffectiveRule{Tool: tool.Name, Rule: r, Source: SourceDefault, Version: "default:" + r.version()}, nil
+		return EffectiveRule{Tool: tool.Name, Rule: r, Source: SourceDefault, Version: "default:" + r.version()}
 	}
 	if tool.NeedsApproval != nil {
-		return EffectiveRule{Tool: tool.Name, Rule: ApprovalRule{Mode: ApprovalAbove}, Source: SourceTool, Version: "tool"}, nil
+		return EffectiveRule{Tool: tool.Name, Rule: ApprovalRule{Mode: ApprovalAbove}, Source: SourceTool, Version: "tool"}
 	}
-	return EffectiveRule{Tool: tool.Name, Rule: ApprovalRule{Mode: ApprovalNever}, Source: SourceNone, Version: "none"}, nil
+	return EffectiveRule{Tool: tool.Name, Rule: ApprovalRule{Mode: ApprovalNever}, Source: SourceNone, Version: "none"}
 }
 
 // needs applies the effective rule to one op's arguments.
@@ -258,6 +256,7 @@ func (ob *Outbox) SetTenantRule(ctx context.Context, tenantID int64, tool string
 	if err := ob.pool.QueryRow(ctx, sqlSetTenantRule, tenantID, tool, raw).Scan(&version); err != nil {
 		return EffectiveRule{}, fmt.Errorf("outbox: set approval rule: %w", err)
 	}
+	ob.policies.put(tenantID, tool, tenantRule{rule: rule, version: version})
 	return EffectiveRule{Tool: tool, Rule: rule, Source: SourceTenant, Version: "tenant:" + strconv.FormatInt(version, 10)}, nil
 }
 
@@ -265,6 +264,7 @@ func (ob *Outbox) SetTenantRule(ctx context.Context, tenantID int64, tool string
 // (a new version for the ops waiting under the removed rule).
 func (ob *Outbox) ClearTenantRule(ctx context.Context, tenantID int64, tool string) error {
 	tag, err := ob.pool.Exec(ctx, sqlClearTenantRule, tenantID, tool)
+	ob.policies.forget(tenantID, tool)
 	if err != nil {
 		return fmt.Errorf("outbox: clear approval rule: %w", err)
 	}

@@ -13,13 +13,19 @@ const opColumns = opstate.OpColumns
 // generation (NULL otherwise). When the key exists
 // but was committed after this statement's snapshot, no row comes back and the caller
 // reads it with sqlOpByKey.
+//
+// $15 is the version of the tenant's own approval rule of the tool that decided the
+// op's status (0: the tenant has none). The op is inserted only while that is still the
+// version stored: otherwise nothing is inserted, and when the key holds no op no row
+// comes back either, and the caller reads the rule in force and starts over.
 const sqlEnqueue = `
 WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
 		tool_definition)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
-		make_interval(secs => $11), $12, nullif($13, ''), $14)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
+		make_interval(secs => $11), $12, nullif($13, ''), $14
+	WHERE coalesce((SELECT p.version FROM oncebox_approval_policy p WHERE p.tenant_id = $1 AND p.tool = $3), 0) = $15
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `
 )

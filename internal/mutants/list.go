@@ -46,6 +46,17 @@ func List() []Mutant {
 			Tests:    []string{"TestOneLiveDispatchJobPerOp"},
 		},
 
+		// An enqueue decides under the approval rule in force.
+		{
+			Name:     "stale-approval-rule",
+			Breaks:   "an enqueue decides under the tenant's approval rule this process remembers, after another process changed it: an op skips the approval now required",
+			File:     "outbox/queries.go",
+			Old:      "p.tool = $3), 0) = $15",
+			New:      "p.tool = $3), 0) = $15 OR $15 IS NOT NULL",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestEnqueueSeesARuleChangedByAnotherProcess"},
+		},
+
 		// Tenant scoping of every op query.
 		{
 			Name:     "tenant-enqueue",
