@@ -65,10 +65,22 @@ func paginate[T any](items []T, keyOf func(T) sortKey, limit int, after, before 
 	return items, false
 }
 
-// cursors resolves a list's starting_after and ending_before, ids of byID, to their
-// sort keys; an unknown id is Stripe's 400 naming the parameter and object. s.mu
-// must be held.
-func cursors[R any](q url.Values, byID map[string]R, keyOf func(R) sortKey, object string) (after, before *sortKey, err *apiError) {
+// list answers a list endpoint at path: the records of all that q's created filter
+// matches and keep accepts, newest first, one page of them as q's limit,
+// starting_after and ending_before ask (ids of byID; an unknown one is Stripe's 400
+// naming the parameter and object). s.mu must be held.
+func list[R, J any](q url.Values, all []R, byID map[string]R, keyOf func(R) sortKey, toJSON func(R) J, object, path string,
+	keep func(R) bool,
+) result {
+	created, err := parseCreatedFilter(q)
+	if err != nil {
+		return err.result()
+	}
+	limit, err := parseLimit(q)
+	if err != nil {
+		return err.result()
+	}
+	var after, before *sortKey
 	for name, dst := range map[string]**sortKey{"starting_after": &after, "ending_before": &before} {
 		id, ok := formString(q, name)
 		if !ok || id == "" {
@@ -76,16 +88,17 @@ func cursors[R any](q url.Values, byID map[string]R, keyOf func(R) sortKey, obje
 		}
 		rec, found := byID[id]
 		if !found {
-			return nil, nil, resourceMissing(http.StatusBadRequest, name, object, id)
+			return resourceMissing(http.StatusBadRequest, name, object, id).result()
 		}
 		k := keyOf(rec)
 		*dst = &k
 	}
-	return after, before, nil
-}
-
-// listPage answers the list endpoint at path with one page of items (see paginate).
-func listPage[R, J any](items []R, keyOf func(R) sortKey, toJSON func(R) J, limit int, after, before *sortKey, path string) result {
+	var items []R
+	for _, rec := range all {
+		if created.match(keyOf(rec).created) && keep(rec) {
+			items = append(items, rec)
+		}
+	}
 	page, hasMore := paginate(items, keyOf, limit, after, before)
 	out := listJSON[J]{Object: "list", Data: []J{}, HasMore: hasMore, URL: path}
 	for _, rec := range page {

@@ -242,29 +242,11 @@ func (s *Server) listPaymentIntents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listPaymentIntentsResult(q url.Values) result {
-	created, err := parseCreatedFilter(q)
-	if err != nil {
-		return err.result()
-	}
-	limit, err := parseLimit(q)
-	if err != nil {
-		return err.result()
-	}
 	customer, _ := formString(q, "customer")
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	after, before, err := cursors(q, s.pisByID, (*paymentIntentRecord).key, "payment_intent")
-	if err != nil {
-		return err.result()
-	}
-	var items []*paymentIntentRecord
-	for _, rec := range s.pis {
-		if created.match(rec.pi.Created) && (customer == "" || rec.pi.Customer == customer) {
-			items = append(items, rec)
-		}
-	}
-	return listPage(items, (*paymentIntentRecord).key, (*paymentIntentRecord).json, limit, after, before, "/v1/payment_intents")
+	return list(q, s.pis, s.pisByID, (*paymentIntentRecord).key, (*paymentIntentRecord).json, "payment_intent", "/v1/payment_intents",
+		func(rec *paymentIntentRecord) bool { return customer == "" || rec.pi.Customer == customer })
 }
 
 // searchPaymentIntents answers GET /v1/payment_intents/search.

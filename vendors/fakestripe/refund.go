@@ -198,30 +198,12 @@ func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRefundsResult(q url.Values) result {
-	created, err := parseCreatedFilter(q)
-	if err != nil {
-		return err.result()
-	}
-	limit, err := parseLimit(q)
-	if err != nil {
-		return err.result()
-	}
 	piID, _ := formString(q, "payment_intent")
 	chargeID, _ := formString(q, "charge")
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	after, before, err := cursors(q, s.refundsByID, (*refundRecord).key, "refund")
-	if err != nil {
-		return err.result()
-	}
-	var items []*refundRecord
-	for _, re := range s.refunds {
-		if created.match(re.re.Created) &&
-			(piID == "" || re.re.PaymentIntent == piID) &&
-			(chargeID == "" || re.re.Charge == chargeID) {
-			items = append(items, re)
-		}
-	}
-	return listPage(items, (*refundRecord).key, (*refundRecord).json, limit, after, before, "/v1/refunds")
+	return list(q, s.refunds, s.refundsByID, (*refundRecord).key, (*refundRecord).json, "refund", "/v1/refunds",
+		func(re *refundRecord) bool {
+			return (piID == "" || re.re.PaymentIntent == piID) && (chargeID == "" || re.re.Charge == chargeID)
+		})
 }
