@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,30 +12,15 @@ import (
 	"github.com/sendgrid/sendgrid-go"
 	"github.com/sendgrid/sendgrid-go/helpers/mail"
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/internal/fakeclock"
 )
 
 const testKey = "SG.test-key"
 
-// testClock is a controllable Config.Now.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{now: time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newTestClock returns a controllable Config.Now.
+func newTestClock() *fakeclock.Clock {
+	return fakeclock.New(time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC))
 }
 
 // startFake serves a new fake over a real HTTP listener closed with the test.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
 
+	"github.com/oncebox/oncebox/internal/fakeclock"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 )
 
@@ -83,22 +83,5 @@ func requireNetworkError(t *testing.T, err error) {
 	require.False(t, errors.As(err, &se), "expected a network error, got a Stripe answer: %v", err)
 }
 
-// clock is a controllable Config.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock returns a controllable Config.Now.
+func newClock() *fakeclock.Clock { return fakeclock.New(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/fakeclock"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -63,24 +64,6 @@ func mustPost(t *testing.T, url, key, opID, body string) reply {
 	r, err := post(t, url, key, opID, body)
 	require.NoError(t, err)
 	return r
-}
-
-// clock is a settable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 func TestPostRecordsEffectAndAnswersID(t *testing.T) {
@@ -274,7 +257,7 @@ func TestRandomFaults(t *testing.T) {
 
 func TestLookupHidesEffectsYoungerThanTheLag(t *testing.T) {
 	t.Parallel()
-	clk := &clock{now: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := fakeclock.New(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	fake, srv := start(t, fakewebhook.Config{LookupLag: time.Minute, Now: clk.Now})
 	mustPost(t, srv.URL+"/x", "", "op-1", `{}`)
 

@@ -5,34 +5,16 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/fakeclock"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
-
-// clock is a settable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func lookupParams(opID, target string) outbox.LookupParams {
 	return outbox.LookupParams{OpID: opID, Tool: "webhook.post", Args: json.RawMessage(`{"target":"` + target + `","path":"/x"}`)}
@@ -51,7 +33,7 @@ func TestLookupUnavailableWithoutLookupPath(t *testing.T) {
 
 func TestLookupFindsTaggedEffectsAfterTheLag(t *testing.T) {
 	t.Parallel()
-	clk := &clock{now: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := fakeclock.New(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	_, srv := startFake(t, fakewebhook.Config{LookupLag: time.Minute, Now: clk.Now})
 	v := newVendor(t, srv.URL, func(c *webhook.Config) {
 		c.LookupPath = "/_lookup"
