@@ -331,11 +331,14 @@ func (u *upstreamConn) throttle() time.Duration {
 	return d
 }
 
-// wait waits for a slot of the upstream's rate limit, within ctx.
+// wait waits for a slot of the upstream's rate limit, within ctx and the call
+// timeout.
 func (u *upstreamConn) wait(ctx context.Context) error {
 	if u.limiter == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
 	if u.limiter.Tokens() < 1 {
 		u.observer.UpstreamRateLimited(u.up.Name)
 	}

@@ -2,7 +2,10 @@ package catalog_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/catalog"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/fakemcp"
 )
 
 // TestClassify: the file's class wins; else readOnlyHint is read, destructiveHint
@@ -123,4 +128,38 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestUpstreamRateLimitSharedByCalls: one limit per upstream for every call: a read
+// waits for its slot; a dispatch about to be claimed is told how long to wait instead
+// (outbox.Throttler) and takes no slot then.
+func TestUpstreamRateLimitSharedByCalls(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(fakemcp.New().Handler())
+	t.Cleanup(up.Close)
+	c, err := catalog.Parse("tools.yaml", []byte(`
+upstreams:
+  mail: {url: `+up.URL+`, rate: {per_second: 2, burst: 1}}
+`), nil)
+	require.NoError(t, err)
+	rt, err := c.Connect(catalog.Options{Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(rt.Close)
+	ctx := context.Background()
+	start := time.Now()
+	for range 3 {
+		_, err := rt.Read(ctx, "mail.count_mail", json.RawMessage(`{}`))
+		require.NoError(t, err)
+	}
+	require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "3 reads at 2 a second, burst 1")
+	var th outbox.Throttler
+	for _, v := range rt.Vendors() {
+		th, _ = v.(outbox.Throttler)
+	}
+	require.NotNil(t, th, "an upstream's vendor throttles")
+	d := th.Throttle()
+	require.Positive(t, d, "the reads took the slots")
+	require.LessOrEqual(t, d, 500*time.Millisecond)
+	time.Sleep(d)
+	require.Zero(t, th.Throttle(), "a slot is free again")
 }

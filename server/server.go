@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,6 +74,9 @@ type Server struct {
 	mcp *mcpserver.Server
 	// reloading serializes ReloadCatalog.
 	reloading sync.Mutex
+	// catalogReady is set once catalog is: an upstream's announcement that its tools
+	// changed, which may come while the catalog connects, is ignored before.
+	catalogReady atomic.Bool
 }
 
 // New connects to Postgres and builds every part the configured roles need. It does not
@@ -265,7 +269,7 @@ func (s *Server) catalogRedactKey() []byte {
 // its tools are listed again in the background (relistUpstream), off the SDK's
 // notification handler.
 func (s *Server) toolsChanged(upstream string) {
-	if s.catalog == nil {
+	if !s.catalogReady.Load() {
 		return // still connecting at start: the list being read is the current one
 	}
 	go func() {
@@ -306,6 +310,7 @@ func (s *Server) loadCatalog(ctx context.Context) error {
 		return err
 	}
 	s.catalog = catalog.NewLive(rt)
+	s.catalogReady.Store(true)
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -105,35 +106,10 @@ upstreams:
 // upstream's name; the op, with no lookup tool, is held for review, sent once.
 func TestUpstreamStdioProgramRestarted(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "fakemcp")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/vendors/fakemcp/cmd/fakemcp").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	state := filepath.Join(dir, "state.json")
-	cfg, pool := newConfig(t)
-	cfg.Addr = "127.0.0.1:0"
-	cfg.ReconcileInterval = time.Second
-	cfg.WebhookTimeout = 3 * time.Second
-	cfg.ToolsFile = writeCatalog(t, `
-upstreams:
-  box:
-    command: `+bin+`
-    args: [-state, `+state+`]
-    tools:
-      send_mail: {tag_argument: ref}
-`)
+	ctx := context.Background()
 	logs := &syncBuffer{}
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)))
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	addr, err := srv.Listen()
-	require.NoError(t, err)
-	base := "http://" + addr.String()
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	srv, base, pool, state := stdioOncebox(t, `send_mail: {tag_argument: ref}`, slog.New(slog.NewJSONHandler(logs, nil)))
+	tn, err := tenant.NewStore(pool).ByName(ctx, "acme")
 	require.NoError(t, err)
 
 	health := func() map[string]any {
@@ -357,4 +333,58 @@ upstreams:
 	require.NotContains(t, string(sc), "ann@example.com")
 	require.Contains(t, string(sc), `"subject":"Hi"`)
 	require.Len(t, fake.Mails(), 1)
+}
+
+// stdioOncebox runs a whole server in front of the fakemcp command over stdio (upstream
+// "box", its tools: entry tools), with tenant acme; it returns the fake's state file.
+func stdioOncebox(t *testing.T, tools string, logger *slog.Logger) (srv *server.Server, base string, pool *pgxpool.Pool, state string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fakemcp")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/vendors/fakemcp/cmd/fakemcp").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	state = filepath.Join(dir, "state.json")
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ReconcileInterval = time.Second
+	cfg.WebhookTimeout = 3 * time.Second
+	cfg.ToolsFile = writeCatalog(t, `
+upstreams:
+  box:
+    command: `+bin+`
+    args: [-state, `+state+`]
+    tools:
+      `+tools+`
+`)
+	srv, err = server.New(ctx, cfg, logger)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, _, err = tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	return srv, "http://" + addr.String(), pool, state
+}
+
+// TestUpstreamStdioResultStoredByteForByte: as TestUpstreamResultStoredByteForByte,
+// over stdio: the stored result is the line the program wrote, byte for byte.
+func TestUpstreamStdioResultStoredByteForByte(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, _, pool, state := stdioOncebox(t, `send_mail: {tag_argument: ref}`, nil)
+	tn, err := tenant.NewStore(pool).ByName(ctx, "acme")
+	require.NoError(t, err)
+	const raw = `{"structuredContent":{"zeta":1,"id":"mail_1","alpha":[3,2,1]},"content":[{"type":"text","text":"sent","x-extra":1}],"x-vendor":"kept"}`
+	require.NoError(t, fakemcp.WriteRawNext(state, raw))
+	_, err = srv.Outbox().Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "raw-stdio", Tool: "box.send_mail",
+		Args: json.RawMessage(`{"to":"cy@example.com","subject":"Hi"}`)})
+	require.NoError(t, err)
+	waitStatus(t, pool, "box.send_mail", "succeeded")
+	var stored string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT result::text FROM oncebox_op").Scan(&stored))
+	require.Equal(t, raw, stored)
 }

@@ -80,6 +80,8 @@ type Server struct {
 	rawNext string
 	// answerHook is called once a send_mail call's answer is written (Handler only).
 	answerHook func(opID string)
+	// rawStdio is the raw answer due over StdioTransport (State.RawNext).
+	rawStdio rawAnswer
 
 	// Random faults (fault.go): random draws them, faults counts them.
 	random  fakefault.Injector[FaultKind, FaultKind]
@@ -98,6 +100,20 @@ type State struct {
 	// CrashNext makes the next send_mail calls act, then end the process before
 	// answering.
 	CrashNext int `json:"crash_next"`
+	// RawNext, when set, is the JSON-RPC result the next send_mail answers with over
+	// StdioTransport, byte for byte.
+	RawNext string `json:"raw_next,omitempty"`
+}
+
+// WriteRawNext sets the raw answer of the next send_mail of a state file (see
+// State.RawNext), keeping its mails.
+func WriteRawNext(path, raw string) error {
+	st, err := ReadState(path)
+	if err != nil {
+		return err
+	}
+	st.RawNext = raw
+	return writeState(path, st)
 }
 
 // NewFileBacked returns a fake whose mails and crash knob live in the JSON file path
@@ -225,6 +241,9 @@ func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendA
 			return nil, Mail{}, err
 		}
 		st.Mails = append(st.Mails, m)
+		if st.RawNext != "" {
+			s.rawStdio, st.RawNext = rawAnswer{mailID: m.ID, raw: st.RawNext}, ""
+		}
 		crash := st.CrashNext > 0
 		if crash {
 			st.CrashNext--
@@ -394,6 +413,48 @@ func (s *Server) RawResultNext(raw string) {
 	defer s.mu.Unlock()
 	s.rawNext = raw
 }
+
+// rawAnswer is a raw JSON-RPC result to send instead of the SDK's for the answer that
+// carries mailID.
+type rawAnswer struct {
+	mailID, raw string
+}
+
+// StdioTransport serves the fake over stdin and stdout; a send_mail whose state file
+// asked for it (WriteRawNext) is answered with the raw result.
+func (s *Server) StdioTransport() mcp.Transport {
+	return &mcp.IOTransport{Reader: os.Stdin, Writer: &rawWriter{s: s, w: os.Stdout}}
+}
+
+// rawWriter writes the SDK's messages, one per Write, replacing the result of the
+// answer a rawAnswer is due for.
+type rawWriter struct {
+	s *Server
+	w io.Writer
+}
+
+func (r *rawWriter) Write(p []byte) (int, error) {
+	r.s.mu.Lock()
+	due := r.s.rawStdio
+	var resp struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	match := due.raw != "" && json.Unmarshal(p, &resp) == nil && len(resp.ID) > 0 && bytes.Contains(resp.Result, []byte(`"`+due.mailID+`"`))
+	if match {
+		r.s.rawStdio = rawAnswer{}
+	}
+	r.s.mu.Unlock()
+	if !match {
+		return r.w.Write(p)
+	}
+	if _, err := io.WriteString(r.w, `{"jsonrpc":"2.0","id":`+string(resp.ID)+`,"result":`+due.raw+"}\n"); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (r *rawWriter) Close() error { return nil }
 
 // MCP returns the SDK server, to serve over any transport (stdio, in memory).
 func (s *Server) MCP() *mcp.Server { return s.mcp }

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/oncebox/oncebox/vendors/fakemcp"
 )
 
@@ -29,7 +27,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Fprintln(os.Stderr, "fakemcp: serving over stdio")
-	if err := s.MCP().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	if err := s.MCP().Run(context.Background(), s.StdioTransport()); err != nil {
 		fmt.Fprintln(os.Stderr, "fakemcp:", err)
 		os.Exit(1)
 	}
