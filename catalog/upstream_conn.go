@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -97,6 +98,9 @@ type upstreamConn struct {
 	nextTry   time.Time
 	lastErr   string
 	lastErrAt time.Time
+	// seen is what health reports, published by publish whenever the fields above
+	// change: health does not wait for mu, which a connect holds for up to timeout.
+	seen atomic.Pointer[UpstreamHealth]
 }
 
 func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
@@ -191,6 +195,7 @@ func (u *upstreamConn) failed(err error) {
 	u.failures++
 	u.nextTry = time.Now().Add(backoff(u.failures))
 	u.lastErr, u.lastErrAt = u.scrub(err.Error()), time.Now()
+	u.publish()
 }
 
 // get returns the open session, connecting when there is none (not before the backoff
@@ -217,6 +222,7 @@ func (u *upstreamConn) get(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	u.session = s
 	u.opened++
+	u.publish()
 	if u.opened > 1 {
 		u.observer.UpstreamRestarted(u.up.Name)
 		u.logger.Info("upstream session opened again", slog.String("upstream", u.up.Name), slog.Int("restarts", u.opened-1))
@@ -276,6 +282,7 @@ func (u *upstreamConn) drop(s *mcp.ClientSession) {
 		return
 	}
 	u.session = nil
+	u.publish()
 	u.mu.Unlock()
 	_ = s.Close() // watch sees it end, and opens a new one
 }
@@ -293,10 +300,8 @@ func (u *upstreamConn) close() {
 	}
 }
 
-// health reports the upstream's session.
-func (u *upstreamConn) health() UpstreamHealth {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+// publish makes the session's state what health reports. Called with mu held.
+func (u *upstreamConn) publish() {
 	h := UpstreamHealth{Transport: "http", Connected: u.session != nil, LastError: u.lastErr, Restarts: max(u.opened-1, 0)}
 	if u.up.URL == "" {
 		h.Transport = "stdio"
@@ -305,7 +310,18 @@ func (u *upstreamConn) health() UpstreamHealth {
 		at := u.lastErrAt.UTC()
 		h.LastErrorAt = &at
 	}
-	return h
+	u.seen.Store(&h)
+}
+
+// health reports the upstream's session.
+func (u *upstreamConn) health() UpstreamHealth {
+	if h := u.seen.Load(); h != nil {
+		return *h
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.publish()
+	return *u.seen.Load()
 }
 
 // ok notes a call the upstream answered: the backoff starts again from its first wait.

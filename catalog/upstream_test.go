@@ -163,3 +163,32 @@ upstreams:
 	time.Sleep(d)
 	require.Zero(t, th.Throttle(), "a slot is free again")
 }
+
+// TestLiveSwapUpstreamQueueNeedsARestart: an upstream's workers or job_timeout change
+// only on a restart (its queue is made at start); its rate changes on a swap.
+func TestLiveSwapUpstreamQueueNeedsARestart(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(fakemcp.New().Handler())
+	t.Cleanup(up.Close)
+	file := func(extra string) *catalog.Runtime {
+		t.Helper()
+		c, err := catalog.Parse("tools.yaml", []byte("upstreams:\n  mail: {url: "+up.URL+extra+"}\n"), nil)
+		require.NoError(t, err)
+		rt, err := c.Connect(catalog.Options{Timeout: 5 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(rt.Close)
+		return rt
+	}
+	first := file(", workers: 2")
+	live := catalog.NewLive(first)
+	for _, extra := range []string{", workers: 3", ", workers: 2, job_timeout: 1m"} {
+		err := live.Swap(file(extra))
+		var ce *catalog.Error
+		require.ErrorAs(t, err, &ce, extra)
+		require.Equal(t, "workers", ce.Field)
+		require.Same(t, first, live.Current())
+	}
+	next := file(", workers: 2, rate: {per_second: 5}")
+	require.NoError(t, live.Swap(next))
+	require.Same(t, next, live.Current())
+}
