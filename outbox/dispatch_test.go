@@ -55,6 +55,9 @@ type workerOpts struct {
 	// batched completes jobs through River's batched completer
 	// (Config.BatchedCompletion) instead of JobCompleteTx.
 	batched bool
+	// claimCommit commits a claim before every vendor call (Config.ClaimCommit), for
+	// the tests that pin the locking path's token fence.
+	claimCommit bool
 }
 
 func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o workerOpts) *outbox.Outbox {
@@ -82,6 +85,7 @@ func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o worke
 		TestOnly:             true,
 		ClientID:             o.clientID,
 		BatchedCompletion:    o.batched,
+		ClaimCommit:          o.claimCommit,
 	})
 	if err != nil {
 		panic(err)
@@ -257,7 +261,7 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	effected := make(chan struct{}, 10)
 	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-	a := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "a"})
+	a := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "a", claimCommit: true})
 	startWorker(t, a)
 	res, err := a.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "dup", Tool: "webhook.post", Args: webhookArgs(1)})
 	require.NoError(t, err)
@@ -275,7 +279,7 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET dispatch_started_at = dispatch_started_at - interval '1 minute' WHERE id = $1", res.Op.ID)
 	require.NoError(t, err)
-	b := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "b"})
+	b := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "b", claimCommit: true})
 	startWorker(t, b)
 
 	// b sees the op dispatching within the key window and resends with the same key; the

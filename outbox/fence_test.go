@@ -48,7 +48,7 @@ func testStaleTokenIsFenced(t *testing.T, newer outbox.Status, batched bool) {
 	effected := make(chan struct{}, 10)
 	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-	stale := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "stale", batched: batched})
+	stale := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "stale", batched: batched, claimCommit: true})
 	startWorker(t, stale)
 	res, err := stale.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "fenced", Tool: "webhook.post", Args: webhookArgs(1)})
 	require.NoError(t, err)

@@ -64,6 +64,14 @@ type Config struct {
 	// vendor) and measurably faster (see the README's benchmarks), at the price of a job
 	// that may show as running a moment after its op settled. Defaults to false.
 	BatchedCompletion bool
+	// ClaimCommit commits every claim (the op as dispatching with a fresh token and its
+	// attempt row) before the vendor is called, as oncebox did before its clean runs.
+	// Off, a clean run (no earlier run of the op may have called the vendor without its
+	// answer being recorded) calls with no claim commit: River's fetch, which committed
+	// the job running with its new attempt number, is the durable marker, and the answer
+	// is recorded fenced by the job's (id, attempt) (README, "Fencing"); a run that is
+	// not clean still takes the locking path. Defaults to false.
+	ClaimCommit bool
 	// NoDispatch keeps a working process from working the vendors' dispatch queues, so
 	// it runs only the periodic jobs. Defaults to false.
 	NoDispatch bool

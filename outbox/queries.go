@@ -43,10 +43,22 @@ const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $
 // sqlOpByIDForUpdate locks an op for a claim. Its last column is how long, in seconds
 // on the database's clock, the latest attempt may still be running: its start plus the
 // job timeout ($2, seconds) less now (0 or less: it is over).
-const sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args,
+// Its very last column says whether the run of job $3 at job attempt $4 is clean
+// (opstate.CleanRunSQL).
+var sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args,
 	resend_before, coalesce(resend_before <= now(), false),
-	coalesce(extract(epoch FROM dispatch_started_at + make_interval(secs => $2) - now()), 0)::float8, tool_definition
+	coalesce(extract(epoch FROM dispatch_started_at + make_interval(secs => $2) - now()), 0)::float8, tool_definition,
+	` + opstate.CleanRunSQL("$3", "$4") + `
 FROM oncebox_op WHERE id = $1 FOR UPDATE`
+
+// sqlOpForCleanRun reads a pending op for a clean run of job $2 at job attempt $3 (no
+// write: River's fetch was the claim), with its key's first send, its sealed args, its
+// resend_before, its tool definition and the run it heard last. No row: the op is not
+// pending, is past its resend_before, or the run is not clean; the locking path decides.
+var sqlOpForCleanRun = `SELECT ` + opColumns + `, key_first_sent_at, sealed_args, resend_before, tool_definition,
+	heard_job_id, heard_job_attempt
+FROM oncebox_op WHERE id = $1 AND status = 'pending' AND (resend_before IS NULL OR now() < resend_before)
+	AND ` + opstate.CleanRunSQL("$2", "$3")
 
 // sqlOpByKeyForUpdate locks the tenant's op under a key for a decision (an approval),
 // and says whether its full args are sealed (its stored args are then the redacted form).

@@ -28,6 +28,9 @@ func (DispatchArgs) Kind() string { return "oncebox.dispatch" }
 // fencedRecheck is how long a fenced run's job waits before it looks at its op again.
 const fencedRecheck = 2 * time.Second
 
+// cleanReadRetry is how long a job whose clean read failed waits before it tries again.
+const cleanReadRetry = time.Second
+
 type dispatchWorker struct {
 	river.WorkerDefaults[DispatchArgs]
 	ob *Outbox
@@ -67,11 +70,17 @@ type claim struct {
 	sealed bool
 	// definition is the tool definition stored with the op (Tool.Definition).
 	definition json.RawMessage
+	// clean is set for a clean run, which calls the vendor without a claim commit
+	// (River's fetch was the claim; see readClean); heard is the op's heard run as it
+	// read it, the fence of its record.
+	clean bool
+	heard opstate.Heard
 }
 
-// Work dispatches one op: claim (commit dispatching with a fresh token), call the vendor,
-// record the answer where the token still matches, completing the job in the same
-// transaction.
+// Work dispatches one op. A clean run (readClean) reads the op, calls the vendor and
+// records the answer fenced by its job's (id, attempt); any other run claims (commits
+// dispatching with a fresh token), calls the vendor and records the answer where the
+// token still matches. Either record completes the job in the same transaction.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
 	ob := w.ob
 	vendor, ok := ob.vendors[job.Args.Vendor]
@@ -83,9 +92,23 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 			return river.JobSnooze(d)
 		}
 	}
-	c, err := ob.claim(ctx, job, vendor)
-	if err != nil {
-		return err
+	var c *claim
+	if !ob.cfg.ClaimCommit {
+		var err error
+		if c, err = ob.readClean(ctx, job); err != nil {
+			// Nothing was sent. A snooze keeps the job's attempt number, so that its next
+			// run is still clean (an error would make it look like a run that may have
+			// called the vendor unheard).
+			ob.logger.Warn("dispatch: could not read the op; the job looks again shortly", slog.String("op_id", job.Args.OpID),
+				slog.Int64("job_id", job.ID), slog.String("error", err.Error()))
+			return river.JobSnooze(cleanReadRetry)
+		}
+	}
+	if c == nil {
+		var err error
+		if c, err = ob.claim(ctx, job, vendor); err != nil {
+			return err
+		}
 	}
 	if c.snooze > 0 {
 		return river.JobSnooze(c.snooze)
@@ -156,6 +179,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		log.Error("vendor reports a bug in oncebox (the same vendor key was sent with other parameters); op needs review",
 			slog.String("code", v.err.Code))
 	}
+	v.record.snoozes = v.record.keepJob && v.retryAfter > 0
 	if err := ob.record(rctx, job, c, log, v.record); err != nil || !v.record.keepJob {
 		return err
 	}
@@ -197,6 +221,39 @@ func dispatchErrorJSON(de *DispatchError) json.RawMessage {
 	return out
 }
 
+// readClean reads the op for a clean run: one that may call the vendor with no claim
+// commit, because River's fetch committed its job running at a new attempt number and
+// no earlier run of the op may have called the vendor without its answer being recorded
+// (opstate.CleanRunSQL). It writes nothing. It returns nil, nil when the op is not
+// pending, is past its resend_before, or the run is not clean: the locking path (claim)
+// then decides.
+func (ob *Outbox) readClean(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
+	op := &Op{}
+	c := &claim{op: op, clean: true}
+	var keyFirstSentAt *time.Time
+	err := ob.pool.QueryRow(ctx, sqlOpForCleanRun, job.Args.OpID, job.ID, job.Attempt).Scan(append(op.scanDest(),
+		&keyFirstSentAt, &c.sealedArgs, &c.resendBefore, &c.definition, &c.heard.JobID, &c.heard.Attempt)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("op %s: read for a clean run: %w", job.Args.OpID, err)
+	}
+	op.fromScan()
+	c.attempt = op.Attempts + 1
+	op.Attempts = c.attempt
+	c.startedAt = time.Now()
+	if job.AttemptedAt != nil {
+		c.startedAt = *job.AttemptedAt
+	}
+	// The record sets the key's first send to the job's attempted_at when it has none.
+	c.keyFirstSentAt = c.startedAt
+	if keyFirstSentAt != nil {
+		c.keyFirstSentAt = *keyFirstSentAt
+	}
+	return c, nil
+}
+
 // claim locks the op, decides whether this job may call the vendor, and if so commits
 // the op as dispatching with a fresh attempt token.
 func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor) (*claim, error) {
@@ -215,8 +272,10 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			resendPassed   bool
 			mayRunSecs     float64
 		)
-		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &resendPassed, &mayRunSecs, &c.definition)
-		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID, ob.jobTimeout(vendor.Name()).Seconds()).Scan(dest...); err != nil {
+		var clean, unheard bool
+		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &resendPassed, &mayRunSecs,
+			&c.definition, &clean)
+		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID, ob.jobTimeout(vendor.Name()).Seconds(), job.ID, job.Attempt).Scan(dest...); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				// The op was purged or its tenant deleted: nothing to dispatch.
 				c.done = true
@@ -240,6 +299,30 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 					"reason":        "an earlier request may have been carried out and the vendor's key window is over; the reconciler decides",
 					"resend_before": *resendBefore, "job_id": job.ID})
 				return err
+			}
+			if !clean {
+				// An earlier run may have called the vendor without its answer being
+				// recorded (it was killed, or failed to record): the op may have been
+				// sent. That run is over: River reran its job only after it returned or
+				// after RescueStuckJobsAfter, which exceeds its job timeout; or its job is
+				// gone. As for a predecessor found dispatching, only a resend inside the
+				// vendor's key window (from the op's creation at the latest) is safe.
+				first, ok, err := ob.ops.MarkUnheard(ctx, tx, op.ID, job.ID)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return errors.New("mark unheard run: op is no longer pending")
+				}
+				unheard = true
+				if _, inWindow := keyWindowEnd(vendor, first); !inWindow {
+					c.done = true
+					var err error
+					applied, err = ob.toReconciler(ctx, tx, job, op, "predecessor_unheard", map[string]any{
+						"reason": "an earlier run may have called the vendor without its answer being recorded, and the vendor's idempotency window is over or absent; the reconciler decides",
+						"job_id": job.ID})
+					return err
+				}
 			}
 		case StatusDispatching:
 			// The job that claimed it died mid-call (or is a rescued duplicate that may
@@ -281,7 +364,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 		applied = a
 		op.VendorKey, op.Attempts = cl.VendorKey, cl.Attempt
 		c.attempt, c.token, c.startedAt, c.keyFirstSentAt, c.resendBefore = cl.Attempt, cl.Token, cl.StartedAt, cl.KeyFirstSentAt, cl.ResendBefore
-		if from == StatusDispatching && c.resendBefore == nil {
+		if (from == StatusDispatching || unheard) && c.resendBefore == nil {
 			// The dead predecessor's request may have been carried out: this resend,
 			// and any later one, must stay inside the key window.
 			end, _ := keyWindowEnd(vendor, c.keyFirstSentAt)
@@ -321,7 +404,7 @@ func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[Di
 func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
 	op := &Op{}
 	c := &claim{op: op}
-	a, err := ob.ops.ClaimPending(ctx, job.Args.OpID, job.ID, func(row pgx.Row) (opstate.Ident, error) {
+	a, err := ob.ops.ClaimPending(ctx, job.Args.OpID, job.ID, job.Attempt, func(row pgx.Row) (opstate.Ident, error) {
 		if err := row.Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt, &c.resendBefore, &c.definition)...); err != nil {
 			return opstate.Ident{}, err
 		}
@@ -355,6 +438,22 @@ type recordParams struct {
 	resendBefore *time.Time
 	// keepJob leaves the River job running so that the returned error retries it.
 	keepJob bool
+	// snoozes, with keepJob, says that the run snoozes its job after the record
+	// (Retry-After) instead of returning an error: River then runs the job again at
+	// the same attempt number.
+	snoozes bool
+}
+
+// heardAttempt is the job attempt a record stores as heard (migration 016). A run that
+// snoozes its job after the record is followed by another run at the same attempt
+// number (River's snooze keeps it): that next run is the one heard attempt + 1 names,
+// so that, should it call the vendor and die unheard, the run after it (attempt + 1) is
+// not clean.
+func heardAttempt(attempt int, p recordParams) int {
+	if p.keepJob && p.snoozes {
+		return attempt - 1
+	}
+	return attempt
 }
 
 // record writes the vendor's answer where the attempt token still matches and completes
@@ -382,17 +481,24 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	id := op.ident()
 	id.Attempts, id.VendorRef = c.attempt, p.vendorRef
 	r := opstate.Record{Ident: id, Token: c.token, To: p.status, Result: result, Error: p.errJSON, StaleKey: p.staleKey,
-		RedactedArgs: redactedArgs, NextCheck: nextCheck, Outcome: p.outcome, ErrText: p.errText, ResendBefore: p.resendBefore}
+		RedactedArgs: redactedArgs, NextCheck: nextCheck, Outcome: p.outcome, ErrText: p.errText, ResendBefore: p.resendBefore,
+		JobID: job.ID, JobAttempt: job.Attempt, HeardAttempt: heardAttempt(job.Attempt, p)}
+	write := func(q opstate.Querier, beforeJobComplete bool) (*opstate.Applied, error) {
+		if c.clean {
+			return ob.ops.RecordClean(ctx, q, r, c.heard, beforeJobComplete)
+		}
+		return ob.ops.RecordAndFinish(ctx, q, r, beforeJobComplete)
+	}
 	var applied *opstate.Applied
 	var err error
 	if p.keepJob || ob.cfg.BatchedCompletion {
 		// One statement: either the job stays running and the returned error retries
 		// it, or River's completer finishes it once this run returns.
-		applied, err = ob.ops.RecordAndFinish(ctx, ob.pool, r, false)
+		applied, err = write(ob.pool, false)
 	} else {
 		err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
 			var err error
-			if applied, err = ob.ops.RecordAndFinish(ctx, tx, r, true); err != nil || applied == nil {
+			if applied, err = write(tx, true); err != nil || applied == nil {
 				// A fenced run must not complete the job: the job row may now belong to
 				// the run that owns the op, which may still need it.
 				return err
@@ -403,6 +509,15 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	}
 	if err != nil {
 		return fmt.Errorf("op %s: %w", op.ID, err)
+	}
+	if applied == nil && c.clean {
+		// The run's job was rescued (it ran past RescueStuckJobsAfter) or another run
+		// recorded first. Its answer is lost: an error (not a snooze, which would keep
+		// the attempt number) makes sure the job's next run is not clean, so that it
+		// treats the op as possibly sent.
+		log.Warn("result not recorded: the run was fenced (its job is no longer this run, or another run recorded first)",
+			slog.String("outcome", p.outcome), slog.String("vendor_ref", p.vendorRef))
+		return fmt.Errorf("op %s: result of job %d attempt %d not recorded: fenced", op.ID, job.ID, job.Attempt)
 	}
 	if applied == nil {
 		log.Warn("result not recorded: another attempt owns the op (fenced by attempt token)",

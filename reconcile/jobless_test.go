@@ -16,8 +16,11 @@ const sqlLiveJobs = `SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispat
 	AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`
 
 // TestPendingOpsWithoutAJob: a pending op whose River job was deleted (River UI) gets a
-// new one and is dispatched once; one whose job was discarded or cancelled goes to
-// needs_review with the reason; one with a live job is left alone.
+// new one and is dispatched once; since the deleted job may have called the vendor
+// without its answer being recorded, the new job treats the op as possibly sent (this
+// target does not deduplicate keys: unknown, then the reconciler's lookup finds nothing
+// and resends). One whose job was discarded or cancelled goes to needs_review with the
+// reason; one with a live job is left alone.
 func TestPendingOpsWithoutAJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -57,6 +60,12 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 		require.Contains(t, ev[0]["reason"], "its dispatch job was")
 	}
 	require.Contains(t, e.reconcileEvents(t, discarded.ID)[0]["reason"], "is not configured in this process")
+	// The discarded job ran (15 attempts) and the op heard none of them: one may have
+	// called the vendor; the cancelled one never ran.
+	require.Contains(t, e.reconcileEvents(t, discarded.ID)[0]["reason"], "without its answer being recorded")
+	require.NotContains(t, e.reconcileEvents(t, cancelled.ID)[0]["reason"], "without its answer being recorded")
+	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND heard_job_id = -1", discarded.ID),
+		"a release for resend of the discarded op must treat it as possibly sent")
 
 	require.Equal(t, outbox.StatusPending, e.get(t, live.ID).Status)
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", live.ID), "a live job is left alone")
@@ -67,6 +76,13 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	require.Zero(t, st.Rejobbed+st.JobsDiscarded)
 
 	e.start(t)
+	e.waitStatus(t, deleted.ID, outbox.StatusUnknown)
+	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", deleted.ID))
+	require.Empty(t, fake.EffectsFor(deleted.ID), "the new job sent an op that may have been sent, to a target that does not deduplicate")
+	require.Eventually(t, func() bool {
+		e.sweep(t)
+		return e.get(t, deleted.ID).Status != outbox.StatusUnknown
+	}, 20*time.Second, 200*time.Millisecond, "the reconciler never resent the op")
 	e.waitStatus(t, deleted.ID, outbox.StatusSucceeded)
 	e.waitStatus(t, live.ID, outbox.StatusSucceeded)
 	require.Len(t, fake.EffectsFor(deleted.ID), 1, "dispatched once")

@@ -23,15 +23,19 @@ LIMIT $3`
 // sqlJoblessPending selects pending ops, unchanged since $1, whose latest dispatch job
 // is not live (available, pending, scheduled, running, retryable): it was deleted (no
 // row), finished while the op went back to pending, discarded or cancelled. It returns
-// that job's state (empty when there is none), its attempts and its last error. The
+// that job's state (empty when there is none), its attempts, its last error, and
+// whether it may have called the vendor without its answer being recorded: it is gone,
+// or ran more often than the op heard (a clean run calls with no claim commit, see
+// opstate.CleanRunSQL). The
 // partial index oncebox_op_pending lists the pending ops. Only the $2 oldest pending
 // ops are looked at per sweep: finding an op's jobs is not cheap (measured: about 9 ms
 // per op against 10,000 jobs on the test machine), so the work is bounded per sweep.
 const sqlJoblessPending = `
-SELECT o.id::text, o.vendor, coalesce(j.state::text, ''), coalesce(j.attempt, 0), coalesce(j.errors[array_upper(j.errors, 1)]->>'error', '')
-FROM (SELECT id, vendor, updated_at FROM oncebox_op WHERE status = 'pending' AND updated_at < $1
+SELECT o.id::text, o.vendor, coalesce(j.state::text, ''), coalesce(j.attempt, 0), coalesce(j.errors[array_upper(j.errors, 1)]->>'error', ''),
+	j.id IS NULL OR (j.attempt > 0 AND NOT (o.heard_job_id IS NOT DISTINCT FROM j.id AND j.attempt <= o.heard_job_attempt))
+FROM (SELECT id, vendor, updated_at, heard_job_id, heard_job_attempt FROM oncebox_op WHERE status = 'pending' AND updated_at < $1
 	ORDER BY updated_at LIMIT $2) o
-LEFT JOIN LATERAL (SELECT j.state, j.attempt, j.errors FROM river_job j
+LEFT JOIN LATERAL (SELECT j.id, j.state, j.attempt, j.errors FROM river_job j
 	WHERE j.kind = 'oncebox.dispatch' AND j.args @> jsonb_build_object('op_id', o.id::text)
 	ORDER BY j.id DESC LIMIT 1) j ON true
 WHERE j.state IS NULL OR j.state NOT IN ('available', 'pending', 'scheduled', 'running', 'retryable')

@@ -299,6 +299,8 @@ type jobless struct {
 	jobState  string
 	attempts  int
 	lastError string
+	// unheard: the job may have called the vendor without its answer being recorded.
+	unheard bool
 }
 
 // decideJobless is what the sweeper does with a pending op without a live job: a job
@@ -312,12 +314,18 @@ func decideJobless(j jobless) (to outbox.Status, decision string, detail map[str
 		if j.lastError != "" {
 			reason += "; last error: " + j.lastError
 		}
+		if j.unheard {
+			reason += "; a run may have called the vendor without its answer being recorded (a release resends only inside the vendor's key window)"
+		}
 		return outbox.StatusNeedsReview, DecisionJobDiscarded, map[string]any{"decision": DecisionJobDiscarded,
 			"job_state": j.jobState, "reason": reason}
 	}
 	reason := "its dispatch job was deleted"
 	if j.jobState != "" {
 		reason = "its dispatch job " + j.jobState + " while the op was pending"
+	}
+	if j.unheard {
+		reason += "; it may have called the vendor without its answer being recorded, so the new job resends only inside the vendor's key window"
 	}
 	return outbox.StatusPending, DecisionRejob, map[string]any{"decision": DecisionRejob, "job_state": j.jobState, "reason": reason}
 }
@@ -332,7 +340,7 @@ func (r *Reconciler) rejob(ctx context.Context, ob *outbox.Outbox, st *Stats) er
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobless, error) {
 		var j jobless
-		err := row.Scan(&j.id, &j.vendor, &j.jobState, &j.attempts, &j.lastError)
+		err := row.Scan(&j.id, &j.vendor, &j.jobState, &j.attempts, &j.lastError, &j.unheard)
 		return j, err
 	})
 	if err != nil {
@@ -346,7 +354,7 @@ func (r *Reconciler) rejob(ctx context.Context, ob *outbox.Outbox, st *Stats) er
 			msg = "pending op whose dispatch job was discarded or cancelled; it needs review"
 		}
 		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: j.id, From: outbox.StatusPending, To: to, By: opstate.Reconciler,
-			Kind: eventKind, Detail: detail, Message: msg, Level: slog.LevelWarn,
+			Kind: eventKind, Detail: detail, Message: msg, Level: slog.LevelWarn, Unheard: j.unheard,
 			Attrs: []any{slog.String("decision", decision), slog.String("job_state", j.jobState)}})
 		if err != nil {
 			return fmt.Errorf("reconcile: op %s: %s: %w", j.id, decision, err)

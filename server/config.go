@@ -54,6 +54,9 @@ type Config struct {
 	// BatchedCompletion lets River's completer finish dispatch jobs (see
 	// outbox.Config.BatchedCompletion). Defaults to false.
 	BatchedCompletion bool
+	// ClaimCommit commits a claim before every vendor call (see
+	// outbox.Config.ClaimCommit). Defaults to false: a clean run's claim is River's fetch.
+	ClaimCommit bool
 	// RetryMaxBackoff caps the wait between attempts after a retryable error. Defaults
 	// to 5 minutes.
 	RetryMaxBackoff time.Duration

@@ -446,6 +446,7 @@ func (s *Server) build(ctx context.Context) error {
 		MaxAttempts:          cfg.MaxAttempts,
 		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
 		BatchedCompletion:    cfg.BatchedCompletion,
+		ClaimCommit:          cfg.ClaimCommit,
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,

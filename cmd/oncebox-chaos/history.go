@@ -111,7 +111,7 @@ func (r *recorder) Calls() []Call {
 // an earlier answer showed.
 var transitions = map[string][]string{
 	"awaiting_approval": {"pending", "rejected"},
-	"pending":           {"dispatching", "unknown"},
+	"pending":           {"dispatching", "unknown", "succeeded", "failed", "needs_review"},
 	"dispatching":       {"succeeded", "failed", "unknown", "pending", "needs_review"},
 	"unknown":           {"succeeded", "failed", "pending", "needs_review"},
 	"needs_review":      {"succeeded", "failed", "pending"},

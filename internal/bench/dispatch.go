@@ -51,6 +51,9 @@ type DispatchParams struct {
 	VendorLatency time.Duration
 	// BatchedCompletion sets outbox.Config.BatchedCompletion.
 	BatchedCompletion bool
+	// ClaimCommit sets outbox.Config.ClaimCommit (a claim commit before every call, as
+	// before clean runs).
+	ClaimCommit bool
 	// TracerProvider sets outbox.Config.TracerProvider (nil: tracing off).
 	TracerProvider trace.TracerProvider
 }
@@ -126,6 +129,7 @@ func EndToEnd(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measur
 		FetchPollInterval: p.Settings.FetchPollInterval,
 		Observer:          counter,
 		BatchedCompletion: p.BatchedCompletion,
+		ClaimCommit:       p.ClaimCommit,
 		TracerProvider:    p.TracerProvider,
 	})
 	if err != nil {

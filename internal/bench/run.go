@@ -177,6 +177,10 @@ func endToEndBatchedName(ops int) string {
 	return endToEndName(ops) + ", --batched-completion"
 }
 
+func endToEndClaimCommitName(ops int) string {
+	return endToEndName(ops) + ", --claim-commit"
+}
+
 func endToEndName(ops int) string {
 	return "end to end, " + groupThousands(int64(ops)) + " ops, zero-latency webhook"
 }
@@ -350,7 +354,9 @@ func (r *runner) endToEnd(ctx context.Context) error {
 	params := DispatchParams{Ops: ops, Settings: settings}
 	batchedParams := params
 	batchedParams.BatchedCompletion = true
-	var base, floor, peer, m, batched Measure
+	claimParams := params
+	claimParams.ClaimCommit = true
+	var base, floor, peer, m, batched, claimCommit Measure
 	for _, step := range []struct {
 		into *Measure
 		run  func(context.Context, *pgxpool.Pool) (Measure, error)
@@ -363,6 +369,9 @@ func (r *runner) endToEnd(ctx context.Context) error {
 		{&m, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) { return EndToEnd(ctx, pool, params) }},
 		{&batched, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) {
 			return EndToEnd(ctx, pool, batchedParams)
+		}},
+		{&claimCommit, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) {
+			return EndToEnd(ctx, pool, claimParams)
 		}},
 	} {
 		err := r.withSchema(ctx, DispatchPoolSize, func(s *Schema) error {
@@ -385,6 +394,11 @@ func (r *runner) endToEnd(ctx context.Context) error {
 	r.add(ratioRow(name+againstPeer, m, peerName, peer, 1.5))
 	r.add(ratioRow(endToEndBatchedName(ops), batched, riverName, base, 0))
 	r.add(ratioRow(endToEndBatchedName(ops)+againstFloor, batched, floorName, floor, 0.6))
+	r.add(ratioRow(endToEndBatchedName(ops)+againstPeer, batched, peerName, peer, 1.5))
+	// The clean runs' gain, measured in the same run: the default against a claim
+	// commit before every call (as before).
+	r.add(ratioRow(name+", against --claim-commit", m, endToEndClaimCommitName(ops), claimCommit, 0))
+	r.add(ratioRow(endToEndClaimCommitName(ops)+againstPeer, claimCommit, peerName, peer, 1.5))
 	return nil
 }
 

@@ -29,10 +29,39 @@ func List() []Mutant {
 			Name:     "fence-completes-job",
 			Breaks:   "a fenced run completes its job, so nothing looks at the op again",
 			File:     "outbox/worker.go",
-			Old:      "if applied, err = ob.ops.RecordAndFinish(ctx, tx, r, true); err != nil || applied == nil {",
-			New:      "if applied, err = ob.ops.RecordAndFinish(ctx, tx, r, true); err != nil {",
+			Old:      "if applied, err = write(tx, true); err != nil || applied == nil {",
+			New:      "if applied, err = write(tx, true); err != nil {",
 			Packages: []string{outboxPkg},
 			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
+		},
+
+		// The clean run's fence (no claim commit: River's fetch is the claim).
+		{
+			Name:     "clean-fence-job-row",
+			Breaks:   "a clean run's record no longer checks that River's job row is still this run: a rescued run's answer is recorded",
+			File:     "internal/opstate/queries.go",
+			Old:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND state = 'running' AND attempt = $14 FOR UPDATE",
+			New:      "	SELECT attempted_at FROM river_job WHERE id = $13 FOR UPDATE",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestCleanRunRescuedIsFenced"},
+		},
+		{
+			Name:     "clean-run-always",
+			Breaks:   "every run of a pending op counts as clean: a run after one that may have sent unheard calls the vendor again",
+			File:     "internal/opstate/queries.go",
+			Old:      "	return `coalesce((` + attempt + `::int = 1 AND heard_job_id IS DISTINCT FROM -1)",
+			New:      "	return `coalesce(true OR (` + attempt + `::int = 1 AND heard_job_id IS DISTINCT FROM -1)",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestUncleanRunDoesNotSendOutsideTheKeyWindow"},
+		},
+		{
+			Name:     "clean-snooze-heard",
+			Breaks:   "a run that snoozes its job after its record stores its own attempt as heard: River's rerun at the same number, lost, leaves the next attempt looking clean",
+			File:     "outbox/worker.go",
+			Old:      "		return attempt - 1\n",
+			New:      "		return attempt\n",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestSnoozedRerunLostIsNotClean"},
 		},
 
 		// One live dispatch job per op.

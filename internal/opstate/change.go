@@ -36,6 +36,10 @@ type Change struct {
 	// DispatchStartedAt, for a stuck dispatching op, is the start of the stuck attempt:
 	// the change applies only if it is still that attempt and no dispatch job runs.
 	DispatchStartedAt time.Time
+	// Unheard, for a pending op whose dispatch job is gone (rejob, or to needs_review),
+	// says that the job may have called the vendor without its answer being recorded:
+	// the op's next runs then treat it as possibly sent (migration 016).
+	Unheard bool
 
 	// Attrs are added to the log line; Message and Level replace "op state changed"
 	// at Info.
@@ -58,11 +62,11 @@ func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, err
 			row = tx.QueryRow(ctx, sqlSettle, c.OpID, c.From, c.To, nullJSON(c.Result), nullJSON(c.Error),
 				nullJSON(c.RedactedArgs), c.VendorRef, dropSealed)
 		case c.To == Pending && c.From == Pending:
-			row = tx.QueryRow(ctx, sqlRejob, c.OpID, c.From)
+			row = tx.QueryRow(ctx, sqlRejob, c.OpID, c.From, c.Unheard)
 		case c.To == Pending:
-			row = tx.QueryRow(ctx, sqlRelease, c.OpID, c.From, c.NewVendorKey != "", c.NewVendorKey)
+			row = tx.QueryRow(ctx, sqlRelease, c.OpID, c.From, c.NewVendorKey != "", c.NewVendorKey, c.By == Reconciler)
 		case c.To == NeedsReview:
-			row = tx.QueryRow(ctx, sqlToReview, c.OpID, c.From)
+			row = tx.QueryRow(ctx, sqlToReview, c.OpID, c.From, c.Unheard)
 		case c.To == AwaitingApproval && c.From == AwaitingApproval:
 			row = tx.QueryRow(ctx, sqlStays, c.OpID, c.From)
 		case c.To == Unknown && c.From == Unknown:

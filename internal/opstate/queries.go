@@ -26,15 +26,17 @@ const identColumns = `tenant_id, idempotency_key, coalesce(conversation_id, ''),
 const retentionStart = `now() + coalesce(retention, expires_at - created_at)`
 
 // sqlClaimPending is the fast path of a claim: a pending op is committed as dispatching
-// with a fresh attempt token, and its attempt row inserted, in one statement. When the
-// op is not pending, or is pending past its resend_before, no row comes back and the
-// worker takes the locking path.
-const sqlClaimPending = `
+// with a fresh attempt token, and its attempt row inserted, in one statement, by job $2
+// at job attempt $3. When the op is not pending, is pending past its resend_before, or
+// the run is not clean (CleanRunSQL), no row comes back and the worker takes the
+// locking path.
+var sqlClaimPending = `
 WITH c AS (
 	UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1, attempt_token = gen_random_uuid(),
 		dispatch_started_at = now(), key_first_sent_at = coalesce(key_first_sent_at, now()),
 		stale_key = false, next_check_at = NULL, updated_at = now()
 	WHERE id = $1 AND status = 'pending' AND (resend_before IS NULL OR now() < resend_before)
+		AND ` + CleanRunSQL("$2", "$3") + `
 	RETURNING ` + OpColumns + `, attempt_token::text AS token, sealed_args, key_first_sent_at, resend_before,
 		tool_definition
 ), a AS (
@@ -42,6 +44,77 @@ WITH c AS (
 	SELECT id::uuid, attempts, token::uuid, vendor_key, $2, dispatch_started_at FROM c
 )
 SELECT * FROM c`
+
+// CleanRunSQL is the condition, on an op row, under which the run of the dispatch job
+// whose id is the placeholder jobID, at the job attempt in the placeholder attempt, is
+// clean: no earlier run of any of the op's jobs may have called the vendor without its
+// answer being recorded (migration 016). It is the job's first run (the runs of an
+// earlier job of the op were all heard or decided, unless the sweeper marked the op
+// -1: see sqlRejob), or the job's last heard run is its previous one. A run that
+// snoozes its job after its record stores its attempt less one as heard, since River's
+// snooze keeps the attempt number for the next run (outbox's heardAttempt). A run that
+// errs or is killed after its vendor call and before its record leaves River's job at
+// a higher attempt than the op heard, so that the job's next run is not clean.
+func CleanRunSQL(jobID, attempt string) string {
+	return `coalesce((` + attempt + `::int = 1 AND heard_job_id IS DISTINCT FROM -1)
+		OR (heard_job_id = ` + jobID + `::bigint AND ` + attempt + `::int = heard_job_attempt + 1), false)`
+}
+
+// sqlRecordClean records the answer of a clean run that called its vendor without a claim
+// commit (River's fetch was the claim): the op goes from pending to its new status and
+// its finished attempt row is inserted, in one statement. It applies only while the op
+// is still pending, no other run has been heard since this one read the op ($15, $16:
+// heard_job_id and heard_job_attempt as read), and the River job row is still this run
+// (job $13 running at attempt $14, locked FOR UPDATE so that a concurrent rescue waits
+// and then runs again a job whose op is settled); it stores (job $13, attempt $17) as
+// the op's heard run. The attempt's start, and the key's first send when it has none,
+// is the job's attempted_at (River's fetch). It returns the op's attempts; a fenced
+// record changes nothing and returns 0.
+const sqlRecordClean = `
+WITH j AS (
+	SELECT attempted_at FROM river_job WHERE id = $13 AND state = 'running' AND attempt = $14 FOR UPDATE
+), t AS (
+	SELECT gen_random_uuid() AS token
+), r AS (
+	UPDATE oncebox_op SET status = $2, result = $3, error = $4, vendor_ref = coalesce(nullif($5, ''), vendor_ref),
+		attempts = attempts + 1,
+		attempt_token = CASE WHEN $2 = 'unknown' THEN (SELECT token FROM t) ELSE NULL END,
+		stale_key = $6, args = coalesce($7, args), next_check_at = $8, updated_at = now(),
+		sealed_args = CASE WHEN $12::boolean THEN NULL ELSE sealed_args END,
+		expires_at = CASE WHEN $12::boolean THEN ` + retentionStart + ` ELSE expires_at END,
+		resend_before = $11,
+		dispatch_started_at = (SELECT attempted_at FROM j),
+		key_first_sent_at = coalesce(key_first_sent_at, (SELECT attempted_at FROM j)),
+		heard_job_id = $13, heard_job_attempt = $17
+	WHERE id = $1 AND status = 'pending' AND heard_job_id IS NOT DISTINCT FROM $15::bigint
+		AND heard_job_attempt IS NOT DISTINCT FROM $16::int AND EXISTS (SELECT 1 FROM j)
+	RETURNING attempts, vendor_key, dispatch_started_at
+), a AS (
+	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at, finished_at, outcome, error, vendor_ref)
+	SELECT $1, attempts, (SELECT token FROM t), vendor_key, $13, dispatch_started_at, now(), $9, nullif($10, ''), nullif($5, '')
+	FROM r
+)
+SELECT coalesce((SELECT attempts FROM r), 0)`
+
+// sqlMarkUnheard is what a run that is not clean does first, on the locking path, to a
+// pending op: an earlier run may have called the vendor without its answer being
+// recorded. It counts that run as an attempt, closed as lost, whose start is the op's
+// creation (a lower bound, for the reconciler's lookup) and whose end is now (an upper
+// bound: the earlier run is over, see Outbox.claim); the key's first send becomes at
+// the latest the op's creation, so that a resend stays inside the vendor's key window.
+// It returns the key's first send.
+const sqlMarkUnheard = `
+WITH o AS (
+	UPDATE oncebox_op SET attempts = attempts + 1, key_first_sent_at = coalesce(key_first_sent_at, created_at), updated_at = now()
+	WHERE id = $1 AND status = 'pending'
+	RETURNING id, attempts, vendor_key, created_at, key_first_sent_at
+), a AS (
+	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at, finished_at, outcome, error)
+	SELECT id, attempts, gen_random_uuid(), vendor_key, $2, created_at, now(), 'lost',
+		'an earlier run may have called the vendor without its answer being recorded (its worker stopped); job ' || ($2::bigint)::text || ' found the op pending and took it over'
+	FROM o
+)
+SELECT key_first_sent_at FROM o`
 
 // sqlClaim commits a locked op as dispatching with a fresh attempt token before the
 // vendor is called ($2: the status it is in).
@@ -72,7 +145,7 @@ UPDATE oncebox_op SET status = $3, result = $4, error = $5, vendor_ref = coalesc
 	stale_key = $7, args = coalesce($8, args), next_check_at = $9, updated_at = now(),
 	sealed_args = CASE WHEN $13::boolean THEN NULL ELSE sealed_args END,
 	expires_at = CASE WHEN $13::boolean THEN ` + retentionStart + ` ELSE expires_at END,
-	resend_before = $12
+	resend_before = $12, heard_job_id = $14, heard_job_attempt = $15
 WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')
 RETURNING status`
 
@@ -108,6 +181,15 @@ const sqlRecordAndFinish = recordAndFinish + ` FROM ` + notifyAfterCommit
 // lookup by job id. End to end: +25-30% ops/s.
 const sqlRecordAndFinishBeforeJobComplete = recordAndFinish + ` FROM ` + notifyAfterCommit +
 	`, (SELECT set_config('plan_cache_mode', 'force_generic_plan', true)) AS generic_plans`
+
+// sqlRecordCleanAlone is sqlRecordClean on its own (autocommitted), and
+// sqlRecordCleanBeforeJobComplete for a transaction that goes on with JobCompleteTx (see
+// sqlRecordAndFinishBeforeJobComplete).
+const (
+	sqlRecordCleanAlone             = sqlRecordClean + ` FROM ` + notifyAfterCommit
+	sqlRecordCleanBeforeJobComplete = sqlRecordClean + ` FROM ` + notifyAfterCommit +
+		`, (SELECT set_config('plan_cache_mode', 'force_generic_plan', true)) AS generic_plans`
+)
 
 // sqlNotifySettled wakes the long polls of settled ops ($1: "<tenant_id>:<key>"
 // payloads, as the settle trigger sends them) after the records' commit, in one
@@ -149,13 +231,16 @@ WHERE id = $1 AND status = $2
 RETURNING ` + identColumns
 
 // sqlRelease sends an op to pending for the worker to dispatch (an approval, a resend).
-// With $3 the op moves to a new generation with the vendor key $4.
+// With $3 the op moves to a new generation with the vendor key $4. With $5 (the
+// reconciler's resend after its lookup found nothing) the sweeper's mark of a possibly
+// unheard run (heard_job_id -1) is cleared: the lookup accounted for it.
 const sqlRelease = `
 UPDATE oncebox_op SET status = 'pending', attempt_token = NULL, next_check_at = NULL, updated_at = now(), resend_before = NULL,
 	generation = CASE WHEN $3 THEN generation + 1 ELSE generation END,
 	vendor_key = CASE WHEN $3 THEN $4 ELSE vendor_key END,
 	key_first_sent_at = CASE WHEN $3 THEN NULL ELSE key_first_sent_at END,
-	stale_key = CASE WHEN $3 THEN false ELSE stale_key END
+	stale_key = CASE WHEN $3 THEN false ELSE stale_key END,
+	heard_job_id = CASE WHEN $5 AND heard_job_id = -1 THEN NULL ELSE heard_job_id END
 WHERE id = $1 AND status = $2
 RETURNING ` + identColumns
 
@@ -165,13 +250,19 @@ const sqlStays = `SELECT ` + identColumns + ` FROM oncebox_op WHERE id = $1 AND 
 
 // sqlRejob keeps a pending op pending (its dispatch job is gone and a new one is
 // inserted in the same transaction); it leaves resend_before and the key as they are.
+// With $3 the gone job may have called the vendor unheard: heard_job_id -1 makes the
+// new job's runs take the locking path, which treats the op as possibly sent.
 const sqlRejob = `
-UPDATE oncebox_op SET updated_at = now() WHERE id = $1 AND status = $2
+UPDATE oncebox_op SET updated_at = now(), heard_job_id = CASE WHEN $3 THEN -1 ELSE heard_job_id END
+WHERE id = $1 AND status = $2
 RETURNING ` + identColumns
 
-// sqlToReview hands an op to a person.
+// sqlToReview hands an op to a person; $3 as in sqlRejob (kept through a person's
+// release for resend).
 const sqlToReview = `
-UPDATE oncebox_op SET status = 'needs_review', next_check_at = NULL, updated_at = now() WHERE id = $1 AND status = $2
+UPDATE oncebox_op SET status = 'needs_review', next_check_at = NULL, updated_at = now(),
+	heard_job_id = CASE WHEN $3 THEN -1 ELSE heard_job_id END
+WHERE id = $1 AND status = $2
 RETURNING ` + identColumns
 
 const sqlInsertEvent = `

@@ -22,7 +22,7 @@ func TestRecordBeforeJobCompleteUsesGenericPlans(t *testing.T) {
 	// One connection, so that the check after the transaction sees the same session.
 	pool := dbtest.SchemaWithConfig(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	args := []any{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", Succeeded,
-		nil, nil, "", false, nil, nil, "succeeded", "", nil, true}
+		nil, nil, "", false, nil, nil, "succeeded", "", nil, true, int64(1), 1}
 	mode := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) string {

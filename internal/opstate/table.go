@@ -27,8 +27,15 @@ var transitions = []Transition{
 	{AwaitingApproval, Rejected, Expiry, "nobody decided within --approval-expiry"},
 	{AwaitingApproval, AwaitingApproval, Person, "one approval of several (four eyes)"},
 
-	{Pending, Dispatching, Worker, "claim (committed before the vendor is called)"},
-	{Pending, Unknown, Worker, "resend window passed"},
+	{Pending, Dispatching, Worker, "claim (committed before the vendor is called; a run that is not clean, or --claim-commit)"},
+	{Pending, Unknown, Worker, "resend window passed, an earlier run may have sent unheard outside the key window, or a clean run's outcome unknown"},
+	// A clean run (no earlier run may have called the vendor unheard) calls without a
+	// claim commit: River's fetch of its job is the claim, and the answer is recorded
+	// straight from pending (README, "Fencing").
+	{Pending, Pending, Worker, "clean run, retryable"},
+	{Pending, Succeeded, Worker, "clean run, vendor said yes"},
+	{Pending, Failed, Worker, "clean run, vendor said no"},
+	{Pending, NeedsReview, Worker, "clean run, attempts exhausted, args unreadable, or a bug"},
 	{Dispatching, Dispatching, Worker, "claim again inside the key window (predecessor died)"},
 	{Dispatching, Pending, Worker, "retryable (not executed, or unanswered inside the key window)"},
 	{Dispatching, Succeeded, Worker, "vendor said yes"},

@@ -120,7 +120,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 	case tr.By == Worker && tr.To == Dispatching && tr.From == Pending:
 		// The fast path; the locking path is walked for dispatching -> dispatching.
 		var err error
-		a, err = e.m.ClaimPending(ctx, id, 7, func(r pgx.Row) (Ident, error) {
+		a, err = e.m.ClaimPending(ctx, id, 7, 1, func(r pgx.Row) (Ident, error) {
 			var skip [26]any
 			dest := make([]any, len(skip))
 			for i := range dest {
@@ -137,6 +137,16 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 			_, a, err := e.m.Claim(ctx, tx, tr.From, Ident{ID: id, Vendor: "fake"}, 7)
 			return a, err
 		})
+	case tr.By == Worker && tr.From == Pending && tr.To != Unknown:
+		// A clean run's answer: its River job is running at its first attempt.
+		var jobID int64
+		require.NoError(t, e.pool.QueryRow(ctx, `INSERT INTO river_job (kind, args, state, attempt, max_attempts, queue, attempted_at)
+			VALUES ('oncebox.dispatch', '{}', 'running', 1, 25, 'fake', now()) RETURNING id`).Scan(&jobID))
+		var err error
+		a, err = e.m.RecordClean(ctx, e.pool, Record{Ident: Ident{ID: id, Vendor: "fake"}, To: tr.To, Outcome: "walk",
+			JobID: jobID, JobAttempt: 1, HeardAttempt: 1}, Heard{}, false)
+		require.NoError(t, err)
+		a.Report()
 	case tr.By == Worker && tr.From == Pending:
 		// The claiming worker hands an op it may not send to the reconciler.
 		a = e.inTx(t, func(tx pgx.Tx) (*Applied, error) {

@@ -17,11 +17,12 @@ import (
 // op becomes dispatching with a fresh token and an attempt row of job jobID. scan reads
 // the returned row (OpColumns, then the token, the sealed args, key_first_sent_at and
 // resend_before) and returns the op's Ident. It returns nil, nil when the op is not
-// pending or is pending past its resend_before (the locking path then decides).
-func (m *Machine) ClaimPending(ctx context.Context, opID string, jobID int64, scan func(pgx.Row) (Ident, error)) (*Applied, error) {
+// pending, is pending past its resend_before, or the run (job jobID at job attempt
+// jobAttempt) is not clean (CleanRunSQL): the locking path then decides.
+func (m *Machine) ClaimPending(ctx context.Context, opID string, jobID int64, jobAttempt int, scan func(pgx.Row) (Ident, error)) (*Applied, error) {
 	s := &step{from: []Status{Pending}, to: Dispatching, by: Worker}
 	a, err := m.transition(ctx, m.cfg.Pool, s, func(bool) (bool, error) {
-		id, err := scan(m.cfg.Pool.QueryRow(ctx, sqlClaimPending, opID, jobID))
+		id, err := scan(m.cfg.Pool.QueryRow(ctx, sqlClaimPending, opID, jobID, jobAttempt))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, nil
 		}
@@ -68,6 +69,21 @@ func (m *Machine) Claim(ctx context.Context, tx pgx.Tx, from Status, id Ident, j
 	return c, a, nil
 }
 
+// MarkUnheard, on the locking path, counts on a pending op locked in tx the earlier run
+// that may have called the vendor without its answer being recorded (sqlMarkUnheard),
+// and returns the op's key_first_sent_at (now at the latest its creation). ok is false
+// when the op is no longer pending.
+func (m *Machine) MarkUnheard(ctx context.Context, tx pgx.Tx, opID string, jobID int64) (keyFirstSentAt time.Time, ok bool, err error) {
+	err = tx.QueryRow(ctx, sqlMarkUnheard, opID, jobID).Scan(&keyFirstSentAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("mark unheard run: %w", err)
+	}
+	return keyFirstSentAt, true, nil
+}
+
 // CloseLostAttempts closes the attempts of an op that job jobID found dispatching:
 // their worker died (or timed out) without recording an answer.
 func (m *Machine) CloseLostAttempts(ctx context.Context, tx pgx.Tx, opID string, jobID int64) error {
@@ -97,6 +113,45 @@ type Record struct {
 	// ResendBefore, for a pending op whose request may have been carried out, is until
 	// when it may be resent under the same key (nil: any time).
 	ResendBefore *time.Time
+	// JobID and JobAttempt are the River run that got the answer (the clean record's
+	// fence); JobID and HeardAttempt are stored as the op's heard run (migration 016).
+	JobID        int64
+	JobAttempt   int
+	HeardAttempt int
+}
+
+// Heard is the run whose answer an op recorded last (heard_job_id, heard_job_attempt),
+// as a clean run read it: nil when none.
+type Heard struct {
+	JobID   *int64
+	Attempt *int
+}
+
+// RecordClean records r for a clean run, one that called its vendor without a claim
+// commit (River's fetch was the claim): the op goes from pending to r.To, and its
+// finished attempt row is inserted, in one statement on q (sqlRecordClean), only while
+// the op is still pending, its heard run is still heard (as the run read it) and River's
+// job row is still this run (r.JobID running at r.JobAttempt). It returns nil (and no
+// error) when fenced. beforeJobComplete as in RecordAndFinish; report the result after
+// the commit.
+func (m *Machine) RecordClean(ctx context.Context, q Querier, r Record, heard Heard, beforeJobComplete bool) (*Applied, error) {
+	sql := sqlRecordCleanAlone
+	if beforeJobComplete {
+		sql = sqlRecordCleanBeforeJobComplete
+	}
+	s := &step{from: []Status{Pending}, to: r.To, by: Worker, ident: r.Ident,
+		attrs: []any{slog.String("outcome", r.Outcome)}, notifyAfterCommit: true}
+	return m.transition(ctx, q, s, func(dropSealed bool) (bool, error) {
+		var attempts int
+		if err := q.QueryRow(ctx, sql, r.Ident.ID, r.To, nullJSON(r.Result), nullJSON(r.Error), r.Ident.VendorRef,
+			r.StaleKey, nullJSON(r.RedactedArgs), r.NextCheck, r.Outcome, r.ErrText, r.ResendBefore, dropSealed,
+			r.JobID, r.JobAttempt, heard.JobID, heard.Attempt, r.HeardAttempt,
+		).Scan(&attempts); err != nil {
+			return false, fmt.Errorf("record result: %w", err)
+		}
+		s.ident.Attempts = attempts
+		return attempts > 0, nil
+	})
 }
 
 // RecordAndFinish records r where the attempt token still matches and closes the
@@ -118,6 +173,7 @@ func (m *Machine) RecordAndFinish(ctx context.Context, q Querier, r Record, befo
 		var recorded, finished bool
 		if err := q.QueryRow(ctx, sql, r.Ident.ID, r.Token, r.To, nullJSON(r.Result), nullJSON(r.Error), r.Ident.VendorRef,
 			r.StaleKey, nullJSON(r.RedactedArgs), r.NextCheck, r.Outcome, r.ErrText, r.ResendBefore, dropSealed,
+			r.JobID, r.HeardAttempt,
 		).Scan(&recorded, &finished); err != nil {
 			return false, fmt.Errorf("record result: %w", err)
 		}

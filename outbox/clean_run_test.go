@@ -1,0 +1,173 @@
+package outbox_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+)
+
+// TestCleanRunRescuedIsFenced pins the fence of a clean run (one that calls its vendor
+// with no claim commit, River's fetch being the claim): while the run is inside its
+// vendor call, its job is rescued (River's job row is no longer this run: retryable, as
+// the rescuer leaves it). Its answer must then not be recorded; the job's next run is
+// not clean, treats the op as possibly sent, and resends inside the key window under
+// the same key, which replays the first answer: one effect. Removing the job-row check
+// from the clean record (sqlRecordClean) fails this test.
+func TestCleanRunRescuedIsFenced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake, srv := newHonouringTarget(t)
+	tenant := newTenant(t, pool, "acme")
+
+	release := make(chan struct{})
+	fake.SetBlock(release)
+	effected := make(chan struct{}, 10)
+	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
+
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "a", retryBackoff: 2 * time.Second})
+	startWorker(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rescued", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	select {
+	case <-effected:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker never reached the vendor")
+	}
+	// A clean run: nothing was committed before the call.
+	require.Equal(t, string(outbox.StatusPending), opStatus(t, pool, res.Op.ID))
+	require.Zero(t, count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1", res.Op.ID))
+
+	// The rescuer takes the job (as after RescueStuckJobsAfter): retryable, its attempt
+	// kept, due only after the run has tried to record.
+	_, err = pool.Exec(ctx, `UPDATE river_job SET state = 'retryable', scheduled_at = now() + interval '3 seconds'
+		WHERE args->>'op_id' = $1`, res.Op.ID)
+	require.NoError(t, err)
+	fake.SetBlock(nil)
+	close(release)
+
+	op := waitStatus(t, ob, tenant, "rescued", outbox.StatusSucceeded, 30*time.Second)
+	require.Equal(t, 1, fake.EffectCount(), "one vendor effect")
+	require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef)
+	h, err := ob.History(ctx, tenant, op.ID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(h.Attempts), 2, "%+v", h.Attempts)
+	require.Equal(t, "lost", h.Attempts[0].Outcome,
+		"the rescued run's answer was recorded: the clean record did not check the job row (%+v)", h.Attempts)
+	require.Equal(t, "succeeded", h.Attempts[len(h.Attempts)-1].Outcome)
+	require.Equal(t, 2, fake.Requests(), "the next run resent under the same key, once")
+}
+
+// TestUncleanRunDoesNotSendOutsideTheKeyWindow: a pending op whose job already ran
+// once without its answer being recorded (River's job row is at attempt 1, the op heard
+// no run) may have been sent. For a target that does not deduplicate keys, the job's
+// next run must not send: the op goes to the reconciler (unknown), with the unheard run
+// counted as a lost attempt. Treating every pending op as clean fails this test.
+func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "a"})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unheard", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	// A run of the job happened (a worker killed after its call, then rescued).
+	_, err = pool.Exec(ctx, `UPDATE river_job SET attempt = 1, attempted_at = now() - interval '3 minutes'
+		WHERE args->>'op_id' = $1`, res.Op.ID)
+	require.NoError(t, err)
+	startWorker(t, ob)
+
+	waitStatus(t, ob, tenant, "unheard", outbox.StatusUnknown, 20*time.Second)
+	waitJobsFinished(t, pool, res.Op.ID)
+	require.Zero(t, fake.Requests(), "an unclean run sent outside the key window")
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
+	h, err := ob.History(ctx, tenant, res.Op.ID)
+	require.NoError(t, err)
+	require.Len(t, h.Attempts, 1)
+	require.Equal(t, "lost", h.Attempts[0].Outcome)
+}
+
+// TestCleanRunRecordsFromPending: the common case writes nothing before the call and
+// records the answer straight from pending, with its attempt row and the run it heard.
+func TestCleanRunRecordsFromPending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "a"})
+	startWorker(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "clean", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	op := waitStatus(t, ob, tenant, "clean", outbox.StatusSucceeded, 20*time.Second)
+	require.Equal(t, 1, op.Attempts)
+	require.NotNil(t, op.DispatchStartedAt)
+	var heardJob int64
+	var heardAttempt int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT heard_job_id, heard_job_attempt FROM oncebox_op WHERE id = $1", res.Op.ID).
+		Scan(&heardJob, &heardAttempt))
+	require.Equal(t, 1, heardAttempt)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE id = $1 AND state = 'completed'", heardJob))
+	h, err := ob.History(ctx, tenant, op.ID)
+	require.NoError(t, err)
+	require.Len(t, h.Attempts, 1)
+	require.Equal(t, "succeeded", h.Attempts[0].Outcome)
+	require.Equal(t, heardJob, h.Attempts[0].JobID)
+}
+
+// TestSnoozedRerunLostIsNotClean: a run records a 429 and snoozes its job (Retry-After),
+// so River runs the job again at the same attempt number; that rerun acts at the
+// target and its answer is lost (its job is rescued, as after a kill). The run after it
+// must not be clean: the target does not deduplicate keys, so the op goes to the
+// reconciler with one effect, never a second send. Storing the snoozing run's own
+// attempt as heard (a rerun at the same number then makes the next attempt look
+// clean) fails this test; it is how the chaos run found a duplicate.
+func TestSnoozedRerunLostIsNotClean(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: time.Second})
+	release := make(chan struct{})
+	fake.SetBlock(release)
+	effected := make(chan struct{}, 10)
+	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
+
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "a", retryBackoff: 2 * time.Second})
+	startWorker(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "snoozed", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	select {
+	case <-effected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the snoozed rerun never reached the target")
+	}
+	require.Equal(t, 2, fake.Requests(), "a 429, then the rerun")
+	// The rerun is inside its call; its job is rescued.
+	_, err = pool.Exec(ctx, `UPDATE river_job SET state = 'retryable', scheduled_at = now() + interval '3 seconds'
+		WHERE args->>'op_id' = $1`, res.Op.ID)
+	require.NoError(t, err)
+	fake.SetBlock(nil)
+	close(release)
+
+	waitStatus(t, ob, tenant, "snoozed", outbox.StatusUnknown, 30*time.Second)
+	waitJobsFinished(t, pool, res.Op.ID)
+	require.Equal(t, 1, fake.EffectCount(), "one effect")
+	require.Equal(t, 2, fake.Requests(), "the run after the lost rerun sent again")
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
+}
