@@ -62,35 +62,19 @@ type env struct {
 func newEnv(t *testing.T, vendors []outbox.Vendor, cfg reconcile.Config) *env {
 	t.Helper()
 	pool := dbtest.Schema(t)
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}})...)
-	require.NoError(t, err)
-	queues := map[string]outbox.QueueConfig{}
-	for _, v := range vendors {
-		queues[v.Name()] = outbox.QueueConfig{JobTimeout: 5 * time.Second}
-	}
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: vendors, Queues: queues, TestOnly: true,
-		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
-	require.NoError(t, err)
+	ob := optest.NewOutbox(t, pool, tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}}, vendors...)
 	obs := newCountObserver()
 	cfg.Outbox = ob
 	cfg.Observer = obs
 	rec, err := reconcile.New(cfg)
 	require.NoError(t, err)
-	var tenant int64
-	require.NoError(t, pool.QueryRow(context.Background(),
-		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&tenant))
-	return &env{pool: pool, ob: ob, rec: rec, obs: obs, tenant: tenant}
+	return &env{pool: pool, ob: ob, rec: rec, obs: obs, tenant: optest.Tenant(t, pool, "acme")}
 }
 
 // start works the Outbox's jobs until the test ends.
 func (e *env) start(t *testing.T) {
 	t.Helper()
-	require.NoError(t, e.ob.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.ob.Stop(ctx)
-	})
+	optest.Start(t, e.ob)
 }
 
 func (e *env) enqueue(t *testing.T, key, tool string, args any) *outbox.Op {

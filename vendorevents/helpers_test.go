@@ -82,8 +82,7 @@ func newEnv(t *testing.T) *env {
 	e.url = srv.URL
 	e.sgEvents = fakesendgrid.EventsConfig{Config: fakesendgrid.EventDelivery{URL: srv.URL + vendorevents.PathSendGrid}, Key: key}
 	e.stEvents = fakestripe.EventsConfig{Config: fakestripe.EventDelivery{URL: srv.URL + vendorevents.PathStripe}, Secret: stripeSecret}
-	require.NoError(t, pool.QueryRow(context.Background(),
-		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&e.tenant))
+	e.tenant = optest.Tenant(t, pool, "acme")
 	return e
 }
 
@@ -124,23 +123,11 @@ func (e *env) withStripe(t *testing.T, events *fakestripe.EventsConfig) (outbox.
 // start builds the Outbox and Reconciler on vendors and works jobs until the test ends.
 func (e *env) start(t *testing.T, vendors ...outbox.Vendor) {
 	t.Helper()
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
-	require.NoError(t, err)
-	queues := map[string]outbox.QueueConfig{}
-	for _, v := range vendors {
-		queues[v.Name()] = outbox.QueueConfig{JobTimeout: 5 * time.Second}
-	}
-	e.ob, err = outbox.New(outbox.Config{Pool: e.pool, Tools: reg, Vendors: vendors, Queues: queues, TestOnly: true,
-		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
-	require.NoError(t, err)
+	e.ob = optest.NewOutbox(t, e.pool, tools.Config{}, vendors...)
+	var err error
 	e.rec, err = reconcile.New(reconcile.Config{Outbox: e.ob})
 	require.NoError(t, err)
-	require.NoError(t, e.ob.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.ob.Stop(ctx)
-	})
+	optest.Start(t, e.ob)
 }
 
 func (e *env) enqueue(t *testing.T, key, tool string, args any) *outbox.Op {

@@ -1,6 +1,6 @@
 // Package optest helps the tests of packages that drive an outbox.Outbox against a
-// real Postgres (reconcile, vendorevents): enqueue an op, read it by id, wait for a
-// status.
+// real Postgres (reconcile, vendorevents): build and start the Outbox, make a tenant,
+// enqueue an op, read it by id, wait for a status.
 package optest
 
 import (
@@ -13,7 +13,44 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/tools"
 )
+
+// NewOutbox builds an Outbox on pool with the built-in tools of toolsCfg and vendors,
+// timed for tests: jobs fetched every 50 ms, retried after 50 ms, timed out after 5 s.
+// It is not started.
+func NewOutbox(tb testing.TB, pool *pgxpool.Pool, toolsCfg tools.Config, vendors ...outbox.Vendor) *outbox.Outbox {
+	tb.Helper()
+	reg, err := outbox.NewRegistry(tools.Builtin(toolsCfg)...)
+	require.NoError(tb, err)
+	queues := map[string]outbox.QueueConfig{}
+	for _, v := range vendors {
+		queues[v.Name()] = outbox.QueueConfig{JobTimeout: 5 * time.Second}
+	}
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: vendors, Queues: queues, TestOnly: true,
+		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	require.NoError(tb, err)
+	return ob
+}
+
+// Start works ob's jobs until the test ends.
+func Start(tb testing.TB, ob *outbox.Outbox) {
+	tb.Helper()
+	require.NoError(tb, ob.Start(context.Background()))
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ob.Stop(ctx)
+	})
+}
+
+// Tenant creates a tenant named name and returns its id.
+func Tenant(tb testing.TB, pool *pgxpool.Pool, name string) int64 {
+	tb.Helper()
+	var id int64
+	require.NoError(tb, pool.QueryRow(context.Background(), "INSERT INTO oncebox_tenant (name) VALUES ($1) RETURNING id", name).Scan(&id))
+	return id
+}
 
 // Enqueue records a call of tool with args, encoded as JSON, under key for tenant.
 func Enqueue(tb testing.TB, ob *outbox.Outbox, tenant int64, key, tool string, args any) *outbox.Op {
