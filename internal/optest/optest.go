@@ -1,6 +1,7 @@
 // Package optest helps the tests of packages that drive an outbox.Outbox against a
-// real Postgres (reconcile, vendorevents): build and start the Outbox, make a tenant,
-// enqueue an op, read it by id, wait for a status.
+// real Postgres (reconcile, vendorevents, the vendor adapters): build and start the
+// Outbox, make a tenant, enqueue an op, read it by id, wait for a status or for its
+// dispatch jobs to finish.
 package optest
 
 import (
@@ -83,4 +84,17 @@ func WaitStatus(tb testing.TB, pool *pgxpool.Pool, ob *outbox.Outbox, tenant int
 		return op.Status == status
 	}, 15*time.Second, 10*time.Millisecond, "op %s never reached %s", id, status)
 	return op
+}
+
+// WaitJobsFinished waits until no dispatch job of the op can run again (each one
+// completed, discarded or cancelled): from then on nothing more can be sent for it,
+// so a check that nothing more was sent proves something without sleeping.
+func WaitJobsFinished(tb testing.TB, pool *pgxpool.Pool, opID string) {
+	tb.Helper()
+	require.Eventually(tb, func() bool {
+		var open int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1
+			AND state NOT IN ('completed', 'discarded', 'cancelled')`, opID).Scan(&open)
+		return err == nil && open == 0
+	}, 15*time.Second, 20*time.Millisecond, "the op's dispatch job never finished")
 }

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
@@ -90,7 +90,7 @@ func (h *harness) requireStill(t *testing.T, key string, status outbox.Status, e
 	t.Helper()
 	op, err := h.ob.Get(t.Context(), h.tenant, key)
 	require.NoError(t, err)
-	waitJobsFinished(t, h.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, h.ob.Pool(), op.ID)
 	require.Equal(t, emails, h.w.fake.SendCount())
 	op, err = h.ob.Get(t.Context(), h.tenant, key)
 	require.NoError(t, err)
@@ -225,7 +225,7 @@ func TestWorkerRefusalFailsAndReplays(t *testing.T) {
 	require.True(t, again.Replayed)
 	require.Equal(t, outbox.StatusFailed, again.Op.Status)
 	require.Equal(t, string(op.Error), string(again.Op.Error), "the same answer, byte for byte")
-	waitJobsFinished(t, h.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, h.ob.Pool(), op.ID)
 	require.Equal(t, 1, w.posts(), "the replay sent nothing")
 	require.Zero(t, w.fake.SendCount())
 }
@@ -243,19 +243,4 @@ func TestWorkerServerErrorIsUnknownNeverResent(t *testing.T) {
 	require.Contains(t, string(op.Error), "server_error")
 	h.requireStill(t, "5xx", outbox.StatusUnknown, 1)
 	require.Equal(t, 1, w.posts())
-}
-
-// waitJobsFinished waits until no dispatch job of the op can run again (each one
-// completed, discarded or cancelled): from then on nothing more can be sent for it,
-// so a check that nothing more was sent proves something without sleeping.
-func waitJobsFinished(t *testing.T, pool interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, opID string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		var open int
-		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1
-			AND state NOT IN ('completed', 'discarded', 'cancelled')`, opID).Scan(&open)
-		return err == nil && open == 0
-	}, 15*time.Second, 20*time.Millisecond, "the op's dispatch job never finished")
 }

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	stripego "github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
@@ -240,7 +240,7 @@ func TestE2EDeclineFailsAndIsReplayed(t *testing.T) {
 	require.True(t, again.Replayed)
 	require.Equal(t, outbox.StatusFailed, again.Op.Status)
 	require.JSONEq(t, string(op.Error), string(again.Op.Error))
-	waitJobsFinished(t, e.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, e.ob.Pool(), op.ID)
 	require.Equal(t, 1, e.fake.Requests(), "a replay sends nothing")
 }
 
@@ -278,7 +278,7 @@ func TestE2EStored500IsUnknownAndNotResent(t *testing.T) {
 	op := e.wait(t, "pi-500")
 	require.Equal(t, outbox.StatusUnknown, op.Status)
 	require.Equal(t, http.StatusInternalServerError, opError(t, op).HTTPStatus)
-	waitJobsFinished(t, e.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, e.ob.Pool(), op.ID)
 	op, err := e.ob.Get(context.Background(), e.tenant, "pi-500")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusUnknown, op.Status)
@@ -307,26 +307,11 @@ func TestE2EIdempotencyErrorNeedsReview(t *testing.T) {
 	oe := opError(t, op)
 	require.Equal(t, "idempotency_error", oe.Code)
 	require.Contains(t, oe.Message, "bug in oncebox")
-	waitJobsFinished(t, e.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, e.ob.Pool(), op.ID)
 	op, err = e.ob.Get(context.Background(), e.tenant, "pi-idem")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusNeedsReview, op.Status)
 	require.Equal(t, 1, op.Attempts)
 	require.Equal(t, 2, e.fake.Requests(), "the seed and one attempt; not retried")
 	require.Equal(t, 1, e.fake.CreatedCount(), "only the seed")
-}
-
-// waitJobsFinished waits until no dispatch job of the op can run again (each one
-// completed, discarded or cancelled): from then on nothing more can be sent for it,
-// so a check that nothing more was sent proves something without sleeping.
-func waitJobsFinished(t *testing.T, pool interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, opID string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		var open int
-		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1
-			AND state NOT IN ('completed', 'discarded', 'cancelled')`, opID).Scan(&open)
-		return err == nil && open == 0
-	}, 15*time.Second, 20*time.Millisecond, "the op's dispatch job never finished")
 }
