@@ -40,7 +40,7 @@ type OpRecord struct {
 // records, never from oncebox.
 type VendorObject struct {
 	// Kind is what the object is: "stripe.payment_intent", "stripe.refund",
-	// "sendgrid.message", "webhook.effect" or "mcp.mail".
+	// "sendgrid.message", "webhook.effect", "mcp.mail" or "mcpio.mail".
 	Kind string
 	// ID is the vendor's id (pi_..., re_..., X-Message-Id, effect id, mail id).
 	ID string
@@ -306,6 +306,8 @@ func kindOf(tool string) string {
 		return kindEffect
 	case toolMCP:
 		return kindMCPMail
+	case toolMCPStdio:
+		return kindMCPStdioMail
 	}
 	return ""
 }

@@ -26,20 +26,28 @@ const (
 	toolRefund        = tools.Refund
 	toolMail          = tools.Mail
 	toolWebhook       = tools.WebhookPost
-	// toolMCP is the fake MCP upstream's write tool, as the catalog offers it.
-	toolMCP = mcpUpstream + ".send_mail"
+	// toolMCP and toolMCPStdio are the fake MCP upstreams' write tool, as the catalog
+	// offers it.
+	toolMCP      = mcpUpstream + ".send_mail"
+	toolMCPStdio = mcpStdioUpstream + ".send_mail"
 
 	kindPaymentIntent = "stripe.payment_intent"
 	kindRefund        = "stripe.refund"
 	kindMessage       = "sendgrid.message"
 	kindEffect        = "webhook.effect"
 	kindMCPMail       = "mcp.mail"
+	kindMCPStdioMail  = "mcpio.mail"
 )
 
 // mcpUpstream is the name of the fake MCP upstream in the serve processes' tool
 // catalog: its send_mail is a write tool whose ops are reconciled through its read tool
 // find_mail, called with the op id that send_mail's ref argument carries.
 const mcpUpstream = "mcp"
+
+// mcpStdioUpstream is the stdio fake MCP upstream (vendors/fakemcp/cmd/fakemcp), which
+// each serve process starts: the processes share its state file, which holds its mails
+// and its crash knob.
+const mcpStdioUpstream = "mcpio"
 
 // conflictMarker marks a conflicting payload: in Stripe metadata["chaos"], in
 // a mail's subject, in a webhook's path. oncebox must refuse it with 422, so no

@@ -119,8 +119,13 @@ type harness struct {
 	runID  string
 
 	tmp, logDir, bin string
-	// toolsFile is the serve processes' tool catalog: the fake MCP upstream.
+	// toolsFile is the serve processes' tool catalog: the fake MCP upstreams.
 	toolsFile string
+	// fakemcpBin is the stdio fake MCP upstream every serve process starts, its mails
+	// and crash knob in the shared state file mcpStdioState.
+	fakemcpBin, mcpStdioState string
+	// mcpStdioCrashes counts the crashes after acting asked of the stdio upstream.
+	mcpStdioCrashes atomic.Int64
 
 	pgMu  sync.Mutex
 	pg    *localpg.Postgres
@@ -198,6 +203,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	var bg sync.WaitGroup
 	bg.Go(func() { h.supervise(chaosCtx) })
 	bg.Go(func() { h.killLoop(chaosCtx) })
+	bg.Go(func() { h.crashLoop(chaosCtx) })
 	var pgErr error
 	if h.pgRestartSkipped {
 		h.logger.Info("Postgres restart skipped: --database-url names a Postgres this harness does not own")
@@ -223,6 +229,9 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 
 	// Calm: no more faults or kills; every process up; wait for every op to settle.
 	h.fakes.setFaults(false, 0)
+	if err := h.calmStdioUpstream(); err != nil {
+		return exitError, err
+	}
 	if err := h.ensureRunning(ctx); err != nil {
 		return exitError, err
 	}
@@ -308,6 +317,7 @@ func (h *harness) prepare(ctx context.Context) error {
 	h.logger.Info("fakes serving", slog.String("stripe", h.fakes.stripeURL), slog.String("sendgrid", h.fakes.sendgridURL),
 		slog.String("webhook", h.fakes.webhookURL), slog.String("plain_webhook", h.fakes.plainURL),
 		slog.String("mcp", h.fakes.mcpURL), slog.Bool("webhook_native_keys", !h.cfg.WebhookDefaultMode))
+	h.mcpStdioState = filepath.Join(h.tmp, "mcp-stdio.json")
 	h.toolsFile = filepath.Join(h.tmp, "tools.yaml")
 	if err := os.WriteFile(h.toolsFile, []byte(h.catalog()), 0o600); err != nil {
 		return fmt.Errorf("write the tool catalog: %w", err)
@@ -346,7 +356,8 @@ func (h *harness) prepare(ctx context.Context) error {
 	return nil
 }
 
-// build compiles ./cmd/oncebox of the module the harness runs in.
+// build compiles ./cmd/oncebox and the stdio fake MCP upstream of the module the
+// harness runs in.
 func (h *harness) build(ctx context.Context) error {
 	h.bin = filepath.Join(h.tmp, "bin", "oncebox")
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
@@ -357,10 +368,12 @@ func (h *harness) build(ctx context.Context) error {
 	if root == "." || root == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
 		return errors.New("run the harness inside the oncebox module (go run ./cmd/oncebox-chaos)")
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin, "./cmd/oncebox")
+	h.fakemcpBin = filepath.Join(h.tmp, "bin", "fakemcp")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(h.tmp, "bin")+string(filepath.Separator),
+		"./cmd/oncebox", "./vendors/fakemcp/cmd/fakemcp")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/oncebox: %w\n%s", err, out)
+		return fmt.Errorf("go build ./cmd/oncebox ./vendors/fakemcp/cmd/fakemcp: %w\n%s", err, out)
 	}
 	return nil
 }
@@ -488,9 +501,10 @@ func (h *harness) serveEnv(addr string) []string {
 	return env
 }
 
-// catalog is the serve processes' tool catalog: the fake MCP upstream, its send_mail
-// tagged with the op id in ref and reconciled through find_mail; native_keys as the
-// webhooks' (the fake deduplicates on the _meta key then).
+// catalog is the serve processes' tool catalog: the fake MCP upstreams, their send_mail
+// tagged with the op id in ref and reconciled through find_mail. The HTTP one is the
+// harness's, native_keys as the webhooks' (the fake deduplicates on the _meta key
+// then); the stdio one is a process each serve process starts, on one state file.
 func (h *harness) catalog() string {
 	return fmt.Sprintf(`upstreams:
   %s:
@@ -498,7 +512,48 @@ func (h *harness) catalog() string {
     native_keys: %t
     tools:
       send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
-`, mcpUpstream, h.fakes.mcpURL, !h.cfg.WebhookDefaultMode)
+  %s:
+    command: %s
+    args: [-state, %s]
+    tools:
+      send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
+`, mcpUpstream, h.fakes.mcpURL, !h.cfg.WebhookDefaultMode, mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState)
+}
+
+// calmStdioUpstream takes back a crash the stdio upstream was asked for and did not
+// make, so that mcpStdioCrashes counts the crashes made.
+func (h *harness) calmStdioUpstream() error {
+	st, err := fakemcp.ReadState(h.mcpStdioState)
+	if err != nil {
+		return fmt.Errorf("read the stdio upstream's state: %w", err)
+	}
+	if err := fakemcp.WriteCrashNext(h.mcpStdioState, 0); err != nil {
+		return fmt.Errorf("calm the stdio upstream: %w", err)
+	}
+	h.mcpStdioCrashes.Add(-int64(st.CrashNext))
+	return nil
+}
+
+// crashLoop makes the stdio upstream crash after acting every few seconds while the
+// chaos lasts: the next send_mail, whichever serve process's child gets it, records the
+// mail and exits before answering.
+func (h *harness) crashLoop(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0xc2a5))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(2000+rng.IntN(2000)) * time.Millisecond):
+		}
+		if st, err := fakemcp.ReadState(h.mcpStdioState); err != nil || st.CrashNext > 0 {
+			continue // the last crash is still to come
+		}
+		if err := fakemcp.WriteCrashNext(h.mcpStdioState, 1); err != nil {
+			h.logger.Error("ask the stdio upstream to crash", slog.Any("error", err))
+			continue
+		}
+		h.mcpStdioCrashes.Add(1)
+	}
 }
 
 // baseEnv is the harness's environment without any oncebox or vendor setting.

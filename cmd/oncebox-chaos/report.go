@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/oncebox/oncebox/vendors/fakemcp"
 )
 
 // The harness's SQL, in one place.
@@ -35,7 +37,11 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if err != nil {
 		return exitError, err
 	}
-	in := CheckInput{Accepted: map[string]string{}, Ops: ops, Objects: h.fakes.objects(), Planned: map[string]Plan{},
+	stdioMails, err := h.stdioObjects()
+	if err != nil {
+		return exitError, err
+	}
+	in := CheckInput{Accepted: map[string]string{}, Ops: ops, Objects: append(h.fakes.objects(), stdioMails...), Planned: map[string]Plan{},
 		Refused: h.fakes.refused()}
 	var (
 		harnessErrors     []string
@@ -73,6 +79,9 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	}
 	if h.mcpEffectKills.Load() == 0 || h.mcpAnswerKills.Load() == 0 {
 		harnessErrors = append(harnessErrors, "the run never killed the serve processes after the MCP upstream acted, or after it answered: the upstream's lost answers went unproven")
+	}
+	if h.mcpStdioCrashes.Load() == 0 {
+		harnessErrors = append(harnessErrors, "the stdio MCP upstream never crashed after acting: its lost answers went unproven")
 	}
 	rep := Check(in)
 	out := h.cfg.Out
@@ -151,32 +160,55 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	return exitGreen, nil
 }
 
-// mcpFigures are the upstream MCP figures of the line: its ops by status, the mails
-// and refusals the fake upstream records, the calls it answered from a native key, the
-// faults it drew, and the kills after it acted and after it answered.
-func (h *harness) mcpFigures(ops []OpRecord, objects []VendorObject) string {
-	statuses := map[string]int{}
-	n := 0
+// stdioObjects returns the mails of the stdio MCP upstream, from its state file.
+func (h *harness) stdioObjects() ([]VendorObject, error) {
+	st, err := fakemcp.ReadState(h.mcpStdioState)
+	if err != nil {
+		return nil, fmt.Errorf("read the stdio upstream's state: %w", err)
+	}
+	out := make([]VendorObject, 0, len(st.Mails))
+	for _, m := range st.Mails {
+		out = append(out, VendorObject{Kind: kindMCPStdioMail, ID: m.ID, OpID: m.Ref, Effect: true,
+			Conflict: strings.Contains(m.Subject, conflictMarker),
+			Detail:   fmt.Sprintf("(upstream %s, to %s)", mcpStdioUpstream, m.To)})
+	}
+	return out, nil
+}
+
+// upstreamCounts counts the ops of tool by status, and the objects of kind.
+func upstreamCounts(ops []OpRecord, objects []VendorObject, tool, kind string) (n int, statuses map[string]int, mails int) {
+	statuses = map[string]int{}
 	for _, op := range ops {
-		if op.Tool == toolMCP {
+		if op.Tool == tool {
 			n++
 			statuses[op.Status]++
 		}
 	}
-	mails := 0
 	for _, o := range objects {
-		if o.Kind == kindMCPMail {
+		if o.Kind == kind {
 			mails++
 		}
 	}
+	return n, statuses, mails
+}
+
+// mcpFigures are the upstream MCP figures of the line. For the HTTP upstream: its ops
+// by status, the mails and refusals the fake records, the calls it answered from a
+// native key, the faults it drew, and the kills after it acted and after it answered;
+// for the stdio one: its ops by status, its mails and its crashes after acting.
+func (h *harness) mcpFigures(ops []OpRecord, objects []VendorObject) string {
+	n, statuses, mails := upstreamCounts(ops, objects, toolMCP, kindMCPMail)
+	sn, sstatuses, smails := upstreamCounts(ops, objects, toolMCPStdio, kindMCPStdioMail)
 	faults := 0
 	for _, c := range h.fakes.mcp.Faults() {
 		faults += c
 	}
 	return fmt.Sprintf("mcp_ops=%d mcp_succeeded=%d mcp_failed=%d mcp_needs_review=%d mcp_mails=%d mcp_refusals=%d"+
-		" mcp_calls=%d mcp_key_replays=%d mcp_faults=%d mcp_kills=%d+%d mcp_native_keys=%t",
+		" mcp_calls=%d mcp_key_replays=%d mcp_faults=%d mcp_kills=%d+%d mcp_native_keys=%t"+
+		" mcp_stdio_ops=%d mcp_stdio_succeeded=%d mcp_stdio_failed=%d mcp_stdio_needs_review=%d mcp_stdio_mails=%d mcp_stdio_crashes=%d",
 		n, statuses[statusSucceeded], statuses[statusFailed], statuses[statusNeedsReview], mails, len(h.fakes.mcp.Refusals()),
-		h.fakes.mcp.Calls(), h.fakes.mcp.Replays(), faults, h.mcpEffectKills.Load(), h.mcpAnswerKills.Load(), !h.cfg.WebhookDefaultMode)
+		h.fakes.mcp.Calls(), h.fakes.mcp.Replays(), faults, h.mcpEffectKills.Load(), h.mcpAnswerKills.Load(), !h.cfg.WebhookDefaultMode,
+		sn, sstatuses[statusSucceeded], sstatuses[statusFailed], sstatuses[statusNeedsReview], smails, h.mcpStdioCrashes.Load())
 }
 
 // ops reads the tenant's ops.

@@ -30,7 +30,7 @@ type item struct {
 }
 
 // plan draws the workload: n keys of mixed tools, an eighth of them mails through
-// the fake MCP upstream. Refund items get their payment intent when they are sent (a
+// the fake MCP upstreams (half over HTTP, half over stdio). Refund items get their payment intent when they are sent (a
 // charge made earlier in the run). In oncebox's default webhook mode (webhookDefault),
 // most webhooks that are not for the blind target go to the plain receiver, which does
 // not deduplicate.
@@ -58,6 +58,9 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault bool) []item {
 			}
 		case u < 0.805:
 			it.tool = toolMCP
+			if rng.Float64() < 0.5 {
+				it.tool = toolMCPStdio
+			}
 			it.args = map[string]any{"to": fmt.Sprintf("user%d@example.com", i), "subject": "chaos " + it.key}
 		default:
 			it.tool = toolWebhook
@@ -90,7 +93,7 @@ func conflicting(it item) map[string]any {
 	switch it.tool {
 	case toolPaymentIntent, toolRefund:
 		c["metadata"] = map[string]string{"chaos": conflictMarker}
-	case toolMail, toolMCP:
+	case toolMail, toolMCP, toolMCPStdio:
 		c["subject"] = conflictMarker + " " + it.key
 	case toolWebhook:
 		c["path"] = "/" + conflictMarker + "/" + it.key

@@ -108,17 +108,14 @@ type State struct {
 // WriteRawNext sets the raw answer of the next send_mail of a state file (see
 // State.RawNext), keeping its mails.
 func WriteRawNext(path, raw string) error {
-	st, err := ReadState(path)
-	if err != nil {
-		return err
-	}
-	st.RawNext = raw
-	return writeState(path, st)
+	return updateState(path, func(st *State) { st.RawNext = raw })
 }
 
 // NewFileBacked returns a fake whose mails and crash knob live in the JSON file path
 // ({"mails":[...],"crash_next":n}; a missing file is empty); exit ends the process
-// when a crash is due.
+// when a crash is due. Every tool call reads the file (and send_mail and purge_mail
+// write it) under a lock on path+".lock", so several processes may share one file: a
+// mail one of them sends is found by the others' find_mail.
 func NewFileBacked(path string, exit func()) (*Server, error) {
 	s := New()
 	s.state, s.exit = path, exit
@@ -145,12 +142,48 @@ func ReadState(path string) (State, error) {
 
 // WriteCrashNext sets the crash knob of a state file, keeping its mails.
 func WriteCrashNext(path string, n int) error {
+	return updateState(path, func(st *State) { st.CrashNext = n })
+}
+
+// updateState changes a state file under its lock.
+func updateState(path string, change func(st *State)) error {
+	unlock, err := lockState(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	st, err := ReadState(path)
 	if err != nil {
 		return err
 	}
-	st.CrashNext = n
+	change(&st)
 	return writeState(path, st)
+}
+
+// syncState, for a file-backed fake, reads the state file under its lock, lets change
+// modify it (writing it back when change reports so) and takes its mails as the fake's;
+// s.mu must be held. A fake without a state file calls change with nothing.
+func (s *Server) syncState(change func(st *State) (write bool)) error {
+	if s.state == "" {
+		change(nil)
+		return nil
+	}
+	unlock, err := lockState(s.state)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := ReadState(s.state)
+	if err != nil {
+		return err
+	}
+	if change(&st) {
+		if err := writeState(s.state, st); err != nil {
+			return err
+		}
+	}
+	s.mails = st.Mails
+	return nil
 }
 
 func writeState(path string, st State) error {
@@ -229,32 +262,33 @@ func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendA
 		s.mu.Unlock()
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "mailbox full"}}}, Mail{}, nil
 	}
-	m := Mail{ID: "mail_" + itoa(len(s.mails)+1), Ref: a.Ref, To: a.To, Subject: a.Subject, Meta: meta}
-	s.mails = append(s.mails, m)
-	if s.native && key != "" {
-		s.keys[key] = m
-	}
-	if s.state != "" {
-		st, err := ReadState(s.state)
-		if err != nil {
-			s.mu.Unlock()
-			return nil, Mail{}, err
+	var m Mail
+	crash := false
+	err := s.syncState(func(st *State) bool {
+		m = Mail{ID: "mail_" + itoa(len(s.mails)+1), Ref: a.Ref, To: a.To, Subject: a.Subject, Meta: meta}
+		if st == nil {
+			s.mails = append(s.mails, m)
+			return false
 		}
+		m.ID = "mail_" + itoa(len(st.Mails)+1)
 		st.Mails = append(st.Mails, m)
 		if st.RawNext != "" {
 			s.rawStdio, st.RawNext = rawAnswer{mailID: m.ID, raw: st.RawNext}, ""
 		}
-		crash := st.CrashNext > 0
-		if crash {
+		if crash = st.CrashNext > 0; crash {
 			st.CrashNext--
 		}
-		if err := writeState(s.state, st); err != nil {
-			s.mu.Unlock()
-			return nil, Mail{}, err
-		}
-		if crash {
-			s.exit() // acted, and never answers
-		}
+		return true
+	})
+	if err != nil {
+		s.mu.Unlock()
+		return nil, Mail{}, err
+	}
+	if crash {
+		s.exit() // acted, and never answers
+	}
+	if s.native && key != "" {
+		s.keys[key] = m
 	}
 	hang := s.hangNext > 0 || fault == FaultHangAfterActing.String()
 	if hang && fault != FaultHangAfterActing.String() {
@@ -287,6 +321,9 @@ func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendA
 func (s *Server) findMail(_ context.Context, _ *mcp.CallToolRequest, a FindArgs) (*mcp.CallToolResult, Found, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.syncState(func(*State) bool { return false }); err != nil {
+		return nil, Found{}, err
+	}
 	out := Found{Objects: []Mail{}}
 	for _, m := range s.mails {
 		if m.Ref == a.Ref {
@@ -299,15 +336,26 @@ func (s *Server) findMail(_ context.Context, _ *mcp.CallToolRequest, a FindArgs)
 func (s *Server) purgeMail(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, Count, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.mails)
-	s.mails = nil
+	n := 0
+	err := s.syncState(func(st *State) bool {
+		n = len(s.mails)
+		if st == nil {
+			s.mails = nil
+			return false
+		}
+		n, st.Mails = len(st.Mails), nil
+		return true
+	})
 	s.keys = map[string]Mail{}
-	return nil, Count{Count: n}, nil
+	return nil, Count{Count: n}, err
 }
 
 func (s *Server) countMail(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, Count, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.syncState(func(*State) bool { return false }); err != nil {
+		return nil, Count{}, err
+	}
 	return nil, Count{Count: len(s.mails)}, nil
 }
 

@@ -3,6 +3,7 @@ package fakemcp_test
 import (
 	"context"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -115,4 +116,36 @@ func TestRandomFaults(t *testing.T) {
 		require.Len(t, fake.Mails(), 1)
 		require.Empty(t, fake.Refusals())
 	})
+}
+
+// TestFileBackedSharedByProcesses: two fakes on one state file (as two stdio
+// processes) see each other's mails, numbered without a clash.
+func TestFileBackedSharedByProcesses(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.json")
+	connect := func() *mcp.ClientSession {
+		fake, err := fakemcp.NewFileBacked(path, func() { t.Error("no crash was asked for") })
+		require.NoError(t, err)
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := fake.MCP().Connect(context.Background(), st, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ss.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	a, b := connect(), connect()
+	_, err := send(a, "k1", "op1")
+	require.NoError(t, err)
+	_, err = send(b, "k2", "op2")
+	require.NoError(t, err)
+	res, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "find_mail", Arguments: map[string]any{"ref": "op2"}})
+	require.NoError(t, err)
+	found := res.StructuredContent.(map[string]any)["objects"].([]any)
+	require.Len(t, found, 1, "a finds the mail b sent")
+	require.Equal(t, "mail_2", found[0].(map[string]any)["id"])
+	st, err := fakemcp.ReadState(path)
+	require.NoError(t, err)
+	require.Len(t, st.Mails, 2)
 }
