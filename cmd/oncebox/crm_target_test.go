@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -76,8 +83,30 @@ func (c *blockedCRM) waitActed(t *testing.T) {
 	}
 }
 
-// unblock lets the held answer and every later one go.
-func (c *blockedCRM) unblock() {
+// kill SIGKILLs the worker holding the target's call, then lets the target answer:
+// it acted once, and nobody recorded its answer.
+func (c *blockedCRM) kill(t *testing.T, worker *exec.Cmd) {
+	t.Helper()
+	require.NoError(t, worker.Process.Signal(syscall.SIGKILL))
+	_, _ = worker.Process.Wait()
 	c.fake.SetBlock(nil)
 	close(c.release)
+	require.Equal(t, 1, c.fake.EffectCount())
+}
+
+// apiProcess is the server of the test process in the kill tests: API role only (it
+// dispatches nothing), on the crm catalog, with a tenant named acme.
+func (c *blockedCRM) apiProcess(t *testing.T, pool *pgxpool.Pool, adjust func(*server.Config)) (*server.Server, *tenant.Tenant) {
+	t.Helper()
+	cfg := server.Defaults()
+	cfg.DatabaseURL, cfg.Roles, cfg.ToolsFile = dbtest.ConnString(t, pool), server.Roles{API: true}, c.toolsFile
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	srv, err := server.New(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	tn, _, err := tenant.NewStore(pool).Create(context.Background(), "acme")
+	require.NoError(t, err)
+	return srv, tn
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"syscall"
 	"testing"
 	"time"
 
@@ -11,8 +10,6 @@ import (
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/server"
-	"github.com/oncebox/oncebox/tenant"
 )
 
 // TestCatalogToolAcrossSIGKILL: a real `oncebox serve` worker is killed (SIGKILL) after
@@ -29,13 +26,7 @@ func TestCatalogToolAcrossSIGKILL(t *testing.T) {
 	crm := newBlockedCRM(t)
 
 	// The test process records the op (API role only: it dispatches nothing).
-	cfg := server.Defaults()
-	cfg.DatabaseURL, cfg.Roles, cfg.ToolsFile = conn, server.Roles{API: true}, crm.toolsFile
-	api, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(api.Close)
-	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
-	require.NoError(t, err)
+	api, tn := crm.apiProcess(t, pool, nil)
 
 	workerArgs := "serve --database-url " + conn + " --tools-file " + crm.toolsFile + killWorkerFlags
 	first, _ := startChild(t, workerArgs+" --roles worker")
@@ -44,10 +35,7 @@ func TestCatalogToolAcrossSIGKILL(t *testing.T) {
 		Args: json.RawMessage(`{"name":"Ada"}`)})
 	require.NoError(t, err)
 	crm.waitActed(t)
-	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
-	_, _ = first.Process.Wait()
-	crm.unblock()
-	require.Equal(t, 1, crm.fake.EffectCount())
+	crm.kill(t, first)
 
 	_, _ = pool.Exec(ctx, "DELETE FROM river_leader") // the dead process's leadership
 	startChild(t, workerArgs+" --roles worker,periodic")

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
-	"github.com/oncebox/oncebox/tenant"
 )
 
 // collectedSpan is one span an OTLP/HTTP export delivered to the test's collector.
@@ -102,13 +100,7 @@ func TestTraceAcrossSIGKILL(t *testing.T) {
 	// This process records the op (API role only), traced in memory.
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	cfg := server.Defaults()
-	cfg.DatabaseURL, cfg.Roles, cfg.ToolsFile, cfg.TracerProvider = conn, server.Roles{API: true}, crm.toolsFile, tp
-	api, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(api.Close)
-	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
-	require.NoError(t, err)
+	api, tn := crm.apiProcess(t, pool, func(cfg *server.Config) { cfg.TracerProvider = tp })
 
 	workerArgs := "serve --database-url " + conn + " --tools-file " + crm.toolsFile + killWorkerFlags
 	first, _ := startChild(t, workerArgs+" --roles worker", otelEnv...)
@@ -127,10 +119,7 @@ func TestTraceAcrossSIGKILL(t *testing.T) {
 	// while the vendor call hung.
 	require.Eventually(t, func() bool { return len(collector.forOp(res.Op.ID)) > 0 }, 20*time.Second, 50*time.Millisecond,
 		"the first serve exported no span of the op")
-	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
-	_, _ = first.Process.Wait()
-	crm.unblock()
-	require.Equal(t, 1, crm.fake.EffectCount())
+	crm.kill(t, first)
 	require.Equal(t, agent.TraceID().String(), tracing.TraceID(crm.fake.EffectsFor(res.Op.ID)[0].Headers.Get("traceparent")),
 		"the target received the agent's trace")
 	firstSpans := len(collector.forOp(res.Op.ID))
