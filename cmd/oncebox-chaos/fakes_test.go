@@ -7,10 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/vendors/fakemcp"
 )
 
 // post sends one request to a fake and returns its decoded JSON answer.
@@ -149,4 +153,25 @@ func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
 	require.Empty(t, rep.Lost)
 	require.Empty(t, rep.Orphans)
 	require.Empty(t, rep.Mismatched, "%v", rep.Findings())
+}
+
+// TestStdioObjectsFromTheStateFile: the stdio upstream's mails are read from the state
+// file its processes share, each one side effect of the op its ref names; a subject
+// with the conflict marker is a leak.
+func TestStdioObjectsFromTheStateFile(t *testing.T) {
+	t.Parallel()
+	h := &harness{mcpStdioState: filepath.Join(t.TempDir(), "state.json")}
+	objs, err := h.stdioObjects()
+	require.NoError(t, err)
+	require.Empty(t, objs, "no file yet: no mail")
+	b, err := json.Marshal(fakemcp.State{Mails: []fakemcp.Mail{
+		{ID: "mail_1", Ref: "op-1", Subject: "chaos k1"}, {ID: "mail_2", Ref: "op-2", Subject: conflictMarker + " k2"}}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(h.mcpStdioState, b, 0o600))
+	objs, err = h.stdioObjects()
+	require.NoError(t, err)
+	require.Len(t, objs, 2)
+	require.Equal(t, VendorObject{Kind: kindMCPStdioMail, ID: "mail_1", OpID: "op-1", Effect: true, Detail: objs[0].Detail}, objs[0])
+	require.True(t, objs[1].Conflict)
+	require.Equal(t, kindMCPStdioMail, kindOf(toolMCPStdio))
 }

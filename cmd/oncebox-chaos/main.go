@@ -27,7 +27,7 @@ func Main(ctx context.Context, args []string) int {
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the workload, kills and faults (default: the clock)")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "use this Postgres instead of a private cluster (the Postgres restart is then skipped)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the serve processes' logs even when the run is green")
-	nativeKeys := fs.Bool("webhook-native-keys", true, "run webhooks with --webhook-native-keys against a receiver that deduplicates; false: oncebox's default webhook mode, a share of webhooks to a receiver that does not deduplicate, settled by lookups")
+	nativeKeys := fs.Bool("webhook-native-keys", true, "run webhooks with --webhook-native-keys against a receiver that deduplicates, and the HTTP MCP upstream with native_keys; false: oncebox's default webhook mode, a share of webhooks to a receiver that does not deduplicate, and an MCP upstream that does not either, settled by lookups")
 	fs.BoolVar(&cfg.NoEvents, "no-events", false, "run without vendor events, to compare needs_review with a run that has them")
 	if err := fs.Parse(args); err != nil {
 		return exitError
