@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/metrics"
 	"github.com/oncebox/oncebox/outbox"
 )
@@ -60,4 +61,35 @@ func TestRegistriesAreIndependent(t *testing.T) {
 	a.Enqueued("t", "new")
 	require.Contains(t, scrape(t, a), `oncebox_ops_enqueued_total{outcome="new",tool="t"} 1`)
 	require.NotContains(t, scrape(t, b), `oncebox_ops_enqueued_total{`, "no global registry")
+}
+
+// TestUpstreamMetrics: calls by upstream, kind and outcome with their latency, the
+// session's state, restarts (0 from the first session on) and rate-limit waits.
+func TestUpstreamMetrics(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Config{})
+	var _ catalog.Observer = m
+
+	m.UpstreamConnected("mail", true)
+	require.Contains(t, scrape(t, m), `oncebox_upstream_restarts_total{upstream="mail"} 0`)
+	m.UpstreamCalled("mail", "dispatch", "result", 30*time.Millisecond)
+	m.UpstreamCalled("mail", "dispatch", "lost", 3*time.Second)
+	m.UpstreamCalled("mail", "read", "result", time.Millisecond)
+	m.UpstreamConnected("mail", false)
+	m.UpstreamRestarted("mail")
+	m.UpstreamRateLimited("mail")
+
+	out := scrape(t, m)
+	for _, want := range []string{
+		`oncebox_upstream_calls_total{kind="dispatch",outcome="result",upstream="mail"} 1`,
+		`oncebox_upstream_calls_total{kind="dispatch",outcome="lost",upstream="mail"} 1`,
+		`oncebox_upstream_calls_total{kind="read",outcome="result",upstream="mail"} 1`,
+		`oncebox_upstream_call_duration_seconds_count{outcome="result",upstream="mail"} 2`,
+		`oncebox_upstream_call_duration_seconds_count{outcome="lost",upstream="mail"} 1`,
+		`oncebox_upstream_connected{upstream="mail"} 0`,
+		`oncebox_upstream_restarts_total{upstream="mail"} 1`,
+		`oncebox_upstream_rate_limited_total{upstream="mail"} 1`,
+	} {
+		require.Contains(t, out, want)
+	}
 }
