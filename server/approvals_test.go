@@ -85,7 +85,9 @@ func TestApproverReleasesExactlyOneRefund(t *testing.T) {
 
 	status, approved := call("POST", "/v1/ops/refund-1/approve", approver, "", `{"reason": "checked the order"}`)
 	require.Equal(t, http.StatusOK, status, approved)
-	require.Equal(t, "pending", approved["status"])
+	// The approval releases the op; the worker may already have sent it by the time the
+	// answer reads it back.
+	require.Contains(t, []any{"pending", "dispatching", "succeeded"}, approved["status"], approved)
 	status, settled := call("GET", "/v1/ops/refund-1?wait=20s&history=true", agent, "", "")
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "succeeded", settled["status"], settled)
