@@ -73,9 +73,7 @@ func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newPlainTarget(t)
 	tenant := newTenant(t, pool, "acme")
 
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "a"})
@@ -103,9 +101,7 @@ func TestCleanRunRecordsFromPending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	_, srv := newPlainTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "a"})
 	startWorker(t, ob)
@@ -138,9 +134,7 @@ func TestSnoozedRerunLostIsNotClean(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake := fakewebhook.New(fakewebhook.Config{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	fake, srv := newPlainTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: time.Second})
 	release := make(chan struct{})
@@ -170,4 +164,13 @@ func TestSnoozedRerunLostIsNotClean(t *testing.T) {
 	require.Equal(t, 1, fake.EffectCount(), "one effect")
 	require.Equal(t, 2, fake.Requests(), "the run after the lost rerun sent again")
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
+}
+
+// newPlainTarget is a webhook receiver that does not deduplicate keys.
+func newPlainTarget(t *testing.T) (*fakewebhook.Server, *httptest.Server) {
+	t.Helper()
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	return fake, srv
 }

@@ -53,7 +53,8 @@ type workerOpts struct {
 	maxAttempts  int
 	clientID     string
 	// batched completes jobs through River's batched completer
-	// (Config.BatchedCompletion) instead of JobCompleteTx.
+	// (Config.BatchedCompletion, the default) instead of JobCompleteTx; the tests
+	// state it (false: JobCompleteTx).
 	batched bool
 	// claimCommit commits a claim before every vendor call (Config.ClaimCommit), for
 	// the tests that pin the locking path's token fence.
@@ -84,7 +85,7 @@ func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o worke
 		MaxAttempts:          o.maxAttempts,
 		TestOnly:             true,
 		ClientID:             o.clientID,
-		BatchedCompletion:    o.batched,
+		BatchedCompletion:    &o.batched,
 		ClaimCommit:          o.claimCommit,
 	})
 	if err != nil {
@@ -583,7 +584,7 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 	require.NoError(t, err)
 	reg, err := outbox.NewRegistry(webhookTool())
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, BatchedCompletion: true,
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, BatchedCompletion: ptrTo(true),
 		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	require.NoError(t, err)
 	startWorker(t, ob)
@@ -634,3 +635,5 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	require.True(t, op.NothingSent(), "the op says nothing was sent: %s", op.Error)
 	require.Zero(t, fake.Requests(), "nothing was sent without the arguments")
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -62,8 +62,9 @@ type Config struct {
 	// the job with JobCompleteTx in the result's transaction. It is as safe (a job that
 	// runs again after a crash finds its op settled and completes without calling the
 	// vendor) and measurably faster (see the README's benchmarks), at the price of a job
-	// that may show as running a moment after its op settled. Defaults to false.
-	BatchedCompletion bool
+	// that may show as running a moment after its op settled: a release for resend in
+	// that moment waits for it (see insertReleaseJobTx). Defaults to true.
+	BatchedCompletion *bool
 	// ClaimCommit commits every claim (the op as dispatching with a fresh token and its
 	// attempt row) before the vendor is called, as oncebox did before its clean runs.
 	// Off, a clean run (no earlier run of the op may have called the vendor without its
@@ -194,6 +195,10 @@ func (c *Config) withDefaults() Config {
 		queues[v.Name()] = q
 	}
 	out.Queues = queues
+	if out.BatchedCompletion == nil {
+		b := true
+		out.BatchedCompletion = &b
+	}
 	if out.Work == nil {
 		w := len(out.Vendors) > 0
 		out.Work = &w
@@ -310,7 +315,7 @@ func New(cfg Config) (*Outbox, error) {
 	ob.ops = opstate.New(opstate.Config{Pool: c.Pool, Logger: c.Logger, Observe: c.Observer.Transition,
 		TracerProvider: c.TracerProvider,
 		InsertJob: func(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
-			return ob.insertJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
+			return ob.insertReleaseJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
 		}})
 	for _, v := range c.Vendors {
 		ob.vendors[v.Name()] = v

@@ -491,7 +491,7 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	}
 	var applied *opstate.Applied
 	var err error
-	if p.keepJob || ob.cfg.BatchedCompletion {
+	if p.keepJob || *ob.cfg.BatchedCompletion {
 		// One statement: either the job stays running and the returned error retries
 		// it, or River's completer finishes it once this run returns.
 		applied, err = write(ob.pool, false)

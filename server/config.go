@@ -52,7 +52,7 @@ type Config struct {
 	// Defaults to outbox.DefaultMaxAttempts.
 	MaxAttempts int
 	// BatchedCompletion lets River's completer finish dispatch jobs (see
-	// outbox.Config.BatchedCompletion). Defaults to false.
+	// outbox.Config.BatchedCompletion). Defaults to true.
 	BatchedCompletion bool
 	// ClaimCommit commits a claim before every vendor call (see
 	// outbox.Config.ClaimCommit). Defaults to false: a clean run's claim is River's fetch.
@@ -256,6 +256,7 @@ func Defaults() Config {
 		Addr:                 "127.0.0.1:8080",
 		Roles:                Roles{API: true, Worker: true, Periodic: true},
 		MaxAttempts:          outbox.DefaultMaxAttempts,
+		BatchedCompletion:    true,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		NotifyTimeout:        10 * time.Second,
 		RetryMaxBackoff:      5 * time.Minute,

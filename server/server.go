@@ -439,13 +439,14 @@ func (s *Server) build(ctx context.Context) error {
 		}
 	}
 	work := cfg.Roles.Worker || cfg.Roles.Periodic
+	batched := cfg.BatchedCompletion
 	ocfg := outbox.Config{
 		Pool:                 s.pool,
 		Tools:                reg,
 		Work:                 &work,
 		MaxAttempts:          cfg.MaxAttempts,
 		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
-		BatchedCompletion:    cfg.BatchedCompletion,
+		BatchedCompletion:    &batched,
 		ClaimCommit:          cfg.ClaimCommit,
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		FetchCooldown:        cfg.FetchCooldown,

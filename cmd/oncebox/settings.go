@@ -102,7 +102,7 @@ func settings() []setting {
 			return nil
 		}},
 		intSetting("max-attempts", "ONCEBOX_MAX_ATTEMPTS", int64(d.MaxAttempts), "retryable failures an op may see before it goes to needs_review", func(c *server.Config, n int64) { c.MaxAttempts = int(n) }),
-		boolSetting("batched-completion", "ONCEBOX_BATCHED_COMPLETION", false, "record a vendor's answer in one statement and let River's batched completer finish the job (faster; off: JobCompleteTx in the result's transaction)", func(c *server.Config) *bool { return &c.BatchedCompletion }),
+		boolSetting("batched-completion", "ONCEBOX_BATCHED_COMPLETION", d.BatchedCompletion, "record a vendor's answer in one statement and let River's batched completer finish the job (faster; off: JobCompleteTx in the result's transaction)", func(c *server.Config) *bool { return &c.BatchedCompletion }),
 		boolSetting("claim-commit", "ONCEBOX_CLAIM_COMMIT", false, "commit a claim (the op as dispatching) before every vendor call, as before clean runs (off: a clean run's claim is River's fetch of its job, one commit less per op)", func(c *server.Config) *bool { return &c.ClaimCommit }),
 		durSetting("retry-max-backoff", "ONCEBOX_RETRY_MAX_BACKOFF", d.RetryMaxBackoff, "longest wait between two attempts after a retryable vendor error (1s, 2s, 4s, … up to this)", func(c *server.Config) *time.Duration { return &c.RetryMaxBackoff }),
 		durSetting("rescue-after", "ONCEBOX_RESCUE_AFTER", d.RescueStuckJobsAfter, "River rescues a job whose worker vanished after this long (River's default is 1h)", func(c *server.Config) *time.Duration { return &c.RescueStuckJobsAfter }),

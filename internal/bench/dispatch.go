@@ -49,8 +49,9 @@ type DispatchParams struct {
 	// VendorLatency is how long the fake receiver takes to answer each POST. 0 answers
 	// at once.
 	VendorLatency time.Duration
-	// BatchedCompletion sets outbox.Config.BatchedCompletion.
-	BatchedCompletion bool
+	// CompleteInTx turns outbox.Config.BatchedCompletion off (JobCompleteTx in the
+	// record's transaction); false measures the default.
+	CompleteInTx bool
 	// ClaimCommit sets outbox.Config.ClaimCommit (a claim commit before every call, as
 	// before clean runs).
 	ClaimCommit bool
@@ -120,6 +121,7 @@ func EndToEnd(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measur
 		return Measure{}, err
 	}
 	counter := &succeededCounter{target: int64(p.Ops), done: make(chan struct{})}
+	batched := !p.CompleteInTx
 	ob, err := outbox.New(outbox.Config{
 		Pool:              pool,
 		Tools:             reg,
@@ -128,7 +130,7 @@ func EndToEnd(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measur
 		FetchCooldown:     p.Settings.FetchCooldown,
 		FetchPollInterval: p.Settings.FetchPollInterval,
 		Observer:          counter,
-		BatchedCompletion: p.BatchedCompletion,
+		BatchedCompletion: &batched,
 		ClaimCommit:       p.ClaimCommit,
 		TracerProvider:    p.TracerProvider,
 	})

@@ -126,7 +126,8 @@ func Scenarios(sizes Sizes) []string {
 	}
 	e2e := endToEndName(sizes.EndToEndOps)
 	out = append(out, replayName(sizes.ReplayCallers), e2e, e2e+againstFloor, e2e+againstPeer,
-		endToEndBatchedName(sizes.EndToEndOps), endToEndBatchedName(sizes.EndToEndOps)+againstFloor,
+		endToEndInTxName(sizes.EndToEndOps)+againstFloor, endToEndInTxName(sizes.EndToEndOps)+againstPeer,
+		e2e+againstClaimCommit, endToEndClaimCommitName(sizes.EndToEndOps)+againstPeer,
 		enqueueTracedName(), endToEndTracedName(sizes.EndToEndOps))
 	for _, w := range sizes.LatencyWorkers {
 		out = append(out, latencyName(w))
@@ -173,9 +174,12 @@ func replayName(callers int) string {
 	return "replay of an existing key, " + callersText(callers)
 }
 
-func endToEndBatchedName(ops int) string {
-	return endToEndName(ops) + ", --batched-completion"
+func endToEndInTxName(ops int) string {
+	return endToEndName(ops) + ", --batched-completion=false"
 }
+
+// againstClaimCommit names the row of the default end to end against --claim-commit.
+const againstClaimCommit = ", against --claim-commit"
 
 func endToEndClaimCommitName(ops int) string {
 	return endToEndName(ops) + ", --claim-commit"
@@ -352,11 +356,11 @@ func (r *runner) endToEnd(ctx context.Context) error {
 	settings := Tuned(r.sizes.EndToEndWorkers)
 	ops := r.sizes.EndToEndOps
 	params := DispatchParams{Ops: ops, Settings: settings}
-	batchedParams := params
-	batchedParams.BatchedCompletion = true
+	inTxParams := params
+	inTxParams.CompleteInTx = true
 	claimParams := params
 	claimParams.ClaimCommit = true
-	var base, floor, peer, m, batched, claimCommit Measure
+	var base, floor, peer, m, inTx, claimCommit Measure
 	for _, step := range []struct {
 		into *Measure
 		run  func(context.Context, *pgxpool.Pool) (Measure, error)
@@ -367,8 +371,8 @@ func (r *runner) endToEnd(ctx context.Context) error {
 		{&floor, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) { return Floor(ctx, pool, params) }},
 		{&peer, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) { return Peer(ctx, pool, params) }},
 		{&m, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) { return EndToEnd(ctx, pool, params) }},
-		{&batched, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) {
-			return EndToEnd(ctx, pool, batchedParams)
+		{&inTx, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) {
+			return EndToEnd(ctx, pool, inTxParams)
 		}},
 		{&claimCommit, func(ctx context.Context, pool *pgxpool.Pool) (Measure, error) {
 			return EndToEnd(ctx, pool, claimParams)
@@ -392,12 +396,11 @@ func (r *runner) endToEnd(ctx context.Context) error {
 	r.add(ratioRow(name, m, riverName, base, 0))
 	r.add(ratioRow(name+againstFloor, m, floorName, floor, 0.6))
 	r.add(ratioRow(name+againstPeer, m, peerName, peer, 1.5))
-	r.add(ratioRow(endToEndBatchedName(ops), batched, riverName, base, 0))
-	r.add(ratioRow(endToEndBatchedName(ops)+againstFloor, batched, floorName, floor, 0.6))
-	r.add(ratioRow(endToEndBatchedName(ops)+againstPeer, batched, peerName, peer, 1.5))
+	r.add(ratioRow(endToEndInTxName(ops)+againstFloor, inTx, floorName, floor, 0.6))
+	r.add(ratioRow(endToEndInTxName(ops)+againstPeer, inTx, peerName, peer, 1.5))
 	// The clean runs' gain, measured in the same run: the default against a claim
 	// commit before every call (as before).
-	r.add(ratioRow(name+", against --claim-commit", m, endToEndClaimCommitName(ops), claimCommit, 0))
+	r.add(ratioRow(name+againstClaimCommit, m, endToEndClaimCommitName(ops), claimCommit, 0))
 	r.add(ratioRow(endToEndClaimCommitName(ops)+againstPeer, claimCommit, peerName, peer, 1.5))
 	return nil
 }

@@ -41,7 +41,7 @@ func TestRunQuick(t *testing.T) {
 	require.Contains(t, table, "PostgreSQL ")
 
 	names := bench.Scenarios(sizes)
-	require.Len(t, names, 3*len(sizes.Callers)+8+len(sizes.LatencyWorkers)+6) // enqueue rows (Go, HTTP, unique), replay, five end-to-end rows, two tracing rows, latency rows, latency against the floor, peak, monotonic and three sweeper rows
+	require.Len(t, names, 3*len(sizes.Callers)+10+len(sizes.LatencyWorkers)+6) // enqueue rows (Go, HTTP, unique), replay, seven end-to-end rows (the default against River, the floor and the peer; --batched-completion=false against the floor and the peer; the default against --claim-commit, --claim-commit against the peer), two tracing rows, latency rows, latency against the floor, peak, monotonic and three sweeper rows
 	for _, name := range names {
 		row, ok := res.Row(name)
 		require.True(t, ok, "no row %q in\n%s", name, table)
