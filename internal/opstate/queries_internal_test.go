@@ -3,6 +3,7 @@ package opstate
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,21 +60,33 @@ func TestRecordNotifiesAfterItsCommit(t *testing.T) {
 	defer listener.Release()
 	_, err = listener.Exec(ctx, "LISTEN oncebox_op_settled")
 	require.NoError(t, err)
+	// The channel is the database's, shared with the other tests' schemas: next waits
+	// for a notification about one of this test's ops (their keys are unique) and skips
+	// the others.
 	next := func(within time.Duration) (string, bool) {
 		wctx, cancel := context.WithTimeout(ctx, within)
 		defer cancel()
-		n, err := listener.Conn().WaitForNotification(wctx)
-		if err != nil {
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			return "", false
+		for {
+			n, err := listener.Conn().WaitForNotification(wctx)
+			if err != nil {
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				return "", false
+			}
+			if strings.Contains(n.Payload, ":notify-") {
+				return n.Payload, true
+			}
 		}
-		return n.Payload, true
+	}
+	uniqueKey := func(id string) string {
+		var key string
+		require.NoError(t, e.pool.QueryRow(ctx, `UPDATE oncebox_op SET idempotency_key = 'notify-' || gen_random_uuid()
+			WHERE id = $1 RETURNING idempotency_key`, id).Scan(&key))
+		return key
 	}
 
 	for _, beforeJobComplete := range []bool{true, false} {
 		id, token := e.seedOp(t, Dispatching)
-		var key string
-		require.NoError(t, e.pool.QueryRow(ctx, `SELECT idempotency_key FROM oncebox_op WHERE id = $1`, id).Scan(&key))
+		key := uniqueKey(id)
 		var a *Applied
 		require.NoError(t, pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 			var err error
@@ -92,6 +105,7 @@ func TestRecordNotifiesAfterItsCommit(t *testing.T) {
 
 	// Any other status change still notifies from the trigger, at its commit.
 	id, _ := e.seedOp(t, Unknown)
+	uniqueKey(id)
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'failed' WHERE id = $1`, id)
 	require.NoError(t, err)
 	_, ok := next(10 * time.Second)
