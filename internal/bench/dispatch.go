@@ -55,6 +55,9 @@ type DispatchParams struct {
 	// ClaimCommit sets outbox.Config.ClaimCommit (a claim commit before every call, as
 	// before clean runs).
 	ClaimCommit bool
+	// BeforeStart, when set, is called once the ops are in place, just before the
+	// measured part starts (BenchmarkDispatchCost reads CPU and WAL there).
+	BeforeStart func()
 	// TracerProvider sets outbox.Config.TracerProvider (nil: tracing off).
 	TracerProvider trace.TracerProvider
 }
@@ -145,6 +148,9 @@ func EndToEnd(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measur
 		return Measure{}, err
 	}
 
+	if p.BeforeStart != nil {
+		p.BeforeStart()
+	}
 	start := time.Now()
 	if err := ob.Start(ctx); err != nil {
 		return Measure{}, err

@@ -147,6 +147,9 @@ func Floor(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measure, 
 		firstErr error
 	)
 	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
+	if p.BeforeStart != nil {
+		p.BeforeStart()
+	}
 	start := time.Now()
 	for range p.Settings.Workers {
 		wg.Add(1)
@@ -306,6 +309,9 @@ func Peer(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measure, e
 		}
 	}
 
+	if p.BeforeStart != nil {
+		p.BeforeStart()
+	}
 	start := time.Now()
 	if err := rc.Start(ctx); err != nil {
 		return Measure{}, fmt.Errorf("bench: start River: %w", err)
