@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -18,9 +19,20 @@ import (
 // the rescuer leaves it). Its answer must then not be recorded; the job's next run is
 // not clean, treats the op as possibly sent, and resends inside the key window under
 // the same key, which replays the first answer: one effect. Removing the job-row check
-// from the clean record (sqlRecordClean) fails this test.
+// from the clean record (sqlRecordClean) fails this test with batched completion (the
+// default: the record is its own statement; with JobCompleteTx, River's refusal to
+// complete a job that is not running also rolls the record back).
 func TestCleanRunRescuedIsFenced(t *testing.T) {
 	t.Parallel()
+	for _, batched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batched=%t", batched), func(t *testing.T) {
+			t.Parallel()
+			testCleanRunRescuedIsFenced(t, batched)
+		})
+	}
+}
+
+func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := newHonouringTarget(t)
@@ -31,7 +43,7 @@ func TestCleanRunRescuedIsFenced(t *testing.T) {
 	effected := make(chan struct{}, 10)
 	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "a", retryBackoff: 2 * time.Second})
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "a", retryBackoff: 2 * time.Second, batched: batched})
 	startWorker(t, ob)
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rescued", Tool: "webhook.post", Args: webhookArgs(1)})
 	require.NoError(t, err)

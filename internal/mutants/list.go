@@ -41,7 +41,7 @@ func List() []Mutant {
 			Breaks:   "a clean run's record no longer checks that River's job row is still this run: a rescued run's answer is recorded",
 			File:     "internal/opstate/queries.go",
 			Old:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND state = 'running' AND attempt = $14 FOR UPDATE",
-			New:      "	SELECT attempted_at FROM river_job WHERE id = $13 FOR UPDATE",
+			New:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND $14::int IS NOT NULL FOR UPDATE",
 			Packages: []string{outboxPkg},
 			Tests:    []string{"TestCleanRunRescuedIsFenced"},
 		},
