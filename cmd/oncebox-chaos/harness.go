@@ -510,11 +510,14 @@ func (h *harness) catalog() string {
   %s:
     url: %s
     native_keys: %t
+    workers: 8
+    rate: {per_second: 3, burst: 2}
     tools:
       send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
   %s:
     command: %s
     args: [-state, %s]
+    workers: 4
     tools:
       send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
 `, mcpUpstream, h.fakes.mcpURL, !h.cfg.WebhookDefaultMode, mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState)
