@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/catalog"
@@ -75,23 +74,7 @@ func TestCatalogReloadKeepsOpsOnTheirVersion(t *testing.T) {
 	approver, err := tenants.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
 	require.NoError(t, err)
 
-	changed := make(chan struct{}, 8)
-	transport := &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}, MaxRetries: -1}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	}).Connect(ctx, transport, nil)
-	require.NoError(t, err)
-	defer cs.Close()
-	mcpTools := func() map[string]*mcp.Tool {
-		list, err := cs.ListTools(ctx, nil)
-		require.NoError(t, err)
-		out := map[string]*mcp.Tool{}
-		for _, tool := range list.Tools {
-			out[tool.Name] = tool
-		}
-		return out
-	}
+	changed, mcpTools := watchToolList(ctx, t, base, token)
 	require.NotContains(t, mcpTools(), "helpdesk_tag")
 
 	status, body := postJSON(t, base, token, "/v1/ops", "close-old", `{"tool":"helpdesk.close_account","args":{"customer_id":"c1"}}`)

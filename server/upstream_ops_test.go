@@ -45,15 +45,34 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// getBody GETs url with no token and returns its body, requiring a 200.
 func getBody(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	return getAuthed(t, url, "")
+}
+
+// watchToolList opens an MCP session on base's /mcp with token, closed at the end of
+// the test. changed receives each notifications/tools/list_changed; tools lists the
+// session's tools by name.
+func watchToolList(ctx context.Context, t *testing.T, base, token string) (changed <-chan struct{}, tools func() map[string]*mcp.Tool) {
+	t.Helper()
+	ch := make(chan struct{}, 8)
+	transport := &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { ch <- struct{}{} },
+	}).Connect(ctx, transport, nil)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
-	return string(b)
+	t.Cleanup(func() { _ = cs.Close() })
+	return ch, func() map[string]*mcp.Tool {
+		list, err := cs.ListTools(ctx, nil)
+		require.NoError(t, err)
+		out := map[string]*mcp.Tool{}
+		for _, tool := range list.Tools {
+			out[tool.Name] = tool
+		}
+		return out
+	}
 }
 
 // TestUpstreamRateLimitSnoozesWithoutAttempts: an upstream limited to 2 calls a second
@@ -165,23 +184,7 @@ func TestUpstreamToolsListChanged(t *testing.T) {
 	fake := fakemcp.New()
 	base, token, _, pool := upstreamOncebox(t, fake, func(url string) string { return upstreamCatalog(url, true) }, nil)
 	ctx := context.Background()
-	changed := make(chan struct{}, 8)
-	transport := &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}, MaxRetries: -1}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	}).Connect(ctx, transport, nil)
-	require.NoError(t, err)
-	defer cs.Close()
-	mcpTools := func() map[string]*mcp.Tool {
-		list, err := cs.ListTools(ctx, nil)
-		require.NoError(t, err)
-		out := map[string]*mcp.Tool{}
-		for _, tool := range list.Tools {
-			out[tool.Name] = tool
-		}
-		return out
-	}
+	changed, mcpTools := watchToolList(ctx, t, base, token)
 	require.NotContains(t, mcpTools(), "mail_send_sms")
 
 	fake.AddTool("send_sms", "Send a text message.")
@@ -244,11 +247,14 @@ upstreams:
 	require.Equal(t, opID, mails[0].Ref, "sent with the tag argument it was accepted with")
 }
 
+// getAuthed GETs url with token (none when empty) and returns its body, requiring a 200.
 func getAuthed(t *testing.T, url, token string) string {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
