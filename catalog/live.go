@@ -48,9 +48,58 @@ func (l *Live) Read(ctx context.Context, name string, args json.RawMessage) (jso
 // IsRead reports whether name is a read tool of the catalog in force.
 func (l *Live) IsRead(name string) bool { return l.Current().IsRead(name) }
 
+// Loosening is an upstream tool a relist or reload would have made less strict than
+// the definition in force: a lower class (unsafe → write, write → read) or its
+// approval rule dropped. Tighten keeps the definition in force instead.
+type Loosening struct {
+	// Tool is the oncebox name ("<upstream>.<tool>"); Upstream and UpstreamTool the
+	// upstream's names.
+	Tool, Upstream, UpstreamTool string
+	// From is the class in force, To the class the upstream or file now says.
+	From, To string
+	// ApprovalDropped says the tool had an approval rule and would have none.
+	ApprovalDropped bool
+}
+
+// String is a sentence naming the tool and what the change would have loosened.
+func (l Loosening) String() string {
+	if l.ApprovalDropped && l.From == l.To {
+		return fmt.Sprintf("upstream tool %s would lose its approval rule: refused, it keeps its definition in force (restart oncebox to loosen a tool)", l.Tool)
+	}
+	return fmt.Sprintf("upstream tool %s would go from %s to %s: refused, it keeps its definition in force (restart oncebox to loosen a tool)", l.Tool, l.From, l.To)
+}
+
+// loosens reports how next would loosen the upstream tool old, if it would.
+func loosens(old, next *Tool) (Loosening, bool) {
+	l := Loosening{Tool: old.Name, Upstream: old.Upstream, UpstreamTool: old.UpstreamTool, From: old.Class, To: next.Class,
+		ApprovalDropped: old.Approval != nil && next.Approval == nil}
+	return l, classRank(next.Class) < classRank(old.Class) || l.ApprovalDropped
+}
+
+// Tighten keeps, in next, the definition in force of every upstream tool next would
+// loosen (classes only tighten while oncebox runs: an upstream cannot turn a gated
+// tool into a read one by listing it again, nor can a reload), and returns those
+// tools. Call it before making next's tools the registry's and before Swap, which
+// refuses a runtime that loosens a tool.
+func (l *Live) Tighten(next *Runtime) []Loosening {
+	cur := l.Current()
+	var out []Loosening
+	for _, name := range next.cat.Names() {
+		nt, old := next.cat.Tools[name], cur.cat.Tools[name]
+		if old == nil || old.Upstream == "" || nt.Upstream != old.Upstream {
+			continue
+		}
+		if lo, ok := loosens(old, nt); ok {
+			next.cat.Tools[name] = old
+			out = append(out, lo)
+		}
+	}
+	return out
+}
+
 // Swap makes next the catalog in force, unless it needs what only a restart gives:
 // a write or unsafe tool on a target that had none when the process started (it has
-// no queue), a target whose native_keys changed (the outbox's key windows depend on
+// no queue), an upstream tool made looser (see Tighten), a target whose native_keys changed (the outbox's key windows depend on
 // it), or a changed approval rule (the process's default approval policy is set at
 // start). The refusal is an *Error naming the file, the tool or target and the field;
 // the catalog in force then stays.
@@ -79,6 +128,15 @@ func (l *Live) Swap(next *Runtime) error {
 		if nu := next.cat.Upstreams[name]; ok && (old.Workers != nu.Workers || old.JobTimeout != nu.JobTimeout) {
 			return &Error{File: next.cat.File, Kind: "upstream", Name: name, Field: "workers",
 				Message: "workers and job_timeout change only on a restart: they configure the upstream's dispatch queue"}
+		}
+	}
+	for _, name := range next.cat.Names() {
+		nt, old := next.cat.Tools[name], cur.cat.Tools[name]
+		if old == nil || old.Upstream == "" || nt.Upstream != old.Upstream {
+			continue
+		}
+		if lo, ok := loosens(old, nt); ok {
+			return &Error{File: next.cat.File, Kind: "tool", Name: name, Field: "class", Message: lo.String()}
 		}
 	}
 	oldRules, newRules := cur.Approvals(), next.Approvals()

@@ -61,8 +61,8 @@ type Upstream struct {
 // second's worth of calls, at least one.
 func DefaultBurst(rate float64) int { return max(1, int(math.Ceil(rate))) }
 
-// UpstreamToolConfig is what the file says about one upstream tool; it wins over the
-// upstream's annotations.
+// UpstreamToolConfig is what the file says about one upstream tool; the upstream's
+// annotations may only make it stricter (see Classify).
 type UpstreamToolConfig struct {
 	// Class is ClassRead, ClassWrite, ClassUnsafe, or "" to classify by annotations.
 	Class string
@@ -252,23 +252,64 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 	return u, nil
 }
 
-// Classify returns the class of an upstream tool: the file's, else from the
-// upstream's annotations (readOnlyHint → read, destructiveHint → unsafe, otherwise
-// write). Missing annotations make a write tool, never a read one.
+// Classify returns the class of an upstream tool. The file comes first: its class,
+// else at least write when it sets anything only an op has (approval, ttl,
+// dedupe_window, tag_argument, lookup_tool, redact). The upstream's annotations
+// (readOnlyHint → read, destructiveHint → unsafe, otherwise write; missing
+// annotations make a write tool, never a read one) classify a tool the file says
+// nothing of, and may only make a tool stricter than the file says, never looser: a
+// destructiveHint makes any tool unsafe.
 func Classify(cfg *UpstreamToolConfig, ann *mcp.ToolAnnotations) string {
-	if cfg != nil && cfg.Class != "" {
+	byAnn := annotatedClass(ann)
+	switch {
+	case cfg == nil:
+		return byAnn
+	case cfg.Class != "":
+		if byAnn == ClassUnsafe {
+			return ClassUnsafe
+		}
 		return cfg.Class
+	case cfg.makesOps():
+		return Stricter(byAnn, ClassWrite)
 	}
-	if ann == nil {
+	return byAnn
+}
+
+// annotatedClass is the class the upstream's annotations say.
+func annotatedClass(ann *mcp.ToolAnnotations) string {
+	switch {
+	case ann == nil:
 		return ClassWrite
-	}
-	if ann.DestructiveHint != nil && *ann.DestructiveHint && !ann.ReadOnlyHint {
+	case ann.DestructiveHint != nil && *ann.DestructiveHint && !ann.ReadOnlyHint:
 		return ClassUnsafe
-	}
-	if ann.ReadOnlyHint {
+	case ann.ReadOnlyHint:
 		return ClassRead
 	}
 	return ClassWrite
+}
+
+// makesOps reports whether the file sets something only a write or unsafe tool has.
+func (c *UpstreamToolConfig) makesOps() bool {
+	return c.Approval != nil || c.TTL != 0 || c.DedupeWindow != nil || c.TagArgument != "" || c.LookupTool != "" || c.Redact != nil
+}
+
+// classRank orders the classes from the loosest (read) to the strictest (unsafe).
+func classRank(class string) int {
+	switch class {
+	case ClassRead:
+		return 0
+	case ClassWrite:
+		return 1
+	}
+	return 2
+}
+
+// Stricter returns the stricter of two classes (read < write < unsafe).
+func Stricter(a, b string) string {
+	if classRank(b) > classRank(a) {
+		return b
+	}
+	return a
 }
 
 // mcpSafe turns an upstream tool name into the part of an oncebox name after

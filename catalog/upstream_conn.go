@@ -43,6 +43,10 @@ type Observer interface {
 	UpstreamRestarted(upstream string)
 	// UpstreamRateLimited is called when a call waits for the upstream's rate limit.
 	UpstreamRateLimited(upstream string)
+	// UpstreamToolLooseningRefused is called when a relist or reload would have
+	// loosened an upstream tool and it kept its definition in force (Live.Tighten);
+	// tool is its oncebox name.
+	UpstreamToolLooseningRefused(upstream, tool string)
 }
 
 type nopObserver struct{}
@@ -51,6 +55,7 @@ func (nopObserver) UpstreamCalled(string, string, string, time.Duration) {}
 func (nopObserver) UpstreamConnected(string, bool)                       {}
 func (nopObserver) UpstreamRestarted(string)                             {}
 func (nopObserver) UpstreamRateLimited(string)                           {}
+func (nopObserver) UpstreamToolLooseningRefused(string, string)          {}
 
 // UpstreamHealth is what /healthz says of one upstream. It holds no secret: header and
 // environment values are cut from the last error.

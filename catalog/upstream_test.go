@@ -19,8 +19,11 @@ import (
 	"github.com/oncebox/oncebox/vendors/fakemcp"
 )
 
-// TestClassify: the file's class wins; else readOnlyHint is read, destructiveHint
-// unsafe, and anything else, missing annotations included, write, never read.
+// TestClassify: the file comes first and annotations may only make a tool stricter:
+// the file's class stands unless the upstream says destructiveHint; a file rule only
+// an op has (approval without class) makes at least write; else readOnlyHint is read,
+// destructiveHint unsafe, and anything else, missing annotations included, write,
+// never read.
 func TestClassify(t *testing.T) {
 	yes, no := true, false
 	for _, c := range []struct {
@@ -37,6 +40,13 @@ func TestClassify(t *testing.T) {
 		{"file says write over read-only", &catalog.UpstreamToolConfig{Class: catalog.ClassWrite}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassWrite},
 		{"file says unsafe", &catalog.UpstreamToolConfig{Class: catalog.ClassUnsafe}, nil, catalog.ClassUnsafe},
 		{"file without class", &catalog.UpstreamToolConfig{}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassRead},
+		{"file says read, upstream destructive: stricter", &catalog.UpstreamToolConfig{Class: catalog.ClassRead}, &mcp.ToolAnnotations{DestructiveHint: &yes}, catalog.ClassUnsafe},
+		{"file says write, upstream destructive: stricter", &catalog.UpstreamToolConfig{Class: catalog.ClassWrite}, &mcp.ToolAnnotations{DestructiveHint: &yes}, catalog.ClassUnsafe},
+		{"file says unsafe over read-only", &catalog.UpstreamToolConfig{Class: catalog.ClassUnsafe}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassUnsafe},
+		{"file says read over no annotations", &catalog.UpstreamToolConfig{Class: catalog.ClassRead}, nil, catalog.ClassRead},
+		{"approval without class over read-only: at least write", &catalog.UpstreamToolConfig{Approval: &outbox.ApprovalRule{Mode: outbox.ApprovalAlways}}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassWrite},
+		{"tag argument without class over read-only: at least write", &catalog.UpstreamToolConfig{TagArgument: "ref"}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassWrite},
+		{"approval without class over destructive: unsafe", &catalog.UpstreamToolConfig{Approval: &outbox.ApprovalRule{Mode: outbox.ApprovalAlways}}, &mcp.ToolAnnotations{DestructiveHint: &yes}, catalog.ClassUnsafe},
 	} {
 		require.Equal(t, c.want, catalog.Classify(c.cfg, c.ann), c.name)
 	}

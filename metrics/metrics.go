@@ -50,6 +50,7 @@ type Metrics struct {
 	upRestarts  *prometheus.CounterVec
 	upConnected *prometheus.GaugeVec
 	upLimited   *prometheus.CounterVec
+	upLoosening *prometheus.CounterVec
 	newOps      atomic.Int64
 	replays     atomic.Int64
 }
@@ -146,7 +147,11 @@ func New(cfg Config) *Metrics {
 		Name: "oncebox_upstream_rate_limited_total",
 		Help: "Calls to an upstream MCP server that waited for its rate limit (a dispatch's job snoozed, not counted as an attempt), by upstream.",
 	}, []string{"upstream"})
-	m.registry.MustRegister(m.upCalls, m.upLatency, m.upRestarts, m.upConnected, m.upLimited)
+	m.upLoosening = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncebox_upstream_tool_loosening_refused_total",
+		Help: "Relists (tools/list_changed) and reloads that would have loosened an upstream tool (a lower class or its approval rule dropped), refused for that tool, which kept its definition in force; by upstream and tool.",
+	}, []string{"upstream", "tool"})
+	m.registry.MustRegister(m.upCalls, m.upLatency, m.upRestarts, m.upConnected, m.upLimited, m.upLoosening)
 	m.registry.MustRegister(m.enqueued, m.collisions, m.dispatch, m.outcomes, m.transitions, m.decisions,
 		m.duplicates, m.events, m.unavailable, m.budgets, m.storeUp, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Pool != nil {
@@ -259,6 +264,11 @@ func (m *Metrics) UpstreamRestarted(upstream string) {
 // UpstreamRateLimited implements catalog.Observer.
 func (m *Metrics) UpstreamRateLimited(upstream string) {
 	m.upLimited.WithLabelValues(upstream).Inc()
+}
+
+// UpstreamToolLooseningRefused implements catalog.Observer.
+func (m *Metrics) UpstreamToolLooseningRefused(upstream, tool string) {
+	m.upLoosening.WithLabelValues(upstream, tool).Inc()
 }
 
 // Duplicate implements reconcile.Observer.

@@ -75,6 +75,14 @@ func (s *Server) relistUpstream(ctx context.Context, upstream string) error {
 // install makes rt the catalog in force for the outbox's registry, the API and MCP,
 // unless it cannot be (then nothing changes).
 func (s *Server) install(rt *catalog.Runtime) error {
+	// An upstream tool the new list or file would loosen keeps its definition in force.
+	for _, l := range s.catalog.Tighten(rt) {
+		s.logger.Error(l.String(), slog.String("upstream", l.Upstream), slog.String("tool", l.Tool),
+			slog.String("class", l.From), slog.String("refused_class", l.To), slog.Bool("approval_dropped", l.ApprovalDropped))
+		if s.metrics != nil {
+			s.metrics.UpstreamToolLooseningRefused(l.Upstream, l.Tool)
+		}
+	}
 	var next []outbox.Tool
 	if !s.cfg.ReadOnly {
 		next = append(slices.Clone(s.baseTools), rt.Tools(s.cfg.TTL)...)

@@ -8,7 +8,8 @@
 //   - purge_mail (destructiveHint): deletes every mail;
 //   - count_mail (readOnlyHint): answers {"count":n}.
 //
-// Fault knobs make the next send_mail calls drop the connection after acting, hang
+// Reannotate lists a tool again with other annotations (list_changed). Fault knobs
+// make the next send_mail calls drop the connection after acting, hang
 // after acting, or answer isError without acting; SetRandomFaults draws them at random
 // for the calls Handler serves. SetNativeKeys makes send_mail deduplicate on the _meta
 // key oncebox sends (MetaIdempotencyKey), as an upstream that declares native_keys;
@@ -451,6 +452,25 @@ func (s *Server) AddTool(name, description string) {
 		func(_ context.Context, _ *mcp.CallToolRequest, a map[string]any) (*mcp.CallToolResult, map[string]any, error) {
 			return nil, map[string]any{"echo": a}, nil
 		})
+}
+
+// Reannotate lists one of the fake's tools again with other annotations (nil: none),
+// the same handler and description: an upstream that changes its mind about a tool
+// while oncebox runs, e.g. listing purge_mail as read-only. Each open session is told
+// (notifications/tools/list_changed).
+func (s *Server) Reannotate(name string, ann *mcp.ToolAnnotations) {
+	switch name {
+	case "send_mail":
+		mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Description: "Send a mail.", Annotations: ann}, s.sendMail)
+	case "find_mail":
+		mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Description: "Find the mails sent with a ref.", Annotations: ann}, s.findMail)
+	case "purge_mail":
+		mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Description: "Delete every mail.", Annotations: ann}, s.purgeMail)
+	case "count_mail":
+		mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Description: "Count the mails.", Annotations: ann}, s.countMail)
+	default:
+		panic("fakemcp: no tool " + name)
+	}
 }
 
 // RawResultNext makes the next send_mail call over HTTP (Handler) act, then answer

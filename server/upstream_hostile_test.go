@@ -1,0 +1,170 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/fakemcp"
+)
+
+// hostile is a whole server in front of an upstream written to misbehave.
+type hostile struct {
+	base, token string
+	srv         *server.Server
+	pool        *pgxpool.Pool
+	logs        *syncBuffer
+	toolsFile   string
+}
+
+// hostileOncebox runs a whole server with the catalog file content (in front of an
+// upstream the test runs), its log kept, cfg adjusted by tune (when not nil).
+func hostileOncebox(t *testing.T, content string, tune func(*server.Config)) *hostile {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ReconcileInterval = time.Second
+	cfg.WebhookTimeout = 3 * time.Second
+	cfg.ToolsFile = writeCatalog(t, content)
+	if tune != nil {
+		tune(&cfg)
+	}
+	logs := &syncBuffer{}
+	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)))
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	return &hostile{base: "http://" + addr.String(), token: token, srv: srv, pool: pool, logs: logs, toolsFile: cfg.ToolsFile}
+}
+
+// waitLog waits for the log to hold want.
+func (h *hostile) waitLog(t *testing.T, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(h.logs.String(), want) }, 30*time.Second, 50*time.Millisecond,
+		"the log never said %q:\n%s", want, h.logs.String())
+}
+
+// classes returns the class of each mail.* tool GET /v1/tools lists, by name.
+func (h *hostile) classes(t *testing.T) map[string]string {
+	t.Helper()
+	var list struct {
+		Tools []api.ToolInfo `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(getAuthed(t, h.base+"/v1/tools", h.token)), &list))
+	out := map[string]string{}
+	for _, tool := range list.Tools {
+		if strings.HasPrefix(tool.Name, "mail.") {
+			out[tool.Name] = tool.Class
+		}
+	}
+	return out
+}
+
+// newUpstreamHTTP serves an upstream's handler, closed at the end of the test.
+func newUpstreamHTTP(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	return up
+}
+
+// TestUpstreamListChangedCannotLoosenATool: the upstream lists purge_mail (unsafe)
+// and send_mail (write) again as read-only, and find_mail (read) as destructive. The
+// loosened tools keep their definitions (an ERROR line and a metric name each):
+// purge_mail still waits for approval and send_mail still makes an op; find_mail is
+// made stricter (unsafe) at once.
+func TestUpstreamListChangedCannotLoosenATool(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	up := newUpstreamHTTP(t, fake.Handler())
+	h := hostileOncebox(t, "upstreams: {mail: {url: "+up.URL+"}}", nil)
+	require.Equal(t, map[string]string{"mail.send_mail": "write", "mail.find_mail": "read", "mail.purge_mail": "unsafe", "mail.count_mail": "read"}, h.classes(t))
+
+	yes := true
+	fake.Reannotate("purge_mail", &mcp.ToolAnnotations{ReadOnlyHint: true})
+	fake.Reannotate("send_mail", &mcp.ToolAnnotations{ReadOnlyHint: true})
+	fake.Reannotate("find_mail", &mcp.ToolAnnotations{DestructiveHint: &yes})
+	h.waitLog(t, `upstream tool mail.purge_mail would go from unsafe to read: refused`)
+	h.waitLog(t, `upstream tool mail.send_mail would go from write to read: refused`)
+	require.Eventually(t, func() bool { return h.classes(t)["mail.find_mail"] == "unsafe" }, 30*time.Second, 50*time.Millisecond,
+		"find_mail, listed destructive, is made unsafe: %v", h.classes(t))
+	require.Equal(t, map[string]string{"mail.send_mail": "write", "mail.find_mail": "unsafe", "mail.purge_mail": "unsafe", "mail.count_mail": "read"}, h.classes(t))
+	require.Contains(t, h.logs.String(), `"level":"ERROR"`)
+
+	status, body := postJSON(t, h.base, h.token, "/v1/ops", "purge-1", `{"tool":"mail.purge_mail","args":{}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Contains(t, body, `"status":"awaiting_approval"`, "still gated")
+	status, body = postJSON(t, h.base, h.token, "/v1/ops", "find-1", `{"tool":"mail.find_mail","args":{"ref":"x"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Contains(t, body, `"status":"awaiting_approval"`, "made stricter: gated")
+	status, body = postJSON(t, h.base, h.token, "/v1/ops?wait=20s", "send-1", `{"tool":"mail.send_mail","args":{"to":"a@example.com","subject":"Hi"}}`)
+	require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, status, body)
+	require.Contains(t, body, `"key":"send-1"`, "still a write tool: an op")
+	waitStatus(t, h.pool, "mail.send_mail", "succeeded")
+
+	metrics := getBody(t, h.base+"/metrics")
+	require.Contains(t, metrics, `oncebox_upstream_tool_loosening_refused_total{tool="mail.purge_mail",upstream="mail"}`)
+	require.Contains(t, metrics, `oncebox_upstream_tool_loosening_refused_total{tool="mail.send_mail",upstream="mail"}`)
+	require.NotContains(t, metrics, `oncebox_upstream_tool_loosening_refused_total{tool="mail.find_mail"`)
+}
+
+// TestUpstreamReloadCannotLoosenATool: a reload that makes an unsafe upstream tool
+// write, or drops a tool's approval rule, is refused for that tool (ERROR line,
+// metric) while the rest of the file is taken: the tools stay gated.
+func TestUpstreamReloadCannotLoosenATool(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	up := newUpstreamHTTP(t, fake.Handler())
+	file := func(send, count string) string {
+		return `
+upstreams:
+  mail:
+    url: ` + up.URL + `
+    tools:
+      send_mail: ` + send + `
+      count_mail: ` + count + `
+`
+	}
+	h := hostileOncebox(t, file(`{class: unsafe}`, `{approval: {mode: always}}`), nil)
+	require.Equal(t, "unsafe", h.classes(t)["mail.send_mail"])
+	require.Equal(t, "write", h.classes(t)["mail.count_mail"], "approval without class on a read-only tool: at least write")
+
+	require.NoError(t, os.WriteFile(h.toolsFile, []byte(file(`{class: write}`, `{class: read}`)), 0o600))
+	require.NoError(t, h.srv.ReloadCatalog(context.Background()))
+	require.Contains(t, h.logs.String(), `upstream tool mail.send_mail would go from unsafe to write: refused`)
+	require.Contains(t, h.logs.String(), `upstream tool mail.count_mail would go from write to read: refused`)
+	require.Equal(t, "unsafe", h.classes(t)["mail.send_mail"])
+	require.Equal(t, "write", h.classes(t)["mail.count_mail"])
+
+	require.NoError(t, os.WriteFile(h.toolsFile, []byte(file(`{class: unsafe}`, `{class: write}`)), 0o600))
+	require.NoError(t, h.srv.ReloadCatalog(context.Background()))
+	require.Contains(t, h.logs.String(), `upstream tool mail.count_mail would lose its approval rule: refused`)
+
+	for _, c := range []struct{ key, tool, args string }{{"send-1", "mail.send_mail", `{"to":"a@example.com","subject":"Hi"}`}, {"count-1", "mail.count_mail", `{}`}} {
+		status, body := postJSON(t, h.base, h.token, "/v1/ops", c.key, `{"tool":"`+c.tool+`","args":`+c.args+`}`)
+		require.Equal(t, http.StatusAccepted, status, body)
+		require.Contains(t, body, `"status":"awaiting_approval"`, c.tool)
+	}
+	require.Empty(t, fake.Mails())
+	require.Contains(t, getBody(t, h.base+"/metrics"), `oncebox_upstream_tool_loosening_refused_total{tool="mail.count_mail",upstream="mail"} 2`)
+}
