@@ -135,6 +135,8 @@ type Server struct {
 	tenants map[int64]*mcp.Server // one MCP server per tenant, for HTTPHandler
 	// instances is the instance name of each tenant's server in tenants.
 	instances map[int64]string
+	// initGates lets one initialize of a tenant at a time pass limitSessions.
+	initGates map[int64]chan struct{}
 }
 
 // New builds a Server from cfg. It offers those of the four built-in tools that the
@@ -144,7 +146,8 @@ func New(cfg Config) (*Server, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, tenants: map[int64]*mcp.Server{}, instances: map[int64]string{}}
+	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, tenants: map[int64]*mcp.Server{}, instances: map[int64]string{},
+		initGates: map[int64]chan struct{}{}}
 	s.extra.Store(&extraSet{tools: c.Tools, windows: c.DedupeWindows})
 	for _, spec := range builtinSpecs() {
 		if _, ok := c.Outbox.Tools().Lookup(spec.Tool); ok {

@@ -2,13 +2,15 @@ package mcpserver
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // CodeTooManySessions is the JSON-RPC error code of an initialize refused because the
@@ -49,9 +51,26 @@ func (s *Server) tenantSessions(tenantID int64) int {
 	return n
 }
 
-// limitSessions refuses a new session (an initialize without Mcp-Session-Id) of a
-// tenant that already holds MaxSessionsPerTenant, with a JSON-RPC error the client
-// shows as it is. Concurrent initializes may overshoot the cap by a few.
+// initGate returns the tenant's gate for initializes: a channel of one slot that an
+// initialize holds from the count of the tenant's sessions until the SDK has opened
+// (or closed) its session, so concurrent initializes cannot overshoot the cap.
+func (s *Server) initGate(tenantID int64) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.initGates[tenantID]
+	if !ok {
+		g = make(chan struct{}, 1)
+		s.initGates[tenantID] = g
+	}
+	return g
+}
+
+// limitSessions refuses a new session of a tenant that already holds
+// MaxSessionsPerTenant, with a JSON-RPC error the client shows as it is. A request
+// opens a session when it is a POST without Mcp-Session-Id whose body holds an
+// initialize request, read as the SDK reads it (initializeRequests): a JSON-RPC batch
+// counts, and so does a body whose keys differ from "method" only in case. Initializes
+// of one tenant pass one at a time, so the cap holds under concurrency.
 func (s *Server) limitSessions(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
@@ -59,35 +78,87 @@ func (s *Server) limitSessions(next http.Handler) http.Handler {
 			return
 		}
 		id, ok := tenantOf(auth.TokenInfoFromContext(r.Context()))
-		if !ok || s.tenantSessions(id) < s.cfg.MaxSessionsPerTenant {
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+		body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
 		if err != nil {
 			http.Error(w, "the request body could not be read", http.StatusBadRequest)
 			return
 		}
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
+		if len(body) > mcp.DefaultMaxRequestBodyBytes {
+			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mcp.DefaultMaxRequestBodyBytes), http.StatusRequestEntityTooLarge)
+			return
 		}
-		if json.Unmarshal(body, &msg) != nil || msg.Method != "initialize" || len(msg.ID) == 0 {
-			r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		inits, batch := initializeRequests(body)
+		if len(inits) == 0 {
 			next.ServeHTTP(w, r)
 			return
 		}
-		answer, _ := json.Marshal(map[string]any{
-			"jsonrpc": "2.0",
-			"id":      msg.ID,
-			"error": map[string]any{
-				"code": CodeTooManySessions,
-				"message": fmt.Sprintf("too many open MCP sessions for this tenant (the limit is %d): close sessions you no longer use "+
-					"(an idle session is closed after %s), or reuse an open one", s.cfg.MaxSessionsPerTenant, s.cfg.SessionIdleTimeout),
-			},
-		})
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(answer)
+		gate := s.initGate(id)
+		select {
+		case gate <- struct{}{}:
+		case <-r.Context().Done():
+			http.Error(w, "the request was cancelled while it waited for the tenant's other initializes", http.StatusServiceUnavailable)
+			return
+		}
+		defer func() { <-gate }()
+		if s.tenantSessions(id) < s.cfg.MaxSessionsPerTenant {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.refuseSession(w, inits, batch)
 	})
+}
+
+// refuseSession answers each initialize with CodeTooManySessions: one JSON-RPC
+// response, or an array of them when the request was a batch.
+func (s *Server) refuseSession(w http.ResponseWriter, inits []*jsonrpc.Request, batch bool) {
+	jerr := &jsonrpc.Error{Code: CodeTooManySessions,
+		Message: fmt.Sprintf("too many open MCP sessions for this tenant (the limit is %d): close sessions you no longer use "+
+			"(an idle session is closed after %s), or reuse an open one", s.cfg.MaxSessionsPerTenant, s.cfg.SessionIdleTimeout)}
+	var answers [][]byte
+	for _, req := range inits {
+		b, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Error: jerr})
+		if err != nil {
+			http.Error(w, "the refusal could not be encoded", http.StatusBadRequest)
+			return
+		}
+		answers = append(answers, b)
+	}
+	out := answers[0]
+	if batch {
+		out = append(append([]byte("["), bytes.Join(answers, []byte(","))...), ']')
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+// initializeRequests returns the initialize requests in body, decoded exactly as the
+// SDK's streamable transport decodes a POST (its readBatch): first as a JSON-RPC
+// batch, with the SDK's own JSON decoder that matches keys case-sensitively, then as
+// one message; each message with jsonrpc.DecodeMessage. batch reports whether the
+// body was an array. A body the SDK cannot decode opens no session and has none.
+func initializeRequests(body []byte) (inits []*jsonrpc.Request, batch bool) {
+	var raws []sjson.RawMessage
+	dec := sjson.NewDecoder(bytes.NewReader(body))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if dec.Decode(&raws) == nil {
+		batch = true
+	} else {
+		raws = []sjson.RawMessage{body}
+	}
+	for _, raw := range raws {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			continue
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" {
+			inits = append(inits, req)
+		}
+	}
+	return inits, batch
 }

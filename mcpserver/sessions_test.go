@@ -2,8 +2,11 @@ package mcpserver_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,4 +76,45 @@ func TestIdleSessionsAreClosed(t *testing.T) {
 	}
 	require.Equal(t, 3, srv.Sessions())
 	require.Eventually(t, func() bool { return srv.Sessions() == 0 }, 10*time.Second, 50*time.Millisecond)
+}
+
+// TestSessionCapCountsWhatTheSDKOpens: 24 attempts to open a session, at once, each an
+// initialize the SDK would act on but dressed to slip past a looser reading (a JSON-RPC
+// batch, an extra "Method" key that encoding/json would match in place of "method"),
+// open no more sessions than the cap; the ones past it get the JSON-RPC refusal.
+func TestSessionCapCountsWhatTheSDKOpens(t *testing.T) {
+	t.Parallel()
+	e, srv, ts := sessionEnv(t, time.Hour, 2)
+	const params = `"params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}`
+	bodies := []string{
+		`[{"jsonrpc":"2.0","id":1,"method":"initialize",` + params + `}]`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","Method":"ping",` + params + `}`,
+		`{"jsonrpc":"2.0","id":1,"Method":"ping","method":"initialize",` + params + `}`,
+		`[{"jsonrpc":"2.0","id":1,"METHOD":"ping","method":"initialize",` + params + `},{"jsonrpc":"2.0","method":"notifications/initialized"}]`,
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	refused := 0
+	for i := range 24 {
+		wg.Go(func() {
+			req, err := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(bodies[i%len(bodies)]))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+e.token)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			if strings.Contains(string(b), "too many open MCP sessions for this tenant (the limit is 2)") {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 2, srv.Sessions(), "the cap holds against batches, case tricks and concurrency")
+	require.Equal(t, 22, refused)
 }
