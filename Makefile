@@ -10,8 +10,12 @@ STRIPE_MOCK_VERSION ?= v0.203.0
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/oncebox
-	$(GO) build -o bin/oncebox ./cmd/oncebox
+# The commit is stamped by -ldflags too: Go embeds no VCS information in a git worktree.
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   ?= -X github.com/oncebox/oncebox/internal/release.commit=$(COMMIT)
+
+build: ## build bin/oncebox (oncebox version names the commit)
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/oncebox ./cmd/oncebox
 
 dev: ## run oncebox with zero configuration (a Postgres is found or started, Docker included, fake vendors)
 	@echo "make dev: building oncebox (the first build downloads and compiles its modules: a minute or two)..."

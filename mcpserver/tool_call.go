@@ -135,24 +135,6 @@ func mintKey(id callIdentity, fp outbox.Fingerprint) string {
 	return "mcp_" + hex.EncodeToString(h.Sum(nil))[:48]
 }
 
-// legacyKey returns the key a call of a redacting tool was minted under before such
-// tools' fingerprints were keyed (from the plain fingerprint), when an op is stored
-// under it, so that a retry spanning the upgrade still replays; otherwise key.
-func (s *Server) legacyKey(ctx context.Context, tenantID int64, tool string, args json.RawMessage, id callIdentity, key string) string {
-	plain, err := outbox.ComputeFingerprint(tool, args)
-	if err != nil {
-		return key
-	}
-	old := mintKey(id, plain)
-	if old == key {
-		return key // the tool's fingerprints are plain
-	}
-	if _, err := s.ob.Get(ctx, tenantID, old); err == nil {
-		return old
-	}
-	return key
-}
-
 // windowCall identifies a call deduplicated by window: the tool and payload (both in
 // the fingerprint) and the occurrence.
 func windowCall(fp outbox.Fingerprint, occurrence int) string {
@@ -173,11 +155,7 @@ func windowKey(call string) string {
 func (s *Server) key(ctx context.Context, tenantID int64, tool string, args json.RawMessage, id callIdentity, fp outbox.Fingerprint) (string, error) {
 	window := s.window(tool)
 	if id.Named || window <= 0 {
-		key := mintKey(id, fp)
-		if id.ToolCallID == "" {
-			key = s.legacyKey(ctx, tenantID, tool, args, id, key)
-		}
-		return key, nil
+		return mintKey(id, fp), nil
 	}
 	call := windowCall(fp, id.Occurrence)
 	return s.ob.KeyInWindow(ctx, tenantID, call, windowKey(call), window)

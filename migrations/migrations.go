@@ -157,3 +157,13 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 	}
 	return res, nil
 }
+
+// Latest returns the highest migration version this binary knows.
+func Latest() int {
+	all, err := All()
+	if err != nil || len(all) == 0 {
+		// The migrations are embedded and named at build time; TestAllParse fails first.
+		panic(fmt.Sprintf("migrations: embedded migrations unreadable: %v", err))
+	}
+	return all[len(all)-1].Version
+}

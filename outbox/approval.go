@@ -69,9 +69,6 @@ type approvalRow struct {
 	decision      *string
 }
 
-// legacyPolicyVersion marks ops that waited before approval policies had versions.
-const legacyPolicyVersion = "legacy"
-
 // requestApprovalTx records why a new op waits, the policy version and fingerprint its
 // approval is bound to, and until when it may wait.
 func (ob *Outbox) requestApprovalTx(ctx context.Context, tx pgx.Tx, op *Op, rule EffectiveRule, why string, tokenID int64) error {
@@ -152,11 +149,8 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 		res.Op = op
 		a, err := readApproval(ctx, tx, op.ID)
 		if errors.Is(err, pgx.ErrNoRows) {
-			if op.Status != StatusAwaitingApproval {
-				return fmt.Errorf("%w: op is %s and never awaited approval", ErrWrongState, op.Status)
-			}
-			// Waiting since before approvals were recorded: bound to nothing.
-			a = &approvalRow{policyVersion: legacyPolicyVersion, fingerprint: op.Fingerprint[:], needed: 1}
+			// Every release records an op's approval row with the op that waits.
+			return fmt.Errorf("%w: op is %s and never awaited approval", ErrWrongState, op.Status)
 		} else if err != nil {
 			return err
 		}
@@ -189,7 +183,7 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 			res.Changed = applied != nil
 			return err
 		}
-		if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok && a.policyVersion != legacyPolicyVersion {
+		if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok {
 			cur, err := ob.effectiveRule(ctx, tx, op.TenantID, tool)
 			if err != nil {
 				return err

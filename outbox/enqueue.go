@@ -313,7 +313,7 @@ func (ob *Outbox) enqueueUnder(ctx context.Context, tx pgx.Tx, params EnqueuePar
 		if err := ob.undoCharges(ctx, tx, params.TenantID, charges); err != nil {
 			return nil, err
 		}
-		if op.Fingerprint != p.Fingerprint && !ob.legacyFingerprint(op, p) {
+		if op.Fingerprint != p.Fingerprint {
 			return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
 		}
 		if op.Status == StatusAwaitingApproval {
@@ -357,16 +357,6 @@ func (ob *Outbox) staleRule(ctx context.Context, tx pgx.Tx, tenantID int64, char
 		return err
 	}
 	return errStaleRule
-}
-
-// legacyFingerprint reports whether op, stored before its tool's fingerprints were
-// keyed, holds the plain fingerprint of the same payload: a replay, not a conflict.
-func (ob *Outbox) legacyFingerprint(op *Op, p *Prepared) bool {
-	if !ob.keyedFingerprint(p.Tool.Name) {
-		return false
-	}
-	plain, err := ComputeFingerprint(p.Tool.Name, p.Args)
-	return err == nil && op.Fingerprint == plain
 }
 
 // liveJobStates are the River job states in which a dispatch job may still run. An op

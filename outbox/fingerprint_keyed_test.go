@@ -70,12 +70,12 @@ func TestRedactedToolFingerprintIsKeyed(t *testing.T) {
 	require.Equal(t, fp, kc.Stored)
 	require.NotEqual(t, otherPlain, kc.Given, "the conflict shows keyed fingerprints only")
 
-	// An op stored before fingerprints were keyed (plain fingerprint) still replays.
+	// An op holding the plain fingerprint of a redacting tool's payload is a conflict: no
+	// release stored one (v0.1.0 keyed them already), so nothing treats it as a replay.
 	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET fingerprint = $2 WHERE id = $1", res.Op.ID, plain[:])
 	require.NoError(t, err)
-	rep, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "test.secret", Args: args})
-	require.NoError(t, err)
-	require.True(t, rep.Replayed)
+	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "test.secret", Args: args})
+	require.True(t, errors.As(err, &kc), "got %v", err)
 
 	// A tool without redaction keeps the plain fingerprint.
 	echoArgs := json.RawMessage(`{"n":7}`)

@@ -71,6 +71,8 @@ func Main(ctx context.Context, args []string) int {
 		err = runConfig(ctx, rest)
 	case "tools":
 		err = runTools(ctx, rest)
+	case "version", "--version":
+		err = runVersion(ctx, rest)
 	case "help", "-h", "--help":
 		usage()
 		return 0
@@ -126,6 +128,7 @@ Usage: oncebox <command> [flags]
   bench                        benchmarks against River in the same run (see README)
   healthcheck [--url U]        exit 0 when the server answers /healthz
   config                       list every flag and environment variable
+  version [--format json]      the release, the commit it was built from, the highest migration it knows
   tools check NAME --args JSON [--tools-file F]
                                the retry scenarios of a catalog tool against its target (sends real
                                requests: use a test environment); verdicts on native_keys and lookup_path
