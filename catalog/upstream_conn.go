@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -18,6 +19,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
+
+	"github.com/oncebox/oncebox/internal/sameorigin"
 )
 
 // Reconnection backoff of an upstream whose session could not be opened or ended: the
@@ -125,13 +128,19 @@ func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
 	return u
 }
 
-// headerTransport adds an upstream's headers to every request.
+// headerTransport adds an upstream's headers to every request to the upstream's
+// origin, and to no other: the client refuses redirects to another origin
+// (sameorigin.CheckRedirect), and a request elsewhere would go without them.
 type headerTransport struct {
 	headers map[string]string
+	origin  *url.URL
 	base    http.RoundTripper
 }
 
 func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !sameorigin.Same(r.URL, h.origin) {
+		return h.base.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
@@ -146,8 +155,10 @@ func (u *upstreamConn) transport() mcp.Transport {
 			base = u.http.Transport
 		}
 		base = &tapTransport{tap: u.tap, base: base}
-		return &mcp.StreamableClientTransport{Endpoint: u.up.URL, HTTPClient: &http.Client{Transport: &headerTransport{headers: u.up.Headers, base: base}},
-			DisableStandaloneSSE: !u.listens}
+		origin, _ := url.Parse(u.up.URL) // checked when the file was read
+		client := &http.Client{Transport: &headerTransport{headers: u.up.Headers, origin: origin, base: base},
+			CheckRedirect: sameorigin.CheckRedirect(fmt.Sprintf("upstream %q", u.up.Name))}
+		return &mcp.StreamableClientTransport{Endpoint: u.up.URL, HTTPClient: client, DisableStandaloneSSE: !u.listens}
 	}
 	cmd := exec.Command(u.up.Command, u.up.Args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}

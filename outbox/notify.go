@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"github.com/oncebox/oncebox/internal/sameorigin"
 )
 
 // NotifyQueue is the River queue of approval notifications.
@@ -38,7 +40,8 @@ type NotifyConfig struct {
 	LinkBase string
 	// Timeout bounds one POST. Defaults to 10 seconds.
 	Timeout time.Duration
-	// Client sends the POSTs. Defaults to a client with Timeout.
+	// Client sends the POSTs. Defaults to a client with Timeout that follows no
+	// redirect to another origin than URL's (the body and its signature stay there).
 	Client *http.Client
 }
 
@@ -184,7 +187,7 @@ func (c *Config) registerNotify(workers *river.Workers) error {
 	}
 	client := n.Client
 	if client == nil {
-		client = &http.Client{Timeout: n.Timeout}
+		client = &http.Client{Timeout: n.Timeout, CheckRedirect: sameorigin.CheckRedirect("the --notify-url receiver")}
 	}
 	return river.AddWorkerSafely(workers, &notifyWorker{cfg: n, client: client, logger: c.Logger})
 }

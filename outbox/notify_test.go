@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -95,4 +96,69 @@ func TestApprovalNotification(t *testing.T) {
 	want := outbox.SignNotification(secret, ts, body)
 	require.True(t, hmac.Equal([]byte(strings.TrimPrefix(sig, "t="+ts+",v1=")), []byte(want)), "HMAC-SHA256 over timestamp and body")
 	require.NotEqual(t, want, outbox.SignNotification([]byte("other"), ts, body))
+}
+
+// TestApprovalNotificationRedirectNotFollowed: a receiver answering 307 to another
+// host: the notification is not re-sent there (no body, no signature), and the refusal
+// is logged, naming the other origin.
+func TestApprovalNotificationRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var (
+		mu           sync.Mutex
+		stolen, hits int
+	)
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		stolen++
+		mu.Unlock()
+	}))
+	t.Cleanup(other.Close)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+		http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(receiver.Close)
+
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(moneyTool())
+	require.NoError(t, err)
+	work := true
+	var logs strings.Builder
+	var logMu sync.Mutex
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
+		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 100 * time.Millisecond },
+		Logger:    slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)),
+		Approvals: outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 100}}},
+		Notify:    &outbox.NotifyConfig{URL: receiver.URL + "/hook", Secret: []byte("s3cret")}})
+	require.NoError(t, err)
+	tenant := newTenant(t, pool, "acme")
+	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "big", Tool: "test.money", Args: json.RawMessage(`{"amount": 5000, "currency": "usd"}`)})
+	require.NoError(t, err)
+	require.NoError(t, ob.Start(ctx))
+	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return hits >= 2
+	}, 30*time.Second, 50*time.Millisecond, "River retries the notification")
+	mu.Lock()
+	require.Zero(t, stolen, "the other host received the notification")
+	mu.Unlock()
+	logMu.Lock()
+	defer logMu.Unlock()
+	require.Contains(t, logs.String(), "another origin")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/sameorigin"
 )
 
 // Defaults of Config.
@@ -36,8 +38,8 @@ type Config struct {
 	// Defaults to 10s.
 	Timeout time.Duration
 	// HTTPClient sends the requests. Whatever client is given, every request is
-	// also bounded by Timeout through its context. Defaults to
-	// &http.Client{Timeout: Timeout}.
+	// also bounded by Timeout through its context. Defaults to a client with
+	// Timeout that follows no redirect to another origin (the API key stays there).
 	HTTPClient *http.Client
 	// LookupLag is how long after a send the Email Activity API may still miss
 	// the message, so that only an older "none found" is trusted. Defaults to
@@ -63,7 +65,7 @@ func (c Config) withDefaults() Config {
 		c.Timeout = DefaultTimeout
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: c.Timeout}
+		c.HTTPClient = &http.Client{Timeout: c.Timeout, CheckRedirect: sameorigin.CheckRedirect("SendGrid")}
 	}
 	if c.LookupLag == 0 {
 		c.LookupLag = DefaultLookupLag

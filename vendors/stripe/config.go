@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/sameorigin"
 )
 
 // DefaultBaseURL is Stripe's API base.
@@ -69,6 +71,8 @@ func (c Config) withDefaults() Config {
 		c.HTTPClient = &http.Client{
 			Timeout:   c.Timeout,
 			Transport: http.DefaultTransport.(*http.Transport).Clone(),
+			// The API key stays with the API: no redirect to another origin.
+			CheckRedirect: sameorigin.CheckRedirect("Stripe"),
 		}
 	}
 	if c.SearchLag == 0 {

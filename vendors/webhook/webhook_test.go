@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +342,20 @@ func TestSecretNeverLeaks(t *testing.T) {
 		require.NotContains(t, text, "sk_live_9f8e7d6c5b4a")
 	}
 	require.Contains(t, strings.Join(texts, "\n"), "[REDACTED]")
+}
+
+// TestDispatchDoesNotFollowRedirects: a target answering 307 to another host: the
+// secret header and the body never reach it; the op fails with the 3xx.
+func TestDispatchDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
+	var stolen atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { stolen.Add(1) }))
+	t.Cleanup(other.Close)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(target.Close)
+	_, err := newVendor(t, target.URL, nil).Dispatch(t.Context(), params("op-redirect", `{"target":"hooks","path":"/x"}`))
+	require.Error(t, err)
+	require.Zero(t, stolen.Load(), "the other host received the request")
 }
