@@ -82,7 +82,8 @@ type Tool struct {
 	// TTL is how long the tool's ops are kept; 0 means the server's default.
 	TTL time.Duration
 	// DedupeWindow is how long identical MCP calls naming no conversation are one
-	// op; nil means the server's default for catalog tools (none).
+	// op; nil means the default of every write and unsafe tool (24 hours, or the
+	// tool's TTL when shorter); 0 turns it off.
 	DedupeWindow *time.Duration
 	// Approval is the tool's approval rule (the approvals' policy type), nil when
 	// the file sets none: an unsafe tool then always waits, a write tool never does.

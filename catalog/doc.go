@@ -18,7 +18,7 @@
 //	    path: /customers/{customer_id}/tickets
 //	    input_schema: {type: object, ...}   # JSON Schema 2020-12
 //	    ttl: 72h                      # optional
-//	    dedupe_window: 24h            # optional (MCP calls naming no conversation)
+//	    dedupe_window: 24h            # optional: MCP calls naming no conversation (default 24h, or the TTL if shorter; 0 turns it off)
 //
 // Load checks everything before the server starts: the file's fields (an unknown
 // field is an error), every target (an absolute http(s) base URL, a secret variable

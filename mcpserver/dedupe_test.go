@@ -185,20 +185,22 @@ func TestWindowCloses(t *testing.T) {
 	require.Equal(t, 2, e.countOps(t))
 }
 
-// TestWebhookHasNoWindowByDefault: webhook posts are deduplicated per session unless
-// a window is configured for them.
-func TestWebhookHasNoWindowByDefault(t *testing.T) {
+// TestWebhookHasTheDefaultWindow: webhook posts are deduplicated across sessions like
+// every write tool, unless their window is turned off (then per session).
+func TestWebhookHasTheDefaultWindow(t *testing.T) {
 	t.Parallel()
 	args := map[string]any{"target": "crm", "path": "/contacts", "body": map[string]any{"name": "Ada"}}
 	e := newEnv(t)
 	call(t, e.inMemory(t), "webhook_post", args, nil)
 	call(t, e.inMemory(t), "webhook_post", args, nil)
-	require.Equal(t, 2, e.countOps(t))
-
-	e = newEnvWith(t, map[string]time.Duration{tools.WebhookPost: time.Hour})
-	call(t, e.inMemory(t), "webhook_post", args, nil)
-	call(t, e.inMemory(t), "webhook_post", args, nil)
 	require.Equal(t, 1, e.countOps(t))
+	require.Empty(t, e.srv.NoWindow())
+
+	e = newEnvWith(t, map[string]time.Duration{tools.WebhookPost: 0})
+	call(t, e.inMemory(t), "webhook_post", args, nil)
+	call(t, e.inMemory(t), "webhook_post", args, nil)
+	require.Equal(t, 2, e.countOps(t))
+	require.Equal(t, []string{tools.WebhookPost}, e.srv.NoWindow())
 }
 
 // TestConversationHeaderAndQuery: the Oncebox-Conversation-Id header, or the

@@ -14,8 +14,9 @@
 //     conversation and the _meta tool call id ("oncebox/tool_call_id" or
 //     "tool_call_id") when sent, else from the conversation, the payload's fingerprint
 //     and the occurrence;
-//   - otherwise, when the tool has a dedupe window (Config.DedupeWindows: 24 hours for
-//     payments, refunds and mail by default), identical calls of the tenant (same tool,
+//   - otherwise, when the tool has a dedupe window (Config.DedupeWindows; by default
+//     DefaultDedupeWindow, 24 hours, or the tool's TTL when shorter, for every write
+//     and unsafe tool, built-in or extra), identical calls of the tenant (same tool,
 //     payload and occurrence) within the window share one key, whichever session or
 //     process sends them (outbox.Outbox.KeyInWindow);
 //   - otherwise from the MCP session id (or the server instance, over stdio) and the

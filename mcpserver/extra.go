@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -103,6 +104,39 @@ func (s *Server) passthrough(tool string, op *outbox.Op, replayed bool) *mcp.Cal
 type extraSet struct {
 	tools   []ExtraTool
 	windows map[string]time.Duration
+}
+
+// window returns the dedupe window of tool under this set, reg holding the tool.
+// A window is never longer than the tool's TTL.
+func (x *extraSet) window(reg *outbox.Registry, tool string) time.Duration {
+	d, ok := x.windows[tool]
+	if !ok {
+		d = DefaultDedupeWindow
+	}
+	if t, ok := reg.Lookup(tool); ok && t.TTL > 0 && t.TTL < d {
+		d = t.TTL
+	}
+	return d
+}
+
+// NoWindow returns, sorted, the write and unsafe tools offered whose calls naming no
+// conversation are deduplicated only within their MCP session or stdio process (their
+// dedupe window is 0): `oncebox serve` logs them at start.
+func (s *Server) NoWindow() []string {
+	x := s.extra.Load()
+	var out []string
+	for _, spec := range s.specs {
+		if x.window(s.ob.Tools(), spec.Tool) <= 0 {
+			out = append(out, spec.Tool)
+		}
+	}
+	for _, t := range x.tools {
+		if t.Class != ClassRead && x.window(s.ob.Tools(), t.Name) <= 0 {
+			out = append(out, t.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // SetTools replaces the extra tools (Config.Tools) and the dedupe windows

@@ -55,23 +55,29 @@ type Config struct {
 	// conversation (no _meta conversation id, no Oncebox-Conversation-Id header or
 	// query parameter, no Conversation) are one op, whichever MCP session or process
 	// sends them; 0 turns it off for the tool (such calls are then deduplicated within
-	// their MCP session, or stdio process, only). Tools it leaves out get
-	// DefaultDedupeWindows. Keep each window below the tool's TTL.
+	// their MCP session, or stdio process, only). Every write or unsafe tool it leaves
+	// out, built-in, catalog or upstream, gets DefaultDedupeWindow, or its TTL when
+	// shorter. Keep each window below the tool's TTL.
 	DedupeWindows map[string]time.Duration
 	// Tools are offered besides the built-in tools, such as the tool catalog's.
 	// Optional.
 	Tools []ExtraTool
 }
 
-// DefaultDedupeWindows returns the default Config.DedupeWindows: 24 hours for
-// payments, refunds and mail, off for webhook posts (which a workflow often repeats on
-// purpose).
+// DefaultDedupeWindow is the dedupe window of every write and unsafe tool that
+// Config.DedupeWindows leaves out (capped by the tool's TTL): identical calls naming
+// no conversation are one op for this long; occurrence asks for a deliberate repeat.
+const DefaultDedupeWindow = 24 * time.Hour
+
+// DefaultDedupeWindows returns the default Config.DedupeWindows of the built-in
+// tools: DefaultDedupeWindow for each, webhook posts included (a workflow that repeats
+// one on purpose sets occurrence, or turns the window off with 0).
 func DefaultDedupeWindows() map[string]time.Duration {
 	return map[string]time.Duration{
-		tools.PaymentIntent: 24 * time.Hour,
-		tools.Refund:        24 * time.Hour,
-		tools.Mail:          24 * time.Hour,
-		tools.WebhookPost:   0,
+		tools.PaymentIntent: DefaultDedupeWindow,
+		tools.Refund:        DefaultDedupeWindow,
+		tools.Mail:          DefaultDedupeWindow,
+		tools.WebhookPost:   DefaultDedupeWindow,
 	}
 }
 

@@ -161,12 +161,11 @@ func (s *Server) key(ctx context.Context, tenantID int64, tool string, args json
 	return s.ob.KeyInWindow(ctx, tenantID, call, windowKey(call), window)
 }
 
-// window returns the dedupe window of tool.
+// window returns the dedupe window of tool: the one configured for it, else
+// DefaultDedupeWindow, or the tool's TTL when shorter (an op purged while its window
+// is open would let the same call run again).
 func (s *Server) window(tool string) time.Duration {
-	if d, ok := s.extra.Load().windows[tool]; ok {
-		return d
-	}
-	return DefaultDedupeWindows()[tool]
+	return s.extra.Load().window(s.ob.Tools(), tool)
 }
 
 // toolHandler returns the MCP handler of one tool for one tenant.

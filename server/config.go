@@ -342,7 +342,7 @@ func (c *Config) validate() error {
 		if t, ok := c.ToolTTL[name]; ok {
 			ttl = t
 		}
-		if d < 0 || d > ttl {
+		if d < 0 || (d > ttl && d != mcpserver.DefaultDedupeWindow) { // the default is capped by the TTL
 			// An op purged while its window is open would let the same call run again.
 			return fmt.Errorf("--mcp-dedupe-window: %s must be between 0 and the tool's TTL %s, not %s", name, ttl, d)
 		}

@@ -119,6 +119,8 @@ func (s *Server) install(rt *catalog.Runtime) error {
 		if err := s.mcp.SetTools(extra, windows); err != nil {
 			// The registry and the API already have the new catalog; MCP keeps its list.
 			s.logger.Error("tool catalog reloaded, but MCP keeps its former tool list: "+err.Error(), slog.String("file", s.cfg.ToolsFile))
+		} else {
+			s.logNoWindow()
 		}
 	}
 	return nil

@@ -216,6 +216,15 @@ func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) 
 	return extra, windows
 }
 
+// logNoWindow logs the write and unsafe tools MCP offers whose calls naming no
+// conversation are deduplicated only within their session (dedupe window 0).
+func (s *Server) logNoWindow() {
+	if names := s.mcp.NoWindow(); len(names) > 0 {
+		s.logger.Warn("these write tools have no cross-session dedupe (dedupe window 0): identical MCP calls naming no conversation from two sessions are two ops",
+			slog.Any("tools", names))
+	}
+}
+
 // toolInfos lists, for GET /v1/tools, the built-in tools the outbox holds and every
 // catalog tool.
 func (s *Server) toolInfos() []api.ToolInfo {
@@ -549,6 +558,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 			return fmt.Errorf("mcp: %w", err)
 		}
 		s.mcp = mcp
+		s.logNoWindow()
 		s.metrics.WatchMCPSessions(mcp.Sessions)
 		mcpHandler := s.endOnShutdown(mcp.HTTPHandler())
 		mux.Handle("/mcp", mcpHandler)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -65,6 +66,12 @@ func upstreamServerWith(t *testing.T, fake *fakemcp.Server, catalogFor func(url 
 // catalog file catalogFor(url) and cfg adjusted by tune (when not nil).
 func upstreamOncebox(t *testing.T, fake *fakemcp.Server, catalogFor func(url string) string, tune func(*server.Config)) (base, token string, srv *server.Server, pool *pgxpool.Pool) {
 	t.Helper()
+	return upstreamOnceboxLogged(t, fake, catalogFor, tune, nil)
+}
+
+// upstreamOnceboxLogged is upstreamOncebox logging to logger (nil: nowhere).
+func upstreamOnceboxLogged(t *testing.T, fake *fakemcp.Server, catalogFor func(url string) string, tune func(*server.Config), logger *slog.Logger) (base, token string, srv *server.Server, pool *pgxpool.Pool) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	up := httptest.NewServer(fake.Handler())
 	t.Cleanup(up.Close)
@@ -77,7 +84,7 @@ func upstreamOncebox(t *testing.T, fake *fakemcp.Server, catalogFor func(url str
 	if tune != nil {
 		tune(&cfg)
 	}
-	srv, err := server.New(ctx, cfg, nil)
+	srv, err := server.New(ctx, cfg, logger)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	addr, err := srv.Listen()

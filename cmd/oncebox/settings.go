@@ -231,7 +231,7 @@ func settings() []setting {
 		durSetting("http-read-timeout", "ONCEBOX_HTTP_READ_TIMEOUT", d.HTTPReadTimeout, "how long the HTTP server may take to read a whole request, body included", func(c *server.Config) *time.Duration { return &c.HTTPReadTimeout }),
 		durSetting("http-write-timeout", "ONCEBOX_HTTP_WRITE_TIMEOUT", d.HTTPWriteTimeout, "how long a request may take from its headers to the end of its answer (longer than --max-wait and --mcp-wait; MCP event streams are exempt)", func(c *server.Config) *time.Duration { return &c.HTTPWriteTimeout }),
 		durSetting("http-idle-timeout", "ONCEBOX_HTTP_IDLE_TIMEOUT", d.HTTPIdleTimeout, "how long a kept-alive HTTP connection may wait for its next request", func(c *server.Config) *time.Duration { return &c.HTTPIdleTimeout }),
-		setting{flag: "mcp-dedupe-window", env: "ONCEBOX_MCP_DEDUPE_WINDOW", def: "stripe.payment_intent=24h,stripe.refund=24h,sendgrid.mail=24h,webhook.post=0s",
+		setting{flag: "mcp-dedupe-window", env: "ONCEBOX_MCP_DEDUPE_WINDOW", def: "stripe.payment_intent=24h,stripe.refund=24h,sendgrid.mail=24h,webhook.post=24h",
 			help: "per tool: identical MCP calls that name no conversation (no _meta, header or query conversation id) are one op for this long, across sessions and processes; 0 turns it off; tools not named keep their default; at most the tool's TTL",
 			set: func(c *server.Config, v string) error {
 				c.MCPDedupeWindows = mcpserver.DefaultDedupeWindows()
