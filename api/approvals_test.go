@@ -141,3 +141,49 @@ func TestListApprovals(t *testing.T) {
 	requireProblem(t, e.do(req("GET", "/v1/approvals", agent, "", "")), http.StatusForbidden, "forbidden")
 	requireProblem(t, e.do(req("GET", "/v1/approvals?limit=abc", approver, "", "")), http.StatusBadRequest, "invalid-request")
 }
+
+// TestResolveCannotReleaseAWaitingOp: resolve (any outcome) of an op that awaits
+// approval is 409 wrong-state naming awaiting_approval, whether it has no approval,
+// one approval of the two it needs, or an approval wait that ran out; the op keeps
+// waiting (or is rejected, once expired) and never gets a dispatch job.
+func TestResolveCannotReleaseAWaitingOp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	tn, agent := e.newTenant(t, "acme")
+	approver := e.newToken(t, "acme", tenant.RoleApprover)
+	admin := e.newToken(t, "acme", tenant.RoleAdmin)
+	_, err := e.ob.SetTenantRule(ctx, tn.ID, "stripe.refund", outbox.ApprovalRule{Mode: outbox.ApprovalAlways, Approvers: 2})
+	require.NoError(t, err)
+
+	for _, c := range []struct {
+		key       string
+		approvals int
+		expire    bool
+	}{{"zero", 0, false}, {"one", 1, false}, {"expired", 1, true}} {
+		op := decodeOp(t, e.post(agent, c.key, smallRefundBody))
+		require.Equal(t, "awaiting_approval", op.Status)
+		for range c.approvals {
+			rec := e.do(req("POST", "/v1/ops/"+c.key+"/approve", approver, "", `{"reason": "ok"}`))
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		}
+		if c.expire {
+			_, err := e.pool.Exec(ctx, "UPDATE oncebox_approval SET expires_at = now() - interval '1 second' WHERE op_id = $1", op.ID)
+			require.NoError(t, err)
+		}
+		for _, body := range []string{`{"outcome": "resend", "reason": "go"}`, `{"outcome": "resend", "reason": "go", "new_key": true}`,
+			`{"outcome": "failed", "reason": "no"}`, `{"outcome": "succeeded", "vendor_ref": "re_1", "reason": "yes"}`} {
+			for _, tok := range []string{approver, admin} {
+				p := requireProblem(t, e.do(req("POST", "/v1/ops/"+c.key+"/resolve", tok, "", body)), http.StatusConflict, "wrong-state")
+				if c.expire {
+					require.Equal(t, "rejected", p.OpStatus, c.key)
+					continue
+				}
+				require.Equal(t, "awaiting_approval", p.OpStatus, c.key)
+				require.Contains(t, p.Detail, "only its approval can release it", c.key)
+			}
+		}
+		require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID), c.key)
+		require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'manual_resolution'", op.ID), c.key)
+	}
+}

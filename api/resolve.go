@@ -52,6 +52,9 @@ func (s *Server) resolveOp(w http.ResponseWriter, r *http.Request, t *tenant.Pri
 		if cur, gerr := s.ob.Get(r.Context(), t.ID, key); gerr == nil {
 			p.OpStatus = string(cur.Status)
 			p.Detail = fmt.Sprintf("Only an op in needs_review or unknown can be resolved by hand; this one is %s.", cur.Status)
+			if errors.Is(err, reconcile.ErrAwaitsApproval) && cur.Status == outbox.StatusAwaitingApproval {
+				p.Detail = reconcile.AwaitsApprovalSentence
+			}
 		}
 		writeProblem(w, p)
 		return

@@ -298,3 +298,26 @@ func TestConsoleOneTimeLink(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.Equal(t, "link-used", reasonOf(page))
 }
+
+// TestConsoleReviewCannotReleaseAWaitingOp: the Review form's resend (or any outcome)
+// of the refund that awaits approval answers 409 wrong-state with the approval's
+// sentence; the op keeps waiting and Stripe holds no refund.
+func TestConsoleReviewCannotReleaseAWaitingOp(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	b := newBrowser(t, e.base)
+	resp, page := b.signIn(e.approver)
+	require.Equal(t, http.StatusOK, resp.StatusCode, page)
+	_, page = b.get("/console/review")
+	csrf := csrfOf(t, page)
+	for _, outcome := range []string{"resend", "failed", "succeeded"} {
+		resp, page = b.post("/console/review", url.Values{"csrf": {csrf}, "key": {e.refundKey}, "outcome": {outcome},
+			"reason": {"checked"}, "vendor_ref": {"re_1"}, "new_key": {"on"}})
+		require.Equal(t, http.StatusConflict, resp.StatusCode, outcome)
+		require.Equal(t, "wrong-state", reasonOf(page), outcome)
+		require.Contains(t, page, "only its approval can release it", outcome)
+	}
+	_, page = b.get("/console/lookup?q=" + e.refundKey)
+	require.Contains(t, page, `id="op-status">awaiting_approval<`)
+	require.Empty(t, e.stripe.Refunds())
+}

@@ -218,7 +218,11 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *sessionInfo
 		return
 	}
 	if err != nil {
-		status, rf := opRefusal(err, "Only an op in needs_review or unknown can be resolved by hand.")
+		wrongState := "Only an op in needs_review or unknown can be resolved by hand."
+		if errors.Is(err, reconcile.ErrAwaitsApproval) {
+			wrongState = reconcile.AwaitsApprovalSentence
+		}
+		status, rf := opRefusal(err, wrongState)
 		if rf == nil {
 			c.internal(w, r, v, err)
 			return

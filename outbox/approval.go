@@ -208,7 +208,7 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 			// The op stays awaiting approval: the transition records the event only.
 			var err error
 			applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval,
-				To: StatusAwaitingApproval, By: opstate.Person, Actor: d.Actor, Kind: "approval_given", Detail: detail,
+				To: StatusAwaitingApproval, By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approval_given", Detail: detail,
 				Message: "approval recorded; more approvers needed"})
 			if err != nil {
 				return fmt.Errorf("record approval: %w", err)
@@ -219,7 +219,7 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 			return fmt.Errorf("record approval decision: %w", err)
 		}
 		applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval, To: StatusPending,
-			By: opstate.Person, Actor: d.Actor, Kind: "approved", Detail: detail})
+			By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approved", Detail: detail})
 		if err != nil {
 			return err
 		}
@@ -277,6 +277,7 @@ func readApproval(ctx context.Context, tx pgx.Tx, opID string) (*approvalRow, er
 func (ob *Outbox) settleRejected(ctx context.Context, tx pgx.Tx, op *Op, sealed bool, by opstate.Actor, actor, kind string,
 	detail any, errJSON []byte, decision string) (*opstate.Applied, error) {
 	change := opstate.Change{OpID: op.ID, From: StatusAwaitingApproval, To: StatusRejected, By: by, Actor: actor,
+		Action: rejectAction(by),
 		Kind: kind, Detail: detail, Error: errJSON}
 	if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok && tool.Redact != nil && !sealed {
 		change.RedactedArgs = tool.Redact(op.Args)
@@ -293,6 +294,14 @@ func (ob *Outbox) settleRejected(ctx context.Context, tx pgx.Tx, op *Op, sealed 
 		op.Args = change.RedactedArgs
 	}
 	return applied, nil
+}
+
+// rejectAction is the action of a rejection by by: a person rejects; the expiry has none.
+func rejectAction(by opstate.Actor) opstate.Action {
+	if by == opstate.Person {
+		return opstate.Reject
+	}
+	return ""
 }
 
 // expireTx rejects a locked op whose wait for approval ran out.

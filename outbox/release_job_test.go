@@ -42,7 +42,7 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 	}()
 
 	a, err := ob.Link().Ops.ApplyTx(ctx, opstate.Change{OpID: res.Op.ID, From: outbox.StatusUnknown, To: outbox.StatusPending,
-		By: opstate.Person, Actor: "alice", Kind: "resolve"})
+		By: opstate.Person, Action: opstate.Release, Actor: "alice", Kind: "resolve"})
 	require.NoError(t, err)
 	require.NotNil(t, a)
 	require.NoError(t, <-completed)

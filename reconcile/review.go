@@ -48,6 +48,16 @@ func ListReview(ctx context.Context, pool *pgxpool.Pool, tenantID int64) ([]Revi
 	return items, nil
 }
 
+// AwaitsApprovalSentence says why an op that awaits approval cannot be resolved or
+// released by hand, for the API's and the console's refusals.
+const AwaitsApprovalSentence = "This op awaits approval, and only its approval can release it (with the approvers, " +
+	"policy version, fingerprint and expiry it is bound to); it can be approved or rejected, not resolved or released."
+
+// ErrAwaitsApproval is returned for a resolution or release of an op that awaits
+// approval: only the approval decision (outbox.Outbox.Decide) moves it to pending. It
+// matches outbox.ErrWrongState.
+var ErrAwaitsApproval = fmt.Errorf("%w: the op awaits approval; only its approval can release it", outbox.ErrWrongState)
+
 // manualKind is the event kind of a person's resolution.
 const manualKind = "manual_resolution"
 
@@ -61,7 +71,7 @@ func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, ke
 	if err := outbox.CheckStorableText("vendor_ref", vendorRef); err != nil {
 		return nil, err
 	}
-	return resolve(ctx, ob, tenantID, key, outbox.StatusSucceeded, "resolved_succeeded", reason, actor,
+	return resolve(ctx, ob, tenantID, key, outbox.StatusSucceeded, opstate.Resolve, "resolved_succeeded", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			c.Result, _ = json.Marshal(map[string]string{"vendor_ref": vendorRef, "resolved_by": "manual_review"})
 			c.RedactedArgs, c.VendorRef = redactedArgs(ob, op), vendorRef
@@ -73,7 +83,7 @@ func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, ke
 // sent again: it becomes failed, with an error naming actor and reason. The op must be in
 // needs_review or unknown; otherwise the error matches outbox.ErrWrongState.
 func ResolveFailed(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, reason, actor string) (*outbox.Op, error) {
-	return resolve(ctx, ob, tenantID, key, outbox.StatusFailed, "resolved_failed", reason, actor,
+	return resolve(ctx, ob, tenantID, key, outbox.StatusFailed, opstate.Resolve, "resolved_failed", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			c.Error, _ = json.Marshal(map[string]string{"class": "permanent", "code": "resolved_failed",
 				"message": "marked failed by " + actor + ": " + reason})
@@ -88,7 +98,7 @@ func ResolveFailed(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, 
 // stored failure gets a new key either way. The op must be in needs_review or unknown;
 // otherwise the error matches outbox.ErrWrongState.
 func ReleaseForResend(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, reason, actor string, newKey bool) (*outbox.Op, error) {
-	return resolve(ctx, ob, tenantID, key, outbox.StatusPending, "released_for_resend", reason, actor,
+	return resolve(ctx, ob, tenantID, key, outbox.StatusPending, opstate.Release, "released_for_resend", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			bump := newKey || op.staleKey
 			detail["new_key"] = bump
@@ -121,10 +131,12 @@ func redactedArgs(ob *outbox.Outbox, op reviewOp) json.RawMessage {
 	return tool.Redact(op.args)
 }
 
-// resolve locks the op, checks that a person may move it to to (the transition table
-// says from needs_review or unknown), lets decide fill in the change, and has the op
-// state machine write it.
-func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey string, to outbox.Status, decision, reason, actor string,
+// resolve locks the op, checks that a person may move it to to by action (the
+// transition table says from needs_review or unknown: an op that awaits approval is
+// released only by the approval decision, never by a resolution), lets decide fill in
+// the change, and has the op state machine write it.
+func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey string, to outbox.Status, action opstate.Action,
+	decision, reason, actor string,
 	decide func(op reviewOp, c *opstate.Change, detail map[string]any)) (*outbox.Op, error) {
 	key, err := outbox.NormalizeKey(rawKey)
 	if err != nil {
@@ -154,11 +166,14 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 		}
 		op.key = key
 		op.status = outbox.Status(status)
-		if !opstate.Allowed(op.status, to, opstate.Person) {
+		if op.status == outbox.StatusAwaitingApproval {
+			return ErrAwaitsApproval
+		}
+		if !opstate.Allowed(op.status, to, opstate.Person, action) {
 			return fmt.Errorf("%w: op is %s; only an op in %s or %s can be resolved by hand",
 				outbox.ErrWrongState, op.status, outbox.StatusNeedsReview, outbox.StatusUnknown)
 		}
-		c := opstate.Change{OpID: op.id, From: op.status, To: to, By: opstate.Person, Actor: actor, Kind: manualKind,
+		c := opstate.Change{OpID: op.id, From: op.status, To: to, By: opstate.Person, Action: action, Actor: actor, Kind: manualKind,
 			Attrs: []any{slog.String("decision", decision)}}
 		detail := map[string]any{"decision": decision, "reason": reason}
 		c.Detail = detail

@@ -133,3 +133,32 @@ func TestHoistGlobals(t *testing.T) {
 		require.Equal(t, strings.Fields(tc.want), append([]string{}, hoistGlobals(strings.Fields(tc.in))...), tc.in)
 	}
 }
+
+// TestReviewResolveCannotReleaseAWaitingOp: `oncebox review resolve` of an op that
+// awaits approval (one approval of the two it needs) fails with the sentence that only
+// its approval can release it; the op keeps waiting and has no dispatch job.
+func TestReviewResolveCannotReleaseAWaitingOp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	var id string
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
+		status, vendor_key, expires_at) VALUES ($1, 'hook-1', 'webhook.post', 'webhook', '{"target":"crm","path":"/x"}',
+		'\x00', 'awaiting_approval', 'ob_x', now() + interval '1 day') RETURNING id`, tn.ID).Scan(&id))
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_approval (op_id, tenant_id, policy_version, fingerprint, approvers_needed, why, expires_at)
+		VALUES ($1, $2, '1', '\x00', 2, 'four eyes', now() + interval '1 day')`, id, tn.ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_approval_vote (op_id, voter) VALUES ($1, 'token:1')`, id)
+	require.NoError(t, err)
+	db := "DATABASE_URL=" + dbtest.ConnString(t, pool)
+	for _, how := range []string{"--resend", "--resend --new-key", "--failed", "--succeeded ob_1"} {
+		args := "review resolve --tenant acme hook-1 " + how + " --reason checked"
+		out, errOut, code := runCLI(t, args, db, `ONCEBOX_WEBHOOK_TARGETS={"crm":{"base_url":"http://127.0.0.1:1"}}`)
+		require.Equal(t, 1, code, "oncebox %s: %s%s", args, out, errOut)
+		require.Contains(t, errOut, "only its approval can release it", args)
+	}
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND status = 'awaiting_approval'", id))
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", id))
+}

@@ -16,6 +16,9 @@ type Change struct {
 	OpID     string
 	From, To Status
 	By       Actor
+	// Action is a person's action (approve, reject, resolve, release): the transition
+	// table gives each of a person's transitions to one action. Empty for other actors.
+	Action Action
 	// Actor is the name recorded on the event (a person's); defaults to By.
 	Actor string
 	// Kind and Detail are the event's (Detail is marshalled to JSON).
@@ -53,7 +56,7 @@ type Change struct {
 // c.From. Report the result after the commit.
 func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, error) {
 	actor := c.Actor
-	s := &step{from: []Status{c.From}, to: c.To, by: c.By, ident: Ident{ID: c.OpID},
+	s := &step{from: []Status{c.From}, to: c.To, by: c.By, action: c.Action, ident: Ident{ID: c.OpID},
 		event: &event{kind: c.Kind, actor: actor, detail: c.Detail}, attrs: c.Attrs, msg: c.Message, level: c.Level}
 	a, err := m.transition(ctx, tx, s, func(dropSealed bool) (bool, error) {
 		var row pgx.Row

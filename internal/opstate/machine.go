@@ -171,14 +171,15 @@ func (a *Applied) Report() {
 
 // step is one transition about to be written.
 type step struct {
-	from  []Status
-	to    Status
-	by    Actor
-	ident Ident
-	event *event
-	attrs []any
-	msg   string
-	level slog.Level
+	from   []Status
+	to     Status
+	by     Actor
+	action Action
+	ident  Ident
+	event  *event
+	attrs  []any
+	msg    string
+	level  slog.Level
 	// silent: nothing to count or log (a claim that keeps the op dispatching).
 	silent bool
 	// notifyAfterCommit: the write turned the settle trigger's notification off; Report
@@ -198,8 +199,8 @@ type event struct {
 // row did not match its guard (someone else moved the op meanwhile).
 func (m *Machine) transition(ctx context.Context, q Querier, s *step, write func(dropSealed bool) (bool, error)) (*Applied, error) {
 	for _, from := range s.from {
-		if !Allowed(from, s.to, s.by) {
-			return nil, fmt.Errorf("%w: %s -> %s by %s", ErrNotAllowed, from, s.to, s.by)
+		if !Allowed(from, s.to, s.by, s.action) {
+			return nil, fmt.Errorf("%w: %s -> %s by %s (action %q)", ErrNotAllowed, from, s.to, s.by, s.action)
 		}
 	}
 	ok, err := write(s.to.Terminal())

@@ -44,3 +44,21 @@ const (
 	// replay or the periodic sweep, whichever comes first.
 	Expiry Actor = "expiry"
 )
+
+// Action is what a person does to an op: the transition table gives a person's
+// transitions to one action each, so that the right to a transition depends on it.
+type Action string
+
+// The actions of a person in the transition table.
+const (
+	// Approve is an approval (the last one needed releases the op to pending; an earlier
+	// one of several keeps it waiting). Only the approval decision takes it, with its
+	// policy version, fingerprint, expiry and number of approvers.
+	Approve Action = "approve"
+	// Reject is the refusal of an op that awaits approval.
+	Reject Action = "reject"
+	// Resolve settles an op in needs_review or unknown as succeeded or failed.
+	Resolve Action = "resolve"
+	// Release sends an op in needs_review or unknown back to pending for a resend.
+	Release Action = "release"
+)

@@ -161,7 +161,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 		require.NoError(t, err)
 		a.Report()
 	default:
-		c := Change{OpID: id, From: tr.From, To: tr.To, By: tr.By, Kind: "walk", Detail: map[string]string{"why": tr.Why}}
+		c := Change{OpID: id, From: tr.From, To: tr.To, By: tr.By, Action: tr.Action, Kind: "walk", Detail: map[string]string{"why": tr.Why}}
 		switch {
 		case tr.To == Unknown && tr.From == Unknown:
 			c.NextCheck = time.Now().Add(time.Minute)
@@ -246,7 +246,7 @@ func TestEveryOtherTransitionIsRefused(t *testing.T) {
 		id, token := e.seedOp(t, from)
 		for _, to := range statuses {
 			for _, by := range actors {
-				if Allowed(from, to, by) {
+				if len(ActionsFor(from, to, by)) > 0 {
 					continue
 				}
 				refused++
@@ -287,4 +287,30 @@ func TestApplyChecksTheFromStatus(t *testing.T) {
 	require.Equal(t, Succeeded, got.status)
 	require.Zero(t, got.events)
 	require.Empty(t, e.seen)
+}
+
+// TestPersonsRightDependsOnTheAction: a person's transition is allowed only with the
+// action of its row: awaiting_approval -> pending is for "approve" alone, so a
+// resolution or release (or no action) of a waiting op is refused before any write.
+func TestPersonsRightDependsOnTheAction(t *testing.T) {
+	t.Parallel()
+	e := newWalkEnv(t)
+	ctx := context.Background()
+	require.True(t, Allowed(AwaitingApproval, Pending, Person, Approve))
+	id, _ := e.seedOp(t, AwaitingApproval)
+	for _, action := range []Action{Release, Resolve, Reject, ""} {
+		require.False(t, Allowed(AwaitingApproval, Pending, Person, action), action)
+		_, err := e.m.withTx(ctx, func(tx pgx.Tx) (*Applied, error) {
+			return e.m.Apply(ctx, tx, Change{OpID: id, From: AwaitingApproval, To: Pending, By: Person, Action: action, Kind: "walk"})
+		})
+		require.ErrorIs(t, err, ErrNotAllowed, action)
+	}
+	require.Equal(t, AwaitingApproval, e.read(t, id).status)
+	for _, tr := range transitions {
+		if tr.By == Person {
+			require.NotEmpty(t, tr.Action, "%s -> %s: every person's row names its action", tr.From, tr.To)
+		} else {
+			require.Empty(t, tr.Action, "%s -> %s by %s", tr.From, tr.To, tr.By)
+		}
+	}
 }
