@@ -278,7 +278,7 @@ func (ob *Outbox) settleRejected(ctx context.Context, tx pgx.Tx, op *Op, sealed 
 	detail any, errJSON []byte, decision string) (*opstate.Applied, error) {
 	change := opstate.Change{OpID: op.ID, From: StatusAwaitingApproval, To: StatusRejected, By: by, Actor: actor,
 		Action: rejectAction(by),
-		Kind: kind, Detail: detail, Error: errJSON}
+		Kind:   kind, Detail: detail, Error: errJSON}
 	if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok && tool.Redact != nil && !sealed {
 		change.RedactedArgs = tool.Redact(op.Args)
 	}
