@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -100,6 +101,11 @@ type Config struct {
 	ExtraWorkers func(*river.Workers) error
 	// ExtraQueues adds River queues for ExtraWorkers' jobs. Optional.
 	ExtraQueues map[string]river.QueueConfig
+	// HandOver, when set, is called in the transaction in which a dispatch run hands an
+	// op to the reconciler (unknown) because an earlier run may have sent it unheard (a
+	// takeover), so that the reconciler looks it up at once rather than at its next
+	// periodic sweep: the server inserts a sweep job. Optional.
+	HandOver func(ctx context.Context, tx pgx.Tx) error
 	// PeriodicJobs are River periodic jobs to run (the sweeper, the purge). Optional.
 	PeriodicJobs []*river.PeriodicJob
 	// Purge, when set, runs the TTL purge as a River periodic job in processes that work
@@ -132,7 +138,12 @@ type Config struct {
 	// TracerProvider, when set, traces enqueues, dispatch attempts and every status
 	// change (see internal/tracing). Nil: tracing is off, at no cost.
 	TracerProvider trace.TracerProvider
-	// ClientID names this process to River. Defaults to River's generated id.
+	// ClientID names this process to River. Defaults to a generated id that starts with
+	// LiveClientPrefix. A working process whose id starts with it holds a liveness lock
+	// (a session advisory lock on a connection of its own) while it lives, so that the
+	// others take its dispatch jobs over as soon as it is gone instead of after
+	// RescueStuckJobsAfter (README, "Recovery"); with another id its jobs wait for River's
+	// rescuer.
 	ClientID string
 	// TestOnly passes River's TestOnly flag (faster start and stop in tests).
 	TestOnly bool
@@ -179,6 +190,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.Observer == nil {
 		out.Observer = nopObserver{}
+	}
+	if out.ClientID == "" {
+		out.ClientID = newClientID()
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
@@ -300,6 +314,10 @@ type Outbox struct {
 	tracer trace.Tracer
 	// policies remembers the tenants' approval rules for enqueues (checked by the insert).
 	policies policyCache
+	// live holds the process's liveness lock and takes over gone processes' jobs; nil
+	// in a process that works no jobs or whose client id does not start with
+	// LiveClientPrefix.
+	live *liveness
 }
 
 // New builds an Outbox and its River client. Call Start to work jobs.
@@ -398,6 +416,9 @@ func New(cfg Config) (*Outbox, error) {
 		return nil, fmt.Errorf("outbox: river client: %w", err)
 	}
 	ob.river = client
+	if *c.Work && strings.HasPrefix(c.ClientID, LiveClientPrefix) {
+		ob.live = newLiveness(ob, c.ClientID)
+	}
 	return ob, nil
 }
 
@@ -443,10 +464,30 @@ func (ob *Outbox) Start(ctx context.Context) error {
 	}
 	// River hard-stops (cancelling running dispatches) when its start context ends;
 	// only Stop, with its grace, may end the workers.
+	if ob.live != nil {
+		ob.live.start()
+	}
 	if err := ob.river.Start(context.WithoutCancel(ctx)); err != nil {
+		if ob.live != nil {
+			ob.live.close()
+		}
 		return fmt.Errorf("outbox: start river: %w", err)
 	}
 	return nil
+}
+
+// ClientID is this process's River client id.
+func (ob *Outbox) ClientID() string { return ob.cfg.ClientID }
+
+// liveOK says whether this process may call a vendor: it holds no liveness lock, or its
+// lock was confirmed held a moment ago (see liveness).
+func (ob *Outbox) liveOK() bool { return ob.live == nil || ob.live.ok() }
+
+// closeLiveness releases the liveness lock once the workers are stopped.
+func (ob *Outbox) closeLiveness() {
+	if ob.live != nil {
+		ob.live.close()
+	}
 }
 
 // Stop stops fetching jobs and waits for running dispatches to finish, until ctx is
@@ -456,6 +497,7 @@ func (ob *Outbox) Stop(ctx context.Context) error {
 	if !*ob.cfg.Work {
 		return nil
 	}
+	defer ob.closeLiveness()
 	err := ob.river.Stop(ctx)
 	if err == nil {
 		return nil

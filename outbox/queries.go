@@ -42,14 +42,80 @@ const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $
 
 // sqlOpByIDForUpdate locks an op for a claim. Its last column is how long, in seconds
 // on the database's clock, the latest attempt may still be running: its start plus the
-// job timeout ($2, seconds) less now (0 or less: it is over).
+// job timeout ($2, seconds) less now (0 or less: it is over), or 0 when the process of
+// every open attempt is provably gone (processGoneSQL).
 // Its very last column says whether the run of job $3 at job attempt $4 is clean
 // (opstate.CleanRunSQL).
 var sqlOpByIDForUpdate = `SELECT ` + opColumns + `, attempt_token::text, key_first_sent_at, stale_key, sealed_args,
 	resend_before, coalesce(resend_before <= now(), false),
-	coalesce(extract(epoch FROM dispatch_started_at + make_interval(secs => $2) - now()), 0)::float8, tool_definition,
+	CASE WHEN EXISTS (SELECT 1 FROM oncebox_attempt a WHERE a.op_id = o.id AND a.finished_at IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM oncebox_attempt a WHERE a.op_id = o.id AND a.finished_at IS NULL
+			AND NOT ` + processGoneSQL("a.worker", "a.started_at") + `)
+	THEN 0 ELSE coalesce(extract(epoch FROM dispatch_started_at + make_interval(secs => $2) - now()), 0)::float8 END,
+	tool_definition,
 	` + opstate.CleanRunSQL("$3", "$4") + `
-FROM oncebox_op WHERE id = $1 FOR UPDATE`
+FROM oncebox_op o WHERE id = $1 FOR UPDATE`
+
+// Liveness (liveness.go). A process whose River client id starts with LiveClientPrefix
+// holds a session advisory lock on livenessKeySQL of its id, on a connection of its own,
+// while it lives; Postgres releases the lock when that connection ends, the process's
+// death included.
+
+// livenessKeySQL is the advisory lock key of the process whose client id is the SQL
+// expression id.
+func livenessKeySQL(id string) string {
+	return `hashtextextended('oncebox.process:' || ` + id + `, 0)`
+}
+
+// livenessMargin is how long after Postgres's start a run must have started for the
+// lock of its process to prove anything: the lock sessions of live processes are lost
+// in a Postgres restart and taken again within livenessConfirmed, and a process calls
+// no vendor unless its lock was confirmed within livenessConfirmed (Outbox.liveOK).
+const livenessMargin = "5 seconds"
+
+// processGoneSQL is the condition that the process whose client id is the SQL
+// expression worker, running something that started at the expression since, is
+// provably gone: it is a process that holds a liveness lock, the run started after
+// Postgres's start plus livenessMargin (so that the process's lock was confirmed held
+// after the start, see livenessMargin), and nobody holds the lock now. A process with
+// another id (the previous release, an embedding program's own id) is never proven
+// gone: its runs are waited for until their job timeout. Collisions of the 64-bit key
+// can only make a gone process look alive.
+func processGoneSQL(worker, since string) string {
+	key := livenessKeySQL(worker)
+	return `coalesce(` + worker + ` LIKE '` + LiveClientPrefix + `%' AND ` + since + ` > pg_postmaster_start_time() + interval '` + livenessMargin + `'
+		AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+			AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+			AND l.classid = ((` + key + ` >> 32) & 4294967295)::oid AND l.objid = (` + key + ` & 4294967295)::oid), false)`
+}
+
+// sqlLivenessLock takes the process's liveness lock ($1: its client id) on its own
+// connection; false when another session holds it.
+var sqlLivenessLock = `SELECT pg_try_advisory_lock(` + livenessKeySQL("$1::text") + `)`
+
+// sqlTakeOver makes the running dispatch jobs of provably gone processes available at
+// once, as River's rescuer would after RescueStuckJobsAfter: the job's next run finds
+// its op as the dead run left it and takes the locking path (a resend under the same
+// key inside the vendor's window, or the reconciler). A job at its last River attempt is
+// left to River's rescuer, which discards it, and a process never takes over its own
+// jobs ($1: its client id). It returns the jobs taken over, their op and the process
+// they were taken from.
+var sqlTakeOver = `
+WITH dead AS (
+	SELECT j.id FROM river_job j
+	WHERE j.state = 'running' AND j.kind = 'oncebox.dispatch' AND j.attempt < j.max_attempts
+		AND j.attempted_by[cardinality(j.attempted_by)] LIKE '` + LiveClientPrefix + `%'
+		AND j.attempted_by[cardinality(j.attempted_by)] <> $1
+		AND ` + processGoneSQL("j.attempted_by[cardinality(j.attempted_by)]", "j.attempted_at") + `
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE river_job j SET state = 'available', scheduled_at = now(),
+	errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', j.attempt,
+		'error', 'taken over: the process running it is gone (its liveness lock is free)', 'trace', '')),
+	metadata = j.metadata || jsonb_build_object('oncebox:taken_over_at', now(),
+		'oncebox:taken_over_from', j.attempted_by[cardinality(j.attempted_by)])
+FROM dead WHERE j.id = dead.id
+RETURNING j.id, coalesce(j.args->>'op_id', ''), j.attempted_by[cardinality(j.attempted_by)]`
 
 // sqlOpForCleanRun reads a pending op for a clean run of job $2 at job attempt $3 (no
 // write: River's fetch was the claim), with its key's first send, its sealed args, its

@@ -92,6 +92,12 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 			return river.JobSnooze(d)
 		}
 	}
+	if !ob.liveOK() {
+		// This process's liveness lock is not confirmed held: another process may
+		// prove it gone and take the op over, so it calls no vendor. A snooze keeps the
+		// attempt number (the next run stays clean).
+		return river.JobSnooze(cleanReadRetry)
+	}
 	var c *claim
 	if !ob.cfg.ClaimCommit {
 		var err error
@@ -303,9 +309,9 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			if !clean {
 				// An earlier run may have called the vendor without its answer being
 				// recorded (it was killed, or failed to record): the op may have been
-				// sent. That run is over: River reran its job only after it returned or
-				// after RescueStuckJobsAfter, which exceeds its job timeout; or its job is
-				// gone. As for a predecessor found dispatching, only a resend inside the
+				// sent. That run is over: River reran its job only after it returned, after
+				// RescueStuckJobsAfter, which exceeds its job timeout, or once its process
+				// was proven gone (liveness); or its job is gone. As for a predecessor found dispatching, only a resend inside the
 				// vendor's key window (from the op's creation at the latest) is safe.
 				first, ok, err := ob.ops.MarkUnheard(ctx, tx, op.ID, job.ID)
 				if err != nil {
@@ -329,8 +335,9 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			// still run). Inside the vendor's native key window a resend with the same
 			// key is itself the lookup; otherwise only the reconciler may decide.
 			if mayRunSecs > 0 {
-				// The attempt may still be running (its job's timeout is not over): it
-				// is not lost, and its request may still be on its way. Look again once
+				// The attempt may still be running (its job's timeout is not over and its
+				// process is not provably gone): it is not lost, and its request may
+				// still be on its way. Look again once
 				// it must be over; leave the op and the attempt as they are.
 				c.snooze = time.Duration(mayRunSecs*float64(time.Second)) + takeoverMargin
 				return nil
@@ -357,7 +364,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 			return err
 		}
 
-		cl, a, err := ob.ops.Claim(ctx, tx, from, op.ident(), job.ID)
+		cl, a, err := ob.ops.Claim(ctx, tx, from, op.ident(), job.ID, ob.cfg.ClientID)
 		if err != nil {
 			return err
 		}
@@ -394,6 +401,11 @@ func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[Di
 	if a == nil {
 		return nil, fmt.Errorf("mark unknown: op is no longer %s", op.Status)
 	}
+	if ob.cfg.HandOver != nil {
+		if err := ob.cfg.HandOver(ctx, tx); err != nil {
+			return nil, fmt.Errorf("hand over: %w", err)
+		}
+	}
 	_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 	return a, err
 }
@@ -404,7 +416,7 @@ func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[Di
 func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
 	op := &Op{}
 	c := &claim{op: op}
-	a, err := ob.ops.ClaimPending(ctx, job.Args.OpID, job.ID, job.Attempt, func(row pgx.Row) (opstate.Ident, error) {
+	a, err := ob.ops.ClaimPending(ctx, job.Args.OpID, job.ID, job.Attempt, ob.cfg.ClientID, func(row pgx.Row) (opstate.Ident, error) {
 		if err := row.Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt, &c.resendBefore, &c.definition)...); err != nil {
 			return opstate.Ident{}, err
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/oncebox/oncebox/outbox"
@@ -175,7 +176,11 @@ func (r *Reconciler) logger(ob *outbox.Outbox) *slog.Logger {
 }
 
 // SweepArgs is the River job of one sweep.
-type SweepArgs struct{}
+type SweepArgs struct {
+	// Soon marks a sweep asked for by a takeover (SweepSoonTx), so that its uniqueness
+	// never collides with the periodic sweep's.
+	Soon bool `json:"soon,omitempty"`
+}
 
 // Kind implements river.JobArgs.
 func (SweepArgs) Kind() string { return "oncebox.reconcile_sweep" }
@@ -201,6 +206,18 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 func (r *Reconciler) Register(workers *river.Workers) error {
 	if err := river.AddWorkerSafely(workers, &sweepWorker{r: r}); err != nil {
 		return fmt.Errorf("reconcile: register sweep worker: %w", err)
+	}
+	return nil
+}
+
+// SweepSoonTx inserts a sweep in tx, at most one a second: a dispatch run handed an op
+// to the reconciler after a takeover (outbox.Config.HandOver), and the op should not
+// wait for the next periodic sweep.
+func SweepSoonTx(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx) error {
+	_, err := client.InsertTx(ctx, tx, SweepArgs{Soon: true}, &river.InsertOpts{Queue: QueueName,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Second}})
+	if err != nil {
+		return fmt.Errorf("reconcile: insert a sweep: %w", err)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
@@ -494,6 +495,7 @@ func (s *Server) build(ctx context.Context) error {
 			return s.events.Register(w)
 		}
 		ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob(), s.events.PeriodicJob(outbox.MaintenanceQueue)}
+		ocfg.HandOver = func(ctx context.Context, tx pgx.Tx) error { return reconcile.SweepSoonTx(ctx, s.outbox.River(), tx) }
 	}
 	s.outbox, err = outbox.New(ocfg)
 	var ttlErr *outbox.TTLError

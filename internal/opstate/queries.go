@@ -27,7 +27,7 @@ const retentionStart = `now() + coalesce(retention, expires_at - created_at)`
 
 // sqlClaimPending is the fast path of a claim: a pending op is committed as dispatching
 // with a fresh attempt token, and its attempt row inserted, in one statement, by job $2
-// at job attempt $3. When the op is not pending, is pending past its resend_before, or
+// at job attempt $3 in the process whose River client id is $4 (the attempt's worker). When the op is not pending, is pending past its resend_before, or
 // the run is not clean (CleanRunSQL), no row comes back and the worker takes the
 // locking path.
 var sqlClaimPending = `
@@ -40,8 +40,8 @@ WITH c AS (
 	RETURNING ` + OpColumns + `, attempt_token::text AS token, sealed_args, key_first_sent_at, resend_before,
 		tool_definition
 ), a AS (
-	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
-	SELECT id::uuid, attempts, token::uuid, vendor_key, $2, dispatch_started_at FROM c
+	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at, worker)
+	SELECT id::uuid, attempts, token::uuid, vendor_key, $2, dispatch_started_at, nullif($4, '') FROM c
 )
 SELECT * FROM c`
 
@@ -125,9 +125,11 @@ UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1, attempt_t
 WHERE id = $1 AND status = $2
 RETURNING attempts, attempt_token::text, vendor_key, dispatch_started_at, key_first_sent_at, resend_before`
 
+// sqlInsertAttempt inserts the attempt row of a claim on the locking path; $7 is the
+// River client id of the claiming process (its worker), '' for none.
 const sqlInsertAttempt = `
-INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at)
-VALUES ($1, $2, $3, $4, $5, $6)`
+INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at, worker)
+VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''))`
 
 // sqlCloseLostAttempts closes the attempts of an op found dispatching by another job:
 // their worker died (or timed out) without recording an answer.

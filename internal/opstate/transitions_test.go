@@ -120,7 +120,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 	case tr.By == Worker && tr.To == Dispatching && tr.From == Pending:
 		// The fast path; the locking path is walked for dispatching -> dispatching.
 		var err error
-		a, err = e.m.ClaimPending(ctx, id, 7, 1, func(r pgx.Row) (Ident, error) {
+		a, err = e.m.ClaimPending(ctx, id, 7, 1, "", func(r pgx.Row) (Ident, error) {
 			var skip [26]any
 			dest := make([]any, len(skip))
 			for i := range dest {
@@ -134,7 +134,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 			if err := e.m.CloseLostAttempts(ctx, tx, id, 7); err != nil {
 				return nil, err
 			}
-			_, a, err := e.m.Claim(ctx, tx, tr.From, Ident{ID: id, Vendor: "fake"}, 7)
+			_, a, err := e.m.Claim(ctx, tx, tr.From, Ident{ID: id, Vendor: "fake"}, 7, "")
 			return a, err
 		})
 	case tr.By == Worker && tr.From == Pending && tr.To != Unknown:
@@ -260,7 +260,7 @@ func TestEveryOtherTransitionIsRefused(t *testing.T) {
 				}
 				if by == Worker && to == Dispatching {
 					_, err := e.m.withTx(ctx, func(tx pgx.Tx) (*Applied, error) {
-						_, a, err := e.m.Claim(ctx, tx, from, Ident{ID: id}, 7)
+						_, a, err := e.m.Claim(ctx, tx, from, Ident{ID: id}, 7, "")
 						return a, err
 					})
 					require.ErrorIs(t, err, ErrNotAllowed, "claim from %s", from)
