@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
 // runningUnder makes the op's dispatch job look fetched a moment ago, at attempt 1, by
@@ -116,4 +118,41 @@ func TestDispatchingAttemptOfAGoneProcessIsOver(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "op: %+v", op)
 	require.Equal(t, 1, fake.EffectCount())
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND outcome = 'lost'", res.Op.ID))
+}
+
+// TestWokenWorkerAfterTakeoverIsFenced: a clean run that was silent while its job was
+// taken over (made available again at the same attempt, as the takeover does) records
+// nothing when it wakes up with the target's answer: the op stays pending, with no
+// attempt, for the job's next run, which treats it as possibly sent.
+func TestWokenWorkerAfterTakeoverIsFenced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake := fakewebhook.New(fakewebhook.Config{})
+	release := make(chan struct{})
+	fake.SetBlock(release)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	tenant := newTenant(t, pool, "acme")
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{jobTimeout: 20 * time.Second, rescueAfter: time.Hour})
+	startWorker(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fake.EffectCount() == 1 }, 10*time.Second, 20*time.Millisecond)
+
+	// The takeover, while the worker waits for the answer; the job's next run is
+	// held back, so that only the woken worker can touch the op.
+	_, err = pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() + interval '1 hour',
+		metadata = metadata || jsonb_build_object('oncebox:taken_over_at', now()) WHERE args->>'op_id' = $1 AND state = 'running'`, res.Op.ID)
+	require.NoError(t, err)
+	close(release)
+
+	// The woken worker has the answer at once; its record, were it let through, would
+	// follow within milliseconds.
+	time.Sleep(2 * time.Second)
+	op, err := ob.Get(ctx, tenant, "k1")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, op.Status, "the woken worker recorded its answer after the takeover")
+	require.Equal(t, 0, op.Attempts)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'available'", res.Op.ID))
 }

@@ -126,7 +126,7 @@ WHERE id = $1 AND status = $2
 RETURNING attempts, attempt_token::text, vendor_key, dispatch_started_at, key_first_sent_at, resend_before`
 
 // sqlInsertAttempt inserts the attempt row of a claim on the locking path; $7 is the
-// River client id of the claiming process (its worker), '' for none.
+// River client id of the claiming process (its worker), ” for none.
 const sqlInsertAttempt = `
 INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at, worker)
 VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''))`

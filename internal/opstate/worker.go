@@ -19,7 +19,7 @@ import (
 // resend_before) and returns the op's Ident. It returns nil, nil when the op is not
 // pending, is pending past its resend_before, or the run (job jobID at job attempt
 // jobAttempt) is not clean (CleanRunSQL): the locking path then decides. worker is the
-// River client id of the claiming process, stored with the attempt ('' for none).
+// River client id of the claiming process, stored with the attempt (” for none).
 func (m *Machine) ClaimPending(ctx context.Context, opID string, jobID int64, jobAttempt int, worker string, scan func(pgx.Row) (Ident, error)) (*Applied, error) {
 	s := &step{from: []Status{Pending}, to: Dispatching, by: Worker}
 	a, err := m.transition(ctx, m.cfg.Pool, s, func(bool) (bool, error) {
@@ -50,7 +50,7 @@ type Claimed struct {
 // Claim commits an op locked in tx, in status from (pending, or dispatching whose
 // worker died, inside the vendor's key window), as dispatching with a fresh attempt
 // token, and inserts the attempt row of job jobID, claimed by the process whose River
-// client id is worker ('' for none). Report it after the commit.
+// client id is worker (” for none). Report it after the commit.
 func (m *Machine) Claim(ctx context.Context, tx pgx.Tx, from Status, id Ident, jobID int64, worker string) (*Claimed, *Applied, error) {
 	c := &Claimed{}
 	s := &step{from: []Status{from}, to: Dispatching, by: Worker, ident: id, silent: from == Dispatching}
