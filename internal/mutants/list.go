@@ -46,6 +46,15 @@ func List() []Mutant {
 			Tests:    []string{"TestCleanRunRescuedIsFenced"},
 		},
 		{
+			Name:     "takeover-woken-records",
+			Breaks:   "a clean run's record checks its job's attempt but not that the job is still running: a worker that wakes up after its job was taken over (available again at the same attempt) records",
+			File:     "internal/opstate/queries.go",
+			Old:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND state = 'running' AND attempt = $14 FOR UPDATE",
+			New:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND attempt = $14 FOR UPDATE",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestWokenWorkerAfterTakeoverIsFenced"},
+		},
+		{
 			Name:     "clean-run-always",
 			Breaks:   "every run of a pending op counts as clean: a run after one that may have sent unheard calls the vendor again",
 			File:     "internal/opstate/queries.go",
