@@ -381,7 +381,7 @@ func (u *upstreamConn) wait(ctx context.Context) error {
 }
 
 // errNotSent is a call that never reached the upstream (no session could be opened,
-// or the rate limit held it).
+// the rate limit held it, or no connection could be had for its HTTP request).
 var errNotSent = errors.New("not sent")
 
 // call calls a tool; kind ("dispatch", "read", "lookup") labels it for the observer.
@@ -426,8 +426,13 @@ func (u *upstreamConn) callRaw(ctx context.Context, kind string, p *mcp.CallTool
 			}
 			return nil, nil, err
 		}
-		outcome = "lost"
 		u.drop(s)
+		if errors.Is(err, errNotSent) {
+			// No connection could be had (tapTransport): the upstream is down, and
+			// the session with it, most likely; the next call opens a new one.
+			return nil, nil, err
+		}
+		outcome = "lost"
 		return nil, nil, err
 	}
 	u.ok()

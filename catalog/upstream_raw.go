@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -134,6 +136,20 @@ func (t *tapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method != http.MethodPost || r.Body == nil {
 		return t.base.RoundTrip(r)
 	}
+	// A request that failed before any connection was had (a refused connection, a
+	// dial or DNS error) provably never left: its error wraps errNotSent. Once a
+	// connection was had, even a failure to write may hide a request the upstream
+	// read, so that stays a lost answer.
+	var gotConn atomic.Bool
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) }}))
+	resp, err := t.roundTrip(r)
+	if err != nil && !gotConn.Load() {
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	return resp, err
+}
+
+func (t *tapTransport) roundTrip(r *http.Request) (*http.Response, error) {
 	body, err := io.ReadAll(r.Body)
 	_ = r.Body.Close()
 	if err != nil {

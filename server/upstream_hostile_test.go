@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -167,4 +168,85 @@ upstreams:
 	}
 	require.Empty(t, fake.Mails())
 	require.Contains(t, getBody(t, h.base+"/metrics"), `oncebox_upstream_tool_loosening_refused_total{tool="mail.count_mail",upstream="mail"} 2`)
+}
+
+// restartableUpstream serves h on one address that can be shut (connections refused)
+// and served again.
+type restartableUpstream struct {
+	t    *testing.T
+	h    http.Handler
+	addr string
+	srv  *httptest.Server
+}
+
+func newRestartableUpstream(t *testing.T, h http.Handler) *restartableUpstream {
+	t.Helper()
+	u := &restartableUpstream{t: t, h: h}
+	u.start()
+	u.addr = u.srv.Listener.Addr().String()
+	t.Cleanup(func() {
+		if u.srv != nil {
+			u.stop()
+		}
+	})
+	return u
+}
+
+func (u *restartableUpstream) start() {
+	u.t.Helper()
+	u.srv = httptest.NewUnstartedServer(u.h)
+	if u.addr != "" {
+		ln, err := net.Listen("tcp", u.addr)
+		require.NoError(u.t, err)
+		u.srv.Listener = ln
+	}
+	u.srv.Start()
+}
+
+func (u *restartableUpstream) stop() {
+	u.srv.Listener.Close()
+	u.srv.CloseClientConnections() // the standalone SSE stream's handler ends with its connection
+	u.srv.Close()
+	u.srv = nil
+}
+
+// TestUpstreamRefusedConnectionIsNotSent: the HTTP upstream goes down while its session
+// is open (connections refused): a dispatch is not sent, so it is retried, never
+// unknown; once the upstream is up again the op succeeds, sent once.
+func TestUpstreamRefusedConnectionIsNotSent(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	up := newRestartableUpstream(t, fake.Handler())
+	h := hostileOncebox(t, "upstreams: {mail: {url: http://"+up.addr+"}}", func(cfg *server.Config) { cfg.RetryMaxBackoff = time.Second })
+	require.Equal(t, "write", h.classes(t)["mail.send_mail"])
+	up.stop()
+
+	status, body := postJSON(t, h.base, h.token, "/v1/ops", "refused-1", `{"tool":"mail.send_mail","args":{"to":"a@example.com","subject":"Hi"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, h.pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_attempt WHERE finished_at IS NOT NULL").Scan(&n))
+		return n >= 2
+	}, 30*time.Second, 50*time.Millisecond, "two attempts refused")
+	var st string
+	require.NoError(t, h.pool.QueryRow(ctx, "SELECT status FROM oncebox_op").Scan(&st))
+	require.Equal(t, "pending", st, "a refused connection is not sent: retried")
+
+	up.start()
+	waitStatus(t, h.pool, "mail.send_mail", "succeeded")
+	require.Len(t, fake.Mails(), 1)
+	rows, err := h.pool.Query(ctx, "SELECT attempt, coalesce(outcome, ''), coalesce(error, '') FROM oncebox_attempt ORDER BY attempt")
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var n int
+		var outcome, msg string
+		require.NoError(t, rows.Scan(&n, &outcome, &msg))
+		require.NotEqual(t, "unknown", outcome, "attempt %d: %s", n, msg)
+	}
+	require.NoError(t, rows.Err())
+	var events int
+	require.NoError(t, h.pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op_event WHERE to_status IN ('unknown', 'needs_review')").Scan(&events))
+	require.Zero(t, events)
 }
