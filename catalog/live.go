@@ -17,10 +17,10 @@ import (
 // runtime: a River queue per target cannot come or go while the process runs.
 type Live struct {
 	cur atomic.Pointer[Runtime]
-	// retired are the runtimes Swap replaced, closed by Close.
-	retiredMu sync.Mutex
-	retired   []*Runtime
-	vendors   []outbox.Vendor
+	// closeMu orders Swap and Close; closed says Close was called.
+	closeMu sync.Mutex
+	closed  bool
+	vendors []outbox.Vendor
 	// queued is the set of targets that have a vendor (and a queue).
 	queued map[string]bool
 }
@@ -148,23 +148,25 @@ func (l *Live) Swap(next *Runtime) error {
 				Message: "approval rules change only on a restart (the process's default approval policy is set at start)"}
 		}
 	}
-	l.retiredMu.Lock()
-	l.retired = append(l.retired, cur)
-	l.retiredMu.Unlock()
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
+	if l.closed {
+		return &Error{File: next.cat.File, Message: "oncebox is shutting down"}
+	}
 	l.cur.Store(next)
+	// An upstream next kept goes on as it was; one that changed is closed and its
+	// process ended; one the file no longer names is parked. Calls in progress on a
+	// closed session end as lost answers, and their ops are reconciled.
+	retire(cur, next)
 	return nil
 }
 
-// Close closes the upstream sessions of the runtime in force and of every runtime
-// Swap replaced.
+// Close closes the upstream sessions of the runtime in force, parked ones included.
 func (l *Live) Close() {
-	l.retiredMu.Lock()
-	defer l.retiredMu.Unlock()
-	for _, r := range l.retired {
-		r.Close()
-	}
-	l.retired = nil
-	l.Current().Close()
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
+	l.closed = true
+	l.Current().closeAll()
 }
 
 // Health reports the upstreams of the catalog in force (see Runtime.Health).

@@ -98,6 +98,9 @@ type upstreamConn struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	closed  bool
+	// resting says rest ended the session: it is not opened again in the
+	// background, only by the next call.
+	resting bool
 	// opened counts the sessions opened; each after the first is a restart.
 	opened int
 	// failures counts the failed connects and ended sessions since the last good
@@ -237,6 +240,7 @@ func (u *upstreamConn) get(ctx context.Context) (*mcp.ClientSession, error) {
 		return nil, fmt.Errorf("connect to upstream %s: %s", u.up.Name, u.scrub(err.Error()))
 	}
 	u.session = s
+	u.resting = false
 	u.opened++
 	u.publish()
 	if u.opened > 1 {
@@ -254,7 +258,7 @@ func (u *upstreamConn) get(ctx context.Context) (*mcp.ClientSession, error) {
 func (u *upstreamConn) watch(s *mcp.ClientSession) {
 	err := s.Wait()
 	u.mu.Lock()
-	if u.closed {
+	if u.closed || (u.resting && u.session == nil) {
 		u.mu.Unlock()
 		return
 	}
@@ -270,7 +274,7 @@ func (u *upstreamConn) watch(s *mcp.ClientSession) {
 	u.logger.Warn("upstream session ended; opening it again", slog.String("upstream", u.up.Name), slog.String("error", u.scrub(err.Error())))
 	for {
 		u.mu.Lock()
-		if u.closed || u.session != nil {
+		if u.closed || u.resting || u.session != nil {
 			u.mu.Unlock()
 			return
 		}
@@ -303,6 +307,20 @@ func (u *upstreamConn) drop(s *mcp.ClientSession) {
 	_ = s.Close() // watch sees it end, and opens a new one
 }
 
+// rest ends the session (a stdio upstream's process with it) without closing u for
+// good: nothing opens it again in the background; the next call does.
+func (u *upstreamConn) rest() {
+	u.mu.Lock()
+	s := u.session
+	u.session, u.resting = nil, true
+	u.publish()
+	u.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+	}
+}
+
+// close closes u for good, ending its session (and a stdio upstream's process).
 func (u *upstreamConn) close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()

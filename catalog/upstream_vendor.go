@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -26,10 +27,24 @@ const (
 // connectUpstreams opens every upstream, lists its tools and adds them to the
 // catalog.
 func (r *Runtime) connectUpstreams(ctx context.Context, opts Options) error {
-	r.upstreams = map[string]*upstreamConn{}
+	r.upstreams, r.kept, r.parked = map[string]*upstreamConn{}, map[string]bool{}, map[string]*upstreamConn{}
+	if prev := opts.Previous; prev != nil {
+		for name, c := range prev.parked {
+			r.parked[name] = c
+		}
+		for name, c := range prev.upstreams {
+			r.parked[name] = c
+		}
+	}
 	for _, name := range r.cat.UpstreamNames() {
 		up := r.cat.Upstreams[name]
-		conn := newUpstreamConn(up, opts)
+		conn, ok := r.parked[name]
+		if ok && reflect.DeepEqual(*conn.up, *up) {
+			r.kept[name] = true
+		} else {
+			conn = newUpstreamConn(up, opts)
+		}
+		delete(r.parked, name)
 		r.upstreams[name] = conn
 		listed, err := conn.list(ctx)
 		if err != nil {
@@ -44,10 +59,48 @@ func (r *Runtime) connectUpstreams(ctx context.Context, opts Options) error {
 	return nil
 }
 
-// Close closes the upstreams' sessions (and ends stdio upstreams' processes).
+// Close closes the upstreams' sessions (and ends stdio upstreams' processes) that r
+// opened itself: those kept from Options.Previous belong to the runtime in force.
 func (r *Runtime) Close() {
+	for name, c := range r.upstreams {
+		if !r.kept[name] {
+			c.close()
+		}
+	}
+}
+
+// closeAll closes every upstream session r holds, kept and parked ones included.
+func (r *Runtime) closeAll() {
 	for _, c := range r.upstreams {
 		c.close()
+	}
+	for _, c := range r.parked {
+		c.close()
+	}
+}
+
+// retire ends the sessions of cur that next does not hold: an upstream that changed
+// is closed for good, one the file no longer names is parked (its process ended,
+// opened again only to send an op accepted before).
+func retire(cur, next *Runtime) {
+	holds := func(c *upstreamConn) bool {
+		for _, n := range next.upstreams {
+			if n == c {
+				return true
+			}
+		}
+		return false
+	}
+	for _, m := range []map[string]*upstreamConn{cur.upstreams, cur.parked} {
+		for name, c := range m {
+			switch {
+			case holds(c):
+			case next.parked[name] == c:
+				c.rest()
+			default:
+				c.close()
+			}
+		}
 	}
 }
 
@@ -84,7 +137,11 @@ type upstreamVendor struct {
 
 // session is the upstream's session in force.
 func (v *upstreamVendor) session() *upstreamConn {
-	if c, ok := v.current().upstreams[v.name]; ok {
+	r := v.current()
+	if c, ok := r.upstreams[v.name]; ok {
+		return c
+	}
+	if c, ok := r.parked[v.name]; ok {
 		return c
 	}
 	return v.conn

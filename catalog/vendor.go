@@ -37,6 +37,11 @@ type Options struct {
 	// RedactKey keys the hashes that replace redacted fields (HMAC-SHA256); nil makes
 	// them plain SHA-256. Optional.
 	RedactKey []byte
+	// Previous is the runtime in force, on a reload: an upstream whose definition in
+	// the file is unchanged keeps its session (and a stdio upstream its process)
+	// instead of being connected again. Live.Swap ends those of Previous the new
+	// runtime does not keep. Optional.
+	Previous *Runtime
 }
 
 // Runtime is a catalog connected to its targets: the outbox tools and vendors of its
@@ -45,6 +50,13 @@ type Runtime struct {
 	cat       *Catalog
 	targets   map[string]*webhook.Vendor
 	upstreams map[string]*upstreamConn
+	// kept names the upstreams whose sessions came from Options.Previous: Close
+	// leaves them to the runtime in force.
+	kept map[string]bool
+	// parked are the sessions of upstreams a reload removed from the file, by name:
+	// their processes are ended, and opened again only to send an op accepted before
+	// the reload.
+	parked    map[string]*upstreamConn
 	lookupLag time.Duration
 	opts      Options
 }

@@ -331,8 +331,13 @@ func (s *Server) connectCatalog(ctx context.Context) (*catalog.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	var prev *catalog.Runtime
+	if s.catalog != nil {
+		prev = s.catalog.Current() // a reload: unchanged upstreams keep their sessions
+	}
 	rt, err := cat.Connect(catalog.Options{Timeout: s.cfg.WebhookTimeout, LookupLag: s.cfg.WebhookLookupLag, Logger: s.logger,
-		Context: context.WithoutCancel(ctx), Observer: s.metrics, OnToolsChanged: s.toolsChanged, RedactKey: s.catalogRedactKey()})
+		Context: context.WithoutCancel(ctx), Observer: s.metrics, OnToolsChanged: s.toolsChanged, RedactKey: s.catalogRedactKey(),
+		Previous: prev})
 	if err != nil {
 		return nil, err
 	}

@@ -217,6 +217,10 @@ Point the CLI (oncebox lookup, review, reconcile report) at this database:
 Press Ctrl-C to stop everything this command started.
 `, base, base, base, base, pg.Source, redactURL(pg.URL), fakeLines(fakes), fakesNote, *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey, pg.URL)
 
+	if cfg.ToolsFile != "" {
+		stop := reloadOnSIGHUP(ctx, srv)
+		defer stop()
+	}
 	err = srv.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		err = nil

@@ -26,6 +26,20 @@ func TestServeReloadsCatalogOnSIGHUP(t *testing.T) {
 		t.Skip("starts serve processes")
 	}
 	t.Parallel()
+	testReloadsCatalogOnSIGHUP(t, "serve", "ONCEBOX_ROLES=api,worker")
+}
+
+// TestDevReloadsCatalogOnSIGHUP: `oncebox dev` reloads its tool catalog on SIGHUP
+// like serve.
+func TestDevReloadsCatalogOnSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts dev processes")
+	}
+	t.Parallel()
+	testReloadsCatalogOnSIGHUP(t, "dev")
+}
+
+func testReloadsCatalogOnSIGHUP(t *testing.T, command string, env ...string) {
 	ctx := context.Background()
 	pool := dbtest.Schema(t)
 	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
@@ -43,8 +57,8 @@ func TestServeReloadsCatalogOnSIGHUP(t *testing.T) {
 `
 	path := writeTools(t, file)
 	addr := freeAddr(t)
-	child, _ := startChild(t, "serve", "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ROLES=api,worker", "ONCEBOX_ADDR="+addr,
-		"ONCEBOX_TOOLS_FILE="+path, "ONCEBOX_WEBHOOK_TARGETS=", "STRIPE_API_KEY=", "SENDGRID_API_KEY=")
+	child, _ := startChild(t, command, append(env, "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ADDR="+addr,
+		"ONCEBOX_TOOLS_FILE="+path, "ONCEBOX_WEBHOOK_TARGETS=", "STRIPE_API_KEY=", "SENDGRID_API_KEY=")...)
 	base := "http://" + addr
 	call := func(method, p, body string) (int, string) {
 		req, err := http.NewRequest(method, base+p, strings.NewReader(body))
