@@ -62,8 +62,9 @@ type Config struct {
 	// target's reply at once, records nothing and needs no Idempotency-Key. Optional.
 	Reads Reader
 	// Upstreams reports the upstream MCP servers' sessions for GET /healthz, by name
-	// (values marshalled as JSON). Optional.
-	Upstreams func() any
+	// (values marshalled as JSON), as the request may see them (their errors only to
+	// an admin). Optional.
+	Upstreams func(*http.Request) any
 }
 
 func (c *Config) withDefaults() Config {
@@ -465,7 +466,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	body, err := json.Marshal(struct {
 		OK        bool `json:"ok"`
 		Upstreams any  `json:"upstreams"`
-	}{true, s.cfg.Upstreams()})
+	}{true, s.cfg.Upstreams(r)})
 	if err != nil {
 		body = []byte(`{"ok":true}`)
 	}

@@ -55,6 +55,9 @@ type Upstream struct {
 	Rate float64
 	// Burst is how many calls may go at once above Rate. Defaults to DefaultBurst(Rate).
 	Burst int
+	// vars are the values of the ${VAR}s expanded in Headers and Env: secrets cut out
+	// of the upstream's errors, results and logs wherever they appear. Never logged.
+	vars []string
 }
 
 // DefaultBurst is an upstream's burst when the file sets a rate and no burst: one
@@ -112,17 +115,18 @@ type upstreamToolFormat struct {
 }
 
 // expand replaces ${VAR} and $VAR in s from getenv, and returns the names of the
-// variables that are not set.
-func expand(s string, getenv func(string) string) (string, []string) {
-	var missing []string
-	out := os.Expand(s, func(k string) string {
+// variables that are not set and the values of those that are.
+func expand(s string, getenv func(string) string) (out string, missing, values []string) {
+	out = os.Expand(s, func(k string) string {
 		v := getenv(k)
 		if v == "" {
 			missing = append(missing, k)
+		} else {
+			values = append(values, v)
 		}
 		return v
 	})
-	return out, missing
+	return out, missing, values
 }
 
 func checkUpstream(file, name string, f upstreamFormat, getenv func(string) string) (*Upstream, error) {
@@ -154,18 +158,20 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 		}
 	}
 	for _, k := range sortedKeys(f.Headers) {
-		v, missing := expand(f.Headers[k], getenv)
+		v, missing, values := expand(f.Headers[k], getenv)
 		if len(missing) > 0 {
 			return nil, bad("headers", fmt.Sprintf("header %s: the environment variable %s is not set", k, missing[0]))
 		}
 		u.Headers[http.CanonicalHeaderKey(k)] = v
+		u.vars = append(u.vars, values...)
 	}
 	for _, k := range sortedKeys(f.Env) {
-		v, missing := expand(f.Env[k], getenv)
+		v, missing, values := expand(f.Env[k], getenv)
 		if len(missing) > 0 {
 			return nil, bad("env", fmt.Sprintf("%s: the environment variable %s is not set", k, missing[0]))
 		}
 		u.Env[k] = v
+		u.vars = append(u.vars, values...)
 	}
 	if f.NativeWindow != "" {
 		d, err := time.ParseDuration(f.NativeWindow)

@@ -94,6 +94,9 @@ type upstreamConn struct {
 	listens bool
 	// tap catches the raw results of dispatches.
 	tap *rawTap
+	// secrets are cut out of the upstream's errors, results and stderr
+	// (upstreamSecrets).
+	secrets []string
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -116,7 +119,7 @@ type upstreamConn struct {
 
 func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
 	u := &upstreamConn{up: up, timeout: opts.Timeout, http: opts.HTTPClient, logger: opts.Logger, observer: opts.Observer,
-		stop: make(chan struct{}), listens: opts.OnToolsChanged != nil, tap: newRawTap()}
+		stop: make(chan struct{}), listens: opts.OnToolsChanged != nil, tap: newRawTap(), secrets: upstreamSecrets(up)}
 	if up.Rate > 0 {
 		u.limiter = rate.NewLimiter(rate.Limit(up.Rate), up.Burst)
 	}
@@ -196,17 +199,8 @@ func backoff(n int) time.Duration {
 	return min(d, reconnectMax)
 }
 
-// scrub cuts the upstream's header and environment values out of msg.
-func (u *upstreamConn) scrub(msg string) string {
-	for _, m := range []map[string]string{u.up.Headers, u.up.Env} {
-		for _, v := range m {
-			if len(v) >= 4 {
-				msg = strings.ReplaceAll(msg, v, "[redacted]")
-			}
-		}
-	}
-	return msg
-}
+// scrub cuts the upstream's secrets (upstreamSecrets) out of msg.
+func (u *upstreamConn) scrub(msg string) string { return scrubText(u.secrets, msg) }
 
 // failed records why a session could not be opened or ended, and backs off. Called
 // with mu held.
@@ -416,6 +410,16 @@ func (u *upstreamConn) call(ctx context.Context, kind string, p *mcp.CallToolPar
 // callRaw is call, and also returns the result as it came on the wire when it was
 // caught (a dispatch's: its _meta names its op id), else nil.
 func (u *upstreamConn) callRaw(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, json.RawMessage, error) {
+	res, raw, err := u.callUnscrubbed(ctx, kind, p)
+	if err != nil {
+		return nil, nil, scrubErr(u.secrets, err)
+	}
+	res, raw = scrubResult(u.secrets, u.up.Name, res, raw)
+	return res, raw, nil
+}
+
+// callUnscrubbed is callRaw before the upstream's secrets are cut out of its answer.
+func (u *upstreamConn) callUnscrubbed(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, json.RawMessage, error) {
 	start := time.Now()
 	outcome := "not_sent"
 	defer func() { u.observer.UpstreamCalled(u.up.Name, kind, outcome, time.Since(start)) }()
@@ -493,7 +497,7 @@ func (u *upstreamConn) list(ctx context.Context) ([]*mcp.Tool, error) {
 	for t, err := range s.Tools(cctx, nil) {
 		if err != nil {
 			u.drop(s)
-			return nil, fmt.Errorf("list the tools of upstream %s: %w", u.up.Name, err)
+			return nil, scrubErr(u.secrets, fmt.Errorf("list the tools of upstream %s: %w", u.up.Name, err))
 		}
 		out = append(out, t)
 	}

@@ -249,12 +249,22 @@ func (s *Server) toolInfos() []api.ToolInfo {
 }
 
 // upstreamHealth reports the catalog's upstream MCP servers for /healthz, or is nil
-// without any.
-func (s *Server) upstreamHealth() func() any {
+// without any. Their last errors are shown only to an admin (isAdmin): /healthz needs
+// no token, and an upstream's error text is the upstream's to write.
+func (s *Server) upstreamHealth() func(*http.Request) any {
 	if s.catalog == nil || len(s.catalog.Current().Catalog().Upstreams) == 0 {
 		return nil
 	}
-	return func() any { return s.catalog.Health() }
+	return func(r *http.Request) any {
+		h := s.catalog.Health()
+		if ok, _, _ := s.isAdmin(r); !ok {
+			for name, u := range h {
+				u.LastError = ""
+				h[name] = u
+			}
+		}
+		return h
+	}
 }
 
 // reads is the catalog's read tools for the API, or nil.
@@ -650,37 +660,52 @@ func (s *Server) endOnShutdown(h http.Handler) http.Handler {
 // password of basic auth.
 func (s *Server) admin(next http.Handler, required bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want := s.cfg.AdminToken
-		if want == "" && !required {
+		if s.cfg.AdminToken == "" && !required {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if _, pw, ok := r.BasicAuth(); ok {
-			got = pw
-		}
-		if want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		p, err := s.tenants.Authenticate(r.Context(), got)
-		if err != nil && !errors.Is(err, tenant.ErrUnauthorized) {
+		ok, p, err := s.isAdmin(r)
+		if err != nil {
 			s.logger.LogAttrs(r.Context(), slog.LevelError, "admin authentication failed", slog.Any("error", err))
 			http.Error(w, "authentication is unavailable; retry later", http.StatusServiceUnavailable)
 			return
 		}
-		if err == nil && p.Role == tenant.RoleAdmin {
+		if ok {
 			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="oncebox admin"`)
 		w.Header().Add("WWW-Authenticate", `Bearer realm="oncebox admin"`)
-		if err == nil {
+		if p != nil {
 			http.Error(w, fmt.Sprintf("this API token has the role %s; an admin token is required", p.Role), http.StatusForbidden)
 			return
 		}
 		http.Error(w, "admin token required", http.StatusUnauthorized)
 	})
+}
+
+// isAdmin says whether r carries the configured admin token or an API token whose role
+// is admin (as a bearer token, or as the password of basic auth). p is the API token's
+// principal when r carries a valid one; err is a failure to check, not a refusal.
+func (s *Server) isAdmin(r *http.Request) (ok bool, p *tenant.Principal, err error) {
+	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if _, pw, basic := r.BasicAuth(); basic {
+		got = pw
+	}
+	if got == "" {
+		return false, nil, nil
+	}
+	if want := s.cfg.AdminToken; want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1 {
+		return true, nil, nil
+	}
+	p, err = s.tenants.Authenticate(r.Context(), got)
+	if errors.Is(err, tenant.ErrUnauthorized) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	return p.Role == tenant.RoleAdmin, p, nil
 }
 
 // Report builds the finance report of a window, for one tenant (0: every tenant),

@@ -131,15 +131,18 @@ func TestUpstreamStdioProgramRestarted(t *testing.T) {
 	tn, err := tenant.NewStore(pool).ByName(ctx, "acme")
 	require.NoError(t, err)
 
-	health := func() map[string]any {
+	admin, err := srv.Tenants().NewTokenWithRole(ctx, "acme", tenant.RoleAdmin)
+	require.NoError(t, err)
+	healthAs := func(token string) map[string]any {
 		var h struct {
 			OK        bool                      `json:"ok"`
 			Upstreams map[string]map[string]any `json:"upstreams"`
 		}
-		require.NoError(t, json.Unmarshal([]byte(getBody(t, base+"/healthz")), &h))
+		require.NoError(t, json.Unmarshal([]byte(getAuthed(t, base+"/healthz", token)), &h))
 		require.True(t, h.OK)
 		return h.Upstreams["box"]
 	}
+	health := func() map[string]any { return healthAs(admin) }
 	h := health()
 	require.Equal(t, "stdio", h["transport"])
 	require.Equal(t, true, h["connected"])
@@ -155,6 +158,9 @@ func TestUpstreamStdioProgramRestarted(t *testing.T) {
 		return h["connected"] == true && h["restarts"] == float64(1)
 	}, 30*time.Second, 100*time.Millisecond, "health: %v", h)
 	require.Contains(t, h["last_error"], "session ended")
+	anon := healthAs("")
+	require.NotContains(t, anon, "last_error", "the error text is for an admin")
+	require.Contains(t, anon, "last_error_at")
 
 	st, err := fakemcp.ReadState(state)
 	require.NoError(t, err)
