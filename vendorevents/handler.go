@@ -36,6 +36,10 @@ type HandlerConfig struct {
 	// SendGridTolerance is how far from now an Event Webhook timestamp may be.
 	// Defaults to 5 minutes, stripe-go's webhook.DefaultTolerance.
 	SendGridTolerance time.Duration
+	// FutureTolerance is how far ahead of now a Stripe signature's timestamp, or an
+	// event's time, may be (clocks drift); a request signed further ahead is refused,
+	// an event dated further ahead is counted invalid. Defaults to 5 minutes.
+	FutureTolerance time.Duration
 	// MaxBodyBytes bounds one request. Defaults to 4 MiB.
 	MaxBodyBytes int64
 	// UnavailableRetryAfter is the Retry-After of the 503 answered when the events
@@ -67,8 +71,11 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.SendGridTolerance == 0 {
 		cfg.SendGridTolerance = 5 * time.Minute
 	}
-	if cfg.SendGridTolerance < 0 {
-		return nil, errors.New("vendorevents: SendGridTolerance must not be negative")
+	if cfg.FutureTolerance == 0 {
+		cfg.FutureTolerance = 5 * time.Minute
+	}
+	if cfg.SendGridTolerance < 0 || cfg.FutureTolerance < 0 {
+		return nil, errors.New("vendorevents: SendGridTolerance and FutureTolerance must not be negative")
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 4 << 20
@@ -120,7 +127,7 @@ func (h *Handler) serveStripe(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, err := parseStripe(body, r.Header.Get("Stripe-Signature"), h.cfg.StripeSecret)
+	p, err := parseStripe(body, r.Header.Get("Stripe-Signature"), h.cfg.StripeSecret, h.cfg.Now(), h.cfg.FutureTolerance)
 	h.store(w, r, VendorStripe, p, err)
 }
 
@@ -176,6 +183,10 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, vendor string, p
 	for range p.ignored {
 		h.cfg.Store.cfg.Observer.VendorEvent(vendor, OutcomeIgnored)
 	}
+	for _, why := range p.invalid {
+		h.cfg.Store.cfg.Observer.VendorEvent(vendor, OutcomeInvalid)
+		log.Warn("vendor event invalid: not stored", slog.String("reason", why))
+	}
 	rec, err := h.cfg.Store.Record(r.Context(), p.events)
 	if err != nil {
 		// Not the request's fault: the vendor retries a 503 later.
@@ -192,10 +203,10 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, vendor string, p
 		}
 	}
 	log.Debug("vendor events received", slog.Int("stored", rec.Stored), slog.Int("duplicates", rec.Duplicates),
-		slog.Int("orphans", rec.Orphans), slog.Int("untagged", p.untagged), slog.Int("ignored", p.ignored))
+		slog.Int("orphans", rec.Orphans), slog.Int("untagged", p.untagged), slog.Int("ignored", p.ignored), slog.Int("invalid", len(p.invalid)))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]int{"stored": rec.Stored, "duplicates": rec.Duplicates, "orphans": rec.Orphans,
-		"untagged": p.untagged, "ignored": p.ignored})
+		"untagged": p.untagged, "ignored": p.ignored, "invalid": len(p.invalid)})
 }
 
 // writeProblem writes an RFC 9457 problem document of one of protocol's types.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
@@ -26,14 +27,32 @@ var errSignature = errors.New("signature refused")
 type parsed struct {
 	events            []Event
 	untagged, ignored int
+	// invalid holds why each invalid event was left out (checkEvent).
+	invalid []string
+}
+
+// add keeps ev, or counts it invalid when checkEvent finds it cannot be stored.
+func (p *parsed) add(ev Event, now time.Time, future time.Duration) {
+	if why := checkEvent(ev, now, future); why != "" {
+		p.invalid = append(p.invalid, why)
+		return
+	}
+	p.events = append(p.events, ev)
 }
 
 // parseStripe verifies a Stripe webhook with stripe-go's webhook.ConstructEvent (the
 // endpoint secret, the timestamp within webhook.DefaultTolerance, the event's API
-// version stripe-go's) and reads the object it carries.
-func parseStripe(payload []byte, header, secret string) (*parsed, error) {
+// version stripe-go's), refuses a signature timestamp more than future after now
+// (stripe-go only bounds its age), and reads the object it carries. An event whose
+// object cannot be read or stored is counted invalid, not refused: Stripe would only
+// send it again.
+func parseStripe(payload []byte, header, secret string, now time.Time, future time.Duration) (*parsed, error) {
 	if err := webhook.ValidatePayload(payload, header, secret); err != nil {
 		return nil, fmt.Errorf("%w: %w", errSignature, err)
+	}
+	if at, ok := stripeTimestamp(header); ok && at.Sub(now) > future {
+		return nil, fmt.Errorf("%w: the signature's timestamp is %s in the future, more than the %s tolerated",
+			errSignature, at.Sub(now).Round(time.Second), future)
 	}
 	ev, err := webhook.ConstructEvent(payload, header, secret)
 	if err != nil {
@@ -41,20 +60,30 @@ func parseStripe(payload []byte, header, secret string) (*parsed, error) {
 	}
 	p := &parsed{}
 	obj, objectType, ok, err := stripe.EventObject(&ev)
-	if err != nil {
-		return nil, err
-	}
 	switch {
+	case err != nil:
+		p.invalid = append(p.invalid, "the event's object cannot be read: "+err.Error())
 	case !ok:
 		p.ignored++
 	case obj.OpID == "":
 		p.untagged++
 	default:
-		p.events = append(p.events, Event{Vendor: VendorStripe, EventID: ev.ID, Type: string(ev.Type), OpTag: obj.OpID,
+		p.add(Event{Vendor: VendorStripe, EventID: ev.ID, Type: string(ev.Type), OpTag: obj.OpID,
 			ObjectType: objectType, ObjectID: obj.ID, Status: obj.Status, Amount: obj.Amount, Currency: obj.Currency,
-			ObjectCreated: obj.Created, OccurredAt: time.Unix(ev.Created, 0).UTC(), Summary: obj.Summary})
+			ObjectCreated: obj.Created, OccurredAt: time.Unix(ev.Created, 0).UTC(), Summary: obj.Summary}, now, future)
 	}
 	return p, nil
+}
+
+// stripeTimestamp reads the t= of a Stripe-Signature header (verified before).
+func stripeTimestamp(header string) (time.Time, bool) {
+	for part := range strings.SplitSeq(header, ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "t="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return time.Unix(n, 0), err == nil
+		}
+	}
+	return time.Time{}, false
 }
 
 // ParseSendGridKey reads SendGrid's Event Webhook verification key (the base64 of a
@@ -86,7 +115,8 @@ type sendGridEvent struct {
 
 // parseSendGrid verifies an Event Webhook request with sendgrid-go's
 // eventwebhook.VerifySignature (ECDSA over timestamp + payload), refuses a timestamp
-// further than tolerance from now, and reads its events.
+// further than tolerance from now (in the past or the future), and reads its events.
+// An event that cannot be read or stored is counted invalid; the others are kept.
 func parseSendGrid(payload []byte, signature, timestamp string, key *ecdsa.PublicKey, tolerance time.Duration, now time.Time) (*parsed, error) {
 	if signature == "" || timestamp == "" {
 		return nil, fmt.Errorf("%w: the %s and %s headers are required", errSignature,
@@ -103,12 +133,17 @@ func parseSendGrid(payload []byte, signature, timestamp string, key *ecdsa.Publi
 	if err != nil || !ok {
 		return nil, fmt.Errorf("%w: the ECDSA signature does not verify", errSignature)
 	}
-	var raw []sendGridEvent
-	if err := json.Unmarshal(payload, &raw); err != nil {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(payload, &raws); err != nil {
 		return nil, fmt.Errorf("the body is not a JSON array of events: %w", err)
 	}
 	p := &parsed{}
-	for _, e := range raw {
+	for _, r := range raws {
+		var e sendGridEvent
+		if err := json.Unmarshal(r, &e); err != nil {
+			p.invalid = append(p.invalid, "the event is not a JSON object of SendGrid's fields: "+err.Error())
+			continue
+		}
 		var tag string
 		_ = json.Unmarshal(e.Tag, &tag)
 		state := deliveryState(e.Event)
@@ -129,7 +164,7 @@ func parseSendGrid(payload []byte, signature, timestamp string, key *ecdsa.Publi
 		if state == DeliveryProcessed {
 			ev.ObjectCreated = occurred
 		}
-		p.events = append(p.events, ev)
+		p.add(ev, now, tolerance)
 	}
 	return p, nil
 }

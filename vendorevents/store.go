@@ -28,6 +28,10 @@ const (
 	OutcomeUntagged = "untagged"
 	// OutcomeIgnored: a tagged event of a type oncebox does not use; not stored.
 	OutcomeIgnored = "ignored"
+	// OutcomeInvalid: an event of a verified request that cannot be stored (a tag that
+	// is not an op id, a NUL or an overlong id, a time out of range); not stored, and
+	// the other events of its request are.
+	OutcomeInvalid = "invalid"
 	// OutcomeRefused: a request whose signature did not verify; nothing stored.
 	OutcomeRefused = "refused"
 )
