@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ type env struct {
 	agent     string
 	approver  string
 	refundKey string
+	// stripeGets counts the GETs the fake Stripe received (its list and search calls).
+	stripeGets *atomic.Int64
 }
 
 func start(t *testing.T) *env {
@@ -42,7 +45,13 @@ func start(t *testing.T) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := dbtest.Schema(t)
 	fake := fakestripe.New(fakestripe.Config{})
-	stripe := httptest.NewServer(fake)
+	gets := &atomic.Int64{}
+	stripe := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets.Add(1)
+		}
+		fake.ServeHTTP(w, r)
+	}))
 	t.Cleanup(stripe.Close)
 	cfg := server.Defaults()
 	cfg.DatabaseURL = dbtest.ConnString(t, pool)
@@ -63,7 +72,8 @@ func start(t *testing.T) *env {
 	require.NoError(t, err)
 	approver, err := store.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
 	require.NoError(t, err)
-	e := &env{base: "http://" + addr.String(), stripe: fake, srv: srv, tenant: tn, agent: agent, approver: approver, refundKey: "refund-order-1001"}
+	e := &env{base: "http://" + addr.String(), stripe: fake, srv: srv, tenant: tn, agent: agent, approver: approver, refundKey: "refund-order-1001",
+		stripeGets: gets}
 
 	pay := e.api(t, "pay-order-1001", `{"tool":"stripe.payment_intent","args":{"amount":5000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)
 	require.Equal(t, "succeeded", pay["status"], pay)
@@ -320,4 +330,44 @@ func TestConsoleReviewCannotReleaseAWaitingOp(t *testing.T) {
 	_, page = b.get("/console/lookup?q=" + e.refundKey)
 	require.Contains(t, page, `id="op-status">awaiting_approval<`)
 	require.Empty(t, e.stripe.Refunds())
+}
+
+// TestFinanceWindowOutOfRange: finance dates outside a sane range (before 2000, more
+// than a day ahead, a window longer than a year, a start after its end, year 0 or
+// 9999) answer 400 with a sentence on the page or the CSV's refusal, and no vendor is
+// listed: the fake Stripe sees no GET.
+func TestFinanceWindowOutOfRange(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	b := newBrowser(t, e.base)
+	resp, page := b.signIn(e.approver)
+	require.Equal(t, http.StatusOK, resp.StatusCode, page)
+	before := e.stripeGets.Load()
+	now := time.Now().UTC()
+	for _, c := range []struct{ since, until, says string }{
+		{"0001-01-01", "", "before 2000-01-01"},
+		{"0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "before 2000-01-01"},
+		{"1999-12-31", "2000-01-02", "before 2000-01-01"},
+		{now.Add(-time.Hour).Format(time.RFC3339), now.Add(72 * time.Hour).Format(time.RFC3339), "more than a day after now"},
+		{now.AddDate(-2, 0, 0).Format("2006-01-02"), now.Format("2006-01-02"), "more than a year"},
+		{now.Format("2006-01-02"), now.AddDate(0, 0, -3).Format("2006-01-02"), "must come before its end"},
+	} {
+		q := "?since=" + url.QueryEscape(c.since)
+		if c.until != "" {
+			q += "&until=" + url.QueryEscape(c.until)
+		}
+		resp, page := b.get("/console/finance" + q)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
+		require.Equal(t, "invalid-request", reasonOf(page), q)
+		require.Contains(t, page, c.says, q)
+		resp, page = b.get("/console/finance.csv" + q)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
+		require.Contains(t, page, c.says, q)
+	}
+	require.Equal(t, before, e.stripeGets.Load(), "no list call reached the vendor")
+
+	// A sane window still lists the vendor.
+	resp, _ = b.get("/console/finance?since=" + now.AddDate(0, 0, -1).Format("2006-01-02"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Greater(t, e.stripeGets.Load(), before)
 }

@@ -375,8 +375,9 @@ func (c *Console) window(r *http.Request) (time.Time, time.Time, *refusal) {
 			return since, until, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The end %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
 		}
 	}
-	if !since.Before(until) {
-		return since, until, &refusal{Reason: "invalid-request", Sentence: "The window's start must come before its end."}
+	if err := reconcile.CheckWindow(since, until, now); err != nil {
+		msg := err.Error()
+		return since, until, &refusal{Reason: "invalid-request", Sentence: strings.ToUpper(msg[:1]) + msg[1:] + "."}
 	}
 	return since, until, nil
 }

@@ -60,6 +60,9 @@ func runReconcile(ctx context.Context, args []string) error {
 				return &exitError{code: 2, err: fmt.Errorf("--until: %w", err)}
 			}
 		}
+		if err := reconcile.CheckWindow(s, u, time.Now()); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--since and --until: %w", err)}
+		}
 		if *format == "" {
 			*format = "csv"
 			if isTerminal(os.Stdout) {

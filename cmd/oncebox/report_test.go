@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,4 +114,35 @@ func (r *reportSetup) insertSucceeded(t *testing.T, key string, amount int, vend
 		'succeeded', $4, $5, now() + interval '1 day', now() - interval '1 minute') RETURNING id::text`,
 		r.tenantID, key, amount, vendorKey, vendorRef).Scan(&id))
 	return id
+}
+
+// TestReconcileReportWindowOutOfRange: `oncebox reconcile report` refuses a window
+// before 2000, more than a day ahead, longer than a year or ending before it starts
+// (exit 2, a sentence on stderr), and the vendor sees no list call.
+func TestReconcileReportWindowOutOfRange(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	fake := fakestripe.New(fakestripe.Config{})
+	var gets atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets.Add(1)
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "STRIPE_API_KEY=sk_test_x", "STRIPE_API_BASE=" + srv.URL}
+	now := time.Now().UTC()
+	for _, c := range []struct{ window, says string }{
+		{"--since 0001-01-01", "before 2000-01-01"},
+		{"--since 0000-01-01T00:00:00Z --until 9999-12-31T23:59:59Z", "before 2000-01-01"},
+		{"--since " + now.Format("2006-01-02") + " --until " + now.AddDate(0, 0, 5).Format("2006-01-02"), "more than a day after now"},
+		{"--since " + now.AddDate(-2, 0, 0).Format("2006-01-02"), "more than a year"},
+		{"--since " + now.Format("2006-01-02") + " --until " + now.AddDate(0, 0, -1).Format("2006-01-02"), "must come before its end"},
+	} {
+		_, stderr, code := runCLI(t, "reconcile report --format json "+c.window, env...)
+		require.Equal(t, 2, code, stderr)
+		require.Contains(t, stderr, c.says, c.window)
+	}
+	require.Zero(t, gets.Load(), "no list call reached the vendor")
 }
