@@ -15,12 +15,15 @@ type budgetItem struct {
 	Scope    string `json:"scope"`
 	OnExceed string `json:"on_exceed"`
 	// Currency is "" for the count of ops, else the currency of an amount limit.
-	Currency    string    `json:"currency"`
-	Used        int64     `json:"used"`
-	Limit       int64     `json:"limit"`
-	Left        int64     `json:"left"`
-	WindowStart time.Time `json:"window_start"`
-	WindowEnd   time.Time `json:"window_end"`
+	Currency string `json:"currency"`
+	// OtherCurrencies says what the budget does with the currencies it does not name:
+	// shared (they share the "*" limit) or approval (they wait for a person).
+	OtherCurrencies string    `json:"other_currencies,omitempty"`
+	Used            int64     `json:"used"`
+	Limit           int64     `json:"limit"`
+	Left            int64     `json:"left"`
+	WindowStart     time.Time `json:"window_start"`
+	WindowEnd       time.Time `json:"window_end"`
 }
 
 // listBudgets is GET /v1/budgets: what each budget has used and has left in its current
@@ -34,7 +37,7 @@ func (s *Server) listBudgets(w http.ResponseWriter, r *http.Request, t *tenant.P
 	items := make([]budgetItem, 0, len(usage))
 	for _, u := range usage {
 		items = append(items, budgetItem{Budget: u.Budget.Name, Tool: u.Budget.Tool, Scope: u.Scope, OnExceed: string(u.Budget.OnExceedOrDefault()),
-			Currency: u.Currency, Used: u.Used, Limit: u.Limit, Left: u.Left, WindowStart: u.WindowStart.UTC(), WindowEnd: u.WindowEnd.UTC()})
+			Currency: u.Currency, OtherCurrencies: string(u.Budget.OtherCurrenciesOrDefault()), Used: u.Used, Limit: u.Limit, Left: u.Left, WindowStart: u.WindowStart.UTC(), WindowEnd: u.WindowEnd.UTC()})
 	}
 	body, err := json.Marshal(map[string]any{"budgets": items})
 	if err != nil {

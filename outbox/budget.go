@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -55,11 +56,48 @@ type Budget struct {
 	// Count is how many ops a window admits (0: no count limit).
 	Count int64 `json:"count,omitempty"`
 	// Amount is the sum of amounts (minor units) a window admits, per lower-case
-	// currency, with "*" for any other currency and for amounts without one (0 or
-	// absent: no amount limit for that currency).
+	// currency it names (0: that currency has no amount limit). "*" is one limit
+	// shared by every currency the budget does not name (and amounts whose currency the
+	// arguments do not say): their amounts in minor units are added together, with no
+	// exchange rate, so seven currencies never get seven times the limit. Without "*",
+	// an amount in a currency the budget does not name waits for a person's approval.
+	// An op whose tool has an amount but whose arguments carry none (a full refund) is
+	// counted at what it will move (Tool.Price), or waits for approval when that
+	// cannot be known.
 	Amount map[string]int64 `json:"amount,omitempty"`
+	// OtherCurrencies says in words what happens to amounts in the currencies Amount
+	// does not name: "shared" (they share the "*" limit, which must be set) or
+	// "approval" (they wait for a person; "*" must not be set). Defaults to what Amount
+	// says: "shared" with "*", "approval" without.
+	OtherCurrencies OtherCurrencies `json:"other_currencies,omitempty"`
 	// OnExceed is approval (default) or refuse.
 	OnExceed OnExceed `json:"on_exceed,omitempty"`
+}
+
+// OtherCurrencies says what an amount budget does with the currencies it does not name.
+type OtherCurrencies string
+
+// What an amount budget does with the currencies it does not name.
+const (
+	// OthersShared: every currency the budget does not name counts against one shared
+	// "*" limit (amounts in minor units added together).
+	OthersShared OtherCurrencies = "shared"
+	// OthersApproval: an amount in a currency the budget does not name waits for a
+	// person's approval.
+	OthersApproval OtherCurrencies = "approval"
+)
+
+// OtherCurrenciesOrDefault returns what the budget does with the currencies it does not
+// name: shared when Amount has "*", approval otherwise ("" for a budget without
+// amount limits).
+func (b Budget) OtherCurrenciesOrDefault() OtherCurrencies {
+	if len(b.Amount) == 0 {
+		return ""
+	}
+	if _, ok := b.Amount[AnyCurrency]; ok {
+		return OthersShared
+	}
+	return OthersApproval
 }
 
 // Duration is a time.Duration written as "1h30m" in JSON.
@@ -106,6 +144,20 @@ func (b Budget) Validate() error {
 	if b.Count == 0 && len(b.Amount) == 0 {
 		return fmt.Errorf("budget %s: set count, amount, or both", b.Name)
 	}
+	_, star := b.Amount[AnyCurrency]
+	switch b.OtherCurrencies {
+	case "":
+	case OthersShared:
+		if !star {
+			return fmt.Errorf("budget %s: other_currencies \"shared\" needs the shared limit: add \"*\" to amount", b.Name)
+		}
+	case OthersApproval:
+		if star {
+			return fmt.Errorf("budget %s: other_currencies \"approval\" sends the currencies amount does not name to approval: remove \"*\" from amount", b.Name)
+		}
+	default:
+		return fmt.Errorf("budget %s: other_currencies %q: want shared or approval", b.Name, b.OtherCurrencies)
+	}
 	for cur, n := range b.Amount {
 		if cur != AnyCurrency && (len(cur) != 3 || strings.ToLower(cur) != cur) {
 			return fmt.Errorf("budget %s: amount: %q is neither a lower-case currency code nor %q", b.Name, cur, AnyCurrency)
@@ -136,15 +188,27 @@ func (b Budget) onExceed() OnExceed {
 	return b.OnExceed
 }
 
-// amountLimit returns the amount limit of a currency, and whether there is one.
-func (b Budget) amountLimit(currency string) (int64, bool) {
-	if n, ok := b.Amount[currency]; ok && n > 0 {
-		return n, true
+// amountRow returns the usage row (its currency key) and the limit an amount in
+// currency counts against: the currency's own when the budget names it (0: no limit),
+// else the one "*" limit that every currency the budget does not name shares (amounts
+// in minor units added together, whatever their currency). counted is false when the
+// budget neither names the currency nor has "*": such an amount waits for approval.
+func (b Budget) amountRow(currency string) (key string, limit int64, counted bool) {
+	if currency != "" && currency != AnyCurrency {
+		if n, ok := b.Amount[currency]; ok {
+			return currency, n, true
+		}
 	}
-	if n, ok := b.Amount[AnyCurrency]; ok && n > 0 {
-		return n, true
+	if n, ok := b.Amount[AnyCurrency]; ok {
+		return AnyCurrency, n, true
 	}
-	return 0, false
+	return "", 0, false
+}
+
+// amountLimit returns the limit of a usage row's currency key, and whether there is one.
+func (b Budget) amountLimit(key string) (int64, bool) {
+	n, ok := b.Amount[key]
+	return n, ok && n > 0
 }
 
 // ParseBudgets reads budgets written as a JSON list (see Budget). An empty string is
@@ -203,29 +267,62 @@ type charge struct {
 	budget, scope, currency string
 	window                  time.Duration
 	amount                  int64
+	// limit is the row's amount limit ("" currency: unused).
+	limit int64
 }
 
-// overBudget is the first budget an op would exceed.
+// overBudget is the first budget an op would exceed, or that cannot count it.
 type overBudget struct {
 	budget     Budget
 	sentence   string
 	retryAfter time.Duration
+	// approval: the op waits for a person's approval whatever the budget's OnExceed
+	// (its amount could not be priced, or its currency is one the budget does not name
+	// and has no "*" for).
+	approval bool
+}
+
+// opAmount is what an op moves, as a budget counts it.
+type opAmount struct {
+	amount   int64
+	currency string
+	known    bool
+	// why says why the amount is not known (a sentence), when it is not.
+	why string
+}
+
+// amountOf returns what the op with args of tool moves: its arguments' amount, or, for
+// an op that carries none (a full refund), the tool's Price of it. An amount that
+// cannot be known is never 0: known is false, and the op waits for approval.
+func (ob *Outbox) amountOf(ctx context.Context, tool Tool, args json.RawMessage) opAmount {
+	if a, cur, ok := tool.Amount(args); ok {
+		return opAmount{amount: a, currency: cur, known: true}
+	}
+	if tool.Price == nil {
+		return opAmount{why: fmt.Sprintf("This %s carries no amount and oncebox cannot price it", tool.Name)}
+	}
+	a, cur, err := tool.Price(ctx, args)
+	if err != nil {
+		ob.logger.Warn("cannot price an op without an amount; it waits for approval", slog.String("tool", tool.Name),
+			slog.String("error", err.Error()))
+		return opAmount{why: fmt.Sprintf("This %s carries no amount and oncebox cannot price it (%v)", tool.Name, err)}
+	}
+	if a <= 0 {
+		return opAmount{why: fmt.Sprintf("This %s carries no amount and what it would move is not a positive amount (%d)", tool.Name, a)}
+	}
+	return opAmount{amount: a, currency: cur, known: true}
 }
 
 // chargeBudgets counts an op against every budget that applies to it, atomically (each
 // usage row is locked by its upsert until the transaction ends, so concurrent enqueues
 // in any process queue on it and exactly the admitted number pass). When a budget would
-// be exceeded, nothing is counted and the budget is returned.
+// be exceeded, or cannot count the op's amount, nothing is counted and the budget is
+// returned.
 func (ob *Outbox) chargeBudgets(ctx context.Context, tx pgx.Tx, params EnqueueParams, tool Tool, args json.RawMessage) ([]charge, *overBudget, error) {
-	var done []charge
 	var (
-		amount   int64
-		currency string
-		hasAmt   bool
+		done []charge
+		amt  *opAmount
 	)
-	if tool.Amount != nil {
-		amount, currency, hasAmt = tool.Amount(args)
-	}
 	for _, b := range ob.cfg.Budgets {
 		if b.Tool != "" && b.Tool != tool.Name {
 			continue
@@ -239,15 +336,37 @@ func (ob *Outbox) chargeBudgets(ctx context.Context, tx pgx.Tx, params EnqueuePa
 		if b.Count > 0 {
 			rows = append(rows, charge{budget: b.Name, scope: scope, currency: "", window: window})
 		}
-		if _, limited := b.amountLimit(currency); limited && hasAmt {
-			rows = append(rows, charge{budget: b.Name, scope: scope, currency: currencyKey(currency), window: window, amount: amount})
+		if len(b.Amount) > 0 && tool.Amount != nil {
+			if amt == nil {
+				a := ob.amountOf(ctx, tool, args)
+				amt = &a
+			}
+			if !amt.known {
+				if err := ob.undoCharges(ctx, tx, params.TenantID, done); err != nil {
+					return nil, nil, err
+				}
+				ob.observeBudget(b.Name, true)
+				return nil, &overBudget{budget: b, approval: true,
+					sentence: amt.why + fmt.Sprintf(", so the budget %q cannot count it.", b.Name)}, nil
+			}
+			key, limit, counted := b.amountRow(amt.currency)
+			if !counted {
+				if err := ob.undoCharges(ctx, tx, params.TenantID, done); err != nil {
+					return nil, nil, err
+				}
+				ob.observeBudget(b.Name, true)
+				return nil, &overBudget{budget: b, approval: true, sentence: unnamedCurrencySentence(b, tool.Name, amt.currency)}, nil
+			}
+			if limit > 0 {
+				rows = append(rows, charge{budget: b.Name, scope: scope, currency: key, window: window, amount: amt.amount, limit: limit})
+			}
 		}
 		for _, c := range rows {
 			maxOps, maxAmount := int64(math.MaxInt64), int64(math.MaxInt64)
 			if c.currency == "" {
 				maxOps = b.Count
 			} else {
-				maxAmount, _ = b.amountLimit(currency)
+				maxAmount = c.limit
 			}
 			var ops, used int64
 			err := tx.QueryRow(ctx, sqlBudgetCharge, params.TenantID, c.budget, c.scope, c.currency, window.Seconds(), c.amount,
@@ -257,7 +376,7 @@ func (ob *Outbox) chargeBudgets(ctx context.Context, tx pgx.Tx, params EnqueuePa
 					return nil, nil, err
 				}
 				ob.observeBudget(b.Name, true)
-				return nil, &overBudget{budget: b, sentence: budgetSentence(b, c, tool.Name, maxOps, maxAmount, currency),
+				return nil, &overBudget{budget: b, sentence: budgetSentence(b, c, tool.Name, maxOps, maxAmount),
 					retryAfter: ob.windowLeft(ctx, tx, window)}, nil
 			}
 			if err != nil {
@@ -268,6 +387,17 @@ func (ob *Outbox) chargeBudgets(ctx context.Context, tx pgx.Tx, params EnqueuePa
 		ob.observeBudget(b.Name, false)
 	}
 	return done, nil, nil
+}
+
+// unnamedCurrencySentence says why an amount in a currency the budget neither names nor
+// covers with "*" waits.
+func unnamedCurrencySentence(b Budget, tool, currency string) string {
+	what := "an amount in " + currency
+	if currency == "" {
+		what = "an amount whose currency its arguments do not say"
+	}
+	return fmt.Sprintf("This %s moves %s, a currency the budget %q does not name (and it has no \"*\" limit for other "+
+		"currencies), so nothing in it goes out without a person.", tool, what, b.Name)
 }
 
 // undoCharges gives back what chargeBudgets counted (the op turned out to be a replay).
@@ -314,16 +444,8 @@ func budgetScopeKey(scope BudgetScope, p EnqueueParams) (string, bool) {
 	return "tenant", true
 }
 
-// currencyKey is the usage row's currency of an amount ("*" when the args do not say).
-func currencyKey(currency string) string {
-	if currency == "" {
-		return AnyCurrency
-	}
-	return currency
-}
-
 // budgetSentence tells the model which budget it hit, in one sentence.
-func budgetSentence(b Budget, c charge, tool string, maxOps, maxAmount int64, currency string) string {
+func budgetSentence(b Budget, c charge, tool string, maxOps, maxAmount int64) string {
 	per := "per " + time.Duration(b.Window).String()
 	who := map[BudgetScope]string{ScopeTenant: "this tenant", ScopeToken: "this API token", ScopeConversation: "this conversation"}[b.scope()]
 	what := "ops"
@@ -333,8 +455,11 @@ func budgetSentence(b Budget, c charge, tool string, maxOps, maxAmount int64, cu
 	if c.currency == "" {
 		return fmt.Sprintf("This %s would exceed the budget %q of %d %s %s for %s.", tool, b.Name, maxOps, what, per, who)
 	}
-	return fmt.Sprintf("This %s would exceed the budget %q of %s in %s %s for %s.", tool, b.Name,
-		formatAmount(maxAmount, currency), what, per, who)
+	limit := formatAmount(maxAmount, c.currency)
+	if c.currency == AnyCurrency {
+		limit = fmt.Sprintf("%d (minor units, every currency it does not name together)", maxAmount)
+	}
+	return fmt.Sprintf("This %s would exceed the budget %q of %s in %s %s for %s.", tool, b.Name, limit, what, per, who)
 }
 
 // BudgetUsage is what one budget used in its current window, for one scope.

@@ -108,8 +108,9 @@ func keyOf(t *testing.T, pool *pgxpool.Pool) string {
 }
 
 // TestAmountBudgetSendsTheRestToApproval: an amount budget per currency admits ops up
-// to its sum; the op that would exceed it waits for approval, told which budget; other
-// currencies and other conversations count apart; usage survives (it is in Postgres).
+// to its sum; the op that would exceed it waits for approval, told which budget; a named
+// currency counts apart, every currency the budget does not name shares the one "*"
+// limit; other conversations count apart; usage survives (it is in Postgres).
 func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -127,6 +128,9 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	require.Contains(t, over.Why, `budget "conv-spend"`)
 	require.Contains(t, over.Why, "1000 usd")
 	require.Equal(t, outbox.StatusPending, pay("d", "c1", `{"amount": 500, "currency": "eur"}`).Op.Status, "another currency counts apart")
+	shared := pay("d2", "c1", `{"amount": 1, "currency": "gbp"}`)
+	require.Equal(t, outbox.StatusAwaitingApproval, shared.Op.Status, "gbp shares the \"*\" limit eur used up")
+	require.Contains(t, shared.Why, "every currency it does not name together")
 	require.Equal(t, outbox.StatusPending, pay("e", "c2", `{"amount": 1000, "currency": "usd"}`).Op.Status, "another conversation counts apart")
 	require.Equal(t, outbox.StatusPending, pay("f", "", `{"amount": 5000, "currency": "usd"}`).Op.Status, "no conversation, no conversation budget")
 
@@ -136,7 +140,7 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	for _, u := range usage {
 		used[u.Scope+"/"+u.Currency] = u.Used
 	}
-	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/eur": 500, "conversation:c2/usd": 1000}, used)
+	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/*": 500, "conversation:c2/usd": 1000}, used)
 }
 
 func TestParseBudgets(t *testing.T) {
@@ -146,9 +150,18 @@ func TestParseBudgets(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, bs, 2)
 	require.Equal(t, 24*time.Hour, time.Duration(bs[0].Window))
+	require.Equal(t, outbox.OthersShared, bs[0].OtherCurrenciesOrDefault(), `"*" is one limit the currencies not named share`)
+	bs, err = outbox.ParseBudgets(`[{"name": "usd", "window": "1h", "amount": {"usd": 1}, "other_currencies": "approval"},
+		{"name": "both", "window": "1h", "amount": {"usd": 1, "*": 5}, "other_currencies": "shared"}]`)
+	require.NoError(t, err)
+	require.Equal(t, outbox.OthersApproval, bs[0].OtherCurrenciesOrDefault())
+	require.Equal(t, outbox.OthersShared, bs[1].OtherCurrenciesOrDefault())
 	for _, bad := range []string{`[{"name": "x", "window": "1h"}]`, `[{"name": "x", "window": "0s", "count": 1}]`,
 		`[{"name": "x", "window": "1h", "count": 1, "scope": "planet"}]`, `[{"name": "x", "window": "1h", "count": 1, "on_exceed": "panic"}]`,
-		`[{"name": "x", "window": "1h", "count": 1}, {"name": "x", "window": "1h", "count": 2}]`, `[{"window": "1h", "count": 1}]`} {
+		`[{"name": "x", "window": "1h", "count": 1}, {"name": "x", "window": "1h", "count": 2}]`, `[{"window": "1h", "count": 1}]`,
+		`[{"name": "x", "window": "1h", "amount": {"usd": 1}, "other_currencies": "shared"}]`,
+		`[{"name": "x", "window": "1h", "amount": {"*": 1}, "other_currencies": "approval"}]`,
+		`[{"name": "x", "window": "1h", "amount": {"*": 1}, "other_currencies": "each"}]`} {
 		_, err := outbox.ParseBudgets(bad)
 		require.Error(t, err, bad)
 	}

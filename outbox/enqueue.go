@@ -240,7 +240,7 @@ func (ob *Outbox) enqueueUnder(ctx context.Context, tx pgx.Tx, params EnqueuePar
 			return nil, err
 		}
 		if over != nil {
-			if over.budget.onExceed() == ExceedRefuse {
+			if over.budget.onExceed() == ExceedRefuse && !over.approval {
 				var exists bool
 				if err := tx.QueryRow(ctx, sqlKeyExists, params.TenantID, p.Key).Scan(&exists); err != nil {
 					return nil, fmt.Errorf("outbox: read op: %w", err)

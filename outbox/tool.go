@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -29,6 +30,13 @@ type Tool struct {
 	// case; "" when the arguments do not say), or ok false when the op has no amount
 	// (a full refund). Approval policies "above" an amount and amount budgets use it.
 	Amount func(args json.RawMessage) (amount int64, currency string, ok bool)
+	// Price, when set, returns the amount an op whose arguments carry none (Amount's ok
+	// false: a full refund) will move, and its currency: a refund without an amount
+	// refunds what remains of its payment, so a budget counts it at that. It runs
+	// before the op is admitted, only when an amount budget covers the op, and may ask
+	// the vendor. An error means the amount cannot be known: the op then waits for a
+	// person's approval (it is never counted as 0). Defaults to none: such an op waits.
+	Price func(ctx context.Context, args json.RawMessage) (amount int64, currency string, err error)
 	// TTL is how long the tool's ops are kept. Defaults to DefaultTTL.
 	TTL time.Duration
 	// Redact, when set, returns the form of the arguments to keep once the op is

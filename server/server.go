@@ -56,6 +56,8 @@ type Server struct {
 	metrics    *metrics.Metrics
 	tenants    *tenant.Store
 	listers    map[string]reconcile.Lister
+	// stripe prices refunds without an amount for the budgets (nil without Stripe).
+	stripe *stripe.Vendor
 	events     *vendorevents.Store
 	handler    http.Handler
 	api        *api.Server
@@ -141,6 +143,7 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 			return nil, nil, fmt.Errorf("stripe: %w", err)
 		}
 		s.listers[v.Name()] = v
+		s.stripe = v
 		enabled = append(enabled, v.Name())
 		if cfg.StripeWebhookSecret != "" {
 			vs = append(vs, vendorevents.WrapVendor(v, s.events, cfg.VendorEventLag))
@@ -418,6 +421,9 @@ func (s *Server) build(ctx context.Context) error {
 	var toolList []outbox.Tool
 	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, TTL: ttl,
 		RedactMail: &redact, RedactKey: redactKey}) {
+		if t.Name == tools.Refund && s.stripe != nil {
+			t.Price = s.stripe.PriceRefund
+		}
 		for _, v := range enabled {
 			if t.Vendor == v {
 				toolList = append(toolList, t)
