@@ -57,10 +57,10 @@ type Server struct {
 	tenants    *tenant.Store
 	listers    map[string]reconcile.Lister
 	// stripe prices refunds without an amount for the budgets (nil without Stripe).
-	stripe *stripe.Vendor
-	events     *vendorevents.Store
-	handler    http.Handler
-	api        *api.Server
+	stripe  *stripe.Vendor
+	events  *vendorevents.Store
+	handler http.Handler
+	api     *api.Server
 	// streams ends (endStreams) when shutdown begins.
 	streams    context.Context
 	endStreams context.CancelFunc
