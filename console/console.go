@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,6 +52,14 @@ type Config struct {
 	Events *vendorevents.Store
 	// Replays, when set, returns how many enqueues were replays since the process started.
 	Replays func() int64
+	// SecureCookies marks the console's cookies Secure whatever the request's scheme:
+	// set it when people reach the console over HTTPS through a proxy that ends TLS
+	// (the server's --public-url is https). Defaults to false: Secure only over TLS.
+	SecureCookies bool
+	// TrustForwardedProto takes a request whose X-Forwarded-Proto is https for one
+	// made over TLS. Set it only when every request comes through a proxy that sets
+	// that header itself. Defaults to false.
+	TrustForwardedProto bool
 	// SessionTTL is how long a sign-in lasts. Defaults to DefaultSessionTTL.
 	SessionTTL time.Duration
 	// Logger receives the real cause of every 500. Tokens are never logged.
@@ -167,4 +176,19 @@ func (c *Console) refuse(w http.ResponseWriter, r *http.Request, v *view, status
 	v.Title = http.StatusText(status)
 	v.Error = &refusal{Reason: reason, Sentence: sentence}
 	c.render(w, r, status, "error", v)
+}
+
+// secure reports whether r reached the console over HTTPS, so that its cookies are
+// marked Secure: over TLS, with Config.SecureCookies, or with a trusted proxy's
+// X-Forwarded-Proto.
+func (c *Console) secure(r *http.Request) bool {
+	return r.TLS != nil || c.cfg.SecureCookies || (c.cfg.TrustForwardedProto && ForwardedHTTPS(r))
+}
+
+// ForwardedHTTPS reports whether a proxy said, in X-Forwarded-Proto, that r was made
+// over HTTPS (the first value, when proxies chained theirs). It says nothing about
+// whether the header can be trusted: only a proxy in front of every request can be.
+func ForwardedHTTPS(r *http.Request) bool {
+	v, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(v), "https")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -42,6 +43,12 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with the server's configuration changed by set (nil: none).
+func startWith(t *testing.T, set func(*server.Config)) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := dbtest.Schema(t)
 	fake := fakestripe.New(fakestripe.Config{})
@@ -58,6 +65,9 @@ func start(t *testing.T) *env {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_console", stripe.URL
 	cfg.RefundApprovalAbove = 1000
+	if set != nil {
+		set(&cfg)
+	}
 	srv, err := server.New(ctx, cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
@@ -370,4 +380,77 @@ func TestFinanceWindowOutOfRange(t *testing.T) {
 	resp, _ = b.get("/console/finance?since=" + now.AddDate(0, 0, -1).Format("2006-01-02"))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Greater(t, e.stripeGets.Load(), before)
+}
+
+// signInRaw signs in with token without a cookie jar (which would keep a Secure cookie
+// from a plain-HTTP test server), sending header on every request, and returns the
+// cookies set and each answer's Strict-Transport-Security.
+func signInRaw(t *testing.T, base, token string, header http.Header) (pre, session *http.Cookie, hsts []string) {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodGet, base+"/console/signin", nil)
+	maps.Copy(req.Header, header)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	hsts = append(hsts, resp.Header.Get("Strict-Transport-Security"))
+	for _, ck := range resp.Cookies() {
+		pre = ck
+	}
+	require.NotNil(t, pre, "the sign-in form sets its CSRF cookie")
+	form := url.Values{"csrf": {csrfOf(t, string(page))}, "token": {token}}
+	req, _ = http.NewRequest(http.MethodPost, base+"/console/signin", strings.NewReader(form.Encode()))
+	maps.Copy(req.Header, header)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: pre.Name, Value: pre.Value})
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	hsts = append(hsts, resp.Header.Get("Strict-Transport-Security"))
+	for _, ck := range resp.Cookies() {
+		session = ck
+	}
+	require.NotNil(t, session, "signing in sets the session cookie")
+	for _, path := range []string{"/v1/ops/some-key", "/mcp", "/console/"} {
+		req, _ = http.NewRequest(http.MethodGet, base+path, nil)
+		maps.Copy(req.Header, header)
+		resp, err = c.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		hsts = append(hsts, resp.Header.Get("Strict-Transport-Security"))
+	}
+	return pre, session, hsts
+}
+
+// TestSecureCookiesBehindTLS: with an https --public-url the console's cookies are
+// Secure and every answer (console, API, MCP) carries HSTS, over the plain HTTP a TLS
+// proxy forwards; without it, X-Forwarded-Proto is ignored unless
+// --trust-forwarded-proto is on.
+func TestSecureCookiesBehindTLS(t *testing.T) {
+	t.Parallel()
+	forwarded := http.Header{"X-Forwarded-Proto": {"https"}}
+	const hsts = "max-age=31536000"
+
+	plain := start(t)
+	pre, session, got := signInRaw(t, plain.base, plain.approver, forwarded)
+	require.False(t, pre.Secure, "a forged X-Forwarded-Proto is not trusted by default")
+	require.False(t, session.Secure)
+	require.Equal(t, []string{"", "", "", "", ""}, got)
+
+	public := startWith(t, func(c *server.Config) { c.PublicURL = "https://oncebox.example.com" })
+	pre, session, got = signInRaw(t, public.base, public.approver, nil)
+	require.True(t, pre.Secure)
+	require.True(t, session.Secure, "the approver's session cookie never goes out over plain HTTP")
+	require.Equal(t, []string{hsts, hsts, hsts, hsts, hsts}, got)
+
+	trusting := startWith(t, func(c *server.Config) { c.TrustForwardedProto = true })
+	pre, session, got = signInRaw(t, trusting.base, trusting.approver, forwarded)
+	require.True(t, pre.Secure)
+	require.True(t, session.Secure)
+	require.Equal(t, []string{hsts, hsts, hsts, hsts, hsts}, got)
+	_, session, got = signInRaw(t, trusting.base, trusting.approver, nil)
+	require.False(t, session.Secure, "without the proxy's header, plain HTTP")
+	require.Equal(t, []string{"", "", "", "", ""}, got)
 }

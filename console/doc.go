@@ -5,8 +5,8 @@
 // internet access.
 //
 // A person signs in with an approver or admin API token; the token is exchanged for a
-// session cookie (HttpOnly, SameSite=Strict, Secure over TLS, expiring) whose random
-// secret the database stores only as a SHA-256 hash, so a session acts as its token and
+// session cookie (HttpOnly, SameSite=Strict, expiring; Secure over HTTPS: TLS,
+// Config.SecureCookies or a trusted X-Forwarded-Proto) whose random secret the database stores only as a SHA-256 hash, so a session acts as its token and
 // ends when the token is revoked. Every form carries a CSRF token derived from the
 // session's secret, and cross-origin posts are refused. Decisions go through the same
 // outbox and reconcile calls as the HTTP API, with the same role rule

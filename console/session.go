@@ -131,7 +131,7 @@ func (c *Console) preSecret(w http.ResponseWriter, r *http.Request) (string, err
 	if err != nil {
 		return "", err
 	}
-	http.SetCookie(w, &http.Cookie{Name: preCookie, Value: s, Path: Prefix, HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: preCookie, Value: s, Path: Prefix, HttpOnly: true, Secure: c.secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
 	return s, nil
 }
@@ -209,7 +209,7 @@ func (c *Console) openSession(w http.ResponseWriter, r *http.Request, p *tenant.
 		c.internal(w, r, v, fmt.Errorf("console: store session: %w", err))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true, Secure: c.secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL.Seconds()), Expires: c.cfg.Now().Add(c.cfg.SessionTTL)})
 	http.Redirect(w, r, v.Next, http.StatusSeeOther)
 }
@@ -282,7 +282,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request, _ *sessionInfo
 			return
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true, Secure: c.secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.Redirect(w, r, "/console/signin?signedout=1", http.StatusSeeOther)
 }

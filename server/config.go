@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -219,6 +221,15 @@ type Config struct {
 	// MCPMaxSessionsPerTenant caps the MCP sessions one tenant may hold open in one
 	// process. Defaults to 100.
 	MCPMaxSessionsPerTenant int
+	// PublicURL is the URL people and agents reach this server at (--public-url), e.g.
+	// https://oncebox.example.com. When it is https, the console's cookies are Secure
+	// and every answer carries Strict-Transport-Security, even though oncebox itself
+	// serves plain HTTP behind the proxy that ends TLS. Defaults to none.
+	PublicURL string
+	// TrustForwardedProto takes X-Forwarded-Proto: https for a request made over
+	// HTTPS (Secure cookies, HSTS). Off by default: only a proxy in front of every
+	// request, setting the header itself, makes it true.
+	TrustForwardedProto bool
 	// ConsoleSessionTTL is how long a sign-in to the web console (/console/) lasts.
 	// Defaults to console.DefaultSessionTTL (12 hours).
 	ConsoleSessionTTL time.Duration
@@ -362,6 +373,12 @@ func (c *Config) validate() error {
 	if c.MCPSessionIdleTimeout <= 0 || c.MCPMaxSessionsPerTenant < 1 {
 		return errors.New("--mcp-session-idle-timeout must be positive and --mcp-max-sessions-per-tenant at least 1")
 	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("--public-url %q: want an absolute http or https URL, e.g. https://oncebox.example.com", c.PublicURL)
+		}
+	}
 	if c.ConsoleSessionTTL < time.Minute {
 		return errors.New("--console-session-ttl must be at least 1m")
 	}
@@ -417,4 +434,9 @@ func (c *Config) jobTimeout(vendor string) time.Duration {
 		return d
 	}
 	return outbox.DefaultJobTimeout
+}
+
+// PublicHTTPS reports whether PublicURL is an https URL.
+func (c Config) PublicHTTPS() bool {
+	return strings.HasPrefix(strings.ToLower(c.PublicURL), "https://")
 }

@@ -564,7 +564,8 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("/", apiHandler)
 	web, err := console.New(console.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Pool: s.apiPool, Report: s.Report,
-		Events: s.events, Replays: s.metrics.Replays, SessionTTL: cfg.ConsoleSessionTTL, Logger: s.logger})
+		Events: s.events, Replays: s.metrics.Replays, SessionTTL: cfg.ConsoleSessionTTL, Logger: s.logger,
+		SecureCookies: cfg.PublicHTTPS(), TrustForwardedProto: cfg.TrustForwardedProto})
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
@@ -607,8 +608,25 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	// bodies a cross-site form can send: refuse every cross-origin request that is
 	// not a safe method (Sec-Fetch-Site, else Origin against Host).
 	mux.Handle("/riverui/", http.NewCrossOriginProtection().Handler(s.admin(ui, true)))
-	s.handler = mux
+	s.handler = s.hsts(mux)
 	return nil
+}
+
+// hstsValue is the Strict-Transport-Security of an answer over HTTPS: a year, this
+// host only (oncebox cannot know its parent domain's other hosts serve HTTPS).
+const hstsValue = "max-age=31536000"
+
+// hsts adds Strict-Transport-Security to every answer to a request made over HTTPS:
+// over TLS, whenever --public-url is https, or with --trust-forwarded-proto when the
+// proxy's X-Forwarded-Proto says https.
+func (s *Server) hsts(next http.Handler) http.Handler {
+	public := s.cfg.PublicHTTPS()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil || public || (s.cfg.TrustForwardedProto && console.ForwardedHTTPS(r)) {
+			w.Header().Set("Strict-Transport-Security", hstsValue)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // approvals is the default approval policy with the catalog's approval rules for the
