@@ -241,7 +241,7 @@ type Config struct {
 	// itself never waits for Postgres. Defaults to 15 seconds.
 	MetricsRefresh time.Duration
 	// AdminToken opens River UI and, when set, guards /metrics (which is open without
-	// it). API tokens with the admin role open both as well.
+	// it). API tokens with the operator role open both as well (a tenant's admin token does not).
 	AdminToken string
 	// AuthCacheTTL is how long a successful token check is remembered. Defaults to 0:
 	// every request asks Postgres, so a revoked token stops working at once.

@@ -678,9 +678,8 @@ func (s *Server) endOnShutdown(h http.Handler) http.Handler {
 }
 
 // admin guards operator endpoints: River UI always, /metrics only when --admin-token is
-// set. They open to the configured admin token and to any API token whose role is admin
-// (operator endpoints span every tenant: give admin tokens to the installation's
-// operators only). The token may come as a bearer token or, for a browser, as the
+// set. They open to the configured admin token and to API tokens whose role is operator,
+// never to a tenant's admin token: operator endpoints span every tenant. The token may come as a bearer token or, for a browser, as the
 // password of basic auth.
 func (s *Server) admin(next http.Handler, required bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -701,7 +700,9 @@ func (s *Server) admin(next http.Handler, required bool) http.Handler {
 		w.Header().Set("WWW-Authenticate", `Basic realm="oncebox admin"`)
 		w.Header().Add("WWW-Authenticate", `Bearer realm="oncebox admin"`)
 		if p != nil {
-			http.Error(w, fmt.Sprintf("this API token has the role %s; an admin token is required", p.Role), http.StatusForbidden)
+			http.Error(w, fmt.Sprintf("operator-only: this API token has the role %s; River UI and the other installation-wide "+
+				"endpoints show every tenant, so they need the installation's admin token (--admin-token) or an operator token "+
+				"(oncebox tenant token create --role operator)", p.Role), http.StatusForbidden)
 			return
 		}
 		http.Error(w, "admin token required", http.StatusUnauthorized)
@@ -709,7 +710,7 @@ func (s *Server) admin(next http.Handler, required bool) http.Handler {
 }
 
 // isAdmin says whether r carries the configured admin token or an API token whose role
-// is admin (as a bearer token, or as the password of basic auth). p is the API token's
+// is operator (as a bearer token, or as the password of basic auth). p is the API token's
 // principal when r carries a valid one; err is a failure to check, not a refusal.
 func (s *Server) isAdmin(r *http.Request) (ok bool, p *tenant.Principal, err error) {
 	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -729,7 +730,7 @@ func (s *Server) isAdmin(r *http.Request) (ok bool, p *tenant.Principal, err err
 	if err != nil {
 		return false, nil, err
 	}
-	return p.Role == tenant.RoleAdmin, p, nil
+	return p.Role.CanOperate(), p, nil
 }
 
 // Report builds the finance report of a window, for one tenant (0: every tenant),

@@ -241,23 +241,28 @@ func TestRiverUIAndMetricsNeedTheAdminToken(t *testing.T) {
 	require.Equal(t, http.StatusOK, get("/metrics", "admin-secret"))
 	require.Equal(t, http.StatusOK, get("/healthz", ""))
 
-	// API tokens with the admin role open both; agent and approver tokens do not.
+	// API tokens with the operator role open both; agent, approver and a tenant's admin
+	// tokens do not.
 	_, agent, err := srv.Tenants().Create(ctx, "ops")
 	require.NoError(t, err)
 	approver, err := srv.Tenants().NewTokenWithRole(ctx, "ops", tenant.RoleApprover)
 	require.NoError(t, err)
 	admin, err := srv.Tenants().NewTokenWithRole(ctx, "ops", tenant.RoleAdmin)
 	require.NoError(t, err)
+	operator, err := srv.Tenants().NewTokenWithRole(ctx, "ops", tenant.RoleOperator)
+	require.NoError(t, err)
 	for _, path := range []string{"/riverui/api/queues", "/metrics"} {
-		require.Equal(t, http.StatusOK, get(path, admin), path)
+		require.Equal(t, http.StatusOK, get(path, operator), path)
 		require.Equal(t, http.StatusForbidden, get(path, agent), path)
 		require.Equal(t, http.StatusForbidden, get(path, approver), path)
+		require.Equal(t, http.StatusForbidden, get(path, admin), path)
 	}
 }
 
-// TestRiverUIOpensToAdminTokensWithoutTheAdminSetting: without --admin-token River UI
-// is served to admin-role API tokens only, and /metrics stays open.
-func TestRiverUIOpensToAdminTokensWithoutTheAdminSetting(t *testing.T) {
+// TestRiverUIIsForOperatorsOnly: without --admin-token River UI is served to
+// operator-role API tokens only; a tenant's admin token gets 403 with the reason (River UI
+// shows every tenant's jobs), and /metrics stays open.
+func TestRiverUIIsForOperatorsOnly(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -276,6 +281,9 @@ func TestRiverUIOpensToAdminTokensWithoutTheAdminSetting(t *testing.T) {
 	require.NoError(t, err)
 	admin, err := srv.Tenants().NewTokenWithRole(ctx, "ops", tenant.RoleAdmin)
 	require.NoError(t, err)
+	operator, err := srv.Tenants().NewTokenWithRole(ctx, "ops", tenant.RoleOperator)
+	require.NoError(t, err)
+	var body string
 	get := func(path, token string) int {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr.String()+path, nil)
 		if token != "" {
@@ -283,12 +291,17 @@ func TestRiverUIOpensToAdminTokensWithoutTheAdminSetting(t *testing.T) {
 		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
+		raw, _ := io.ReadAll(resp.Body)
+		body = string(raw)
 		resp.Body.Close()
 		return resp.StatusCode
 	}
 	require.Equal(t, http.StatusUnauthorized, get("/riverui/api/queues", ""))
 	require.Equal(t, http.StatusForbidden, get("/riverui/api/queues", agent))
-	require.Equal(t, http.StatusOK, get("/riverui/api/queues", admin))
+	require.Equal(t, http.StatusForbidden, get("/riverui/", admin))
+	require.Contains(t, body, "operator-only: this API token has the role admin")
+	require.Equal(t, http.StatusForbidden, get("/riverui/api/queues", admin))
+	require.Equal(t, http.StatusOK, get("/riverui/api/queues", operator))
 	require.Equal(t, http.StatusOK, get("/metrics", ""))
 }
 

@@ -131,7 +131,7 @@ func TestUpstreamStdioProgramRestarted(t *testing.T) {
 	tn, err := tenant.NewStore(pool).ByName(ctx, "acme")
 	require.NoError(t, err)
 
-	admin, err := srv.Tenants().NewTokenWithRole(ctx, "acme", tenant.RoleAdmin)
+	admin, err := srv.Tenants().NewTokenWithRole(ctx, "acme", tenant.RoleOperator)
 	require.NoError(t, err)
 	healthAs := func(token string) map[string]any {
 		var h struct {

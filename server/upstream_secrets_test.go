@@ -88,7 +88,7 @@ upstreams:
     url: `+srv.URL+`
     headers: {Authorization: "Bearer ${`+tokenVar+`}", X-Api-Key: "${`+keyVar+`}"}
 `, nil)
-	admin, err := h.srv.Tenants().NewTokenWithRole(ctx, "acme", tenant.RoleAdmin)
+	admin, err := h.srv.Tenants().NewTokenWithRole(ctx, "acme", tenant.RoleOperator)
 	require.NoError(t, err)
 	var seen []string // every output, checked at the end
 

@@ -40,13 +40,18 @@ const (
 	// RoleApprover reads, lists and decides its tenant's approvals and reviews. It cannot
 	// enqueue.
 	RoleApprover Role = "approver"
-	// RoleAdmin can do everything an approver can for its tenant, and opens the
-	// installation-wide operator endpoints (River UI, /metrics). It cannot enqueue.
+	// RoleAdmin can do everything an approver can for its tenant. It cannot enqueue,
+	// and it does not open the installation-wide endpoints: those span every tenant.
 	RoleAdmin Role = "admin"
+	// RoleOperator is the installation's operators': it opens the installation-wide
+	// endpoints (River UI, /metrics when guarded, /healthz's last errors), which show
+	// every tenant's jobs. It neither enqueues nor decides. Give it only to the people
+	// who run oncebox, never to a tenant.
+	RoleOperator Role = "operator"
 )
 
 // Roles lists every role, in order of authority.
-var Roles = []Role{RoleAgent, RoleApprover, RoleAdmin}
+var Roles = []Role{RoleAgent, RoleApprover, RoleAdmin, RoleOperator}
 
 // ParseRole returns the role named s, or an error naming the valid ones.
 func ParseRole(s string) (Role, error) {
@@ -55,11 +60,15 @@ func ParseRole(s string) (Role, error) {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("tenant: unknown role %q: want agent, approver or admin", s)
+	return "", fmt.Errorf("tenant: unknown role %q: want agent, approver, admin or operator", s)
 }
 
 // CanEnqueue reports whether a token of this role may record new ops.
 func (r Role) CanEnqueue() bool { return r == RoleAgent }
+
+// CanOperate reports whether a token of this role opens the installation-wide operator
+// endpoints (River UI, /metrics).
+func (r Role) CanOperate() bool { return r == RoleOperator }
 
 // CanDecide reports whether a token of this role may approve, reject or resolve ops.
 func (r Role) CanDecide() bool { return r == RoleApprover || r == RoleAdmin }

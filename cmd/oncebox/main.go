@@ -106,7 +106,7 @@ Usage: oncebox <command> [flags]
   serve                        run the API, the workers and the periodic jobs (see --roles)
   migrate                      apply oncebox's and River's migrations (safe to run twice, or at once)
   tenant create NAME           create a tenant and print its agent API token (shown once)
-  tenant token create [--role agent|approver|admin] NAME
+  tenant token create [--role agent|approver|admin|operator] NAME
                                add a token to a tenant and print it (shown once; --format json)
   tenant token list [NAME]     list tokens: id, prefix, role, revoked (--format json)
   tenant token revoke TOKEN    revoke a token (the token or its listed prefix)

@@ -262,7 +262,7 @@ func settings() []setting {
 		durSetting("metrics-refresh", "ONCEBOX_METRICS_REFRESH", d.MetricsRefresh, "how old the database gauges of /metrics (oncebox_ops, oncebox_river_queue_depth) may get before a scrape reads them again, in the background", func(c *server.Config) *time.Duration { return &c.MetricsRefresh }),
 		durSetting("auth-cache-ttl", "ONCEBOX_AUTH_CACHE_TTL", d.AuthCacheTTL, "how long a process remembers a valid API token (a token revoked by another process works here for at most this long; 0 = ask Postgres every time)", func(c *server.Config) *time.Duration { return &c.AuthCacheTTL }),
 		strSetting("seal-key", "ONCEBOX_SEAL_KEY", "", "base64 of 32 random bytes (openssl rand -base64 32), the same on every process: redacted tools' full args are stored only encrypted with it until the op is terminal; required with the mail tool and --redact-mail", true, func(c *server.Config) *string { return &c.SealKey }),
-		strSetting("admin-token", "ONCEBOX_ADMIN_TOKEN", "", "a token that opens River UI (/riverui/) besides admin-role API tokens; when set, /metrics needs it or an admin-role token", true, func(c *server.Config) *string { return &c.AdminToken }),
+		strSetting("admin-token", "ONCEBOX_ADMIN_TOKEN", "", "a token that opens River UI (/riverui/) besides operator-role API tokens; when set, /metrics needs it or an operator-role token", true, func(c *server.Config) *string { return &c.AdminToken }),
 	)
 	return s
 }

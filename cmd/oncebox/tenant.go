@@ -15,7 +15,7 @@ import (
 	"github.com/oncebox/oncebox/tenant"
 )
 
-const tenantUsage = "usage: oncebox tenant create NAME | token create [--role agent|approver|admin] NAME | " +
+const tenantUsage = "usage: oncebox tenant create NAME | token create [--role agent|approver|admin|operator] NAME | " +
 	"token list [NAME] | token revoke TOKEN | list  (--format text|json) | policy ..."
 
 // runTenant is `oncebox tenant`: tenants and their API tokens. A new token is printed once,
