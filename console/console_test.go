@@ -454,3 +454,41 @@ func TestSecureCookiesBehindTLS(t *testing.T) {
 	require.False(t, session.Secure, "without the proxy's header, plain HTTP")
 	require.Equal(t, []string{"", "", "", "", ""}, got)
 }
+
+// TestNoticesComeFromTheOp: the approvals and review pages show a notice only from
+// the fixed set, naming the op the server finds by key within the signed-in tenant,
+// and only when the op stands where the notice says; text in the URL, an unknown
+// notice, an unknown key or another tenant's key show nothing.
+func TestNoticesComeFromTheOp(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	ctx := context.Background()
+	_, otherAgent, err := e.srv.Tenants().Create(ctx, "other")
+	require.NoError(t, err)
+	other := *e
+	other.agent = otherAgent
+	op := other.api(t, "other-tenant-order", `{"tool":"stripe.payment_intent","args":{"amount":700,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)
+	require.Equal(t, "succeeded", op["status"], op)
+
+	b := newBrowser(t, e.base)
+	resp, page := b.signIn(e.approver)
+	require.Equal(t, http.StatusOK, resp.StatusCode, page)
+	phish := "refund-order-1001 was refunded. Call +1 555 0100 to confirm your card"
+	for _, path := range []string{
+		"/console/approvals?done=approved&key=" + url.QueryEscape(phish),
+		"/console/approvals?done=approved&key=" + e.refundKey, // it still awaits approval
+		"/console/approvals?done=voted&key=" + url.QueryEscape("a\x00b"),
+		"/console/approvals?done=Approved:%20anything&key=" + e.refundKey,
+		"/console/approvals?done=rejected&key=other-tenant-order",
+		"/console/review?done=resolved&key=other-tenant-order",
+		"/console/review?done=resend&key=" + url.QueryEscape(phish),
+		"/console/review?done=resolved&key=" + e.refundKey,
+	} {
+		resp, page := b.get(path)
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.NotContains(t, page, `class="notice"`, path)
+		require.NotContains(t, page, "555 0100", path)
+	}
+	_, page = b.get("/console/approvals?done=voted&key=" + e.refundKey)
+	require.Contains(t, page, `<p class="notice" role="status">Your approval of `+e.refundKey+` is recorded`, "a notice that holds is shown")
+}

@@ -18,22 +18,48 @@ import (
 // maxListed bounds the approvals, reviews and search results a page shows.
 const maxListed = 200
 
-// done names the notices a page shows after a form post redirected back to it; the
-// sentence is built here, never taken from the URL.
-var doneSentences = map[string]string{
-	"approved": "Approved: the op %s is on its way to the vendor.",
-	"voted":    "Your approval of %s is recorded; it waits for another approver.",
-	"rejected": "Rejected: the op %s will not be sent.",
-	"resolved": "Resolved: the op %s is settled.",
-	"resend":   "Released: the op %s will be sent again.",
+// notices are the notices a page may show after a form post redirected back to it,
+// by the done= the redirect names: the sentence is fixed here, the op it names is the
+// one the server finds by key within the signed-in tenant, and it is shown only when
+// the op stands where the notice says. Nothing of the URL is shown.
+var notices = map[string]struct {
+	sentence string
+	// holds reports whether an op in this status can be what the notice says.
+	holds func(outbox.Status) bool
+}{
+	"approved": {"Approved: the op %s is on its way to the vendor.", released},
+	"voted":    {"Your approval of %s is recorded; it waits for another approver.", is(outbox.StatusAwaitingApproval)},
+	"rejected": {"Rejected: the op %s will not be sent.", is(outbox.StatusRejected)},
+	"resolved": {"Resolved: the op %s is settled.", is(outbox.StatusSucceeded, outbox.StatusFailed)},
+	"resend":   {"Released: the op %s will be sent again.", released},
 }
 
-func (c *Console) notice(r *http.Request) string {
-	f, ok := doneSentences[r.URL.Query().Get("done")]
-	if !ok {
+// released reports whether an op in status st has left approval (it may have been
+// sent and settled since).
+func released(st outbox.Status) bool {
+	return st != outbox.StatusAwaitingApproval && st != outbox.StatusRejected
+}
+
+// is returns a test for any of the statuses given.
+func is(statuses ...outbox.Status) func(outbox.Status) bool {
+	return func(st outbox.Status) bool { return slices.Contains(statuses, st) }
+}
+
+// notice returns the notice the request's done= and key= ask for, or "" when done= is
+// not one of notices, or no op of the signed-in tenant has that key, or the op does
+// not stand where the notice says.
+func (c *Console) notice(r *http.Request, s *sessionInfo) string {
+	q := r.URL.Query()
+	n, ok := notices[q.Get("done")]
+	key := q.Get("key")
+	if !ok || key == "" || len(key) > 255 || outbox.CheckStorableText("key", key) != nil {
 		return ""
 	}
-	return fmt.Sprintf(f, r.URL.Query().Get("key"))
+	op, err := c.cfg.Outbox.Get(r.Context(), s.principal.ID, key)
+	if err != nil || op == nil || !n.holds(op.Status) {
+		return ""
+	}
+	return fmt.Sprintf(n.sentence, op.Key)
 }
 
 // approvalRow is one op of the approvals queue.
@@ -49,7 +75,7 @@ type approvalRow struct {
 
 func (c *Console) approvals(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	v := c.viewFor(s, "approvals")
-	v.Title, v.Notice = "Approvals", c.notice(r)
+	v.Title, v.Notice = "Approvals", c.notice(r, s)
 	c.fillApprovals(w, r, v, s, http.StatusOK)
 }
 
@@ -158,7 +184,7 @@ func eventRows(evs []outbox.Event) []eventRow {
 
 func (c *Console) review(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	v := c.viewFor(s, "review")
-	v.Title, v.Notice = "Review", c.notice(r)
+	v.Title, v.Notice = "Review", c.notice(r, s)
 	c.fillReview(w, r, v, s, http.StatusOK)
 }
 
