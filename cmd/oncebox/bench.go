@@ -26,9 +26,9 @@ func runBench(ctx context.Context, args []string) error {
 	if _, err := g.log.logger(); err != nil {
 		return err
 	}
-	if strings.TrimSpace(g.databaseURL) == "" {
+	if strings.TrimSpace(g.databaseURL()) == "" {
 		return errNoDatabase()
 	}
-	_, err := bench.Run(ctx, bench.Config{DatabaseURL: g.databaseURL, Quick: *quick, Out: os.Stdout, Progress: os.Stderr})
+	_, err := bench.Run(ctx, bench.Config{DatabaseURL: g.databaseURL(), Quick: *quick, Out: os.Stdout, Progress: os.Stderr})
 	return err
 }

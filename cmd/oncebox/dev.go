@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -193,6 +194,10 @@ func runDev(ctx context.Context, args []string) error {
 	var suffix [3]byte
 	_, _ = rand.Read(suffix[:])
 	demoKey := "order-1001-" + hex.EncodeToString(suffix[:])
+	exportURL, passNote, err := printableURL(pg)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stdout, `
 oncebox dev is running.
 
@@ -210,12 +215,12 @@ Enqueue an op (run it twice: the second answer is a replay, and nothing is charg
     -H 'Content-Type: application/json' \
     -d '{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}'
 
-Point the CLI (oncebox lookup, review, reconcile report) at this database:
+Point the CLI (oncebox lookup, review, reconcile report) at this database%s:
 
   export DATABASE_URL='%s'
 
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, pg.Source, redactURL(pg.URL), fakeLines(fakes), fakesNote, *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey, pg.URL)
+`, base, base, base, base, pg.Source, redactURL(pg.URL), fakeLines(fakes), fakesNote, *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey, passNote, exportURL)
 
 	if cfg.ToolsFile != "" {
 		stop := reloadOnSIGHUP(ctx, srv)
@@ -260,6 +265,49 @@ func serveFake(h http.Handler) (string, func(), error) {
 		_ = srv.Shutdown(ctx)
 		_ = srv.Close()
 	}, nil
+}
+
+// printableURL returns the database URL dev prints for the CLI, without its password:
+// a password goes to a pgpass file (mode 0600) the URL names with passfile=, beside
+// the private cluster's data folder, else in the user's cache folder. note says where.
+func printableURL(pg *localpg.Postgres) (printable, note string, err error) {
+	u, err := url.Parse(pg.URL)
+	if err != nil {
+		return "", "", fmt.Errorf("database URL: %w", err)
+	}
+	password, ok := u.User.Password()
+	if !ok {
+		return pg.URL, "", nil
+	}
+	path := pg.DataDir + ".pgpass"
+	if pg.DataDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		dir = filepath.Join(dir, "oncebox")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", "", fmt.Errorf("make a folder for the database password: %w", err)
+		}
+		path = filepath.Join(dir, "dev-"+u.Hostname()+"-"+u.Port()+".pgpass")
+	}
+	esc := strings.NewReplacer(`\`, `\\`, ":", `\:`)
+	port := u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	line := strings.Join([]string{esc.Replace(u.Hostname()), port, "*", esc.Replace(u.User.Username()), esc.Replace(password)}, ":") + "\n"
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		return "", "", fmt.Errorf("write the database password to %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return "", "", fmt.Errorf("write the database password to %s: %w", path, err)
+	}
+	u.User = url.User(u.User.Username())
+	q := u.Query()
+	q.Set("passfile", path)
+	u.RawQuery = q.Encode()
+	return u.String(), " (its password is in " + path + ", mode 0600, which the URL names)", nil
 }
 
 // redactURL drops a password from a database URL for printing.

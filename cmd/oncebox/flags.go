@@ -72,20 +72,23 @@ func (l *logFlags) logger() (*slog.Logger, error) {
 // globalFlags are the global flags of a subcommand that does not take the serve
 // settings (those get --database-url from settings()).
 type globalFlags struct {
-	databaseURL string
-	log         *logFlags
+	url *string
+	log *logFlags
 }
+
+// databaseURL is the --database-url flag's value, else DATABASE_URL's.
+func (g *globalFlags) databaseURL() string { return *g.url }
 
 // addGlobalFlags registers the global flags on fs.
 func addGlobalFlags(fs *flag.FlagSet) *globalFlags {
 	g := &globalFlags{log: addLogFlags(fs)}
-	fs.StringVar(&g.databaseURL, flagDatabaseURL, os.Getenv("DATABASE_URL"), "Postgres URL (env DATABASE_URL)")
+	g.url = secretVar(fs, flagDatabaseURL, "DATABASE_URL", "", "Postgres URL (env DATABASE_URL)")
 	return g
 }
 
 // openPool connects to the configured Postgres.
 func (g *globalFlags) openPool(ctx context.Context) (*pgxpool.Pool, error) {
-	return openPool(ctx, g.databaseURL)
+	return openPool(ctx, g.databaseURL())
 }
 
 // openPool connects to the Postgres at url and checks that it answers.

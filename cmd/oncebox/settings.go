@@ -278,6 +278,10 @@ func parseConfig(fs *flag.FlagSet, args []string) (server.Config, *logFlags, err
 		if env, ok := os.LookupEnv(s.env); ok && env != "" {
 			v = env
 		}
+		if s.secret {
+			values[s.flag] = secretVar(fs, s.flag, s.env, s.def, s.help+" (env "+s.env+")")
+			continue
+		}
 		values[s.flag] = fs.String(s.flag, v, s.help+" (env "+s.env+")")
 	}
 	log := addLogFlags(fs)
@@ -321,4 +325,41 @@ func printSettings(w io.Writer) {
 	}
 	fmt.Fprintln(w, "| `--log-format` | `ONCEBOX_LOG_FORMAT` | `text` | log format: text or json |")
 	fmt.Fprintln(w, "| `--log-level` | `ONCEBOX_LOG_LEVEL` | `info` | log level: debug, info, warn, error |")
+}
+
+// secretFlag is a flag whose default may come from a secret environment variable: its
+// value is the variable's (else def), but what --help and a mistyped flag print as
+// its default is "(from VAR)", never the value.
+type secretFlag struct {
+	value   *string
+	env     string
+	fromEnv bool
+}
+
+// secretVar registers a secretFlag on fs and returns where its value is.
+func secretVar(fs *flag.FlagSet, name, env, def, usage string) *string {
+	v := def
+	f := &secretFlag{value: &v, env: env}
+	if e := os.Getenv(env); e != "" {
+		v, f.fromEnv = e, true
+	}
+	fs.Var(f, name, usage)
+	return &v
+}
+
+// String is what usage prints as the default: never the value.
+func (f *secretFlag) String() string {
+	switch {
+	case f == nil || f.value == nil || *f.value == "":
+		return ""
+	case f.fromEnv:
+		return "(from " + f.env + ")"
+	}
+	return "(set)"
+}
+
+// Set takes the flag's value.
+func (f *secretFlag) Set(v string) error {
+	*f.value, f.fromEnv = v, false
+	return nil
 }
