@@ -160,7 +160,7 @@ func (u *upstreamConn) transport() mcp.Transport {
 		if u.http != nil && u.http.Transport != nil {
 			base = u.http.Transport
 		}
-		base = &tapTransport{tap: u.tap, base: base}
+		base = &tapTransport{tap: u.tap, base: base, limit: u.limit()}
 		origin, _ := url.Parse(u.up.URL) // checked when the file was read
 		client := &http.Client{Transport: &headerTransport{headers: u.up.Headers, origin: origin, base: base},
 			CheckRedirect: sameorigin.CheckRedirect(fmt.Sprintf("upstream %q", u.up.Name))}
@@ -172,7 +172,15 @@ func (u *upstreamConn) transport() mcp.Transport {
 		cmd.Env = append(cmd.Env, k+"="+u.up.Env[k])
 	}
 	cmd.Stderr = &logWriter{logger: u.logger, upstream: u.up.Name, scrub: u.scrub}
-	return &tapStdio{inner: &mcp.CommandTransport{Command: cmd}, tap: u.tap}
+	return &tapStdio{inner: &mcp.CommandTransport{Command: cmd}, tap: u.tap, limit: u.limit()}
+}
+
+// limit is the upstream's max_result_bytes.
+func (u *upstreamConn) limit() int64 {
+	if u.up.MaxResultBytes > 0 {
+		return u.up.MaxResultBytes
+	}
+	return DefaultMaxResultBytes
 }
 
 // logWriter sends a stdio upstream's stderr to the log, a record per line, with the
@@ -392,6 +400,18 @@ func (u *upstreamConn) wait(ctx context.Context) error {
 	return nil
 }
 
+// AnswerRefusedError is a dispatch whose answer oncebox would not read: larger than
+// the upstream's max_result_bytes ("too_large"), or no JSON-RPC message ("malformed").
+// Only that call fails; the session goes on.
+type AnswerRefusedError struct {
+	Reason string
+	Limit  int64
+	Err    error
+}
+
+func (e *AnswerRefusedError) Error() string { return e.Err.Error() }
+func (e *AnswerRefusedError) Unwrap() error { return e.Err }
+
 // errNotSent is a call that never reached the upstream (no session could be opened,
 // the rate limit held it, or no connection could be had for its HTTP request).
 var errNotSent = errors.New("not sent")
@@ -432,14 +452,20 @@ func (u *upstreamConn) callUnscrubbed(ctx context.Context, kind string, p *mcp.C
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
-	caught := func() json.RawMessage { return nil }
+	caught := func() (json.RawMessage, string) { return nil, "" }
 	if opID, ok := p.Meta[MetaOpID].(string); ok && opID != "" {
 		caught = u.tap.expect(opID)
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
 	res, err := s.CallTool(cctx, p)
-	raw := caught()
+	raw, spoiled := caught()
+	if err != nil && spoiled != "" {
+		outcome = "error"
+		u.logger.Warn("upstream answer refused: only its call fails", slog.String("upstream", u.up.Name),
+			slog.String("tool", p.Name), slog.String("reason", spoiled), slog.Int64("max_result_bytes", u.limit()))
+		return nil, nil, &AnswerRefusedError{Reason: spoiled, Limit: u.limit(), Err: err}
+	}
 	if err != nil {
 		if we, answered := upstreamError(err); answered {
 			outcome = "error"

@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,28 +39,66 @@ type rawTap struct {
 type rawSlot struct {
 	id  string
 	raw json.RawMessage
+	// spoiled is why oncebox put an error in place of the answer: answerTooLarge or
+	// answerMalformed; "" when it did not.
+	spoiled string
 }
+
+// Why oncebox answered a call itself in place of the upstream's answer.
+const (
+	// answerTooLarge: the answer was larger than the upstream's max_result_bytes.
+	answerTooLarge = "too_large"
+	// answerMalformed: the answer was no JSON-RPC message (truncated JSON, garbage).
+	answerMalformed = "malformed"
+)
+
+// codeAnswerRefused is the JSON-RPC error code of the answer oncebox puts in place of
+// one it would not read (too large, malformed): the call it belongs to fails, and the
+// session, with every other call on it, goes on.
+const codeAnswerRefused = -32603
 
 func newRawTap() *rawTap {
 	return &rawTap{byOp: map[string]*rawSlot{}, byID: map[string]*rawSlot{}}
 }
 
 // expect starts catching the result of the dispatch of opID; done returns it (nil when
-// it was not caught) and stops.
-func (t *rawTap) expect(opID string) (done func() json.RawMessage) {
+// it was not caught) and why oncebox answered in the upstream's place, if it did, and
+// stops.
+func (t *rawTap) expect(opID string) (done func() (json.RawMessage, string)) {
 	slot := &rawSlot{}
 	t.mu.Lock()
 	t.byOp[opID] = slot
 	t.mu.Unlock()
-	return func() json.RawMessage {
+	return func() (json.RawMessage, string) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		delete(t.byOp, opID)
 		if slot.id != "" {
 			delete(t.byID, slot.id)
 		}
-		return slot.raw
+		return slot.raw, slot.spoiled
 	}
+}
+
+// spoil notes that oncebox answered the call id itself, for why.
+func (t *rawTap) spoil(id any, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if slot := t.byID[idKey(id)]; slot != nil {
+		slot.spoiled = why
+	}
+}
+
+// refusal is the JSON-RPC answer oncebox puts in place of the upstream's answer to the
+// call id: an error saying why.
+func refusal(id any, why string, limit int64) []byte {
+	msg := "oncebox: the upstream's answer is not a JSON-RPC message (malformed or truncated); only this call fails"
+	if why == answerTooLarge {
+		msg = fmt.Sprintf("oncebox: the upstream's answer is larger than max_result_bytes (%d bytes); it was not read", limit)
+	}
+	idb, _ := json.Marshal(id)
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(idb), "error": map[string]any{"code": codeAnswerRefused, "message": msg}})
+	return b
 }
 
 func idKey(v any) string { return fmt.Sprint(v) }
@@ -130,6 +170,8 @@ func wireMessages(b []byte) []wireMessage {
 type tapTransport struct {
 	tap  *rawTap
 	base http.RoundTripper
+	// limit is the upstream's max_result_bytes.
+	limit int64
 }
 
 func (t *tapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -158,26 +200,44 @@ func (t *tapTransport) roundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	tracked := false
+	// The call the request carries (the SDK sends one message per POST), if any: its
+	// answer is read here, bounded, and one oncebox cannot read is replaced by an error
+	// for that call alone.
+	var call any
 	for _, m := range wireMessages(body) {
-		if t.tap.sent(m.ID, m.Method, m.Params) {
-			tracked = true
+		t.tap.sent(m.ID, m.Method, m.Params)
+		if m.ID != nil && m.Method != "" && call == nil {
+			call = m.ID
 		}
 	}
 	resp, err := t.base.RoundTrip(r)
-	if err != nil || !tracked {
+	if err != nil || call == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp, err
 	}
 	switch ct := resp.Header.Get("Content-Type"); {
 	case strings.HasPrefix(ct, "application/json"):
-		b, err := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(io.LimitReader(resp.Body, t.limit+1))
 		_ = resp.Body.Close()
+		if err == nil {
+			why := ""
+			if int64(len(b)) > t.limit {
+				why = answerTooLarge
+			} else if _, derr := jsonrpc.DecodeMessage(b); derr != nil {
+				why = answerMalformed
+			}
+			if why != "" {
+				t.tap.spoil(call, why)
+				b = refusal(call, why, t.limit)
+				resp.Header.Del("Content-Length")
+				resp.ContentLength = int64(len(b))
+			}
+		}
 		for _, m := range wireMessages(b) {
 			t.tap.answered(m.ID, m.Result)
 		}
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}))
 	case strings.HasPrefix(ct, "text/event-stream"):
-		resp.Body = &sseTap{ReadCloser: resp.Body, tap: t.tap}
+		resp.Body = &sseGuard{src: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, tap: t.tap, call: call, limit: t.limit}
 	}
 	return resp, nil
 }
@@ -192,36 +252,102 @@ func (e errReader) Read([]byte) (int, error) {
 	return 0, io.EOF
 }
 
-// sseTap reads the data lines of an SSE stream as it passes, for the answers they
-// carry.
-type sseTap struct {
-	io.ReadCloser
-	tap  *rawTap
-	line []byte
-	data []byte
+// sseGuard passes an SSE stream on event by event, catching the answers it carries.
+// An event that is no JSON-RPC message, or larger than the limit, ends the stream with
+// an error for the stream's call in its place (the SDK's client would break the whole
+// session on it).
+type sseGuard struct {
+	src   *bufio.Reader
+	body  io.Closer
+	tap   *rawTap
+	call  any
+	limit int64
+	out   []byte
+	err   error
 }
 
-func (s *sseTap) Read(p []byte) (int, error) {
-	n, err := s.ReadCloser.Read(p)
-	for _, c := range p[:n] {
-		if c != '\n' {
-			s.line = append(s.line, c)
-			continue
-		}
-		line := bytes.TrimSuffix(s.line, []byte("\r"))
-		s.line = s.line[:0]
-		switch {
-		case len(line) == 0: // the event ends
-			for _, m := range wireMessages(s.data) {
-				s.tap.answered(m.ID, m.Result)
+func (g *sseGuard) Read(p []byte) (int, error) {
+	for len(g.out) == 0 && g.err == nil {
+		g.next()
+	}
+	if len(g.out) > 0 {
+		n := copy(p, g.out)
+		g.out = g.out[n:]
+		return n, nil
+	}
+	return 0, g.err
+}
+
+func (g *sseGuard) Close() error { return g.body.Close() }
+
+// refuse ends the stream with an error for its call.
+func (g *sseGuard) refuse(why string) {
+	g.tap.spoil(g.call, why)
+	g.out = append(append(append(g.out[:0], "event: message\ndata: "...), refusal(g.call, why, g.limit)...), "\n\n"...)
+	g.err = io.EOF
+}
+
+// next reads one event into out, or sets err.
+func (g *sseGuard) next() {
+	var raw, data []byte
+	name := ""
+	for {
+		line, err := g.line(int64(len(raw)))
+		if err != nil {
+			if errors.Is(err, errEventTooLarge) {
+				g.refuse(answerTooLarge)
+				return
 			}
-			s.data = s.data[:0]
-		case bytes.HasPrefix(line, []byte("data:")):
-			s.data = append(s.data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
-			s.data = append(s.data, '\n')
+			g.out, g.err = raw, err // a partial event is passed on; the SDK decides
+			return
+		}
+		raw = append(raw, line...)
+		text := bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(text) == 0:
+			if len(data) > 0 && (name == "" || name == "message") {
+				msgs := wireMessages(data)
+				if _, derr := jsonrpc.DecodeMessage(data); derr != nil || len(msgs) == 0 {
+					g.refuse(answerMalformed)
+					return
+				}
+				for _, m := range msgs {
+					g.tap.answered(m.ID, m.Result)
+				}
+			}
+			g.out = raw
+			return
+		case bytes.HasPrefix(text, []byte("data:")):
+			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(text, []byte("data:")), []byte(" "))...)
+			data = append(data, '\n')
+		case bytes.HasPrefix(text, []byte("event:")):
+			name = string(bytes.TrimSpace(bytes.TrimPrefix(text, []byte("event:"))))
 		}
 	}
-	return n, err
+}
+
+var errEventTooLarge = errors.New("SSE event too large")
+
+// line reads one line, failing once the event (had bytes so far) would pass the limit.
+func (g *sseGuard) line(had int64) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := g.src.ReadSlice('\n')
+		line = append(line, frag...)
+		if had+int64(len(line)) > g.limit {
+			return nil, errEventTooLarge
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			if len(line) > 0 && errors.Is(err, io.EOF) {
+				return line, nil
+			}
+			return nil, err
+		}
+		return line, nil
+	}
 }
 
 // tapStdio catches the raw results of a stdio upstream's dispatches in its
@@ -229,6 +355,7 @@ func (s *sseTap) Read(p []byte) (int, error) {
 type tapStdio struct {
 	inner mcp.Transport
 	tap   *rawTap
+	limit int64
 }
 
 func (t *tapStdio) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -236,12 +363,13 @@ func (t *tapStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tapConn{Connection: c, tap: t.tap}, nil
+	return &tapConn{Connection: c, tap: t.tap, limit: t.limit}, nil
 }
 
 type tapConn struct {
 	mcp.Connection
-	tap *rawTap
+	tap   *rawTap
+	limit int64
 }
 
 func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -254,6 +382,11 @@ func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil && resp.ID.IsValid() {
+		if int64(len(resp.Result)) > c.limit {
+			c.tap.spoil(resp.ID.Raw(), answerTooLarge)
+			return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: codeAnswerRefused,
+				Message: fmt.Sprintf("oncebox: the upstream's answer is larger than max_result_bytes (%d bytes); it was not kept", c.limit)}}, nil
+		}
 		c.tap.answered(resp.ID.Raw(), resp.Result)
 	}
 	return msg, err

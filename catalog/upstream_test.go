@@ -64,6 +64,7 @@ func TestBrokenUpstreamNamesUpstreamAndField(t *testing.T) {
 		{"upstreams: {mail: {command: x, tools: {send: {lookup_tool: find}}}}", `field tools.send.lookup_tool: set both`},
 		{"upstreams: {mail: {command: x, tools: {find: {class: read, tag_argument: ref}}}}", `field tools.find.class: a read tool makes no op`},
 		{"upstreams: {mail: {command: x, workers: -1}}", `field workers: -1 is negative`},
+		{"upstreams: {mail: {command: x, max_result_bytes: 10}}", `field max_result_bytes: 10 is less than 1024 bytes`},
 		{"upstreams: {mail: {command: x, tools: {send: {redact: {args: [a..b]}}}}}", `field tools.send.redact.args: "a..b" is not a dotted path`},
 		{"upstreams: {mail: {command: x, tools: {send: {redact: {}}}}}", `field tools.send.redact: names no field`},
 		{"upstreams: {mail: {command: x, tools: {find: {class: read, redact: {result: [x]}}}}}", `field tools.find.class: a read tool makes no op`},

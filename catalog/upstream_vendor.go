@@ -210,7 +210,15 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 	res, raw, err := v.session().callRaw(ctx, "dispatch", &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
 	if err != nil {
 		we, answered := upstreamError(err)
+		var refused *AnswerRefusedError
 		switch {
+		case errors.As(err, &refused) && refused.Reason == answerTooLarge:
+			body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": "result_too_large", "max_result_bytes": refused.Limit}})
+			return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "result_too_large", Body: body, Err: err,
+				Message: fmt.Sprintf("upstream %s answered with more than its max_result_bytes (%d bytes): the result was not kept; the tool may have acted", v.name, refused.Limit)}
+		case errors.As(err, &refused):
+			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "malformed_answer", Unanswered: true, Err: err,
+				Message: fmt.Sprintf("upstream %s answered this call with something that is no JSON-RPC message: it may have acted", v.name)}
 		case errors.Is(err, errNotSent):
 			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeRetryable, Code: "not_sent",
 				Message: fmt.Sprintf("upstream %s could not be reached; nothing was sent", v.name), Err: err}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
@@ -249,4 +250,101 @@ func TestUpstreamRefusedConnectionIsNotSent(t *testing.T) {
 	var events int
 	require.NoError(t, h.pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op_event WHERE to_status IN ('unknown', 'needs_review')").Scan(&events))
 	require.Zero(t, events)
+}
+
+// waitSettled waits for the only op of tool to leave pending and running, and returns
+// its status.
+func waitSettled(t *testing.T, pool *pgxpool.Pool, tool string) string {
+	t.Helper()
+	var got string
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(context.Background(), "SELECT status FROM oncebox_op WHERE tool = $1", tool).Scan(&got)
+		return err == nil && got != "pending" && got != "running"
+	}, 60*time.Second, 50*time.Millisecond, "op of %s: %s", tool, got)
+	return got
+}
+
+// TestUpstreamGarbageFailsOnlyItsCall: while a write is being carried out upstream, a
+// read on the same session is answered with truncated JSON. The read fails, alone;
+// the write's answer arrives and the op succeeds (not unknown, not held for review).
+func TestUpstreamGarbageFailsOnlyItsCall(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	up := newUpstreamHTTP(t, fake.Handler())
+	h := hostileOncebox(t, "upstreams: {mail: {url: "+up.URL+"}}", nil)
+	acted, gate := make(chan struct{}, 1), make(chan struct{})
+	fake.EffectHook(func(fakemcp.Mail) { acted <- struct{}{}; <-gate })
+	fake.GarbageNext("count_mail", 1)
+
+	status, body := postJSON(t, h.base, h.token, "/v1/ops", "write-1", `{"tool":"mail.send_mail","args":{"to":"a@example.com","subject":"Hi"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	select {
+	case <-acted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write never reached the upstream")
+	}
+	status, body = postJSON(t, h.base, h.token, "/v1/ops", "", `{"tool":"mail.count_mail","args":{}}`)
+	close(gate)
+	require.Equal(t, "succeeded", waitSettled(t, h.pool, "mail.send_mail"), "the write's answer arrived: not unknown")
+	require.NotEqual(t, http.StatusOK, status, body)
+	require.Contains(t, body, "not a JSON-RPC message", "the read fails, saying why")
+	require.Len(t, fake.Mails(), 1)
+	require.Equal(t, 1, fake.Garbled())
+
+	status, body = postJSON(t, h.base, h.token, "/v1/ops", "", `{"tool":"mail.count_mail","args":{}}`)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `\"count\":1`, "the session goes on")
+}
+
+// TestUpstreamResultSizeLimit: an upstream with max_result_bytes 4096 answers a write
+// with 64 KiB: the op fails (result_too_large, with a sentence), nothing large is
+// stored, and the next call on the session succeeds.
+func TestUpstreamResultSizeLimit(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	up := newUpstreamHTTP(t, fake.Handler())
+	h := hostileOncebox(t, "upstreams: {mail: {url: "+up.URL+", max_result_bytes: 4096}}", nil)
+	fake.RawResultNext(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 64<<10) + `"}]}`)
+
+	status, body := postJSON(t, h.base, h.token, "/v1/ops", "big-1", `{"tool":"mail.send_mail","args":{"to":"a@example.com","subject":"Hi"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Equal(t, "failed", waitSettled(t, h.pool, "mail.send_mail"))
+	body = getAuthed(t, h.base+"/v1/ops/big-1", h.token)
+	require.Contains(t, body, "result_too_large", body)
+	require.Contains(t, body, "max_result_bytes (4096 bytes)", body)
+	var size int
+	require.NoError(t, h.pool.QueryRow(context.Background(), "SELECT coalesce(length(result::text), 0) + coalesce(length(error::text), 0) FROM oncebox_op").Scan(&size))
+	require.Less(t, size, 4096, "nothing large is stored")
+
+	status, body = postJSON(t, h.base, h.token, "/v1/ops?wait=20s", "small-1", `{"tool":"mail.send_mail","args":{"to":"b@example.com","subject":"Hi"}}`)
+	require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, status, body)
+	require.Contains(t, body, `"status":"succeeded"`, body)
+}
+
+// TestUpstreamStdioResultSizeLimit: a stdio upstream with max_result_bytes 4096
+// answers a write with 64 KiB: the op fails (result_too_large) and nothing large is
+// stored; the next op on the session succeeds.
+func TestUpstreamStdioResultSizeLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, _, pool, state := stdioOncebox(t, "send_mail: {tag_argument: ref}\n    max_result_bytes: 4096", nil)
+	tn, err := tenant.NewStore(pool).ByName(ctx, "acme")
+	require.NoError(t, err)
+	require.NoError(t, fakemcp.WriteRawNext(state, `{"content":[{"type":"text","text":"`+strings.Repeat("x", 64<<10)+`"}]}`))
+	_, err = srv.Outbox().Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "big-stdio", Tool: "box.send_mail",
+		Args: json.RawMessage(`{"to":"cy@example.com","subject":"Hi"}`)})
+	require.NoError(t, err)
+	require.Equal(t, "failed", waitSettled(t, pool, "box.send_mail"))
+	var errText string
+	var size int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT coalesce(error::text, ''), coalesce(length(result::text), 0) + coalesce(length(error::text), 0) FROM oncebox_op").Scan(&errText, &size))
+	require.Contains(t, errText, "result_too_large")
+	require.Less(t, size, 4096)
+	_, err = srv.Outbox().Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "small-stdio", Tool: "box.send_mail",
+		Args: json.RawMessage(`{"to":"dee@example.com","subject":"Hi"}`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var st string
+		return pool.QueryRow(ctx, "SELECT status FROM oncebox_op WHERE idempotency_key = 'small-stdio'").Scan(&st) == nil && st == "succeeded"
+	}, 60*time.Second, 50*time.Millisecond)
 }

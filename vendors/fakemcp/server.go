@@ -8,7 +8,8 @@
 //   - purge_mail (destructiveHint): deletes every mail;
 //   - count_mail (readOnlyHint): answers {"count":n}.
 //
-// Reannotate lists a tool again with other annotations (list_changed). Fault knobs
+// Reannotate lists a tool again with other annotations (list_changed); GarbageNext and
+// GarbageEvery answer calls with truncated JSON. Fault knobs
 // make the next send_mail calls drop the connection after acting, hang
 // after acting, or answer isError without acting; SetRandomFaults draws them at random
 // for the calls Handler serves. SetNativeKeys makes send_mail deduplicate on the _meta
@@ -83,6 +84,12 @@ type Server struct {
 	answerHook func(opID string)
 	// rawStdio is the raw answer due over StdioTransport (State.RawNext).
 	rawStdio rawAnswer
+	// garbage counts, by tool, the next calls Handler answers with truncated JSON;
+	// garbageEvery, by tool, answers every nth call so (0: none).
+	garbage      map[string]int
+	garbageEvery map[string]int
+	garbageSeen  map[string]int
+	garbled      int
 
 	// Random faults (fault.go): random draws them, faults counts them.
 	random  fakefault.Injector[FaultKind, FaultKind]
@@ -201,7 +208,8 @@ func writeState(path string, st State) error {
 
 // New returns an empty fake upstream.
 func New() *Server {
-	s := &Server{release: make(chan struct{}), keys: map[string]Mail{}, faults: map[FaultKind]int{}}
+	s := &Server{release: make(chan struct{}), keys: map[string]Mail{}, faults: map[FaultKind]int{},
+		garbage: map[string]int{}, garbageEvery: map[string]int{}, garbageSeen: map[string]int{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "fakemcp", Version: "1"}, nil)
 	f := false
 	t := true
@@ -473,6 +481,47 @@ func (s *Server) Reannotate(name string, ann *mcp.ToolAnnotations) {
 	}
 }
 
+// GarbageNext makes the next n calls of tool over HTTP (Handler) run, then be answered
+// with truncated JSON: an upstream whose answer to one call is broken.
+func (s *Server) GarbageNext(tool string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.garbage[tool] = n
+}
+
+// GarbageEvery makes every nth call of tool over HTTP (Handler) be answered with
+// truncated JSON after it ran (0: none).
+func (s *Server) GarbageEvery(tool string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.garbageEvery[tool] = n
+}
+
+// Garbled counts the calls answered with truncated JSON.
+func (s *Server) Garbled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.garbled
+}
+
+// garbleNow reports whether this call of tool is answered with garbage. Called with mu
+// held.
+func (s *Server) garbleNow(tool string) bool {
+	if s.garbage[tool] > 0 {
+		s.garbage[tool]--
+		s.garbled++
+		return true
+	}
+	if every := s.garbageEvery[tool]; every > 0 {
+		s.garbageSeen[tool]++
+		if s.garbageSeen[tool]%every == 0 {
+			s.garbled++
+			return true
+		}
+	}
+	return false
+}
+
 // RawResultNext makes the next send_mail call over HTTP (Handler) act, then answer
 // with raw as its JSON-RPC result, byte for byte: field order, spacing and fields the
 // protocol does not define included.
@@ -543,6 +592,22 @@ func (s *Server) Handler() http.Handler {
 		_ = json.Unmarshal(body, &msg)
 		drop, raw := false, ""
 		var answered func(string)
+		if msg.Method == "tools/call" {
+			s.mu.Lock()
+			garble := s.garbleNow(msg.Params.Name)
+			s.mu.Unlock()
+			if garble {
+				rec := httptest.NewRecorder()
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.ContentLength = int64(len(body))
+				inner.ServeHTTP(rec, r) // runs; its answer is cut in half
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				out := rec.Body.Bytes()
+				_, _ = w.Write(out[:len(out)/2])
+				return
+			}
+		}
 		if msg.Method == "tools/call" && msg.Params.Name == "send_mail" {
 			s.mu.Lock()
 			raw, s.rawNext = s.rawNext, ""
