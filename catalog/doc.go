@@ -40,8 +40,10 @@
 // The arguments are validated at enqueue against input_schema with
 // github.com/santhosh-tekuri/jsonschema/v6; a refusal is an *outbox.ValidationError
 // naming the field (such as "args.subject") and the rule (such as "maxLength").
-// Path templates are filled with the escaped argument (url.PathEscape), and "", "."
-// and ".." are refused, so a call never leaves its target.
+// Path templates are filled with the escaped argument (url.PathEscape); an argument
+// that fills one must be a single segment ("", ".", anything with "..", "/", "\\", "%"
+// or a control character, or longer than 256 bytes, is refused at enqueue, naming the
+// field), so a call never leaves its target.
 //
 // Dispatch reuses the webhook adapter (vendors/webhook): each target that write or
 // unsafe tools use is one outbox.Vendor named "catalog_<target>", with the target's

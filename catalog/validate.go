@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -98,12 +99,35 @@ func (t *Tool) fillPath(args map[string]any) (string, error) {
 		default:
 			return "", &outbox.ValidationError{Field: "args." + p, Message: "must be a string or an integer (it is a path segment)"}
 		}
-		if s == "" || s == "." || s == ".." {
-			return "", &outbox.ValidationError{Field: "args." + p, Message: `must not be empty, "." or ".." (it is a path segment)`}
+		if msg := checkSegment(s); msg != "" {
+			return "", &outbox.ValidationError{Field: "args." + p, Message: msg}
 		}
 		path = strings.ReplaceAll(path, "{"+p+"}", url.PathEscape(s))
 	}
 	return path, nil
+}
+
+// maxSegmentBytes bounds one argument filled into a path.
+const maxSegmentBytes = 256
+
+// checkSegment returns why s cannot fill a {arg} of a path, or "": it must be one
+// segment, so that a call never leaves the path its tool names (no "/", "\\", "..",
+// "%", control or space characters, not empty or "."), refused at enqueue with the
+// field's name rather than at dispatch.
+func checkSegment(s string) string {
+	switch {
+	case s == "" || s == ".":
+		return `must not be empty or "." (it is a path segment)`
+	case len(s) > maxSegmentBytes:
+		return fmt.Sprintf("must be at most %d bytes long (it is a path segment)", maxSegmentBytes)
+	case strings.Contains(s, ".."):
+		return `must not contain ".." (it is a path segment)`
+	case strings.ContainsAny(s, "/\\%"):
+		return `must not contain "/", "\\" or "%" (it is one path segment)`
+	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) && r != ' ' }):
+		return "must not contain control characters (it is a path segment)"
+	}
+	return ""
 }
 
 // request is what the webhook adapter sends for a call: the method, the filled

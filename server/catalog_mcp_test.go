@@ -76,4 +76,13 @@ func TestCatalogToolsInMCP(t *testing.T) {
 	require.True(t, res.IsError)
 	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, `"subject"`)
 	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "required")
+
+	// An argument that fills a path must be one segment: refused at enqueue, naming it.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "helpdesk_create_ticket",
+		Arguments: map[string]any{"customer_id": "../../x", "subject": "s"}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "customer_id")
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, `must not contain ".."`)
+	require.Zero(t, fake.Requests(), "nothing reached the target")
 }

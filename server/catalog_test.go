@@ -188,6 +188,12 @@ func TestCatalogSchemaViolationIs400(t *testing.T) {
 		{`{"customer_id":"c1","subject":"a subject far too long for it"}`, "args.subject", "maxLength"},
 		{`{"customer_id":"c1","subject":"s","x":1}`, "args.x", "additionalProperties"},
 		{`{"customer_id":"..","subject":"s"}`, "args.customer_id", "path segment"},
+		{`{"customer_id":"../../x","subject":"s"}`, "args.customer_id", `must not contain \"..\"`},
+		{`{"customer_id":"a/b","subject":"s"}`, "args.customer_id", "one path segment"},
+		{`{"customer_id":"a\\b","subject":"s"}`, "args.customer_id", "one path segment"},
+		{`{"customer_id":"%2e%2e","subject":"s"}`, "args.customer_id", "one path segment"},
+		{`{"customer_id":"a\u0007b","subject":"s"}`, "args.customer_id", "control characters"},
+		{`{"customer_id":"a\nb","subject":"s"}`, "args.customer_id", "control characters"},
 	} {
 		status, body := postJSON(t, base, token, "/v1/ops", "bad", fmt.Sprintf(`{"tool":"helpdesk.create_ticket","args":%s}`, tc.args))
 		require.Equal(t, http.StatusBadRequest, status, body)
