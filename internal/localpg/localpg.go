@@ -66,6 +66,14 @@ type Config struct {
 	// replaced by a free one (and remembered in turn).
 	RememberPort bool
 
+	// Durable runs the private cluster with fsync, synchronous_commit and
+	// full_page_writes on, so that a crash (Postgres.Crash, a SIGKILL of the
+	// postmaster) loses no committed transaction: the chaos harness and the
+	// durability tests use it. Off, the default, keeps the fast settings of the unit
+	// tests and `oncebox dev` (all three off), under which a crash of the machine or
+	// the postmaster may lose transactions that were reported committed.
+	Durable bool
+
 	// DisablePrivate skips the private cluster.
 	DisablePrivate bool
 
@@ -123,6 +131,20 @@ type Postgres struct {
 	closeOnce sync.Once
 	closeFunc func(ctx context.Context) error
 	closeErr  error
+	crashFunc func(ctx context.Context) error
+}
+
+// Crash SIGKILLs the private cluster's postmaster, as a crash would: no shutdown
+// checkpoint, so the next Start on the same DataDir recovers from the WAL. It waits
+// until the server's processes are gone and releases the data folder; Close then does
+// nothing. It fails for any other source.
+func (p *Postgres) Crash(ctx context.Context) error {
+	if p.crashFunc == nil {
+		return errors.New("localpg: only a private cluster can be crashed")
+	}
+	err := errors.New("localpg: already stopped")
+	p.closeOnce.Do(func() { err = p.crashFunc(ctx) })
+	return err
 }
 
 // Close stops what Start started: the private postmaster (fast shutdown) or

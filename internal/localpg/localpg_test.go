@@ -600,3 +600,38 @@ func TestStartPrivateAsksForAPassword(t *testing.T) {
 	require.Equal(t, pg2.URL[:len(pg2.URL)-len(strings.SplitN(pg2.URL, "@", 2)[1])], pg3.URL[:len(pg3.URL)-len(strings.SplitN(pg3.URL, "@", 2)[1])])
 	requireScram(pg3)
 }
+
+// TestCrashOfADurableCluster: a private cluster started with Config.Durable runs with
+// fsync, synchronous_commit and full_page_writes on; Crash SIGKILLs its postmaster (no
+// shutdown checkpoint), and the next Start on the same folder recovers every
+// transaction that was reported committed.
+func TestCrashOfADurableCluster(t *testing.T) {
+	t.Parallel()
+	requireServerBinaries(t)
+	ctx := t.Context()
+	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(reachableTempDir(t), "data"), Durable: true}
+	pg := startCluster(t, cfg)
+	var fsync, syncCommit, fullPages string
+	queryOne(t, pg.URL, "SELECT current_setting('fsync'), current_setting('synchronous_commit'), current_setting('full_page_writes')",
+		&fsync, &syncCommit, &fullPages)
+	require.Equal(t, []string{"on", "on", "on"}, []string{fsync, syncCommit, fullPages})
+
+	conn, err := pgx.Connect(ctx, pg.URL)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE kept (n int)")
+	require.NoError(t, err)
+	for n := range 100 {
+		_, err = conn.Exec(ctx, "INSERT INTO kept VALUES ($1)", n)
+		require.NoError(t, err)
+	}
+	require.NoError(t, pg.Crash(ctx))
+	_ = conn.Close(ctx)
+	requirePortClosed(t, pg.URL)
+	require.NoError(t, pg.Close(ctx), "Close after Crash does nothing")
+
+	pg2 := startCluster(t, cfg)
+	var rows int
+	queryOne(t, pg2.URL, "SELECT count(*) FROM kept", &rows)
+	require.Equal(t, 100, rows, "every committed insert survives the crash")
+	require.NoError(t, pg2.Close(ctx))
+}

@@ -56,6 +56,8 @@ type cluster struct {
 	rememberPort bool
 	// password is the superuser's password (see password_unix.go).
 	password string
+	// durable is Config.Durable.
+	durable bool
 }
 
 func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, error) {
@@ -82,7 +84,7 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 	}
 
 	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger, fixedPort: cfg.Port,
-		rememberPort: cfg.RememberPort && cfg.Port == 0}
+		rememberPort: cfg.RememberPort && cfg.Port == 0, durable: cfg.Durable}
 	if err := c.start(ctx, cfg.Database); err != nil {
 		_ = c.lock.Close()
 		return nil, err
@@ -93,6 +95,7 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 		Source:    "private:" + binDir,
 		DataDir:   dataDir,
 		closeFunc: c.stop,
+		crashFunc: c.crash,
 	}, nil
 }
 
@@ -234,15 +237,21 @@ func (c *cluster) startServer(ctx context.Context) error {
 	}
 	c.port = port
 
+	// The fast settings (unit tests, `oncebox dev`) lose transactions in a crash;
+	// Config.Durable turns all three on (chaos, durability tests).
+	durability := "off"
+	if c.durable {
+		durability = "on"
+	}
 	// Not CommandContext: the server outlives Start's context.
 	cmd := c.command(context.WithoutCancel(ctx), "postgres",
 		"-D", c.dataDir,
 		"-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=",
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
+		"-c", "fsync="+durability,
+		"-c", "synchronous_commit="+durability,
+		"-c", "full_page_writes="+durability,
 		"-c", "max_connections=200",
 	)
 	cmd.Stdout = c.log
@@ -316,6 +325,32 @@ func (c *cluster) stop(ctx context.Context) error {
 
 // kill sends an immediate shutdown, then kills the server's process group
 // when it does not exit within a few seconds, and waits for it.
+// crash SIGKILLs the postmaster alone, as a crash would, waits until its backends
+// (which notice the postmaster's death) are gone too, and releases the folder.
+func (c *cluster) crash(ctx context.Context) error {
+	defer c.lock.Close()
+	pid := c.cmd.Process.Pid
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-c.exited:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	deadline := time.Now().Add(stopTimeout)
+	for syscall.Kill(-pid, 0) == nil {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	c.logger.InfoContext(ctx, "crashed private Postgres (SIGKILL of the postmaster)", slog.String("data_dir", c.dataDir))
+	return nil
+}
+
 func (c *cluster) kill() {
 	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
 	select {
