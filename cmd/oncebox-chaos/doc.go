@@ -2,7 +2,10 @@
 // `oncebox serve` processes against one Postgres and the stateful fake vendors
 // (with fault injection), enqueues thousands of ops through the HTTP API —
 // duplicates, concurrent copies of a key and conflicting payloads included —
-// while it SIGKILLs serve processes and restarts Postgres, then waits until
+// while it SIGKILLs serve processes, pauses one (SIGSTOP past the job timeout and
+// --rescue-after, then SIGCONT), restarts Postgres cleanly and later crashes it
+// (SIGKILL of the postmaster, on a cluster with fsync, synchronous_commit and
+// full_page_writes on), then waits until
 // every op is settled and checks the fakes' own records: exactly one side
 // effect per succeeded op (the one its vendor_ref names, of its amount), none
 // per failed op, no failed op but a planned decline, no op in needs_review but
@@ -37,7 +40,7 @@
 //
 // It prints one line of figures,
 //
-//	ops=… kills=… pg_restarts=… faults=… duplicates=0 lost=0 needs_review=… wall=… (more figures)
+//	ops=… kills=… pg_restarts=… pg_crashes=… pauses=… takeovers=… faults=… duplicates=0 lost=0 needs_review=… wall=… (more figures)
 //
 // and exits 1 on any duplicate, loss or other broken promise (2 when it could
 // not run), printing every finding with the op's attempts, events and vendor

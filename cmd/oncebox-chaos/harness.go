@@ -144,8 +144,11 @@ type harness struct {
 	sealKey [32]byte
 
 	kills, pgRestarts, selfExits atomic.Int64
-	pgRestartSkipped             bool
-	broken                       bool
+	// pgCrashes counts the SIGKILLs of the postmaster, pauses the serve processes
+	// stopped (SIGSTOP) past the job timeout and --rescue-after, then resumed.
+	pgCrashes, pauses atomic.Int64
+	pgRestartSkipped  bool
+	broken            bool
 
 	// procMu serialises the stopping and starting of serve processes by the
 	// kill loop, the kills after an effect and ensureRunning.
@@ -204,15 +207,21 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	bg.Go(func() { h.supervise(chaosCtx) })
 	bg.Go(func() { h.killLoop(chaosCtx) })
 	bg.Go(func() { h.crashLoop(chaosCtx) })
-	var pgErr error
+	bg.Go(func() { h.pauseLoop(chaosCtx) })
+	var pgErr, crashErr error
 	if h.pgRestartSkipped {
-		h.logger.Info("Postgres restart skipped: --database-url names a Postgres this harness does not own")
+		h.logger.Info("Postgres restart and crash skipped: --database-url names a Postgres this harness does not own")
 	} else {
 		bg.Go(func() {
 			select {
 			case <-chaosCtx.Done():
-			case <-time.After(cfg.EnqueueFor / 2):
-				pgErr = h.restartPostgres(ctx)
+			case <-time.After(cfg.EnqueueFor / 3):
+				pgErr = h.restartPostgres(ctx, false)
+			}
+			select {
+			case <-chaosCtx.Done():
+			case <-time.After(cfg.EnqueueFor / 3):
+				crashErr = h.restartPostgres(ctx, true)
 			}
 		})
 	}
@@ -220,8 +229,8 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	h.chaosOn.Store(false)
 	stopChaos()
 	bg.Wait()
-	if pgErr != nil {
-		return exitError, pgErr
+	if err := errors.Join(pgErr, crashErr); err != nil {
+		return exitError, err
 	}
 	if parent.Err() != nil {
 		return exitError, parent.Err()
@@ -408,7 +417,10 @@ func (h *harness) startPostgres(ctx context.Context) error {
 		Port:          port,
 		Database:      "oncebox_chaos",
 		DisableDocker: true,
-		Logger:        h.logger.With(slog.String("component", "localpg")),
+		// fsync, synchronous_commit and full_page_writes on: the Postgres crash must
+		// not lose what was reported committed.
+		Durable: true,
+		Logger:  h.logger.With(slog.String("component", "localpg")),
 	}
 	pg, err := localpg.Start(ctx, h.pgCfg)
 	if err != nil {
@@ -418,15 +430,23 @@ func (h *harness) startPostgres(ctx context.Context) error {
 	return nil
 }
 
-// restartPostgres stops the private cluster (fast shutdown) and starts it
-// again on the same folder and port.
-func (h *harness) restartPostgres(ctx context.Context) error {
+// restartPostgres stops the private cluster (fast shutdown), or with crash SIGKILLs
+// its postmaster (no shutdown checkpoint: the cluster recovers from its WAL), and
+// starts it again on the same folder and port.
+func (h *harness) restartPostgres(ctx context.Context, crash bool) error {
 	h.pgMu.Lock()
 	defer h.pgMu.Unlock()
 	t0 := time.Now()
-	h.logger.Info("restarting Postgres")
-	if err := h.pg.Close(ctx); err != nil {
-		h.logger.Warn("stop Postgres", slog.Any("error", err))
+	if crash {
+		h.logger.Info("crashing Postgres (SIGKILL of the postmaster)")
+		if err := h.pg.Crash(ctx); err != nil {
+			return fmt.Errorf("crash Postgres: %w", err)
+		}
+	} else {
+		h.logger.Info("restarting Postgres")
+		if err := h.pg.Close(ctx); err != nil {
+			h.logger.Warn("stop Postgres", slog.Any("error", err))
+		}
 	}
 	select {
 	case <-ctx.Done():
@@ -441,9 +461,37 @@ func (h *harness) restartPostgres(ctx context.Context) error {
 	if pg.URL != h.dbURL {
 		return fmt.Errorf("postgres came back under another URL: %s, was %s", pg.URL, h.dbURL)
 	}
-	h.pgRestarts.Add(1)
-	h.logger.Info("Postgres restarted", slog.Duration("outage", time.Since(t0)))
+	if crash {
+		h.pgCrashes.Add(1)
+	} else {
+		h.pgRestarts.Add(1)
+	}
+	h.logger.Info("Postgres restarted", slog.Bool("after_crash", crash), slog.Duration("outage", time.Since(t0)))
 	return nil
+}
+
+// pauseLength is how long a paused serve process stays stopped: longer than the job
+// timeout (3s) and --rescue-after (10s) of serveEnv, so that River rescues its jobs on
+// the other process while it still holds them, and its liveness lock (held all along:
+// it is alive) keeps them from being taken over earlier.
+const pauseLength = 12 * time.Second
+
+// pauseLoop stops one serve process (SIGSTOP) for pauseLength a fifth into the chaos,
+// then resumes it (SIGCONT): when it wakes up, its runs still hold jobs that were run
+// again elsewhere, and the fences must keep them from recording anything.
+func (h *harness) pauseLoop(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x5a05e))
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(h.cfg.EnqueueFor / 5):
+	}
+	p := h.procs[rng.IntN(len(h.procs))]
+	h.logger.Info("pausing (SIGSTOP)", slog.String("proc", p.name), slog.Duration("for", pauseLength))
+	if p.pauseFor(ctx, pauseLength) {
+		h.pauses.Add(1)
+		h.logger.Info("resumed (SIGCONT)", slog.String("proc", p.name))
+	}
 }
 
 // serveEnv is the environment of a serve process: short recovery settings and
@@ -609,7 +657,7 @@ func (h *harness) killLoop(ctx context.Context) {
 		}
 		p := h.procs[rng.IntN(len(h.procs))]
 		h.procMu.Lock()
-		running := p.running()
+		running := p.running() && !p.isPaused()
 		if running {
 			p.kill()
 			h.kills.Add(1)
@@ -682,7 +730,7 @@ func (h *harness) killEveryProcess(kills, last *atomic.Int64, limit int64, after
 	h.procMu.Lock()
 	defer h.procMu.Unlock()
 	for _, p := range h.procs {
-		if p.running() {
+		if p.running() && !p.isPaused() {
 			p.kill()
 			h.kills.Add(1)
 		}

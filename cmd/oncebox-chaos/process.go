@@ -27,6 +27,7 @@ type serveProc struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	killed  bool // the harness stopped it on purpose
+	paused  bool // stopped by SIGSTOP until pauseFor resumes it
 	exitErr error
 	logFile *os.File
 }
@@ -109,6 +110,38 @@ func (p *serveProc) signal(sig syscall.Signal, wait time.Duration) {
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
+}
+
+// pauseFor stops the process and its children (SIGSTOP to its process group) for d,
+// or until ctx ends, then resumes them (SIGCONT): a process that is alive but silent,
+// as in a long GC pause or a frozen VM. It returns false when the process was not
+// running.
+func (p *serveProc) pauseFor(ctx context.Context, d time.Duration) bool {
+	p.mu.Lock()
+	if p.cmd == nil || isDone(p.done) {
+		p.mu.Unlock()
+		return false
+	}
+	pid := p.cmd.Process.Pid
+	p.paused = true
+	p.mu.Unlock()
+	_ = syscall.Kill(-pid, syscall.SIGSTOP)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	_ = syscall.Kill(-pid, syscall.SIGCONT)
+	p.mu.Lock()
+	p.paused = false
+	p.mu.Unlock()
+	return true
+}
+
+// isPaused reports whether the process is stopped by pauseFor.
+func (p *serveProc) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
 }
 
 // kill SIGKILLs the process, as a crash would.

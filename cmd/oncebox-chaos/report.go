@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -143,11 +146,15 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		pgRestarts = "skipped"
 	}
 	mcp := h.mcpFigures(ops, in.Objects)
-	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
+	pgCrashes := strconv.FormatInt(h.pgCrashes.Load(), 10)
+	if h.pgRestartSkipped {
+		pgCrashes = "skipped"
+	}
+	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d takeovers=%d faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
 		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
 		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s seed=%d\n",
-		len(in.Accepted), h.kills.Load(), pgRestarts, h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
+		len(in.Accepted), h.kills.Load(), pgRestarts, pgCrashes, h.pauses.Load(), h.takeovers(), h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
 		len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
 		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,
@@ -295,4 +302,20 @@ func (h *harness) printHistory(ctx context.Context, op OpRecord, objects []Vendo
 		}
 	}
 	return explained, nil
+}
+
+// takeovers counts, in the serve processes' logs, the dispatch jobs of gone processes
+// taken over at once (outbox's liveness): each SIGKILL with a job in flight should
+// show one, and none should come from a paused process, which holds its lock.
+func (h *harness) takeovers() int {
+	files, _ := filepath.Glob(filepath.Join(h.logDir, "*.log"))
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		n += bytes.Count(b, []byte("took over the dispatch job of a gone process"))
+	}
+	return n
 }
