@@ -177,8 +177,8 @@ func (r *Reconciler) logger(ob *outbox.Outbox) *slog.Logger {
 
 // SweepArgs is the River job of one sweep.
 type SweepArgs struct {
-	// Soon marks a sweep asked for by a takeover (SweepSoonTx), so that its uniqueness
-	// never collides with the periodic sweep's.
+	// Soon marks a sweep asked for by a takeover (SweepSoonTx), so that the periodic
+	// sweep's uniqueness never skips it.
 	Soon bool `json:"soon,omitempty"`
 }
 
@@ -210,13 +210,13 @@ func (r *Reconciler) Register(workers *river.Workers) error {
 	return nil
 }
 
-// SweepSoonTx inserts a sweep in tx, at most one a second: a dispatch run handed an op
-// to the reconciler after a takeover (outbox.Config.HandOver), and the op should not
-// wait for the next periodic sweep.
+// SweepSoonTx inserts a sweep in tx: a dispatch run handed an op to the reconciler
+// after a takeover (outbox.Config.HandOver), and the op should not wait for the next
+// periodic sweep. Each hand-over inserts its own: a sweep unique per period could run
+// before a hand-over of the same period commits, leaving that op to the periodic sweep;
+// a sweep that finds nothing due costs one query.
 func SweepSoonTx(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx) error {
-	_, err := client.InsertTx(ctx, tx, SweepArgs{Soon: true}, &river.InsertOpts{Queue: QueueName,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Second}})
-	if err != nil {
+	if _, err := client.InsertTx(ctx, tx, SweepArgs{Soon: true}, nil); err != nil {
 		return fmt.Errorf("reconcile: insert a sweep: %w", err)
 	}
 	return nil
