@@ -1,0 +1,29 @@
+package catalog
+
+import (
+	"bufio"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSSEGuard: a stream's good events pass as they came; an event that is no JSON-RPC
+// message, or one past the limit, ends the stream with an error for the stream's call.
+func TestSSEGuard(t *testing.T) {
+	good := "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"
+	for _, c := range []struct {
+		name, stream, want string
+	}{
+		{"good", good + "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n", good + "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"},
+		{"truncated", good + "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"resu\n\n", good + `event: message` + "\n" + `data: {"error":{"code":-32603,"message":"oncebox: the upstream's answer is not a JSON-RPC message (malformed or truncated); only this call fails"},"id":7,"jsonrpc":"2.0"}` + "\n\n"},
+		{"too large", good + "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"x\":\"" + strings.Repeat("x", 2000) + "\"}}\n\n", good + `event: message` + "\n" + `data: {"error":{"code":-32603,"message":"oncebox: the upstream's answer is larger than max_result_bytes (1024 bytes); it was not read"},"id":7,"jsonrpc":"2.0"}` + "\n\n"},
+	} {
+		tap := newRawTap()
+		g := &sseGuard{src: bufio.NewReaderSize(strings.NewReader(c.stream), 64), body: io.NopCloser(nil), tap: tap, call: 7, limit: 1024}
+		out, err := io.ReadAll(g)
+		require.NoError(t, err, c.name)
+		require.Equal(t, c.want, string(out), c.name)
+	}
+}
