@@ -3,14 +3,17 @@ package migrations
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -28,7 +31,16 @@ type Migration struct {
 	Version int
 	Name    string
 	SQL     string
+	// Contract marks a migration that binaries which do not know it cannot run on (it
+	// drops, renames or narrows what they use). Its SQL holds the line ContractMarker.
+	// Migrations are expand-only unless so marked: a release's binary runs on its own
+	// schema and on the next release's.
+	Contract bool
 }
+
+// ContractMarker, a line of a migration's SQL, makes it a contract migration: once it is
+// applied, a process whose binary does not know it refuses to run (CheckSchema).
+const ContractMarker = "-- oncebox:contract"
 
 // All returns oncebox's own migrations in order.
 func All() ([]Migration, error) {
@@ -51,7 +63,8 @@ func All() ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %q: %w", name, err)
 		}
-		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(rest, ".up.sql"), SQL: string(sql)})
+		contract := slices.Contains(strings.Split(string(sql), "\n"), ContractMarker)
+		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(rest, ".up.sql"), SQL: string(sql), Contract: contract})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
@@ -121,6 +134,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return fmt.Errorf("create oncebox_migration: %w", err)
 		}
+		// Which migrations older binaries cannot run on (CheckSchema); v0.1.0's table
+		// lacks the column.
+		if _, err := tx.Exec(ctx, "ALTER TABLE oncebox_migration ADD COLUMN IF NOT EXISTS contract boolean NOT NULL DEFAULT false"); err != nil {
+			return fmt.Errorf("add oncebox_migration.contract: %w", err)
+		}
 		rows, err := tx.Query(ctx, "SELECT version FROM oncebox_migration")
 		if err != nil {
 			return fmt.Errorf("read applied migrations: %w", err)
@@ -144,7 +162,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO oncebox_migration (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			if _, err := tx.Exec(ctx, "INSERT INTO oncebox_migration (version, name, contract) VALUES ($1, $2, $3)", m.Version, m.Name, m.Contract); err != nil {
 				return fmt.Errorf("record migration %03d: %w", m.Version, err)
 			}
 			res.Oncebox = append(res.Oncebox, m.Version)
@@ -166,4 +184,64 @@ func Latest() int {
 		panic(fmt.Sprintf("migrations: embedded migrations unreadable: %v", err))
 	}
 	return all[len(all)-1].Version
+}
+
+// Schema is what the database's oncebox_migration says about its schema.
+type Schema struct {
+	// Applied is the highest oncebox migration applied (0 for none).
+	Applied int
+	// Contract is the highest contract migration applied (0 for none): binaries that do
+	// not know it must not run.
+	Contract int
+}
+
+// ReadSchema reads the database's schema version. It works on tables written by v0.1.0,
+// which have no contract column.
+func ReadSchema(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (Schema, error) {
+	var s Schema
+	err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0),
+		coalesce(max(version) FILTER (WHERE coalesce((to_jsonb(m) ->> 'contract')::boolean, false)), 0)
+		FROM oncebox_migration m`).Scan(&s.Applied, &s.Contract)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+			return Schema{}, nil
+		}
+		return Schema{}, fmt.Errorf("read schema version: %w", err)
+	}
+	return s, nil
+}
+
+// SchemaError is CheckSchema's refusal: the database's schema is one this binary cannot
+// run on. Its message is one sentence that says what to do.
+type SchemaError struct {
+	Schema Schema
+	// Knows is the highest migration this binary knows.
+	Knows int
+}
+
+// Error implements error.
+func (e *SchemaError) Error() string {
+	if e.Schema.Contract > e.Knows {
+		return fmt.Sprintf("the database's schema has migration %03d, which binaries that do not know it cannot run on safely, and this oncebox knows migrations up to %03d: run a release that knows %03d or later (oncebox version)",
+			e.Schema.Contract, e.Knows, e.Schema.Contract)
+	}
+	return fmt.Sprintf("the database's schema is at migration %03d and this oncebox needs %03d: run oncebox migrate first", e.Schema.Applied, e.Knows)
+}
+
+// CheckSchema returns a *SchemaError when this binary cannot run on the database's
+// schema: a migration it knows is not applied yet (oncebox migrate first), or a contract
+// migration it does not know is. A schema newer only by expand migrations is fine: that
+// is a rolling upgrade, this binary beside the next release's.
+func CheckSchema(ctx context.Context, pool *pgxpool.Pool) (Schema, error) {
+	s, err := ReadSchema(ctx, pool)
+	if err != nil {
+		return s, err
+	}
+	if knows := Latest(); s.Applied < knows || s.Contract > knows {
+		return s, &SchemaError{Schema: s, Knows: knows}
+	}
+	return s, nil
 }

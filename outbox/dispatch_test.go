@@ -59,6 +59,8 @@ type workerOpts struct {
 	// claimCommit commits a claim before every vendor call (Config.ClaimCommit), for
 	// the tests that pin the locking path's token fence.
 	claimCommit bool
+	// mixed is Config.MixedVersions.
+	mixed func() bool
 }
 
 func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o workerOpts) *outbox.Outbox {
@@ -87,6 +89,7 @@ func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o worke
 		ClientID:             o.clientID,
 		BatchedCompletion:    &o.batched,
 		ClaimCommit:          o.claimCommit,
+		MixedVersions:        o.mixed,
 	})
 	if err != nil {
 		panic(err)

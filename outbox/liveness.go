@@ -27,9 +27,9 @@ const (
 	livenessPingLimit = 2 * time.Second
 )
 
-// newClientID returns a River client id that starts with LiveClientPrefix: the host,
+// NewClientID returns a River client id that starts with LiveClientPrefix: the host,
 // the process id and random bytes, so that no two processes share one.
-func newClientID() string {
+func NewClientID() string {
 	host, _ := os.Hostname()
 	host = strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {

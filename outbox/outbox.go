@@ -74,6 +74,11 @@ type Config struct {
 	// is recorded fenced by the job's (id, attempt) (README, "Fencing"); a run that is
 	// not clean still takes the locking path. Defaults to false.
 	ClaimCommit bool
+	// MixedVersions, when set, reports whether a process of an older release may be
+	// live on the database (internal/fleet reads it from oncebox_process and the jobs
+	// running); while it reports true, every claim is committed as with ClaimCommit, the
+	// path every release understands. serve sets it; nil means never.
+	MixedVersions func() bool
 	// NoDispatch keeps a working process from working the vendors' dispatch queues, so
 	// it runs only the periodic jobs. Defaults to false.
 	NoDispatch bool
@@ -192,7 +197,7 @@ func (c *Config) withDefaults() Config {
 		out.Observer = nopObserver{}
 	}
 	if out.ClientID == "" {
-		out.ClientID = newClientID()
+		out.ClientID = NewClientID()
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)

@@ -99,7 +99,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return river.JobSnooze(cleanReadRetry)
 	}
 	var c *claim
-	if !ob.cfg.ClaimCommit {
+	if !ob.claimCommit() {
 		var err error
 		if c, err = ob.readClean(ctx, job); err != nil {
 			// Nothing was sent. A snooze keeps the job's attempt number, so that its next
@@ -540,4 +540,10 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	}
 	applied.Report()
 	return nil
+}
+
+// claimCommit reports whether this run commits its claim before the vendor call: always
+// with Config.ClaimCommit, and while a process of an older release may be live.
+func (ob *Outbox) claimCommit() bool {
+	return ob.cfg.ClaimCommit || (ob.cfg.MixedVersions != nil && ob.cfg.MixedVersions())
 }

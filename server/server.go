@@ -27,6 +27,7 @@ import (
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/console"
+	"github.com/oncebox/oncebox/internal/fleet"
 	"github.com/oncebox/oncebox/internal/logdedupe"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/mcpserver"
@@ -75,6 +76,9 @@ type Server struct {
 	baseTools []outbox.Tool
 	// mcp is the MCP server of /mcp, nil when it offers no tool.
 	mcp *mcpserver.Server
+	// fleet is this process's registration (internal/fleet): it says whether a process
+	// of an older release is live, and stops the process on a schema it cannot run on.
+	fleet *fleet.Member
 	// reloading serializes ReloadCatalog.
 	reloading sync.Mutex
 	// catalogReady is set once catalog is: an upstream's announcement that its tools
@@ -471,6 +475,13 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	work := cfg.Roles.Worker || cfg.Roles.Periodic
 	batched := cfg.BatchedCompletion
+	// The process registers before its River client exists, under the client's id, so
+	// that the jobs it runs name it; Join refuses a schema this binary cannot run on.
+	member, err := fleet.Join(ctx, fleet.Config{Pool: s.pool, ID: outbox.NewClientID(), Logger: s.logger})
+	if err != nil {
+		return err
+	}
+	s.fleet = member
 	ocfg := outbox.Config{
 		Pool:                 s.pool,
 		Tools:                reg,
@@ -479,6 +490,8 @@ func (s *Server) build(ctx context.Context) error {
 		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
 		BatchedCompletion:    &batched,
 		ClaimCommit:          cfg.ClaimCommit,
+		MixedVersions:        member.Mixed,
+		ClientID:             member.ID(),
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
@@ -534,6 +547,7 @@ func (s *Server) build(ctx context.Context) error {
 		apiCfg := ocfg
 		apiCfg.Pool, apiCfg.Work = s.apiPool, new(bool)
 		apiCfg.Purge, apiCfg.ExtraWorkers, apiCfg.PeriodicJobs = nil, nil, nil
+		apiCfg.ClientID = "" // insert-only: an id of its own, not the registered one
 		if s.apiOutbox, err = outbox.New(apiCfg); err != nil {
 			return err
 		}
@@ -836,6 +850,11 @@ func (s *Server) Run(ctx context.Context) error {
 	s.logger.Info("oncebox running", slog.Bool("api", s.cfg.Roles.API), slog.Bool("worker", s.cfg.Roles.Worker),
 		slog.Bool("periodic", s.cfg.Roles.Periodic))
 
+	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	fleetErr := make(chan error, 1)
+	go func() { fleetErr <- s.fleet.Run(fleetCtx) }()
+	defer func() { stopFleet(); <-fleetErr }()
+
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -843,6 +862,10 @@ func (s *Server) Run(ctx context.Context) error {
 		if !errors.Is(err, http.ErrServerClosed) {
 			runErr = fmt.Errorf("http server: %w", err)
 		}
+	case err := <-fleetErr:
+		// Run returns before its context ends only on a schema this binary cannot run on.
+		runErr = err
+		fleetErr <- nil
 	}
 	s.logger.Info("shutting down", slog.Duration("grace", s.cfg.ShutdownGrace))
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)

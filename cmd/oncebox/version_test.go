@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/release"
 	"github.com/oncebox/oncebox/migrations"
 )
@@ -37,4 +40,25 @@ func TestVersionCommand(t *testing.T) {
 	prev, err := os.ReadFile("../../.ci/previous-release")
 	require.NoError(t, err)
 	require.Contains(t, string(changelog), strings.TrimSpace(string(prev)), "CHANGELOG.md names the previous release's commit")
+}
+
+// TestServeRefusesASchemaItCannotRunOn: serve stops at start, with one sentence, on a
+// database with a contract migration this binary does not know, and on one that lacks
+// a migration it knows.
+func TestServeRefusesASchemaItCannotRunOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	db := "DATABASE_URL=" + dbtest.ConnString(t, pool)
+	_, err := pool.Exec(ctx, "INSERT INTO oncebox_migration (version, name, contract) VALUES ($1, 'from_the_future', true)", migrations.Latest()+1)
+	require.NoError(t, err)
+	out, errOut, code := runCLI(t, "serve --addr 127.0.0.1:0", db)
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, fmt.Sprintf("oncebox: the database's schema has migration %03d, which binaries that do not know it cannot run on safely", migrations.Latest()+1))
+
+	_, err = pool.Exec(ctx, "DELETE FROM oncebox_migration WHERE version >= $1", migrations.Latest())
+	require.NoError(t, err)
+	out, errOut, code = runCLI(t, "serve --addr 127.0.0.1:0", db)
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, fmt.Sprintf("oncebox: the database's schema is at migration %03d and this oncebox needs %03d: run oncebox migrate first", migrations.Latest()-1, migrations.Latest()))
 }

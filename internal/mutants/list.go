@@ -309,6 +309,26 @@ func List() []Mutant {
 			Tests:    []string{"TestUpstreamNativeKeysResendInsideWindow"},
 		},
 
+		// Rolling upgrades: the mixed-version switch (internal/fleet).
+		{
+			Name:     "mixed-version-switch-dropped",
+			Breaks:   "a run ignores that a process of an older release is live and makes a clean run (no claim commit) beside it",
+			File:     "outbox/worker.go",
+			Old:      "return ob.cfg.ClaimCommit || (ob.cfg.MixedVersions != nil && ob.cfg.MixedVersions())",
+			New:      "return ob.cfg.ClaimCommit",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestMixedVersionsCommitTheClaim"},
+		},
+		{
+			Name:     "mixed-version-unregistered-unseen",
+			Breaks:   "the fleet no longer sees v0.1.0 processes (unregistered) by the jobs they run: new processes make clean runs beside them",
+			File:     "internal/fleet/queries.go",
+			Old:      "AND NOT EXISTS (SELECT 1 FROM oncebox_process p WHERE p.id = j.attempted_by[array_upper(j.attempted_by, 1)])",
+			New:      "AND false",
+			Packages: []string{"./internal/fleet/"},
+			Tests:    []string{"TestMixedWhileAnOlderProcessIsLive"},
+		},
+
 		// The chaos harness's own counting and verdict.
 		{
 			Name:     "chaos-mails-by-tag",
