@@ -48,10 +48,12 @@ chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native ke
 mutants: ## apply each named mutant (internal/mutants) in a scratch copy; fails if one survives or no longer applies
 	$(GO) run ./cmd/oncebox-mutants
 
-mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against a real oncebox serve and a fake Stripe; needs DATABASE_URL, Node 20 and npm
+mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against a real oncebox serve and a fake Stripe, then oncebox mcp --tools-file over stdio (catalog and upstream tools, no process left); needs DATABASE_URL, Node 20 and npm
 	$(GO) build -o bin/oncebox-fakes ./cmd/oncebox-fakes
+	$(GO) build -o bin/fakemcp ./vendors/fakemcp/cmd/fakemcp
 	cd examples/typescript && npm ci --no-audit --no-fund && npm run build && \
-		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes timeout 300 node dist/ci.js
+		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes timeout 300 node dist/ci.js && \
+		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes ONCEBOX_FAKEMCP_BIN=../../bin/fakemcp timeout 200 node dist/ci-stdio.js
 
 EVERYTHING_VERSION ?= 2026.8.31
 mcp-everything: ## oncebox in front of the protocol's reference "everything" MCP server from npm (TestUpstreamEverythingServer; a skip fails); needs DATABASE_URL, Node 20 and npm

@@ -172,6 +172,7 @@ func (u *upstreamConn) transport() mcp.Transport {
 		cmd.Env = append(cmd.Env, k+"="+u.up.Env[k])
 	}
 	cmd.Stderr = &logWriter{logger: u.logger, upstream: u.up.Name, scrub: u.scrub}
+	cmd.SysProcAttr = upstreamProcAttr()
 	return &tapStdio{inner: &mcp.CommandTransport{Command: cmd}, tap: u.tap, limit: u.limit()}
 }
 

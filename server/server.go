@@ -224,6 +224,21 @@ func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) 
 	return extra, windows
 }
 
+// StdioMCP returns the MCP server of `oncebox mcp` over stdio: the tools /mcp offers
+// (built-in, catalog and upstream, with the same names, classes, annotations and
+// dedupe windows), calls naming no conversation in _meta belonging to conversation
+// when it is not "". It needs the API role; ErrNoTools (mcpserver's) when no tool is
+// enabled.
+func (s *Server) StdioMCP(conversation string) (*mcpserver.Server, error) {
+	if s.apiOutbox == nil {
+		return nil, errors.New("oncebox mcp needs the api role")
+	}
+	extra, windows := s.catalogMCP()
+	return mcpserver.New(mcpserver.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger, Wait: s.cfg.MCPWait,
+		OnStoreUnavailable: func() { s.metrics.StoreUnavailable("mcp") },
+		Conversation:       conversation, DedupeWindows: windows, Tools: extra})
+}
+
 // logNoWindow logs the write and unsafe tools MCP offers whose calls naming no
 // conversation are deduplicated only within their session (dedupe window 0).
 func (s *Server) logNoWindow() {

@@ -9,8 +9,11 @@ import (
 	"github.com/oncebox/oncebox/server"
 )
 
-// runMCP is `oncebox mcp --tenant T`: the MCP tools over stdio. This process only
-// records ops; `oncebox serve` dispatches them.
+// runMCP is `oncebox mcp --tenant T`: the MCP tools over stdio, those of /mcp
+// (--tools-file's catalog and upstream tools included, with no built-in vendor needed
+// then). This process records ops and answers read tools; `oncebox serve` dispatches
+// the ops. It stops on the end of its standard input or on SIGINT or SIGTERM, ending
+// the upstream programs it started.
 func runMCP(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant whose ops the tools create")
@@ -20,7 +23,7 @@ func runMCP(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Roles = server.Roles{API: true}
-	if cfg.StripeAPIKey == "" && cfg.SendGridAPIKey == "" && len(cfg.WebhookTargets) == 0 {
+	if cfg.StripeAPIKey == "" && cfg.SendGridAPIKey == "" && len(cfg.WebhookTargets) == 0 && cfg.ToolsFile == "" {
 		return &exitError{code: 2, err: errNoVendor()}
 	}
 	stopTracing, err := setupTracing(ctx, &cfg, logger)
@@ -37,8 +40,9 @@ func runMCP(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	m, err := mcpserver.New(mcpserver.Config{Outbox: srv.Outbox(), Tenants: srv.Tenants(), Logger: logger, Wait: cfg.MCPWait,
-		Conversation: *conversation, DedupeWindows: cfg.MCPDedupeWindows})
+	// The tools of /mcp, the catalog's and the upstreams' included; the upstream
+	// programs it started end with it (srv.Close, on stdin's end or a signal).
+	m, err := srv.StdioMCP(*conversation)
 	if errors.Is(err, mcpserver.ErrNoTools) {
 		return &exitError{code: 2, err: errNoVendor()}
 	}

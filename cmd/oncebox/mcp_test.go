@@ -93,3 +93,36 @@ func TestMCPSaysWhichVariableToSet(t *testing.T) {
 		require.NotContains(t, lines[0], "tools.Builtin")
 	}
 }
+
+// TestMCPOverStdioOffersTheCatalog: `oncebox mcp --tools-file` with no built-in vendor
+// key offers the catalog's tool over stdio, and a call of it records one op.
+func TestMCPOverStdioOffersTheCatalog(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := dbtest.Schema(t)
+	_, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	path := writeTools(t, crmCatalog("http://127.0.0.1:1", false))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childArgsEnv+"=mcp --tenant acme --tools-file "+path,
+		"DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_LOG_LEVEL=error",
+		"STRIPE_API_KEY=", "SENDGRID_API_KEY=", "ONCEBOX_WEBHOOK_TARGETS=", "ONCEBOX_MCP_WAIT=100ms")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	require.Equal(t, []string{"crm_create_lead"}, names, "the catalog's tool, and no built-in one without its key")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "crm_create_lead", Arguments: map[string]any{"name": "Ada"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op WHERE tool = 'crm.create_lead'").Scan(&n))
+	require.Equal(t, 1, n)
+}
