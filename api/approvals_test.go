@@ -187,3 +187,39 @@ func TestResolveCannotReleaseAWaitingOp(t *testing.T) {
 		require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'manual_resolution'", op.ID), c.key)
 	}
 }
+
+// TestFourEyesCountsPeople: two tokens of one person (an approver and an admin token of
+// alice@example.com) are one voter: the op keeps waiting after both approve, and a
+// second person releases it. The history names the person.
+func TestFourEyesCountsPeople(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	tn, agent := e.newTenant(t, "acme")
+	aliceApprover, err := e.tenants.NewTokenFor(ctx, "acme", tenant.RoleApprover, "Alice@example.com")
+	require.NoError(t, err)
+	aliceAdmin, err := e.tenants.NewTokenFor(ctx, "acme", tenant.RoleAdmin, "alice@example.com ")
+	require.NoError(t, err)
+	bob, err := e.tenants.NewTokenFor(ctx, "acme", tenant.RoleApprover, "bob@example.com")
+	require.NoError(t, err)
+	_, err = e.ob.SetTenantRule(ctx, tn.ID, "stripe.refund", outbox.ApprovalRule{Mode: outbox.ApprovalAlways, Approvers: 2})
+	require.NoError(t, err)
+	op := decodeOp(t, e.post(agent, "r", smallRefundBody))
+	require.Equal(t, "awaiting_approval", op.Status)
+
+	for _, tok := range []string{aliceApprover, aliceAdmin} {
+		rec := e.do(req("POST", "/v1/ops/r/approve", tok, "", `{"reason": "ok"}`))
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.Equal(t, "awaiting_approval", decodeOp(t, rec).Status, "one person is one voter, whatever their tokens")
+	}
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_approval_vote WHERE op_id = $1", op.ID))
+	rec := e.do(req("POST", "/v1/ops/r/approve", bob, "", `{"reason": "second person"}`))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "pending", decodeOp(t, rec).Status)
+	hist := decodeOp(t, e.do(req("GET", "/v1/ops/r?history=true", agent, "", "")))
+	require.Contains(t, hist.History.Events[0].Actor, "alice@example.com")
+	require.Contains(t, hist.History.Events[1].Actor, "bob@example.com")
+
+	_, err = e.tenants.NewTokenFor(ctx, "acme", tenant.RoleApprover, "a\x07b")
+	require.Error(t, err, "a person with a control character is refused")
+}

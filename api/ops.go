@@ -171,7 +171,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		}
 	}
 	res, err := s.ob.Decide(r.Context(), outbox.Decision{TenantID: t.ID, Key: key, Approve: approve, Actor: t.Actor(),
-		Voter: outbox.VoterForToken(t.TokenID), TokenID: t.TokenID, Role: string(t.Role), Reason: req.Reason,
+		Voter: t.Voter(), TokenID: t.TokenID, Role: string(t.Role), Reason: req.Reason,
 		Fingerprint: req.Fingerprint})
 	var conflict *problem
 	switch {

@@ -113,7 +113,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 	}
 	p := s.principal
 	res, err := c.cfg.Outbox.Decide(r.Context(), outbox.Decision{TenantID: p.ID, Key: key, Approve: decision == "approve", Actor: p.Actor(),
-		Voter: outbox.VoterForToken(p.TokenID), TokenID: p.TokenID, Role: string(p.Role), Reason: strings.TrimSpace(r.PostFormValue("reason")),
+		Voter: p.Voter(), TokenID: p.TokenID, Role: string(p.Role), Reason: strings.TrimSpace(r.PostFormValue("reason")),
 		Fingerprint: r.PostFormValue("fingerprint")})
 	if err != nil {
 		v := c.viewFor(s, "approvals")

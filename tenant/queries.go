@@ -13,13 +13,18 @@ const (
 	sqlRevokeTenantTokens = `UPDATE oncebox_api_token SET revoked_at = now()
 		WHERE tenant_id = (SELECT id FROM oncebox_tenant WHERE name = $1) AND revoked_at IS NULL`
 
-	sqlInsertToken = `INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix, role) VALUES ($1, $2, $3, $4)`
+	sqlInsertToken = `INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix, role, person) VALUES ($1, $2, $3, $4, NULLIF($5, ''))`
 
-	sqlAuthenticate = `SELECT t.id, t.name, t.created_at, k.id, k.role FROM oncebox_api_token k
+	sqlAuthenticate = `SELECT t.id, t.name, t.created_at, k.id, k.role, coalesce(k.person, '') FROM oncebox_api_token k
 		JOIN oncebox_tenant t ON t.id = k.tenant_id
 		WHERE k.token_hash = $1 AND k.revoked_at IS NULL`
 
-	sqlTokens = `SELECT k.id, k.tenant_id, k.prefix, k.role, k.created_at, k.revoked_at
+	// sqlTokenByPrefix finds the live token of a tenant with a listed prefix.
+	sqlTokenByPrefix = `SELECT t.id, t.name, t.created_at, k.id, k.role, coalesce(k.person, '') FROM oncebox_api_token k
+		JOIN oncebox_tenant t ON t.id = k.tenant_id
+		WHERE t.name = $1 AND k.prefix = $2 AND k.revoked_at IS NULL`
+
+	sqlTokens = `SELECT k.id, k.tenant_id, k.prefix, k.role, coalesce(k.person, ''), k.created_at, k.revoked_at
 		FROM oncebox_api_token k JOIN oncebox_tenant t ON t.id = k.tenant_id
 		WHERE t.name = $1 ORDER BY k.id`
 )

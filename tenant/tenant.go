@@ -7,9 +7,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -82,10 +85,12 @@ type Tenant struct {
 
 // Token describes a stored token (never the secret itself).
 type Token struct {
-	ID        int64
-	TenantID  int64
-	Prefix    string
-	Role      Role
+	ID       int64
+	TenantID int64
+	Prefix   string
+	Role     Role
+	// Person is who the token belongs to ("" when no person was named).
+	Person    string
 	CreatedAt time.Time
 	RevokedAt *time.Time
 }
@@ -97,11 +102,38 @@ type Principal struct {
 	TokenID int64
 	// Role is the token's role.
 	Role Role
+	// Person is the person the token belongs to ("" when none was named).
+	Person string
 }
 
-// Actor describes the principal in an op's history: tenant, token id and role.
+// Actor describes the principal in an op's history: tenant, token id and role, and
+// the token's person when it has one.
 func (p *Principal) Actor() string {
-	return fmt.Sprintf("%s token %d (%s)", p.Name, p.TokenID, p.Role)
+	a := fmt.Sprintf("%s token %d (%s)", p.Name, p.TokenID, p.Role)
+	if p.Person != "" {
+		a += " " + p.Person
+	}
+	return a
+}
+
+// Voter identifies the principal for four-eyes rules, which count people: the token's
+// person when it has one (two tokens of one person are one voter), else the token
+// itself.
+func (p *Principal) Voter() string {
+	if p.Person != "" {
+		return "person:" + p.Person
+	}
+	return "token:" + strconv.FormatInt(p.TokenID, 10)
+}
+
+// NormalizePerson checks and normalizes a token's person (an email or a name): trimmed,
+// lower-cased, 1 to 200 characters, no control characters.
+func NormalizePerson(s string) (string, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" || len(s) > 200 || strings.ContainsFunc(s, unicode.IsControl) || !utf8.ValidString(s) {
+		return "", fmt.Errorf("tenant: person %q: want 1 to 200 characters without control characters (an email, say)", s)
+	}
+	return s, nil
 }
 
 // Store reads and writes tenants and tokens.
@@ -165,7 +197,7 @@ func (s *Store) Create(ctx context.Context, name string) (*Tenant, string, error
 		if err != nil {
 			return fmt.Errorf("tenant: create: %w", err)
 		}
-		token, err = insertToken(ctx, tx, t.ID, RoleAgent)
+		token, err = insertToken(ctx, tx, t.ID, RoleAgent, "")
 		return err
 	})
 	if err != nil {
@@ -192,15 +224,21 @@ func (s *Store) Ensure(ctx context.Context, name string) (*Tenant, string, error
 	return t, token, err
 }
 
-func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64, role Role) (string, error) {
+func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64, role Role, person string) (string, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return "", err
+	}
+	if person != "" {
+		var err error
+		if person, err = NormalizePerson(person); err != nil {
+			return "", err
+		}
 	}
 	token, err := newToken()
 	if err != nil {
 		return "", err
 	}
-	if _, err := tx.Exec(ctx, sqlInsertToken, tenantID, HashToken(token), token[:len(TokenPrefix)+6], role); err != nil {
+	if _, err := tx.Exec(ctx, sqlInsertToken, tenantID, HashToken(token), token[:len(TokenPrefix)+6], role, person); err != nil {
 		return "", fmt.Errorf("tenant: store token: %w", err)
 	}
 	return token, nil
@@ -214,13 +252,20 @@ func (s *Store) NewToken(ctx context.Context, tenantName string) (string, error)
 // NewTokenWithRole adds a token of the given role to the named tenant and returns it,
 // once.
 func (s *Store) NewTokenWithRole(ctx context.Context, tenantName string, role Role) (string, error) {
+	return s.NewTokenFor(ctx, tenantName, role, "")
+}
+
+// NewTokenFor adds a token of the given role, belonging to person ("" for none), to the
+// named tenant and returns it, once. Four-eyes rules count a person once, however many
+// tokens they hold.
+func (s *Store) NewTokenFor(ctx context.Context, tenantName string, role Role, person string) (string, error) {
 	t, err := s.ByName(ctx, tenantName)
 	if err != nil {
 		return "", err
 	}
 	var token string
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		token, err = insertToken(ctx, tx, t.ID, role)
+		token, err = insertToken(ctx, tx, t.ID, role, person)
 		return err
 	})
 	return token, err
@@ -270,7 +315,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (*Principal, err
 		}
 	}
 	var p Principal
-	err := s.pool.QueryRow(ctx, sqlAuthenticate, hash[:]).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role)
+	err := s.pool.QueryRow(ctx, sqlAuthenticate, hash[:]).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role, &p.Person)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrUnauthorized
 	}
@@ -315,9 +360,31 @@ func (s *Store) Tokens(ctx context.Context, tenantName string) ([]Token, error) 
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Token, error) {
 		var k Token
-		err := r.Scan(&k.ID, &k.TenantID, &k.Prefix, &k.Role, &k.CreatedAt, &k.RevokedAt)
+		err := r.Scan(&k.ID, &k.TenantID, &k.Prefix, &k.Role, &k.Person, &k.CreatedAt, &k.RevokedAt)
 		return k, err
 	})
+}
+
+// Principal returns who a token of the named tenant is, given the whole token or its
+// listed prefix (a live token), for the CLI's decisions: they name a token, not a free
+// string. ErrNotFound when the tenant has no such live token.
+func (s *Store) Principal(ctx context.Context, tenantName, tokenOrPrefix string) (*Principal, error) {
+	if len(tokenOrPrefix) > len(TokenPrefix)+6 {
+		p, err := s.Authenticate(ctx, tokenOrPrefix)
+		if errors.Is(err, ErrUnauthorized) || (err == nil && p.Name != tenantName) {
+			return nil, fmt.Errorf("tenant %q has no live token %s...: %w", tenantName, tokenOrPrefix[:len(TokenPrefix)+6], ErrNotFound)
+		}
+		return p, err
+	}
+	var p Principal
+	err := s.pool.QueryRow(ctx, sqlTokenByPrefix, tenantName, tokenOrPrefix).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role, &p.Person)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("tenant %q has no live token with prefix %q: %w", tenantName, tokenOrPrefix, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenant: read token: %w", err)
+	}
+	return &p, nil
 }
 
 // RevokeToken revokes a token, given either the whole token or its listed prefix. A

@@ -162,3 +162,50 @@ func TestReviewResolveCannotReleaseAWaitingOp(t *testing.T) {
 	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND status = 'awaiting_approval'", id))
 	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", id))
 }
+
+// TestCLIDecisionsNameAToken: `oncebox approve` needs --token (exit 2 without it, or
+// with an agent's token); two tokens of one person (tenant token create --person) are one
+// voter, so the op keeps waiting until a second person approves.
+func TestCLIDecisionsNameAToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	tn, agent, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	var id string
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
+		status, vendor_key, expires_at) VALUES ($1, 'hook-1', 'webhook.post', 'webhook', '{"target":"crm","path":"/x"}',
+		'\x00', 'awaiting_approval', 'ob_x', now() + interval '1 day') RETURNING id`, tn.ID).Scan(&id))
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_approval (op_id, tenant_id, policy_version, fingerprint, approvers_needed, why, expires_at)
+		VALUES ($1, $2, 'none', '\x00', 2, 'four eyes', now() + interval '1 day')`, id, tn.ID)
+	require.NoError(t, err)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), `ONCEBOX_WEBHOOK_TARGETS={"crm":{"base_url":"http://127.0.0.1:1"}}`}
+	token := func(role, person string) string {
+		out, errOut, code := runCLI(t, "tenant token create --role "+role+" --person "+person+" acme", env...)
+		require.Zero(t, code, out+errOut)
+		return strings.TrimSpace(out)
+	}
+	alice1, alice2, bob := token("approver", "alice@example.com"), token("admin", "alice@example.com"), token("approver", "bob@example.com")
+	out, errOut, code := runCLI(t, "tenant token list --format json acme", env...)
+	require.Zero(t, code, out+errOut)
+	require.Contains(t, out, `"person":"alice@example.com"`)
+
+	_, errOut, code = runCLI(t, "approve --tenant acme hook-1 --actor someone", env...)
+	require.Equal(t, 2, code, errOut)
+	_, errOut, code = runCLI(t, "approve --tenant acme hook-1", env...)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--token")
+	_, errOut, code = runCLI(t, "approve --tenant acme --token "+agent+" hook-1", env...)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "role agent")
+
+	for _, tok := range []string{alice1, alice2[:len(tenant.TokenPrefix)+6]} {
+		out, errOut, code := runCLI(t, "approve --tenant acme --token "+tok+" --reason ok hook-1", env...)
+		require.Zero(t, code, out+errOut)
+		require.Contains(t, out, "awaiting_approval", "one person is one voter")
+	}
+	out, errOut, code = runCLI(t, "approve --tenant acme --token "+bob+" --reason ok hook-1", env...)
+	require.Zero(t, code, out+errOut)
+	require.Contains(t, out, "pending")
+	require.Equal(t, 2, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_approval_vote WHERE op_id = $1", id))
+}

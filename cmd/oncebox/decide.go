@@ -14,13 +14,14 @@ func runDecide(ctx context.Context, verb string, args []string) error {
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant name")
 	reason := fs.String("reason", "", "why (recorded in the op's history)")
-	actor := fs.String("actor", envOr("USER", "operator"), "who decides")
+	tokenName := fs.String("token", "", "the approver or admin token deciding, or its listed prefix (required): "+
+		"four-eyes rules count its person (or the token) once")
 	cfg, logger, err := parseServerArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &exitError{code: 2, err: fmt.Errorf("usage: oncebox %s --tenant T KEY [--reason R]", verb)}
+		return &exitError{code: 2, err: fmt.Errorf("usage: oncebox %s --tenant T --token TOKEN KEY [--reason R]", verb)}
 	}
 	srv, err := offline(ctx, cfg, logger, false)
 	if err != nil {
@@ -31,15 +32,22 @@ func runDecide(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	var op *outbox.Op
-	if verb == "approve" {
-		op, err = srv.Outbox().Approve(ctx, tid, fs.Arg(0), *actor+" (cli)", *reason)
-	} else {
-		op, err = srv.Outbox().Reject(ctx, tid, fs.Arg(0), *actor+" (cli)", *reason)
+	if *tokenName == "" {
+		return &exitError{code: 2, err: fmt.Errorf("oncebox %s: name the deciding token with --token (the token or its listed prefix, "+
+			"from oncebox tenant token list): a decision counts its person once", verb)}
 	}
+	p, err := srv.Tenants().Principal(ctx, *tenantName, *tokenName)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if !p.Role.CanDecide() {
+		return &exitError{code: 2, err: fmt.Errorf("oncebox %s: the token has the role %s; an approver or admin token decides", verb, p.Role)}
+	}
+	res, err := srv.Outbox().Decide(ctx, outbox.Decision{TenantID: tid, Key: fs.Arg(0), Approve: verb == "approve",
+		Actor: p.Actor() + " (cli)", Voter: p.Voter(), TokenID: p.TokenID, Role: string(p.Role), Reason: *reason})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s\n", op.Key, op.Status)
+	fmt.Printf("%s: %s\n", res.Op.Key, res.Op.Status)
 	return nil
 }

@@ -106,7 +106,7 @@ Usage: oncebox <command> [flags]
   serve                        run the API, the workers and the periodic jobs (see --roles)
   migrate                      apply oncebox's and River's migrations (safe to run twice, or at once)
   tenant create NAME           create a tenant and print its agent API token (shown once)
-  tenant token create [--role agent|approver|admin|operator] NAME
+  tenant token create [--role agent|approver|admin|operator] [--person P] NAME
                                add a token to a tenant and print it (shown once; --format json)
   tenant token list [NAME]     list tokens: id, prefix, role, revoked (--format json)
   tenant token revoke TOKEN    revoke a token (the token or its listed prefix)
@@ -116,7 +116,7 @@ Usage: oncebox <command> [flags]
   tenant policy clear NAME TOOL
                                the tenant's own approval rules, over --approval-policy
   lookup --tenant T KEY        everything about an op: status, fingerprint, attempts, decisions
-  approve|reject --tenant T KEY [--reason R]
+  approve|reject --tenant T --token TOKEN KEY [--reason R]
   review list [--tenant T]     ops waiting for a person
   review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R
   reconcile run                one reconciler sweep now

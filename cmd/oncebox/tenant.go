@@ -15,7 +15,7 @@ import (
 	"github.com/oncebox/oncebox/tenant"
 )
 
-const tenantUsage = "usage: oncebox tenant create NAME | token create [--role agent|approver|admin|operator] NAME | " +
+const tenantUsage = "usage: oncebox tenant create NAME | token create [--role agent|approver|admin|operator] [--person P] NAME | " +
 	"token list [NAME] | token revoke TOKEN | list  (--format text|json) | policy ..."
 
 // runTenant is `oncebox tenant`: tenants and their API tokens. A new token is printed once,
@@ -27,7 +27,8 @@ func runTenant(ctx context.Context, args []string) error {
 	}
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	g := addGlobalFlags(fs)
-	roleName := fs.String("role", string(tenant.RoleAgent), "role of a new token: agent, approver or admin")
+	roleName := fs.String("role", string(tenant.RoleAgent), "role of a new token: agent, approver, admin or operator")
+	person := fs.String("person", "", "with token create: the person the token belongs to (an email); four-eyes rules count a person once")
 	format := fs.String("format", "text", "text or json")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -52,7 +53,7 @@ func runTenant(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	return run(ctx, tenantCtx{store: tenant.NewStore(pool), out: os.Stdout, json: *format == "json", role: role})
+	return run(ctx, tenantCtx{store: tenant.NewStore(pool), out: os.Stdout, json: *format == "json", role: role, person: *person})
 }
 
 // tenantCtx is what a tenant subcommand works with.
@@ -61,6 +62,8 @@ type tenantCtx struct {
 	out   io.Writer
 	json  bool
 	role  tenant.Role
+	// person is --person, for token create.
+	person string
 }
 
 // tenantCommand returns the subcommand named by the positional arguments.
@@ -80,7 +83,7 @@ func tenantCommand(rest []string) (func(context.Context, tenantCtx) error, bool)
 		}, true
 	case len(rest) == 3 && rest[0] == "token" && (rest[1] == "create" || rest[1] == "new"):
 		return func(ctx context.Context, c tenantCtx) error {
-			token, err := c.store.NewTokenWithRole(ctx, rest[2], c.role)
+			token, err := c.store.NewTokenFor(ctx, rest[2], c.role, c.person)
 			if err != nil {
 				return err
 			}
@@ -120,6 +123,7 @@ type tokenRow struct {
 	ID        int64      `json:"id"`
 	Prefix    string     `json:"prefix"`
 	Role      string     `json:"role"`
+	Person    string     `json:"person,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
 }
@@ -144,7 +148,7 @@ func (c tenantCtx) listTokens(ctx context.Context, names []string) error {
 			return err
 		}
 		for _, k := range toks {
-			rows = append(rows, tokenRow{Tenant: name, ID: k.ID, Prefix: k.Prefix, Role: string(k.Role), CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt})
+			rows = append(rows, tokenRow{Tenant: name, ID: k.ID, Prefix: k.Prefix, Role: string(k.Role), Person: k.Person, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt})
 		}
 	}
 	if c.json {
