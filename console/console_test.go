@@ -41,13 +41,13 @@ type env struct {
 	stripeGets *atomic.Int64
 }
 
-func start(t *testing.T) *env {
+func start(t testing.TB) *env {
 	t.Helper()
 	return startWith(t, nil)
 }
 
 // startWith is start with the server's configuration changed by set (nil: none).
-func startWith(t *testing.T, set func(*server.Config)) *env {
+func startWith(t testing.TB, set func(*server.Config)) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := dbtest.Schema(t)
@@ -93,7 +93,7 @@ func startWith(t *testing.T, set func(*server.Config)) *env {
 }
 
 // api records an op with the agent token and returns its JSON once settled.
-func (e *env) api(t *testing.T, key, body string) map[string]any {
+func (e *env) api(t testing.TB, key, body string) map[string]any {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.base+"/v1/ops?wait=10s", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+e.agent)
@@ -109,12 +109,12 @@ func (e *env) api(t *testing.T, key, body string) map[string]any {
 
 // browser is an HTTP client with cookies that does not follow redirects.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	c    *http.Client
 }
 
-func newBrowser(t *testing.T, base string) *browser {
+func newBrowser(t testing.TB, base string) *browser {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	return &browser{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
@@ -145,7 +145,7 @@ func (b *browser) post(path string, form url.Values, header ...string) (*http.Re
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-func csrfOf(t *testing.T, page string) string {
+func csrfOf(t testing.TB, page string) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(page)
 	require.NotNil(t, m, "the page has a CSRF field: %s", page)

@@ -60,7 +60,7 @@ type env struct {
 	tenant   int64
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	obs := &outcomes{n: map[string]int{}}
