@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +47,10 @@ type Config struct {
 	// it a request with ?wait= is refused with 429 and Retry-After (before anything is
 	// recorded). Defaults to 100.
 	MaxWaitsPerTenant int
+	// WaitSlots counts the waits against MaxWaitsPerTenant; share it with the MCP
+	// server so that its tool calls' waits count against the same cap. Defaults to
+	// slots of its own.
+	WaitSlots *opwait.Slots
 	// UnavailableRetryAfter is the Retry-After of a 503 answered while Postgres cannot
 	// be reached. Defaults to 5 seconds.
 	UnavailableRetryAfter time.Duration
@@ -86,6 +89,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxWaitsPerTenant == 0 {
 		out.MaxWaitsPerTenant = 100
+	}
+	if out.WaitSlots == nil {
+		out.WaitSlots = opwait.NewSlots(out.MaxWaitsPerTenant)
 	}
 	return out
 }
@@ -135,9 +141,8 @@ type Server struct {
 	// waits ends when EndWaits is called.
 	waits    context.Context
 	endWaits context.CancelFunc
-	// waiting counts each tenant's open ?wait= requests.
-	waitingMu sync.Mutex
-	waiting   map[int64]int
+	// waiting counts each tenant's open waits (Config.WaitSlots).
+	waiting *opwait.Slots
 	// tools is GET /v1/tools's list: Config.Tools until SetTools replaces it.
 	tools atomic.Pointer[[]ToolInfo]
 }
@@ -148,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: map[int64]int{}}
+	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: c.WaitSlots}
 	s.SetTools(c.Tools)
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.mux.HandleFunc("POST /v1/ops", s.authed(canEnqueue, s.postOp))
@@ -170,80 +175,28 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) EndWaits() { s.endWaits() }
 
 // Waiting returns how many ?wait= requests are open now, over all tenants.
-func (s *Server) Waiting() int {
-	s.waitingMu.Lock()
-	defer s.waitingMu.Unlock()
-	n := 0
-	for _, c := range s.waiting {
-		n += c
-	}
-	return n
-}
+func (s *Server) Waiting() int { return s.waiting.Open() }
 
 // startWait counts one more open wait of the tenant, or returns the 429 problem when
 // the tenant already holds MaxWaitsPerTenant. done must be called when the wait ends.
 func (s *Server) startWait(w http.ResponseWriter, tenantID int64) (done func(), p *problem) {
-	s.waitingMu.Lock()
-	defer s.waitingMu.Unlock()
-	if s.waiting[tenantID] >= s.cfg.MaxWaitsPerTenant {
+	done, ok := s.waiting.Take(tenantID)
+	if !ok {
 		w.Header().Set("Retry-After", "1")
 		return nil, newProblem(http.StatusTooManyRequests, "too-many-waits", fmt.Sprintf(
 			"Your tenant already holds %d requests with ?wait= open, the limit; retry in a second (with the same Idempotency-Key), or send the request without wait and read the op later.",
-			s.cfg.MaxWaitsPerTenant))
+			s.waiting.Max()))
 	}
-	s.waiting[tenantID]++
-	return func() {
-		s.waitingMu.Lock()
-		defer s.waitingMu.Unlock()
-		if s.waiting[tenantID]--; s.waiting[tenantID] <= 0 {
-			delete(s.waiting, tenantID)
-		}
-	}, nil
+	return done, nil
 }
 
 // wait returns the tenant's op under key once it is settled, or as it stands when d
-// runs out, ctx is done or EndWaits is called. It is woken by a notification when the
-// op settles; without notifications it polls (20 ms, doubling up to 250 ms).
+// runs out, ctx is done or EndWaits is called (opwait.Until: woken by a notification
+// when the op settles, polling without one).
 func (s *Server) wait(ctx context.Context, tenantID int64, key string, d time.Duration) (*outbox.Op, error) {
-	var wake <-chan struct{}
-	hub := s.cfg.Notifications
-	if hub != nil {
-		// Subscribe before the first read, so that a settle in between is not missed.
-		sub := hub.Subscribe(tenantID, key)
-		defer sub.Close()
-		wake = sub.C
-	}
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	delay := 20 * time.Millisecond
-	for {
-		op, err := s.ob.Get(ctx, tenantID, key)
-		if err != nil || op.Status.Settled() {
-			return op, err
-		}
-		next := delay
-		if hub != nil && hub.Connected() {
-			// A notification wakes the wait; the re-read is only a safety net.
-			next = 10 * time.Second
-		} else if delay < 250*time.Millisecond {
-			delay *= 2
-		}
-		recheck := time.NewTimer(next)
-		select {
-		case <-ctx.Done():
-			recheck.Stop()
-			return op, nil
-		case <-s.waits.Done():
-			recheck.Stop()
-			return s.ob.Get(ctx, tenantID, key)
-		case <-deadline.C:
-			recheck.Stop()
-			return s.ob.Get(ctx, tenantID, key)
-		case <-wake:
-		case <-recheck.C:
-		}
-		recheck.Stop()
-	}
+	return opwait.Until(ctx, s.cfg.Notifications, s.waits.Done(), tenantID, key, d,
+		func(ctx context.Context) (*outbox.Op, error) { return s.ob.Get(ctx, tenantID, key) },
+		func(op *outbox.Op) bool { return op.Status.Settled() })
 }
 
 // ServeHTTP routes a request and logs one debug line about it.

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
@@ -34,6 +35,14 @@ type Config struct {
 	// Wait is how long a tool call waits for the vendor's answer before telling the
 	// model the op is still pending. Defaults to 10 seconds.
 	Wait time.Duration
+	// Notifications, when set and listening, wakes a tool call's wait when its op
+	// settles; without it (or while it reconnects) the wait polls Postgres. Optional.
+	Notifications *opwait.Hub
+	// WaitSlots caps the waits one tenant holds open at once: a tool call past the cap
+	// answers at once with its op as it stands (pending). Share the HTTP API's
+	// (api.Config.WaitSlots) so that both count against --max-waits-per-tenant.
+	// Defaults to slots of its own, 100 per tenant.
+	WaitSlots *opwait.Slots
 	// Conversation names the conversation of tool calls that name none (no _meta
 	// conversation id, no Oncebox-Conversation-Id header or query parameter): oncebox
 	// mcp --conversation. Optional: without it such calls are deduplicated by the
@@ -85,6 +94,9 @@ func (c *Config) withDefaults() Config {
 	out := *c
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.WaitSlots == nil {
+		out.WaitSlots = opwait.NewSlots(100)
 	}
 	if out.Wait == 0 {
 		out.Wait = 10 * time.Second

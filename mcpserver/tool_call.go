@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
@@ -223,11 +224,20 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 		}
 		op := res.Op
 		if !op.Status.Settled() {
-			waited, err := s.ob.Wait(ctx, tenantID, key, s.cfg.Wait)
-			if err != nil {
-				log.LogAttrs(ctx, slog.LevelWarn, "mcp wait for op failed", slog.Any("error", err))
+			// The wait counts against the tenant's cap shared with the HTTP API's ?wait=;
+			// past it the call answers at once with the op as it stands.
+			if done, ok := s.cfg.WaitSlots.Take(tenantID); ok {
+				waited, err := opwait.Until(ctx, s.cfg.Notifications, nil, tenantID, key, s.cfg.Wait,
+					func(ctx context.Context) (*outbox.Op, error) { return s.ob.Get(ctx, tenantID, key) },
+					func(op *outbox.Op) bool { return op.Status.Settled() })
+				done()
+				if err != nil {
+					log.LogAttrs(ctx, slog.LevelWarn, "mcp wait for op failed", slog.Any("error", err))
+				} else {
+					op = waited
+				}
 			} else {
-				op = waited
+				log.LogAttrs(ctx, slog.LevelDebug, "mcp wait not started: the tenant holds the most waits allowed", slog.Int("max_waits", s.cfg.WaitSlots.Max()))
 			}
 		}
 		log.Log(ctx, slog.LevelDebug, "mcp tool call", append(tracing.LogAttrs(op.TraceParent), slog.String("op_id", op.ID),

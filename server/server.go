@@ -50,9 +50,11 @@ type Server struct {
 	outbox *outbox.Outbox
 	// apiPool and apiOutbox serve the API role's requests: a pool of their own, so
 	// that however many requests come, dispatch keeps its connections.
-	apiPool    *pgxpool.Pool
-	apiOutbox  *outbox.Outbox
-	waitHub    *opwait.Hub
+	apiPool   *pgxpool.Pool
+	apiOutbox *outbox.Outbox
+	waitHub   *opwait.Hub
+	// waitSlots caps each tenant's open waits, HTTP ?wait= and MCP tool calls together.
+	waitSlots  *opwait.Slots
 	reconciler *reconcile.Reconciler
 	metrics    *metrics.Metrics
 	tenants    *tenant.Store
@@ -268,6 +270,19 @@ func (s *Server) toolInfos() []api.ToolInfo {
 		}
 	}
 	return out
+}
+
+// slots returns the per-tenant wait cap the HTTP API and MCP share
+// (--max-waits-per-tenant).
+func (s *Server) slots() *opwait.Slots {
+	if s.waitSlots == nil {
+		n := s.cfg.MaxWaitsPerTenant
+		if n <= 0 {
+			n = 100
+		}
+		s.waitSlots = opwait.NewSlots(n)
+	}
+	return s.waitSlots
 }
 
 // upstreamHealth reports the catalog's upstream MCP servers for /healthz, or is nil
@@ -576,7 +591,7 @@ func (s *Server) build(ctx context.Context) error {
 func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
 	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub,
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub, WaitSlots: s.slots(),
 		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads(),
 		Upstreams: s.upstreamHealth()})
 	if err != nil {
@@ -604,6 +619,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	extra, windows := s.catalogMCP()
 	if len(s.apiOutbox.Tools().Names()) > 0 || len(extra) > 0 {
 		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait,
+			Notifications: s.waitHub, WaitSlots: s.slots(),
 			OnStoreUnavailable: func() { s.metrics.StoreUnavailable("mcp") },
 			SessionIdleTimeout: cfg.MCPSessionIdleTimeout, MaxSessionsPerTenant: cfg.MCPMaxSessionsPerTenant,
 			DedupeWindows: windows, Tools: extra})

@@ -252,7 +252,7 @@ func settings() []setting {
 				return nil
 			}},
 		intSetting("api-db-conns", "ONCEBOX_API_DB_CONNS", int64(d.APIDBConns), "Postgres connections of the API's own pool (requests, long polls, MCP, /metrics, River UI), apart from the workers' pool of at least 20", func(c *server.Config, n int64) { c.APIDBConns = int(n) }),
-		intSetting("max-waits-per-tenant", "ONCEBOX_MAX_WAITS_PER_TENANT", int64(d.MaxWaitsPerTenant), "?wait= requests one tenant may hold open at once in one process; past it: 429 with Retry-After", func(c *server.Config, n int64) { c.MaxWaitsPerTenant = int(n) }),
+		intSetting("max-waits-per-tenant", "ONCEBOX_MAX_WAITS_PER_TENANT", int64(d.MaxWaitsPerTenant), "waits one tenant may hold open at once in one process, ?wait= requests and MCP tool calls together; past it: ?wait= gets 429 with Retry-After, an MCP call answers at once with its op as it stands", func(c *server.Config, n int64) { c.MaxWaitsPerTenant = int(n) }),
 		strSetting("public-url", "ONCEBOX_PUBLIC_URL", "", "the URL people and agents reach this server at (https://oncebox.example.com); when https, console cookies are Secure and answers carry HSTS, for a proxy that ends TLS in front", false, func(c *server.Config) *string { return &c.PublicURL }),
 		boolSetting("trust-forwarded-proto", "ONCEBOX_TRUST_FORWARDED_PROTO", d.TrustForwardedProto, "take X-Forwarded-Proto: https for HTTPS (Secure cookies, HSTS); only when every request comes through a proxy that sets it", func(c *server.Config) *bool { return &c.TrustForwardedProto }),
 		durSetting("console-session-ttl", "ONCEBOX_CONSOLE_SESSION_TTL", d.ConsoleSessionTTL, "how long a sign-in to the web console (/console/) lasts", func(c *server.Config) *time.Duration { return &c.ConsoleSessionTTL }),
