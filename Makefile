@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./api/... ./reconcile/... ./vendors/... ./vendorevents/... ./client/... ./mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint lint-tools bench chaos mutants dev stripe-mock mcp-clients mcp-everything
+.PHONY: help build test test-race test-rest lint lint-tools bench chaos chaos-upgrade mutants dev stripe-mock mcp-clients mcp-everything
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,6 +44,9 @@ bench: ## benchmarks against River, the floor and the peer in the same run (prin
 chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, faults, a Postgres restart and a crash on a durable cluster; fails on any broken promise
 	$(GO) run ./cmd/oncebox-chaos
 	$(GO) run ./cmd/oncebox-chaos --webhook-native-keys=false --ops 1000 --enqueue-for 25s
+
+chaos-upgrade: ## a rolling upgrade under chaos: the previous release (.ci/previous-release) serves, this tree migrates mid-run and replaces its processes one by one; 0 duplicates, 0 lost, the mixed-version switch on and off
+	$(GO) run ./cmd/oncebox-chaos --upgrade-from $$(cat .ci/previous-release) --ops 600 --enqueue-for 40s
 
 mutants: ## apply each named mutant (internal/mutants) in a scratch copy; fails if one survives or no longer applies
 	$(GO) run ./cmd/oncebox-mutants

@@ -63,6 +63,13 @@ type Config struct {
 	// either way, so without events mail ops may end in needs_review (the verdict
 	// allows it, as for the blind webhook target).
 	NoEvents bool
+	// UpgradeFrom, a commit (make chaos-upgrade: .ci/previous-release), makes the run a
+	// rolling upgrade: the serve processes start on that commit's oncebox with its
+	// migrations, this tree's oncebox migrate runs at a quarter of the enqueueing, and
+	// the processes are replaced by this tree's binary one by one before it ends, kills
+	// and faults throughout. The verdict also wants every process replaced and the
+	// mixed-version switch seen on and off again in this tree's processes.
+	UpgradeFrom string
 	// Out receives the report and the line of figures. Defaults to os.Stdout.
 	Out io.Writer
 	// Logger receives progress. Defaults to a text logger on os.Stderr.
@@ -119,6 +126,8 @@ type harness struct {
 	runID  string
 
 	tmp, logDir, bin string
+	// root is the module's folder.
+	root string
 	// toolsFile is the serve processes' tool catalog: the fake MCP upstreams.
 	toolsFile string
 	// fakemcpBin is the stdio fake MCP upstream every serve process starts, its mails
@@ -135,6 +144,8 @@ type harness struct {
 
 	fakes *fakes
 	procs []*serveProc
+	// up is the rolling upgrade's state, with Config.UpgradeFrom.
+	up upgrade
 	// history records every API call of the run; client is the run's API client.
 	history  *recorder
 	client   *client
@@ -225,11 +236,15 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 			}
 		})
 	}
+	var upErr error
+	if h.cfg.UpgradeFrom != "" {
+		bg.Go(func() { upErr = h.upgradeLoop(chaosCtx) })
+	}
 	outcomes := h.enqueue(ctx)
 	h.chaosOn.Store(false)
 	stopChaos()
 	bg.Wait()
-	if err := errors.Join(pgErr, crashErr); err != nil {
+	if err := errors.Join(pgErr, crashErr, upErr); err != nil {
 		return exitError, err
 	}
 	if parent.Err() != nil {
@@ -250,6 +265,15 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	if settled {
 		h.replaySettled(ctx, outcomes)
 	}
+	var upgradeOK = true
+	if h.cfg.UpgradeFrom != "" {
+		// The last previous-release process is gone: the switch goes off a lease (15 s)
+		// after its last job, in every process.
+		on, off := h.waitSwitchedOff(ctx, 60*time.Second)
+		upgradeOK = h.up.migrated.Load() != 0 && int(h.up.replaced.Load()) == len(h.procs) && on > 0 && off == len(h.procs)
+		fmt.Fprintf(h.cfg.Out, "upgrade_from=%.7s migrated_mid_run=%t replaced=%d/%d mixed_switch_on=%d mixed_switch_off=%d/%d upgrade_ok=%t\n",
+			h.cfg.UpgradeFrom, h.up.migrated.Load() != 0, h.up.replaced.Load(), len(h.procs), on, off, len(h.procs), upgradeOK)
+	}
 	stopSupervising()
 	bg.Wait()
 	for _, p := range h.procs {
@@ -266,7 +290,13 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	// Check with a context of its own: a run that hit its cap is still checked.
 	checkCtx, cancelCheck := context.WithTimeout(context.WithoutCancel(parent), time.Minute)
 	defer cancelCheck()
-	return h.check(checkCtx, outcomes, settled, start)
+	code, err := h.check(checkCtx, outcomes, settled, start)
+	if err == nil && code == exitGreen && !upgradeOK {
+		h.broken = true
+		fmt.Fprintln(h.cfg.Out, "chaos: the rolling upgrade did not complete: every process replaced, the mixed-version switch on while the previous release served and off again in every process")
+		return exitBroken, nil
+	}
+	return code, err
 }
 
 // prepare builds oncebox, starts Postgres and the fakes, migrates, creates the
@@ -295,8 +325,15 @@ func (h *harness) prepare(ctx context.Context) error {
 	if err := errors.Join(buildErr, pgErr); err != nil {
 		return err
 	}
+	first := h.bin // the binary the run starts on
+	if h.cfg.UpgradeFrom != "" {
+		if err := h.buildPrevious(ctx, h.root); err != nil {
+			return err
+		}
+		first = h.up.prevBin
+	}
 
-	if out, err := h.oncebox(ctx, "migrate", "--database-url", h.dbURL); err != nil {
+	if out, err := h.onceboxBin(ctx, first, "migrate", "--database-url", h.dbURL); err != nil {
 		return fmt.Errorf("oncebox migrate: %w\n%s", err, out)
 	}
 	tenantName := "chaos-" + h.runID + "-" + strconv.FormatInt(time.Now().Unix(), 36)
@@ -337,7 +374,7 @@ func (h *harness) prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p := &serveProc{name: fmt.Sprintf("serve-%d", i), bin: h.bin, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		p := &serveProc{name: fmt.Sprintf("serve-%d", i), bin: first, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			logPath: filepath.Join(h.logDir, fmt.Sprintf("serve-%d.log", i)), logger: h.logger}
 		// Odd processes complete jobs through River's batched completer, even ones with
 		// JobCompleteTx, so both ways of finishing a job run under the same chaos.
@@ -377,6 +414,7 @@ func (h *harness) build(ctx context.Context) error {
 	if root == "." || root == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
 		return errors.New("run the harness inside the oncebox module (go run ./cmd/oncebox-chaos)")
 	}
+	h.root = root
 	h.fakemcpBin = filepath.Join(h.tmp, "bin", "fakemcp")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(h.tmp, "bin")+string(filepath.Separator),
 		"./cmd/oncebox", "./vendors/fakemcp/cmd/fakemcp")
@@ -389,7 +427,12 @@ func (h *harness) build(ctx context.Context) error {
 
 // oncebox runs a one-shot oncebox command and returns its standard output.
 func (h *harness) oncebox(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, h.bin, args...)
+	return h.onceboxBin(ctx, h.bin, args...)
+}
+
+// onceboxBin runs a one-shot command of the oncebox binary bin.
+func (h *harness) onceboxBin(ctx context.Context, bin string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = baseEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -50,6 +50,7 @@ func (p *serveProc) start() error {
 		p.logFile = f
 	}
 	fmt.Fprintf(p.logFile, "---- chaos: starting %s at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
+	fmt.Fprintf(p.logFile, "---- chaos: binary %s\n", p.bin)
 	cmd := exec.Command(p.bin, "serve")
 	cmd.Env = p.env
 	cmd.Stdout = p.logFile
@@ -74,6 +75,13 @@ func (p *serveProc) start() error {
 		}
 	}()
 	return nil
+}
+
+// setBin makes the process's next start run bin.
+func (p *serveProc) setBin(bin string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bin = bin
 }
 
 // exitedByItself reports whether the process is down without the harness

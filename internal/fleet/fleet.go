@@ -69,6 +69,8 @@ type Member struct {
 	// mixedUntil keeps the window open for a lease after the last older process was
 	// seen, so that one beat that misses it (between two jobs) does not close it.
 	mixedUntil time.Time
+	// looked is set after the first look, which logs the state either way.
+	looked bool
 }
 
 // Join checks the schema, registers the process and reads who else is live, so that
@@ -162,7 +164,9 @@ func (m *Member) look(ctx context.Context) error {
 		m.mixedUntil = now.Add(m.cfg.Lease)
 	}
 	mixed := now.Before(m.mixedUntil)
-	if was := m.mixed.Swap(mixed); was != mixed {
+	first := !m.looked
+	m.looked = true
+	if was := m.mixed.Swap(mixed); was != mixed || first {
 		if mixed {
 			m.cfg.Logger.Info("fleet: a process of an older release is live: claims are committed before every vendor call until it is gone",
 				slog.Int("oldest_protocol", *oldest), slog.Int("protocol", m.cfg.Protocol))

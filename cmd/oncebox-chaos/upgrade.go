@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// The fleet's log lines (internal/fleet) that show the mixed-version switch turning on
+// and off in a process of this tree.
+const (
+	fleetMixedOn  = "fleet: a process of an older release is live"
+	fleetMixedOff = "fleet: every live process speaks this protocol"
+)
+
+// upgrade is the state of a mixed-version run (Config.UpgradeFrom).
+type upgrade struct {
+	// prevBin is the previous release's oncebox.
+	prevBin string
+	// migrated is when this tree's oncebox migrate ran (unix nanoseconds, 0: not yet).
+	migrated atomic.Int64
+	// replaced counts the processes replaced by this tree's binary.
+	replaced atomic.Int64
+}
+
+// buildPrevious builds the previous release's oncebox from its commit: the commit's
+// tree (git archive) into a folder of its own, then go build there.
+func (h *harness) buildPrevious(ctx context.Context, root string) error {
+	src := filepath.Join(h.tmp, "prev-src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	archive := exec.CommandContext(ctx, "sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", root, h.cfg.UpgradeFrom, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return fmt.Errorf("git archive %s: %w\n%s", h.cfg.UpgradeFrom, err, out)
+	}
+	h.up.prevBin = filepath.Join(h.tmp, "bin-prev", "oncebox")
+	build := exec.CommandContext(ctx, "go", "build", "-o", h.up.prevBin, "./cmd/oncebox")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build the previous release (%s): %w\n%s", h.cfg.UpgradeFrom, err, out)
+	}
+	_ = os.RemoveAll(src)
+	h.logger.Info("previous release built", slog.String("commit", h.cfg.UpgradeFrom), slog.String("bin", h.up.prevBin))
+	return nil
+}
+
+// upgradeLoop is the rolling upgrade during the chaos: this tree's oncebox migrate at a
+// quarter of the enqueueing, while only the previous release serves, then the processes
+// replaced by this tree's binary one by one (SIGTERM, start), the last before the
+// enqueueing ends. Kills and faults go on throughout.
+func (h *harness) upgradeLoop(ctx context.Context) error {
+	wait := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	if !wait(h.cfg.EnqueueFor / 4) {
+		return nil
+	}
+	if out, err := h.oncebox(ctx, "migrate", "--database-url", h.dbURL); err != nil {
+		return fmt.Errorf("this tree's oncebox migrate, in the middle of the run: %w\n%s", err, out)
+	}
+	h.up.migrated.Store(time.Now().UnixNano())
+	h.logger.Info("migrated with this tree's oncebox while the previous release serves")
+	gap := h.cfg.EnqueueFor / 2 / time.Duration(len(h.procs))
+	for _, p := range h.procs {
+		if !wait(gap) {
+			return nil
+		}
+		h.procMu.Lock()
+		p.stop(5 * time.Second)
+		p.setBin(h.bin)
+		err := p.start()
+		h.procMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("start %s on this tree's binary: %w", p.name, err)
+		}
+		h.up.replaced.Add(1)
+		h.logger.Info("replaced by this tree's binary", slog.String("proc", p.name))
+	}
+	return nil
+}
+
+// switchSeen counts the processes whose log shows the fleet's switch on and off.
+func (h *harness) switchSeen() (on, off int) {
+	for _, p := range h.procs {
+		f, err := os.Open(p.logPath)
+		if err != nil {
+			continue
+		}
+		var sawOn, sawOff bool
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			sawOn = sawOn || strings.Contains(line, fleetMixedOn)
+			sawOff = sawOff || (sawOn && strings.Contains(line, fleetMixedOff))
+		}
+		_ = f.Close()
+		if sawOn {
+			on++
+		}
+		if sawOff {
+			off++
+		}
+	}
+	return on, off
+}
+
+// waitSwitchedOff waits, up to limit, until every process logged the switch off again
+// (the last previous-release process gone), and returns the counts.
+func (h *harness) waitSwitchedOff(ctx context.Context, limit time.Duration) (on, off int) {
+	deadline := time.Now().Add(limit)
+	for {
+		on, off = h.switchSeen()
+		if off >= len(h.procs) || time.Now().After(deadline) || ctx.Err() != nil {
+			return on, off
+		}
+		time.Sleep(time.Second)
+	}
+}
