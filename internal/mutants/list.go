@@ -308,6 +308,24 @@ func List() []Mutant {
 			Packages: []string{serverPkg},
 			Tests:    []string{"TestUpstreamNativeKeysResendInsideWindow"},
 		},
+		{
+			Name:     "upstream-tool-loosened",
+			Breaks:   "an upstream's tools/list_changed turns an approval-gated tool into a read tool: it runs with no approval",
+			File:     "catalog/live.go",
+			Old:      "		if lo, ok := loosens(old, nt); ok {\n			next.cat.Tools[name] = old\n",
+			New:      "		if lo, ok := loosens(old, nt); ok && false {\n			next.cat.Tools[name] = old\n",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestUpstreamListChangedCannotLoosenATool"},
+		},
+		{
+			Name:     "upstream-garbage-breaks-session",
+			Breaks:   "one call's malformed upstream answer reaches the SDK's client, which breaks the session: a concurrent write already carried out goes unknown",
+			File:     "catalog/upstream_raw.go",
+			Old:      "			if why != \"\" {\n				t.tap.spoil(call, why)",
+			New:      "			if why == answerTooLarge {\n				t.tap.spoil(call, why)",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestUpstreamGarbageFailsOnlyItsCall"},
+		},
 
 		// Rolling upgrades: the mixed-version switch (internal/fleet).
 		{
