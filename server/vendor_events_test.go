@@ -32,7 +32,7 @@ func TestVendorEventEndpointsFollowTheConfig(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	body := `{"id":"evt_s1","object":"event","api_version":"2024-06-20","created":` + itoa(time.Now().Unix()) +
-		`,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_s1","object":"payment_intent","status":"succeeded","metadata":{"oncebox_op":"x"}}}}`
+		`,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_s1","object":"payment_intent","status":"succeeded","metadata":{"oncebox_op":"0b6f3c1e-2d4a-4f7b-9c8e-5a1d2e3f4a5b"}}}}`
 	send := func(path, sig string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
 		if sig != "" {
@@ -49,6 +49,7 @@ func TestVendorEventEndpointsFollowTheConfig(t *testing.T) {
 	require.Contains(t, b, "invalid-signature")
 	status, b = send("/v1/vendor-events/stripe", fakestripe.SignPayload(cfg.StripeWebhookSecret, []byte(body), time.Now()))
 	require.Equal(t, http.StatusOK, status, b)
+	require.Contains(t, b, `"stored":1`)
 	status, b = send("/v1/vendor-events/sendgrid", "")
 	require.Equal(t, http.StatusBadRequest, status, b) // configured: a missing signature is refused
 	var n int

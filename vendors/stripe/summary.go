@@ -92,7 +92,7 @@ func paymentIntentObject(pi *stripego.PaymentIntent) outbox.VendorObject {
 		Amount:   pi.Amount,
 		Currency: string(pi.Currency),
 		Status:   string(pi.Status),
-		Created:  time.Unix(pi.Created, 0).UTC(),
+		Created:  unixTime(pi.Created),
 		Summary:  mustJSON(paymentIntentSummary(pi)),
 	}
 	o.Refused = Refused(o, nil) ||
@@ -107,7 +107,7 @@ func refundObject(re *stripego.Refund) outbox.VendorObject {
 		Amount:   re.Amount,
 		Currency: string(re.Currency),
 		Status:   string(re.Status),
-		Created:  time.Unix(re.Created, 0).UTC(),
+		Created:  unixTime(re.Created),
 		Summary:  mustJSON(refundSummary(re)),
 	}
 	o.Refused = Refused(o, nil)
@@ -121,4 +121,13 @@ func mustJSON(v any) json.RawMessage {
 		panic("stripe: encode summary: " + err.Error())
 	}
 	return b
+}
+
+// unixTime is Stripe's created field as a time; an object that carries none (0) has
+// the zero time, not 1970.
+func unixTime(sec int64) time.Time {
+	if sec == 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0).UTC()
 }
