@@ -138,8 +138,10 @@ func TestDispatchOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fake, srv := startFake(t, fakewebhook.Config{HangFor: 5 * time.Second})
-			v := newVendor(t, srv.URL, func(c *webhook.Config) { c.Timeout = 100 * time.Millisecond })
+			// The timeout is short enough for the hang to pass it and long enough that an
+			// answer on a loaded machine (the race detector, two cores) still arrives in time.
+			fake, srv := startFake(t, fakewebhook.Config{HangFor: 6 * time.Second})
+			v := newVendor(t, srv.URL, func(c *webhook.Config) { c.Timeout = 2 * time.Second })
 			fake.InjectFault(tt.fault)
 
 			res, err := v.Dispatch(t.Context(), params("op-1", `{"target":"hooks","path":"/x","body":{}}`))
