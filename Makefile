@@ -41,7 +41,7 @@ lint-tools: ## install golangci-lint
 bench: ## benchmarks against River, the floor and the peer in the same run (prints ratios: x_river, x_floor, x_peer, x_unique)
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/bench/
 
-chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, faults, a Postgres restart and a crash on a durable cluster; fails on any broken promise
+chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root), faults, a Postgres restart and a crash on a durable cluster; fails on any broken promise
 	$(GO) run ./cmd/oncebox-chaos
 	$(GO) run ./cmd/oncebox-chaos --webhook-native-keys=false --ops 1000 --enqueue-for 25s
 

@@ -16,20 +16,29 @@ import (
 // serveProc is one `oncebox serve` process, which the harness kills and
 // restarts under the same address and log file.
 type serveProc struct {
-	name    string
-	bin     string
-	addr    string
+	name string
+	bin  string
+	// addr is where the harness reaches the process's API; eventAddr where the fakes
+	// post their events to it (addr but for a process in a network namespace, which the
+	// fakes reach over its vendors link).
+	addr, eventAddr string
+	// netns, when set, is the network namespace the process runs in (ip netns exec,
+	// which execs: the process keeps the pid the harness started).
+	netns   string
 	env     []string
 	logPath string
 	logger  *slog.Logger
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	killed  bool // the harness stopped it on purpose
-	paused  bool // stopped by SIGSTOP until pauseFor resumes it
-	exitErr error
-	logFile *os.File
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	killed bool // the harness stopped it on purpose
+	paused bool // stopped by SIGSTOP until pauseFor resumes it
+	// partitioned counts the partitions under way of the process (see harness.partition):
+	// no SIGKILL meanwhile.
+	partitioned int
+	exitErr     error
+	logFile     *os.File
 }
 
 // base returns the process's API base URL.
@@ -52,6 +61,9 @@ func (p *serveProc) start() error {
 	fmt.Fprintf(p.logFile, "---- chaos: starting %s at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
 	fmt.Fprintf(p.logFile, "---- chaos: binary %s\n", p.bin)
 	cmd := exec.Command(p.bin, "serve")
+	if p.netns != "" {
+		cmd = exec.Command("ip", "netns", "exec", p.netns, p.bin, "serve")
+	}
 	cmd.Env = p.env
 	cmd.Stdout = p.logFile
 	cmd.Stderr = p.logFile
@@ -150,6 +162,30 @@ func (p *serveProc) isPaused() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.paused
+}
+
+// partitionBegins and partitionEnds bracket a partition of the process.
+func (p *serveProc) partitionBegins() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partitioned++
+}
+
+func (p *serveProc) partitionEnds() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partitioned--
+}
+
+// killable reports whether the kill loops may SIGKILL the process: it runs, is not
+// paused, and no partition of it is under way. A process killed while cut off from
+// Postgres would leave its Postgres sessions open (no FIN reaches the server) until
+// TCP keepalive ends them, hours later by default: not a fault this harness plans; and
+// a partition is meant to cut a live process, which must recover when the link is back.
+func (p *serveProc) killable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !isDone(p.done) && !p.paused && p.partitioned == 0
 }
 
 // kill SIGKILLs the process, as a crash would.
