@@ -578,6 +578,12 @@ func (h *harness) pauseLoop(ctx context.Context) {
 		candidates = h.procs[1:]
 	}
 	p := candidates[rng.IntN(len(candidates))]
+	// Up and healthy first (a kill may just have taken it down), and no kill meanwhile.
+	p.spare()
+	defer p.unspare()
+	if err := h.upAndHealthy(ctx, p); err != nil {
+		h.logger.Warn("pause: the process is not healthy; pausing it anyway", slog.String("proc", p.name), slog.Any("error", err))
+	}
 	h.logger.Info("pausing (SIGSTOP)", slog.String("proc", p.name), slog.Duration("for", pauseLength))
 	if p.pauseFor(ctx, pauseLength) {
 		h.pauses.Add(1)

@@ -253,18 +253,9 @@ const partitionCalm = 8 * time.Second
 // ends meanwhile (ctx only ends it early on an interrupt), and counts itself once healed.
 func (h *harness) partition(ctx context.Context, p path, d time.Duration) error {
 	proc := h.procs[0]
-	proc.partitionBegins()
-	defer time.AfterFunc(partitionCalm, proc.partitionEnds)
-	h.procMu.Lock()
-	var err error
-	if !proc.running() {
-		err = proc.start()
-	}
-	h.procMu.Unlock()
-	if err == nil {
-		err = proc.waitHealthy(ctx, 30*time.Second)
-	}
-	if err != nil {
+	proc.spare()
+	defer time.AfterFunc(partitionCalm, proc.unspare)
+	if err := h.upAndHealthy(ctx, proc); err != nil {
 		h.logger.Warn("partition: the process is not healthy; cutting it anyway", slog.String("proc", proc.name), slog.Any("error", err))
 	}
 	h.logger.Info("partition: link down", slog.String("proc", proc.name), slog.String("path", p.String()), slog.Duration("for", d))
@@ -281,6 +272,21 @@ func (h *harness) partition(ctx context.Context, p path, d time.Duration) error 
 	h.partitions[p].Add(1)
 	h.logger.Info("partition: link up", slog.String("proc", proc.name), slog.String("path", p.String()))
 	return nil
+}
+
+// upAndHealthy starts p if it is down and waits until it answers: a fault that wants
+// a live process (spare) calls it first.
+func (h *harness) upAndHealthy(ctx context.Context, p *serveProc) error {
+	h.procMu.Lock()
+	var err error
+	if !p.running() {
+		err = p.start()
+	}
+	h.procMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return p.waitHealthy(ctx, 30*time.Second)
 }
 
 // vendorPartitionLoop cuts the namespaced process from the fake vendors a tenth into

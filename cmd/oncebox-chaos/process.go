@@ -34,11 +34,11 @@ type serveProc struct {
 	done   chan struct{}
 	killed bool // the harness stopped it on purpose
 	paused bool // stopped by SIGSTOP until pauseFor resumes it
-	// partitioned counts the partitions under way of the process (see harness.partition):
-	// no SIGKILL meanwhile.
-	partitioned int
-	exitErr     error
-	logFile     *os.File
+	// spared counts the faults under way that want the process alive (a pause, a
+	// partition): no SIGKILL meanwhile.
+	spared  int
+	exitErr error
+	logFile *os.File
 }
 
 // base returns the process's API base URL.
@@ -157,35 +157,28 @@ func (p *serveProc) pauseFor(ctx context.Context, d time.Duration) bool {
 	return true
 }
 
-// isPaused reports whether the process is stopped by pauseFor.
-func (p *serveProc) isPaused() bool {
+// spare and unspare bracket a fault that wants the process alive.
+func (p *serveProc) spare() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.paused
+	p.spared++
 }
 
-// partitionBegins and partitionEnds bracket a partition of the process.
-func (p *serveProc) partitionBegins() {
+func (p *serveProc) unspare() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.partitioned++
-}
-
-func (p *serveProc) partitionEnds() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.partitioned--
+	p.spared--
 }
 
 // killable reports whether the kill loops may SIGKILL the process: it runs, is not
-// paused, and no partition of it is under way. A process killed while cut off from
+// paused, and no fault that wants it alive is under way (spare). A process killed while cut off from
 // Postgres would leave its Postgres sessions open (no FIN reaches the server) until
 // TCP keepalive ends them, hours later by default: not a fault this harness plans; and
 // a partition is meant to cut a live process, which must recover when the link is back.
 func (p *serveProc) killable() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil && !isDone(p.done) && !p.paused && p.partitioned == 0
+	return p.cmd != nil && !isDone(p.done) && !p.paused && p.spared == 0
 }
 
 // kill SIGKILLs the process, as a crash would.

@@ -83,6 +83,9 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if h.mcpEffectKills.Load() == 0 || h.mcpAnswerKills.Load() == 0 {
 		harnessErrors = append(harnessErrors, "the run never killed the serve processes after the MCP upstream acted, or after it answered: the upstream's lost answers went unproven")
 	}
+	if h.pauses.Load() == 0 {
+		harnessErrors = append(harnessErrors, "the run never paused a serve process: a woken-up worker went unproven")
+	}
 	if h.ns != nil && (h.partitions[pathPostgres].Load() == 0 || h.partitions[pathVendors].Load() == 0) {
 		harnessErrors = append(harnessErrors, "the run never cut the namespaced serve process from Postgres, or from the vendors: the partitions went unproven")
 	}
