@@ -171,10 +171,11 @@ func (p *serveProc) unspare() {
 }
 
 // killable reports whether the kill loops may SIGKILL the process: it runs, is not
-// paused, and no fault that wants it alive is under way (spare). A process killed while cut off from
-// Postgres would leave its Postgres sessions open (no FIN reaches the server) until
-// TCP keepalive ends them, hours later by default: not a fault this harness plans; and
-// a partition is meant to cut a live process, which must recover when the link is back.
+// paused, and no fault that wants it alive is under way (spare). A pause and a
+// partition are meant to cut a live process, which must recover when it wakes up or
+// its link is back; a process killed while cut off from Postgres is another fault (its
+// sessions end only when the link is back within the kernel's FIN retries, about
+// 100 s, or else at TCP keepalive), not one this harness plans.
 func (p *serveProc) killable() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
