@@ -19,8 +19,8 @@ import (
 // A partitioned serve process runs in a network namespace of its own, joined to the
 // host by one veth pair per path, so that each path can be cut alone: taking the host
 // side of a pair down stalls the process's established connections over it without a
-// reset, and its new ones time out, as a network partition does; bringing it up lets
-// them go on. `tc netem` is not needed (nor available on every kernel): link down is.
+// reset, and its new ones get no answer (they fail after the dial's or ARP's timeout),
+// as in a network partition; bringing it up lets them go on. `tc netem` is not needed (nor available on every kernel): link down is.
 
 // netnsPrefix starts the name of the harness's network namespaces:
 // oncebox-chaos-<pid>. A namespace whose harness is gone is deleted at the next run.
