@@ -38,10 +38,11 @@ lint: ## go mod tidy -diff, go vet and gofmt, and golangci-lint when installed (
 lint-tools: ## install golangci-lint
 	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
-bench: ## benchmarks against River, the floor and the peer in the same run (prints ratios: x_river, x_floor, x_peer, x_unique)
+bench: ## benchmarks against River, the floor and the peer in the same run (prints ratios: x_river, x_floor, x_peer, x_unique), and the time to settle after a SIGKILL (p50_s, p99_s)
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/bench/
+	$(GO) test -run '^$$' -bench TimeToSettleAfterSIGKILL -benchtime 1x -timeout 10m ./cmd/oncebox/
 
-chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, faults, a Postgres restart and a crash on a durable cluster; fails on any broken promise
+chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root), faults, a Postgres restart and a crash on a durable cluster; fails on any broken promise
 	$(GO) run ./cmd/oncebox-chaos
 	$(GO) run ./cmd/oncebox-chaos --webhook-native-keys=false --ops 1000 --enqueue-for 25s
 

@@ -5,7 +5,11 @@
 // while it SIGKILLs serve processes, pauses one (SIGSTOP past the job timeout and
 // --rescue-after, then SIGCONT), restarts Postgres cleanly and later crashes it
 // (SIGKILL of the postmaster, on a cluster with fsync, synchronous_commit and
-// full_page_writes on), then waits until
+// full_page_writes on), and partitions one serve process, run in a network
+// namespace of its own with a veth pair per path: its link to the fake vendors
+// down past the job timeout, later its link to Postgres down past the job timeout
+// and --rescue-after, each brought back (root and ip netns needed: skipped with a
+// log line without them, a failed run when CI is set), then waits until
 // every op is settled and checks the fakes' own records: exactly one side
 // effect per succeeded op (the one its vendor_ref names, of its amount), none
 // per failed op, no failed op but a planned decline, no op in needs_review but
@@ -36,11 +40,11 @@
 //
 //	go run ./cmd/oncebox-chaos [--ops 2000] [--workers 2] [--seed N]
 //	    [--duration-cap 6m] [--enqueue-for 40s] [--database-url URL] [--keep]
-//	    [--webhook-native-keys=false]
+//	    [--webhook-native-keys=false] [--partitions=false]
 //
 // It prints one line of figures,
 //
-//	ops=… kills=… pg_restarts=… pg_crashes=… pauses=… takeovers=… faults=… duplicates=0 lost=0 needs_review=… wall=… (more figures)
+//	ops=… kills=… pg_restarts=… pg_crashes=… pauses=… partitions=… takeovers=… faults=… duplicates=0 lost=0 needs_review=… wall=… (more figures)
 //
 // and exits 1 on any duplicate, loss or other broken promise (2 when it could
 // not run), printing every finding with the op's attempts, events and vendor

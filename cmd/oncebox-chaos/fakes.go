@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -128,6 +129,35 @@ func startFakes(lag time.Duration) (*fakes, error) {
 		*s.url = url
 	}
 	return f, nil
+}
+
+// vendorURLs are the base URLs of the fakes, as one serve process reaches them.
+type vendorURLs struct {
+	stripe, sendgrid, webhook, plain, mcp string
+}
+
+// urls are the fakes' URLs on loopback.
+func (f *fakes) urls() vendorURLs {
+	return vendorURLs{stripe: f.stripeURL, sendgrid: f.sendgridURL, webhook: f.webhookURL, plain: f.plainURL, mcp: f.mcpURL}
+}
+
+// listenAlso serves every fake on addr too (the host side of a network namespace's
+// vendors link), on free ports, and returns their URLs there.
+func (f *fakes) listenAlso(addr netip.Addr) (vendorURLs, error) {
+	// f.servers holds the servers in the order startFakes started them.
+	if len(f.servers) != 5 {
+		return vendorURLs{}, fmt.Errorf("listen on %s: the fakes are not all serving", addr)
+	}
+	var urls [5]string
+	for i, srv := range f.servers {
+		l, err := net.Listen("tcp", net.JoinHostPort(addr.String(), "0"))
+		if err != nil {
+			return vendorURLs{}, fmt.Errorf("listen for a fake vendor on %s: %w", addr, err)
+		}
+		go func() { _ = srv.Serve(l) }()
+		urls[i] = "http://" + l.Addr().String()
+	}
+	return vendorURLs{stripe: urls[0], sendgrid: urls[1], webhook: urls[2], plain: urls[3], mcp: urls[4]}, nil
 }
 
 func (f *fakes) serve(h http.Handler) (string, error) {

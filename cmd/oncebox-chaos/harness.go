@@ -12,6 +12,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +72,12 @@ type Config struct {
 	// and faults throughout. The verdict also wants every process replaced and the
 	// mixed-version switch seen on and off again in this tree's processes.
 	UpgradeFrom string
+	// Partitions runs one serve process in a network namespace of its own and cuts its
+	// link to Postgres (past the job timeout and --rescue-after), and later its link to
+	// the fake vendors (past the job timeout), each then brought back. It needs root
+	// and ip netns: without them the partitions are skipped with a log line, or, with
+	// CI set, the run fails. Skipped with DatabaseURL or UpgradeFrom.
+	Partitions bool
 	// Out receives the report and the line of figures. Defaults to os.Stdout.
 	Out io.Writer
 	// Logger receives progress. Defaults to a text logger on os.Stderr.
@@ -161,6 +169,12 @@ type harness struct {
 	pgRestartSkipped  bool
 	broken            bool
 
+	// ns is the network namespace of procs[0] (nil: no partitions, partitionSkipped
+	// says why); partitions counts the partitions made, by path.
+	ns               *netns
+	partitionSkipped string
+	partitions       [paths]atomic.Int64
+
 	// procMu serialises the stopping and starting of serve processes by the
 	// kill loop, the kills after an effect and ensureRunning.
 	procMu sync.Mutex
@@ -219,7 +233,10 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	bg.Go(func() { h.killLoop(chaosCtx) })
 	bg.Go(func() { h.crashLoop(chaosCtx) })
 	bg.Go(func() { h.pauseLoop(chaosCtx) })
-	var pgErr, crashErr error
+	var pgErr, crashErr, partErr, vendorPartErr error
+	if h.ns != nil {
+		bg.Go(func() { vendorPartErr = h.vendorPartitionLoop(chaosCtx) })
+	}
 	if h.pgRestartSkipped {
 		h.logger.Info("Postgres restart and crash skipped: --database-url names a Postgres this harness does not own")
 	} else {
@@ -234,6 +251,16 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 			case <-time.After(cfg.EnqueueFor / 3):
 				crashErr = h.restartPostgres(ctx, true)
 			}
+			if h.ns == nil || crashErr != nil {
+				return
+			}
+			// Then the Postgres link of the namespaced process, once the cluster is back:
+			// it lasts its whole length even past the chaos.
+			select {
+			case <-chaosCtx.Done():
+			case <-time.After(time.Second):
+				partErr = h.partition(ctx, pathPostgres, pgPartitionLength)
+			}
 		})
 	}
 	var upErr error
@@ -244,7 +271,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	h.chaosOn.Store(false)
 	stopChaos()
 	bg.Wait()
-	if err := errors.Join(pgErr, crashErr, upErr); err != nil {
+	if err := errors.Join(pgErr, crashErr, upErr, partErr, vendorPartErr); err != nil {
 		return exitError, err
 	}
 	if parent.Err() != nil {
@@ -315,6 +342,10 @@ func (h *harness) prepare(ctx context.Context) error {
 		return fmt.Errorf("create the log folder: %w", err)
 	}
 
+	// The namespace first: Postgres listens on its link.
+	if err := h.setupNetns(ctx); err != nil {
+		return err
+	}
 	var (
 		wg       sync.WaitGroup
 		buildErr error
@@ -364,10 +395,11 @@ func (h *harness) prepare(ctx context.Context) error {
 		slog.String("webhook", h.fakes.webhookURL), slog.String("plain_webhook", h.fakes.plainURL),
 		slog.String("mcp", h.fakes.mcpURL), slog.Bool("webhook_native_keys", !h.cfg.WebhookDefaultMode))
 	h.mcpStdioState = filepath.Join(h.tmp, "mcp-stdio.json")
-	h.toolsFile = filepath.Join(h.tmp, "tools.yaml")
-	if err := os.WriteFile(h.toolsFile, []byte(h.catalog()), 0o600); err != nil {
+	host := procNet{dbURL: h.dbURL, vendors: h.fakes.urls(), toolsFile: filepath.Join(h.tmp, "tools.yaml")}
+	if err := os.WriteFile(host.toolsFile, []byte(h.catalog(host.vendors.mcp)), 0o600); err != nil {
 		return fmt.Errorf("write the tool catalog: %w", err)
 	}
+	h.toolsFile = host.toolsFile
 
 	for i := range h.cfg.Workers {
 		port, err := freePort()
@@ -376,9 +408,17 @@ func (h *harness) prepare(ctx context.Context) error {
 		}
 		p := &serveProc{name: fmt.Sprintf("serve-%d", i), bin: first, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			logPath: filepath.Join(h.logDir, fmt.Sprintf("serve-%d.log", i)), logger: h.logger}
+		p.eventAddr = p.addr
+		pn := host
+		pn.listen = p.addr
+		if i == 0 && h.ns != nil {
+			if pn, err = h.namespacedNet(p, port); err != nil {
+				return err
+			}
+		}
 		// Odd processes complete jobs through River's batched completer, even ones with
 		// JobCompleteTx, so both ways of finishing a job run under the same chaos.
-		p.env = append(h.serveEnv(p.addr), "ONCEBOX_BATCHED_COMPLETION="+strconv.FormatBool(i%2 == 1))
+		p.env = append(h.serveEnv(pn), "ONCEBOX_BATCHED_COMPLETION="+strconv.FormatBool(i%2 == 1))
 		h.procs = append(h.procs, p)
 		if err := p.start(); err != nil {
 			return err
@@ -387,7 +427,7 @@ func (h *harness) prepare(ctx context.Context) error {
 	if !h.cfg.NoEvents {
 		addrs := make([]string, len(h.procs))
 		for i, p := range h.procs {
-			addrs[i] = p.addr
+			addrs[i] = p.eventAddr
 		}
 		if err := h.fakes.setEvents(addrs, h.cfg.Seed); err != nil {
 			return err
@@ -465,6 +505,9 @@ func (h *harness) startPostgres(ctx context.Context) error {
 		Durable: true,
 		Logger:  h.logger.With(slog.String("component", "localpg")),
 	}
+	if h.ns != nil {
+		h.pgCfg.Networks = []netip.Prefix{h.ns.links[pathPostgres].hostAddr}
+	}
 	pg, err := localpg.Start(ctx, h.pgCfg)
 	if err != nil {
 		return fmt.Errorf("start a private Postgres: %w", err)
@@ -529,7 +572,18 @@ func (h *harness) pauseLoop(ctx context.Context) {
 		return
 	case <-time.After(h.cfg.EnqueueFor / 5):
 	}
-	p := h.procs[rng.IntN(len(h.procs))]
+	// The partitions' process is left to the partitions.
+	candidates := h.procs
+	if h.ns != nil {
+		candidates = h.procs[1:]
+	}
+	p := candidates[rng.IntN(len(candidates))]
+	// Up and healthy first (a kill may just have taken it down), and no kill meanwhile.
+	p.spare()
+	defer p.unspare()
+	if err := h.upAndHealthy(ctx, p); err != nil {
+		h.logger.Warn("pause: the process is not healthy; pausing it anyway", slog.String("proc", p.name), slog.Any("error", err))
+	}
 	h.logger.Info("pausing (SIGSTOP)", slog.String("proc", p.name), slog.Duration("for", pauseLength))
 	if p.pauseFor(ctx, pauseLength) {
 		h.pauses.Add(1)
@@ -537,18 +591,54 @@ func (h *harness) pauseLoop(ctx context.Context) {
 	}
 }
 
+// procNet is where a serve process listens and reaches Postgres and the fakes, with
+// the tool catalog that names the fake MCP upstream there.
+type procNet struct {
+	listen, dbURL string
+	vendors       vendorURLs
+	toolsFile     string
+}
+
+// namespacedNet puts p in the harness's network namespace: it listens on every
+// address of the namespace at port, the harness reaches its API over the API link,
+// the fakes post their events to it over the vendors link, and it reaches Postgres
+// and the fakes on the host side of their links, with a catalog of its own.
+func (h *harness) namespacedNet(p *serveProc, port int) (procNet, error) {
+	ns := h.ns
+	p.netns = ns.name
+	p.addr = net.JoinHostPort(ns.peerAddr(pathAPI).String(), strconv.Itoa(port))
+	p.eventAddr = net.JoinHostPort(ns.peerAddr(pathVendors).String(), strconv.Itoa(port))
+	u, err := url.Parse(h.dbURL)
+	if err != nil {
+		return procNet{}, fmt.Errorf("parse the Postgres URL: %w", err)
+	}
+	u.Host = net.JoinHostPort(ns.hostAddr(pathPostgres).String(), u.Port())
+	vendors, err := h.fakes.listenAlso(ns.hostAddr(pathVendors))
+	if err != nil {
+		return procNet{}, err
+	}
+	pn := procNet{listen: net.JoinHostPort("0.0.0.0", strconv.Itoa(port)), dbURL: u.String(), vendors: vendors,
+		toolsFile: filepath.Join(h.tmp, "tools-"+p.name+".yaml")}
+	if err := os.WriteFile(pn.toolsFile, []byte(h.catalog(vendors.mcp)), 0o600); err != nil {
+		return procNet{}, fmt.Errorf("write the tool catalog of %s: %w", p.name, err)
+	}
+	h.logger.Info("serve process in a network namespace", slog.String("proc", p.name), slog.String("netns", ns.name),
+		slog.String("api", p.addr), slog.String("events", p.eventAddr), slog.String("postgres", u.Host), slog.String("stripe", vendors.stripe))
+	return pn, nil
+}
+
 // serveEnv is the environment of a serve process: short recovery settings and
 // the fakes.
-func (h *harness) serveEnv(addr string) []string {
-	targets := fmt.Sprintf(`{%q:{"base_url":%q},%q:{"base_url":%q},%q:{"base_url":%q}}`, webhookTarget, h.fakes.webhookURL,
-		blindTarget, h.fakes.webhookURL+blindPrefix, plainTarget, h.fakes.plainURL)
+func (h *harness) serveEnv(n procNet) []string {
+	targets := fmt.Sprintf(`{%q:{"base_url":%q},%q:{"base_url":%q},%q:{"base_url":%q}}`, webhookTarget, n.vendors.webhook,
+		blindTarget, n.vendors.webhook+blindPrefix, plainTarget, n.vendors.plain)
 	// Every process of the run shares one seal key, so mail args are stored only
 	// encrypted and any process can dispatch them.
 	sealKey := base64.StdEncoding.EncodeToString(h.sealKey[:])
 	env := baseEnv()
 	for k, v := range map[string]string{
-		"DATABASE_URL":                    h.dbURL,
-		"ONCEBOX_ADDR":                    addr,
+		"DATABASE_URL":                    n.dbURL,
+		"ONCEBOX_ADDR":                    n.listen,
 		"ONCEBOX_ROLES":                   "api,worker,periodic",
 		"ONCEBOX_MAX_ATTEMPTS":            "100",
 		"ONCEBOX_RESCUE_AFTER":            "10s",
@@ -574,14 +664,14 @@ func (h *harness) serveEnv(addr string) []string {
 		"ONCEBOX_WEBHOOK_LOOKUP_LAG":      max(vendorLag, 3*time.Second).String(), // at least the job timeout without native keys
 		"ONCEBOX_SENDGRID_ACTIVITY_RATE":  "6000",
 		"STRIPE_API_KEY":                  "sk_test_chaos",
-		"STRIPE_API_BASE":                 h.fakes.stripeURL,
+		"STRIPE_API_BASE":                 n.vendors.stripe,
 		"SENDGRID_API_KEY":                "SG.chaos",
-		"SENDGRID_API_BASE":               h.fakes.sendgridURL,
+		"SENDGRID_API_BASE":               n.vendors.sendgrid,
 		"ONCEBOX_WEBHOOK_TARGETS":         targets,
 		"ONCEBOX_WEBHOOK_NATIVE_KEYS":     strconv.FormatBool(!h.cfg.WebhookDefaultMode),
 		"ONCEBOX_WEBHOOK_LOOKUP_PATH":     "/_lookup",
 		"ONCEBOX_LOG_LEVEL":               "info",
-		"ONCEBOX_TOOLS_FILE":              h.toolsFile,
+		"ONCEBOX_TOOLS_FILE":              n.toolsFile,
 	} {
 		env = append(env, k+"="+v)
 	}
@@ -595,8 +685,9 @@ func (h *harness) serveEnv(addr string) []string {
 // catalog is the serve processes' tool catalog: the fake MCP upstreams, their send_mail
 // tagged with the op id in ref and reconciled through find_mail. The HTTP one is the
 // harness's, native_keys as the webhooks' (the fake deduplicates on the _meta key
-// then); the stdio one is a process each serve process starts, on one state file.
-func (h *harness) catalog() string {
+// then), at mcpURL; the stdio one is a process each serve process starts, on one
+// state file.
+func (h *harness) catalog(mcpURL string) string {
 	return fmt.Sprintf(`upstreams:
   %s:
     url: %s
@@ -611,7 +702,7 @@ func (h *harness) catalog() string {
     workers: 4
     tools:
       send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
-`, mcpUpstream, h.fakes.mcpURL, !h.cfg.WebhookDefaultMode, mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState)
+`, mcpUpstream, mcpURL, !h.cfg.WebhookDefaultMode, mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState)
 }
 
 // calmStdioUpstream takes back a crash the stdio upstream was asked for and did not
@@ -700,7 +791,7 @@ func (h *harness) killLoop(ctx context.Context) {
 		}
 		p := h.procs[rng.IntN(len(h.procs))]
 		h.procMu.Lock()
-		running := p.running() && !p.isPaused()
+		running := p.killable()
 		if running {
 			p.kill()
 			h.kills.Add(1)
@@ -773,7 +864,7 @@ func (h *harness) killEveryProcess(kills, last *atomic.Int64, limit int64, after
 	h.procMu.Lock()
 	defer h.procMu.Unlock()
 	for _, p := range h.procs {
-		if p.running() && !p.isPaused() {
+		if p.killable() {
 			p.kill()
 			h.kills.Add(1)
 		}
@@ -1000,6 +1091,9 @@ func (h *harness) cleanup() {
 	for _, p := range h.procs {
 		p.stop(5 * time.Second)
 		p.closeLog()
+	}
+	if h.ns != nil {
+		h.ns.close()
 	}
 	if h.fakes != nil {
 		h.fakes.close()

@@ -30,6 +30,7 @@ func Main(ctx context.Context, args []string) int {
 	nativeKeys := fs.Bool("webhook-native-keys", true, "run webhooks with --webhook-native-keys against a receiver that deduplicates, and the HTTP MCP upstream with native_keys; false: oncebox's default webhook mode, a share of webhooks to a receiver that does not deduplicate, and an MCP upstream that does not either, settled by lookups")
 	fs.BoolVar(&cfg.NoEvents, "no-events", false, "run without vendor events, to compare needs_review with a run that has them")
 	fs.StringVar(&cfg.UpgradeFrom, "upgrade-from", "", "a commit (make chaos-upgrade: the one in .ci/previous-release): start on its oncebox, run this tree's migrate in the middle, replace the processes one by one")
+	fs.BoolVar(&cfg.Partitions, "partitions", true, "run one serve process in a network namespace and cut its link to Postgres, then to the fake vendors (needs root and ip netns; skipped without them, unless CI is set)")
 	if err := fs.Parse(args); err != nil {
 		return exitError
 	}

@@ -16,18 +16,27 @@ import (
 // serveProc is one `oncebox serve` process, which the harness kills and
 // restarts under the same address and log file.
 type serveProc struct {
-	name    string
-	bin     string
-	addr    string
+	name string
+	bin  string
+	// addr is where the harness reaches the process's API; eventAddr where the fakes
+	// post their events to it (addr but for a process in a network namespace, which the
+	// fakes reach over its vendors link).
+	addr, eventAddr string
+	// netns, when set, is the network namespace the process runs in (ip netns exec,
+	// which execs: the process keeps the pid the harness started).
+	netns   string
 	env     []string
 	logPath string
 	logger  *slog.Logger
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	killed  bool // the harness stopped it on purpose
-	paused  bool // stopped by SIGSTOP until pauseFor resumes it
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	killed bool // the harness stopped it on purpose
+	paused bool // stopped by SIGSTOP until pauseFor resumes it
+	// spared counts the faults under way that want the process alive (a pause, a
+	// partition): no SIGKILL meanwhile.
+	spared  int
 	exitErr error
 	logFile *os.File
 }
@@ -52,6 +61,9 @@ func (p *serveProc) start() error {
 	fmt.Fprintf(p.logFile, "---- chaos: starting %s at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
 	fmt.Fprintf(p.logFile, "---- chaos: binary %s\n", p.bin)
 	cmd := exec.Command(p.bin, "serve")
+	if p.netns != "" {
+		cmd = exec.Command("ip", "netns", "exec", p.netns, p.bin, "serve")
+	}
 	cmd.Env = p.env
 	cmd.Stdout = p.logFile
 	cmd.Stderr = p.logFile
@@ -145,11 +157,29 @@ func (p *serveProc) pauseFor(ctx context.Context, d time.Duration) bool {
 	return true
 }
 
-// isPaused reports whether the process is stopped by pauseFor.
-func (p *serveProc) isPaused() bool {
+// spare and unspare bracket a fault that wants the process alive.
+func (p *serveProc) spare() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.paused
+	p.spared++
+}
+
+func (p *serveProc) unspare() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spared--
+}
+
+// killable reports whether the kill loops may SIGKILL the process: it runs, is not
+// paused, and no fault that wants it alive is under way (spare). A pause and a
+// partition are meant to cut a live process, which must recover when it wakes up or
+// its link is back; a process killed while cut off from Postgres is another fault (its
+// sessions end only when the link is back within the kernel's FIN retries, about
+// 100 s, or else at TCP keepalive), not one this harness plans.
+func (p *serveProc) killable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !isDone(p.done) && !p.paused && p.spared == 0
 }
 
 // kill SIGKILLs the process, as a crash would.

@@ -83,6 +83,12 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if h.mcpEffectKills.Load() == 0 || h.mcpAnswerKills.Load() == 0 {
 		harnessErrors = append(harnessErrors, "the run never killed the serve processes after the MCP upstream acted, or after it answered: the upstream's lost answers went unproven")
 	}
+	if h.pauses.Load() == 0 {
+		harnessErrors = append(harnessErrors, "the run never paused a serve process: a woken-up worker went unproven")
+	}
+	if h.ns != nil && (h.partitions[pathPostgres].Load() == 0 || h.partitions[pathVendors].Load() == 0) {
+		harnessErrors = append(harnessErrors, "the run never cut the namespaced serve process from Postgres, or from the vendors: the partitions went unproven")
+	}
 	if h.mcpStdioCrashes.Load() == 0 {
 		harnessErrors = append(harnessErrors, "the stdio MCP upstream never crashed after acting: its lost answers went unproven")
 	}
@@ -150,11 +156,11 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if h.pgRestartSkipped {
 		pgCrashes = "skipped"
 	}
-	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d takeovers=%d faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
+	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d %s takeovers=%d faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
 		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
 		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s seed=%d\n",
-		len(in.Accepted), h.kills.Load(), pgRestarts, pgCrashes, h.pauses.Load(), h.takeovers(), h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
+		len(in.Accepted), h.kills.Load(), pgRestarts, pgCrashes, h.pauses.Load(), h.partitionFigures(), h.takeovers(), h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
 		len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
 		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,

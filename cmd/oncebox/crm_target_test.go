@@ -40,7 +40,7 @@ tools:
 }
 
 // writeTools writes a tools file into the test's temporary folder and returns its path.
-func writeTools(t *testing.T, content string) string {
+func writeTools(t testing.TB, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tools.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
@@ -96,7 +96,7 @@ func (c *blockedCRM) kill(t *testing.T, worker *exec.Cmd) {
 
 // apiProcess is the server of the test process in the kill tests: API role only (it
 // dispatches nothing), on the crm catalog, with a tenant named acme.
-func (c *blockedCRM) apiProcess(t *testing.T, pool *pgxpool.Pool, adjust func(*server.Config)) (*server.Server, *tenant.Tenant) {
+func (c *blockedCRM) apiProcess(t testing.TB, pool *pgxpool.Pool, adjust func(*server.Config)) (*server.Server, *tenant.Tenant) {
 	t.Helper()
 	cfg := server.Defaults()
 	cfg.DatabaseURL, cfg.Roles, cfg.ToolsFile = dbtest.ConnString(t, pool), server.Roles{API: true}, c.toolsFile

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 
 // startChild runs `oncebox <args>` as a child process and returns it with a reader of
 // its standard output.
-func startChild(t *testing.T, args string, env ...string) (*exec.Cmd, *bufio.Reader) {
+func startChild(t testing.TB, args string, env ...string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(env, childArgsEnv+"="+args)...)

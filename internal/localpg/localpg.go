@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -74,6 +75,16 @@ type Config struct {
 	// the postmaster may lose transactions that were reported committed.
 	Durable bool
 
+	// Networks are further host addresses of the private cluster, each with the prefix
+	// of its network (10.231.7.1/30): it listens on each address besides 127.0.0.1 and
+	// accepts that network's clients, with the password as on loopback. The chaos
+	// harness gives it the host side of a network namespace's link, so that a serve
+	// process in the namespace reaches Postgres over a link it can cut. Every address
+	// must be assigned to an interface of this host when the cluster starts.
+	//
+	// Defaults to none: loopback only.
+	Networks []netip.Prefix
+
 	// DisablePrivate skips the private cluster.
 	DisablePrivate bool
 
@@ -109,6 +120,11 @@ func (c Config) validate() error {
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return fmt.Errorf("port %d is not valid: use 1 to 65535, or 0 for a free port", c.Port)
+	}
+	for _, n := range c.Networks {
+		if !n.IsValid() || !n.Addr().Is4() || n.Addr().IsUnspecified() {
+			return fmt.Errorf("network %s is not valid: give an IPv4 address of this host with its prefix, such as 10.231.7.1/30", n)
+		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -634,4 +635,45 @@ func TestCrashOfADurableCluster(t *testing.T) {
 	queryOne(t, pg2.URL, "SELECT count(*) FROM kept", &rows)
 	require.Equal(t, 100, rows, "every committed insert survives the crash")
 	require.NoError(t, pg2.Close(ctx))
+}
+
+// TestStartPrivateOnNetworks: a cluster given Config.Networks listens on each address
+// besides 127.0.0.1 and accepts that network's clients with the password, and no
+// others; started again without them, it forgets their rules.
+func TestStartPrivateOnNetworks(t *testing.T) {
+	t.Parallel()
+	requireServerBinaries(t)
+	ctx := t.Context()
+	// 127.0.0.0/8 is this host's: 127.0.0.2 stands for a link's host side, 127.0.0.3
+	// for a client in its network, 127.0.0.5 for a client outside it.
+	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(reachableTempDir(t), "data"),
+		Networks: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/31")}}
+	pg := startCluster(t, cfg)
+	connectFrom := func(url, server, client string) error {
+		t.Helper()
+		pc, err := pgx.ParseConfig(url)
+		require.NoError(t, err)
+		pc.Host = server
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(client)}, Timeout: 5 * time.Second}
+		pc.DialFunc = dialer.DialContext
+		conn, err := pgx.ConnectConfig(ctx, pc)
+		if err != nil {
+			return err
+		}
+		return conn.Close(ctx)
+	}
+	require.NoError(t, connectFrom(pg.URL, "127.0.0.2", "127.0.0.3"), "a client of the network, on its address")
+	require.NoError(t, connectFrom(pg.URL, "127.0.0.1", "127.0.0.1"), "loopback as before")
+	require.ErrorContains(t, connectFrom(pg.URL, "127.0.0.2", "127.0.0.5"), "no pg_hba.conf entry", "a client outside the network")
+	require.NoError(t, pg.Close(ctx))
+
+	cfg.Networks = nil
+	pg2 := startCluster(t, cfg)
+	require.Error(t, connectFrom(pg2.URL, "127.0.0.2", "127.0.0.3"), "no longer listening there")
+	var rules int
+	queryOne(t, pg2.URL, "SELECT count(*) FROM pg_hba_file_rules WHERE address = '127.0.0.2'", &rules)
+	require.Zero(t, rules)
+
+	_, err := Start(ctx, Config{Env: envOf(nil), DisableDocker: true, Networks: []netip.Prefix{{}}})
+	require.ErrorContains(t, err, "network")
 }

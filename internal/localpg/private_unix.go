@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -58,6 +59,8 @@ type cluster struct {
 	password string
 	// durable is Config.Durable.
 	durable bool
+	// networks is Config.Networks.
+	networks []netip.Prefix
 }
 
 func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, error) {
@@ -84,7 +87,7 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 	}
 
 	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger, fixedPort: cfg.Port,
-		rememberPort: cfg.RememberPort && cfg.Port == 0, durable: cfg.Durable}
+		rememberPort: cfg.RememberPort && cfg.Port == 0, durable: cfg.Durable, networks: cfg.Networks}
 	if err := c.start(ctx, cfg.Database); err != nil {
 		_ = c.lock.Close()
 		return nil, err
@@ -243,11 +246,15 @@ func (c *cluster) startServer(ctx context.Context) error {
 	if c.durable {
 		durability = "on"
 	}
+	listen, err := c.allowNetworks()
+	if err != nil {
+		return err
+	}
 	// Not CommandContext: the server outlives Start's context.
 	cmd := c.command(context.WithoutCancel(ctx), "postgres",
 		"-D", c.dataDir,
 		"-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1",
+		"-c", "listen_addresses="+listen,
 		"-c", "unix_socket_directories=",
 		"-c", "fsync="+durability,
 		"-c", "synchronous_commit="+durability,
@@ -280,6 +287,39 @@ func (c *cluster) startServer(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// networksMark ends the pg_hba.conf rules written for Config.Networks, so that each
+// start replaces those of the last.
+const networksMark = "# localpg: Config.Networks"
+
+// allowNetworks writes the pg_hba.conf rules of Config.Networks (password, as on
+// loopback), replacing those of an earlier start, and returns the server's
+// listen_addresses.
+func (c *cluster) allowNetworks() (string, error) {
+	hba := filepath.Join(c.dataDir, "pg_hba.conf")
+	rules, err := os.ReadFile(hba)
+	if err != nil {
+		return "", fmt.Errorf("read pg_hba.conf: %w", err)
+	}
+	var kept []string
+	for _, line := range strings.SplitAfter(string(rules), "\n") {
+		if !strings.HasSuffix(strings.TrimRight(line, "\n"), networksMark) && line != "" {
+			kept = append(kept, line)
+		}
+	}
+	listen := []string{"127.0.0.1"}
+	for _, n := range c.networks {
+		listen = append(listen, n.Addr().String())
+		kept = append(kept, fmt.Sprintf("host all all %s scram-sha-256 %s\n", n.Masked(), networksMark))
+	}
+	if next := strings.Join(kept, ""); next != string(rules) {
+		// os.WriteFile keeps the file's owner (the cluster's user, when run as root).
+		if err := os.WriteFile(hba, []byte(next), 0o600); err != nil {
+			return "", fmt.Errorf("write pg_hba.conf: %w", err)
+		}
+	}
+	return strings.Join(listen, ","), nil
 }
 
 // portPath is where the port of the last start is remembered (Config.RememberPort).
