@@ -10,7 +10,8 @@
 //
 // Reannotate lists a tool again with other annotations (list_changed); GarbageNext and
 // GarbageEvery answer calls with truncated JSON (GarbledCalls says which, and how many
-// other calls were in flight on the session). OfferWipe adds a gated tool, wipe_mailbox
+// other calls were in flight on the session; SetGarbageHold makes garbage wait for
+// one). OfferWipe adds a gated tool, wipe_mailbox
 // (destructiveHint), whose runs Wipes returns, and its lookup find_wipe. Fault knobs
 // make the next send_mail calls drop the connection after acting, hang
 // after acting, or answer isError without acting; SetRandomFaults draws them at random
@@ -93,6 +94,9 @@ type Server struct {
 	garbageSeen  map[string]int
 	garbled      int
 	garbledCalls []GarbledCall
+	// garbageHold is how long a garbled answer waits for another call in flight on
+	// its session (SetGarbageHold).
+	garbageHold time.Duration
 	// inFlight counts the tools/call requests Handler is serving, by session id.
 	inFlight map[string]int
 
@@ -532,6 +536,33 @@ type GarbledCall struct {
 	Concurrent int
 }
 
+// SetGarbageHold makes a garbled answer wait, up to d, until another tools/call is in
+// flight on its session before it is written: garbage that lands while the session
+// carries other calls (0, the default: written at once).
+func (s *Server) SetGarbageHold(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.garbageHold = d
+}
+
+// holdGarbage waits, up to the garbage hold, until another call than this one is in
+// flight on session sid.
+func (s *Server) holdGarbage(ctx context.Context, sid string) {
+	s.mu.Lock()
+	hold := s.garbageHold
+	s.mu.Unlock()
+	deadline := time.Now().Add(hold)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		s.mu.Lock()
+		busy := s.inFlight[sid] > 1
+		s.mu.Unlock()
+		if busy {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // GarbledCalls returns the calls answered with truncated JSON, in order.
 func (s *Server) GarbledCalls() []GarbledCall {
 	s.mu.Lock()
@@ -646,6 +677,7 @@ func (s *Server) Handler() http.Handler {
 				r.ContentLength = int64(len(body))
 				inner.ServeHTTP(rec, r) // runs; its answer is cut in half
 				opID, _ := msg.Params.Meta[MetaOpID].(string)
+				s.holdGarbage(r.Context(), sid)
 				s.mu.Lock()
 				s.garbledCalls = append(s.garbledCalls, GarbledCall{Tool: msg.Params.Name, OpID: opID, Concurrent: s.inFlight[sid] - 1})
 				s.mu.Unlock()

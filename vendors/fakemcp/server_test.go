@@ -216,3 +216,27 @@ func TestGarbledCallsCountTheCallsInFlight(t *testing.T) {
 	<-done // the SDK's client may fail it too: its session broke (oncebox's does not)
 	require.Equal(t, []fakemcp.GarbledCall{{Tool: "count_mail", OpID: "op2", Concurrent: 1}}, fake.GarbledCalls())
 }
+
+// TestGarbageHoldWaitsForAnotherCall: with a garbage hold, a garbled answer is written
+// once another call is in flight on its session.
+func TestGarbageHoldWaitsForAnotherCall(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	fake.SetGarbageHold(10 * time.Second)
+	cs := session(t, fake)
+	fake.EffectHook(func(fakemcp.Mail) { time.Sleep(100 * time.Millisecond) })
+	fake.GarbageNext("count_mail", 1)
+	garbled := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "count_mail"})
+		garbled <- err
+	}()
+	select {
+	case err := <-garbled:
+		t.Fatalf("the garbage was written with no other call in flight: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	_, _ = send(cs, "k1", "op1") // the SDK's client may fail it: its session broke on the garbage
+	require.Error(t, <-garbled)
+	require.Equal(t, 1, fake.GarbledCalls()[0].Concurrent)
+}
