@@ -37,8 +37,8 @@
 // approves half of them through the approval API with an approver token, rejects a
 // quarter and leaves a quarter waiting. Two fifths into the chaos the upstream lists
 // wipe_mailbox as read-only (notifications/tools/list_changed), and all along it answers
-// every third wipe_mailbox and every twelfth send_mail with truncated JSON while other
-// calls are in flight on the session. The verdict wants no wipe but one per op the
+// every third wipe_mailbox, every twelfth send_mail and every fourth lookup with
+// truncated JSON while other calls are in flight on the session. The verdict wants no wipe but one per op the
 // harness approved, every gated call answered awaiting_approval, a refusal to loosen
 // the tool in the serve logs, and no op taken down by another call's garbage (in
 // needs_review with none of its calls garbled, or recorded as answered with garbage

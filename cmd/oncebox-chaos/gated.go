@@ -26,8 +26,9 @@ import (
 // list_changed): a serve process that listed it before refuses the loosening (an ERROR
 // line per tool), one started after takes the file's approval rule (at least write,
 // gated). Meanwhile the fake answers every gatedGarbageEvery-th wipe_mailbox and every
-// mailGarbageEvery-th send_mail with truncated JSON, each held until another call is in
-// flight on the same session (up to a second). The verdict: no wipe but for an op the harness approved, one per
+// mailGarbageEvery-th send_mail, and every lookupGarbageEvery-th lookup (find_mail,
+// find_wipe) with truncated JSON, each held until another call is in flight on the
+// same session (up to a second). The verdict: no wipe but for an op the harness approved, one per
 // such op; no gated call answered other than awaiting_approval; no op taken down by
 // another call's garbage.
 
@@ -38,10 +39,11 @@ const (
 )
 
 // The garbage: every nth call of the tool is answered with truncated JSON while the
-// chaos lasts.
+// chaos lasts; the lookups' garbage fails a lookup, which the reconciler makes again.
 const (
-	gatedGarbageEvery = 3
-	mailGarbageEvery  = 12
+	gatedGarbageEvery  = 3
+	mailGarbageEvery   = 12
+	lookupGarbageEvery = 4
 )
 
 // loosenedLine is what a serve process logs when it refuses to loosen a tool.
@@ -108,12 +110,14 @@ func (h *harness) garbage(on bool) {
 	if !h.gatedOn() {
 		return
 	}
-	g, m := gatedGarbageEvery, mailGarbageEvery
+	g, m, l := gatedGarbageEvery, mailGarbageEvery, lookupGarbageEvery
 	if !on {
-		g, m = 0, 0
+		g, m, l = 0, 0, 0
 	}
 	h.fakes.mcp.GarbageEvery("wipe_mailbox", g)
 	h.fakes.mcp.GarbageEvery("send_mail", m)
+	h.fakes.mcp.GarbageEvery("find_mail", l)
+	h.fakes.mcp.GarbageEvery("find_wipe", l)
 }
 
 // relistLoop lists the gated tool again as read-only two fifths into the chaos. A
@@ -295,8 +299,11 @@ func (h *harness) gatedInput(ctx context.Context, in *CheckInput, outcomes []out
 	}
 	for _, g := range h.fakes.mcp.GarbledCalls() {
 		in.GarbageSeen = true
-		if g.OpID != "" {
+		switch {
+		case g.OpID != "":
 			in.Garbled[g.OpID]++
+		case g.Ref != "":
+			in.Garbled[g.Ref]++ // a lookup of the op
 		}
 	}
 	rows, err := h.pool.Query(ctx, qMalformed, h.tenantID)

@@ -529,8 +529,9 @@ func (s *Server) Garbled() int {
 
 // GarbledCall is one call Handler answered with truncated JSON.
 type GarbledCall struct {
-	// Tool is the tool called; OpID the call's _meta op id, if it had one.
-	Tool, OpID string
+	// Tool is the tool called; OpID the call's _meta op id, if it had one; Ref its
+	// "ref" argument, if it had one (a lookup's: the op it looks for).
+	Tool, OpID, Ref string
 	// Concurrent counts the other tools/call requests in flight on the same session
 	// (Mcp-Session-Id) when the truncated answer was written.
 	Concurrent int
@@ -651,8 +652,11 @@ func (s *Server) Handler() http.Handler {
 		var msg struct {
 			Method string `json:"method"`
 			Params struct {
-				Name string         `json:"name"`
-				Meta map[string]any `json:"_meta"`
+				Name      string         `json:"name"`
+				Meta      map[string]any `json:"_meta"`
+				Arguments struct {
+					Ref any `json:"ref"`
+				} `json:"arguments"`
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
@@ -679,7 +683,8 @@ func (s *Server) Handler() http.Handler {
 				opID, _ := msg.Params.Meta[MetaOpID].(string)
 				s.holdGarbage(r.Context(), sid)
 				s.mu.Lock()
-				s.garbledCalls = append(s.garbledCalls, GarbledCall{Tool: msg.Params.Name, OpID: opID, Concurrent: s.inFlight[sid] - 1})
+				ref, _ := msg.Params.Arguments.Ref.(string)
+				s.garbledCalls = append(s.garbledCalls, GarbledCall{Tool: msg.Params.Name, OpID: opID, Ref: ref, Concurrent: s.inFlight[sid] - 1})
 				s.mu.Unlock()
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusOK)
