@@ -842,13 +842,13 @@ func (h *harness) enqueue(ctx context.Context) []outcome {
 		bases[i] = p.base()
 	}
 	c := &client{
-		http:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}},
-		token:    h.token,
-		approver: h.approver,
-		bases:    bases,
-		giveUp:   90 * time.Second,
-		history:  h.history,
+		http:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}},
+		token:   h.token,
+		bases:   bases,
+		giveUp:  90 * time.Second,
+		history: h.history,
 	}
+	c.approver = h.approver
 	h.client = c
 	picker := &refundPicker{f: h.fakes, used: map[string]bool{}}
 	outcomes := make([]outcome, len(items))
