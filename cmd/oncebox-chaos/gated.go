@@ -25,12 +25,12 @@ import (
 // chaos the fake lists wipe_mailbox again as readOnlyHint (notifications/tools/
 // list_changed): a serve process that listed it before refuses the loosening (an ERROR
 // line per tool), one started after takes the file's approval rule (at least write,
-// gated). Meanwhile the fake answers every gatedGarbageEvery-th wipe_mailbox and every
-// mailGarbageEvery-th send_mail, and every lookupGarbageEvery-th lookup (find_mail,
+// gated). Meanwhile the fake answers every gatedGarbageEvery-th wipe_mailbox, every
+// mailGarbageEvery-th send_mail and every lookupGarbageEvery-th lookup (find_mail,
 // find_wipe) with truncated JSON, each held until another call is in flight on the
-// same session (up to a second). The verdict: no wipe but for an op the harness approved, one per
-// such op; no gated call answered other than awaiting_approval; no op taken down by
-// another call's garbage.
+// same session (up to a second). The verdict: no wipe but for an op the harness
+// approved, one per such op; no gated call answered other than awaiting_approval; no
+// op taken down by another call's garbage.
 
 // Decisions the harness makes on a gated op.
 const (
