@@ -107,6 +107,10 @@ type CheckInput struct {
 	// that is no JSON-RPC message. GarbageSeen says the upstream garbled any call.
 	Garbled, Malformed map[string]int
 	GarbageSeen        bool
+	// BrokenSessions counts the HTTP upstream's sessions the serve logs say ended on an
+	// answer the SDK's client could not decode: garbage oncebox let through, which
+	// fails every call in flight on the session.
+	BrokenSessions int
 }
 
 // Finding is one violation the check found.
@@ -351,6 +355,9 @@ func checkGate(in CheckInput, byID map[string]OpRecord) []Finding {
 // the upstream sent it.
 func checkContagion(in CheckInput) []Finding {
 	var out []Finding
+	if in.BrokenSessions > 0 {
+		out = append(out, Finding{What: fmt.Sprintf("the upstream's session ended %d times on an answer that could not be decoded: garbage reached the SDK's client, and every call in flight on the session lost its answer", in.BrokenSessions)})
+	}
 	for _, op := range in.Ops {
 		if op.Tool != toolMCP && op.Tool != toolGated {
 			continue

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -306,4 +308,28 @@ func TestCheckContagion(t *testing.T) {
 	require.Len(t, rep.Contagion, 1, "%v", rep.Findings())
 	require.Contains(t, rep.Contagion[0].What, "another call's garbage")
 	require.Len(t, rep.Unplanned, 1, "still unplanned, as before")
+
+	// Every op settled, but a session ended on garbage the SDK's client was given.
+	in = gatedInput()
+	in.GarbageSeen, in.BrokenSessions = true, 2
+	rep = Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Contagion, 1, "%v", rep.Findings())
+	require.Contains(t, rep.Contagion[0].What, "ended 2 times")
+}
+
+// TestBrokenSessionsFromTheServeLogs: only the HTTP upstream's sessions that ended on
+// an answer the SDK could not decode are counted; a loosening refused is counted apart.
+func TestBrokenSessionsFromTheServeLogs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := `time=2026-12-01T19:53:27.002Z level=WARN msg="upstream session ended; opening it again" upstream=mcp error="sending \"tools/call\": failed to decode response: unmarshaling jsonrpc message: unexpected EOF"
+time=2026-12-01T19:53:21.339Z level=WARN msg="upstream session ended; opening it again" upstream=mcp error="the session ended"
+time=2026-12-01T19:53:37.504Z level=WARN msg="upstream session ended; opening it again" upstream=mcpio error="failed to decode response"
+time=2026-12-01T19:53:40.000Z level=ERROR msg="upstream tool mcp.wipe_mailbox would go from unsafe to write: refused, it keeps its definition in force (restart oncebox to loosen a tool)"
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "serve-0.log"), []byte(log), 0o600))
+	h := &harness{logDir: dir}
+	require.Equal(t, 1, h.brokenSessions())
+	require.Equal(t, 1, h.loosenings())
 }

@@ -49,6 +49,13 @@ const (
 // loosenedLine is what a serve process logs when it refuses to loosen a tool.
 const loosenedLine = "refused, it keeps its definition in force"
 
+// brokenSessionLine is what a serve process logs when the HTTP upstream's session
+// ended on an answer the SDK's client could not decode; decodeFailure says so.
+const (
+	brokenSessionLine = `msg="upstream session ended; opening it again" upstream=` + mcpUpstream + " "
+	decodeFailure     = "failed to decode response"
+)
+
 // gate is the hostile upstream's state in a run.
 type gate struct {
 	// relists counts the times the fake listed the gated tool read-only; relistAt is
@@ -166,6 +173,19 @@ func fakemcpWipeAnnotations() *mcp.ToolAnnotations {
 
 // loosenings counts the loosenings the serve processes refused, from their logs.
 func (h *harness) loosenings() int {
+	return h.logLines(func(line []byte) bool { return bytes.Contains(line, []byte(loosenedLine)) })
+}
+
+// brokenSessions counts, in the serve logs, the HTTP upstream's sessions that ended on
+// an answer the SDK's client could not decode.
+func (h *harness) brokenSessions() int {
+	return h.logLines(func(line []byte) bool {
+		return bytes.Contains(line, []byte(brokenSessionLine)) && bytes.Contains(line, []byte(decodeFailure))
+	})
+}
+
+// logLines counts the lines of the serve logs that match.
+func (h *harness) logLines(match func(line []byte) bool) int {
 	files, _ := filepath.Glob(filepath.Join(h.logDir, "*.log"))
 	n := 0
 	for _, f := range files {
@@ -173,7 +193,11 @@ func (h *harness) loosenings() int {
 		if err != nil {
 			continue
 		}
-		n += bytes.Count(b, []byte(loosenedLine))
+		for line := range bytes.Lines(b) {
+			if match(line) {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -297,6 +321,7 @@ func (h *harness) gatedInput(ctx context.Context, in *CheckInput, outcomes []out
 			in.Ungated[o.key] = o.ungated
 		}
 	}
+	in.BrokenSessions = h.brokenSessions()
 	for _, g := range h.fakes.mcp.GarbledCalls() {
 		in.GarbageSeen = true
 		switch {
@@ -346,6 +371,7 @@ func (h *harness) gatedInput(ctx context.Context, in *CheckInput, outcomes []out
 type gatedFigures struct {
 	ops, approved, rejected, unapproved, afterRelist int
 	runs, loosenings, relists, garbage, concurrent   int
+	brokenSessions                                   int
 }
 
 func (h *harness) gatedFigures(outcomes []outcome, objects []VendorObject) gatedFigures {
@@ -377,7 +403,7 @@ func (h *harness) gatedFigures(outcomes []outcome, objects []VendorObject) gated
 			f.runs++
 		}
 	}
-	f.loosenings, f.relists = h.loosenings(), int(h.gate.relists.Load())
+	f.loosenings, f.relists, f.brokenSessions = h.loosenings(), int(h.gate.relists.Load()), h.brokenSessions()
 	for _, g := range h.fakes.mcp.GarbledCalls() {
 		f.garbage++
 		if g.Concurrent > 0 {
@@ -389,6 +415,7 @@ func (h *harness) gatedFigures(outcomes []outcome, objects []VendorObject) gated
 
 func (f gatedFigures) String() string {
 	return fmt.Sprintf("gated_ops=%d gated_approved=%d gated_rejected=%d gated_waiting=%d gated_after_relist=%d gated_runs=%d"+
-		" relists=%d loosenings_refused=%d garbage=%d garbage_concurrent=%d",
-		f.ops, f.approved, f.rejected, f.unapproved-f.rejected, f.afterRelist, f.runs, f.relists, f.loosenings, f.garbage, f.concurrent)
+		" relists=%d loosenings_refused=%d garbage=%d garbage_concurrent=%d sessions_broken=%d",
+		f.ops, f.approved, f.rejected, f.unapproved-f.rejected, f.afterRelist, f.runs, f.relists, f.loosenings, f.garbage, f.concurrent,
+		f.brokenSessions)
 }
