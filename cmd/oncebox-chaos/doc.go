@@ -42,7 +42,8 @@
 // harness approved, every gated call answered awaiting_approval, a refusal to loosen
 // the tool in the serve logs, and no op taken down by another call's garbage (in
 // needs_review with none of its calls garbled, or recorded as answered with garbage
-// the upstream sent another call). A rolling upgrade runs without it.
+// the upstream sent another call), and no session of the upstream ended on garbage
+// let through to the SDK's client. A rolling upgrade runs without it.
 //
 // Run it from the module root (`make chaos` does):
 //
