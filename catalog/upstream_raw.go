@@ -89,10 +89,21 @@ func (t *rawTap) spoil(id any, why string) {
 	}
 }
 
+// malformedMessage is the message of the error oncebox answers a call with in place of
+// an upstream answer that is no JSON-RPC message.
+const malformedMessage = "oncebox: the upstream's answer is not a JSON-RPC message (malformed or truncated); only this call fails"
+
+// refusedAsMalformed reports whether we is the error oncebox put in place of an
+// upstream answer that was no JSON-RPC message: garbage this once, not the upstream's
+// word.
+func refusedAsMalformed(we *jsonrpc.Error) bool {
+	return we.Code == codeAnswerRefused && we.Message == malformedMessage
+}
+
 // refusal is the JSON-RPC answer oncebox puts in place of the upstream's answer to the
 // call id: an error saying why.
 func refusal(id any, why string, limit int64) []byte {
-	msg := "oncebox: the upstream's answer is not a JSON-RPC message (malformed or truncated); only this call fails"
+	msg := malformedMessage
 	if why == answerTooLarge {
 		msg = fmt.Sprintf("oncebox: the upstream's answer is larger than max_result_bytes (%d bytes); it was not read", limit)
 	}

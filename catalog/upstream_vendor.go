@@ -252,7 +252,9 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 // Lookup calls the tool's lookup tool with the op id and counts the objects it
 // answers: a JSON array, or an object with an "objects" array, in its structured
 // content or its first text content. Without a lookup tool, or when the answer
-// cannot be read, the upstream cannot be asked (outbox.ErrLookupUnavailable).
+// cannot be read, the upstream cannot be asked (outbox.ErrLookupUnavailable). An
+// answer that was no JSON-RPC message at all (truncated, garbage) fails this lookup
+// alone, as a lost answer does: the op is looked up again later.
 func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
 	t, ok := v.current().cat.Tools[p.Tool]
 	if !ok || t.Upstream != v.name {
@@ -264,7 +266,7 @@ func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*ou
 	}
 	res, err := v.session().call(ctx, "lookup", &mcp.CallToolParams{Name: t.LookupTool, Arguments: map[string]any{t.LookupArgument: p.OpID}})
 	if err != nil {
-		if _, answered := upstreamError(err); answered {
+		if we, answered := upstreamError(err); answered && !refusedAsMalformed(we) {
 			return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", t.LookupTool, v.name, outbox.ErrLookupUnavailable, err)
 		}
 		return nil, fmt.Errorf("lookup tool %s of upstream %s: %w", t.LookupTool, v.name, err)

@@ -296,6 +296,38 @@ func TestUpstreamGarbageFailsOnlyItsCall(t *testing.T) {
 	require.Contains(t, body, `\"count\":1`, "the session goes on")
 }
 
+// TestUpstreamGarbledLookupLooksAgain: a write's answer is lost after the upstream
+// acted, and the lookup that follows is answered with truncated JSON. That lookup
+// fails alone: the op is looked up again (not sent to review as if the upstream could
+// not be asked), found, and succeeds, sent once.
+func TestUpstreamGarbledLookupLooksAgain(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	up := newUpstreamHTTP(t, fake.Handler())
+	h := hostileOncebox(t, "upstreams: {mail: {url: "+up.URL+", tools: {send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}}}}",
+		func(cfg *server.Config) { cfg.ReconcileRetryAfter = time.Second })
+	fake.DropAfterActing(1)
+	fake.GarbageNext("find_mail", 1)
+
+	status, body := postJSON(t, h.base, h.token, "/v1/ops", "lost-1", `{"tool":"mail.send_mail","args":{"to":"a@example.com","subject":"Hi"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Equal(t, "succeeded", waitSettledNot(t, h.pool, "mail.send_mail", "unknown"), "looked up again after the garbage")
+	require.Equal(t, 1, fake.Garbled(), "the first lookup was answered with garbage")
+	require.Len(t, fake.Mails(), 1)
+	require.Equal(t, 1, fake.Calls(), "never sent again")
+}
+
+// waitSettledNot is waitSettled, also waiting while the op is in status also.
+func waitSettledNot(t *testing.T, pool *pgxpool.Pool, tool, also string) string {
+	t.Helper()
+	var got string
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(context.Background(), "SELECT status FROM oncebox_op WHERE tool = $1", tool).Scan(&got)
+		return err == nil && got != "pending" && got != "running" && got != "dispatching" && got != also
+	}, 60*time.Second, 50*time.Millisecond, "op of %s: %s", tool, got)
+	return got
+}
+
 // TestUpstreamResultSizeLimit: an upstream with max_result_bytes 4096 answers a write
 // with 64 KiB: the op fails (result_too_large, with a sentence), nothing large is
 // stored, and the next call on the session succeeds.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,8 @@ const (
 	statusSucceeded   = "succeeded"
 	statusFailed      = "failed"
 	statusNeedsReview = "needs_review"
+	statusRejected    = "rejected"
+	statusAwaiting    = "awaiting_approval"
 )
 
 // OpRecord is one op as oncebox stored it (a row of oncebox_op).
@@ -69,6 +72,9 @@ type Plan struct {
 	// Blind is set for a webhook to the target whose lookup path answers 404:
 	// the only op the workload expects may end in needs_review.
 	Blind bool
+	// Decision is, for an op of the gated tool, what the harness does once the op
+	// awaits approval: decisionApprove, decisionReject, or "" (it is left waiting).
+	Decision string
 }
 
 // CheckInput is everything the check compares.
@@ -90,6 +96,21 @@ type CheckInput struct {
 	// Refused are the ids of ops a fake vendor records refusing without acting (the
 	// MCP upstream's isError answers, drawn by its faults): each may end failed.
 	Refused map[string]bool
+	// Approved are the keys of gated ops the harness approved (its approval answered,
+	// or answered as already past); Rejected those it rejected.
+	Approved, Rejected map[string]bool
+	// Ungated are gated keys with the statuses the API answered them with before any
+	// decision, when that was not awaiting_approval.
+	Ungated map[string][]string
+	// Garbled counts, by op id, the calls of the op the HTTP upstream answered with
+	// garbage; Malformed, the attempts oncebox recorded as answered with something
+	// that is no JSON-RPC message. GarbageSeen says the upstream garbled any call.
+	Garbled, Malformed map[string]int
+	GarbageSeen        bool
+	// BrokenSessions counts the HTTP upstream's sessions the serve logs say ended on an
+	// answer the SDK's client could not decode: garbage oncebox let through, which
+	// fails every call in flight on the session.
+	BrokenSessions int
 }
 
 // Finding is one violation the check found.
@@ -138,6 +159,13 @@ type Report struct {
 	// ConflictLeaks are conflicting payloads that were accepted or reached a
 	// vendor.
 	ConflictLeaks []Finding
+	// Gate are runs of the gated tool the harness did not approve (or with no op),
+	// and gated calls the API did not hold for approval.
+	Gate []Finding
+	// Contagion are ops of the garbling upstream that another call's garbage took
+	// down: in needs_review though none of their calls was garbled, or recorded as
+	// answered with garbage more often than the upstream garbled their calls.
+	Contagion []Finding
 	// NeedsReview are the ids of the ops in needs_review.
 	NeedsReview []string
 	// Statuses counts the ops by status.
@@ -147,7 +175,8 @@ type Report struct {
 // OK reports whether the run kept every promise.
 func (r Report) OK() bool {
 	return len(r.Duplicates) == 0 && len(r.Lost) == 0 && len(r.Mismatched) == 0 &&
-		len(r.Orphans) == 0 && len(r.ConflictLeaks) == 0 && len(r.Unplanned) == 0 && len(r.Double202) == 0
+		len(r.Orphans) == 0 && len(r.ConflictLeaks) == 0 && len(r.Unplanned) == 0 && len(r.Double202) == 0 &&
+		len(r.Gate) == 0 && len(r.Contagion) == 0
 }
 
 // Findings returns every violation, one per line, duplicates and losses first.
@@ -163,6 +192,8 @@ func (r Report) Findings() []string {
 	add("MISMATCH", r.Mismatched)
 	add("ORPHAN", r.Orphans)
 	add("CONFLICT", r.ConflictLeaks)
+	add("GATE", r.Gate)
+	add("CONTAGION", r.Contagion)
 	add("UNPLANNED", r.Unplanned)
 	add("DOUBLE_202", r.Double202)
 	return out
@@ -174,7 +205,9 @@ func (r Report) Findings() []string {
 // a refusal the vendor records; at most
 // one per op in needs_review, and none in needs_review but the blind target's;
 // every accepted key stored and settled, answered 202 at most once; no object
-// without an op, and no conflicting payload executed.
+// without an op, and no conflicting payload executed; no run of the gated tool but
+// one per op the harness approved, every gated call held for approval, and no op
+// taken down by another call's garbage (checkGate, checkContagion).
 func Check(in CheckInput) Report {
 	rep := Report{Statuses: map[string]int{}}
 
@@ -242,6 +275,16 @@ func Check(in CheckInput) Report {
 				rep.Unplanned = append(rep.Unplanned, Finding{OpID: op.ID, Key: op.Key,
 					What: fmt.Sprintf("%s op in needs_review, but only the blind webhook target's ops may be: the vendor could have been asked", op.Tool)})
 			}
+		case statusRejected:
+			if op.Tool != toolGated || !in.Rejected[op.Key] {
+				rep.Unplanned = append(rep.Unplanned, Finding{OpID: op.ID, Key: op.Key,
+					What: fmt.Sprintf("%s op rejected, but the harness did not reject it", op.Tool)})
+			}
+		case statusAwaiting:
+			if _, ok := in.Accepted[op.Key]; ok && (op.Tool != toolGated || in.Approved[op.Key] || in.Rejected[op.Key]) {
+				rep.Lost = append(rep.Lost, Finding{OpID: op.ID, Key: op.Key,
+					What: fmt.Sprintf("%s op still awaits approval, though the harness decided it or it needs none", op.Tool)})
+			}
 		default:
 			if _, ok := in.Accepted[op.Key]; ok {
 				rep.Lost = append(rep.Lost, Finding{OpID: op.ID, Key: op.Key,
@@ -273,8 +316,62 @@ func Check(in CheckInput) Report {
 		rep.Double202 = append(rep.Double202, Finding{Key: key, OpID: byKey[key].ID,
 			What: "the API answered 202 (a new op) more than once for this key"})
 	}
+	rep.Gate = checkGate(in, byID)
+	rep.Contagion = checkContagion(in)
 	slices.Sort(rep.NeedsReview)
 	return rep
+}
+
+// checkGate finds the gated tool's runs the harness did not approve: each run must
+// carry the op id of an op whose approval the harness had answered (a second run of
+// an approved op is a duplicate, found above); and the gated calls the API answered
+// with another status than awaiting_approval before any decision.
+func checkGate(in CheckInput, byID map[string]OpRecord) []Finding {
+	var out []Finding
+	for _, obj := range in.Objects {
+		if obj.Kind != kindMCPWipe || !obj.Effect {
+			continue
+		}
+		op, known := byID[obj.OpID]
+		switch {
+		case !known:
+			out = append(out, Finding{OpID: obj.OpID, What: fmt.Sprintf("the gated tool ran (%s %s) for no op of the run: no approval could have been given", obj.ID, obj.Detail)})
+		case !in.Approved[op.Key]:
+			out = append(out, Finding{OpID: op.ID, Key: op.Key,
+				What: fmt.Sprintf("the gated tool ran (%s %s) for an op the harness did not approve (status %s, rejected by the harness: %t)", obj.ID, obj.Detail, op.Status, in.Rejected[op.Key])})
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(in.Ungated)) {
+		out = append(out, Finding{Key: key,
+			What: fmt.Sprintf("a call of the gated tool was answered %v before any decision, not awaiting_approval", in.Ungated[key])})
+	}
+	return out
+}
+
+// checkContagion finds the ops of the garbling upstream that another call's garbage
+// took down: the garbage answer's own call may fail and be retried or reconciled, but
+// an op none of whose calls was garbled must not end in needs_review while the
+// upstream garbles, and oncebox must not record more garbage answers for an op than
+// the upstream sent it.
+func checkContagion(in CheckInput) []Finding {
+	var out []Finding
+	if in.BrokenSessions > 0 {
+		out = append(out, Finding{What: fmt.Sprintf("the upstream's session ended %d times on an answer that could not be decoded: garbage reached the SDK's client, and every call in flight on the session lost its answer", in.BrokenSessions)})
+	}
+	for _, op := range in.Ops {
+		if op.Tool != toolMCP && op.Tool != toolGated {
+			continue
+		}
+		if op.Status == statusNeedsReview && in.GarbageSeen && in.Garbled[op.ID] == 0 {
+			out = append(out, Finding{OpID: op.ID, Key: op.Key,
+				What: fmt.Sprintf("%s op in needs_review while the upstream garbled answers, none of them its own: another call's garbage took it down", op.Tool)})
+		}
+		if n := in.Malformed[op.ID]; n > in.Garbled[op.ID] {
+			out = append(out, Finding{OpID: op.ID, Key: op.Key,
+				What: fmt.Sprintf("%s op has %d attempts recorded as answered with garbage, but the upstream garbled %d of its calls: another call's garbage was taken for its answer", op.Tool, n, in.Garbled[op.ID])})
+		}
+	}
+	return out
 }
 
 // mismatch says how a succeeded op's record differs from the one object the
@@ -308,6 +405,8 @@ func kindOf(tool string) string {
 		return kindMCPMail
 	case toolMCPStdio:
 		return kindMCPStdioMail
+	case toolGated:
+		return kindMCPWipe
 	}
 	return ""
 }

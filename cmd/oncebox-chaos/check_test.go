@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -217,4 +219,117 @@ func TestCheckUpstreamMCPOps(t *testing.T) {
 	rep = Check(in)
 	require.Len(t, rep.Mismatched, 1, "%v", rep.Findings())
 	require.Contains(t, rep.Mismatched[0].What, "failed but the vendor holds a side effect")
+}
+
+// gatedInput is cleanInput with three ops of the gated tool: one approved and run
+// once, one rejected, one left waiting.
+func gatedInput() CheckInput {
+	in := cleanInput()
+	for _, k := range []string{"k-g1", "k-g2", "k-g3"} {
+		in.Accepted[k] = toolGated
+	}
+	in.Planned["k-g1"], in.Planned["k-g2"], in.Planned["k-g3"] = Plan{Decision: decisionApprove}, Plan{Decision: decisionReject}, Plan{}
+	in.Ops = append(in.Ops,
+		OpRecord{ID: "op-g1", Key: "k-g1", Tool: toolGated, Status: statusSucceeded, ResultRef: "wipe_1"},
+		OpRecord{ID: "op-g2", Key: "k-g2", Tool: toolGated, Status: statusRejected},
+		OpRecord{ID: "op-g3", Key: "k-g3", Tool: toolGated, Status: statusAwaiting})
+	in.Objects = append(in.Objects, VendorObject{Kind: kindMCPWipe, ID: "wipe_1", OpID: "op-g1", Effect: true})
+	in.Approved, in.Rejected = map[string]bool{"k-g1": true}, map[string]bool{"k-g2": true}
+	return in
+}
+
+// TestCheckGate: a gated op runs once, and only when the harness approved it; a
+// rejected or waiting op never runs; every gated call awaits approval first.
+func TestCheckGate(t *testing.T) {
+	t.Parallel()
+	rep := Check(gatedInput())
+	require.True(t, rep.OK(), "findings: %v", rep.Findings())
+
+	for _, c := range []struct {
+		name, op string
+	}{{"rejected", "op-g2"}, {"left waiting", "op-g3"}} {
+		in := gatedInput()
+		in.Objects = append(in.Objects, VendorObject{Kind: kindMCPWipe, ID: "wipe_2", OpID: c.op, Effect: true})
+		rep := Check(in)
+		require.False(t, rep.OK(), c.name)
+		require.Len(t, rep.Gate, 1, "%s: %v", c.name, rep.Findings())
+		require.Equal(t, c.op, rep.Gate[0].OpID)
+		require.Contains(t, rep.Gate[0].What, "did not approve")
+	}
+
+	in := gatedInput()
+	in.Objects = append(in.Objects, VendorObject{Kind: kindMCPWipe, ID: "wipe_2", Effect: true})
+	rep = Check(in)
+	require.Len(t, rep.Gate, 1, "a run with no op: %v", rep.Findings())
+
+	in = gatedInput()
+	in.Objects = append(in.Objects, VendorObject{Kind: kindMCPWipe, ID: "wipe_2", OpID: "op-g1", Effect: true})
+	rep = Check(in)
+	require.Len(t, rep.Duplicates, 1, "an approved op run twice: %v", rep.Findings())
+
+	in = gatedInput()
+	in.Ungated = map[string][]string{"k-g3": {"pending"}}
+	rep = Check(in)
+	require.Len(t, rep.Gate, 1, "answered pending before any decision: %v", rep.Findings())
+
+	// Approved but still waiting; rejected by nobody the harness knows.
+	in = gatedInput()
+	in.Approved["k-g3"] = true
+	in.Rejected = nil
+	rep = Check(in)
+	require.Len(t, rep.Lost, 1, "%v", rep.Findings())
+	require.Equal(t, "op-g3", rep.Lost[0].OpID)
+	require.Len(t, rep.Unplanned, 1, "%v", rep.Findings())
+	require.Equal(t, "op-g2", rep.Unplanned[0].OpID)
+}
+
+// TestCheckContagion: while the upstream garbles, an op none of whose calls was
+// garbled must not end in needs_review, and no op is recorded as garbled more often
+// than the upstream garbled it; the garbled op itself may retry and succeed.
+func TestCheckContagion(t *testing.T) {
+	t.Parallel()
+	in := gatedInput()
+	in.Accepted["k-m1"], in.Planned["k-m1"] = toolMCP, Plan{}
+	in.Ops = append(in.Ops, OpRecord{ID: "op-m1", Key: "k-m1", Tool: toolMCP, Status: statusSucceeded, ResultRef: "mail_1"})
+	in.Objects = append(in.Objects, VendorObject{Kind: kindMCPMail, ID: "mail_1", OpID: "op-m1", Effect: true})
+	in.GarbageSeen, in.Garbled, in.Malformed = true, map[string]int{"op-g1": 1}, map[string]int{"op-g1": 1}
+	rep := Check(in)
+	require.True(t, rep.OK(), "findings: %v", rep.Findings())
+
+	in.Malformed["op-m1"] = 1
+	rep = Check(in)
+	require.Len(t, rep.Contagion, 1, "%v", rep.Findings())
+	require.Equal(t, "op-m1", rep.Contagion[0].OpID)
+
+	delete(in.Malformed, "op-m1")
+	in.Ops[len(in.Ops)-1].Status = statusNeedsReview
+	in.Objects = in.Objects[:len(in.Objects)-1]
+	rep = Check(in)
+	require.Len(t, rep.Contagion, 1, "%v", rep.Findings())
+	require.Contains(t, rep.Contagion[0].What, "another call's garbage")
+	require.Len(t, rep.Unplanned, 1, "still unplanned, as before")
+
+	// Every op settled, but a session ended on garbage the SDK's client was given.
+	in = gatedInput()
+	in.GarbageSeen, in.BrokenSessions = true, 2
+	rep = Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Contagion, 1, "%v", rep.Findings())
+	require.Contains(t, rep.Contagion[0].What, "ended 2 times")
+}
+
+// TestBrokenSessionsFromTheServeLogs: only the HTTP upstream's sessions that ended on
+// an answer the SDK could not decode are counted; a loosening refused is counted apart.
+func TestBrokenSessionsFromTheServeLogs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := `time=2026-12-01T19:53:27.002Z level=WARN msg="upstream session ended; opening it again" upstream=mcp error="sending \"tools/call\": failed to decode response: unmarshaling jsonrpc message: unexpected EOF"
+time=2026-12-01T19:53:21.339Z level=WARN msg="upstream session ended; opening it again" upstream=mcp error="the session ended"
+time=2026-12-01T19:53:37.504Z level=WARN msg="upstream session ended; opening it again" upstream=mcpio error="failed to decode response"
+time=2026-12-01T19:53:40.000Z level=ERROR msg="upstream tool mcp.wipe_mailbox would go from unsafe to write: refused, it keeps its definition in force (restart oncebox to loosen a tool)"
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "serve-0.log"), []byte(log), 0o600))
+	h := &harness{logDir: dir}
+	require.Equal(t, 1, h.brokenSessions())
+	require.Equal(t, 1, h.loosenings())
 }

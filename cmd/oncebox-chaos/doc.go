@@ -36,6 +36,19 @@
 // records: one per succeeded op (the one its result names), none per failed op, and no
 // failed op but one the upstream records refusing.
 //
+// The HTTP upstream is also hostile: it offers wipe_mailbox, destructive and gated
+// (approval: {mode: always} in the catalog), which 3% of the ops call; the harness
+// approves half of them through the approval API with an approver token, rejects a
+// quarter and leaves a quarter waiting. Two fifths into the chaos the upstream lists
+// wipe_mailbox as read-only (notifications/tools/list_changed), and all along it answers
+// every third wipe_mailbox, every twelfth send_mail and every fourth lookup with
+// truncated JSON while other calls are in flight on the session. The verdict wants no wipe but one per op the
+// harness approved, every gated call answered awaiting_approval, a refusal to loosen
+// the tool in the serve logs, and no op taken down by another call's garbage (in
+// needs_review with none of its calls garbled, or recorded as answered with garbage
+// the upstream sent another call), and no session of the upstream ended on garbage
+// let through to the SDK's client. A rolling upgrade runs without it.
+//
 // Run it from the module root (`make chaos` does):
 //
 //	go run ./cmd/oncebox-chaos [--ops 2000] [--workers 2] [--seed N]

@@ -31,6 +31,8 @@ const (
 	// offers it.
 	toolMCP      = mcpUpstream + ".send_mail"
 	toolMCPStdio = mcpStdioUpstream + ".send_mail"
+	// toolGated is the HTTP upstream's gated tool (see gated.go).
+	toolGated = mcpUpstream + ".wipe_mailbox"
 
 	kindPaymentIntent = "stripe.payment_intent"
 	kindRefund        = "stripe.refund"
@@ -38,6 +40,7 @@ const (
 	kindEffect        = "webhook.effect"
 	kindMCPMail       = "mcp.mail"
 	kindMCPStdioMail  = "mcpio.mail"
+	kindMCPWipe       = "mcp.wipe"
 )
 
 // mcpUpstream is the name of the fake MCP upstream in the serve processes' tool
@@ -305,6 +308,13 @@ func (f *fakes) objects() []VendorObject {
 			Kind: kindMCPMail, ID: m.ID, OpID: m.Ref, Effect: true,
 			Conflict: strings.Contains(m.Subject, conflictMarker),
 			Detail:   fmt.Sprintf("(upstream %s, _meta op %v, to %s)", mcpUpstream, m.Meta[fakemcp.MetaOpID], m.To),
+		})
+	}
+	for _, w := range f.mcp.Wipes() {
+		out = append(out, VendorObject{
+			Kind: kindMCPWipe, ID: w.ID, OpID: w.Ref, Effect: true,
+			Conflict: strings.Contains(w.Reason, conflictMarker),
+			Detail:   fmt.Sprintf("(upstream %s, _meta op %s, mailbox %s)", mcpUpstream, w.OpID, w.Mailbox),
 		})
 	}
 	return out

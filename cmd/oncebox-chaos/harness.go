@@ -190,6 +190,10 @@ type harness struct {
 	mcpEffectKills atomic.Int64
 	mcpAnswerKills atomic.Int64
 	lastMCPKill    atomic.Int64
+
+	// approver decides the gated ops; gate is the hostile upstream's state (gated.go).
+	approver string
+	gate     gate
 }
 
 // Run runs the chaos harness and returns the process exit code.
@@ -233,6 +237,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	bg.Go(func() { h.killLoop(chaosCtx) })
 	bg.Go(func() { h.crashLoop(chaosCtx) })
 	bg.Go(func() { h.pauseLoop(chaosCtx) })
+	bg.Go(func() { h.relistLoop(chaosCtx) })
 	var pgErr, crashErr, partErr, vendorPartErr error
 	if h.ns != nil {
 		bg.Go(func() { vendorPartErr = h.vendorPartitionLoop(chaosCtx) })
@@ -280,6 +285,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 
 	// Calm: no more faults or kills; every process up; wait for every op to settle.
 	h.fakes.setFaults(false, 0)
+	h.garbage(false)
 	if err := h.calmStdioUpstream(); err != nil {
 		return exitError, err
 	}
@@ -394,6 +400,9 @@ func (h *harness) prepare(ctx context.Context) error {
 	h.logger.Info("fakes serving", slog.String("stripe", h.fakes.stripeURL), slog.String("sendgrid", h.fakes.sendgridURL),
 		slog.String("webhook", h.fakes.webhookURL), slog.String("plain_webhook", h.fakes.plainURL),
 		slog.String("mcp", h.fakes.mcpURL), slog.Bool("webhook_native_keys", !h.cfg.WebhookDefaultMode))
+	if err := h.prepareGated(ctx, tenantName); err != nil {
+		return err
+	}
 	h.mcpStdioState = filepath.Join(h.tmp, "mcp-stdio.json")
 	host := procNet{dbURL: h.dbURL, vendors: h.fakes.urls(), toolsFile: filepath.Join(h.tmp, "tools.yaml")}
 	if err := os.WriteFile(host.toolsFile, []byte(h.catalog(host.vendors.mcp)), 0o600); err != nil {
@@ -696,13 +705,13 @@ func (h *harness) catalog(mcpURL string) string {
     rate: {per_second: 3, burst: 2}
     tools:
       send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
-  %s:
+%s  %s:
     command: %s
     args: [-state, %s]
     workers: 4
     tools:
       send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
-`, mcpUpstream, mcpURL, !h.cfg.WebhookDefaultMode, mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState)
+`, mcpUpstream, mcpURL, !h.cfg.WebhookDefaultMode, h.gatedCatalog(), mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState)
 }
 
 // calmStdioUpstream takes back a crash the stdio upstream was asked for and did not
@@ -930,6 +939,7 @@ func (h *harness) enqueue(ctx context.Context) []outcome {
 		giveUp:  90 * time.Second,
 		history: h.history,
 	}
+	c.approver = h.approver
 	h.client = c
 	picker := &refundPicker{f: h.fakes, used: map[string]bool{}}
 	outcomes := make([]outcome, len(items))
@@ -1015,7 +1025,8 @@ func (h *harness) settle(ctx context.Context) bool {
 			open := 0
 			for status, n := range counts {
 				switch status {
-				case statusSucceeded, statusFailed, statusNeedsReview:
+				case statusSucceeded, statusFailed, statusNeedsReview, statusRejected, statusAwaiting:
+					// awaiting_approval: a gated op left waiting (the verdict checks it).
 				default:
 					open += n
 				}

@@ -92,6 +92,11 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if h.mcpStdioCrashes.Load() == 0 {
 		harnessErrors = append(harnessErrors, "the stdio MCP upstream never crashed after acting: its lost answers went unproven")
 	}
+	gatedErrs, err := h.gatedInput(ctx, &in, outcomes)
+	if err != nil {
+		return exitError, err
+	}
+	harnessErrors = append(harnessErrors, gatedErrs...)
 	rep := Check(in)
 	out := h.cfg.Out
 	hist := CheckHistory(h.history.Calls())
@@ -128,7 +133,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		fmt.Fprintln(out, f)
 	}
 	printed := map[string]bool{}
-	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.Mismatched, rep.ConflictLeaks, rep.Unplanned, rep.Double202} {
+	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.Mismatched, rep.ConflictLeaks, rep.Unplanned, rep.Double202, rep.Gate, rep.Contagion} {
 		for _, f := range fs {
 			if f.OpID == "" || printed[f.OpID] {
 				continue
@@ -159,12 +164,13 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d %s takeovers=%d faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
 		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
-		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s seed=%d\n",
+		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s gate_findings=%d contagion=%d %s seed=%d\n",
 		len(in.Accepted), h.kills.Load(), pgRestarts, pgCrashes, h.pauses.Load(), h.partitionFigures(), h.takeovers(), h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
 		len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
 		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,
-		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), mcp, h.cfg.Seed)
+		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), mcp,
+		len(rep.Gate), len(rep.Contagion), h.gatedFigures(outcomes, in.Objects), h.cfg.Seed)
 
 	if !rep.OK() || !hist.OK() || unexplained > 0 || len(harnessErrors) > 0 {
 		h.broken = true

@@ -30,7 +30,8 @@ type item struct {
 }
 
 // plan draws the workload: n keys of mixed tools, an eighth of them mails through
-// the fake MCP upstreams (half over HTTP, half over stdio). Refund items get their payment intent when they are sent (a
+// the fake MCP upstreams (half over HTTP, half over stdio), 3% calls of the HTTP
+// upstream's gated tool, each approved, rejected or left waiting. Refund items get their payment intent when they are sent (a
 // charge made earlier in the run). In oncebox's default webhook mode (webhookDefault),
 // most webhooks that are not for the blind target go to the plain receiver, which does
 // not deduplicate.
@@ -62,6 +63,10 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault bool) []item {
 				it.tool = toolMCPStdio
 			}
 			it.args = map[string]any{"to": fmt.Sprintf("user%d@example.com", i), "subject": "chaos " + it.key}
+		case u < 0.835:
+			it.tool = toolGated
+			it.args = map[string]any{"mailbox": fmt.Sprintf("user%d", i), "reason": "chaos " + it.key}
+			it.plan.Decision = drawDecision(rng)
 		default:
 			it.tool = toolWebhook
 			target := webhookTarget
@@ -95,6 +100,8 @@ func conflicting(it item) map[string]any {
 		c["metadata"] = map[string]string{"chaos": conflictMarker}
 	case toolMail, toolMCP, toolMCPStdio:
 		c["subject"] = conflictMarker + " " + it.key
+	case toolGated:
+		c["reason"] = conflictMarker + " " + it.key
 	case toolWebhook:
 		c["path"] = "/" + conflictMarker + "/" + it.key
 	}
@@ -128,11 +135,13 @@ func (p *refundPicker) pick() (map[string]any, bool) {
 // client sends ops to the serve processes, retrying transport errors and 5xx
 // with the same key on another process.
 type client struct {
-	http   *http.Client
-	token  string
-	bases  []string
-	next   atomic.Uint64
-	giveUp time.Duration
+	http  *http.Client
+	token string
+	// approver is the token that decides the gated ops.
+	approver string
+	bases    []string
+	next     atomic.Uint64
+	giveUp   time.Duration
 
 	requests atomic.Int64
 	retries  atomic.Int64
@@ -260,6 +269,13 @@ type outcome struct {
 	new, replays   int
 	conflictStatus int
 	err            error
+	// sentAt is when the key was first sent (the history's clock).
+	sentAt int64
+	// For a gated key: the statuses answered before any decision that were not
+	// awaiting_approval, and the decision the harness got answered (decisionApprove,
+	// decisionReject), if any.
+	ungated []string
+	decided string
 	// plan is what the harness planned for the key.
 	plan Plan
 }
@@ -281,6 +297,7 @@ func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome
 		}
 	}
 	start := int(c.next.Add(1))
+	out.sentAt = c.history.now()
 	c.remember(it.key, it.tool, it.args)
 	results := make([]sendResult, it.copies)
 	errs := make([]error, it.copies)
@@ -312,6 +329,9 @@ func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome
 		} else {
 			out.conflictStatus = res.status
 		}
+	}
+	if it.tool == toolGated {
+		c.gate(ctx, start, it, results, &out)
 	}
 	return out
 }

@@ -326,6 +326,15 @@ func List() []Mutant {
 			Packages: []string{serverPkg},
 			Tests:    []string{"TestUpstreamGarbageFailsOnlyItsCall"},
 		},
+		{
+			Name:     "upstream-garbled-lookup-unavailable",
+			Breaks:   "a lookup answered with garbage is taken for an upstream that cannot be asked: an op whose answer was lost goes to needs_review instead of being looked up again",
+			File:     "catalog/upstream_vendor.go",
+			Old:      "if we, answered := upstreamError(err); answered && !refusedAsMalformed(we) {",
+			New:      "if we, answered := upstreamError(err); answered && we != nil {",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestUpstreamGarbledLookupLooksAgain"},
+		},
 
 		// Rolling upgrades: the mixed-version switch (internal/fleet).
 		{
@@ -383,6 +392,24 @@ func List() []Mutant {
 			New:      "len(r.Unplanned) == 0",
 			Packages: []string{chaosPkg},
 			Tests:    []string{"TestCheckDouble202"},
+		},
+		{
+			Name:     "chaos-verdict-ignores-unapproved-runs",
+			Breaks:   "the chaos verdict lets the gated tool run for an op the harness rejected or left waiting",
+			File:     "cmd/oncebox-chaos/check.go",
+			Old:      "		case !in.Approved[op.Key]:",
+			New:      "		case false && !in.Approved[op.Key]:",
+			Packages: []string{chaosPkg},
+			Tests:    []string{"TestCheckGate"},
+		},
+		{
+			Name:     "chaos-verdict-ignores-contagion",
+			Breaks:   "the chaos verdict lets an op none of whose calls was garbled end in needs_review while the upstream garbles",
+			File:     "cmd/oncebox-chaos/check.go",
+			Old:      "op.Status == statusNeedsReview && in.GarbageSeen && in.Garbled[op.ID] == 0",
+			New:      "op.Status == statusNeedsReview && in.GarbageSeen && in.Garbled[op.ID] < 0",
+			Packages: []string{chaosPkg},
+			Tests:    []string{"TestCheckContagion"},
 		},
 	}
 }

@@ -9,7 +9,10 @@
 //   - count_mail (readOnlyHint): answers {"count":n}.
 //
 // Reannotate lists a tool again with other annotations (list_changed); GarbageNext and
-// GarbageEvery answer calls with truncated JSON. Fault knobs
+// GarbageEvery answer calls with truncated JSON (GarbledCalls says which, and how many
+// other calls were in flight on the session; SetGarbageHold makes garbage wait for
+// one). OfferWipe adds a gated tool, wipe_mailbox
+// (destructiveHint), whose runs Wipes returns, and its lookup find_wipe. Fault knobs
 // make the next send_mail calls drop the connection after acting, hang
 // after acting, or answer isError without acting; SetRandomFaults draws them at random
 // for the calls Handler serves. SetNativeKeys makes send_mail deduplicate on the _meta
@@ -90,6 +93,17 @@ type Server struct {
 	garbageEvery map[string]int
 	garbageSeen  map[string]int
 	garbled      int
+	garbledCalls []GarbledCall
+	// garbageHold is how long a garbled answer waits for another call in flight on
+	// its session (SetGarbageHold).
+	garbageHold time.Duration
+	// inFlight counts the tools/call requests Handler is serving, by session id.
+	inFlight map[string]int
+
+	// wipes are the wipe_mailbox runs (OfferWipe); wipeKeys the native keys they made.
+	wipeOffered bool
+	wipes       []Wipe
+	wipeKeys    map[string]Wipe
 
 	// Random faults (fault.go): random draws them, faults counts them.
 	random  fakefault.Injector[FaultKind, FaultKind]
@@ -209,7 +223,8 @@ func writeState(path string, st State) error {
 // New returns an empty fake upstream.
 func New() *Server {
 	s := &Server{release: make(chan struct{}), keys: map[string]Mail{}, faults: map[FaultKind]int{},
-		garbage: map[string]int{}, garbageEvery: map[string]int{}, garbageSeen: map[string]int{}}
+		garbage: map[string]int{}, garbageEvery: map[string]int{}, garbageSeen: map[string]int{}, inFlight: map[string]int{},
+		wipeKeys: map[string]Wipe{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "fakemcp", Version: "1"}, nil)
 	f := false
 	t := true
@@ -462,10 +477,10 @@ func (s *Server) AddTool(name, description string) {
 		})
 }
 
-// Reannotate lists one of the fake's tools again with other annotations (nil: none),
-// the same handler and description: an upstream that changes its mind about a tool
-// while oncebox runs, e.g. listing purge_mail as read-only. Each open session is told
-// (notifications/tools/list_changed).
+// Reannotate lists one of the fake's tools (wipe_mailbox too, once offered) again with
+// other annotations (nil: none), the same handler and description: an upstream that
+// changes its mind about a tool while oncebox runs, e.g. listing purge_mail as
+// read-only. Each open session is told (notifications/tools/list_changed).
 func (s *Server) Reannotate(name string, ann *mcp.ToolAnnotations) {
 	switch name {
 	case "send_mail":
@@ -476,6 +491,14 @@ func (s *Server) Reannotate(name string, ann *mcp.ToolAnnotations) {
 		mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Description: "Delete every mail.", Annotations: ann}, s.purgeMail)
 	case "count_mail":
 		mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Description: "Count the mails.", Annotations: ann}, s.countMail)
+	case "wipe_mailbox":
+		s.mu.Lock()
+		offered := s.wipeOffered
+		s.mu.Unlock()
+		if !offered {
+			panic("fakemcp: wipe_mailbox is not offered (OfferWipe)")
+		}
+		s.addWipe(ann)
 	default:
 		panic("fakemcp: no tool " + name)
 	}
@@ -502,6 +525,50 @@ func (s *Server) Garbled() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.garbled
+}
+
+// GarbledCall is one call Handler answered with truncated JSON.
+type GarbledCall struct {
+	// Tool is the tool called; OpID the call's _meta op id, if it had one; Ref its
+	// "ref" argument, if it had one (a lookup's: the op it looks for).
+	Tool, OpID, Ref string
+	// Concurrent counts the other tools/call requests in flight on the same session
+	// (Mcp-Session-Id) when the truncated answer was written.
+	Concurrent int
+}
+
+// SetGarbageHold makes a garbled answer wait, up to d, until another tools/call is in
+// flight on its session before it is written: garbage that lands while the session
+// carries other calls (0, the default: written at once).
+func (s *Server) SetGarbageHold(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.garbageHold = d
+}
+
+// holdGarbage waits, up to the garbage hold, until another call than this one is in
+// flight on session sid.
+func (s *Server) holdGarbage(ctx context.Context, sid string) {
+	s.mu.Lock()
+	hold := s.garbageHold
+	s.mu.Unlock()
+	deadline := time.Now().Add(hold)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		s.mu.Lock()
+		busy := s.inFlight[sid] > 1
+		s.mu.Unlock()
+		if busy {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// GarbledCalls returns the calls answered with truncated JSON, in order.
+func (s *Server) GarbledCalls() []GarbledCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]GarbledCall(nil), s.garbledCalls...)
 }
 
 // garbleNow reports whether this call of tool is answered with garbage. Called with mu
@@ -585,22 +652,40 @@ func (s *Server) Handler() http.Handler {
 		var msg struct {
 			Method string `json:"method"`
 			Params struct {
-				Name string         `json:"name"`
-				Meta map[string]any `json:"_meta"`
+				Name      string         `json:"name"`
+				Meta      map[string]any `json:"_meta"`
+				Arguments struct {
+					Ref any `json:"ref"`
+				} `json:"arguments"`
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
 		drop, raw := false, ""
 		var answered func(string)
 		if msg.Method == "tools/call" {
+			sid := r.Header.Get("Mcp-Session-Id")
 			s.mu.Lock()
+			s.inFlight[sid]++
 			garble := s.garbleNow(msg.Params.Name)
 			s.mu.Unlock()
+			defer func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if s.inFlight[sid]--; s.inFlight[sid] == 0 {
+					delete(s.inFlight, sid)
+				}
+			}()
 			if garble {
 				rec := httptest.NewRecorder()
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				r.ContentLength = int64(len(body))
 				inner.ServeHTTP(rec, r) // runs; its answer is cut in half
+				opID, _ := msg.Params.Meta[MetaOpID].(string)
+				s.holdGarbage(r.Context(), sid)
+				s.mu.Lock()
+				ref, _ := msg.Params.Arguments.Ref.(string)
+				s.garbledCalls = append(s.garbledCalls, GarbledCall{Tool: msg.Params.Name, OpID: opID, Ref: ref, Concurrent: s.inFlight[sid] - 1})
+				s.mu.Unlock()
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusOK)
 				out := rec.Body.Bytes()

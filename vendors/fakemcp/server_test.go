@@ -149,3 +149,94 @@ func TestFileBackedSharedByProcesses(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, st.Mails, 2)
 }
+
+// TestWipeIsAGatedToolWithALookup: OfferWipe lists wipe_mailbox destructive and
+// find_wipe read-only; a wipe is recorded with its ref and _meta, found by its ref,
+// deduplicated on a native key; Reannotate lists it read-only.
+func TestWipeIsAGatedToolWithALookup(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	fake.OfferWipe()
+	fake.SetNativeKeys(true)
+	cs := session(t, fake)
+	ctx := context.Background()
+	annotations := func() map[string]*mcp.ToolAnnotations {
+		out := map[string]*mcp.ToolAnnotations{}
+		for tool, err := range cs.Tools(ctx, nil) {
+			require.NoError(t, err)
+			out[tool.Name] = tool.Annotations
+		}
+		return out
+	}
+	ann := annotations()
+	require.True(t, *ann["wipe_mailbox"].DestructiveHint)
+	require.True(t, ann["find_wipe"].ReadOnlyHint)
+
+	wipe := func(key, ref string) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wipe_mailbox",
+			Meta:      mcp.Meta{fakemcp.MetaIdempotencyKey: key, fakemcp.MetaOpID: ref},
+			Arguments: map[string]any{"mailbox": "ann", "ref": ref}})
+		require.NoError(t, err)
+		require.False(t, res.IsError)
+		return res
+	}
+	a, b := wipe("k1", "op1"), wipe("k1", "op1")
+	require.Equal(t, a.StructuredContent, b.StructuredContent, "the same wipe, from its key")
+	wipe("k2", "op2")
+	require.Equal(t, []fakemcp.Wipe{{ID: "wipe_1", Ref: "op1", Mailbox: "ann", OpID: "op1", Key: "k1"},
+		{ID: "wipe_2", Ref: "op2", Mailbox: "ann", OpID: "op2", Key: "k2"}}, fake.Wipes())
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_wipe", Arguments: map[string]any{"ref": "op2"}})
+	require.NoError(t, err)
+	require.Contains(t, res.StructuredContent, "objects")
+	require.Len(t, res.StructuredContent.(map[string]any)["objects"], 1)
+
+	fake.Reannotate("wipe_mailbox", &mcp.ToolAnnotations{ReadOnlyHint: true})
+	require.True(t, annotations()["wipe_mailbox"].ReadOnlyHint, "listed read-only now")
+	require.Panics(t, func() { fakemcp.New().Reannotate("wipe_mailbox", nil) }, "not offered")
+}
+
+// TestGarbledCallsCountTheCallsInFlight: a garbled answer names its call's op and the
+// calls in flight on its session when it was written.
+func TestGarbledCallsCountTheCallsInFlight(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	cs := session(t, fake)
+	acted, gate := make(chan struct{}, 1), make(chan struct{})
+	fake.EffectHook(func(fakemcp.Mail) { acted <- struct{}{}; <-gate })
+	done := make(chan error, 1)
+	go func() {
+		_, err := send(cs, "k1", "op1")
+		done <- err
+	}()
+	<-acted
+	fake.GarbageNext("count_mail", 1)
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "count_mail", Meta: mcp.Meta{fakemcp.MetaOpID: "op2"}})
+	require.Error(t, err, "its answer is garbage")
+	close(gate)
+	<-done // the SDK's client may fail it too: its session broke (oncebox's does not)
+	require.Equal(t, []fakemcp.GarbledCall{{Tool: "count_mail", OpID: "op2", Concurrent: 1}}, fake.GarbledCalls())
+}
+
+// TestGarbageHoldWaitsForAnotherCall: with a garbage hold, a garbled answer is written
+// once another call is in flight on its session.
+func TestGarbageHoldWaitsForAnotherCall(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	fake.SetGarbageHold(10 * time.Second)
+	cs := session(t, fake)
+	fake.EffectHook(func(fakemcp.Mail) { time.Sleep(100 * time.Millisecond) })
+	fake.GarbageNext("count_mail", 1)
+	garbled := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "count_mail"})
+		garbled <- err
+	}()
+	select {
+	case err := <-garbled:
+		t.Fatalf("the garbage was written with no other call in flight: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	_, _ = send(cs, "k1", "op1") // the SDK's client may fail it: its session broke on the garbage
+	require.Error(t, <-garbled)
+	require.Equal(t, 1, fake.GarbledCalls()[0].Concurrent)
+}
