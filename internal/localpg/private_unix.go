@@ -58,6 +58,8 @@ type cluster struct {
 	password string
 	// durable is Config.Durable.
 	durable bool
+	// standbyOf is Config.StandbyOf.
+	standbyOf string
 }
 
 func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, error) {
@@ -84,7 +86,7 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 	}
 
 	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger, fixedPort: cfg.Port,
-		rememberPort: cfg.RememberPort && cfg.Port == 0, durable: cfg.Durable}
+		rememberPort: cfg.RememberPort && cfg.Port == 0, durable: cfg.Durable, standbyOf: cfg.StandbyOf}
 	if err := c.start(ctx, cfg.Database); err != nil {
 		_ = c.lock.Close()
 		return nil, err
@@ -114,7 +116,12 @@ func (c *cluster) url(database string) string {
 // there by an earlier run, starts the server and creates database.
 func (c *cluster) start(ctx context.Context, database string) error {
 	convert := false
-	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+	_, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION"))
+	if errors.Is(err, os.ErrNotExist) && c.standbyOf != "" {
+		if err := c.baseBackup(ctx); err != nil {
+			return err
+		}
+	} else if errors.Is(err, os.ErrNotExist) {
 		// The password is kept (as pending) before initdb sets it, so that it is
 		// never lost.
 		c.password = newPassword()
@@ -152,7 +159,6 @@ func (c *cluster) start(ctx context.Context, database string) error {
 		c.stopOrphan(ctx)
 	}
 
-	var err error
 	for range portAttempts {
 		err = c.startServer(ctx)
 		// A fixed port taken by someone else stays taken: no point retrying.
