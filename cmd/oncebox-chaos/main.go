@@ -30,6 +30,7 @@ func Main(ctx context.Context, args []string) int {
 	nativeKeys := fs.Bool("webhook-native-keys", true, "run webhooks with --webhook-native-keys against a receiver that deduplicates, and the HTTP MCP upstream with native_keys; false: oncebox's default webhook mode, a share of webhooks to a receiver that does not deduplicate, and an MCP upstream that does not either, settled by lookups")
 	fs.BoolVar(&cfg.NoEvents, "no-events", false, "run without vendor events, to compare needs_review with a run that has them")
 	fs.StringVar(&cfg.UpgradeFrom, "upgrade-from", "", "a commit (make chaos-upgrade: the one in .ci/previous-release): start on its oncebox, run this tree's migrate in the middle, replace the processes one by one")
+	fs.StringVar(&cfg.Failover, "failover", "", "sync or async (make chaos-failover): a streaming standby, synchronous or not, promoted after the primary is SIGKILLed in the middle of the run; serve reaches it through a multi-host URL")
 	if err := fs.Parse(args); err != nil {
 		return exitError
 	}
@@ -38,6 +39,14 @@ func Main(ctx context.Context, args []string) int {
 		return exitError
 	}
 	cfg.WebhookDefaultMode = !*nativeKeys
+	if cfg.Failover != "" && cfg.Failover != failoverSync && cfg.Failover != failoverAsync {
+		fmt.Fprintf(os.Stderr, "oncebox-chaos: --failover is sync or async, not %q\n", cfg.Failover)
+		return exitError
+	}
+	if cfg.Failover != "" && cfg.DatabaseURL != "" {
+		fmt.Fprintln(os.Stderr, "oncebox-chaos: --failover needs the private cluster: leave --database-url out")
+		return exitError
+	}
 	if cfg.Workers < 2 {
 		fmt.Fprintln(os.Stderr, "oncebox-chaos: --workers must be 2 or more")
 		return exitError
