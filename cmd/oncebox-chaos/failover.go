@@ -23,10 +23,12 @@ const (
 	failoverAsync = "async"
 )
 
-// replLag is how long the standby's WAL receiver is stopped (SIGSTOP) just before the
-// primary is killed: a standby that far behind, as a slow or congested link leaves it.
-// A synchronous primary's commits wait for it meanwhile; an asynchronous one's go on,
-// and whatever they wrote is lost with the primary.
+// replLag is how long the primary's WAL sender is stopped (SIGSTOP) before the primary
+// is killed, the sender with it: a standby that far behind, as a slow or congested link
+// leaves it. A synchronous primary's commits wait for the standby meanwhile, and none
+// is reported; an asynchronous one's go on, and whatever they wrote is lost with the
+// primary. (Stopping the standby's WAL receiver instead loses nothing on one machine:
+// what the sender wrote waits in the receiver's socket buffer.)
 const replLag = 2 * time.Second
 
 // detectAfter is how long after the primary's death the standby is promoted: an
@@ -131,24 +133,23 @@ func multiHostURL(primary, standby string) (string, error) {
 func (h *harness) failOver(ctx context.Context) error {
 	h.pgMu.Lock()
 	defer h.pgMu.Unlock()
-	var receiver int
-	if err := queryOn(ctx, h.fo.standby.URL, "SELECT coalesce(max(pid), 0) FROM pg_stat_wal_receiver", &receiver); err != nil {
-		return fmt.Errorf("standby: find the WAL receiver: %w", err)
+	var sender int
+	if err := queryOn(ctx, h.pg.URL, "SELECT coalesce(max(pid), 0) FROM pg_stat_replication", &sender); err != nil {
+		return fmt.Errorf("primary: find the WAL sender: %w", err)
 	}
-	if receiver == 0 {
-		return errors.New("standby: no WAL receiver runs")
+	if sender == 0 {
+		return errors.New("primary: no WAL sender runs")
 	}
-	h.logger.Info("holding the standby back (SIGSTOP of its WAL receiver)", slog.Int("pid", receiver), slog.Duration("for", replLag))
-	if err := syscall.Kill(receiver, syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("stop the WAL receiver: %w", err)
+	h.logger.Info("holding the standby back (SIGSTOP of the primary's WAL sender)", slog.Int("pid", sender), slog.Duration("for", replLag))
+	if err := syscall.Kill(sender, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("stop the WAL sender: %w", err)
 	}
 	time.Sleep(replLag)
-	h.logger.Info("crashing the primary (SIGKILL of the postmaster) for a failover", slog.String("replication", h.cfg.Failover))
+	h.logger.Info("crashing the primary (SIGKILL of the WAL sender and the postmaster) for a failover", slog.String("replication", h.cfg.Failover))
 	t0 := time.Now()
-	crashErr := h.pg.Crash(ctx)
-	_ = syscall.Kill(receiver, syscall.SIGCONT)
-	if crashErr != nil {
-		return fmt.Errorf("crash the primary: %w", crashErr)
+	_ = syscall.Kill(sender, syscall.SIGKILL)
+	if err := h.pg.Crash(ctx); err != nil {
+		return fmt.Errorf("crash the primary: %w", err)
 	}
 	h.pgCrashes.Add(1)
 	// The standby replays what it received before anything reads it.
