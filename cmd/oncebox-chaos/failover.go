@@ -42,8 +42,9 @@ type failover struct {
 	// standby did not.
 	standby, old *localpg.Postgres
 	standbyCfg   localpg.Config
-	// atFork is the standby's data at promotion: what the new primary starts from.
-	atFork *dbState
+	// atFork is the standby's data at promotion: what the new primary starts from;
+	// atDeath the old primary's when it died.
+	atFork, atDeath *dbState
 	// promotedIn is how long the database took writes from nobody: the primary's
 	// death to the standby's promotion.
 	promotedIn time.Duration
@@ -302,17 +303,16 @@ func (h *harness) measureFork(ctx context.Context) (forkLoss, error) {
 	if h.fo.old, err = localpg.Start(ctx, cfg); err != nil {
 		return forkLoss{}, fmt.Errorf("start the old primary again, alone: %w", err)
 	}
-	old, err := h.readState(ctx, h.fo.old.URL)
-	if err != nil {
+	if h.fo.atDeath, err = h.readState(ctx, h.fo.old.URL); err != nil {
 		return forkLoss{}, fmt.Errorf("old primary: %w", err)
 	}
-	return diffFork(old, h.fo.atFork), nil
+	return diffFork(h.fo.atDeath, h.fo.atFork), nil
 }
 
 // failoverCheck measures the fork after a failover run and returns the report and the
 // non-linearizable keys the verdict is taken on, and whether the failover kept its own
 // promise; without Config.Failover, rep and illegal as they are.
-func (h *harness) failoverCheck(ctx context.Context, rep Report, illegal []string) (Report, []string, bool, error) {
+func (h *harness) failoverCheck(ctx context.Context, in CheckInput, rep Report, illegal []string) (Report, []string, bool, error) {
 	if h.cfg.Failover == "" {
 		return rep, illegal, true, nil
 	}
@@ -324,6 +324,7 @@ func (h *harness) failoverCheck(ctx context.Context, rep Report, illegal []strin
 		}
 	}
 	explained, ok := h.failoverVerdict(loss, rep, illegal)
+	h.printDoubled(in)
 	keep := func(fs []Finding) []Finding {
 		var out []Finding
 		for _, f := range fs {
@@ -399,6 +400,42 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// printDoubled prints, by vendor, the idempotency keys that hold more than one side
+// effect across all their ops: an op whose row was lost with the old primary is
+// created again when its key is sent again, under a new op id, and a vendor without
+// an idempotency key of its own acts twice. The check's duplicates count per op id and
+// miss these; here the old primary's ops name the keys of the lost ones.
+func (h *harness) printDoubled(in CheckInput) {
+	keyOf := map[string]string{}
+	if h.fo.atDeath != nil {
+		for id, key := range h.fo.atDeath.ops {
+			keyOf[id] = key
+		}
+	}
+	for _, op := range in.Ops {
+		keyOf[op.ID] = op.Key
+	}
+	byKey := map[string][]VendorObject{}
+	for _, obj := range in.Objects {
+		if key, ok := keyOf[obj.OpID]; ok && obj.Effect {
+			byKey[key] = append(byKey[key], obj)
+		}
+	}
+	kinds := map[string]int{}
+	for key, objs := range byKey {
+		if len(objs) > 1 {
+			kinds[objs[0].Kind]++
+			fmt.Fprintf(h.cfg.Out, "DOUBLED_KEY: key=%s %s\n", key, describe(objs))
+		}
+	}
+	names := make([]string, 0, len(kinds))
+	for k, n := range kinds {
+		names = append(names, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(names)
+	fmt.Fprintf(h.cfg.Out, "failover=%s keys_with_two_effects: [%s]\n", h.cfg.Failover, strings.Join(names, " "))
 }
 
 // closeFailover stops the standby and the old primary.

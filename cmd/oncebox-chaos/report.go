@@ -90,7 +90,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	out := h.cfg.Out
 	hist := CheckHistory(h.history.Calls())
 	// verdict is rep, less what an asynchronous failover's loss explains (failover.go).
-	verdict, illegal, failoverOK, err := h.failoverCheck(ctx, rep, hist.Illegal)
+	verdict, illegal, failoverOK, err := h.failoverCheck(ctx, in, rep, hist.Illegal)
 	if err != nil {
 		return exitError, err
 	}
