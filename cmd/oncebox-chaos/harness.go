@@ -74,9 +74,10 @@ type Config struct {
 	// streaming standby, synchronous or not, and the serve processes on a multi-host
 	// DATABASE_URL (target_session_attrs=read-write); instead of the Postgres crash, the
 	// primary is SIGKILLed with the standby held back, and the standby promoted. The
-	// verdict also counts what the old primary had that the new one never got: nothing
-	// may be lost with "sync"; with "async" the findings about the ops it touched are
-	// counted, not failed (failover.go).
+	// verdict also counts what the old primary had that the new one never got: with
+	// "sync" none of it may have been reported to a client and the verdict stays
+	// strict; with "async" the findings about the ops it touched are counted, not
+	// failed (failover.go).
 	Failover string
 	// Out receives the report and the line of figures. Defaults to os.Stdout.
 	Out io.Writer
