@@ -20,15 +20,15 @@ import (
 // after the last transaction the standby replayed is proven by a free lock.
 func TestNoProofOfDeathAcrossAFailover(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat("/usr/lib/postgresql"); err != nil && os.Getenv("CI") == "" {
-		t.Skip("no PostgreSQL server binaries")
-	}
 	ctx := t.Context()
+	none := func(string) (string, bool) { return "", false }
+	if _, err := localpg.Probe(ctx, localpg.Config{Env: none, DisableDocker: true}); err != nil {
+		t.Skip("no PostgreSQL server binaries for a private primary and standby:", err)
+	}
 	dir, err := os.MkdirTemp("", "outbox-failover-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	none := func(string) (string, bool) { return "", false }
 	primary, err := localpg.Start(ctx, localpg.Config{Env: none, DisableDocker: true, DataDir: filepath.Join(dir, "primary")})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = primary.Close(context.WithoutCancel(ctx)) })
