@@ -32,8 +32,11 @@ const (
 const replLag = 2 * time.Second
 
 // detectAfter is how long after the primary's death the standby is promoted: an
-// operator's or a failover manager's reaction time, cut short.
-const detectAfter = time.Second
+// operator's or a failover manager's reaction time, cut short, and past the 4 s for which
+// a process may still call a vendor on its last lock confirmation from the old primary
+// (outbox's livenessConfirmed): a run fetched on the new primary then needs a lock held
+// there, which the takeover rule sees (README, Deployment: failover).
+const detectAfter = 5 * time.Second
 
 // failover is the state of a failover run (Config.Failover).
 type failover struct {
