@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./api/... ./reconcile/... ./vendors/... ./vendorevents/... ./client/... ./mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint lint-tools bench chaos chaos-upgrade mutants dev stripe-mock mcp-clients mcp-everything
+.PHONY: help build test test-race test-rest lint lint-tools bench chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,10 @@ chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native ke
 
 chaos-upgrade: ## a rolling upgrade under chaos: the previous release (.ci/previous-release) serves, this tree migrates mid-run and replaces its processes one by one; 0 duplicates, 0 lost, the mixed-version switch on and off
 	$(GO) run ./cmd/oncebox-chaos --upgrade-from $$(cat .ci/previous-release) --ops 600 --enqueue-for 40s
+
+chaos-failover: ## a failover under chaos, twice: a synchronous standby promoted after the primary's SIGKILL (strict: 0 duplicates, 0 lost, no answered commit lost at the fork), then an asynchronous one (what the fork lost is measured, its findings counted, see README)
+	$(GO) run ./cmd/oncebox-chaos --failover sync --ops 400 --enqueue-for 25s
+	$(GO) run ./cmd/oncebox-chaos --failover async --ops 400 --enqueue-for 25s
 
 mutants: ## apply each named mutant (internal/mutants) in a scratch copy; fails if one survives or no longer applies
 	$(GO) run ./cmd/oncebox-mutants

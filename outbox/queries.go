@@ -73,17 +73,27 @@ func livenessKeySQL(id string) string {
 // no vendor unless its lock was confirmed within livenessConfirmed (Outbox.liveOK).
 const livenessMargin = "5 seconds"
 
+// serverSinceSQL is when this server began to hold the liveness locks of the live
+// processes: its postmaster's start, or, on a promoted standby, the last transaction it
+// replayed from the old primary (pg_last_xact_replay_timestamp, static once promoted).
+// A standby's postmaster starts long before its promotion and holds none of the old
+// primary's locks: a run fetched on the old primary, by a process still alive and not
+// yet locked again on the new one, would otherwise look provably gone after a failover
+// (TestNoProofOfDeathAcrossAFailover). Every such run's fetch was replayed, so it began
+// before that timestamp.
+const serverSinceSQL = `greatest(pg_postmaster_start_time(), coalesce(pg_last_xact_replay_timestamp(), '-infinity'))`
+
 // processGoneSQL is the condition that the process whose client id is the SQL
 // expression worker, running something that started at the expression since, is
 // provably gone: it is a process that holds a liveness lock, the run started after
-// Postgres's start plus livenessMargin (so that the process's lock was confirmed held
+// the server's start (serverSinceSQL) plus livenessMargin (so that the process's lock was confirmed held
 // after the start, see livenessMargin), and nobody holds the lock now. A process with
 // another id (the previous release, an embedding program's own id) is never proven
 // gone: its runs are waited for until their job timeout. Collisions of the 64-bit key
 // can only make a gone process look alive.
 func processGoneSQL(worker, since string) string {
 	key := livenessKeySQL(worker)
-	return `coalesce(` + worker + ` LIKE '` + LiveClientPrefix + `%' AND ` + since + ` > pg_postmaster_start_time() + interval '` + livenessMargin + `'
+	return `coalesce(` + worker + ` LIKE '` + LiveClientPrefix + `%' AND ` + since + ` > ` + serverSinceSQL + ` + interval '` + livenessMargin + `'
 		AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
 			AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
 			AND l.classid = ((` + key + ` >> 32) & 4294967295)::oid AND l.objid = (` + key + ` & 4294967295)::oid), false)`

@@ -53,7 +53,17 @@
 //
 //	go run ./cmd/oncebox-chaos [--ops 2000] [--workers 2] [--seed N]
 //	    [--duration-cap 6m] [--enqueue-for 40s] [--database-url URL] [--keep]
-//	    [--webhook-native-keys=false] [--partitions=false]
+//	    [--webhook-native-keys=false] [--partitions=false] [--upgrade-from COMMIT]
+//	    [--failover sync|async]
+//
+// With --failover (make chaos-failover) the private primary has a streaming standby,
+// synchronous or not, and the serve processes a multi-host DATABASE_URL; two thirds in,
+// the standby is held 2 s behind, the primary SIGKILLed and the standby promoted. After
+// the run the old primary, started alone, is compared with the standby at the fork
+// (failover.go): with sync no lost op row may have been answered and the verdict is the
+// usual one; with async the findings about the ops the loss touched are printed as
+// FAILOVER_LOSS and counted, not failed, and keys_with_two_effects counts the keys a
+// vendor acted on twice.
 //
 // It prints one line of figures,
 //

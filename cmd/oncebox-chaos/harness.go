@@ -76,8 +76,17 @@ type Config struct {
 	// link to Postgres (past the job timeout and --rescue-after), and later its link to
 	// the fake vendors (past the job timeout), each then brought back. It needs root
 	// and ip netns: without them the partitions are skipped with a log line, or, with
-	// CI set, the run fails. Skipped with DatabaseURL or UpgradeFrom.
+	// CI set, the run fails. Skipped with DatabaseURL, UpgradeFrom or Failover.
 	Partitions bool
+	// Failover, "sync" or "async" (make chaos-failover), runs the private primary with a
+	// streaming standby, synchronous or not, and the serve processes on a multi-host
+	// DATABASE_URL (target_session_attrs=read-write); instead of the Postgres crash, the
+	// primary is SIGKILLed with the standby held back, and the standby promoted. The
+	// verdict also counts what the old primary had that the new one never got: with
+	// "sync" none of it may have been reported to a client and the verdict stays
+	// strict; with "async" the findings about the ops it touched are counted, not
+	// failed (failover.go).
+	Failover string
 	// Out receives the report and the line of figures. Defaults to os.Stdout.
 	Out io.Writer
 	// Logger receives progress. Defaults to a text logger on os.Stderr.
@@ -154,6 +163,8 @@ type harness struct {
 	procs []*serveProc
 	// up is the rolling upgrade's state, with Config.UpgradeFrom.
 	up upgrade
+	// fo is the failover's state, with Config.Failover.
+	fo failover
 	// history records every API call of the run; client is the run's API client.
 	history  *recorder
 	client   *client
@@ -254,7 +265,11 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 			select {
 			case <-chaosCtx.Done():
 			case <-time.After(cfg.EnqueueFor / 3):
-				crashErr = h.restartPostgres(ctx, true)
+				if cfg.Failover != "" {
+					crashErr = h.failOver(ctx)
+				} else {
+					crashErr = h.restartPostgres(ctx, true)
+				}
 			}
 			if h.ns == nil || crashErr != nil {
 				return
@@ -522,6 +537,9 @@ func (h *harness) startPostgres(ctx context.Context) error {
 		return fmt.Errorf("start a private Postgres: %w", err)
 	}
 	h.pg, h.dbURL = pg, pg.URL
+	if h.cfg.Failover != "" {
+		return h.startStandby(ctx)
+	}
 	return nil
 }
 
@@ -532,6 +550,7 @@ func (h *harness) restartPostgres(ctx context.Context, crash bool) error {
 	h.pgMu.Lock()
 	defer h.pgMu.Unlock()
 	t0 := time.Now()
+	was := h.pg.URL
 	if crash {
 		h.logger.Info("crashing Postgres (SIGKILL of the postmaster)")
 		if err := h.pg.Crash(ctx); err != nil {
@@ -553,8 +572,8 @@ func (h *harness) restartPostgres(ctx context.Context, crash bool) error {
 		return fmt.Errorf("start Postgres again: %w", err)
 	}
 	h.pg = pg
-	if pg.URL != h.dbURL {
-		return fmt.Errorf("postgres came back under another URL: %s, was %s", pg.URL, h.dbURL)
+	if pg.URL != was {
+		return fmt.Errorf("postgres came back under another URL: %s, was %s", pg.URL, was)
 	}
 	if crash {
 		h.pgCrashes.Add(1)
@@ -1115,17 +1134,21 @@ func (h *harness) cleanup() {
 	h.pgMu.Lock()
 	if h.pg != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := h.pg.Close(ctx); err != nil {
+		if err := h.pg.Close(ctx); err != nil && !h.fo.done {
 			h.logger.Warn("stop Postgres", slog.Any("error", err))
 		}
 		cancel()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	h.closeFailover(ctx)
+	cancel()
 	h.pgMu.Unlock()
 	if h.tmp == "" {
 		return
 	}
 	if h.broken || h.cfg.Keep {
 		_ = os.RemoveAll(filepath.Join(h.tmp, "pgdata"))
+		_ = os.RemoveAll(filepath.Join(h.tmp, "pgdata-standby"))
 		_ = os.RemoveAll(filepath.Join(h.tmp, "bin"))
 		fmt.Fprintln(h.cfg.Out, "chaos: logs kept in", h.logDir)
 		return

@@ -31,6 +31,7 @@ func Main(ctx context.Context, args []string) int {
 	fs.BoolVar(&cfg.NoEvents, "no-events", false, "run without vendor events, to compare needs_review with a run that has them")
 	fs.StringVar(&cfg.UpgradeFrom, "upgrade-from", "", "a commit (make chaos-upgrade: the one in .ci/previous-release): start on its oncebox, run this tree's migrate in the middle, replace the processes one by one")
 	fs.BoolVar(&cfg.Partitions, "partitions", true, "run one serve process in a network namespace and cut its link to Postgres, then to the fake vendors (needs root and ip netns; skipped without them, unless CI is set)")
+	fs.StringVar(&cfg.Failover, "failover", "", "sync or async (make chaos-failover): a streaming standby, synchronous or not, promoted after the primary is SIGKILLed in the middle of the run; serve reaches it through a multi-host URL")
 	if err := fs.Parse(args); err != nil {
 		return exitError
 	}
@@ -39,6 +40,14 @@ func Main(ctx context.Context, args []string) int {
 		return exitError
 	}
 	cfg.WebhookDefaultMode = !*nativeKeys
+	if cfg.Failover != "" && cfg.Failover != failoverSync && cfg.Failover != failoverAsync {
+		fmt.Fprintf(os.Stderr, "oncebox-chaos: --failover is sync or async, not %q\n", cfg.Failover)
+		return exitError
+	}
+	if cfg.Failover != "" && cfg.DatabaseURL != "" {
+		fmt.Fprintln(os.Stderr, "oncebox-chaos: --failover needs the private cluster: leave --database-url out")
+		return exitError
+	}
 	if cfg.Workers < 2 {
 		fmt.Fprintln(os.Stderr, "oncebox-chaos: --workers must be 2 or more")
 		return exitError

@@ -224,6 +224,8 @@ func (h *harness) setupNetns(ctx context.Context) error {
 		h.partitionSkipped = "--database-url names a Postgres that does not listen on the namespace's link"
 	case h.cfg.UpgradeFrom != "":
 		h.partitionSkipped = "a rolling upgrade run"
+	case h.cfg.Failover != "":
+		h.partitionSkipped = "a failover run (its standby listens on loopback only)"
 	}
 	if h.partitionSkipped != "" {
 		h.logger.Info("network partitions skipped", slog.String("reason", h.partitionSkipped))

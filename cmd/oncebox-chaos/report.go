@@ -100,6 +100,11 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	rep := Check(in)
 	out := h.cfg.Out
 	hist := CheckHistory(h.history.Calls())
+	// verdict is rep, less what an asynchronous failover's loss explains (failover.go).
+	verdict, illegal, failoverOK, err := h.failoverCheck(ctx, in, rep, hist.Illegal)
+	if err != nil {
+		return exitError, err
+	}
 	for i, key := range hist.Illegal {
 		if i == 20 {
 			fmt.Fprintf(out, "NOT LINEARIZABLE: ... and %d more keys\n", len(hist.Illegal)-i)
@@ -172,7 +177,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), mcp,
 		len(rep.Gate), len(rep.Contagion), h.gatedFigures(outcomes, in.Objects), h.cfg.Seed)
 
-	if !rep.OK() || !hist.OK() || unexplained > 0 || len(harnessErrors) > 0 {
+	if !verdict.OK() || len(illegal) > 0 || unexplained > 0 || len(harnessErrors) > 0 || !failoverOK {
 		h.broken = true
 		return exitBroken, nil
 	}

@@ -45,6 +45,8 @@ const (
 	DefaultBeat = 3 * time.Second
 	// DefaultLease is how long a process counts as live after its last beat.
 	DefaultLease = 15 * time.Second
+	// DefaultJoinWait is how long Join retries a database that does not answer.
+	DefaultJoinWait = time.Minute
 )
 
 // Config configures a Member.
@@ -58,6 +60,10 @@ type Config struct {
 	Protocol int
 	// Beat and Lease default to DefaultBeat and DefaultLease.
 	Beat, Lease time.Duration
+	// JoinWait is how long Join goes on trying while the database fails (a restart, a
+	// failover: a process started then would otherwise exit); a schema it cannot run
+	// on is refused at once. Defaults to DefaultJoinWait.
+	JoinWait time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -92,6 +98,28 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.JoinWait <= 0 {
+		cfg.JoinWait = DefaultJoinWait
+	}
+	deadline := time.Now().Add(cfg.JoinWait)
+	for {
+		m, err := join(ctx, cfg)
+		var se *migrations.SchemaError
+		if err == nil || errors.As(err, &se) || ctx.Err() != nil || time.Now().After(deadline) {
+			return m, err
+		}
+		cfg.Logger.Warn("fleet: could not join yet; retrying until the database answers", slog.String("error", err.Error()),
+			slog.Time("until", deadline))
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// join is one try of Join.
+func join(ctx context.Context, cfg Config) (*Member, error) {
 	if _, err := migrations.CheckSchema(ctx, cfg.Pool); err != nil {
 		return nil, err
 	}

@@ -85,6 +85,18 @@ type Config struct {
 	// Defaults to none: loopback only.
 	Networks []netip.Prefix
 
+	// StandbyOf, a private cluster's URL (Postgres.URL of a cluster started with
+	// Durable or not), makes this private cluster a streaming standby of it: an empty
+	// DataDir is filled by pg_basebackup -R from that primary instead of initdb, and
+	// the server runs as a hot standby (read-only) until Postgres.Promote. The
+	// superuser's password is the primary's. The primary must allow replication
+	// connections from 127.0.0.1 (initdb's pg_hba.conf does) and have a WAL sender
+	// free (max_wal_senders, 10 by default). Synchronous replication is the primary's
+	// setting (synchronous_standby_names), not the standby's.
+	//
+	// Defaults to "": a cluster of its own.
+	StandbyOf string
+
 	// DisablePrivate skips the private cluster.
 	DisablePrivate bool
 
@@ -148,6 +160,24 @@ type Postgres struct {
 	closeFunc func(ctx context.Context) error
 	closeErr  error
 	crashFunc func(ctx context.Context) error
+}
+
+// Promote ends a standby's recovery (pg_promote, waiting up to a minute): the server
+// then accepts writes on a new timeline. It fails when the server is not a standby.
+func (p *Postgres) Promote(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, p.URL)
+	if err != nil {
+		return fmt.Errorf("localpg: connect to promote: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var done bool
+	if err := conn.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&done); err != nil {
+		return fmt.Errorf("localpg: promote: %w", err)
+	}
+	if !done {
+		return errors.New("localpg: the standby was not promoted within 60 s")
+	}
+	return nil
 }
 
 // Crash SIGKILLs the private cluster's postmaster, as a crash would: no shutdown

@@ -61,6 +61,8 @@ type cluster struct {
 	durable bool
 	// networks is Config.Networks.
 	networks []netip.Prefix
+	// standbyOf is Config.StandbyOf.
+	standbyOf string
 }
 
 func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, error) {
@@ -87,7 +89,8 @@ func startPrivate(ctx context.Context, cfg Config, binDir string) (*Postgres, er
 	}
 
 	c := &cluster{binDir: binDir, dataDir: dataDir, runAs: runAs, lock: lock, logger: cfg.Logger, fixedPort: cfg.Port,
-		rememberPort: cfg.RememberPort && cfg.Port == 0, durable: cfg.Durable, networks: cfg.Networks}
+		rememberPort: cfg.RememberPort && cfg.Port == 0, durable: cfg.Durable, networks: cfg.Networks,
+		standbyOf: cfg.StandbyOf}
 	if err := c.start(ctx, cfg.Database); err != nil {
 		_ = c.lock.Close()
 		return nil, err
@@ -117,7 +120,12 @@ func (c *cluster) url(database string) string {
 // there by an earlier run, starts the server and creates database.
 func (c *cluster) start(ctx context.Context, database string) error {
 	convert := false
-	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+	_, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION"))
+	if errors.Is(err, os.ErrNotExist) && c.standbyOf != "" {
+		if err := c.baseBackup(ctx); err != nil {
+			return err
+		}
+	} else if errors.Is(err, os.ErrNotExist) {
 		// The password is kept (as pending) before initdb sets it, so that it is
 		// never lost.
 		c.password = newPassword()
@@ -155,7 +163,6 @@ func (c *cluster) start(ctx context.Context, database string) error {
 		c.stopOrphan(ctx)
 	}
 
-	var err error
 	for range portAttempts {
 		err = c.startServer(ctx)
 		// A fixed port taken by someone else stays taken: no point retrying.

@@ -55,6 +55,15 @@ func List() []Mutant {
 			Tests:    []string{"TestWokenWorkerAfterTakeoverIsFenced"},
 		},
 		{
+			Name:     "takeover-across-failover",
+			Breaks:   "a free lock proves death from the postmaster's start alone: on a promoted standby, whose postmaster is older than the failover, a live process's run fetched on the old primary is taken over at once",
+			File:     "outbox/queries.go",
+			Old:      "const serverSinceSQL = `greatest(pg_postmaster_start_time(), coalesce(pg_last_xact_replay_timestamp(), '-infinity'))`",
+			New:      "const serverSinceSQL = `pg_postmaster_start_time()`",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestNoProofOfDeathAcrossAFailover"},
+		},
+		{
 			Name:     "clean-run-always",
 			Breaks:   "every run of a pending op counts as clean: a run after one that may have sent unheard calls the vendor again",
 			File:     "internal/opstate/queries.go",
