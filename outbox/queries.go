@@ -159,7 +159,7 @@ ON CONFLICT (tenant_id, call_hash) DO UPDATE SET
 RETURNING idempotency_key`
 
 // sqlKeyByIdentity returns the key of the open window of a call's payload ($3, none
-// when ''), else of its identity ($2), else $4, and leaves both windows open under the
+// when ”), else of its identity ($2), else $4, and leaves both windows open under the
 // key returned (each conflicting row updated to itself while open, as in
 // sqlKeyInWindow). $5 is the window in seconds.
 const sqlKeyByIdentity = `
