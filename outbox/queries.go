@@ -158,8 +158,8 @@ ON CONFLICT (tenant_id, call_hash) DO UPDATE SET
 	closes_at = CASE WHEN w.closes_at > now() THEN w.closes_at ELSE EXCLUDED.closes_at END
 RETURNING idempotency_key`
 
-// sqlKeyByIdentity returns the key of the open window of a call's payload ($3, none
-// when ”), else of its identity ($2), else $4, and leaves both windows open under the
+// sqlKeyByIdentity returns the key of the open window of a call's payload ($3; none
+// when empty), else of its identity ($2), else $4, and leaves both windows open under the
 // key returned (each conflicting row updated to itself while open, as in
 // sqlKeyInWindow). $5 is the window in seconds.
 const sqlKeyByIdentity = `
