@@ -16,7 +16,9 @@ import (
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/fakemcp"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
 // TestRewordedPaymentIsOnePaymentIntent is issue 36's case end to end, in a real server
@@ -87,4 +89,63 @@ func TestRewordedPaymentIsOnePaymentIntent(t *testing.T) {
 	require.Equal(t, "succeeded", again.Status)
 	require.Len(t, fake.PaymentIntents(), 2, "occurrence 2 is a deliberate second payment")
 	require.False(t, strings.HasPrefix(again.Key, "mcp_"), "a key of the window: %s", again.Key)
+}
+
+// TestCatalogToolIdentity: a catalog tool whose identity is its customer and order
+// reference: the same ticket asked for from two MCP sessions with its subject reworded
+// is one ticket at the target; another order is another ticket. An upstream tool's
+// identity works the same way: one mail at the fake upstream for a reworded subject.
+func TestCatalogToolIdentity(t *testing.T) {
+	t.Parallel()
+	hook := fakewebhook.New(fakewebhook.Config{})
+	target := httptest.NewServer(hook)
+	t.Cleanup(target.Close)
+	fake := fakemcp.New()
+	base, token, _, pool := upstreamOnceboxLogged(t, fake, func(url string) string {
+		return `
+targets:
+  helpdesk:
+    base_url: ` + target.URL + `
+tools:
+  helpdesk.create_ticket:
+    description: Open a support ticket for a customer's order.
+    class: write
+    target: helpdesk
+    path: /tickets
+    identity: [customer_id, order_ref]
+    input_schema:
+      type: object
+      properties: {customer_id: {type: string}, order_ref: {type: string}, subject: {type: string}}
+      required: [customer_id, order_ref, subject]
+upstreams:
+  mail:
+    url: ` + url + `
+    tools:
+      send_mail: {identity: [to]}
+`
+	}, nil, nil)
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		res, err := mcpSession(t, base, token).CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		require.NoError(t, err)
+		require.False(t, res.IsError, "%+v", res.Content)
+		return res
+	}
+	ticket := func(order, subject string) map[string]any {
+		return map[string]any{"customer_id": "cus_ada", "order_ref": order, "subject": subject}
+	}
+	call("helpdesk_create_ticket", ticket("o-77", "Parcel never arrived"))
+	res := call("helpdesk_create_ticket", ticket("o-77", "Order o-77: the parcel has not arrived"))
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "(subject differed), so this call was not executed")
+	call("helpdesk_create_ticket", ticket("o-78", "Parcel never arrived"))
+	var n int
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM oncebox_op WHERE tool = 'helpdesk.create_ticket' AND status = 'succeeded'").Scan(&n)
+		return err == nil && n == 2
+	}, time.Minute, 100*time.Millisecond, "two ticket ops succeed (%d)", n)
+	require.Len(t, hook.Effects(), 2, "one ticket per order")
+
+	call("mail_send_mail", map[string]any{"to": "ann@example.com", "subject": "Your refund"})
+	call("mail_send_mail", map[string]any{"to": "ann@example.com", "subject": "About your refund"})
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	require.Len(t, fake.Mails(), 1, "one mail at the upstream for a reworded subject")
 }
