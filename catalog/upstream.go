@@ -278,7 +278,7 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 
 // Classify returns the class of an upstream tool. The file comes first: its class,
 // else at least write when it sets anything only an op has (approval, ttl,
-// dedupe_window, tag_argument, lookup_tool, redact). The upstream's annotations
+// dedupe_window, identity, tag_argument, lookup_tool, redact). The upstream's annotations
 // (readOnlyHint → read, destructiveHint → unsafe, otherwise write; missing
 // annotations make a write tool, never a read one) classify a tool the file says
 // nothing of, and may only make a tool stricter than the file says, never looser: a
