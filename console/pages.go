@@ -346,11 +346,7 @@ func (c *Console) timeline(r *http.Request, s *sessionInfo, op *outbox.Op) ([]ti
 			tl = append(tl, timelineEntry{At: *a.FinishedAt, What: "vendor answered: " + a.Outcome, Who: "worker", Notes: notes})
 		}
 	}
-	matches, err := c.cfg.Outbox.IdentityMatches(r.Context(), s.principal.ID, op.ID)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range matches {
+	for _, m := range h.Matches {
 		tl = append(tl, timelineEntry{At: m.At, What: "call matched by identity: the same operation in other words, not executed",
 			Who: "agent", Notes: matchNotes(m)})
 	}

@@ -77,7 +77,25 @@ func TestRewordedPaymentIsOnePaymentIntent(t *testing.T) {
 	require.Len(t, pis, 1, "one PaymentIntent: %+v", pis)
 	require.Equal(t, "Order 1042 for Ada Lovelace", pis[0].Description, "the first wording stands")
 
-	resp, err := http.Get(base + "/metrics")
+	// The op's history over HTTP names the match.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/ops/"+first.Key+"?history=true", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var op struct {
+		History struct {
+			IdentityMatches []struct {
+				Differed []string `json:"differed"`
+			} `json:"identity_matches"`
+		} `json:"history"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&op))
+	_ = resp.Body.Close()
+	require.Len(t, op.History.IdentityMatches, 1)
+	require.Equal(t, []string{"description"}, op.History.IdentityMatches[0].Differed)
+
+	resp, err = http.Get(base + "/metrics")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
