@@ -20,8 +20,9 @@
 //
 // GET /v1/ops/{key} looks an op up (support, or polling with ?wait=30s), and
 // POST /v1/ops/{key}/approve and /reject decide ops that await a person's approval.
-// With ?history=true an op carries a "history" member holding its dispatch attempts
-// and recorded decisions (it is nested because "attempts" already counts them). An op
+// With ?history=true an op carries a "history" member holding its dispatch attempts,
+// recorded decisions and the MCP calls matched to it by identity (it is nested because
+// "attempts" already counts them). An op
 // never shows its args: they may be redacted or personal. Every op route is scoped by the tenant of the bearer token: another tenant's key is
 // not found, exactly as a key that does not exist.
 //

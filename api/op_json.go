@@ -28,9 +28,20 @@ type opJSON struct {
 
 // historyJSON is the "history" member added by ?history=true.
 type historyJSON struct {
-	TraceID  string        `json:"trace_id"`
-	Attempts []attemptJSON `json:"attempts"`
-	Events   []eventJSON   `json:"events"`
+	TraceID         string        `json:"trace_id"`
+	Attempts        []attemptJSON `json:"attempts"`
+	Events          []eventJSON   `json:"events"`
+	IdentityMatches []matchJSON   `json:"identity_matches"`
+}
+
+// matchJSON is an MCP call matched to the op by its tool's identity fields, not
+// executed.
+type matchJSON struct {
+	At             time.Time `json:"at"`
+	Differed       []string  `json:"differed"`
+	Fingerprint    string    `json:"fingerprint"`
+	ConversationID string    `json:"conversation_id"`
+	ToolCallID     string    `json:"tool_call_id"`
 }
 
 type attemptJSON struct {
@@ -78,7 +89,11 @@ func renderOp(op *outbox.Op, h *outbox.History) ([]byte, error) {
 	out = append(out, `,"error":`...)
 	out = appendRaw(out, op.Error)
 	if h != nil {
-		hj := historyJSON{TraceID: op.TraceID(), Attempts: []attemptJSON{}, Events: []eventJSON{}}
+		hj := historyJSON{TraceID: op.TraceID(), Attempts: []attemptJSON{}, Events: []eventJSON{}, IdentityMatches: []matchJSON{}}
+		for _, m := range h.Matches {
+			hj.IdentityMatches = append(hj.IdentityMatches, matchJSON{At: m.At.UTC(), Differed: m.Differed,
+				Fingerprint: m.Fingerprint.String(), ConversationID: m.ConversationID, ToolCallID: m.ToolCallID})
+		}
 		for _, a := range h.Attempts {
 			hj.Attempts = append(hj.Attempts, attemptJSON{Attempt: a.Attempt, StartedAt: a.StartedAt.UTC(), FinishedAt: utcPtr(a.FinishedAt),
 				Outcome: a.Outcome, Error: a.Error, VendorRef: a.VendorRef, VendorKey: a.VendorKey})

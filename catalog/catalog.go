@@ -85,6 +85,11 @@ type Tool struct {
 	// op; nil means the default of every write and unsafe tool (24 hours, or the
 	// tool's TTL when shorter); 0 turns it off.
 	DedupeWindow *time.Duration
+	// Identity names the arguments that identify an op of the tool
+	// (outbox.Tool.Identity), such as [customer, order_ref]: within the dedupe window,
+	// an MCP call that agrees with an earlier one on them is that op even when its other
+	// arguments are worded differently. nil: every argument identifies the op.
+	Identity []string
 	// Approval is the tool's approval rule (the approvals' policy type), nil when
 	// the file sets none: an unsafe tool then always waits, a write tool never does.
 	// --approval-policy and a tenant's own rule for the tool take precedence.
@@ -147,6 +152,7 @@ type toolFormat struct {
 	InputSchema  map[string]any  `yaml:"input_schema"`
 	TTL          string          `yaml:"ttl"`
 	DedupeWindow string          `yaml:"dedupe_window"`
+	Identity     []string        `yaml:"identity"`
 	Approval     *approvalFormat `yaml:"approval"`
 }
 
@@ -358,8 +364,12 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 		}
 		t.Approval = &r
 	}
-	if t.Class == ClassRead && (f.TTL != "" || f.DedupeWindow != "" || f.Approval != nil) {
-		return nil, bad("class", "a read tool makes no op: ttl, dedupe_window and approval do not apply")
+	if msg := checkIdentity(f.Identity, raw); msg != "" {
+		return nil, bad("identity", msg)
+	}
+	t.Identity = f.Identity
+	if t.Class == ClassRead && (f.TTL != "" || f.DedupeWindow != "" || f.Approval != nil || f.Identity != nil) {
+		return nil, bad("class", "a read tool makes no op: ttl, dedupe_window, identity and approval do not apply")
 	}
 	t.Version = version(t)
 	return t, nil
@@ -396,6 +406,32 @@ func compileSchema(name string, raw []byte) (*jsonschema.Schema, error) {
 		return nil, errors.New(strings.ReplaceAll(err.Error(), loc, "input_schema"))
 	}
 	return sch, nil
+}
+
+// checkIdentity returns why identity fields cannot identify the ops of a tool whose
+// input schema is schema, or "": each must be a distinct property at the schema's root.
+func checkIdentity(fields []string, schema json.RawMessage) string {
+	if fields == nil {
+		return ""
+	}
+	if len(fields) == 0 {
+		return "names no argument: list the arguments that identify an op, or leave identity out (every argument then does)"
+	}
+	var root struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(schema, &root)
+	seen := map[string]bool{}
+	for _, f := range fields {
+		if seen[f] {
+			return fmt.Sprintf("names %q twice", f)
+		}
+		seen[f] = true
+		if root.Properties[f] == nil {
+			return fmt.Sprintf("%q is not a property of the tool's input schema (identity names top-level arguments)", f)
+		}
+	}
+	return ""
 }
 
 // schemaParams returns the required properties of a schema's root and each

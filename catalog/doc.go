@@ -19,6 +19,14 @@
 //	    input_schema: {type: object, ...}   # JSON Schema 2020-12
 //	    ttl: 72h                      # optional
 //	    dedupe_window: 24h            # optional: MCP calls naming no conversation (default 24h, or the TTL if shorter; 0 turns it off)
+//	    identity: [customer_id, order_ref]  # optional: the arguments that identify an op (default: all of them)
+//
+// identity (also on an upstream's tools) names the top-level arguments that say which
+// operation a call asks for: within the dedupe window, an MCP call that agrees with an
+// earlier one on them is that op, not executed again, even when its free text (a
+// ticket's subject, a note's wording) differs; the model is told so, and "occurrence"
+// asks for a deliberate second one. Each name must be a property of input_schema (of
+// the schema the upstream lists, for an upstream tool).
 //
 // Load checks everything before the server starts: the file's fields (an unknown
 // field is an error), every target (an absolute http(s) base URL, a secret variable

@@ -81,9 +81,11 @@ type UpstreamToolConfig struct {
 	LookupTool string
 	// LookupArgument names the lookup tool's argument taking the op id.
 	LookupArgument string
-	// TTL, DedupeWindow and Approval are as for a catalog tool.
+	// TTL, DedupeWindow, Identity and Approval are as for a catalog tool; Identity is
+	// checked against the input schema the upstream lists.
 	TTL          time.Duration
 	DedupeWindow *time.Duration
+	Identity     []string
 	Approval     *outbox.ApprovalRule
 	// Redact names the fields of the arguments and of the result hidden once an op
 	// is settled; nil: none.
@@ -117,6 +119,7 @@ type upstreamToolFormat struct {
 	LookupArgument string          `yaml:"lookup_argument"`
 	TTL            string          `yaml:"ttl"`
 	DedupeWindow   string          `yaml:"dedupe_window"`
+	Identity       []string        `yaml:"identity"`
 	Approval       *approvalFormat `yaml:"approval"`
 	Redact         *redactFormat   `yaml:"redact"`
 }
@@ -220,7 +223,8 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 	for _, tn := range sortedKeys(f.Tools) {
 		tf := f.Tools[tn]
 		field := "tools." + tn
-		tc := &UpstreamToolConfig{Class: tf.Class, TagArgument: tf.TagArgument, LookupTool: tf.LookupTool, LookupArgument: tf.LookupArgument}
+		tc := &UpstreamToolConfig{Class: tf.Class, TagArgument: tf.TagArgument, LookupTool: tf.LookupTool, LookupArgument: tf.LookupArgument,
+			Identity: tf.Identity}
 		switch tc.Class {
 		case "", ClassRead, ClassWrite, ClassUnsafe:
 		default:
@@ -264,8 +268,8 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 			}
 			tc.Redact = &Redaction{Args: tf.Redact.Args, Result: tf.Redact.Result}
 		}
-		if tc.Class == ClassRead && (tf.TTL != "" || tf.DedupeWindow != "" || tf.Approval != nil || tc.TagArgument != "" || tc.LookupTool != "" || tf.Redact != nil) {
-			return nil, bad(field+".class", "a read tool makes no op: ttl, dedupe_window, approval, tag_argument, lookup_tool and redact do not apply")
+		if tc.Class == ClassRead && (tf.TTL != "" || tf.DedupeWindow != "" || tf.Approval != nil || tc.TagArgument != "" || tc.LookupTool != "" || tf.Redact != nil || tf.Identity != nil) {
+			return nil, bad(field+".class", "a read tool makes no op: ttl, dedupe_window, identity, approval, tag_argument, lookup_tool and redact do not apply")
 		}
 		u.Tools[tn] = tc
 	}
@@ -274,7 +278,7 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 
 // Classify returns the class of an upstream tool. The file comes first: its class,
 // else at least write when it sets anything only an op has (approval, ttl,
-// dedupe_window, tag_argument, lookup_tool, redact). The upstream's annotations
+// dedupe_window, identity, tag_argument, lookup_tool, redact). The upstream's annotations
 // (readOnlyHint → read, destructiveHint → unsafe, otherwise write; missing
 // annotations make a write tool, never a read one) classify a tool the file says
 // nothing of, and may only make a tool stricter than the file says, never looser: a
@@ -310,7 +314,8 @@ func annotatedClass(ann *mcp.ToolAnnotations) string {
 
 // makesOps reports whether the file sets something only a write or unsafe tool has.
 func (c *UpstreamToolConfig) makesOps() bool {
-	return c.Approval != nil || c.TTL != 0 || c.DedupeWindow != nil || c.TagArgument != "" || c.LookupTool != "" || c.Redact != nil
+	return c.Approval != nil || c.TTL != 0 || c.DedupeWindow != nil || c.TagArgument != "" || c.LookupTool != "" || c.Redact != nil ||
+		c.Identity != nil
 }
 
 // classRank orders the classes from the loosest (read) to the strictest (unsafe).
@@ -383,7 +388,7 @@ func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 		}
 		t := &Tool{Name: name, Description: strings.TrimSpace(lt.Description), Class: Classify(tc, lt.Annotations), Target: u.Name,
 			Upstream: u.Name, UpstreamTool: lt.Name, TagArgument: tc.TagArgument, LookupTool: tc.LookupTool, LookupArgument: tc.LookupArgument,
-			TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Approval: tc.Approval, Redact: tc.Redact}
+			TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Identity: tc.Identity, Approval: tc.Approval, Redact: tc.Redact}
 		if t.Description == "" {
 			t.Description = fmt.Sprintf("Tool %s of the MCP server %s.", lt.Name, u.Name)
 		}
@@ -405,6 +410,11 @@ func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 				if first, _, _ := strings.Cut(p, "."); root.Properties != nil && root.Properties[first] == nil {
 					return bad("tools."+lt.Name+".redact.args", fmt.Sprintf("%q: the tool's input schema has no property %q", p, first))
 				}
+			}
+		}
+		if t.Class != ClassRead {
+			if msg := checkIdentity(t.Identity, schema); msg != "" {
+				return bad("tools."+lt.Name+".identity", msg)
 			}
 		}
 		sch, err := compileSchema(name, schema)

@@ -114,7 +114,7 @@ func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
 			continue
 		}
 		ot := outbox.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL,
-			Definition: t.definitionJSON()}
+			Definition: t.definitionJSON(), Identity: t.Identity}
 		if ot.TTL == 0 {
 			ot.TTL = defaultTTL
 		}

@@ -346,6 +346,10 @@ func (c *Console) timeline(r *http.Request, s *sessionInfo, op *outbox.Op) ([]ti
 			tl = append(tl, timelineEntry{At: *a.FinishedAt, What: "vendor answered: " + a.Outcome, Who: "worker", Notes: notes})
 		}
 	}
+	for _, m := range h.Matches {
+		tl = append(tl, timelineEntry{At: m.At, What: "call matched by identity: the same operation in other words, not executed",
+			Who: "agent", Notes: matchNotes(m)})
+	}
 	for _, e := range h.Events {
 		what := e.Kind
 		if e.FromStatus != e.ToStatus {
@@ -365,6 +369,26 @@ func (c *Console) timeline(r *http.Request, s *sessionInfo, op *outbox.Op) ([]ti
 	}
 	slices.SortStableFunc(tl, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
 	return tl, nil
+}
+
+// matchNotes says what differed in a call matched to an op by identity, and where it
+// came from.
+func matchNotes(m outbox.IdentityMatch) string {
+	var parts []string
+	switch {
+	case m.Differed == nil:
+		parts = append(parts, "differed: not known (the op's arguments are redacted)")
+	case len(m.Differed) > 0:
+		parts = append(parts, "differed: "+strings.Join(m.Differed, ", "))
+	}
+	if m.ConversationID != "" {
+		parts = append(parts, "conversation "+m.ConversationID)
+	}
+	if m.ToolCallID != "" {
+		parts = append(parts, "tool call "+m.ToolCallID)
+	}
+	parts = append(parts, "payload fingerprint "+m.Fingerprint.String()[:16])
+	return strings.Join(parts, " · ")
 }
 
 // financeView is the finance page's report.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -17,10 +18,27 @@ type OpView struct {
 	protocol.Op
 	// Replayed is true when this call found the op already recorded by an earlier one.
 	Replayed bool `json:"replayed"`
+	// Matched is set when this call was matched to the op by its tool's identity fields
+	// although other arguments differ, and was not executed.
+	Matched *MatchView `json:"matched,omitempty"`
 }
 
-func newOpView(op *outbox.Op, replayed bool) OpView {
+// MatchView says how a call was matched to an op by its tool's identity fields.
+type MatchView struct {
+	// Identity are the tool's identity fields, the same in the call and the op.
+	Identity []string `json:"identity"`
+	// Differed are the call's arguments that differ from the op's (empty when they
+	// could not be compared).
+	Differed []string `json:"differed"`
+}
+
+func newOpView(op *outbox.Op, replayed bool, m *outbox.IdentityMatch, identity []string) OpView {
+	var mv *MatchView
+	if m != nil {
+		mv = &MatchView{Identity: nonNil(identity), Differed: nonNil(m.Differed)}
+	}
 	return OpView{
+		Matched: mv,
 		Op: protocol.Op{
 			ID: op.ID, Key: op.Key, Tool: op.Tool, Status: string(op.Status), Fingerprint: op.Fingerprint.String(),
 			Attempts: op.Attempts, VendorRef: op.VendorRef, Result: op.Result, Error: op.Error,
@@ -92,6 +110,60 @@ func describe(op *outbox.Op, replayed bool, id callIdentity, wait string) string
 	}
 	fmt.Fprintf(&b, " (op key %s, status %s)", op.Key, op.Status)
 	return b.String()
+}
+
+// describeMatch tells the model, in one sentence, that its call asks for an operation
+// already requested (same identity fields, other wording), when, where that operation
+// stands, and that occurrence asks for a deliberate second one; then the op's key and
+// status, as describe does.
+func describeMatch(op *outbox.Op, m *outbox.IdentityMatch, identity []string, id callIdentity) string {
+	var b strings.Builder
+	what := actionOf(op.Tool)
+	fmt.Fprintf(&b, "Not done again: the same %s (same %s) was already requested at %s", what, list(identity),
+		op.CreatedAt.UTC().Format(time.RFC3339))
+	if len(m.Differed) > 0 {
+		fmt.Fprintf(&b, ", worded differently (%s differed)", list(m.Differed))
+	}
+	b.WriteString(", so this call was not executed; ")
+	switch op.Status {
+	case outbox.StatusSucceeded:
+		b.WriteString("that one was carried out")
+		if op.VendorRef != "" {
+			fmt.Fprintf(&b, " (vendor reference %s)", op.VendorRef)
+		}
+	case outbox.StatusFailed:
+		fmt.Fprintf(&b, "the vendor refused that one (reason: %s)", failureReason(op.Error))
+	case outbox.StatusRejected:
+		b.WriteString(rejectedBy(op) + " rejected that one")
+	case outbox.StatusAwaitingApproval:
+		b.WriteString("that one is waiting for a person's approval")
+	case outbox.StatusNeedsReview:
+		b.WriteString("that one is held for a person's review")
+	default:
+		fmt.Fprintf(&b, "that one is recorded and the vendor has not confirmed it yet (status %s)", op.Status)
+	}
+	fmt.Fprintf(&b, "; only if the user explicitly asks for a second, separate %s, call again with \"occurrence\": %d.", what, id.Occurrence+1)
+	fmt.Fprintf(&b, " (op key %s, status %s)", op.Key, op.Status)
+	return b.String()
+}
+
+// list joins names for a sentence: "a", "a and b", "a, b and c".
+func list(names []string) string {
+	switch len(names) {
+	case 0:
+		return "arguments"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// nonNil returns s, or an empty slice for nil (JSON [] rather than null).
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // reviewSentence says of an op held for review whether anything may have been sent.

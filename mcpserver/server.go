@@ -33,7 +33,7 @@ type Config struct {
 	// errors. Tokens and arguments are never logged. Defaults to discarding logs.
 	Logger *slog.Logger
 	// Wait is how long a tool call waits for the vendor's answer before telling the
-	// model the op is still pending. Defaults to 10 seconds.
+	// model the op is still pending. Defaults to DefaultWait, 10 seconds.
 	Wait time.Duration
 	// Notifications, when set and listening, wakes a tool call's wait when its op
 	// settles; without it (or while it reconnects) the wait polls Postgres. Optional.
@@ -73,6 +73,11 @@ type Config struct {
 	Tools []ExtraTool
 }
 
+// DefaultWait is Config.Wait's default: how long a tool call waits for the vendor's
+// answer. A client's timeout for one tool call must be longer (the recipes in examples/
+// say so).
+const DefaultWait = 10 * time.Second
+
 // DefaultDedupeWindow is the dedupe window of every write and unsafe tool that
 // Config.DedupeWindows leaves out (capped by the tool's TTL): identical calls naming
 // no conversation are one op for this long; occurrence asks for a deliberate repeat.
@@ -99,7 +104,7 @@ func (c *Config) withDefaults() Config {
 		out.WaitSlots = opwait.NewSlots(100)
 	}
 	if out.Wait == 0 {
-		out.Wait = 10 * time.Second
+		out.Wait = DefaultWait
 	}
 	if out.SessionIdleTimeout == 0 {
 		out.SessionIdleTimeout = DefaultSessionIdleTimeout

@@ -137,9 +137,20 @@ func mintKey(id callIdentity, fp outbox.Fingerprint) string {
 }
 
 // windowCall identifies a call deduplicated by window: the tool and payload (both in
-// the fingerprint) and the occurrence.
+// the fingerprint) and the occurrence. v0.1.0 opened windows under it; a tool without
+// identity fields still does.
 func windowCall(fp outbox.Fingerprint, occurrence int) string {
 	h := sha256.Sum256([]byte("oncebox/mcp/window/v1\x00" + fp.String() + "\x00" + strconv.Itoa(occurrence)))
+	return hex.EncodeToString(h[:])
+}
+
+// identityCall identifies the calls of one identity within a window: the tool and its
+// identity fields (both in identity, outbox.IdentityFingerprint), the occurrence, and the
+// conversation when one is named ("" for calls naming none, shared by the tenant's
+// sessions).
+func identityCall(identity outbox.Fingerprint, occurrence int, conversation string) string {
+	h := sha256.Sum256([]byte("oncebox/mcp/identity/v1\x00" + identity.String() + "\x00" + strconv.Itoa(occurrence) +
+		"\x00" + conversation))
 	return hex.EncodeToString(h[:])
 }
 
@@ -149,17 +160,59 @@ func windowKey(call string) string {
 	return "mcpw_" + call[:32] + "_" + randomID()[:16]
 }
 
-// key returns the idempotency key of a tool call: within its conversation when one is
-// named; else, when the tool has a dedupe window, shared by identical calls of the
-// tenant within the window, whichever session or process sends them; else within the
-// MCP session (or the stdio process).
-func (s *Server) key(ctx context.Context, tenantID int64, tool string, args json.RawMessage, id callIdentity, fp outbox.Fingerprint) (string, error) {
+// key returns the idempotency key of a tool call, and whether it was found by the
+// tool's identity fields (the op under it may then differ in other arguments). A call
+// with a tool call id in a named conversation has the key of that tool call. Otherwise,
+// when the tool has a dedupe window, calls of the same identity (Tool.Identity: the
+// whole payload for a tool that declares none) and occurrence share a key within the
+// window: within their conversation when one is named, else across the tenant's
+// sessions and processes. With the window off, the key is minted from the payload,
+// within the conversation, the MCP session or the stdio process.
+//
+// The first call of an identity in a named conversation gets the key minted from its
+// payload, as v0.1.0 minted it, and an identical call outside a conversation the key of
+// the window v0.1.0 would have opened, so that a retry crossing a rolling upgrade from
+// v0.1.0, either way, finds the same op. That compatibility serves v0.1.0 and goes with
+// its support (CHANGELOG.md).
+func (s *Server) key(ctx context.Context, tenantID int64, tool string, args json.RawMessage, id callIdentity, fp outbox.Fingerprint) (string, bool, error) {
 	window := s.window(tool)
-	if id.Named || window <= 0 {
-		return mintKey(id, fp), nil
+	if window <= 0 || (id.Named && id.ToolCallID != "") {
+		return mintKey(id, fp), false, nil
 	}
-	call := windowCall(fp, id.Occurrence)
-	return s.ob.KeyInWindow(ctx, tenantID, call, windowKey(call), window)
+	identity, declared, err := s.ob.IdentityFingerprint(tool, args)
+	if err != nil {
+		return "", false, err
+	}
+	if id.Named {
+		if !declared {
+			return mintKey(id, fp), false, nil
+		}
+		call := identityCall(identity, id.Occurrence, id.Conversation)
+		key, err := s.ob.KeyByIdentity(ctx, tenantID, call, "", mintKey(id, fp), window)
+		return key, true, err
+	}
+	payload := windowCall(fp, id.Occurrence)
+	if !declared {
+		key, err := s.ob.KeyInWindow(ctx, tenantID, payload, windowKey(payload), window)
+		return key, false, err
+	}
+	call := identityCall(identity, id.Occurrence, "")
+	key, err := s.ob.KeyByIdentity(ctx, tenantID, call, payload, windowKey(call), window)
+	return key, true, err
+}
+
+// identity returns the identity fields of tool (nil: none) that args holds.
+func (s *Server) identity(tool string, args json.RawMessage) []string {
+	t, _ := s.ob.Tools().Lookup(tool)
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(args, &m)
+	var out []string
+	for _, f := range t.Identity {
+		if _, ok := m[f]; ok {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // window returns the dedupe window of tool: the one configured for it, else
@@ -200,7 +253,7 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 			ConversationID: id.Conversation, ToolCallID: id.ToolCallID}); err != nil {
 			return s.failure(ctx, log, err)
 		}
-		key, err := s.key(ctx, tenantID, tool, args, id, fp)
+		key, byIdentity, err := s.key(ctx, tenantID, tool, args, id, fp)
 		if err != nil {
 			return s.failure(ctx, log, err)
 		}
@@ -218,6 +271,7 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 			ConversationID: id.Conversation,
 			ToolCallID:     id.ToolCallID,
 			TokenID:        tokenID,
+			ByIdentity:     byIdentity,
 		})
 		if err != nil {
 			return s.failure(ctx, log, err)
@@ -242,6 +296,13 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 		}
 		log.Log(ctx, slog.LevelDebug, "mcp tool call", append(tracing.LogAttrs(op.TraceParent), slog.String("op_id", op.ID),
 			slog.Bool("replayed", res.Replayed), slog.String("status", string(op.Status)))...)
+		if res.Matched != nil {
+			return &mcp.CallToolResult{
+				Content:           []mcp.Content{&mcp.TextContent{Text: describeMatch(op, res.Matched, s.identity(tool, args), id)}},
+				StructuredContent: newOpView(op, true, res.Matched, s.identity(tool, args)),
+				IsError:           op.Status == outbox.StatusFailed,
+			}, nil
+		}
 		if r := s.passthrough(tool, op, res.Replayed); r != nil {
 			return r, nil
 		}
@@ -251,7 +312,7 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 		}
 		return &mcp.CallToolResult{
 			Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-			StructuredContent: newOpView(op, res.Replayed),
+			StructuredContent: newOpView(op, res.Replayed, nil, nil),
 			IsError:           op.Status == outbox.StatusFailed,
 		}, nil
 	}

@@ -35,6 +35,7 @@ type Metrics struct {
 	registry    *prometheus.Registry
 	enqueued    *prometheus.CounterVec
 	collisions  *prometheus.CounterVec
+	identity    *prometheus.CounterVec
 	dispatch    *prometheus.HistogramVec
 	outcomes    *prometheus.CounterVec
 	transitions *prometheus.CounterVec
@@ -76,6 +77,10 @@ func New(cfg Config) *Metrics {
 		collisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oncebox_key_expiry_collisions_total",
 			Help: "New ops whose idempotency key had been used by an op since purged: the TTL is shorter than the caller's workflow.",
+		}, []string{"tool"}),
+		identity: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncebox_identity_matches_total",
+			Help: "MCP calls matched to an op by their tool's identity fields although other arguments differed, and not executed: a rise means a model is rewording its calls.",
 		}, []string{"tool"}),
 		dispatch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "oncebox_dispatch_duration_seconds",
@@ -152,7 +157,7 @@ func New(cfg Config) *Metrics {
 		Help: "Relists (tools/list_changed) and reloads that would have loosened an upstream tool (a lower class or its approval rule dropped), refused for that tool, which kept its definition in force; by upstream and tool.",
 	}, []string{"upstream", "tool"})
 	m.registry.MustRegister(m.upCalls, m.upLatency, m.upRestarts, m.upConnected, m.upLimited, m.upLoosening)
-	m.registry.MustRegister(m.enqueued, m.collisions, m.dispatch, m.outcomes, m.transitions, m.decisions,
+	m.registry.MustRegister(m.enqueued, m.collisions, m.identity, m.dispatch, m.outcomes, m.transitions, m.decisions,
 		m.duplicates, m.events, m.unavailable, m.budgets, m.storeUp, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.Pool != nil {
 		m.registry.MustRegister(&dbCollector{pool: cfg.Pool, logger: cfg.Logger, timeout: cfg.ScrapeTimeout, interval: cfg.RefreshInterval})
@@ -177,6 +182,9 @@ func (m *Metrics) Enqueued(tool, kind string) {
 	switch kind {
 	case "expiry_collision":
 		m.collisions.WithLabelValues(tool).Inc()
+		return
+	case "identity_match":
+		m.identity.WithLabelValues(tool).Inc()
 		return
 	case "new":
 		m.newOps.Add(1)

@@ -32,6 +32,7 @@ func TestCountersFollowTheObservers(t *testing.T) {
 	m.Enqueued("stripe.refund", "replay")
 	m.Enqueued("stripe.refund", "conflict")
 	m.Enqueued("stripe.refund", "expiry_collision")
+	m.Enqueued("stripe.payment_intent", "identity_match")
 	m.Dispatched("stripe", "unknown", 120*time.Millisecond)
 	m.Transition("stripe", outbox.StatusDispatching, outbox.StatusUnknown)
 	m.Decision("stripe", "succeeded")
@@ -43,6 +44,7 @@ func TestCountersFollowTheObservers(t *testing.T) {
 		`oncebox_ops_enqueued_total{outcome="replay",tool="stripe.refund"} 3`,
 		`oncebox_ops_enqueued_total{outcome="conflict",tool="stripe.refund"} 1`,
 		`oncebox_key_expiry_collisions_total{tool="stripe.refund"} 1`,
+		`oncebox_identity_matches_total{tool="stripe.payment_intent"} 1`,
 		`oncebox_replay_hit_ratio 0.75`,
 		`oncebox_dispatch_outcomes_total{outcome="unknown",vendor="stripe"} 1`,
 		`oncebox_dispatch_duration_seconds_count{outcome="unknown",vendor="stripe"} 1`,
@@ -53,6 +55,7 @@ func TestCountersFollowTheObservers(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 	require.NotContains(t, out, `outcome="expiry_collision"`, "a collision is its own counter, not an enqueue outcome")
+	require.NotContains(t, out, `outcome="identity_match"`, "an identity match is its own counter (its replay is counted as one)")
 }
 
 func TestRegistriesAreIndependent(t *testing.T) {

@@ -37,6 +37,12 @@ type EnqueueParams struct {
 	// TokenID is the API token that asked, recorded with an op that waits for
 	// approval so that approvers see who asked. Optional (0: none).
 	TokenID int64
+	// ByIdentity says Key was minted from the tool's identity fields (KeyByIdentity),
+	// not from the whole payload: an op already under Key whose fingerprint differs is
+	// then the same operation asked in other words. Enqueue returns it as a replay with
+	// EnqueueResult.Matched set, and records the match, instead of a *KeyConflictError.
+	// A caller with a key of its own leaves it false.
+	ByIdentity bool
 }
 
 // EnqueueResult says what Enqueue did.
@@ -50,6 +56,10 @@ type EnqueueResult struct {
 	ExpiryCollision bool
 	// Why says, in one sentence, why a new op awaits approval ("" otherwise).
 	Why string
+	// Matched is set, with Replayed, when the call was matched to Op by its tool's
+	// identity fields (EnqueueParams.ByIdentity) although other arguments differ: it was
+	// not executed.
+	Matched *IdentityMatch
 	// expired is the expiry this replay made, when it found the op's wait for approval
 	// run out (reported once committed).
 	expired *opstate.Applied
@@ -108,6 +118,11 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 	case res.Replayed:
 		ob.cfg.Observer.Enqueued(tool, "replay")
 		res.expired.Report()
+		if m := res.Matched; m != nil {
+			ob.cfg.Observer.Enqueued(tool, "identity_match")
+			ob.opLogger(res.Op).Info("call matched an op by its tool's identity fields; not executed", slog.String("tool", tool),
+				slog.Any("differed", m.Differed), slog.String("given_fingerprint", m.Fingerprint.String()))
+		}
 	default:
 		ob.cfg.Observer.Enqueued(tool, "new")
 		msg := "op state changed"
@@ -313,8 +328,14 @@ func (ob *Outbox) enqueueUnder(ctx context.Context, tx pgx.Tx, params EnqueuePar
 		if err := ob.undoCharges(ctx, tx, params.TenantID, charges); err != nil {
 			return nil, err
 		}
+		var matched *IdentityMatch
 		if op.Fingerprint != p.Fingerprint {
-			return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
+			if !params.ByIdentity {
+				return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
+			}
+			if matched, err = ob.matchTx(ctx, tx, params, p, op); err != nil {
+				return nil, err
+			}
 		}
 		if op.Status == StatusAwaitingApproval {
 			// A replay shows an expired wait as the rejection it is.
@@ -331,9 +352,9 @@ func (ob *Outbox) enqueueUnder(ctx context.Context, tx pgx.Tx, params EnqueuePar
 					return nil, fmt.Errorf("outbox: read expired op: %w", err)
 				}
 			}
-			return &EnqueueResult{Op: op, Replayed: true, expired: expired}, nil
+			return &EnqueueResult{Op: op, Replayed: true, Matched: matched, expired: expired}, nil
 		}
-		return &EnqueueResult{Op: op, Replayed: true}, nil
+		return &EnqueueResult{Op: op, Replayed: true, Matched: matched}, nil
 	}
 	if status == StatusPending {
 		if err := ob.insertJobTx(ctx, tx, op); err != nil {

@@ -60,11 +60,12 @@ func (ob *Outbox) Wait(ctx context.Context, tenantID int64, key string, wait tim
 	}
 }
 
-// History is everything support needs about an op: every dispatch attempt and every
-// recorded decision.
+// History is everything support needs about an op: every dispatch attempt, every
+// recorded decision, and every call matched to it by its tool's identity fields.
 type History struct {
 	Attempts []Attempt
 	Events   []Event
+	Matches  []IdentityMatch
 }
 
 // History returns the attempts and events of the tenant's op.
@@ -100,6 +101,9 @@ func (ob *Outbox) History(ctx context.Context, tenantID int64, opID string) (*Hi
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("outbox: read events: %w", err)
+	}
+	if h.Matches, err = ob.IdentityMatches(ctx, tenantID, opID); err != nil {
+		return nil, err
 	}
 	return h, nil
 }

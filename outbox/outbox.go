@@ -158,7 +158,9 @@ type Config struct {
 // for concurrent use.
 type Observer interface {
 	// Enqueued is called once per enqueue call with kind "new", "replay", "conflict" or
-	// "expiry_collision" (a new op whose key hit a tombstone; "new" is reported too).
+	// "expiry_collision" (a new op whose key hit a tombstone; "new" is reported too) or
+	// "identity_match" (a replay matched by the tool's identity fields although other
+	// arguments differ; "replay" is reported too).
 	Enqueued(tool, kind string)
 	// Dispatched is called after each vendor call with the outcome ("succeeded",
 	// "retryable", "permanent", "unknown") and how long the call took.

@@ -168,6 +168,49 @@ ON CONFLICT (tenant_id, call_hash) DO UPDATE SET
 	closes_at = CASE WHEN w.closes_at > now() THEN w.closes_at ELSE EXCLUDED.closes_at END
 RETURNING idempotency_key`
 
+// sqlKeyByIdentity returns the key of the open window of a call's payload ($3; none
+// when empty), else of its identity ($2), else $4, and leaves both windows open under the
+// key returned (each conflicting row updated to itself while open, as in
+// sqlKeyInWindow). $5 is the window in seconds.
+const sqlKeyByIdentity = `
+WITH same AS (
+	SELECT idempotency_key FROM oncebox_key_window
+	WHERE tenant_id = $1 AND call_hash = $3 AND $3 <> '' AND closes_at > now()
+), ident AS (
+	INSERT INTO oncebox_key_window AS w (tenant_id, call_hash, idempotency_key, opened_at, closes_at)
+	VALUES ($1, $2, coalesce((SELECT idempotency_key FROM same), $4), now(), now() + make_interval(secs => $5))
+	ON CONFLICT (tenant_id, call_hash) DO UPDATE SET
+		idempotency_key = CASE WHEN w.closes_at > now() THEN w.idempotency_key ELSE EXCLUDED.idempotency_key END,
+		opened_at = CASE WHEN w.closes_at > now() THEN w.opened_at ELSE EXCLUDED.opened_at END,
+		closes_at = CASE WHEN w.closes_at > now() THEN w.closes_at ELSE EXCLUDED.closes_at END
+	RETURNING idempotency_key
+), payload AS (
+	INSERT INTO oncebox_key_window AS w (tenant_id, call_hash, idempotency_key, opened_at, closes_at)
+	SELECT $1, $3, coalesce((SELECT idempotency_key FROM same), ident.idempotency_key), now(), now() + make_interval(secs => $5)
+	FROM ident WHERE $3 <> ''
+	ON CONFLICT (tenant_id, call_hash) DO UPDATE SET
+		idempotency_key = CASE WHEN w.closes_at > now() THEN w.idempotency_key ELSE EXCLUDED.idempotency_key END,
+		opened_at = CASE WHEN w.closes_at > now() THEN w.opened_at ELSE EXCLUDED.opened_at END,
+		closes_at = CASE WHEN w.closes_at > now() THEN w.closes_at ELSE EXCLUDED.closes_at END
+	RETURNING idempotency_key
+)
+SELECT coalesce((SELECT idempotency_key FROM same), ident.idempotency_key) FROM ident
+	LEFT JOIN (SELECT count(*) AS n FROM payload) p ON true`
+
+// Identity matches (identity.go): calls matched to an op by their tool's identity
+// fields and answered with it.
+
+const sqlInsertIdentityMatch = `
+INSERT INTO oncebox_identity_match (op_id, tenant_id, fingerprint, differed, conversation_id, tool_call_id)
+VALUES ($1::uuid, $2, $3, $4, nullif($5, ''), nullif($6, ''))
+RETURNING at`
+
+const sqlIdentityMatches = `
+SELECT at, fingerprint, differed, coalesce(conversation_id, ''), coalesce(tool_call_id, '')
+FROM oncebox_identity_match WHERE tenant_id = $1 AND op_id = $2::uuid ORDER BY id`
+
+const sqlSealedArgs = `SELECT sealed_args FROM oncebox_op WHERE id = $1`
+
 // sqlPurgeKeyWindows deletes closed key windows.
 const sqlPurgeKeyWindows = `DELETE FROM oncebox_key_window WHERE closes_at < now()`
 

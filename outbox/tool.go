@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync/atomic"
@@ -51,6 +52,15 @@ type Tool struct {
 	// catalog's, dispatches an op as it was defined when the op was accepted. JSON,
 	// opaque to the outbox. Optional.
 	Definition json.RawMessage
+	// Identity names the top-level arguments that identify an op of the tool, such as
+	// amount, currency and customer for a payment: two calls that agree on them are the
+	// same operation even when their other arguments (a description, a mail's wording)
+	// differ. It widens what counts as the same only for keys oncebox mints itself (MCP
+	// calls without a tool call id, within the tool's dedupe window; see
+	// IdentityFingerprint and EnqueueParams.ByIdentity); a caller's own key is still
+	// guarded by the fingerprint of the whole payload. Defaults to none: every
+	// argument identifies the op.
+	Identity []string
 }
 
 // definition is the JSON stored with an op, nil (SQL NULL) when the tool sets none.
@@ -92,6 +102,9 @@ func (r *Registry) Replace(tools ...Tool) error {
 		if len(t.Definition) > 0 && !json.Valid(t.Definition) {
 			return fmt.Errorf("tool %q: Definition is not valid JSON", t.Name)
 		}
+		if err := checkIdentity(t.Identity); err != nil {
+			return fmt.Errorf("tool %q: Identity %w", t.Name, err)
+		}
 		if t.TTL <= 0 {
 			t.TTL = DefaultTTL
 		}
@@ -132,4 +145,19 @@ func (r *Registry) Validate(name string, args json.RawMessage) (Tool, error) {
 		return Tool{}, err
 	}
 	return t, nil
+}
+
+// checkIdentity returns why a tool's Identity cannot be used, or nil.
+func checkIdentity(fields []string) error {
+	seen := map[string]bool{}
+	for _, f := range fields {
+		if f == "" {
+			return errors.New("names an empty field")
+		}
+		if seen[f] {
+			return fmt.Errorf("names %q twice", f)
+		}
+		seen[f] = true
+	}
+	return nil
 }

@@ -307,7 +307,7 @@ func Defaults() Config {
 		StartupWait:             time.Minute,
 		MaxBodyBytes:            api.DefaultMaxBodyBytes,
 		MaxWait:                 60 * time.Second,
-		MCPWait:                 10 * time.Second,
+		MCPWait:                 mcpserver.DefaultWait,
 		HTTPReadTimeout:         30 * time.Second,
 		HTTPWriteTimeout:        90 * time.Second,
 		HTTPIdleTimeout:         2 * time.Minute,

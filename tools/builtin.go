@@ -74,6 +74,7 @@ func Builtin(cfg Config) []outbox.Tool {
 		Vendor:   VendorSendGrid,
 		Validate: func(args json.RawMessage) error { _, err := DecodeMail(args); return err },
 		TTL:      ttl(Mail),
+		Identity: Identity(Mail),
 	}
 	if cfg.RedactMail == nil || *cfg.RedactMail {
 		mail.Redact = mailRedactor{key: cfg.RedactKey}.redact
@@ -86,6 +87,7 @@ func Builtin(cfg Config) []outbox.Tool {
 			Validate: func(args json.RawMessage) error { _, err := DecodePaymentIntent(args); return err },
 			Amount:   paymentIntentAmount,
 			TTL:      ttl(PaymentIntent),
+			Identity: Identity(PaymentIntent),
 		},
 		{
 			Name:          Refund,
@@ -94,6 +96,7 @@ func Builtin(cfg Config) []outbox.Tool {
 			NeedsApproval: refundNeedsApproval(cfg.RefundApprovalAbove),
 			Amount:        refundAmount,
 			TTL:           ttl(Refund),
+			Identity:      Identity(Refund),
 		},
 		mail,
 		{
@@ -103,6 +106,37 @@ func Builtin(cfg Config) []outbox.Tool {
 			TTL:      ttl(WebhookPost),
 		},
 	}
+}
+
+// Identity returns the identity fields of a built-in tool (outbox.Tool.Identity): the
+// arguments that say which operation a call asks for, leaving out the free text a
+// re-prompted model rewords. nil for webhook.post and any other name: every argument
+// identifies the op.
+//
+//   - stripe.payment_intent: amount, currency, customer and payment_method, who pays
+//     what. description and metadata are wording and bookkeeping; confirm is not part
+//     of it either, so that a re-run adding confirm: true to a payment already asked
+//     for is told it stands instead of making a second PaymentIntent.
+//   - stripe.refund: payment_intent, charge and amount, what is refunded and how much
+//     (no amount: the rest). reason and metadata are wording and bookkeeping.
+//   - sendgrid.mail: from, to, subject, template_id and dynamic_template_data: who
+//     writes to whom about what. The subject is how a reader tells two mails apart (and
+//     how mail clients thread them); a template mail is its template and its data (an
+//     order number). text and html are the wording a re-prompted model changes;
+//     categories are labels.
+//   - webhook.post: none. The body is in the target's own format, so oncebox cannot
+//     tell its wording from its meaning; a catalog tool for the target can declare
+//     identity fields.
+func Identity(tool string) []string {
+	switch tool {
+	case PaymentIntent:
+		return []string{"amount", "currency", "customer", "payment_method"}
+	case Refund:
+		return []string{"payment_intent", "charge", "amount"}
+	case Mail:
+		return []string{"from", "to", "subject", "template_id", "dynamic_template_data"}
+	}
+	return nil
 }
 
 // paymentIntentAmount is the Amount of stripe.payment_intent.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -57,7 +58,7 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendoreven
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"op": op, "fingerprint": op.Fingerprint.String(), "trace_id": op.TraceID(),
-			"attempts": h.Attempts, "events": h.Events, "vendor_events": evs})
+			"attempts": h.Attempts, "events": h.Events, "identity_matches": h.Matches, "vendor_events": evs})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "op\t%s\n", op.ID)
@@ -98,6 +99,18 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendoreven
 	fmt.Fprintf(w, "\ndecisions (%d):\n", len(h.Events))
 	for _, e := range h.Events {
 		fmt.Fprintf(w, "  %s  %s  %s -> %s  by %s  %s\n", e.At.Format(time.RFC3339), e.Kind, e.FromStatus, e.ToStatus, e.Actor, e.Detail)
+	}
+	if len(h.Matches) > 0 {
+		// MCP calls matched to the op by its tool's identity fields, not executed.
+		fmt.Fprintf(w, "\nidentity matches (%d):\n", len(h.Matches))
+		for _, m := range h.Matches {
+			differed := "not known (redacted)"
+			if m.Differed != nil {
+				differed = strings.Join(m.Differed, ", ")
+			}
+			fmt.Fprintf(w, "  %s  differed: %s  conversation %s  fingerprint %s\n", m.At.Format(time.RFC3339), differed,
+				m.ConversationID, m.Fingerprint)
+		}
 	}
 	// What the vendor pushed about the op's objects (Stripe webhooks, SendGrid events).
 	fmt.Fprintf(w, "\nvendor events (%d):\n", len(evs))

@@ -7,7 +7,15 @@
 //
 // It migrates the database, starts the fake SMS API on a loopback port, and listens on
 // ONCEBOX_ADDR (127.0.0.1:8080 by default). Create a tenant with `oncebox tenant create
-// demo`, then POST /v1/ops {"tool":"sms.send","args":{"to":"+15550100","body":"hi"}}.
+// demo` (it prints the agent token), then record an SMS under an idempotency key of your
+// own; POST /v1/ops requires the Idempotency-Key header (400 without it), and the same
+// key sent again is the same op:
+//
+//	curl -sS http://127.0.0.1:8080/v1/ops \
+//	  -H "Authorization: Bearer $ONCEBOX_TOKEN" \
+//	  -H "Idempotency-Key: welcome-sms-42" \
+//	  -H "Content-Type: application/json" \
+//	  -d '{"tool":"sms.send","args":{"to":"+15550100","body":"hi"}}'
 package main
 
 import (

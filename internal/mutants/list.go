@@ -218,6 +218,35 @@ func List() []Mutant {
 			Tests:    []string{"TestEnqueueConcurrentConflictingPayloads"},
 		},
 
+		// Identity: a reworded MCP call is the op already asked for.
+		{
+			Name:     "identity-ignored",
+			Breaks:   "minted MCP keys come from the whole payload again: a reworded description is a second payment",
+			File:     "mcpserver/tool_call.go",
+			Old:      "identity, declared, err := s.ob.IdentityFingerprint(tool, args)",
+			New:      "identity, declared, err := fp, false, error(nil)",
+			Packages: []string{"./mcpserver/"},
+			Tests:    []string{"TestRewordedCallIsTheSameOperation"},
+		},
+		{
+			Name:     "identity-match-refused",
+			Breaks:   "a call matched by identity with other arguments is refused as a key conflict instead of answered with the op",
+			File:     "outbox/enqueue.go",
+			Old:      "if !params.ByIdentity {",
+			New:      "if true {",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestIdentityMatchIsRecordedNotRefused"},
+		},
+		{
+			Name:     "identity-v010-window-dropped",
+			Breaks:   "the payload's key window v0.1.0 opened is no longer read or kept: a retry crossing a rolling upgrade is a second op",
+			File:     "mcpserver/tool_call.go",
+			Old:      "key, err := s.ob.KeyByIdentity(ctx, tenantID, call, payload, windowKey(call), window)",
+			New:      "key, err := s.ob.KeyByIdentity(ctx, tenantID, call, \"\", windowKey(call), window)",
+			Packages: []string{"./mcpserver/"},
+			Tests:    []string{"TestIdentityKeysMeetV010Keys"},
+		},
+
 		// The lookup's tag filter.
 		{
 			Name:     "reconcile-adopts-other-ops-object",

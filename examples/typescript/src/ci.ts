@@ -1,7 +1,11 @@
 // The CI proof of the recipes: a real `oncebox serve` pointed at oncebox's fake Stripe
 // (oncebox-fakes), the official MCP TypeScript SDK, and one payment asked for four times: in two separate MCP sessions over HTTP (no _meta), then
-// twice through `oncebox mcp` over stdio, restarted in between. The fake Stripe must
-// hold exactly one PaymentIntent for it; the run fails (exit 1) otherwise.
+// twice through `oncebox mcp` over stdio, restarted in between; then once more in a new
+// session with its description reworded, as a re-prompted model words it (the same
+// payment by its identity fields: it must not be executed), and once with
+// "occurrence": 2 (a deliberate second payment). The fake Stripe must hold exactly one
+// PaymentIntent for the payment and one for the deliberate second; the run fails
+// (exit 1) otherwise.
 //
 //   DATABASE_URL=postgres://... ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes npm run ci
 import { spawn, type ChildProcess } from "node:child_process";
@@ -116,6 +120,8 @@ const stdioEnv: Record<string, string> = { ...dev.env, ONCEBOX_LOG_LEVEL: "error
 // database do not count.
 const description = `mcp-clients ${randomBytes(6).toString("hex")}`;
 const payment = { amount: 4200, currency: "usd", payment_method: "pm_card_visa", confirm: true, description };
+const reworded = `${description}, reworded: payment for the order of this run`;
+const deliberate = `${description}, a second payment on purpose`;
 const ops: OpView[] = [];
 try {
   // Session 1 over HTTP: the tools, then the payment.
@@ -148,6 +154,22 @@ try {
     ops.push(r.op);
     await s.close();
   }
+
+  // A new session, the description reworded: the same payment, not executed.
+  const s3 = await connectHTTP(dev.base, dev.token);
+  const rw = await callTool(s3, "stripe_payment_intent", { ...payment, description: reworded });
+  console.log(`  reworded: ${rw.text}`);
+  check(rw.op.replayed && rw.op.id === first.op.id, "the reworded payment is the same op");
+  check(rw.text.includes("was already requested"), "the reworded payment's answer says it was already requested");
+  check(rw.op.matched?.differed.includes("description") ?? false, "the answer names the description as what differed");
+  ops.push(rw.op);
+
+  // occurrence 2: a second payment on purpose.
+  const again = await callTool(s3, "stripe_payment_intent", { ...payment, description: deliberate, occurrence: 2 });
+  console.log(`  occurrence 2: ${again.text}`);
+  check(!again.isError && !again.op.replayed && again.op.id !== first.op.id, "occurrence 2 records a second payment");
+  ops.push(again.op);
+  await s3.close();
 } catch (err) {
   problems.push(`the run failed: ${err instanceof Error ? err.message : String(err)}`);
   console.error(err);
@@ -162,9 +184,14 @@ try {
     }
   }
   const list = await getJSON(`${dev.stripe}/v1/payment_intents?limit=100`, "sk_test_oncebox_ci");
-  const mine = (list.data as Array<{ id: string; description?: string; status: string }>).filter((pi) => pi.description === description);
+  const pis = list.data as Array<{ id: string; description?: string; status: string }>;
+  const mine = pis.filter((pi) => pi.description === description);
   console.log(`fake Stripe holds ${mine.length} PaymentIntent(s) for this payment: ${mine.map((pi) => `${pi.id} (${pi.status})`).join(", ")}`);
   check(mine.length === 1, "exactly one PaymentIntent at the fake Stripe");
+  const rewordedPIs = pis.filter((pi) => pi.description === reworded);
+  check(rewordedPIs.length === 0, `no second PaymentIntent for the reworded payment (found ${rewordedPIs.length})`);
+  const deliberatePIs = pis.filter((pi) => pi.description === deliberate);
+  check(deliberatePIs.length === 1, `one PaymentIntent for occurrence 2 (found ${deliberatePIs.length})`);
 } catch (err) {
   problems.push(`counting PaymentIntents failed: ${err instanceof Error ? err.message : String(err)}`);
 }
@@ -182,5 +209,5 @@ if (problems.length > 0) {
   console.error(`mcp-clients: FAIL: ${problems.join("; ")}`);
   process.exit(1);
 }
-console.log("mcp-clients: ok: four calls from two HTTP sessions and a restarted stdio server, one PaymentIntent");
+console.log("mcp-clients: ok: four calls from two HTTP sessions and a restarted stdio server and a reworded one, one PaymentIntent; occurrence 2, a second");
 process.exit(0);

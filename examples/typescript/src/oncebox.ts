@@ -11,6 +11,12 @@ export interface OpView {
   status: string;
   replayed: boolean;
   vendor_ref?: string;
+  /**
+   * Set when the call was matched to the op by the tool's identity fields (for a
+   * payment: amount, currency, customer, payment method) although other arguments, such
+   * as the description, differ: the call was not executed.
+   */
+  matched?: { identity: string[]; differed: string[] };
 }
 
 /**
