@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"maps"
 	"net/http"
@@ -227,7 +228,16 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 
 	since := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	resp, csv := b.get("/console/finance.csv?since=" + url.QueryEscape(since.Format(time.RFC3339)) + "&until=" + url.QueryEscape(until.Format(time.RFC3339)))
+	// The CSV is the one the finance page's own Download link names, for the page's window.
+	_, page = b.get("/console/finance?since=" + url.QueryEscape(since.Format(time.RFC3339)) + "&until=" + url.QueryEscape(until.Format(time.RFC3339)))
+	link := regexp.MustCompile(`id="csv" href="([^"]+)"`).FindStringSubmatch(page)
+	require.NotNil(t, link, "the finance page links its CSV")
+	csvURL := html.UnescapeString(link[1])
+	linked, err := url.Parse(csvURL)
+	require.NoError(t, err)
+	require.Equal(t, "/console/finance.csv", linked.Path)
+	require.Equal(t, url.Values{"since": {since.Format(time.RFC3339)}, "until": {until.Format(time.RFC3339)}}, linked.Query())
+	resp, csv := b.get(csvURL)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/csv; charset=utf-8", resp.Header.Get("Content-Type"))
 	rep, err := e.srv.Report(context.Background(), since, until, e.tenant.ID)

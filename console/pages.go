@@ -396,8 +396,7 @@ type financeView struct {
 	Since, Until string
 	Report       *reconcile.Report
 	// Lines are the report's lines, problems first.
-	Lines    []reconcile.Line
-	CSVQuery string
+	Lines []reconcile.Line
 }
 
 // parseWhen reads RFC 3339 or a date (midnight UTC), as `oncebox reconcile report` does.
@@ -454,7 +453,6 @@ func (c *Console) finance(w http.ResponseWriter, r *http.Request, s *sessionInfo
 	slices.SortStableFunc(fv.Lines, func(a, b reconcile.Line) int {
 		return cmp.Compare(boolRank(a.Category == reconcile.CategoryMatched), boolRank(b.Category == reconcile.CategoryMatched))
 	})
-	fv.CSVQuery = "since=" + queryEscape(fv.Since) + "&until=" + queryEscape(fv.Until)
 	c.render(w, r, http.StatusOK, "finance", v)
 }
 
