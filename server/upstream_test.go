@@ -323,3 +323,57 @@ func TestUpstreamHangAfterActingIsFoundByLookup(t *testing.T) {
 	require.Equal(t, 1, fake.Calls(), "no second call")
 	require.Len(t, fake.Mails(), 1)
 }
+
+// TestUpstreamTagArgumentIsOnceboxs: the tag argument is in neither the MCP tools/list
+// schema nor GET /v1/tools; a caller who sends it is refused, over HTTP with 400
+// invalid-args naming the field and the rule, over MCP with a tool error, and nothing
+// is recorded or sent.
+func TestUpstreamTagArgumentIsOnceboxs(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	ctx := context.Background()
+	cs := mcpSession(t, base, token)
+	list, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	for _, tool := range list.Tools {
+		if tool.Name == "mail_send_mail" {
+			schema, _ := json.Marshal(tool.InputSchema)
+			require.NotContains(t, string(schema), `"ref"`, "tools/list leaves the tag argument out")
+			require.Contains(t, string(schema), `"subject"`)
+		}
+	}
+	var tools struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(getAuthed(t, base+"/v1/tools", token)), &tools))
+	seen := false
+	for _, tool := range tools.Tools {
+		if tool.Name == "mail.send_mail" {
+			seen = true
+			require.NotContains(t, string(tool.InputSchema), `"ref"`, "GET /v1/tools leaves the tag argument out")
+		}
+	}
+	require.True(t, seen, "%+v", tools)
+
+	status, body := postJSON(t, base, token, "/v1/ops", "tagged-1", `{"tool":"mail.send_mail","args":{"to":"ann@example.com","subject":"Hi","ref":"mine"}}`)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	var p struct{ Type, Field, Rule, Detail string }
+	require.NoError(t, json.Unmarshal([]byte(body), &p))
+	require.Equal(t, "https://oncebox.dev/problems/invalid-args", p.Type)
+	require.Equal(t, "args.ref", p.Field)
+	require.Equal(t, "tag_argument", p.Rule)
+	require.Contains(t, p.Detail, "set by oncebox")
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mail_send_mail", Arguments: map[string]any{"to": "ann@example.com", "subject": "Hi", "ref": "mine"}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, `Invalid argument "ref": is set by oncebox`)
+
+	var ops int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op").Scan(&ops))
+	require.Zero(t, ops)
+	require.Zero(t, fake.Calls())
+}
