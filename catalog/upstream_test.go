@@ -71,6 +71,9 @@ func TestBrokenUpstreamNamesUpstreamAndField(t *testing.T) {
 		{"upstreams: {mail: {command: x, job_timeout: soon}}", `field job_timeout: "soon" is not a positive duration`},
 		{"upstreams: {mail: {command: x, rate: {burst: 3}}}", `field rate.per_second: must be a positive number`},
 		{"upstreams: {mail: {command: x, rate: {per_second: 1, burst: -1}}}", `field rate.burst: -1 is negative`},
+		{"upstreams: {mail: {command: x, tools: {send: {tag_argumnt: ref}}}}", `tools.yaml: upstream "mail": field tools.send: unknown field "tag_argumnt" (did you mean "tag_argument"?)`},
+		{"upstreams: {mail: {command: x, rate: {persecond: 1}}}", `tools.yaml: upstream "mail": field rate: unknown field "persecond" (did you mean "per_second"?)`},
+		{"upstreams: {mail: {comand: x}}", `tools.yaml: upstream "mail": unknown field "comand" (did you mean "command"?)`},
 	} {
 		_, err := catalog.Parse("tools.yaml", []byte(c.yaml), func(string) string { return "" })
 		require.ErrorContains(t, err, c.want, c.yaml)
