@@ -191,8 +191,10 @@ func TestUpstreamWriteToolTwoSessionsOneSideEffect(t *testing.T) {
 	waitStatus(t, pool, "mail.send_mail", "succeeded")
 	mails := fake.Mails()
 	require.Len(t, mails, 1)
-	var opID, key, result string
-	require.NoError(t, pool.QueryRow(context.Background(), "SELECT id::text, vendor_key, result::text FROM oncebox_op").Scan(&opID, &key, &result))
+	var opID, key, result, ref string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT id::text, vendor_key, result::text, coalesce(vendor_ref, '') FROM oncebox_op").
+		Scan(&opID, &key, &result, &ref))
+	require.Equal(t, mails[0].ID, ref, "the vendor reference is the id the result names")
 	require.Equal(t, opID, mails[0].Ref, "the op id in the tag argument")
 	require.Equal(t, opID, mails[0].Meta["oncebox/op_id"])
 	require.Equal(t, key, mails[0].Meta["oncebox/idempotency_key"])
@@ -224,6 +226,9 @@ func TestUpstreamDropAfterActingIsFoundByLookup(t *testing.T) {
 	waitStatus(t, pool, "mail.send_mail", "succeeded")
 	require.Equal(t, 1, fake.Calls(), "no second call")
 	require.Len(t, fake.Mails(), 1)
+	var ref string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT coalesce(vendor_ref, '') FROM oncebox_op").Scan(&ref))
+	require.Equal(t, fake.Mails()[0].ID, ref, "the vendor reference is the id of the object the lookup found")
 }
 
 // TestUpstreamUnknownWithoutLookupNeedsReview: without a lookup tool, a lost answer
