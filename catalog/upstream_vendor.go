@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -315,9 +316,28 @@ func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*ou
 	}
 	out := &outbox.LookupResult{}
 	for _, o := range objs {
-		out.Objects = append(out.Objects, outbox.VendorObject{ID: idOf(o), OpID: p.OpID, Summary: o})
+		out.Objects = append(out.Objects, outbox.VendorObject{ID: idOf(o), OpID: p.OpID, Summary: objectResult(o)})
 	}
 	return out, nil
+}
+
+// objectResult is the result an op settled from a lookup keeps: a CallToolResult, as
+// a dispatched op's is, whose structured content is the object found (when it is a
+// JSON object) and whose text content is its JSON, so that a replay of the op reads
+// the same shape however it was settled.
+func objectResult(o json.RawMessage) json.RawMessage {
+	res := struct {
+		Content           []map[string]string `json:"content"`
+		StructuredContent json.RawMessage     `json:"structuredContent,omitempty"`
+	}{Content: []map[string]string{{"type": "text", "text": string(o)}}}
+	if t := bytes.TrimSpace(o); len(t) > 0 && t[0] == '{' {
+		res.StructuredContent = o
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return o
+	}
+	return b
 }
 
 // lookupObjects reads a lookup tool's answer.

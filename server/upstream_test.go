@@ -226,9 +226,17 @@ func TestUpstreamDropAfterActingIsFoundByLookup(t *testing.T) {
 	waitStatus(t, pool, "mail.send_mail", "succeeded")
 	require.Equal(t, 1, fake.Calls(), "no second call")
 	require.Len(t, fake.Mails(), 1)
-	var ref string
-	require.NoError(t, pool.QueryRow(context.Background(), "SELECT coalesce(vendor_ref, '') FROM oncebox_op").Scan(&ref))
+	var ref, result string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT coalesce(vendor_ref, ''), result::text FROM oncebox_op").Scan(&ref, &result))
 	require.Equal(t, fake.Mails()[0].ID, ref, "the vendor reference is the id of the object the lookup found")
+	var res struct {
+		StructuredContent map[string]any `json:"structuredContent"`
+		Content           []struct{ Type, Text string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(result), &res), result)
+	require.Equal(t, fake.Mails()[0].ID, res.StructuredContent["id"], "a CallToolResult, as a dispatched op's result: %s", result)
+	require.Len(t, res.Content, 1)
+	require.Equal(t, "text", res.Content[0].Type)
 }
 
 // TestUpstreamUnknownWithoutLookupNeedsReview: without a lookup tool, a lost answer
