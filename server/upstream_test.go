@@ -390,3 +390,28 @@ func TestUpstreamTagArgumentIsOnceboxs(t *testing.T) {
 	require.Zero(t, ops)
 	require.Zero(t, fake.Calls())
 }
+
+// TestUpstreamLookupSettledReplaysLikeDispatched: an MCP call whose answer was lost
+// and which the reconciler settled through the lookup tool is replayed over MCP as a
+// dispatched one is: the stored CallToolResult, here holding the mail found.
+func TestUpstreamLookupSettledReplaysLikeDispatched(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	fake.DropAfterActing(1)
+	cs := mcpSession(t, base, token)
+	call := func() *mcp.CallToolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mail_send_mail",
+			Arguments: map[string]any{"to": "cy@example.com", "subject": "Hi"}})
+		require.NoError(t, err)
+		return res
+	}
+	call()
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	res := call()
+	require.False(t, res.IsError, "%+v", res.Content)
+	require.Equal(t, true, res.Meta["oncebox/replayed"])
+	require.Equal(t, "succeeded", res.Meta["oncebox/status"])
+	require.Len(t, fake.Mails(), 1)
+	sc, _ := res.StructuredContent.(map[string]any)
+	require.Equal(t, fake.Mails()[0].ID, sc["id"], "the CallToolResult holding the mail found: %+v", res.StructuredContent)
+}
