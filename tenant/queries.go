@@ -10,12 +10,12 @@ const (
 	sqlLiveTokensByPrefix = `SELECT count(*) FROM oncebox_api_token WHERE prefix = $1 AND revoked_at IS NULL`
 	sqlRevokeByPrefix     = `UPDATE oncebox_api_token SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL`
 
-	// sqlRevokeMintedTokens revokes the live tokens of a tenant that one minter made.
+	// sqlRevokeMintedTokens revokes the live tokens of a tenant whose listed prefix
+	// starts with a minter's mark (mintedMark).
 	sqlRevokeMintedTokens = `UPDATE oncebox_api_token SET revoked_at = now()
-		WHERE tenant_id = (SELECT id FROM oncebox_tenant WHERE name = $1) AND minted_by = $2 AND revoked_at IS NULL`
+		WHERE tenant_id = (SELECT id FROM oncebox_tenant WHERE name = $1) AND starts_with(prefix, $2) AND revoked_at IS NULL`
 
-	sqlInsertToken = `INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix, role, person, minted_by)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''))`
+	sqlInsertToken = `INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix, role, person) VALUES ($1, $2, $3, $4, NULLIF($5, ''))`
 
 	sqlAuthenticate = `SELECT t.id, t.name, t.created_at, k.id, k.role, coalesce(k.person, '') FROM oncebox_api_token k
 		JOIN oncebox_tenant t ON t.id = k.tenant_id

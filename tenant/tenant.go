@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,7 +239,11 @@ func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64, role Role, pers
 	if err != nil {
 		return "", err
 	}
-	if _, err := tx.Exec(ctx, sqlInsertToken, tenantID, HashToken(token), token[:len(TokenPrefix)+6], role, person, mintedBy); err != nil {
+	if mintedBy != "" {
+		// The mark is in the listed prefix, which RevokeMinted matches.
+		token = mintedMark(mintedBy) + strings.TrimPrefix(token, TokenPrefix)
+	}
+	if _, err := tx.Exec(ctx, sqlInsertToken, tenantID, HashToken(token), token[:len(TokenPrefix)+6], role, person); err != nil {
 		return "", fmt.Errorf("tenant: store token: %w", err)
 	}
 	return token, nil
@@ -262,17 +267,26 @@ func (s *Store) NewTokenFor(ctx context.Context, tenantName string, role Role, p
 	return s.newToken(ctx, tenantName, role, person, "")
 }
 
-// MinterDev names the tokens `oncebox dev` mints for its demo tenant (NewMintedToken).
+// MinterDev names the tokens `oncebox dev` mints for its demo tenant (NewMintedToken):
+// they start with "obx_dev.".
 const MinterDev = "dev"
 
+// minter is what a minter may be called: short enough that its mark fits in a token's
+// listed prefix.
+var minter = regexp.MustCompile(`^[a-z]{1,5}$`)
+
+// mintedMark starts every token a minter makes: the token prefix, the minter's name and
+// a dot, which no other token has (a token is otherwise base64url, which has no dot).
+func mintedMark(name string) string { return TokenPrefix + name + "." }
+
 // NewMintedToken adds a token of the given role to the named tenant, marked as made
-// by minter (such as MinterDev), and returns it, once. RevokeMinted revokes a minter's
-// tokens and no other.
-func (s *Store) NewMintedToken(ctx context.Context, tenantName string, role Role, minter string) (string, error) {
-	if minter == "" {
-		return "", errors.New("tenant: a minted token names its minter")
+// by minter (such as MinterDev: the token starts with "obx_dev."), and returns it, once.
+// RevokeMinted revokes a minter's tokens and no other.
+func (s *Store) NewMintedToken(ctx context.Context, tenantName string, role Role, name string) (string, error) {
+	if !minter.MatchString(name) {
+		return "", fmt.Errorf("tenant: a minted token names its minter, 1 to 5 lower-case letters, not %q", name)
 	}
-	return s.newToken(ctx, tenantName, role, "", minter)
+	return s.newToken(ctx, tenantName, role, "", name)
 }
 
 func (s *Store) newToken(ctx context.Context, tenantName string, role Role, person, minter string) (string, error) {
@@ -362,12 +376,12 @@ func (s *Store) forgetCached() {
 // (NewMintedToken) and returns how many it revoked; a token made otherwise (Create,
 // NewToken, `oncebox tenant token create`) is left alone. `oncebox dev` uses it so that
 // each start leaves one set of demo tokens, not one more.
-func (s *Store) RevokeMinted(ctx context.Context, tenantName, minter string) (int64, error) {
+func (s *Store) RevokeMinted(ctx context.Context, tenantName, name string) (int64, error) {
 	defer s.forgetCached()
-	if minter == "" {
-		return 0, errors.New("tenant: revoking minted tokens needs their minter")
+	if !minter.MatchString(name) {
+		return 0, fmt.Errorf("tenant: revoking minted tokens needs their minter, 1 to 5 lower-case letters, not %q", name)
 	}
-	tag, err := s.pool.Exec(ctx, sqlRevokeMintedTokens, tenantName, minter)
+	tag, err := s.pool.Exec(ctx, sqlRevokeMintedTokens, tenantName, mintedMark(name))
 	if err != nil {
 		return 0, fmt.Errorf("tenant: revoke tokens of %q: %w", tenantName, err)
 	}

@@ -154,6 +154,10 @@ func TestRevokeMintedLeavesOtherTokens(t *testing.T) {
 	otherDev, err := s.NewMintedToken(ctx, "other", tenant.RoleAgent, tenant.MinterDev)
 	require.NoError(t, err)
 
+	require.True(t, strings.HasPrefix(dev, "obx_dev."), dev)
+	toks, err := s.Tokens(ctx, "demo")
+	require.NoError(t, err)
+	require.Equal(t, "obx_dev.", toks[2].Prefix[:8], "the mark is in the listed prefix")
 	n, err := s.RevokeMinted(ctx, "demo", tenant.MinterDev)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
