@@ -212,17 +212,15 @@ func undeclaredRequired(s map[string]any, at string) string {
 	}
 	for _, k := range sortedKeys(props) {
 		if sub, ok := props[k].(map[string]any); ok {
-			if msg := undeclaredRequired(sub, join2(at, "properties/"+k)); msg != "" {
+			if msg := undeclaredRequired(sub, at+"/properties/"+k); msg != "" {
 				return msg
 			}
 		}
 	}
 	if items, ok := s["items"].(map[string]any); ok {
-		if msg := undeclaredRequired(items, join2(at, "items")); msg != "" {
+		if msg := undeclaredRequired(items, at+"/items"); msg != "" {
 			return msg
 		}
 	}
 	return ""
 }
-
-func join2(at, rest string) string { return at + "/" + rest }
