@@ -232,7 +232,7 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		p.Field, p.KnownTools = "tool", toolErr.Known
 		writeProblem(w, p)
 	case errors.As(err, &argsErr):
-		writeProblem(w, invalidArgs(argsErr.Field, argsErr.Message))
+		writeProblem(w, validationProblem(argsErr))
 	case errors.Is(err, outbox.ErrNotFound):
 		writeProblem(w, newProblem(http.StatusNotFound, "not-found", "No op is stored under this idempotency key for your tenant."))
 	case errors.As(err, &budgetErr):

@@ -22,7 +22,8 @@ type problem struct {
 
 	// Field is the dotted path of the offending request member, such as "args.amount".
 	Field string `json:"field,omitempty"`
-	// Rule names the broken idempotency-key rule.
+	// Rule names the broken rule: an idempotency-key rule (invalid-idempotency-key),
+	// or one oncebox sets on a tool's arguments, such as "tag_argument" (invalid-args).
 	Rule string `json:"rule,omitempty"`
 	// KnownTools lists the tools the server accepts (unknown-tool).
 	KnownTools []string `json:"known_tools,omitempty"`

@@ -253,7 +253,9 @@ func checkStorable(req *opRequest) *problem {
 func validationProblem(err error) *problem {
 	var ve *outbox.ValidationError
 	if errors.As(err, &ve) {
-		return invalidArgs(ve.Field, ve.Message)
+		p := invalidArgs(ve.Field, ve.Message)
+		p.Rule = ve.Rule
+		return p
 	}
 	return invalidArgs("args", "cannot be stored")
 }

@@ -207,6 +207,13 @@ func Parse(file string, data []byte, getenv func(string) string) (*Catalog, erro
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &Error{File: file, Message: "not a valid tool catalog: " + err.Error()}
+	}
+	if err := checkFields(file, &doc); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f fileFormat
@@ -323,6 +330,9 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 	if f.InputSchema["type"] != "object" {
 		return nil, bad("input_schema", `must have "type: object" at its root (arguments are a JSON object)`)
 	}
+	if msg := undeclaredRequired(f.InputSchema, ""); msg != "" {
+		return nil, bad("input_schema", msg)
+	}
 	raw, err := json.Marshal(f.InputSchema)
 	if err != nil {
 		return nil, bad("input_schema", "cannot be written as JSON: "+err.Error())
@@ -381,6 +391,9 @@ func compileSchema(name string, raw []byte) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
+	}
+	if msg := externalRef(doc, ""); msg != "" {
+		return nil, errors.New(msg)
 	}
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft2020)

@@ -96,14 +96,20 @@ func TestBrokenCatalogNamesFileToolAndField(t *testing.T) {
 		{"template not required", replace("required: [customer_id, subject]", "required: [subject]"), `tools.yaml: tool "helpdesk.create_ticket": field path: template {customer_id} must name a required property`},
 		{"path climbs", replace("path: /customers/{customer_id}/tickets", "path: /../admin"), `tools.yaml: tool "helpdesk.create_ticket": field path: must not contain "." or ".."`},
 		{"path is a URL", replace("path: /customers/{customer_id}/tickets", "path: //evil.example.com/x"), `field path: must start with a single "/"`},
-		{"unknown field", replace("class: write", "class: write\n    clas: write"), `tools.yaml: not a valid tool catalog: yaml: unmarshal errors:`},
+		{"unknown field", replace("class: write", "clas: write"), `tools.yaml: tool "helpdesk.create_ticket": unknown field "clas" (did you mean "class"?)`},
+		{"unknown nested field", replace("class: write", "class: write\n    approval: {mod: always}"), `tools.yaml: tool "helpdesk.create_ticket": field approval: unknown field "mod" (did you mean "mode"?)`},
+		{"unknown target field", replace("lookup_path:", "lookup_pat:"), `tools.yaml: target "helpdesk": unknown field "lookup_pat" (did you mean "lookup_path"?)`},
+		{"unknown field, nothing near", replace("class: write", "class: write\n    colour: blue"), `tools.yaml: tool "helpdesk.create_ticket": unknown field "colour" (known fields: description, class,`},
+		{"unknown section", "tool:\n  x: {}\n", `tools.yaml: unknown field "tool" (did you mean "tools"?)`},
 		{"secret not set", replace("HELPDESK_API_KEY", "NOT_SET_ANYWHERE"), `tools.yaml: target "helpdesk": field secret_env: the environment variable NOT_SET_ANYWHERE is not set`},
 		{"base url", replace("https://helpdesk.example.com/api", "ftp://x"), `tools.yaml: target "helpdesk": field base_url: must be an absolute http or https URL`},
 		{"builtin prefix", replace("helpdesk.create_ticket:", "webhook.create:"), `tools.yaml: tool "webhook.create": the prefixes`},
 		{"bad ttl", replace("class: write", "class: write\n    ttl: forever"), `tools.yaml: tool "helpdesk.create_ticket": field ttl: "forever" is not a positive duration`},
 		{"bad approval", replace("class: write", "class: write\n    approval: {mode: sometimes}"), `tools.yaml: tool "helpdesk.create_ticket": field approval:`},
 		{"approval on a read tool", replace("class: read", "class: read\n    approval: {mode: always}"), `tools.yaml: tool "helpdesk.find_ticket": field class: a read tool makes no op`},
-		{"remote ref", replace("tags: {type: array", `tags: {$ref: "https://example.com/s.json", type: array`), `tools.yaml: tool "helpdesk.create_ticket": field input_schema: failing loading "https://example.com/s.json"`},
+		{"remote ref", replace("tags: {type: array", `tags: {$ref: "https://example.com/s.json", type: array`), `tools.yaml: tool "helpdesk.create_ticket": field input_schema: $ref "https://example.com/s.json" at /properties/tags: external references are not allowed`},
+		{"file ref", replace("tags: {type: array", `tags: {$ref: "defs.json#/tag", type: array`), `field input_schema: $ref "defs.json#/tag" at /properties/tags: external references are not allowed`},
+		{"required names no property", replace("required: [customer_id, subject]", "required: [customer_id, subjct]"), `tools.yaml: tool "helpdesk.create_ticket": field input_schema: required names "subjct", which is not one of its properties (customer_id, priority, subject, tags): did you mean "subject"?`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := catalog.Parse("tools.yaml", []byte(tc.file), env)
@@ -149,4 +155,37 @@ func TestValidateNamesFieldAndRule(t *testing.T) {
 		require.Equal(t, tc.field, ve.Field, tc.args)
 		require.Contains(t, ve.Message, tc.rule, tc.args)
 	}
+}
+
+// TestLocalRefsAndDeclaredRequiredLoad: a $ref within the schema is fine, and so is a
+// required list whose properties come from allOf.
+func TestLocalRefsAndDeclaredRequiredLoad(t *testing.T) {
+	t.Parallel()
+	file := `
+targets:
+  t: {base_url: "http://127.0.0.1:1"}
+tools:
+  t.x:
+    description: d
+    class: write
+    target: t
+    path: /x
+    input_schema:
+      type: object
+      $defs: {name: {type: string, maxLength: 10}}
+      properties: {who: {$ref: "#/$defs/name"}}
+      required: [who]
+  t.y:
+    description: d
+    class: write
+    target: t
+    path: /y
+    input_schema:
+      type: object
+      allOf: [{properties: {who: {type: string}}}]
+      required: [who]
+`
+	c, err := catalog.Parse("tools.yaml", []byte(file), env)
+	require.NoError(t, err)
+	require.Error(t, c.Tools["t.x"].Validate(json.RawMessage(`{"who":"far too long a name"}`)), "the local $ref applies")
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +40,7 @@ type Scenario struct {
 	// Answers are what the calls got: "2xx", the adapter's error code, or "dropped".
 	Answers []string `json:"answers"`
 	// Objects is how many objects the lookup path lists for OpID; -1 when it could
-	// not be asked.
+	// not be asked (the target has no lookup_path).
 	Objects int `json:"objects"`
 }
 
@@ -48,14 +49,29 @@ type CheckReport struct {
 	Tool   string     `json:"tool"`
 	Target string     `json:"target"`
 	Runs   []Scenario `json:"scenarios"`
+	// NativeKeys is the target's native_keys in the file.
+	NativeKeys bool `json:"native_keys"`
 	// NativeKeysSafe says whether native_keys: true is safe for the target: every
-	// scenario that reused one key made one object.
-	NativeKeysSafe bool `json:"native_keys_safe"`
+	// scenario that reused one key made one object. Nil when it could not be checked
+	// (no lookup_path to count the objects with).
+	NativeKeysSafe *bool `json:"native_keys_safe"`
 	// LookupFindsDropped says whether the lookup path listed the call whose answer was
-	// dropped.
-	LookupFindsDropped bool `json:"lookup_finds_dropped"`
+	// dropped; nil without a lookup_path.
+	LookupFindsDropped *bool `json:"lookup_finds_dropped"`
 	// Verdicts are the sentences to print.
 	Verdicts []string `json:"verdicts"`
+	// Unchecked says what the check could not find out, and why.
+	Unchecked []string `json:"unchecked,omitempty"`
+}
+
+// Contradiction returns the sentence saying how the verdict contradicts the file, or
+// "" when it does not: the file says native_keys: true and a reused key made other
+// than one object. `oncebox tools check` then exits non-zero.
+func (rep *CheckReport) Contradiction() string {
+	if rep.NativeKeys && rep.NativeKeysSafe != nil && !*rep.NativeKeysSafe {
+		return fmt.Sprintf("the file says native_keys: true for target %s, but a reused key made other than one object there: set native_keys: false (oncebox then reconciles through lookup_path), or fix the target", rep.Target)
+	}
+	return ""
 }
 
 // Check runs the retry scenarios a team should run before trusting a write or unsafe
@@ -63,6 +79,8 @@ type CheckReport struct {
 // twice with one key, twice at once with one key, and once with its answer dropped
 // (the connection closed once the request is written) then resent with the same key;
 // after each, it counts the objects the target made through the target's lookup path.
+// A target without a lookup path is sent the same calls, and the report says what could
+// not be checked without one (CheckReport.Unchecked).
 func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, opts CheckOptions) (*CheckReport, error) {
 	if opts.Settle <= 0 {
 		opts.Settle = 3 * time.Second
@@ -81,9 +99,7 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 		return nil, fmt.Errorf("%s is a tool of the upstream MCP server %s: the check covers HTTP targets only", name, t.Upstream)
 	}
 	target := r.cat.Targets[t.Target]
-	if target.LookupPath == "" {
-		return nil, fmt.Errorf("target %s has no lookup_path: the check counts the objects a call made through it", t.Target)
-	}
+	canCount := target.LookupPath != ""
 	if err := t.Validate(args); err != nil {
 		return nil, fmt.Errorf("--args: %w", err)
 	}
@@ -109,7 +125,13 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 		return nil, err
 	}
 
-	rep := &CheckReport{Tool: name, Target: t.Target}
+	rep := &CheckReport{Tool: name, Target: t.Target, NativeKeys: target.NativeKeys}
+	count := func(opID string) (int, error) {
+		if !canCount {
+			return -1, nil
+		}
+		return countObjects(ctx, plain, t.Target, opID, opts.Settle)
+	}
 	send := func(v *webhook.Vendor, opID, key string) string {
 		_, err := v.Dispatch(ctx, outbox.DispatchParams{OpID: opID, Tool: name, Args: req, VendorKey: key, Attempt: 1})
 		var de *outbox.DispatchError
@@ -126,7 +148,7 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 		opID, key := "op_check_"+randomHex(), "check_"+randomHex()
 		s := Scenario{Name: label, OpID: opID, Answers: calls(opID, key)}
 		s.Calls = len(s.Answers)
-		n, err := countObjects(ctx, plain, t.Target, opID, opts.Settle)
+		n, err := count(opID)
 		if err != nil {
 			return fmt.Errorf("%s: ask the lookup path: %w", label, err)
 		}
@@ -157,25 +179,32 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 			first = "dropped (" + first + ")"
 		}
 		// What the lookup finds for the dropped call alone, before the resend.
-		droppedSeen, _ = countObjects(ctx, plain, t.Target, opID, opts.Settle)
+		droppedSeen, _ = count(opID)
 		return []string{first, send(plain, opID, key)}
 	}); err != nil {
 		return nil, err
 	}
 
-	rep.NativeKeysSafe = true
+	if !canCount {
+		rep.Unchecked = append(rep.Unchecked,
+			fmt.Sprintf("whether native_keys: true is safe for %s: the target has no lookup_path, so the objects each scenario made could not be counted (the answers above are all there is)", t.Target),
+			"whether a lookup finds a call whose answer was dropped: without a lookup_path, unknown outcomes of this tool go to needs_review")
+		return rep, nil
+	}
+	safe := true
 	for _, s := range rep.Runs {
 		if s.Objects != 1 {
-			rep.NativeKeysSafe = false
+			safe = false
 		}
 	}
-	rep.LookupFindsDropped = droppedSeen >= 1
-	if rep.NativeKeysSafe {
+	found := droppedSeen >= 1
+	rep.NativeKeysSafe, rep.LookupFindsDropped = &safe, &found
+	if safe {
 		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("native_keys: true is safe for %s: every scenario that reused a key made one object.", t.Target))
 	} else {
 		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("native_keys: true is NOT safe for %s: a reused key made other than one object (see above); keep native_keys: false and let oncebox reconcile through lookup_path.", t.Target))
 	}
-	if rep.LookupFindsDropped {
+	if found {
 		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("the lookup path finds a dropped call: it listed %d object(s) for the call whose answer was lost, so the reconciler can settle such ops.", droppedSeen))
 	} else {
 		rep.Verdicts = append(rep.Verdicts, "the lookup path did NOT find the call whose answer was dropped (or the target did not act on it): unknown outcomes of this tool will go to needs_review.")
@@ -247,11 +276,21 @@ func (rep *CheckReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "oncebox tools check %s (target %s)\n\n", rep.Tool, rep.Target)
 	for _, s := range rep.Runs {
-		fmt.Fprintf(&b, "  %-48s objects made: %d   answers: %s\n", s.Name, s.Objects, strings.Join(s.Answers, ", "))
+		objects := strconv.Itoa(s.Objects)
+		if s.Objects < 0 {
+			objects = "?"
+		}
+		fmt.Fprintf(&b, "  %-48s objects made: %s   answers: %s\n", s.Name, objects, strings.Join(s.Answers, ", "))
 	}
 	b.WriteString("\n")
 	for _, v := range rep.Verdicts {
 		b.WriteString("verdict: " + v + "\n")
+	}
+	for _, u := range rep.Unchecked {
+		b.WriteString("not checked: " + u + "\n")
+	}
+	if c := rep.Contradiction(); c != "" {
+		b.WriteString("contradiction: " + c + "\n")
 	}
 	return b.String()
 }

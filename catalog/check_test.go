@@ -62,8 +62,9 @@ func TestCheckTargetHonouringKeys(t *testing.T) {
 		require.Equal(t, 1, s.Objects, s.Name)
 		require.Len(t, fake.EffectsFor(s.OpID), 1, s.Name)
 	}
-	require.True(t, rep.NativeKeysSafe)
-	require.True(t, rep.LookupFindsDropped)
+	require.True(t, *rep.NativeKeysSafe)
+	require.Empty(t, rep.Contradiction())
+	require.True(t, *rep.LookupFindsDropped)
 	require.Contains(t, rep.String(), "verdict: native_keys: true is safe for crm")
 }
 
@@ -79,8 +80,9 @@ func TestCheckTargetIgnoringKeys(t *testing.T) {
 		require.Equal(t, 2, s.Objects, s.Name)
 		require.Len(t, fake.EffectsFor(s.OpID), 2, s.Name, "the count is the target's own")
 	}
-	require.False(t, rep.NativeKeysSafe)
-	require.True(t, rep.LookupFindsDropped)
+	require.False(t, *rep.NativeKeysSafe)
+	require.Contains(t, rep.Contradiction(), "the file says native_keys: true for target crm")
+	require.True(t, *rep.LookupFindsDropped)
 	require.Contains(t, rep.String(), "verdict: native_keys: true is NOT safe for crm")
 }
 
@@ -98,8 +100,44 @@ func TestCheckLookupBlind(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	rep := runCheck(t, checkCatalog(t, srv.URL, true))
-	require.False(t, rep.LookupFindsDropped)
-	require.False(t, rep.NativeKeysSafe, "objects the lookup cannot see cannot be counted as one")
+	require.False(t, *rep.LookupFindsDropped)
+	require.False(t, *rep.NativeKeysSafe, "objects the lookup cannot see cannot be counted as one")
 	require.Contains(t, rep.String(), "the lookup path did NOT find the call whose answer was dropped")
 	require.Equal(t, 3, fake.EffectCount(), "the target did act, once per scenario")
+}
+
+// TestCheckWithoutLookupPath: a target without a lookup path is sent the scenarios; the
+// report counts no objects and says what it could not check, and states no verdict.
+func TestCheckWithoutLookupPath(t *testing.T) {
+	t.Parallel()
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	c, err := catalog.Parse("tools.yaml", []byte(`
+targets:
+  crm: {base_url: `+srv.URL+`, native_keys: true}
+tools:
+  crm.create_lead:
+    description: Create a lead.
+    class: write
+    target: crm
+    path: /leads
+    input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
+`), nil)
+	require.NoError(t, err)
+	rt, err := c.Connect(catalog.Options{})
+	require.NoError(t, err)
+	rep := runCheck(t, rt)
+	for _, s := range rep.Runs {
+		require.Equal(t, -1, s.Objects, s.Name)
+		require.NotEmpty(t, s.Answers)
+	}
+	require.Nil(t, rep.NativeKeysSafe)
+	require.Nil(t, rep.LookupFindsDropped)
+	require.Empty(t, rep.Verdicts)
+	require.Len(t, rep.Unchecked, 2)
+	require.Empty(t, rep.Contradiction(), "what was not checked contradicts nothing")
+	require.Contains(t, rep.String(), "not checked: whether native_keys: true is safe for crm: the target has no lookup_path")
+	require.Contains(t, rep.String(), "objects made: ?")
+	require.Equal(t, 6, fake.EffectCount(), "the calls were sent")
 }

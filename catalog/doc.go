@@ -29,10 +29,11 @@
 // the schema the upstream lists, for an upstream tool).
 //
 // Load checks everything before the server starts: the file's fields (an unknown
-// field is an error), every target (an absolute http(s) base URL, a secret variable
+// field is an error naming the nearest known one), every target (an absolute http(s) base URL, a secret variable
 // that is set), every tool (a known class and target, a path whose {arg} templates
 // name required string or integer properties, an input schema that compiles under
-// draft 2020-12 with its root of type object). An error names the file, the tool or
+// draft 2020-12 with its root of type object, refers to nothing outside itself and
+// requires only properties it declares). An error names the file, the tool or
 // target, and the field.
 //
 // Classes:

@@ -400,6 +400,15 @@ func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 			}
 			schema = b
 		}
+		upstreamSchema := schema
+		if t.TagArgument != "" && t.Class != ClassRead {
+			// The tag argument is oncebox's: the model never sees it, and a caller who
+			// sends it is refused (Validate).
+			var err error
+			if schema, err = withoutProperty(schema, t.TagArgument); err != nil {
+				return bad("tools."+lt.Name+".tag_argument", err.Error())
+			}
+		}
 		t.InputSchema = schema
 		if t.Redact != nil && t.Class != ClassRead {
 			var root struct {
@@ -422,22 +431,62 @@ func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 			return bad("", fmt.Sprintf("upstream tool %q: its input schema does not compile: %v", lt.Name, err))
 		}
 		t.schema = sch
-		t.Version = upstreamVersion(t, u)
+		t.Version = upstreamVersion(t, u, upstreamSchema)
 		c.Tools[name] = t
 	}
 	return nil
 }
 
 // upstreamVersion hashes what decides how an op of an upstream tool is validated and
-// sent.
-func upstreamVersion(t *Tool, u *Upstream) string {
+// sent: schema is the upstream's own (with the tag argument, which the tool's
+// InputSchema leaves out).
+func upstreamVersion(t *Tool, u *Upstream, schema json.RawMessage) string {
 	b, _ := json.Marshal(struct {
 		Class, Upstream, UpstreamTool, URL, Command, Tag string
 		Args                                             []string
 		Schema                                           json.RawMessage
-	}{t.Class, u.Name, t.UpstreamTool, u.URL, u.Command, t.TagArgument, u.Args, t.InputSchema})
+	}{t.Class, u.Name, t.UpstreamTool, u.URL, u.Command, t.TagArgument, u.Args, schema})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:6])
+}
+
+// withoutProperty returns schema without the root property name, which it must have,
+// in its properties and its required list.
+func withoutProperty(schema []byte, name string) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(schema))
+	dec.UseNumber()
+	var root map[string]any
+	if err := dec.Decode(&root); err != nil {
+		return nil, fmt.Errorf("the tool's input schema is not a JSON object: %w", err)
+	}
+	props, _ := root["properties"].(map[string]any)
+	if _, ok := props[name]; !ok {
+		return nil, fmt.Errorf("%q is not a property of the tool's input schema (its properties: %s): name the argument that receives the op id",
+			name, propertyList(props))
+	}
+	delete(props, name)
+	if req, ok := root["required"].([]any); ok {
+		kept := []any{}
+		for _, r := range req {
+			if r != name {
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) == 0 {
+			delete(root, "required")
+		} else {
+			root["required"] = kept
+		}
+	}
+	return json.Marshal(root)
+}
+
+// propertyList names a schema's properties for an error, sorted.
+func propertyList(props map[string]any) string {
+	if len(props) == 0 {
+		return "none"
+	}
+	return strings.Join(sortedKeys(props), ", ")
 }
 
 // upstreamArgs decodes an op's arguments as the object sent upstream, with the op id

@@ -71,6 +71,9 @@ func TestBrokenUpstreamNamesUpstreamAndField(t *testing.T) {
 		{"upstreams: {mail: {command: x, job_timeout: soon}}", `field job_timeout: "soon" is not a positive duration`},
 		{"upstreams: {mail: {command: x, rate: {burst: 3}}}", `field rate.per_second: must be a positive number`},
 		{"upstreams: {mail: {command: x, rate: {per_second: 1, burst: -1}}}", `field rate.burst: -1 is negative`},
+		{"upstreams: {mail: {command: x, tools: {send: {tag_argumnt: ref}}}}", `tools.yaml: upstream "mail": field tools.send: unknown field "tag_argumnt" (did you mean "tag_argument"?)`},
+		{"upstreams: {mail: {command: x, rate: {persecond: 1}}}", `tools.yaml: upstream "mail": field rate: unknown field "persecond" (did you mean "per_second"?)`},
+		{"upstreams: {mail: {comand: x}}", `tools.yaml: upstream "mail": unknown field "comand" (did you mean "command"?)`},
 	} {
 		_, err := catalog.Parse("tools.yaml", []byte(c.yaml), func(string) string { return "" })
 		require.ErrorContains(t, err, c.want, c.yaml)
@@ -202,4 +205,48 @@ func TestLiveSwapUpstreamQueueNeedsARestart(t *testing.T) {
 	next := file(", workers: 2, rate: {per_second: 5}")
 	require.NoError(t, live.Swap(next))
 	require.Same(t, next, live.Current())
+}
+
+// TestTagArgumentBelongsToOncebox: an upstream tool's tag_argument is left out of the
+// schema the model sees (properties and required), a call that sets it is refused
+// naming the field and the rule, and a tag_argument the tool's schema does not have is
+// refused when the upstream's tools are listed.
+func TestTagArgumentBelongsToOncebox(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(fakemcp.New().Handler())
+	t.Cleanup(up.Close)
+	connect := func(tools string) (*catalog.Runtime, error) {
+		c, err := catalog.Parse("tools.yaml", []byte("upstreams:\n  mail:\n    url: "+up.URL+"\n    tools: "+tools+"\n"), nil)
+		require.NoError(t, err)
+		rt, err := c.Connect(catalog.Options{Timeout: 5 * time.Second})
+		if err == nil {
+			t.Cleanup(rt.Close)
+		}
+		return rt, err
+	}
+	rt, err := connect("{send_mail: {tag_argument: ref}}")
+	require.NoError(t, err)
+	send := rt.Catalog().Tools["mail.send_mail"]
+	var schema struct {
+		Properties map[string]any `json:"properties"`
+		Required   []string       `json:"required"`
+	}
+	require.NoError(t, json.Unmarshal(send.InputSchema, &schema))
+	require.NotContains(t, schema.Properties, "ref", "the model never sees the tag argument")
+	require.Contains(t, schema.Properties, "subject", "the other properties stay")
+	require.NotContains(t, schema.Required, "ref")
+
+	require.NoError(t, send.Validate(json.RawMessage(`{"to":"ann@example.com","subject":"Hi"}`)))
+	err = send.Validate(json.RawMessage(`{"to":"ann@example.com","subject":"Hi","ref":"mine"}`))
+	var ve *outbox.ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "args.ref", ve.Field)
+	require.Equal(t, catalog.RuleTagArgument, ve.Rule)
+	require.Contains(t, ve.Message, "set by oncebox")
+
+	_, err = connect("{send_mail: {tag_argument: reff}}")
+	var ce *catalog.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "tools.send_mail.tag_argument", ce.Field)
+	require.ErrorContains(t, err, `tools.yaml: upstream "mail": field tools.send_mail.tag_argument: "reff" is not a property of the tool's input schema`)
 }

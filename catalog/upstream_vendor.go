@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -246,7 +247,44 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "tool_error",
 			Message: fmt.Sprintf("upstream tool %s answered isError", t.UpstreamTool), Body: body}
 	}
-	return &outbox.DispatchResult{Result: body}, nil
+	return &outbox.DispatchResult{Result: body, VendorRef: objectRef(res)}, nil
+}
+
+// objectRef is the id of the object an upstream's result names: the "id" of its
+// structured content, else of its first text content read as a JSON object; "" when
+// it names none.
+func objectRef(res *mcp.CallToolResult) string {
+	var raw json.RawMessage
+	if res.StructuredContent != nil {
+		raw, _ = json.Marshal(res.StructuredContent)
+	} else {
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				raw = json.RawMessage(tc.Text)
+				break
+			}
+		}
+	}
+	return idOf(raw)
+}
+
+// idOf is the "id" member of a JSON object, a string or a number, or "".
+func idOf(raw json.RawMessage) string {
+	var head struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(raw, &head) != nil || len(head.ID) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(head.ID, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(head.ID, &n) == nil {
+		return n.String()
+	}
+	return ""
 }
 
 // Lookup calls the tool's lookup tool with the op id and counts the objects it
@@ -280,17 +318,28 @@ func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*ou
 	}
 	out := &outbox.LookupResult{}
 	for _, o := range objs {
-		var head struct {
-			ID any `json:"id"`
-		}
-		_ = json.Unmarshal(o, &head)
-		id := ""
-		if head.ID != nil {
-			id = fmt.Sprint(head.ID)
-		}
-		out.Objects = append(out.Objects, outbox.VendorObject{ID: id, OpID: p.OpID, Summary: o})
+		out.Objects = append(out.Objects, outbox.VendorObject{ID: idOf(o), OpID: p.OpID, Summary: objectResult(o)})
 	}
 	return out, nil
+}
+
+// objectResult is the result an op settled from a lookup keeps: a CallToolResult, as
+// a dispatched op's is, whose structured content is the object found (when it is a
+// JSON object) and whose text content is its JSON, so that a replay of the op reads
+// the same shape however it was settled.
+func objectResult(o json.RawMessage) json.RawMessage {
+	res := struct {
+		Content           []map[string]string `json:"content"`
+		StructuredContent json.RawMessage     `json:"structuredContent,omitempty"`
+	}{Content: []map[string]string{{"type": "text", "text": string(o)}}}
+	if t := bytes.TrimSpace(o); len(t) > 0 && t[0] == '{' {
+		res.StructuredContent = o
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return o
+	}
+	return b
 }
 
 // lookupObjects reads a lookup tool's answer.

@@ -34,6 +34,12 @@ func (t *Tool) Validate(args json.RawMessage) error {
 	if err != nil {
 		return &outbox.ValidationError{Field: "args", Message: "must be a JSON object: " + err.Error()}
 	}
+	if m, ok := inst.(map[string]any); ok && t.TagArgument != "" {
+		if _, sent := m[t.TagArgument]; sent {
+			return &outbox.ValidationError{Field: "args." + t.TagArgument, Rule: RuleTagArgument,
+				Message: "is set by oncebox (the tool's tag_argument: it receives the op id); leave it out"}
+		}
+	}
 	if err := t.schema.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
@@ -44,6 +50,10 @@ func (t *Tool) Validate(args json.RawMessage) error {
 	_, err = t.fillPath(inst.(map[string]any))
 	return err
 }
+
+// RuleTagArgument is the rule of a refused call that sets the tool's tag argument,
+// which oncebox fills with the op id (outbox.ValidationError.Rule).
+const RuleTagArgument = "tag_argument"
 
 // schemaRefusal turns the library's error tree into one refusal: the first, deepest
 // cause, with the field it is about and the keyword it breaks.

@@ -46,6 +46,9 @@ type ValidationError struct {
 	Field string
 	// Message is a human sentence fragment, such as "must be an integer greater than 0".
 	Message string
+	// Rule names the broken rule for a client to branch on, when it is one oncebox
+	// sets rather than the tool's schema (such as "tag_argument"); "" otherwise.
+	Rule string
 }
 
 // Error implements error.

@@ -49,7 +49,7 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	got := e.get(t, op.ID)
 	require.Equal(t, outbox.StatusSucceeded, got.Status)
 	require.Equal(t, effect.ID, got.VendorRef)
-	require.JSONEq(t, `{"id":"`+effect.ID+`","created":"`+effect.At.UTC().Format(time.RFC3339Nano)+`"}`, string(got.Result))
+	require.JSONEq(t, `{"status":200,"body":{"id":"`+effect.ID+`","ok":true}}`, string(got.Result), "the shape of a dispatched op's result")
 	require.Equal(t, 1, fake.EffectCount(), "the sweep must not act at the vendor")
 
 	evs := e.reconcileEvents(t, op.ID)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/client"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
@@ -272,4 +273,67 @@ func TestCatalogLookupLagMustCoverTheJobTimeout(t *testing.T) {
 	cfg.WebhookLookupLag = 5 * time.Second
 	_, err := server.New(context.Background(), cfg, nil)
 	require.ErrorContains(t, err, "--webhook-lookup-lag 5s must be at least the webhook job timeout 30s (--webhook-job-timeout): catalog target")
+}
+
+// TestCatalogResultShapeSameHoweverSettled: a catalog op that was dispatched and one
+// whose answer was lost and that the reconciler settled from the target's lookup have
+// one result shape, {"status":..,"body":..}, the same bytes for the same answer: a
+// replay cannot tell them apart.
+func TestCatalogResultShapeSameHoweverSettled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	fake := fakewebhook.New(fakewebhook.Config{})
+	target := httptest.NewServer(fake)
+	t.Cleanup(target.Close)
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ToolsFile = writeCatalog(t, catalogFile(target.URL))
+	cfg.ReconcileInterval = time.Second
+	cfg.WebhookTimeout = 2 * time.Second
+	cfg.WebhookLookupLag = 3 * time.Second
+	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	base := "http://" + addr.String()
+
+	args := `{"tool":"helpdesk.create_ticket","args":{"customer_id":"c1","subject":"Broken"}}`
+	status, body := postJSON(t, base, token, "/v1/ops?wait=20s", "dispatched", args)
+	require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, status, body)
+	require.Contains(t, body, `"status":"succeeded"`)
+
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
+	status, body = postJSON(t, base, token, "/v1/ops", "reconciled", args)
+	require.Equal(t, http.StatusAccepted, status, body)
+	result := func(key string) (string, string, string) {
+		var status, res, ref string
+		require.NoError(t, pool.QueryRow(ctx, "SELECT status, coalesce(result::text, ''), coalesce(vendor_ref, '') FROM oncebox_op WHERE idempotency_key = $1", key).
+			Scan(&status, &res, &ref))
+		return status, res, ref
+	}
+	require.Eventually(t, func() bool {
+		status, _, _ := result("reconciled")
+		return status == "succeeded"
+	}, 60*time.Second, 200*time.Millisecond)
+	var events int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oncebox_op_event e JOIN oncebox_op o ON o.id = e.op_id
+		WHERE o.idempotency_key = 'reconciled' AND e.to_status = 'succeeded' AND e.kind LIKE 'reconcile%'`).Scan(&events))
+	require.Equal(t, 1, events, "the second op was settled by the reconciler")
+	require.Equal(t, 2, fake.EffectCount(), "one object per op")
+
+	effects := fake.Effects()
+	_, dispatched, dispatchedRef := result("dispatched")
+	_, reconciled, reconciledRef := result("reconciled")
+	require.JSONEq(t, `{"status":200,"body":{"id":"`+effects[0].ID+`","ok":true}}`, dispatched)
+	require.JSONEq(t, `{"status":200,"body":{"id":"`+effects[1].ID+`","ok":true}}`, reconciled, "the lookup's answer, in the dispatch's shape")
+	require.Equal(t, strings.ReplaceAll(dispatched, effects[0].ID, effects[1].ID), reconciled, "byte for byte")
+	require.Equal(t, effects[0].ID, dispatchedRef)
+	require.Equal(t, effects[1].ID, reconciledRef)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -39,6 +40,11 @@ type Config struct {
 	// Addr is the address of the HTTP API, MCP, /metrics and River UI. Defaults to
 	// 127.0.0.1:8080.
 	Addr string
+	// Listener, when set, is where the API is served, bound by the caller: Addr is then
+	// not listened on (`oncebox dev` holds its port before it touches the database, so
+	// that a second dev on the same port changes nothing). Run closes it when it stops,
+	// as it does its own. Not a flag. Optional.
+	Listener net.Listener
 	// Roles says what this process runs. Defaults to all three.
 	Roles Roles
 	// TracerProvider traces enqueues, dispatches and status changes (cmd/oncebox sets

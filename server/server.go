@@ -825,6 +825,9 @@ func (s *Server) Listen() (net.Addr, error) {
 	if s.handler == nil {
 		return nil, nil
 	}
+	if s.listener == nil && s.cfg.Listener != nil {
+		s.listener = s.cfg.Listener
+	}
 	if s.listener == nil {
 		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", s.cfg.Addr)
 		if err != nil {

@@ -191,8 +191,10 @@ func TestUpstreamWriteToolTwoSessionsOneSideEffect(t *testing.T) {
 	waitStatus(t, pool, "mail.send_mail", "succeeded")
 	mails := fake.Mails()
 	require.Len(t, mails, 1)
-	var opID, key, result string
-	require.NoError(t, pool.QueryRow(context.Background(), "SELECT id::text, vendor_key, result::text FROM oncebox_op").Scan(&opID, &key, &result))
+	var opID, key, result, ref string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT id::text, vendor_key, result::text, coalesce(vendor_ref, '') FROM oncebox_op").
+		Scan(&opID, &key, &result, &ref))
+	require.Equal(t, mails[0].ID, ref, "the vendor reference is the id the result names")
 	require.Equal(t, opID, mails[0].Ref, "the op id in the tag argument")
 	require.Equal(t, opID, mails[0].Meta["oncebox/op_id"])
 	require.Equal(t, key, mails[0].Meta["oncebox/idempotency_key"])
@@ -224,6 +226,17 @@ func TestUpstreamDropAfterActingIsFoundByLookup(t *testing.T) {
 	waitStatus(t, pool, "mail.send_mail", "succeeded")
 	require.Equal(t, 1, fake.Calls(), "no second call")
 	require.Len(t, fake.Mails(), 1)
+	var ref, result string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT coalesce(vendor_ref, ''), result::text FROM oncebox_op").Scan(&ref, &result))
+	require.Equal(t, fake.Mails()[0].ID, ref, "the vendor reference is the id of the object the lookup found")
+	var res struct {
+		StructuredContent map[string]any `json:"structuredContent"`
+		Content           []struct{ Type, Text string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(result), &res), result)
+	require.Equal(t, fake.Mails()[0].ID, res.StructuredContent["id"], "a CallToolResult, as a dispatched op's result: %s", result)
+	require.Len(t, res.Content, 1)
+	require.Equal(t, "text", res.Content[0].Type)
 }
 
 // TestUpstreamUnknownWithoutLookupNeedsReview: without a lookup tool, a lost answer
@@ -322,4 +335,83 @@ func TestUpstreamHangAfterActingIsFoundByLookup(t *testing.T) {
 	waitStatus(t, pool, "mail.send_mail", "succeeded")
 	require.Equal(t, 1, fake.Calls(), "no second call")
 	require.Len(t, fake.Mails(), 1)
+}
+
+// TestUpstreamTagArgumentIsOnceboxs: the tag argument is in neither the MCP tools/list
+// schema nor GET /v1/tools; a caller who sends it is refused, over HTTP with 400
+// invalid-args naming the field and the rule, over MCP with a tool error, and nothing
+// is recorded or sent.
+func TestUpstreamTagArgumentIsOnceboxs(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	ctx := context.Background()
+	cs := mcpSession(t, base, token)
+	list, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	for _, tool := range list.Tools {
+		if tool.Name == "mail_send_mail" {
+			schema, _ := json.Marshal(tool.InputSchema)
+			require.NotContains(t, string(schema), `"ref"`, "tools/list leaves the tag argument out")
+			require.Contains(t, string(schema), `"subject"`)
+		}
+	}
+	var tools struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(getAuthed(t, base+"/v1/tools", token)), &tools))
+	seen := false
+	for _, tool := range tools.Tools {
+		if tool.Name == "mail.send_mail" {
+			seen = true
+			require.NotContains(t, string(tool.InputSchema), `"ref"`, "GET /v1/tools leaves the tag argument out")
+		}
+	}
+	require.True(t, seen, "%+v", tools)
+
+	status, body := postJSON(t, base, token, "/v1/ops", "tagged-1", `{"tool":"mail.send_mail","args":{"to":"ann@example.com","subject":"Hi","ref":"mine"}}`)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	var p struct{ Type, Field, Rule, Detail string }
+	require.NoError(t, json.Unmarshal([]byte(body), &p))
+	require.Equal(t, "https://oncebox.dev/problems/invalid-args", p.Type)
+	require.Equal(t, "args.ref", p.Field)
+	require.Equal(t, "tag_argument", p.Rule)
+	require.Contains(t, p.Detail, "set by oncebox")
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mail_send_mail", Arguments: map[string]any{"to": "ann@example.com", "subject": "Hi", "ref": "mine"}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, `Invalid argument "ref": is set by oncebox`)
+
+	var ops int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op").Scan(&ops))
+	require.Zero(t, ops)
+	require.Zero(t, fake.Calls())
+}
+
+// TestUpstreamLookupSettledReplaysLikeDispatched: an MCP call whose answer was lost
+// and which the reconciler settled through the lookup tool is replayed over MCP as a
+// dispatched one is: the stored CallToolResult, here holding the mail found.
+func TestUpstreamLookupSettledReplaysLikeDispatched(t *testing.T) {
+	t.Parallel()
+	base, token, fake, pool := upstreamServer(t, true)
+	fake.DropAfterActing(1)
+	cs := mcpSession(t, base, token)
+	call := func() *mcp.CallToolResult {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mail_send_mail",
+			Arguments: map[string]any{"to": "cy@example.com", "subject": "Hi"}})
+		require.NoError(t, err)
+		return res
+	}
+	call()
+	waitStatus(t, pool, "mail.send_mail", "succeeded")
+	res := call()
+	require.False(t, res.IsError, "%+v", res.Content)
+	require.Equal(t, true, res.Meta["oncebox/replayed"])
+	require.Equal(t, "succeeded", res.Meta["oncebox/status"])
+	require.Len(t, fake.Mails(), 1)
+	sc, _ := res.StructuredContent.(map[string]any)
+	require.Equal(t, fake.Mails()[0].ID, sc["id"], "the CallToolResult holding the mail found: %+v", res.StructuredContent)
 }

@@ -10,8 +10,10 @@ const (
 	sqlLiveTokensByPrefix = `SELECT count(*) FROM oncebox_api_token WHERE prefix = $1 AND revoked_at IS NULL`
 	sqlRevokeByPrefix     = `UPDATE oncebox_api_token SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL`
 
-	sqlRevokeTenantTokens = `UPDATE oncebox_api_token SET revoked_at = now()
-		WHERE tenant_id = (SELECT id FROM oncebox_tenant WHERE name = $1) AND revoked_at IS NULL`
+	// sqlRevokeMintedTokens revokes the live tokens of a tenant whose listed prefix
+	// starts with a minter's mark (mintedMark).
+	sqlRevokeMintedTokens = `UPDATE oncebox_api_token SET revoked_at = now()
+		WHERE tenant_id = (SELECT id FROM oncebox_tenant WHERE name = $1) AND starts_with(prefix, $2) AND revoked_at IS NULL`
 
 	sqlInsertToken = `INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix, role, person) VALUES ($1, $2, $3, $4, NULLIF($5, ''))`
 

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,7 +198,7 @@ func (s *Store) Create(ctx context.Context, name string) (*Tenant, string, error
 		if err != nil {
 			return fmt.Errorf("tenant: create: %w", err)
 		}
-		token, err = insertToken(ctx, tx, t.ID, RoleAgent, "")
+		token, err = insertToken(ctx, tx, t.ID, RoleAgent, "", "")
 		return err
 	})
 	if err != nil {
@@ -224,7 +225,7 @@ func (s *Store) Ensure(ctx context.Context, name string) (*Tenant, string, error
 	return t, token, err
 }
 
-func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64, role Role, person string) (string, error) {
+func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64, role Role, person, mintedBy string) (string, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return "", err
 	}
@@ -237,6 +238,10 @@ func insertToken(ctx context.Context, tx pgx.Tx, tenantID int64, role Role, pers
 	token, err := newToken()
 	if err != nil {
 		return "", err
+	}
+	if mintedBy != "" {
+		// The mark is in the listed prefix, which RevokeMinted matches.
+		token = mintedMark(mintedBy) + strings.TrimPrefix(token, TokenPrefix)
 	}
 	if _, err := tx.Exec(ctx, sqlInsertToken, tenantID, HashToken(token), token[:len(TokenPrefix)+6], role, person); err != nil {
 		return "", fmt.Errorf("tenant: store token: %w", err)
@@ -259,13 +264,39 @@ func (s *Store) NewTokenWithRole(ctx context.Context, tenantName string, role Ro
 // named tenant and returns it, once. Four-eyes rules count a person once, however many
 // tokens they hold.
 func (s *Store) NewTokenFor(ctx context.Context, tenantName string, role Role, person string) (string, error) {
+	return s.newToken(ctx, tenantName, role, person, "")
+}
+
+// MinterDev names the tokens `oncebox dev` mints for its demo tenant (NewMintedToken):
+// they start with "obx_dev.".
+const MinterDev = "dev"
+
+// minter is what a minter may be called: short enough that its mark fits in a token's
+// listed prefix.
+var minter = regexp.MustCompile(`^[a-z]{1,5}$`)
+
+// mintedMark starts every token a minter makes: the token prefix, the minter's name and
+// a dot, which no other token has (a token is otherwise base64url, which has no dot).
+func mintedMark(name string) string { return TokenPrefix + name + "." }
+
+// NewMintedToken adds a token of the given role to the named tenant, marked as made
+// by minter (such as MinterDev: the token starts with "obx_dev."), and returns it, once.
+// RevokeMinted revokes a minter's tokens and no other.
+func (s *Store) NewMintedToken(ctx context.Context, tenantName string, role Role, name string) (string, error) {
+	if !minter.MatchString(name) {
+		return "", fmt.Errorf("tenant: a minted token names its minter, 1 to 5 lower-case letters, not %q", name)
+	}
+	return s.newToken(ctx, tenantName, role, "", name)
+}
+
+func (s *Store) newToken(ctx context.Context, tenantName string, role Role, person, minter string) (string, error) {
 	t, err := s.ByName(ctx, tenantName)
 	if err != nil {
 		return "", err
 	}
 	var token string
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		token, err = insertToken(ctx, tx, t.ID, role, person)
+		token, err = insertToken(ctx, tx, t.ID, role, person, minter)
 		return err
 	})
 	return token, err
@@ -341,11 +372,16 @@ func (s *Store) forgetCached() {
 	}
 }
 
-// RevokeAll revokes every live token of the named tenant and returns how many it
-// revoked. `oncebox dev` uses it so that each start leaves one demo token, not one more.
-func (s *Store) RevokeAll(ctx context.Context, tenantName string) (int64, error) {
+// RevokeMinted revokes the live tokens of the named tenant that minter made
+// (NewMintedToken) and returns how many it revoked; a token made otherwise (Create,
+// NewToken, `oncebox tenant token create`) is left alone. `oncebox dev` uses it so that
+// each start leaves one set of demo tokens, not one more.
+func (s *Store) RevokeMinted(ctx context.Context, tenantName, name string) (int64, error) {
 	defer s.forgetCached()
-	tag, err := s.pool.Exec(ctx, sqlRevokeTenantTokens, tenantName)
+	if !minter.MatchString(name) {
+		return 0, fmt.Errorf("tenant: revoking minted tokens needs their minter, 1 to 5 lower-case letters, not %q", name)
+	}
+	tag, err := s.pool.Exec(ctx, sqlRevokeMintedTokens, tenantName, mintedMark(name))
 	if err != nil {
 		return 0, fmt.Errorf("tenant: revoke tokens of %q: %w", tenantName, err)
 	}

@@ -134,3 +134,43 @@ func TestTokenRoles(t *testing.T) {
 	_, err = tenant.ParseRole("Admin")
 	require.Error(t, err)
 }
+
+// TestRevokeMintedLeavesOtherTokens: revoking a minter's tokens (what `oncebox dev`
+// does at start) leaves every token made otherwise live, and another tenant's too.
+func TestRevokeMintedLeavesOtherTokens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := tenant.NewStore(dbtest.Schema(t))
+	_, first, err := s.Create(ctx, "demo")
+	require.NoError(t, err)
+	operator, err := s.NewTokenWithRole(ctx, "demo", tenant.RoleAdmin)
+	require.NoError(t, err)
+	dev, err := s.NewMintedToken(ctx, "demo", tenant.RoleAgent, tenant.MinterDev)
+	require.NoError(t, err)
+	devApprover, err := s.NewMintedToken(ctx, "demo", tenant.RoleApprover, tenant.MinterDev)
+	require.NoError(t, err)
+	_, _, err = s.Create(ctx, "other")
+	require.NoError(t, err)
+	otherDev, err := s.NewMintedToken(ctx, "other", tenant.RoleAgent, tenant.MinterDev)
+	require.NoError(t, err)
+
+	require.True(t, strings.HasPrefix(dev, "obx_dev."), dev)
+	toks, err := s.Tokens(ctx, "demo")
+	require.NoError(t, err)
+	require.Equal(t, "obx_dev.", toks[2].Prefix[:8], "the mark is in the listed prefix")
+	n, err := s.RevokeMinted(ctx, "demo", tenant.MinterDev)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	for _, tok := range []string{dev, devApprover} {
+		_, err = s.Authenticate(ctx, tok)
+		require.ErrorIs(t, err, tenant.ErrUnauthorized, "a token dev minted is revoked")
+	}
+	for _, tok := range []string{first, operator, otherDev} {
+		_, err = s.Authenticate(ctx, tok)
+		require.NoError(t, err, "a token made otherwise, or another tenant's, stays live")
+	}
+	_, err = s.RevokeMinted(ctx, "demo", "")
+	require.Error(t, err)
+	_, err = s.NewMintedToken(ctx, "demo", tenant.RoleAgent, "")
+	require.Error(t, err)
+}

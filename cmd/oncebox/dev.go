@@ -45,6 +45,14 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The port first: a dev that cannot have it (another dev holds it) stops before it
+	// migrates, revokes or mints anything.
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (is another oncebox dev or serve running there? set --addr): %w", cfg.Addr, err)
+	}
+	defer func() { _ = ln.Close() }()
+	cfg.Listener = ln
 
 	pg, err := devPostgres(ctx, fs, cfg.DatabaseURL, logger)
 	if err != nil {
@@ -204,7 +212,7 @@ oncebox dev is running.
   API        %s   (OpenAPI: %s/openapi.json, MCP: %s/mcp, metrics: %s/metrics)
   Postgres   %s (%s)
 %s%s  tenant     %s
-  token      %s   (agent; earlier dev tokens of the tenant are revoked)
+  token      %s   (agent; the demo tokens of earlier dev runs are revoked)
   console    %s%s   (one-time sign-in link, valid %s; or sign in with the approver token %s)
 
 Enqueue an op (run it twice: the second answer is a replay, and nothing is charged twice):
@@ -327,22 +335,29 @@ type devAccess struct {
 	agent, approver string
 }
 
-// devTokens makes sure the demo tenant exists, revokes the tokens earlier dev runs left
-// (each start would otherwise add one more), and mints an agent token for the printed
-// curl and MCP clients and an approver token for the console.
+// devTokens makes sure the demo tenant exists, revokes the demo tokens earlier dev runs
+// minted (each start would otherwise add two more; a token made with `oncebox tenant
+// token create` is left alone), and mints an agent token for the printed curl and MCP
+// clients and an approver token for the console.
 func devTokens(ctx context.Context, store *tenant.Store, name string) (devAccess, error) {
 	var a devAccess
-	if _, _, err := store.Ensure(ctx, name); err != nil {
+	_, first, err := store.Ensure(ctx, name)
+	if err != nil {
 		return a, err
 	}
-	if _, err := store.RevokeAll(ctx, name); err != nil {
+	if first != "" {
+		// The tenant's first token, made with it: dev prints its own instead.
+		if err := store.RevokeToken(ctx, first); err != nil {
+			return a, err
+		}
+	}
+	if _, err := store.RevokeMinted(ctx, name, tenant.MinterDev); err != nil {
 		return a, err
 	}
-	var err error
-	if a.agent, err = store.NewToken(ctx, name); err != nil {
+	if a.agent, err = store.NewMintedToken(ctx, name, tenant.RoleAgent, tenant.MinterDev); err != nil {
 		return a, err
 	}
-	a.approver, err = store.NewTokenWithRole(ctx, name, tenant.RoleApprover)
+	a.approver, err = store.NewMintedToken(ctx, name, tenant.RoleApprover, tenant.MinterDev)
 	return a, err
 }
 

@@ -14,7 +14,10 @@ import (
 )
 
 // runTools is `oncebox tools check NAME --args JSON`: the retry scenarios of a catalog
-// tool against its real target. It sends real requests; it needs no database.
+// tool against its real target. It sends real requests; it needs no database. It exits
+// 1 when its verdict contradicts the file (native_keys: true on a target where a
+// reused key made other than one object), and runs on a target without lookup_path,
+// saying what it could not check.
 func runTools(ctx context.Context, args []string) error {
 	return runToolsTo(ctx, args, os.Stdout)
 }
@@ -66,8 +69,16 @@ func runToolsTo(ctx context.Context, args []string, out io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		err = enc.Encode(rep)
+	} else {
+		_, err = io.WriteString(out, rep.String())
 	}
-	_, err = io.WriteString(out, rep.String())
-	return err
+	if err != nil {
+		return err
+	}
+	if c := rep.Contradiction(); c != "" {
+		// A check in CI fails when the file claims what the target does not do.
+		return &exitError{code: 1, err: errors.New("tools check: " + c)}
+	}
+	return nil
 }

@@ -14,9 +14,10 @@
 //
 // Other endpoints:
 //
-//   - GET /_lookup?oncebox_op=<id> answers {"objects":[{"id":..,"created":..}]}
-//     for the effects whose Oncebox-Op header was <id> and that are at least
-//     Config.LookupLag old (created is RFC 3339).
+//   - GET /_lookup?oncebox_op=<id> answers {"objects":[{"id":..,"created":..,
+//     "status":200,"body":{"id":..,"ok":true}}]} for the effects whose Oncebox-Op
+//     header was <id> and that are at least Config.LookupLag old (created is RFC
+//     3339; status and body are the answer a POST that made the effect gets).
 //   - GET /_effects answers {"effects":[...]} with every effect, so a test that
 //     runs the dispatch worker in another process can count them (see
 //     FetchEffects).

@@ -58,10 +58,14 @@ func (s *Server) EffectsFor(opID string) []Effect {
 	return out
 }
 
-// lookupObject is one entry of GET /_lookup.
+// lookupObject is one entry of GET /_lookup: the effect's id, when it was made, and
+// the answer its call got (status and body), so that an op settled from the lookup
+// keeps the result a dispatch would have stored.
 type lookupObject struct {
-	ID      string `json:"id"`
-	Created string `json:"created"`
+	ID      string          `json:"id"`
+	Created string          `json:"created"`
+	Status  int             `json:"status"`
+	Body    json.RawMessage `json:"body"`
 }
 
 func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
@@ -75,7 +79,8 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 	objects := []lookupObject{}
 	for _, e := range s.effects {
 		if e.OpID == opID && !e.At.After(visibleBefore) {
-			objects = append(objects, lookupObject{ID: e.ID, Created: e.At.UTC().Format(time.RFC3339Nano)})
+			objects = append(objects, lookupObject{ID: e.ID, Created: e.At.UTC().Format(time.RFC3339Nano),
+				Status: http.StatusOK, Body: okAnswer(e.ID)})
 		}
 	}
 	s.mu.Unlock()

@@ -199,7 +199,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request) {
 	if hook != nil {
 		hook(e)
 	}
-	status, answer := http.StatusOK, []byte(`{"id":"`+e.ID+`","ok":true}`)
+	status, answer := http.StatusOK, []byte(okAnswer(e.ID))
 	if faulty && fault.Kind == Fault500AfterEffect {
 		status, answer = http.StatusInternalServerError, []byte(`{"error":"internal"}`)
 	}
@@ -280,6 +280,9 @@ func (s *Server) record(r *http.Request, key string, body []byte) (Effect, <-cha
 func (s *Server) hold(r *http.Request) {
 	s.hangs.Hold(r.Context(), s.cfg.HangFor)
 }
+
+// okAnswer is the body of a POST that made the effect id.
+func okAnswer(id string) json.RawMessage { return json.RawMessage(`{"id":"` + id + `","ok":true}`) }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")

@@ -261,13 +261,13 @@ func TestLookupHidesEffectsYoungerThanTheLag(t *testing.T) {
 	fake, srv := start(t, fakewebhook.Config{LookupLag: time.Minute, Now: clk.Now})
 	mustPost(t, srv.URL+"/x", "", "op-1", `{}`)
 
-	lookup := func(op string) []map[string]string {
+	lookup := func(op string) []map[string]any {
 		resp, err := http.Get(srv.URL + "/_lookup?oncebox_op=" + op)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		var page struct {
-			Objects []map[string]string `json:"objects"`
+			Objects []map[string]any `json:"objects"`
 		}
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
 		require.NotNil(t, page.Objects)
@@ -279,6 +279,8 @@ func TestLookupHidesEffectsYoungerThanTheLag(t *testing.T) {
 	require.Len(t, objs, 1)
 	require.Equal(t, fake.Effects()[0].ID, objs[0]["id"])
 	require.Equal(t, "2025-03-01T12:00:00Z", objs[0]["created"])
+	require.Equal(t, 200.0, objs[0]["status"], "the answer the POST got")
+	require.Equal(t, map[string]any{"id": fake.Effects()[0].ID, "ok": true}, objs[0]["body"])
 	require.Empty(t, lookup("op-2"))
 }
 

@@ -41,7 +41,11 @@
 // stored or put in an error.
 //
 // Lookups need Config.LookupPath: GET <BaseURL><LookupPath>?oncebox_op=<op id>
-// must answer {"objects":[{"id":..,"created":"<RFC 3339>"}]}. Without it the
-// reconciler cannot ask the targets, and unknown webhook ops go to review.
+// must answer {"objects":[{"id":..,"created":"<RFC 3339>"}]}, each object
+// optionally with "status" (a 2xx) and "body": the answer the call got. An op
+// the reconciler settles from an object keeps the result a dispatch stores,
+// {"status":<status>,"body":<body>} (200 and the object itself when it gives
+// neither), and the object's id as its vendor reference. Without a lookup path
+// the reconciler cannot ask the targets, and unknown webhook ops go to review.
 // See package fakewebhook for a receiver that speaks all of this.
 package webhook

@@ -68,11 +68,15 @@ func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.Loo
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("webhook target %q answered HTTP %d to the lookup", a.Target, resp.StatusCode)
 	}
-	return decodeLookup(redact(body, target.Secret), p.OpID)
+	return decodeLookup(redact(body, target.Secret), p.OpID, v.cfg.MaxResultBytes)
 }
 
-// decodeLookup reads {"objects":[{"id":..,"created":..}]}.
-func decodeLookup(body []byte, opID string) (*outbox.LookupResult, error) {
+// decodeLookup reads {"objects":[{"id":..,"created":..,"status":..,"body":..}]}. Each
+// object's Summary, the result of an op the reconciler settles from it, has the shape of
+// a dispatched op's result, {"status":<status>,"body":<body>}: the object's "status"
+// and "body" (what the target answered the call) when it gives them, else 200 and the
+// object itself. A replay of the op reads the same shape however the op was settled.
+func decodeLookup(body []byte, opID string, maxBytes int) (*outbox.LookupResult, error) {
 	var page struct {
 		Objects []json.RawMessage `json:"objects"`
 	}
@@ -82,8 +86,10 @@ func decodeLookup(body []byte, opID string) (*outbox.LookupResult, error) {
 	res := &outbox.LookupResult{}
 	for _, raw := range page.Objects {
 		var obj struct {
-			ID      string `json:"id"`
-			Created string `json:"created"`
+			ID      string          `json:"id"`
+			Created string          `json:"created"`
+			Status  *int            `json:"status"`
+			Body    json.RawMessage `json:"body"`
 		}
 		if err := json.Unmarshal(raw, &obj); err != nil {
 			return nil, fmt.Errorf("decode webhook lookup object: %w", err)
@@ -95,11 +101,21 @@ func decodeLookup(body []byte, opID string) (*outbox.LookupResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("webhook lookup object %s: created: %w", obj.ID, err)
 		}
+		status, answer := http.StatusOK, []byte(raw)
+		if obj.Status != nil {
+			if *obj.Status < 200 || *obj.Status > 299 {
+				return nil, fmt.Errorf("webhook lookup object %s: status %d is not a 2xx (a listed object is one the call made)", obj.ID, *obj.Status)
+			}
+			status = *obj.Status
+		}
+		if len(obj.Body) > 0 && string(obj.Body) != "null" {
+			answer = obj.Body
+		}
 		res.Objects = append(res.Objects, outbox.VendorObject{
 			ID:      obj.ID,
 			OpID:    opID,
 			Created: created,
-			Summary: raw,
+			Summary: resultJSON(status, answer, maxBytes),
 		})
 	}
 	return res, nil

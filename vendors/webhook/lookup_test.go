@@ -57,7 +57,7 @@ func TestLookupFindsTaggedEffectsAfterTheLag(t *testing.T) {
 	require.Equal(t, res.VendorRef, obj.ID)
 	require.Equal(t, "op-1", obj.OpID)
 	require.True(t, obj.Created.Equal(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)), obj.Created)
-	require.JSONEq(t, `{"id":"`+obj.ID+`","created":"2025-03-01T12:00:00Z"}`, string(obj.Summary))
+	require.JSONEq(t, string(res.Result), string(obj.Summary), "settled from the lookup, the op keeps the result a dispatch stores")
 
 	// Another op has nothing.
 	found, err = v.Lookup(t.Context(), lookupParams("op-2", "hooks"))
@@ -105,4 +105,25 @@ func TestLookupUnavailableAnswers(t *testing.T) {
 	// A target that is no longer configured cannot be asked.
 	_, err = v.Lookup(t.Context(), lookupParams("op-1", "gone"))
 	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
+}
+
+// TestLookupObjectIsTheDispatchResultShape: the result of an op settled from a lookup
+// has the shape of a dispatched op's, {"status":..,"body":..}: the object's own status
+// and body when it gives them, else 200 and the object; a status that is not a 2xx is
+// refused.
+func TestLookupObjectIsTheDispatchResultShape(t *testing.T) {
+	t.Parallel()
+	answer := `{"objects":[{"id":"T-1","created":"2025-03-01T12:00:00Z","status":201,"body":{"ticket":"T-1"}},{"id":"T-2","created":"2025-03-01T12:00:00Z"}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(answer)) }))
+	t.Cleanup(srv.Close)
+	v := newVendor(t, srv.URL, func(c *webhook.Config) { c.LookupPath = "/_lookup" })
+	found, err := v.Lookup(t.Context(), lookupParams("op-1", "hooks"))
+	require.NoError(t, err)
+	require.Len(t, found.Objects, 2)
+	require.JSONEq(t, `{"status":201,"body":{"ticket":"T-1"}}`, string(found.Objects[0].Summary))
+	require.JSONEq(t, `{"status":200,"body":{"id":"T-2","created":"2025-03-01T12:00:00Z"}}`, string(found.Objects[1].Summary))
+
+	answer = `{"objects":[{"id":"T-3","created":"2025-03-01T12:00:00Z","status":404}]}`
+	_, err = v.Lookup(t.Context(), lookupParams("op-1", "hooks"))
+	require.ErrorContains(t, err, "status 404 is not a 2xx")
 }
