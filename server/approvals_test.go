@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 )
@@ -33,15 +32,7 @@ func TestApproverReleasesExactlyOneRefund(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_approvals", stripe.URL
 	cfg.RefundApprovalAbove = 1000
-	srv, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	addr, err := srv.Listen()
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + addr.String()
+	_, base := runServer(t, ctx, cfg)
 
 	tenants := tenant.NewStore(pool)
 	_, agent, err := tenants.Create(ctx, "acme")

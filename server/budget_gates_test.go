@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 )
@@ -32,15 +31,7 @@ func budgetServer(t *testing.T, budgets []outbox.Budget) (func(method, path, tok
 	cfg.Addr = "127.0.0.1:0"
 	cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_budgets", stripe.URL
 	cfg.Budgets = budgets
-	srv, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	addr, err := srv.Listen()
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + addr.String()
+	_, base := runServer(t, ctx, cfg)
 	tenants := tenant.NewStore(pool)
 	_, agent, err := tenants.Create(ctx, "acme")
 	require.NoError(t, err)

@@ -23,22 +23,14 @@ import (
 // returns its base URL and its schema's pool.
 func runAPI(t *testing.T, adjust func(*server.Config)) (string, *pgxpool.Pool, *server.Server) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	cfg, pool := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Roles = server.Roles{API: true}
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	srv, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	addr, err := srv.Listen()
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + addr.String(), pool, srv
+	srv, base := runServer(t, context.Background(), cfg)
+	return base, pool, srv
 }
 
 // closedWithin says whether the server closes conn (after answering whatever it
@@ -141,4 +133,20 @@ func TestMetricsCountMCPSessions(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(body), "\noncebox_mcp_sessions 0\n")
 	require.Contains(t, string(body), "\noncebox_store_up 1\n")
+}
+
+// runServer builds a server from cfg, listens on cfg.Addr and runs it until the test
+// ends (or ctx does); it returns the server and its base URL.
+func runServer(t *testing.T, ctx context.Context, cfg server.Config) (*server.Server, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	srv, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	addr, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return srv, "http://" + addr.String()
 }

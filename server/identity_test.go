@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/mcpserver"
-	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
@@ -36,15 +35,7 @@ func TestRewordedPaymentIsOnePaymentIntent(t *testing.T) {
 	cfg, pool := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_identity", stripe.URL
-	srv, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	addr, err := srv.Listen()
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + addr.String()
+	_, base := runServer(t, ctx, cfg)
 	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
 	require.NoError(t, err)
 

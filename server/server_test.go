@@ -213,15 +213,7 @@ func TestRiverUIAndMetricsNeedTheAdminToken(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Roles = server.Roles{API: true}
 	cfg.AdminToken = "admin-secret"
-	srv, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	addr, err := srv.Listen()
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + addr.String()
+	srv, base := runServer(t, ctx, cfg)
 
 	get := func(path, password string) int {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
