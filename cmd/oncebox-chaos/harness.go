@@ -389,7 +389,8 @@ func (h *harness) prepare(ctx context.Context) error {
 		return fmt.Errorf("oncebox migrate: %w\n%s", err, out)
 	}
 	tenantName := "chaos-" + h.runID + "-" + strconv.FormatInt(time.Now().Unix(), 36)
-	out, err := h.oncebox(ctx, "tenant", "--database-url", h.dbURL, "create", tenantName)
+	// By the binary that migrated: this tree's refuses the previous release's schema.
+	out, err := h.onceboxBin(ctx, first, "tenant", "--database-url", h.dbURL, "create", tenantName)
 	if err != nil {
 		return fmt.Errorf("oncebox tenant create: %w\n%s", err, out)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/migrations"
 )
 
 // Global flags: every subcommand takes them, before or after its own arguments, and
@@ -103,6 +105,22 @@ func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// openMigratedPool is openPool for a command that writes oncebox's tables: it refuses,
+// with CheckSchema's sentence, a schema this binary cannot run on (a migration it knows
+// not applied yet, as during a rolling upgrade before `oncebox migrate`), instead of
+// failing on a column the older schema lacks.
+func openMigratedPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrations.CheckSchema(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
 	}
 	return pool, nil
 }

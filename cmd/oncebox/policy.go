@@ -65,7 +65,7 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 	if len(rest) < 2 || (rest[0] == "list" && len(rest) != 2) || (rest[0] != "list" && len(rest) != 3) {
 		return &exitError{code: 2, err: errors.New(policyUsage)}
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL)
+	pool, err := openMigratedPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}

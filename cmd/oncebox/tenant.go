@@ -48,7 +48,7 @@ func runTenant(ctx context.Context, args []string) error {
 	if !ok {
 		return &exitError{code: 2, err: errors.New(tenantUsage)}
 	}
-	pool, err := g.openPool(ctx)
+	pool, err := openMigratedPool(ctx, g.databaseURL())
 	if err != nil {
 		return err
 	}

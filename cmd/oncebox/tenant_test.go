@@ -149,3 +149,22 @@ func TestTenantPolicy(t *testing.T) {
 	require.Zero(t, code, out)
 	require.Contains(t, out, "SOURCE")
 }
+
+// TestTenantRefusesASchemaBehindIt: on a schema missing a migration this binary knows
+// (a rolling upgrade before `oncebox migrate`), `oncebox tenant` refuses with the schema
+// check's sentence and writes nothing, instead of failing on a column the schema lacks.
+func TestTenantRefusesASchemaBehindIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	_, err := pool.Exec(ctx, `DELETE FROM oncebox_migration WHERE version = (SELECT max(version) FROM oncebox_migration)`)
+	require.NoError(t, err)
+	for _, args := range []string{"tenant create acme", "tenant policy set acme stripe.refund --mode always"} {
+		stdout, stderr, code := runCLI(t, args, "DATABASE_URL="+dbtest.ConnString(t, pool))
+		require.NotZero(t, code, stdout)
+		require.Contains(t, stderr, "run oncebox migrate first", args)
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oncebox_tenant`).Scan(&n))
+	require.Zero(t, n)
+}
