@@ -938,7 +938,7 @@ func (h *harness) ensureRunning(ctx context.Context) error {
 // enqueue sends the whole workload, paced over EnqueueFor.
 func (h *harness) enqueue(ctx context.Context) []outcome {
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x0b5))
-	items := plan(rng, h.cfg.Ops, h.runID, h.cfg.WebhookDefaultMode)
+	items := plan(rng, h.cfg.Ops, h.runID, h.cfg.WebhookDefaultMode, h.gatedOn())
 	if h.cfg.NoEvents {
 		// Without events, a mail whose answer was lost while the Email Activity API
 		// answered 403 cannot be looked up: needs_review is its expected end.

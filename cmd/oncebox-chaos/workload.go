@@ -31,11 +31,12 @@ type item struct {
 
 // plan draws the workload: n keys of mixed tools, an eighth of them mails through
 // the fake MCP upstreams (half over HTTP, half over stdio), 3% calls of the HTTP
-// upstream's gated tool, each approved, rejected or left waiting. Refund items get their payment intent when they are sent (a
+// upstream's gated tool when the run has it (gated), each approved, rejected or left
+// waiting; without it those keys are webhooks. Refund items get their payment intent when they are sent (a
 // charge made earlier in the run). In oncebox's default webhook mode (webhookDefault),
 // most webhooks that are not for the blind target go to the plain receiver, which does
 // not deduplicate.
-func plan(rng *rand.Rand, n int, runID string, webhookDefault bool) []item {
+func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated bool) []item {
 	items := make([]item, n)
 	for i := range items {
 		it := item{key: fmt.Sprintf("chaos-%s-%05d", runID, i), copies: 1}
@@ -63,7 +64,7 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault bool) []item {
 				it.tool = toolMCPStdio
 			}
 			it.args = map[string]any{"to": fmt.Sprintf("user%d@example.com", i), "subject": "chaos " + it.key}
-		case u < 0.835:
+		case u < 0.835 && gated:
 			it.tool = toolGated
 			it.args = map[string]any{"mailbox": fmt.Sprintf("user%d", i), "reason": "chaos " + it.key}
 			it.plan.Decision = drawDecision(rng)
