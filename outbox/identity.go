@@ -114,7 +114,7 @@ func (ob *Outbox) fullArgs(ctx context.Context, tx pgx.Tx, tool Tool, op *Op) (j
 		return nil, false, nil
 	}
 	var sealed []byte
-	if err := tx.QueryRow(ctx, sqlSealedArgs, op.ID).Scan(&sealed); err != nil {
+	if err := tx.QueryRow(ctx, sqlSealedArgs, op.TenantID, op.ID).Scan(&sealed); err != nil {
 		return nil, false, fmt.Errorf("outbox: read sealed args: %w", err)
 	}
 	if len(sealed) == 0 {

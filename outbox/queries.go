@@ -209,7 +209,7 @@ const sqlIdentityMatches = `
 SELECT at, fingerprint, differed, coalesce(conversation_id, ''), coalesce(tool_call_id, '')
 FROM oncebox_identity_match WHERE tenant_id = $1 AND op_id = $2::uuid ORDER BY id`
 
-const sqlSealedArgs = `SELECT sealed_args FROM oncebox_op WHERE id = $1`
+const sqlSealedArgs = `SELECT sealed_args FROM oncebox_op WHERE tenant_id = $1 AND id = $2`
 
 // sqlPurgeKeyWindows deletes closed key windows.
 const sqlPurgeKeyWindows = `DELETE FROM oncebox_key_window WHERE closes_at < now()`
