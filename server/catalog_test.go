@@ -87,24 +87,16 @@ func writeCatalog(t *testing.T, content string) string {
 // target that does not honour keys: once-only is oncebox's doing.
 func catalogServer(t *testing.T) (base, token string, fake *fakewebhook.Server, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	fake = fakewebhook.New(fakewebhook.Config{})
 	target := httptest.NewServer(fake)
 	t.Cleanup(target.Close)
 	cfg, pool := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.ToolsFile = writeCatalog(t, catalogFile(target.URL))
-	srv, err := server.New(ctx, cfg, nil)
+	_, base = runServer(t, context.Background(), cfg)
+	_, token, err := tenant.NewStore(pool).Create(context.Background(), "acme")
 	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	addr, err := srv.Listen()
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	_, token, err = tenant.NewStore(pool).Create(ctx, "acme")
-	require.NoError(t, err)
-	return "http://" + addr.String(), token, fake, pool
+	return base, token, fake, pool
 }
 
 func postJSON(t *testing.T, base, token, path, key, body string) (int, string) {
@@ -281,7 +273,7 @@ func TestCatalogLookupLagMustCoverTheJobTimeout(t *testing.T) {
 // replay cannot tell them apart.
 func TestCatalogResultShapeSameHoweverSettled(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	fake := fakewebhook.New(fakewebhook.Config{})
 	target := httptest.NewServer(fake)
 	t.Cleanup(target.Close)
@@ -292,17 +284,9 @@ func TestCatalogResultShapeSameHoweverSettled(t *testing.T) {
 	cfg.WebhookTimeout = 2 * time.Second
 	cfg.WebhookLookupLag = 3 * time.Second
 	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
-	srv, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	addr, err := srv.Listen()
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	_, base := runServer(t, ctx, cfg)
 	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
 	require.NoError(t, err)
-	base := "http://" + addr.String()
 
 	args := `{"tool":"helpdesk.create_ticket","args":{"customer_id":"c1","subject":"Broken"}}`
 	status, body := postJSON(t, base, token, "/v1/ops?wait=20s", "dispatched", args)
