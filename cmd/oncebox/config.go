@@ -7,8 +7,8 @@ import (
 	"os"
 )
 
-// runConfig is `oncebox config`: every setting of serve and dev as the README's
-// configuration table.
+// runConfig is `oncebox config`: every setting of serve and dev as the table of
+// docs/configuration.md.
 func runConfig(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("config", flag.ContinueOnError)
 	addGlobalFlags(fs)

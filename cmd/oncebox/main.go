@@ -125,7 +125,7 @@ Usage: oncebox <command> [flags]
                                cannot be checked
   mcp --tenant T [--conversation C]
                                serve the MCP tools over stdio
-  bench                        benchmarks against River in the same run (see README)
+  bench                        benchmarks against River in the same run (docs/performance.md)
   healthcheck [--url U]        exit 0 when the server answers /healthz
   config                       list every flag and environment variable
   version [--format json]      the release, the commit it was built from, the highest migration it knows

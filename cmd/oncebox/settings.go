@@ -156,7 +156,7 @@ func settings() []setting {
 		boolSetting("webhook-native-keys", "ONCEBOX_WEBHOOK_NATIVE_KEYS", false, "the webhook targets honour Idempotency-Key for 24h (resend instead of reconcile after a crash)", func(c *server.Config) *bool { return &c.WebhookNativeKeys }),
 		strSetting("webhook-lookup-path", "ONCEBOX_WEBHOOK_LOOKUP_PATH", "", "path on each target answering GET ?oncebox_op=<id> (empty: unknown webhook outcomes go to review)", false, func(c *server.Config) *string { return &c.WebhookLookupPath }),
 		durSetting("webhook-lookup-lag", "ONCEBOX_WEBHOOK_LOOKUP_LAG", d.WebhookLookupLag, "how long a delivery may stay invisible to the lookup path; an unknown webhook is resent only after this (without --webhook-native-keys at least --webhook-job-timeout)", func(c *server.Config) *time.Duration { return &c.WebhookLookupLag }),
-		strSetting("tools-file", "ONCEBOX_TOOLS_FILE", "", "tool catalog (YAML or JSON): your own read, write and unsafe tools over HTTP targets (README: Tools); a broken catalog refuses to start; SIGHUP reloads it (a broken one is refused, the catalog in force stays)", false, func(c *server.Config) *string { return &c.ToolsFile }),
+		strSetting("tools-file", "ONCEBOX_TOOLS_FILE", "", "tool catalog (YAML or JSON): your own read, write and unsafe tools over HTTP targets and MCP upstreams (docs/catalog.md); a broken catalog refuses to start; SIGHUP reloads it (a broken one is refused, the catalog in force stays)", false, func(c *server.Config) *string { return &c.ToolsFile }),
 		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never (shorthand for a stripe.refund rule of --approval-policy)", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
 		setting{flag: "approval-policy", env: "ONCEBOX_APPROVAL_POLICY", def: "",
 			help: `default approval policy per tool as JSON: {"stripe.refund":{"mode":"above","above":{"*":10000,"usd":50000},"approvers":2},"sendgrid.mail":{"mode":"always"}} (modes never, always, above; tenants override it with oncebox tenant policy)`,
@@ -311,7 +311,7 @@ func parseConfig(fs *flag.FlagSet, args []string) (server.Config, *logFlags, err
 	return cfg, log, nil
 }
 
-// printSettings writes the settings as a Markdown table (the README's configuration section).
+// printSettings writes the settings as a Markdown table (the one in docs/configuration.md).
 func printSettings(w io.Writer) {
 	all := settings()
 	fmt.Fprintln(w, "| flag | environment | default | what it does |")

@@ -7,7 +7,7 @@ import "slices"
 type Transition struct {
 	From, To Status
 	By       Actor
-	// Why says when it happens, in a few words (it labels the README's diagram).
+	// Why says when it happens, in a few words (it labels the state diagram of docs/reliability.md).
 	Why string
 	// Action is what a person does to make it (approve, reject, resolve, release): a
 	// person's right to a transition depends on the action, so that a manual resolution
@@ -17,13 +17,13 @@ type Transition struct {
 
 // transitions is the op state machine: every status change oncebox makes, and who makes
 // it. Machine consults it before every write and refuses anything else
-// (ErrNotAllowed); TestEveryTransition walks it against Postgres, and the README's
-// diagram is checked against it (TestReadmeDiagramMatchesTable).
+// (ErrNotAllowed); TestEveryTransition walks it against Postgres, and the state
+// diagram of docs/reliability.md is checked against it (TestDiagramMatchesTable).
 //
 // To add a transition: add a row here; write (or reuse) the Machine method that makes
 // it, its SQL in queries.go guarded by the from status; add a case to
 // TestEveryTransition that drives the op into From and makes the change; then run
-// `go test ./internal/opstate -run Readme -update` to regenerate the README diagram.
+// `go test ./internal/opstate -run Diagram -update` to regenerate the diagram.
 // A self-loop (From == To) is a write that keeps the status (a new claim, a slow
 // worker's late answer): it records an event or attempt but counts no state change.
 var transitions = []Transition{
@@ -36,7 +36,7 @@ var transitions = []Transition{
 	{Pending, Unknown, Worker, "resend window passed, an earlier run may have sent unheard outside the key window, or a clean run's outcome unknown", ""},
 	// A clean run (no earlier run may have called the vendor unheard) calls without a
 	// claim commit: River's fetch of its job is the claim, and the answer is recorded
-	// straight from pending (README, "Fencing").
+	// straight from pending (docs/reliability.md, "Fencing").
 	{Pending, Pending, Worker, "clean run, retryable", ""},
 	{Pending, Succeeded, Worker, "clean run, vendor said yes", ""},
 	{Pending, Failed, Worker, "clean run, vendor said no", ""},

@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's state diagram from the transition table")
+var update = flag.Bool("update", false, "rewrite the state diagram of docs/reliability.md from the transition table")
 
 const (
-	readmePath  = "../../README.md"
-	diagramOpen = "<!-- state diagram: generated from internal/opstate's transition table; go test ./internal/opstate -run Readme -update -->"
+	diagramPath = "../../docs/reliability.md"
+	diagramOpen = "<!-- state diagram: generated from internal/opstate's transition table; go test ./internal/opstate -run Diagram -update -->"
 	diagramEnd  = "<!-- end of state diagram -->"
 )
 
@@ -48,21 +48,21 @@ func diagram() string {
 	return b.String()
 }
 
-// TestReadmeDiagramMatchesTable fails when the README's state diagram is not the one the
-// transition table generates (run it with -update to rewrite it).
-func TestReadmeDiagramMatchesTable(t *testing.T) {
-	raw, err := os.ReadFile(readmePath)
+// TestDiagramMatchesTable fails when the state diagram of docs/reliability.md is not the
+// one the transition table generates (run it with -update to rewrite it).
+func TestDiagramMatchesTable(t *testing.T) {
+	raw, err := os.ReadFile(diagramPath)
 	require.NoError(t, err)
-	readme := string(raw)
-	start := strings.Index(readme, diagramOpen)
-	end := strings.Index(readme, diagramEnd)
-	require.True(t, start >= 0 && end > start, "README.md has no state diagram between %q and %q", diagramOpen, diagramEnd)
+	doc := string(raw)
+	start := strings.Index(doc, diagramOpen)
+	end := strings.Index(doc, diagramEnd)
+	require.True(t, start >= 0 && end > start, "docs/reliability.md has no state diagram between %q and %q", diagramOpen, diagramEnd)
 	start += len(diagramOpen) + 1
 	want := diagram()
 	if *update {
-		require.NoError(t, os.WriteFile(readmePath, []byte(readme[:start]+want+readme[end:]), 0o644))
+		require.NoError(t, os.WriteFile(diagramPath, []byte(doc[:start]+want+doc[end:]), 0o644))
 		return
 	}
-	require.Equal(t, want, readme[start:end],
-		"the README's state diagram differs from the transition table: go test ./internal/opstate -run Readme -update")
+	require.Equal(t, want, doc[start:end],
+		"the state diagram of docs/reliability.md differs from the transition table: go test ./internal/opstate -run Diagram -update")
 }
