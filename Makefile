@@ -49,7 +49,7 @@ chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native ke
 chaos-upgrade: ## a rolling upgrade under chaos: the previous release (.ci/previous-release) serves, this tree migrates mid-run and replaces its processes one by one; 0 duplicates, 0 lost, the mixed-version switch on and off
 	$(GO) run ./cmd/oncebox-chaos --upgrade-from $$(cat .ci/previous-release) --ops 600 --enqueue-for 40s
 
-chaos-failover: ## a failover under chaos, twice: a synchronous standby promoted after the primary's SIGKILL (strict: 0 duplicates, 0 lost, no answered commit lost at the fork), then an asynchronous one (what the fork lost is measured, its findings counted, see README)
+chaos-failover: ## a failover under chaos, twice: a synchronous standby promoted after the primary's SIGKILL (strict: 0 duplicates, 0 lost, no answered commit lost at the fork), then an asynchronous one (what the fork lost is measured, its findings counted, see docs/operations.md)
 	$(GO) run ./cmd/oncebox-chaos --failover sync --ops 400 --enqueue-for 25s
 	$(GO) run ./cmd/oncebox-chaos --failover async --ops 400 --enqueue-for 25s
 

@@ -25,7 +25,7 @@ import (
 const sqlPing = `SELECT 1`
 
 // DefaultMaxBodyBytes is Config.MaxBodyBytes' default, stated once: the server's
-// configuration, the CLI's --max-body-bytes and the README's table take it from here.
+// configuration, the CLI's --max-body-bytes and the table of docs/configuration.md take it from here.
 const DefaultMaxBodyBytes = 64 << 10
 
 // Config configures a Server.

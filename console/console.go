@@ -25,7 +25,7 @@ import (
 const Prefix = "/console/"
 
 // DefaultSessionTTL is Config.SessionTTL's default, stated once: the server's
-// configuration, the CLI's --console-session-ttl and the README's table take it from here.
+// configuration, the CLI's --console-session-ttl and the table of docs/configuration.md take it from here.
 const DefaultSessionTTL = 12 * time.Hour
 
 //go:embed templates/*.html

@@ -63,8 +63,8 @@ func TestDBGaugesAreCached(t *testing.T) {
 		"a stale reading is refreshed")
 }
 
-// TestScrapeWithAMillionOps measures a scrape with 1,000,000 ops stored (the README's
-// figure). It takes a minute or more to insert them, so it runs only with
+// TestScrapeWithAMillionOps measures a scrape with 1,000,000 ops stored (the figure in
+// docs/operations.md, Metrics). It takes a minute or more to insert them, so it runs only with
 // ONCEBOX_METRICS_1M=1.
 func TestScrapeWithAMillionOps(t *testing.T) {
 	if os.Getenv("ONCEBOX_METRICS_1M") == "" {

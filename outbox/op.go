@@ -10,7 +10,7 @@ import (
 
 // Status is where an op stands in its life: protocol.Status, so that the Go client
 // reads the same names without linking the outbox. Which changes are allowed, and who
-// makes them, is the transition table of internal/opstate (the README's diagram).
+// makes them, is the transition table of internal/opstate (the state diagram of docs/reliability.md).
 type Status = protocol.Status
 
 // The states of an op (protocol's).

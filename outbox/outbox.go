@@ -21,7 +21,7 @@ import (
 )
 
 // The defaults of Config and QueueConfig. They are stated here once: the server's
-// configuration, the CLI's flags and the README's table take them from these.
+// configuration, the CLI's flags and the table of docs/configuration.md take them from these.
 const (
 	// DefaultMaxAttempts is Config.MaxAttempts' default.
 	DefaultMaxAttempts = 10
@@ -62,7 +62,7 @@ type Config struct {
 	// lets River's batched completer finish the job afterwards, instead of completing
 	// the job with JobCompleteTx in the result's transaction. It is as safe (a job that
 	// runs again after a crash finds its op settled and completes without calling the
-	// vendor) and measurably faster (see the README's benchmarks), at the price of a job
+	// vendor) and measurably faster (see docs/performance.md), at the price of a job
 	// that may show as running a moment after its op settled: a release for resend in
 	// that moment waits for it (see insertReleaseJobTx). Defaults to true.
 	BatchedCompletion *bool
@@ -71,7 +71,7 @@ type Config struct {
 	// Off, a clean run (no earlier run of the op may have called the vendor without its
 	// answer being recorded) calls with no claim commit: River's fetch, which committed
 	// the job running with its new attempt number, is the durable marker, and the answer
-	// is recorded fenced by the job's (id, attempt) (README, "Fencing"); a run that is
+	// is recorded fenced by the job's (id, attempt) (docs/reliability.md, "Fencing"); a run that is
 	// not clean still takes the locking path. Defaults to false.
 	ClaimCommit bool
 	// MixedVersions, when set, reports whether a process of an older release may be
@@ -147,7 +147,7 @@ type Config struct {
 	// LiveClientPrefix. A working process whose id starts with it holds a liveness lock
 	// (a session advisory lock on a connection of its own) while it lives, so that the
 	// others take its dispatch jobs over as soon as it is gone instead of after
-	// RescueStuckJobsAfter (README, "Recovery"); with another id its jobs wait for River's
+	// RescueStuckJobsAfter (docs/reliability.md, "Recovery"); with another id its jobs wait for River's
 	// rescuer.
 	ClientID string
 	// TestOnly passes River's TestOnly flag (faster start and stop in tests).

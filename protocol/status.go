@@ -3,8 +3,8 @@ package protocol
 // Status is where an op stands in its life (the "status" of the HTTP API's op).
 type Status string
 
-// The states of an op. docs/architecture.md and the README's diagram show the
-// transitions between them.
+// The states of an op. docs/architecture.md and the state diagram of
+// docs/reliability.md show the transitions between them.
 const (
 	StatusAwaitingApproval Status = "awaiting_approval"
 	StatusRejected         Status = "rejected"

@@ -23,8 +23,8 @@ import (
 
 // TestLongPollsDoNotStarveDispatch holds 500 open ?wait= polls from one tenant (on ops
 // that never settle) and measures how fast another tenant's ops are dispatched, against
-// the same measurement without the polls: the ratio must be at least 0.8 (the README's
-// figure comes from this test). It takes about a minute, so it runs only with
+// the same measurement without the polls: the ratio must be at least 0.8 (the figure in
+// docs/operations.md, Connections, comes from this test). It takes about a minute, so it runs only with
 // ONCEBOX_LOAD_TEST=1.
 func TestLongPollsDoNotStarveDispatch(t *testing.T) {
 	if os.Getenv("ONCEBOX_LOAD_TEST") == "" {

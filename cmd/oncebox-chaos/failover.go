@@ -35,7 +35,7 @@ const replLag = 2 * time.Second
 // operator's or a failover manager's reaction time, cut short, and past the 4 s for which
 // a process may still call a vendor on its last lock confirmation from the old primary
 // (outbox's livenessConfirmed): a run fetched on the new primary then needs a lock held
-// there, which the takeover rule sees (README, Deployment: failover).
+// there, which the takeover rule sees (docs/operations.md, Deployment: failover).
 const detectAfter = 5 * time.Second
 
 // failover is the state of a failover run (Config.Failover).

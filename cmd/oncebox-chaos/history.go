@@ -106,8 +106,8 @@ func (r *recorder) Calls() []Call {
 	return slices.Clone(r.calls)
 }
 
-// The op statuses, and the moves between them oncebox makes (the README's
-// transition table): an answer may only show a status reachable from the one
+// The op statuses, and the moves between them oncebox makes (the
+// transition table of internal/opstate, drawn in docs/reliability.md): an answer may only show a status reachable from the one
 // an earlier answer showed.
 var transitions = map[string][]string{
 	"awaiting_approval": {"pending", "rejected"},

@@ -22,9 +22,9 @@ import (
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 )
 
-// screenshotsEnv names the folder the browser test writes its screenshots to (the
-// README's are made with ONCEBOX_SCREENSHOTS=../../docs); without it they go to a
-// temporary folder.
+// screenshotsEnv names the folder the browser test writes its screenshots to (those
+// of docs/console.md are made with ONCEBOX_SCREENSHOTS=../../docs); without it they go to
+// a temporary folder.
 const screenshotsEnv = "ONCEBOX_SCREENSHOTS"
 
 // chromiumPath returns the Chromium to drive. It skips the test when none is installed,
@@ -48,7 +48,7 @@ func chromiumPath(t *testing.T) string {
 // token is refused at sign-in; an approver signs in, sees the waiting refund, approves
 // it, finds it succeeded by its key, downloads the finance CSV (identical to
 // `oncebox reconcile report --format csv`) and signs out; a form posted from another
-// site is refused. It takes the README's screenshots on the way.
+// site is refused. It takes the screenshots of docs/console.md on the way.
 func TestConsoleInChromium(t *testing.T) {
 	browserPath := chromiumPath(t)
 	t.Parallel()

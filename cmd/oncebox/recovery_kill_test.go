@@ -218,7 +218,7 @@ func opState(t testing.TB, pool *pgxpool.Pool, opID string) string {
 }
 
 // waitPostgresSettled waits until Postgres has run for more than the liveness margin
-// (5 s; see the README's Recovery section): the liveness lock of a process proves
+// (5 s; see docs/reliability.md, Recovery): the liveness lock of a process proves
 // nothing about a job fetched sooner after Postgres's start, and the test's private
 // cluster may have just started.
 func waitPostgresSettled(t testing.TB, pool *pgxpool.Pool) {

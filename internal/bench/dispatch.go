@@ -34,7 +34,7 @@ type DispatchSettings struct {
 	FetchPollInterval time.Duration
 }
 
-// Tuned returns the tuned fetch settings of the README's end-to-end rows (2 ms cooldown, 20 ms
+// Tuned returns the tuned fetch settings of the end-to-end rows of docs/performance.md (2 ms cooldown, 20 ms
 // poll) with the given worker count.
 func Tuned(workers int) DispatchSettings {
 	return DispatchSettings{Workers: workers, FetchCooldown: 2 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond}
