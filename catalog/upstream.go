@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
 
 // Upstream is an MCP server oncebox stands in front of: its tools are offered as
@@ -58,13 +59,10 @@ type Upstream struct {
 	// vars are the values of the ${VAR}s expanded in Headers and Env: secrets cut out
 	// of the upstream's errors, results and logs wherever they appear. Never logged.
 	vars []string
-	// MaxResultBytes bounds one answer of the upstream (DefaultMaxResultBytes unless
+	// MaxResultBytes bounds one answer of the upstream (mcpupstream.DefaultMaxResultBytes unless
 	// the file sets max_result_bytes): a larger one fails its call, and only it.
 	MaxResultBytes int64
 }
-
-// DefaultMaxResultBytes is an upstream's max_result_bytes when the file sets none.
-const DefaultMaxResultBytes = 1 << 20
 
 // DefaultBurst is an upstream's burst when the file sets a rate and no burst: one
 // second's worth of calls, at least one.
@@ -194,10 +192,10 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 		return nil, bad("workers", fmt.Sprintf("%d is negative: leave it out for the webhook queue's --webhook-workers", f.Workers))
 	}
 	u.Workers = f.Workers
-	u.MaxResultBytes = DefaultMaxResultBytes
+	u.MaxResultBytes = mcpupstream.DefaultMaxResultBytes
 	if f.MaxResult != nil {
 		if *f.MaxResult < 1024 {
-			return nil, bad("max_result_bytes", fmt.Sprintf("%d is less than 1024 bytes: leave it out for %d (1 MiB)", *f.MaxResult, DefaultMaxResultBytes))
+			return nil, bad("max_result_bytes", fmt.Sprintf("%d is less than 1024 bytes: leave it out for %d (1 MiB)", *f.MaxResult, mcpupstream.DefaultMaxResultBytes))
 		}
 		u.MaxResultBytes = *f.MaxResult
 	}

@@ -1,29 +1,31 @@
 package catalog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/propagation"
-
-	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
 
-// Metadata keys oncebox sends in an upstream tools/call's _meta.
-const (
-	// MetaOpID carries the op's id.
-	MetaOpID = "oncebox/op_id"
-	// MetaIdempotencyKey carries the op's key, stable across resends of one op.
-	MetaIdempotencyKey = "oncebox/idempotency_key"
-)
+// upstreamConn is an upstream's session with the definition it was opened from: a
+// reload keeps the session of an upstream whose definition did not change.
+type upstreamConn struct {
+	up *Upstream
+	*mcpupstream.Session
+}
+
+// newUpstreamConn opens (lazily) the session of up.
+func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
+	return &upstreamConn{up: up, Session: mcpupstream.New(mcpupstream.Config{
+		Name: up.Name, URL: up.URL, Headers: up.Headers, Command: up.Command, Args: up.Args, Env: up.Env, Vars: up.vars,
+		Rate: up.Rate, Burst: up.Burst, MaxResultBytes: up.MaxResultBytes,
+		Timeout: opts.Timeout, HTTPClient: opts.HTTPClient, Logger: opts.Logger, Observer: opts.Observer, OnToolsChanged: opts.OnToolsChanged,
+	})}
+}
 
 // connectUpstreams opens every upstream, lists its tools and adds them to the
 // catalog.
@@ -47,7 +49,7 @@ func (r *Runtime) connectUpstreams(ctx context.Context, opts Options) error {
 		}
 		delete(r.parked, name)
 		r.upstreams[name] = conn
-		listed, err := conn.list(ctx)
+		listed, err := conn.List(ctx)
 		if err != nil {
 			r.Close()
 			return &Error{File: r.cat.File, Kind: "upstream", Name: name, Message: "cannot list its tools: " + err.Error()}
@@ -65,7 +67,7 @@ func (r *Runtime) connectUpstreams(ctx context.Context, opts Options) error {
 func (r *Runtime) Close() {
 	for name, c := range r.upstreams {
 		if !r.kept[name] {
-			c.close()
+			c.Close()
 		}
 	}
 }
@@ -73,10 +75,10 @@ func (r *Runtime) Close() {
 // closeAll closes every upstream session r holds, kept and parked ones included.
 func (r *Runtime) closeAll() {
 	for _, c := range r.upstreams {
-		c.close()
+		c.Close()
 	}
 	for _, c := range r.parked {
-		c.close()
+		c.Close()
 	}
 }
 
@@ -97,9 +99,9 @@ func retire(cur, next *Runtime) {
 			switch {
 			case holds(c):
 			case next.parked[name] == c:
-				c.rest()
+				c.Rest()
 			default:
-				c.close()
+				c.Close()
 			}
 		}
 	}
@@ -112,7 +114,7 @@ func (r *Runtime) readUpstream(ctx context.Context, t *Tool, args json.RawMessag
 	if err != nil {
 		return nil, &outbox.ValidationError{Field: "args", Message: err.Error()}
 	}
-	res, err := r.upstreams[t.Upstream].call(ctx, "read", &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: m})
+	res, err := r.upstreams[t.Upstream].Read(ctx, t.UpstreamTool, m)
 	if err != nil {
 		return nil, &ReadError{Code: "upstream_error", Message: err.Error()}
 	}
@@ -163,7 +165,7 @@ func (v *upstreamVendor) Idempotency() outbox.Idempotency {
 // process) for the op about to be claimed, or says how long to wait for one: the
 // worker then snoozes the job without claiming the op, sending or counting an attempt
 // (outbox.Throttler).
-func (v *upstreamVendor) Throttle() time.Duration { return v.session().throttle() }
+func (v *upstreamVendor) Throttle() time.Duration { return v.session().Throttle() }
 
 // Queue is the upstream's workers and job timeout (zero fields: the server's defaults
 // for catalog targets).
@@ -177,9 +179,7 @@ func (v *upstreamVendor) LookupLag() time.Duration { return v.lag }
 // Dispatch calls the upstream tool, as it was defined when the op was accepted
 // (p.Definition: its name upstream and tag argument; an op stored without one is sent
 // as the catalog in force defines its tool), with the op's id and key in _meta (and
-// the op id in the tag argument). A result is success, isError or a JSON-RPC refusal (invalid
-// params, unknown tool) a permanent failure stored as the op's result, a call that
-// could not be sent retryable, and a lost answer unknown.
+// the op id in the tag argument); mcpupstream.Session.Dispatch classifies the answer.
 func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
 	t := v.current().cat.Tools[p.Tool]
 	var head struct {
@@ -201,98 +201,11 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 	if err != nil {
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
 	}
-	meta := mcp.Meta{MetaOpID: p.OpID, MetaIdempotencyKey: p.VendorKey}
-	// The dispatch's trace context (traceparent, tracestate), when oncebox traces.
-	carrier := propagation.MapCarrier{}
-	tracing.Propagator().Inject(ctx, carrier)
-	for k, val := range carrier {
-		meta[k] = val
-	}
-	res, raw, err := v.session().callRaw(ctx, "dispatch", &mcp.CallToolParams{Meta: meta, Name: t.UpstreamTool, Arguments: args})
-	if err != nil {
-		we, answered := upstreamError(err)
-		var refused *AnswerRefusedError
-		switch {
-		case errors.As(err, &refused) && refused.Reason == answerTooLarge:
-			body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": "result_too_large", "max_result_bytes": refused.Limit}})
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "result_too_large", Body: body, Err: err,
-				Message: fmt.Sprintf("upstream %s answered with more than its max_result_bytes (%d bytes): the result was not kept; the tool may have acted", v.name, refused.Limit)}
-		case errors.As(err, &refused):
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "malformed_answer", Unanswered: true, Err: err,
-				Message: fmt.Sprintf("upstream %s answered this call with something that is no JSON-RPC message: it may have acted", v.name)}
-		case errors.Is(err, errNotSent):
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeRetryable, Code: "not_sent",
-				Message: fmt.Sprintf("upstream %s could not be reached; nothing was sent", v.name), Err: err}
-		case answered && (we.Code == jsonrpc.CodeInvalidParams || we.Code == jsonrpc.CodeMethodNotFound):
-			body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": we.Code, "message": we.Message}})
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "upstream_refused",
-				Message: fmt.Sprintf("upstream %s refused the call before running it: %s", v.name, we.Message), Body: body, Err: err}
-		case answered:
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "upstream_error",
-				Message: fmt.Sprintf("upstream %s answered with error %d (%s): it may have acted", v.name, we.Code, we.Message), Err: err}
-		default:
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "no_answer", Unanswered: true,
-				Message: fmt.Sprintf("the call to upstream %s was sent but its answer was lost: it may have acted", v.name), Err: err}
-		}
-	}
-	// The CallToolResult as it came (byte for byte); the SDK's decoding of it encoded
-	// again only when it was not caught.
-	body := raw
-	if body == nil {
-		if body, err = json.Marshal(res); err != nil {
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "bad_answer", Message: err.Error(), Err: err}
-		}
-	}
-	if res.IsError {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "tool_error",
-			Message: fmt.Sprintf("upstream tool %s answered isError", t.UpstreamTool), Body: body}
-	}
-	return &outbox.DispatchResult{Result: body, VendorRef: objectRef(res)}, nil
+	return v.session().Dispatch(ctx, mcpupstream.DispatchParams{OpID: p.OpID, Key: p.VendorKey, Tool: t.UpstreamTool, Args: args})
 }
 
-// objectRef is the id of the object an upstream's result names: the "id" of its
-// structured content, else of its first text content read as a JSON object; "" when
-// it names none.
-func objectRef(res *mcp.CallToolResult) string {
-	var raw json.RawMessage
-	if res.StructuredContent != nil {
-		raw, _ = json.Marshal(res.StructuredContent)
-	} else {
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				raw = json.RawMessage(tc.Text)
-				break
-			}
-		}
-	}
-	return idOf(raw)
-}
-
-// idOf is the "id" member of a JSON object, a string or a number, or "".
-func idOf(raw json.RawMessage) string {
-	var head struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(raw, &head) != nil || len(head.ID) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(head.ID, &s) == nil {
-		return s
-	}
-	var n json.Number
-	if json.Unmarshal(head.ID, &n) == nil {
-		return n.String()
-	}
-	return ""
-}
-
-// Lookup calls the tool's lookup tool with the op id and counts the objects it
-// answers: a JSON array, or an object with an "objects" array, in its structured
-// content or its first text content. Without a lookup tool, or when the answer
-// cannot be read, the upstream cannot be asked (outbox.ErrLookupUnavailable). An
-// answer that was no JSON-RPC message at all (truncated, garbage) fails this lookup
-// alone, as a lost answer does: the op is looked up again later.
+// Lookup calls the tool's lookup tool with the op id (mcpupstream.Session.Lookup).
+// Without a lookup tool the upstream cannot be asked (outbox.ErrLookupUnavailable).
 func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
 	t, ok := v.current().cat.Tools[p.Tool]
 	if !ok || t.Upstream != v.name {
@@ -302,84 +215,14 @@ func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*ou
 		return nil, fmt.Errorf("upstream tool %s has no lookup_tool in the catalog, so its objects cannot be looked up: %w",
 			t.UpstreamTool, outbox.ErrLookupUnavailable)
 	}
-	res, err := v.session().call(ctx, "lookup", &mcp.CallToolParams{Name: t.LookupTool, Arguments: map[string]any{t.LookupArgument: p.OpID}})
-	if err != nil {
-		if we, answered := upstreamError(err); answered && !refusedAsMalformed(we) {
-			return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", t.LookupTool, v.name, outbox.ErrLookupUnavailable, err)
-		}
-		return nil, fmt.Errorf("lookup tool %s of upstream %s: %w", t.LookupTool, v.name, err)
-	}
-	if res.IsError {
-		return nil, fmt.Errorf("lookup tool %s of upstream %s answered isError: %w", t.LookupTool, v.name, outbox.ErrLookupUnavailable)
-	}
-	objs, err := lookupObjects(res)
-	if err != nil {
-		return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", t.LookupTool, v.name, outbox.ErrLookupUnavailable, err)
-	}
-	out := &outbox.LookupResult{}
-	for _, o := range objs {
-		out.Objects = append(out.Objects, outbox.VendorObject{ID: idOf(o), OpID: p.OpID, Summary: objectResult(o)})
-	}
-	return out, nil
-}
-
-// objectResult is the result an op settled from a lookup keeps: a CallToolResult, as
-// a dispatched op's is, whose structured content is the object found (when it is a
-// JSON object) and whose text content is its JSON, so that a replay of the op reads
-// the same shape however it was settled.
-func objectResult(o json.RawMessage) json.RawMessage {
-	res := struct {
-		Content           []map[string]string `json:"content"`
-		StructuredContent json.RawMessage     `json:"structuredContent,omitempty"`
-	}{Content: []map[string]string{{"type": "text", "text": string(o)}}}
-	if t := bytes.TrimSpace(o); len(t) > 0 && t[0] == '{' {
-		res.StructuredContent = o
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return o
-	}
-	return b
-}
-
-// lookupObjects reads a lookup tool's answer.
-func lookupObjects(res *mcp.CallToolResult) ([]json.RawMessage, error) {
-	var raw json.RawMessage
-	if res.StructuredContent != nil {
-		b, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			return nil, err
-		}
-		raw = b
-	} else {
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				raw = json.RawMessage(tc.Text)
-				break
-			}
-		}
-	}
-	if raw == nil {
-		return nil, errors.New("the answer has no structured or text content")
-	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal(raw, &arr); err == nil {
-		return arr, nil
-	}
-	var obj struct {
-		Objects *[]json.RawMessage `json:"objects"`
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil || obj.Objects == nil {
-		return nil, errors.New(`the answer is neither a JSON array nor an object with an "objects" array`)
-	}
-	return *obj.Objects, nil
+	return v.session().Lookup(ctx, t.LookupTool, t.LookupArgument, p.OpID)
 }
 
 // Health reports each upstream's session, by upstream name.
-func (r *Runtime) Health() map[string]UpstreamHealth {
-	out := make(map[string]UpstreamHealth, len(r.upstreams))
+func (r *Runtime) Health() map[string]mcpupstream.Health {
+	out := make(map[string]mcpupstream.Health, len(r.upstreams))
 	for name, c := range r.upstreams {
-		out[name] = c.health()
+		out[name] = c.Health()
 	}
 	return out
 }
@@ -393,7 +236,7 @@ func (r *Runtime) Relist(ctx context.Context, upstream string) (*Runtime, error)
 	if !ok {
 		return nil, &Error{File: r.cat.File, Kind: "upstream", Name: upstream, Message: "is not in the catalog in force"}
 	}
-	listed, err := conn.list(ctx)
+	listed, err := conn.List(ctx)
 	if err != nil {
 		return nil, &Error{File: r.cat.File, Kind: "upstream", Name: upstream, Message: "cannot list its tools: " + err.Error()}
 	}
