@@ -349,7 +349,7 @@ func List() []Mutant {
 		{
 			Name:     "upstream-tool-loosened",
 			Breaks:   "an upstream's tools/list_changed turns an approval-gated tool into a read tool: it runs with no approval",
-			File:     "catalog/live.go",
+			File:     "vendors/catalog/live.go",
 			Old:      "		if lo, ok := loosens(old, nt); ok {\n			next.cat.Tools[name] = old\n",
 			New:      "		if lo, ok := loosens(old, nt); ok && false {\n			next.cat.Tools[name] = old\n",
 			Packages: []string{serverPkg},
