@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/metrics"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
 func scrape(t *testing.T, m *metrics.Metrics) string {

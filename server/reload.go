@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
 // ErrNoCatalog is ReloadCatalog's answer when the server runs without --tools-file.

@@ -25,7 +25,6 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/oncebox/oncebox/api"
-	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/console"
 	"github.com/oncebox/oncebox/internal/fleet"
 	"github.com/oncebox/oncebox/internal/logdedupe"
@@ -37,6 +36,7 @@ import (
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorevents"
+	"github.com/oncebox/oncebox/vendors/catalog"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendors/webhook"

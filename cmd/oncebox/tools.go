@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/oncebox/oncebox/catalog"
+	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
 // runTools is `oncebox tools check NAME --args JSON`: the retry scenarios of a catalog

@@ -14,11 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/client"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

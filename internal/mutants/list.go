@@ -331,16 +331,16 @@ func List() []Mutant {
 		{
 			Name:     "upstream-lost-answer-resent",
 			Breaks:   "an upstream MCP call whose answer was lost is retried as if nothing was sent: a second side effect",
-			File:     "catalog/upstream_vendor.go",
-			Old:      `return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "no_answer", Unanswered: true,`,
-			New:      `return nil, &outbox.DispatchError{Outcome: outbox.OutcomeRetryable, Code: "no_answer",`,
+			File:     "vendors/mcpupstream/calls.go",
+			Old:      `return &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "no_answer", Unanswered: true,`,
+			New:      `return &outbox.DispatchError{Outcome: outbox.OutcomeRetryable, Code: "no_answer",`,
 			Packages: []string{serverPkg},
 			Tests:    []string{"TestUpstreamDropAfterActingIsFoundByLookup"},
 		},
 		{
 			Name:     "upstream-transport-failure-as-answer",
 			Breaks:   "the SDK's transport failure (JSON-RPC -32005) is taken for the upstream's answer: a native-keys upstream's lost answer is not resent under its key",
-			File:     "catalog/upstream_conn.go",
+			File:     "vendors/mcpupstream/session.go",
 			Old:      "if !errors.As(err, &we) || we.Code == codeRejectedByTransport {",
 			New:      "if !errors.As(err, &we) {",
 			Packages: []string{serverPkg},
@@ -349,7 +349,7 @@ func List() []Mutant {
 		{
 			Name:     "upstream-tool-loosened",
 			Breaks:   "an upstream's tools/list_changed turns an approval-gated tool into a read tool: it runs with no approval",
-			File:     "catalog/live.go",
+			File:     "vendors/catalog/live.go",
 			Old:      "		if lo, ok := loosens(old, nt); ok {\n			next.cat.Tools[name] = old\n",
 			New:      "		if lo, ok := loosens(old, nt); ok && false {\n			next.cat.Tools[name] = old\n",
 			Packages: []string{serverPkg},
@@ -358,7 +358,7 @@ func List() []Mutant {
 		{
 			Name:     "upstream-garbage-breaks-session",
 			Breaks:   "one call's malformed upstream answer reaches the SDK's client, which breaks the session: a concurrent write already carried out goes unknown",
-			File:     "catalog/upstream_raw.go",
+			File:     "vendors/mcpupstream/raw_tap.go",
 			Old:      "			if why != \"\" {\n				t.tap.spoil(call, why)",
 			New:      "			if why == answerTooLarge {\n				t.tap.spoil(call, why)",
 			Packages: []string{serverPkg},
@@ -367,7 +367,7 @@ func List() []Mutant {
 		{
 			Name:     "upstream-garbled-lookup-unavailable",
 			Breaks:   "a lookup answered with garbage is taken for an upstream that cannot be asked: an op whose answer was lost goes to needs_review instead of being looked up again",
-			File:     "catalog/upstream_vendor.go",
+			File:     "vendors/mcpupstream/calls.go",
 			Old:      "if we, answered := upstreamError(err); answered && !refusedAsMalformed(we) {",
 			New:      "if we, answered := upstreamError(err); answered && we != nil {",
 			Packages: []string{serverPkg},

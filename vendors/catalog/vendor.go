@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/mcpupstream"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -43,6 +44,25 @@ type Options struct {
 	// runtime does not keep. Optional.
 	Previous *Runtime
 }
+
+// Observer is told about upstream MCP calls and sessions (mcpupstream.Observer),
+// and about tools a relist or reload would have loosened, for metrics. Its methods
+// must be quick and safe for concurrent use.
+type Observer interface {
+	mcpupstream.Observer
+	// UpstreamToolLooseningRefused is called when a relist or reload would have
+	// loosened an upstream tool and it kept its definition in force (Live.Tighten);
+	// tool is its oncebox name.
+	UpstreamToolLooseningRefused(upstream, tool string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) UpstreamCalled(string, string, string, time.Duration) {}
+func (nopObserver) UpstreamConnected(string, bool)                       {}
+func (nopObserver) UpstreamRestarted(string)                             {}
+func (nopObserver) UpstreamRateLimited(string)                           {}
+func (nopObserver) UpstreamToolLooseningRefused(string, string)          {}
 
 // Runtime is a catalog connected to its targets: the outbox tools and vendors of its
 // write and unsafe tools, and the caller of its read tools.

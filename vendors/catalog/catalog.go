@@ -285,6 +285,10 @@ func checkTarget(file, name string, f targetFormat, getenv func(string) string) 
 	return t, nil
 }
 
+// badFunc makes the error of a field of one entry of the file (a tool, a target, an
+// upstream).
+type badFunc func(field, msg string) error
+
 func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 	bad := func(field, msg string) error {
 		return &Error{File: c.File, Kind: "tool", Name: name, Field: field, Message: msg}
@@ -324,57 +328,15 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 	default:
 		return nil, bad("method", fmt.Sprintf("%q is not GET, POST, PUT, PATCH or DELETE", f.Method))
 	}
-	if f.InputSchema == nil {
-		return nil, bad("input_schema", "is required (a JSON Schema of type object)")
+	if err := checkToolSchema(t, f, bad); err != nil {
+		return nil, err
 	}
-	if f.InputSchema["type"] != "object" {
-		return nil, bad("input_schema", `must have "type: object" at its root (arguments are a JSON object)`)
-	}
-	if msg := undeclaredRequired(f.InputSchema, ""); msg != "" {
-		return nil, bad("input_schema", msg)
-	}
-	raw, err := json.Marshal(f.InputSchema)
+	ops, err := checkOpFields("", f.TTL, f.DedupeWindow, f.Approval, bad)
 	if err != nil {
-		return nil, bad("input_schema", "cannot be written as JSON: "+err.Error())
+		return nil, err
 	}
-	t.InputSchema = raw
-	if t.schema, err = compileSchema(name, raw); err != nil {
-		return nil, bad("input_schema", err.Error())
-	}
-	if msg := checkPath(f.Path); msg != "" {
-		return nil, bad("path", msg)
-	}
-	required, props := schemaParams(f.InputSchema)
-	for _, m := range template.FindAllStringSubmatch(f.Path, -1) {
-		p := m[1]
-		if !slices.Contains(required, p) {
-			return nil, bad("path", fmt.Sprintf("template {%s} must name a required property of input_schema", p))
-		}
-		if typ := props[p]; typ != "string" && typ != "integer" {
-			return nil, bad("path", fmt.Sprintf("template {%s} must name a property of type string or integer", p))
-		}
-		t.params = append(t.params, p)
-	}
-	if f.TTL != "" {
-		if t.TTL, err = time.ParseDuration(f.TTL); err != nil || t.TTL <= 0 {
-			return nil, bad("ttl", fmt.Sprintf("%q is not a positive duration such as 72h", f.TTL))
-		}
-	}
-	if f.DedupeWindow != "" {
-		d, err := time.ParseDuration(f.DedupeWindow)
-		if err != nil || d < 0 {
-			return nil, bad("dedupe_window", fmt.Sprintf("%q is not a duration such as 24h (0s turns it off)", f.DedupeWindow))
-		}
-		t.DedupeWindow = &d
-	}
-	if f.Approval != nil {
-		r := outbox.ApprovalRule{Mode: outbox.ApprovalMode(f.Approval.Mode), Above: f.Approval.Above, Approvers: f.Approval.Approvers}
-		if err := r.Validate(); err != nil {
-			return nil, bad("approval", err.Error())
-		}
-		t.Approval = &r
-	}
-	if msg := checkIdentity(f.Identity, raw); msg != "" {
+	t.TTL, t.DedupeWindow, t.Approval = ops.ttl, ops.dedupeWindow, ops.approval
+	if msg := checkIdentity(f.Identity, t.InputSchema); msg != "" {
 		return nil, bad("identity", msg)
 	}
 	t.Identity = f.Identity
@@ -383,6 +345,79 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 	}
 	t.Version = version(t)
 	return t, nil
+}
+
+// checkToolSchema checks a catalog tool's input schema and the path templates that
+// name its properties, and sets t's schema and parameters.
+func checkToolSchema(t *Tool, f toolFormat, bad badFunc) error {
+	if f.InputSchema == nil {
+		return bad("input_schema", "is required (a JSON Schema of type object)")
+	}
+	if f.InputSchema["type"] != "object" {
+		return bad("input_schema", `must have "type: object" at its root (arguments are a JSON object)`)
+	}
+	if msg := undeclaredRequired(f.InputSchema, ""); msg != "" {
+		return bad("input_schema", msg)
+	}
+	raw, err := json.Marshal(f.InputSchema)
+	if err != nil {
+		return bad("input_schema", "cannot be written as JSON: "+err.Error())
+	}
+	t.InputSchema = raw
+	if t.schema, err = compileSchema(t.Name, raw); err != nil {
+		return bad("input_schema", err.Error())
+	}
+	if msg := checkPath(f.Path); msg != "" {
+		return bad("path", msg)
+	}
+	required, props := schemaParams(f.InputSchema)
+	for _, m := range template.FindAllStringSubmatch(f.Path, -1) {
+		p := m[1]
+		if !slices.Contains(required, p) {
+			return bad("path", fmt.Sprintf("template {%s} must name a required property of input_schema", p))
+		}
+		if typ := props[p]; typ != "string" && typ != "integer" {
+			return bad("path", fmt.Sprintf("template {%s} must name a property of type string or integer", p))
+		}
+		t.params = append(t.params, p)
+	}
+	return nil
+}
+
+// opFields are the settings only an op has, as the file's tool or upstream tool
+// sets them.
+type opFields struct {
+	ttl          time.Duration
+	dedupeWindow *time.Duration
+	approval     *outbox.ApprovalRule
+}
+
+// checkOpFields reads a tool's ttl, dedupe_window and approval, whose fields are
+// named prefix+"ttl" and so on.
+func checkOpFields(prefix, ttl, dedupeWindow string, approval *approvalFormat, bad badFunc) (opFields, error) {
+	var out opFields
+	if ttl != "" {
+		d, err := time.ParseDuration(ttl)
+		if err != nil || d <= 0 {
+			return out, bad(prefix+"ttl", fmt.Sprintf("%q is not a positive duration such as 72h", ttl))
+		}
+		out.ttl = d
+	}
+	if dedupeWindow != "" {
+		d, err := time.ParseDuration(dedupeWindow)
+		if err != nil || d < 0 {
+			return out, bad(prefix+"dedupe_window", fmt.Sprintf("%q is not a duration such as 24h (0s turns it off)", dedupeWindow))
+		}
+		out.dedupeWindow = &d
+	}
+	if approval != nil {
+		r := outbox.ApprovalRule{Mode: outbox.ApprovalMode(approval.Mode), Above: approval.Above, Approvers: approval.Approvers}
+		if err := r.Validate(); err != nil {
+			return out, bad(prefix+"approval", err.Error())
+		}
+		out.approval = &r
+	}
+	return out, nil
 }
 
 // compileSchema compiles a tool's input schema under draft 2020-12, refusing any

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/catalog"
+	"github.com/oncebox/oncebox/vendors/catalog"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/catalog"
+	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
 // connect parses and connects a catalog held in memory.

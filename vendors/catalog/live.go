@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
 
 // Live is the catalog in force in a process, swapped whole by Swap (on a reload):
@@ -170,4 +171,4 @@ func (l *Live) Close() {
 }
 
 // Health reports the upstreams of the catalog in force (see Runtime.Health).
-func (l *Live) Health() map[string]UpstreamHealth { return l.Current().Health() }
+func (l *Live) Health() map[string]mcpupstream.Health { return l.Current().Health() }

@@ -1,4 +1,4 @@
-package catalog
+package mcpupstream
 
 import (
 	"encoding/json"
@@ -17,12 +17,12 @@ const minSecret = 4
 // redactedMark replaces a secret in text.
 const redactedMark = "[redacted]"
 
-// upstreamSecrets returns what is cut out of an upstream's errors, results and logs,
+// secretsOf returns what is cut out of an upstream's errors, results and logs,
 // longest first: every header and environment value; the ${VAR} values expanded in
-// them (vars); a header value's credential (what follows its scheme, such as the token
+// them (Vars); a header value's credential (what follows its scheme, such as the token
 // after "Bearer ") and its words of 8 characters or more; and each of these as written
 // inside a JSON string, when that differs.
-func upstreamSecrets(up *Upstream) []string {
+func secretsOf(up Config) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
@@ -48,7 +48,7 @@ func upstreamSecrets(up *Upstream) []string {
 	for _, v := range up.Env {
 		add(v)
 	}
-	for _, v := range up.vars {
+	for _, v := range up.Vars {
 		add(v)
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })

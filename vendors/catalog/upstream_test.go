@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/catalog"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
 )
 

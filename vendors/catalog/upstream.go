@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
 
 // Upstream is an MCP server oncebox stands in front of: its tools are offered as
@@ -58,13 +59,10 @@ type Upstream struct {
 	// vars are the values of the ${VAR}s expanded in Headers and Env: secrets cut out
 	// of the upstream's errors, results and logs wherever they appear. Never logged.
 	vars []string
-	// MaxResultBytes bounds one answer of the upstream (DefaultMaxResultBytes unless
+	// MaxResultBytes bounds one answer of the upstream (mcpupstream.DefaultMaxResultBytes unless
 	// the file sets max_result_bytes): a larger one fails its call, and only it.
 	MaxResultBytes int64
 }
-
-// DefaultMaxResultBytes is an upstream's max_result_bytes when the file sets none.
-const DefaultMaxResultBytes = 1 << 20
 
 // DefaultBurst is an upstream's burst when the file sets a rate and no burst: one
 // second's worth of calls, at least one.
@@ -148,29 +146,48 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 	}
 	u := &Upstream{Name: name, URL: f.URL, Command: f.Command, Args: f.Args, NativeKeys: f.NativeKeys,
 		NativeWindow: 24 * time.Hour, Headers: map[string]string{}, Env: map[string]string{}, Tools: map[string]*UpstreamToolConfig{}}
+	if err := checkUpstreamTransport(u, f, getenv, bad); err != nil {
+		return nil, err
+	}
+	if err := checkUpstreamLimits(u, f, bad); err != nil {
+		return nil, err
+	}
+	for _, tn := range sortedKeys(f.Tools) {
+		tc, err := checkUpstreamTool("tools."+tn, f.Tools[tn], bad)
+		if err != nil {
+			return nil, err
+		}
+		u.Tools[tn] = tc
+	}
+	return u, nil
+}
+
+// checkUpstreamTransport checks an upstream's url or command and expands its headers
+// or environment into u.
+func checkUpstreamTransport(u *Upstream, f upstreamFormat, getenv func(string) string, bad badFunc) error {
 	switch {
 	case (f.URL == "") == (f.Command == ""):
-		return nil, bad("url", "set either url (streamable HTTP) or command (stdio), not both")
+		return bad("url", "set either url (streamable HTTP) or command (stdio), not both")
 	case f.URL != "":
 		pu, err := url.Parse(f.URL)
 		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			return nil, bad("url", "must be an absolute http or https URL")
+			return bad("url", "must be an absolute http or https URL")
 		}
 		if pu.User != nil {
-			return nil, bad("url", "must not carry credentials: use headers with ${VARIABLE} values")
+			return bad("url", "must not carry credentials: use headers with ${VARIABLE} values")
 		}
 		if len(f.Args) > 0 || len(f.Env) > 0 {
-			return nil, bad("args", "args and env are for a stdio upstream (command)")
+			return bad("args", "args and env are for a stdio upstream (command)")
 		}
 	default:
 		if len(f.Headers) > 0 {
-			return nil, bad("headers", "headers are for an HTTP upstream (url)")
+			return bad("headers", "headers are for an HTTP upstream (url)")
 		}
 	}
 	for _, k := range sortedKeys(f.Headers) {
 		v, missing, values := expand(f.Headers[k], getenv)
 		if len(missing) > 0 {
-			return nil, bad("headers", fmt.Sprintf("header %s: the environment variable %s is not set", k, missing[0]))
+			return bad("headers", fmt.Sprintf("header %s: the environment variable %s is not set", k, missing[0]))
 		}
 		u.Headers[http.CanonicalHeaderKey(k)] = v
 		u.vars = append(u.vars, values...)
@@ -178,102 +195,93 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 	for _, k := range sortedKeys(f.Env) {
 		v, missing, values := expand(f.Env[k], getenv)
 		if len(missing) > 0 {
-			return nil, bad("env", fmt.Sprintf("%s: the environment variable %s is not set", k, missing[0]))
+			return bad("env", fmt.Sprintf("%s: the environment variable %s is not set", k, missing[0]))
 		}
 		u.Env[k] = v
 		u.vars = append(u.vars, values...)
 	}
+	return nil
+}
+
+// checkUpstreamLimits reads an upstream's native window, workers, result bound, job
+// timeout and rate into u.
+func checkUpstreamLimits(u *Upstream, f upstreamFormat, bad badFunc) error {
 	if f.NativeWindow != "" {
 		d, err := time.ParseDuration(f.NativeWindow)
 		if err != nil || d <= 0 {
-			return nil, bad("native_window", fmt.Sprintf("%q is not a positive duration such as 24h", f.NativeWindow))
+			return bad("native_window", fmt.Sprintf("%q is not a positive duration such as 24h", f.NativeWindow))
 		}
 		u.NativeWindow = d
 	}
 	if f.Workers < 0 {
-		return nil, bad("workers", fmt.Sprintf("%d is negative: leave it out for the webhook queue's --webhook-workers", f.Workers))
+		return bad("workers", fmt.Sprintf("%d is negative: leave it out for the webhook queue's --webhook-workers", f.Workers))
 	}
 	u.Workers = f.Workers
-	u.MaxResultBytes = DefaultMaxResultBytes
+	u.MaxResultBytes = mcpupstream.DefaultMaxResultBytes
 	if f.MaxResult != nil {
 		if *f.MaxResult < 1024 {
-			return nil, bad("max_result_bytes", fmt.Sprintf("%d is less than 1024 bytes: leave it out for %d (1 MiB)", *f.MaxResult, DefaultMaxResultBytes))
+			return bad("max_result_bytes", fmt.Sprintf("%d is less than 1024 bytes: leave it out for %d (1 MiB)", *f.MaxResult, mcpupstream.DefaultMaxResultBytes))
 		}
 		u.MaxResultBytes = *f.MaxResult
 	}
 	if f.JobTimeout != "" {
 		d, err := time.ParseDuration(f.JobTimeout)
 		if err != nil || d <= 0 {
-			return nil, bad("job_timeout", fmt.Sprintf("%q is not a positive duration such as 30s", f.JobTimeout))
+			return bad("job_timeout", fmt.Sprintf("%q is not a positive duration such as 30s", f.JobTimeout))
 		}
 		u.JobTimeout = d
 	}
 	if f.Rate != nil {
 		if f.Rate.PerSecond <= 0 || math.IsInf(f.Rate.PerSecond, 0) || math.IsNaN(f.Rate.PerSecond) {
-			return nil, bad("rate.per_second", "must be a positive number of tools/call requests per second (leave rate out for no limit)")
+			return bad("rate.per_second", "must be a positive number of tools/call requests per second (leave rate out for no limit)")
 		}
 		if f.Rate.Burst < 0 {
-			return nil, bad("rate.burst", fmt.Sprintf("%d is negative", f.Rate.Burst))
+			return bad("rate.burst", fmt.Sprintf("%d is negative", f.Rate.Burst))
 		}
 		u.Rate, u.Burst = f.Rate.PerSecond, f.Rate.Burst
 		if u.Burst == 0 {
 			u.Burst = DefaultBurst(u.Rate)
 		}
 	}
-	for _, tn := range sortedKeys(f.Tools) {
-		tf := f.Tools[tn]
-		field := "tools." + tn
-		tc := &UpstreamToolConfig{Class: tf.Class, TagArgument: tf.TagArgument, LookupTool: tf.LookupTool, LookupArgument: tf.LookupArgument,
-			Identity: tf.Identity}
-		switch tc.Class {
-		case "", ClassRead, ClassWrite, ClassUnsafe:
-		default:
-			return nil, bad(field+".class", fmt.Sprintf("%q is not read, write or unsafe", tc.Class))
-		}
-		if (tc.LookupTool == "") != (tc.LookupArgument == "") {
-			return nil, bad(field+".lookup_tool", "set both lookup_tool and lookup_argument (the argument that takes the op id), or neither")
-		}
-		if tf.TTL != "" {
-			d, err := time.ParseDuration(tf.TTL)
-			if err != nil || d <= 0 {
-				return nil, bad(field+".ttl", fmt.Sprintf("%q is not a positive duration such as 72h", tf.TTL))
-			}
-			tc.TTL = d
-		}
-		if tf.DedupeWindow != "" {
-			d, err := time.ParseDuration(tf.DedupeWindow)
-			if err != nil || d < 0 {
-				return nil, bad(field+".dedupe_window", fmt.Sprintf("%q is not a duration such as 24h (0s turns it off)", tf.DedupeWindow))
-			}
-			tc.DedupeWindow = &d
-		}
-		if tf.Approval != nil {
-			r := outbox.ApprovalRule{Mode: outbox.ApprovalMode(tf.Approval.Mode), Above: tf.Approval.Above, Approvers: tf.Approval.Approvers}
-			if err := r.Validate(); err != nil {
-				return nil, bad(field+".approval", err.Error())
-			}
-			tc.Approval = &r
-		}
-		if tf.Redact != nil {
-			for _, c := range []struct {
-				name  string
-				paths []string
-			}{{"args", tf.Redact.Args}, {"result", tf.Redact.Result}} {
-				if msg := checkPaths(c.paths); msg != "" {
-					return nil, bad(field+".redact."+c.name, msg)
-				}
-			}
-			if len(tf.Redact.Args)+len(tf.Redact.Result) == 0 {
-				return nil, bad(field+".redact", "names no field: list args and/or result paths, or leave redact out")
-			}
-			tc.Redact = &Redaction{Args: tf.Redact.Args, Result: tf.Redact.Result}
-		}
-		if tc.Class == ClassRead && (tf.TTL != "" || tf.DedupeWindow != "" || tf.Approval != nil || tc.TagArgument != "" || tc.LookupTool != "" || tf.Redact != nil || tf.Identity != nil) {
-			return nil, bad(field+".class", "a read tool makes no op: ttl, dedupe_window, identity, approval, tag_argument, lookup_tool and redact do not apply")
-		}
-		u.Tools[tn] = tc
+	return nil
+}
+
+// checkUpstreamTool checks the file's settings for one upstream tool, whose fields
+// are named field+".class" and so on.
+func checkUpstreamTool(field string, tf upstreamToolFormat, bad badFunc) (*UpstreamToolConfig, error) {
+	tc := &UpstreamToolConfig{Class: tf.Class, TagArgument: tf.TagArgument, LookupTool: tf.LookupTool, LookupArgument: tf.LookupArgument,
+		Identity: tf.Identity}
+	switch tc.Class {
+	case "", ClassRead, ClassWrite, ClassUnsafe:
+	default:
+		return nil, bad(field+".class", fmt.Sprintf("%q is not read, write or unsafe", tc.Class))
 	}
-	return u, nil
+	if (tc.LookupTool == "") != (tc.LookupArgument == "") {
+		return nil, bad(field+".lookup_tool", "set both lookup_tool and lookup_argument (the argument that takes the op id), or neither")
+	}
+	ops, err := checkOpFields(field+".", tf.TTL, tf.DedupeWindow, tf.Approval, bad)
+	if err != nil {
+		return nil, err
+	}
+	tc.TTL, tc.DedupeWindow, tc.Approval = ops.ttl, ops.dedupeWindow, ops.approval
+	if tf.Redact != nil {
+		for _, c := range []struct {
+			name  string
+			paths []string
+		}{{"args", tf.Redact.Args}, {"result", tf.Redact.Result}} {
+			if msg := checkPaths(c.paths); msg != "" {
+				return nil, bad(field+".redact."+c.name, msg)
+			}
+		}
+		if len(tf.Redact.Args)+len(tf.Redact.Result) == 0 {
+			return nil, bad(field+".redact", "names no field: list args and/or result paths, or leave redact out")
+		}
+		tc.Redact = &Redaction{Args: tf.Redact.Args, Result: tf.Redact.Result}
+	}
+	if tc.Class == ClassRead && (tf.TTL != "" || tf.DedupeWindow != "" || tf.Approval != nil || tc.TagArgument != "" || tc.LookupTool != "" || tf.Redact != nil || tf.Identity != nil) {
+		return nil, bad(field+".class", "a read tool makes no op: ttl, dedupe_window, identity, approval, tag_argument, lookup_tool and redact do not apply")
+	}
+	return tc, nil
 }
 
 // Classify returns the class of an upstream tool. The file comes first: its class,
@@ -359,6 +367,30 @@ func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 	for _, lt := range listed {
 		byName[lt.Name] = lt
 	}
+	if err := checkUpstreamToolsListed(u, byName, bad); err != nil {
+		return err
+	}
+	for _, lt := range listed {
+		name := u.Name + "." + mcpSafe(lt.Name)
+		if mcpLen := len(u.Name) + 1 + len(mcpSafe(lt.Name)); mcpLen > 64 || lt.Name == "" {
+			return bad("", fmt.Sprintf("upstream tool %q: its name %q would be longer than 64 characters, too long for strict clients", lt.Name, strings.ReplaceAll(name, ".", "_")))
+		}
+		if _, dup := c.Tools[name]; dup {
+			return bad("", fmt.Sprintf("upstream tool %q: the name %q is taken", lt.Name, name))
+		}
+		t, err := upstreamTool(name, u, lt, bad)
+		if err != nil {
+			return err
+		}
+		c.Tools[name] = t
+	}
+	return nil
+}
+
+// checkUpstreamToolsListed checks that every tool the file sets something for, and
+// every lookup tool it names, is one the upstream lists (byName), a lookup tool a
+// read one.
+func checkUpstreamToolsListed(u *Upstream, byName map[string]*mcp.Tool, bad badFunc) error {
 	for _, tn := range sortedKeys(u.Tools) {
 		tc := u.Tools[tn]
 		if byName[tn] == nil {
@@ -374,67 +406,63 @@ func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 			}
 		}
 	}
-	for _, lt := range listed {
-		name := u.Name + "." + mcpSafe(lt.Name)
-		if mcpLen := len(u.Name) + 1 + len(mcpSafe(lt.Name)); mcpLen > 64 || lt.Name == "" {
-			return bad("", fmt.Sprintf("upstream tool %q: its name %q would be longer than 64 characters, too long for strict clients", lt.Name, strings.ReplaceAll(name, ".", "_")))
-		}
-		if _, dup := c.Tools[name]; dup {
-			return bad("", fmt.Sprintf("upstream tool %q: the name %q is taken", lt.Name, name))
-		}
-		tc := u.Tools[lt.Name]
-		if tc == nil {
-			tc = &UpstreamToolConfig{}
-		}
-		t := &Tool{Name: name, Description: strings.TrimSpace(lt.Description), Class: Classify(tc, lt.Annotations), Target: u.Name,
-			Upstream: u.Name, UpstreamTool: lt.Name, TagArgument: tc.TagArgument, LookupTool: tc.LookupTool, LookupArgument: tc.LookupArgument,
-			TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Identity: tc.Identity, Approval: tc.Approval, Redact: tc.Redact}
-		if t.Description == "" {
-			t.Description = fmt.Sprintf("Tool %s of the MCP server %s.", lt.Name, u.Name)
-		}
-		schema := []byte(`{"type":"object"}`)
-		if lt.InputSchema != nil {
-			b, err := json.Marshal(lt.InputSchema)
-			if err != nil {
-				return bad("", fmt.Sprintf("upstream tool %q: its input schema cannot be written as JSON: %v", lt.Name, err))
-			}
-			schema = b
-		}
-		upstreamSchema := schema
-		if t.TagArgument != "" && t.Class != ClassRead {
-			// The tag argument is oncebox's: the model never sees it, and a caller who
-			// sends it is refused (Validate).
-			var err error
-			if schema, err = withoutProperty(schema, t.TagArgument); err != nil {
-				return bad("tools."+lt.Name+".tag_argument", err.Error())
-			}
-		}
-		t.InputSchema = schema
-		if t.Redact != nil && t.Class != ClassRead {
-			var root struct {
-				Properties map[string]json.RawMessage `json:"properties"`
-			}
-			_ = json.Unmarshal(schema, &root)
-			for _, p := range t.Redact.Args {
-				if first, _, _ := strings.Cut(p, "."); root.Properties != nil && root.Properties[first] == nil {
-					return bad("tools."+lt.Name+".redact.args", fmt.Sprintf("%q: the tool's input schema has no property %q", p, first))
-				}
-			}
-		}
-		if t.Class != ClassRead {
-			if msg := checkIdentity(t.Identity, schema); msg != "" {
-				return bad("tools."+lt.Name+".identity", msg)
-			}
-		}
-		sch, err := compileSchema(name, schema)
-		if err != nil {
-			return bad("", fmt.Sprintf("upstream tool %q: its input schema does not compile: %v", lt.Name, err))
-		}
-		t.schema = sch
-		t.Version = upstreamVersion(t, u, upstreamSchema)
-		c.Tools[name] = t
-	}
 	return nil
+}
+
+// upstreamTool is the catalog tool name of the upstream tool lt, as the file's
+// settings for it (if any) and its listing define it.
+func upstreamTool(name string, u *Upstream, lt *mcp.Tool, bad badFunc) (*Tool, error) {
+	tc := u.Tools[lt.Name]
+	if tc == nil {
+		tc = &UpstreamToolConfig{}
+	}
+	t := &Tool{Name: name, Description: strings.TrimSpace(lt.Description), Class: Classify(tc, lt.Annotations), Target: u.Name,
+		Upstream: u.Name, UpstreamTool: lt.Name, TagArgument: tc.TagArgument, LookupTool: tc.LookupTool, LookupArgument: tc.LookupArgument,
+		TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Identity: tc.Identity, Approval: tc.Approval, Redact: tc.Redact}
+	if t.Description == "" {
+		t.Description = fmt.Sprintf("Tool %s of the MCP server %s.", lt.Name, u.Name)
+	}
+	schema := []byte(`{"type":"object"}`)
+	if lt.InputSchema != nil {
+		b, err := json.Marshal(lt.InputSchema)
+		if err != nil {
+			return nil, bad("", fmt.Sprintf("upstream tool %q: its input schema cannot be written as JSON: %v", lt.Name, err))
+		}
+		schema = b
+	}
+	upstreamSchema := schema
+	if t.TagArgument != "" && t.Class != ClassRead {
+		// The tag argument is oncebox's: the model never sees it, and a caller who
+		// sends it is refused (Validate).
+		var err error
+		if schema, err = withoutProperty(schema, t.TagArgument); err != nil {
+			return nil, bad("tools."+lt.Name+".tag_argument", err.Error())
+		}
+	}
+	t.InputSchema = schema
+	if t.Redact != nil && t.Class != ClassRead {
+		var root struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		_ = json.Unmarshal(schema, &root)
+		for _, p := range t.Redact.Args {
+			if first, _, _ := strings.Cut(p, "."); root.Properties != nil && root.Properties[first] == nil {
+				return nil, bad("tools."+lt.Name+".redact.args", fmt.Sprintf("%q: the tool's input schema has no property %q", p, first))
+			}
+		}
+	}
+	if t.Class != ClassRead {
+		if msg := checkIdentity(t.Identity, schema); msg != "" {
+			return nil, bad("tools."+lt.Name+".identity", msg)
+		}
+	}
+	sch, err := compileSchema(name, schema)
+	if err != nil {
+		return nil, bad("", fmt.Sprintf("upstream tool %q: its input schema does not compile: %v", lt.Name, err))
+	}
+	t.schema = sch
+	t.Version = upstreamVersion(t, u, upstreamSchema)
+	return t, nil
 }
 
 // upstreamVersion hashes what decides how an op of an upstream tool is validated and

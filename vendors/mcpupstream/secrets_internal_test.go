@@ -1,4 +1,4 @@
-package catalog
+package mcpupstream
 
 import (
 	"errors"
@@ -14,20 +14,16 @@ import (
 // data cut, and errors.Is still finds what it wrapped.
 func TestScrubCutsEverySecret(t *testing.T) {
 	t.Parallel()
-	c, err := Parse("tools.yaml", []byte(`
-upstreams:
-  mail:
-    url: http://x
-    headers: {Authorization: "Bearer ${T}", X-Key: "pre-${K}-post", X-Literal: "Token literal-cred-99"}
-`), func(k string) string { return map[string]string{"T": "tok\"quoted1", "K": "kkkk1234"}[k] })
-	require.NoError(t, err)
-	secrets := upstreamSecrets(c.Upstreams["mail"])
+	// The headers as the catalog expands them from Authorization: "Bearer ${T}",
+	// X-Key: "pre-${K}-post" and X-Literal: "Token literal-cred-99".
+	secrets := secretsOf(Config{Name: "mail", URL: "http://x", Vars: []string{"tok\"quoted1", "kkkk1234"},
+		Headers: map[string]string{"Authorization": "Bearer tok\"quoted1", "X-Key": "pre-kkkk1234-post", "X-Literal": "Token literal-cred-99"}})
 	for _, s := range []string{`tok"quoted1`, `tok\"quoted1`, "kkkk1234", "pre-kkkk1234-post", "literal-cred-99", "Token literal-cred-99"} {
 		require.Equal(t, "a [redacted] b", scrubText(secrets, "a "+s+" b"), s)
 	}
 	sentinel := errors.New("sentinel")
 	rpc := &jsonrpc.Error{Code: -32000, Message: "bad kkkk1234", Data: []byte(`{"seen":"Bearer tok\"quoted1"}`)}
-	err = scrubErr(secrets, fmt.Errorf("%w: %w", sentinel, rpc))
+	err := scrubErr(secrets, fmt.Errorf("%w: %w", sentinel, rpc))
 	require.NotContains(t, err.Error(), "kkkk1234")
 	var we *jsonrpc.Error
 	require.ErrorAs(t, err, &we)

@@ -1,4 +1,4 @@
-package catalog
+package mcpupstream
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -46,10 +48,6 @@ type Observer interface {
 	UpstreamRestarted(upstream string)
 	// UpstreamRateLimited is called when a call waits for the upstream's rate limit.
 	UpstreamRateLimited(upstream string)
-	// UpstreamToolLooseningRefused is called when a relist or reload would have
-	// loosened an upstream tool and it kept its definition in force (Live.Tighten);
-	// tool is its oncebox name.
-	UpstreamToolLooseningRefused(upstream, tool string)
 }
 
 type nopObserver struct{}
@@ -58,11 +56,10 @@ func (nopObserver) UpstreamCalled(string, string, string, time.Duration) {}
 func (nopObserver) UpstreamConnected(string, bool)                       {}
 func (nopObserver) UpstreamRestarted(string)                             {}
 func (nopObserver) UpstreamRateLimited(string)                           {}
-func (nopObserver) UpstreamToolLooseningRefused(string, string)          {}
 
-// UpstreamHealth is what /healthz says of one upstream. It holds no secret: header and
+// Health is what /healthz says of one upstream. It holds no secret: header and
 // environment values are cut from the last error.
-type UpstreamHealth struct {
+type Health struct {
 	// Transport is "http" or "stdio".
 	Transport string `json:"transport"`
 	// Connected says a session is open now.
@@ -76,11 +73,55 @@ type UpstreamHealth struct {
 	Restarts int `json:"restarts"`
 }
 
-// upstreamConn is one upstream's client session. A session that ends (a stdio
-// program that exits, a broken connection) is opened again in the background with
-// backoff, and on the next call.
-type upstreamConn struct {
-	up       *Upstream
+// Config is one upstream MCP server and how to talk to it.
+type Config struct {
+	// Name is the upstream's name, in errors, logs and the observer's calls.
+	Name string
+	// URL is the streamable HTTP endpoint, or "" for a stdio upstream.
+	URL string
+	// Headers are sent with every HTTP request to the upstream's origin. Never logged.
+	Headers map[string]string
+	// Command is the stdio upstream's program, or "" for an HTTP upstream.
+	Command string
+	// Args are the program's arguments.
+	Args []string
+	// Env is the program's whole environment besides PATH and HOME. Never logged.
+	Env map[string]string
+	// Vars are the values of the ${VAR}s expanded in Headers and Env: cut, with the
+	// header and environment values, out of the upstream's errors, results and logs
+	// (see secretsOf). Never logged.
+	Vars []string
+	// Rate is how many tools/call requests per second the session sends, every kind
+	// of call together. 0: no limit.
+	Rate float64
+	// Burst is how many calls may go at once above Rate. Used only with Rate.
+	Burst int
+	// MaxResultBytes bounds one answer of the upstream: a larger one fails its call,
+	// and only it. Defaults to DefaultMaxResultBytes.
+	MaxResultBytes int64
+	// Timeout bounds connecting, listing and each call. Defaults to 10 seconds.
+	Timeout time.Duration
+	// HTTPClient's transport carries an HTTP upstream's requests. Optional.
+	HTTPClient *http.Client
+	// Logger receives the session's records and a stdio program's stderr. Defaults
+	// to discarding them.
+	Logger *slog.Logger
+	// Observer is told about calls and sessions. Optional.
+	Observer Observer
+	// OnToolsChanged is called with Name when the upstream announces that its tools
+	// changed (notifications/tools/list_changed). Optional: without it the
+	// announcements are not listened to.
+	OnToolsChanged func(upstream string)
+}
+
+// DefaultMaxResultBytes is Config.MaxResultBytes when it is not set.
+const DefaultMaxResultBytes = 1 << 20
+
+// Session is one upstream's client session. A session that ends (a stdio program
+// that exits, a broken connection) is opened again in the background with backoff,
+// and on the next call. It is safe for concurrent use.
+type Session struct {
+	up       Config
 	client   *mcp.Client
 	timeout  time.Duration
 	http     *http.Client
@@ -88,20 +129,19 @@ type upstreamConn struct {
 	observer Observer
 	// limiter is the upstream's rate limit, nil without one.
 	limiter *rate.Limiter
-	// stop is closed by close.
+	// stop is closed by Close.
 	stop chan struct{}
 	// listens says the session listens for notifications (tools/list_changed).
 	listens bool
 	// tap catches the raw results of dispatches.
 	tap *rawTap
-	// secrets are cut out of the upstream's errors, results and stderr
-	// (upstreamSecrets).
+	// secrets are cut out of the upstream's errors, results and stderr (secretsOf).
 	secrets []string
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	closed  bool
-	// resting says rest ended the session: it is not opened again in the
+	// resting says Rest ended the session: it is not opened again in the
 	// background, only by the next call.
 	resting bool
 	// opened counts the sessions opened; each after the first is a restart.
@@ -112,22 +152,36 @@ type upstreamConn struct {
 	nextTry   time.Time
 	lastErr   string
 	lastErrAt time.Time
-	// seen is what health reports, published by publish whenever the fields above
-	// change: health does not wait for mu, which a connect holds for up to timeout.
-	seen atomic.Pointer[UpstreamHealth]
+	// seen is what Health reports, published by publish whenever the fields above
+	// change: Health does not wait for mu, which a connect holds for up to timeout.
+	seen atomic.Pointer[Health]
 }
 
-func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
-	u := &upstreamConn{up: up, timeout: opts.Timeout, http: opts.HTTPClient, logger: opts.Logger, observer: opts.Observer,
-		stop: make(chan struct{}), listens: opts.OnToolsChanged != nil, tap: newRawTap(), secrets: upstreamSecrets(up)}
-	if up.Rate > 0 {
-		u.limiter = rate.NewLimiter(rate.Limit(up.Rate), up.Burst)
+// New returns the session of the upstream cfg describes. It connects on the first
+// call (List, Read, Dispatch, Lookup), not before.
+func New(cfg Config) *Session {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	u := &Session{up: cfg, timeout: cfg.Timeout, http: cfg.HTTPClient, logger: cfg.Logger, observer: cfg.Observer,
+		stop: make(chan struct{}), listens: cfg.OnToolsChanged != nil, tap: newRawTap(), secrets: secretsOf(cfg)}
+	if cfg.Rate > 0 {
+		u.limiter = rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst)
 	}
 	var copts *mcp.ClientOptions
-	if opts.OnToolsChanged != nil {
-		name := up.Name
+	if cfg.OnToolsChanged != nil {
+		name, changed := cfg.Name, cfg.OnToolsChanged
 		copts = &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			opts.OnToolsChanged(name)
+			changed(name)
 		}}
 	}
 	u.client = mcp.NewClient(&mcp.Implementation{Name: "oncebox", Version: "1"}, copts)
@@ -154,7 +208,7 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
-func (u *upstreamConn) transport() mcp.Transport {
+func (u *Session) transport() mcp.Transport {
 	if u.up.URL != "" {
 		base := http.DefaultTransport
 		if u.http != nil && u.http.Transport != nil {
@@ -168,21 +222,16 @@ func (u *upstreamConn) transport() mcp.Transport {
 	}
 	cmd := exec.Command(u.up.Command, u.up.Args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	for _, k := range sortedKeys(u.up.Env) {
+	for _, k := range slices.Sorted(maps.Keys(u.up.Env)) {
 		cmd.Env = append(cmd.Env, k+"="+u.up.Env[k])
 	}
 	cmd.Stderr = &logWriter{logger: u.logger, upstream: u.up.Name, scrub: u.scrub}
-	cmd.SysProcAttr = upstreamProcAttr()
+	cmd.SysProcAttr = procAttr()
 	return &tapStdio{inner: &mcp.CommandTransport{Command: cmd}, tap: u.tap, limit: u.limit()}
 }
 
 // limit is the upstream's max_result_bytes.
-func (u *upstreamConn) limit() int64 {
-	if u.up.MaxResultBytes > 0 {
-		return u.up.MaxResultBytes
-	}
-	return DefaultMaxResultBytes
-}
+func (u *Session) limit() int64 { return u.up.MaxResultBytes }
 
 // logWriter sends a stdio upstream's stderr to the log, a record per line, with the
 // upstream's environment values cut out.
@@ -208,12 +257,12 @@ func backoff(n int) time.Duration {
 	return min(d, reconnectMax)
 }
 
-// scrub cuts the upstream's secrets (upstreamSecrets) out of msg.
-func (u *upstreamConn) scrub(msg string) string { return scrubText(u.secrets, msg) }
+// scrub cuts the upstream's secrets (secretsOf) out of msg.
+func (u *Session) scrub(msg string) string { return scrubText(u.secrets, msg) }
 
 // failed records why a session could not be opened or ended, and backs off. Called
 // with mu held.
-func (u *upstreamConn) failed(err error) {
+func (u *Session) failed(err error) {
 	u.failures++
 	u.nextTry = time.Now().Add(backoff(u.failures))
 	u.lastErr, u.lastErrAt = u.scrub(err.Error()), time.Now()
@@ -222,7 +271,7 @@ func (u *upstreamConn) failed(err error) {
 
 // get returns the open session, connecting when there is none (not before the backoff
 // after a failure has passed).
-func (u *upstreamConn) get(ctx context.Context) (*mcp.ClientSession, error) {
+func (u *Session) get(ctx context.Context) (*mcp.ClientSession, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.session != nil {
@@ -258,7 +307,7 @@ func (u *upstreamConn) get(ctx context.Context) (*mcp.ClientSession, error) {
 // watch waits for s to end. Unless oncebox closed it, the session is dropped and
 // opened again in the background, with backoff: a stdio program that died is started
 // again without waiting for the next call.
-func (u *upstreamConn) watch(s *mcp.ClientSession) {
+func (u *Session) watch(s *mcp.ClientSession) {
 	err := s.Wait()
 	u.mu.Lock()
 	if u.closed || (u.resting && u.session == nil) {
@@ -298,7 +347,7 @@ func (u *upstreamConn) watch(s *mcp.ClientSession) {
 }
 
 // drop closes s if it is still the open session, so the next call reconnects.
-func (u *upstreamConn) drop(s *mcp.ClientSession) {
+func (u *Session) drop(s *mcp.ClientSession) {
 	u.mu.Lock()
 	if u.session != s {
 		u.mu.Unlock()
@@ -310,9 +359,9 @@ func (u *upstreamConn) drop(s *mcp.ClientSession) {
 	_ = s.Close() // watch sees it end, and opens a new one
 }
 
-// rest ends the session (a stdio upstream's process with it) without closing u for
+// Rest ends the session (a stdio upstream's process with it) without closing u for
 // good: nothing opens it again in the background; the next call does.
-func (u *upstreamConn) rest() {
+func (u *Session) Rest() {
 	u.mu.Lock()
 	s := u.session
 	u.session, u.resting = nil, true
@@ -323,8 +372,8 @@ func (u *upstreamConn) rest() {
 	}
 }
 
-// close closes u for good, ending its session (and a stdio upstream's process).
-func (u *upstreamConn) close() {
+// Close closes u for good, ending its session (and a stdio upstream's process).
+func (u *Session) Close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.closed {
@@ -338,8 +387,8 @@ func (u *upstreamConn) close() {
 }
 
 // publish makes the session's state what health reports. Called with mu held.
-func (u *upstreamConn) publish() {
-	h := UpstreamHealth{Transport: "http", Connected: u.session != nil, LastError: u.lastErr, Restarts: max(u.opened-1, 0)}
+func (u *Session) publish() {
+	h := Health{Transport: "http", Connected: u.session != nil, LastError: u.lastErr, Restarts: max(u.opened-1, 0)}
 	if u.up.URL == "" {
 		h.Transport = "stdio"
 	}
@@ -350,8 +399,8 @@ func (u *upstreamConn) publish() {
 	u.seen.Store(&h)
 }
 
-// health reports the upstream's session.
-func (u *upstreamConn) health() UpstreamHealth {
+// Health reports the upstream's session.
+func (u *Session) Health() Health {
 	if h := u.seen.Load(); h != nil {
 		return *h
 	}
@@ -362,15 +411,15 @@ func (u *upstreamConn) health() UpstreamHealth {
 }
 
 // ok notes a call the upstream answered: the backoff starts again from its first wait.
-func (u *upstreamConn) ok() {
+func (u *Session) ok() {
 	u.mu.Lock()
 	u.failures = 0
 	u.mu.Unlock()
 }
 
-// throttle takes a slot of the upstream's rate limit for a dispatch: 0 when the call
+// Throttle takes a slot of the upstream's rate limit for a dispatch: 0 when the call
 // may go now, else how long to wait (nothing is taken then).
-func (u *upstreamConn) throttle() time.Duration {
+func (u *Session) Throttle() time.Duration {
 	if u.limiter == nil {
 		return 0
 	}
@@ -386,7 +435,7 @@ func (u *upstreamConn) throttle() time.Duration {
 
 // wait waits for a slot of the upstream's rate limit, within ctx and the call
 // timeout.
-func (u *upstreamConn) wait(ctx context.Context) error {
+func (u *Session) wait(ctx context.Context) error {
 	if u.limiter == nil {
 		return nil
 	}
@@ -401,17 +450,17 @@ func (u *upstreamConn) wait(ctx context.Context) error {
 	return nil
 }
 
-// AnswerRefusedError is a dispatch whose answer oncebox would not read: larger than
+// answerRefusedError is a dispatch whose answer oncebox would not read: larger than
 // the upstream's max_result_bytes ("too_large"), or no JSON-RPC message ("malformed").
 // Only that call fails; the session goes on.
-type AnswerRefusedError struct {
+type answerRefusedError struct {
 	Reason string
 	Limit  int64
 	Err    error
 }
 
-func (e *AnswerRefusedError) Error() string { return e.Err.Error() }
-func (e *AnswerRefusedError) Unwrap() error { return e.Err }
+func (e *answerRefusedError) Error() string { return e.Err.Error() }
+func (e *answerRefusedError) Unwrap() error { return e.Err }
 
 // errNotSent is a call that never reached the upstream (no session could be opened,
 // the rate limit held it, or no connection could be had for its HTTP request).
@@ -423,14 +472,14 @@ var errNotSent = errors.New("not sent")
 // written, one upstreamError finds when the upstream answered with a JSON-RPC error,
 // or else the call's answer was lost (a timeout, a broken connection, a dead process,
 // an HTTP answer that is no JSON-RPC answer) and the session is dropped.
-func (u *upstreamConn) call(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+func (u *Session) call(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	res, _, err := u.callRaw(ctx, kind, p)
 	return res, err
 }
 
 // callRaw is call, and also returns the result as it came on the wire when it was
 // caught (a dispatch's: its _meta names its op id), else nil.
-func (u *upstreamConn) callRaw(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, json.RawMessage, error) {
+func (u *Session) callRaw(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, json.RawMessage, error) {
 	res, raw, err := u.callUnscrubbed(ctx, kind, p)
 	if err != nil {
 		return nil, nil, scrubErr(u.secrets, err)
@@ -440,7 +489,7 @@ func (u *upstreamConn) callRaw(ctx context.Context, kind string, p *mcp.CallTool
 }
 
 // callUnscrubbed is callRaw before the upstream's secrets are cut out of its answer.
-func (u *upstreamConn) callUnscrubbed(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, json.RawMessage, error) {
+func (u *Session) callUnscrubbed(ctx context.Context, kind string, p *mcp.CallToolParams) (*mcp.CallToolResult, json.RawMessage, error) {
 	start := time.Now()
 	outcome := "not_sent"
 	defer func() { u.observer.UpstreamCalled(u.up.Name, kind, outcome, time.Since(start)) }()
@@ -465,7 +514,7 @@ func (u *upstreamConn) callUnscrubbed(ctx context.Context, kind string, p *mcp.C
 		outcome = "error"
 		u.logger.Warn("upstream answer refused: only its call fails", slog.String("upstream", u.up.Name),
 			slog.String("tool", p.Name), slog.String("reason", spoiled), slog.Int64("max_result_bytes", u.limit()))
-		return nil, nil, &AnswerRefusedError{Reason: spoiled, Limit: u.limit(), Err: err}
+		return nil, nil, &answerRefusedError{Reason: spoiled, Limit: u.limit(), Err: err}
 	}
 	if err != nil {
 		if we, answered := upstreamError(err); answered {
@@ -512,8 +561,8 @@ func upstreamError(err error) (*jsonrpc.Error, bool) {
 	return we, true
 }
 
-// list lists the upstream's tools.
-func (u *upstreamConn) list(ctx context.Context) ([]*mcp.Tool, error) {
+// List lists the upstream's tools.
+func (u *Session) List(ctx context.Context) ([]*mcp.Tool, error) {
 	s, err := u.get(ctx)
 	if err != nil {
 		return nil, err

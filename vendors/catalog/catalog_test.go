@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
 const goodCatalog = `

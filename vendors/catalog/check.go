@@ -88,6 +88,36 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
+	c, err := r.newCheckRun(ctx, name, args, opts)
+	if err != nil {
+		return nil, err
+	}
+	droppedSeen, err := c.scenarios()
+	if err != nil {
+		return nil, err
+	}
+	c.verdicts(droppedSeen)
+	return c.rep, nil
+}
+
+// checkRun is one Check of one tool: the request its arguments make and the two
+// adapters that send it, one of them dropping every answer.
+type checkRun struct {
+	ctx      context.Context
+	name     string
+	target   string
+	req      json.RawMessage
+	plain    *webhook.Vendor
+	dropping *webhook.Vendor
+	// canCount says the target has a lookup path to count objects with.
+	canCount bool
+	settle   time.Duration
+	rep      *CheckReport
+}
+
+// newCheckRun checks that the tool name can be checked with args and builds its
+// adapters.
+func (r *Runtime) newCheckRun(ctx context.Context, name string, args json.RawMessage, opts CheckOptions) (*checkRun, error) {
 	t, ok := r.cat.Tools[name]
 	if !ok {
 		return nil, fmt.Errorf("%q is not a tool of %s", name, r.cat.File)
@@ -99,7 +129,6 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 		return nil, fmt.Errorf("%s is a tool of the upstream MCP server %s: the check covers HTTP targets only", name, t.Upstream)
 	}
 	target := r.cat.Targets[t.Target]
-	canCount := target.LookupPath != ""
 	if err := t.Validate(args); err != nil {
 		return nil, fmt.Errorf("--args: %w", err)
 	}
@@ -124,72 +153,87 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
+	return &checkRun{ctx: ctx, name: name, target: t.Target, req: req, plain: plain, dropping: dropping,
+		canCount: target.LookupPath != "", settle: opts.Settle,
+		rep: &CheckReport{Tool: name, Target: t.Target, NativeKeys: target.NativeKeys}}, nil
+}
 
-	rep := &CheckReport{Tool: name, Target: t.Target, NativeKeys: target.NativeKeys}
-	count := func(opID string) (int, error) {
-		if !canCount {
-			return -1, nil
-		}
-		return countObjects(ctx, plain, t.Target, opID, opts.Settle)
+// count is how many objects the lookup path lists for opID, -1 without one.
+func (c *checkRun) count(opID string) (int, error) {
+	if !c.canCount {
+		return -1, nil
 	}
-	send := func(v *webhook.Vendor, opID, key string) string {
-		_, err := v.Dispatch(ctx, outbox.DispatchParams{OpID: opID, Tool: name, Args: req, VendorKey: key, Attempt: 1})
-		var de *outbox.DispatchError
-		switch {
-		case err == nil:
-			return "2xx"
-		case errors.As(err, &de):
-			return de.Code
-		default:
-			return "error"
-		}
+	return countObjects(c.ctx, c.plain, c.target, opID, c.settle)
+}
+
+// send sends the request once through v, and says what it got: "2xx", the adapter's
+// error code, or "error".
+func (c *checkRun) send(v *webhook.Vendor, opID, key string) string {
+	_, err := v.Dispatch(c.ctx, outbox.DispatchParams{OpID: opID, Tool: c.name, Args: c.req, VendorKey: key, Attempt: 1})
+	var de *outbox.DispatchError
+	switch {
+	case err == nil:
+		return "2xx"
+	case errors.As(err, &de):
+		return de.Code
+	default:
+		return "error"
 	}
-	run := func(label string, calls func(opID, key string) []string) error {
-		opID, key := "op_check_"+randomHex(), "check_"+randomHex()
-		s := Scenario{Name: label, OpID: opID, Answers: calls(opID, key)}
-		s.Calls = len(s.Answers)
-		n, err := count(opID)
-		if err != nil {
-			return fmt.Errorf("%s: ask the lookup path: %w", label, err)
-		}
-		s.Objects = n
-		rep.Runs = append(rep.Runs, s)
-		return nil
+}
+
+// run runs one scenario under a fresh op id and key, and counts what it made.
+func (c *checkRun) run(label string, calls func(opID, key string) []string) error {
+	opID, key := "op_check_"+randomHex(), "check_"+randomHex()
+	s := Scenario{Name: label, OpID: opID, Answers: calls(opID, key)}
+	s.Calls = len(s.Answers)
+	n, err := c.count(opID)
+	if err != nil {
+		return fmt.Errorf("%s: ask the lookup path: %w", label, err)
 	}
-	if err := run("same key twice, one after the other", func(opID, key string) []string {
-		return []string{send(plain, opID, key), send(plain, opID, key)}
+	s.Objects = n
+	c.rep.Runs = append(c.rep.Runs, s)
+	return nil
+}
+
+// scenarios runs the three scenarios, and returns how many objects the lookup path
+// listed for the dropped call alone, before its resend.
+func (c *checkRun) scenarios() (droppedSeen int, err error) {
+	if err := c.run("same key twice, one after the other", func(opID, key string) []string {
+		return []string{c.send(c.plain, opID, key), c.send(c.plain, opID, key)}
 	}); err != nil {
-		return nil, err
+		return 0, err
 	}
-	if err := run("same key twice at once", func(opID, key string) []string {
+	if err := c.run("same key twice at once", func(opID, key string) []string {
 		out := make([]string, 2)
 		var wg sync.WaitGroup
 		for i := range out {
-			wg.Go(func() { out[i] = send(plain, opID, key) })
+			wg.Go(func() { out[i] = c.send(c.plain, opID, key) })
 		}
 		wg.Wait()
 		return out
 	}); err != nil {
-		return nil, err
+		return 0, err
 	}
-	var droppedSeen int
-	if err := run("answer dropped, then resent with the same key", func(opID, key string) []string {
-		first := send(dropping, opID, key)
+	err = c.run("answer dropped, then resent with the same key", func(opID, key string) []string {
+		first := c.send(c.dropping, opID, key)
 		if first != "2xx" {
 			first = "dropped (" + first + ")"
 		}
 		// What the lookup finds for the dropped call alone, before the resend.
-		droppedSeen, _ = count(opID)
-		return []string{first, send(plain, opID, key)}
-	}); err != nil {
-		return nil, err
-	}
+		droppedSeen, _ = c.count(opID)
+		return []string{first, c.send(c.plain, opID, key)}
+	})
+	return droppedSeen, err
+}
 
-	if !canCount {
+// verdicts fills the report's verdicts, or says what could not be checked.
+func (c *checkRun) verdicts(droppedSeen int) {
+	rep := c.rep
+	if !c.canCount {
 		rep.Unchecked = append(rep.Unchecked,
-			fmt.Sprintf("whether native_keys: true is safe for %s: the target has no lookup_path, so the objects each scenario made could not be counted (the answers above are all there is)", t.Target),
+			fmt.Sprintf("whether native_keys: true is safe for %s: the target has no lookup_path, so the objects each scenario made could not be counted (the answers above are all there is)", c.target),
 			"whether a lookup finds a call whose answer was dropped: without a lookup_path, unknown outcomes of this tool go to needs_review")
-		return rep, nil
+		return
 	}
 	safe := true
 	for _, s := range rep.Runs {
@@ -200,16 +244,15 @@ func (r *Runtime) Check(ctx context.Context, name string, args json.RawMessage, 
 	found := droppedSeen >= 1
 	rep.NativeKeysSafe, rep.LookupFindsDropped = &safe, &found
 	if safe {
-		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("native_keys: true is safe for %s: every scenario that reused a key made one object.", t.Target))
+		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("native_keys: true is safe for %s: every scenario that reused a key made one object.", c.target))
 	} else {
-		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("native_keys: true is NOT safe for %s: a reused key made other than one object (see above); keep native_keys: false and let oncebox reconcile through lookup_path.", t.Target))
+		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("native_keys: true is NOT safe for %s: a reused key made other than one object (see above); keep native_keys: false and let oncebox reconcile through lookup_path.", c.target))
 	}
 	if found {
 		rep.Verdicts = append(rep.Verdicts, fmt.Sprintf("the lookup path finds a dropped call: it listed %d object(s) for the call whose answer was lost, so the reconciler can settle such ops.", droppedSeen))
 	} else {
 		rep.Verdicts = append(rep.Verdicts, "the lookup path did NOT find the call whose answer was dropped (or the target did not act on it): unknown outcomes of this tool will go to needs_review.")
 	}
-	return rep, nil
 }
 
 // countObjects asks the lookup path for opID until the count stops changing for a

@@ -57,4 +57,7 @@
 // Dispatch reuses the webhook adapter (vendors/webhook): each target that write or
 // unsafe tools use is one outbox.Vendor named "catalog_<target>", with the target's
 // native keys and lookup path, so that the reconciler asks it like any webhook target.
+// The tools of an upstream MCP server (upstreams:) are listed, called and classified
+// through the upstream client (vendors/mcpupstream): the catalog decides which tools
+// there are, their classes and arguments; the client speaks MCP.
 package catalog
