@@ -929,15 +929,11 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}
 	}
-	monitorCtx, stopMonitor := context.WithCancel(context.WithoutCancel(ctx))
-	monitorDone := make(chan struct{})
-	go func() { defer close(monitorDone); s.monitorStore(monitorCtx) }()
-	defer func() { stopMonitor(); <-monitorDone }()
+	stopMonitor := runBeside(ctx, s.monitorStore)
+	defer stopMonitor()
 	if s.waitHub != nil && s.handler != nil {
-		hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
-		hubDone := make(chan struct{})
-		go func() { defer close(hubDone); s.waitHub.Run(hubCtx) }()
-		defer func() { stopHub(); <-hubDone }()
+		stopHub := runBeside(ctx, s.waitHub.Run)
+		defer stopHub()
 	}
 	if err := s.outbox.Start(ctx); err != nil {
 		if s.listener != nil {
@@ -945,16 +941,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	var (
-		srv     *http.Server
-		httpErr = make(chan error, 1)
-	)
-	if s.handler != nil {
-		srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.HTTPReadTimeout),
-			ReadTimeout: s.cfg.HTTPReadTimeout, WriteTimeout: s.cfg.HTTPWriteTimeout, IdleTimeout: s.cfg.HTTPIdleTimeout}
-		go func() { httpErr <- srv.Serve(s.listener) }()
-		s.logger.Info("oncebox serving", slog.String("addr", s.listener.Addr().String()))
-	}
+	srv, httpErr := s.serveHTTP()
 	s.logger.Info("oncebox running", slog.Bool("api", s.cfg.Roles.API), slog.Bool("worker", s.cfg.Roles.Worker),
 		slog.Bool("periodic", s.cfg.Roles.Periodic))
 
@@ -975,6 +962,35 @@ func (s *Server) Run(ctx context.Context) error {
 		runErr = err
 		fleetErr <- nil
 	}
+	return s.shutdown(ctx, srv, runErr)
+}
+
+// runBeside runs f in a goroutine of its own, with a context that outlives ctx's
+// cancellation; stop cancels that context and waits for f to return.
+func runBeside(ctx context.Context, f func(context.Context)) (stop func()) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); f(fctx) }()
+	return func() { cancel(); <-done }
+}
+
+// serveHTTP serves the HTTP handler on s.listener, when this process has one; the
+// channel gets what Serve returns.
+func (s *Server) serveHTTP() (*http.Server, chan error) {
+	httpErr := make(chan error, 1)
+	if s.handler == nil {
+		return nil, httpErr
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.HTTPReadTimeout),
+		ReadTimeout: s.cfg.HTTPReadTimeout, WriteTimeout: s.cfg.HTTPWriteTimeout, IdleTimeout: s.cfg.HTTPIdleTimeout}
+	go func() { httpErr <- srv.Serve(s.listener) }()
+	s.logger.Info("oncebox serving", slog.String("addr", s.listener.Addr().String()))
+	return srv, httpErr
+}
+
+// shutdown stops the HTTP server srv (nil: none) and the outbox within the shutdown
+// grace, and returns runErr, or else the outbox's error in stopping.
+func (s *Server) shutdown(ctx context.Context, srv *http.Server, runErr error) error {
 	s.logger.Info("shutting down", slog.Duration("grace", s.cfg.ShutdownGrace))
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	defer cancel()
