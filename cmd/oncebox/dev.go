@@ -79,6 +79,13 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer save(logger)
 
+	banner := devBanner{pg: pg, fakes: fakes.list, fakesNote: fakesNote, tenant: *tenantName, tokens: tokens, linkTTL: *linkTTL}
+	return serveDev(ctx, cfg, logger, fakes, banner)
+}
+
+// serveDev runs the dev server until ctx ends: it starts the fakes' events once the
+// server listens, and prints the banner.
+func serveDev(ctx context.Context, cfg server.Config, logger *slog.Logger, fakes *devFakes, banner devBanner) error {
 	stopTracing, err := setupTracing(ctx, &cfg, logger)
 	if err != nil {
 		return err
@@ -99,12 +106,11 @@ func runDev(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	link, err := console.SignInLink(ctx, srv.Pool(), srv.Tenants(), tokens.approver, *linkTTL)
+	link, err := console.SignInLink(ctx, srv.Pool(), srv.Tenants(), banner.tokens.approver, banner.linkTTL)
 	if err != nil {
 		return err
 	}
-	banner := devBanner{base: base, pg: pg, fakes: fakes.list, fakesNote: fakesNote, tenant: *tenantName, tokens: tokens,
-		link: link, linkTTL: *linkTTL}
+	banner.base, banner.link = base, link
 	if err := banner.print(); err != nil {
 		return err
 	}
