@@ -507,10 +507,9 @@ func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool 
 			ttl[name] = d
 		}
 	}
-	redact := cfg.RedactMail
 	var toolList []outbox.Tool
 	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, TTL: ttl,
-		RedactMail: &redact, RedactKey: redactKey}) {
+		NoMailRedaction: !cfg.RedactMail, RedactKey: redactKey}) {
 		if t.Name == tools.Refund && s.stripe != nil {
 			t.Price = s.stripe.PriceRefund
 		}
