@@ -111,8 +111,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	return ob.dispatch(ctx, job, vendor, c)
 }
 
-// claimRun gets the run its claim: a clean read (readClean) when the run need not
-// commit its claim and is clean, the locking claim otherwise.
+// claimRun returns this run's claim: a clean read (readClean) when the run need not
+// commit its claim and is clean, the locking claim (claim) otherwise.
 func (ob *Outbox) claimRun(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor) (*claim, error) {
 	if !ob.claimCommit() {
 		c, err := ob.readClean(ctx, job)
