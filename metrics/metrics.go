@@ -59,15 +59,7 @@ type Metrics struct {
 // New builds the collectors and registers them, with Go and process collectors, on a
 // registry of its own.
 func New(cfg Config) *Metrics {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.ScrapeTimeout == 0 {
-		cfg.ScrapeTimeout = 5 * time.Second
-	}
-	if cfg.RefreshInterval == 0 {
-		cfg.RefreshInterval = 15 * time.Second
-	}
+	cfg = cfg.withDefaults()
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -131,6 +123,32 @@ func New(cfg Config) *Metrics {
 		Name: "oncebox_budget_checks_total",
 		Help: "New ops checked against a budget, by budget and outcome: admitted, or exceeded (sent to approval or refused).",
 	}, []string{"budget", "outcome"})
+	m.registry.MustRegister(m.upstreamCollectors()...)
+	m.registry.MustRegister(m.enqueued, m.collisions, m.identity, m.dispatch, m.outcomes, m.transitions, m.decisions,
+		m.duplicates, m.events, m.unavailable, m.budgets, m.storeUp, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cfg.Pool != nil {
+		m.registry.MustRegister(&dbCollector{pool: cfg.Pool, logger: cfg.Logger, timeout: cfg.ScrapeTimeout, interval: cfg.RefreshInterval})
+	}
+	return m
+}
+
+// withDefaults fills in the defaults of the fields left zero.
+func (cfg Config) withDefaults() Config {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ScrapeTimeout == 0 {
+		cfg.ScrapeTimeout = 5 * time.Second
+	}
+	if cfg.RefreshInterval == 0 {
+		cfg.RefreshInterval = 15 * time.Second
+	}
+	return cfg
+}
+
+// upstreamCollectors builds the collectors of the calls to upstream MCP servers and
+// returns them, to register.
+func (m *Metrics) upstreamCollectors() []prometheus.Collector {
 	m.upCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "oncebox_upstream_calls_total",
 		Help: "tools/call requests to upstream MCP servers, by upstream, kind (dispatch, read, lookup) and outcome: result, is_error, refused, error, lost, not_sent.",
@@ -156,13 +174,7 @@ func New(cfg Config) *Metrics {
 		Name: "oncebox_upstream_tool_loosening_refused_total",
 		Help: "Relists (tools/list_changed) and reloads that would have loosened an upstream tool (a lower class or its approval rule dropped), refused for that tool, which kept its definition in force; by upstream and tool.",
 	}, []string{"upstream", "tool"})
-	m.registry.MustRegister(m.upCalls, m.upLatency, m.upRestarts, m.upConnected, m.upLimited, m.upLoosening)
-	m.registry.MustRegister(m.enqueued, m.collisions, m.identity, m.dispatch, m.outcomes, m.transitions, m.decisions,
-		m.duplicates, m.events, m.unavailable, m.budgets, m.storeUp, replayRate, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if cfg.Pool != nil {
-		m.registry.MustRegister(&dbCollector{pool: cfg.Pool, logger: cfg.Logger, timeout: cfg.ScrapeTimeout, interval: cfg.RefreshInterval})
-	}
-	return m
+	return []prometheus.Collector{m.upCalls, m.upLatency, m.upRestarts, m.upConnected, m.upLimited, m.upLoosening}
 }
 
 // Registry returns the registry the collectors live in.

@@ -101,12 +101,29 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 	}()
 
 	var res Result
+	if res.River, err = migrateRiver(ctx, conn, pool, logger); err != nil {
+		return Result{}, err
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var err error
+		res.Oncebox, err = migrateOncebox(ctx, tx, logger)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// migrateRiver applies River's migrations not yet applied, one per transaction, all
+// on the locked connection conn (taking other connections from the pool while holding
+// the lock could deadlock a small pool). It returns the versions it applied.
+func migrateRiver(ctx context.Context, conn *pgxpool.Conn, pool *pgxpool.Pool, logger *slog.Logger) ([]int, error) {
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
 	if err != nil {
-		return Result{}, fmt.Errorf("river migrator: %w", err)
+		return nil, fmt.Errorf("river migrator: %w", err)
 	}
-	// One River migration per transaction, all on the locked connection (taking other
-	// connections from the pool while holding the lock could deadlock a small pool).
+	var versions []int
 	for {
 		var step *rivermigrate.MigrateResult
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -118,62 +135,72 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 			return err
 		})
 		if err != nil {
-			return Result{}, fmt.Errorf("apply river migrations: %w", err)
+			return nil, fmt.Errorf("apply river migrations: %w", err)
 		}
 		if len(step.Versions) == 0 {
-			break
+			return versions, nil
 		}
 		for _, v := range step.Versions {
-			res.River = append(res.River, v.Version)
+			versions = append(versions, v.Version)
 		}
 	}
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS oncebox_migration (
-			version    integer     PRIMARY KEY,
-			name       text        NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return fmt.Errorf("create oncebox_migration: %w", err)
-		}
-		// Which migrations older binaries cannot run on (CheckSchema); v0.1.0's table
-		// lacks the column.
-		if _, err := tx.Exec(ctx, "ALTER TABLE oncebox_migration ADD COLUMN IF NOT EXISTS contract boolean NOT NULL DEFAULT false"); err != nil {
-			return fmt.Errorf("add oncebox_migration.contract: %w", err)
-		}
-		rows, err := tx.Query(ctx, "SELECT version FROM oncebox_migration")
-		if err != nil {
-			return fmt.Errorf("read applied migrations: %w", err)
-		}
-		versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			return fmt.Errorf("read applied migrations: %w", err)
-		}
-		applied := map[int]bool{}
-		for _, v := range versions {
-			applied[v] = true
-		}
-		all, err := All()
-		if err != nil {
-			return err
-		}
-		for _, m := range all {
-			if applied[m.Version] {
-				continue
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, "INSERT INTO oncebox_migration (version, name, contract) VALUES ($1, $2, $3)", m.Version, m.Name, m.Contract); err != nil {
-				return fmt.Errorf("record migration %03d: %w", m.Version, err)
-			}
-			res.Oncebox = append(res.Oncebox, m.Version)
-			logger.InfoContext(ctx, "applied migration", slog.Int("version", m.Version), slog.String("name", m.Name))
-		}
-		return nil
-	})
+}
+
+// migrateOncebox applies oncebox's migrations not yet applied, in tx, and records each
+// in oncebox_migration. It returns the versions it applied.
+func migrateOncebox(ctx context.Context, tx pgx.Tx, logger *slog.Logger) ([]int, error) {
+	applied, err := appliedVersions(ctx, tx)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	return res, nil
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	var versions []int
+	for _, m := range all {
+		if applied[m.Version] {
+			continue
+		}
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return nil, fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO oncebox_migration (version, name, contract) VALUES ($1, $2, $3)", m.Version, m.Name, m.Contract); err != nil {
+			return nil, fmt.Errorf("record migration %03d: %w", m.Version, err)
+		}
+		versions = append(versions, m.Version)
+		logger.InfoContext(ctx, "applied migration", slog.Int("version", m.Version), slog.String("name", m.Name))
+	}
+	return versions, nil
+}
+
+// appliedVersions creates oncebox_migration if it is missing, and returns the versions
+// of the oncebox migrations it records.
+func appliedVersions(ctx context.Context, tx pgx.Tx) (map[int]bool, error) {
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS oncebox_migration (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("create oncebox_migration: %w", err)
+	}
+	// Which migrations older binaries cannot run on (CheckSchema); v0.1.0's table
+	// lacks the column.
+	if _, err := tx.Exec(ctx, "ALTER TABLE oncebox_migration ADD COLUMN IF NOT EXISTS contract boolean NOT NULL DEFAULT false"); err != nil {
+		return nil, fmt.Errorf("add oncebox_migration.contract: %w", err)
+	}
+	rows, err := tx.Query(ctx, "SELECT version FROM oncebox_migration")
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	applied := map[int]bool{}
+	for _, v := range versions {
+		applied[v] = true
+	}
+	return applied, nil
 }
 
 // Latest returns the highest migration version this binary knows.

@@ -98,23 +98,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		// attempt number (the next run stays clean).
 		return river.JobSnooze(cleanReadRetry)
 	}
-	var c *claim
-	if !ob.claimCommit() {
-		var err error
-		if c, err = ob.readClean(ctx, job); err != nil {
-			// Nothing was sent. A snooze keeps the job's attempt number, so that its next
-			// run is still clean (an error would make it look like a run that may have
-			// called the vendor unheard).
-			ob.logger.Warn("dispatch: could not read the op; the job looks again shortly", slog.String("op_id", job.Args.OpID),
-				slog.Int64("job_id", job.ID), slog.String("error", err.Error()))
-			return river.JobSnooze(cleanReadRetry)
-		}
-	}
-	if c == nil {
-		var err error
-		if c, err = ob.claim(ctx, job, vendor); err != nil {
-			return err
-		}
+	c, err := ob.claimRun(ctx, job, vendor)
+	if err != nil {
+		return err
 	}
 	if c.snooze > 0 {
 		return river.JobSnooze(c.snooze)
@@ -122,54 +108,43 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if c.done {
 		return nil
 	}
+	return ob.dispatch(ctx, job, vendor, c)
+}
 
+// claimRun returns this run's claim: a clean read (readClean) when the run need not
+// commit its claim and is clean, the locking claim (claim) otherwise.
+func (ob *Outbox) claimRun(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor) (*claim, error) {
+	if !ob.claimCommit() {
+		c, err := ob.readClean(ctx, job)
+		if err != nil {
+			// Nothing was sent. A snooze keeps the job's attempt number, so that its next
+			// run is still clean (an error would make it look like a run that may have
+			// called the vendor unheard).
+			ob.logger.Warn("dispatch: could not read the op; the job looks again shortly", slog.String("op_id", job.Args.OpID),
+				slog.Int64("job_id", job.ID), slog.String("error", err.Error()))
+			return nil, river.JobSnooze(cleanReadRetry)
+		}
+		if c != nil {
+			return c, nil
+		}
+	}
+	return ob.claim(ctx, job, vendor)
+}
+
+// dispatch calls the vendor for the claimed op c.op, judges its answer and records it.
+func (ob *Outbox) dispatch(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor, c *claim) error {
 	op := c.op
 	ctx, span := ob.startDispatch(ctx, op, c.attempt)
 	spanOutcome, spanRef := "not_sent", ""
 	defer func() { endSpan(span, spanOutcome, spanRef, nil) }()
 	log := ob.opLogger(op).With(slog.Int("attempt", c.attempt))
-	if c.resendBefore != nil {
-		if _, open := keyWindowEnd(vendor, c.keyFirstSentAt); !open {
-			// An earlier request under this key may have been carried out, and the
-			// vendor (as configured now) no longer deduplicates it: do not send.
-			msg := "not resent: an earlier request under this vendor key may have been carried out and the vendor no longer deduplicates the key; the reconciler decides"
-			errJSON, _ := json.Marshal(map[string]string{"class": "unknown", "code": "resend_window_passed", "message": msg})
-			return ob.record(context.WithoutCancel(ctx), job, c, log, recordParams{status: StatusUnknown,
-				errJSON: errJSON, outcome: "not_sent", errText: msg})
-		}
-	}
-	if c.sealedArgs != nil {
-		full, err := ob.sealer.open(op.TenantID, op.Key, c.sealedArgs)
-		if err != nil {
-			// Without its arguments the op cannot be sent: a person decides. This attempt
-			// sends nothing; an earlier one may have been carried out only if it went out
-			// unanswered (resendBefore is set then).
-			errJSON, _ := json.Marshal(map[string]string{"class": "sealed_args", "message": err.Error() +
-				" (the seal key differs from the one of the process that recorded the op: set the same ONCEBOX_SEAL_KEY on every process)"})
-			if c.resendBefore == nil {
-				errJSON = withNothingSent(errJSON)
-			}
-			return ob.record(context.WithoutCancel(ctx), job, c, log, recordParams{status: StatusNeedsReview,
-				errJSON: errJSON, outcome: "not_sent", errText: err.Error()})
-		}
-		op.Args = full
-		c.sealed = true
+	if p := ob.withhold(vendor, c); p != nil {
+		return ob.record(context.WithoutCancel(ctx), job, c, log, *p)
 	}
 
 	start := time.Now()
-	vctx, vspan := ob.startVendorCall(ctx, vendor.Name())
-	res, derr := vendor.Dispatch(vctx, DispatchParams{
-		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
-		Definition: c.definition,
-	})
+	res, derr := ob.callVendor(ctx, vendor, c)
 	took := time.Since(start)
-	if vspan != nil {
-		ref := ""
-		if res != nil {
-			ref = res.VendorRef
-		}
-		endSpan(vspan, "", ref, derr)
-	}
 
 	// Record with a context that outlives a job timeout or a shutdown: the vendor has
 	// answered (or not), and that must be written down.
@@ -193,6 +168,58 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return river.JobSnooze(v.retryAfter)
 	}
 	return fmt.Errorf("op %s: retryable vendor error, River will retry: %w", op.ID, v.err)
+}
+
+// withhold returns the record of a claimed op that must not be sent, or nil when it
+// may: a resend whose key window the vendor (as configured now) no longer keeps, or
+// sealed arguments this process cannot open. An op that may be sent has its sealed
+// arguments opened into c.op.Args.
+func (ob *Outbox) withhold(vendor Vendor, c *claim) *recordParams {
+	op := c.op
+	if c.resendBefore != nil {
+		if _, open := keyWindowEnd(vendor, c.keyFirstSentAt); !open {
+			// An earlier request under this key may have been carried out, and the
+			// vendor (as configured now) no longer deduplicates it: do not send.
+			msg := "not resent: an earlier request under this vendor key may have been carried out and the vendor no longer deduplicates the key; the reconciler decides"
+			errJSON, _ := json.Marshal(map[string]string{"class": "unknown", "code": "resend_window_passed", "message": msg})
+			return &recordParams{status: StatusUnknown, errJSON: errJSON, outcome: "not_sent", errText: msg}
+		}
+	}
+	if c.sealedArgs != nil {
+		full, err := ob.sealer.open(op.TenantID, op.Key, c.sealedArgs)
+		if err != nil {
+			// Without its arguments the op cannot be sent: a person decides. This attempt
+			// sends nothing; an earlier one may have been carried out only if it went out
+			// unanswered (resendBefore is set then).
+			errJSON, _ := json.Marshal(map[string]string{"class": "sealed_args", "message": err.Error() +
+				" (the seal key differs from the one of the process that recorded the op: set the same ONCEBOX_SEAL_KEY on every process)"})
+			if c.resendBefore == nil {
+				errJSON = withNothingSent(errJSON)
+			}
+			return &recordParams{status: StatusNeedsReview, errJSON: errJSON, outcome: "not_sent", errText: err.Error()}
+		}
+		op.Args = full
+		c.sealed = true
+	}
+	return nil
+}
+
+// callVendor calls the vendor for the claimed op c.op, in a span of its own.
+func (ob *Outbox) callVendor(ctx context.Context, vendor Vendor, c *claim) (*DispatchResult, error) {
+	op := c.op
+	vctx, vspan := ob.startVendorCall(ctx, vendor.Name())
+	res, derr := vendor.Dispatch(vctx, DispatchParams{
+		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
+		Definition: c.definition,
+	})
+	if vspan != nil {
+		ref := ""
+		if res != nil {
+			ref = res.VendorRef
+		}
+		endSpan(vspan, "", ref, derr)
+	}
+	return res, derr
 }
 
 // keyResendMargin is how long before the end of a vendor's key window oncebox stops
@@ -260,8 +287,8 @@ func (ob *Outbox) readClean(ctx context.Context, job *river.Job[DispatchArgs]) (
 	return c, nil
 }
 
-// claim locks the op, decides whether this job may call the vendor, and if so commits
-// the op as dispatching with a fresh attempt token.
+// claim locks the op, decides whether this job may call the vendor (decideClaim), and
+// if so commits the op as dispatching with a fresh attempt token.
 func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor) (*claim, error) {
 	if c, err := ob.claimPending(ctx, job); err != nil || c != nil {
 		return c, err
@@ -269,121 +296,103 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 	c := &claim{}
 	var applied *opstate.Applied
 	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-		op := &Op{}
-		var (
-			token          *string
-			keyFirstSentAt *time.Time
-			staleKey       bool
-			resendBefore   *time.Time
-			resendPassed   bool
-			mayRunSecs     float64
-		)
-		var clean, unheard bool
-		dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &resendPassed, &mayRunSecs,
-			&c.definition, &clean)
-		if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID, ob.jobTimeout(vendor.Name()).Seconds(), job.ID, job.Attempt).Scan(dest...); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				// The op was purged or its tenant deleted: nothing to dispatch.
-				c.done = true
-				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-				return err
-			}
-			return fmt.Errorf("lock op: %w", err)
-		}
-		op.fromScan()
-		c.op = op
-		from := op.Status
-
-		switch op.Status {
-		case StatusPending:
-			if resendPassed {
-				// An earlier request under this key may have been carried out, and the
-				// vendor no longer deduplicates the key: a resend could do it twice.
-				c.done = true
-				var err error
-				applied, err = ob.toReconciler(ctx, tx, job, op, "resend_window_passed", map[string]any{
-					"reason":        "an earlier request may have been carried out and the vendor's key window is over; the reconciler decides",
-					"resend_before": *resendBefore, "job_id": job.ID})
-				return err
-			}
-			if !clean {
-				// An earlier run may have called the vendor without its answer being
-				// recorded (it was killed, or failed to record): the op may have been
-				// sent. That run is over: River reran its job only after it returned, after
-				// RescueStuckJobsAfter, which exceeds its job timeout, or once its process
-				// was proven gone (liveness); or its job is gone. As for a predecessor found dispatching, only a resend inside the
-				// vendor's key window (from the op's creation at the latest) is safe.
-				first, ok, err := ob.ops.MarkUnheard(ctx, tx, op.ID, job.ID)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return errors.New("mark unheard run: op is no longer pending")
-				}
-				unheard = true
-				if _, inWindow := keyWindowEnd(vendor, first); !inWindow {
-					c.done = true
-					var err error
-					applied, err = ob.toReconciler(ctx, tx, job, op, "predecessor_unheard", map[string]any{
-						"reason": "an earlier run may have called the vendor without its answer being recorded, and the vendor's idempotency window is over or absent; the reconciler decides",
-						"job_id": job.ID})
-					return err
-				}
-			}
-		case StatusDispatching:
-			// The job that claimed it died mid-call (or is a rescued duplicate that may
-			// still run). Inside the vendor's native key window a resend with the same
-			// key is itself the lookup; otherwise only the reconciler may decide.
-			if mayRunSecs > 0 {
-				// The attempt may still be running (its job's timeout is not over and its
-				// process is not provably gone): it is not lost, and its request may
-				// still be on its way. Look again once
-				// it must be over; leave the op and the attempt as they are.
-				c.snooze = time.Duration(mayRunSecs*float64(time.Second)) + takeoverMargin
-				return nil
-			}
-			if err := ob.ops.CloseLostAttempts(ctx, tx, op.ID, job.ID); err != nil {
-				return err
-			}
-			inWindow := false
-			if keyFirstSentAt != nil {
-				_, inWindow = keyWindowEnd(vendor, *keyFirstSentAt)
-			}
-			if !inWindow {
-				c.done = true
-				var err error
-				applied, err = ob.toReconciler(ctx, tx, job, op, "predecessor_lost", map[string]any{
-					"reason": "found dispatching outside the vendor's idempotency window; the reconciler decides", "job_id": job.ID})
-				return err
-			}
-		default:
-			// Settled, unknown (the reconciler owns it), or awaiting approval: this job
-			// has nothing to do.
-			c.done = true
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-			return err
-		}
-
-		cl, a, err := ob.ops.Claim(ctx, tx, from, op.ident(), job.ID, ob.cfg.ClientID)
-		if err != nil {
-			return err
-		}
-		applied = a
-		op.VendorKey, op.Attempts = cl.VendorKey, cl.Attempt
-		c.attempt, c.token, c.startedAt, c.keyFirstSentAt, c.resendBefore = cl.Attempt, cl.Token, cl.StartedAt, cl.KeyFirstSentAt, cl.ResendBefore
-		if (from == StatusDispatching || unheard) && c.resendBefore == nil {
-			// The dead predecessor's request may have been carried out: this resend,
-			// and any later one, must stay inside the key window.
-			end, _ := keyWindowEnd(vendor, c.keyFirstSentAt)
-			c.resendBefore = &end
-		}
-		return nil
+		var err error
+		applied, err = ob.claimLocked(ctx, tx, job, vendor, c)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("op %s: claim: %w", job.Args.OpID, err)
 	}
 	applied.Report()
 	return c, nil
+}
+
+// claimLocked is claim's transaction: it locks the op into c, and carries out
+// decideClaim's verdict on it.
+func (ob *Outbox) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], vendor Vendor, c *claim) (*opstate.Applied, error) {
+	op := &Op{}
+	var (
+		f              claimFound
+		token          *string
+		keyFirstSentAt *time.Time
+		staleKey       bool
+		resendBefore   *time.Time
+	)
+	dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &f.resendPassed, &f.mayRunSecs,
+		&c.definition, &f.clean)
+	if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID, ob.jobTimeout(vendor.Name()).Seconds(), job.ID, job.Attempt).Scan(dest...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The op was purged or its tenant deleted: nothing to dispatch.
+			c.done = true
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return nil, err
+		}
+		return nil, fmt.Errorf("lock op: %w", err)
+	}
+	op.fromScan()
+	c.op = op
+	f.status = op.Status
+
+	v := decideClaim(f)
+	switch v.step {
+	case claimMarkUnheard:
+		first, ok, err := ob.ops.MarkUnheard(ctx, tx, op.ID, job.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errors.New("mark unheard run: op is no longer pending")
+		}
+		_, open := keyWindowEnd(vendor, first)
+		v = v.window(open)
+	case claimCloseLost:
+		if err := ob.ops.CloseLostAttempts(ctx, tx, op.ID, job.ID); err != nil {
+			return nil, err
+		}
+		open := false
+		if keyFirstSentAt != nil {
+			_, open = keyWindowEnd(vendor, *keyFirstSentAt)
+		}
+		v = v.window(open)
+	}
+
+	switch v.step {
+	case claimComplete:
+		c.done = true
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return nil, err
+	case claimSnooze:
+		c.snooze = v.snooze
+		return nil, nil
+	case claimHandOver:
+		c.done = true
+		detail := map[string]any{"reason": v.reason, "job_id": job.ID}
+		if v.kind == kindResendWindowPassed {
+			detail["resend_before"] = *resendBefore
+		}
+		return ob.toReconciler(ctx, tx, job, op, v.kind, detail)
+	}
+	return ob.claimOp(ctx, tx, job, vendor, c, v.insideWindow)
+}
+
+// claimOp commits the locked op c.op as dispatching with a fresh attempt token, and
+// fills c with the claim. With insideWindow (a predecessor's request may have been
+// carried out), the op may be sent only inside its vendor key's window.
+func (ob *Outbox) claimOp(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], vendor Vendor, c *claim, insideWindow bool) (*opstate.Applied, error) {
+	op := c.op
+	cl, a, err := ob.ops.Claim(ctx, tx, op.Status, op.ident(), job.ID, ob.cfg.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	op.VendorKey, op.Attempts = cl.VendorKey, cl.Attempt
+	c.attempt, c.token, c.startedAt, c.keyFirstSentAt, c.resendBefore = cl.Attempt, cl.Token, cl.StartedAt, cl.KeyFirstSentAt, cl.ResendBefore
+	if insideWindow && c.resendBefore == nil {
+		// The dead predecessor's request may have been carried out: this resend,
+		// and any later one, must stay inside the key window.
+		end, _ := keyWindowEnd(vendor, c.keyFirstSentAt)
+		c.resendBefore = &end
+	}
+	return a, nil
 }
 
 // takeoverMargin is added to an attempt's start plus job timeout before another job

@@ -328,6 +328,8 @@ func Defaults() Config {
 	}
 }
 
+// validate checks the settings one after the other and returns the first that is wrong,
+// saying how to fix it.
 func (c *Config) validate() error {
 	if c.DatabaseURL == "" {
 		return errors.New("no database: set DATABASE_URL (or run `oncebox dev`, which finds or starts a Postgres)")
@@ -338,31 +340,14 @@ func (c *Config) validate() error {
 	if c.StripeTimeout <= 0 || c.SendGridTimeout <= 0 || c.WebhookTimeout <= 0 {
 		return errors.New("vendor timeouts must be positive")
 	}
-	for name, d := range c.ToolTTL {
-		if !slices.Contains([]string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost}, name) {
-			return fmt.Errorf("--tool-ttl: unknown tool %q (the tools are %s, %s, %s and %s)", name,
-				tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost)
-		}
-		if d <= 0 {
-			return fmt.Errorf("--tool-ttl: %s must be positive", name)
-		}
+	if err := c.validateToolTTL(); err != nil {
+		return err
 	}
 	if c.VendorEventLag < 0 || c.SendGridEventTolerance < 0 {
 		return errors.New("--vendor-event-lag and --sendgrid-event-tolerance must not be negative")
 	}
-	for name, d := range c.MCPDedupeWindows {
-		if !slices.Contains([]string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost}, name) {
-			return fmt.Errorf("--mcp-dedupe-window: unknown tool %q (the tools are %s, %s, %s and %s)", name,
-				tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost)
-		}
-		ttl := c.TTL
-		if t, ok := c.ToolTTL[name]; ok {
-			ttl = t
-		}
-		if d < 0 || (d > ttl && d != mcpserver.DefaultDedupeWindow) { // the default is capped by the TTL
-			// An op purged while its window is open would let the same call run again.
-			return fmt.Errorf("--mcp-dedupe-window: %s must be between 0 and the tool's TTL %s, not %s", name, ttl, d)
-		}
+	if err := c.validateDedupeWindows(); err != nil {
+		return err
 	}
 	if c.StripeSearchLag < 0 || c.SendGridLookupLag < 0 || c.WebhookLookupLag < 0 {
 		return errors.New("vendor lookup lags must not be negative")
@@ -395,21 +380,69 @@ func (c *Config) validate() error {
 		return errors.New("--metrics-refresh must be positive")
 	}
 	if c.Roles.API {
-		if c.APIDBConns < 1 || c.MaxWaitsPerTenant < 1 {
-			return errors.New("--api-db-conns and --max-waits-per-tenant must be at least 1")
-		}
-		if c.HTTPReadTimeout <= 0 || c.HTTPWriteTimeout <= 0 || c.HTTPIdleTimeout <= 0 {
-			return errors.New("--http-read-timeout, --http-write-timeout and --http-idle-timeout must be positive")
-		}
-		if longest := max(c.MaxWait, c.MCPWait); c.HTTPWriteTimeout <= longest {
-			// A long poll would be cut off before it could answer.
-			return fmt.Errorf("--http-write-timeout %s must be longer than --max-wait and --mcp-wait (%s)", c.HTTPWriteTimeout, longest)
+		if err := c.validateHTTP(); err != nil {
+			return err
 		}
 	}
 	if c.Roles.Periodic && c.ReconcileSweepTimeout >= c.RescueStuckJobsAfter {
 		// River would rescue a sweep still running, and two sweeps would overlap.
 		return fmt.Errorf("--reconcile-sweep-timeout %s must be shorter than --rescue-after %s", c.ReconcileSweepTimeout, c.RescueStuckJobsAfter)
 	}
+	return c.validateLookupLags()
+}
+
+// validateToolTTL checks --tool-ttl: known tools, positive durations.
+func (c *Config) validateToolTTL() error {
+	for name, d := range c.ToolTTL {
+		if !slices.Contains([]string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost}, name) {
+			return fmt.Errorf("--tool-ttl: unknown tool %q (the tools are %s, %s, %s and %s)", name,
+				tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost)
+		}
+		if d <= 0 {
+			return fmt.Errorf("--tool-ttl: %s must be positive", name)
+		}
+	}
+	return nil
+}
+
+// validateDedupeWindows checks --mcp-dedupe-window: known tools, each window between 0
+// and the tool's TTL.
+func (c *Config) validateDedupeWindows() error {
+	for name, d := range c.MCPDedupeWindows {
+		if !slices.Contains([]string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost}, name) {
+			return fmt.Errorf("--mcp-dedupe-window: unknown tool %q (the tools are %s, %s, %s and %s)", name,
+				tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost)
+		}
+		ttl := c.TTL
+		if t, ok := c.ToolTTL[name]; ok {
+			ttl = t
+		}
+		if d < 0 || (d > ttl && d != mcpserver.DefaultDedupeWindow) { // the default is capped by the TTL
+			// An op purged while its window is open would let the same call run again.
+			return fmt.Errorf("--mcp-dedupe-window: %s must be between 0 and the tool's TTL %s, not %s", name, ttl, d)
+		}
+	}
+	return nil
+}
+
+// validateHTTP checks the settings of the API role's HTTP server.
+func (c *Config) validateHTTP() error {
+	if c.APIDBConns < 1 || c.MaxWaitsPerTenant < 1 {
+		return errors.New("--api-db-conns and --max-waits-per-tenant must be at least 1")
+	}
+	if c.HTTPReadTimeout <= 0 || c.HTTPWriteTimeout <= 0 || c.HTTPIdleTimeout <= 0 {
+		return errors.New("--http-read-timeout, --http-write-timeout and --http-idle-timeout must be positive")
+	}
+	if longest := max(c.MaxWait, c.MCPWait); c.HTTPWriteTimeout <= longest {
+		// A long poll would be cut off before it could answer.
+		return fmt.Errorf("--http-write-timeout %s must be longer than --max-wait and --mcp-wait (%s)", c.HTTPWriteTimeout, longest)
+	}
+	return nil
+}
+
+// validateLookupLags checks that each vendor's lookup lag and request timeout fit its
+// job timeout.
+func (c *Config) validateLookupLags() error {
 	// A request to a vendor that does not deduplicate keys may still be on its way to
 	// (or inside) a slow receiver until its job times out; the reconciler trusts an
 	// empty lookup only a lookup lag after the attempt ended, so that lag must cover

@@ -416,6 +416,9 @@ func redactionKey(sealKey []byte) []byte {
 	return mac.Sum(nil)
 }
 
+// build makes the server's parts, in order: metrics, vendor events, the catalog, the
+// vendors and their tools, the reconciler, the process's fleet membership, the
+// outbox, and, for the API role, the API's own outbox and the HTTP handler.
 func (s *Server) build(ctx context.Context) error {
 	cfg := s.cfg
 	s.metrics = metrics.New(metrics.Config{Pool: s.apiPool, Logger: s.logger, RefreshInterval: cfg.MetricsRefresh})
@@ -432,79 +435,20 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	targets := make([]string, 0, len(cfg.WebhookTargets))
-	for name := range cfg.WebhookTargets {
-		targets = append(targets, name)
-	}
-	ttl := map[string]time.Duration{}
-	for _, name := range []string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost} {
-		ttl[name] = cfg.TTL
-		if d, ok := cfg.ToolTTL[name]; ok {
-			ttl[name] = d
-		}
-	}
-	var sealKey, redactKey []byte
-	if cfg.SealKey != "" {
-		sealKey, err = base64.StdEncoding.DecodeString(cfg.SealKey)
-		if err != nil || len(sealKey) != outbox.SealKeySize {
-			return fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", outbox.SealKeySize)
-		}
-		redactKey = redactionKey(sealKey)
-	}
-	redact := cfg.RedactMail
-	var toolList []outbox.Tool
-	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, TTL: ttl,
-		RedactMail: &redact, RedactKey: redactKey}) {
-		if t.Name == tools.Refund && s.stripe != nil {
-			t.Price = s.stripe.PriceRefund
-		}
-		for _, v := range enabled {
-			if t.Vendor == v {
-				toolList = append(toolList, t)
-			}
-		}
-	}
-	for _, t := range cfg.Tools {
-		toolList = append(toolList, t.Tool)
-	}
-	s.baseTools = slices.Clone(toolList)
-	if s.catalog != nil {
-		toolList = append(toolList, s.catalog.Current().Tools(cfg.TTL)...)
-	}
-	if cfg.ReadOnly {
-		// Nothing is recorded or sent: no tool, so no seal key is needed and nothing
-		// warns about one; the vendors stay, for lookups and the finance report.
-		toolList = nil
-	} else if len(toolList) == 0 {
-		s.logger.Warn("no vendor is configured, so no tool is enabled: set STRIPE_API_KEY, SENDGRID_API_KEY or ONCEBOX_WEBHOOK_TARGETS (or run `oncebox dev`)")
-	}
-	reg, err := outbox.NewRegistry(toolList...)
+	sealKey, redactKey, err := cfg.sealKeys()
 	if err != nil {
 		return err
 	}
-	s.registry = reg
-
-	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
-		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts,
-		SweepTimeout: cfg.ReconcileSweepTimeout, RetryLookupAfter: cfg.ReconcileRetryAfter,
-		BatchSize: cfg.ReconcileBatch, Concurrency: cfg.ReconcileConcurrency, StuckMargin: cfg.ReconcileStuckMargin})
+	toolList, err := s.buildRegistry(enabled, redactKey)
 	if err != nil {
-		return fmt.Errorf("reconciler: %w", err)
+		return err
 	}
-	for _, t := range toolList {
-		if t.Redact != nil && sealKey == nil {
-			// Without a key the full arguments would sit in the database in clear until
-			// the op settles: redaction would be a promise not kept.
-			off := "turn mail redaction off with --redact-mail=false"
-			if t.Name != tools.Mail {
-				off = "remove its redact from the tool catalog"
-			}
-			return fmt.Errorf("%s needs a seal key: set ONCEBOX_SEAL_KEY to the same value on every process, oncebox serve and oncebox mcp "+
-				"(make one with openssl rand -base64 32), or %s", t.Name, off)
-		}
+	if err := s.buildReconciler(); err != nil {
+		return err
 	}
-	work := cfg.Roles.Worker || cfg.Roles.Periodic
-	batched := cfg.BatchedCompletion
+	if err := requireSealKey(toolList, sealKey); err != nil {
+		return err
+	}
 	// The process registers before its River client exists, under the client's id, so
 	// that the jobs it runs name it; Join refuses a schema this binary cannot run on.
 	member, err := fleet.Join(ctx, fleet.Config{Pool: s.pool, ID: outbox.NewClientID(), Logger: s.logger})
@@ -512,63 +456,11 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.fleet = member
-	ocfg := outbox.Config{
-		Pool:                 s.pool,
-		Tools:                reg,
-		Work:                 &work,
-		MaxAttempts:          cfg.MaxAttempts,
-		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
-		BatchedCompletion:    &batched,
-		ClaimCommit:          cfg.ClaimCommit,
-		MixedVersions:        member.Mixed,
-		ClientID:             member.ID(),
-		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
-		FetchCooldown:        cfg.FetchCooldown,
-		FetchPollInterval:    cfg.FetchPollInterval,
-		Queues:               map[string]outbox.QueueConfig{},
-		Observer:             s.metrics,
-		Logger:               s.logger,
-		SealKey:              sealKey,
-		Approvals:            s.approvals(),
-		ApprovalExpiry:       cfg.ApprovalExpiry,
-		Budgets:              cfg.Budgets,
-		TracerProvider:       cfg.TracerProvider,
-	}
-	if cfg.NotifyURL != "" {
-		if cfg.NotifySecret == "" {
-			return errors.New("--notify-url needs --notify-secret (ONCEBOX_NOTIFY_SECRET), the shared secret that signs each notification")
-		}
-		ocfg.Notify = &outbox.NotifyConfig{URL: cfg.NotifyURL, Secret: []byte(cfg.NotifySecret), LinkBase: strings.TrimRight(cfg.NotifyLinkBase, "/"),
-			Timeout: cfg.NotifyTimeout}
-	}
-	ocfg.Vendors = vendors
-	ocfg.NoDispatch = !cfg.Roles.Worker
-	for _, v := range vendors {
-		q, ok := cfg.Queues[v.Name()]
-		if !ok && strings.HasPrefix(v.Name(), catalog.VendorPrefix) {
-			q = s.catalogQueue(v)
-		}
-		ocfg.Queues[v.Name()] = q
-	}
-	if cfg.Roles.Periodic {
-		ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
-		ocfg.ExtraWorkers = func(w *river.Workers) error {
-			if err := s.reconciler.Register(w); err != nil {
-				return err
-			}
-			return s.events.Register(w)
-		}
-		ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob(), s.events.PeriodicJob(outbox.MaintenanceQueue)}
-		ocfg.HandOver = func(ctx context.Context, tx pgx.Tx) error { return reconcile.SweepSoonTx(ctx, s.outbox.River(), tx) }
-	}
-	s.outbox, err = outbox.New(ocfg)
-	var ttlErr *outbox.TTLError
-	if errors.As(err, &ttlErr) {
-		return fmt.Errorf("%s is kept %s (--ttl, or --tool-ttl %s=…), less than %s's idempotency key window of %s: "+
-			"a retry after the purge would be sent again as a new op; set --ttl or --tool-ttl %s=%s or more",
-			ttlErr.Tool, ttlErr.TTL, ttlErr.Tool, ttlErr.Vendor, ttlErr.Window, ttlErr.Tool, ttlErr.Window)
-	}
+	ocfg, err := s.outboxConfig(vendors, sealKey)
 	if err != nil {
+		return err
+	}
+	if err := s.buildOutbox(ocfg); err != nil {
 		return err
 	}
 	s.reconciler.SetOutbox(s.outbox)
@@ -586,6 +478,187 @@ func (s *Server) build(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sealKeys decodes ONCEBOX_SEAL_KEY, and derives the key of redaction hashes from it;
+// both are nil without a seal key.
+func (cfg Config) sealKeys() (sealKey, redactKey []byte, err error) {
+	if cfg.SealKey == "" {
+		return nil, nil, nil
+	}
+	sealKey, err = base64.StdEncoding.DecodeString(cfg.SealKey)
+	if err != nil || len(sealKey) != outbox.SealKeySize {
+		return nil, nil, fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", outbox.SealKeySize)
+	}
+	return sealKey, redactionKey(sealKey), nil
+}
+
+// builtinTools returns the built-in tools of the enabled vendors.
+func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool {
+	cfg := s.cfg
+	targets := make([]string, 0, len(cfg.WebhookTargets))
+	for name := range cfg.WebhookTargets {
+		targets = append(targets, name)
+	}
+	ttl := map[string]time.Duration{}
+	for _, name := range []string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost} {
+		ttl[name] = cfg.TTL
+		if d, ok := cfg.ToolTTL[name]; ok {
+			ttl[name] = d
+		}
+	}
+	var toolList []outbox.Tool
+	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, TTL: ttl,
+		NoMailRedaction: !cfg.RedactMail, RedactKey: redactKey}) {
+		if t.Name == tools.Refund && s.stripe != nil {
+			t.Price = s.stripe.PriceRefund
+		}
+		for _, v := range enabled {
+			if t.Vendor == v {
+				toolList = append(toolList, t)
+			}
+		}
+	}
+	return toolList
+}
+
+// buildRegistry makes the registry of the tools this process records (s.registry):
+// the built-in tools of the enabled vendors, the configured tools (s.baseTools with
+// the built-in ones) and the catalog's; none when read-only. It returns the tools.
+func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Tool, error) {
+	cfg := s.cfg
+	toolList := s.builtinTools(enabled, redactKey)
+	for _, t := range cfg.Tools {
+		toolList = append(toolList, t.Tool)
+	}
+	s.baseTools = slices.Clone(toolList)
+	if s.catalog != nil {
+		toolList = append(toolList, s.catalog.Current().Tools(cfg.TTL)...)
+	}
+	if cfg.ReadOnly {
+		// Nothing is recorded or sent: no tool, so no seal key is needed and nothing
+		// warns about one; the vendors stay, for lookups and the finance report.
+		toolList = nil
+	} else if len(toolList) == 0 {
+		s.logger.Warn("no vendor is configured, so no tool is enabled: set STRIPE_API_KEY, SENDGRID_API_KEY or ONCEBOX_WEBHOOK_TARGETS (or run `oncebox dev`)")
+	}
+	reg, err := outbox.NewRegistry(toolList...)
+	if err != nil {
+		return nil, err
+	}
+	s.registry = reg
+	return toolList, nil
+}
+
+// buildReconciler makes the reconciler (s.reconciler). The rest of its wiring: the
+// outbox runs its jobs (periodicConfig), and build gives it the outbox once that exists.
+func (s *Server) buildReconciler() error {
+	cfg := s.cfg
+	var err error
+	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
+		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts,
+		SweepTimeout: cfg.ReconcileSweepTimeout, RetryLookupAfter: cfg.ReconcileRetryAfter,
+		BatchSize: cfg.ReconcileBatch, Concurrency: cfg.ReconcileConcurrency, StuckMargin: cfg.ReconcileStuckMargin})
+	if err != nil {
+		return fmt.Errorf("reconciler: %w", err)
+	}
+	return nil
+}
+
+// requireSealKey refuses a tool that redacts without a seal key.
+func requireSealKey(toolList []outbox.Tool, sealKey []byte) error {
+	for _, t := range toolList {
+		if t.Redact != nil && sealKey == nil {
+			// Without a key the full arguments would sit in the database in clear until
+			// the op settles: redaction would be a promise not kept.
+			off := "turn mail redaction off with --redact-mail=false"
+			if t.Name != tools.Mail {
+				off = "remove its redact from the tool catalog"
+			}
+			return fmt.Errorf("%s needs a seal key: set ONCEBOX_SEAL_KEY to the same value on every process, oncebox serve and oncebox mcp "+
+				"(make one with openssl rand -base64 32), or %s", t.Name, off)
+		}
+	}
+	return nil
+}
+
+// outboxConfig is the configuration of this process's outbox, on s.pool, registered
+// as s.fleet's member.
+func (s *Server) outboxConfig(vendors []outbox.Vendor, sealKey []byte) (outbox.Config, error) {
+	cfg := s.cfg
+	work := cfg.Roles.Worker || cfg.Roles.Periodic
+	batched := cfg.BatchedCompletion
+	ocfg := outbox.Config{
+		Pool:                 s.pool,
+		Tools:                s.registry,
+		Work:                 &work,
+		MaxAttempts:          cfg.MaxAttempts,
+		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
+		BatchedCompletion:    &batched,
+		ClaimCommit:          cfg.ClaimCommit,
+		MixedVersions:        s.fleet.Mixed,
+		ClientID:             s.fleet.ID(),
+		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		Queues:               map[string]outbox.QueueConfig{},
+		Observer:             s.metrics,
+		Logger:               s.logger,
+		SealKey:              sealKey,
+		Approvals:            s.approvals(),
+		ApprovalExpiry:       cfg.ApprovalExpiry,
+		Budgets:              cfg.Budgets,
+		TracerProvider:       cfg.TracerProvider,
+	}
+	if cfg.NotifyURL != "" {
+		if cfg.NotifySecret == "" {
+			return outbox.Config{}, errors.New("--notify-url needs --notify-secret (ONCEBOX_NOTIFY_SECRET), the shared secret that signs each notification")
+		}
+		ocfg.Notify = &outbox.NotifyConfig{URL: cfg.NotifyURL, Secret: []byte(cfg.NotifySecret), LinkBase: strings.TrimRight(cfg.NotifyLinkBase, "/"),
+			Timeout: cfg.NotifyTimeout}
+	}
+	ocfg.Vendors = vendors
+	ocfg.NoDispatch = !cfg.Roles.Worker
+	for _, v := range vendors {
+		q, ok := cfg.Queues[v.Name()]
+		if !ok && strings.HasPrefix(v.Name(), catalog.VendorPrefix) {
+			q = s.catalogQueue(v)
+		}
+		ocfg.Queues[v.Name()] = q
+	}
+	if cfg.Roles.Periodic {
+		s.periodicConfig(&ocfg)
+	}
+	return ocfg, nil
+}
+
+// periodicConfig sets the jobs of the periodic role in ocfg: the purge, the
+// reconciler's sweep and the vendor events' cleanup.
+func (s *Server) periodicConfig(ocfg *outbox.Config) {
+	cfg := s.cfg
+	ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
+	ocfg.ExtraWorkers = func(w *river.Workers) error {
+		if err := s.reconciler.Register(w); err != nil {
+			return err
+		}
+		return s.events.Register(w)
+	}
+	ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob(), s.events.PeriodicJob(outbox.MaintenanceQueue)}
+	ocfg.HandOver = func(ctx context.Context, tx pgx.Tx) error { return reconcile.SweepSoonTx(ctx, s.outbox.River(), tx) }
+}
+
+// buildOutbox makes this process's outbox (s.outbox), explaining a tool kept less
+// long than its vendor's key window in terms of the flags that set it.
+func (s *Server) buildOutbox(ocfg outbox.Config) error {
+	var err error
+	s.outbox, err = outbox.New(ocfg)
+	var ttlErr *outbox.TTLError
+	if errors.As(err, &ttlErr) {
+		return fmt.Errorf("%s is kept %s (--ttl, or --tool-ttl %s=…), less than %s's idempotency key window of %s: "+
+			"a retry after the purge would be sent again as a new op; set --ttl or --tool-ttl %s=%s or more",
+			ttlErr.Tool, ttlErr.TTL, ttlErr.Tool, ttlErr.Vendor, ttlErr.Window, ttlErr.Tool, ttlErr.Window)
+	}
+	return err
 }
 
 func (s *Server) buildHTTP(ctx context.Context) error {
@@ -855,15 +928,11 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}
 	}
-	monitorCtx, stopMonitor := context.WithCancel(context.WithoutCancel(ctx))
-	monitorDone := make(chan struct{})
-	go func() { defer close(monitorDone); s.monitorStore(monitorCtx) }()
-	defer func() { stopMonitor(); <-monitorDone }()
+	stopMonitor := runBeside(ctx, s.monitorStore)
+	defer stopMonitor()
 	if s.waitHub != nil && s.handler != nil {
-		hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
-		hubDone := make(chan struct{})
-		go func() { defer close(hubDone); s.waitHub.Run(hubCtx) }()
-		defer func() { stopHub(); <-hubDone }()
+		stopHub := runBeside(ctx, s.waitHub.Run)
+		defer stopHub()
 	}
 	if err := s.outbox.Start(ctx); err != nil {
 		if s.listener != nil {
@@ -871,16 +940,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	var (
-		srv     *http.Server
-		httpErr = make(chan error, 1)
-	)
-	if s.handler != nil {
-		srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.HTTPReadTimeout),
-			ReadTimeout: s.cfg.HTTPReadTimeout, WriteTimeout: s.cfg.HTTPWriteTimeout, IdleTimeout: s.cfg.HTTPIdleTimeout}
-		go func() { httpErr <- srv.Serve(s.listener) }()
-		s.logger.Info("oncebox serving", slog.String("addr", s.listener.Addr().String()))
-	}
+	srv, httpErr := s.serveHTTP()
 	s.logger.Info("oncebox running", slog.Bool("api", s.cfg.Roles.API), slog.Bool("worker", s.cfg.Roles.Worker),
 		slog.Bool("periodic", s.cfg.Roles.Periodic))
 
@@ -901,6 +961,35 @@ func (s *Server) Run(ctx context.Context) error {
 		runErr = err
 		fleetErr <- nil
 	}
+	return s.shutdown(ctx, srv, runErr)
+}
+
+// runBeside runs f in a goroutine of its own, with a context that outlives ctx's
+// cancellation; stop cancels that context and waits for f to return.
+func runBeside(ctx context.Context, f func(context.Context)) (stop func()) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); f(fctx) }()
+	return func() { cancel(); <-done }
+}
+
+// serveHTTP serves the HTTP handler on s.listener, when this process has one; the
+// channel gets what Serve returns.
+func (s *Server) serveHTTP() (*http.Server, chan error) {
+	httpErr := make(chan error, 1)
+	if s.handler == nil {
+		return nil, httpErr
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.HTTPReadTimeout),
+		ReadTimeout: s.cfg.HTTPReadTimeout, WriteTimeout: s.cfg.HTTPWriteTimeout, IdleTimeout: s.cfg.HTTPIdleTimeout}
+	go func() { httpErr <- srv.Serve(s.listener) }()
+	s.logger.Info("oncebox serving", slog.String("addr", s.listener.Addr().String()))
+	return srv, httpErr
+}
+
+// shutdown stops the HTTP server srv (nil: none) and the outbox within the shutdown
+// grace, and returns runErr, or else the outbox's error in stopping.
+func (s *Server) shutdown(ctx context.Context, srv *http.Server, runErr error) error {
 	s.logger.Info("shutting down", slog.Duration("grace", s.cfg.ShutdownGrace))
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	defer cancel()

@@ -46,10 +46,10 @@ type Config struct {
 	// TTL overrides, per tool name, how long the tool's ops are kept. Defaults to
 	// outbox.DefaultTTL for every tool.
 	TTL map[string]time.Duration
-	// RedactMail says whether sendgrid.mail arguments are redacted once an op is
-	// settled (addresses hashed, names dropped, subject and bodies replaced by
-	// markers). Defaults to true.
-	RedactMail *bool
+	// NoMailRedaction turns off the redaction of sendgrid.mail arguments once an op
+	// is settled (addresses hashed, names dropped, subject and bodies replaced by
+	// markers). Defaults to false: mail arguments are redacted.
+	NoMailRedaction bool
 	// RedactKey, when set, makes the redaction hashes HMAC-SHA256 under this key
 	// ("hmac-sha256:<hex>"), so that a stored address cannot be recovered by hashing
 	// guesses. Defaults to plain SHA-256 ("sha256:<hex>").
@@ -76,7 +76,7 @@ func Builtin(cfg Config) []outbox.Tool {
 		TTL:      ttl(Mail),
 		Identity: Identity(Mail),
 	}
-	if cfg.RedactMail == nil || *cfg.RedactMail {
+	if !cfg.NoMailRedaction {
 		mail.Redact = mailRedactor{key: cfg.RedactKey}.redact
 	}
 

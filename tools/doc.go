@@ -14,7 +14,7 @@
 // (DecodePaymentIntent, DecodeRefund, DecodeMail, DecodeWebhook), so what was
 // validated is exactly what is sent.
 //
-// sendgrid.mail arguments hold personal data. Unless Config.RedactMail is false,
+// sendgrid.mail arguments hold personal data. Unless Config.NoMailRedaction is set,
 // the mail tool's Redact replaces addresses with "sha256:<hex>" of the lower-cased
 // address ("hmac-sha256:<hex>" under Config.RedactKey), drops names, and replaces
 // subject, text, html and dynamic_template_data with {"redacted":"sha256:<hex>",

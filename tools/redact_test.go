@@ -118,10 +118,8 @@ func TestMailRedactKeyed(t *testing.T) {
 func TestMailRedactOff(t *testing.T) {
 	t.Parallel()
 
-	off := false
-	require.Nil(t, builtinTool(t, tools.Config{RedactMail: &off}, tools.Mail).Redact)
-	on := true
-	require.NotNil(t, builtinTool(t, tools.Config{RedactMail: &on}, tools.Mail).Redact)
+	require.Nil(t, builtinTool(t, tools.Config{NoMailRedaction: true}, tools.Mail).Redact)
+	require.NotNil(t, builtinTool(t, tools.Config{}, tools.Mail).Redact)
 }
 
 func TestStripeNotRedacted(t *testing.T) {

@@ -22,11 +22,6 @@ import (
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendorevents"
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
-	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
 // runDev runs everything with zero configuration: a Postgres (--database-url or
@@ -67,112 +62,30 @@ func runDev(ctx context.Context, args []string) error {
 	}()
 	logger.Info("postgres ready", slog.String("source", pg.Source))
 	cfg.DatabaseURL = pg.URL
-
-	pool, err := openPool(ctx, pg.URL)
+	tokens, err := devDatabase(ctx, pg.URL, *tenantName, logger)
 	if err != nil {
 		return err
 	}
-	if _, err := migrations.Migrate(ctx, pool, logger); err != nil {
-		pool.Close()
+
+	devSealKey(&cfg)
+	fakes := &devFakes{}
+	defer fakes.stop()
+	if err := fakes.start(&cfg, logger); err != nil {
 		return err
 	}
-	tokens, err := devTokens(ctx, tenant.NewStore(pool), *tenantName)
-	pool.Close()
+	fakesNote, save, err := fakes.keep(pg)
 	if err != nil {
 		return err
 	}
-	token := tokens.agent
+	defer save(logger)
 
-	if cfg.SealKey == "" {
-		// A dev run gets a key of its own: ops left pending by an earlier run with
-		// redacted args go to needs_review instead of being sent.
-		var k [32]byte
-		_, _ = rand.Read(k[:])
-		cfg.SealKey = base64.StdEncoding.EncodeToString(k[:])
-	}
-	var (
-		// fakes are the fake vendors started here, as name, URL pairs.
-		fakes []string
-		// Fakes started here post signed events to this server once it listens.
-		postEvents []func(base string) error
-	)
-	var (
-		stripeFake   *fakestripe.Server
-		sendgridFake *fakesendgrid.Server
-	)
-	if cfg.StripeAPIKey == "" {
-		fake := fakestripe.New(fakestripe.Config{Logger: logger})
-		stripeFake = fake
-		url, stop, err := serveFake(fake)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		defer func() { _ = fake.SetEvents(nil) }()
-		cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_oncebox_dev", url
-		fakes = append(fakes, "Stripe", url)
-		if cfg.StripeWebhookSecret == "" {
-			var k [16]byte
-			_, _ = rand.Read(k[:])
-			secret := "whsec_dev_" + hex.EncodeToString(k[:])
-			cfg.StripeWebhookSecret = secret
-			postEvents = append(postEvents, func(base string) error {
-				return fake.SetEvents(&fakestripe.EventsConfig{Config: fakestripe.EventDelivery{URL: base + vendorevents.PathStripe}, Secret: secret})
-			})
-		}
-	}
-	if cfg.SendGridAPIKey == "" {
-		fake := fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger})
-		sendgridFake = fake
-		url, stop, err := serveFake(fake)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		defer func() { _ = fake.SetEvents(nil) }()
-		if cfg.SendGridEventPublicKey == "" {
-			key, pub, err := fakesendgrid.NewEventKey()
-			if err != nil {
-				return err
-			}
-			cfg.SendGridEventPublicKey = pub
-			postEvents = append(postEvents, func(base string) error {
-				return fake.SetEvents(&fakesendgrid.EventsConfig{Config: fakesendgrid.EventDelivery{URL: base + vendorevents.PathSendGrid}, Key: key})
-			})
-		}
-		cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.oncebox_dev", url
-		// The fake has no activity lag; the lookup lag must still cover a job timeout
-		// (a send may be on its way until then).
-		cfg.SendGridLookupLag, cfg.SendGridActivityRate = max(5*time.Second, cfg.Queues["sendgrid"].JobTimeout), 600
-		fakes = append(fakes, "SendGrid", url)
-	}
-	if len(cfg.WebhookTargets) == 0 {
-		url, stop, err := serveFake(fakewebhook.New(fakewebhook.Config{HonourKeys: true}))
-		if err != nil {
-			return err
-		}
-		defer stop()
-		cfg.WebhookTargets = map[string]webhook.Target{"demo": {BaseURL: url}}
-		cfg.WebhookNativeKeys, cfg.WebhookLookupPath = true, "/_lookup"
-		fakes = append(fakes, "webhook \"demo\"", url)
-	}
+	banner := devBanner{pg: pg, fakes: fakes.list, fakesNote: fakesNote, tenant: *tenantName, tokens: tokens, linkTTL: *linkTTL}
+	return serveDev(ctx, cfg, logger, fakes, banner)
+}
 
-	fakesNote := ""
-	if pg.DataDir != "" && (stripeFake != nil || sendgridFake != nil) {
-		// The private cluster keeps earlier runs' ops: the fakes keep their objects too.
-		statePath := pg.DataDir + ".fakes.json"
-		n, err := loadFakes(statePath, stripeFake, sendgridFake)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err := saveFakes(statePath, stripeFake, sendgridFake); err != nil {
-				logger.Warn("the fake vendors' objects were not saved; the next run starts them empty", slog.Any("error", err))
-			}
-		}()
-		fakesNote = fmt.Sprintf("  (the fakes keep their objects beside the cluster, in %s: %d restored)\n", statePath, n)
-	}
-
+// serveDev runs the dev server until ctx ends: it starts the fakes' events once the
+// server listens, and prints the banner.
+func serveDev(ctx context.Context, cfg server.Config, logger *slog.Logger, fakes *devFakes, banner devBanner) error {
 	stopTracing, err := setupTracing(ctx, &cfg, logger)
 	if err != nil {
 		return err
@@ -188,24 +101,83 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	base := "http://" + addr.String()
-	for _, start := range postEvents {
+	for _, start := range fakes.postEvents {
 		if err := start(base); err != nil {
 			return err
 		}
 	}
-	link, err := console.SignInLink(ctx, srv.Pool(), srv.Tenants(), tokens.approver, *linkTTL)
+	link, err := console.SignInLink(ctx, srv.Pool(), srv.Tenants(), banner.tokens.approver, banner.linkTTL)
 	if err != nil {
 		return err
 	}
+	banner.base, banner.link = base, link
+	if err := banner.print(); err != nil {
+		return err
+	}
+
+	if cfg.ToolsFile != "" {
+		stop := reloadOnSIGHUP(ctx, srv)
+		defer stop()
+	}
+	err = srv.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// devDatabase migrates the dev database at url and returns the demo tenant's tokens
+// (devTokens).
+func devDatabase(ctx context.Context, url, tenantName string, logger *slog.Logger) (devAccess, error) {
+	pool, err := openPool(ctx, url)
+	if err != nil {
+		return devAccess{}, err
+	}
+	defer pool.Close()
+	if _, err := migrations.Migrate(ctx, pool, logger); err != nil {
+		return devAccess{}, err
+	}
+	return devTokens(ctx, tenant.NewStore(pool), tenantName)
+}
+
+// devSealKey gives a dev run without a seal key one of its own: ops left pending by an
+// earlier run with redacted args go to needs_review instead of being sent.
+func devSealKey(cfg *server.Config) {
+	if cfg.SealKey == "" {
+		var k [32]byte
+		_, _ = rand.Read(k[:])
+		cfg.SealKey = base64.StdEncoding.EncodeToString(k[:])
+	}
+}
+
+// devBanner is what a dev run prints once its server listens.
+type devBanner struct {
+	// base is the server's URL.
+	base string
+	pg   *localpg.Postgres
+	// fakes are the fake vendors started, as name, URL pairs; fakesNote says where
+	// they keep their objects.
+	fakes     []string
+	fakesNote string
+	tenant    string
+	tokens    devAccess
+	// link is the one-time console sign-in link, valid linkTTL.
+	link    string
+	linkTTL time.Duration
+}
+
+// print prints the banner on stdout.
+func (b devBanner) print() error {
 	// A key of its own per run: the private cluster keeps the ops of earlier runs, and
 	// the printed curl must record a new op (202) the first time it is run.
 	var suffix [3]byte
 	_, _ = rand.Read(suffix[:])
 	demoKey := "order-1001-" + hex.EncodeToString(suffix[:])
-	exportURL, passNote, err := printableURL(pg)
+	exportURL, passNote, err := printableURL(b.pg)
 	if err != nil {
 		return err
 	}
+	base, token := b.base, b.tokens.agent
 	fmt.Fprintf(os.Stdout, `
 oncebox dev is running.
 
@@ -228,17 +200,8 @@ Point the CLI (oncebox lookup, review, reconcile report) at this database%s:
   export DATABASE_URL='%s'
 
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, pg.Source, redactURL(pg.URL), fakeLines(fakes), fakesNote, *tenantName, token, base, link, *linkTTL, tokens.approver, base, token, demoKey, passNote, exportURL)
-
-	if cfg.ToolsFile != "" {
-		stop := reloadOnSIGHUP(ctx, srv)
-		defer stop()
-	}
-	err = srv.Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return err
+`, base, base, base, base, b.pg.Source, redactURL(b.pg.URL), fakeLines(b.fakes), b.fakesNote, b.tenant, token, base, b.link, b.linkTTL, b.tokens.approver, base, token, demoKey, passNote, exportURL)
+	return nil
 }
 
 // devPostgres returns the Postgres of a dev run: the URL given with --database-url or

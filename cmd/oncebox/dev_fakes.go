@@ -1,14 +1,144 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
+	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
+	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendors/webhook"
 )
+
+// devFakes are the fake vendors `oncebox dev` starts in process, for the vendors
+// without real credentials.
+type devFakes struct {
+	// list is the fakes started, as name, URL pairs.
+	list []string
+	// postEvents start the fakes' signed events to the server once it listens at base.
+	postEvents []func(base string) error
+	// stripe and sendgrid are the Stripe and SendGrid fakes, nil where the vendor is
+	// real.
+	stripe   *fakestripe.Server
+	sendgrid *fakesendgrid.Server
+	// stops undo what start did, in reverse order (stop).
+	stops []func()
+}
+
+// stop stops every fake started, the last started first.
+func (f *devFakes) stop() {
+	for i := len(f.stops) - 1; i >= 0; i-- {
+		f.stops[i]()
+	}
+}
+
+// start starts a fake for each vendor cfg has no credentials (or targets) for, and
+// points cfg at it. What it started before an error, stop stops.
+func (f *devFakes) start(cfg *server.Config, logger *slog.Logger) error {
+	if cfg.StripeAPIKey == "" {
+		if err := f.startStripe(cfg, logger); err != nil {
+			return err
+		}
+	}
+	if cfg.SendGridAPIKey == "" {
+		if err := f.startSendGrid(cfg, logger); err != nil {
+			return err
+		}
+	}
+	if len(cfg.WebhookTargets) == 0 {
+		url, stop, err := serveFake(fakewebhook.New(fakewebhook.Config{HonourKeys: true}))
+		if err != nil {
+			return err
+		}
+		f.stops = append(f.stops, stop)
+		cfg.WebhookTargets = map[string]webhook.Target{"demo": {BaseURL: url}}
+		cfg.WebhookNativeKeys, cfg.WebhookLookupPath = true, "/_lookup"
+		f.list = append(f.list, "webhook \"demo\"", url)
+	}
+	return nil
+}
+
+// startStripe starts the Stripe fake, with signed events unless cfg has a webhook
+// secret.
+func (f *devFakes) startStripe(cfg *server.Config, logger *slog.Logger) error {
+	fake := fakestripe.New(fakestripe.Config{Logger: logger})
+	f.stripe = fake
+	url, stop, err := serveFake(fake)
+	if err != nil {
+		return err
+	}
+	f.stops = append(f.stops, stop, func() { _ = fake.SetEvents(nil) })
+	cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_oncebox_dev", url
+	f.list = append(f.list, "Stripe", url)
+	if cfg.StripeWebhookSecret == "" {
+		var k [16]byte
+		_, _ = rand.Read(k[:])
+		secret := "whsec_dev_" + hex.EncodeToString(k[:])
+		cfg.StripeWebhookSecret = secret
+		f.postEvents = append(f.postEvents, func(base string) error {
+			return fake.SetEvents(&fakestripe.EventsConfig{Config: fakestripe.EventDelivery{URL: base + vendorevents.PathStripe}, Secret: secret})
+		})
+	}
+	return nil
+}
+
+// startSendGrid starts the SendGrid fake, with signed events unless cfg has an event
+// public key.
+func (f *devFakes) startSendGrid(cfg *server.Config, logger *slog.Logger) error {
+	fake := fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger})
+	f.sendgrid = fake
+	url, stop, err := serveFake(fake)
+	if err != nil {
+		return err
+	}
+	f.stops = append(f.stops, stop, func() { _ = fake.SetEvents(nil) })
+	if cfg.SendGridEventPublicKey == "" {
+		key, pub, err := fakesendgrid.NewEventKey()
+		if err != nil {
+			return err
+		}
+		cfg.SendGridEventPublicKey = pub
+		f.postEvents = append(f.postEvents, func(base string) error {
+			return fake.SetEvents(&fakesendgrid.EventsConfig{Config: fakesendgrid.EventDelivery{URL: base + vendorevents.PathSendGrid}, Key: key})
+		})
+	}
+	cfg.SendGridAPIKey, cfg.SendGridAPIBase = "SG.oncebox_dev", url
+	// The fake has no activity lag; the lookup lag must still cover a job timeout
+	// (a send may be on its way until then).
+	cfg.SendGridLookupLag, cfg.SendGridActivityRate = max(5*time.Second, cfg.Queues["sendgrid"].JobTimeout), 600
+	f.list = append(f.list, "SendGrid", url)
+	return nil
+}
+
+// keep restores the fakes' objects beside pg's private cluster, which keeps earlier
+// runs' ops, and returns the banner's note about it and save, which saves them at the
+// end of the run. Without a private cluster or a Stripe or SendGrid fake, nothing is
+// kept.
+func (f *devFakes) keep(pg *localpg.Postgres) (note string, save func(*slog.Logger), err error) {
+	if pg.DataDir == "" || (f.stripe == nil && f.sendgrid == nil) {
+		return "", func(*slog.Logger) {}, nil
+	}
+	statePath := pg.DataDir + ".fakes.json"
+	n, err := loadFakes(statePath, f.stripe, f.sendgrid)
+	if err != nil {
+		return "", nil, err
+	}
+	save = func(logger *slog.Logger) {
+		if err := saveFakes(statePath, f.stripe, f.sendgrid); err != nil {
+			logger.Warn("the fake vendors' objects were not saved; the next run starts them empty", slog.Any("error", err))
+		}
+	}
+	return fmt.Sprintf("  (the fakes keep their objects beside the cluster, in %s: %d restored)\n", statePath, n), save, nil
+}
 
 // fakeState is what `oncebox dev`'s fake vendors hold, kept beside its private cluster
 // between runs: the database keeps earlier runs' ops, so the fakes keep their objects,

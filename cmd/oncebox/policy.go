@@ -70,8 +70,7 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	off := false
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{RedactMail: &off})...)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{NoMailRedaction: true})...)
 	if err != nil {
 		return err
 	}

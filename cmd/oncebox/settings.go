@@ -79,28 +79,15 @@ func queueSettings(vendor string) []setting {
 }
 
 // settings lists every flag and environment variable of `oncebox serve` and `oncebox dev`.
+// It is a table, one row per setting (flag, environment variable, default, help, and
+// where it goes in server.Config), and is long because the settings are many; a
+// setting that needs a parser of its own names it (setRoles and the like, below).
 func settings() []setting {
 	d := server.Defaults()
 	s := []setting{
 		strSetting("database-url", "DATABASE_URL", "", "Postgres connection URL (oncebox dev finds or starts one when unset)", true, func(c *server.Config) *string { return &c.DatabaseURL }),
 		strSetting("addr", "ONCEBOX_ADDR", d.Addr, "address of the HTTP API, MCP, /metrics and River UI", false, func(c *server.Config) *string { return &c.Addr }),
-		{flag: "roles", env: "ONCEBOX_ROLES", def: "api,worker,periodic", help: "what this process runs: any of api, worker, periodic", set: func(c *server.Config, v string) error {
-			c.Roles = server.Roles{}
-			for _, r := range strings.Split(v, ",") {
-				switch strings.TrimSpace(r) {
-				case "api":
-					c.Roles.API = true
-				case "worker":
-					c.Roles.Worker = true
-				case "periodic":
-					c.Roles.Periodic = true
-				case "":
-				default:
-					return fmt.Errorf("unknown role %q (want api, worker, periodic)", r)
-				}
-			}
-			return nil
-		}},
+		{flag: "roles", env: "ONCEBOX_ROLES", def: "api,worker,periodic", help: "what this process runs: any of api, worker, periodic", set: setRoles},
 		intSetting("max-attempts", "ONCEBOX_MAX_ATTEMPTS", int64(d.MaxAttempts), "retryable failures an op may see before it goes to needs_review", func(c *server.Config, n int64) { c.MaxAttempts = int(n) }),
 		boolSetting("batched-completion", "ONCEBOX_BATCHED_COMPLETION", d.BatchedCompletion, "record a vendor's answer in one statement and let River's batched completer finish the job (faster; off: JobCompleteTx in the result's transaction)", func(c *server.Config) *bool { return &c.BatchedCompletion }),
 		boolSetting("claim-commit", "ONCEBOX_CLAIM_COMMIT", false, "commit a claim (the op as dispatching) before every vendor call, as before clean runs (off: a clean run's claim is River's fetch of its job, one commit less per op)", func(c *server.Config) *bool { return &c.ClaimCommit }),
@@ -132,26 +119,7 @@ func settings() []setting {
 		intSetting("vendor-event-max-body-bytes", "ONCEBOX_VENDOR_EVENT_MAX_BODY_BYTES", d.VendorEventMaxBodyBytes, "largest vendor event request accepted", func(c *server.Config, n int64) { c.VendorEventMaxBodyBytes = n }),
 		setting{flag: "webhook-targets", env: "ONCEBOX_WEBHOOK_TARGETS", def: "", secret: true,
 			help: `allow-listed webhook targets as JSON: {"crm":{"base_url":"https://...","secret_header":"X-Secret","secret":"..."}}`,
-			set: func(c *server.Config, v string) error {
-				if v == "" {
-					return nil
-				}
-				var raw map[string]struct {
-					BaseURL      string `json:"base_url"`
-					SecretHeader string `json:"secret_header"`
-					Secret       string `json:"secret"`
-				}
-				dec := json.NewDecoder(strings.NewReader(v))
-				dec.DisallowUnknownFields()
-				if err := dec.Decode(&raw); err != nil {
-					return fmt.Errorf(`want {"name":{"base_url":..,"secret_header":..,"secret":..}}: %w`, err)
-				}
-				c.WebhookTargets = map[string]webhook.Target{}
-				for name, t := range raw {
-					c.WebhookTargets[name] = webhook.Target{BaseURL: t.BaseURL, SecretHeader: t.SecretHeader, Secret: t.Secret}
-				}
-				return nil
-			}},
+			set:  setWebhookTargets},
 		durSetting("webhook-timeout", "ONCEBOX_WEBHOOK_TIMEOUT", d.WebhookTimeout, "timeout of one webhook request", func(c *server.Config) *time.Duration { return &c.WebhookTimeout }),
 		boolSetting("webhook-native-keys", "ONCEBOX_WEBHOOK_NATIVE_KEYS", false, "the webhook targets honour Idempotency-Key for 24h (resend instead of reconcile after a crash)", func(c *server.Config) *bool { return &c.WebhookNativeKeys }),
 		strSetting("webhook-lookup-path", "ONCEBOX_WEBHOOK_LOOKUP_PATH", "", "path on each target answering GET ?oncebox_op=<id> (empty: unknown webhook outcomes go to review)", false, func(c *server.Config) *string { return &c.WebhookLookupPath }),
@@ -180,24 +148,7 @@ func settings() []setting {
 		durSetting("ttl", "ONCEBOX_TTL", d.TTL, "how long ops are kept once settled (--tool-ttl overrides it per tool); at least the vendor's key window (24h for Stripe and native-key webhooks)", func(c *server.Config) *time.Duration { return &c.TTL }),
 		setting{flag: "tool-ttl", env: "ONCEBOX_TOOL_TTL", def: "",
 			help: "per tool, how long its ops are kept, overriding --ttl: tool=duration,... (e.g. stripe.refund=720h)",
-			set: func(c *server.Config, v string) error {
-				c.ToolTTL = map[string]time.Duration{}
-				if strings.TrimSpace(v) == "" {
-					return nil
-				}
-				for _, part := range strings.Split(v, ",") {
-					name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
-					if !ok {
-						return fmt.Errorf("want tool=duration, got %q", part)
-					}
-					d, err := time.ParseDuration(val)
-					if err != nil || d <= 0 {
-						return fmt.Errorf("tool %q: want a positive duration such as 720h, got %q", name, val)
-					}
-					c.ToolTTL[name] = d
-				}
-				return nil
-			}},
+			set:  setToolTTL},
 		durSetting("tombstone-ttl", "ONCEBOX_TOMBSTONE_TTL", d.TombstoneTTL, "how long a purged op's key is remembered to detect key-expiry collisions", func(c *server.Config) *time.Duration { return &c.TombstoneTTL }),
 		durSetting("purge-interval", "ONCEBOX_PURGE_INTERVAL", d.PurgeInterval, "how often expired ops are purged", func(c *server.Config) *time.Duration { return &c.PurgeInterval }),
 		intSetting("purge-batch", "ONCEBOX_PURGE_BATCH", int64(d.PurgeBatch), "ops deleted per purge statement", func(c *server.Config, n int64) { c.PurgeBatch = int(n) }),
@@ -210,21 +161,7 @@ func settings() []setting {
 		durSetting("reconcile-stuck-margin", "ONCEBOX_RECONCILE_STUCK_MARGIN", d.ReconcileStuckMargin, "a dispatching op with no running job is taken by the sweeper this long after its vendor's job timeout; a pending op with no live dispatch job, this long after its last change", func(c *server.Config) *time.Duration { return &c.ReconcileStuckMargin }),
 		setting{flag: "resend-on-none", env: "ONCEBOX_RESEND_ON_NONE", def: "stripe=true,sendgrid=true,webhook=true",
 			help: "per vendor: when the reconciler finds no object after the lookup lag, resend (true) or ask a person (false)",
-			set: func(c *server.Config, v string) error {
-				c.ResendOnNone = map[string]bool{}
-				for _, part := range strings.Split(v, ",") {
-					name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
-					if !ok {
-						return fmt.Errorf("want vendor=true|false, got %q", part)
-					}
-					b, err := strconv.ParseBool(val)
-					if err != nil {
-						return err
-					}
-					c.ResendOnNone[name] = b
-				}
-				return nil
-			}},
+			set:  setResendOnNone},
 		intSetting("max-body-bytes", "ONCEBOX_MAX_BODY_BYTES", d.MaxBodyBytes, "largest POST /v1/ops body accepted", func(c *server.Config, n int64) { c.MaxBodyBytes = n }),
 		durSetting("max-wait", "ONCEBOX_MAX_WAIT", d.MaxWait, "cap on ?wait= of the HTTP API", func(c *server.Config) *time.Duration { return &c.MaxWait }),
 		durSetting("mcp-wait", "ONCEBOX_MCP_WAIT", d.MCPWait, "how long an MCP tool call waits for the vendor's answer (keep below --shutdown-grace)", func(c *server.Config) *time.Duration { return &c.MCPWait }),
@@ -233,24 +170,7 @@ func settings() []setting {
 		durSetting("http-idle-timeout", "ONCEBOX_HTTP_IDLE_TIMEOUT", d.HTTPIdleTimeout, "how long a kept-alive HTTP connection may wait for its next request", func(c *server.Config) *time.Duration { return &c.HTTPIdleTimeout }),
 		setting{flag: "mcp-dedupe-window", env: "ONCEBOX_MCP_DEDUPE_WINDOW", def: "stripe.payment_intent=24h,stripe.refund=24h,sendgrid.mail=24h,webhook.post=24h",
 			help: "per tool: identical MCP calls that name no conversation (no _meta, header or query conversation id) are one op for this long, across sessions and processes; 0 turns it off; tools not named keep their default; at most the tool's TTL",
-			set: func(c *server.Config, v string) error {
-				c.MCPDedupeWindows = mcpserver.DefaultDedupeWindows()
-				for _, part := range strings.Split(v, ",") {
-					if strings.TrimSpace(part) == "" {
-						continue
-					}
-					name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
-					if !ok {
-						return fmt.Errorf("want tool=duration, got %q", part)
-					}
-					d, err := time.ParseDuration(val)
-					if err != nil || d < 0 {
-						return fmt.Errorf("tool %q: want a duration such as 24h, or 0 to turn it off, got %q", name, val)
-					}
-					c.MCPDedupeWindows[name] = d
-				}
-				return nil
-			}},
+			set:  setMCPDedupeWindows},
 		intSetting("api-db-conns", "ONCEBOX_API_DB_CONNS", int64(d.APIDBConns), "Postgres connections of the API's own pool (requests, long polls, MCP, /metrics, River UI), apart from the workers' pool of at least 20", func(c *server.Config, n int64) { c.APIDBConns = int(n) }),
 		intSetting("max-waits-per-tenant", "ONCEBOX_MAX_WAITS_PER_TENANT", int64(d.MaxWaitsPerTenant), "waits one tenant may hold open at once in one process, ?wait= requests and MCP tool calls together; past it: ?wait= gets 429 with Retry-After, an MCP call answers at once with its op as it stands", func(c *server.Config, n int64) { c.MaxWaitsPerTenant = int(n) }),
 		strSetting("public-url", "ONCEBOX_PUBLIC_URL", "", "the URL people and agents reach this server at (https://oncebox.example.com); when https, console cookies are Secure and answers carry HSTS, for a proxy that ends TLS in front", false, func(c *server.Config) *string { return &c.PublicURL }),
@@ -265,6 +185,104 @@ func settings() []setting {
 		strSetting("admin-token", "ONCEBOX_ADMIN_TOKEN", "", "a token that opens River UI (/riverui/) besides operator-role API tokens; when set, /metrics needs it or an operator-role token", true, func(c *server.Config) *string { return &c.AdminToken }),
 	)
 	return s
+}
+
+// setRoles parses --roles: any of api, worker, periodic.
+func setRoles(c *server.Config, v string) error {
+	c.Roles = server.Roles{}
+	for _, r := range strings.Split(v, ",") {
+		switch strings.TrimSpace(r) {
+		case "api":
+			c.Roles.API = true
+		case "worker":
+			c.Roles.Worker = true
+		case "periodic":
+			c.Roles.Periodic = true
+		case "":
+		default:
+			return fmt.Errorf("unknown role %q (want api, worker, periodic)", r)
+		}
+	}
+	return nil
+}
+
+// setWebhookTargets parses --webhook-targets: the targets as JSON.
+func setWebhookTargets(c *server.Config, v string) error {
+	if v == "" {
+		return nil
+	}
+	var raw map[string]struct {
+		BaseURL      string `json:"base_url"`
+		SecretHeader string `json:"secret_header"`
+		Secret       string `json:"secret"`
+	}
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return fmt.Errorf(`want {"name":{"base_url":..,"secret_header":..,"secret":..}}: %w`, err)
+	}
+	c.WebhookTargets = map[string]webhook.Target{}
+	for name, t := range raw {
+		c.WebhookTargets[name] = webhook.Target{BaseURL: t.BaseURL, SecretHeader: t.SecretHeader, Secret: t.Secret}
+	}
+	return nil
+}
+
+// setToolTTL parses --tool-ttl: tool=duration,...
+func setToolTTL(c *server.Config, v string) error {
+	c.ToolTTL = map[string]time.Duration{}
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return fmt.Errorf("want tool=duration, got %q", part)
+		}
+		d, err := time.ParseDuration(val)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("tool %q: want a positive duration such as 720h, got %q", name, val)
+		}
+		c.ToolTTL[name] = d
+	}
+	return nil
+}
+
+// setResendOnNone parses --resend-on-none: vendor=true|false,...
+func setResendOnNone(c *server.Config, v string) error {
+	c.ResendOnNone = map[string]bool{}
+	for _, part := range strings.Split(v, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return fmt.Errorf("want vendor=true|false, got %q", part)
+		}
+		b, err := strconv.ParseBool(val)
+		if err != nil {
+			return err
+		}
+		c.ResendOnNone[name] = b
+	}
+	return nil
+}
+
+// setMCPDedupeWindows parses --mcp-dedupe-window: tool=duration,... over the defaults.
+func setMCPDedupeWindows(c *server.Config, v string) error {
+	c.MCPDedupeWindows = mcpserver.DefaultDedupeWindows()
+	for _, part := range strings.Split(v, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return fmt.Errorf("want tool=duration, got %q", part)
+		}
+		d, err := time.ParseDuration(val)
+		if err != nil || d < 0 {
+			return fmt.Errorf("tool %q: want a duration such as 24h, or 0 to turn it off, got %q", name, val)
+		}
+		c.MCPDedupeWindows[name] = d
+	}
+	return nil
 }
 
 // parseConfig applies defaults, then environment variables, then flags (anywhere in

@@ -3,7 +3,8 @@ package mutants
 // List is the named mutants `make mutants` runs: each breaks one critical
 // invariant of oncebox and names the tests that must catch it. When the code a
 // mutant patches moves, the run fails (the patch no longer applies): refresh the
-// mutant's Old and New text, never drop it silently.
+// mutant's Old and New text, never drop it silently. It is a flat list, one entry
+// per mutant, grouped by the invariant broken, and long because the mutants are many.
 func List() []Mutant {
 	const (
 		outboxPkg    = "./outbox/"

@@ -74,22 +74,61 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
 	defer cancel()
-	// The request may have reached the receiver once a connection was
-	// obtained, unless writing it failed.
-	var gotConn, writeFailed atomic.Bool
-	trace := &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err != nil {
-				writeFailed.Store(true)
-			}
-		},
-	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), a.Method, u, bytes.NewReader(a.requestBody()))
+	var sent sendTrace
+	req, err := http.NewRequestWithContext(sent.withTrace(ctx), a.Method, u, bytes.NewReader(a.requestBody()))
 	if err != nil {
 		err = hideURL(err, a.Method, a.Target, a.Path, target.BaseURL)
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: "build request: " + err.Error(), Err: err}
 	}
+	setHeaders(ctx, req, a, p, target)
+
+	start := time.Now()
+	ans := v.send(ctx, req, &sent, a, p, target)
+	res, de := classify(ans, v.cfg.MaxResultBytes)
+	attrs := append(tracing.SpanLogAttrs(ctx),
+		slog.String("op_id", p.OpID),
+		slog.Int64("tenant", p.TenantID),
+		slog.String("target", a.Target),
+		slog.String("path", a.Path),
+		slog.Int("attempt", p.Attempt),
+		slog.Int("status", ans.status),
+		slog.Duration("elapsed", ans.now.Sub(start)),
+	)
+	if de != nil {
+		de = scrub(de, target.Secret)
+		v.cfg.Logger.DebugContext(ctx, "webhook dispatch failed",
+			append(attrs, slog.String("outcome", de.Outcome.String()), slog.String("code", de.Code), slog.String("error", de.Error()))...)
+		return nil, de
+	}
+	v.cfg.Logger.DebugContext(ctx, "webhook dispatched", append(attrs, slog.String("vendor_ref", res.VendorRef))...)
+	return res, nil
+}
+
+// sendTrace follows a request on its way: it may have reached the receiver once a
+// connection was obtained, unless writing it failed.
+type sendTrace struct {
+	gotConn, writeFailed atomic.Bool
+}
+
+// withTrace returns ctx with a client trace that fills t.
+func (t *sendTrace) withTrace(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { t.gotConn.Store(true) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err != nil {
+				t.writeFailed.Store(true)
+			}
+		},
+	})
+}
+
+// mayHaveArrived reports whether the request may have reached the receiver.
+func (t *sendTrace) mayHaveArrived() bool {
+	return t.gotConn.Load() && !t.writeFailed.Load()
+}
+
+// setHeaders sets the headers of the webhook request of the op p.
+func setHeaders(ctx context.Context, req *http.Request, a args, p outbox.DispatchParams, target Target) {
 	// Without GetBody net/http cannot resend the POST on its own after a
 	// dropped kept-alive connection, which it would do for any request with
 	// an Idempotency-Key header: a resend is oncebox's decision, not the
@@ -112,14 +151,17 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	if target.SecretHeader != "" {
 		req.Header.Set(target.SecretHeader, target.Secret)
 	}
+}
 
-	start := time.Now()
+// send sends req and returns the receiver's answer, or its absence, free of the
+// target's secret.
+func (v *Vendor) send(ctx context.Context, req *http.Request, sent *sendTrace, a args, p outbox.DispatchParams, target Target) answer {
 	ans := answer{}
 	resp, err := v.cfg.HTTPClient.Do(req)
 	if err != nil {
 		// The transport's error names the whole URL, which may hold a credential.
 		ans.err = hideURL(err, a.Method, a.Target, a.Path, target.BaseURL)
-		ans.mayHaveArrived = gotConn.Load() && !writeFailed.Load()
+		ans.mayHaveArrived = sent.mayHaveArrived()
 	} else {
 		ans.status = resp.StatusCode
 		ans.header = resp.Header
@@ -134,23 +176,5 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 		ans.body = redactBody(body, target.Secret, complete)
 	}
 	ans.now = time.Now()
-
-	res, de := classify(ans, v.cfg.MaxResultBytes)
-	attrs := append(tracing.SpanLogAttrs(ctx),
-		slog.String("op_id", p.OpID),
-		slog.Int64("tenant", p.TenantID),
-		slog.String("target", a.Target),
-		slog.String("path", a.Path),
-		slog.Int("attempt", p.Attempt),
-		slog.Int("status", ans.status),
-		slog.Duration("elapsed", ans.now.Sub(start)),
-	)
-	if de != nil {
-		de = scrub(de, target.Secret)
-		v.cfg.Logger.DebugContext(ctx, "webhook dispatch failed",
-			append(attrs, slog.String("outcome", de.Outcome.String()), slog.String("code", de.Code), slog.String("error", de.Error()))...)
-		return nil, de
-	}
-	v.cfg.Logger.DebugContext(ctx, "webhook dispatched", append(attrs, slog.String("vendor_ref", res.VendorRef))...)
-	return res, nil
+	return ans
 }

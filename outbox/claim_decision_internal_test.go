@@ -1,0 +1,87 @@
+package outbox
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDecideClaim tables what a claiming job does with the op it locked, without
+// Postgres or a vendor: first from what the locking read found, then, for a verdict
+// that sends only inside the vendor key's window, once that window is known.
+func TestDecideClaim(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		step         claimStep
+		snooze       time.Duration
+		kind         string
+		insideWindow bool
+	}
+	for _, tc := range []struct {
+		name string
+		in   claimFound
+		want want
+	}{
+		{"pending, clean", claimFound{status: StatusPending, clean: true},
+			want{step: claimSend}},
+		{"pending, clean, resend window passed", claimFound{status: StatusPending, clean: true, resendPassed: true},
+			want{step: claimHandOver, kind: kindResendWindowPassed}},
+		{"pending, unclean, resend window passed", claimFound{status: StatusPending, resendPassed: true},
+			want{step: claimHandOver, kind: kindResendWindowPassed}},
+		{"pending, unclean", claimFound{status: StatusPending},
+			want{step: claimMarkUnheard, kind: kindPredecessorUnheard}},
+		{"pending, clean, mayRun ignored", claimFound{status: StatusPending, clean: true, mayRunSecs: 5},
+			want{step: claimSend}},
+		{"dispatching, attempt may still run", claimFound{status: StatusDispatching, mayRunSecs: 2.5},
+			want{step: claimSnooze, snooze: 2500*time.Millisecond + takeoverMargin}},
+		{"dispatching, attempt over", claimFound{status: StatusDispatching},
+			want{step: claimCloseLost, kind: kindPredecessorLost}},
+		{"dispatching, attempt over long ago", claimFound{status: StatusDispatching, mayRunSecs: -30, clean: true},
+			want{step: claimCloseLost, kind: kindPredecessorLost}},
+		{"awaiting approval", claimFound{status: StatusAwaitingApproval, clean: true},
+			want{step: claimComplete}},
+		{"unknown (the reconciler owns it)", claimFound{status: StatusUnknown},
+			want{step: claimComplete}},
+		{"needs review", claimFound{status: StatusNeedsReview, resendPassed: true},
+			want{step: claimComplete}},
+		{"succeeded", claimFound{status: StatusSucceeded, mayRunSecs: 3},
+			want{step: claimComplete}},
+		{"failed", claimFound{status: StatusFailed}, want{step: claimComplete}},
+		{"rejected", claimFound{status: StatusRejected}, want{step: claimComplete}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := decideClaim(tc.in)
+			require.Equal(t, tc.want, want{step: v.step, snooze: v.snooze, kind: v.kind, insideWindow: v.insideWindow})
+			if v.step == claimHandOver || v.step == claimMarkUnheard || v.step == claimCloseLost {
+				require.NotEmpty(t, v.reason, "a hand-over says why")
+			}
+		})
+	}
+}
+
+// TestClaimVerdictWindow tables a verdict that sends only inside the vendor key's
+// window, once the window is known: inside it the job sends and stays inside it;
+// outside it the op goes to the reconciler with the verdict's event.
+func TestClaimVerdictWindow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		in   claimFound
+		open bool
+		want claimVerdict
+	}{
+		{"unheard predecessor, window open", claimFound{status: StatusPending}, true,
+			claimVerdict{step: claimSend, insideWindow: true}},
+		{"unheard predecessor, window closed", claimFound{status: StatusPending}, false,
+			claimVerdict{step: claimHandOver, kind: kindPredecessorUnheard, reason: decideClaim(claimFound{status: StatusPending}).reason}},
+		{"lost predecessor, window open", claimFound{status: StatusDispatching}, true,
+			claimVerdict{step: claimSend, insideWindow: true}},
+		{"lost predecessor, window closed", claimFound{status: StatusDispatching}, false,
+			claimVerdict{step: claimHandOver, kind: kindPredecessorLost, reason: decideClaim(claimFound{status: StatusDispatching}).reason}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, decideClaim(tc.in).window(tc.open))
+		})
+	}
+}
