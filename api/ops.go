@@ -52,12 +52,8 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		writeProblem(w, p)
 		return
 	}
-	if p := checkStorable(&req); p != nil {
-		writeProblem(w, p)
-		return
-	}
-
-	res, err := s.ob.Enqueue(r.Context(), outbox.EnqueueParams{
+	// The call is validated and fingerprinted once, here, and recorded as prepared.
+	call, err := s.ob.Prepare(outbox.EnqueueParams{
 		TenantID:       t.ID,
 		Key:            key,
 		Tool:           req.Tool,
@@ -66,6 +62,10 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		ToolCallID:     req.ToolCallID,
 		TokenID:        t.TokenID,
 	})
+	var res *outbox.EnqueueResult
+	if err == nil {
+		res, err = s.ob.EnqueuePrepared(r.Context(), call)
+	}
 	if err != nil {
 		s.opError(w, r, err)
 		return

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
@@ -65,37 +66,70 @@ type EnqueueResult struct {
 	expired *opstate.Applied
 }
 
-// Enqueue records an op and its dispatch job in a transaction of its own.
+// Enqueue records an op and its dispatch job in a transaction of its own. It is
+// Prepare then EnqueuePrepared.
 func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueResult, error) {
 	ctx, span := ob.startEnqueue(ctx, params)
+	p, err := ob.Prepare(params)
 	var res *EnqueueResult
-	err := inLazyTx(ctx, ob.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = ob.enqueueTx(ctx, tx, params)
-		return err
-	})
-	endEnqueue(span, res, err)
-	if err != nil {
-		ob.observeError(ctx, params, err)
-		return nil, err
+	if err == nil {
+		res, err = ob.enqueueOwnTx(ctx, p)
 	}
-	ob.observeEnqueue(params.Tool, res, false)
-	return res, nil
+	return ob.endEnqueue(ctx, span, params, res, err, false)
 }
 
 // EnqueueTx records an op and its dispatch job inside the caller's transaction, so
 // business rows and the op commit (or roll back) together. The same key with the same
 // payload returns the stored op and inserts no job; the same key with another payload
-// returns a *KeyConflictError and writes nothing.
+// returns a *KeyConflictError and writes nothing. It is Prepare then
+// EnqueuePreparedTx.
 func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
 	ctx, span := ob.startEnqueue(ctx, params)
-	res, err := ob.enqueueTx(ctx, tx, params)
+	p, err := ob.Prepare(params)
+	var res *EnqueueResult
+	if err == nil {
+		res, err = ob.enqueueTx(ctx, tx, p)
+	}
+	return ob.endEnqueue(ctx, span, params, res, err, true)
+}
+
+// EnqueuePrepared records the prepared call p (see Prepare) as an op, with its dispatch
+// job, in a transaction of its own. The call is not validated again.
+func (ob *Outbox) EnqueuePrepared(ctx context.Context, p *Prepared) (*EnqueueResult, error) {
+	ctx, span := ob.startEnqueue(ctx, p.params)
+	res, err := ob.enqueueOwnTx(ctx, p)
+	return ob.endEnqueue(ctx, span, p.params, res, err, false)
+}
+
+// EnqueuePreparedTx is EnqueuePrepared inside the caller's transaction (see EnqueueTx).
+func (ob *Outbox) EnqueuePreparedTx(ctx context.Context, tx pgx.Tx, p *Prepared) (*EnqueueResult, error) {
+	ctx, span := ob.startEnqueue(ctx, p.params)
+	res, err := ob.enqueueTx(ctx, tx, p)
+	return ob.endEnqueue(ctx, span, p.params, res, err, true)
+}
+
+// enqueueOwnTx records p in a transaction of its own.
+func (ob *Outbox) enqueueOwnTx(ctx context.Context, p *Prepared) (*EnqueueResult, error) {
+	var res *EnqueueResult
+	err := inLazyTx(ctx, ob.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = ob.enqueueTx(ctx, tx, p)
+		return err
+	})
+	return res, err
+}
+
+// endEnqueue ends an enqueue's span, counts and logs it. inCallerTx says the op
+// commits with the caller's transaction.
+func (ob *Outbox) endEnqueue(ctx context.Context, span trace.Span, params EnqueueParams, res *EnqueueResult, err error,
+	inCallerTx bool,
+) (*EnqueueResult, error) {
 	endEnqueue(span, res, err)
 	if err != nil {
 		ob.observeError(ctx, params, err)
 		return nil, err
 	}
-	ob.observeEnqueue(params.Tool, res, true)
+	ob.observeEnqueue(params.Tool, res, inCallerTx)
 	return res, nil
 }
 
@@ -140,25 +174,87 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 	}
 }
 
-// Prepared is a validated tool call, ready to be stored.
+// Prepared is a tool call validated once, whichever door it came in by (HTTP, MCP,
+// stdio, the Go API): its key normalized, its arguments checked against the tool and
+// what Postgres can store, and its fingerprint computed. EnqueuePrepared records it
+// without validating it again.
 type Prepared struct {
+	// Key is the normalized idempotency key ("" until WithKey, for PrepareUnkeyed).
 	Key         string
 	Tool        Tool
 	Args        json.RawMessage
 	Fingerprint Fingerprint
+	// params are the call's, Key and Args as normalized.
+	params EnqueueParams
 }
 
-// Prepare validates a tool call without touching the database: the key, the tool, the
-// arguments, and computes the fingerprint.
+// Prepare validates a tool call without touching the database: the tenant, the key,
+// the conversation references, the arguments and the tool, and computes the
+// fingerprint.
 func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
-	key, err := NormalizeKey(params.Key)
+	return ob.prepare(params, true)
+}
+
+// PrepareUnkeyed is Prepare for a caller that derives the call's key from the call
+// itself (its fingerprint, its identity): params.Key is ignored. Give the prepared call
+// its key with WithKey before enqueueing it.
+func (ob *Outbox) PrepareUnkeyed(params EnqueueParams) (*Prepared, error) {
+	return ob.prepare(params, false)
+}
+
+// WithKey returns the prepared call under the idempotency key key (normalized with
+// NormalizeKey). byIdentity is EnqueueParams.ByIdentity.
+func (p *Prepared) WithKey(key string, byIdentity bool) (*Prepared, error) {
+	k, err := NormalizeKey(key)
 	if err != nil {
 		return nil, err
 	}
-	if len(params.Args) > MaxArgsBytes {
-		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(params.Args), MaxArgsBytes)}
+	out := *p
+	out.Key, out.params.Key, out.params.ByIdentity = k, k, byIdentity
+	return &out, nil
+}
+
+func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
+	if params.TenantID == 0 {
+		return nil, errors.New("outbox: EnqueueParams.TenantID is required")
 	}
-	args := params.Args
+	key := ""
+	if keyed {
+		var err error
+		if key, err = NormalizeKey(params.Key); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
+		if len(f.value) > MaxRefBytes {
+			return nil, &ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
+		}
+		if err := CheckStorableText(f.name, f.value); err != nil {
+			return nil, err
+		}
+	}
+	args, err := checkArgs(params.Args)
+	if err != nil {
+		return nil, err
+	}
+	tool, err := ob.cfg.Tools.Validate(params.Tool, args)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := ob.Fingerprint(params.Tool, args)
+	if err != nil {
+		return nil, &ValidationError{Field: "args", Message: err.Error()}
+	}
+	params.Key, params.Args = key, args
+	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp, params: params}, nil
+}
+
+// checkArgs checks an args document's size, syntax and what Postgres can store, and
+// returns it ({} when empty).
+func checkArgs(args json.RawMessage) (json.RawMessage, error) {
+	if len(args) > MaxArgsBytes {
+		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(args), MaxArgsBytes)}
+	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -169,37 +265,19 @@ func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
 	if err := CheckStorableJSON("args", args); err != nil {
 		return nil, err
 	}
-	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
-		if len(f.value) > MaxRefBytes {
-			return nil, &ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
-		}
-		if err := CheckStorableText(f.name, f.value); err != nil {
-			return nil, err
-		}
-	}
-	tool, err := ob.cfg.Tools.Validate(params.Tool, args)
-	if err != nil {
-		return nil, err
-	}
-	fp, err := ob.Fingerprint(params.Tool, args)
-	if err != nil {
-		return nil, &ValidationError{Field: "args", Message: err.Error()}
-	}
-	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp}, nil
+	return args, nil
 }
 
 // policyTries bounds how many times an enqueue starts over because the tenant's
 // approval rule of the tool changed between its read and the op's insert.
 const policyTries = 3
 
-func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
-	if params.TenantID == 0 {
-		return nil, errors.New("outbox: EnqueueParams.TenantID is required")
+func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, p *Prepared) (*EnqueueResult, error) {
+	if p.Key == "" {
+		return nil, errors.New("outbox: the prepared call has no key: give it one with Prepared.WithKey")
 	}
-	p, err := ob.Prepare(params)
-	if err != nil {
-		return nil, err
-	}
+	params := p.params
+	var err error
 	storedArgs := p.Args
 	var sealed []byte
 	if p.Tool.Redact != nil && ob.sealer != nil {
