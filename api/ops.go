@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -214,7 +215,7 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		conflictErr *outbox.KeyConflictError
 		toolErr     *outbox.UnknownToolError
 		argsErr     *outbox.ValidationError
-		budgetErr   *outbox.BudgetExceededError
+		budgetErr   *governance.BudgetExceededError
 	)
 	switch {
 	case errors.As(err, &keyErr):

@@ -18,7 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/governance"
 )
 
 // Classes of a tool.
@@ -93,7 +93,7 @@ type Tool struct {
 	// Approval is the tool's approval rule (the approvals' policy type), nil when
 	// the file sets none: an unsafe tool then always waits, a write tool never does.
 	// --approval-policy and a tenant's own rule for the tool take precedence.
-	Approval *outbox.ApprovalRule
+	Approval *governance.ApprovalRule
 	// Upstream names the upstream MCP server the tool comes from, "" for an HTTP
 	// target's tool (then Target is the upstream's name too).
 	Upstream string
@@ -368,7 +368,7 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 		t.DedupeWindow = &d
 	}
 	if f.Approval != nil {
-		r := outbox.ApprovalRule{Mode: outbox.ApprovalMode(f.Approval.Mode), Above: f.Approval.Above, Approvers: f.Approval.Approvers}
+		r := governance.ApprovalRule{Mode: governance.ApprovalMode(f.Approval.Mode), Above: f.Approval.Above, Approvers: f.Approval.Approvers}
 		if err := r.Validate(); err != nil {
 			return nil, bad("approval", err.Error())
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/governance"
 )
 
 // Upstream is an MCP server oncebox stands in front of: its tools are offered as
@@ -86,7 +86,7 @@ type UpstreamToolConfig struct {
 	TTL          time.Duration
 	DedupeWindow *time.Duration
 	Identity     []string
-	Approval     *outbox.ApprovalRule
+	Approval     *governance.ApprovalRule
 	// Redact names the fields of the arguments and of the result hidden once an op
 	// is settled; nil: none.
 	Redact *Redaction
@@ -248,7 +248,7 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 			tc.DedupeWindow = &d
 		}
 		if tf.Approval != nil {
-			r := outbox.ApprovalRule{Mode: outbox.ApprovalMode(tf.Approval.Mode), Above: tf.Approval.Above, Approvers: tf.Approval.Approvers}
+			r := governance.ApprovalRule{Mode: governance.ApprovalMode(tf.Approval.Mode), Above: tf.Approval.Above, Approvers: tf.Approval.Approvers}
 			if err := r.Validate(); err != nil {
 				return nil, bad(field+".approval", err.Error())
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/internal/tracing"
@@ -359,7 +360,7 @@ func refusal(err error) *mcp.CallToolResult {
 		ve *outbox.ValidationError
 		ke *outbox.KeyConflictError
 	)
-	var be *outbox.BudgetExceededError
+	var be *governance.BudgetExceededError
 	switch {
 	case errors.As(err, &be):
 		return errorResult(fmt.Sprintf("Not done: %s Nothing was executed or recorded. Do not retry it before %s from now; tell the user.",
