@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/governance"
+	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 )
 
