@@ -145,3 +145,35 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	}
 	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/*": 500, "conversation:c2/usd": 1000}, used)
 }
+
+// TestBudgetRefusalInTheCallersTransaction: an op the gate refuses inside the caller's
+// transaction leaves nothing there (the caller may commit its own rows), and a replay of
+// an admitted op is answered although the budget is used up: it is told apart before
+// anything is charged.
+func TestBudgetRefusalInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newBudgetEnv(t, governance.Budget{Name: "one", Window: governance.Duration(time.Hour), Count: 1, OnExceed: governance.ExceedRefuse})
+	params := func(key string) outbox.EnqueueParams {
+		return outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)}
+	}
+	_, err := e.obs[0].Enqueue(ctx, params("first"))
+	require.NoError(t, err)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = e.obs[0].EnqueueTx(ctx, tx, params("second"))
+	require.ErrorIs(t, err, governance.ErrBudgetExceeded)
+	replay, err := e.obs[0].EnqueueTx(ctx, tx, params("first"))
+	require.NoError(t, err, "a replay is no new op: the budget is not asked")
+	require.True(t, replay.Replayed)
+	require.NoError(t, tx.Commit(ctx))
+
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	usage, err := e.govs[0].BudgetUsage(ctx, e.tenant)
+	require.NoError(t, err)
+	require.Len(t, usage, 1)
+	require.EqualValues(t, 1, usage[0].Used)
+}
