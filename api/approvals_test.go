@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -21,7 +21,7 @@ func TestFourEyesOverHTTP(t *testing.T) {
 	tn, agent := e.newTenant(t, "acme")
 	first := e.newToken(t, "acme", tenant.RoleApprover)
 	second := e.newToken(t, "acme", tenant.RoleAdmin)
-	_, err := e.ob.SetTenantRule(context.Background(), tn.ID, "stripe.refund", outbox.ApprovalRule{Mode: outbox.ApprovalAlways, Approvers: 2})
+	_, err := e.gov.SetTenantRule(context.Background(), tn.ID, "stripe.refund", governance.ApprovalRule{Mode: governance.ApprovalAlways, Approvers: 2})
 	require.NoError(t, err)
 	op := decodeOp(t, e.post(agent, "r", smallRefundBody))
 	require.Equal(t, "awaiting_approval", op.Status)
@@ -57,7 +57,7 @@ func TestStaleApprovalsAndExpiryOverHTTP(t *testing.T) {
 	require.Equal(t, "awaiting_approval", op.Status)
 
 	requireProblem(t, e.do(req("POST", "/v1/ops/big/approve", approver, "", `{"fingerprint": "sha256:00"}`)), http.StatusConflict, "fingerprint-mismatch")
-	_, err := e.ob.SetTenantRule(ctx, tn.ID, "stripe.refund", outbox.ApprovalRule{Mode: outbox.ApprovalAlways})
+	_, err := e.gov.SetTenantRule(ctx, tn.ID, "stripe.refund", governance.ApprovalRule{Mode: governance.ApprovalAlways})
 	require.NoError(t, err)
 	p := requireProblem(t, e.do(req("POST", "/v1/ops/big/approve", approver, "", "")), http.StatusConflict, "policy-changed")
 	require.Equal(t, "awaiting_approval", p.OpStatus, "the op keeps waiting")
@@ -153,7 +153,7 @@ func TestResolveCannotReleaseAWaitingOp(t *testing.T) {
 	tn, agent := e.newTenant(t, "acme")
 	approver := e.newToken(t, "acme", tenant.RoleApprover)
 	admin := e.newToken(t, "acme", tenant.RoleAdmin)
-	_, err := e.ob.SetTenantRule(ctx, tn.ID, "stripe.refund", outbox.ApprovalRule{Mode: outbox.ApprovalAlways, Approvers: 2})
+	_, err := e.gov.SetTenantRule(ctx, tn.ID, "stripe.refund", governance.ApprovalRule{Mode: governance.ApprovalAlways, Approvers: 2})
 	require.NoError(t, err)
 
 	for _, c := range []struct {
@@ -202,7 +202,7 @@ func TestFourEyesCountsPeople(t *testing.T) {
 	require.NoError(t, err)
 	bob, err := e.tenants.NewTokenFor(ctx, "acme", tenant.RoleApprover, "bob@example.com")
 	require.NoError(t, err)
-	_, err = e.ob.SetTenantRule(ctx, tn.ID, "stripe.refund", outbox.ApprovalRule{Mode: outbox.ApprovalAlways, Approvers: 2})
+	_, err = e.gov.SetTenantRule(ctx, tn.ID, "stripe.refund", governance.ApprovalRule{Mode: governance.ApprovalAlways, Approvers: 2})
 	require.NoError(t, err)
 	op := decodeOp(t, e.post(agent, "r", smallRefundBody))
 	require.Equal(t, "awaiting_approval", op.Status)

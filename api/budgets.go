@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -29,10 +30,13 @@ type budgetItem struct {
 // listBudgets is GET /v1/budgets: what each budget has used and has left in its current
 // window, for the caller's tenant.
 func (s *Server) listBudgets(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
-	usage, err := s.ob.BudgetUsage(r.Context(), t.ID)
-	if err != nil {
-		s.opError(w, r, err)
-		return
+	var usage []governance.BudgetUsage
+	if g := s.cfg.Governance; g != nil {
+		var err error
+		if usage, err = g.BudgetUsage(r.Context(), t.ID); err != nil {
+			s.opError(w, r, err)
+			return
+		}
 	}
 	items := make([]budgetItem, 0, len(usage))
 	for _, u := range usage {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
@@ -25,15 +26,17 @@ func TestBudgetsOverHTTP(t *testing.T) {
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Budgets: []outbox.Budget{
-		{Name: "two-payments", Tool: "stripe.payment_intent", Window: outbox.Duration(time.Hour), Count: 2, OnExceed: outbox.ExceedRefuse},
-		{Name: "refund-spend", Tool: "stripe.refund", Window: outbox.Duration(24 * time.Hour), Amount: map[string]int64{"*": 1000}},
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Budgets: []governance.Budget{
+		{Name: "two-payments", Tool: "stripe.payment_intent", Window: governance.Duration(time.Hour), Count: 2, OnExceed: governance.ExceedRefuse},
+		{Name: "refund-spend", Tool: "stripe.refund", Window: governance.Duration(24 * time.Hour), Amount: map[string]int64{"*": 1000}},
 	}})
 	require.NoError(t, err)
-	tenants := tenant.NewStore(pool)
-	srv, err := api.New(api.Config{Outbox: ob, Tenants: tenants})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(t, err)
-	e := &env{pool: pool, ob: ob, tenants: tenants, srv: srv}
+	tenants := tenant.NewStore(pool)
+	srv, err := api.New(api.Config{Outbox: ob, Governance: gov, Tenants: tenants})
+	require.NoError(t, err)
+	e := &env{pool: pool, ob: ob, gov: gov, tenants: tenants, srv: srv}
 	_, agent := e.newTenant(t, "acme")
 	approver := e.newToken(t, "acme", tenant.RoleApprover)
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/api"
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -32,6 +33,7 @@ const (
 type env struct {
 	pool    *pgxpool.Pool
 	ob      *outbox.Outbox
+	gov     *governance.Governance
 	tenants *tenant.Store
 	srv     *api.Server
 	// handler, when set, serves the requests instead of srv: the vendor event
@@ -49,16 +51,18 @@ func newEnvOnPool(tb testing.TB, pool *pgxpool.Pool, adjust ...func(*api.Config)
 	tb.Helper()
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}, RefundApprovalAbove: 10000})...)
 	require.NoError(tb, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	require.NoError(tb, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(tb, err)
 	tenants := tenant.NewStore(pool)
-	cfg := api.Config{Outbox: ob, Tenants: tenants}
+	cfg := api.Config{Outbox: ob, Governance: gov, Tenants: tenants}
 	for _, a := range adjust {
 		a(&cfg)
 	}
 	srv, err := api.New(cfg)
 	require.NoError(tb, err)
-	return &env{pool: pool, ob: ob, tenants: tenants, srv: srv}
+	return &env{pool: pool, ob: ob, gov: gov, tenants: tenants, srv: srv}
 }
 
 // newTenant creates a tenant and returns it with its token.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -52,12 +53,8 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		writeProblem(w, p)
 		return
 	}
-	if p := checkStorable(&req); p != nil {
-		writeProblem(w, p)
-		return
-	}
-
-	res, err := s.ob.Enqueue(r.Context(), outbox.EnqueueParams{
+	// The call is validated and fingerprinted once, here, and recorded as prepared.
+	call, err := s.ob.Prepare(outbox.EnqueueParams{
 		TenantID:       t.ID,
 		Key:            key,
 		Tool:           req.Tool,
@@ -66,6 +63,10 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		ToolCallID:     req.ToolCallID,
 		TokenID:        t.TokenID,
 	})
+	var res *outbox.EnqueueResult
+	if err == nil {
+		res, err = s.ob.EnqueuePrepared(r.Context(), call)
+	}
 	if err != nil {
 		s.opError(w, r, err)
 		return
@@ -214,7 +215,7 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		conflictErr *outbox.KeyConflictError
 		toolErr     *outbox.UnknownToolError
 		argsErr     *outbox.ValidationError
-		budgetErr   *outbox.BudgetExceededError
+		budgetErr   *governance.BudgetExceededError
 	)
 	switch {
 	case errors.As(err, &keyErr):

@@ -228,27 +228,6 @@ func jsonProblem(err error) *problem {
 	return newProblem(http.StatusBadRequest, "invalid-json", "The request body is not valid JSON.")
 }
 
-// checkStorable refuses what Postgres cannot store although it is valid JSON (see
-// outbox.CheckStorableJSON, the check every entry point shares), before anything is
-// looked up.
-func checkStorable(req *opRequest) *problem {
-	for _, f := range []struct{ name, value string }{{"conversation_id", req.ConversationID}, {"tool_call_id", req.ToolCallID}} {
-		if len(f.value) > outbox.MaxRefBytes {
-			return invalidArgs(f.name, fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), outbox.MaxRefBytes))
-		}
-		if err := outbox.CheckStorableText(f.name, f.value); err != nil {
-			return validationProblem(err)
-		}
-	}
-	if len(req.Args) == 0 {
-		return nil
-	}
-	if err := outbox.CheckStorableJSON("args", req.Args); err != nil {
-		return validationProblem(err)
-	}
-	return nil
-}
-
 // validationProblem is the invalid-args problem of an *outbox.ValidationError.
 func validationProblem(err error) *problem {
 	var ve *outbox.ValidationError

@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/internal/tracing"
@@ -32,6 +33,9 @@ const DefaultMaxBodyBytes = 64 << 10
 type Config struct {
 	// Outbox records and reads ops. Required.
 	Outbox *outbox.Outbox
+	// Governance holds the budgets GET /v1/budgets lists (the Outbox's gate). Defaults
+	// to none: the list is empty.
+	Governance *governance.Governance
 	// Tenants authenticates bearer tokens. Required.
 	Tenants *tenant.Store
 	// Logger receives one debug line per request and the real cause of every 500.

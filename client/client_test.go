@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/client"
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
@@ -44,7 +45,9 @@ func newEnv(t *testing.T, front func(n int64, w http.ResponseWriter, r *http.Req
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}, RefundApprovalAbove: 1000})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	_, token, err := tenants.Create(context.Background(), "t")

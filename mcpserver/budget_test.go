@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
@@ -24,10 +25,12 @@ func TestModelIsToldWhichBudgetOrPolicy(t *testing.T) {
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Budgets: []outbox.Budget{
-		{Name: "one-refund", Tool: tools.Refund, Window: outbox.Duration(time.Hour), Count: 1},
-		{Name: "one-payment", Tool: tools.PaymentIntent, Window: outbox.Duration(time.Hour), Count: 1, OnExceed: outbox.ExceedRefuse},
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Budgets: []governance.Budget{
+		{Name: "one-refund", Tool: tools.Refund, Window: governance.Duration(time.Hour), Count: 1},
+		{Name: "one-payment", Tool: tools.PaymentIntent, Window: governance.Duration(time.Hour), Count: 1, OnExceed: governance.ExceedRefuse},
 	}})
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	tn, _, err := tenants.Create(ctx, "t")

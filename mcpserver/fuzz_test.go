@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
@@ -25,7 +26,9 @@ func FuzzToolCall(f *testing.F) {
 	pool := dbtest.Schema(f)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}, RefundApprovalAbove: 10000})...)
 	require.NoError(f, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	require.NoError(f, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(f, err)
 	tenants := tenant.NewStore(pool)
 	ten, _, err := tenants.Create(context.Background(), "fuzz")

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
@@ -41,7 +42,9 @@ func newEnvWith(t *testing.T, windows map[string]time.Duration) *env {
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	ten, token, err := tenants.Create(context.Background(), "t")
@@ -465,7 +468,9 @@ func TestConversationSurvivesARestart(t *testing.T) {
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	ten, _, err := tenants.Create(ctx, "t")

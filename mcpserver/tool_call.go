@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/internal/tracing"
@@ -230,91 +231,110 @@ func (s *Server) toolHandler(tenantID int64, tool, instance string) mcp.ToolHand
 				return nil, errors.New("this MCP session belongs to another tenant")
 			}
 		}
-		args := req.Params.Arguments
-		if len(args) == 0 || string(args) == "null" {
-			args = json.RawMessage("{}")
-		}
-		id := identify(req, s.cfg.Conversation, instance)
 		// A call's own trace context (_meta traceparent) is its parent; else the HTTP
 		// request's, if the transport passed it on.
 		ctx = tracing.FromValues(ctx, metaString(req.Params.Meta, "traceparent"), metaString(req.Params.Meta, "tracestate"))
-		args, occurrence, bad := takeOccurrence(args)
-		if bad != nil {
-			return bad, nil
-		}
-		id.Occurrence = occurrence
-		fp, err := s.ob.Fingerprint(tool, args)
-		if err != nil {
-			return errorResult("The arguments are not valid JSON. Nothing was executed. Send a JSON object matching the tool's input schema."), nil
-		}
-		log := s.logger.With(slog.Int64("tenant", tenantID), slog.String("tool", tool), slog.String("conversation_id", id.Conversation))
-		// Validate before a key window is opened for a call that cannot be recorded.
-		if _, err := s.ob.Prepare(outbox.EnqueueParams{TenantID: tenantID, Key: "mcp_check", Tool: tool, Args: args,
-			ConversationID: id.Conversation, ToolCallID: id.ToolCallID}); err != nil {
-			return s.failure(ctx, log, err)
-		}
-		key, byIdentity, err := s.key(ctx, tenantID, tool, args, id, fp)
-		if err != nil {
-			return s.failure(ctx, log, err)
-		}
-		log = log.With(slog.String("idempotency_key", key))
+		return s.callTool(ctx, req, tenantID, tool, instance)
+	}
+}
 
-		var tokenID int64
-		if req.Extra != nil && req.Extra.TokenInfo != nil {
-			tokenID, _ = req.Extra.TokenInfo.Extra[tokenIDKey].(int64)
-		}
-		res, err := s.ob.Enqueue(ctx, outbox.EnqueueParams{
-			TenantID:       tenantID,
-			Key:            key,
-			Tool:           tool,
-			Args:           args,
-			ConversationID: id.Conversation,
-			ToolCallID:     id.ToolCallID,
-			TokenID:        tokenID,
-			ByIdentity:     byIdentity,
-		})
-		if err != nil {
-			return s.failure(ctx, log, err)
-		}
-		op := res.Op
-		if !op.Status.Settled() {
-			// The wait counts against the tenant's cap shared with the HTTP API's ?wait=;
-			// past it the call answers at once with the op as it stands.
-			if done, ok := s.cfg.WaitSlots.Take(tenantID); ok {
-				waited, err := opwait.Until(ctx, s.cfg.Notifications, nil, tenantID, key, s.cfg.Wait,
-					func(ctx context.Context) (*outbox.Op, error) { return s.ob.Get(ctx, tenantID, key) },
-					func(op *outbox.Op) bool { return op.Status.Settled() })
-				done()
-				if err != nil {
-					log.LogAttrs(ctx, slog.LevelWarn, "mcp wait for op failed", slog.Any("error", err))
-				} else {
-					op = waited
-				}
-			} else {
-				log.LogAttrs(ctx, slog.LevelDebug, "mcp wait not started: the tenant holds the most waits allowed", slog.Int("max_waits", s.cfg.WaitSlots.Max()))
-			}
-		}
-		log.Log(ctx, slog.LevelDebug, "mcp tool call", append(tracing.LogAttrs(op.TraceParent), slog.String("op_id", op.ID),
-			slog.Bool("replayed", res.Replayed), slog.String("status", string(op.Status)))...)
-		if res.Matched != nil {
-			return &mcp.CallToolResult{
-				Content:           []mcp.Content{&mcp.TextContent{Text: describeMatch(op, res.Matched, s.identity(tool, args), id)}},
-				StructuredContent: newOpView(op, true, res.Matched, s.identity(tool, args)),
-				IsError:           op.Status == outbox.StatusFailed,
-			}, nil
-		}
-		if r := s.passthrough(tool, op, res.Replayed); r != nil {
-			return r, nil
-		}
-		text := describe(op, res.Replayed, id, s.cfg.Wait.String())
-		if op.Status == outbox.StatusAwaitingApproval && res.Why != "" {
-			text += " Why: " + res.Why
-		}
+// callTool records one tool call as an op, waits a while for it to settle, and says
+// what became of it.
+func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, tenantID int64, tool, instance string) (*mcp.CallToolResult, error) {
+	id := identify(req, s.cfg.Conversation, instance)
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	args, occurrence, bad := takeOccurrence(args)
+	if bad != nil {
+		return bad, nil
+	}
+	id.Occurrence = occurrence
+	log := s.logger.With(slog.Int64("tenant", tenantID), slog.String("tool", tool), slog.String("conversation_id", id.Conversation))
+	var tokenID int64
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		tokenID, _ = req.Extra.TokenInfo.Extra[tokenIDKey].(int64)
+	}
+	// The call is validated, and fingerprinted, once: before a key window is opened for
+	// a call that cannot be recorded, and the key is derived from that fingerprint.
+	p, err := s.ob.PrepareUnkeyed(outbox.EnqueueParams{TenantID: tenantID, Tool: tool, Args: args,
+		ConversationID: id.Conversation, ToolCallID: id.ToolCallID, TokenID: tokenID})
+	if unfingerprintable(err) {
+		return errorResult("The arguments are not valid JSON. Nothing was executed. Send a JSON object matching the tool's input schema."), nil
+	}
+	if err != nil {
+		return s.failure(ctx, log, err)
+	}
+	key, byIdentity, err := s.key(ctx, tenantID, tool, p.Args, id, p.Fingerprint)
+	if err == nil {
+		p, err = p.WithKey(key, byIdentity)
+	}
+	if err != nil {
+		return s.failure(ctx, log, err)
+	}
+	log = log.With(slog.String("idempotency_key", key))
+	res, err := s.ob.EnqueuePrepared(ctx, p)
+	if err != nil {
+		return s.failure(ctx, log, err)
+	}
+	op := s.awaitSettled(ctx, log, tenantID, key, res.Op)
+	log.Log(ctx, slog.LevelDebug, "mcp tool call", append(tracing.LogAttrs(op.TraceParent), slog.String("op_id", op.ID),
+		slog.Bool("replayed", res.Replayed), slog.String("status", string(op.Status)))...)
+	return s.callResult(tool, p.Args, id, res, op), nil
+}
+
+// unfingerprintable says whether err refuses arguments that are not JSON a
+// fingerprint can be computed of.
+func unfingerprintable(err error) bool {
+	var ve *outbox.ValidationError
+	return errors.As(err, &ve) && ve.Field == "args" &&
+		(ve.Message == "is not valid JSON" || strings.HasPrefix(ve.Message, "fingerprint:"))
+}
+
+// awaitSettled waits, up to Config.Wait, for an op that is not settled to settle, and
+// returns it as it then stands. The wait counts against the tenant's cap shared with
+// the HTTP API's ?wait=; past it the call answers at once with the op as it stands.
+func (s *Server) awaitSettled(ctx context.Context, log *slog.Logger, tenantID int64, key string, op *outbox.Op) *outbox.Op {
+	if op.Status.Settled() {
+		return op
+	}
+	done, ok := s.cfg.WaitSlots.Take(tenantID)
+	if !ok {
+		log.LogAttrs(ctx, slog.LevelDebug, "mcp wait not started: the tenant holds the most waits allowed", slog.Int("max_waits", s.cfg.WaitSlots.Max()))
+		return op
+	}
+	defer done()
+	waited, err := opwait.Until(ctx, s.cfg.Notifications, nil, tenantID, key, s.cfg.Wait,
+		func(ctx context.Context) (*outbox.Op, error) { return s.ob.Get(ctx, tenantID, key) },
+		func(op *outbox.Op) bool { return op.Status.Settled() })
+	if err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "mcp wait for op failed", slog.Any("error", err))
+		return op
+	}
+	return waited
+}
+
+// callResult is the result the model reads of a call recorded as res, op as it stands.
+func (s *Server) callResult(tool string, args json.RawMessage, id callIdentity, res *outbox.EnqueueResult, op *outbox.Op) *mcp.CallToolResult {
+	if res.Matched != nil {
 		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-			StructuredContent: newOpView(op, res.Replayed, nil, nil),
+			Content:           []mcp.Content{&mcp.TextContent{Text: describeMatch(op, res.Matched, s.identity(tool, args), id)}},
+			StructuredContent: newOpView(op, true, res.Matched, s.identity(tool, args)),
 			IsError:           op.Status == outbox.StatusFailed,
-		}, nil
+		}
+	}
+	if r := s.passthrough(tool, op, res.Replayed); r != nil {
+		return r
+	}
+	text := describe(op, res.Replayed, id, s.cfg.Wait.String())
+	if op.Status == outbox.StatusAwaitingApproval && res.Why != "" {
+		text += " Why: " + res.Why
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: newOpView(op, res.Replayed, nil, nil),
+		IsError:           op.Status == outbox.StatusFailed,
 	}
 }
 
@@ -340,7 +360,7 @@ func refusal(err error) *mcp.CallToolResult {
 		ve *outbox.ValidationError
 		ke *outbox.KeyConflictError
 	)
-	var be *outbox.BudgetExceededError
+	var be *governance.BudgetExceededError
 	switch {
 	case errors.As(err, &be):
 		return errorResult(fmt.Sprintf("Not done: %s Nothing was executed or recorded. Do not retry it before %s from now; tell the user.",

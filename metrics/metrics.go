@@ -217,7 +217,7 @@ func (m *Metrics) Transition(vendor string, from, to outbox.Status) {
 	m.transitions.WithLabelValues(vendor, string(from), string(to)).Inc()
 }
 
-// BudgetCharged implements outbox.BudgetObserver.
+// BudgetCharged implements governance.BudgetObserver.
 func (m *Metrics) BudgetCharged(budget string, exceeded bool) {
 	outcome := "admitted"
 	if exceeded {

@@ -71,13 +71,12 @@ type approvalRow struct {
 
 // requestApprovalTx records why a new op waits, the policy version and fingerprint its
 // approval is bound to, and until when it may wait.
-func (ob *Outbox) requestApprovalTx(ctx context.Context, tx pgx.Tx, op *Op, rule EffectiveRule, why string, tokenID int64) error {
-	needed := rule.Rule.approvers()
+func (ob *Outbox) requestApprovalTx(ctx context.Context, tx pgx.Tx, op *Op, h *Hold, tokenID int64) error {
 	var token any
 	if tokenID != 0 {
 		token = tokenID
 	}
-	if _, err := tx.Exec(ctx, sqlRequestApproval, op.ID, op.TenantID, rule.Version, op.Fingerprint[:], needed, why,
+	if _, err := tx.Exec(ctx, sqlRequestApproval, op.ID, op.TenantID, h.PolicyVersion, op.Fingerprint[:], h.approvers(), h.Why,
 		ob.cfg.ApprovalExpiry.Seconds(), token); err != nil {
 		return fmt.Errorf("outbox: record approval request: %w", err)
 	}
@@ -110,125 +109,18 @@ func (ob *Outbox) Reject(ctx context.Context, tenantID int64, key, actor, reason
 // rejection of a rejected one, a voter approving twice) changes nothing and is no
 // error. The opposite decision on a decided op, any decision on an op that never awaited
 // approval or whose wait expired, is ErrWrongState. An approval is bound to the policy
-// version the op started waiting under (ErrPolicyChanged otherwise; the op keeps
-// waiting) and, when d.Fingerprint is set, to the op's fingerprint
-// (ErrFingerprintMismatch). A four-eyes rule dispatches the op at its second distinct
-// approver. An op whose wait ran out is rejected as expired first. Status changes go
-// through the op state machine (internal/opstate).
+// version the op started waiting under (the gate's CheckApproval: ErrPolicyChanged
+// otherwise; the op keeps waiting) and, when d.Fingerprint is set, to the op's
+// fingerprint (ErrFingerprintMismatch). A four-eyes rule dispatches the op at its
+// second distinct approver. An op whose wait ran out is rejected as expired first.
+// Status changes go through the op state machine (internal/opstate).
 func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, error) {
-	k, err := NormalizeKey(d.Key)
+	k, err := checkDecision(&d)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []struct{ name, value string }{{"reason", d.Reason}, {"actor", d.Actor}, {"fingerprint", d.Fingerprint}} {
-		if err := CheckStorableText(f.name, f.value); err != nil {
-			return nil, err
-		}
-	}
-	if d.Actor == "" {
-		return nil, errors.New("outbox: Decision.Actor is required: name who decides")
-	}
-	if d.Voter == "" {
-		d.Voter = d.Actor
-	}
-	var (
-		res     = &DecisionResult{}
-		applied *opstate.Applied
-		expired bool
-	)
-	err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-		op := &Op{}
-		var sealed bool
-		if err := tx.QueryRow(ctx, sqlOpByKeyForUpdate, d.TenantID, k).Scan(append(op.scanDest(), &sealed)...); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return ErrNotFound
-			}
-			return err
-		}
-		op.fromScan()
-		res.Op = op
-		a, err := readApproval(ctx, tx, op.ID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			// Every release records an op's approval row with the op that waits.
-			return fmt.Errorf("%w: op is %s and never awaited approval", ErrWrongState, op.Status)
-		} else if err != nil {
-			return err
-		}
-		res.Needed = a.needed
-		if a.decision != nil {
-			return decidedAlready(*a.decision, d.Approve, op)
-		}
-		if op.Status != StatusAwaitingApproval {
-			return fmt.Errorf("%w: op is %s", ErrWrongState, op.Status)
-		}
-		if a.expired {
-			applied, err = ob.expireTx(ctx, tx, op, sealed, a)
-			expired = applied != nil
-			return err
-		}
-		if d.Fingerprint != "" && d.Fingerprint != op.Fingerprint.String() {
-			return fmt.Errorf("%w: the op's is %s", ErrFingerprintMismatch, op.Fingerprint)
-		}
-		detail := map[string]any{"reason": d.Reason, "policy_version": a.policyVersion, "fingerprint": op.Fingerprint.String()}
-		if d.TokenID != 0 {
-			detail["token_id"] = d.TokenID
-		}
-		if d.Role != "" {
-			detail["role"] = d.Role
-		}
-		if !d.Approve {
-			rej, _ := json.Marshal(map[string]string{"class": "rejected", "code": "rejected",
-				"message": "rejected by " + d.Actor + ": " + d.Reason})
-			applied, err = ob.settleRejected(ctx, tx, op, sealed, opstate.Person, d.Actor, "rejected", detail, rej, "rejected")
-			res.Changed = applied != nil
-			return err
-		}
-		if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok {
-			cur, err := ob.effectiveRule(ctx, tx, op.TenantID, tool)
-			if err != nil {
-				return err
-			}
-			if cur.Version != a.policyVersion {
-				return fmt.Errorf("%w: it waits under %s, the policy in force is %s", ErrPolicyChanged, a.policyVersion, cur.Version)
-			}
-		}
-		tag, err := tx.Exec(ctx, sqlApprovalVote, op.ID, d.Voter)
-		if err != nil {
-			return fmt.Errorf("record approval: %w", err)
-		}
-		if err := tx.QueryRow(ctx, sqlApprovalVotes, op.ID).Scan(&res.Approvals); err != nil {
-			return fmt.Errorf("count approvals: %w", err)
-		}
-		detail["approvals"], detail["approvers_needed"] = res.Approvals, a.needed
-		if tag.RowsAffected() == 0 {
-			return nil // this voter approved already
-		}
-		res.Changed = true
-		if res.Approvals < a.needed {
-			// The op stays awaiting approval: the transition records the event only.
-			var err error
-			applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval,
-				To: StatusAwaitingApproval, By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approval_given", Detail: detail,
-				Message: "approval recorded; more approvers needed"})
-			if err != nil {
-				return fmt.Errorf("record approval: %w", err)
-			}
-			return nil
-		}
-		if _, err := tx.Exec(ctx, sqlDecideApproval, op.ID, "approved"); err != nil {
-			return fmt.Errorf("record approval decision: %w", err)
-		}
-		applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval, To: StatusPending,
-			By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approved", Detail: detail})
-		if err != nil {
-			return err
-		}
-		if applied == nil {
-			return fmt.Errorf("%w: op is no longer %s", ErrWrongState, StatusAwaitingApproval)
-		}
-		op.Status = StatusPending
-		return nil
-	})
+	dec := &deciding{d: d, res: &DecisionResult{}}
+	err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error { return ob.decideTx(ctx, tx, k, dec) })
 	if err != nil {
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongState) || errors.Is(err, ErrPolicyChanged) ||
 			errors.Is(err, ErrFingerprintMismatch) {
@@ -236,17 +128,147 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 		}
 		return nil, fmt.Errorf("outbox: decide op: %w", err)
 	}
-	applied.Report()
-	if expired {
+	dec.applied.Report()
+	if dec.expired {
 		return nil, fmt.Errorf("%w: op is %s: its approval expired before this decision", ErrWrongState, StatusRejected)
 	}
-	if applied != nil {
+	res := dec.res
+	if dec.applied != nil {
 		// The row as the transition left it (updated_at, error, redacted args).
 		if op, err := ob.getByID(ctx, d.TenantID, res.Op.ID); err == nil {
 			res.Op = op
 		}
 	}
 	return res, nil
+}
+
+// checkDecision checks a decision before anything is read, defaults its voter, and
+// returns its normalized key.
+func checkDecision(d *Decision) (string, error) {
+	k, err := NormalizeKey(d.Key)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range []struct{ name, value string }{{"reason", d.Reason}, {"actor", d.Actor}, {"fingerprint", d.Fingerprint}} {
+		if err := CheckStorableText(f.name, f.value); err != nil {
+			return "", err
+		}
+	}
+	if d.Actor == "" {
+		return "", errors.New("outbox: Decision.Actor is required: name who decides")
+	}
+	if d.Voter == "" {
+		d.Voter = d.Actor
+	}
+	return k, nil
+}
+
+// deciding is one decision under way.
+type deciding struct {
+	d   Decision
+	res *DecisionResult
+	// applied is the transition the decision made (report it once committed).
+	applied *opstate.Applied
+	// expired: the wait had run out, and the op was rejected as expired instead.
+	expired bool
+}
+
+// decideTx locks the op under key k and its approval, and applies the decision.
+func (ob *Outbox) decideTx(ctx context.Context, tx pgx.Tx, k string, dec *deciding) error {
+	d := dec.d
+	op := &Op{}
+	var sealed bool
+	if err := tx.QueryRow(ctx, sqlOpByKeyForUpdate, d.TenantID, k).Scan(append(op.scanDest(), &sealed)...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		return err
+	}
+	op.fromScan()
+	dec.res.Op = op
+	a, err := readApproval(ctx, tx, op.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Every release records an op's approval row with the op that waits.
+		return fmt.Errorf("%w: op is %s and never awaited approval", ErrWrongState, op.Status)
+	} else if err != nil {
+		return err
+	}
+	dec.res.Needed = a.needed
+	if a.decision != nil {
+		return decidedAlready(*a.decision, d.Approve, op)
+	}
+	if op.Status != StatusAwaitingApproval {
+		return fmt.Errorf("%w: op is %s", ErrWrongState, op.Status)
+	}
+	if a.expired {
+		dec.applied, err = ob.expireTx(ctx, tx, op, sealed, a)
+		dec.expired = dec.applied != nil
+		return err
+	}
+	if d.Fingerprint != "" && d.Fingerprint != op.Fingerprint.String() {
+		return fmt.Errorf("%w: the op's is %s", ErrFingerprintMismatch, op.Fingerprint)
+	}
+	detail := map[string]any{"reason": d.Reason, "policy_version": a.policyVersion, "fingerprint": op.Fingerprint.String()}
+	if d.TokenID != 0 {
+		detail["token_id"] = d.TokenID
+	}
+	if d.Role != "" {
+		detail["role"] = d.Role
+	}
+	if !d.Approve {
+		rej, _ := json.Marshal(map[string]string{"class": "rejected", "code": "rejected",
+			"message": "rejected by " + d.Actor + ": " + d.Reason})
+		dec.applied, err = ob.settleRejected(ctx, tx, op, sealed, opstate.Person, d.Actor, "rejected", detail, rej, "rejected")
+		dec.res.Changed = dec.applied != nil
+		return err
+	}
+	return ob.approveTx(ctx, tx, op, a, detail, dec)
+}
+
+// approveTx counts a person's approval of a waiting op, checked by the gate against the
+// policy it waits under, and releases the op at its last needed approver.
+func (ob *Outbox) approveTx(ctx context.Context, tx pgx.Tx, op *Op, a *approvalRow, detail map[string]any, dec *deciding) error {
+	d, res := dec.d, dec.res
+	if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok && ob.cfg.Gate != nil {
+		if err := ob.cfg.Gate.CheckApproval(ctx, tx, op, tool, a.policyVersion); err != nil {
+			return err
+		}
+	}
+	tag, err := tx.Exec(ctx, sqlApprovalVote, op.ID, d.Voter)
+	if err != nil {
+		return fmt.Errorf("record approval: %w", err)
+	}
+	if err := tx.QueryRow(ctx, sqlApprovalVotes, op.ID).Scan(&res.Approvals); err != nil {
+		return fmt.Errorf("count approvals: %w", err)
+	}
+	detail["approvals"], detail["approvers_needed"] = res.Approvals, a.needed
+	if tag.RowsAffected() == 0 {
+		return nil // this voter approved already
+	}
+	res.Changed = true
+	if res.Approvals < a.needed {
+		// The op stays awaiting approval: the transition records the event only.
+		dec.applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval,
+			To: StatusAwaitingApproval, By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approval_given", Detail: detail,
+			Message: "approval recorded; more approvers needed"})
+		if err != nil {
+			return fmt.Errorf("record approval: %w", err)
+		}
+		return nil
+	}
+	if _, err := tx.Exec(ctx, sqlDecideApproval, op.ID, "approved"); err != nil {
+		return fmt.Errorf("record approval decision: %w", err)
+	}
+	dec.applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval, To: StatusPending,
+		By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approved", Detail: detail})
+	if err != nil {
+		return err
+	}
+	if dec.applied == nil {
+		return fmt.Errorf("%w: op is no longer %s", ErrWrongState, StatusAwaitingApproval)
+	}
+	op.Status = StatusPending
+	return nil
 }
 
 // decidedAlready answers a decision about an op whose approval was decided: the same

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 )
@@ -42,17 +43,19 @@ func moneyTool() outbox.Tool {
 // approvalEnv is an insert-only Outbox with the money and echo tools.
 type approvalEnv struct {
 	env
+	gov    *governance.Governance
 	tenant int64
 }
 
-func newApprovalEnv(t *testing.T, policy outbox.ApprovalPolicy) approvalEnv {
+func newApprovalEnv(t *testing.T, policy governance.ApprovalPolicy) approvalEnv {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Approvals: policy})
+	gov := newGate(t, pool, reg, policy)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(t, err)
-	return approvalEnv{env: env{pool: pool, ob: ob}, tenant: newTenant(t, pool, "acme")}
+	return approvalEnv{env: env{pool: pool, ob: ob}, gov: gov, tenant: newTenant(t, pool, "acme")}
 }
 
 func (e approvalEnv) pay(t *testing.T, key, args string) *outbox.EnqueueResult {
@@ -76,8 +79,8 @@ func (e approvalEnv) decide(approve bool, key, voter string) (*outbox.DecisionRe
 func TestApprovalPolicyPerCurrencyAndTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newApprovalEnv(t, outbox.ApprovalPolicy{
-		"test.money": {Mode: outbox.ApprovalAbove, Above: map[string]int64{"usd": 1000, outbox.AnyCurrency: 100}},
+	e := newApprovalEnv(t, governance.ApprovalPolicy{
+		"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"usd": 1000, governance.AnyCurrency: 100}},
 	})
 	small := e.pay(t, "usd-500", `{"amount": 500, "currency": "usd"}`)
 	require.Equal(t, outbox.StatusPending, small.Op.Status, "under the usd threshold")
@@ -92,7 +95,7 @@ func TestApprovalPolicyPerCurrencyAndTenant(t *testing.T) {
 	require.Contains(t, none.Why, "without an amount")
 
 	// A tenant's own rule overrides the default for that tenant only.
-	_, err := e.ob.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalNever})
+	_, err := e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalNever})
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusPending, e.pay(t, "usd-9000", `{"amount": 9000, "currency": "usd"}`).Op.Status)
 	other := newTenant(t, e.pool, "other")
@@ -101,40 +104,23 @@ func TestApprovalPolicyPerCurrencyAndTenant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
 
-	_, err = e.ob.SetTenantRule(ctx, e.tenant, "test.echo", outbox.ApprovalRule{Mode: outbox.ApprovalAlways})
+	_, err = e.gov.SetTenantRule(ctx, e.tenant, "test.echo", governance.ApprovalRule{Mode: governance.ApprovalAlways})
 	require.NoError(t, err)
 	echo, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenant, Key: "echo", Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)})
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusAwaitingApproval, echo.Op.Status)
 
-	_, err = e.ob.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove})
+	_, err = e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove})
 	require.Error(t, err, "above without thresholds")
-	_, err = e.ob.SetTenantRule(ctx, e.tenant, "nope", outbox.ApprovalRule{Mode: outbox.ApprovalNever})
+	_, err = e.gov.SetTenantRule(ctx, e.tenant, "nope", governance.ApprovalRule{Mode: governance.ApprovalNever})
 	require.Error(t, err)
-	require.NoError(t, e.ob.ClearTenantRule(ctx, e.tenant, "test.money"))
+	require.NoError(t, e.gov.ClearTenantRule(ctx, e.tenant, "test.money"))
 	require.Equal(t, outbox.StatusAwaitingApproval, e.pay(t, "usd-9001", `{"amount": 9001, "currency": "usd"}`).Op.Status,
 		"the default applies again")
 
-	pol, err := e.ob.EffectivePolicy(ctx, e.tenant)
+	pol, err := e.gov.EffectivePolicy(ctx, e.tenant)
 	require.NoError(t, err)
 	require.Len(t, pol, 2)
-}
-
-func TestParseApprovalPolicy(t *testing.T) {
-	t.Parallel()
-	p, err := outbox.ParseApprovalPolicy(`{"stripe.refund": {"mode": "above", "above": {"*": 10000, "usd": 5000}, "approvers": 2},
-		"sendgrid.mail": {"mode": "always"}}`)
-	require.NoError(t, err)
-	require.Equal(t, 2, p["stripe.refund"].Approvers)
-	require.Equal(t, outbox.ApprovalAlways, p["sendgrid.mail"].Mode)
-	for _, bad := range []string{`{"x": {"mode": "sometimes"}}`, `{"x": {"mode": "above"}}`, `{"x": {"mode": "always", "above": {"*": 1}}}`,
-		`{"x": {"mode": "above", "above": {"USD": 1}}}`, `{"x": {"mode": "never", "extra": 1}}`, `[]`} {
-		_, err := outbox.ParseApprovalPolicy(bad)
-		require.Error(t, err, bad)
-	}
-	p, err = outbox.ParseApprovalPolicy("")
-	require.NoError(t, err)
-	require.Nil(t, p)
 }
 
 // TestApprovalExpires: an op nobody decided in time is rejected with the reason
@@ -142,7 +128,7 @@ func TestParseApprovalPolicy(t *testing.T) {
 func TestApprovalExpires(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newApprovalEnv(t, outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAlways}})
+	e := newApprovalEnv(t, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAlways}})
 	read := e.pay(t, "read", `{"amount": 1}`)
 	replay := e.pay(t, "replay", `{"amount": 2}`)
 	swept := e.pay(t, "swept", `{"amount": 3}`)
@@ -193,13 +179,13 @@ func TestApprovalIsBoundToThePolicyVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newApprovalEnv(t, nil)
-	_, err := e.ob.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 100}})
+	_, err := e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}})
 	require.NoError(t, err)
 	a := e.pay(t, "a", `{"amount": 500}`)
 	b := e.pay(t, "b", `{"amount": 600}`)
 	require.Equal(t, outbox.StatusAwaitingApproval, a.Op.Status)
 
-	_, err = e.ob.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 50}})
+	_, err = e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 50}})
 	require.NoError(t, err)
 	_, err = e.decide(true, "a", "p")
 	require.ErrorIs(t, err, outbox.ErrPolicyChanged)
@@ -226,7 +212,7 @@ func TestApprovalIsBoundToThePolicyVersion(t *testing.T) {
 // approver; one approver approving twice counts once.
 func TestFourEyes(t *testing.T) {
 	t.Parallel()
-	e := newApprovalEnv(t, outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAlways, Approvers: 2}})
+	e := newApprovalEnv(t, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAlways, Approvers: 2}})
 	op := e.pay(t, "big", `{"amount": 1}`).Op
 
 	res, err := e.decide(true, "big", "token:1")
@@ -269,7 +255,7 @@ func TestFourEyes(t *testing.T) {
 func TestDecisionIsBoundToTheFingerprint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newApprovalEnv(t, outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAlways}})
+	e := newApprovalEnv(t, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAlways}})
 	op := e.pay(t, "k", `{"amount": 1}`).Op
 	other := e.pay(t, "other", `{"amount": 2}`).Op
 	_, err := e.ob.Decide(ctx, outbox.Decision{TenantID: e.tenant, Key: "k", Approve: true, Actor: "p", Fingerprint: other.Fingerprint.String()})
@@ -291,15 +277,14 @@ func TestEnqueueSeesARuleChangedByAnotherProcess(t *testing.T) {
 	e := newApprovalEnv(t, nil)
 	reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
 	require.NoError(t, err)
-	other, err := outbox.New(outbox.Config{Pool: e.pool, Tools: reg, TestOnly: true})
-	require.NoError(t, err)
+	other := newGate(t, e.pool, reg, nil) // another process's
 	big := `{"amount": 5000, "currency": "usd"}`
 
 	// No rule, then a rule set elsewhere: the next op waits.
 	first := e.pay(t, "before", big)
 	require.Equal(t, outbox.StatusPending, first.Op.Status)
 	require.Equal(t, 1, e.jobs(t, first.Op.ID))
-	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAlways})
+	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAlways})
 	require.NoError(t, err)
 	waits := e.pay(t, "after-set", big)
 	require.Equal(t, outbox.StatusAwaitingApproval, waits.Op.Status, "the rule set by another process applies at once")
@@ -317,10 +302,10 @@ func TestEnqueueSeesARuleChangedByAnotherProcess(t *testing.T) {
 	require.Equal(t, version, bound, "the approval is bound to the version in force")
 
 	// Changed again elsewhere (to a threshold), then cleared elsewhere.
-	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 10000}})
+	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 10000}})
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusPending, e.pay(t, "after-raise", big).Op.Status)
-	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 100}})
+	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}})
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusAwaitingApproval, e.pay(t, "after-lower", big).Op.Status)
 	require.NoError(t, other.ClearTenantRule(ctx, e.tenant, "test.money"))
@@ -328,7 +313,7 @@ func TestEnqueueSeesARuleChangedByAnotherProcess(t *testing.T) {
 
 	// Inside the caller's transaction too, and a replay under a changed rule stays a
 	// replay of the op as it was recorded.
-	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", outbox.ApprovalRule{Mode: outbox.ApprovalAlways})
+	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAlways})
 	require.NoError(t, err)
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 )
@@ -20,10 +21,11 @@ import (
 type budgetEnv struct {
 	pool   *pgxpool.Pool
 	obs    [2]*outbox.Outbox
+	govs   [2]*governance.Governance
 	tenant int64
 }
 
-func newBudgetEnv(t *testing.T, budgets ...outbox.Budget) budgetEnv {
+func newBudgetEnv(t *testing.T, budgets ...governance.Budget) budgetEnv {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	second, err := pgxpool.New(context.Background(), dbtest.ConnString(t, pool))
@@ -33,7 +35,8 @@ func newBudgetEnv(t *testing.T, budgets ...outbox.Budget) budgetEnv {
 	for i, p := range []*pgxpool.Pool{pool, second} {
 		reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
 		require.NoError(t, err)
-		e.obs[i], err = outbox.New(outbox.Config{Pool: p, Tools: reg, TestOnly: true, Budgets: budgets})
+		e.govs[i] = newGate(t, p, reg, nil, budgets...)
+		e.obs[i], err = outbox.New(outbox.Config{Pool: p, Tools: reg, TestOnly: true, Gate: e.govs[i]})
 		require.NoError(t, err)
 	}
 	return e
@@ -64,13 +67,13 @@ func (e budgetEnv) race(t *testing.T, n int, params func(i int) outbox.EnqueuePa
 // refused with the budget's name and when to retry, and record nothing.
 func TestBudgetAdmitsExactlyItsCountAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	e := newBudgetEnv(t, outbox.Budget{Name: "ten-a-day", Window: outbox.Duration(24 * time.Hour), Count: 10, OnExceed: outbox.ExceedRefuse})
+	e := newBudgetEnv(t, governance.Budget{Name: "ten-a-day", Window: governance.Duration(24 * time.Hour), Count: 10, OnExceed: governance.ExceedRefuse})
 	_, errs := e.race(t, 100, func(i int) outbox.EnqueueParams {
 		return outbox.EnqueueParams{TenantID: e.tenant, Key: fmt.Sprintf("k%d", i), Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)}
 	})
 	admitted, refused := 0, 0
 	for _, err := range errs {
-		var be *outbox.BudgetExceededError
+		var be *governance.BudgetExceededError
 		switch {
 		case err == nil:
 			admitted++
@@ -93,7 +96,7 @@ func TestBudgetAdmitsExactlyItsCountAcrossProcesses(t *testing.T) {
 	res, err := e.obs[1].Enqueue(context.Background(), outbox.EnqueueParams{TenantID: e.tenant, Key: keyOf(t, e.pool), Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)})
 	require.NoError(t, err)
 	require.True(t, res.Replayed)
-	usage, err := e.obs[0].BudgetUsage(context.Background(), e.tenant)
+	usage, err := e.govs[0].BudgetUsage(context.Background(), e.tenant)
 	require.NoError(t, err)
 	require.Len(t, usage, 1)
 	require.EqualValues(t, 10, usage[0].Used)
@@ -114,8 +117,8 @@ func keyOf(t *testing.T, pool *pgxpool.Pool) string {
 func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newBudgetEnv(t, outbox.Budget{Name: "conv-spend", Tool: "test.money", Scope: outbox.ScopeConversation,
-		Window: outbox.Duration(time.Hour), Amount: map[string]int64{"usd": 1000, "*": 500}})
+	e := newBudgetEnv(t, governance.Budget{Name: "conv-spend", Tool: "test.money", Scope: governance.ScopeConversation,
+		Window: governance.Duration(time.Hour), Amount: map[string]int64{"usd": 1000, "*": 500}})
 	pay := func(key, conv, args string) *outbox.EnqueueResult {
 		res, err := e.obs[0].Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: "test.money", Args: json.RawMessage(args), ConversationID: conv})
 		require.NoError(t, err)
@@ -134,7 +137,7 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	require.Equal(t, outbox.StatusPending, pay("e", "c2", `{"amount": 1000, "currency": "usd"}`).Op.Status, "another conversation counts apart")
 	require.Equal(t, outbox.StatusPending, pay("f", "", `{"amount": 5000, "currency": "usd"}`).Op.Status, "no conversation, no conversation budget")
 
-	usage, err := e.obs[1].BudgetUsage(ctx, e.tenant)
+	usage, err := e.govs[1].BudgetUsage(ctx, e.tenant)
 	require.NoError(t, err)
 	used := map[string]int64{}
 	for _, u := range usage {
@@ -143,26 +146,34 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/*": 500, "conversation:c2/usd": 1000}, used)
 }
 
-func TestParseBudgets(t *testing.T) {
+// TestBudgetRefusalInTheCallersTransaction: an op the gate refuses inside the caller's
+// transaction leaves nothing there (the caller may commit its own rows), and a replay of
+// an admitted op is answered although the budget is used up: it is told apart before
+// anything is charged.
+func TestBudgetRefusalInTheCallersTransaction(t *testing.T) {
 	t.Parallel()
-	bs, err := outbox.ParseBudgets(`[{"name": "refunds", "tool": "stripe.refund", "window": "24h", "amount": {"*": 50000}},
-		{"name": "mail", "tool": "sendgrid.mail", "window": "1h", "count": 20, "scope": "conversation", "on_exceed": "refuse"}]`)
-	require.NoError(t, err)
-	require.Len(t, bs, 2)
-	require.Equal(t, 24*time.Hour, time.Duration(bs[0].Window))
-	require.Equal(t, outbox.OthersShared, bs[0].OtherCurrenciesOrDefault(), `"*" is one limit the currencies not named share`)
-	bs, err = outbox.ParseBudgets(`[{"name": "usd", "window": "1h", "amount": {"usd": 1}, "other_currencies": "approval"},
-		{"name": "both", "window": "1h", "amount": {"usd": 1, "*": 5}, "other_currencies": "shared"}]`)
-	require.NoError(t, err)
-	require.Equal(t, outbox.OthersApproval, bs[0].OtherCurrenciesOrDefault())
-	require.Equal(t, outbox.OthersShared, bs[1].OtherCurrenciesOrDefault())
-	for _, bad := range []string{`[{"name": "x", "window": "1h"}]`, `[{"name": "x", "window": "0s", "count": 1}]`,
-		`[{"name": "x", "window": "1h", "count": 1, "scope": "planet"}]`, `[{"name": "x", "window": "1h", "count": 1, "on_exceed": "panic"}]`,
-		`[{"name": "x", "window": "1h", "count": 1}, {"name": "x", "window": "1h", "count": 2}]`, `[{"window": "1h", "count": 1}]`,
-		`[{"name": "x", "window": "1h", "amount": {"usd": 1}, "other_currencies": "shared"}]`,
-		`[{"name": "x", "window": "1h", "amount": {"*": 1}, "other_currencies": "approval"}]`,
-		`[{"name": "x", "window": "1h", "amount": {"*": 1}, "other_currencies": "each"}]`} {
-		_, err := outbox.ParseBudgets(bad)
-		require.Error(t, err, bad)
+	ctx := context.Background()
+	e := newBudgetEnv(t, governance.Budget{Name: "one", Window: governance.Duration(time.Hour), Count: 1, OnExceed: governance.ExceedRefuse})
+	params := func(key string) outbox.EnqueueParams {
+		return outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)}
 	}
+	_, err := e.obs[0].Enqueue(ctx, params("first"))
+	require.NoError(t, err)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = e.obs[0].EnqueueTx(ctx, tx, params("second"))
+	require.ErrorIs(t, err, governance.ErrBudgetExceeded)
+	replay, err := e.obs[0].EnqueueTx(ctx, tx, params("first"))
+	require.NoError(t, err, "a replay is no new op: the budget is not asked")
+	require.True(t, replay.Replayed)
+	require.NoError(t, tx.Commit(ctx))
+
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	usage, err := e.govs[0].BudgetUsage(ctx, e.tenant)
+	require.NoError(t, err)
+	require.Len(t, usage, 1)
+	require.EqualValues(t, 1, usage[0].Used)
 }

@@ -5,7 +5,12 @@
 // An op is written with its River job in one transaction (EnqueueTx inside the caller's
 // own pgx transaction, or Enqueue in one of its own). The same key with the same payload
 // returns the stored op; the same key with another payload is refused with
-// ErrKeyConflict and never executed.
+// ErrKeyConflict and never executed. A call is validated and fingerprinted once, by
+// Prepare, whichever door it came in by; EnqueuePrepared records it. A new op (never a
+// replay) is put to the Config's Gate once, in the enqueue's transaction: it runs, waits
+// for a person's approval, or is refused (package governance is the Gate of approval
+// rules, budgets and tenant policies; this package keeps the op's lifecycle: its
+// status, its approval row, its decision and expiry, its jobs).
 //
 // The dispatch worker commits the op as dispatching, with a fresh attempt token, before it
 // calls the vendor, and records the vendor's answer only where the token still matches,

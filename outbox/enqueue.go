@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
@@ -65,37 +66,70 @@ type EnqueueResult struct {
 	expired *opstate.Applied
 }
 
-// Enqueue records an op and its dispatch job in a transaction of its own.
+// Enqueue records an op and its dispatch job in a transaction of its own. It is
+// Prepare then EnqueuePrepared.
 func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueResult, error) {
 	ctx, span := ob.startEnqueue(ctx, params)
+	p, err := ob.Prepare(params)
 	var res *EnqueueResult
-	err := inLazyTx(ctx, ob.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = ob.enqueueTx(ctx, tx, params)
-		return err
-	})
-	endEnqueue(span, res, err)
-	if err != nil {
-		ob.observeError(ctx, params, err)
-		return nil, err
+	if err == nil {
+		res, err = ob.enqueueOwnTx(ctx, p)
 	}
-	ob.observeEnqueue(params.Tool, res, false)
-	return res, nil
+	return ob.endEnqueue(ctx, span, params, res, err, false)
 }
 
 // EnqueueTx records an op and its dispatch job inside the caller's transaction, so
 // business rows and the op commit (or roll back) together. The same key with the same
 // payload returns the stored op and inserts no job; the same key with another payload
-// returns a *KeyConflictError and writes nothing.
+// returns a *KeyConflictError and writes nothing. It is Prepare then
+// EnqueuePreparedTx.
 func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
 	ctx, span := ob.startEnqueue(ctx, params)
-	res, err := ob.enqueueTx(ctx, tx, params)
+	p, err := ob.Prepare(params)
+	var res *EnqueueResult
+	if err == nil {
+		res, err = ob.enqueueTx(ctx, tx, p)
+	}
+	return ob.endEnqueue(ctx, span, params, res, err, true)
+}
+
+// EnqueuePrepared records the prepared call p (see Prepare) as an op, with its dispatch
+// job, in a transaction of its own. The call is not validated again.
+func (ob *Outbox) EnqueuePrepared(ctx context.Context, p *Prepared) (*EnqueueResult, error) {
+	ctx, span := ob.startEnqueue(ctx, p.params)
+	res, err := ob.enqueueOwnTx(ctx, p)
+	return ob.endEnqueue(ctx, span, p.params, res, err, false)
+}
+
+// EnqueuePreparedTx is EnqueuePrepared inside the caller's transaction (see EnqueueTx).
+func (ob *Outbox) EnqueuePreparedTx(ctx context.Context, tx pgx.Tx, p *Prepared) (*EnqueueResult, error) {
+	ctx, span := ob.startEnqueue(ctx, p.params)
+	res, err := ob.enqueueTx(ctx, tx, p)
+	return ob.endEnqueue(ctx, span, p.params, res, err, true)
+}
+
+// enqueueOwnTx records p in a transaction of its own.
+func (ob *Outbox) enqueueOwnTx(ctx context.Context, p *Prepared) (*EnqueueResult, error) {
+	var res *EnqueueResult
+	err := inLazyTx(ctx, ob.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = ob.enqueueTx(ctx, tx, p)
+		return err
+	})
+	return res, err
+}
+
+// endEnqueue ends an enqueue's span, counts and logs it. inCallerTx says the op
+// commits with the caller's transaction.
+func (ob *Outbox) endEnqueue(ctx context.Context, span trace.Span, params EnqueueParams, res *EnqueueResult, err error,
+	inCallerTx bool,
+) (*EnqueueResult, error) {
 	endEnqueue(span, res, err)
 	if err != nil {
 		ob.observeError(ctx, params, err)
 		return nil, err
 	}
-	ob.observeEnqueue(params.Tool, res, true)
+	ob.observeEnqueue(params.Tool, res, inCallerTx)
 	return res, nil
 }
 
@@ -140,25 +174,87 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 	}
 }
 
-// Prepared is a validated tool call, ready to be stored.
+// Prepared is a tool call validated once, whichever door it came in by (HTTP, MCP,
+// stdio, the Go API): its key normalized, its arguments checked against the tool and
+// what Postgres can store, and its fingerprint computed. EnqueuePrepared records it
+// without validating it again.
 type Prepared struct {
+	// Key is the normalized idempotency key ("" until WithKey, for PrepareUnkeyed).
 	Key         string
 	Tool        Tool
 	Args        json.RawMessage
 	Fingerprint Fingerprint
+	// params are the call's, Key and Args as normalized.
+	params EnqueueParams
 }
 
-// Prepare validates a tool call without touching the database: the key, the tool, the
-// arguments, and computes the fingerprint.
+// Prepare validates a tool call without touching the database: the tenant, the key,
+// the conversation references, the arguments and the tool, and computes the
+// fingerprint.
 func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
-	key, err := NormalizeKey(params.Key)
+	return ob.prepare(params, true)
+}
+
+// PrepareUnkeyed is Prepare for a caller that derives the call's key from the call
+// itself (its fingerprint, its identity): params.Key is ignored. Give the prepared call
+// its key with WithKey before enqueueing it.
+func (ob *Outbox) PrepareUnkeyed(params EnqueueParams) (*Prepared, error) {
+	return ob.prepare(params, false)
+}
+
+// WithKey returns the prepared call under the idempotency key key (normalized with
+// NormalizeKey). byIdentity is EnqueueParams.ByIdentity.
+func (p *Prepared) WithKey(key string, byIdentity bool) (*Prepared, error) {
+	k, err := NormalizeKey(key)
 	if err != nil {
 		return nil, err
 	}
-	if len(params.Args) > MaxArgsBytes {
-		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(params.Args), MaxArgsBytes)}
+	out := *p
+	out.Key, out.params.Key, out.params.ByIdentity = k, k, byIdentity
+	return &out, nil
+}
+
+func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
+	if params.TenantID == 0 {
+		return nil, errors.New("outbox: EnqueueParams.TenantID is required")
 	}
-	args := params.Args
+	key := ""
+	if keyed {
+		var err error
+		if key, err = NormalizeKey(params.Key); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
+		if len(f.value) > MaxRefBytes {
+			return nil, &ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
+		}
+		if err := CheckStorableText(f.name, f.value); err != nil {
+			return nil, err
+		}
+	}
+	args, err := checkArgs(params.Args)
+	if err != nil {
+		return nil, err
+	}
+	tool, err := ob.cfg.Tools.Validate(params.Tool, args)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := ob.Fingerprint(params.Tool, args)
+	if err != nil {
+		return nil, &ValidationError{Field: "args", Message: err.Error()}
+	}
+	params.Key, params.Args = key, args
+	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp, params: params}, nil
+}
+
+// checkArgs checks an args document's size, syntax and what Postgres can store, and
+// returns it ({} when empty).
+func checkArgs(args json.RawMessage) (json.RawMessage, error) {
+	if len(args) > MaxArgsBytes {
+		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(args), MaxArgsBytes)}
+	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -169,215 +265,161 @@ func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
 	if err := CheckStorableJSON("args", args); err != nil {
 		return nil, err
 	}
-	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
-		if len(f.value) > MaxRefBytes {
-			return nil, &ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
-		}
-		if err := CheckStorableText(f.name, f.value); err != nil {
-			return nil, err
-		}
-	}
-	tool, err := ob.cfg.Tools.Validate(params.Tool, args)
-	if err != nil {
-		return nil, err
-	}
-	fp, err := ob.Fingerprint(params.Tool, args)
-	if err != nil {
-		return nil, &ValidationError{Field: "args", Message: err.Error()}
-	}
-	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp}, nil
+	return args, nil
 }
 
-// policyTries bounds how many times an enqueue starts over because the tenant's
-// approval rule of the tool changed between its read and the op's insert.
-const policyTries = 3
-
-func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
-	if params.TenantID == 0 {
-		return nil, errors.New("outbox: EnqueueParams.TenantID is required")
-	}
-	p, err := ob.Prepare(params)
-	if err != nil {
-		return nil, err
+func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, p *Prepared) (*EnqueueResult, error) {
+	if p.Key == "" {
+		return nil, errors.New("outbox: the prepared call has no key: give it one with Prepared.WithKey")
 	}
 	storedArgs := p.Args
 	var sealed []byte
 	if p.Tool.Redact != nil && ob.sealer != nil {
-		if sealed, err = ob.sealer.seal(params.TenantID, p.Key, p.Args); err != nil {
+		var err error
+		if sealed, err = ob.sealer.seal(p.params.TenantID, p.Key, p.Args); err != nil {
 			return nil, err
 		}
 		storedArgs = p.Tool.Redact(p.Args)
 	}
-	// The tenant's rule is the one this process last read; the insert checks that it is
-	// still the one stored, and the enqueue starts over with the stored one otherwise.
-	read := ob.cachedTenantRule
-	for try := 1; ; try++ {
-		tr, err := read(ctx, tx, params.TenantID, p.Tool.Name)
-		if err != nil {
-			return nil, err
-		}
-		res, err := ob.enqueueUnder(ctx, tx, params, p, tr, storedArgs, sealed)
-		if !errors.Is(err, errStaleRule) {
-			return res, err
-		}
-		if try == policyTries {
-			return nil, fmt.Errorf("outbox: tenant %d's approval rule of %s changed %d times during the enqueue; nothing was recorded, try again",
-				params.TenantID, p.Tool.Name, try)
-		}
-		read = ob.readTenantRule
+	// The insert tells a new op from a replay before anything else happens: a replay
+	// never reaches the gate, so nothing is charged for it.
+	ins, err := ob.insertOp(ctx, tx, p, storedArgs, sealed)
+	if err != nil {
+		return nil, err
 	}
+	if !ins.inserted {
+		return ob.replay(ctx, tx, p, ins.op)
+	}
+	return ob.admit(ctx, tx, p, ins)
 }
 
-// errStaleRule says that the tenant's approval rule an enqueue decided under is no
-// longer the one stored: nothing was recorded, and the enqueue starts over.
-var errStaleRule = errors.New("outbox: the tenant's approval rule changed")
+// insertion is what the enqueue's insert found.
+type insertion struct {
+	op *Op
+	// inserted is false when the key held an op already (op is that one).
+	inserted bool
+	// tombstone is the last generation of the purged op whose key the new op reuses.
+	tombstone *int
+	// policyVersion is GateOp.PolicyVersion.
+	policyVersion int64
+}
 
-// enqueueUnder records the op under the tenant's rule tr, or returns errStaleRule,
-// having written nothing that stays, when tr is no longer the rule stored.
-func (ob *Outbox) enqueueUnder(ctx context.Context, tx pgx.Tx, params EnqueueParams, p *Prepared, tr tenantRule,
-	storedArgs json.RawMessage, sealed []byte,
-) (*EnqueueResult, error) {
-	rule := ob.ruleInForce(p.Tool, tr)
-	status := StatusPending
-	wait, why := rule.needs(p.Tool, p.Args)
-	if wait {
-		status = StatusAwaitingApproval
-	}
-	// Budgets count what runs without a person: an op that would exceed one waits for
-	// approval, or is refused when the budget says so (unless it is a replay).
-	var (
-		charges []charge
-		err     error
-	)
-	if status == StatusPending && len(ob.cfg.Budgets) > 0 {
-		var over *overBudget
-		if charges, over, err = ob.chargeBudgets(ctx, tx, params, p.Tool, p.Args); err != nil {
-			return nil, err
-		}
-		if over != nil {
-			if over.budget.onExceed() == ExceedRefuse && !over.approval {
-				var exists bool
-				if err := tx.QueryRow(ctx, sqlKeyExists, params.TenantID, p.Key).Scan(&exists); err != nil {
-					return nil, fmt.Errorf("outbox: read op: %w", err)
-				}
-				if !exists {
-					// A refusal is decided without the insert's check of the rule: check it here.
-					cur, err := ob.readTenantRule(ctx, tx, params.TenantID, p.Tool.Name)
-					if err != nil {
-						return nil, err
-					}
-					if cur.version != tr.version {
-						return nil, ob.staleRule(ctx, tx, params.TenantID, charges)
-					}
-					return nil, &BudgetExceededError{Budget: over.budget.Name, Sentence: over.sentence, RetryAfter: over.retryAfter}
-				}
-			} else {
-				status, why = StatusAwaitingApproval, over.sentence+" It needs a person's approval."
-			}
-		}
-	}
+// insertOp inserts the prepared call as a pending op, or finds the op its key holds.
+func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, storedArgs json.RawMessage, sealed []byte) (*insertion, error) {
+	params := p.params
 	vendorKey := VendorKey(params.TenantID, p.Key, p.Tool.Name, 0)
-
-	var (
-		inserted  bool
-		tombstone *int
-		op        *Op
-	)
 	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, storedArgs,
-		p.Fingerprint[:], status, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed, tracing.Current(ctx),
-		p.Tool.definition(), tr.version)
+		p.Fingerprint[:], StatusPending, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed,
+		tracing.Current(ctx), p.Tool.definition())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
 	}
-	found := false
+	var ins insertion
 	for rows.Next() {
-		op = &Op{}
-		dest := append([]any{&inserted, &tombstone}, op.scanDest()...)
+		ins.op = &Op{}
+		dest := append([]any{&ins.inserted, &ins.tombstone, &ins.policyVersion}, ins.op.scanDest()...)
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("outbox: insert op: %w", err)
 		}
-		op.fromScan()
-		found = true
+		ins.op.fromScan()
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
 	}
-	if inserted && tombstone != nil {
+	if ins.op == nil {
+		// The key was committed by a concurrent caller after this statement's snapshot.
+		if ins.op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, params.TenantID, p.Key)); err != nil {
+			return nil, fmt.Errorf("outbox: read op after conflict: %w", err)
+		}
+		return &ins, nil
+	}
+	if ins.inserted && ins.tombstone != nil {
 		// The key was used by an op since purged: this one starts past its last
 		// generation, so it never sends the purged op's vendor key again.
-		op.Generation = *tombstone + 1
+		op := ins.op
+		op.Generation = *ins.tombstone + 1
 		op.VendorKey = VendorKey(params.TenantID, p.Key, p.Tool.Name, op.Generation)
 		if _, err := tx.Exec(ctx, sqlNextGeneration, op.ID, op.Generation, op.VendorKey); err != nil {
 			return nil, fmt.Errorf("outbox: move op past its key's purged generation: %w", err)
 		}
 	}
-	if !found {
-		// The key was committed by a concurrent caller after this statement's snapshot,
-		// or the key holds no op and the rule was not the one stored.
-		op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, params.TenantID, p.Key))
-		if errors.Is(err, ErrNotFound) {
-			return nil, ob.staleRule(ctx, tx, params.TenantID, charges)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("outbox: read op after conflict: %w", err)
-		}
-	}
-
-	if !inserted {
-		if err := ob.undoCharges(ctx, tx, params.TenantID, charges); err != nil {
-			return nil, err
-		}
-		var matched *IdentityMatch
-		if op.Fingerprint != p.Fingerprint {
-			if !params.ByIdentity {
-				return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
-			}
-			if matched, err = ob.matchTx(ctx, tx, params, p, op); err != nil {
-				return nil, err
-			}
-		}
-		if op.Status == StatusAwaitingApproval {
-			// A replay shows an expired wait as the rejection it is.
-			cur, expired, err := ob.expireIfDueTx(ctx, tx, op.ID)
-			if err != nil {
-				return nil, fmt.Errorf("outbox: expire approval: %w", err)
-			}
-			if cur != nil {
-				op = cur
-			}
-			if expired != nil {
-				// The row as the expiry left it.
-				if op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, params.TenantID, p.Key)); err != nil {
-					return nil, fmt.Errorf("outbox: read expired op: %w", err)
-				}
-			}
-			return &EnqueueResult{Op: op, Replayed: true, Matched: matched, expired: expired}, nil
-		}
-		return &EnqueueResult{Op: op, Replayed: true, Matched: matched}, nil
-	}
-	if status == StatusPending {
-		if err := ob.insertJobTx(ctx, tx, op); err != nil {
-			return nil, err
-		}
-	} else {
-		if err := ob.requestApprovalTx(ctx, tx, op, rule, why, params.TokenID); err != nil {
-			return nil, err
-		}
-		if err := ob.notifyTx(ctx, tx, op, p.Tool, p.Args, why); err != nil {
-			return nil, err
-		}
-	}
-	return &EnqueueResult{Op: op, ExpiryCollision: tombstone != nil, Why: why}, nil
+	return &ins, nil
 }
 
-// staleRule gives back an enqueue's budget charges when the rule it decided under
-// turned out stale, and returns errStaleRule (or the error of the undo).
-func (ob *Outbox) staleRule(ctx context.Context, tx pgx.Tx, tenantID int64, charges []charge) error {
-	if err := ob.undoCharges(ctx, tx, tenantID, charges); err != nil {
+// replay answers a call whose key holds op already: the same call is a replay, another
+// one a *KeyConflictError, unless the key was minted from the tool's identity fields
+// (the call is then matched to op).
+func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*EnqueueResult, error) {
+	params := p.params
+	var (
+		matched *IdentityMatch
+		err     error
+	)
+	if op.Fingerprint != p.Fingerprint {
+		if !params.ByIdentity {
+			return nil, &KeyConflictError{Key: p.Key, Stored: op.Fingerprint, Given: p.Fingerprint}
+		}
+		if matched, err = ob.matchTx(ctx, tx, params, p, op); err != nil {
+			return nil, err
+		}
+	}
+	if op.Status != StatusAwaitingApproval {
+		return &EnqueueResult{Op: op, Replayed: true, Matched: matched}, nil
+	}
+	// A replay shows an expired wait as the rejection it is.
+	cur, expired, err := ob.expireIfDueTx(ctx, tx, op.ID)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: expire approval: %w", err)
+	}
+	if cur != nil {
+		op = cur
+	}
+	if expired != nil {
+		// The row as the expiry left it.
+		if op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, params.TenantID, p.Key)); err != nil {
+			return nil, fmt.Errorf("outbox: read expired op: %w", err)
+		}
+	}
+	return &EnqueueResult{Op: op, Replayed: true, Matched: matched, expired: expired}, nil
+}
+
+// admit asks the gate about the op just inserted, once, and then inserts its dispatch
+// job, or makes it wait for a person, or removes it again when the gate refuses it.
+func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion) (*EnqueueResult, error) {
+	op := ins.op
+	var verdict Verdict
+	if ob.cfg.Gate != nil {
+		var err error
+		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
+			PolicyVersion: ins.policyVersion})
+		if err != nil {
+			// A refusal records nothing, in the caller's transaction too.
+			if _, delErr := tx.Exec(ctx, sqlDeleteRefusedOp, op.ID); delErr != nil {
+				return nil, errors.Join(err, fmt.Errorf("outbox: remove refused op: %w", delErr))
+			}
+			return nil, err
+		}
+	}
+	res := &EnqueueResult{Op: op, ExpiryCollision: ins.tombstone != nil}
+	if verdict.Hold == nil {
+		return res, ob.insertJobTx(ctx, tx, op)
+	}
+	res.Why = verdict.Hold.Why
+	return res, ob.holdTx(ctx, tx, op, p, verdict.Hold)
+}
+
+// holdTx makes a new op wait for a person: its status, its approval request and its
+// notification.
+func (ob *Outbox) holdTx(ctx context.Context, tx pgx.Tx, op *Op, p *Prepared, h *Hold) error {
+	if _, err := tx.Exec(ctx, sqlHoldOp, op.ID); err != nil {
+		return fmt.Errorf("outbox: hold op for approval: %w", err)
+	}
+	op.Status = StatusAwaitingApproval
+	if err := ob.requestApprovalTx(ctx, tx, op, h, p.params.TokenID); err != nil {
 		return err
 	}
-	return errStaleRule
+	return ob.notifyTx(ctx, tx, op, p.Tool, p.Args, h.Why)
 }
 
 // liveJobStates are the River job states in which a dispatch job may still run. An op

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 )
@@ -66,3 +67,12 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 func newSchema(t *testing.T) *pgxpool.Pool { return dbtest.Schema(t) }
 
 func dbConnString(t *testing.T, pool *pgxpool.Pool) string { return dbtest.ConnString(t, pool) }
+
+// newGate returns the governance gate of an Outbox on pool with tools reg: the default
+// approval policy and budgets given.
+func newGate(t *testing.T, pool *pgxpool.Pool, reg *outbox.Registry, policy governance.ApprovalPolicy, budgets ...governance.Budget) *governance.Governance {
+	t.Helper()
+	g, err := governance.New(governance.Config{Pool: pool, Tools: reg, Approvals: policy, Budgets: budgets})
+	require.NoError(t, err)
+	return g
+}

@@ -191,3 +191,11 @@ func (c *Config) registerNotify(workers *river.Workers) error {
 	}
 	return river.AddWorkerSafely(workers, &notifyWorker{cfg: n, client: client, logger: c.Logger})
 }
+
+// formatAmount spells an amount in minor units with its currency, when known.
+func formatAmount(n int64, currency string) string {
+	if currency == "" {
+		return strconv.FormatInt(n, 10) + " (minor units)"
+	}
+	return strconv.FormatInt(n, 10) + " " + currency + " (minor units)"
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 )
@@ -51,8 +52,8 @@ func TestApprovalNotification(t *testing.T) {
 	secret := []byte("s3cret")
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
 		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 100 * time.Millisecond },
-		Approvals: outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 100}}},
-		Notify:    &outbox.NotifyConfig{URL: receiver.URL + "/hook", Secret: secret, LinkBase: "https://ob.example"}})
+		Gate:   newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}}}),
+		Notify: &outbox.NotifyConfig{URL: receiver.URL + "/hook", Secret: secret, LinkBase: "https://ob.example"}})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")
 	for key, args := range map[string]string{"small": `{"amount": 50, "currency": "usd"}`, "big": `{"amount": 5000, "currency": "usd"}`} {
@@ -130,9 +131,9 @@ func TestApprovalNotificationRedirectNotFollowed(t *testing.T) {
 	var logMu sync.Mutex
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
 		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 100 * time.Millisecond },
-		Logger:    slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)),
-		Approvals: outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAbove, Above: map[string]int64{"*": 100}}},
-		Notify:    &outbox.NotifyConfig{URL: receiver.URL + "/hook", Secret: []byte("s3cret")}})
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)),
+		Gate:   newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}}}),
+		Notify: &outbox.NotifyConfig{URL: receiver.URL + "/hook", Secret: []byte("s3cret")}})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")
 	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "big", Tool: "test.money", Args: json.RawMessage(`{"amount": 5000, "currency": "usd"}`)})

@@ -123,16 +123,13 @@ type Config struct {
 	// arguments are stored in clear until the op is terminal, then redacted, and their
 	// fingerprints are plain SHA-256.
 	SealKey []byte
-	// Approvals is the process-wide default approval policy, per tool; a tenant's own
-	// rules (SetTenantRule) override it tool by tool. A tool without a rule here waits
-	// only as its NeedsApproval says. Optional.
-	Approvals ApprovalPolicy
+	// Gate decides, once per new op inside the enqueue's transaction, whether it runs,
+	// waits for a person, or is refused (package governance: approval rules, budgets,
+	// tenant policies). Defaults to none: every op runs.
+	Gate Gate
 	// ApprovalExpiry is how long an op waits for a decision before it is rejected with
 	// the reason "approval expired". Defaults to DefaultApprovalExpiry (72 hours).
 	ApprovalExpiry time.Duration
-	// Budgets bound what agents do without a person, per tenant (or token, or
-	// conversation) and window; see Budget. Optional.
-	Budgets []Budget
 	// Notify, when set, POSTs a signed notification whenever an op starts waiting for
 	// approval, through a River job inserted with the op. Optional.
 	Notify *NotifyConfig
@@ -239,16 +236,6 @@ func (c *Config) validate() error {
 	if c.Tools == nil {
 		return errors.New("outbox: Config.Tools is required (build one with NewRegistry)")
 	}
-	for tool, r := range c.Approvals {
-		if err := r.Validate(); err != nil {
-			return fmt.Errorf("outbox: approval rule of %s: %w", tool, err)
-		}
-	}
-	for _, b := range c.Budgets {
-		if err := b.Validate(); err != nil {
-			return fmt.Errorf("outbox: %w", err)
-		}
-	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		return fmt.Errorf("outbox: MaxAttempts %d out of range; use 1 to 1000", c.MaxAttempts)
 	}
@@ -319,8 +306,6 @@ type Outbox struct {
 	ops *opstate.Machine
 	// tracer is nil when tracing is off.
 	tracer trace.Tracer
-	// policies remembers the tenants' approval rules for enqueues (checked by the insert).
-	policies policyCache
 	// live holds the process's liveness lock and takes over gone processes' jobs; nil
 	// in a process that works no jobs or whose client id does not start with
 	// LiveClientPrefix.

@@ -10,29 +10,34 @@ const opColumns = opstate.OpColumns
 
 // sqlEnqueue inserts an op unless its key exists. The first column says whether this
 // statement inserted it; the second, when the key hit a tombstone, the purged op's last
-// generation (NULL otherwise). When the key exists
+// generation (NULL otherwise); the third, for an inserted op, the version of the
+// tenant's own approval rule of the tool as stored (0: the tenant has none), which the
+// gate checks what it remembers against (GateOp.PolicyVersion). When the key exists
 // but was committed after this statement's snapshot, no row comes back and the caller
 // reads it with sqlOpByKey.
-//
-// $15 is the version of the tenant's own approval rule of the tool that decided the
-// op's status (0: the tenant has none). The op is inserted only while that is still the
-// version stored: otherwise nothing is inserted, and when the key holds no op no row
-// comes back either, and the caller reads the rule in force and starts over.
 const sqlEnqueue = `
 WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
 		tool_definition)
-	SELECT $1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
-		make_interval(secs => $11), $12, nullif($13, ''), $14
-	WHERE coalesce((SELECT p.version FROM oncebox_approval_policy p WHERE p.tenant_id = $1 AND p.tool = $3), 0) = $15
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
+		make_interval(secs => $11), $12, nullif($13, ''), $14)
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `
 )
-SELECT true, (SELECT t.generation FROM oncebox_tombstone t WHERE t.tenant_id = $1 AND t.idempotency_key = $2), ins.* FROM ins
+SELECT true, (SELECT t.generation FROM oncebox_tombstone t WHERE t.tenant_id = $1 AND t.idempotency_key = $2),
+	coalesce((SELECT p.version FROM oncebox_approval_policy p WHERE p.tenant_id = $1 AND p.tool = $3), 0), ins.* FROM ins
 UNION ALL
-SELECT false, NULL::integer, ` + opColumns + ` FROM oncebox_op
+SELECT false, NULL::integer, 0::bigint, ` + opColumns + ` FROM oncebox_op
 WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+// sqlHoldOp makes a new op, inserted pending in the enqueue's transaction, wait for a
+// person's approval (the gate's verdict).
+const sqlHoldOp = `UPDATE oncebox_op SET status = 'awaiting_approval' WHERE id = $1::uuid`
+
+// sqlDeleteRefusedOp removes a new op the gate refused, in the enqueue's transaction,
+// so that a refusal records nothing in the caller's transaction either.
+const sqlDeleteRefusedOp = `DELETE FROM oncebox_op WHERE id = $1::uuid`
 
 // sqlNextGeneration moves a new op whose key hit a tombstone past the purged op's last
 // generation ($2 the new one, $3 its vendor key), in the enqueue's transaction.
@@ -220,16 +225,6 @@ const sqlPurgeKeyWindows = `DELETE FROM oncebox_key_window WHERE closes_at < now
 // sqlOpByIDForDecision locks an op by id, like sqlOpByKeyForUpdate.
 const sqlOpByIDForDecision = `SELECT ` + opColumns + `, sealed_args IS NOT NULL FROM oncebox_op WHERE id = $1::uuid FOR UPDATE`
 
-const sqlTenantRule = `SELECT rule, version FROM oncebox_approval_policy WHERE tenant_id = $1 AND tool = $2`
-
-const sqlSetTenantRule = `
-INSERT INTO oncebox_approval_policy (tenant_id, tool, rule) VALUES ($1, $2, $3)
-ON CONFLICT (tenant_id, tool) DO UPDATE
-	SET rule = EXCLUDED.rule, version = nextval('oncebox_approval_policy_version'), updated_at = now()
-RETURNING version`
-
-const sqlClearTenantRule = `DELETE FROM oncebox_approval_policy WHERE tenant_id = $1 AND tool = $2`
-
 const sqlRequestApproval = `
 INSERT INTO oncebox_approval (op_id, tenant_id, policy_version, fingerprint, approvers_needed, why, expires_at, requested_by_token)
 VALUES ($1::uuid, $2, $3, $4, $5, $6, now() + make_interval(secs => $7), $8)`
@@ -259,41 +254,4 @@ LIMIT $2`
 
 const sqlWaitReason = `SELECT why FROM oncebox_approval WHERE tenant_id = $1 AND op_id = $2::uuid`
 
-// Budgets (budget.go). A window starts at a multiple of its length since 2000-01-01
-// UTC, by the database's clock (now() is the transaction's start: one window per
-// transaction).
-
-const budgetWindowStart = `date_bin(make_interval(secs => $5), now(), timestamptz '2000-01-01 00:00:00+00')`
-
-// sqlBudgetCharge counts one op ($6: its amount) in the current window of a budget's
-// row, only while the row stays within $7 ops and $8 amount; no row back means over.
-const sqlBudgetCharge = `
-INSERT INTO oncebox_budget_usage AS u (tenant_id, budget, scope, currency, window_start, window_end, ops, amount)
-SELECT $1, $2, $3, $4, ` + budgetWindowStart + `, ` + budgetWindowStart + ` + make_interval(secs => $5), 1, $6::bigint
-WHERE 1 <= $7::bigint AND $6::bigint <= $8::bigint
-ON CONFLICT (tenant_id, budget, scope, currency, window_start) DO UPDATE
-	SET ops = u.ops + 1, amount = u.amount + EXCLUDED.amount
-	WHERE u.ops + 1 <= $7::bigint AND u.amount + EXCLUDED.amount <= $8::bigint
-RETURNING ops, amount`
-
-// sqlBudgetUndo gives back one op's charge (it turned out to be a replay, or another
-// budget refused it), in the same transaction and so the same window.
-const sqlBudgetUndo = `
-UPDATE oncebox_budget_usage SET ops = ops - 1, amount = amount - $6
-WHERE tenant_id = $1 AND budget = $2 AND scope = $3 AND currency = $4 AND window_start = ` + budgetWindowStart
-
-const sqlBudgetWindowLeft = `SELECT extract(epoch FROM date_bin(make_interval(secs => $1), now(), timestamptz '2000-01-01 00:00:00+00')
-	+ make_interval(secs => $1) - now())::float8`
-
-const sqlBudgetWindow = `SELECT date_bin(make_interval(secs => $1), now(), timestamptz '2000-01-01 00:00:00+00'),
-	date_bin(make_interval(secs => $1), now(), timestamptz '2000-01-01 00:00:00+00') + make_interval(secs => $1)`
-
-const sqlBudgetUsage = `
-SELECT scope, currency, ops, amount, window_start, window_end FROM oncebox_budget_usage
-WHERE tenant_id = $1 AND budget = $2
-	AND window_start = date_bin(make_interval(secs => $3), now(), timestamptz '2000-01-01 00:00:00+00')
-ORDER BY scope, currency`
-
 const sqlPurgeBudgetUsage = `DELETE FROM oncebox_budget_usage WHERE window_end < now() - interval '1 hour'`
-
-const sqlKeyExists = `SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2)`

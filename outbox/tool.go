@@ -25,7 +25,7 @@ type Tool struct {
 	Validate func(args json.RawMessage) error
 	// NeedsApproval, when set, says whether an op must wait for a person's approval
 	// (for example a refund above an amount) when no approval policy names the tool
-	// (Config.Approvals, SetTenantRule). Defaults to never.
+	// (the Gate's: governance.Config.Approvals, SetTenantRule). Defaults to never.
 	NeedsApproval func(args json.RawMessage) bool
 	// Amount, when set, returns the op's amount in minor units and its currency (lower
 	// case; "" when the arguments do not say), or ok false when the op has no amount

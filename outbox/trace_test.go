@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 )
@@ -26,7 +27,7 @@ func TestApprovalContinuesTheOpsTrace(t *testing.T) {
 	reg, err := outbox.NewRegistry(moneyTool())
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, TracerProvider: tp,
-		Approvals: outbox.ApprovalPolicy{"test.money": {Mode: outbox.ApprovalAlways}}})
+		Gate: newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAlways}})})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")
 

@@ -13,14 +13,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 )
 
 // budgetServer runs a real server with the fake Stripe and budgets, and returns a
 // caller of its API, the agent and approver tokens, and the fake.
-func budgetServer(t *testing.T, budgets []outbox.Budget) (func(method, path, token, key, body string) (int, map[string]any), string, string, *fakestripe.Server) {
+func budgetServer(t *testing.T, budgets []governance.Budget) (func(method, path, token, key, body string) (int, map[string]any), string, string, *fakestripe.Server) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -80,8 +80,8 @@ func budgetUsed(t *testing.T, call func(method, path, token, key, body string) (
 // know cannot be priced and waits for approval, saying so; Stripe holds one refund.
 func TestFullRefundsCountAgainstAnAmountBudget(t *testing.T) {
 	t.Parallel()
-	call, agent, approver, fake := budgetServer(t, []outbox.Budget{
-		{Name: "refunds-daily", Tool: "stripe.refund", Window: outbox.Duration(24 * time.Hour), Amount: map[string]int64{"*": 50000}},
+	call, agent, approver, fake := budgetServer(t, []governance.Budget{
+		{Name: "refunds-daily", Tool: "stripe.refund", Window: governance.Duration(24 * time.Hour), Amount: map[string]int64{"*": 50000}},
 	})
 	statuses := map[string]int{}
 	for i := range 4 {
@@ -118,11 +118,11 @@ func TestFullRefundsCountAgainstAnAmountBudget(t *testing.T) {
 // does not name waits for approval, whatever on_exceed says.
 func TestStarIsOneLimitAcrossCurrencies(t *testing.T) {
 	t.Parallel()
-	call, agent, _, fake := budgetServer(t, []outbox.Budget{
-		{Name: "star", Tool: "stripe.payment_intent", Window: outbox.Duration(24 * time.Hour), Amount: map[string]int64{"*": 30000},
-			OtherCurrencies: outbox.OthersShared},
-		{Name: "usd-only", Tool: "stripe.payment_intent", Scope: outbox.ScopeConversation, Window: outbox.Duration(24 * time.Hour),
-			Amount: map[string]int64{"usd": 30000}, OtherCurrencies: outbox.OthersApproval, OnExceed: outbox.ExceedRefuse},
+	call, agent, _, fake := budgetServer(t, []governance.Budget{
+		{Name: "star", Tool: "stripe.payment_intent", Window: governance.Duration(24 * time.Hour), Amount: map[string]int64{"*": 30000},
+			OtherCurrencies: governance.OthersShared},
+		{Name: "usd-only", Tool: "stripe.payment_intent", Scope: governance.ScopeConversation, Window: governance.Duration(24 * time.Hour),
+			Amount: map[string]int64{"usd": 30000}, OtherCurrencies: governance.OthersApproval, OnExceed: governance.ExceedRefuse},
 	})
 	statuses := map[string]int{}
 	for i, cur := range []string{"usd", "eur", "gbp", "jpy", "chf", "cad", "aud"} {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/console"
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
@@ -147,13 +148,13 @@ type Config struct {
 	RefundApprovalAbove int64
 	// ApprovalPolicy is the process-wide default approval policy per tool; a tenant's
 	// own rules override it tool by tool.
-	ApprovalPolicy outbox.ApprovalPolicy
+	ApprovalPolicy governance.ApprovalPolicy
 	// ApprovalExpiry is how long an op waits for a decision before it is rejected with
 	// the reason "approval expired". Defaults to 72 hours.
 	ApprovalExpiry time.Duration
 	// Budgets bound what agents do without a person, per tenant (or token, or
 	// conversation) and window.
-	Budgets []outbox.Budget
+	Budgets []governance.Budget
 	// NotifyURL, when set, receives a signed JSON POST whenever an op starts waiting
 	// for approval; NotifySecret signs it (required with NotifyURL); NotifyLinkBase
 	// prefixes the op's link.

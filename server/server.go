@@ -26,6 +26,7 @@ import (
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/console"
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/fleet"
 	"github.com/oncebox/oncebox/internal/logdedupe"
 	"github.com/oncebox/oncebox/internal/opwait"
@@ -52,7 +53,9 @@ type Server struct {
 	// that however many requests come, dispatch keeps its connections.
 	apiPool   *pgxpool.Pool
 	apiOutbox *outbox.Outbox
-	waitHub   *opwait.Hub
+	// gov and apiGov are the outbox's and the API outbox's gates, on their pools.
+	gov, apiGov *governance.Governance
+	waitHub     *opwait.Hub
 	// waitSlots caps each tenant's open waits, HTTP ?wait= and MCP tool calls together.
 	waitSlots  *opwait.Slots
 	reconciler *reconcile.Reconciler
@@ -456,6 +459,9 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.fleet = member
+	if s.gov, err = s.governance(s.pool); err != nil {
+		return err
+	}
 	ocfg, err := s.outboxConfig(vendors, sealKey)
 	if err != nil {
 		return err
@@ -470,6 +476,10 @@ func (s *Server) build(ctx context.Context) error {
 		apiCfg.Pool, apiCfg.Work = s.apiPool, new(bool)
 		apiCfg.Purge, apiCfg.ExtraWorkers, apiCfg.PeriodicJobs = nil, nil, nil
 		apiCfg.ClientID = "" // insert-only: an id of its own, not the registered one
+		if s.apiGov, err = s.governance(s.apiPool); err != nil {
+			return err
+		}
+		apiCfg.Gate = s.apiGov
 		if s.apiOutbox, err = outbox.New(apiCfg); err != nil {
 			return err
 		}
@@ -605,9 +615,8 @@ func (s *Server) outboxConfig(vendors []outbox.Vendor, sealKey []byte) (outbox.C
 		Observer:             s.metrics,
 		Logger:               s.logger,
 		SealKey:              sealKey,
-		Approvals:            s.approvals(),
 		ApprovalExpiry:       cfg.ApprovalExpiry,
-		Budgets:              cfg.Budgets,
+		Gate:                 s.gov,
 		TracerProvider:       cfg.TracerProvider,
 	}
 	if cfg.NotifyURL != "" {
@@ -663,7 +672,7 @@ func (s *Server) buildOutbox(ocfg outbox.Config) error {
 
 func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
-	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger,
+	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Governance: s.apiGov, Tenants: s.tenants, Logger: s.logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub, WaitSlots: s.slots(),
 		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads(),
 		Upstreams: s.upstreamHealth()})
@@ -747,9 +756,16 @@ func (s *Server) hsts(next http.Handler) http.Handler {
 	})
 }
 
+// governance is the gate of an outbox on pool: the approval rules, budgets and tenant
+// policies the flags configure.
+func (s *Server) governance(pool *pgxpool.Pool) (*governance.Governance, error) {
+	return governance.New(governance.Config{Pool: pool, Tools: s.registry, Approvals: s.approvals(), Budgets: s.cfg.Budgets,
+		Observer: s.metrics, Logger: s.logger})
+}
+
 // approvals is the default approval policy with the catalog's approval rules for the
 // tools --approval-policy does not name.
-func (s *Server) approvals() outbox.ApprovalPolicy {
+func (s *Server) approvals() governance.ApprovalPolicy {
 	p := s.cfg.DefaultApprovals()
 	if s.catalog != nil {
 		for tool, r := range s.catalog.Current().Approvals() {
@@ -763,13 +779,13 @@ func (s *Server) approvals() outbox.ApprovalPolicy {
 
 // DefaultApprovals is the configured default approval policy, with the shorthand
 // RefundApprovalAbove as the stripe.refund rule when the policy has none.
-func (cfg Config) DefaultApprovals() outbox.ApprovalPolicy {
-	p := outbox.ApprovalPolicy{}
+func (cfg Config) DefaultApprovals() governance.ApprovalPolicy {
+	p := governance.ApprovalPolicy{}
 	for tool, r := range cfg.ApprovalPolicy {
 		p[tool] = r
 	}
 	if _, ok := p[tools.Refund]; !ok && cfg.RefundApprovalAbove > 0 {
-		p[tools.Refund] = outbox.ApprovalRule{Mode: outbox.ApprovalAbove, Above: map[string]int64{outbox.AnyCurrency: cfg.RefundApprovalAbove}}
+		p[tools.Refund] = governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{governance.AnyCurrency: cfg.RefundApprovalAbove}}
 	}
 	return p
 }

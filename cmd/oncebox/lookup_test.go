@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
@@ -63,12 +64,21 @@ func TestLookupAnswersWasIChargedTwice(t *testing.T) {
 // newCRMOutbox returns an Outbox on pool whose webhook tool reaches the target "crm" at
 // baseURL; cfg sets everything else.
 func newCRMOutbox(t *testing.T, pool *pgxpool.Pool, baseURL string, cfg outbox.Config) *outbox.Outbox {
+	return newGatedCRMOutbox(t, pool, baseURL, cfg, nil)
+}
+
+// newGatedCRMOutbox is newCRMOutbox with a governance gate whose default approval
+// policy is policy.
+func newGatedCRMOutbox(t *testing.T, pool *pgxpool.Pool, baseURL string, cfg outbox.Config, policy governance.ApprovalPolicy) *outbox.Outbox {
 	t.Helper()
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: baseURL}}})
 	require.NoError(t, err)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
 	cfg.Pool, cfg.Tools, cfg.Vendors = pool, reg, []outbox.Vendor{v}
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Approvals: policy})
+	require.NoError(t, err)
+	cfg.Gate = gov
 	ob, err := outbox.New(cfg)
 	require.NoError(t, err)
 	return ob

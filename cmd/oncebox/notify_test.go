@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
@@ -69,9 +70,9 @@ func TestNotificationSurvivesSIGKILL(t *testing.T) {
 	// Enqueue from this process without working: the op waits, its notification job is
 	// inserted with it.
 	noWork := false
-	ob := newCRMOutbox(t, pool, "http://127.0.0.1:1", outbox.Config{Work: &noWork,
-		Approvals: outbox.ApprovalPolicy{tools.WebhookPost: {Mode: outbox.ApprovalAlways}},
-		Notify:    &outbox.NotifyConfig{URL: receiver.URL, Secret: []byte("s")}})
+	ob := newGatedCRMOutbox(t, pool, "http://127.0.0.1:1", outbox.Config{Work: &noWork,
+		Notify: &outbox.NotifyConfig{URL: receiver.URL, Secret: []byte("s")}},
+		governance.ApprovalPolicy{tools.WebhookPost: {Mode: governance.ApprovalAlways}})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "wait-1", Tool: tools.WebhookPost,
 		Args: json.RawMessage(`{"target":"crm","path":"/charge","body":{"amount":700}}`)})
 	require.NoError(t, err)

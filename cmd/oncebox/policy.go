@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
@@ -36,7 +37,7 @@ func (t thresholds) String() string {
 func (t thresholds) Set(v string) error {
 	cur, amount, ok := strings.Cut(v, "=")
 	if !ok {
-		cur, amount = outbox.AnyCurrency, v
+		cur, amount = governance.AnyCurrency, v
 	}
 	n, err := strconv.ParseInt(amount, 10, 64)
 	if err != nil {
@@ -74,7 +75,7 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Approvals: cfg.DefaultApprovals()})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Approvals: cfg.DefaultApprovals()})
 	if err != nil {
 		return err
 	}
@@ -84,24 +85,24 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 	}
 	switch rest[0] {
 	case "set":
-		rule := outbox.ApprovalRule{Mode: outbox.ApprovalMode(*mode), Approvers: *approvers}
+		rule := governance.ApprovalRule{Mode: governance.ApprovalMode(*mode), Approvers: *approvers}
 		if len(above) > 0 {
 			rule.Above = above
 		}
-		e, err := ob.SetTenantRule(ctx, t.ID, rest[2], rule)
+		e, err := gov.SetTenantRule(ctx, t.ID, rest[2], rule)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "tenant %q: %s now follows its own rule (version %s)\n", t.Name, rest[2], e.Version)
 		return nil
 	case "clear":
-		if err := ob.ClearTenantRule(ctx, t.ID, rest[2]); err != nil {
+		if err := gov.ClearTenantRule(ctx, t.ID, rest[2]); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "tenant %q: %s follows the default again\n", t.Name, rest[2])
 		return nil
 	case "list":
-		rules, err := ob.EffectivePolicy(ctx, t.ID)
+		rules, err := gov.EffectivePolicy(ctx, t.ID)
 		if err != nil {
 			return err
 		}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/mcpserver"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -129,14 +129,14 @@ func settings() []setting {
 		setting{flag: "approval-policy", env: "ONCEBOX_APPROVAL_POLICY", def: "",
 			help: `default approval policy per tool as JSON: {"stripe.refund":{"mode":"above","above":{"*":10000,"usd":50000},"approvers":2},"sendgrid.mail":{"mode":"always"}} (modes never, always, above; tenants override it with oncebox tenant policy)`,
 			set: func(c *server.Config, v string) error {
-				p, err := outbox.ParseApprovalPolicy(v)
+				p, err := governance.ParseApprovalPolicy(v)
 				c.ApprovalPolicy = p
 				return err
 			}},
 		setting{flag: "budgets", env: "ONCEBOX_BUDGETS", def: "",
 			help: `budgets as a JSON list, counted per tenant (scope tenant), API token or conversation in fixed windows: [{"name":"refunds-daily","tool":"stripe.refund","window":"24h","amount":{"*":50000}},{"name":"mail-hourly","tool":"sendgrid.mail","window":"1h","count":20,"scope":"conversation","on_exceed":"refuse"}] (on_exceed approval, the default, or refuse: 429)`,
 			set: func(c *server.Config, v string) error {
-				b, err := outbox.ParseBudgets(v)
+				b, err := governance.ParseBudgets(v)
 				c.Budgets = b
 				return err
 			}},

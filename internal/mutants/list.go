@@ -107,11 +107,11 @@ func List() []Mutant {
 		{
 			Name:     "stale-approval-rule",
 			Breaks:   "an enqueue decides under the tenant's approval rule this process remembers, after another process changed it: an op skips the approval now required",
-			File:     "outbox/queries.go",
-			Old:      "p.tool = $3), 0) = $15",
-			New:      "p.tool = $3), 0) = $15 OR $15 IS NOT NULL",
-			Packages: []string{outboxPkg},
-			Tests:    []string{"TestEnqueueSeesARuleChangedByAnotherProcess"},
+			File:     "governance/policy_cache.go",
+			Old:      "if tr, ok := g.policies.get(tenantID, tool); ok && tr.version == version {",
+			New:      "if tr, ok := g.policies.get(tenantID, tool); ok {",
+			Packages: []string{outboxPkg, "./governance/"},
+			Tests:    []string{"TestEnqueueSeesARuleChangedByAnotherProcess", "TestRememberedRuleIsCheckedAgainstTheStoredVersion"},
 		},
 
 		// Tenant scoping of every op query.

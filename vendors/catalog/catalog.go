@@ -15,10 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/oncebox/oncebox/outbox"
 )
 
 // Classes of a tool.
@@ -93,7 +92,7 @@ type Tool struct {
 	// Approval is the tool's approval rule (the approvals' policy type), nil when
 	// the file sets none: an unsafe tool then always waits, a write tool never does.
 	// --approval-policy and a tenant's own rule for the tool take precedence.
-	Approval *outbox.ApprovalRule
+	Approval *governance.ApprovalRule
 	// Upstream names the upstream MCP server the tool comes from, "" for an HTTP
 	// target's tool (then Target is the upstream's name too).
 	Upstream string
@@ -389,7 +388,7 @@ func checkToolSchema(t *Tool, f toolFormat, bad badFunc) error {
 type opFields struct {
 	ttl          time.Duration
 	dedupeWindow *time.Duration
-	approval     *outbox.ApprovalRule
+	approval     *governance.ApprovalRule
 }
 
 // checkOpFields reads a tool's ttl, dedupe_window and approval, whose fields are
@@ -411,7 +410,7 @@ func checkOpFields(prefix, ttl, dedupeWindow string, approval *approvalFormat, b
 		out.dedupeWindow = &d
 	}
 	if approval != nil {
-		r := outbox.ApprovalRule{Mode: outbox.ApprovalMode(approval.Mode), Above: approval.Above, Approvers: approval.Approvers}
+		r := governance.ApprovalRule{Mode: governance.ApprovalMode(approval.Mode), Above: approval.Above, Approvers: approval.Approvers}
 		if err := r.Validate(); err != nil {
 			return out, bad(prefix+"approval", err.Error())
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
 
@@ -84,7 +84,7 @@ type UpstreamToolConfig struct {
 	TTL          time.Duration
 	DedupeWindow *time.Duration
 	Identity     []string
-	Approval     *outbox.ApprovalRule
+	Approval     *governance.ApprovalRule
 	// Redact names the fields of the arguments and of the result hidden once an op
 	// is settled; nil: none.
 	Redact *Redaction

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendors/catalog"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
@@ -44,9 +45,9 @@ func TestClassify(t *testing.T) {
 		{"file says write, upstream destructive: stricter", &catalog.UpstreamToolConfig{Class: catalog.ClassWrite}, &mcp.ToolAnnotations{DestructiveHint: &yes}, catalog.ClassUnsafe},
 		{"file says unsafe over read-only", &catalog.UpstreamToolConfig{Class: catalog.ClassUnsafe}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassUnsafe},
 		{"file says read over no annotations", &catalog.UpstreamToolConfig{Class: catalog.ClassRead}, nil, catalog.ClassRead},
-		{"approval without class over read-only: at least write", &catalog.UpstreamToolConfig{Approval: &outbox.ApprovalRule{Mode: outbox.ApprovalAlways}}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassWrite},
+		{"approval without class over read-only: at least write", &catalog.UpstreamToolConfig{Approval: &governance.ApprovalRule{Mode: governance.ApprovalAlways}}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassWrite},
 		{"tag argument without class over read-only: at least write", &catalog.UpstreamToolConfig{TagArgument: "ref"}, &mcp.ToolAnnotations{ReadOnlyHint: true}, catalog.ClassWrite},
-		{"approval without class over destructive: unsafe", &catalog.UpstreamToolConfig{Approval: &outbox.ApprovalRule{Mode: outbox.ApprovalAlways}}, &mcp.ToolAnnotations{DestructiveHint: &yes}, catalog.ClassUnsafe},
+		{"approval without class over destructive: unsafe", &catalog.UpstreamToolConfig{Approval: &governance.ApprovalRule{Mode: governance.ApprovalAlways}}, &mcp.ToolAnnotations{DestructiveHint: &yes}, catalog.ClassUnsafe},
 	} {
 		require.Equal(t, c.want, catalog.Classify(c.cfg, c.ann), c.name)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendors/mcpupstream"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -151,10 +152,10 @@ func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
 }
 
 // Approvals returns the approval rules the file sets, by tool name, for the
-// process-wide default policy (outbox.Config.Approvals): an unsafe tool without one
+// process-wide default policy (governance.Config.Approvals): an unsafe tool without one
 // waits always through its NeedsApproval.
-func (r *Runtime) Approvals() outbox.ApprovalPolicy {
-	p := outbox.ApprovalPolicy{}
+func (r *Runtime) Approvals() governance.ApprovalPolicy {
+	p := governance.ApprovalPolicy{}
 	for name, t := range r.cat.Tools {
 		if t.Approval != nil {
 			p[name] = *t.Approval

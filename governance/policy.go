@@ -1,4 +1,4 @@
-package outbox
+package governance
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/outbox"
 )
 
 // ApprovalMode says when an op of a tool waits for a person's approval.
@@ -84,7 +86,7 @@ func (r ApprovalRule) approvers() int {
 
 // needs says whether an op of tool with args waits under the rule, and why, in one
 // sentence meant for the model and the approver.
-func (r ApprovalRule) needs(tool Tool, args json.RawMessage) (bool, string) {
+func (r ApprovalRule) needs(tool outbox.Tool, args json.RawMessage) (bool, string) {
 	switch r.Mode {
 	case ApprovalAlways:
 		return true, fmt.Sprintf("Every %s needs a person's approval.", tool.Name)
@@ -106,14 +108,6 @@ func (r ApprovalRule) needs(tool Tool, args json.RawMessage) (bool, string) {
 		}
 	}
 	return false, ""
-}
-
-// formatAmount spells an amount in minor units with its currency, when known.
-func formatAmount(n int64, currency string) string {
-	if currency == "" {
-		return strconv.FormatInt(n, 10) + " (minor units)"
-	}
-	return strconv.FormatInt(n, 10) + " " + currency + " (minor units)"
 }
 
 // version names the rule's content, so that a decision can tell whether the policy an
@@ -185,21 +179,21 @@ type EffectiveRule struct {
 
 // effectiveRule returns the rule in force for the tenant's tool, reading the tenant's
 // own rule with q (the enqueue's transaction, or the pool).
-func (ob *Outbox) effectiveRule(ctx context.Context, q querier, tenantID int64, tool Tool) (EffectiveRule, error) {
-	tr, err := ob.readTenantRule(ctx, q, tenantID, tool.Name)
+func (g *Governance) effectiveRule(ctx context.Context, q querier, tenantID int64, tool outbox.Tool) (EffectiveRule, error) {
+	tr, err := g.readTenantRule(ctx, q, tenantID, tool.Name)
 	if err != nil {
 		return EffectiveRule{}, err
 	}
-	return ob.ruleInForce(tool, tr), nil
+	return g.ruleInForce(tool, tr), nil
 }
 
 // ruleInForce is the rule in force for a tool given the tenant's own rule of it (version
 // 0: none): the tenant's, else the process-wide default, else the tool's own.
-func (ob *Outbox) ruleInForce(tool Tool, tr tenantRule) EffectiveRule {
+func (g *Governance) ruleInForce(tool outbox.Tool, tr tenantRule) EffectiveRule {
 	if tr.version != 0 {
 		return EffectiveRule{Tool: tool.Name, Rule: tr.rule, Source: SourceTenant, Version: "tenant:" + strconv.FormatInt(tr.version, 10)}
 	}
-	if r, ok := ob.cfg.Approvals[tool.Name]; ok {
+	if r, ok := g.cfg.Approvals[tool.Name]; ok {
 		return EffectiveRule{Tool: tool.Name, Rule: r, Source: SourceDefault, Version: "default:" + r.version()}
 	}
 	if tool.NeedsApproval != nil {
@@ -209,7 +203,7 @@ func (ob *Outbox) ruleInForce(tool Tool, tr tenantRule) EffectiveRule {
 }
 
 // needs applies the effective rule to one op's arguments.
-func (e EffectiveRule) needs(tool Tool, args json.RawMessage) (bool, string) {
+func (e EffectiveRule) needs(tool outbox.Tool, args json.RawMessage) (bool, string) {
 	if e.Source == SourceTool {
 		if tool.NeedsApproval(args) {
 			return true, fmt.Sprintf("This %s needs a person's approval (its amount is above the configured threshold, or it has none).", tool.Name)
@@ -225,11 +219,11 @@ type querier interface {
 }
 
 // EffectivePolicy returns the rule in force for every registered tool of the tenant.
-func (ob *Outbox) EffectivePolicy(ctx context.Context, tenantID int64) ([]EffectiveRule, error) {
+func (g *Governance) EffectivePolicy(ctx context.Context, tenantID int64) ([]EffectiveRule, error) {
 	var out []EffectiveRule
-	for _, name := range ob.cfg.Tools.Names() {
-		tool, _ := ob.cfg.Tools.Lookup(name)
-		e, err := ob.effectiveRule(ctx, ob.pool, tenantID, tool)
+	for _, name := range g.cfg.Tools.Names() {
+		tool, _ := g.cfg.Tools.Lookup(name)
+		e, err := g.effectiveRule(ctx, g.cfg.Pool, tenantID, tool)
 		if err != nil {
 			return nil, err
 		}
@@ -241,35 +235,43 @@ func (ob *Outbox) EffectivePolicy(ctx context.Context, tenantID int64) ([]Effect
 // SetTenantRule sets the tenant's own approval rule of a tool, overriding the default.
 // Ops already waiting under the previous rule can no longer be approved (their approval
 // was bound to it): they can be rejected, or left to expire.
-func (ob *Outbox) SetTenantRule(ctx context.Context, tenantID int64, tool string, rule ApprovalRule) (EffectiveRule, error) {
-	if _, ok := ob.cfg.Tools.Lookup(tool); !ok {
-		return EffectiveRule{}, &UnknownToolError{Name: tool, Known: ob.cfg.Tools.Names()}
+func (g *Governance) SetTenantRule(ctx context.Context, tenantID int64, tool string, rule ApprovalRule) (EffectiveRule, error) {
+	if _, ok := g.cfg.Tools.Lookup(tool); !ok {
+		return EffectiveRule{}, &outbox.UnknownToolError{Name: tool, Known: g.cfg.Tools.Names()}
 	}
 	if err := rule.Validate(); err != nil {
-		return EffectiveRule{}, &ValidationError{Field: "rule", Message: err.Error()}
+		return EffectiveRule{}, &outbox.ValidationError{Field: "rule", Message: err.Error()}
 	}
 	raw, err := json.Marshal(rule)
 	if err != nil {
-		return EffectiveRule{}, fmt.Errorf("outbox: marshal rule: %w", err)
+		return EffectiveRule{}, fmt.Errorf("governance: marshal rule: %w", err)
 	}
 	var version int64
-	if err := ob.pool.QueryRow(ctx, sqlSetTenantRule, tenantID, tool, raw).Scan(&version); err != nil {
-		return EffectiveRule{}, fmt.Errorf("outbox: set approval rule: %w", err)
+	if err := g.cfg.Pool.QueryRow(ctx, sqlSetTenantRule, tenantID, tool, raw).Scan(&version); err != nil {
+		return EffectiveRule{}, fmt.Errorf("governance: set approval rule: %w", err)
 	}
-	ob.policies.put(tenantID, tool, tenantRule{rule: rule, version: version})
+	g.policies.put(tenantID, tool, tenantRule{rule: rule, version: version})
 	return EffectiveRule{Tool: tool, Rule: rule, Source: SourceTenant, Version: "tenant:" + strconv.FormatInt(version, 10)}, nil
 }
 
 // ClearTenantRule removes the tenant's own rule of a tool: the default applies again
 // (a new version for the ops waiting under the removed rule).
-func (ob *Outbox) ClearTenantRule(ctx context.Context, tenantID int64, tool string) error {
-	tag, err := ob.pool.Exec(ctx, sqlClearTenantRule, tenantID, tool)
-	ob.policies.forget(tenantID, tool)
+func (g *Governance) ClearTenantRule(ctx context.Context, tenantID int64, tool string) error {
+	tag, err := g.cfg.Pool.Exec(ctx, sqlClearTenantRule, tenantID, tool)
+	g.policies.forget(tenantID, tool)
 	if err != nil {
-		return fmt.Errorf("outbox: clear approval rule: %w", err)
+		return fmt.Errorf("governance: clear approval rule: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("outbox: the tenant has no rule of its own for %s: %w", tool, ErrNotFound)
+		return fmt.Errorf("governance: the tenant has no rule of its own for %s: %w", tool, outbox.ErrNotFound)
 	}
 	return nil
+}
+
+// formatAmount spells an amount in minor units with its currency, when known.
+func formatAmount(n int64, currency string) string {
+	if currency == "" {
+		return strconv.FormatInt(n, 10) + " (minor units)"
+	}
+	return strconv.FormatInt(n, 10) + " " + currency + " (minor units)"
 }

@@ -1,4 +1,4 @@
-package outbox
+package governance
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/outbox"
 )
 
 // BudgetScope says whose ops a budget counts together.
@@ -294,7 +296,7 @@ type opAmount struct {
 // amountOf returns what the op with args of tool moves: its arguments' amount, or, for
 // an op that carries none (a full refund), the tool's Price of it. An amount that
 // cannot be known is never 0: known is false, and the op waits for approval.
-func (ob *Outbox) amountOf(ctx context.Context, tool Tool, args json.RawMessage) opAmount {
+func (g *Governance) amountOf(ctx context.Context, tool outbox.Tool, args json.RawMessage) opAmount {
 	if a, cur, ok := tool.Amount(args); ok {
 		return opAmount{amount: a, currency: cur, known: true}
 	}
@@ -303,7 +305,7 @@ func (ob *Outbox) amountOf(ctx context.Context, tool Tool, args json.RawMessage)
 	}
 	a, cur, err := tool.Price(ctx, args)
 	if err != nil {
-		ob.logger.Warn("cannot price an op without an amount; it waits for approval", slog.String("tool", tool.Name),
+		g.cfg.Logger.Warn("cannot price an op without an amount; it waits for approval", slog.String("tool", tool.Name),
 			slog.String("error", err.Error()))
 		return opAmount{why: fmt.Sprintf("This %s carries no amount and oncebox cannot price it (%v)", tool.Name, err)}
 	}
@@ -318,16 +320,17 @@ func (ob *Outbox) amountOf(ctx context.Context, tool Tool, args json.RawMessage)
 // in any process queue on it and exactly the admitted number pass). When a budget would
 // be exceeded, or cannot count the op's amount, nothing is counted and the budget is
 // returned.
-func (ob *Outbox) chargeBudgets(ctx context.Context, tx pgx.Tx, params EnqueueParams, tool Tool, args json.RawMessage) ([]charge, *overBudget, error) {
+func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.GateOp) ([]charge, *overBudget, error) {
+	tool, args, tenantID := op.Tool, op.Args, op.Op.TenantID
 	var (
 		done []charge
 		amt  *opAmount
 	)
-	for _, b := range ob.cfg.Budgets {
+	for _, b := range g.cfg.Budgets {
 		if b.Tool != "" && b.Tool != tool.Name {
 			continue
 		}
-		scope, ok := budgetScopeKey(b.scope(), params)
+		scope, ok := budgetScopeKey(b.scope(), op)
 		if !ok {
 			continue
 		}
@@ -338,23 +341,23 @@ func (ob *Outbox) chargeBudgets(ctx context.Context, tx pgx.Tx, params EnqueuePa
 		}
 		if len(b.Amount) > 0 && tool.Amount != nil {
 			if amt == nil {
-				a := ob.amountOf(ctx, tool, args)
+				a := g.amountOf(ctx, tool, args)
 				amt = &a
 			}
 			if !amt.known {
-				if err := ob.undoCharges(ctx, tx, params.TenantID, done); err != nil {
+				if err := g.undoCharges(ctx, tx, tenantID, done); err != nil {
 					return nil, nil, err
 				}
-				ob.observeBudget(b.Name, true)
+				g.observeBudget(b.Name, true)
 				return nil, &overBudget{budget: b, approval: true,
 					sentence: amt.why + fmt.Sprintf(", so the budget %q cannot count it.", b.Name)}, nil
 			}
 			key, limit, counted := b.amountRow(amt.currency)
 			if !counted {
-				if err := ob.undoCharges(ctx, tx, params.TenantID, done); err != nil {
+				if err := g.undoCharges(ctx, tx, tenantID, done); err != nil {
 					return nil, nil, err
 				}
-				ob.observeBudget(b.Name, true)
+				g.observeBudget(b.Name, true)
 				return nil, &overBudget{budget: b, approval: true, sentence: unnamedCurrencySentence(b, tool.Name, amt.currency)}, nil
 			}
 			if limit > 0 {
@@ -369,22 +372,22 @@ func (ob *Outbox) chargeBudgets(ctx context.Context, tx pgx.Tx, params EnqueuePa
 				maxAmount = c.limit
 			}
 			var ops, used int64
-			err := tx.QueryRow(ctx, sqlBudgetCharge, params.TenantID, c.budget, c.scope, c.currency, window.Seconds(), c.amount,
+			err := tx.QueryRow(ctx, sqlBudgetCharge, tenantID, c.budget, c.scope, c.currency, window.Seconds(), c.amount,
 				maxOps, maxAmount).Scan(&ops, &used)
 			if errors.Is(err, pgx.ErrNoRows) {
-				if err := ob.undoCharges(ctx, tx, params.TenantID, done); err != nil {
+				if err := g.undoCharges(ctx, tx, tenantID, done); err != nil {
 					return nil, nil, err
 				}
-				ob.observeBudget(b.Name, true)
+				g.observeBudget(b.Name, true)
 				return nil, &overBudget{budget: b, sentence: budgetSentence(b, c, tool.Name, maxOps, maxAmount),
-					retryAfter: ob.windowLeft(ctx, tx, window)}, nil
+					retryAfter: g.windowLeft(ctx, tx, window)}, nil
 			}
 			if err != nil {
-				return nil, nil, fmt.Errorf("outbox: charge budget %s: %w", b.Name, err)
+				return nil, nil, fmt.Errorf("governance: charge budget %s: %w", b.Name, err)
 			}
 			done = append(done, c)
 		}
-		ob.observeBudget(b.Name, false)
+		g.observeBudget(b.Name, false)
 	}
 	return done, nil, nil
 }
@@ -400,11 +403,12 @@ func unnamedCurrencySentence(b Budget, tool, currency string) string {
 		"currencies), so nothing in it goes out without a person.", tool, what, b.Name)
 }
 
-// undoCharges gives back what chargeBudgets counted (the op turned out to be a replay).
-func (ob *Outbox) undoCharges(ctx context.Context, tx pgx.Tx, tenantID int64, done []charge) error {
+// undoCharges gives back what chargeBudgets counted of an op a later budget would not
+// admit, so that an op over one budget counts against none.
+func (g *Governance) undoCharges(ctx context.Context, tx pgx.Tx, tenantID int64, done []charge) error {
 	for _, c := range done {
 		if _, err := tx.Exec(ctx, sqlBudgetUndo, tenantID, c.budget, c.scope, c.currency, c.window.Seconds(), c.amount); err != nil {
-			return fmt.Errorf("outbox: undo budget charge: %w", err)
+			return fmt.Errorf("governance: undo budget charge: %w", err)
 		}
 	}
 	return nil
@@ -412,7 +416,7 @@ func (ob *Outbox) undoCharges(ctx context.Context, tx pgx.Tx, tenantID int64, do
 
 // windowLeft is how long the current window of a budget has to run, by the database's
 // clock.
-func (ob *Outbox) windowLeft(ctx context.Context, tx pgx.Tx, window time.Duration) time.Duration {
+func (g *Governance) windowLeft(ctx context.Context, tx pgx.Tx, window time.Duration) time.Duration {
 	var secs float64
 	if err := tx.QueryRow(ctx, sqlBudgetWindowLeft, window.Seconds()).Scan(&secs); err != nil {
 		return window
@@ -420,26 +424,26 @@ func (ob *Outbox) windowLeft(ctx context.Context, tx pgx.Tx, window time.Duratio
 	return time.Duration(math.Ceil(secs)) * time.Second
 }
 
-func (ob *Outbox) observeBudget(name string, exceeded bool) {
-	if o, ok := ob.cfg.Observer.(BudgetObserver); ok {
-		o.BudgetCharged(name, exceeded)
+func (g *Governance) observeBudget(name string, exceeded bool) {
+	if g.cfg.Observer != nil {
+		g.cfg.Observer.BudgetCharged(name, exceeded)
 	}
 }
 
 // budgetScopeKey is the usage row's scope for an op, or false when the op is outside
 // the scope (no token, no conversation).
-func budgetScopeKey(scope BudgetScope, p EnqueueParams) (string, bool) {
+func budgetScopeKey(scope BudgetScope, op outbox.GateOp) (string, bool) {
 	switch scope {
 	case ScopeToken:
-		if p.TokenID == 0 {
+		if op.TokenID == 0 {
 			return "", false
 		}
-		return "token:" + strconv.FormatInt(p.TokenID, 10), true
+		return "token:" + strconv.FormatInt(op.TokenID, 10), true
 	case ScopeConversation:
-		if p.ConversationID == "" {
+		if op.Op.ConversationID == "" {
 			return "", false
 		}
-		return "conversation:" + p.ConversationID, true
+		return "conversation:" + op.Op.ConversationID, true
 	}
 	return "tenant", true
 }
@@ -476,13 +480,13 @@ type BudgetUsage struct {
 // BudgetUsage returns the tenant's usage of every configured budget in its current
 // window: a row per scope and currency with something used, and a row per budget limit
 // with nothing used yet (tenant scope).
-func (ob *Outbox) BudgetUsage(ctx context.Context, tenantID int64) ([]BudgetUsage, error) {
+func (g *Governance) BudgetUsage(ctx context.Context, tenantID int64) ([]BudgetUsage, error) {
 	var out []BudgetUsage
-	for _, b := range ob.cfg.Budgets {
+	for _, b := range g.cfg.Budgets {
 		window := time.Duration(b.Window)
-		rows, err := ob.pool.Query(ctx, sqlBudgetUsage, tenantID, b.Name, window.Seconds())
+		rows, err := g.cfg.Pool.Query(ctx, sqlBudgetUsage, tenantID, b.Name, window.Seconds())
 		if err != nil {
-			return nil, fmt.Errorf("outbox: read budget usage: %w", err)
+			return nil, fmt.Errorf("governance: read budget usage: %w", err)
 		}
 		type key struct{ scope, currency string }
 		seen := map[key]bool{}
@@ -492,7 +496,7 @@ func (ob *Outbox) BudgetUsage(ctx context.Context, tenantID int64) ([]BudgetUsag
 			var ops, amount int64
 			if err := rows.Scan(&u.Scope, &u.Currency, &ops, &amount, &u.WindowStart, &u.WindowEnd); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("outbox: read budget usage: %w", err)
+				return nil, fmt.Errorf("governance: read budget usage: %w", err)
 			}
 			u.Budget = b
 			if u.Currency == "" {
@@ -507,14 +511,14 @@ func (ob *Outbox) BudgetUsage(ctx context.Context, tenantID int64) ([]BudgetUsag
 			out = append(out, u)
 		}
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("outbox: read budget usage: %w", err)
+			return nil, fmt.Errorf("governance: read budget usage: %w", err)
 		}
 		if b.scope() != ScopeTenant {
 			continue
 		}
 		if start.IsZero() {
-			if err := ob.pool.QueryRow(ctx, sqlBudgetWindow, window.Seconds()).Scan(&start, &end); err != nil {
-				return nil, fmt.Errorf("outbox: read budget window: %w", err)
+			if err := g.cfg.Pool.QueryRow(ctx, sqlBudgetWindow, window.Seconds()).Scan(&start, &end); err != nil {
+				return nil, fmt.Errorf("governance: read budget window: %w", err)
 			}
 		}
 		if b.Count > 0 && !seen[key{"tenant", ""}] {

@@ -1,4 +1,4 @@
-package outbox
+package governance
 
 import (
 	"context"
@@ -23,10 +23,10 @@ const policyCacheMax = 10_000
 
 // policyCache remembers the tenants' own approval rules read by enqueues, so that an
 // enqueue need not read the rule in a round trip of its own. A remembered rule is only
-// ever a guess: the enqueue's insert compares its version with the stored one in the
-// same statement and inserts nothing when they differ (sqlEnqueue), and the enqueue
-// then reads the rule in force and starts over. A stale entry costs a round trip; it
-// never lets an op skip the rule in force.
+// ever a guess: the enqueue's insert reads the stored version in the same statement
+// (outbox.GateOp.PolicyVersion), and a remembered rule of another version is read
+// again, once. A stale entry costs a round trip; it never lets an op skip the rule in
+// force.
 type policyCache struct {
 	mu    sync.RWMutex
 	rules map[policyCacheKey]tenantRule
@@ -61,7 +61,7 @@ func (c *policyCache) forget(tenantID int64, tool string) {
 
 // readTenantRule reads the tenant's own rule of a tool with q (a transaction or the
 // pool), version 0 when there is none, and remembers it for the next enqueues.
-func (ob *Outbox) readTenantRule(ctx context.Context, q querier, tenantID int64, tool string) (tenantRule, error) {
+func (g *Governance) readTenantRule(ctx context.Context, q querier, tenantID int64, tool string) (tenantRule, error) {
 	var (
 		raw []byte
 		tr  tenantRule
@@ -71,22 +71,26 @@ func (ob *Outbox) readTenantRule(ctx context.Context, q querier, tenantID int64,
 	case errors.Is(err, pgx.ErrNoRows):
 		tr = tenantRule{}
 	case err != nil:
-		return tenantRule{}, fmt.Errorf("outbox: read approval rule: %w", err)
+		return tenantRule{}, fmt.Errorf("governance: read approval rule: %w", err)
 	default:
 		if err := json.Unmarshal(raw, &tr.rule); err != nil {
-			return tenantRule{}, fmt.Errorf("outbox: tenant %d's approval rule of %s: %w", tenantID, tool, err)
+			return tenantRule{}, fmt.Errorf("governance: tenant %d's approval rule of %s: %w", tenantID, tool, err)
 		}
 	}
-	ob.policies.put(tenantID, tool, tr)
+	g.policies.put(tenantID, tool, tr)
 	return tr, nil
 }
 
-// cachedTenantRule returns the tenant's own rule of a tool as last read by this
-// process, reading it with q when none is remembered. The enqueue's insert checks its
-// version (see policyCache).
-func (ob *Outbox) cachedTenantRule(ctx context.Context, q querier, tenantID int64, tool string) (tenantRule, error) {
-	if tr, ok := ob.policies.get(tenantID, tool); ok {
+// tenantRuleAt returns the tenant's own rule of a tool whose stored version is version
+// (0: the tenant has none), as the enqueue's insert read it: the one this process
+// remembers when it has that version, else the one read with q.
+func (g *Governance) tenantRuleAt(ctx context.Context, q querier, tenantID int64, tool string, version int64) (tenantRule, error) {
+	if tr, ok := g.policies.get(tenantID, tool); ok && tr.version == version {
 		return tr, nil
 	}
-	return ob.readTenantRule(ctx, q, tenantID, tool)
+	if version == 0 {
+		g.policies.put(tenantID, tool, tenantRule{})
+		return tenantRule{}, nil
+	}
+	return g.readTenantRule(ctx, q, tenantID, tool)
 }

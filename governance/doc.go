@@ -1,0 +1,15 @@
+// Package governance is what an embedder configures to keep a person between an agent
+// and the calls it must not make alone: approval rules per tool (a process-wide
+// default a tenant overrides tool by tool, cached and checked against the stored
+// version), budgets that bound what runs without a person, and the check of a
+// person's approval against the policy its op waits under.
+//
+// A *Governance is an outbox.Gate: set it as outbox.Config.Gate, and the enqueue asks
+// it once per new op, inside its transaction, whether the op runs, waits for a
+// person, or is refused (*BudgetExceededError). The op's status, its approval row,
+// its dispatch job and its notification stay with package outbox, which owns the op's
+// lifecycle.
+//
+// Package governance imports outbox (its Tool, Op and errors); outbox does not import
+// it.
+package governance

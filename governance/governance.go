@@ -1,0 +1,122 @@
+package governance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// Config configures a Governance.
+type Config struct {
+	// Pool holds the tenants' own approval rules and the budgets' usage. Required.
+	Pool *pgxpool.Pool
+	// Tools are the registered tools, the same registry the Outbox has. Required.
+	Tools *outbox.Registry
+	// Approvals is the process-wide default approval policy, per tool; a tenant's own
+	// rules (SetTenantRule) override it tool by tool. Defaults to none: a tool's ops
+	// wait only when its NeedsApproval says so.
+	Approvals ApprovalPolicy
+	// Budgets bound what agents do without a person, per tenant (or token, or
+	// conversation). Defaults to none.
+	Budgets []Budget
+	// Observer counts budget decisions. Defaults to none.
+	Observer BudgetObserver
+	// Logger receives a warning when an op cannot be priced. Defaults to discarding
+	// logs.
+	Logger *slog.Logger
+}
+
+func (c Config) validate() error {
+	if c.Pool == nil {
+		return errors.New("governance: Config.Pool is required")
+	}
+	if c.Tools == nil {
+		return errors.New("governance: Config.Tools is required (the Outbox's registry)")
+	}
+	for tool, r := range c.Approvals {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("governance: approval rule of %s: %w", tool, err)
+		}
+	}
+	for _, b := range c.Budgets {
+		if err := b.Validate(); err != nil {
+			return fmt.Errorf("governance: %w", err)
+		}
+	}
+	return nil
+}
+
+// Governance is the gate of an Outbox (outbox.Config.Gate): it holds for a person the
+// ops the approval rule in force says must wait, counts the others against the
+// budgets, and holds or refuses those over one.
+type Governance struct {
+	cfg Config
+	// policies remembers the tenants' approval rules (checked against the version the
+	// enqueue's insert read).
+	policies policyCache
+}
+
+var _ outbox.Gate = (*Governance)(nil)
+
+// New returns the Governance cfg describes.
+func New(cfg Config) (*Governance, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Governance{cfg: cfg}, nil
+}
+
+// Admit implements outbox.Gate. An op waits when the approval rule in force for its
+// tenant's tool says so. Otherwise it is counted against every budget that applies:
+// an op that would exceed one waits for approval, or is refused with a
+// *BudgetExceededError when the budget says so.
+func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outbox.Verdict, error) {
+	tr, err := g.tenantRuleAt(ctx, tx, op.Op.TenantID, op.Tool.Name, op.PolicyVersion)
+	if err != nil {
+		return outbox.Verdict{}, err
+	}
+	rule := g.ruleInForce(op.Tool, tr)
+	if wait, why := rule.needs(op.Tool, op.Args); wait {
+		return rule.hold(why), nil
+	}
+	// Budgets count what runs without a person.
+	if len(g.cfg.Budgets) == 0 {
+		return outbox.Verdict{}, nil
+	}
+	_, over, err := g.chargeBudgets(ctx, tx, op)
+	if err != nil || over == nil {
+		return outbox.Verdict{}, err
+	}
+	if over.budget.onExceed() == ExceedRefuse && !over.approval {
+		return outbox.Verdict{}, &BudgetExceededError{Budget: over.budget.Name, Sentence: over.sentence, RetryAfter: over.retryAfter}
+	}
+	return rule.hold(over.sentence + " It needs a person's approval."), nil
+}
+
+// hold is the verdict that makes an op wait under the rule, for why.
+func (e EffectiveRule) hold(why string) outbox.Verdict {
+	return outbox.Verdict{Hold: &outbox.Hold{Why: why, PolicyVersion: e.Version, Approvers: e.Rule.approvers()}}
+}
+
+// CheckApproval implements outbox.Gate: an approval is bound to the policy version its
+// op started waiting under.
+func (g *Governance) CheckApproval(ctx context.Context, tx pgx.Tx, op *outbox.Op, tool outbox.Tool, policyVersion string) error {
+	cur, err := g.effectiveRule(ctx, tx, op.TenantID, tool)
+	if err != nil {
+		return err
+	}
+	if cur.Version != policyVersion {
+		return fmt.Errorf("%w: it waits under %s, the policy in force is %s", outbox.ErrPolicyChanged, policyVersion, cur.Version)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Gate decides what becomes of each new op: it runs, it waits for a person, or it is
+// refused. The enqueue calls Admit once per new op, inside its transaction, after the
+// op's row is inserted (so a replay never reaches the gate) and before its dispatch
+// job is. Package governance implements it with approval rules, budgets and tenant
+// policies.
+type Gate interface {
+	// Admit returns the verdict on op: the zero Verdict admits it; a Verdict with Hold
+	// makes it wait for a person. An error refuses it: nothing the enqueue wrote stays,
+	// and the enqueue returns the error as it is (a typed error the caller maps, such as
+	// governance's *BudgetExceededError).
+	Admit(ctx context.Context, tx pgx.Tx, op GateOp) (Verdict, error)
+	// CheckApproval is asked, in the decision's transaction, before a person's approval
+	// of an op that waits under policyVersion (Hold.PolicyVersion) is counted. It
+	// returns an error wrapping ErrPolicyChanged when the policy in force for the op's
+	// tool is no longer that one: the op keeps waiting.
+	CheckApproval(ctx context.Context, tx pgx.Tx, op *Op, tool Tool, policyVersion string) error
+}
+
+// GateOp is a new op as the gate sees it.
+type GateOp struct {
+	// Op is the op as inserted, pending.
+	Op *Op
+	// Tool is the op's tool.
+	Tool Tool
+	// Args are the op's whole arguments (Op.Args may be their redacted form).
+	Args json.RawMessage
+	// TokenID is the API token that asked (0: none).
+	TokenID int64
+	// PolicyVersion is the version of the tenant's own approval rule of the tool as
+	// stored when the op was inserted (0: the tenant has none), read by the insert
+	// itself: a gate that remembers rules compares it with the version it remembers, and
+	// reads the rule only when they differ.
+	PolicyVersion int64
+}
+
+// Verdict is a gate's decision about a new op.
+type Verdict struct {
+	// Hold, when set, makes the op wait for a person's approval. Nil admits it.
+	Hold *Hold
+}
+
+// Hold says why an op waits for a person, and what its approval is bound to.
+type Hold struct {
+	// Why says in one sentence why the op waits, for the model and the approver.
+	Why string
+	// PolicyVersion names the policy the op waits under; an approval is checked
+	// against it (Gate.CheckApproval).
+	PolicyVersion string
+	// Approvers is how many distinct approvals release the op (1 when less).
+	Approvers int
+}
+
+// approvers returns how many distinct approvals the hold needs.
+func (h *Hold) approvers() int {
+	if h.Approvers < 1 {
+		return 1
+	}
+	return h.Approvers
+}
