@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
@@ -55,10 +54,11 @@ type Server struct {
 	waitHub   *opwait.Hub
 	// waitSlots caps each tenant's open waits, HTTP ?wait= and MCP tool calls together.
 	waitSlots  *opwait.Slots
-	reconciler *reconcile.Reconciler
 	metrics    *metrics.Metrics
 	tenants    *tenant.Store
 	listers    map[string]reconcile.Lister
+	// adapters are the vendor adapters the outbox dispatches to, as vendors built them.
+	adapters []outbox.Vendor
 	// stripe prices refunds without an amount for the budgets (nil without Stripe).
 	stripe  *stripe.Vendor
 	events  *vendorevents.Store
@@ -190,6 +190,7 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 			enabled = append(enabled, v.Name())
 		}
 	}
+	s.adapters = vs
 	return vs, enabled, nil
 }
 
@@ -484,13 +485,6 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.registry = reg
 
-	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
-		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts,
-		SweepTimeout: cfg.ReconcileSweepTimeout, RetryLookupAfter: cfg.ReconcileRetryAfter,
-		BatchSize: cfg.ReconcileBatch, Concurrency: cfg.ReconcileConcurrency, StuckMargin: cfg.ReconcileStuckMargin})
-	if err != nil {
-		return fmt.Errorf("reconciler: %w", err)
-	}
 	for _, t := range toolList {
 		if t.Redact != nil && sealKey == nil {
 			// Without a key the full arguments would sit in the database in clear until
@@ -533,6 +527,7 @@ func (s *Server) build(ctx context.Context) error {
 		ApprovalExpiry:       cfg.ApprovalExpiry,
 		Budgets:              cfg.Budgets,
 		TracerProvider:       cfg.TracerProvider,
+		Sweep:                s.sweepConfig(),
 	}
 	if cfg.NotifyURL != "" {
 		if cfg.NotifySecret == "" {
@@ -552,14 +547,8 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	if cfg.Roles.Periodic {
 		ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
-		ocfg.ExtraWorkers = func(w *river.Workers) error {
-			if err := s.reconciler.Register(w); err != nil {
-				return err
-			}
-			return s.events.Register(w)
-		}
-		ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob(), s.events.PeriodicJob(outbox.MaintenanceQueue)}
-		ocfg.HandOver = func(ctx context.Context, tx pgx.Tx) error { return reconcile.SweepSoonTx(ctx, s.outbox.River(), tx) }
+		ocfg.ExtraWorkers = s.events.Register
+		ocfg.PeriodicJobs = []*river.PeriodicJob{s.events.PeriodicJob(outbox.MaintenanceQueue)}
 	}
 	s.outbox, err = outbox.New(ocfg)
 	var ttlErr *outbox.TTLError
@@ -571,12 +560,12 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.reconciler.SetOutbox(s.outbox)
 	if cfg.Roles.API {
 		// The API's own outbox: the same tools and settings on the API's pool, insert-only.
 		apiCfg := ocfg
 		apiCfg.Pool, apiCfg.Work = s.apiPool, new(bool)
 		apiCfg.Purge, apiCfg.ExtraWorkers, apiCfg.PeriodicJobs = nil, nil, nil
+		apiCfg.Sweep.Periodic = false
 		apiCfg.ClientID = "" // insert-only: an id of its own, not the registered one
 		if s.apiOutbox, err = outbox.New(apiCfg); err != nil {
 			return err
@@ -586,6 +575,16 @@ func (s *Server) build(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sweepConfig is the outbox's sweeper configuration: the reconcile settings, run
+// periodically in a process with the periodic role.
+func (s *Server) sweepConfig() outbox.SweepConfig {
+	cfg := s.cfg
+	return outbox.SweepConfig{Periodic: cfg.Roles.Periodic, Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
+		Observer: s.metrics, MaxAttempts: cfg.MaxAttempts, Timeout: cfg.ReconcileSweepTimeout,
+		RetryLookupAfter: cfg.ReconcileRetryAfter, BatchSize: cfg.ReconcileBatch, Concurrency: cfg.ReconcileConcurrency,
+		StuckMargin: cfg.ReconcileStuckMargin}
 }
 
 func (s *Server) buildHTTP(ctx context.Context) error {
@@ -601,7 +600,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	events, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: s.events, StripeSecret: cfg.StripeWebhookSecret,
 		SendGridPublicKey: cfg.SendGridEventPublicKey, SendGridTolerance: cfg.SendGridEventTolerance,
 		MaxBodyBytes: cfg.VendorEventMaxBodyBytes, UnavailableRetryAfter: cfg.UnavailableRetryAfter, Logger: s.logger,
-		OnEvents: func(ctx context.Context, _ string, opIDs []string) error { return s.reconciler.CheckSoon(ctx, opIDs) }})
+		OnEvents: func(ctx context.Context, _ string, opIDs []string) error { return s.outbox.CheckSoon(ctx, opIDs) }})
 	if err != nil {
 		return err
 	}
@@ -803,9 +802,6 @@ func (s *Server) Outbox() *outbox.Outbox { return s.outbox }
 
 // Tenants returns the tenant store.
 func (s *Server) Tenants() *tenant.Store { return s.tenants }
-
-// Reconciler returns the reconciler.
-func (s *Server) Reconciler() *reconcile.Reconciler { return s.reconciler }
 
 // Events returns the vendor event store (the finance report's EventSource).
 func (s *Server) Events() *vendorevents.Store { return s.events }

@@ -42,7 +42,7 @@ func runReconcile(ctx context.Context, args []string) error {
 			return err
 		}
 		defer srv.Close()
-		st, err := srv.Reconciler().SweepOnce(ctx)
+		st, err := srv.Outbox().SweepOnce(ctx)
 		if err != nil {
 			return err
 		}
