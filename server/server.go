@@ -53,10 +53,10 @@ type Server struct {
 	apiOutbox *outbox.Outbox
 	waitHub   *opwait.Hub
 	// waitSlots caps each tenant's open waits, HTTP ?wait= and MCP tool calls together.
-	waitSlots  *opwait.Slots
-	metrics    *metrics.Metrics
-	tenants    *tenant.Store
-	listers    map[string]reconcile.Lister
+	waitSlots *opwait.Slots
+	metrics   *metrics.Metrics
+	tenants   *tenant.Store
+	listers   map[string]reconcile.Lister
 	// adapters are the vendor adapters the outbox dispatches to, as vendors built them.
 	adapters []outbox.Vendor
 	// stripe prices refunds without an amount for the budgets (nil without Stripe).
