@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 )
 
 // maxListed bounds the approvals, reviews and search results a page shows.
@@ -394,9 +394,9 @@ func matchNotes(m outbox.IdentityMatch) string {
 // financeView is the finance page's report.
 type financeView struct {
 	Since, Until string
-	Report       *reconcile.Report
+	Report       *finance.Report
 	// Lines are the report's lines, problems first.
-	Lines []reconcile.Line
+	Lines []finance.Line
 }
 
 // parseWhen reads RFC 3339 or a date (midnight UTC), as `oncebox reconcile report` does.
@@ -424,7 +424,7 @@ func (c *Console) window(r *http.Request) (time.Time, time.Time, *refusal) {
 			return since, until, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The end %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
 		}
 	}
-	if err := reconcile.CheckWindow(since, until, now); err != nil {
+	if err := finance.CheckWindow(since, until, now); err != nil {
 		msg := err.Error()
 		return since, until, &refusal{Reason: "invalid-request", Sentence: strings.ToUpper(msg[:1]) + msg[1:] + "."}
 	}
@@ -450,8 +450,8 @@ func (c *Console) finance(w http.ResponseWriter, r *http.Request, s *sessionInfo
 	}
 	fv.Report = rep
 	fv.Lines = slices.Clone(rep.Lines)
-	slices.SortStableFunc(fv.Lines, func(a, b reconcile.Line) int {
-		return cmp.Compare(boolRank(a.Category == reconcile.CategoryMatched), boolRank(b.Category == reconcile.CategoryMatched))
+	slices.SortStableFunc(fv.Lines, func(a, b finance.Line) int {
+		return cmp.Compare(boolRank(a.Category == finance.CategoryMatched), boolRank(b.Category == finance.CategoryMatched))
 	})
 	c.render(w, r, http.StatusOK, "finance", v)
 }

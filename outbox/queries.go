@@ -376,4 +376,5 @@ ORDER BY o.updated_at, o.id`
 // says whether its full args are sealed (its stored args are then the redacted form).
 const sqlReviewOpForUpdate = `
 SELECT id::text, tool, vendor, status, generation, stale_key, args, sealed_args IS NOT NULL
-FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`
+FROM oncebox_op
+WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`

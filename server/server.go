@@ -26,13 +26,13 @@ import (
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/catalog"
 	"github.com/oncebox/oncebox/console"
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/fleet"
 	"github.com/oncebox/oncebox/internal/logdedupe"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/metrics"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorevents"
@@ -56,7 +56,7 @@ type Server struct {
 	waitSlots *opwait.Slots
 	metrics   *metrics.Metrics
 	tenants   *tenant.Store
-	listers   map[string]reconcile.Lister
+	listers   map[string]finance.Lister
 	// adapters are the vendor adapters the outbox dispatches to, as vendors built them.
 	adapters []outbox.Vendor
 	// stripe prices refunds without an amount for the budgets (nil without Stripe).
@@ -115,7 +115,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		pool.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger, pool: pool, apiPool: pool, listers: map[string]reconcile.Lister{}}
+	s := &Server{cfg: cfg, logger: logger, pool: pool, apiPool: pool, listers: map[string]finance.Lister{}}
 	if cfg.Roles.API {
 		apiCfg := poolCfg.Copy()
 		apiCfg.MaxConns = int32(cfg.APIDBConns)
@@ -163,7 +163,7 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("sendgrid: %w", err)
 		}
-		s.listers[v.Name()] = reconcile.ListerFunc(v.ListMessages)
+		s.listers[v.Name()] = finance.ListerFunc(v.ListMessages)
 		enabled = append(enabled, v.Name())
 		if cfg.SendGridEventPublicKey != "" {
 			vs = append(vs, vendorevents.WrapVendor(v, s.events, cfg.VendorEventLag))
@@ -780,8 +780,8 @@ func (s *Server) isAdmin(r *http.Request) (ok bool, p *tenant.Principal, err err
 // Report builds the finance report of a window, for one tenant (0: every tenant),
 // comparing the ops with the objects of the vendors configured in this process. The
 // console's finance page and `oncebox reconcile report` both call it.
-func (s *Server) Report(ctx context.Context, since, until time.Time, tenantID int64) (*reconcile.Report, error) {
-	return reconcile.BuildReport(ctx, s.pool, reconcile.ReportParams{Since: since, Until: until, TenantID: tenantID, Listers: s.listers,
+func (s *Server) Report(ctx context.Context, since, until time.Time, tenantID int64) (*finance.Report, error) {
+	return finance.BuildReport(ctx, s.pool, finance.ReportParams{Since: since, Until: until, TenantID: tenantID, Listers: s.listers,
 		Unlistable: []string{tools.VendorWebhook}, Events: s.events})
 }
 
@@ -807,7 +807,7 @@ func (s *Server) Tenants() *tenant.Store { return s.tenants }
 func (s *Server) Events() *vendorevents.Store { return s.events }
 
 // Listers returns the finance-report listers of the configured vendors.
-func (s *Server) Listers() map[string]reconcile.Lister { return s.listers }
+func (s *Server) Listers() map[string]finance.Lister { return s.listers }
 
 // Pool returns the Postgres pool of the workers and periodic jobs.
 func (s *Server) Pool() *pgxpool.Pool { return s.pool }

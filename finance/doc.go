@@ -1,4 +1,4 @@
-// Package reconcile compares the outbox with the vendors for finance. It only reads:
+// Package finance compares the outbox with the vendors for finance. It only reads:
 // settling ops whose outcome is unknown, and manual review, belong to package outbox
 // (Outbox.SweepOnce, Outbox.ListReview).
 //
@@ -9,4 +9,4 @@
 // duplicate, mismatch, and unchecked for an op whose vendor has no Lister), with
 // totals of the matched amounts per tool and currency; it writes itself as CSV or
 // JSON. A report is clean only when every line matched.
-package reconcile
+package finance

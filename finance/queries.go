@@ -1,4 +1,4 @@
-package reconcile
+package finance
 
 // All of the package's SQL lives here: the report's queries, scoped by tenant when one
 // is given.
