@@ -202,7 +202,35 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 	}
 	rep := &Report{Since: params.Since, Until: params.Until, Lines: []Line{}, Totals: []Total{},
 		Untagged: map[string]int{}, Unchecked: map[string]int{}, Unlistable: map[string]int{}}
+	ops, err := readReportOps(ctx, pool, params)
+	if err != nil {
+		return nil, err
+	}
+	byOp, err := listObjects(ctx, params, ops, rep)
+	if err != nil {
+		return nil, err
+	}
+	addOpLines(params, ops, byOp, rep)
+	if params.Events != nil {
+		if err := addEvents(ctx, params, rep); err != nil {
+			return nil, err
+		}
+	}
+	// What is left are objects whose op is not in the window.
+	if err := orphanLines(ctx, pool, params, byOp, rep); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(rep.Lines, func(a, b Line) int {
+		return cmp.Or(cmp.Compare(a.Category, b.Category), cmp.Compare(a.TenantID, b.TenantID),
+			cmp.Compare(a.Key, b.Key), cmp.Compare(a.OpID, b.OpID),
+			slices.Compare(a.VendorIDs, b.VendorIDs))
+	})
+	addTotals(rep)
+	return rep, nil
+}
 
+// readReportOps reads the ops created in the window.
+func readReportOps(ctx context.Context, pool *pgxpool.Pool, params ReportParams) ([]reportOp, error) {
 	rows, err := pool.Query(ctx, sqlReportOps, params.Since, params.Until, params.TenantID)
 	if err != nil {
 		return nil, fmt.Errorf("finance: report: read ops: %w", err)
@@ -215,7 +243,13 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 	if err != nil {
 		return nil, fmt.Errorf("finance: report: read ops: %w", err)
 	}
+	return ops, nil
+}
 
+// listObjects lists every Lister's objects for the window, widened by ReportMargin and
+// up to the last attempt of a settled op of the window sent after it, by the op their
+// tag names; it counts the untagged ones created in the window in rep.Untagged.
+func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *Report) (map[string][]taggedObject, error) {
 	// A settled op of the window may have been sent after the window (it awaited
 	// approval, or was retried): its vendor is listed up to its last attempt, so that
 	// its object is not taken for missing. The objects listed past the window belong
@@ -247,7 +281,12 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 			byOp[o.OpID] = append(byOp[o.OpID], taggedObject{VendorObject: o, vendor: name})
 		}
 	}
+	return byOp, nil
+}
 
+// addOpLines adds the line of each op of the window, taking its objects out of byOp; an
+// op whose vendor has no Lister is counted as unlistable or reported unchecked.
+func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObject, rep *Report) {
 	for _, op := range ops {
 		if _, ok := params.Listers[op.vendor]; !ok {
 			if slices.Contains(params.Unlistable, op.vendor) {
@@ -264,23 +303,10 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 			rep.Lines = append(rep.Lines, l)
 		}
 	}
+}
 
-	if params.Events != nil {
-		if err := addEvents(ctx, params, rep); err != nil {
-			return nil, err
-		}
-	}
-
-	// What is left are objects whose op is not in the window.
-	if err := orphanLines(ctx, pool, params, byOp, rep); err != nil {
-		return nil, err
-	}
-
-	slices.SortStableFunc(rep.Lines, func(a, b Line) int {
-		return cmp.Or(cmp.Compare(a.Category, b.Category), cmp.Compare(a.TenantID, b.TenantID),
-			cmp.Compare(a.Key, b.Key), cmp.Compare(a.OpID, b.OpID),
-			slices.Compare(a.VendorIDs, b.VendorIDs))
-	})
+// addTotals counts the problems and adds up the matched lines per tool and currency.
+func addTotals(rep *Report) {
 	totals := map[[2]string]*Total{}
 	for _, l := range rep.Lines {
 		if l.Category != CategoryMatched {
@@ -301,7 +327,6 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 	}) {
 		rep.Totals = append(rep.Totals, *totals[k])
 	}
-	return rep, nil
 }
 
 // addEvents adds what the vendor events say to the lines of the window's ops: a mail's
