@@ -469,11 +469,14 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 // QueueName is the River queue that carries a vendor's dispatch jobs.
 func QueueName(vendor string) string { return "oncebox_" + vendor }
 
-// River returns the underlying River client (for River UI, tests and extra inserts).
-func (ob *Outbox) River() *river.Client[pgx.Tx] { return ob.river }
-
-// Pool returns the Postgres pool.
-func (ob *Outbox) Pool() *pgxpool.Pool { return ob.pool }
+// Ping checks that the Outbox's database answers a query, for health checks.
+func (ob *Outbox) Ping(ctx context.Context) error {
+	var one int
+	if err := ob.pool.QueryRow(ctx, sqlPing).Scan(&one); err != nil {
+		return fmt.Errorf("outbox: ping: %w", err)
+	}
+	return nil
+}
 
 // Tools returns the tool registry.
 func (ob *Outbox) Tools() *Registry { return ob.cfg.Tools }

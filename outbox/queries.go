@@ -378,3 +378,6 @@ const sqlReviewOpForUpdate = `
 SELECT id::text, tool, vendor, status, generation, stale_key, args, sealed_args IS NOT NULL
 FROM oncebox_op
 WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`
+
+// sqlPing is the health check's query (Ping).
+const sqlPing = `SELECT 1`

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
 
 	"github.com/oncebox/oncebox/api"
@@ -639,13 +640,9 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 		mux.Handle("/mcp/", noTools)
 	}
 	mux.Handle("GET /metrics", s.admin(s.metrics.Handler(), false))
-	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
-		Endpoints: riverui.NewEndpoints(s.apiOutbox.River(), nil),
-		Logger:    s.logger,
-		Prefix:    "/riverui",
-	})
+	ui, err := s.newRiverUI()
 	if err != nil {
-		return fmt.Errorf("river ui: %w", err)
+		return err
 	}
 	s.riverUI = ui
 	// Browsers replay basic auth on cross-site requests, and River UI's API takes
@@ -654,6 +651,24 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/riverui/", http.NewCrossOriginProtection().Handler(s.admin(ui, true)))
 	s.handler = s.hsts(mux)
 	return nil
+}
+
+// newRiverUI builds River UI on an insert-only River client of its own on the API's
+// pool: it reads and changes River's tables, and works no job.
+func (s *Server) newRiverUI() (*riverui.Handler, error) {
+	jobs, err := river.NewClient(riverpgxv5.New(s.apiPool), &river.Config{Logger: s.logger})
+	if err != nil {
+		return nil, fmt.Errorf("river ui: river client: %w", err)
+	}
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(jobs, nil),
+		Logger:    s.logger,
+		Prefix:    "/riverui",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river ui: %w", err)
+	}
+	return ui, nil
 }
 
 // hstsValue is the Strict-Transport-Security of an answer over HTTPS: a year, this
