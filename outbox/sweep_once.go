@@ -16,7 +16,7 @@ import (
 )
 
 // The decisions a sweep takes, as recorded in op events (detail "decision") and passed
-// to Observer.Decision.
+// to SweepObserver.Decision.
 const (
 	// SweepStuck moved an op found in dispatching long past its job timeout, with
 	// no job running, to unknown.
@@ -39,9 +39,9 @@ const (
 	// failure: the op moves to the next generation and a new vendor key.
 	SweepResendNewKey = "resend_new_key"
 	// SweepNoneReview found no object after the lookup lag for a vendor configured
-	// not to resend (Config.ResendOnNone): a person decides.
+	// not to resend (SweepConfig.ResendOnNone): a person decides.
 	SweepNoneReview = "none_found_review"
-	// SweepAttemptsExhausted found no object, but the op has had Config.MaxAttempts
+	// SweepAttemptsExhausted found no object, but the op has had SweepConfig.MaxAttempts
 	// attempts already: a person decides.
 	SweepAttemptsExhausted = "attempts_exhausted"
 	// SweepWait found no object while the vendor's lookup lag may still hide it: the
@@ -53,7 +53,7 @@ const (
 	// decides.
 	SweepLookupUnavailable = "lookup_unavailable"
 	// SweepLookupFailed means the lookup failed (rate limit, network): the op is
-	// checked again after Config.RetryLookupAfter.
+	// checked again after SweepConfig.RetryLookupAfter.
 	SweepLookupFailed = "lookup_failed"
 )
 
@@ -192,7 +192,7 @@ func (sw *sweeper) sweepOnce(ctx context.Context) (SweepStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("outbox: sweep: select unknown ops: %w", err)
 	}
-	// Up to Config.Concurrency ops are looked up at once; each check keeps stats of
+	// Up to SweepConfig.Concurrency ops are looked up at once; each check keeps stats of
 	// its own, added up here.
 	var (
 		errs []error
