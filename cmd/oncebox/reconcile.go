@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/finance"
+	"github.com/oncebox/oncebox/server"
 )
 
 const reconcileUsage = "usage: oncebox reconcile run | reconcile report --since T [--until T] [--tenant T] [--format summary|csv|json]"
@@ -37,78 +39,92 @@ func runReconcile(ctx context.Context, args []string) error {
 	}
 	switch pos[0] {
 	case "run":
-		srv, err := offline(ctx, cfg, logger, false)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		st, err := srv.Outbox().SweepOnce(ctx)
-		if err != nil {
-			return err
-		}
-		b, _ := json.Marshal(st)
-		fmt.Println(string(b))
-		return nil
+		return reconcileRun(ctx, cfg, logger)
 	case "report":
-		s, err := parseTime(*since)
-		if err != nil || *since == "" {
-			return &exitError{code: 2, err: fmt.Errorf("--since: want RFC 3339 or YYYY-MM-DD: %w", err)}
-		}
-		u := time.Now()
-		if *until != "" {
-			if u, err = parseTime(*until); err != nil {
-				return &exitError{code: 2, err: fmt.Errorf("--until: %w", err)}
-			}
-		}
-		if err := finance.CheckWindow(s, u, time.Now()); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("--since and --until: %w", err)}
-		}
-		if *format == "" {
-			*format = "csv"
-			if isTerminal(os.Stdout) {
-				*format = "summary"
-			}
-		}
-		if *format != "csv" && *format != "json" && *format != "summary" {
-			return &exitError{code: 2, err: fmt.Errorf("--format %q: want summary, csv or json", *format)}
-		}
-		srv, err := offline(ctx, cfg, logger, true)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		var tid int64
-		if *tenantName != "" {
-			if tid, err = tenantID(ctx, srv, *tenantName); err != nil {
-				return err
-			}
-		}
-		rep, err := srv.Report(ctx, s, u, tid)
-		if err != nil {
-			return err
-		}
-		switch *format {
-		case "json":
-			err = rep.WriteJSON(os.Stdout)
-		case "summary":
-			err = printReportSummary(os.Stdout, rep)
-		default:
-			err = rep.WriteCSV(os.Stdout)
-		}
-		if err != nil {
-			return err
-		}
-		if !rep.Clean() {
-			unchecked := 0
-			for _, n := range rep.Unchecked {
-				unchecked += n
-			}
-			return &exitError{code: 1, err: fmt.Errorf("%d line(s) do not match, of which %d op(s) could not be checked (their vendor is not configured in this process)",
-				rep.Problems, unchecked)}
-		}
-		return nil
+		return reconcileReport(ctx, cfg, logger, reportFlags{since: *since, until: *until, tenant: *tenantName, format: *format})
 	}
 	return &exitError{code: 2, err: fmt.Errorf("unknown reconcile command %q (%s)", pos[0], reconcileUsage)}
+}
+
+// reconcileRun is `oncebox reconcile run`: one sweep now, its stats printed as JSON.
+func reconcileRun(ctx context.Context, cfg server.Config, logger *slog.Logger) error {
+	srv, err := offline(ctx, cfg, logger, false)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	st, err := srv.Outbox().SweepOnce(ctx)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(st)
+	fmt.Println(string(b))
+	return nil
+}
+
+// reportFlags are the flags of `oncebox reconcile report`.
+type reportFlags struct{ since, until, tenant, format string }
+
+// reconcileReport is `oncebox reconcile report`: the finance report of a window,
+// read-only, exiting 1 when a line does not match.
+func reconcileReport(ctx context.Context, cfg server.Config, logger *slog.Logger, f reportFlags) error {
+	s, err := parseTime(f.since)
+	if err != nil || f.since == "" {
+		return &exitError{code: 2, err: fmt.Errorf("--since: want RFC 3339 or YYYY-MM-DD: %w", err)}
+	}
+	u := time.Now()
+	if f.until != "" {
+		if u, err = parseTime(f.until); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--until: %w", err)}
+		}
+	}
+	if err := finance.CheckWindow(s, u, time.Now()); err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--since and --until: %w", err)}
+	}
+	if f.format == "" {
+		f.format = "csv"
+		if isTerminal(os.Stdout) {
+			f.format = "summary"
+		}
+	}
+	if f.format != "csv" && f.format != "json" && f.format != "summary" {
+		return &exitError{code: 2, err: fmt.Errorf("--format %q: want summary, csv or json", f.format)}
+	}
+	srv, err := offline(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	var tid int64
+	if f.tenant != "" {
+		if tid, err = tenantID(ctx, srv, f.tenant); err != nil {
+			return err
+		}
+	}
+	rep, err := srv.Report(ctx, s, u, tid)
+	if err != nil {
+		return err
+	}
+	switch f.format {
+	case "json":
+		err = rep.WriteJSON(os.Stdout)
+	case "summary":
+		err = printReportSummary(os.Stdout, rep)
+	default:
+		err = rep.WriteCSV(os.Stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Clean() {
+		unchecked := 0
+		for _, n := range rep.Unchecked {
+			unchecked += n
+		}
+		return &exitError{code: 1, err: fmt.Errorf("%d line(s) do not match, of which %d op(s) could not be checked (their vendor is not configured in this process)",
+			rep.Problems, unchecked)}
+	}
+	return nil
 }
 
 // parseTime reads RFC 3339 or a date (midnight UTC).
