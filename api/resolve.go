@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -38,11 +37,11 @@ func (s *Server) resolveOp(w http.ResponseWriter, r *http.Request, t *tenant.Pri
 			writeProblem(w, invalidField("vendor_ref", "Resolving as succeeded needs vendor_ref, the id of the vendor's object."))
 			return
 		}
-		op, err = reconcile.ResolveSucceeded(r.Context(), s.ob, t.ID, key, req.VendorRef, req.Reason, t.Actor())
+		op, err = s.ob.ResolveSucceeded(r.Context(), t.ID, key, req.VendorRef, req.Reason, t.Actor())
 	case "failed":
-		op, err = reconcile.ResolveFailed(r.Context(), s.ob, t.ID, key, req.Reason, t.Actor())
+		op, err = s.ob.ResolveFailed(r.Context(), t.ID, key, req.Reason, t.Actor())
 	case "resend":
-		op, err = reconcile.ReleaseForResend(r.Context(), s.ob, t.ID, key, req.Reason, t.Actor(), req.NewKey)
+		op, err = s.ob.ReleaseForResend(r.Context(), t.ID, key, req.Reason, t.Actor(), req.NewKey)
 	default:
 		writeProblem(w, invalidField("outcome", fmt.Sprintf("The outcome %q is not one of succeeded, failed or resend.", req.Outcome)))
 		return
@@ -52,8 +51,8 @@ func (s *Server) resolveOp(w http.ResponseWriter, r *http.Request, t *tenant.Pri
 		if cur, gerr := s.ob.Get(r.Context(), t.ID, key); gerr == nil {
 			p.OpStatus = string(cur.Status)
 			p.Detail = fmt.Sprintf("Only an op in needs_review or unknown can be resolved by hand; this one is %s.", cur.Status)
-			if errors.Is(err, reconcile.ErrAwaitsApproval) && cur.Status == outbox.StatusAwaitingApproval {
-				p.Detail = reconcile.AwaitsApprovalSentence
+			if errors.Is(err, outbox.ErrAwaitsApproval) && cur.Status == outbox.StatusAwaitingApproval {
+				p.Detail = outbox.AwaitsApprovalSentence
 			}
 		}
 		writeProblem(w, p)

@@ -22,9 +22,6 @@ import (
 	"github.com/oncebox/oncebox/tenant"
 )
 
-// sqlPing is the health check's query: the api package's only SQL.
-const sqlPing = `SELECT 1`
-
 // DefaultMaxBodyBytes is Config.MaxBodyBytes' default, stated once: the server's
 // configuration, the CLI's --max-body-bytes and the table of docs/configuration.md take it from here.
 const DefaultMaxBodyBytes = 64 << 10
@@ -408,8 +405,7 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	var one int
-	if err := s.ob.Pool().QueryRow(ctx, sqlPing).Scan(&one); err != nil {
+	if err := s.ob.Ping(ctx); err != nil {
 		s.cfg.Observer.StoreUnavailable("healthz")
 		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "health check failed", slog.Any("error", err))
 		w.Header().Set("Retry-After", s.retryAfter())

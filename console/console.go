@@ -14,9 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendorevents"
 )
@@ -36,7 +36,7 @@ var staticFiles embed.FS
 
 // ReportFunc builds the finance report of one tenant for a window: the same call as
 // `oncebox reconcile report --tenant`, so the CSV download is the CLI's, byte for byte.
-type ReportFunc func(ctx context.Context, since, until time.Time, tenantID int64) (*reconcile.Report, error)
+type ReportFunc func(ctx context.Context, since, until time.Time, tenantID int64) (*finance.Report, error)
 
 // Config configures a Console.
 type Config struct {

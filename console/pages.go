@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 )
 
 // maxListed bounds the approvals, reviews and search results a page shows.
@@ -163,7 +163,7 @@ func opRefusal(err error, wrongState string) (int, *refusal) {
 
 // reviewRow is one op in needs_review with its history.
 type reviewRow struct {
-	reconcile.ReviewItem
+	outbox.ReviewItem
 	Attempts []outbox.Attempt
 	Events   []eventRow
 }
@@ -189,7 +189,7 @@ func (c *Console) review(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 }
 
 func (c *Console) fillReview(w http.ResponseWriter, r *http.Request, v *view, s *sessionInfo, status int) {
-	items, err := reconcile.ListReview(r.Context(), c.cfg.Pool, s.principal.ID)
+	items, err := c.cfg.Outbox.ListReview(r.Context(), s.principal.ID)
 	if err != nil {
 		c.internal(w, r, v, err)
 		return
@@ -233,20 +233,20 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *sessionInfo
 			bad("Resolving as succeeded needs the vendor reference, the id of the vendor's object.")
 			return
 		}
-		op, err = reconcile.ResolveSucceeded(r.Context(), c.cfg.Outbox, p.ID, key, ref, reason, p.Actor())
+		op, err = c.cfg.Outbox.ResolveSucceeded(r.Context(), p.ID, key, ref, reason, p.Actor())
 	case "failed":
-		op, err = reconcile.ResolveFailed(r.Context(), c.cfg.Outbox, p.ID, key, reason, p.Actor())
+		op, err = c.cfg.Outbox.ResolveFailed(r.Context(), p.ID, key, reason, p.Actor())
 	case "resend":
 		done = "resend"
-		op, err = reconcile.ReleaseForResend(r.Context(), c.cfg.Outbox, p.ID, key, reason, p.Actor(), r.PostFormValue("new_key") == "on")
+		op, err = c.cfg.Outbox.ReleaseForResend(r.Context(), p.ID, key, reason, p.Actor(), r.PostFormValue("new_key") == "on")
 	default:
 		bad("Choose an outcome: succeeded, failed or resend.")
 		return
 	}
 	if err != nil {
 		wrongState := "Only an op in needs_review or unknown can be resolved by hand."
-		if errors.Is(err, reconcile.ErrAwaitsApproval) {
-			wrongState = reconcile.AwaitsApprovalSentence
+		if errors.Is(err, outbox.ErrAwaitsApproval) {
+			wrongState = outbox.AwaitsApprovalSentence
 		}
 		status, rf := opRefusal(err, wrongState)
 		if rf == nil {
@@ -394,9 +394,9 @@ func matchNotes(m outbox.IdentityMatch) string {
 // financeView is the finance page's report.
 type financeView struct {
 	Since, Until string
-	Report       *reconcile.Report
+	Report       *finance.Report
 	// Lines are the report's lines, problems first.
-	Lines []reconcile.Line
+	Lines []finance.Line
 }
 
 // parseWhen reads RFC 3339 or a date (midnight UTC), as `oncebox reconcile report` does.
@@ -424,7 +424,7 @@ func (c *Console) window(r *http.Request) (time.Time, time.Time, *refusal) {
 			return since, until, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The end %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
 		}
 	}
-	if err := reconcile.CheckWindow(since, until, now); err != nil {
+	if err := finance.CheckWindow(since, until, now); err != nil {
 		msg := err.Error()
 		return since, until, &refusal{Reason: "invalid-request", Sentence: strings.ToUpper(msg[:1]) + msg[1:] + "."}
 	}
@@ -450,8 +450,8 @@ func (c *Console) finance(w http.ResponseWriter, r *http.Request, s *sessionInfo
 	}
 	fv.Report = rep
 	fv.Lines = slices.Clone(rep.Lines)
-	slices.SortStableFunc(fv.Lines, func(a, b reconcile.Line) int {
-		return cmp.Compare(boolRank(a.Category == reconcile.CategoryMatched), boolRank(b.Category == reconcile.CategoryMatched))
+	slices.SortStableFunc(fv.Lines, func(a, b finance.Line) int {
+		return cmp.Compare(boolRank(a.Category == finance.CategoryMatched), boolRank(b.Category == finance.CategoryMatched))
 	})
 	c.render(w, r, http.StatusOK, "finance", v)
 }

@@ -226,7 +226,7 @@ func (m *Metrics) BudgetCharged(budget string, exceeded bool) {
 	m.budgets.WithLabelValues(budget, outcome).Inc()
 }
 
-// Decision implements reconcile.Observer.
+// Decision implements outbox.SweepObserver.
 func (m *Metrics) Decision(vendor, decision string) {
 	m.decisions.WithLabelValues(vendor, decision).Inc()
 }
@@ -291,7 +291,7 @@ func (m *Metrics) UpstreamToolLooseningRefused(upstream, tool string) {
 	m.upLoosening.WithLabelValues(upstream, tool).Inc()
 }
 
-// Duplicate implements reconcile.Observer.
+// Duplicate implements outbox.SweepObserver.
 func (m *Metrics) Duplicate(vendor string) {
 	m.duplicates.WithLabelValues(vendor).Inc()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/internal/opstate"
 )
 
 // InsertJobTxForTest inserts an op's dispatch job in tx as every resend does, for the
@@ -11,3 +13,7 @@ import (
 func (ob *Outbox) InsertJobTxForTest(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
 	return ob.insertJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
 }
+
+// OpsForTest returns the Outbox's op state machine, for the external tests that make a
+// status change the way a person's decision does.
+func (ob *Outbox) OpsForTest() *opstate.Machine { return ob.ops }

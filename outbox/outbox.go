@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/internal/opstate"
-	"github.com/oncebox/oncebox/internal/outboxlink"
 	"github.com/oncebox/oncebox/internal/tracing"
 )
 
@@ -101,18 +100,18 @@ type Config struct {
 	// with jitter, never more than 5 minutes (River's own attempt^4 seconds would take
 	// hours to reach MaxAttempts).
 	RetryBackoff func(attempt int) time.Duration
-	// ExtraWorkers registers more River workers on the same client (the reconciler, the
-	// TTL purge). Optional.
+	// ExtraWorkers registers more River workers on the same client (the server's vendor
+	// event jobs). Optional.
 	ExtraWorkers func(*river.Workers) error
 	// ExtraQueues adds River queues for ExtraWorkers' jobs. Optional.
 	ExtraQueues map[string]river.QueueConfig
-	// HandOver, when set, is called in the transaction in which a dispatch run hands an
-	// op to the reconciler (unknown) because an earlier run may have sent it unheard (a
-	// takeover), so that the reconciler looks it up at once rather than at its next
-	// periodic sweep: the server inserts a sweep job. Optional.
-	HandOver func(ctx context.Context, tx pgx.Tx) error
-	// PeriodicJobs are River periodic jobs to run (the sweeper, the purge). Optional.
+	// PeriodicJobs are more River periodic jobs to run (the server's vendor event
+	// jobs). Optional.
 	PeriodicJobs []*river.PeriodicJob
+	// Sweep configures the sweeper, which settles ops whose outcome is unknown from the
+	// vendor's own records (SweepOnce), periodically when Sweep.Periodic is set. Defaults
+	// to SweepConfig's defaults, swept only on demand.
+	Sweep SweepConfig
 	// Purge, when set, runs the TTL purge as a River periodic job in processes that work
 	// jobs. Optional.
 	Purge *PurgeConfig
@@ -221,6 +220,7 @@ func (c *Config) withDefaults() Config {
 		w := len(out.Vendors) > 0
 		out.Work = &w
 	}
+	out.Sweep = out.Sweep.withDefaults()
 	return out
 }
 
@@ -235,6 +235,9 @@ func (c *Config) validate() error {
 	}
 	if c.Tools == nil {
 		return errors.New("outbox: Config.Tools is required (build one with NewRegistry)")
+	}
+	if err := c.Sweep.validate(); err != nil {
+		return err
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		return fmt.Errorf("outbox: MaxAttempts %d out of range; use 1 to 1000", c.MaxAttempts)
@@ -306,6 +309,8 @@ type Outbox struct {
 	ops *opstate.Machine
 	// tracer is nil when tracing is off.
 	tracer trace.Tracer
+	// sweeper settles unknown ops; its worker and periodic job run on river.
+	sweeper *sweeper
 	// live holds the process's liveness lock and takes over gone processes' jobs; nil
 	// in a process that works no jobs or whose client id does not start with
 	// LiveClientPrefix.
@@ -318,6 +323,28 @@ func New(cfg Config) (*Outbox, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	ob, err := newOutbox(c)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := ob.registerWorkers(&c)
+	if err != nil {
+		return nil, err
+	}
+	client, err := river.NewClient(riverpgxv5.New(c.Pool), riverConfig(&c, workers))
+	if err != nil {
+		return nil, fmt.Errorf("outbox: river client: %w", err)
+	}
+	ob.river = client
+	if *c.Work && strings.HasPrefix(c.ClientID, LiveClientPrefix) {
+		ob.live = newLiveness(ob, c.ClientID)
+	}
+	return ob, nil
+}
+
+// newOutbox builds the Outbox of a valid configuration, without its River client: its
+// op state machine, vendors, sealer and sweeper.
+func newOutbox(c Config) (*Outbox, error) {
 	ob := &Outbox{cfg: c, pool: c.Pool, vendors: map[string]Vendor{}, logger: c.Logger}
 	if c.TracerProvider != nil {
 		ob.tracer = c.TracerProvider.Tracer(tracing.ScopeName)
@@ -327,6 +354,7 @@ func New(cfg Config) (*Outbox, error) {
 		InsertJob: func(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
 			return ob.insertReleaseJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
 		}})
+	ob.sweeper = &sweeper{cfg: c.Sweep, ob: ob}
 	for _, v := range c.Vendors {
 		ob.vendors[v.Name()] = v
 	}
@@ -337,18 +365,27 @@ func New(cfg Config) (*Outbox, error) {
 		}
 		ob.sealer = s
 		ob.fpKey = fingerprintKey(c.SealKey)
-	} else {
-		for _, name := range c.Tools.Names() {
-			if t, _ := c.Tools.Lookup(name); t.Redact != nil {
-				c.Logger.Warn("no seal key: arguments of tools with redaction are stored in clear until their op is terminal; set a seal key to store only the redacted form",
-					slog.String("tool", name))
-			}
+		return ob, nil
+	}
+	for _, name := range c.Tools.Names() {
+		if t, _ := c.Tools.Lookup(name); t.Redact != nil {
+			c.Logger.Warn("no seal key: arguments of tools with redaction are stored in clear until their op is terminal; set a seal key to store only the redacted form",
+				slog.String("tool", name))
 		}
 	}
+	return ob, nil
+}
 
+// registerWorkers registers the workers of every job the Outbox runs (dispatch, sweep,
+// purge, notify and the caller's extra ones) and adds the sweep's and the purge's
+// periodic jobs to c.PeriodicJobs.
+func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &dispatchWorker{ob: ob}); err != nil {
 		return nil, fmt.Errorf("outbox: register dispatch worker: %w", err)
+	}
+	if err := ob.sweeper.register(workers, c); err != nil {
+		return nil, err
 	}
 	if c.Purge != nil {
 		pc := c.Purge.withDefaults()
@@ -367,6 +404,13 @@ func New(cfg Config) (*Outbox, error) {
 			return nil, fmt.Errorf("outbox: register extra workers: %w", err)
 		}
 	}
+	return workers, nil
+}
+
+// riverConfig is the River client's configuration: in a process that works jobs, a
+// queue per vendor (unless NoDispatch), the maintenance queue, the notify queue and the
+// caller's extra queues, and the periodic jobs.
+func riverConfig(c *Config, workers *river.Workers) *river.Config {
 	// River's client-wide job timeout must not exceed RescueStuckJobsAfter; the
 	// dispatch worker sets each vendor's own through Timeout.
 	maxTimeout := time.Duration(0)
@@ -387,58 +431,40 @@ func New(cfg Config) (*Outbox, error) {
 		TestOnly:             c.TestOnly,
 		MaxAttempts:          c.riverMaxAttempts(),
 	}
-	if *c.Work {
-		rc.Queues = map[string]river.QueueConfig{}
-		if !c.NoDispatch {
-			for name, q := range c.Queues {
-				rc.Queues[QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
-			}
-		}
-		rc.Queues[MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
-		if c.Notify != nil {
-			rc.Queues[NotifyQueue] = river.QueueConfig{MaxWorkers: 5}
-		}
-		for name, q := range c.ExtraQueues {
-			rc.Queues[name] = q
-		}
-		rc.PeriodicJobs = c.PeriodicJobs
+	if !*c.Work {
+		return rc
 	}
-	client, err := river.NewClient(riverpgxv5.New(c.Pool), rc)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: river client: %w", err)
+	rc.Queues = map[string]river.QueueConfig{}
+	if !c.NoDispatch {
+		for name, q := range c.Queues {
+			rc.Queues[QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
+		}
 	}
-	ob.river = client
-	if *c.Work && strings.HasPrefix(c.ClientID, LiveClientPrefix) {
-		ob.live = newLiveness(ob, c.ClientID)
+	rc.Queues[MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
+	if c.Notify != nil {
+		rc.Queues[NotifyQueue] = river.QueueConfig{MaxWorkers: 5}
 	}
-	return ob, nil
+	for name, q := range c.ExtraQueues {
+		rc.Queues[name] = q
+	}
+	rc.PeriodicJobs = c.PeriodicJobs
+	return rc
 }
 
 // QueueName is the River queue that carries a vendor's dispatch jobs.
 func QueueName(vendor string) string { return "oncebox_" + vendor }
 
-// River returns the underlying River client (for River UI, tests and extra inserts).
-func (ob *Outbox) River() *river.Client[pgx.Tx] { return ob.river }
-
-// Pool returns the Postgres pool.
-func (ob *Outbox) Pool() *pgxpool.Pool { return ob.pool }
+// Ping checks that the Outbox's database answers a query, for health checks.
+func (ob *Outbox) Ping(ctx context.Context) error {
+	var one int
+	if err := ob.pool.QueryRow(ctx, sqlPing).Scan(&one); err != nil {
+		return fmt.Errorf("outbox: ping: %w", err)
+	}
+	return nil
+}
 
 // Tools returns the tool registry.
 func (ob *Outbox) Tools() *Registry { return ob.cfg.Tools }
-
-// Link lends the Outbox's op state machine, vendor adapters, job timeouts and logger
-// to oncebox's own reconcile package. Its type is internal: it is not part of the API.
-func (ob *Outbox) Link() *outboxlink.Link[Vendor] {
-	return &outboxlink.Link[Vendor]{
-		Ops: ob.ops,
-		Vendor: func(name string) (Vendor, bool) {
-			v, ok := ob.vendors[name]
-			return v, ok
-		},
-		JobTimeout: ob.jobTimeout,
-		Logger:     ob.logger,
-	}
-}
 
 // jobTimeout returns the dispatch job timeout of a vendor's queue.
 func (ob *Outbox) jobTimeout(vendor string) time.Duration {

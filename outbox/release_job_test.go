@@ -41,7 +41,7 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 		completed <- err
 	}()
 
-	a, err := ob.Link().Ops.ApplyTx(ctx, opstate.Change{OpID: res.Op.ID, From: outbox.StatusUnknown, To: outbox.StatusPending,
+	a, err := ob.OpsForTest().ApplyTx(ctx, opstate.Change{OpID: res.Op.ID, From: outbox.StatusUnknown, To: outbox.StatusPending,
 		By: opstate.Person, Action: opstate.Release, Actor: "alice", Kind: "resolve"})
 	require.NoError(t, err)
 	require.NotNil(t, a)

@@ -410,10 +410,8 @@ func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[Di
 	if a == nil {
 		return nil, fmt.Errorf("mark unknown: op is no longer %s", op.Status)
 	}
-	if ob.cfg.HandOver != nil {
-		if err := ob.cfg.HandOver(ctx, tx); err != nil {
-			return nil, fmt.Errorf("hand over: %w", err)
-		}
+	if err := ob.sweeper.handOverTx(ctx, tx); err != nil {
+		return nil, fmt.Errorf("hand over: %w", err)
 	}
 	_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 	return a, err

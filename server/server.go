@@ -19,13 +19,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/console"
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/fleet"
 	"github.com/oncebox/oncebox/internal/logdedupe"
@@ -33,7 +34,6 @@ import (
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/metrics"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorevents"
@@ -57,11 +57,12 @@ type Server struct {
 	gov, apiGov *governance.Governance
 	waitHub     *opwait.Hub
 	// waitSlots caps each tenant's open waits, HTTP ?wait= and MCP tool calls together.
-	waitSlots  *opwait.Slots
-	reconciler *reconcile.Reconciler
-	metrics    *metrics.Metrics
-	tenants    *tenant.Store
-	listers    map[string]reconcile.Lister
+	waitSlots *opwait.Slots
+	metrics   *metrics.Metrics
+	tenants   *tenant.Store
+	listers   map[string]finance.Lister
+	// adapters are the vendor adapters the outbox dispatches to, as vendors built them.
+	adapters []outbox.Vendor
 	// stripe prices refunds without an amount for the budgets (nil without Stripe).
 	stripe  *stripe.Vendor
 	events  *vendorevents.Store
@@ -118,7 +119,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		pool.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger, pool: pool, apiPool: pool, listers: map[string]reconcile.Lister{}}
+	s := &Server{cfg: cfg, logger: logger, pool: pool, apiPool: pool, listers: map[string]finance.Lister{}}
 	if cfg.Roles.API {
 		apiCfg := poolCfg.Copy()
 		apiCfg.MaxConns = int32(cfg.APIDBConns)
@@ -166,7 +167,7 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("sendgrid: %w", err)
 		}
-		s.listers[v.Name()] = reconcile.ListerFunc(v.ListMessages)
+		s.listers[v.Name()] = finance.ListerFunc(v.ListMessages)
 		enabled = append(enabled, v.Name())
 		if cfg.SendGridEventPublicKey != "" {
 			vs = append(vs, vendorevents.WrapVendor(v, s.events, cfg.VendorEventLag))
@@ -193,6 +194,7 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 			enabled = append(enabled, v.Name())
 		}
 	}
+	s.adapters = vs
 	return vs, enabled, nil
 }
 
@@ -446,9 +448,6 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.buildReconciler(); err != nil {
-		return err
-	}
 	if err := requireSealKey(toolList, sealKey); err != nil {
 		return err
 	}
@@ -469,12 +468,12 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.buildOutbox(ocfg); err != nil {
 		return err
 	}
-	s.reconciler.SetOutbox(s.outbox)
 	if cfg.Roles.API {
 		// The API's own outbox: the same tools and settings on the API's pool, insert-only.
 		apiCfg := ocfg
 		apiCfg.Pool, apiCfg.Work = s.apiPool, new(bool)
 		apiCfg.Purge, apiCfg.ExtraWorkers, apiCfg.PeriodicJobs = nil, nil, nil
+		apiCfg.Sweep.Periodic = false
 		apiCfg.ClientID = "" // insert-only: an id of its own, not the registered one
 		if s.apiGov, err = s.governance(s.apiPool); err != nil {
 			return err
@@ -560,21 +559,6 @@ func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Too
 	return toolList, nil
 }
 
-// buildReconciler makes the reconciler (s.reconciler). The rest of its wiring: the
-// outbox runs its jobs (periodicConfig), and build gives it the outbox once that exists.
-func (s *Server) buildReconciler() error {
-	cfg := s.cfg
-	var err error
-	s.reconciler, err = reconcile.New(reconcile.Config{Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
-		Observer: s.metrics, Logger: s.logger, MaxAttempts: cfg.MaxAttempts,
-		SweepTimeout: cfg.ReconcileSweepTimeout, RetryLookupAfter: cfg.ReconcileRetryAfter,
-		BatchSize: cfg.ReconcileBatch, Concurrency: cfg.ReconcileConcurrency, StuckMargin: cfg.ReconcileStuckMargin})
-	if err != nil {
-		return fmt.Errorf("reconciler: %w", err)
-	}
-	return nil
-}
-
 // requireSealKey refuses a tool that redacts without a seal key.
 func requireSealKey(toolList []outbox.Tool, sealKey []byte) error {
 	for _, t := range toolList {
@@ -618,6 +602,7 @@ func (s *Server) outboxConfig(vendors []outbox.Vendor, sealKey []byte) (outbox.C
 		ApprovalExpiry:       cfg.ApprovalExpiry,
 		Gate:                 s.gov,
 		TracerProvider:       cfg.TracerProvider,
+		Sweep:                s.sweepConfig(),
 	}
 	if cfg.NotifyURL != "" {
 		if cfg.NotifySecret == "" {
@@ -641,19 +626,13 @@ func (s *Server) outboxConfig(vendors []outbox.Vendor, sealKey []byte) (outbox.C
 	return ocfg, nil
 }
 
-// periodicConfig sets the jobs of the periodic role in ocfg: the purge, the
-// reconciler's sweep and the vendor events' cleanup.
+// periodicConfig sets the jobs of the periodic role in ocfg beside the sweep the outbox
+// runs itself (sweepConfig): the purge and the vendor events' cleanup.
 func (s *Server) periodicConfig(ocfg *outbox.Config) {
 	cfg := s.cfg
 	ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
-	ocfg.ExtraWorkers = func(w *river.Workers) error {
-		if err := s.reconciler.Register(w); err != nil {
-			return err
-		}
-		return s.events.Register(w)
-	}
-	ocfg.PeriodicJobs = []*river.PeriodicJob{s.reconciler.PeriodicJob(), s.events.PeriodicJob(outbox.MaintenanceQueue)}
-	ocfg.HandOver = func(ctx context.Context, tx pgx.Tx) error { return reconcile.SweepSoonTx(ctx, s.outbox.River(), tx) }
+	ocfg.ExtraWorkers = s.events.Register
+	ocfg.PeriodicJobs = []*river.PeriodicJob{s.events.PeriodicJob(outbox.MaintenanceQueue)}
 }
 
 // buildOutbox makes this process's outbox (s.outbox), explaining a tool kept less
@@ -670,6 +649,16 @@ func (s *Server) buildOutbox(ocfg outbox.Config) error {
 	return err
 }
 
+// sweepConfig is the outbox's sweeper configuration: the reconcile settings, run
+// periodically in a process with the periodic role.
+func (s *Server) sweepConfig() outbox.SweepConfig {
+	cfg := s.cfg
+	return outbox.SweepConfig{Periodic: cfg.Roles.Periodic, Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
+		Observer: s.metrics, MaxAttempts: cfg.MaxAttempts, Timeout: cfg.ReconcileSweepTimeout,
+		RetryLookupAfter: cfg.ReconcileRetryAfter, BatchSize: cfg.ReconcileBatch, Concurrency: cfg.ReconcileConcurrency,
+		StuckMargin: cfg.ReconcileStuckMargin}
+}
+
 func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
 	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Governance: s.apiGov, Tenants: s.tenants, Logger: s.logger,
@@ -683,7 +672,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	events, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: s.events, StripeSecret: cfg.StripeWebhookSecret,
 		SendGridPublicKey: cfg.SendGridEventPublicKey, SendGridTolerance: cfg.SendGridEventTolerance,
 		MaxBodyBytes: cfg.VendorEventMaxBodyBytes, UnavailableRetryAfter: cfg.UnavailableRetryAfter, Logger: s.logger,
-		OnEvents: func(ctx context.Context, _ string, opIDs []string) error { return s.reconciler.CheckSoon(ctx, opIDs) }})
+		OnEvents: func(ctx context.Context, _ string, opIDs []string) error { return s.outbox.CheckSoon(ctx, opIDs) }})
 	if err != nil {
 		return err
 	}
@@ -722,13 +711,9 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 		mux.Handle("/mcp/", noTools)
 	}
 	mux.Handle("GET /metrics", s.admin(s.metrics.Handler(), false))
-	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
-		Endpoints: riverui.NewEndpoints(s.apiOutbox.River(), nil),
-		Logger:    s.logger,
-		Prefix:    "/riverui",
-	})
+	ui, err := s.newRiverUI()
 	if err != nil {
-		return fmt.Errorf("river ui: %w", err)
+		return err
 	}
 	s.riverUI = ui
 	// Browsers replay basic auth on cross-site requests, and River UI's API takes
@@ -737,6 +722,24 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/riverui/", http.NewCrossOriginProtection().Handler(s.admin(ui, true)))
 	s.handler = s.hsts(mux)
 	return nil
+}
+
+// newRiverUI builds River UI on an insert-only River client of its own on the API's
+// pool: it reads and changes River's tables, and works no job.
+func (s *Server) newRiverUI() (*riverui.Handler, error) {
+	jobs, err := river.NewClient(riverpgxv5.New(s.apiPool), &river.Config{Logger: s.logger})
+	if err != nil {
+		return nil, fmt.Errorf("river ui: river client: %w", err)
+	}
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(jobs, nil),
+		Logger:    s.logger,
+		Prefix:    "/riverui",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river ui: %w", err)
+	}
+	return ui, nil
 }
 
 // hstsValue is the Strict-Transport-Security of an answer over HTTPS: a year, this
@@ -870,8 +873,8 @@ func (s *Server) isAdmin(r *http.Request) (ok bool, p *tenant.Principal, err err
 // Report builds the finance report of a window, for one tenant (0: every tenant),
 // comparing the ops with the objects of the vendors configured in this process. The
 // console's finance page and `oncebox reconcile report` both call it.
-func (s *Server) Report(ctx context.Context, since, until time.Time, tenantID int64) (*reconcile.Report, error) {
-	return reconcile.BuildReport(ctx, s.pool, reconcile.ReportParams{Since: since, Until: until, TenantID: tenantID, Listers: s.listers,
+func (s *Server) Report(ctx context.Context, since, until time.Time, tenantID int64) (*finance.Report, error) {
+	return finance.BuildReport(ctx, s.pool, finance.ReportParams{Since: since, Until: until, TenantID: tenantID, Listers: s.listers,
 		Unlistable: []string{tools.VendorWebhook}, Events: s.events})
 }
 
@@ -893,14 +896,11 @@ func (s *Server) Outbox() *outbox.Outbox { return s.outbox }
 // Tenants returns the tenant store.
 func (s *Server) Tenants() *tenant.Store { return s.tenants }
 
-// Reconciler returns the reconciler.
-func (s *Server) Reconciler() *reconcile.Reconciler { return s.reconciler }
-
 // Events returns the vendor event store (the finance report's EventSource).
 func (s *Server) Events() *vendorevents.Store { return s.events }
 
 // Listers returns the finance-report listers of the configured vendors.
-func (s *Server) Listers() map[string]reconcile.Lister { return s.listers }
+func (s *Server) Listers() map[string]finance.Lister { return s.listers }
 
 // Pool returns the Postgres pool of the workers and periodic jobs.
 func (s *Server) Pool() *pgxpool.Pool { return s.pool }

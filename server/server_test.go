@@ -317,11 +317,11 @@ func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	for name, want := range map[string]time.Duration{"sendgrid": 7 * time.Second, "webhook": 3 * time.Second} {
-		v, ok := srv.Outbox().Link().Vendor(name)
+		v, ok := srv.VendorForTest(name)
 		require.True(t, ok, name)
 		require.Equal(t, want, v.LookupLag(), "%s: a lookup lag shorter than the vendor's would trust an empty answer too early", name)
 	}
-	v, ok := srv.Outbox().Link().Vendor("stripe")
+	v, ok := srv.VendorForTest("stripe")
 	require.True(t, ok)
 	require.GreaterOrEqual(t, v.LookupLag(), 5*time.Second)
 

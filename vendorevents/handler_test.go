@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/dbtest"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
@@ -146,7 +146,7 @@ func TestOrphanEventKeptAndReported(t *testing.T) {
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_vendor_event WHERE orphan"))
 	require.Equal(t, 1, e.obs.get("stripe/orphan"))
 	require.Equal(t, 1, e.obs.get("stripe/untagged"))
-	rep, err := reconcile.BuildReport(context.Background(), e.pool, reconcile.ReportParams{
+	rep, err := finance.BuildReport(context.Background(), e.pool, finance.ReportParams{
 		Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Minute), Events: e.store})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"stripe": 1}, rep.OrphanEvents)

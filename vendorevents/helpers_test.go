@@ -14,7 +14,6 @@ import (
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
@@ -56,7 +55,6 @@ type env struct {
 	sgEvents fakesendgrid.EventsConfig
 	stEvents fakestripe.EventsConfig
 	ob       *outbox.Outbox
-	rec      *reconcile.Reconciler
 	tenant   int64
 }
 
@@ -71,10 +69,10 @@ func newEnv(t testing.TB) *env {
 	e := &env{pool: pool, store: store, obs: obs, sgKeyB64: pub}
 	h, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: store, StripeSecret: stripeSecret, SendGridPublicKey: pub,
 		OnEvents: func(ctx context.Context, _ string, ids []string) error {
-			if e.rec == nil {
+			if e.ob == nil {
 				return nil
 			}
-			return e.rec.CheckSoon(ctx, ids)
+			return e.ob.CheckSoon(ctx, ids)
 		}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
@@ -120,13 +118,10 @@ func (e *env) withStripe(t *testing.T, events *fakestripe.EventsConfig) (outbox.
 	return vendorevents.WrapVendor(v, e.store, 30*time.Second), v
 }
 
-// start builds the Outbox and Reconciler on vendors and works jobs until the test ends.
+// start builds the Outbox on vendors and works jobs until the test ends.
 func (e *env) start(t *testing.T, vendors ...outbox.Vendor) {
 	t.Helper()
 	e.ob = optest.NewOutbox(t, e.pool, tools.Config{}, vendors...)
-	var err error
-	e.rec, err = reconcile.New(reconcile.Config{Outbox: e.ob})
-	require.NoError(t, err)
 	optest.Start(t, e.ob)
 }
 

@@ -9,16 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 )
 
 // sweep runs one sweep.
-func (e *env) sweep(t *testing.T) reconcile.Stats {
+func (e *env) sweep(t *testing.T) outbox.SweepStats {
 	t.Helper()
-	st, err := e.rec.SweepOnce(context.Background())
+	st, err := e.ob.SweepOnce(context.Background())
 	require.NoError(t, err)
 	return st
 }
@@ -45,7 +44,7 @@ func TestUnknownMailResolvedFromEventWithoutActivityAddOn(t *testing.T) {
 	require.Len(t, msgs, 1)
 	require.Equal(t, msgs[0].XMessageID, got.VendorRef)
 	require.Equal(t, 1, e.sgFake.SendCount(), "one email, never resent")
-	require.Equal(t, []string{reconcile.DecisionSucceeded}, e.decisions(t, op.ID))
+	require.Equal(t, []string{outbox.SweepSucceeded}, e.decisions(t, op.ID))
 }
 
 func TestUnknownMailWithoutEventYetWaitsInsteadOfReview(t *testing.T) {

@@ -7,16 +7,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/finance"
 )
 
-var _ reconcile.EventSource = (*Store)(nil)
+var _ finance.EventSource = (*Store)(nil)
 
 // OpStates says, per op id, what the stored events tell the finance report: a mail's
 // delivery state (its most final one), and the refunds reported failed after they were
 // created (refund.failed).
-func (s *Store) OpStates(ctx context.Context, opIDs []string) (map[string]reconcile.EventState, error) {
-	out := map[string]reconcile.EventState{}
+func (s *Store) OpStates(ctx context.Context, opIDs []string) (map[string]finance.EventState, error) {
+	out := map[string]finance.EventState{}
 	if len(opIDs) == 0 {
 		return out, nil
 	}
@@ -25,7 +25,7 @@ func (s *Store) OpStates(ctx context.Context, opIDs []string) (map[string]reconc
 		return nil, err
 	}
 	for op, evs := range byOp {
-		var st reconcile.EventState
+		var st finance.EventState
 		for _, e := range evs {
 			switch {
 			case e.ObjectType == ObjectMessage && statusRank(ObjectMessage, e.Status) >= statusRank(ObjectMessage, st.Delivery):

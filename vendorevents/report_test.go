@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendors/stripe"
@@ -44,18 +44,18 @@ func TestReportShowsDeliveryAndFailedRefunds(t *testing.T) {
 	t.Cleanup(stSrv.Close)
 	stLister, err := stripe.New(stripe.Config{APIKey: "sk_test_report", BaseURL: stSrv.URL})
 	require.NoError(t, err)
-	rep, err := reconcile.BuildReport(context.Background(), e.pool, reconcile.ReportParams{
+	rep, err := finance.BuildReport(context.Background(), e.pool, finance.ReportParams{
 		Since: since, Until: time.Now().Add(time.Second), Events: e.store,
-		Listers: map[string]reconcile.Lister{"stripe": stLister, "sendgrid": reconcile.ListerFunc(sgLister.ListMessages)}})
+		Listers: map[string]finance.Lister{"stripe": stLister, "sendgrid": finance.ListerFunc(sgLister.ListMessages)}})
 	require.NoError(t, err)
-	byOp := map[string]reconcile.Line{}
+	byOp := map[string]finance.Line{}
 	for _, l := range rep.Lines {
 		byOp[l.OpID] = l
 	}
-	require.Equal(t, reconcile.CategoryMatched, byOp[m.ID].Category)
+	require.Equal(t, finance.CategoryMatched, byOp[m.ID].Category)
 	require.Equal(t, "bounced", byOp[m.ID].Delivery)
-	require.Equal(t, reconcile.CategoryMatched, byOp[pi.ID].Category)
-	require.Equal(t, reconcile.CategoryRefundFailed, byOp[re.ID].Category)
+	require.Equal(t, finance.CategoryMatched, byOp[pi.ID].Category)
+	require.Equal(t, finance.CategoryRefundFailed, byOp[re.ID].Category)
 	require.Contains(t, byOp[re.ID].Detail, refund.VendorRef)
 	require.Equal(t, 1, rep.Problems)
 	require.False(t, rep.Clean())

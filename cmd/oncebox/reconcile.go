@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/server"
 )
 
@@ -61,7 +61,7 @@ func reconcileRun(ctx context.Context, cfg server.Config, logger *slog.Logger) e
 		return err
 	}
 	defer srv.Close()
-	st, err := srv.Reconciler().SweepOnce(ctx)
+	st, err := srv.Outbox().SweepOnce(ctx)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func reportWindow(since, until string) (s, u time.Time, err error) {
 			return s, u, &exitError{code: 2, err: fmt.Errorf("--until: %w", err)}
 		}
 	}
-	if err := reconcile.CheckWindow(s, u, time.Now()); err != nil {
+	if err := finance.CheckWindow(s, u, time.Now()); err != nil {
 		return s, u, &exitError{code: 2, err: fmt.Errorf("--since and --until: %w", err)}
 	}
 	return s, u, nil
@@ -169,7 +169,7 @@ func isTerminal(f *os.File) bool {
 // printReportSummary prints the finance report for a person: the window, the totals per
 // tool and currency, and the lines that do not match; --format csv or json give every
 // line.
-func printReportSummary(w io.Writer, rep *reconcile.Report) error {
+func printReportSummary(w io.Writer, rep *finance.Report) error {
 	matched := len(rep.Lines) - rep.Problems
 	fmt.Fprintf(w, "Finance report %s to %s: %d matched line(s), %d problem(s).\n\n",
 		rep.Since.UTC().Format(time.RFC3339), rep.Until.UTC().Format(time.RFC3339), matched, rep.Problems)
@@ -189,7 +189,7 @@ func printReportSummary(w io.Writer, rep *reconcile.Report) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CATEGORY\tKEY\tTOOL\tSTATUS\tVENDOR IDS\tDETAIL")
 		for _, l := range rep.Lines {
-			if l.Category == reconcile.CategoryMatched {
+			if l.Category == finance.CategoryMatched {
 				continue
 			}
 			key := l.Key

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 )
 
 const reviewUsage = "usage: oncebox review list [--tenant T] | review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R"
@@ -50,7 +49,7 @@ func runReview(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		items, err := reconcile.ListReview(ctx, srv.Pool(), tid)
+		items, err := srv.Outbox().ListReview(ctx, tid)
 		if err != nil {
 			return err
 		}
@@ -80,11 +79,11 @@ func runReview(ctx context.Context, args []string) error {
 		var op *outbox.Op
 		switch {
 		case *succeeded != "":
-			op, err = reconcile.ResolveSucceeded(ctx, srv.Outbox(), tid, key, *succeeded, *reason, who)
+			op, err = srv.Outbox().ResolveSucceeded(ctx, tid, key, *succeeded, *reason, who)
 		case *failed:
-			op, err = reconcile.ResolveFailed(ctx, srv.Outbox(), tid, key, *reason, who)
+			op, err = srv.Outbox().ResolveFailed(ctx, tid, key, *reason, who)
 		default:
-			op, err = reconcile.ReleaseForResend(ctx, srv.Outbox(), tid, key, *reason, who, *newKey)
+			op, err = srv.Outbox().ReleaseForResend(ctx, tid, key, *reason, who, *newKey)
 		}
 		if err != nil {
 			return err

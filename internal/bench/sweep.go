@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -76,7 +75,7 @@ FROM oncebox_op`
 
 // Sweep seeds p.Ops ops with one INSERT ... SELECT generate_series, every
 // p.UnknownEvery-th of them unknown, gives the fake receiver one effect tagged with each
-// unknown op, and times Reconciler.SweepOnce until no op is unknown; then times one more
+// unknown op, and times Outbox.SweepOnce until no op is unknown; then times one more
 // (empty) sweep. pool must be bound to an empty migrated schema.
 func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult, error) {
 	if p.Ops < 1 || p.UnknownEvery < 1 {
@@ -93,13 +92,10 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult,
 	if err != nil {
 		return SweepResult{}, err
 	}
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{vendor}})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{vendor},
+		Sweep: outbox.SweepConfig{BatchSize: p.BatchSize}})
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("bench: outbox: %w", err)
-	}
-	rec, err := reconcile.New(reconcile.Config{Outbox: ob, BatchSize: p.BatchSize})
-	if err != nil {
-		return SweepResult{}, fmt.Errorf("bench: reconciler: %w", err)
 	}
 	t, _, err := tenant.NewStore(pool).Create(ctx, "bench")
 	if err != nil {
@@ -148,7 +144,7 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult,
 	resolved := 0
 	for resolved < len(unknown) {
 		start := time.Now()
-		st, err := rec.SweepOnce(ctx)
+		st, err := ob.SweepOnce(ctx)
 		res.Elapsed += time.Since(start)
 		res.Sweeps++
 		if err != nil {
@@ -163,7 +159,7 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult,
 		resolved += st.Succeeded
 	}
 	start := time.Now()
-	st, err := rec.SweepOnce(ctx)
+	st, err := ob.SweepOnce(ctx)
 	res.EmptySweep = time.Since(start)
 	if err != nil {
 		return res, fmt.Errorf("bench: empty sweep: %w", err)

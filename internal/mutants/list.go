@@ -7,13 +7,12 @@ package mutants
 // per mutant, grouped by the invariant broken, and long because the mutants are many.
 func List() []Mutant {
 	const (
-		outboxPkg    = "./outbox/"
-		reconcilePkg = "./reconcile/"
-		apiPkg       = "./api/"
-		stripePkg    = "./vendors/stripe/"
-		sendgridPkg  = "./vendors/sendgrid/"
-		chaosPkg     = "./cmd/oncebox-chaos/"
-		serverPkg    = "./server/"
+		outboxPkg   = "./outbox/"
+		apiPkg      = "./api/"
+		stripePkg   = "./vendors/stripe/"
+		sendgridPkg = "./vendors/sendgrid/"
+		chaosPkg    = "./cmd/oncebox-chaos/"
+		serverPkg   = "./server/"
 	)
 	return []Mutant{
 		// The attempt-token fence.
@@ -172,10 +171,10 @@ func List() []Mutant {
 		{
 			Name:     "tenant-review-resolve",
 			Breaks:   "a person resolves another tenant's op in review",
-			File:     "reconcile/queries.go",
-			Old:      "FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`",
-			New:      "FROM oncebox_op WHERE $1::bigint IS NOT NULL AND idempotency_key = $2 FOR UPDATE`",
-			Packages: []string{reconcilePkg},
+			File:     "outbox/queries.go",
+			Old:      "FROM oncebox_op\nWHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`",
+			New:      "FROM oncebox_op\nWHERE $1::bigint IS NOT NULL AND idempotency_key = $2 FOR UPDATE`",
+			Packages: []string{outboxPkg},
 			Tests:    []string{"TestManualResolutions"},
 		},
 
@@ -252,10 +251,10 @@ func List() []Mutant {
 		{
 			Name:     "reconcile-adopts-other-ops-object",
 			Breaks:   "the reconciler adopts a looked-up object tagged for another op, or untagged",
-			File:     "reconcile/decide.go",
+			File:     "outbox/sweep_decide.go",
 			Old:      "		if o.OpID == c.id {",
 			New:      "		if true {",
-			Packages: []string{reconcilePkg},
+			Packages: []string{outboxPkg},
 			Tests:    []string{"TestSweepAdoptsOnlyObjectsTaggedWithTheOp"},
 		},
 		{
@@ -272,10 +271,10 @@ func List() []Mutant {
 		{
 			Name:     "reconcile-ignores-lookup-lag",
 			Breaks:   "an empty lookup is trusted inside the vendor's lag: an op is resent while its object is merely not visible yet",
-			File:     "reconcile/decide.go",
+			File:     "outbox/sweep_decide.go",
 			Old:      "	if a.askedAt.Before(visibleFrom) {",
 			New:      "	if false {",
-			Packages: []string{reconcilePkg},
+			Packages: []string{outboxPkg},
 			Tests:    []string{"TestSweepWaitsWithinTheLookupLag", "TestSweepWaitsOutAnAttemptThatNeverFinished"},
 		},
 

@@ -1,5 +1,5 @@
 // Package optest helps the tests of packages that drive an outbox.Outbox against a
-// real Postgres (reconcile, vendorevents, the vendor adapters): build and start the
+// real Postgres (outbox's sweeper, vendorevents, the vendor adapters): build and start the
 // Outbox, make a tenant, enqueue an op, read it by id, wait for a status or for its
 // dispatch jobs to finish.
 package optest
@@ -22,14 +22,25 @@ import (
 // It is not started.
 func NewOutbox(tb testing.TB, pool *pgxpool.Pool, toolsCfg tools.Config, vendors ...outbox.Vendor) *outbox.Outbox {
 	tb.Helper()
+	return NewOutboxFrom(tb, pool, outbox.Config{}, toolsCfg, vendors...)
+}
+
+// NewOutboxFrom is NewOutbox with the rest of base (such as its Sweep, Observer or
+// Logger): base's Pool, Tools, Vendors, Queues, TestOnly, FetchPollInterval and
+// RetryBackoff are set as NewOutbox sets them.
+func NewOutboxFrom(tb testing.TB, pool *pgxpool.Pool, base outbox.Config, toolsCfg tools.Config, vendors ...outbox.Vendor) *outbox.Outbox {
+	tb.Helper()
 	reg, err := outbox.NewRegistry(tools.Builtin(toolsCfg)...)
 	require.NoError(tb, err)
 	queues := map[string]outbox.QueueConfig{}
 	for _, v := range vendors {
 		queues[v.Name()] = outbox.QueueConfig{JobTimeout: 5 * time.Second}
 	}
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: vendors, Queues: queues, TestOnly: true,
-		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	cfg := base
+	cfg.Pool, cfg.Tools, cfg.Vendors, cfg.Queues, cfg.TestOnly = pool, reg, vendors, queues, true
+	cfg.FetchPollInterval = 50 * time.Millisecond
+	cfg.RetryBackoff = func(int) time.Duration { return 50 * time.Millisecond }
+	ob, err := outbox.New(cfg)
 	require.NoError(tb, err)
 	return ob
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
@@ -28,6 +29,7 @@ const settleWait = 15 * time.Second
 // harness is an Outbox working sendgrid.mail ops against one fake SendGrid.
 type harness struct {
 	ob     *outbox.Outbox
+	pool   *pgxpool.Pool
 	w      *wire
 	sg     *sendgrid.Vendor
 	tenant int64
@@ -37,7 +39,7 @@ func startHarness(t *testing.T, w *wire, adjust func(*sendgrid.Config)) *harness
 	t.Helper()
 	ctx := t.Context()
 	pool := dbtest.Schema(t)
-	h := &harness{w: w, sg: newVendor(t, w, adjust)}
+	h := &harness{w: w, sg: newVendor(t, w, adjust), pool: pool}
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_tenant (name) VALUES ('t') RETURNING id`).Scan(&h.tenant))
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
@@ -90,7 +92,7 @@ func (h *harness) requireStill(t *testing.T, key string, status outbox.Status, e
 	t.Helper()
 	op, err := h.ob.Get(t.Context(), h.tenant, key)
 	require.NoError(t, err)
-	optest.WaitJobsFinished(t, h.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, h.pool, op.ID)
 	require.Equal(t, emails, h.w.fake.SendCount())
 	op, err = h.ob.Get(t.Context(), h.tenant, key)
 	require.NoError(t, err)
@@ -225,7 +227,7 @@ func TestWorkerRefusalFailsAndReplays(t *testing.T) {
 	require.True(t, again.Replayed)
 	require.Equal(t, outbox.StatusFailed, again.Op.Status)
 	require.Equal(t, string(op.Error), string(again.Op.Error), "the same answer, byte for byte")
-	optest.WaitJobsFinished(t, h.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, h.pool, op.ID)
 	require.Equal(t, 1, w.posts(), "the replay sent nothing")
 	require.Zero(t, w.fake.SendCount())
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	stripego "github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type e2e struct {
 	*harness
 	ob     *outbox.Outbox
+	pool   *pgxpool.Pool
 	tenant int64
 }
 
@@ -51,7 +53,7 @@ func newE2E(t *testing.T, o harnessOpts) *e2e {
 		defer cancel()
 		_ = ob.Stop(sctx)
 	})
-	return &e2e{harness: h, ob: ob, tenant: tenant}
+	return &e2e{harness: h, ob: ob, pool: pool, tenant: tenant}
 }
 
 func (e *e2e) enqueue(t *testing.T, key, tool string, args any) *outbox.EnqueueResult {
@@ -240,7 +242,7 @@ func TestE2EDeclineFailsAndIsReplayed(t *testing.T) {
 	require.True(t, again.Replayed)
 	require.Equal(t, outbox.StatusFailed, again.Op.Status)
 	require.JSONEq(t, string(op.Error), string(again.Op.Error))
-	optest.WaitJobsFinished(t, e.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, e.pool, op.ID)
 	require.Equal(t, 1, e.fake.Requests(), "a replay sends nothing")
 }
 
@@ -278,7 +280,7 @@ func TestE2EStored500IsUnknownAndNotResent(t *testing.T) {
 	op := e.wait(t, "pi-500")
 	require.Equal(t, outbox.StatusUnknown, op.Status)
 	require.Equal(t, http.StatusInternalServerError, opError(t, op).HTTPStatus)
-	optest.WaitJobsFinished(t, e.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, e.pool, op.ID)
 	op, err := e.ob.Get(context.Background(), e.tenant, "pi-500")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusUnknown, op.Status)
@@ -307,7 +309,7 @@ func TestE2EIdempotencyErrorNeedsReview(t *testing.T) {
 	oe := opError(t, op)
 	require.Equal(t, "idempotency_error", oe.Code)
 	require.Contains(t, oe.Message, "bug in oncebox")
-	optest.WaitJobsFinished(t, e.ob.Pool(), op.ID)
+	optest.WaitJobsFinished(t, e.pool, op.ID)
 	op, err = e.ob.Get(context.Background(), e.tenant, "pi-idem")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusNeedsReview, op.Status)

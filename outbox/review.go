@@ -1,4 +1,4 @@
-package reconcile
+package outbox
 
 import (
 	"context"
@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/internal/opstate"
-	"github.com/oncebox/oncebox/outbox"
 )
 
 // ReviewItem is one op waiting for a person's decision.
@@ -26,16 +24,16 @@ type ReviewItem struct {
 	Attempts  int
 	UpdatedAt time.Time
 	// LastEvent says why the op is here: its latest event's kind and decision (such as
-	// "reconcile: duplicate"), or the worker's error code when no event was recorded.
+	// "outbox: duplicate"), or the worker's error code when no event was recorded.
 	LastEvent string
 }
 
 // ListReview lists the ops in needs_review of one tenant, or of every tenant when
 // tenantID is 0, oldest first.
-func ListReview(ctx context.Context, pool *pgxpool.Pool, tenantID int64) ([]ReviewItem, error) {
-	rows, err := pool.Query(ctx, sqlListReview, tenantID)
+func (ob *Outbox) ListReview(ctx context.Context, tenantID int64) ([]ReviewItem, error) {
+	rows, err := ob.pool.Query(ctx, sqlListReview, tenantID)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: list review: %w", err)
+		return nil, fmt.Errorf("outbox: list review: %w", err)
 	}
 	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReviewItem, error) {
 		var it ReviewItem
@@ -43,7 +41,7 @@ func ListReview(ctx context.Context, pool *pgxpool.Pool, tenantID int64) ([]Revi
 		return it, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: list review: %w", err)
+		return nil, fmt.Errorf("outbox: list review: %w", err)
 	}
 	return items, nil
 }
@@ -54,24 +52,24 @@ const AwaitsApprovalSentence = "This op awaits approval, and only its approval c
 	"policy version, fingerprint and expiry it is bound to); it can be approved or rejected, not resolved or released."
 
 // ErrAwaitsApproval is returned for a resolution or release of an op that awaits
-// approval: only the approval decision (outbox.Outbox.Decide) moves it to pending. It
-// matches outbox.ErrWrongState.
-var ErrAwaitsApproval = fmt.Errorf("%w: the op awaits approval; only its approval can release it", outbox.ErrWrongState)
+// approval: only the approval decision (Outbox.Decide) moves it to pending. It
+// matches ErrWrongState.
+var ErrAwaitsApproval = fmt.Errorf("%w: the op awaits approval; only its approval can release it", ErrWrongState)
 
 // manualKind is the event kind of a person's resolution.
 const manualKind = "manual_resolution"
 
 // ResolveSucceeded records that the tenant's op under key did happen at the vendor, as
 // the object vendorRef (a person checked). The op must be in needs_review or unknown;
-// otherwise the error matches outbox.ErrWrongState. actor and reason go into its history.
-func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, vendorRef, reason, actor string) (*outbox.Op, error) {
+// otherwise the error matches ErrWrongState. actor and reason go into its history.
+func (ob *Outbox) ResolveSucceeded(ctx context.Context, tenantID int64, key, vendorRef, reason, actor string) (*Op, error) {
 	if vendorRef == "" {
-		return nil, errors.New("reconcile: resolve succeeded: vendorRef is required")
+		return nil, errors.New("outbox: resolve succeeded: vendorRef is required")
 	}
-	if err := outbox.CheckStorableText("vendor_ref", vendorRef); err != nil {
+	if err := CheckStorableText("vendor_ref", vendorRef); err != nil {
 		return nil, err
 	}
-	return resolve(ctx, ob, tenantID, key, outbox.StatusSucceeded, opstate.Resolve, "resolved_succeeded", reason, actor,
+	return ob.resolve(ctx, tenantID, key, StatusSucceeded, opstate.Resolve, "resolved_succeeded", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			c.Result, _ = json.Marshal(map[string]string{"vendor_ref": vendorRef, "resolved_by": "manual_review"})
 			c.RedactedArgs, c.VendorRef = redactedArgs(ob, op), vendorRef
@@ -81,9 +79,9 @@ func ResolveSucceeded(ctx context.Context, ob *outbox.Outbox, tenantID int64, ke
 
 // ResolveFailed records that the tenant's op under key did not happen and must not be
 // sent again: it becomes failed, with an error naming actor and reason. The op must be in
-// needs_review or unknown; otherwise the error matches outbox.ErrWrongState.
-func ResolveFailed(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, reason, actor string) (*outbox.Op, error) {
-	return resolve(ctx, ob, tenantID, key, outbox.StatusFailed, opstate.Resolve, "resolved_failed", reason, actor,
+// needs_review or unknown; otherwise the error matches ErrWrongState.
+func (ob *Outbox) ResolveFailed(ctx context.Context, tenantID int64, key, reason, actor string) (*Op, error) {
+	return ob.resolve(ctx, tenantID, key, StatusFailed, opstate.Resolve, "resolved_failed", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			c.Error, _ = json.Marshal(map[string]string{"class": "permanent", "code": "resolved_failed",
 				"message": "marked failed by " + actor + ": " + reason})
@@ -96,14 +94,14 @@ func ResolveFailed(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, 
 // With newKey the op moves to the next generation and a new vendor key (needed when the
 // vendor still remembers the old key); an op whose vendor key is known to replay a
 // stored failure gets a new key either way. The op must be in needs_review or unknown;
-// otherwise the error matches outbox.ErrWrongState.
-func ReleaseForResend(ctx context.Context, ob *outbox.Outbox, tenantID int64, key, reason, actor string, newKey bool) (*outbox.Op, error) {
-	return resolve(ctx, ob, tenantID, key, outbox.StatusPending, opstate.Release, "released_for_resend", reason, actor,
+// otherwise the error matches ErrWrongState.
+func (ob *Outbox) ReleaseForResend(ctx context.Context, tenantID int64, key, reason, actor string, newKey bool) (*Op, error) {
+	return ob.resolve(ctx, tenantID, key, StatusPending, opstate.Release, "released_for_resend", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			bump := newKey || op.staleKey
 			detail["new_key"] = bump
 			if bump {
-				c.NewVendorKey = outbox.VendorKey(tenantID, op.key, op.tool, op.generation+1)
+				c.NewVendorKey = VendorKey(tenantID, op.key, op.tool, op.generation+1)
 				detail["generation"] = op.generation + 1
 			}
 		})
@@ -112,7 +110,7 @@ func ReleaseForResend(ctx context.Context, ob *outbox.Outbox, tenantID int64, ke
 // reviewOp is the locked op a manual resolution changes.
 type reviewOp struct {
 	id, key, tool, vendor string
-	status                outbox.Status
+	status                Status
 	args                  json.RawMessage
 	generation            int
 	staleKey              bool
@@ -123,8 +121,8 @@ type reviewOp struct {
 
 // redactedArgs returns the args to store once op is terminal: its redacted args when
 // its tool redacts and the stored args are the full ones, nil to keep them as they are.
-func redactedArgs(ob *outbox.Outbox, op reviewOp) json.RawMessage {
-	tool, ok := ob.Tools().Lookup(op.tool)
+func redactedArgs(ob *Outbox, op reviewOp) json.RawMessage {
+	tool, ok := ob.cfg.Tools.Lookup(op.tool)
 	if !ok || tool.Redact == nil || op.sealed {
 		return nil
 	}
@@ -135,23 +133,23 @@ func redactedArgs(ob *outbox.Outbox, op reviewOp) json.RawMessage {
 // transition table says from needs_review or unknown: an op that awaits approval is
 // released only by the approval decision, never by a resolution), lets decide fill in
 // the change, and has the op state machine write it.
-func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey string, to outbox.Status, action opstate.Action,
+func (ob *Outbox) resolve(ctx context.Context, tenantID int64, rawKey string, to Status, action opstate.Action,
 	decision, reason, actor string,
-	decide func(op reviewOp, c *opstate.Change, detail map[string]any)) (*outbox.Op, error) {
-	key, err := outbox.NormalizeKey(rawKey)
+	decide func(op reviewOp, c *opstate.Change, detail map[string]any)) (*Op, error) {
+	key, err := NormalizeKey(rawKey)
 	if err != nil {
 		return nil, err
 	}
 	if actor == "" {
-		return nil, errors.New("reconcile: actor is required: name the person deciding")
+		return nil, errors.New("outbox: actor is required: name the person deciding")
 	}
 	for _, f := range []struct{ name, value string }{{"reason", reason}, {"actor", actor}} {
-		if err := outbox.CheckStorableText(f.name, f.value); err != nil {
+		if err := CheckStorableText(f.name, f.value); err != nil {
 			return nil, err
 		}
 	}
 	var applied *opstate.Applied
-	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
 		var (
 			op     reviewOp
 			status string
@@ -159,26 +157,26 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 		err := tx.QueryRow(ctx, sqlReviewOpForUpdate, tenantID, key).Scan(&op.id, &op.tool, &op.vendor, &status,
 			&op.generation, &op.staleKey, &op.args, &op.sealed)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return outbox.ErrNotFound
+			return ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("lock op: %w", err)
 		}
 		op.key = key
-		op.status = outbox.Status(status)
-		if op.status == outbox.StatusAwaitingApproval {
+		op.status = Status(status)
+		if op.status == StatusAwaitingApproval {
 			return ErrAwaitsApproval
 		}
 		if !opstate.Allowed(op.status, to, opstate.Person, action) {
 			return fmt.Errorf("%w: op is %s; only an op in %s or %s can be resolved by hand",
-				outbox.ErrWrongState, op.status, outbox.StatusNeedsReview, outbox.StatusUnknown)
+				ErrWrongState, op.status, StatusNeedsReview, StatusUnknown)
 		}
 		c := opstate.Change{OpID: op.id, From: op.status, To: to, By: opstate.Person, Action: action, Actor: actor, Kind: manualKind,
 			Attrs: []any{slog.String("decision", decision)}}
 		detail := map[string]any{"decision": decision, "reason": reason}
 		c.Detail = detail
 		decide(op, &c, detail)
-		applied, err = ob.Link().Ops.Apply(ctx, tx, c)
+		applied, err = ob.ops.Apply(ctx, tx, c)
 		if err != nil {
 			return fmt.Errorf("%s: %w", decision, err)
 		}
@@ -188,10 +186,10 @@ func resolve(ctx context.Context, ob *outbox.Outbox, tenantID int64, rawKey stri
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, outbox.ErrNotFound) || errors.Is(err, outbox.ErrWrongState) {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongState) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("reconcile: %s: %w", decision, err)
+		return nil, fmt.Errorf("outbox: %s: %w", decision, err)
 	}
 	applied.Report()
 	return ob.Get(ctx, tenantID, key)

@@ -1,4 +1,4 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
@@ -32,7 +31,7 @@ func piArgs(amount int64) map[string]any {
 func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 
 	// The op's key was first sent a day ago (its earlier attempts were refused before
 	// Stripe ran them), so Stripe no longer deduplicates it and the worker may not
@@ -58,13 +57,13 @@ func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 	require.Equal(t, pis[0].ID, got.VendorRef)
 	require.Contains(t, string(got.Result), pis[0].ID)
 	require.Equal(t, 1, fake.CreatedCount(), "reconciliation must create nothing")
-	require.Equal(t, reconcile.DecisionSucceeded, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, outbox.SweepSucceeded, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
 
 func TestStripeTwoTaggedPaymentIntentsNeedReview(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "pay-dup", tools.PaymentIntent, piArgs(500), time.Minute, false)
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{outbox.TagKey: op.ID}})
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{outbox.TagKey: op.ID}})
@@ -74,14 +73,14 @@ func TestStripeTwoTaggedPaymentIntentsNeedReview(t *testing.T) {
 	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
 	require.Equal(t, 1, e.obs.count(e.obs.duplicates, "stripe"))
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, reconcile.DecisionDuplicate, evs[0]["decision"])
+	require.Equal(t, outbox.SweepDuplicate, evs[0]["decision"])
 	require.Len(t, evs[0]["objects"], 2)
 }
 
 func TestStripeDeclinedPaymentIntentIsAFailure(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	args := map[string]any{"amount": 700, "currency": "usd", "confirm": true, "payment_method": "pm_card_chargeDeclined"}
 	op := e.seedUnknown(t, "pay-declined", tools.PaymentIntent, args, time.Minute, false)
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 700, Status: "requires_payment_method",
@@ -92,13 +91,13 @@ func TestStripeDeclinedPaymentIntentIsAFailure(t *testing.T) {
 	got := e.get(t, op.ID)
 	require.Equal(t, outbox.StatusFailed, got.Status)
 	require.Contains(t, string(got.Error), "requires_payment_method")
-	require.Equal(t, reconcile.DecisionRefused, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, outbox.SweepRefused, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
 
 func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	// The vendor answered the key with a replayed stored 500 and holds nothing.
 	op := e.seedUnknown(t, "pay-stale", tools.PaymentIntent, piArgs(900), time.Minute, true)
 
@@ -112,7 +111,7 @@ func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	require.NotEqual(t, op.VendorKey, got.VendorKey)
 	require.Equal(t, 0, e.count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND (stale_key OR key_first_sent_at IS NOT NULL)", op.ID))
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, reconcile.DecisionResendNewKey, evs[0]["decision"])
+	require.Equal(t, outbox.SweepResendNewKey, evs[0]["decision"])
 	require.EqualValues(t, 1, evs[0]["generation"])
 
 	e.start(t)

@@ -1,4 +1,4 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"context"
@@ -9,13 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
 // manualEvent returns the detail of the op's last manual resolution and its actor.
-func manualEvent(t *testing.T, e *env, id string) (map[string]any, string) {
+func manualEvent(t *testing.T, e *sweepEnv, id string) (map[string]any, string) {
 	t.Helper()
 	h, err := e.ob.History(context.Background(), e.tenant, id)
 	require.NoError(t, err)
@@ -33,19 +32,19 @@ func manualEvent(t *testing.T, e *env, id string) (map[string]any, string) {
 func TestManualResolutions(t *testing.T) {
 	t.Parallel()
 	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	ctx := context.Background()
 	ok := e.seedUnknown(t, "ok", tools.WebhookPost, hookArgs(1), time.Minute, false)
 	bad := e.seedUnknown(t, "bad", tools.WebhookPost, hookArgs(2), time.Minute, false)
 	again := e.seedUnknown(t, "again", tools.WebhookPost, hookArgs(3), time.Minute, false)
 	require.Equal(t, 3, e.sweep(t).NeedsReview) // lookups unavailable
 
-	items, err := reconcile.ListReview(ctx, e.pool, 0)
+	items, err := e.ob.ListReview(ctx, 0)
 	require.NoError(t, err)
 	require.Len(t, items, 3)
 	require.Equal(t, "reconcile: lookup_unavailable", items[0].LastEvent)
 
-	got, err := reconcile.ResolveSucceeded(ctx, e.ob, e.tenant, "ok", "req_123", "seen in the receiver's logs", "ada")
+	got, err := e.ob.ResolveSucceeded(ctx, e.tenant, "ok", "req_123", "seen in the receiver's logs", "ada")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusSucceeded, got.Status)
 	require.Equal(t, "req_123", got.VendorRef)
@@ -54,12 +53,12 @@ func TestManualResolutions(t *testing.T) {
 	require.Equal(t, "resolved_succeeded", d["decision"])
 	require.Equal(t, "seen in the receiver's logs", d["reason"])
 
-	got, err = reconcile.ResolveFailed(ctx, e.ob, e.tenant, "bad", "receiver rejected it", "ada")
+	got, err = e.ob.ResolveFailed(ctx, e.tenant, "bad", "receiver rejected it", "ada")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusFailed, got.Status)
 	require.Contains(t, string(got.Error), "receiver rejected it")
 
-	got, err = reconcile.ReleaseForResend(ctx, e.ob, e.tenant, "again", "nothing arrived", "bob", true)
+	got, err = e.ob.ReleaseForResend(ctx, e.tenant, "again", "nothing arrived", "bob", true)
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusPending, got.Status)
 	require.Equal(t, 1, got.Generation)
@@ -69,14 +68,14 @@ func TestManualResolutions(t *testing.T) {
 	require.Equal(t, true, d["new_key"])
 
 	// Only needs_review and unknown ops can be resolved by hand.
-	_, err = reconcile.ResolveFailed(ctx, e.ob, e.tenant, "ok", "oops", "ada")
+	_, err = e.ob.ResolveFailed(ctx, e.tenant, "ok", "oops", "ada")
 	require.ErrorIs(t, err, outbox.ErrWrongState)
-	_, err = reconcile.ReleaseForResend(ctx, e.ob, e.tenant, "bad", "oops", "ada", false)
+	_, err = e.ob.ReleaseForResend(ctx, e.tenant, "bad", "oops", "ada", false)
 	require.ErrorIs(t, err, outbox.ErrWrongState)
-	_, err = reconcile.ResolveSucceeded(ctx, e.ob, e.tenant+1, "ok", "req_1", "other tenant", "ada")
+	_, err = e.ob.ResolveSucceeded(ctx, e.tenant+1, "ok", "req_1", "other tenant", "ada")
 	require.ErrorIs(t, err, outbox.ErrNotFound)
 
-	items, err = reconcile.ListReview(ctx, e.pool, e.tenant)
+	items, err = e.ob.ListReview(ctx, e.tenant)
 	require.NoError(t, err)
 	require.Empty(t, items)
 
@@ -94,24 +93,24 @@ func TestManualResolutions(t *testing.T) {
 func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	ctx := context.Background()
 	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
 
 	for name, resolve := range map[string]func() error{
 		"succeeded reason": func() error {
-			_, err := reconcile.ResolveSucceeded(ctx, e.ob, e.tenant, "k", "req_1", "seen\x00", "ada")
+			_, err := e.ob.ResolveSucceeded(ctx, e.tenant, "k", "req_1", "seen\x00", "ada")
 			return err
 		},
 		"succeeded ref": func() error {
-			_, err := reconcile.ResolveSucceeded(ctx, e.ob, e.tenant, "k", "req\x00", "seen", "ada")
+			_, err := e.ob.ResolveSucceeded(ctx, e.tenant, "k", "req\x00", "seen", "ada")
 			return err
 		},
-		"failed reason":    func() error { _, err := reconcile.ResolveFailed(ctx, e.ob, e.tenant, "k", "no\x00", "ada"); return err },
-		"failed bad utf-8": func() error { _, err := reconcile.ResolveFailed(ctx, e.ob, e.tenant, "k", "no\xff", "ada"); return err },
+		"failed reason":    func() error { _, err := e.ob.ResolveFailed(ctx, e.tenant, "k", "no\x00", "ada"); return err },
+		"failed bad utf-8": func() error { _, err := e.ob.ResolveFailed(ctx, e.tenant, "k", "no\xff", "ada"); return err },
 		"resend actor": func() error {
-			_, err := reconcile.ReleaseForResend(ctx, e.ob, e.tenant, "k", "again", "a\x00", false)
+			_, err := e.ob.ReleaseForResend(ctx, e.tenant, "k", "again", "a\x00", false)
 			return err
 		},
 	} {

@@ -1,4 +1,4 @@
-package reconcile
+package outbox
 
 import (
 	"context"
@@ -13,60 +13,59 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
-	"github.com/oncebox/oncebox/outbox"
 )
 
 // The decisions a sweep takes, as recorded in op events (detail "decision") and passed
-// to Observer.Decision.
+// to SweepObserver.Decision.
 const (
-	// DecisionStuck moved an op found in dispatching long past its job timeout, with
+	// SweepStuck moved an op found in dispatching long past its job timeout, with
 	// no job running, to unknown.
-	DecisionStuck = "stuck_dispatching"
-	// DecisionRejob gave a new dispatch job to a pending op whose job was gone (deleted,
+	SweepStuck = "stuck_dispatching"
+	// SweepRejob gave a new dispatch job to a pending op whose job was gone (deleted,
 	// or finished while the op went back to pending).
-	DecisionRejob = "dispatch_job_missing"
-	// DecisionJobDiscarded handed a pending op whose dispatch job River discarded or
+	SweepRejob = "dispatch_job_missing"
+	// SweepJobDiscarded handed a pending op whose dispatch job River discarded or
 	// someone cancelled to a person.
-	DecisionJobDiscarded = "dispatch_job_discarded"
-	// DecisionSucceeded adopted the one object the vendor holds: the op succeeded.
-	DecisionSucceeded = "succeeded"
-	// DecisionRefused adopted the one object the vendor holds, which records a refusal
+	SweepJobDiscarded = "dispatch_job_discarded"
+	// SweepSucceeded adopted the one object the vendor holds: the op succeeded.
+	SweepSucceeded = "succeeded"
+	// SweepRefused adopted the one object the vendor holds, which records a refusal
 	// (a declined payment): the op failed.
-	DecisionRefused = "refused_at_vendor"
-	// DecisionResend found no object after the lookup lag: the op goes back to pending
+	SweepRefused = "refused_at_vendor"
+	// SweepResend found no object after the lookup lag: the op goes back to pending
 	// with the same vendor key.
-	DecisionResend = "resend"
-	// DecisionResendNewKey is DecisionResend for an op whose vendor key replays a stored
+	SweepResend = "resend"
+	// SweepResendNewKey is SweepResend for an op whose vendor key replays a stored
 	// failure: the op moves to the next generation and a new vendor key.
-	DecisionResendNewKey = "resend_new_key"
-	// DecisionNoneReview found no object after the lookup lag for a vendor configured
-	// not to resend (Config.ResendOnNone): a person decides.
-	DecisionNoneReview = "none_found_review"
-	// DecisionAttemptsExhausted found no object, but the op has had Config.MaxAttempts
+	SweepResendNewKey = "resend_new_key"
+	// SweepNoneReview found no object after the lookup lag for a vendor configured
+	// not to resend (SweepConfig.ResendOnNone): a person decides.
+	SweepNoneReview = "none_found_review"
+	// SweepAttemptsExhausted found no object, but the op has had SweepConfig.MaxAttempts
 	// attempts already: a person decides.
-	DecisionAttemptsExhausted = "attempts_exhausted"
-	// DecisionWait found no object while the vendor's lookup lag may still hide it: the
+	SweepAttemptsExhausted = "attempts_exhausted"
+	// SweepWait found no object while the vendor's lookup lag may still hide it: the
 	// op is checked again once the lag is over.
-	DecisionWait = "wait"
-	// DecisionDuplicate found two or more objects for one op: a person decides.
-	DecisionDuplicate = "duplicate"
-	// DecisionLookupUnavailable means the vendor cannot be asked at all: a person
+	SweepWait = "wait"
+	// SweepDuplicate found two or more objects for one op: a person decides.
+	SweepDuplicate = "duplicate"
+	// SweepLookupUnavailable means the vendor cannot be asked at all: a person
 	// decides.
-	DecisionLookupUnavailable = "lookup_unavailable"
-	// DecisionLookupFailed means the lookup failed (rate limit, network): the op is
-	// checked again after Config.RetryLookupAfter.
-	DecisionLookupFailed = "lookup_failed"
+	SweepLookupUnavailable = "lookup_unavailable"
+	// SweepLookupFailed means the lookup failed (rate limit, network): the op is
+	// checked again after SweepConfig.RetryLookupAfter.
+	SweepLookupFailed = "lookup_failed"
 )
 
-// eventKind is the kind of the sweeper's events (their actor is opstate.Reconciler).
-const eventKind = "reconcile"
+// sweepEventKind is the kind of the sweeper's events (their actor is opstate.Reconciler).
+const sweepEventKind = "reconcile"
 
 // sinceMargin widens LookupParams.Since below the first attempt's start, for clock
 // differences between Postgres and the vendor.
 const sinceMargin = 5 * time.Minute
 
-// Stats counts what one sweep did.
-type Stats struct {
+// SweepStats counts what one sweep did.
+type SweepStats struct {
 	// Looked is how many unknown ops were looked up at the vendor.
 	Looked int
 	// Succeeded and Failed count ops resolved from the one object the vendor holds.
@@ -91,7 +90,7 @@ type Stats struct {
 	Skipped int
 }
 
-func (s *Stats) add(o Stats) {
+func (s *SweepStats) add(o SweepStats) {
 	s.Looked += o.Looked
 	s.Succeeded += o.Succeeded
 	s.Failed += o.Failed
@@ -111,7 +110,7 @@ type candidate struct {
 	id, key, tool, vendor, vendorRef, token string
 	tenantID                                int64
 	args                                    json.RawMessage
-	status                                  outbox.Status
+	status                                  Status
 	attempts, generation                    int
 	staleKey                                bool
 	createdAt                               time.Time
@@ -134,7 +133,7 @@ func scanCandidate(row pgx.Row) (*candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.status = outbox.Status(status)
+	c.status = Status(status)
 	return c, nil
 }
 
@@ -169,30 +168,31 @@ func (c *candidate) lastSent(jobTimeout time.Duration) time.Time {
 	return c.createdAt
 }
 
-// SweepOnce runs one pass: it moves stuck dispatching ops to unknown, then looks up at
-// most Config.BatchSize unknown ops that are due and records a decision for each. An
-// error about one op does not stop the others; the errors are returned together.
-func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
-	var st Stats
-	ob, err := r.outbox()
-	if err != nil {
+// SweepOnce runs one pass of the sweeper: it moves stuck dispatching ops to unknown,
+// then looks up at most Config.Sweep.BatchSize unknown ops that are due and records a
+// decision for each. An error about one op does not stop the others; the errors are
+// returned together.
+func (ob *Outbox) SweepOnce(ctx context.Context) (SweepStats, error) {
+	return ob.sweeper.sweepOnce(ctx)
+}
+
+func (sw *sweeper) sweepOnce(ctx context.Context) (SweepStats, error) {
+	var st SweepStats
+	if err := sw.unstick(ctx, &st); err != nil {
 		return st, err
 	}
-	if err := r.unstick(ctx, ob, &st); err != nil {
+	if err := sw.rejob(ctx, &st); err != nil {
 		return st, err
 	}
-	if err := r.rejob(ctx, ob, &st); err != nil {
-		return st, err
-	}
-	now := r.cfg.Now()
+	now := sw.cfg.Now()
 	// The lease outlives this sweep: a sweep is over (done, or cancelled by its
 	// timeout) by then, so ops it did not reach come back to the next one.
-	lease := now.Add(r.cfg.SweepTimeout)
-	ids, err := ob.Link().Ops.LeaseUnknown(ctx, now, r.cfg.BatchSize, lease)
+	lease := now.Add(sw.cfg.Timeout)
+	ids, err := sw.ob.ops.LeaseUnknown(ctx, now, sw.cfg.BatchSize, lease)
 	if err != nil {
-		return st, fmt.Errorf("reconcile: select unknown ops: %w", err)
+		return st, fmt.Errorf("outbox: sweep: select unknown ops: %w", err)
 	}
-	// Up to Config.Concurrency ops are looked up at once; each check keeps stats of
+	// Up to SweepConfig.Concurrency ops are looked up at once; each check keeps stats of
 	// its own, added up here.
 	var (
 		errs []error
@@ -200,17 +200,17 @@ func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
 		wg   sync.WaitGroup
 		next = make(chan string)
 	)
-	for range min(r.cfg.Concurrency, len(ids)) {
+	for range min(sw.cfg.Concurrency, len(ids)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for id := range next {
-				var one Stats
-				err := r.check(ctx, ob, id, &one)
+				var one SweepStats
+				err := sw.check(ctx, id, &one)
 				mu.Lock()
 				st.add(one)
 				if err != nil {
-					r.logger(ob).Error("reconcile: op not checked", slog.String("op_id", id), slog.Any("error", err))
+					sw.ob.logger.Error("outbox: sweep: op not checked", slog.String("op_id", id), slog.Any("error", err))
 					errs = append(errs, fmt.Errorf("op %s: %w", id, err))
 				}
 				mu.Unlock()
@@ -230,37 +230,37 @@ func (r *Reconciler) SweepOnce(ctx context.Context) (Stats, error) {
 	close(next)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return st, fmt.Errorf("reconcile: sweep: %w", err)
+		return st, fmt.Errorf("outbox: sweep: %w", err)
 	}
 	return st, nil
 }
 
 // unstick moves ops stuck in dispatching to unknown.
-func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) error {
-	rows, err := ob.Pool().Query(ctx, sqlDispatchingVendors)
+func (sw *sweeper) unstick(ctx context.Context, st *SweepStats) error {
+	rows, err := sw.ob.pool.Query(ctx, sqlDispatchingVendors)
 	if err != nil {
-		return fmt.Errorf("reconcile: select dispatching vendors: %w", err)
+		return fmt.Errorf("outbox: sweep: select dispatching vendors: %w", err)
 	}
 	vendors, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("reconcile: select dispatching vendors: %w", err)
+		return fmt.Errorf("outbox: sweep: select dispatching vendors: %w", err)
 	}
 	if len(vendors) == 0 {
 		return nil
 	}
-	now := r.cfg.Now()
+	now := sw.cfg.Now()
 	cutoffs := make([]time.Time, len(vendors))
 	for i, v := range vendors {
-		cutoffs[i] = now.Add(-ob.Link().JobTimeout(v) - r.cfg.StuckMargin)
+		cutoffs[i] = now.Add(-sw.ob.jobTimeout(v) - sw.cfg.StuckMargin)
 	}
 	type stuck struct {
 		id, vendor string
 		tenantID   int64
 		started    time.Time
 	}
-	rows, err = ob.Pool().Query(ctx, sqlStuckDispatching, vendors, cutoffs, r.cfg.BatchSize)
+	rows, err = sw.ob.pool.Query(ctx, sqlStuckDispatching, vendors, cutoffs, sw.cfg.BatchSize)
 	if err != nil {
-		return fmt.Errorf("reconcile: select stuck ops: %w", err)
+		return fmt.Errorf("outbox: sweep: select stuck ops: %w", err)
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stuck, error) {
 		var s stuck
@@ -268,25 +268,25 @@ func (r *Reconciler) unstick(ctx context.Context, ob *outbox.Outbox, st *Stats) 
 		return s, err
 	})
 	if err != nil {
-		return fmt.Errorf("reconcile: select stuck ops: %w", err)
+		return fmt.Errorf("outbox: sweep: select stuck ops: %w", err)
 	}
-	ops := ob.Link().Ops.WithLogger(r.cfg.Logger)
+	ops := sw.ob.ops
 	for _, s := range found {
-		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: s.id, From: outbox.StatusDispatching, To: outbox.StatusUnknown,
-			By: opstate.Reconciler, Kind: eventKind, DispatchStartedAt: s.started,
+		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: s.id, From: StatusDispatching, To: StatusUnknown,
+			By: opstate.Reconciler, Kind: sweepEventKind, DispatchStartedAt: s.started,
 			Detail: map[string]any{
-				"decision":            DecisionStuck,
+				"decision":            SweepStuck,
 				"dispatch_started_at": s.started,
-				"job_timeout":         ob.Link().JobTimeout(s.vendor).String(),
+				"job_timeout":         sw.ob.jobTimeout(s.vendor).String(),
 			},
 			Message: "op stuck in dispatching with no job running; the reconciler decides", Level: slog.LevelWarn,
 			Attrs: []any{slog.Time("dispatch_started_at", s.started)}})
 		if err != nil {
-			return fmt.Errorf("reconcile: op %s: mark stuck op unknown: %w", s.id, err)
+			return fmt.Errorf("outbox: sweep: op %s: mark stuck op unknown: %w", s.id, err)
 		}
 		if a != nil {
 			st.Stuck++
-			r.cfg.Observer.Decision(s.vendor, DecisionStuck)
+			sw.cfg.Observer.Decision(s.vendor, SweepStuck)
 		}
 	}
 	return nil
@@ -307,7 +307,7 @@ type jobless struct {
 // deleted (or completed while the op went back to pending) is replaced; a job River
 // discarded (out of attempts) or someone cancelled would only fail again, or was stopped
 // on purpose: a person decides.
-func decideJobless(j jobless) (to outbox.Status, decision string, detail map[string]any) {
+func decideJobless(j jobless) (to Status, decision string, detail map[string]any) {
 	switch j.jobState {
 	case "discarded", "cancelled":
 		reason := fmt.Sprintf("its dispatch job was %s after %d attempts", j.jobState, j.attempts)
@@ -317,7 +317,7 @@ func decideJobless(j jobless) (to outbox.Status, decision string, detail map[str
 		if j.unheard {
 			reason += "; a run may have called the vendor without its answer being recorded (a release resends only inside the vendor's key window)"
 		}
-		return outbox.StatusNeedsReview, DecisionJobDiscarded, map[string]any{"decision": DecisionJobDiscarded,
+		return StatusNeedsReview, SweepJobDiscarded, map[string]any{"decision": SweepJobDiscarded,
 			"job_state": j.jobState, "reason": reason}
 	}
 	reason := "its dispatch job was deleted"
@@ -327,16 +327,16 @@ func decideJobless(j jobless) (to outbox.Status, decision string, detail map[str
 	if j.unheard {
 		reason += "; it may have called the vendor without its answer being recorded, so the new job resends only inside the vendor's key window"
 	}
-	return outbox.StatusPending, DecisionRejob, map[string]any{"decision": DecisionRejob, "job_state": j.jobState, "reason": reason}
+	return StatusPending, SweepRejob, map[string]any{"decision": SweepRejob, "job_state": j.jobState, "reason": reason}
 }
 
 // rejob finds pending ops without a live dispatch job, unchanged for StuckMargin, and
 // gives each a new job or hands it to a person (decideJobless). A new job is a unique
 // insert: if a live one appeared meanwhile, none is added.
-func (r *Reconciler) rejob(ctx context.Context, ob *outbox.Outbox, st *Stats) error {
-	rows, err := ob.Pool().Query(ctx, sqlJoblessPending, r.cfg.Now().Add(-r.cfg.StuckMargin), r.cfg.BatchSize)
+func (sw *sweeper) rejob(ctx context.Context, st *SweepStats) error {
+	rows, err := sw.ob.pool.Query(ctx, sqlJoblessPending, sw.cfg.Now().Add(-sw.cfg.StuckMargin), sw.cfg.BatchSize)
 	if err != nil {
-		return fmt.Errorf("reconcile: select pending ops without a job: %w", err)
+		return fmt.Errorf("outbox: sweep: select pending ops without a job: %w", err)
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobless, error) {
 		var j jobless
@@ -344,26 +344,26 @@ func (r *Reconciler) rejob(ctx context.Context, ob *outbox.Outbox, st *Stats) er
 		return j, err
 	})
 	if err != nil {
-		return fmt.Errorf("reconcile: select pending ops without a job: %w", err)
+		return fmt.Errorf("outbox: sweep: select pending ops without a job: %w", err)
 	}
-	ops := ob.Link().Ops.WithLogger(r.cfg.Logger)
+	ops := sw.ob.ops
 	for _, j := range found {
 		to, decision, detail := decideJobless(j)
 		msg := "pending op without a dispatch job given a new one"
-		if to == outbox.StatusNeedsReview {
+		if to == StatusNeedsReview {
 			msg = "pending op whose dispatch job was discarded or cancelled; it needs review"
 		}
-		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: j.id, From: outbox.StatusPending, To: to, By: opstate.Reconciler,
-			Kind: eventKind, Detail: detail, Message: msg, Level: slog.LevelWarn, Unheard: j.unheard,
+		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: j.id, From: StatusPending, To: to, By: opstate.Reconciler,
+			Kind: sweepEventKind, Detail: detail, Message: msg, Level: slog.LevelWarn, Unheard: j.unheard,
 			Attrs: []any{slog.String("decision", decision), slog.String("job_state", j.jobState)}})
 		if err != nil {
-			return fmt.Errorf("reconcile: op %s: %s: %w", j.id, decision, err)
+			return fmt.Errorf("outbox: sweep: op %s: %s: %w", j.id, decision, err)
 		}
 		if a == nil {
 			continue
 		}
-		r.cfg.Observer.Decision(j.vendor, decision)
-		if to == outbox.StatusNeedsReview {
+		sw.cfg.Observer.Decision(j.vendor, decision)
+		if to == StatusNeedsReview {
 			st.JobsDiscarded++
 			st.NeedsReview++
 		} else {
@@ -374,68 +374,37 @@ func (r *Reconciler) rejob(ctx context.Context, ob *outbox.Outbox, st *Stats) er
 }
 
 // check looks one op up at its vendor and records the decision.
-func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st *Stats) error {
-	c, err := scanCandidate(ob.Pool().QueryRow(ctx, sqlCandidate, id))
+func (sw *sweeper) check(ctx context.Context, id string, st *SweepStats) error {
+	c, err := scanCandidate(sw.ob.pool.QueryRow(ctx, sqlCandidate, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read op: %w", err)
 	}
-	if c.status != outbox.StatusUnknown {
+	if c.status != StatusUnknown {
 		st.Skipped++
 		return nil
 	}
 	// The lookup, its log lines and the decision belong to the op's trace.
 	ctx = tracing.ContextWithRemote(ctx, c.traceParent)
-	log := r.logger(ob).With(append([]any{slog.Int64("tenant", c.tenantID), slog.String("op_id", c.id),
+	log := sw.ob.logger.With(append([]any{slog.Int64("tenant", c.tenantID), slog.String("op_id", c.id),
 		slog.String("idempotency_key", c.key), slog.String("vendor", c.vendor)}, tracing.LogAttrs(c.traceParent)...)...)
 
 	// The vendor is asked without any lock held: a worker may record a result meanwhile,
 	// which the decision below then respects.
 	st.Looked++
-	askedAt := r.cfg.Now()
-	vendor, ok := ob.Link().Vendor(c.vendor)
-	var (
-		res  *outbox.LookupResult
-		lerr error
-		lag  time.Duration
-	)
-	if !ok {
-		lerr = fmt.Errorf("vendor %q is not configured in this process", c.vendor)
-	} else {
-		lag = vendor.LookupLag()
-		res, lerr = vendor.Lookup(ctx, outbox.LookupParams{
-			OpID: c.id, TenantID: c.tenantID, Tool: c.tool, Args: c.args, VendorRef: c.vendorRef, Since: c.since(),
-			LastSent: c.lastSent(ob.Link().JobTimeout(c.vendor)),
-		})
+	answer := sw.lookup(ctx, c)
+	if answer.err != nil && ctx.Err() != nil {
+		return fmt.Errorf("lookup: %w", answer.err)
 	}
-	if lerr != nil && ctx.Err() != nil {
-		return fmt.Errorf("lookup: %w", lerr)
-	}
-	resendOnNone, set := r.cfg.ResendOnNone[c.vendor]
-	d := decide(lookupAnswer{c: c, res: res, err: lerr, askedAt: askedAt, lag: lag, jobTimeout: ob.Link().JobTimeout(c.vendor)},
-		policy{now: r.cfg.Now(), retryLookupAfter: r.cfg.RetryLookupAfter, maxAttempts: r.cfg.MaxAttempts,
-			resendOnNone: !set || resendOnNone})
+	resendOnNone, set := sw.cfg.ResendOnNone[c.vendor]
+	d := decide(answer, sweepPolicy{now: sw.cfg.Now(), retryLookupAfter: sw.cfg.RetryLookupAfter, maxAttempts: sw.cfg.MaxAttempts,
+		resendOnNone: !set || resendOnNone})
 	if d.change.To.Terminal() {
-		redact(ob.Tools(), c, &d.change)
+		redact(sw.ob.cfg.Tools, c, &d.change)
 	}
-
-	var applied *opstate.Applied
-	err = pgx.BeginFunc(ctx, ob.Pool(), func(tx pgx.Tx) error {
-		cur, err := scanCandidate(tx.QueryRow(ctx, sqlCandidateForUpdate, c.id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("lock op: %w", err)
-		}
-		if cur.status != outbox.StatusUnknown || cur.token != c.token {
-			return nil // a worker or a person recorded an outcome meanwhile
-		}
-		applied, err = ob.Link().Ops.WithLogger(r.cfg.Logger).Apply(ctx, tx, d.change)
-		return err
-	})
+	applied, err := sw.record(ctx, c, d)
 	if err != nil {
 		return fmt.Errorf("record decision %s: %w", d.name, err)
 	}
@@ -445,26 +414,69 @@ func (r *Reconciler) check(ctx context.Context, ob *outbox.Outbox, id string, st
 		return nil
 	}
 	applied.Report()
-	r.cfg.Observer.Decision(c.vendor, d.name)
+	sw.count(c.vendor, d, st, log)
+	return nil
+}
+
+// lookup asks the op's vendor for the objects tagged with it.
+func (sw *sweeper) lookup(ctx context.Context, c *candidate) lookupAnswer {
+	a := lookupAnswer{c: c, askedAt: sw.cfg.Now(), jobTimeout: sw.ob.jobTimeout(c.vendor)}
+	vendor, ok := sw.ob.vendors[c.vendor]
+	if !ok {
+		a.err = fmt.Errorf("vendor %q is not configured in this process", c.vendor)
+		return a
+	}
+	a.lag = vendor.LookupLag()
+	a.res, a.err = vendor.Lookup(ctx, LookupParams{
+		OpID: c.id, TenantID: c.tenantID, Tool: c.tool, Args: c.args, VendorRef: c.vendorRef, Since: c.since(),
+		LastSent: c.lastSent(a.jobTimeout),
+	})
+	return a
+}
+
+// record writes the decision in a transaction that locks the op and checks that it is
+// still unknown with the same attempt token. It returns nil, nil when a worker or a
+// person recorded an outcome meanwhile.
+func (sw *sweeper) record(ctx context.Context, c *candidate, d sweepDecision) (*opstate.Applied, error) {
+	var applied *opstate.Applied
+	err := pgx.BeginFunc(ctx, sw.ob.pool, func(tx pgx.Tx) error {
+		cur, err := scanCandidate(tx.QueryRow(ctx, sqlCandidateForUpdate, c.id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock op: %w", err)
+		}
+		if cur.status != StatusUnknown || cur.token != c.token {
+			return nil // a worker or a person recorded an outcome meanwhile
+		}
+		applied, err = sw.ob.ops.Apply(ctx, tx, d.change)
+		return err
+	})
+	return applied, err
+}
+
+// count adds a recorded decision to the sweep's stats and the observer.
+func (sw *sweeper) count(vendor string, d sweepDecision, st *SweepStats, log *slog.Logger) {
+	sw.cfg.Observer.Decision(vendor, d.name)
 	switch d.name {
-	case DecisionSucceeded:
+	case SweepSucceeded:
 		st.Succeeded++
-	case DecisionRefused:
+	case SweepRefused:
 		st.Failed++
-	case DecisionResend, DecisionResendNewKey:
+	case SweepResend, SweepResendNewKey:
 		st.Resent++
-	case DecisionWait:
+	case SweepWait:
 		st.Waiting++
-	case DecisionLookupFailed:
+	case SweepLookupFailed:
 		st.LookupErrors++
-	case DecisionDuplicate:
+	case SweepDuplicate:
 		st.Duplicates++
 		st.NeedsReview++
-		r.cfg.Observer.Duplicate(c.vendor)
+		sw.cfg.Observer.Duplicate(vendor)
 		log.Error("vendor holds several objects for one op; it needs review",
 			slog.Any("object_ids", d.ids))
 	default:
 		st.NeedsReview++
 	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -37,7 +36,7 @@ func postEffect(t *testing.T, baseURL, opID string) {
 func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	t.Parallel()
 	fake, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k1", tools.WebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	effect := fake.EffectsFor(op.ID)[0]
@@ -54,20 +53,20 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 
 	evs := e.reconcileEvents(t, op.ID)
 	require.Len(t, evs, 1)
-	require.Equal(t, reconcile.DecisionSucceeded, evs[0]["decision"])
+	require.Equal(t, outbox.SweepSucceeded, evs[0]["decision"])
 	require.Equal(t, "unknown", evs[0]["from"])
 	require.Equal(t, "succeeded", evs[0]["to"])
 	require.Equal(t, effect.ID, evs[0]["objects"].([]any)[0].(map[string]any)["id"])
-	require.Equal(t, 1, e.obs.count(e.obs.decisions, "webhook/"+reconcile.DecisionSucceeded))
+	require.Equal(t, 1, e.obs.count(e.obs.decisions, "webhook/"+outbox.SweepSucceeded))
 
 	// Nothing is left to do.
-	require.Equal(t, reconcile.Stats{}, e.sweep(t))
+	require.Equal(t, outbox.SweepStats{}, e.sweep(t))
 }
 
 func TestSweepDuplicateNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "dup", tools.WebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	postEffect(t, srv.URL, op.ID)
@@ -80,16 +79,16 @@ func TestSweepDuplicateNeedsReview(t *testing.T) {
 
 	evs := e.reconcileEvents(t, op.ID)
 	require.Len(t, evs, 1)
-	require.Equal(t, reconcile.DecisionDuplicate, evs[0]["decision"])
+	require.Equal(t, outbox.SweepDuplicate, evs[0]["decision"])
 	require.Len(t, evs[0]["objects"], 2)
 
-	items, err := reconcile.ListReview(context.Background(), e.pool, e.tenant)
+	items, err := e.ob.ListReview(context.Background(), e.tenant)
 	require.NoError(t, err)
 	require.Len(t, items, 1)
 	require.Equal(t, op.ID, items[0].OpID)
 	require.Equal(t, "dup", items[0].Key)
 	require.Equal(t, "reconcile: duplicate", items[0].LastEvent)
-	items, err = reconcile.ListReview(context.Background(), e.pool, e.tenant+1)
+	items, err = e.ob.ListReview(context.Background(), e.tenant+1)
 	require.NoError(t, err)
 	require.Empty(t, items)
 }
@@ -97,21 +96,21 @@ func TestSweepDuplicateNeedsReview(t *testing.T) {
 func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "") // no LookupPath
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.NeedsReview)
 	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, reconcile.DecisionLookupUnavailable, evs[0]["decision"])
+	require.Equal(t, outbox.SweepLookupUnavailable, evs[0]["decision"])
 	require.Contains(t, evs[0]["error"], "cannot be asked")
 }
 
 func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
 	t.Parallel()
 	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "lost", tools.WebhookPost, hookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
@@ -121,7 +120,7 @@ func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
 	require.Equal(t, op.VendorKey, got.VendorKey)
 	require.Equal(t, 0, got.Generation)
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", op.ID))
-	require.Equal(t, reconcile.DecisionResend, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, outbox.SweepResend, e.reconcileEvents(t, op.ID)[0]["decision"])
 
 	e.start(t)
 	done := e.waitStatus(t, op.ID, outbox.StatusSucceeded)
@@ -137,7 +136,7 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 	lagged, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}},
 		LookupPath: "/_lookup", LookupLag: time.Hour})
 	require.NoError(t, err)
-	e := newEnv(t, []outbox.Vendor{&stubLookup{Vendor: lagged}}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{&stubLookup{Vendor: lagged}}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Second, false)
 
 	st := e.sweep(t)
@@ -146,7 +145,7 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 	var next time.Time
 	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, time.Now().Add(time.Hour-time.Second), next, 5*time.Second)
-	require.Equal(t, reconcile.DecisionWait, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, outbox.SweepWait, e.reconcileEvents(t, op.ID)[0]["decision"])
 
 	// Not due again before the lag is over.
 	require.Equal(t, 0, e.sweep(t).Looked)
@@ -160,7 +159,7 @@ func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}},
 		LookupPath: "/_lookup"})
 	require.NoError(t, err)
-	e := newEnv(t, []outbox.Vendor{&stubLookup{Vendor: v}}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{&stubLookup{Vendor: v}}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Second, false)
 	ctx := context.Background()
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_attempt SET attempt = 2 WHERE op_id = $1`, op.ID)
@@ -195,7 +194,7 @@ func (s *stubLookup) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox
 func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{RetryLookupAfter: 2 * time.Minute})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{RetryLookupAfter: 2 * time.Minute})
 	args := hookArgs(1)
 	args["target"] = "deadhooks" // nothing listens there
 	op := e.seedUnknown(t, "k", tools.WebhookPost, args, time.Minute, false)
@@ -207,7 +206,7 @@ func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, time.Now().Add(2*time.Minute), next, 5*time.Second)
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, reconcile.DecisionLookupFailed, evs[0]["decision"])
+	require.Equal(t, outbox.SweepLookupFailed, evs[0]["decision"])
 	require.NotEmpty(t, evs[0]["error"])
 	require.Equal(t, "unknown", evs[0]["to"])
 }
@@ -216,7 +215,7 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
-	e := newEnv(t, []outbox.Vendor{stub}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{stub}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
 	stub.lookup = func(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
 		// A slow predecessor records its answer while the vendor is being asked.
@@ -238,18 +237,18 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{ResendOnNone: map[string]bool{"webhook": false}})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{ResendOnNone: map[string]bool{"webhook": false}})
 	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
 	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
-	require.Equal(t, reconcile.DecisionNoneReview, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, outbox.SweepNoneReview, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
 
 func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 	t.Parallel()
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{StuckMargin: time.Second})
 	ctx := context.Background()
 
 	// stuck: dispatching for a minute (job timeout 5s), its job gone.
@@ -274,21 +273,24 @@ func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 
 	evs := e.reconcileEvents(t, stuck.ID)
 	require.Len(t, evs, 2)
-	require.Equal(t, reconcile.DecisionStuck, evs[0]["decision"])
+	require.Equal(t, outbox.SweepStuck, evs[0]["decision"])
 	require.Equal(t, "dispatching", evs[0]["from"])
 	require.Equal(t, "unknown", evs[0]["to"])
-	require.Equal(t, reconcile.DecisionSucceeded, evs[1]["decision"])
+	require.Equal(t, outbox.SweepSucceeded, evs[1]["decision"])
 }
 
 func TestNewValidatesAndDefaults(t *testing.T) {
 	t.Parallel()
-	_, err := reconcile.New(reconcile.Config{Interval: time.Millisecond})
-	require.ErrorContains(t, err, "Interval")
-	r, err := reconcile.New(reconcile.Config{})
+	pool := newSchema(t)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
-	_, err = r.SweepOnce(context.Background())
-	require.ErrorContains(t, err, "SetOutbox")
-	require.NotNil(t, r.PeriodicJob())
+	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Sweep: outbox.SweepConfig{Interval: time.Millisecond}})
+	require.ErrorContains(t, err, "Interval")
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Sweep: outbox.SweepConfig{Periodic: true}})
+	require.NoError(t, err)
+	st, err := ob.SweepOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, st)
 }
 
 // TestStateChangeLogLinesCarryTheOpsFields: a decision that changes an op's state is
@@ -297,7 +299,7 @@ func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 	t.Parallel()
 	var buf testlog.Buffer
 	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	e := newSweepEnvFrom(t, []outbox.Vendor{v}, outbox.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	op := e.seedUnknown(t, "logged", tools.WebhookPost, hookArgs(1), time.Minute, false)
 	_, err := e.pool.Exec(context.Background(), "UPDATE oncebox_op SET conversation_id = 'conv-9', tool_call_id = 'call-3' WHERE id = $1", op.ID)
 	require.NoError(t, err)
@@ -328,7 +330,7 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
-	e := newEnv(t, []outbox.Vendor{stub}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{stub}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
 	other := e.seedUnknown(t, "other", tools.WebhookPost, hookArgs(2), time.Minute, false)
 	stub.lookup = func(_ context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
@@ -351,6 +353,6 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	require.Nil(t, got.Result)
 	evs := e.reconcileEvents(t, op.ID)
 	require.Len(t, evs, 1)
-	require.Equal(t, reconcile.DecisionResend, evs[0]["decision"])
+	require.Equal(t, outbox.SweepResend, evs[0]["decision"])
 	require.Empty(t, evs[0]["objects"], "the event lists only the op's own objects")
 }

@@ -1,22 +1,19 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"context"
 	"fmt"
 	"time"
 
-	"github.com/riverqueue/river"
-
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 )
 
-// Example wires the sweeper into an Outbox: the Reconciler is built first without an
-// Outbox, its worker, periodic job and queue go into outbox.Config, and SetOutbox closes
-// the circle before the Outbox starts.
-func Example() {
+// ExampleOutbox_SweepOnce runs the sweeper in an Outbox: Config.Sweep configures it,
+// and with Periodic set the Outbox runs it every Interval on its maintenance queue from
+// Start to Stop.
+func ExampleOutbox_SweepOnce() {
 	ctx := context.Background()
 	pool, drop := dbtest.ForExample() // in production: pgxpool.New(ctx, databaseURL)
 	defer drop()
@@ -26,29 +23,22 @@ func Example() {
 	}
 	var vendors []outbox.Vendor // the stripe, sendgrid and webhook adapters
 
-	rec, err := reconcile.New(reconcile.Config{Interval: 30 * time.Second})
-	if err != nil {
-		panic(err)
-	}
 	ob, err := outbox.New(outbox.Config{
-		Pool:         pool,
-		Tools:        reg,
-		Vendors:      vendors,
-		ExtraWorkers: rec.Register,
-		ExtraQueues:  map[string]river.QueueConfig{reconcile.QueueName: {MaxWorkers: 2}},
-		PeriodicJobs: []*river.PeriodicJob{rec.PeriodicJob()},
+		Pool:    pool,
+		Tools:   reg,
+		Vendors: vendors,
+		Sweep:   outbox.SweepConfig{Periodic: true, Interval: 30 * time.Second},
 	})
 	if err != nil {
 		panic(err)
 	}
-	rec.SetOutbox(ob)
 	if err := ob.Start(ctx); err != nil {
 		panic(err)
 	}
 	defer func() { _ = ob.Stop(context.WithoutCancel(ctx)) }()
 
 	// Or sweep once by hand, as `oncebox reconcile run` does.
-	stats, err := rec.SweepOnce(ctx)
+	stats, err := ob.SweepOnce(ctx)
 	if err != nil {
 		panic(err)
 	}

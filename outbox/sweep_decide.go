@@ -1,4 +1,4 @@
-package reconcile
+package outbox
 
 import (
 	"encoding/json"
@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/internal/opstate"
-	"github.com/oncebox/oncebox/outbox"
 )
 
 // lookupAnswer is what the sweeper learned about one unknown op: the op as it stood, and
 // the vendor's answer to the lookup or why none came.
 type lookupAnswer struct {
 	c   *candidate
-	res *outbox.LookupResult
+	res *LookupResult
 	err error
 	// askedAt is when the vendor was asked; lag is its lookup lag and jobTimeout its
 	// dispatch job timeout (a dead worker's request may have been sent until then).
@@ -24,8 +23,8 @@ type lookupAnswer struct {
 	jobTimeout time.Duration
 }
 
-// policy is the configuration a decision follows, for the op's vendor.
-type policy struct {
+// sweepPolicy is the configuration a decision follows, for the op's vendor.
+type sweepPolicy struct {
 	now              time.Time
 	retryLookupAfter time.Duration
 	maxAttempts      int
@@ -34,8 +33,8 @@ type policy struct {
 	resendOnNone bool
 }
 
-// decision is what the sweeper decided about one op, before it is written.
-type decision struct {
+// sweepDecision is what the sweeper decided about one op, before it is written.
+type sweepDecision struct {
 	name string
 	// ids are the objects found, for a duplicate's log line.
 	ids    []string
@@ -56,37 +55,37 @@ type objectDetail struct {
 // trusted only after the lookup lag, then resent (or handed to a person); several, or a
 // vendor that cannot be asked, go to a person; a failed lookup is asked again later. It
 // does no I/O. The decision's change does not redact: the caller does, for a terminal op.
-func decide(a lookupAnswer, p policy) decision {
+func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 	c := a.c
 	detail := map[string]any{"vendor": c.vendor, "lookup_since": c.since()}
-	change := func(name string, to outbox.Status) decision {
+	change := func(name string, to Status) sweepDecision {
 		detail["decision"] = name
-		return decision{name: name, change: opstate.Change{OpID: c.id, From: outbox.StatusUnknown, To: to,
-			By: opstate.Reconciler, Kind: eventKind, Detail: detail, Attrs: []any{slog.String("decision", name)}}}
+		return sweepDecision{name: name, change: opstate.Change{OpID: c.id, From: StatusUnknown, To: to,
+			By: opstate.Reconciler, Kind: sweepEventKind, Detail: detail, Attrs: []any{slog.String("decision", name)}}}
 	}
-	checkLater := func(name string, at time.Time) decision {
+	checkLater := func(name string, at time.Time) sweepDecision {
 		detail["next_check_at"] = at
-		d := change(name, outbox.StatusUnknown)
+		d := change(name, StatusUnknown)
 		d.change.NextCheck = at
 		d.change.Message = "op checked"
 		d.change.Attrs = append(d.change.Attrs, slog.Time("next_check_at", at))
 		return d
 	}
-	toReview := func(name string) decision { return change(name, outbox.StatusNeedsReview) }
+	toReview := func(name string) sweepDecision { return change(name, StatusNeedsReview) }
 
 	// Cannot ask.
 	if a.err != nil {
 		detail["error"] = a.err.Error()
-		if errors.Is(a.err, outbox.ErrLookupUnavailable) {
-			return toReview(DecisionLookupUnavailable)
+		if errors.Is(a.err, ErrLookupUnavailable) {
+			return toReview(SweepLookupUnavailable)
 		}
-		return checkLater(DecisionLookupFailed, p.now.Add(p.retryLookupAfter))
+		return checkLater(SweepLookupFailed, p.now.Add(p.retryLookupAfter))
 	}
 
 	// Only an object tagged with this op is its outcome: one tagged for another op, or
 	// carrying no tag at all, is never adopted, whatever an adapter's own filter let
 	// through.
-	var objects []outbox.VendorObject
+	var objects []VendorObject
 	for _, o := range a.res.Objects {
 		if o.OpID == c.id {
 			objects = append(objects, o)
@@ -104,7 +103,7 @@ func decide(a lookupAnswer, p policy) decision {
 	case len(objects) == 1:
 		return adopt(objects[0], change)
 	case len(objects) > 1:
-		d := toReview(DecisionDuplicate)
+		d := toReview(SweepDuplicate)
 		d.ids = ids
 		return d
 	}
@@ -114,45 +113,45 @@ func decide(a lookupAnswer, p policy) decision {
 	visibleFrom := c.lastSent(a.jobTimeout).Add(a.lag)
 	if a.askedAt.Before(visibleFrom) {
 		detail["lookup_lag"] = a.lag.String()
-		return checkLater(DecisionWait, visibleFrom)
+		return checkLater(SweepWait, visibleFrom)
 	}
 	if !p.resendOnNone {
-		return toReview(DecisionNoneReview)
+		return toReview(SweepNoneReview)
 	}
 	if c.attempts >= p.maxAttempts {
 		detail["attempts"] = c.attempts
-		return toReview(DecisionAttemptsExhausted)
+		return toReview(SweepAttemptsExhausted)
 	}
 	if c.staleKey {
 		// The vendor answers the current key with a stored failure: a resend under it
 		// would only replay that failure.
 		detail["generation"] = c.generation + 1
-		d := change(DecisionResendNewKey, outbox.StatusPending)
-		d.change.NewVendorKey = outbox.VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
+		d := change(SweepResendNewKey, StatusPending)
+		d.change.NewVendorKey = VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
 		return d
 	}
-	return change(DecisionResend, outbox.StatusPending)
+	return change(SweepResend, StatusPending)
 }
 
 // adopt records the one object the vendor holds as the op's outcome: failed when the
 // vendor's adapter says the object records a refusal, succeeded otherwise.
-func adopt(obj outbox.VendorObject, change func(string, outbox.Status) decision) decision {
+func adopt(obj VendorObject, change func(string, Status) sweepDecision) sweepDecision {
 	summary := obj.Summary
 	if len(summary) == 0 || !json.Valid(summary) {
 		summary, _ = json.Marshal(map[string]string{"id": obj.ID})
 	}
 	if obj.Refused {
-		d := change(DecisionRefused, outbox.StatusFailed)
+		d := change(SweepRefused, StatusFailed)
 		d.change.Error, _ = json.Marshal(map[string]any{
 			"class":   "permanent",
-			"code":    DecisionRefused,
+			"code":    SweepRefused,
 			"message": fmt.Sprintf("the vendor holds %s in status %q: it refused the request", obj.ID, obj.Status),
 			"vendor":  summary,
 		})
 		d.change.VendorRef = obj.ID
 		return d
 	}
-	d := change(DecisionSucceeded, outbox.StatusSucceeded)
+	d := change(SweepSucceeded, StatusSucceeded)
 	d.change.Result, d.change.VendorRef = summary, obj.ID
 	return d
 }
@@ -160,7 +159,7 @@ func adopt(obj outbox.VendorObject, change func(string, outbox.Status) decision)
 // redact fills in what a change that makes the op terminal stores redacted: its args,
 // unless they are stored redacted already (the full ones are sealed, and the transition
 // drops that sealed copy), and its result.
-func redact(tools *outbox.Registry, c *candidate, ch *opstate.Change) {
+func redact(tools *Registry, c *candidate, ch *opstate.Change) {
 	tool, ok := tools.Lookup(c.tool)
 	if !ok {
 		return

@@ -1,4 +1,4 @@
-package reconcile_test
+package finance_test
 
 import (
 	"bytes"
@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 )
 
 // seedOp inserts an op row as it would stand after its life so far.
@@ -70,20 +70,20 @@ func TestReport(t *testing.T) {
 		obj("pi_untagged", "", 30, "usd", at(11*time.Hour)),
 	}
 	var asked [2]time.Time
-	listers := map[string]reconcile.Lister{
-		"stripe": reconcile.ListerFunc(func(_ context.Context, s, u time.Time) ([]outbox.VendorObject, error) {
+	listers := map[string]finance.Lister{
+		"stripe": finance.ListerFunc(func(_ context.Context, s, u time.Time) ([]outbox.VendorObject, error) {
 			asked = [2]time.Time{s, u}
 			return stripeObjects, nil
 		}),
-		"sendgrid": reconcile.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
+		"sendgrid": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
 			return []outbox.VendorObject{obj("msg_g", mailOp, 0, "", at(6*time.Hour))}, nil
 		}),
 	}
 
-	rep, err := reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: since, Until: until, Listers: listers})
+	rep, err := finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: until, Listers: listers})
 	require.NoError(t, err)
-	require.Equal(t, since.Add(-reconcile.ReportMargin), asked[0])
-	require.Equal(t, until.Add(reconcile.ReportMargin), asked[1])
+	require.Equal(t, since.Add(-finance.ReportMargin), asked[0])
+	require.Equal(t, until.Add(finance.ReportMargin), asked[1])
 
 	type row struct{ cat, op, ids string }
 	var got []row
@@ -113,7 +113,7 @@ func TestReport(t *testing.T) {
 	require.Equal(t, 6, rep.Problems)
 	require.False(t, rep.Clean())
 	require.Equal(t, map[string]int{"stripe": 1}, rep.Untagged)
-	require.Equal(t, []reconcile.Total{
+	require.Equal(t, []finance.Total{
 		{Tool: mail, Currency: "", Count: 1, Amount: 0},
 		{Tool: pi, Currency: "eur", Count: 1, Amount: 50},
 		{Tool: pi, Currency: "usd", Count: 2, Amount: 3000},
@@ -137,10 +137,10 @@ func TestReport(t *testing.T) {
 	var jsonBuf bytes.Buffer
 	require.NoError(t, rep.WriteJSON(&jsonBuf))
 	var doc struct {
-		Lines    []reconcile.Line  `json:"lines"`
-		Totals   []reconcile.Total `json:"totals"`
-		Problems int               `json:"problems"`
-		Clean    bool              `json:"clean"`
+		Lines    []finance.Line  `json:"lines"`
+		Totals   []finance.Total `json:"totals"`
+		Problems int             `json:"problems"`
+		Clean    bool            `json:"clean"`
 	}
 	require.NoError(t, json.Unmarshal(jsonBuf.Bytes(), &doc))
 	require.Equal(t, rep.Lines, doc.Lines)
@@ -149,7 +149,7 @@ func TestReport(t *testing.T) {
 	require.False(t, doc.Clean)
 
 	// One tenant: the other tenant's op and the orphans naming no op are left out.
-	rep, err = reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: since, Until: until, TenantID: t1, Listers: listers})
+	rep, err = finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: until, TenantID: t1, Listers: listers})
 	require.NoError(t, err)
 	require.Equal(t, 4, rep.Problems)
 	for _, l := range rep.Lines {
@@ -157,7 +157,7 @@ func TestReport(t *testing.T) {
 	}
 
 	// A window with only matched ops is clean.
-	rep, err = reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: at(time.Hour), Until: at(time.Hour + time.Minute), Listers: listers})
+	rep, err = finance.BuildReport(ctx, pool, finance.ReportParams{Since: at(time.Hour), Until: at(time.Hour + time.Minute), Listers: listers})
 	require.NoError(t, err)
 	require.True(t, rep.Clean())
 	require.Len(t, rep.Lines, 1)

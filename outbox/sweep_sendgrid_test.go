@@ -1,4 +1,4 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
@@ -36,7 +35,7 @@ func mailArgs() map[string]any {
 func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 500*time.Millisecond, time.Second)
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	e.start(t)
 
 	fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
@@ -50,7 +49,7 @@ func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 
 	var got *outbox.Op
 	require.Eventually(t, func() bool {
-		_, err := e.rec.SweepOnce(context.Background())
+		_, err := e.ob.SweepOnce(context.Background())
 		require.NoError(t, err)
 		got = e.get(t, op.ID)
 		return got.Status != outbox.StatusUnknown
@@ -60,14 +59,14 @@ func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 	require.Len(t, msgs, 1)
 	require.Equal(t, 1, fake.SendCount(), "one email, never resent")
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, reconcile.DecisionWait, evs[0]["decision"])
-	require.Equal(t, reconcile.DecisionSucceeded, evs[len(evs)-1]["decision"])
+	require.Equal(t, outbox.SweepWait, evs[0]["decision"])
+	require.Equal(t, outbox.SweepSucceeded, evs[len(evs)-1]["decision"])
 }
 
 func TestSendGridReallyLostMessageIsResentOnce(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 0, 300*time.Millisecond)
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	// The send never reached SendGrid, but the worker could not know.
 	op := e.seedUnknown(t, "mail-lost", tools.Mail, mailArgs(), 2*time.Second, false)
 
@@ -87,13 +86,13 @@ func TestSendGridWithoutActivityAddOnNeedsReview(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 0, time.Second)
 	fake.SetActivityForbidden(true)
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "mail-403", tools.Mail, mailArgs(), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
 	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, reconcile.DecisionLookupUnavailable, evs[0]["decision"])
+	require.Equal(t, outbox.SweepLookupUnavailable, evs[0]["decision"])
 	require.NotContains(t, evs[0]["error"], "SG.reconcile-test", "no secret in an event")
 	require.Equal(t, 0, fake.SendCount())
 }

@@ -1,4 +1,4 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
@@ -36,10 +35,10 @@ func (r *nestingRedactor) redact(args json.RawMessage) json.RawMessage {
 	return out
 }
 
-// newRedactingEnv is newEnv with a webhook.post that redacts (through r) and, when
+// newRedactingEnv is newSweepEnv with a webhook.post that redacts (through r) and, when
 // sealKey is set, an Outbox that seals the full args: the stored args are then the
 // redacted form from the start.
-func newRedactingEnv(t *testing.T, v outbox.Vendor, r *nestingRedactor, sealKey []byte) *env {
+func newRedactingEnv(t *testing.T, v outbox.Vendor, r *nestingRedactor, sealKey []byte) *sweepEnv {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	builtin := tools.Builtin(tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}})
@@ -50,20 +49,18 @@ func newRedactingEnv(t *testing.T, v outbox.Vendor, r *nestingRedactor, sealKey 
 	}
 	reg, err := outbox.NewRegistry(builtin...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, SealKey: sealKey,
-		Queues: map[string]outbox.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}}})
-	require.NoError(t, err)
 	obs := newCountObserver()
-	rec, err := reconcile.New(reconcile.Config{Outbox: ob, Observer: obs})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, SealKey: sealKey,
+		Queues: map[string]outbox.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}}, Sweep: outbox.SweepConfig{Observer: obs}})
 	require.NoError(t, err)
 	var tenant int64
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&tenant))
-	return &env{pool: pool, ob: ob, rec: rec, obs: obs, tenant: tenant}
+	return &sweepEnv{pool: pool, ob: ob, obs: obs, tenant: tenant}
 }
 
 // storedArgs reads an op's stored args and whether it still has sealed args.
-func (e *env) storedArgs(t *testing.T, id string) (string, bool) {
+func (e *sweepEnv) storedArgs(t *testing.T, id string) (string, bool) {
 	t.Helper()
 	var (
 		args   string
@@ -145,10 +142,10 @@ func TestManualResolutionDropsSealedArgs(t *testing.T) {
 	require.Equal(t, 2, e.sweep(t).NeedsReview) // lookups unavailable
 	require.EqualValues(t, 2, r.calls.Load())
 
-	got, err := reconcile.ResolveSucceeded(ctx, e.ob, e.tenant, "sealed-ok", "req_1", "seen in the logs", "ada")
+	got, err := e.ob.ResolveSucceeded(ctx, e.tenant, "sealed-ok", "req_1", "seen in the logs", "ada")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusSucceeded, got.Status)
-	got, err = reconcile.ResolveFailed(ctx, e.ob, e.tenant, "sealed-bad", "never arrived", "ada")
+	got, err = e.ob.ResolveFailed(ctx, e.tenant, "sealed-bad", "never arrived", "ada")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusFailed, got.Status)
 

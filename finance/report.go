@@ -1,4 +1,4 @@
-package reconcile
+package finance
 
 import (
 	"cmp"
@@ -198,14 +198,42 @@ type taggedObject struct {
 // TenantID set, orphans are reported only for ops of that tenant.
 func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (*Report, error) {
 	if params.Since.IsZero() || !params.Until.After(params.Since) {
-		return nil, errors.New("reconcile: report: set Since and an Until after it")
+		return nil, errors.New("finance: report: set Since and an Until after it")
 	}
 	rep := &Report{Since: params.Since, Until: params.Until, Lines: []Line{}, Totals: []Total{},
 		Untagged: map[string]int{}, Unchecked: map[string]int{}, Unlistable: map[string]int{}}
+	ops, err := readReportOps(ctx, pool, params)
+	if err != nil {
+		return nil, err
+	}
+	byOp, err := listObjects(ctx, params, ops, rep)
+	if err != nil {
+		return nil, err
+	}
+	addOpLines(params, ops, byOp, rep)
+	if params.Events != nil {
+		if err := addEvents(ctx, params, rep); err != nil {
+			return nil, err
+		}
+	}
+	// What is left are objects whose op is not in the window.
+	if err := orphanLines(ctx, pool, params, byOp, rep); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(rep.Lines, func(a, b Line) int {
+		return cmp.Or(cmp.Compare(a.Category, b.Category), cmp.Compare(a.TenantID, b.TenantID),
+			cmp.Compare(a.Key, b.Key), cmp.Compare(a.OpID, b.OpID),
+			slices.Compare(a.VendorIDs, b.VendorIDs))
+	})
+	addTotals(rep)
+	return rep, nil
+}
 
+// readReportOps reads the ops created in the window.
+func readReportOps(ctx context.Context, pool *pgxpool.Pool, params ReportParams) ([]reportOp, error) {
 	rows, err := pool.Query(ctx, sqlReportOps, params.Since, params.Until, params.TenantID)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: report: read ops: %w", err)
+		return nil, fmt.Errorf("finance: report: read ops: %w", err)
 	}
 	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (reportOp, error) {
 		var o reportOp
@@ -213,9 +241,15 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 		return o, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: report: read ops: %w", err)
+		return nil, fmt.Errorf("finance: report: read ops: %w", err)
 	}
+	return ops, nil
+}
 
+// listObjects lists every Lister's objects for the window, widened by ReportMargin and
+// up to the last attempt of a settled op of the window sent after it, by the op their
+// tag names; it counts the untagged ones created in the window in rep.Untagged.
+func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *Report) (map[string][]taggedObject, error) {
 	// A settled op of the window may have been sent after the window (it awaited
 	// approval, or was retried): its vendor is listed up to its last attempt, so that
 	// its object is not taken for missing. The objects listed past the window belong
@@ -235,7 +269,7 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 		}
 		objects, err := params.Listers[name].ListObjects(ctx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
 		if err != nil {
-			return nil, fmt.Errorf("reconcile: report: list %s objects: %w", name, err)
+			return nil, fmt.Errorf("finance: report: list %s objects: %w", name, err)
 		}
 		for _, o := range objects {
 			if o.OpID == "" {
@@ -247,7 +281,12 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 			byOp[o.OpID] = append(byOp[o.OpID], taggedObject{VendorObject: o, vendor: name})
 		}
 	}
+	return byOp, nil
+}
 
+// addOpLines adds the line of each op of the window, taking its objects out of byOp; an
+// op whose vendor has no Lister is counted as unlistable or reported unchecked.
+func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObject, rep *Report) {
 	for _, op := range ops {
 		if _, ok := params.Listers[op.vendor]; !ok {
 			if slices.Contains(params.Unlistable, op.vendor) {
@@ -264,23 +303,10 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 			rep.Lines = append(rep.Lines, l)
 		}
 	}
+}
 
-	if params.Events != nil {
-		if err := addEvents(ctx, params, rep); err != nil {
-			return nil, err
-		}
-	}
-
-	// What is left are objects whose op is not in the window.
-	if err := orphanLines(ctx, pool, params, byOp, rep); err != nil {
-		return nil, err
-	}
-
-	slices.SortStableFunc(rep.Lines, func(a, b Line) int {
-		return cmp.Or(cmp.Compare(a.Category, b.Category), cmp.Compare(a.TenantID, b.TenantID),
-			cmp.Compare(a.Key, b.Key), cmp.Compare(a.OpID, b.OpID),
-			slices.Compare(a.VendorIDs, b.VendorIDs))
-	})
+// addTotals counts the problems and adds up the matched lines per tool and currency.
+func addTotals(rep *Report) {
 	totals := map[[2]string]*Total{}
 	for _, l := range rep.Lines {
 		if l.Category != CategoryMatched {
@@ -301,7 +327,6 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 	}) {
 		rep.Totals = append(rep.Totals, *totals[k])
 	}
-	return rep, nil
 }
 
 // addEvents adds what the vendor events say to the lines of the window's ops: a mail's
@@ -315,7 +340,7 @@ func addEvents(ctx context.Context, params ReportParams, rep *Report) error {
 	}
 	states, err := params.Events.OpStates(ctx, ids)
 	if err != nil {
-		return fmt.Errorf("reconcile: report: vendor events: %w", err)
+		return fmt.Errorf("finance: report: vendor events: %w", err)
 	}
 	for i := range rep.Lines {
 		l := &rep.Lines[i]
@@ -332,7 +357,7 @@ func addEvents(ctx context.Context, params ReportParams, rep *Report) error {
 	}
 	orphans, err := params.Events.OrphanCounts(ctx, params.Since, params.Until)
 	if err != nil {
-		return fmt.Errorf("reconcile: report: vendor events: %w", err)
+		return fmt.Errorf("finance: report: vendor events: %w", err)
 	}
 	rep.OrphanEvents = orphans
 	return nil
@@ -436,7 +461,7 @@ func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, b
 	if len(ids) > 0 {
 		rows, err := pool.Query(ctx, sqlReportOpsByID, ids)
 		if err != nil {
-			return fmt.Errorf("reconcile: report: read tagged ops: %w", err)
+			return fmt.Errorf("finance: report: read tagged ops: %w", err)
 		}
 		for rows.Next() {
 			var (
@@ -446,12 +471,12 @@ func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, b
 			)
 			if err := rows.Scan(&id, &k.tenantID, &k.status, &created, &k.args); err != nil {
 				rows.Close()
-				return fmt.Errorf("reconcile: report: read tagged ops: %w", err)
+				return fmt.Errorf("finance: report: read tagged ops: %w", err)
 			}
 			found[id] = k
 		}
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("reconcile: report: read tagged ops: %w", err)
+			return fmt.Errorf("finance: report: read tagged ops: %w", err)
 		}
 	}
 	for tag, objects := range byOp {
@@ -534,33 +559,33 @@ var csvHeader = []string{"category", "tenant_id", "op_id", "idempotency_key", "t
 func (r *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(csvHeader); err != nil {
-		return fmt.Errorf("reconcile: write csv: %w", err)
+		return fmt.Errorf("finance: write csv: %w", err)
 	}
 	for _, l := range r.Lines {
 		rec := []string{l.Category, strconv.FormatInt(l.TenantID, 10), cell(l.OpID), cell(l.Key), cell(l.Tool),
 			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), strconv.FormatInt(l.OpAmount, 10),
 			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail), l.Delivery}
 		if err := cw.Write(rec); err != nil {
-			return fmt.Errorf("reconcile: write csv: %w", err)
+			return fmt.Errorf("finance: write csv: %w", err)
 		}
 	}
 	for _, t := range r.Totals {
 		rec := []string{"total", "", "", "", cell(t.Tool), "", "", "", "", "", strconv.FormatInt(t.Amount, 10),
 			cell(t.Currency), "count " + strconv.Itoa(t.Count), ""}
 		if err := cw.Write(rec); err != nil {
-			return fmt.Errorf("reconcile: write csv: %w", err)
+			return fmt.Errorf("finance: write csv: %w", err)
 		}
 	}
 	for _, vendor := range slices.Sorted(maps.Keys(r.OrphanEvents)) {
 		rec := []string{"orphan_events", "", "", "", "", cell(vendor), "", "", "", "", "", "",
 			"count " + strconv.Itoa(r.OrphanEvents[vendor]), ""}
 		if err := cw.Write(rec); err != nil {
-			return fmt.Errorf("reconcile: write csv: %w", err)
+			return fmt.Errorf("finance: write csv: %w", err)
 		}
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
-		return fmt.Errorf("reconcile: write csv: %w", err)
+		return fmt.Errorf("finance: write csv: %w", err)
 	}
 	return nil
 }
@@ -582,7 +607,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		*alias
 		Clean bool `json:"clean"`
 	}{(*alias)(r), r.Clean()}); err != nil {
-		return fmt.Errorf("reconcile: write json: %w", err)
+		return fmt.Errorf("finance: write json: %w", err)
 	}
 	return nil
 }

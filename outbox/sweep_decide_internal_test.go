@@ -1,4 +1,4 @@
-package reconcile
+package outbox
 
 import (
 	"encoding/json"
@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/oncebox/oncebox/outbox"
 )
 
 // TestDecide tables the reconciler's decision from a lookup's answer (exactly one object,
@@ -21,60 +19,60 @@ func TestDecide(t *testing.T) {
 	const lag = 5 * time.Minute
 	op := func() *candidate {
 		return &candidate{id: "op-1", key: "k", tool: "stripe.payment_intent", vendor: "stripe", tenantID: 7,
-			status: outbox.StatusUnknown, attempts: 1, createdAt: finished.Add(-time.Minute), lastFinished: &finished}
+			status: StatusUnknown, attempts: 1, createdAt: finished.Add(-time.Minute), lastFinished: &finished}
 	}
-	obj := func(id string) outbox.VendorObject {
-		return outbox.VendorObject{ID: id, OpID: "op-1", Status: "succeeded", Summary: json.RawMessage(`{"id":"` + id + `"}`)}
+	obj := func(id string) VendorObject {
+		return VendorObject{ID: id, OpID: "op-1", Status: "succeeded", Summary: json.RawMessage(`{"id":"` + id + `"}`)}
 	}
-	found := func(objs ...outbox.VendorObject) *outbox.LookupResult { return &outbox.LookupResult{Objects: objs} }
-	base := policy{now: now, retryLookupAfter: time.Minute, maxAttempts: 10, resendOnNone: true}
+	found := func(objs ...VendorObject) *LookupResult { return &LookupResult{Objects: objs} }
+	base := sweepPolicy{now: now, retryLookupAfter: time.Minute, maxAttempts: 10, resendOnNone: true}
 
 	type want struct {
 		name      string
-		to        outbox.Status
+		to        Status
 		vendorRef string
 		nextCheck time.Time
 		newKey    bool
 		ids       []string
 	}
 	for _, tc := range []struct {
-		name   string
-		answer func(*lookupAnswer)
-		policy func(*policy)
-		op     func(*candidate)
-		want   want
+		name        string
+		answer      func(*lookupAnswer)
+		sweepPolicy func(*sweepPolicy)
+		op          func(*candidate)
+		want        want
 	}{
 		{name: "exactly one object", answer: func(a *lookupAnswer) { a.res = found(obj("pi_1")) },
-			want: want{name: DecisionSucceeded, to: outbox.StatusSucceeded, vendorRef: "pi_1"}},
+			want: want{name: SweepSucceeded, to: StatusSucceeded, vendorRef: "pi_1"}},
 		{name: "exactly one object, which records a refusal", answer: func(a *lookupAnswer) {
 			o := obj("pi_1")
 			o.Status, o.Refused = "requires_payment_method", true
 			a.res = found(o)
-		}, want: want{name: DecisionRefused, to: outbox.StatusFailed, vendorRef: "pi_1"}},
+		}, want: want{name: SweepRefused, to: StatusFailed, vendorRef: "pi_1"}},
 		{name: "several objects", answer: func(a *lookupAnswer) { a.res = found(obj("pi_1"), obj("pi_2")) },
-			want: want{name: DecisionDuplicate, to: outbox.StatusNeedsReview, ids: []string{"pi_1", "pi_2"}}},
+			want: want{name: SweepDuplicate, to: StatusNeedsReview, ids: []string{"pi_1", "pi_2"}}},
 		{name: "an object of another op is none", answer: func(a *lookupAnswer) {
 			o := obj("pi_9")
 			o.OpID = "op-2"
 			a.res = found(o)
-		}, want: want{name: DecisionResend, to: outbox.StatusPending}},
+		}, want: want{name: SweepResend, to: StatusPending}},
 		{name: "none before the lag is over", answer: func(a *lookupAnswer) { a.res = found(); a.askedAt = finished.Add(time.Minute) },
-			want: want{name: DecisionWait, to: outbox.StatusUnknown, nextCheck: finished.Add(lag)}},
+			want: want{name: SweepWait, to: StatusUnknown, nextCheck: finished.Add(lag)}},
 		{name: "none after the lag", answer: func(a *lookupAnswer) { a.res = found() },
-			want: want{name: DecisionResend, to: outbox.StatusPending}},
+			want: want{name: SweepResend, to: StatusPending}},
 		{name: "none after the lag, stale key", answer: func(a *lookupAnswer) { a.res = found() },
 			op:   func(c *candidate) { c.staleKey = true },
-			want: want{name: DecisionResendNewKey, to: outbox.StatusPending, newKey: true}},
+			want: want{name: SweepResendNewKey, to: StatusPending, newKey: true}},
 		{name: "none after the lag, no resend for the vendor", answer: func(a *lookupAnswer) { a.res = found() },
-			policy: func(p *policy) { p.resendOnNone = false },
-			want:   want{name: DecisionNoneReview, to: outbox.StatusNeedsReview}},
+			sweepPolicy: func(p *sweepPolicy) { p.resendOnNone = false },
+			want:        want{name: SweepNoneReview, to: StatusNeedsReview}},
 		{name: "none after the lag, attempts exhausted", answer: func(a *lookupAnswer) { a.res = found() },
 			op:   func(c *candidate) { c.attempts = 10 },
-			want: want{name: DecisionAttemptsExhausted, to: outbox.StatusNeedsReview}},
-		{name: "cannot ask", answer: func(a *lookupAnswer) { a.err = fmt.Errorf("no add-on: %w", outbox.ErrLookupUnavailable) },
-			want: want{name: DecisionLookupUnavailable, to: outbox.StatusNeedsReview}},
+			want: want{name: SweepAttemptsExhausted, to: StatusNeedsReview}},
+		{name: "cannot ask", answer: func(a *lookupAnswer) { a.err = fmt.Errorf("no add-on: %w", ErrLookupUnavailable) },
+			want: want{name: SweepLookupUnavailable, to: StatusNeedsReview}},
 		{name: "lookup failed", answer: func(a *lookupAnswer) { a.err = errors.New("rate limited") },
-			want: want{name: DecisionLookupFailed, to: outbox.StatusUnknown, nextCheck: now.Add(time.Minute)}},
+			want: want{name: SweepLookupFailed, to: StatusUnknown, nextCheck: now.Add(time.Minute)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := op()
@@ -84,25 +82,25 @@ func TestDecide(t *testing.T) {
 			a := lookupAnswer{c: c, askedAt: now, lag: lag, jobTimeout: 30 * time.Second}
 			tc.answer(&a)
 			p := base
-			if tc.policy != nil {
-				tc.policy(&p)
+			if tc.sweepPolicy != nil {
+				tc.sweepPolicy(&p)
 			}
 			d := decide(a, p)
 			ch := d.change
 			got := want{name: d.name, to: ch.To, vendorRef: ch.VendorRef, nextCheck: ch.NextCheck,
 				newKey: ch.NewVendorKey != "", ids: d.ids}
 			require.Equal(t, tc.want, got)
-			require.Equal(t, outbox.StatusUnknown, ch.From)
+			require.Equal(t, StatusUnknown, ch.From)
 			require.Equal(t, "op-1", ch.OpID)
 			require.Equal(t, d.name, ch.Detail.(map[string]any)["decision"], "the event records the decision")
 			switch ch.To {
-			case outbox.StatusSucceeded:
+			case StatusSucceeded:
 				require.JSONEq(t, `{"id":"pi_1"}`, string(ch.Result))
-			case outbox.StatusFailed:
-				require.Contains(t, string(ch.Error), DecisionRefused)
+			case StatusFailed:
+				require.Contains(t, string(ch.Error), SweepRefused)
 			}
 			if tc.want.newKey {
-				require.Equal(t, outbox.VendorKey(7, "k", "stripe.payment_intent", 1), ch.NewVendorKey)
+				require.Equal(t, VendorKey(7, "k", "stripe.payment_intent", 1), ch.NewVendorKey)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package reconcile_test
+package finance_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -49,42 +48,45 @@ func (o *countObserver) count(m map[string]int, k string) int {
 	return m[k]
 }
 
-// env is an Outbox, a Reconciler and a tenant in a fresh schema.
-type env struct {
+// sweepEnv is an Outbox, its sweeper's observer and a tenant in a fresh schema.
+type sweepEnv struct {
 	pool   *pgxpool.Pool
 	ob     *outbox.Outbox
-	rec    *reconcile.Reconciler
 	obs    *countObserver
 	tenant int64
 }
 
-// newEnv builds an Outbox with the given vendors (not started) and a Reconciler on it.
-func newEnv(t *testing.T, vendors []outbox.Vendor, cfg reconcile.Config) *env {
+// newSweepEnv builds an Outbox with the given vendors and sweep configuration (not
+// started).
+func newSweepEnv(t *testing.T, vendors []outbox.Vendor, sweep outbox.SweepConfig) *sweepEnv {
+	t.Helper()
+	return newSweepEnvFrom(t, vendors, outbox.Config{Sweep: sweep})
+}
+
+// newSweepEnvFrom is newSweepEnv with more of the Outbox's configuration (its Logger).
+func newSweepEnvFrom(t *testing.T, vendors []outbox.Vendor, base outbox.Config) *sweepEnv {
 	t.Helper()
 	pool := dbtest.Schema(t)
-	ob := optest.NewOutbox(t, pool, tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}}, vendors...)
 	obs := newCountObserver()
-	cfg.Outbox = ob
-	cfg.Observer = obs
-	rec, err := reconcile.New(cfg)
-	require.NoError(t, err)
-	return &env{pool: pool, ob: ob, rec: rec, obs: obs, tenant: optest.Tenant(t, pool, "acme")}
+	base.Sweep.Observer = obs
+	ob := optest.NewOutboxFrom(t, pool, base, tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}}, vendors...)
+	return &sweepEnv{pool: pool, ob: ob, obs: obs, tenant: optest.Tenant(t, pool, "acme")}
 }
 
 // start works the Outbox's jobs until the test ends.
-func (e *env) start(t *testing.T) {
+func (e *sweepEnv) start(t *testing.T) {
 	t.Helper()
 	optest.Start(t, e.ob)
 }
 
-func (e *env) enqueue(t *testing.T, key, tool string, args any) *outbox.Op {
+func (e *sweepEnv) enqueue(t *testing.T, key, tool string, args any) *outbox.Op {
 	t.Helper()
 	return optest.Enqueue(t, e.ob, e.tenant, key, tool, args)
 }
 
 // seedUnknown records an op as if a worker had sent it ago and then lost the answer:
 // unknown, one finished attempt, no dispatch job left.
-func (e *env) seedUnknown(t *testing.T, key, tool string, args any, ago time.Duration, staleKey bool) *outbox.Op {
+func (e *sweepEnv) seedUnknown(t *testing.T, key, tool string, args any, ago time.Duration, staleKey bool) *outbox.Op {
 	t.Helper()
 	op := e.enqueue(t, key, tool, args)
 	ctx := context.Background()
@@ -101,27 +103,27 @@ func (e *env) seedUnknown(t *testing.T, key, tool string, args any, ago time.Dur
 }
 
 // get reads an op by id.
-func (e *env) get(t *testing.T, id string) *outbox.Op {
+func (e *sweepEnv) get(t *testing.T, id string) *outbox.Op {
 	t.Helper()
 	return optest.ByID(t, e.pool, e.ob, e.tenant, id)
 }
 
 // waitStatus polls until the op reaches status.
-func (e *env) waitStatus(t *testing.T, id string, status outbox.Status) *outbox.Op {
+func (e *sweepEnv) waitStatus(t *testing.T, id string, status outbox.Status) *outbox.Op {
 	t.Helper()
 	return optest.WaitStatus(t, e.pool, e.ob, e.tenant, id, status)
 }
 
 // sweep runs one sweep and fails the test on error.
-func (e *env) sweep(t *testing.T) reconcile.Stats {
+func (e *sweepEnv) sweep(t *testing.T) outbox.SweepStats {
 	t.Helper()
-	st, err := e.rec.SweepOnce(context.Background())
+	st, err := e.ob.SweepOnce(context.Background())
 	require.NoError(t, err)
 	return st
 }
 
 // reconcileEvents returns the decisions recorded by the reconciler for an op, in order.
-func (e *env) reconcileEvents(t *testing.T, id string) []map[string]any {
+func (e *sweepEnv) reconcileEvents(t *testing.T, id string) []map[string]any {
 	t.Helper()
 	h, err := e.ob.History(context.Background(), e.tenant, id)
 	require.NoError(t, err)
@@ -139,7 +141,7 @@ func (e *env) reconcileEvents(t *testing.T, id string) []map[string]any {
 	return out
 }
 
-func (e *env) count(t *testing.T, sql string, args ...any) int {
+func (e *sweepEnv) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	return dbtest.Count(t, e.pool, sql, args...)
 }

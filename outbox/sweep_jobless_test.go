@@ -1,4 +1,4 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"context"
@@ -8,12 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
-
-const sqlLiveJobs = `SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1
-	AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`
 
 // TestPendingOpsWithoutAJob: a pending op whose River job was deleted (River UI) gets a
 // new one and is dispatched once; since the deleted job may have called the vendor
@@ -25,7 +21,7 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	fake, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newEnv(t, []outbox.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
+	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{StuckMargin: time.Second})
 
 	deleted := e.enqueue(t, "deleted", "webhook.post", hookArgs(1))
 	discarded := e.enqueue(t, "discarded", "webhook.post", hookArgs(2))
@@ -50,13 +46,13 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	require.Equal(t, 1, e.count(t, sqlLiveJobs, deleted.ID), "the op has a dispatch job again")
 	ev := e.reconcileEvents(t, deleted.ID)
 	require.Len(t, ev, 1)
-	require.Equal(t, reconcile.DecisionRejob, ev[0]["decision"])
+	require.Equal(t, outbox.SweepRejob, ev[0]["decision"])
 
 	for _, op := range []*outbox.Op{discarded, cancelled} {
 		require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
 		ev := e.reconcileEvents(t, op.ID)
 		require.Len(t, ev, 1)
-		require.Equal(t, reconcile.DecisionJobDiscarded, ev[0]["decision"])
+		require.Equal(t, outbox.SweepJobDiscarded, ev[0]["decision"])
 		require.Contains(t, ev[0]["reason"], "its dispatch job was")
 	}
 	require.Contains(t, e.reconcileEvents(t, discarded.ID)[0]["reason"], "is not configured in this process")

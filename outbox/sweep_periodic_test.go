@@ -1,16 +1,14 @@
-package reconcile_test
+package outbox_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
@@ -21,17 +19,12 @@ func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"hooks"}})...)
 	require.NoError(t, err)
-	rec, err := reconcile.New(reconcile.Config{Interval: time.Second})
-	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true,
-		ExtraWorkers: rec.Register,
-		ExtraQueues:  map[string]river.QueueConfig{reconcile.QueueName: {MaxWorkers: 2}},
-		PeriodicJobs: []*river.PeriodicJob{rec.PeriodicJob()},
+		Sweep: outbox.SweepConfig{Periodic: true, Interval: time.Second},
 	})
 	require.NoError(t, err)
-	rec.SetOutbox(ob)
 
-	e := &env{pool: pool, ob: ob, rec: rec}
+	e := &sweepEnv{pool: pool, ob: ob}
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&e.tenant))
 	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
@@ -39,5 +32,5 @@ func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 
 	e.start(t)
 	e.waitStatus(t, op.ID, outbox.StatusSucceeded)
-	require.Positive(t, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.reconcile_sweep' AND queue = $1", reconcile.QueueName))
+	require.Positive(t, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.reconcile_sweep' AND queue = $1", outbox.MaintenanceQueue))
 }

@@ -1,4 +1,4 @@
-package reconcile_test
+package finance_test
 
 import (
 	"bytes"
@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/reconcile"
 )
 
 // rangeLister is a Lister that, as a vendor does, returns only the objects created in
@@ -43,7 +43,7 @@ func reportTenant(t *testing.T, pool *pgxpool.Pool) int64 {
 
 type reportRow struct{ cat, op string }
 
-func reportRows(rep *reconcile.Report) []reportRow {
+func reportRows(rep *finance.Report) []reportRow {
 	rows := []reportRow{}
 	for _, l := range rep.Lines {
 		rows = append(rows, reportRow{l.Category, l.OpID})
@@ -89,20 +89,20 @@ func TestReportDeclineIsConsistent(t *testing.T) {
 		obj("pi_e", unconfirmed, "requires_payment_method", at(5*time.Hour)),
 		obj("pi_f", yesterday, "requires_payment_method", since.Add(time.Second)),
 	}}
-	listers := map[string]reconcile.Lister{"stripe": lister}
+	listers := map[string]finance.Lister{"stripe": lister}
 
-	rep, err := reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: since, Until: until, Listers: listers})
+	rep, err := finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: until, Listers: listers})
 	require.NoError(t, err)
 	// A failed op that the vendor charged, or whose PaymentIntent was made but never
 	// confirmed, is still an orphan.
 	require.ElementsMatch(t, []reportRow{
-		{reconcile.CategoryOrphanAtVendor, charged},
-		{reconcile.CategoryOrphanAtVendor, unconfirmed},
+		{finance.CategoryOrphanAtVendor, charged},
+		{finance.CategoryOrphanAtVendor, unconfirmed},
 	}, reportRows(rep))
 	require.Equal(t, 2, rep.Problems)
 
 	// A window holding only declines is clean.
-	rep, err = reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: since, Until: at(3*time.Hour + time.Minute), Listers: listers})
+	rep, err = finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: at(3*time.Hour + time.Minute), Listers: listers})
 	require.NoError(t, err)
 	require.Empty(t, rep.Lines)
 	require.True(t, rep.Clean())
@@ -120,14 +120,14 @@ func TestReportUncheckedIsNotClean(t *testing.T) {
 
 	matched := seedOp(t, pool, tn, "a-pi", "stripe.payment_intent", "stripe", "succeeded", `{"amount":700,"currency":"usd"}`, since.Add(time.Hour))
 	hook := seedOp(t, pool, tn, "b-hook", "webhook.post", "webhook", "succeeded", `{"target":"hooks","body":{}}`, since.Add(2*time.Hour))
-	listers := map[string]reconcile.Lister{"stripe": &rangeLister{objects: []outbox.VendorObject{
+	listers := map[string]finance.Lister{"stripe": &rangeLister{objects: []outbox.VendorObject{
 		{ID: "pi_a", OpID: matched, Amount: 700, Currency: "usd", Created: since.Add(time.Hour)},
 	}}}
 
-	rep, err := reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: since, Until: until, Listers: listers})
+	rep, err := finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: until, Listers: listers})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"webhook": 1}, rep.Unchecked)
-	require.Equal(t, []reportRow{{reconcile.CategoryMatched, matched}, {reconcile.CategoryUnchecked, hook}}, reportRows(rep))
+	require.Equal(t, []reportRow{{finance.CategoryMatched, matched}, {finance.CategoryUnchecked, hook}}, reportRows(rep))
 	l := rep.Lines[1]
 	require.Equal(t, "webhook", l.Vendor)
 	require.Equal(t, "succeeded", l.OpStatus)
@@ -142,7 +142,7 @@ func TestReportUncheckedIsNotClean(t *testing.T) {
 	require.NoError(t, err)
 	var found bool
 	for _, r := range records {
-		if r[0] == reconcile.CategoryUnchecked {
+		if r[0] == finance.CategoryUnchecked {
 			found = true
 			require.Equal(t, hook, r[2])
 			require.Equal(t, "webhook", r[5])
@@ -153,9 +153,9 @@ func TestReportUncheckedIsNotClean(t *testing.T) {
 	var jsonBuf bytes.Buffer
 	require.NoError(t, rep.WriteJSON(&jsonBuf))
 	var doc struct {
-		Lines     []reconcile.Line `json:"lines"`
-		Unchecked map[string]int   `json:"unchecked"`
-		Clean     bool             `json:"clean"`
+		Lines     []finance.Line `json:"lines"`
+		Unchecked map[string]int `json:"unchecked"`
+		Clean     bool           `json:"clean"`
 	}
 	require.NoError(t, json.Unmarshal(jsonBuf.Bytes(), &doc))
 	require.False(t, doc.Clean)
@@ -163,13 +163,13 @@ func TestReportUncheckedIsNotClean(t *testing.T) {
 	require.Equal(t, map[string]int{"webhook": 1}, doc.Unchecked)
 
 	// A vendor that cannot list anything by nature is counted, not held against the report.
-	rep, err = reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: since, Until: until, Listers: listers,
+	rep, err = finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: until, Listers: listers,
 		Unlistable: []string{"webhook"}})
 	require.NoError(t, err)
 	require.True(t, rep.Clean())
 	require.Empty(t, rep.Unchecked)
 	require.Equal(t, map[string]int{"webhook": 1}, rep.Unlistable)
-	require.Equal(t, []reportRow{{reconcile.CategoryMatched, matched}}, reportRows(rep))
+	require.Equal(t, []reportRow{{finance.CategoryMatched, matched}}, reportRows(rep))
 }
 
 // TestReportListsUpToTheLastAttempt: an op created at the end of the window but sent
@@ -221,24 +221,24 @@ func TestReportListsUpToTheLastAttempt(t *testing.T) {
 		obj("pi_d", next, until.Add(time.Hour)),
 		obj("pi_untagged", "", until.Add(time.Hour)),
 	}}
-	rep, err := reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: since, Until: until,
-		Listers: map[string]reconcile.Lister{"stripe": lister}})
+	rep, err := finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: until,
+		Listers: map[string]finance.Lister{"stripe": lister}})
 	require.NoError(t, err)
-	require.Equal(t, since.Add(-reconcile.ReportMargin), lister.asked[0])
-	require.Equal(t, died.Add(10*time.Minute+reconcile.ReportMargin), lister.asked[1].UTC(),
+	require.Equal(t, since.Add(-finance.ReportMargin), lister.asked[0])
+	require.Equal(t, died.Add(10*time.Minute+finance.ReportMargin), lister.asked[1].UTC(),
 		"listed up to the latest moment an op of the window may have been sent")
 	require.ElementsMatch(t, []reportRow{
-		{reconcile.CategoryMatched, approved},
-		{reconcile.CategoryMatched, adopted},
-		{reconcile.CategoryMatched, onTime},
+		{finance.CategoryMatched, approved},
+		{finance.CategoryMatched, adopted},
+		{finance.CategoryMatched, onTime},
 	}, reportRows(rep))
 	require.True(t, rep.Clean())
 	require.Empty(t, rep.Untagged, "untagged objects past the window belong to a later window")
 
 	// A window whose ops were all sent in time is listed with the margin only.
-	rep, err = reconcile.BuildReport(ctx, pool, reconcile.ReportParams{Since: since, Until: since.Add(2 * time.Hour),
-		Listers: map[string]reconcile.Lister{"stripe": lister}})
+	rep, err = finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: since.Add(2 * time.Hour),
+		Listers: map[string]finance.Lister{"stripe": lister}})
 	require.NoError(t, err)
-	require.Equal(t, since.Add(2*time.Hour+reconcile.ReportMargin), lister.asked[1].UTC())
-	require.Equal(t, []reportRow{{reconcile.CategoryMatched, onTime}}, reportRows(rep))
+	require.Equal(t, since.Add(2*time.Hour+finance.ReportMargin), lister.asked[1].UTC())
+	require.Equal(t, []reportRow{{finance.CategoryMatched, onTime}}, reportRows(rep))
 }

@@ -1,0 +1,12 @@
+// Package finance compares the outbox with the vendors for finance. It only reads:
+// settling ops whose outcome is unknown, and manual review, belong to package outbox
+// (Outbox.SweepOnce, Outbox.ListReview).
+//
+// # Finance report
+//
+// BuildReport compares the ops created in a window with the objects each vendor's
+// Lister returns, line by line (matched, missing_at_vendor, orphan_at_vendor,
+// duplicate, mismatch, and unchecked for an op whose vendor has no Lister), with
+// totals of the matched amounts per tool and currency; it writes itself as CSV or
+// JSON. A report is clean only when every line matched.
+package finance
