@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The limit on long functions, and the ones allowed to stay long. Lead: to switch
-// TestFunctionLengths on, delete its t.Skip once the function splits are merged.
+// The limit on long functions, and the ones allowed to stay long, each a table or a
+// flat list (TestFunctionLengths).
 const (
 	// maxLines is the most lines a function may have (its signature to its closing
 	// brace) unless allowLong names it.
@@ -315,7 +315,6 @@ func funcName(fd *ast.FuncDecl) string {
 // (a table or a flat list).
 func TestFunctionLengths(t *testing.T) {
 	t.Parallel()
-	t.Skip("pending merge of the function splits (helpers A to D): lead, delete this line once they are in")
 	long := longFuncs(t)
 	for _, f := range long {
 		if _, ok := allowLong[f.key]; !ok {
