@@ -97,6 +97,9 @@ const (
 	ProblemCSRF = ProblemBase + "csrf"
 	// ProblemCrossOrigin: a console form was sent from another origin (403).
 	ProblemCrossOrigin = ProblemBase + "cross-origin"
+	// ProblemLinkUsed: a console sign-in link is unknown, expired or already used
+	// (401).
+	ProblemLinkUsed = ProblemBase + "link-used"
 )
 
 // Problem is an RFC 9457 problem document, the body of every application/problem+json
@@ -204,6 +207,8 @@ func ProblemTitle(problemType string) string {
 		return "The form's security token is missing or stale"
 	case ProblemCrossOrigin:
 		return "The form was sent from another site"
+	case ProblemLinkUsed:
+		return "The sign-in link cannot be used"
 	}
 	return "Internal server error"
 }
