@@ -4,27 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
-
-// opJSON is the op as the API shows it, without result and error (written verbatim
-// by renderOp) and without args (they may be redacted or personal).
-type opJSON struct {
-	ID             string    `json:"id"`
-	Key            string    `json:"key"`
-	Tool           string    `json:"tool"`
-	Status         string    `json:"status"`
-	Fingerprint    string    `json:"fingerprint"`
-	Attempts       int       `json:"attempts"`
-	VendorRef      string    `json:"vendor_ref"`
-	ConversationID string    `json:"conversation_id"`
-	ToolCallID     string    `json:"tool_call_id"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-	ExpiresAt      time.Time `json:"expires_at"`
-}
 
 // historyJSON is the "history" member added by ?history=true.
 type historyJSON struct {
@@ -63,50 +49,50 @@ type eventJSON struct {
 	Detail     json.RawMessage `json:"detail"`
 }
 
-// renderOp returns the op's JSON. result and error are the stored bytes, untouched
-// (encoding/json would compact and re-escape them), so a replayed terminal answer is
-// byte for byte the stored one.
-func renderOp(op *outbox.Op, h *outbox.History) ([]byte, error) {
-	head, err := json.Marshal(opJSON{
-		ID:             op.ID,
-		Key:            op.Key,
-		Tool:           op.Tool,
-		Status:         string(op.Status),
-		Fingerprint:    op.Fingerprint.String(),
-		Attempts:       op.Attempts,
-		VendorRef:      op.VendorRef,
-		ConversationID: op.ConversationID,
-		ToolCallID:     op.ToolCallID,
-		CreatedAt:      op.CreatedAt.UTC(),
-		UpdatedAt:      op.UpdatedAt.UTC(),
-		ExpiresAt:      op.ExpiresAt.UTC(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("render op: %w", err)
+// wireOp is the op as protocol defines it, times in UTC.
+func wireOp(op *outbox.Op) protocol.Op {
+	return protocol.Op{
+		ID: op.ID, Key: op.Key, Tool: op.Tool, Status: string(op.Status), Fingerprint: op.Fingerprint.String(),
+		Attempts: op.Attempts, VendorRef: op.VendorRef, Result: op.Result, Error: op.Error,
+		ConversationID: op.ConversationID, ToolCallID: op.ToolCallID,
+		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(),
 	}
-	out := append(head[:len(head)-1:len(head)-1], `,"result":`...)
-	out = appendRaw(out, op.Result)
-	out = append(out, `,"error":`...)
-	out = appendRaw(out, op.Error)
+}
+
+// opMember is a member of protocol.Op: its JSON name, its field's index, and whether
+// it holds stored JSON (result and error).
+type opMember struct {
+	name   string
+	index  int
+	stored bool
+}
+
+// opMembers are protocol.Op's members as the HTTP API sends them: in protocol.Op's
+// order, those of stored JSON last, and every one of them, empty or not (protocol.Op's
+// omitempty is for an MCP tool result).
+var opMembers = func() []opMember {
+	typ, raw := reflect.TypeFor[protocol.Op](), reflect.TypeFor[json.RawMessage]()
+	var members, stored []opMember
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Type == raw {
+			stored = append(stored, opMember{name: name, index: i, stored: true})
+		} else {
+			members = append(members, opMember{name: name, index: i})
+		}
+	}
+	return append(members, stored...)
+}()
+
+// renderOp returns the op's JSON, with its history when h is not nil.
+func renderOp(op *outbox.Op, h *outbox.History) ([]byte, error) {
+	out, err := appendOp([]byte{'{'}, wireOp(op))
+	if err != nil {
+		return nil, err
+	}
 	if h != nil {
-		hj := historyJSON{TraceID: op.TraceID(), Attempts: []attemptJSON{}, Events: []eventJSON{}, IdentityMatches: []matchJSON{}}
-		for _, m := range h.Matches {
-			hj.IdentityMatches = append(hj.IdentityMatches, matchJSON{At: m.At.UTC(), Differed: m.Differed,
-				Fingerprint: m.Fingerprint.String(), ConversationID: m.ConversationID, ToolCallID: m.ToolCallID})
-		}
-		for _, a := range h.Attempts {
-			hj.Attempts = append(hj.Attempts, attemptJSON{Attempt: a.Attempt, StartedAt: a.StartedAt.UTC(), FinishedAt: utcPtr(a.FinishedAt),
-				Outcome: a.Outcome, Error: a.Error, VendorRef: a.VendorRef, VendorKey: a.VendorKey})
-		}
-		for _, e := range h.Events {
-			detail := e.Detail
-			if len(detail) == 0 {
-				detail = json.RawMessage("null")
-			}
-			hj.Events = append(hj.Events, eventJSON{At: e.At.UTC(), Kind: e.Kind, FromStatus: e.FromStatus,
-				ToStatus: e.ToStatus, Actor: e.Actor, Detail: detail})
-		}
-		hb, err := json.Marshal(hj)
+		hb, err := json.Marshal(historyOf(op, h))
 		if err != nil {
 			return nil, fmt.Errorf("render op history: %w", err)
 		}
@@ -114,6 +100,52 @@ func renderOp(op *outbox.Op, h *outbox.History) ([]byte, error) {
 		out = append(out, hb...)
 	}
 	return append(out, '}', '\n'), nil
+}
+
+// appendOp appends the op's members (opMembers). result and error are the stored
+// bytes, untouched (encoding/json would compact and re-escape them), so a replayed
+// terminal answer is byte for byte the stored one.
+func appendOp(out []byte, op protocol.Op) ([]byte, error) {
+	v := reflect.ValueOf(op)
+	for i, m := range opMembers {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, '"'), m.name...), '"', ':')
+		field := v.Field(m.index).Interface()
+		if m.stored {
+			out = appendRaw(out, field.(json.RawMessage))
+			continue
+		}
+		value, err := json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("render op: %s: %w", m.name, err)
+		}
+		out = append(out, value...)
+	}
+	return out, nil
+}
+
+// historyOf is the "history" member of an op.
+func historyOf(op *outbox.Op, h *outbox.History) historyJSON {
+	hj := historyJSON{TraceID: op.TraceID(), Attempts: []attemptJSON{}, Events: []eventJSON{}, IdentityMatches: []matchJSON{}}
+	for _, m := range h.Matches {
+		hj.IdentityMatches = append(hj.IdentityMatches, matchJSON{At: m.At.UTC(), Differed: m.Differed,
+			Fingerprint: m.Fingerprint.String(), ConversationID: m.ConversationID, ToolCallID: m.ToolCallID})
+	}
+	for _, a := range h.Attempts {
+		hj.Attempts = append(hj.Attempts, attemptJSON{Attempt: a.Attempt, StartedAt: a.StartedAt.UTC(), FinishedAt: utcPtr(a.FinishedAt),
+			Outcome: a.Outcome, Error: a.Error, VendorRef: a.VendorRef, VendorKey: a.VendorKey})
+	}
+	for _, e := range h.Events {
+		detail := e.Detail
+		if len(detail) == 0 {
+			detail = json.RawMessage("null")
+		}
+		hj.Events = append(hj.Events, eventJSON{At: e.At.UTC(), Kind: e.Kind, FromStatus: e.FromStatus,
+			ToStatus: e.ToStatus, Actor: e.Actor, Detail: detail})
+	}
+	return hj
 }
 
 // appendRaw appends a stored JSON value verbatim, or null when there is none.

@@ -258,9 +258,11 @@ func openAPIScenarios() map[string]scenario {
 
 // TestOpenAPIDocumentMatchesHandlers walks the document: every (path, method, status)
 // it lists is produced by a real request, with the documented content type, headers
-// and top-level members.
+// and top-level members; and every problem type the handlers answer is a constant of
+// package protocol that the document names.
 func TestOpenAPIDocumentMatchesHandlers(t *testing.T) {
 	t.Parallel()
+	requireProblemTypesDocumented(t, api.OpenAPI())
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(api.OpenAPI(), &doc))
 	require.Equal(t, "3.1.0", doc["openapi"])

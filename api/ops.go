@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -174,15 +175,15 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 	res, err := s.ob.Decide(r.Context(), outbox.Decision{TenantID: t.ID, Key: key, Approve: approve, Actor: t.Actor(),
 		Voter: t.Voter(), TokenID: t.TokenID, Role: string(t.Role), Reason: req.Reason,
 		Fingerprint: req.Fingerprint})
-	var conflict *problem
+	var conflict *protocol.Problem
 	switch {
 	case errors.Is(err, outbox.ErrWrongState):
-		conflict = newProblem(http.StatusConflict, "wrong-state", "Only an op that awaits approval can be approved or rejected, and a decided op only the same way again.")
+		conflict = protocol.NewProblem(http.StatusConflict, protocol.ProblemWrongState, "Only an op that awaits approval can be approved or rejected, and a decided op only the same way again.")
 	case errors.Is(err, outbox.ErrPolicyChanged):
-		conflict = newProblem(http.StatusConflict, "policy-changed",
+		conflict = protocol.NewProblem(http.StatusConflict, protocol.ProblemPolicyChanged,
 			"The approval policy of this op's tool changed since it started waiting, so this approval is refused; the op keeps waiting (it can be rejected, or left to expire).")
 	case errors.Is(err, outbox.ErrFingerprintMismatch):
-		conflict = newProblem(http.StatusConflict, "fingerprint-mismatch",
+		conflict = protocol.NewProblem(http.StatusConflict, protocol.ProblemFingerprintMismatch,
 			"The fingerprint in the decision is not the op's: the decision is about another call than the one stored under this key.")
 	}
 	if conflict != nil {
@@ -219,27 +220,27 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 	)
 	switch {
 	case errors.As(err, &keyErr):
-		p := newProblem(http.StatusBadRequest, "invalid-idempotency-key", "The idempotency key "+keyErr.Detail+".")
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidKey, "The idempotency key "+keyErr.Detail+".")
 		p.Rule = keyErr.Rule
 		writeProblem(w, p)
 	case errors.As(err, &conflictErr):
-		p := newProblem(http.StatusUnprocessableEntity, "key-conflict",
+		p := protocol.NewProblem(http.StatusUnprocessableEntity, protocol.ProblemKeyConflict,
 			"This Idempotency-Key was already used with a different tool call; use a new key for a new side effect, or resend the original payload to read its outcome.")
 		p.StoredFingerprint, p.GivenFingerprint = conflictErr.Stored.String(), conflictErr.Given.String()
 		writeProblem(w, p)
 	case errors.As(err, &toolErr):
-		p := newProblem(http.StatusBadRequest, "unknown-tool",
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemUnknownTool,
 			fmt.Sprintf("The tool %q does not exist; use one of the known tools.", toolErr.Name))
 		p.Field, p.KnownTools = "tool", toolErr.Known
 		writeProblem(w, p)
 	case errors.As(err, &argsErr):
 		writeProblem(w, validationProblem(argsErr))
 	case errors.Is(err, outbox.ErrNotFound):
-		writeProblem(w, newProblem(http.StatusNotFound, "not-found", "No op is stored under this idempotency key for your tenant."))
+		writeProblem(w, protocol.NewProblem(http.StatusNotFound, protocol.ProblemNotFound, "No op is stored under this idempotency key for your tenant."))
 	case errors.As(err, &budgetErr):
 		secs := int64(math.Ceil(budgetErr.RetryAfter.Seconds()))
 		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-		p := newProblem(http.StatusTooManyRequests, "budget-exceeded", budgetErr.Sentence+" Nothing was recorded; the same call may be sent again once the window ends.")
+		p := protocol.NewProblem(http.StatusTooManyRequests, protocol.ProblemBudgetExceeded, budgetErr.Sentence+" Nothing was recorded; the same call may be sent again once the window ends.")
 		p.Budget = budgetErr.Budget
 		writeProblem(w, p)
 	default:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // opRequest is the body of POST /v1/ops.
@@ -29,7 +30,7 @@ const HeaderConversationID = "Oncebox-Conversation-Id"
 
 // conversationHeader fills req's conversation_id from the Oncebox-Conversation-Id
 // header, and refuses a body conversation_id that differs from it.
-func conversationHeader(r *http.Request, req *opRequest) *problem {
+func conversationHeader(r *http.Request, req *opRequest) *protocol.Problem {
 	h := strings.TrimSpace(r.Header.Get(HeaderConversationID))
 	switch {
 	case h == "":
@@ -64,16 +65,16 @@ type resolveRequest struct {
 }
 
 // headerKey returns the normalized Idempotency-Key header, or the problem to answer.
-func headerKey(r *http.Request) (string, *problem) {
+func headerKey(r *http.Request) (string, *protocol.Problem) {
 	values := r.Header.Values("Idempotency-Key")
 	if len(values) == 0 || len(values) == 1 && strings.TrimSpace(values[0]) == "" {
-		p := newProblem(http.StatusBadRequest, "missing-idempotency-key",
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemMissingKey,
 			"Send an Idempotency-Key header: 1 to 255 visible ASCII characters that name this side effect, the same on every retry.")
 		p.Rule = "missing"
 		return "", p
 	}
 	if len(values) > 1 {
-		p := newProblem(http.StatusBadRequest, "invalid-idempotency-key",
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidKey,
 			fmt.Sprintf("Send exactly one Idempotency-Key header; this request has %d.", len(values)))
 		p.Rule = "repeated"
 		return "", p
@@ -83,7 +84,7 @@ func headerKey(r *http.Request) (string, *problem) {
 
 // pathKey returns the normalized key the path names, recorded for the request's
 // log line, or the problem to answer.
-func pathKey(r *http.Request) (string, *problem) {
+func pathKey(r *http.Request) (string, *protocol.Problem) {
 	key, p := normalizeKey(r.PathValue("key"))
 	if p == nil {
 		recorderOf(r).key = key
@@ -92,16 +93,16 @@ func pathKey(r *http.Request) (string, *problem) {
 }
 
 // normalizeKey checks a key from a header or a path.
-func normalizeKey(raw string) (string, *problem) {
+func normalizeKey(raw string) (string, *protocol.Problem) {
 	key, err := outbox.NormalizeKey(raw)
 	var ke *outbox.KeyError
 	if errors.As(err, &ke) {
-		p := newProblem(http.StatusBadRequest, "invalid-idempotency-key", "The idempotency key "+ke.Detail+".")
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidKey, "The idempotency key "+ke.Detail+".")
 		p.Rule = ke.Rule
 		return "", p
 	}
 	if err != nil {
-		p := newProblem(http.StatusBadRequest, "invalid-idempotency-key", "The idempotency key is malformed.")
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidKey, "The idempotency key is malformed.")
 		p.Rule = "invalid"
 		return "", p
 	}
@@ -109,13 +110,13 @@ func normalizeKey(raw string) (string, *problem) {
 }
 
 // parseWait reads ?wait=: a Go duration ("30s") or whole seconds ("30"), capped at max.
-func parseWait(r *http.Request, limit time.Duration) (time.Duration, *problem) {
+func parseWait(r *http.Request, limit time.Duration) (time.Duration, *protocol.Problem) {
 	raw := r.URL.Query().Get("wait")
 	if raw == "" {
 		return 0, nil
 	}
-	bad := func(why string) (time.Duration, *problem) {
-		p := newProblem(http.StatusBadRequest, "invalid-wait",
+	bad := func(why string) (time.Duration, *protocol.Problem) {
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidWait,
 			fmt.Sprintf("The wait parameter %q %s; send a duration such as \"30s\" or whole seconds such as \"30\" (at most %s).", raw, why, limit))
 		p.Field = "wait"
 		return 0, p
@@ -142,7 +143,7 @@ func parseWait(r *http.Request, limit time.Duration) (time.Duration, *problem) {
 }
 
 // checkJSONType refuses a body that is not declared as application/json.
-func checkJSONType(r *http.Request) *problem {
+func checkJSONType(r *http.Request) *protocol.Problem {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if err == nil && mt == "application/json" {
@@ -152,27 +153,27 @@ func checkJSONType(r *http.Request) *problem {
 	if ct != "" {
 		given = fmt.Sprintf("Content-Type %q", ct)
 	}
-	return newProblem(http.StatusUnsupportedMediaType, "unsupported-media-type",
+	return protocol.NewProblem(http.StatusUnsupportedMediaType, protocol.ProblemUnsupportedMediaType,
 		"The request has "+given+"; send the body as JSON with \"Content-Type: application/json\".")
 }
 
 // readBody reads a body of at most limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *problem) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *protocol.Problem) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return nil, newProblem(http.StatusRequestEntityTooLarge, "payload-too-large",
+		return nil, protocol.NewProblem(http.StatusRequestEntityTooLarge, protocol.ProblemPayloadTooLarge,
 			fmt.Sprintf("The request body exceeds the limit of %d bytes.", mbe.Limit))
 	}
 	if err != nil {
-		return nil, newProblem(http.StatusBadRequest, "invalid-json", "The request body could not be read: "+err.Error()+".")
+		return nil, protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON, "The request body could not be read: "+err.Error()+".")
 	}
 	return body, nil
 }
 
 // readJSON reads the body into dst: declared as application/json, at most limit
 // bytes, one JSON object with no unknown members.
-func readJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) *problem {
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) *protocol.Problem {
 	if p := checkJSONType(r); p != nil {
 		return p
 	}
@@ -185,10 +186,10 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) *pro
 
 // decodeStrict decodes one JSON object into dst, refusing unknown members and
 // trailing data.
-func decodeStrict(body []byte, dst any) *problem {
+func decodeStrict(body []byte, dst any) *protocol.Problem {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return newProblem(http.StatusBadRequest, "invalid-json", "The request body must be a JSON object.")
+		return protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON, "The request body must be a JSON object.")
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
@@ -196,40 +197,40 @@ func decodeStrict(body []byte, dst any) *problem {
 		return jsonProblem(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return newProblem(http.StatusBadRequest, "invalid-json", "The request body must hold one JSON object and nothing after it.")
+		return protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON, "The request body must hold one JSON object and nothing after it.")
 	}
 	return nil
 }
 
 // jsonProblem explains a decoding error, naming the member when it can.
-func jsonProblem(err error) *problem {
+func jsonProblem(err error) *protocol.Problem {
 	var (
 		syntax *json.SyntaxError
 		typ    *json.UnmarshalTypeError
 	)
 	switch {
 	case errors.As(err, &syntax):
-		return newProblem(http.StatusBadRequest, "invalid-json",
+		return protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON,
 			fmt.Sprintf("The request body is not valid JSON (at byte %d: %s).", syntax.Offset, syntax.Error()))
 	case errors.As(err, &typ):
-		p := newProblem(http.StatusBadRequest, "invalid-json",
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON,
 			fmt.Sprintf("The member %q must be a JSON %s, not %s.", typ.Field, typ.Type.Kind(), typ.Value))
 		p.Field = typ.Field
 		return p
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		p := newProblem(http.StatusBadRequest, "invalid-json",
+		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON,
 			fmt.Sprintf("The member %q is not part of this request; leave it out.", name))
 		p.Field = name
 		return p
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return newProblem(http.StatusBadRequest, "invalid-json", "The request body is not valid JSON (it ends too early).")
+		return protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON, "The request body is not valid JSON (it ends too early).")
 	}
-	return newProblem(http.StatusBadRequest, "invalid-json", "The request body is not valid JSON.")
+	return protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON, "The request body is not valid JSON.")
 }
 
 // validationProblem is the invalid-args problem of an *outbox.ValidationError.
-func validationProblem(err error) *problem {
+func validationProblem(err error) *protocol.Problem {
 	var ve *outbox.ValidationError
 	if errors.As(err, &ve) {
 		p := invalidArgs(ve.Field, ve.Message)
@@ -239,8 +240,8 @@ func validationProblem(err error) *problem {
 	return invalidArgs("args", "cannot be stored")
 }
 
-func invalidArgs(field, message string) *problem {
-	p := newProblem(http.StatusBadRequest, "invalid-args", "The tool call is invalid: "+field+" "+message+".")
+func invalidArgs(field, message string) *protocol.Problem {
+	p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidArgs, "The tool call is invalid: "+field+" "+message+".")
 	p.Field = field
 	return p
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) resolveOp(w http.ResponseWriter, r *http.Request, t *tenant.Pri
 		return
 	}
 	if errors.Is(err, outbox.ErrWrongState) {
-		p := newProblem(http.StatusConflict, "wrong-state", "Only an op in needs_review or unknown can be resolved by hand.")
+		p := protocol.NewProblem(http.StatusConflict, protocol.ProblemWrongState, "Only an op in needs_review or unknown can be resolved by hand.")
 		if cur, gerr := s.ob.Get(r.Context(), t.ID, key); gerr == nil {
 			p.OpStatus = string(cur.Status)
 			p.Detail = fmt.Sprintf("Only an op in needs_review or unknown can be resolved by hand; this one is %s.", cur.Status)
@@ -72,8 +73,8 @@ func (s *Server) resolveOp(w http.ResponseWriter, r *http.Request, t *tenant.Pri
 }
 
 // invalidField is the 400 of a request member that is missing or wrong.
-func invalidField(field, detail string) *problem {
-	p := newProblem(http.StatusBadRequest, "invalid-request", detail)
+func invalidField(field, detail string) *protocol.Problem {
+	p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidRequest, detail)
 	p.Field = field
 	return p
 }

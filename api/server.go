@@ -19,6 +19,7 @@ import (
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -180,11 +181,11 @@ func (s *Server) Waiting() int { return s.waiting.Open() }
 
 // startWait counts one more open wait of the tenant, or returns the 429 problem when
 // the tenant already holds MaxWaitsPerTenant. done must be called when the wait ends.
-func (s *Server) startWait(w http.ResponseWriter, tenantID int64) (done func(), p *problem) {
+func (s *Server) startWait(w http.ResponseWriter, tenantID int64) (done func(), p *protocol.Problem) {
 	done, ok := s.waiting.Take(tenantID)
 	if !ok {
 		w.Header().Set("Retry-After", "1")
-		return nil, newProblem(http.StatusTooManyRequests, "too-many-waits", fmt.Sprintf(
+		return nil, protocol.NewProblem(http.StatusTooManyRequests, protocol.ProblemTooManyWaits, fmt.Sprintf(
 			"Your tenant already holds %d requests with ?wait= open, the limit; retry in a second (with the same Idempotency-Key), or send the request without wait and read the op later.",
 			s.waiting.Max()))
 	}
@@ -251,11 +252,11 @@ type unroutedWriter struct {
 func (u *unroutedWriter) WriteHeader(status int) {
 	switch status {
 	case http.StatusNotFound:
-		writeProblem(u.ResponseWriter, newProblem(status, "no-route", fmt.Sprintf(
+		writeProblem(u.ResponseWriter, protocol.NewProblem(status, protocol.ProblemNoRoute, fmt.Sprintf(
 			"The API serves nothing at %s; GET /openapi.json lists its routes.", u.r.URL.Path)))
 	case http.StatusMethodNotAllowed:
 		allow := u.Header().Get("Allow")
-		writeProblem(u.ResponseWriter, newProblem(status, "method-not-allowed", fmt.Sprintf(
+		writeProblem(u.ResponseWriter, protocol.NewProblem(status, protocol.ProblemMethodNotAllowed, fmt.Sprintf(
 			"%s %s is not served; this path allows %s.", u.r.Method, u.r.URL.Path, allow)))
 	default:
 		u.ResponseWriter.WriteHeader(status)
@@ -350,7 +351,7 @@ func (s *Server) authed(perm permission, next authedHandlerFunc) http.HandlerFun
 		}
 		recorderOf(r).tenant = &t.Tenant
 		if !perm.allows(t.Role) {
-			writeProblem(w, newProblem(http.StatusForbidden, "forbidden", perm.refusal(t.Role)))
+			writeProblem(w, protocol.NewProblem(http.StatusForbidden, protocol.ProblemForbidden, perm.refusal(t.Role)))
 			return
 		}
 		next(w, r, t)
@@ -377,7 +378,7 @@ func unauthorized(w http.ResponseWriter, tokenGiven bool, detail string) {
 		challenge += `, error="invalid_token"`
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
-	writeProblem(w, newProblem(http.StatusUnauthorized, "unauthorized", "Authentication failed: "+detail+"."))
+	writeProblem(w, protocol.NewProblem(http.StatusUnauthorized, protocol.ProblemUnauthorized, "Authentication failed: "+detail+"."))
 }
 
 // internal logs the real cause of a failure and answers 500 without it.
@@ -391,13 +392,13 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 		s.cfg.Observer.StoreUnavailable("api")
 		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "api request failed: the database is unavailable", attrs...)
 		w.Header().Set("Retry-After", s.retryAfter())
-		writeProblem(w, newProblem(http.StatusServiceUnavailable, "store-unavailable", fmt.Sprintf(
+		writeProblem(w, protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemStoreUnavailable, fmt.Sprintf(
 			"The database is unavailable. Retry in %s seconds with the same Idempotency-Key: the op may have been recorded before the failure, and the same key never runs it twice.",
 			s.retryAfter())))
 		return
 	}
 	s.logger.LogAttrs(r.Context(), slog.LevelError, "api request failed", attrs...)
-	writeProblem(w, newProblem(http.StatusInternalServerError, "internal",
+	writeProblem(w, protocol.NewProblem(http.StatusInternalServerError, protocol.ProblemInternal,
 		"The server could not complete the request. It has been logged; retry later with the same Idempotency-Key."))
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -76,7 +77,7 @@ func (s *Server) callRead(w http.ResponseWriter, r *http.Request, req opRequest)
 			writeProblem(w, validationProblem(err))
 			return
 		}
-		writeProblem(w, newProblem(http.StatusBadGateway, "read-failed",
+		writeProblem(w, protocol.NewProblem(http.StatusBadGateway, protocol.ProblemReadFailed,
 			"The read tool "+req.Tool+" could not get an answer from its target: "+err.Error()+". Nothing was changed; you may call it again."))
 		return
 	}

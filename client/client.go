@@ -256,13 +256,7 @@ func checkKey(key string) (string, error) {
 	if err == nil {
 		return k, nil
 	}
-	p := &Problem{
-		Type:   protocol.ProblemInvalidKey,
-		Title:  protocol.ProblemTitle(protocol.ProblemInvalidKey),
-		Status: http.StatusBadRequest,
-		Detail: err.Error(),
-		cause:  err,
-	}
+	p := &Problem{Problem: *protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidKey, err.Error()), cause: err}
 	var ke *protocol.KeyError
 	if errors.As(err, &ke) {
 		p.Rule = ke.Rule

@@ -9,8 +9,9 @@
 // Failed connections, timeouts, 429 and 5xx answers are retried with the same key
 // (Config.MaxRetries, exponential Config.Backoff, Retry-After honoured): the server
 // makes the retry a replay, so the side effect still happens once. 4xx answers are not
-// retried; they come back as a *Problem, which errors.Is matches against ErrConflict,
-// ErrUnauthorized, ErrNotFound and ErrInvalid. Each attempt may take Config.Timeout
+// retried; they come back as a *Problem (the API's protocol.Problem, told apart by its
+// Type, one of protocol's Problem* constants), which errors.Is matches against
+// ErrConflict, ErrUnauthorized, ErrNotFound and ErrInvalid. Each attempt may take Config.Timeout
 // (30 seconds by default) beyond the wait it asks the server for, so a long Opts.Wait
 // is not cut short.
 //

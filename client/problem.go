@@ -24,22 +24,12 @@ var (
 	ErrInvalid = errors.New("oncebox: invalid request")
 )
 
-// Problem is an RFC 9457 problem document answered by the API, or built by the client
-// for a request it refuses to send (an invalid key).
+// Problem is the error of a refusal: the problem document the API answered
+// (protocol.Problem, decoded as it is, extension members included), or one the client
+// built for a request it refuses to send (an invalid key). errors.As finds it in an
+// error a Client returns; errors.Is matches it against the sentinels above.
 type Problem struct {
-	// Type is a stable URL naming the problem, such as
-	// "https://oncebox.dev/problems/key-conflict".
-	Type string `json:"type"`
-	// Title is a short human summary of the type.
-	Title string `json:"title"`
-	// Status is the HTTP status code.
-	Status int `json:"status"`
-	// Detail explains this occurrence and how to fix it.
-	Detail string `json:"detail"`
-	// Field is the dotted path of the offending request member, such as "args.amount".
-	Field string `json:"field,omitempty"`
-	// Rule names the broken idempotency-key rule, such as "too_long".
-	Rule string `json:"rule,omitempty"`
+	protocol.Problem
 
 	cause error
 }

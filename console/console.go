@@ -17,6 +17,7 @@ import (
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendorevents"
 )
@@ -123,7 +124,7 @@ func New(cfg Config) (*Console, error) {
 	// against Host); every form also carries a CSRF token checked by the handlers.
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.refuse(w, r, nil, http.StatusForbidden, "cross-origin",
+		c.refuse(w, r, nil, http.StatusForbidden, protocol.ProblemCrossOrigin,
 			"This form was posted from another site; the console only accepts forms from its own pages.")
 	}))
 	c.handler = cop.Handler(c.mux)
@@ -151,7 +152,7 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
-	c.refuse(w, r, nil, http.StatusNotFound, "no-page", fmt.Sprintf("The console has no page at %s.", r.URL.Path))
+	c.refuse(w, r, nil, http.StatusNotFound, protocol.ProblemNoPage, fmt.Sprintf("The console has no page at %s.", r.URL.Path))
 }
 
 // internal logs the real cause of a failure and answers a page without it.
@@ -160,21 +161,21 @@ func (c *Console) internal(w http.ResponseWriter, r *http.Request, v *view, err 
 		c.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "console request failed: the database is unavailable",
 			slog.String("route", r.Pattern), slog.Any("error", err))
 		w.Header().Set("Retry-After", "5")
-		c.refuse(w, r, v, http.StatusServiceUnavailable, "store-unavailable", "The database is unavailable; reload the page in a few seconds.")
+		c.refuse(w, r, v, http.StatusServiceUnavailable, protocol.ProblemStoreUnavailable, "The database is unavailable; reload the page in a few seconds.")
 		return
 	}
 	c.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "console request failed", slog.String("route", r.Pattern), slog.Any("error", err))
-	c.refuse(w, r, v, http.StatusInternalServerError, "internal", "The console could not show this page. The cause has been logged; retry later.")
+	c.refuse(w, r, v, http.StatusInternalServerError, protocol.ProblemInternal, "The console could not show this page. The cause has been logged; retry later.")
 }
 
-// refuse answers an error page: a status code, a machine-readable reason (the page's
-// data-reason) and a sentence.
-func (c *Console) refuse(w http.ResponseWriter, r *http.Request, v *view, status int, reason, sentence string) {
+// refuse answers an error page: a status code, a problem type (the page's data-reason
+// is its slug) and a sentence.
+func (c *Console) refuse(w http.ResponseWriter, r *http.Request, v *view, status int, problemType, sentence string) {
 	if v == nil {
 		v = &view{}
 	}
 	v.Title = http.StatusText(status)
-	v.Error = &refusal{Reason: reason, Sentence: sentence}
+	v.Error = &refusal{Type: problemType, Sentence: sentence}
 	c.render(w, r, status, "error", v)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // maxListed bounds the approvals, reviews and search results a page shows.
@@ -107,7 +108,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 	key, decision := r.PostFormValue("key"), r.PostFormValue("decision")
 	if decision != "approve" && decision != "reject" {
 		v := c.viewFor(s, "approvals")
-		v.Title, v.Error = "Approvals", &refusal{Reason: "invalid-request", Sentence: "Choose approve or reject."}
+		v.Title, v.Error = "Approvals", &refusal{Type: protocol.ProblemInvalidRequest, Sentence: "Choose approve or reject."}
 		c.fillApprovals(w, r, v, s, http.StatusBadRequest)
 		return
 	}
@@ -146,17 +147,17 @@ func opRefusal(err error, wrongState string) (int, *refusal) {
 	)
 	switch {
 	case errors.Is(err, outbox.ErrWrongState):
-		return http.StatusConflict, &refusal{Reason: "wrong-state", Sentence: wrongState}
+		return http.StatusConflict, &refusal{Type: protocol.ProblemWrongState, Sentence: wrongState}
 	case errors.Is(err, outbox.ErrPolicyChanged):
-		return http.StatusConflict, &refusal{Reason: "policy-changed", Sentence: "The approval policy of this op's tool changed since it started waiting, so this approval is refused; the op keeps waiting (it can be rejected, or left to expire)."}
+		return http.StatusConflict, &refusal{Type: protocol.ProblemPolicyChanged, Sentence: "The approval policy of this op's tool changed since it started waiting, so this approval is refused; the op keeps waiting (it can be rejected, or left to expire)."}
 	case errors.Is(err, outbox.ErrFingerprintMismatch):
-		return http.StatusConflict, &refusal{Reason: "fingerprint-mismatch", Sentence: "The op stored under this key is not the call this page showed; reload the page."}
+		return http.StatusConflict, &refusal{Type: protocol.ProblemFingerprintMismatch, Sentence: "The op stored under this key is not the call this page showed; reload the page."}
 	case errors.Is(err, outbox.ErrNotFound):
-		return http.StatusNotFound, &refusal{Reason: "not-found", Sentence: "No op is stored under this idempotency key for your tenant."}
+		return http.StatusNotFound, &refusal{Type: protocol.ProblemNotFound, Sentence: "No op is stored under this idempotency key for your tenant."}
 	case errors.As(err, &keyErr):
-		return http.StatusBadRequest, &refusal{Reason: "invalid-idempotency-key", Sentence: "The idempotency key " + keyErr.Detail + "."}
+		return http.StatusBadRequest, &refusal{Type: protocol.ProblemInvalidKey, Sentence: "The idempotency key " + keyErr.Detail + "."}
 	case errors.As(err, &argsErr):
-		return http.StatusBadRequest, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The %s %s.", argsErr.Field, argsErr.Message)}
+		return http.StatusBadRequest, &refusal{Type: protocol.ProblemInvalidRequest, Sentence: fmt.Sprintf("The %s %s.", argsErr.Field, argsErr.Message)}
 	}
 	return 0, nil
 }
@@ -215,7 +216,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *sessionInfo
 	v := c.viewFor(s, "review")
 	v.Title = "Review"
 	bad := func(sentence string) {
-		v.Error = &refusal{Reason: "invalid-request", Sentence: sentence}
+		v.Error = &refusal{Type: protocol.ProblemInvalidRequest, Sentence: sentence}
 		c.fillReview(w, r, v, s, http.StatusBadRequest)
 	}
 	if reason == "" {
@@ -284,7 +285,7 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		return
 	}
 	if len(q) > 255 || outbox.CheckStorableText("q", q) != nil {
-		v.Error = &refusal{Reason: "invalid-request", Sentence: "Search for an idempotency key, op id, vendor reference or conversation id (at most 255 characters)."}
+		v.Error = &refusal{Type: protocol.ProblemInvalidRequest, Sentence: "Search for an idempotency key, op id, vendor reference or conversation id (at most 255 characters)."}
 		c.render(w, r, http.StatusBadRequest, "lookup", v)
 		return
 	}
@@ -416,17 +417,17 @@ func (c *Console) window(r *http.Request) (time.Time, time.Time, *refusal) {
 	var err error
 	if raw := strings.TrimSpace(q.Get("since")); raw != "" {
 		if since, err = parseWhen(raw); err != nil {
-			return since, until, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The start %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
+			return since, until, &refusal{Type: protocol.ProblemInvalidRequest, Sentence: fmt.Sprintf("The start %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
 		}
 	}
 	if raw := strings.TrimSpace(q.Get("until")); raw != "" {
 		if until, err = parseWhen(raw); err != nil {
-			return since, until, &refusal{Reason: "invalid-request", Sentence: fmt.Sprintf("The end %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
+			return since, until, &refusal{Type: protocol.ProblemInvalidRequest, Sentence: fmt.Sprintf("The end %q is not a date (YYYY-MM-DD) or an RFC 3339 time.", raw)}
 		}
 	}
 	if err := finance.CheckWindow(since, until, now); err != nil {
 		msg := err.Error()
-		return since, until, &refusal{Reason: "invalid-request", Sentence: strings.ToUpper(msg[:1]) + msg[1:] + "."}
+		return since, until, &refusal{Type: protocol.ProblemInvalidRequest, Sentence: strings.ToUpper(msg[:1]) + msg[1:] + "."}
 	}
 	return since, until, nil
 }
@@ -467,7 +468,7 @@ func boolRank(b bool) int {
 func (c *Console) financeCSV(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	since, until, bad := c.window(r)
 	if bad != nil {
-		c.refuse(w, r, c.viewFor(s, "finance"), http.StatusBadRequest, bad.Reason, bad.Sentence)
+		c.refuse(w, r, c.viewFor(s, "finance"), http.StatusBadRequest, bad.Type, bad.Sentence)
 		return
 	}
 	rep, err := c.cfg.Report(r.Context(), since, until, s.principal.ID)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -103,12 +104,12 @@ func (c *Console) signedIn(next signedInFunc) http.HandlerFunc {
 				http.Redirect(w, r, "/console/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
-			c.refuse(w, r, nil, http.StatusUnauthorized, "signed-out", "Your session ended or was never opened; sign in again.")
+			c.refuse(w, r, nil, http.StatusUnauthorized, protocol.ProblemSignedOut, "Your session ended or was never opened; sign in again.")
 			return
 		}
 		// The same rule as the API's approve, reject and resolve routes.
 		if !p.Role.CanDecide() {
-			c.refuse(w, r, nil, http.StatusForbidden, "forbidden", fmt.Sprintf("This session's token has the role %s; the console needs an approver or admin token.", p.Role))
+			c.refuse(w, r, nil, http.StatusForbidden, protocol.ProblemForbidden, fmt.Sprintf("This session's token has the role %s; the console needs an approver or admin token.", p.Role))
 			return
 		}
 		s := &sessionInfo{principal: p, csrf: csrf}
@@ -169,17 +170,17 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	v := &view{Title: "Sign in", CSRF: csrfFor(pre), Next: safeNext(r.PostFormValue("next"))}
 	if !checkPre(r) {
-		c.refuseForm(w, r, v, http.StatusForbidden, "csrf", "This form's security token is missing or stale; reload the page and sign in again.")
+		c.refuseForm(w, r, v, http.StatusForbidden, protocol.ProblemCSRF, "This form's security token is missing or stale; reload the page and sign in again.")
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if token == "" || len(token) > maxTokenField {
-		c.refuseForm(w, r, v, http.StatusBadRequest, "invalid-request", "Paste an approver or admin API token (obx_…) to sign in.")
+		c.refuseForm(w, r, v, http.StatusBadRequest, protocol.ProblemInvalidRequest, "Paste an approver or admin API token (obx_…) to sign in.")
 		return
 	}
 	p, err := c.cfg.Tenants.Authenticate(r.Context(), token)
 	if errors.Is(err, tenant.ErrUnauthorized) {
-		c.refuseForm(w, r, v, http.StatusUnauthorized, "unauthorized", "This token is unknown or revoked.")
+		c.refuseForm(w, r, v, http.StatusUnauthorized, protocol.ProblemUnauthorized, "This token is unknown or revoked.")
 		return
 	}
 	if err != nil {
@@ -192,7 +193,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 // openSession signs p in, unless its role may not decide.
 func (c *Console) openSession(w http.ResponseWriter, r *http.Request, p *tenant.Principal, v *view) {
 	if !p.Role.CanDecide() {
-		c.refuseForm(w, r, v, http.StatusForbidden, "forbidden", fmt.Sprintf(
+		c.refuseForm(w, r, v, http.StatusForbidden, protocol.ProblemForbidden, fmt.Sprintf(
 			"This token has the role %s; the console is for people: sign in with an approver or admin token of your tenant.", p.Role))
 		return
 	}
@@ -215,8 +216,8 @@ func (c *Console) openSession(w http.ResponseWriter, r *http.Request, p *tenant.
 }
 
 // refuseForm shows the sign-in form again with the refusal.
-func (c *Console) refuseForm(w http.ResponseWriter, r *http.Request, v *view, status int, reason, sentence string) {
-	v.Error = &refusal{Reason: reason, Sentence: sentence}
+func (c *Console) refuseForm(w http.ResponseWriter, r *http.Request, v *view, status int, problemType, sentence string) {
+	v.Error = &refusal{Type: problemType, Sentence: sentence}
 	c.render(w, r, status, "signin", v)
 }
 
@@ -230,7 +231,7 @@ func (c *Console) linkPage(w http.ResponseWriter, r *http.Request) {
 	}
 	code := r.URL.Query().Get("code")
 	if code == "" || len(code) > 100 {
-		c.refuse(w, r, nil, http.StatusBadRequest, "invalid-request", "This sign-in link has no code; copy the whole link.")
+		c.refuse(w, r, nil, http.StatusBadRequest, protocol.ProblemInvalidRequest, "This sign-in link has no code; copy the whole link.")
 		return
 	}
 	c.render(w, r, http.StatusOK, "link", &view{Title: "Sign in", CSRF: csrfFor(pre), Code: code, Next: "/console/overview"})
@@ -246,14 +247,14 @@ func (c *Console) useLink(w http.ResponseWriter, r *http.Request) {
 	}
 	v := &view{Title: "Sign in", CSRF: csrfFor(pre), Next: "/console/overview"}
 	if !checkPre(r) {
-		c.refuseForm(w, r, v, http.StatusForbidden, "csrf", "This form's security token is missing or stale; open the link again.")
+		c.refuseForm(w, r, v, http.StatusForbidden, protocol.ProblemCSRF, "This form's security token is missing or stale; open the link again.")
 		return
 	}
 	code := r.PostFormValue("code")
 	var tokenID int64
 	err = c.cfg.Pool.QueryRow(r.Context(), sqlUseLink, hashOf(code)).Scan(&tokenID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		c.refuseForm(w, r, v, http.StatusUnauthorized, "link-used",
+		c.refuseForm(w, r, v, http.StatusUnauthorized, protocol.ProblemLinkUsed,
 			"This sign-in link is unknown, expired or already used; sign in with a token, or ask for a new link.")
 		return
 	}
@@ -264,7 +265,7 @@ func (c *Console) useLink(w http.ResponseWriter, r *http.Request) {
 	var p tenant.Principal
 	err = c.cfg.Pool.QueryRow(r.Context(), sqlTokenPrincipal, tokenID).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role)
 	if errors.Is(err, pgx.ErrNoRows) {
-		c.refuseForm(w, r, v, http.StatusUnauthorized, "unauthorized", "The token this link signs in as was revoked.")
+		c.refuseForm(w, r, v, http.StatusUnauthorized, protocol.ProblemUnauthorized, "The token this link signs in as was revoked.")
 		return
 	}
 	if err != nil {

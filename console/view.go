@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // view is what every page template is given.
@@ -37,12 +39,16 @@ type view struct {
 	Overview  *overviewView
 }
 
-// refusal is why a request was refused: a machine-readable reason (the page's
-// data-reason attribute) and a sentence.
+// refusal is why a request was refused: a problem type (one of protocol's Problem*
+// constants) and a sentence.
 type refusal struct {
-	Reason   string
+	Type     string
 	Sentence string
 }
+
+// Reason is the machine-readable reason of the refusal, the page's data-reason
+// attribute: its problem type's slug, such as "wrong-state".
+func (r *refusal) Reason() string { return protocol.ProblemSlug(r.Type) }
 
 func (c *Console) viewFor(s *sessionInfo, nav string) *view {
 	return &view{Nav: nav, SignedIn: true, Tenant: s.principal.Name, Actor: s.principal.Actor(), Role: string(s.principal.Role), CSRF: s.csrf}

@@ -7,7 +7,8 @@ import (
 
 // Op is an op as the HTTP API returns it (POST /v1/ops, GET /v1/ops/{key}): what the
 // Go client decodes and an MCP tool result carries as its structured content.
-// Encoded, it leaves out the empty optional members; the HTTP API always sends them.
+// Encoded with encoding/json, it leaves out the empty optional members (an MCP tool
+// result); the HTTP API sends every member, in this order with Result and Error last.
 type Op struct {
 	ID  string `json:"id"`
 	Key string `json:"key"`
@@ -25,10 +26,14 @@ type Op struct {
 	// Result is the vendor's stored answer once the op succeeded, byte for byte.
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error is the stored failure once the op failed.
-	Error          json.RawMessage `json:"error,omitempty"`
-	ConversationID string          `json:"conversation_id,omitempty"`
-	ToolCallID     string          `json:"tool_call_id,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	ExpiresAt      time.Time       `json:"expires_at"`
+	Error json.RawMessage `json:"error,omitempty"`
+	// ConversationID ties the op to the agent's conversation, if the call named one.
+	ConversationID string `json:"conversation_id,omitempty"`
+	// ToolCallID is the model's id of the tool call, if the call named one.
+	ToolCallID string    `json:"tool_call_id,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	// ExpiresAt is when a terminal op may be purged; for an op not yet terminal, a
+	// lower bound.
+	ExpiresAt time.Time `json:"expires_at"`
 }

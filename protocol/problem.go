@@ -1,45 +1,152 @@
 package protocol
 
-// ProblemBase is the prefix of every problem type of the HTTP API.
+import "strings"
+
+// ProblemBase is the prefix of every problem type.
 const ProblemBase = "https://oncebox.dev/problems/"
 
 // The problem types of the HTTP API: the "type" member of every
-// application/problem+json refusal. They are stable; a client tells refusals apart by
-// them (and by the status code), never by the title or the detail.
+// application/problem+json refusal (Problem). They are stable; a client tells refusals
+// apart by them (and by the status code), never by the title or the detail.
 const (
-	ProblemMissingKey           = ProblemBase + "missing-idempotency-key"
-	ProblemInvalidKey           = ProblemBase + "invalid-idempotency-key"
-	ProblemUnauthorized         = ProblemBase + "unauthorized"
-	ProblemInvalidJSON          = ProblemBase + "invalid-json"
+	// ProblemMissingKey: a route that records an op got no Idempotency-Key header
+	// (400).
+	ProblemMissingKey = ProblemBase + "missing-idempotency-key"
+	// ProblemInvalidKey: the idempotency key breaks one of NormalizeKey's rules,
+	// named by the member rule (400).
+	ProblemInvalidKey = ProblemBase + "invalid-idempotency-key"
+	// ProblemUnauthorized: the bearer token is missing, unknown or revoked (401).
+	ProblemUnauthorized = ProblemBase + "unauthorized"
+	// ProblemInvalidJSON: the request body is not one JSON object of the route's
+	// shape (400).
+	ProblemInvalidJSON = ProblemBase + "invalid-json"
+	// ProblemUnsupportedMediaType: the request body is not declared as
+	// application/json (415).
 	ProblemUnsupportedMediaType = ProblemBase + "unsupported-media-type"
-	ProblemPayloadTooLarge      = ProblemBase + "payload-too-large"
-	ProblemUnknownTool          = ProblemBase + "unknown-tool"
-	ProblemInvalidArgs          = ProblemBase + "invalid-args"
-	ProblemKeyConflict          = ProblemBase + "key-conflict"
-	ProblemInvalidRequest       = ProblemBase + "invalid-request"
-	ProblemForbidden            = ProblemBase + "forbidden"
-	ProblemNotFound             = ProblemBase + "not-found"
-	ProblemWrongState           = ProblemBase + "wrong-state"
-	ProblemInvalidWait          = ProblemBase + "invalid-wait"
-	ProblemNoRoute              = ProblemBase + "no-route"
-	ProblemMethodNotAllowed     = ProblemBase + "method-not-allowed"
-	ProblemTooManyWaits         = ProblemBase + "too-many-waits"
-	ProblemStoreUnavailable     = ProblemBase + "store-unavailable"
-	ProblemPolicyChanged        = ProblemBase + "policy-changed"
-	ProblemBudgetExceeded       = ProblemBase + "budget-exceeded"
-	ProblemFingerprintMismatch  = ProblemBase + "fingerprint-mismatch"
+	// ProblemPayloadTooLarge: the request body exceeds the server's limit (413).
+	ProblemPayloadTooLarge = ProblemBase + "payload-too-large"
+	// ProblemUnknownTool: the server has no tool of that name; the member
+	// known_tools lists those it has (400).
+	ProblemUnknownTool = ProblemBase + "unknown-tool"
+	// ProblemInvalidArgs: the tool's arguments are invalid; the member field names
+	// the offending one, such as "args.amount" (400).
+	ProblemInvalidArgs = ProblemBase + "invalid-args"
+	// ProblemKeyConflict: the idempotency key was already used with another payload;
+	// the members stored_fingerprint and given_fingerprint say which (422).
+	ProblemKeyConflict = ProblemBase + "key-conflict"
+	// ProblemInvalidRequest: a request member is missing or invalid; the member
+	// field names it (400).
+	ProblemInvalidRequest = ProblemBase + "invalid-request"
+	// ProblemForbidden: the token's role does not allow the action (403).
+	ProblemForbidden = ProblemBase + "forbidden"
+	// ProblemNotFound: no op under this key for the caller's tenant (404).
+	ProblemNotFound = ProblemBase + "not-found"
+	// ProblemWrongState: the op is not in the state the action needs; the member
+	// op_status says where it stands (409).
+	ProblemWrongState = ProblemBase + "wrong-state"
+	// ProblemInvalidWait: the wait query parameter is not a duration the server
+	// accepts (400).
+	ProblemInvalidWait = ProblemBase + "invalid-wait"
+	// ProblemNoRoute: the API serves nothing at this path (404).
+	ProblemNoRoute = ProblemBase + "no-route"
+	// ProblemMethodNotAllowed: the path does not allow this method; the Allow header
+	// lists those it does (405).
+	ProblemMethodNotAllowed = ProblemBase + "method-not-allowed"
+	// ProblemTooManyWaits: the tenant already holds as many open waits as the
+	// server allows; nothing was recorded (429).
+	ProblemTooManyWaits = ProblemBase + "too-many-waits"
+	// ProblemStoreUnavailable: the database cannot be reached; retry with the same
+	// key after Retry-After (503).
+	ProblemStoreUnavailable = ProblemBase + "store-unavailable"
+	// ProblemPolicyChanged: the op's approval policy changed since it started
+	// waiting, so an approval is refused; the op keeps waiting (409).
+	ProblemPolicyChanged = ProblemBase + "policy-changed"
+	// ProblemBudgetExceeded: the op would exceed a budget, named by the member
+	// budget; nothing was recorded (429).
+	ProblemBudgetExceeded = ProblemBase + "budget-exceeded"
+	// ProblemFingerprintMismatch: the fingerprint a decision names is not the stored
+	// op's (409).
+	ProblemFingerprintMismatch = ProblemBase + "fingerprint-mismatch"
 	// ProblemReadFailed: a read tool of the tool catalog got no answer from its target
 	// (502); nothing was recorded or changed.
 	ProblemReadFailed = ProblemBase + "read-failed"
+	// ProblemInternal: the server failed; the cause is logged, not answered (500).
+	ProblemInternal = ProblemBase + "internal"
 
 	// The refusals of the vendor event endpoints (POST /v1/vendor-events/…).
-	ProblemInvalidSignature          = ProblemBase + "invalid-signature"
-	ProblemInvalidEvent              = ProblemBase + "invalid-event"
+
+	// ProblemInvalidSignature: the signature headers are missing, do not verify or
+	// are too old (400).
+	ProblemInvalidSignature = ProblemBase + "invalid-signature"
+	// ProblemInvalidEvent: the body verified but cannot be read as the vendor's
+	// events (400).
+	ProblemInvalidEvent = ProblemBase + "invalid-event"
+	// ProblemVendorEventsNotConfigured: the server has no signing secret or key for
+	// the vendor (404).
 	ProblemVendorEventsNotConfigured = ProblemBase + "vendor-events-not-configured"
+
+	// The refusals only the console's pages answer, as the data-reason of their
+	// error (the slug, ProblemSlug); the console also answers some of the types
+	// above, such as ProblemWrongState and ProblemForbidden.
+
+	// ProblemNoPage: the console has no page at this path (404).
+	ProblemNoPage = ProblemBase + "no-page"
+	// ProblemSignedOut: the console session ended or was never opened (401).
+	ProblemSignedOut = ProblemBase + "signed-out"
+	// ProblemCSRF: a console form's security token is missing or stale (403).
+	ProblemCSRF = ProblemBase + "csrf"
+	// ProblemCrossOrigin: a console form was sent from another origin (403).
+	ProblemCrossOrigin = ProblemBase + "cross-origin"
+	// ProblemLinkUsed: a console sign-in link is unknown, expired or already used
+	// (401).
+	ProblemLinkUsed = ProblemBase + "link-used"
 )
 
+// Problem is an RFC 9457 problem document, the body of every application/problem+json
+// refusal, with oncebox's extension members (each sent only with the types that name
+// it).
+type Problem struct {
+	// Type is one of the Problem* constants, such as ProblemKeyConflict.
+	Type string `json:"type"`
+	// Title is a short human summary of the type (ProblemTitle).
+	Title string `json:"title"`
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Detail explains this occurrence and how to fix it.
+	Detail string `json:"detail"`
+
+	// Field is the dotted path of the offending request member, such as "args.amount".
+	Field string `json:"field,omitempty"`
+	// Rule names the broken rule: an idempotency-key rule (KeyError.Rule, with
+	// ProblemInvalidKey), or one oncebox sets on a tool's arguments, such as
+	// "tag_argument" (ProblemInvalidArgs).
+	Rule string `json:"rule,omitempty"`
+	// KnownTools lists the tools the server accepts (ProblemUnknownTool).
+	KnownTools []string `json:"known_tools,omitempty"`
+	// StoredFingerprint is the fingerprint of the payload first sent under the key
+	// (ProblemKeyConflict).
+	StoredFingerprint string `json:"stored_fingerprint,omitempty"`
+	// GivenFingerprint is the fingerprint of this request's payload
+	// (ProblemKeyConflict).
+	GivenFingerprint string `json:"given_fingerprint,omitempty"`
+	// OpStatus is where the op stands (ProblemWrongState).
+	OpStatus string `json:"op_status,omitempty"`
+	// Budget names the budget the op would exceed (ProblemBudgetExceeded).
+	Budget string `json:"budget,omitempty"`
+}
+
+// NewProblem returns the problem of a type with its title.
+func NewProblem(status int, problemType, detail string) *Problem {
+	return &Problem{Type: problemType, Title: ProblemTitle(problemType), Status: status, Detail: detail}
+}
+
+// ProblemSlug returns a problem type without ProblemBase, such as "wrong-state".
+func ProblemSlug(problemType string) string {
+	return strings.TrimPrefix(problemType, ProblemBase)
+}
+
 // ProblemTitle returns the title of a problem type, and "Internal server error" for a
-// type this package does not define.
+// type this package does not define. The titles are a flat list, one per type.
 func ProblemTitle(problemType string) string {
 	switch problemType {
 	case ProblemMissingKey:
@@ -92,6 +199,16 @@ func ProblemTitle(problemType string) string {
 		return "Vendor event cannot be read"
 	case ProblemVendorEventsNotConfigured:
 		return "Vendor events are not configured"
+	case ProblemNoPage:
+		return "No such console page"
+	case ProblemSignedOut:
+		return "Not signed in to the console"
+	case ProblemCSRF:
+		return "The form's security token is missing or stale"
+	case ProblemCrossOrigin:
+		return "The form was sent from another site"
+	case ProblemLinkUsed:
+		return "The sign-in link cannot be used"
 	}
 	return "Internal server error"
 }

@@ -211,7 +211,7 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, vendor string, p
 
 // writeProblem writes an RFC 9457 problem document of one of protocol's types.
 func writeProblem(w http.ResponseWriter, status int, problemType, detail string) {
-	body, _ := json.Marshal(map[string]any{"type": problemType, "title": protocol.ProblemTitle(problemType), "status": status, "detail": detail})
+	body, _ := json.Marshal(protocol.NewProblem(status, problemType, detail))
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

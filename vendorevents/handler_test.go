@@ -115,7 +115,7 @@ func TestSendGridRedeliveriesStoredOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := e.sgEvents
-	cfg.DuplicateRate = 1 // every batch delivered twice, with new sg_event_ids
+	cfg.Config.DuplicateRate = 1 // every batch delivered twice, with new sg_event_ids
 	mail := e.withSendGrid(t, &cfg)
 	e.start(t, mail)
 	op := e.enqueue(t, "mail-dup", "sendgrid.mail", mailArgs())

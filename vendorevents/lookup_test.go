@@ -26,7 +26,7 @@ func TestUnknownMailResolvedFromEventWithoutActivityAddOn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := e.sgEvents
-	cfg.Delay = 300 * time.Millisecond // the events come after the lost answer
+	cfg.Config.Delay = 300 * time.Millisecond // the events come after the lost answer
 	mail := e.withSendGrid(t, &cfg)
 	e.sgFake.SetActivityForbidden(true) // the Email Activity add-on is missing: 403
 	e.start(t, mail)

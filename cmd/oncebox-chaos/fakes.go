@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncebox/oncebox/internal/eventpost"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
@@ -225,8 +224,8 @@ func (f *fakes) setFaults(on bool, seed int64) {
 // eventFaults are the delivery faults of the fakes' events: late (up to 1.5 s),
 // redelivered, out of order, and retried while the serve process is down (the next
 // one is tried).
-func eventFaults(url string, fallbacks []string, seed int64) eventpost.Config {
-	return eventpost.Config{URL: url, Fallbacks: fallbacks, Delay: 100 * time.Millisecond, Jitter: 1500 * time.Millisecond,
+func eventFaults(url string, fallbacks []string, seed int64) fakestripe.EventDelivery {
+	return fakestripe.EventDelivery{URL: url, Fallbacks: fallbacks, Delay: 100 * time.Millisecond, Jitter: 1500 * time.Millisecond,
 		DuplicateRate: 0.1, ReorderRate: 0.3, RetryFor: 3 * time.Minute, Seed: uint64(seed)}
 }
 
@@ -243,7 +242,7 @@ func (f *fakes) setEvents(addrs []string, seed int64) error {
 	if err := f.stripe.SetEvents(&fakestripe.EventsConfig{Config: eventFaults(st[0], st[1:], seed), Secret: f.eventSecret}); err != nil {
 		return err
 	}
-	return f.sendgrid.SetEvents(&fakesendgrid.EventsConfig{Config: eventFaults(sg[0], sg[1:], seed+1), Key: f.eventKey})
+	return f.sendgrid.SetEvents(&fakesendgrid.EventsConfig{Config: fakesendgrid.EventDelivery(eventFaults(sg[0], sg[1:], seed+1)), Key: f.eventKey})
 }
 
 // forbidActivity makes SendGrid's Email Activity API answer 403 (no add-on) for d.

@@ -74,9 +74,8 @@ func TestGivesUpAfterRetryFor(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 }
 
-// fakeEvents is a fake's events configuration: it embeds Config.
+// fakeEvents is a fake's events configuration.
 type fakeEvents struct {
-	eventpost.Config
 	Secret string
 }
 
@@ -87,22 +86,22 @@ func TestHolderPostsUnderTheConfigurationInForce(t *testing.T) {
 	t.Cleanup(up.Close)
 
 	var h eventpost.Holder[fakeEvents]
-	t.Cleanup(func() { h.Set(nil) })
+	t.Cleanup(func() { h.Set(nil, eventpost.Config{}) })
 	build := func(cfg *fakeEvents) []eventpost.Batch { return []eventpost.Batch{batch(cfg.Secret)} }
 	require.False(t, h.Post(build), "events are off at first")
 	require.Nil(t, h.Config())
 
-	h.Set(&fakeEvents{Config: eventpost.Config{URL: up.URL}, Secret: "one"})
+	h.Set(&fakeEvents{Secret: "one"}, eventpost.Config{URL: up.URL})
 	require.True(t, h.Post(build))
 	require.Eventually(t, func() bool { _, delivered, _ := h.Stats(); return delivered == 1 }, 10*time.Second, 10*time.Millisecond)
 
-	h.Set(&fakeEvents{Config: eventpost.Config{URL: up.URL}, Secret: "two"})
+	h.Set(&fakeEvents{Secret: "two"}, eventpost.Config{URL: up.URL})
 	require.Equal(t, "two", h.Config().Secret)
 	require.True(t, h.Post(build))
 	require.Eventually(t, func() bool { _, delivered, _ := h.Stats(); return delivered == 1 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, []string{"one", "two"}, rec.got())
 
-	h.Set(nil)
+	h.Set(nil, eventpost.Config{})
 	require.False(t, h.Post(build))
 	pending, delivered, dropped := h.Stats()
 	require.Zero(t, pending+delivered+dropped)

@@ -2,32 +2,24 @@ package eventpost
 
 import "sync"
 
-// configured is what a fake's events configuration is: a struct that embeds
-// Config, whose promoted posterConfig method satisfies it.
-type configured interface {
-	posterConfig() Config
-}
-
-func (c Config) posterConfig() Config { return c }
-
-// Holder holds a fake's events configuration C, a struct embedding Config,
-// and the Poster that delivers for it, so that a fake can turn events on, off
-// or reconfigure them while it serves. The zero value posts nothing. It is
-// safe for concurrent use.
-type Holder[C configured] struct {
+// Holder holds a fake's events configuration C and the Poster that delivers for
+// it, so that a fake can turn events on, off or reconfigure them while it serves.
+// The zero value posts nothing. It is safe for concurrent use.
+type Holder[C any] struct {
 	mu  sync.Mutex
 	cfg *C
 	p   *Poster
 }
 
-// Set makes cfg the configuration, delivered by a new Poster; nil stops
-// posting. Batches of the previous configuration still waiting are dropped.
-func (h *Holder[C]) Set(cfg *C) {
+// Set makes cfg the configuration, its batches delivered by a new Poster as
+// delivery says; nil stops posting (delivery is then ignored). Batches of the
+// previous configuration still waiting are dropped.
+func (h *Holder[C]) Set(cfg *C, delivery Config) {
 	h.mu.Lock()
 	old := h.p
 	h.cfg, h.p = cfg, nil
 	if cfg != nil {
-		h.p = New((*cfg).posterConfig())
+		h.p = New(delivery)
 	}
 	h.mu.Unlock()
 	if old != nil {

@@ -24,15 +24,36 @@ const (
 )
 
 // EventDelivery says where and how the fake delivers events: the URL, and the
-// delays, redeliveries, reordering and retries real deliveries have. It is the
-// Config that EventsConfig embeds, named here so that a test outside oncebox can
-// write EventsConfig{Config: EventDelivery{URL: url}, ...}.
-type EventDelivery = eventpost.Config
+// delays, redeliveries, reordering and retries real deliveries have.
+type EventDelivery struct {
+	// URL receives every event request as a POST. Required.
+	URL string
+	// Fallbacks are tried in turn, after URL, when a delivery fails (another process
+	// behind the same endpoint). Optional.
+	Fallbacks []string
+	// Delay is how long after the side effect a delivery starts; Jitter adds a random
+	// extra delay up to itself to each request. Both default to 0.
+	Delay, Jitter time.Duration
+	// DuplicateRate is the chance that a request is delivered a second time (a
+	// vendor's redelivery), 0 to 1. Defaults to 0.
+	DuplicateRate float64
+	// ReorderRate is the chance that an object's requests are delivered last first,
+	// 0 to 1. Defaults to 0.
+	ReorderRate float64
+	// RetryFor is how long a request the receiver did not accept (no 2xx) is retried,
+	// as vendors retry (SendGrid: 24 hours). Defaults to 1 minute.
+	RetryFor time.Duration
+	// Client makes the requests. Defaults to a client with a 10 s timeout.
+	Client *http.Client
+	// Seed seeds the random faults; 0 picks one.
+	Seed uint64
+}
 
 // EventsConfig makes the fake POST signed Event Webhook requests for every message it
 // stores, as SendGrid does: a "processed" event, then the final one.
 type EventsConfig struct {
-	eventpost.Config
+	// Config says where and how the events are delivered.
+	Config EventDelivery
 	// Key signs the requests (ECDSA P-256, as SendGrid). Required: NewEventKey makes
 	// one and its public key in the dashboard's base64 form.
 	Key *ecdsa.PrivateKey
@@ -74,10 +95,14 @@ func SignEvents(key *ecdsa.PrivateKey, payload []byte, at time.Time) (signature,
 // SetEvents starts posting events for the messages stored from now on (nil stops it;
 // events waiting are dropped).
 func (s *Server) SetEvents(cfg *EventsConfig) error {
-	if cfg != nil && (cfg.Key == nil || cfg.URL == "") {
+	if cfg == nil {
+		s.events.Set(nil, eventpost.Config{})
+		return nil
+	}
+	if cfg.Key == nil || cfg.Config.URL == "" {
 		return fmt.Errorf("fakesendgrid: events need a URL and a key")
 	}
-	s.events.Set(cfg)
+	s.events.Set(cfg, eventpost.Config(cfg.Config))
 	return nil
 }
 

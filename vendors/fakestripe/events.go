@@ -15,10 +15,30 @@ import (
 )
 
 // EventDelivery says where and how the fake delivers events: the URL, and the
-// delays, redeliveries, reordering and retries real deliveries have. It is the
-// Config that EventsConfig embeds, named here so that a test outside oncebox can
-// write EventsConfig{Config: EventDelivery{URL: url}, ...}.
-type EventDelivery = eventpost.Config
+// delays, redeliveries, reordering and retries real deliveries have.
+type EventDelivery struct {
+	// URL receives every event request as a POST. Required.
+	URL string
+	// Fallbacks are tried in turn, after URL, when a delivery fails (another process
+	// behind the same endpoint). Optional.
+	Fallbacks []string
+	// Delay is how long after the side effect a delivery starts; Jitter adds a random
+	// extra delay up to itself to each request. Both default to 0.
+	Delay, Jitter time.Duration
+	// DuplicateRate is the chance that a request is delivered a second time (a
+	// vendor's redelivery), 0 to 1. Defaults to 0.
+	DuplicateRate float64
+	// ReorderRate is the chance that an object's requests are delivered last first,
+	// 0 to 1. Defaults to 0.
+	ReorderRate float64
+	// RetryFor is how long a request the receiver did not accept (no 2xx) is retried,
+	// as vendors retry (Stripe: 3 days). Defaults to 1 minute.
+	RetryFor time.Duration
+	// Client makes the requests. Defaults to a client with a 10 s timeout.
+	Client *http.Client
+	// Seed seeds the random faults; 0 picks one.
+	Seed uint64
+}
 
 // EventsConfig makes the fake POST signed webhook events, as Stripe does to a webhook
 // endpoint: payment_intent.created then payment_intent.succeeded (or
@@ -26,7 +46,8 @@ type EventDelivery = eventpost.Config
 // payment intent created, refund.created for every refund, refund.failed for a
 // refund failed with FailRefund.
 type EventsConfig struct {
-	eventpost.Config
+	// Config says where and how the events are delivered.
+	Config EventDelivery
 	// Secret is the endpoint's signing secret (whsec_…). Required.
 	Secret string
 }
@@ -45,10 +66,14 @@ func SignPayload(secret string, payload []byte, at time.Time) string {
 // SetEvents starts posting events for the objects created from now on (nil stops it;
 // events waiting are dropped).
 func (s *Server) SetEvents(cfg *EventsConfig) error {
-	if cfg != nil && (cfg.Secret == "" || cfg.URL == "") {
+	if cfg == nil {
+		s.events.Set(nil, eventpost.Config{})
+		return nil
+	}
+	if cfg.Secret == "" || cfg.Config.URL == "" {
 		return errors.New("fakestripe: events need a URL and a secret")
 	}
-	s.events.Set(cfg)
+	s.events.Set(cfg, eventpost.Config(cfg.Config))
 	return nil
 }
 
