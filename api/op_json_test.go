@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // TestRenderOpBytes pins the op's JSON byte for byte: member names, their order, empty
@@ -20,14 +21,14 @@ func TestRenderOpBytes(t *testing.T) {
 	fp[0], fp[31] = 0xab, 0x01
 	full := &outbox.Op{
 		ID: "0192b6c4-7a3e-7cde-8f01-23456789abcd", Key: "order-1", Tool: "stripe.refund",
-		Fingerprint: fp, Status: outbox.StatusSucceeded, Attempts: 2, VendorRef: "re_1",
+		Fingerprint: fp, Status: protocol.StatusSucceeded, Attempts: 2, VendorRef: "re_1",
 		Result:         json.RawMessage("{ \"id\": \"re_1\", \"html\": \"<b>&</b>\" }"),
 		Error:          json.RawMessage(`{"code":"x"}`),
 		ConversationID: "conv-1", ToolCallID: "call-1",
 		CreatedAt: at, UpdatedAt: at.Add(time.Minute), ExpiresAt: at.Add(time.Hour),
 		TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 	}
-	empty := &outbox.Op{ID: "id", Key: "k", Tool: "t", Status: outbox.StatusPending, Error: json.RawMessage("not json")}
+	empty := &outbox.Op{ID: "id", Key: "k", Tool: "t", Status: protocol.StatusPending, Error: json.RawMessage("not json")}
 	history := &outbox.History{
 		Attempts: []outbox.Attempt{{Attempt: 1, StartedAt: at, FinishedAt: &finished, Outcome: "success", VendorRef: "re_1", VendorKey: "vk"}},
 		Events:   []outbox.Event{{At: at, Kind: "approved", FromStatus: "awaiting_approval", ToStatus: "pending", Actor: "ada"}},

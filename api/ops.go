@@ -212,7 +212,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 // opError answers an error of the outbox with its problem.
 func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 	var (
-		keyErr      *outbox.KeyError
+		keyErr      *protocol.KeyError
 		conflictErr *outbox.KeyConflictError
 		toolErr     *outbox.UnknownToolError
 		argsErr     *outbox.ValidationError

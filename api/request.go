@@ -94,8 +94,8 @@ func pathKey(r *http.Request) (string, *protocol.Problem) {
 
 // normalizeKey checks a key from a header or a path.
 func normalizeKey(raw string) (string, *protocol.Problem) {
-	key, err := outbox.NormalizeKey(raw)
-	var ke *outbox.KeyError
+	key, err := protocol.NormalizeKey(raw)
+	var ke *protocol.KeyError
 	if errors.As(err, &ke) {
 		p := protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidKey, "The idempotency key "+ke.Detail+".")
 		p.Rule = ke.Rule

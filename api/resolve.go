@@ -52,7 +52,7 @@ func (s *Server) resolveOp(w http.ResponseWriter, r *http.Request, t *tenant.Pri
 		if cur, gerr := s.ob.Get(r.Context(), t.ID, key); gerr == nil {
 			p.OpStatus = string(cur.Status)
 			p.Detail = fmt.Sprintf("Only an op in needs_review or unknown can be resolved by hand; this one is %s.", cur.Status)
-			if errors.Is(err, outbox.ErrAwaitsApproval) && cur.Status == outbox.StatusAwaitingApproval {
+			if errors.Is(err, outbox.ErrAwaitsApproval) && cur.Status == protocol.StatusAwaitingApproval {
 				p.Detail = outbox.AwaitsApprovalSentence
 			}
 		}

@@ -102,13 +102,10 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: c, base: base}, nil
 }
 
-// Op is an op as the API returns it.
-type Op = protocol.Op
-
 // Response is the answer to an enqueue.
 type Response struct {
 	// Op is the recorded op.
-	Op *Op
+	Op *protocol.Op
 	// Replayed is true when the key already held this op (Idempotent-Replayed: true):
 	// nothing new was recorded.
 	Replayed bool
@@ -190,7 +187,7 @@ func (c *Client) PostWebhook(ctx context.Context, key string, args protocol.Webh
 
 // Get returns the op stored under key, after waiting up to wait for it to settle when
 // wait is positive. Another tenant's key is a *Problem matching ErrNotFound.
-func (c *Client) Get(ctx context.Context, key string, wait time.Duration) (*Op, error) {
+func (c *Client) Get(ctx context.Context, key string, wait time.Duration) (*protocol.Op, error) {
 	k, err := checkKey(key)
 	if err != nil {
 		return nil, err
@@ -205,18 +202,18 @@ func (c *Client) Get(ctx context.Context, key string, wait time.Duration) (*Op, 
 // Approve approves the op awaiting approval under key; it is then dispatched. It needs a
 // client made with an approver or admin token (an agent token gets a *Problem with
 // status 403). An op in another state is a *Problem matching ErrConflict.
-func (c *Client) Approve(ctx context.Context, key, reason string) (*Op, error) {
+func (c *Client) Approve(ctx context.Context, key, reason string) (*protocol.Op, error) {
 	return c.decide(ctx, key, "approve", reason)
 }
 
 // Reject rejects the op awaiting approval under key; it is never dispatched. It needs a
 // client made with an approver or admin token. An op in another state is a *Problem
 // matching ErrConflict.
-func (c *Client) Reject(ctx context.Context, key, reason string) (*Op, error) {
+func (c *Client) Reject(ctx context.Context, key, reason string) (*protocol.Op, error) {
 	return c.decide(ctx, key, "reject", reason)
 }
 
-func (c *Client) decide(ctx context.Context, key, action, reason string) (*Op, error) {
+func (c *Client) decide(ctx context.Context, key, action, reason string) (*protocol.Op, error) {
 	k, err := checkKey(key)
 	if err != nil {
 		return nil, err
@@ -272,8 +269,8 @@ func waitQuery(wait time.Duration) url.Values {
 	return url.Values{"wait": {wait.String()}}
 }
 
-func decodeOp(body []byte) (*Op, error) {
-	var op Op
+func decodeOp(body []byte) (*protocol.Op, error) {
+	var op protocol.Op
 	if err := json.Unmarshal(body, &op); err != nil {
 		return nil, fmt.Errorf("client: decode op: %w", err)
 	}

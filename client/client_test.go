@@ -19,6 +19,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -102,7 +103,7 @@ func dropConnection(t *testing.T, w http.ResponseWriter) {
 	_ = conn.Close()
 }
 
-var pi = tools.PaymentIntentArgs{Amount: 500, Currency: "usd", Description: "order 42"}
+var pi = protocol.PaymentIntentArgs{Amount: 500, Currency: "usd", Description: "order 42"}
 
 func TestEnqueueNewThenReplay(t *testing.T) {
 	t.Parallel()
@@ -115,7 +116,7 @@ func TestEnqueueNewThenReplay(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, first.StatusCode)
 	require.False(t, first.Replayed)
 	require.Equal(t, "order/42-pay", first.Op.Key)
-	require.Equal(t, tools.PaymentIntent, first.Op.Tool)
+	require.Equal(t, protocol.ToolPaymentIntent, first.Op.Tool)
 	require.Equal(t, "pending", first.Op.Status)
 	require.Equal(t, "conv", first.Op.ConversationID)
 	require.Equal(t, "call_1", first.Op.ToolCallID)
@@ -140,7 +141,7 @@ func TestGetReturnsStoredResult(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.client(t, e.token)
 	ctx := context.Background()
-	res, err := c.PostWebhook(ctx, "hook-1", tools.WebhookArgs{Target: "crm", Path: "/contacts"}, nil)
+	res, err := c.PostWebhook(ctx, "hook-1", protocol.WebhookArgs{Target: "crm", Path: "/contacts"}, nil)
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'wh_1', result = '{"status": 201}' WHERE id = $1`, res.Op.ID)
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ func TestInvalidArgsNameTheField(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	c := e.client(t, e.token)
-	_, err := c.CreateRefund(context.Background(), "r1", tools.RefundArgs{PaymentIntent: "pi_1", Reason: "because"}, nil)
+	_, err := c.CreateRefund(context.Background(), "r1", protocol.RefundArgs{PaymentIntent: "pi_1", Reason: "because"}, nil)
 	var p *client.Problem
 	require.ErrorAs(t, err, &p)
 	require.Equal(t, http.StatusBadRequest, p.Status)
@@ -201,7 +202,7 @@ func TestInvalidKeyRefusedLocally(t *testing.T) {
 		require.ErrorAs(t, err, &p)
 		require.Equal(t, rule, p.Rule)
 		require.ErrorIs(t, err, client.ErrInvalid)
-		require.ErrorIs(t, err, outbox.ErrInvalidKey)
+		require.ErrorIs(t, err, protocol.ErrInvalidKey)
 	}
 	require.EqualValues(t, 0, e.requests.Load(), "nothing was sent")
 }
@@ -228,7 +229,7 @@ func TestApproveAndReject(t *testing.T) {
 	c := e.client(t, e.token)
 	person := e.client(t, e.approver)
 	ctx := context.Background()
-	big := tools.RefundArgs{PaymentIntent: "pi_1", Amount: 5000}
+	big := protocol.RefundArgs{PaymentIntent: "pi_1", Amount: 5000}
 
 	res, err := c.CreateRefund(ctx, "refund-a", big, nil)
 	require.NoError(t, err)
@@ -268,8 +269,8 @@ func TestAgentSessionKeys(t *testing.T) {
 	require.Regexp(t, `^as_[0-9a-f]{40}$`, s.Key("call_1"))
 
 	ctx := context.Background()
-	first, err := s.Call(ctx, "call_1", tools.Mail, tools.MailArgs{
-		From: tools.Address{Email: "shop@example.com"}, To: []tools.Address{{Email: "ada@example.com"}},
+	first, err := s.Call(ctx, "call_1", protocol.ToolMail, protocol.MailArgs{
+		From: protocol.Address{Email: "shop@example.com"}, To: []protocol.Address{{Email: "ada@example.com"}},
 		Subject: "Your order", Text: "Shipped.",
 	}, nil)
 	require.NoError(t, err)
@@ -279,8 +280,8 @@ func TestAgentSessionKeys(t *testing.T) {
 	require.Equal(t, "call_1", first.Op.ToolCallID)
 
 	// A framework re-running the same tool call in a new process reuses the key.
-	again, err := e.client(t, e.token).Session("thread-1").Call(ctx, "call_1", tools.Mail, tools.MailArgs{
-		From: tools.Address{Email: "shop@example.com"}, To: []tools.Address{{Email: "ada@example.com"}},
+	again, err := e.client(t, e.token).Session("thread-1").Call(ctx, "call_1", protocol.ToolMail, protocol.MailArgs{
+		From: protocol.Address{Email: "shop@example.com"}, To: []protocol.Address{{Email: "ada@example.com"}},
 		Subject: "Your order", Text: "Shipped.",
 	}, nil)
 	require.NoError(t, err)
@@ -289,14 +290,14 @@ func TestAgentSessionKeys(t *testing.T) {
 	require.Equal(t, 1, e.countOps(t))
 
 	// Without tool call ids: the i-th side effect of the session.
-	mail := tools.MailArgs{From: tools.Address{Email: "shop@example.com"}, To: []tools.Address{{Email: "bob@example.com"}},
+	mail := protocol.MailArgs{From: protocol.Address{Email: "shop@example.com"}, To: []protocol.Address{{Email: "bob@example.com"}},
 		Subject: "Invoice", Text: "Attached."}
-	byIndex, err := s.CallIndex(ctx, 2, tools.Mail, mail, nil)
+	byIndex, err := s.CallIndex(ctx, 2, protocol.ToolMail, mail, nil)
 	require.NoError(t, err)
 	require.False(t, byIndex.Replayed)
 	require.Equal(t, s.KeyForIndex(2), byIndex.Op.Key)
 	require.Equal(t, "thread-1", byIndex.Op.ConversationID)
-	rerun, err := e.client(t, e.token).Session("thread-1").CallIndex(ctx, 2, tools.Mail, mail, nil)
+	rerun, err := e.client(t, e.token).Session("thread-1").CallIndex(ctx, 2, protocol.ToolMail, mail, nil)
 	require.NoError(t, err)
 	require.True(t, rerun.Replayed)
 	require.Equal(t, 2, e.countOps(t))
@@ -392,7 +393,7 @@ func TestRetriedApproveWhoseAnswerWasLost(t *testing.T) {
 	})
 	c := e.client(t, e.token)
 	ctx := context.Background()
-	_, err := c.CreateRefund(ctx, "refund-lost", tools.RefundArgs{PaymentIntent: "pi_1", Amount: 5000}, nil)
+	_, err := c.CreateRefund(ctx, "refund-lost", protocol.RefundArgs{PaymentIntent: "pi_1", Amount: 5000}, nil)
 	require.NoError(t, err)
 	op, err := e.client(t, e.approver).Approve(ctx, "refund-lost", "ok")
 	require.NoError(t, err, "the retry finds the op approved by the lost first try")

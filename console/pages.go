@@ -26,24 +26,24 @@ const maxListed = 200
 var notices = map[string]struct {
 	sentence string
 	// holds reports whether an op in this status can be what the notice says.
-	holds func(outbox.Status) bool
+	holds func(protocol.Status) bool
 }{
 	"approved": {"Approved: the op %s is on its way to the vendor.", released},
-	"voted":    {"Your approval of %s is recorded; it waits for another approver.", is(outbox.StatusAwaitingApproval)},
-	"rejected": {"Rejected: the op %s will not be sent.", is(outbox.StatusRejected)},
-	"resolved": {"Resolved: the op %s is settled.", is(outbox.StatusSucceeded, outbox.StatusFailed)},
+	"voted":    {"Your approval of %s is recorded; it waits for another approver.", is(protocol.StatusAwaitingApproval)},
+	"rejected": {"Rejected: the op %s will not be sent.", is(protocol.StatusRejected)},
+	"resolved": {"Resolved: the op %s is settled.", is(protocol.StatusSucceeded, protocol.StatusFailed)},
 	"resend":   {"Released: the op %s will be sent again.", released},
 }
 
 // released reports whether an op in status st has left approval (it may have been
 // sent and settled since).
-func released(st outbox.Status) bool {
-	return st != outbox.StatusAwaitingApproval && st != outbox.StatusRejected
+func released(st protocol.Status) bool {
+	return st != protocol.StatusAwaitingApproval && st != protocol.StatusRejected
 }
 
 // is returns a test for any of the statuses given.
-func is(statuses ...outbox.Status) func(outbox.Status) bool {
-	return func(st outbox.Status) bool { return slices.Contains(statuses, st) }
+func is(statuses ...protocol.Status) func(protocol.Status) bool {
+	return func(st protocol.Status) bool { return slices.Contains(statuses, st) }
 }
 
 // notice returns the notice the request's done= and key= ask for, or "" when done= is
@@ -142,7 +142,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 // reasons as the API's problem types; nil for an error that is not a refusal.
 func opRefusal(err error, wrongState string) (int, *refusal) {
 	var (
-		keyErr  *outbox.KeyError
+		keyErr  *protocol.KeyError
 		argsErr *outbox.ValidationError
 	)
 	switch {

@@ -256,7 +256,7 @@ func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *
 	// to it, or to ops of later windows, which are skipped below.
 	listUntil := map[string]time.Time{}
 	for _, op := range ops {
-		settled := op.status == string(outbox.StatusSucceeded) || op.status == string(outbox.StatusFailed)
+		settled := op.status == string(protocol.StatusSucceeded) || op.status == string(protocol.StatusFailed)
 		if settled && op.lastSent != nil && op.lastSent.After(params.Until) && op.lastSent.After(listUntil[op.vendor]) {
 			listUntil[op.vendor] = *op.lastSent
 		}
@@ -381,9 +381,9 @@ func opLine(op reportOp, objects []taggedObject) Line {
 		}
 	}
 	slices.Sort(l.VendorIDs)
-	succeeded := op.status == string(outbox.StatusSucceeded)
+	succeeded := op.status == string(protocol.StatusSucceeded)
 	switch {
-	case op.status == string(outbox.StatusFailed) && len(objects) > 0 && allRefused(objects):
+	case op.status == string(protocol.StatusFailed) && len(objects) > 0 && allRefused(objects):
 		// The vendor kept a record of its refusal (its adapter says so: a declined
 		// payment, a failed refund): consistent with the failed op.
 		l.Category = ""
@@ -493,9 +493,9 @@ func orphanLines(ctx context.Context, pool *pgxpool.Pool, params ReportParams, b
 		switch {
 		case exists && params.TenantID != 0 && k.tenantID != params.TenantID:
 			continue
-		case exists && k.status == string(outbox.StatusSucceeded):
+		case exists && k.status == string(protocol.StatusSucceeded):
 			continue // reported with its op, in the window of the op's creation
-		case exists && k.status == string(outbox.StatusFailed) && allRefused(inside):
+		case exists && k.status == string(protocol.StatusFailed) && allRefused(inside):
 			continue // the vendor's record of its refusal: consistent with the failed op
 		case !exists && params.TenantID != 0:
 			continue

@@ -12,6 +12,7 @@ import (
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -26,8 +27,8 @@ func TestModelIsToldWhichBudgetOrPolicy(t *testing.T) {
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
 	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Budgets: []governance.Budget{
-		{Name: "one-refund", Tool: tools.Refund, Window: governance.Duration(time.Hour), Count: 1},
-		{Name: "one-payment", Tool: tools.PaymentIntent, Window: governance.Duration(time.Hour), Count: 1, OnExceed: governance.ExceedRefuse},
+		{Name: "one-refund", Tool: protocol.ToolRefund, Window: governance.Duration(time.Hour), Count: 1},
+		{Name: "one-payment", Tool: protocol.ToolPaymentIntent, Window: governance.Duration(time.Hour), Count: 1, OnExceed: governance.ExceedRefuse},
 	}})
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})

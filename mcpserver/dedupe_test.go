@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/mcpserver"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // header adds fixed headers to every request.
@@ -196,11 +196,11 @@ func TestWebhookHasTheDefaultWindow(t *testing.T) {
 	require.Equal(t, 1, e.countOps(t))
 	require.Empty(t, e.srv.NoWindow())
 
-	e = newEnvWith(t, map[string]time.Duration{tools.WebhookPost: 0})
+	e = newEnvWith(t, map[string]time.Duration{protocol.ToolWebhookPost: 0})
 	call(t, e.inMemory(t), "webhook_post", args, nil)
 	call(t, e.inMemory(t), "webhook_post", args, nil)
 	require.Equal(t, 2, e.countOps(t))
-	require.Equal(t, []string{tools.WebhookPost}, e.srv.NoWindow())
+	require.Equal(t, []string{protocol.ToolWebhookPost}, e.srv.NoWindow())
 }
 
 // TestConversationHeaderAndQuery: the Oncebox-Conversation-Id header, or the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // Classes of an ExtraTool.
@@ -66,9 +67,9 @@ func (s *Server) passthrough(tool string, op *outbox.Op, replayed bool) *mcp.Cal
 	}
 	var raw json.RawMessage
 	switch op.Status {
-	case outbox.StatusSucceeded:
+	case protocol.StatusSucceeded:
 		raw = op.Result
-	case outbox.StatusFailed:
+	case protocol.StatusFailed:
 		var e struct {
 			Vendor json.RawMessage `json:"vendor"`
 		}

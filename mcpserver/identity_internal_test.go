@@ -11,6 +11,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -40,7 +41,7 @@ func TestIdentityKeysMeetV010Keys(t *testing.T) {
 		return json.RawMessage(`{"amount": 900, "currency": "usd", "description": "` + description + `"}`)
 	}
 	fp := func(a json.RawMessage) outbox.Fingerprint {
-		f, err := ob.Fingerprint(tools.PaymentIntent, a)
+		f, err := ob.Fingerprint(protocol.ToolPaymentIntent, a)
 		require.NoError(t, err)
 		return f
 	}
@@ -54,26 +55,26 @@ func TestIdentityKeysMeetV010Keys(t *testing.T) {
 	unnamed := callIdentity{Conversation: "session:x", Occurrence: 1}
 
 	old := v010(args("one"))
-	k, byIdentity, err := s.key(ctx, ten.ID, tools.PaymentIntent, args("one"), unnamed, fp(args("one")))
+	k, byIdentity, err := s.key(ctx, ten.ID, protocol.ToolPaymentIntent, args("one"), unnamed, fp(args("one")))
 	require.NoError(t, err)
 	require.True(t, byIdentity)
 	require.Equal(t, old, k, "v0.1.0 first, then this release")
 
-	k, _, err = s.key(ctx, ten.ID, tools.PaymentIntent, args("two"), unnamed, fp(args("two")))
+	k, _, err = s.key(ctx, ten.ID, protocol.ToolPaymentIntent, args("two"), unnamed, fp(args("two")))
 	require.NoError(t, err)
 	require.Equal(t, old, k, "reworded: the same identity")
 
 	fresh := json.RawMessage(`{"amount": 901, "currency": "usd"}`)
-	k, _, err = s.key(ctx, ten.ID, tools.PaymentIntent, fresh, unnamed, fp(fresh))
+	k, _, err = s.key(ctx, ten.ID, protocol.ToolPaymentIntent, fresh, unnamed, fp(fresh))
 	require.NoError(t, err)
 	require.Equal(t, k, v010(fresh), "this release first, then v0.1.0")
 
 	named := callIdentity{Conversation: "conv-1", Named: true, Occurrence: 1}
-	k, byIdentity, err = s.key(ctx, ten.ID, tools.PaymentIntent, args("one"), named, fp(args("one")))
+	k, byIdentity, err = s.key(ctx, ten.ID, protocol.ToolPaymentIntent, args("one"), named, fp(args("one")))
 	require.NoError(t, err)
 	require.True(t, byIdentity)
 	require.Equal(t, mintKey(named, fp(args("one"))), k, "the key v0.1.0 mints in a conversation")
-	k, _, err = s.key(ctx, ten.ID, tools.PaymentIntent, args("two"), named, fp(args("two")))
+	k, _, err = s.key(ctx, ten.ID, protocol.ToolPaymentIntent, args("two"), named, fp(args("two")))
 	require.NoError(t, err)
 	require.Equal(t, mintKey(named, fp(args("one"))), k, "reworded in the conversation: the same key")
 }

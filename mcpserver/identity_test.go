@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -126,8 +127,8 @@ func TestBuiltinIdentityFieldsAreSchemaProperties(t *testing.T) {
 			require.Contains(t, props, f, "%s: identity field %q", bt.Name, f)
 		}
 	}
-	require.NotEmpty(t, tools.Identity(tools.PaymentIntent))
-	require.Nil(t, tools.Identity(tools.WebhookPost))
+	require.NotEmpty(t, tools.Identity(protocol.ToolPaymentIntent))
+	require.Nil(t, tools.Identity(protocol.ToolWebhookPost))
 }
 
 // schemaProperties returns the names of the properties at a schema's root.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/tools"
 )
 
 // OpView is the structured content of a tool result: the op as the HTTP API returns
@@ -58,7 +57,7 @@ func describe(op *outbox.Op, replayed bool, id callIdentity, wait string) string
 	if replayed {
 		fmt.Fprintf(&b, "This %s was already requested earlier and was not repeated now: ", what)
 		switch op.Status {
-		case outbox.StatusSucceeded:
+		case protocol.StatusSucceeded:
 			b.WriteString("it was carried out then")
 			if op.VendorRef != "" {
 				fmt.Fprintf(&b, " (vendor reference %s)", op.VendorRef)
@@ -69,21 +68,21 @@ func describe(op *outbox.Op, replayed bool, id callIdentity, wait string) string
 			}
 			fmt.Fprintf(&b, " Only if the user explicitly asks to do the same thing once more, call the tool again with the same arguments and \"occurrence\": %d.",
 				id.Occurrence+1)
-		case outbox.StatusFailed:
+		case protocol.StatusFailed:
 			fmt.Fprintf(&b, "the vendor refused it then, so nothing was carried out (reason: %s). "+
 				"Calling again with the same arguments gives the same answer; change the arguments or tell the user.", failureReason(op.Error))
-		case outbox.StatusRejected:
+		case protocol.StatusRejected:
 			b.WriteString(rejectedBy(op) + " rejected it, so it was not carried out and will not be. Do not retry it; tell the user.")
-		case outbox.StatusAwaitingApproval:
+		case protocol.StatusAwaitingApproval:
 			b.WriteString("it is waiting for a person's approval and has not been carried out. Do not call the tool again for it; tell the user it awaits approval.")
-		case outbox.StatusNeedsReview:
+		case protocol.StatusNeedsReview:
 			b.WriteString("it " + reviewSentence(op))
 		default:
 			fmt.Fprintf(&b, "the vendor has not confirmed it yet (status %s); it will be carried out at most once. %s", op.Status, pendingAdvice(op, id))
 		}
 	} else {
 		switch op.Status {
-		case outbox.StatusSucceeded:
+		case protocol.StatusSucceeded:
 			fmt.Fprintf(&b, "Done: this %s was carried out now and the vendor confirmed it", what)
 			if op.VendorRef != "" {
 				fmt.Fprintf(&b, " (vendor reference %s)", op.VendorRef)
@@ -92,15 +91,15 @@ func describe(op *outbox.Op, replayed bool, id callIdentity, wait string) string
 			if len(op.Result) > 0 {
 				fmt.Fprintf(&b, " Vendor result: %s.", compact(op.Result))
 			}
-		case outbox.StatusFailed:
+		case protocol.StatusFailed:
 			fmt.Fprintf(&b, "Not done: the vendor refused this %s, so nothing was carried out (reason: %s). "+
 				"Calling again with the same arguments gives the same answer; change the arguments or tell the user.", what, failureReason(op.Error))
-		case outbox.StatusRejected:
+		case protocol.StatusRejected:
 			fmt.Fprintf(&b, "Not done: %s rejected this %s, so it was not carried out and will not be. Do not retry it; tell the user.", rejectedBy(op), what)
-		case outbox.StatusAwaitingApproval:
+		case protocol.StatusAwaitingApproval:
 			fmt.Fprintf(&b, "Waiting for approval: this %s needs a person's approval and has not been carried out; "+
 				"it will be once approved, and not at all if rejected. Do not call the tool again for it; tell the user it awaits approval.", what)
-		case outbox.StatusNeedsReview:
+		case protocol.StatusNeedsReview:
 			fmt.Fprintf(&b, "Held for review: this %s ", what)
 			b.WriteString(reviewSentence(op))
 		default:
@@ -126,18 +125,18 @@ func describeMatch(op *outbox.Op, m *outbox.IdentityMatch, identity []string, id
 	}
 	b.WriteString(", so this call was not executed; ")
 	switch op.Status {
-	case outbox.StatusSucceeded:
+	case protocol.StatusSucceeded:
 		b.WriteString("that one was carried out")
 		if op.VendorRef != "" {
 			fmt.Fprintf(&b, " (vendor reference %s)", op.VendorRef)
 		}
-	case outbox.StatusFailed:
+	case protocol.StatusFailed:
 		fmt.Fprintf(&b, "the vendor refused that one (reason: %s)", failureReason(op.Error))
-	case outbox.StatusRejected:
+	case protocol.StatusRejected:
 		b.WriteString(rejectedBy(op) + " rejected that one")
-	case outbox.StatusAwaitingApproval:
+	case protocol.StatusAwaitingApproval:
 		b.WriteString("that one is waiting for a person's approval")
-	case outbox.StatusNeedsReview:
+	case protocol.StatusNeedsReview:
 		b.WriteString("that one is held for a person's review")
 	default:
 		fmt.Fprintf(&b, "that one is recorded and the vendor has not confirmed it yet (status %s)", op.Status)
@@ -187,13 +186,13 @@ func pendingAdvice(op *outbox.Op, id callIdentity) string {
 // actionOf names what a tool does, for the model.
 func actionOf(tool string) string {
 	switch tool {
-	case tools.PaymentIntent:
+	case protocol.ToolPaymentIntent:
 		return "payment"
-	case tools.Refund:
+	case protocol.ToolRefund:
 		return "refund"
-	case tools.Mail:
+	case protocol.ToolMail:
 		return "email"
-	case tools.WebhookPost:
+	case protocol.ToolWebhookPost:
 		return "webhook post"
 	}
 	return tool + " call"

@@ -3,7 +3,7 @@ package mcpserver
 import (
 	"encoding/json"
 
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // toolSpec is how one built-in tool is offered to models.
@@ -37,7 +37,7 @@ const addressSchema = `{
 func builtinSpecs() []toolSpec {
 	return []toolSpec{
 		{
-			Tool: tools.PaymentIntent,
+			Tool: protocol.ToolPaymentIntent,
 			Description: "Create a Stripe PaymentIntent (a payment). oncebox makes sure it is created at most once: " +
 				"calling again for the same request does not charge again. The result says whether the payment was " +
 				"created now, had already been created earlier, is still pending, or was refused.",
@@ -57,7 +57,7 @@ func builtinSpecs() []toolSpec {
 }`),
 		},
 		{
-			Tool: tools.Refund,
+			Tool: protocol.ToolRefund,
 			Description: "Refund a Stripe PaymentIntent or Charge, in full or in part. oncebox makes sure the refund is " +
 				"made at most once. Large refunds may wait for a person's approval; the result says so.",
 			InputSchema: json.RawMessage(`{
@@ -73,7 +73,7 @@ func builtinSpecs() []toolSpec {
 }`),
 		},
 		{
-			Tool: tools.Mail,
+			Tool: protocol.ToolMail,
 			Description: "Send one email through SendGrid to 1 to 1000 recipients, with a subject and a text or HTML body, " +
 				"or with a SendGrid template. oncebox makes sure the email is sent at most once.",
 			InputSchema: json.RawMessage(`{
@@ -93,7 +93,7 @@ func builtinSpecs() []toolSpec {
 }`),
 		},
 		{
-			Tool: tools.WebhookPost,
+			Tool: protocol.ToolWebhookPost,
 			Description: "POST a JSON body to a configured webhook target (a named system such as a CRM; the target decides " +
 				"scheme and host). oncebox makes sure the post is made at most once.",
 			InputSchema: json.RawMessage(`{

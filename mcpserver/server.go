@@ -19,8 +19,8 @@ import (
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/tools"
 )
 
 // Config configures a Server.
@@ -88,10 +88,10 @@ const DefaultDedupeWindow = 24 * time.Hour
 // one on purpose sets occurrence, or turns the window off with 0).
 func DefaultDedupeWindows() map[string]time.Duration {
 	return map[string]time.Duration{
-		tools.PaymentIntent: DefaultDedupeWindow,
-		tools.Refund:        DefaultDedupeWindow,
-		tools.Mail:          DefaultDedupeWindow,
-		tools.WebhookPost:   DefaultDedupeWindow,
+		protocol.ToolPaymentIntent: DefaultDedupeWindow,
+		protocol.ToolRefund:        DefaultDedupeWindow,
+		protocol.ToolMail:          DefaultDedupeWindow,
+		protocol.ToolWebhookPost:   DefaultDedupeWindow,
 	}
 }
 

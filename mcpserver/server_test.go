@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -224,7 +225,7 @@ func TestSamePayloadWithoutToolCallID(t *testing.T) {
 // off, a call that names no conversation belongs to its MCP session.
 func TestHTTPSessionsAreSeparateConversationsWithoutWindow(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, map[string]time.Duration{tools.PaymentIntent: 0})
+	e := newEnvWith(t, map[string]time.Duration{protocol.ToolPaymentIntent: 0})
 	cs1, ts := e.overHTTP(t)
 	cs2 := e.connectHTTP(t, ts)
 

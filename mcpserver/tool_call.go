@@ -19,6 +19,7 @@ import (
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // The _meta keys a client may send to identify a tool call. The namespaced forms are
@@ -321,20 +322,20 @@ func (s *Server) callResult(tool string, args json.RawMessage, id callIdentity, 
 		return &mcp.CallToolResult{
 			Content:           []mcp.Content{&mcp.TextContent{Text: describeMatch(op, res.Matched, s.identity(tool, args), id)}},
 			StructuredContent: newOpView(op, true, res.Matched, s.identity(tool, args)),
-			IsError:           op.Status == outbox.StatusFailed,
+			IsError:           op.Status == protocol.StatusFailed,
 		}
 	}
 	if r := s.passthrough(tool, op, res.Replayed); r != nil {
 		return r
 	}
 	text := describe(op, res.Replayed, id, s.cfg.Wait.String())
-	if op.Status == outbox.StatusAwaitingApproval && res.Why != "" {
+	if op.Status == protocol.StatusAwaitingApproval && res.Why != "" {
 		text += " Why: " + res.Why
 	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: newOpView(op, res.Replayed, nil, nil),
-		IsError:           op.Status == outbox.StatusFailed,
+		IsError:           op.Status == protocol.StatusFailed,
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // Config configures Metrics.
@@ -213,7 +213,7 @@ func (m *Metrics) Dispatched(vendor, outcome string, took time.Duration) {
 }
 
 // Transition implements outbox.Observer.
-func (m *Metrics) Transition(vendor string, from, to outbox.Status) {
+func (m *Metrics) Transition(vendor string, from, to protocol.Status) {
 	m.transitions.WithLabelValues(vendor, string(from), string(to)).Inc()
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/metrics"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
@@ -34,7 +35,7 @@ func TestCountersFollowTheObservers(t *testing.T) {
 	m.Enqueued("stripe.refund", "expiry_collision")
 	m.Enqueued("stripe.payment_intent", "identity_match")
 	m.Dispatched("stripe", "unknown", 120*time.Millisecond)
-	m.Transition("stripe", outbox.StatusDispatching, outbox.StatusUnknown)
+	m.Transition("stripe", protocol.StatusDispatching, protocol.StatusUnknown)
 	m.Decision("stripe", "succeeded")
 	m.Duplicate("sendgrid")
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // DefaultApprovalExpiry is how long an op waits for a decision before it is rejected
@@ -130,7 +131,7 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 	}
 	dec.applied.Report()
 	if dec.expired {
-		return nil, fmt.Errorf("%w: op is %s: its approval expired before this decision", ErrWrongState, StatusRejected)
+		return nil, fmt.Errorf("%w: op is %s: its approval expired before this decision", ErrWrongState, protocol.StatusRejected)
 	}
 	res := dec.res
 	if dec.applied != nil {
@@ -145,7 +146,7 @@ func (ob *Outbox) Decide(ctx context.Context, d Decision) (*DecisionResult, erro
 // checkDecision checks a decision before anything is read, defaults its voter, and
 // returns its normalized key.
 func checkDecision(d *Decision) (string, error) {
-	k, err := NormalizeKey(d.Key)
+	k, err := protocol.NormalizeKey(d.Key)
 	if err != nil {
 		return "", err
 	}
@@ -197,7 +198,7 @@ func (ob *Outbox) decideTx(ctx context.Context, tx pgx.Tx, k string, dec *decidi
 	if a.decision != nil {
 		return decidedAlready(*a.decision, d.Approve, op)
 	}
-	if op.Status != StatusAwaitingApproval {
+	if op.Status != protocol.StatusAwaitingApproval {
 		return fmt.Errorf("%w: op is %s", ErrWrongState, op.Status)
 	}
 	if a.expired {
@@ -248,8 +249,8 @@ func (ob *Outbox) approveTx(ctx context.Context, tx pgx.Tx, op *Op, a *approvalR
 	res.Changed = true
 	if res.Approvals < a.needed {
 		// The op stays awaiting approval: the transition records the event only.
-		dec.applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval,
-			To: StatusAwaitingApproval, By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approval_given", Detail: detail,
+		dec.applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: protocol.StatusAwaitingApproval,
+			To: protocol.StatusAwaitingApproval, By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approval_given", Detail: detail,
 			Message: "approval recorded; more approvers needed"})
 		if err != nil {
 			return fmt.Errorf("record approval: %w", err)
@@ -259,15 +260,15 @@ func (ob *Outbox) approveTx(ctx context.Context, tx pgx.Tx, op *Op, a *approvalR
 	if _, err := tx.Exec(ctx, sqlDecideApproval, op.ID, "approved"); err != nil {
 		return fmt.Errorf("record approval decision: %w", err)
 	}
-	dec.applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: StatusAwaitingApproval, To: StatusPending,
+	dec.applied, err = ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: protocol.StatusAwaitingApproval, To: protocol.StatusPending,
 		By: opstate.Person, Action: opstate.Approve, Actor: d.Actor, Kind: "approved", Detail: detail})
 	if err != nil {
 		return err
 	}
 	if dec.applied == nil {
-		return fmt.Errorf("%w: op is no longer %s", ErrWrongState, StatusAwaitingApproval)
+		return fmt.Errorf("%w: op is no longer %s", ErrWrongState, protocol.StatusAwaitingApproval)
 	}
-	op.Status = StatusPending
+	op.Status = protocol.StatusPending
 	return nil
 }
 
@@ -298,7 +299,7 @@ func readApproval(ctx context.Context, tx pgx.Tx, opID string) (*approvalRow, er
 // would (the transition drops a sealed copy). decision is recorded on its approval row.
 func (ob *Outbox) settleRejected(ctx context.Context, tx pgx.Tx, op *Op, sealed bool, by opstate.Actor, actor, kind string,
 	detail any, errJSON []byte, decision string) (*opstate.Applied, error) {
-	change := opstate.Change{OpID: op.ID, From: StatusAwaitingApproval, To: StatusRejected, By: by, Actor: actor,
+	change := opstate.Change{OpID: op.ID, From: protocol.StatusAwaitingApproval, To: protocol.StatusRejected, By: by, Actor: actor,
 		Action: rejectAction(by),
 		Kind:   kind, Detail: detail, Error: errJSON}
 	if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok && tool.Redact != nil && !sealed {
@@ -311,7 +312,7 @@ func (ob *Outbox) settleRejected(ctx context.Context, tx pgx.Tx, op *Op, sealed 
 	if _, err := tx.Exec(ctx, sqlDecideApproval, op.ID, decision); err != nil {
 		return nil, fmt.Errorf("record approval decision: %w", err)
 	}
-	op.Status, op.Error = StatusRejected, errJSON
+	op.Status, op.Error = protocol.StatusRejected, errJSON
 	if change.RedactedArgs != nil {
 		op.Args = change.RedactedArgs
 	}
@@ -339,7 +340,7 @@ func (ob *Outbox) expireTx(ctx context.Context, tx pgx.Tx, op *Op, sealed bool, 
 // then stands. Reads (Get, a replayed enqueue) call it, so that an agent sees the expiry
 // on its next read even before the periodic sweep.
 func (ob *Outbox) expireIfDue(ctx context.Context, op *Op) (*Op, error) {
-	if op.Status != StatusAwaitingApproval {
+	if op.Status != protocol.StatusAwaitingApproval {
 		return op, nil
 	}
 	var (
@@ -374,7 +375,7 @@ func (ob *Outbox) expireIfDueTx(ctx context.Context, tx pgx.Tx, id string) (*Op,
 		return nil, nil, err
 	}
 	op.fromScan()
-	if op.Status != StatusAwaitingApproval {
+	if op.Status != protocol.StatusAwaitingApproval {
 		return op, nil, nil
 	}
 	a, err := readApproval(ctx, tx, op.ID)

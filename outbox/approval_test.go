@@ -11,6 +11,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // moneyTool is a tool with an amount: args {"amount": integer, "currency": "usd"}; an
@@ -83,39 +84,39 @@ func TestApprovalPolicyPerCurrencyAndTenant(t *testing.T) {
 		"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"usd": 1000, governance.AnyCurrency: 100}},
 	})
 	small := e.pay(t, "usd-500", `{"amount": 500, "currency": "usd"}`)
-	require.Equal(t, outbox.StatusPending, small.Op.Status, "under the usd threshold")
+	require.Equal(t, protocol.StatusPending, small.Op.Status, "under the usd threshold")
 	big := e.pay(t, "usd-5000", `{"amount": 5000, "currency": "usd"}`)
-	require.Equal(t, outbox.StatusAwaitingApproval, big.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, big.Op.Status)
 	require.Contains(t, big.Why, "above the approval threshold of 1000 usd")
 	require.Zero(t, e.jobs(t, big.Op.ID))
 	eur := e.pay(t, "eur-500", `{"amount": 500, "currency": "eur"}`)
-	require.Equal(t, outbox.StatusAwaitingApproval, eur.Op.Status, "other currencies fall back to *")
+	require.Equal(t, protocol.StatusAwaitingApproval, eur.Op.Status, "other currencies fall back to *")
 	none := e.pay(t, "no-amount", `{}`)
-	require.Equal(t, outbox.StatusAwaitingApproval, none.Op.Status, "no amount never skips approval")
+	require.Equal(t, protocol.StatusAwaitingApproval, none.Op.Status, "no amount never skips approval")
 	require.Contains(t, none.Why, "without an amount")
 
 	// A tenant's own rule overrides the default for that tenant only.
 	_, err := e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalNever})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPending, e.pay(t, "usd-9000", `{"amount": 9000, "currency": "usd"}`).Op.Status)
+	require.Equal(t, protocol.StatusPending, e.pay(t, "usd-9000", `{"amount": 9000, "currency": "usd"}`).Op.Status)
 	other := newTenant(t, e.pool, "other")
 	res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: other, Key: "usd-9000", Tool: "test.money",
 		Args: json.RawMessage(`{"amount": 9000, "currency": "usd"}`)})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status)
 
 	_, err = e.gov.SetTenantRule(ctx, e.tenant, "test.echo", governance.ApprovalRule{Mode: governance.ApprovalAlways})
 	require.NoError(t, err)
 	echo, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenant, Key: "echo", Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, echo.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, echo.Op.Status)
 
 	_, err = e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove})
 	require.Error(t, err, "above without thresholds")
 	_, err = e.gov.SetTenantRule(ctx, e.tenant, "nope", governance.ApprovalRule{Mode: governance.ApprovalNever})
 	require.Error(t, err)
 	require.NoError(t, e.gov.ClearTenantRule(ctx, e.tenant, "test.money"))
-	require.Equal(t, outbox.StatusAwaitingApproval, e.pay(t, "usd-9001", `{"amount": 9001, "currency": "usd"}`).Op.Status,
+	require.Equal(t, protocol.StatusAwaitingApproval, e.pay(t, "usd-9001", `{"amount": 9001, "currency": "usd"}`).Op.Status,
 		"the default applies again")
 
 	pol, err := e.gov.EffectivePolicy(ctx, e.tenant)
@@ -141,14 +142,14 @@ func TestApprovalExpires(t *testing.T) {
 
 	op, err := e.ob.Get(ctx, e.tenant, "read")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusRejected, op.Status)
+	require.Equal(t, protocol.StatusRejected, op.Status)
 	require.Contains(t, string(op.Error), "approval expired")
 	require.Contains(t, string(op.Error), `"approval_expired"`)
 	require.Equal(t, read.Op.ID, op.ID)
 
 	res := e.pay(t, "replay", `{"amount": 2}`)
 	require.True(t, res.Replayed)
-	require.Equal(t, outbox.StatusRejected, res.Op.Status, "a replay sees the expiry")
+	require.Equal(t, protocol.StatusRejected, res.Op.Status, "a replay sees the expiry")
 	require.Equal(t, replay.Op.ID, res.Op.ID)
 
 	n, err := e.ob.ExpireApprovals(ctx)
@@ -156,7 +157,7 @@ func TestApprovalExpires(t *testing.T) {
 	require.Equal(t, 1, n, "the sweep expires the op nobody read")
 	op, err = e.ob.Get(ctx, e.tenant, "swept")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusRejected, op.Status)
+	require.Equal(t, protocol.StatusRejected, op.Status)
 	require.Equal(t, swept.Op.ID, op.ID)
 
 	_, err = e.decide(true, "read", "a")
@@ -169,7 +170,7 @@ func TestApprovalExpires(t *testing.T) {
 
 	op, err = e.ob.Get(ctx, e.tenant, "fresh")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, op.Status, "an op within its wait is untouched")
+	require.Equal(t, protocol.StatusAwaitingApproval, op.Status, "an op within its wait is untouched")
 }
 
 // TestApprovalIsBoundToThePolicyVersion: after the tenant's rule changes, an approval
@@ -183,7 +184,7 @@ func TestApprovalIsBoundToThePolicyVersion(t *testing.T) {
 	require.NoError(t, err)
 	a := e.pay(t, "a", `{"amount": 500}`)
 	b := e.pay(t, "b", `{"amount": 600}`)
-	require.Equal(t, outbox.StatusAwaitingApproval, a.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, a.Op.Status)
 
 	_, err = e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 50}})
 	require.NoError(t, err)
@@ -191,20 +192,20 @@ func TestApprovalIsBoundToThePolicyVersion(t *testing.T) {
 	require.ErrorIs(t, err, outbox.ErrPolicyChanged)
 	op, err := e.ob.Get(ctx, e.tenant, "a")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, op.Status, "the op keeps waiting")
+	require.Equal(t, protocol.StatusAwaitingApproval, op.Status, "the op keeps waiting")
 	require.Zero(t, e.jobs(t, a.Op.ID))
 	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_approval_vote"))
 
 	res, err := e.decide(false, "a", "p")
 	require.NoError(t, err, "a rejection is always safe")
-	require.Equal(t, outbox.StatusRejected, res.Op.Status)
+	require.Equal(t, protocol.StatusRejected, res.Op.Status)
 
 	// An op that starts waiting under the new rule can be approved.
 	c := e.pay(t, "c", `{"amount": 70}`)
-	require.Equal(t, outbox.StatusAwaitingApproval, c.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, c.Op.Status)
 	res, err = e.decide(true, "c", "p")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPending, res.Op.Status)
+	require.Equal(t, protocol.StatusPending, res.Op.Status)
 	_ = b
 }
 
@@ -218,19 +219,19 @@ func TestFourEyes(t *testing.T) {
 	res, err := e.decide(true, "big", "token:1")
 	require.NoError(t, err)
 	require.True(t, res.Changed)
-	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status)
 	require.Equal(t, 1, res.Approvals)
 	require.Equal(t, 2, res.Needed)
 
 	res, err = e.decide(true, "big", "token:1")
 	require.NoError(t, err)
 	require.False(t, res.Changed, "the same approver twice is one approval")
-	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status)
 	require.Zero(t, e.jobs(t, op.ID))
 
 	res, err = e.decide(true, "big", "token:2")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPending, res.Op.Status)
+	require.Equal(t, protocol.StatusPending, res.Op.Status)
 	require.Equal(t, 2, res.Approvals)
 	require.Equal(t, 1, e.jobs(t, op.ID))
 
@@ -247,7 +248,7 @@ func TestFourEyes(t *testing.T) {
 	require.NoError(t, err)
 	res, err = e.decide(false, "big2", "token:2")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusRejected, res.Op.Status)
+	require.Equal(t, protocol.StatusRejected, res.Op.Status)
 }
 
 // TestDecisionIsBoundToTheFingerprint: a decision naming another fingerprint than the
@@ -262,10 +263,10 @@ func TestDecisionIsBoundToTheFingerprint(t *testing.T) {
 	require.ErrorIs(t, err, outbox.ErrFingerprintMismatch)
 	got, err := e.ob.Get(ctx, e.tenant, "k")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, got.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, got.Status)
 	res, err := e.ob.Decide(ctx, outbox.Decision{TenantID: e.tenant, Key: "k", Approve: true, Actor: "p", Fingerprint: op.Fingerprint.String()})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPending, res.Op.Status)
+	require.Equal(t, protocol.StatusPending, res.Op.Status)
 }
 
 // TestEnqueueSeesARuleChangedByAnotherProcess: an enqueue decides under the rule in
@@ -282,12 +283,12 @@ func TestEnqueueSeesARuleChangedByAnotherProcess(t *testing.T) {
 
 	// No rule, then a rule set elsewhere: the next op waits.
 	first := e.pay(t, "before", big)
-	require.Equal(t, outbox.StatusPending, first.Op.Status)
+	require.Equal(t, protocol.StatusPending, first.Op.Status)
 	require.Equal(t, 1, e.jobs(t, first.Op.ID))
 	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAlways})
 	require.NoError(t, err)
 	waits := e.pay(t, "after-set", big)
-	require.Equal(t, outbox.StatusAwaitingApproval, waits.Op.Status, "the rule set by another process applies at once")
+	require.Equal(t, protocol.StatusAwaitingApproval, waits.Op.Status, "the rule set by another process applies at once")
 	require.Zero(t, e.jobs(t, waits.Op.ID))
 	pol, err := other.EffectivePolicy(ctx, e.tenant)
 	require.NoError(t, err)
@@ -304,12 +305,12 @@ func TestEnqueueSeesARuleChangedByAnotherProcess(t *testing.T) {
 	// Changed again elsewhere (to a threshold), then cleared elsewhere.
 	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 10000}})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPending, e.pay(t, "after-raise", big).Op.Status)
+	require.Equal(t, protocol.StatusPending, e.pay(t, "after-raise", big).Op.Status)
 	_, err = other.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, e.pay(t, "after-lower", big).Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, e.pay(t, "after-lower", big).Op.Status)
 	require.NoError(t, other.ClearTenantRule(ctx, e.tenant, "test.money"))
-	require.Equal(t, outbox.StatusPending, e.pay(t, "after-clear", big).Op.Status)
+	require.Equal(t, protocol.StatusPending, e.pay(t, "after-clear", big).Op.Status)
 
 	// Inside the caller's transaction too, and a replay under a changed rule stays a
 	// replay of the op as it was recorded.
@@ -320,7 +321,7 @@ func TestEnqueueSeesARuleChangedByAnotherProcess(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	inTx, err := e.ob.EnqueueTx(ctx, tx, outbox.EnqueueParams{TenantID: e.tenant, Key: "in-tx", Tool: "test.money", Args: json.RawMessage(big)})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, inTx.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, inTx.Op.Status)
 	require.NoError(t, tx.Commit(ctx))
 	replay := e.pay(t, "before", big)
 	require.True(t, replay.Replayed)

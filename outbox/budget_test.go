@@ -15,6 +15,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // budgetEnv is two insert-only Outboxes on two pools over one schema: two processes.
@@ -124,18 +125,18 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 		require.NoError(t, err)
 		return res
 	}
-	require.Equal(t, outbox.StatusPending, pay("a", "c1", `{"amount": 600, "currency": "usd"}`).Op.Status)
-	require.Equal(t, outbox.StatusPending, pay("b", "c1", `{"amount": 400, "currency": "usd"}`).Op.Status)
+	require.Equal(t, protocol.StatusPending, pay("a", "c1", `{"amount": 600, "currency": "usd"}`).Op.Status)
+	require.Equal(t, protocol.StatusPending, pay("b", "c1", `{"amount": 400, "currency": "usd"}`).Op.Status)
 	over := pay("c", "c1", `{"amount": 1, "currency": "usd"}`)
-	require.Equal(t, outbox.StatusAwaitingApproval, over.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, over.Op.Status)
 	require.Contains(t, over.Why, `budget "conv-spend"`)
 	require.Contains(t, over.Why, "1000 usd")
-	require.Equal(t, outbox.StatusPending, pay("d", "c1", `{"amount": 500, "currency": "eur"}`).Op.Status, "another currency counts apart")
+	require.Equal(t, protocol.StatusPending, pay("d", "c1", `{"amount": 500, "currency": "eur"}`).Op.Status, "another currency counts apart")
 	shared := pay("d2", "c1", `{"amount": 1, "currency": "gbp"}`)
-	require.Equal(t, outbox.StatusAwaitingApproval, shared.Op.Status, "gbp shares the \"*\" limit eur used up")
+	require.Equal(t, protocol.StatusAwaitingApproval, shared.Op.Status, "gbp shares the \"*\" limit eur used up")
 	require.Contains(t, shared.Why, "every currency it does not name together")
-	require.Equal(t, outbox.StatusPending, pay("e", "c2", `{"amount": 1000, "currency": "usd"}`).Op.Status, "another conversation counts apart")
-	require.Equal(t, outbox.StatusPending, pay("f", "", `{"amount": 5000, "currency": "usd"}`).Op.Status, "no conversation, no conversation budget")
+	require.Equal(t, protocol.StatusPending, pay("e", "c2", `{"amount": 1000, "currency": "usd"}`).Op.Status, "another conversation counts apart")
+	require.Equal(t, protocol.StatusPending, pay("f", "", `{"amount": 5000, "currency": "usd"}`).Op.Status, "no conversation, no conversation budget")
 
 	usage, err := e.govs[1].BudgetUsage(ctx, e.tenant)
 	require.NoError(t, err)

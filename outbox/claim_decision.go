@@ -1,12 +1,16 @@
 package outbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/oncebox/oncebox/protocol"
+)
 
 // claimFound is what a claim's locking read found of the op: all that decides what the
 // claiming job does with it.
 type claimFound struct {
 	// status is the op's status.
-	status Status
+	status protocol.Status
 	// resendPassed is set when the op's resend_before is over: an earlier request under
 	// its vendor key may have been carried out, and the key may no longer be resent.
 	resendPassed bool
@@ -64,7 +68,7 @@ type claimVerdict struct {
 // does with the op. It does no I/O: claimLocked carries the verdict out.
 func decideClaim(f claimFound) claimVerdict {
 	switch f.status {
-	case StatusPending:
+	case protocol.StatusPending:
 		if f.resendPassed {
 			// An earlier request under this key may have been carried out, and the
 			// vendor no longer deduplicates the key: a resend could do it twice.
@@ -83,7 +87,7 @@ func decideClaim(f claimFound) claimVerdict {
 				reason: "an earlier run may have called the vendor without its answer being recorded, and the vendor's idempotency window is over or absent; the reconciler decides"}
 		}
 		return claimVerdict{step: claimSend}
-	case StatusDispatching:
+	case protocol.StatusDispatching:
 		// The job that claimed it died mid-call (or is a rescued duplicate that may
 		// still run). Inside the vendor's native key window a resend with the same
 		// key is itself the lookup; otherwise only the reconciler may decide.

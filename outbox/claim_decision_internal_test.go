@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // TestDecideClaim tables what a claiming job does with the op it locked, without
@@ -23,32 +25,32 @@ func TestDecideClaim(t *testing.T) {
 		in   claimFound
 		want want
 	}{
-		{"pending, clean", claimFound{status: StatusPending, clean: true},
+		{"pending, clean", claimFound{status: protocol.StatusPending, clean: true},
 			want{step: claimSend}},
-		{"pending, clean, resend window passed", claimFound{status: StatusPending, clean: true, resendPassed: true},
+		{"pending, clean, resend window passed", claimFound{status: protocol.StatusPending, clean: true, resendPassed: true},
 			want{step: claimHandOver, kind: kindResendWindowPassed}},
-		{"pending, unclean, resend window passed", claimFound{status: StatusPending, resendPassed: true},
+		{"pending, unclean, resend window passed", claimFound{status: protocol.StatusPending, resendPassed: true},
 			want{step: claimHandOver, kind: kindResendWindowPassed}},
-		{"pending, unclean", claimFound{status: StatusPending},
+		{"pending, unclean", claimFound{status: protocol.StatusPending},
 			want{step: claimMarkUnheard, kind: kindPredecessorUnheard}},
-		{"pending, clean, mayRun ignored", claimFound{status: StatusPending, clean: true, mayRunSecs: 5},
+		{"pending, clean, mayRun ignored", claimFound{status: protocol.StatusPending, clean: true, mayRunSecs: 5},
 			want{step: claimSend}},
-		{"dispatching, attempt may still run", claimFound{status: StatusDispatching, mayRunSecs: 2.5},
+		{"dispatching, attempt may still run", claimFound{status: protocol.StatusDispatching, mayRunSecs: 2.5},
 			want{step: claimSnooze, snooze: 2500*time.Millisecond + takeoverMargin}},
-		{"dispatching, attempt over", claimFound{status: StatusDispatching},
+		{"dispatching, attempt over", claimFound{status: protocol.StatusDispatching},
 			want{step: claimCloseLost, kind: kindPredecessorLost}},
-		{"dispatching, attempt over long ago", claimFound{status: StatusDispatching, mayRunSecs: -30, clean: true},
+		{"dispatching, attempt over long ago", claimFound{status: protocol.StatusDispatching, mayRunSecs: -30, clean: true},
 			want{step: claimCloseLost, kind: kindPredecessorLost}},
-		{"awaiting approval", claimFound{status: StatusAwaitingApproval, clean: true},
+		{"awaiting approval", claimFound{status: protocol.StatusAwaitingApproval, clean: true},
 			want{step: claimComplete}},
-		{"unknown (the reconciler owns it)", claimFound{status: StatusUnknown},
+		{"unknown (the reconciler owns it)", claimFound{status: protocol.StatusUnknown},
 			want{step: claimComplete}},
-		{"needs review", claimFound{status: StatusNeedsReview, resendPassed: true},
+		{"needs review", claimFound{status: protocol.StatusNeedsReview, resendPassed: true},
 			want{step: claimComplete}},
-		{"succeeded", claimFound{status: StatusSucceeded, mayRunSecs: 3},
+		{"succeeded", claimFound{status: protocol.StatusSucceeded, mayRunSecs: 3},
 			want{step: claimComplete}},
-		{"failed", claimFound{status: StatusFailed}, want{step: claimComplete}},
-		{"rejected", claimFound{status: StatusRejected}, want{step: claimComplete}},
+		{"failed", claimFound{status: protocol.StatusFailed}, want{step: claimComplete}},
+		{"rejected", claimFound{status: protocol.StatusRejected}, want{step: claimComplete}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := decideClaim(tc.in)
@@ -71,14 +73,14 @@ func TestClaimVerdictWindow(t *testing.T) {
 		open bool
 		want claimVerdict
 	}{
-		{"unheard predecessor, window open", claimFound{status: StatusPending}, true,
+		{"unheard predecessor, window open", claimFound{status: protocol.StatusPending}, true,
 			claimVerdict{step: claimSend, insideWindow: true}},
-		{"unheard predecessor, window closed", claimFound{status: StatusPending}, false,
-			claimVerdict{step: claimHandOver, kind: kindPredecessorUnheard, reason: decideClaim(claimFound{status: StatusPending}).reason}},
-		{"lost predecessor, window open", claimFound{status: StatusDispatching}, true,
+		{"unheard predecessor, window closed", claimFound{status: protocol.StatusPending}, false,
+			claimVerdict{step: claimHandOver, kind: kindPredecessorUnheard, reason: decideClaim(claimFound{status: protocol.StatusPending}).reason}},
+		{"lost predecessor, window open", claimFound{status: protocol.StatusDispatching}, true,
 			claimVerdict{step: claimSend, insideWindow: true}},
-		{"lost predecessor, window closed", claimFound{status: StatusDispatching}, false,
-			claimVerdict{step: claimHandOver, kind: kindPredecessorLost, reason: decideClaim(claimFound{status: StatusDispatching}).reason}},
+		{"lost predecessor, window closed", claimFound{status: protocol.StatusDispatching}, false,
+			claimVerdict{step: claimHandOver, kind: kindPredecessorLost, reason: decideClaim(claimFound{status: protocol.StatusDispatching}).reason}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, decideClaim(tc.in).window(tc.open))

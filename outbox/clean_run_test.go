@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -53,7 +54,7 @@ func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 		t.Fatal("the worker never reached the vendor")
 	}
 	// A clean run: nothing was committed before the call.
-	require.Equal(t, string(outbox.StatusPending), opStatus(t, pool, res.Op.ID))
+	require.Equal(t, string(protocol.StatusPending), opStatus(t, pool, res.Op.ID))
 	require.Zero(t, count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1", res.Op.ID))
 
 	// The rescuer takes the job (as after RescueStuckJobsAfter): retryable, its attempt
@@ -64,7 +65,7 @@ func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 	fake.SetBlock(nil)
 	close(release)
 
-	op := waitStatus(t, ob, tenant, "rescued", outbox.StatusSucceeded, 30*time.Second)
+	op := waitStatus(t, ob, tenant, "rescued", protocol.StatusSucceeded, 30*time.Second)
 	require.Equal(t, 1, fake.EffectCount(), "one vendor effect")
 	require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef)
 	h, err := ob.History(ctx, tenant, op.ID)
@@ -97,7 +98,7 @@ func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
 	require.NoError(t, err)
 	startWorker(t, ob)
 
-	waitStatus(t, ob, tenant, "unheard", outbox.StatusUnknown, 20*time.Second)
+	waitStatus(t, ob, tenant, "unheard", protocol.StatusUnknown, 20*time.Second)
 	waitJobsFinished(t, pool, res.Op.ID)
 	require.Zero(t, fake.Requests(), "an unclean run sent outside the key window")
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
@@ -119,7 +120,7 @@ func TestCleanRunRecordsFromPending(t *testing.T) {
 	startWorker(t, ob)
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "clean", Tool: "webhook.post", Args: webhookArgs(1)})
 	require.NoError(t, err)
-	op := waitStatus(t, ob, tenant, "clean", outbox.StatusSucceeded, 20*time.Second)
+	op := waitStatus(t, ob, tenant, "clean", protocol.StatusSucceeded, 20*time.Second)
 	require.Equal(t, 1, op.Attempts)
 	require.NotNil(t, op.DispatchStartedAt)
 	var heardJob int64
@@ -171,7 +172,7 @@ func TestSnoozedRerunLostIsNotClean(t *testing.T) {
 	fake.SetBlock(nil)
 	close(release)
 
-	waitStatus(t, ob, tenant, "snoozed", outbox.StatusUnknown, 30*time.Second)
+	waitStatus(t, ob, tenant, "snoozed", protocol.StatusUnknown, 30*time.Second)
 	waitJobsFinished(t, pool, res.Op.ID)
 	require.Equal(t, 1, fake.EffectCount(), "one effect")
 	require.Equal(t, 2, fake.Requests(), "the run after the lost rerun sent again")

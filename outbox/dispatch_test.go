@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -137,7 +138,7 @@ func waitPendingWithResendDeadline(t *testing.T, pool *pgxpool.Pool, opID string
 	return *resendBefore
 }
 
-func waitStatus(t *testing.T, ob *outbox.Outbox, tenant int64, key string, want outbox.Status, within time.Duration) *outbox.Op {
+func waitStatus(t *testing.T, ob *outbox.Outbox, tenant int64, key string, want protocol.Status, within time.Duration) *outbox.Op {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	var op *outbox.Op
@@ -169,7 +170,7 @@ func TestDispatchSucceedsOnce(t *testing.T) {
 
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
 	require.NoError(t, err)
-	op := waitStatus(t, ob, tenant, "k1", outbox.StatusSucceeded, 10*time.Second)
+	op := waitStatus(t, ob, tenant, "k1", protocol.StatusSucceeded, 10*time.Second)
 	require.Equal(t, 1, fake.EffectCount())
 	eff := fake.EffectsFor(res.Op.ID)
 	require.Len(t, eff, 1)
@@ -202,14 +203,14 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 422})
 		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: webhookArgs(1)})
 		require.NoError(t, err)
-		op := waitStatus(t, ob, tenant, "perm", outbox.StatusFailed, 10*time.Second)
+		op := waitStatus(t, ob, tenant, "perm", protocol.StatusFailed, 10*time.Second)
 		require.Contains(t, string(op.Error), `"class":"permanent"`)
 		before := fake.Requests()
 
 		again, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: webhookArgs(1)})
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
-		require.Equal(t, outbox.StatusFailed, again.Op.Status)
+		require.Equal(t, protocol.StatusFailed, again.Op.Status)
 		require.Equal(t, string(op.Error), string(again.Op.Error), "the stored refusal is replayed byte for byte")
 		waitJobsFinished(t, pool, op.ID)
 		require.Equal(t, before, fake.Requests(), "a replay sends nothing")
@@ -220,7 +221,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		start := time.Now()
 		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rl", Tool: "webhook.post", Args: webhookArgs(2)})
 		require.NoError(t, err)
-		op := waitStatus(t, ob, tenant, "rl", outbox.StatusSucceeded, 15*time.Second)
+		op := waitStatus(t, ob, tenant, "rl", protocol.StatusSucceeded, 15*time.Second)
 		require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "the worker waited for Retry-After")
 		require.Len(t, fake.EffectsFor(res.Op.ID), 1)
 		require.Equal(t, 2, op.Attempts)
@@ -230,12 +231,12 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault500AfterEffect})
 		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unk", Tool: "webhook.post", Args: webhookArgs(3)})
 		require.NoError(t, err)
-		waitStatus(t, ob, tenant, "unk", outbox.StatusUnknown, 10*time.Second)
+		waitStatus(t, ob, tenant, "unk", protocol.StatusUnknown, 10*time.Second)
 		waitJobsFinished(t, pool, res.Op.ID)
 		require.Len(t, fake.EffectsFor(res.Op.ID), 1, "an unknown outcome waits for the reconciler")
 		op, err := ob.Get(ctx, tenant, "unk")
 		require.NoError(t, err)
-		require.Equal(t, outbox.StatusUnknown, op.Status)
+		require.Equal(t, protocol.StatusUnknown, op.Status)
 	})
 
 	t.Run("retryable until attempts run out goes to review", func(t *testing.T) {
@@ -244,7 +245,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		}
 		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "busy", Tool: "webhook.post", Args: webhookArgs(4)})
 		require.NoError(t, err)
-		op := waitStatus(t, ob, tenant, "busy", outbox.StatusNeedsReview, 20*time.Second)
+		op := waitStatus(t, ob, tenant, "busy", protocol.StatusNeedsReview, 20*time.Second)
 		require.Equal(t, 10, op.Attempts)
 		require.True(t, op.NothingSent(), "every attempt was refused before the target acted: %s", op.Error)
 	})
@@ -292,7 +293,7 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	fake.SetBlock(nil)
 	close(release)
 
-	op := waitStatus(t, a, tenant, "dup", outbox.StatusSucceeded, 15*time.Second)
+	op := waitStatus(t, a, tenant, "dup", protocol.StatusSucceeded, 15*time.Second)
 	require.Equal(t, 1, fake.EffectCount(), "one vendor effect")
 	require.Len(t, fake.EffectsFor(res.Op.ID), 1)
 	require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef)
@@ -365,10 +366,10 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 			startWorker(t, next)
 
 			if native {
-				op := waitStatus(t, next, tenant, "kill", outbox.StatusSucceeded, 60*time.Second)
+				op := waitStatus(t, next, tenant, "kill", protocol.StatusSucceeded, 60*time.Second)
 				require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef, "the same-key resend returned the stored answer")
 			} else {
-				waitStatus(t, next, tenant, "kill", outbox.StatusUnknown, 60*time.Second)
+				waitStatus(t, next, tenant, "kill", protocol.StatusUnknown, 60*time.Second)
 				waitJobsFinished(t, pool, res.Op.ID)
 			}
 			require.Equal(t, 1, fake.EffectCount(), "exactly one side effect at the vendor")
@@ -421,7 +422,7 @@ func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
 	var op *outbox.Op
 	require.Eventually(t, func() bool {
 		op, err = ob.Get(ctx, tenant, "old-key")
-		return err == nil && op.Status == outbox.StatusUnknown
+		return err == nil && op.Status == protocol.StatusUnknown
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1, op.Attempts, "not resent")
 	require.Equal(t, 1, fake.Requests())
@@ -454,7 +455,7 @@ func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
 	// The retry comes only after the window (as after a long outage).
 	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET resend_before = now() - interval '1 second' WHERE id = $1", res.Op.ID)
 	require.NoError(t, err)
-	op := waitStatus(t, ob, tenant, "late", outbox.StatusUnknown, 20*time.Second)
+	op := waitStatus(t, ob, tenant, "late", protocol.StatusUnknown, 20*time.Second)
 	require.Equal(t, 1, op.Attempts, "not resent")
 	require.Equal(t, 1, fake.Requests())
 	require.Equal(t, 1, fake.EffectCount())
@@ -480,7 +481,7 @@ func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
 	_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "tired", Tool: "webhook.post", Args: webhookArgs(1)})
 	require.NoError(t, err)
 
-	op := waitStatus(t, ob, tenant, "tired", outbox.StatusUnknown, 20*time.Second)
+	op := waitStatus(t, ob, tenant, "tired", protocol.StatusUnknown, 20*time.Second)
 	require.Equal(t, 2, op.Attempts)
 	require.Contains(t, string(op.Error), "conflict")
 	require.Equal(t, 1, fake.EffectCount())
@@ -519,14 +520,14 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 		name   string
 		grace  time.Duration
 		native bool
-		want   outbox.Status
+		want   protocol.Status
 	}{
-		{"grace covers the call", 5 * time.Second, true, outbox.StatusSucceeded},
+		{"grace covers the call", 5 * time.Second, true, protocol.StatusSucceeded},
 		// The vendor deduplicates the key: the op goes back to pending and its next
 		// run resends under the same key.
-		{"grace runs out, native keys", 200 * time.Millisecond, true, outbox.StatusPending},
+		{"grace runs out, native keys", 200 * time.Millisecond, true, protocol.StatusPending},
 		// Otherwise only the reconciler may decide.
-		{"grace runs out, no native keys", 200 * time.Millisecond, false, outbox.StatusUnknown},
+		{"grace runs out, no native keys", 200 * time.Millisecond, false, protocol.StatusUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -559,7 +560,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.want, op.Status)
 			require.Equal(t, 1, fake.EffectCount())
-			if tc.want != outbox.StatusPending {
+			if tc.want != protocol.StatusPending {
 				return
 			}
 			// The next worker resends under the same key; the receiver replays.
@@ -568,7 +569,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 			t.Cleanup(func() { _ = next.Stop(context.Background()) })
 			require.Eventually(t, func() bool {
 				op, err := next.Get(ctx, tenant, "term")
-				return err == nil && op.Status == outbox.StatusSucceeded
+				return err == nil && op.Status == protocol.StatusSucceeded
 			}, 10*time.Second, 20*time.Millisecond)
 			require.Equal(t, 1, fake.EffectCount())
 		})
@@ -632,7 +633,7 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM oncebox_op WHERE args::text = '{"redacted": true}' AND sealed_args IS NOT NULL`))
 	startWorker(t, worker)
 
-	op := waitStatus(t, worker, tenant, "sealed", outbox.StatusNeedsReview, 10*time.Second)
+	op := waitStatus(t, worker, tenant, "sealed", protocol.StatusNeedsReview, 10*time.Second)
 	require.Contains(t, string(op.Error), "sealed_args")
 	require.Contains(t, string(op.Error), "ONCEBOX_SEAL_KEY")
 	require.True(t, op.NothingSent(), "the op says nothing was sent: %s", op.Error)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // MaxArgsBytes is the largest args document Enqueue accepts.
@@ -205,7 +206,7 @@ func (ob *Outbox) PrepareUnkeyed(params EnqueueParams) (*Prepared, error) {
 // WithKey returns the prepared call under the idempotency key key (normalized with
 // NormalizeKey). byIdentity is EnqueueParams.ByIdentity.
 func (p *Prepared) WithKey(key string, byIdentity bool) (*Prepared, error) {
-	k, err := NormalizeKey(key)
+	k, err := protocol.NormalizeKey(key)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +222,7 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 	key := ""
 	if keyed {
 		var err error
-		if key, err = NormalizeKey(params.Key); err != nil {
+		if key, err = protocol.NormalizeKey(params.Key); err != nil {
 			return nil, err
 		}
 	}
@@ -309,7 +310,7 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, storedAr
 	params := p.params
 	vendorKey := VendorKey(params.TenantID, p.Key, p.Tool.Name, 0)
 	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, storedArgs,
-		p.Fingerprint[:], StatusPending, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed,
+		p.Fingerprint[:], protocol.StatusPending, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed,
 		tracing.Current(ctx), p.Tool.definition())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
@@ -364,7 +365,7 @@ func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*
 			return nil, err
 		}
 	}
-	if op.Status != StatusAwaitingApproval {
+	if op.Status != protocol.StatusAwaitingApproval {
 		return &EnqueueResult{Op: op, Replayed: true, Matched: matched}, nil
 	}
 	// A replay shows an expired wait as the rejection it is.
@@ -415,7 +416,7 @@ func (ob *Outbox) holdTx(ctx context.Context, tx pgx.Tx, op *Op, p *Prepared, h 
 	if _, err := tx.Exec(ctx, sqlHoldOp, op.ID); err != nil {
 		return fmt.Errorf("outbox: hold op for approval: %w", err)
 	}
-	op.Status = StatusAwaitingApproval
+	op.Status = protocol.StatusAwaitingApproval
 	if err := ob.requestApprovalTx(ctx, tx, op, h, p.params.TokenID); err != nil {
 		return err
 	}
@@ -465,7 +466,7 @@ func (op *Op) scanDest() []any {
 
 func (op *Op) fromScan() {
 	copy(op.Fingerprint[:], op.scan.fp)
-	op.Status = Status(op.scan.status)
+	op.Status = protocol.Status(op.scan.status)
 	op.scan = nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 func TestEnqueueNewThenReplay(t *testing.T) {
@@ -27,7 +28,7 @@ func TestEnqueueNewThenReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, first.Replayed)
 	require.Equal(t, "order-1", first.Op.Key, "surrounding white space is trimmed")
-	require.Equal(t, outbox.StatusPending, first.Op.Status)
+	require.Equal(t, protocol.StatusPending, first.Op.Status)
 	require.Equal(t, outbox.VendorKey(tenant, "order-1", "test.echo", 0), first.Op.VendorKey)
 
 	// Same payload spelled differently: a replay.
@@ -233,8 +234,8 @@ func TestEnqueueRefusesBadInputAndStoresNothing(t *testing.T) {
 		is     error
 		text   string
 	}{
-		{"empty key", outbox.EnqueueParams{Key: "   ", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}, outbox.ErrInvalidKey, "is empty"},
-		{"long key", outbox.EnqueueParams{Key: string(make([]byte, 256)), Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}, outbox.ErrInvalidKey, ""},
+		{"empty key", outbox.EnqueueParams{Key: "   ", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}, protocol.ErrInvalidKey, "is empty"},
+		{"long key", outbox.EnqueueParams{Key: string(make([]byte, 256)), Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}, protocol.ErrInvalidKey, ""},
 		{"unknown tool", outbox.EnqueueParams{Key: "k", Tool: "nope", Args: json.RawMessage(`{"n":1}`)}, outbox.ErrUnknownTool, `unknown tool "nope"`},
 		{"invalid args", outbox.EnqueueParams{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":-1}`)}, outbox.ErrInvalidArgs, "args.n: must be an integer"},
 		{"not json", outbox.EnqueueParams{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":`)}, outbox.ErrInvalidArgs, "args: is not valid JSON"},
@@ -284,23 +285,23 @@ func TestApproveIsScopedToTheTenant(t *testing.T) {
 	require.NoError(t, err)
 	ra, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: a, Key: "shared", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, rb.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, rb.Op.Status)
 
 	got, err := ob.Approve(ctx, a, "shared", "ada", "mine")
 	require.NoError(t, err)
 	require.Equal(t, ra.Op.ID, got.ID)
-	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, protocol.StatusPending, got.Status)
 	opB, err := ob.Get(ctx, b, "shared")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, opB.Status, "A's approval released B's op")
+	require.Equal(t, protocol.StatusAwaitingApproval, opB.Status, "A's approval released B's op")
 	opA, err := ob.Get(ctx, a, "shared")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPending, opA.Status, "A's approval did not release A's op")
+	require.Equal(t, protocol.StatusPending, opA.Status, "A's approval did not release A's op")
 
 	// And the other way round: whichever row a lookup that forgot the tenant found
 	// first, one of the two approvals would have reached the wrong op.
 	got, err = ob.Approve(ctx, b, "shared", "bob", "mine too")
 	require.NoError(t, err, "B's approval must find B's op awaiting approval")
 	require.Equal(t, rb.Op.ID, got.ID)
-	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, protocol.StatusPending, got.Status)
 }

@@ -3,16 +3,12 @@ package outbox
 import (
 	"errors"
 	"fmt"
-
-	"github.com/oncebox/oncebox/protocol"
 )
 
 var (
 	// ErrKeyConflict is returned when an idempotency key is reused with another payload.
 	// The error is a *KeyConflictError carrying both fingerprints.
 	ErrKeyConflict = errors.New("idempotency key reused with a different payload")
-	// ErrInvalidKey is matched by every *KeyError (protocol.ErrInvalidKey).
-	ErrInvalidKey = protocol.ErrInvalidKey
 	// ErrUnknownTool is returned for a tool name the registry does not know.
 	ErrUnknownTool = errors.New("unknown tool")
 	// ErrInvalidArgs is matched by every *ValidationError.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -47,7 +48,7 @@ func ExampleOutbox_EnqueueTx() {
 			res, err = ob.EnqueueTx(ctx, tx, outbox.EnqueueParams{
 				TenantID: tenantID,
 				Key:      "refund-o-1",
-				Tool:     tools.Refund,
+				Tool:     protocol.ToolRefund,
 				Args:     json.RawMessage(fmt.Sprintf(`{"payment_intent":"pi_123","amount":%d}`, amount)),
 			})
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -23,7 +24,7 @@ import (
 // status condition says; so does completing the job of a fenced run.
 func TestStaleTokenIsFencedByTheToken(t *testing.T) {
 	t.Parallel()
-	for _, newer := range []outbox.Status{outbox.StatusDispatching, outbox.StatusUnknown} {
+	for _, newer := range []protocol.Status{protocol.StatusDispatching, protocol.StatusUnknown} {
 		for _, batched := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/batched=%t", newer, batched), func(t *testing.T) {
 				t.Parallel()
@@ -33,7 +34,7 @@ func TestStaleTokenIsFencedByTheToken(t *testing.T) {
 	}
 }
 
-func testStaleTokenIsFenced(t *testing.T, newer outbox.Status, batched bool) {
+func testStaleTokenIsFenced(t *testing.T, newer protocol.Status, batched bool) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	// A target that does not deduplicate keys: a job that finds its op still
@@ -98,7 +99,7 @@ func testStaleTokenIsFenced(t *testing.T, newer outbox.Status, batched bool) {
 	require.True(t, vendorRef == nil || *vendorRef == "", "the stale answer's vendor_ref was recorded: %v", vendorRef)
 	require.Equal(t, 1, fake.EffectCount())
 
-	if newer == outbox.StatusDispatching {
+	if newer == protocol.StatusDispatching {
 		// The fenced run did not complete its job: the job runs again, finds the op
 		// still dispatching under the newer token, and (this vendor does not
 		// deduplicate) hands it to the reconciler. Had the fenced run completed the
@@ -106,7 +107,7 @@ func testStaleTokenIsFenced(t *testing.T, newer outbox.Status, batched bool) {
 		require.Eventually(t, func() bool {
 			return count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_lost'", opID) == 1
 		}, 20*time.Second, 20*time.Millisecond, "the fenced run's job never ran again: it was completed by the fenced run")
-		require.Equal(t, string(outbox.StatusUnknown), opStatus(t, pool, opID))
+		require.Equal(t, string(protocol.StatusUnknown), opStatus(t, pool, opID))
 		require.Equal(t, 1, fake.Requests(), "nothing was resent")
 	}
 }

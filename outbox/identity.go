@@ -11,6 +11,8 @@ import (
 
 	"github.com/gowebpki/jcs"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // IdentityMatch is a call matched to an op by its tool's identity fields (Tool.Identity)
@@ -75,7 +77,7 @@ func (ob *Outbox) KeyByIdentity(ctx context.Context, tenantID int64, identity, p
 	if tenantID == 0 || identity == "" || identity == payload || window <= 0 {
 		return "", errors.New("outbox: KeyByIdentity needs a tenant, an identity other than the payload and a positive window")
 	}
-	if _, err := NormalizeKey(fresh); err != nil {
+	if _, err := protocol.NormalizeKey(fresh); err != nil {
 		return "", err
 	}
 	var key string

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 func TestNormalizeKey(t *testing.T) {
@@ -28,17 +29,17 @@ func TestNormalizeKey(t *testing.T) {
 		{"del\x7f", "", "not_visible_ascii", "byte 3"},
 	}
 	for _, tc := range cases {
-		got, err := outbox.NormalizeKey(tc.in)
+		got, err := protocol.NormalizeKey(tc.in)
 		if tc.rule == "" {
 			require.NoError(t, err, tc.in)
 			require.Equal(t, tc.want, got)
 			continue
 		}
-		var ke *outbox.KeyError
+		var ke *protocol.KeyError
 		require.ErrorAs(t, err, &ke, tc.in)
 		require.Equal(t, tc.rule, ke.Rule)
 		require.Contains(t, err.Error(), tc.text)
-		require.ErrorIs(t, err, outbox.ErrInvalidKey)
+		require.ErrorIs(t, err, protocol.ErrInvalidKey)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 const sqlLiveJobs = `SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1
@@ -71,7 +72,7 @@ func TestTakeoverWaitsForTheAttemptsJobTimeout(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the job should wait until the live attempt's job timeout is over")
 	op, err := ob.Get(ctx, tenant, "k1")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusDispatching, op.Status)
+	require.Equal(t, protocol.StatusDispatching, op.Status)
 	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND finished_at IS NOT NULL", res.Op.ID),
 		"the live attempt was closed as lost")
 	require.Equal(t, 0, fake.Requests(), "nothing may be sent while the attempt may still run")

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // Get returns the tenant's op stored under key. A key of another tenant is ErrNotFound,
 // exactly as a key that does not exist.
 func (ob *Outbox) Get(ctx context.Context, tenantID int64, key string) (*Op, error) {
-	k, err := NormalizeKey(key)
+	k, err := protocol.NormalizeKey(key)
 	if err != nil {
 		return nil, err
 	}

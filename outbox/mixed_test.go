@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -49,7 +50,7 @@ func TestMixedVersionsCommitTheClaim(t *testing.T) {
 	statusDuring := func(key string, n int) string {
 		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: key, Tool: "webhook.post", Args: webhookArgs(n)})
 		require.NoError(t, err)
-		waitStatus(t, ob, tenant, key, outbox.StatusSucceeded, 10*time.Second)
+		waitStatus(t, ob, tenant, key, protocol.StatusSucceeded, 10*time.Second)
 		mu.Lock()
 		defer mu.Unlock()
 		return during[res.Op.ID]

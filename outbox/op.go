@@ -8,23 +8,6 @@ import (
 	"github.com/oncebox/oncebox/protocol"
 )
 
-// Status is where an op stands in its life: protocol.Status, so that the Go client
-// reads the same names without linking the outbox. Which changes are allowed, and who
-// makes them, is the transition table of internal/opstate (the state diagram of docs/reliability.md).
-type Status = protocol.Status
-
-// The states of an op (protocol's).
-const (
-	StatusAwaitingApproval = protocol.StatusAwaitingApproval
-	StatusRejected         = protocol.StatusRejected
-	StatusPending          = protocol.StatusPending
-	StatusDispatching      = protocol.StatusDispatching
-	StatusSucceeded        = protocol.StatusSucceeded
-	StatusFailed           = protocol.StatusFailed
-	StatusUnknown          = protocol.StatusUnknown
-	StatusNeedsReview      = protocol.StatusNeedsReview
-)
-
 // Op is one side effect requested under an idempotency key.
 type Op struct {
 	ID             string
@@ -34,7 +17,7 @@ type Op struct {
 	Vendor         string
 	Args           json.RawMessage
 	Fingerprint    Fingerprint
-	Status         Status
+	Status         protocol.Status
 	Attempts       int
 	Generation     int
 	VendorKey      string

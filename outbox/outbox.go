@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // The defaults of Config and QueueConfig. They are stated here once: the server's
@@ -162,14 +163,14 @@ type Observer interface {
 	// "retryable", "permanent", "unknown") and how long the call took.
 	Dispatched(vendor, outcome string, took time.Duration)
 	// Transition is called after an op's status changed and the change was committed.
-	Transition(vendor string, from, to Status)
+	Transition(vendor string, from, to protocol.Status)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Enqueued(string, string)                  {}
-func (nopObserver) Dispatched(string, string, time.Duration) {}
-func (nopObserver) Transition(string, Status, Status)        {}
+func (nopObserver) Enqueued(string, string)                             {}
+func (nopObserver) Dispatched(string, string, time.Duration)            {}
+func (nopObserver) Transition(string, protocol.Status, protocol.Status) {}
 
 func (c *Config) withDefaults() Config {
 	out := *c

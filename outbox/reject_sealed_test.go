@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // approvalTool is echoTool waiting for approval, with a Redact that is deliberately
@@ -56,7 +57,7 @@ func TestRejectDropsSealedArgs(t *testing.T) {
 	enqueue := func(k string) *outbox.Op {
 		res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: k, Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 		require.NoError(t, err)
-		require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+		require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status)
 		return res.Op
 	}
 	rejected, approved := enqueue("rej"), enqueue("ok")
@@ -64,7 +65,7 @@ func TestRejectDropsSealedArgs(t *testing.T) {
 
 	op, err := e.ob.Reject(ctx, tenant, "rej", "ada", "too much")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusRejected, op.Status)
+	require.Equal(t, protocol.StatusRejected, op.Status)
 	args, sealed := storedArgs(t, e, rejected.ID)
 	require.False(t, sealed, "a rejected op keeps no sealed args")
 	require.JSONEq(t, `{"redacted":{"n":1}}`, args)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // TestReleaseWaitsForAFinishedRun: with batched completion (the default) a run that
@@ -41,7 +42,7 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 		completed <- err
 	}()
 
-	a, err := ob.OpsForTest().ApplyTx(ctx, opstate.Change{OpID: res.Op.ID, From: outbox.StatusUnknown, To: outbox.StatusPending,
+	a, err := ob.OpsForTest().ApplyTx(ctx, opstate.Change{OpID: res.Op.ID, From: protocol.StatusUnknown, To: protocol.StatusPending,
 		By: opstate.Person, Action: opstate.Release, Actor: "alice", Kind: "resolve"})
 	require.NoError(t, err)
 	require.NotNil(t, a)
@@ -51,5 +52,5 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 
 	// And it is dispatched.
 	startWorker(t, ob)
-	waitStatus(t, ob, tenant, "released", outbox.StatusSucceeded, 20*time.Second)
+	waitStatus(t, ob, tenant, "released", protocol.StatusSucceeded, 20*time.Second)
 }

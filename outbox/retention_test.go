@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -38,7 +39,7 @@ func TestRetentionStartsWhenTheOpIsTerminal(t *testing.T) {
 	rep, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "weekend", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
 	require.True(t, rep.Replayed)
-	require.Equal(t, outbox.StatusRejected, rep.Op.Status)
+	require.Equal(t, protocol.StatusRejected, rep.Op.Status)
 }
 
 // TestReusedKeyAfterPurgeStartsPastTheLastGeneration: the tombstone of a purged op

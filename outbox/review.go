@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // ReviewItem is one op waiting for a person's decision.
@@ -69,7 +70,7 @@ func (ob *Outbox) ResolveSucceeded(ctx context.Context, tenantID int64, key, ven
 	if err := CheckStorableText("vendor_ref", vendorRef); err != nil {
 		return nil, err
 	}
-	return ob.resolve(ctx, tenantID, key, StatusSucceeded, opstate.Resolve, "resolved_succeeded", reason, actor,
+	return ob.resolve(ctx, tenantID, key, protocol.StatusSucceeded, opstate.Resolve, "resolved_succeeded", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			c.Result, _ = json.Marshal(map[string]string{"vendor_ref": vendorRef, "resolved_by": "manual_review"})
 			c.RedactedArgs, c.VendorRef = redactedArgs(ob, op), vendorRef
@@ -81,7 +82,7 @@ func (ob *Outbox) ResolveSucceeded(ctx context.Context, tenantID int64, key, ven
 // sent again: it becomes failed, with an error naming actor and reason. The op must be in
 // needs_review or unknown; otherwise the error matches ErrWrongState.
 func (ob *Outbox) ResolveFailed(ctx context.Context, tenantID int64, key, reason, actor string) (*Op, error) {
-	return ob.resolve(ctx, tenantID, key, StatusFailed, opstate.Resolve, "resolved_failed", reason, actor,
+	return ob.resolve(ctx, tenantID, key, protocol.StatusFailed, opstate.Resolve, "resolved_failed", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			c.Error, _ = json.Marshal(map[string]string{"class": "permanent", "code": "resolved_failed",
 				"message": "marked failed by " + actor + ": " + reason})
@@ -96,7 +97,7 @@ func (ob *Outbox) ResolveFailed(ctx context.Context, tenantID int64, key, reason
 // stored failure gets a new key either way. The op must be in needs_review or unknown;
 // otherwise the error matches ErrWrongState.
 func (ob *Outbox) ReleaseForResend(ctx context.Context, tenantID int64, key, reason, actor string, newKey bool) (*Op, error) {
-	return ob.resolve(ctx, tenantID, key, StatusPending, opstate.Release, "released_for_resend", reason, actor,
+	return ob.resolve(ctx, tenantID, key, protocol.StatusPending, opstate.Release, "released_for_resend", reason, actor,
 		func(op reviewOp, c *opstate.Change, detail map[string]any) {
 			bump := newKey || op.staleKey
 			detail["new_key"] = bump
@@ -110,7 +111,7 @@ func (ob *Outbox) ReleaseForResend(ctx context.Context, tenantID int64, key, rea
 // reviewOp is the locked op a manual resolution changes.
 type reviewOp struct {
 	id, key, tool, vendor string
-	status                Status
+	status                protocol.Status
 	args                  json.RawMessage
 	generation            int
 	staleKey              bool
@@ -133,10 +134,10 @@ func redactedArgs(ob *Outbox, op reviewOp) json.RawMessage {
 // transition table says from needs_review or unknown: an op that awaits approval is
 // released only by the approval decision, never by a resolution), lets decide fill in
 // the change, and has the op state machine write it.
-func (ob *Outbox) resolve(ctx context.Context, tenantID int64, rawKey string, to Status, action opstate.Action,
+func (ob *Outbox) resolve(ctx context.Context, tenantID int64, rawKey string, to protocol.Status, action opstate.Action,
 	decision, reason, actor string,
 	decide func(op reviewOp, c *opstate.Change, detail map[string]any)) (*Op, error) {
-	key, err := NormalizeKey(rawKey)
+	key, err := protocol.NormalizeKey(rawKey)
 	if err != nil {
 		return nil, err
 	}
@@ -163,13 +164,13 @@ func (ob *Outbox) resolve(ctx context.Context, tenantID int64, rawKey string, to
 			return fmt.Errorf("lock op: %w", err)
 		}
 		op.key = key
-		op.status = Status(status)
-		if op.status == StatusAwaitingApproval {
+		op.status = protocol.Status(status)
+		if op.status == protocol.StatusAwaitingApproval {
 			return ErrAwaitsApproval
 		}
 		if !opstate.Allowed(op.status, to, opstate.Person, action) {
 			return fmt.Errorf("%w: op is %s; only an op in %s or %s can be resolved by hand",
-				ErrWrongState, op.status, StatusNeedsReview, StatusUnknown)
+				ErrWrongState, op.status, protocol.StatusNeedsReview, protocol.StatusUnknown)
 		}
 		c := opstate.Change{OpID: op.id, From: op.status, To: to, By: opstate.Person, Action: action, Actor: actor, Kind: manualKind,
 			Attrs: []any{slog.String("decision", decision)}}

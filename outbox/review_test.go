@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -34,9 +34,9 @@ func TestManualResolutions(t *testing.T) {
 	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	ctx := context.Background()
-	ok := e.seedUnknown(t, "ok", tools.WebhookPost, hookArgs(1), time.Minute, false)
-	bad := e.seedUnknown(t, "bad", tools.WebhookPost, hookArgs(2), time.Minute, false)
-	again := e.seedUnknown(t, "again", tools.WebhookPost, hookArgs(3), time.Minute, false)
+	ok := e.seedUnknown(t, "ok", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	bad := e.seedUnknown(t, "bad", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
+	again := e.seedUnknown(t, "again", protocol.ToolWebhookPost, hookArgs(3), time.Minute, false)
 	require.Equal(t, 3, e.sweep(t).NeedsReview) // lookups unavailable
 
 	items, err := e.ob.ListReview(ctx, 0)
@@ -46,7 +46,7 @@ func TestManualResolutions(t *testing.T) {
 
 	got, err := e.ob.ResolveSucceeded(ctx, e.tenant, "ok", "req_123", "seen in the receiver's logs", "ada")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	require.Equal(t, "req_123", got.VendorRef)
 	d, actor := manualEvent(t, e, ok.ID)
 	require.Equal(t, "ada", actor)
@@ -55,14 +55,14 @@ func TestManualResolutions(t *testing.T) {
 
 	got, err = e.ob.ResolveFailed(ctx, e.tenant, "bad", "receiver rejected it", "ada")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusFailed, got.Status)
+	require.Equal(t, protocol.StatusFailed, got.Status)
 	require.Contains(t, string(got.Error), "receiver rejected it")
 
 	got, err = e.ob.ReleaseForResend(ctx, e.tenant, "again", "nothing arrived", "bob", true)
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Equal(t, 1, got.Generation)
-	require.Equal(t, outbox.VendorKey(e.tenant, "again", tools.WebhookPost, 1), got.VendorKey)
+	require.Equal(t, outbox.VendorKey(e.tenant, "again", protocol.ToolWebhookPost, 1), got.VendorKey)
 	d, actor = manualEvent(t, e, again.ID)
 	require.Equal(t, "bob", actor)
 	require.Equal(t, true, d["new_key"])
@@ -80,10 +80,10 @@ func TestManualResolutions(t *testing.T) {
 	require.Empty(t, items)
 
 	e.start(t)
-	e.waitStatus(t, again.ID, outbox.StatusSucceeded)
+	e.waitStatus(t, again.ID, protocol.StatusSucceeded)
 	effects := fake.EffectsFor(again.ID)
 	require.Len(t, effects, 1)
-	require.Equal(t, outbox.VendorKey(e.tenant, "again", tools.WebhookPost, 1), effects[0].Key)
+	require.Equal(t, outbox.VendorKey(e.tenant, "again", protocol.ToolWebhookPost, 1), effects[0].Key)
 	require.Empty(t, fake.EffectsFor(bad.ID))
 }
 
@@ -95,7 +95,7 @@ func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	ctx := context.Background()
-	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
 
 	for name, resolve := range map[string]func() error{
@@ -117,5 +117,5 @@ func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 		err := resolve()
 		require.ErrorIs(t, err, outbox.ErrInvalidArgs, name)
 	}
-	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 }

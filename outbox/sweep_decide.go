@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // lookupAnswer is what the sweeper learned about one unknown op: the op as it stood, and
@@ -58,20 +59,20 @@ type objectDetail struct {
 func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 	c := a.c
 	detail := map[string]any{"vendor": c.vendor, "lookup_since": c.since()}
-	change := func(name string, to Status) sweepDecision {
+	change := func(name string, to protocol.Status) sweepDecision {
 		detail["decision"] = name
-		return sweepDecision{name: name, change: opstate.Change{OpID: c.id, From: StatusUnknown, To: to,
+		return sweepDecision{name: name, change: opstate.Change{OpID: c.id, From: protocol.StatusUnknown, To: to,
 			By: opstate.Reconciler, Kind: sweepEventKind, Detail: detail, Attrs: []any{slog.String("decision", name)}}}
 	}
 	checkLater := func(name string, at time.Time) sweepDecision {
 		detail["next_check_at"] = at
-		d := change(name, StatusUnknown)
+		d := change(name, protocol.StatusUnknown)
 		d.change.NextCheck = at
 		d.change.Message = "op checked"
 		d.change.Attrs = append(d.change.Attrs, slog.Time("next_check_at", at))
 		return d
 	}
-	toReview := func(name string) sweepDecision { return change(name, StatusNeedsReview) }
+	toReview := func(name string) sweepDecision { return change(name, protocol.StatusNeedsReview) }
 
 	// Cannot ask.
 	if a.err != nil {
@@ -126,22 +127,22 @@ func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 		// The vendor answers the current key with a stored failure: a resend under it
 		// would only replay that failure.
 		detail["generation"] = c.generation + 1
-		d := change(SweepResendNewKey, StatusPending)
+		d := change(SweepResendNewKey, protocol.StatusPending)
 		d.change.NewVendorKey = VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
 		return d
 	}
-	return change(SweepResend, StatusPending)
+	return change(SweepResend, protocol.StatusPending)
 }
 
 // adopt records the one object the vendor holds as the op's outcome: failed when the
 // vendor's adapter says the object records a refusal, succeeded otherwise.
-func adopt(obj VendorObject, change func(string, Status) sweepDecision) sweepDecision {
+func adopt(obj VendorObject, change func(string, protocol.Status) sweepDecision) sweepDecision {
 	summary := obj.Summary
 	if len(summary) == 0 || !json.Valid(summary) {
 		summary, _ = json.Marshal(map[string]string{"id": obj.ID})
 	}
 	if obj.Refused {
-		d := change(SweepRefused, StatusFailed)
+		d := change(SweepRefused, protocol.StatusFailed)
 		d.change.Error, _ = json.Marshal(map[string]any{
 			"class":   "permanent",
 			"code":    SweepRefused,
@@ -151,7 +152,7 @@ func adopt(obj VendorObject, change func(string, Status) sweepDecision) sweepDec
 		d.change.VendorRef = obj.ID
 		return d
 	}
-	d := change(SweepSucceeded, StatusSucceeded)
+	d := change(SweepSucceeded, protocol.StatusSucceeded)
 	d.change.Result, d.change.VendorRef = summary, obj.ID
 	return d
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // TestDecide tables the reconciler's decision from a lookup's answer (exactly one object,
@@ -19,7 +21,7 @@ func TestDecide(t *testing.T) {
 	const lag = 5 * time.Minute
 	op := func() *candidate {
 		return &candidate{id: "op-1", key: "k", tool: "stripe.payment_intent", vendor: "stripe", tenantID: 7,
-			status: StatusUnknown, attempts: 1, createdAt: finished.Add(-time.Minute), lastFinished: &finished}
+			status: protocol.StatusUnknown, attempts: 1, createdAt: finished.Add(-time.Minute), lastFinished: &finished}
 	}
 	obj := func(id string) VendorObject {
 		return VendorObject{ID: id, OpID: "op-1", Status: "succeeded", Summary: json.RawMessage(`{"id":"` + id + `"}`)}
@@ -29,7 +31,7 @@ func TestDecide(t *testing.T) {
 
 	type want struct {
 		name      string
-		to        Status
+		to        protocol.Status
 		vendorRef string
 		nextCheck time.Time
 		newKey    bool
@@ -43,36 +45,36 @@ func TestDecide(t *testing.T) {
 		want        want
 	}{
 		{name: "exactly one object", answer: func(a *lookupAnswer) { a.res = found(obj("pi_1")) },
-			want: want{name: SweepSucceeded, to: StatusSucceeded, vendorRef: "pi_1"}},
+			want: want{name: SweepSucceeded, to: protocol.StatusSucceeded, vendorRef: "pi_1"}},
 		{name: "exactly one object, which records a refusal", answer: func(a *lookupAnswer) {
 			o := obj("pi_1")
 			o.Status, o.Refused = "requires_payment_method", true
 			a.res = found(o)
-		}, want: want{name: SweepRefused, to: StatusFailed, vendorRef: "pi_1"}},
+		}, want: want{name: SweepRefused, to: protocol.StatusFailed, vendorRef: "pi_1"}},
 		{name: "several objects", answer: func(a *lookupAnswer) { a.res = found(obj("pi_1"), obj("pi_2")) },
-			want: want{name: SweepDuplicate, to: StatusNeedsReview, ids: []string{"pi_1", "pi_2"}}},
+			want: want{name: SweepDuplicate, to: protocol.StatusNeedsReview, ids: []string{"pi_1", "pi_2"}}},
 		{name: "an object of another op is none", answer: func(a *lookupAnswer) {
 			o := obj("pi_9")
 			o.OpID = "op-2"
 			a.res = found(o)
-		}, want: want{name: SweepResend, to: StatusPending}},
+		}, want: want{name: SweepResend, to: protocol.StatusPending}},
 		{name: "none before the lag is over", answer: func(a *lookupAnswer) { a.res = found(); a.askedAt = finished.Add(time.Minute) },
-			want: want{name: SweepWait, to: StatusUnknown, nextCheck: finished.Add(lag)}},
+			want: want{name: SweepWait, to: protocol.StatusUnknown, nextCheck: finished.Add(lag)}},
 		{name: "none after the lag", answer: func(a *lookupAnswer) { a.res = found() },
-			want: want{name: SweepResend, to: StatusPending}},
+			want: want{name: SweepResend, to: protocol.StatusPending}},
 		{name: "none after the lag, stale key", answer: func(a *lookupAnswer) { a.res = found() },
 			op:   func(c *candidate) { c.staleKey = true },
-			want: want{name: SweepResendNewKey, to: StatusPending, newKey: true}},
+			want: want{name: SweepResendNewKey, to: protocol.StatusPending, newKey: true}},
 		{name: "none after the lag, no resend for the vendor", answer: func(a *lookupAnswer) { a.res = found() },
 			sweepPolicy: func(p *sweepPolicy) { p.resendOnNone = false },
-			want:        want{name: SweepNoneReview, to: StatusNeedsReview}},
+			want:        want{name: SweepNoneReview, to: protocol.StatusNeedsReview}},
 		{name: "none after the lag, attempts exhausted", answer: func(a *lookupAnswer) { a.res = found() },
 			op:   func(c *candidate) { c.attempts = 10 },
-			want: want{name: SweepAttemptsExhausted, to: StatusNeedsReview}},
+			want: want{name: SweepAttemptsExhausted, to: protocol.StatusNeedsReview}},
 		{name: "cannot ask", answer: func(a *lookupAnswer) { a.err = fmt.Errorf("no add-on: %w", ErrLookupUnavailable) },
-			want: want{name: SweepLookupUnavailable, to: StatusNeedsReview}},
+			want: want{name: SweepLookupUnavailable, to: protocol.StatusNeedsReview}},
 		{name: "lookup failed", answer: func(a *lookupAnswer) { a.err = errors.New("rate limited") },
-			want: want{name: SweepLookupFailed, to: StatusUnknown, nextCheck: now.Add(time.Minute)}},
+			want: want{name: SweepLookupFailed, to: protocol.StatusUnknown, nextCheck: now.Add(time.Minute)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := op()
@@ -90,13 +92,13 @@ func TestDecide(t *testing.T) {
 			got := want{name: d.name, to: ch.To, vendorRef: ch.VendorRef, nextCheck: ch.NextCheck,
 				newKey: ch.NewVendorKey != "", ids: d.ids}
 			require.Equal(t, tc.want, got)
-			require.Equal(t, StatusUnknown, ch.From)
+			require.Equal(t, protocol.StatusUnknown, ch.From)
 			require.Equal(t, "op-1", ch.OpID)
 			require.Equal(t, d.name, ch.Detail.(map[string]any)["decision"], "the event records the decision")
 			switch ch.To {
-			case StatusSucceeded:
+			case protocol.StatusSucceeded:
 				require.JSONEq(t, `{"id":"pi_1"}`, string(ch.Result))
-			case StatusFailed:
+			case protocol.StatusFailed:
 				require.Contains(t, string(ch.Error), SweepRefused)
 			}
 			if tc.want.newKey {

@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -109,7 +110,7 @@ func (e *sweepEnv) get(t *testing.T, id string) *outbox.Op {
 }
 
 // waitStatus polls until the op reaches status.
-func (e *sweepEnv) waitStatus(t *testing.T, id string, status outbox.Status) *outbox.Op {
+func (e *sweepEnv) waitStatus(t *testing.T, id string, status protocol.Status) *outbox.Op {
 	t.Helper()
 	return optest.WaitStatus(t, e.pool, e.ob, e.tenant, id, status)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -42,14 +43,14 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	require.Equal(t, 1, st.Rejobbed)
 	require.Equal(t, 2, st.JobsDiscarded)
 
-	require.Equal(t, outbox.StatusPending, e.get(t, deleted.ID).Status)
+	require.Equal(t, protocol.StatusPending, e.get(t, deleted.ID).Status)
 	require.Equal(t, 1, e.count(t, sqlLiveJobs, deleted.ID), "the op has a dispatch job again")
 	ev := e.reconcileEvents(t, deleted.ID)
 	require.Len(t, ev, 1)
 	require.Equal(t, outbox.SweepRejob, ev[0]["decision"])
 
 	for _, op := range []*outbox.Op{discarded, cancelled} {
-		require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+		require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 		ev := e.reconcileEvents(t, op.ID)
 		require.Len(t, ev, 1)
 		require.Equal(t, outbox.SweepJobDiscarded, ev[0]["decision"])
@@ -63,7 +64,7 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND heard_job_id = -1", discarded.ID),
 		"a release for resend of the discarded op must treat it as possibly sent")
 
-	require.Equal(t, outbox.StatusPending, e.get(t, live.ID).Status)
+	require.Equal(t, protocol.StatusPending, e.get(t, live.ID).Status)
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", live.ID), "a live job is left alone")
 	require.Empty(t, e.reconcileEvents(t, live.ID))
 
@@ -72,14 +73,14 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	require.Zero(t, st.Rejobbed+st.JobsDiscarded)
 
 	e.start(t)
-	e.waitStatus(t, deleted.ID, outbox.StatusUnknown)
+	e.waitStatus(t, deleted.ID, protocol.StatusUnknown)
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", deleted.ID))
 	require.Empty(t, fake.EffectsFor(deleted.ID), "the new job sent an op that may have been sent, to a target that does not deduplicate")
 	require.Eventually(t, func() bool {
 		e.sweep(t)
-		return e.get(t, deleted.ID).Status != outbox.StatusUnknown
+		return e.get(t, deleted.ID).Status != protocol.StatusUnknown
 	}, 20*time.Second, 200*time.Millisecond, "the reconciler never resent the op")
-	e.waitStatus(t, deleted.ID, outbox.StatusSucceeded)
-	e.waitStatus(t, live.ID, outbox.StatusSucceeded)
+	e.waitStatus(t, deleted.ID, protocol.StatusSucceeded)
+	e.waitStatus(t, live.ID, protocol.StatusSucceeded)
 	require.Len(t, fake.EffectsFor(deleted.ID), 1, "dispatched once")
 }

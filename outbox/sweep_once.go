@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // The decisions a sweep takes, as recorded in op events (detail "decision") and passed
@@ -110,7 +111,7 @@ type candidate struct {
 	id, key, tool, vendor, vendorRef, token string
 	tenantID                                int64
 	args                                    json.RawMessage
-	status                                  Status
+	status                                  protocol.Status
 	attempts, generation                    int
 	staleKey                                bool
 	createdAt                               time.Time
@@ -133,7 +134,7 @@ func scanCandidate(row pgx.Row) (*candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.status = Status(status)
+	c.status = protocol.Status(status)
 	return c, nil
 }
 
@@ -272,7 +273,7 @@ func (sw *sweeper) unstick(ctx context.Context, st *SweepStats) error {
 	}
 	ops := sw.ob.ops
 	for _, s := range found {
-		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: s.id, From: StatusDispatching, To: StatusUnknown,
+		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: s.id, From: protocol.StatusDispatching, To: protocol.StatusUnknown,
 			By: opstate.Reconciler, Kind: sweepEventKind, DispatchStartedAt: s.started,
 			Detail: map[string]any{
 				"decision":            SweepStuck,
@@ -307,7 +308,7 @@ type jobless struct {
 // deleted (or completed while the op went back to pending) is replaced; a job River
 // discarded (out of attempts) or someone cancelled would only fail again, or was stopped
 // on purpose: a person decides.
-func decideJobless(j jobless) (to Status, decision string, detail map[string]any) {
+func decideJobless(j jobless) (to protocol.Status, decision string, detail map[string]any) {
 	switch j.jobState {
 	case "discarded", "cancelled":
 		reason := fmt.Sprintf("its dispatch job was %s after %d attempts", j.jobState, j.attempts)
@@ -317,7 +318,7 @@ func decideJobless(j jobless) (to Status, decision string, detail map[string]any
 		if j.unheard {
 			reason += "; a run may have called the vendor without its answer being recorded (a release resends only inside the vendor's key window)"
 		}
-		return StatusNeedsReview, SweepJobDiscarded, map[string]any{"decision": SweepJobDiscarded,
+		return protocol.StatusNeedsReview, SweepJobDiscarded, map[string]any{"decision": SweepJobDiscarded,
 			"job_state": j.jobState, "reason": reason}
 	}
 	reason := "its dispatch job was deleted"
@@ -327,7 +328,7 @@ func decideJobless(j jobless) (to Status, decision string, detail map[string]any
 	if j.unheard {
 		reason += "; it may have called the vendor without its answer being recorded, so the new job resends only inside the vendor's key window"
 	}
-	return StatusPending, SweepRejob, map[string]any{"decision": SweepRejob, "job_state": j.jobState, "reason": reason}
+	return protocol.StatusPending, SweepRejob, map[string]any{"decision": SweepRejob, "job_state": j.jobState, "reason": reason}
 }
 
 // rejob finds pending ops without a live dispatch job, unchanged for StuckMargin, and
@@ -350,10 +351,10 @@ func (sw *sweeper) rejob(ctx context.Context, st *SweepStats) error {
 	for _, j := range found {
 		to, decision, detail := decideJobless(j)
 		msg := "pending op without a dispatch job given a new one"
-		if to == StatusNeedsReview {
+		if to == protocol.StatusNeedsReview {
 			msg = "pending op whose dispatch job was discarded or cancelled; it needs review"
 		}
-		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: j.id, From: StatusPending, To: to, By: opstate.Reconciler,
+		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: j.id, From: protocol.StatusPending, To: to, By: opstate.Reconciler,
 			Kind: sweepEventKind, Detail: detail, Message: msg, Level: slog.LevelWarn, Unheard: j.unheard,
 			Attrs: []any{slog.String("decision", decision), slog.String("job_state", j.jobState)}})
 		if err != nil {
@@ -363,7 +364,7 @@ func (sw *sweeper) rejob(ctx context.Context, st *SweepStats) error {
 			continue
 		}
 		sw.cfg.Observer.Decision(j.vendor, decision)
-		if to == StatusNeedsReview {
+		if to == protocol.StatusNeedsReview {
 			st.JobsDiscarded++
 			st.NeedsReview++
 		} else {
@@ -382,7 +383,7 @@ func (sw *sweeper) check(ctx context.Context, id string, st *SweepStats) error {
 	if err != nil {
 		return fmt.Errorf("read op: %w", err)
 	}
-	if c.status != StatusUnknown {
+	if c.status != protocol.StatusUnknown {
 		st.Skipped++
 		return nil
 	}
@@ -447,7 +448,7 @@ func (sw *sweeper) record(ctx context.Context, c *candidate, d sweepDecision) (*
 		if err != nil {
 			return fmt.Errorf("lock op: %w", err)
 		}
-		if cur.status != StatusUnknown || cur.token != c.token {
+		if cur.status != protocol.StatusUnknown || cur.token != c.token {
 			return nil // a worker or a person recorded an outcome meanwhile
 		}
 		applied, err = sw.ob.ops.Apply(ctx, tx, d.change)

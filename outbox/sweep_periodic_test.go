@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
@@ -27,10 +28,10 @@ func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 	e := &sweepEnv{pool: pool, ob: ob}
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&e.tenant))
-	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 
 	e.start(t)
-	e.waitStatus(t, op.ID, outbox.StatusSucceeded)
+	e.waitStatus(t, op.ID, protocol.StatusSucceeded)
 	require.Positive(t, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.reconcile_sweep' AND queue = $1", outbox.MaintenanceQueue))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
@@ -43,7 +44,7 @@ func newRedactingEnv(t *testing.T, v outbox.Vendor, r *nestingRedactor, sealKey 
 	pool := dbtest.Schema(t)
 	builtin := tools.Builtin(tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}})
 	for i := range builtin {
-		if builtin[i].Name == tools.WebhookPost {
+		if builtin[i].Name == protocol.ToolWebhookPost {
 			builtin[i].Redact = r.redact
 		}
 	}
@@ -92,7 +93,7 @@ func TestSweepAdoptDropsSealedArgs(t *testing.T) {
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, sealKey())
-	op := e.seedUnknown(t, "sealed-adopt", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "sealed-adopt", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	args, sealed := e.storedArgs(t, op.ID)
 	require.True(t, sealed, "the full args are sealed at enqueue")
 	require.JSONEq(t, redactedOnce(1), args)
@@ -101,7 +102,7 @@ func TestSweepAdoptDropsSealedArgs(t *testing.T) {
 	postEffect(t, srv.URL, op.ID)
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Succeeded)
-	require.Equal(t, outbox.StatusSucceeded, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusSucceeded, e.get(t, op.ID).Status)
 
 	args, sealed = e.storedArgs(t, op.ID)
 	require.False(t, sealed, "a terminal op keeps no sealed args")
@@ -116,7 +117,7 @@ func TestSweepAdoptRedactsUnsealedArgs(t *testing.T) {
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, nil)
-	op := e.seedUnknown(t, "clear-adopt", tools.WebhookPost, hookArgs(2), time.Minute, false)
+	op := e.seedUnknown(t, "clear-adopt", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
 	args, sealed := e.storedArgs(t, op.ID)
 	require.False(t, sealed)
 	require.JSONEq(t, `{"target":"hooks","path":"/orders","body":{"n":2}}`, args)
@@ -137,17 +138,17 @@ func TestManualResolutionDropsSealedArgs(t *testing.T) {
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, sealKey())
 	ctx := context.Background()
-	ok := e.seedUnknown(t, "sealed-ok", tools.WebhookPost, hookArgs(3), time.Minute, false)
-	bad := e.seedUnknown(t, "sealed-bad", tools.WebhookPost, hookArgs(4), time.Minute, false)
+	ok := e.seedUnknown(t, "sealed-ok", protocol.ToolWebhookPost, hookArgs(3), time.Minute, false)
+	bad := e.seedUnknown(t, "sealed-bad", protocol.ToolWebhookPost, hookArgs(4), time.Minute, false)
 	require.Equal(t, 2, e.sweep(t).NeedsReview) // lookups unavailable
 	require.EqualValues(t, 2, r.calls.Load())
 
 	got, err := e.ob.ResolveSucceeded(ctx, e.tenant, "sealed-ok", "req_1", "seen in the logs", "ada")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	got, err = e.ob.ResolveFailed(ctx, e.tenant, "sealed-bad", "never arrived", "ada")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusFailed, got.Status)
+	require.Equal(t, protocol.StatusFailed, got.Status)
 
 	for n, id := range map[int]string{3: ok.ID, 4: bad.ID} {
 		args, sealed := e.storedArgs(t, id)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 )
@@ -39,22 +39,22 @@ func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 	e.start(t)
 
 	fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
-	op := e.enqueue(t, "mail-1", tools.Mail, mailArgs())
-	e.waitStatus(t, op.ID, outbox.StatusUnknown)
+	op := e.enqueue(t, "mail-1", protocol.ToolMail, mailArgs())
+	e.waitStatus(t, op.ID, protocol.StatusUnknown)
 
 	// Within the lag the activity API shows nothing yet, and nothing is trusted.
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Waiting)
-	require.Equal(t, outbox.StatusUnknown, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
 
 	var got *outbox.Op
 	require.Eventually(t, func() bool {
 		_, err := e.ob.SweepOnce(context.Background())
 		require.NoError(t, err)
 		got = e.get(t, op.ID)
-		return got.Status != outbox.StatusUnknown
+		return got.Status != protocol.StatusUnknown
 	}, 10*time.Second, 100*time.Millisecond)
-	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	msgs := fake.ByCustomArg(outbox.TagKey, op.ID)
 	require.Len(t, msgs, 1)
 	require.Equal(t, 1, fake.SendCount(), "one email, never resent")
@@ -68,14 +68,14 @@ func TestSendGridReallyLostMessageIsResentOnce(t *testing.T) {
 	fake, v := sendgridFake(t, 0, 300*time.Millisecond)
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	// The send never reached SendGrid, but the worker could not know.
-	op := e.seedUnknown(t, "mail-lost", tools.Mail, mailArgs(), 2*time.Second, false)
+	op := e.seedUnknown(t, "mail-lost", protocol.ToolMail, mailArgs(), 2*time.Second, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Resent)
 	require.Equal(t, 0, fake.SendCount())
 
 	e.start(t)
-	e.waitStatus(t, op.ID, outbox.StatusSucceeded)
+	e.waitStatus(t, op.ID, protocol.StatusSucceeded)
 	require.Equal(t, 1, fake.SendCount())
 	require.Len(t, fake.ByCustomArg(outbox.TagKey, op.ID), 1)
 	// Another sweep finds nothing to do.
@@ -87,10 +87,10 @@ func TestSendGridWithoutActivityAddOnNeedsReview(t *testing.T) {
 	fake, v := sendgridFake(t, 0, time.Second)
 	fake.SetActivityForbidden(true)
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "mail-403", tools.Mail, mailArgs(), time.Minute, false)
+	op := e.seedUnknown(t, "mail-403", protocol.ToolMail, mailArgs(), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
-	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 	evs := e.reconcileEvents(t, op.ID)
 	require.Equal(t, outbox.SweepLookupUnavailable, evs[0]["decision"])
 	require.NotContains(t, evs[0]["error"], "SG.reconcile-test", "no secret in an event")

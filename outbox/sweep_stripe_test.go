@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
@@ -36,14 +36,14 @@ func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 	// The op's key was first sent a day ago (its earlier attempts were refused before
 	// Stripe ran them), so Stripe no longer deduplicates it and the worker may not
 	// resend after a lost answer.
-	op := e.enqueue(t, "pay-1", tools.PaymentIntent, piArgs(1200))
+	op := e.enqueue(t, "pay-1", protocol.ToolPaymentIntent, piArgs(1200))
 	_, err := e.pool.Exec(context.Background(),
 		"UPDATE oncebox_op SET key_first_sent_at = now() - interval '25 hours' WHERE id = $1", op.ID)
 	require.NoError(t, err)
 	// The PaymentIntent is created, then the connection drops: the worker cannot know.
 	fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropAfterCreate, Path: "/v1/payment_intents"})
 	e.start(t)
-	e.waitStatus(t, op.ID, outbox.StatusUnknown)
+	e.waitStatus(t, op.ID, protocol.StatusUnknown)
 	require.Equal(t, 1, fake.CreatedCount())
 	// A day later Stripe has forgotten the key: a resend would charge twice.
 	fake.ExpireIdempotencyKeys()
@@ -53,7 +53,7 @@ func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 	pis, _ := fake.ByTag(outbox.TagKey, op.ID)
 	require.Len(t, pis, 1)
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	require.Equal(t, pis[0].ID, got.VendorRef)
 	require.Contains(t, string(got.Result), pis[0].ID)
 	require.Equal(t, 1, fake.CreatedCount(), "reconciliation must create nothing")
@@ -64,13 +64,13 @@ func TestStripeTwoTaggedPaymentIntentsNeedReview(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "pay-dup", tools.PaymentIntent, piArgs(500), time.Minute, false)
+	op := e.seedUnknown(t, "pay-dup", protocol.ToolPaymentIntent, piArgs(500), time.Minute, false)
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{outbox.TagKey: op.ID}})
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{outbox.TagKey: op.ID}})
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Duplicates)
-	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 	require.Equal(t, 1, e.obs.count(e.obs.duplicates, "stripe"))
 	evs := e.reconcileEvents(t, op.ID)
 	require.Equal(t, outbox.SweepDuplicate, evs[0]["decision"])
@@ -82,14 +82,14 @@ func TestStripeDeclinedPaymentIntentIsAFailure(t *testing.T) {
 	fake, v := stripeFake(t)
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	args := map[string]any{"amount": 700, "currency": "usd", "confirm": true, "payment_method": "pm_card_chargeDeclined"}
-	op := e.seedUnknown(t, "pay-declined", tools.PaymentIntent, args, time.Minute, false)
+	op := e.seedUnknown(t, "pay-declined", protocol.ToolPaymentIntent, args, time.Minute, false)
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 700, Status: "requires_payment_method",
 		PaymentMethod: "pm_card_chargeDeclined", Metadata: map[string]string{outbox.TagKey: op.ID}})
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Failed)
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusFailed, got.Status)
+	require.Equal(t, protocol.StatusFailed, got.Status)
 	require.Contains(t, string(got.Error), "requires_payment_method")
 	require.Equal(t, outbox.SweepRefused, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
@@ -99,14 +99,14 @@ func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	fake, v := stripeFake(t)
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
 	// The vendor answered the key with a replayed stored 500 and holds nothing.
-	op := e.seedUnknown(t, "pay-stale", tools.PaymentIntent, piArgs(900), time.Minute, true)
+	op := e.seedUnknown(t, "pay-stale", protocol.ToolPaymentIntent, piArgs(900), time.Minute, true)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Resent)
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Equal(t, 1, got.Generation)
-	newKey := outbox.VendorKey(e.tenant, "pay-stale", tools.PaymentIntent, 1)
+	newKey := outbox.VendorKey(e.tenant, "pay-stale", protocol.ToolPaymentIntent, 1)
 	require.Equal(t, newKey, got.VendorKey)
 	require.NotEqual(t, op.VendorKey, got.VendorKey)
 	require.Equal(t, 0, e.count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND (stale_key OR key_first_sent_at IS NOT NULL)", op.ID))
@@ -115,7 +115,7 @@ func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	require.EqualValues(t, 1, evs[0]["generation"])
 
 	e.start(t)
-	done := e.waitStatus(t, op.ID, outbox.StatusSucceeded)
+	done := e.waitStatus(t, op.ID, protocol.StatusSucceeded)
 	require.Equal(t, 1, fake.CreatedCount())
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND vendor_key = $2", op.ID, newKey))
 	pis, _ := fake.ByTag(outbox.TagKey, op.ID)

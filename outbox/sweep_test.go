@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -37,7 +38,7 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	t.Parallel()
 	fake, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "k1", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k1", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	effect := fake.EffectsFor(op.ID)[0]
 
@@ -46,7 +47,7 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	require.Equal(t, 1, st.Succeeded)
 
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	require.Equal(t, effect.ID, got.VendorRef)
 	require.JSONEq(t, `{"status":200,"body":{"id":"`+effect.ID+`","ok":true}}`, string(got.Result), "the shape of a dispatched op's result")
 	require.Equal(t, 1, fake.EffectCount(), "the sweep must not act at the vendor")
@@ -67,14 +68,14 @@ func TestSweepDuplicateNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "dup", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "dup", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	postEffect(t, srv.URL, op.ID)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Duplicates)
 	require.Equal(t, 1, st.NeedsReview)
-	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 	require.Equal(t, 1, e.obs.count(e.obs.duplicates, "webhook"))
 
 	evs := e.reconcileEvents(t, op.ID)
@@ -97,11 +98,11 @@ func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "") // no LookupPath
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.NeedsReview)
-	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 	evs := e.reconcileEvents(t, op.ID)
 	require.Equal(t, outbox.SweepLookupUnavailable, evs[0]["decision"])
 	require.Contains(t, evs[0]["error"], "cannot be asked")
@@ -111,19 +112,19 @@ func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
 	t.Parallel()
 	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "lost", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "lost", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Resent)
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Equal(t, op.VendorKey, got.VendorKey)
 	require.Equal(t, 0, got.Generation)
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", op.ID))
 	require.Equal(t, outbox.SweepResend, e.reconcileEvents(t, op.ID)[0]["decision"])
 
 	e.start(t)
-	done := e.waitStatus(t, op.ID, outbox.StatusSucceeded)
+	done := e.waitStatus(t, op.ID, protocol.StatusSucceeded)
 	effects := fake.EffectsFor(op.ID)
 	require.Len(t, effects, 1)
 	require.Equal(t, op.VendorKey, effects[0].Key)
@@ -137,11 +138,11 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 		LookupPath: "/_lookup", LookupLag: time.Hour})
 	require.NoError(t, err)
 	e := newSweepEnv(t, []outbox.Vendor{&stubLookup{Vendor: lagged}}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Second, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Second, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Waiting)
-	require.Equal(t, outbox.StatusUnknown, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
 	var next time.Time
 	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, time.Now().Add(time.Hour-time.Second), next, 5*time.Second)
@@ -160,7 +161,7 @@ func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
 		LookupPath: "/_lookup"})
 	require.NoError(t, err)
 	e := newSweepEnv(t, []outbox.Vendor{&stubLookup{Vendor: v}}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Second, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Second, false)
 	ctx := context.Background()
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_attempt SET attempt = 2 WHERE op_id = $1`, op.ID)
 	require.NoError(t, err)
@@ -197,11 +198,11 @@ func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{RetryLookupAfter: 2 * time.Minute})
 	args := hookArgs(1)
 	args["target"] = "deadhooks" // nothing listens there
-	op := e.seedUnknown(t, "k", tools.WebhookPost, args, time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, args, time.Minute, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.LookupErrors)
-	require.Equal(t, outbox.StatusUnknown, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
 	var next time.Time
 	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, time.Now().Add(2*time.Minute), next, 5*time.Second)
@@ -216,7 +217,7 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
 	e := newSweepEnv(t, []outbox.Vendor{stub}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	stub.lookup = func(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
 		// A slow predecessor records its answer while the vendor is being asked.
 		_, err := e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'req_late', attempt_token = NULL WHERE id = $1`, p.OpID)
@@ -228,7 +229,7 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 	require.Equal(t, 1, st.Skipped)
 	require.Equal(t, 0, st.Resent)
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	require.Equal(t, "req_late", got.VendorRef)
 	require.Empty(t, e.reconcileEvents(t, op.ID))
 	require.Equal(t, 0, e.count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
@@ -238,10 +239,10 @@ func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{ResendOnNone: map[string]bool{"webhook": false}})
-	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
-	require.Equal(t, outbox.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 	require.Equal(t, outbox.SweepNoneReview, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
 
@@ -252,9 +253,9 @@ func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 	ctx := context.Background()
 
 	// stuck: dispatching for a minute (job timeout 5s), its job gone.
-	stuck := e.enqueue(t, "stuck", tools.WebhookPost, hookArgs(1))
+	stuck := e.enqueue(t, "stuck", protocol.ToolWebhookPost, hookArgs(1))
 	// running: dispatching as long, but its job is still running.
-	running := e.enqueue(t, "running", tools.WebhookPost, hookArgs(2))
+	running := e.enqueue(t, "running", protocol.ToolWebhookPost, hookArgs(2))
 	_, err := e.pool.Exec(ctx, "DELETE FROM river_job WHERE args->>'op_id' = $1", stuck.ID)
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
@@ -268,8 +269,8 @@ func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Stuck)
 	require.Equal(t, 1, st.Succeeded)
-	require.Equal(t, outbox.StatusSucceeded, e.get(t, stuck.ID).Status)
-	require.Equal(t, outbox.StatusDispatching, e.get(t, running.ID).Status)
+	require.Equal(t, protocol.StatusSucceeded, e.get(t, stuck.ID).Status)
+	require.Equal(t, protocol.StatusDispatching, e.get(t, running.ID).Status)
 
 	evs := e.reconcileEvents(t, stuck.ID)
 	require.Len(t, evs, 2)
@@ -300,7 +301,7 @@ func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 	var buf testlog.Buffer
 	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
 	e := newSweepEnvFrom(t, []outbox.Vendor{v}, outbox.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
-	op := e.seedUnknown(t, "logged", tools.WebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "logged", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	_, err := e.pool.Exec(context.Background(), "UPDATE oncebox_op SET conversation_id = 'conv-9', tool_call_id = 'call-3' WHERE id = $1", op.ID)
 	require.NoError(t, err)
 
@@ -331,8 +332,8 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
 	e := newSweepEnv(t, []outbox.Vendor{stub}, outbox.SweepConfig{})
-	op := e.seedUnknown(t, "k", tools.WebhookPost, hookArgs(1), time.Minute, false)
-	other := e.seedUnknown(t, "other", tools.WebhookPost, hookArgs(2), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	other := e.seedUnknown(t, "other", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
 	stub.lookup = func(_ context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
 		if p.OpID != op.ID {
 			return &outbox.LookupResult{}, nil
@@ -348,7 +349,7 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	require.Equal(t, 0, st.Duplicates, "objects of other ops are not this op's duplicates")
 	require.Equal(t, 2, st.Resent, "neither op has an object of its own: both are resent")
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusPending, got.Status)
+	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Empty(t, got.VendorRef)
 	require.Nil(t, got.Result)
 	evs := e.reconcileEvents(t, op.ID)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -58,7 +59,7 @@ func TestTakeoverOfAGoneProcessAtOnce(t *testing.T) {
 	var op *outbox.Op
 	require.Eventually(t, func() bool {
 		op, err = ob.Get(ctx, tenant, "k1")
-		return err == nil && op.Status == outbox.StatusSucceeded
+		return err == nil && op.Status == protocol.StatusSucceeded
 	}, 10*time.Second, 50*time.Millisecond, "op: %+v", op)
 	t.Logf("settled %s after the takeover started", time.Since(start))
 	require.Equal(t, 1, fake.EffectCount(), "one effect at the receiver")
@@ -114,7 +115,7 @@ func TestDispatchingAttemptOfAGoneProcessIsOver(t *testing.T) {
 	var op *outbox.Op
 	require.Eventually(t, func() bool {
 		op, err = ob.Get(ctx, tenant, "k1")
-		return err == nil && op.Status == outbox.StatusSucceeded
+		return err == nil && op.Status == protocol.StatusSucceeded
 	}, 10*time.Second, 50*time.Millisecond, "op: %+v", op)
 	require.Equal(t, 1, fake.EffectCount())
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND outcome = 'lost'", res.Op.ID))
@@ -152,7 +153,7 @@ func TestWokenWorkerAfterTakeoverIsFenced(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	op, err := ob.Get(ctx, tenant, "k1")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPending, op.Status, "the woken worker recorded its answer after the takeover")
+	require.Equal(t, protocol.StatusPending, op.Status, "the woken worker recorded its answer after the takeover")
 	require.Equal(t, 0, op.Attempts)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'available'", res.Op.ID))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // TestApprovalContinuesTheOpsTrace: an approval asked for in a trace of its own (the
@@ -36,7 +37,7 @@ func TestApprovalContinuesTheOpsTrace(t *testing.T) {
 	p := outbox.EnqueueParams{TenantID: tenant, Key: "pay-1", Tool: "test.money", Args: json.RawMessage(`{"amount": 5}`)}
 	res, err := ob.Enqueue(trace.ContextWithRemoteSpanContext(ctx, agent), p)
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status)
 	require.Equal(t, agent.TraceID().String(), res.Op.TraceID())
 
 	_, err = ob.Enqueue(ctx, p)

@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"time"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // answer is what a dispatch learned, and what the op's claim knew before it: all that
@@ -41,7 +43,7 @@ type verdict struct {
 // is counted. It does no I/O.
 func judge(a answer) verdict {
 	if a.err == nil {
-		return verdict{observed: "succeeded", record: recordParams{status: StatusSucceeded, result: a.res.Result,
+		return verdict{observed: "succeeded", record: recordParams{status: protocol.StatusSucceeded, result: a.res.Result,
 			vendorRef: a.res.VendorRef, outcome: "succeeded"}}
 	}
 	de := Classify(a.err)
@@ -63,7 +65,7 @@ func judge(a answer) verdict {
 		// Out of attempts with a request that may have been carried out: the
 		// reconciler asks the vendor; a person is asked only if it cannot tell.
 		v.observed = OutcomeUnknown.String()
-		v.record = recordParams{status: StatusUnknown, errJSON: errJSON, outcome: "unknown",
+		v.record = recordParams{status: protocol.StatusUnknown, errJSON: errJSON, outcome: "unknown",
 			errText: "attempts exhausted after a request that may have been carried out: " + de.Error()}
 		return v
 	}
@@ -71,19 +73,19 @@ func judge(a answer) verdict {
 	case OutcomePermanent:
 		if de.Bug {
 			v.bug = true
-			v.record = recordParams{status: StatusNeedsReview, errJSON: errJSON, outcome: "permanent", errText: de.Error()}
+			v.record = recordParams{status: protocol.StatusNeedsReview, errJSON: errJSON, outcome: "permanent", errText: de.Error()}
 			return v
 		}
-		v.record = recordParams{status: StatusFailed, errJSON: errJSON, outcome: "permanent", errText: de.Error()}
+		v.record = recordParams{status: protocol.StatusFailed, errJSON: errJSON, outcome: "permanent", errText: de.Error()}
 	case OutcomeRetryable:
 		if a.exhausted {
 			// Every request failed before the vendor acted (one that may have acted went
 			// to the reconciler above).
-			v.record = recordParams{status: StatusNeedsReview, errJSON: withNothingSent(errJSON), outcome: "retryable",
+			v.record = recordParams{status: protocol.StatusNeedsReview, errJSON: withNothingSent(errJSON), outcome: "retryable",
 				errText: "attempts exhausted: " + de.Error()}
 			return v
 		}
-		v.record = recordParams{status: StatusPending, errJSON: errJSON, outcome: "retryable", errText: de.Error(), keepJob: true}
+		v.record = recordParams{status: protocol.StatusPending, errJSON: errJSON, outcome: "retryable", errText: de.Error(), keepJob: true}
 		if unanswered {
 			v.record.outcome = "unanswered"
 		}
@@ -93,7 +95,7 @@ func judge(a answer) verdict {
 		}
 		v.retryAfter = de.RetryAfter
 	default:
-		v.record = recordParams{status: StatusUnknown, errJSON: errJSON, outcome: "unknown", errText: de.Error(),
+		v.record = recordParams{status: protocol.StatusUnknown, errJSON: errJSON, outcome: "unknown", errText: de.Error(),
 			staleKey: de.Replayed}
 	}
 	return v

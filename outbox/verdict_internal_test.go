@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // TestJudge tables the mapping of a dispatch's answer to the op's next status, without
@@ -19,7 +21,7 @@ func TestJudge(t *testing.T) {
 		return &DispatchError{Outcome: OutcomeUnknown, Code: "timeout", Unanswered: true, Message: "no answer"}
 	}
 	type want struct {
-		status       Status
+		status       protocol.Status
 		outcome      string
 		observed     string
 		keepJob      bool
@@ -34,40 +36,40 @@ func TestJudge(t *testing.T) {
 		want want
 	}{
 		{"yes", answer{res: &DispatchResult{VendorRef: "pi_1", Result: json.RawMessage(`{}`)}},
-			want{status: StatusSucceeded, outcome: "succeeded", observed: "succeeded"}},
+			want{status: protocol.StatusSucceeded, outcome: "succeeded", observed: "succeeded"}},
 		{"refused", answer{err: &DispatchError{Outcome: OutcomePermanent, Code: "card_declined"}},
-			want{status: StatusFailed, outcome: "permanent", observed: "permanent"}},
+			want{status: protocol.StatusFailed, outcome: "permanent", observed: "permanent"}},
 		{"oncebox bug", answer{err: &DispatchError{Outcome: OutcomePermanent, Code: "idempotency_error", Bug: true}},
-			want{status: StatusNeedsReview, outcome: "permanent", observed: "permanent", bug: true}},
+			want{status: protocol.StatusNeedsReview, outcome: "permanent", observed: "permanent", bug: true}},
 		{"retryable", answer{err: &DispatchError{Outcome: OutcomeRetryable, Code: "rate_limited"}},
-			want{status: StatusPending, outcome: "retryable", observed: "retryable", keepJob: true}},
+			want{status: protocol.StatusPending, outcome: "retryable", observed: "retryable", keepJob: true}},
 		{"retryable with Retry-After", answer{err: &DispatchError{Outcome: OutcomeRetryable, RetryAfter: 7 * time.Second}},
-			want{status: StatusPending, outcome: "retryable", observed: "retryable", keepJob: true, retryAfter: 7 * time.Second}},
+			want{status: protocol.StatusPending, outcome: "retryable", observed: "retryable", keepJob: true, retryAfter: 7 * time.Second}},
 		{"retryable after a request that may have been carried out", answer{err: &DispatchError{Outcome: OutcomeRetryable},
 			claimResendBefore: &earlier, windowEnd: end, windowOpen: true},
-			want{status: StatusPending, outcome: "retryable", observed: "retryable", keepJob: true, resendBefore: &end}},
+			want{status: protocol.StatusPending, outcome: "retryable", observed: "retryable", keepJob: true, resendBefore: &end}},
 		{"retryable, attempts exhausted", answer{err: &DispatchError{Outcome: OutcomeRetryable}, exhausted: true},
-			want{status: StatusNeedsReview, outcome: "retryable", observed: "retryable"}},
+			want{status: protocol.StatusNeedsReview, outcome: "retryable", observed: "retryable"}},
 		{"retryable, exhausted, maybe carried out", answer{err: &DispatchError{Outcome: OutcomeRetryable},
 			claimResendBefore: &earlier, exhausted: true},
-			want{status: StatusUnknown, outcome: "unknown", observed: "unknown"}},
+			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
 		{"unanswered inside the key window", answer{err: unanswered(), windowEnd: end, windowOpen: true},
-			want{status: StatusPending, outcome: "unanswered", observed: "retryable", keepJob: true, resendBefore: &end}},
+			want{status: protocol.StatusPending, outcome: "unanswered", observed: "retryable", keepJob: true, resendBefore: &end}},
 		{"unanswered outside the key window", answer{err: unanswered(), windowEnd: end},
-			want{status: StatusUnknown, outcome: "unknown", observed: "unknown"}},
+			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
 		{"unanswered inside the window, exhausted", answer{err: unanswered(), windowEnd: end, windowOpen: true, exhausted: true},
-			want{status: StatusUnknown, outcome: "unknown", observed: "unknown"}},
+			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
 		{"unknown, stored failure replayed", answer{err: &DispatchError{Outcome: OutcomeUnknown, Replayed: true}},
-			want{status: StatusUnknown, outcome: "unknown", observed: "unknown", staleKey: true}},
+			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown", staleKey: true}},
 		{"unclassified error", answer{err: errors.New("boom")},
-			want{status: StatusUnknown, outcome: "unknown", observed: "unknown"}},
+			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := judge(tc.in)
 			got := want{status: v.record.status, outcome: v.record.outcome, observed: v.observed, keepJob: v.record.keepJob,
 				resendBefore: v.record.resendBefore, staleKey: v.record.staleKey, bug: v.bug, retryAfter: v.retryAfter}
 			require.Equal(t, tc.want, got)
-			if tc.want.status == StatusSucceeded {
+			if tc.want.status == protocol.StatusSucceeded {
 				require.Equal(t, "pi_1", v.record.vendorRef)
 				return
 			}

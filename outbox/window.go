@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // KeyInWindow returns the idempotency key that calls identified by call share while a
@@ -20,7 +22,7 @@ func (ob *Outbox) KeyInWindow(ctx context.Context, tenantID int64, call, fresh s
 	if tenantID == 0 || call == "" || window <= 0 {
 		return "", errors.New("outbox: KeyInWindow needs a tenant, a call and a positive window")
 	}
-	if _, err := NormalizeKey(fresh); err != nil {
+	if _, err := protocol.NormalizeKey(fresh); err != nil {
 		return "", err
 	}
 	var key string

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // DispatchArgs is the River job that dispatches one op.
@@ -182,7 +183,7 @@ func (ob *Outbox) withhold(vendor Vendor, c *claim) *recordParams {
 			// vendor (as configured now) no longer deduplicates it: do not send.
 			msg := "not resent: an earlier request under this vendor key may have been carried out and the vendor no longer deduplicates the key; the reconciler decides"
 			errJSON, _ := json.Marshal(map[string]string{"class": "unknown", "code": "resend_window_passed", "message": msg})
-			return &recordParams{status: StatusUnknown, errJSON: errJSON, outcome: "not_sent", errText: msg}
+			return &recordParams{status: protocol.StatusUnknown, errJSON: errJSON, outcome: "not_sent", errText: msg}
 		}
 	}
 	if c.sealedArgs != nil {
@@ -196,7 +197,7 @@ func (ob *Outbox) withhold(vendor Vendor, c *claim) *recordParams {
 			if c.resendBefore == nil {
 				errJSON = withNothingSent(errJSON)
 			}
-			return &recordParams{status: StatusNeedsReview, errJSON: errJSON, outcome: "not_sent", errText: err.Error()}
+			return &recordParams{status: protocol.StatusNeedsReview, errJSON: errJSON, outcome: "not_sent", errText: err.Error()}
 		}
 		op.Args = full
 		c.sealed = true
@@ -402,7 +403,7 @@ const takeoverMargin = time.Second
 // toReconciler hands an op the claiming job may not send to the reconciler: unknown,
 // with an event saying why, and the job completed, all in tx.
 func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], op *Op, kind string, detail map[string]any) (*opstate.Applied, error) {
-	a, err := ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: op.Status, To: StatusUnknown, By: opstate.Worker,
+	a, err := ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: op.Status, To: protocol.StatusUnknown, By: opstate.Worker,
 		Kind: kind, Detail: detail})
 	if err != nil {
 		return nil, err
@@ -445,7 +446,7 @@ func (ob *Outbox) opLogger(op *Op) *slog.Logger {
 }
 
 type recordParams struct {
-	status    Status
+	status    protocol.Status
 	result    json.RawMessage
 	errJSON   json.RawMessage
 	vendorRef string
@@ -493,7 +494,7 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 		}
 	}
 	var nextCheck *time.Time
-	if p.status == StatusUnknown {
+	if p.status == protocol.StatusUnknown {
 		t := time.Now()
 		nextCheck = &t
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -395,9 +395,9 @@ func (c *Config) validate() error {
 // validateToolTTL checks --tool-ttl: known tools, positive durations.
 func (c *Config) validateToolTTL() error {
 	for name, d := range c.ToolTTL {
-		if !slices.Contains([]string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost}, name) {
+		if !slices.Contains([]string{protocol.ToolPaymentIntent, protocol.ToolRefund, protocol.ToolMail, protocol.ToolWebhookPost}, name) {
 			return fmt.Errorf("--tool-ttl: unknown tool %q (the tools are %s, %s, %s and %s)", name,
-				tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost)
+				protocol.ToolPaymentIntent, protocol.ToolRefund, protocol.ToolMail, protocol.ToolWebhookPost)
 		}
 		if d <= 0 {
 			return fmt.Errorf("--tool-ttl: %s must be positive", name)
@@ -410,9 +410,9 @@ func (c *Config) validateToolTTL() error {
 // and the tool's TTL.
 func (c *Config) validateDedupeWindows() error {
 	for name, d := range c.MCPDedupeWindows {
-		if !slices.Contains([]string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost}, name) {
+		if !slices.Contains([]string{protocol.ToolPaymentIntent, protocol.ToolRefund, protocol.ToolMail, protocol.ToolWebhookPost}, name) {
 			return fmt.Errorf("--mcp-dedupe-window: unknown tool %q (the tools are %s, %s, %s and %s)", name,
-				tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost)
+				protocol.ToolPaymentIntent, protocol.ToolRefund, protocol.ToolMail, protocol.ToolWebhookPost)
 		}
 		ttl := c.TTL
 		if t, ok := c.ToolTTL[name]; ok {

@@ -34,6 +34,7 @@ import (
 	"github.com/oncebox/oncebox/mcpserver"
 	"github.com/oncebox/oncebox/metrics"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorevents"
@@ -510,7 +511,7 @@ func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool 
 		targets = append(targets, name)
 	}
 	ttl := map[string]time.Duration{}
-	for _, name := range []string{tools.PaymentIntent, tools.Refund, tools.Mail, tools.WebhookPost} {
+	for _, name := range []string{protocol.ToolPaymentIntent, protocol.ToolRefund, protocol.ToolMail, protocol.ToolWebhookPost} {
 		ttl[name] = cfg.TTL
 		if d, ok := cfg.ToolTTL[name]; ok {
 			ttl[name] = d
@@ -519,7 +520,7 @@ func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool 
 	var toolList []outbox.Tool
 	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, TTL: ttl,
 		NoMailRedaction: !cfg.RedactMail, RedactKey: redactKey}) {
-		if t.Name == tools.Refund && s.stripe != nil {
+		if t.Name == protocol.ToolRefund && s.stripe != nil {
 			t.Price = s.stripe.PriceRefund
 		}
 		for _, v := range enabled {
@@ -566,7 +567,7 @@ func requireSealKey(toolList []outbox.Tool, sealKey []byte) error {
 			// Without a key the full arguments would sit in the database in clear until
 			// the op settles: redaction would be a promise not kept.
 			off := "turn mail redaction off with --redact-mail=false"
-			if t.Name != tools.Mail {
+			if t.Name != protocol.ToolMail {
 				off = "remove its redact from the tool catalog"
 			}
 			return fmt.Errorf("%s needs a seal key: set ONCEBOX_SEAL_KEY to the same value on every process, oncebox serve and oncebox mcp "+
@@ -787,8 +788,8 @@ func (cfg Config) DefaultApprovals() governance.ApprovalPolicy {
 	for tool, r := range cfg.ApprovalPolicy {
 		p[tool] = r
 	}
-	if _, ok := p[tools.Refund]; !ok && cfg.RefundApprovalAbove > 0 {
-		p[tools.Refund] = governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{governance.AnyCurrency: cfg.RefundApprovalAbove}}
+	if _, ok := p[protocol.ToolRefund]; !ok && cfg.RefundApprovalAbove > 0 {
+		p[protocol.ToolRefund] = governance.ApprovalRule{Mode: governance.ApprovalAbove, Above: map[string]int64{governance.AnyCurrency: cfg.RefundApprovalAbove}}
 	}
 	return p
 }

@@ -11,18 +11,6 @@ import (
 	"github.com/oncebox/oncebox/protocol"
 )
 
-// Names of the built-in tools (protocol's, repeated here for the server side).
-const (
-	// PaymentIntent creates a Stripe PaymentIntent.
-	PaymentIntent = protocol.ToolPaymentIntent
-	// Refund refunds a Stripe PaymentIntent or Charge.
-	Refund = protocol.ToolRefund
-	// Mail sends one email through SendGrid's v3 mail/send.
-	Mail = protocol.ToolMail
-	// WebhookPost posts a JSON body to an allow-listed webhook target.
-	WebhookPost = protocol.ToolWebhookPost
-)
-
 // Names of the vendors that dispatch the built-in tools (outbox.Tool.Vendor).
 const (
 	// VendorStripe dispatches PaymentIntent and Refund.
@@ -70,11 +58,11 @@ func Builtin(cfg Config) []outbox.Tool {
 	}
 
 	mail := outbox.Tool{
-		Name:     Mail,
+		Name:     protocol.ToolMail,
 		Vendor:   VendorSendGrid,
 		Validate: func(args json.RawMessage) error { _, err := DecodeMail(args); return err },
-		TTL:      ttl(Mail),
-		Identity: Identity(Mail),
+		TTL:      ttl(protocol.ToolMail),
+		Identity: Identity(protocol.ToolMail),
 	}
 	if !cfg.NoMailRedaction {
 		mail.Redact = mailRedactor{key: cfg.RedactKey}.redact
@@ -82,28 +70,28 @@ func Builtin(cfg Config) []outbox.Tool {
 
 	return []outbox.Tool{
 		{
-			Name:     PaymentIntent,
+			Name:     protocol.ToolPaymentIntent,
 			Vendor:   VendorStripe,
 			Validate: func(args json.RawMessage) error { _, err := DecodePaymentIntent(args); return err },
 			Amount:   paymentIntentAmount,
-			TTL:      ttl(PaymentIntent),
-			Identity: Identity(PaymentIntent),
+			TTL:      ttl(protocol.ToolPaymentIntent),
+			Identity: Identity(protocol.ToolPaymentIntent),
 		},
 		{
-			Name:          Refund,
+			Name:          protocol.ToolRefund,
 			Vendor:        VendorStripe,
 			Validate:      func(args json.RawMessage) error { _, err := DecodeRefund(args); return err },
 			NeedsApproval: refundNeedsApproval(cfg.RefundApprovalAbove),
 			Amount:        refundAmount,
-			TTL:           ttl(Refund),
-			Identity:      Identity(Refund),
+			TTL:           ttl(protocol.ToolRefund),
+			Identity:      Identity(protocol.ToolRefund),
 		},
 		mail,
 		{
-			Name:     WebhookPost,
+			Name:     protocol.ToolWebhookPost,
 			Vendor:   VendorWebhook,
 			Validate: func(args json.RawMessage) error { return validateWebhook(args, targets) },
-			TTL:      ttl(WebhookPost),
+			TTL:      ttl(protocol.ToolWebhookPost),
 		},
 	}
 }
@@ -129,11 +117,11 @@ func Builtin(cfg Config) []outbox.Tool {
 //     identity fields.
 func Identity(tool string) []string {
 	switch tool {
-	case PaymentIntent:
+	case protocol.ToolPaymentIntent:
 		return []string{"amount", "currency", "customer", "payment_method"}
-	case Refund:
+	case protocol.ToolRefund:
 		return []string{"payment_intent", "charge", "amount"}
-	case Mail:
+	case protocol.ToolMail:
 		return []string{"from", "to", "subject", "template_id", "dynamic_template_data"}
 	}
 	return nil

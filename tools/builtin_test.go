@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -34,15 +35,15 @@ func TestBuiltin(t *testing.T) {
 		require.Equal(t, outbox.DefaultTTL, tool.TTL, tool.Name)
 	}
 	require.Equal(t, map[string]string{
-		tools.PaymentIntent: tools.VendorStripe,
-		tools.Refund:        tools.VendorStripe,
-		tools.Mail:          tools.VendorSendGrid,
-		tools.WebhookPost:   tools.VendorWebhook,
+		protocol.ToolPaymentIntent: tools.VendorStripe,
+		protocol.ToolRefund:        tools.VendorStripe,
+		protocol.ToolMail:          tools.VendorSendGrid,
+		protocol.ToolWebhookPost:   tools.VendorWebhook,
 	}, vendors)
 
 	reg, err := outbox.NewRegistry(got...)
 	require.NoError(t, err, "the built-in tools must register")
-	require.Equal(t, []string{tools.Mail, tools.PaymentIntent, tools.Refund, tools.WebhookPost}, reg.Names())
+	require.Equal(t, []string{protocol.ToolMail, protocol.ToolPaymentIntent, protocol.ToolRefund, protocol.ToolWebhookPost}, reg.Names())
 }
 
 func TestBuiltinValidate(t *testing.T) {
@@ -53,10 +54,10 @@ func TestBuiltinValidate(t *testing.T) {
 		tool string
 		args string
 	}{
-		{tools.PaymentIntent, `{"amount":1999,"currency":"usd","customer":"cus_1","payment_method":"pm_card_visa","confirm":true}`},
-		{tools.Refund, `{"payment_intent":"pi_1","amount":500,"reason":"requested_by_customer"}`},
-		{tools.Mail, `{"from":{"email":"a@example.com"},"to":[{"email":"b@example.com"}],"subject":"Hi","text":"Hello"}`},
-		{tools.WebhookPost, `{"target":"crm","path":"/orders/42","body":{"status":"shipped"}}`},
+		{protocol.ToolPaymentIntent, `{"amount":1999,"currency":"usd","customer":"cus_1","payment_method":"pm_card_visa","confirm":true}`},
+		{protocol.ToolRefund, `{"payment_intent":"pi_1","amount":500,"reason":"requested_by_customer"}`},
+		{protocol.ToolMail, `{"from":{"email":"a@example.com"},"to":[{"email":"b@example.com"}],"subject":"Hi","text":"Hello"}`},
+		{protocol.ToolWebhookPost, `{"target":"crm","path":"/orders/42","body":{"status":"shipped"}}`},
 	} {
 		t.Run(tc.tool+" valid", func(t *testing.T) {
 			t.Parallel()
@@ -66,32 +67,32 @@ func TestBuiltinValidate(t *testing.T) {
 
 	t.Run("invalid args", func(t *testing.T) {
 		t.Parallel()
-		err := builtinTool(t, cfg, tools.PaymentIntent).Validate(json.RawMessage(`{"amount":10.5,"currency":"usd"}`))
+		err := builtinTool(t, cfg, protocol.ToolPaymentIntent).Validate(json.RawMessage(`{"amount":10.5,"currency":"usd"}`))
 		requireInvalid(t, err, "args.amount", "must be an integer greater than 0")
 	})
 
 	t.Run("unknown webhook target", func(t *testing.T) {
 		t.Parallel()
-		err := builtinTool(t, cfg, tools.WebhookPost).Validate(json.RawMessage(`{"target":"billing","path":"/x"}`))
+		err := builtinTool(t, cfg, protocol.ToolWebhookPost).Validate(json.RawMessage(`{"target":"billing","path":"/x"}`))
 		requireInvalid(t, err, "args.target", "is not an allowed webhook target; allowed: crm, erp")
 	})
 
 	t.Run("no webhook targets configured", func(t *testing.T) {
 		t.Parallel()
-		err := builtinTool(t, tools.Config{}, tools.WebhookPost).Validate(json.RawMessage(`{"target":"crm","path":"/x"}`))
+		err := builtinTool(t, tools.Config{}, protocol.ToolWebhookPost).Validate(json.RawMessage(`{"target":"crm","path":"/x"}`))
 		requireInvalid(t, err, "args.target", "no webhook targets are configured")
 	})
 
 	t.Run("webhook shape checked before target", func(t *testing.T) {
 		t.Parallel()
-		err := builtinTool(t, cfg, tools.WebhookPost).Validate(json.RawMessage(`{"target":"crm","path":"/../x"}`))
+		err := builtinTool(t, cfg, protocol.ToolWebhookPost).Validate(json.RawMessage(`{"target":"crm","path":"/../x"}`))
 		requireInvalid(t, err, "args.path", `".." segments`)
 	})
 
 	t.Run("config slice is copied", func(t *testing.T) {
 		t.Parallel()
 		targets := []string{"crm"}
-		tool := builtinTool(t, tools.Config{WebhookTargets: targets}, tools.WebhookPost)
+		tool := builtinTool(t, tools.Config{WebhookTargets: targets}, protocol.ToolWebhookPost)
 		targets[0] = "evil"
 		require.NoError(t, tool.Validate(json.RawMessage(`{"target":"crm","path":"/x"}`)))
 		requireInvalid(t, tool.Validate(json.RawMessage(`{"target":"evil","path":"/x"}`)), "args.target", "allowed: crm")
@@ -103,7 +104,7 @@ func TestBuiltinRefundApproval(t *testing.T) {
 
 	t.Run("threshold unset: never", func(t *testing.T) {
 		t.Parallel()
-		tool := builtinTool(t, tools.Config{}, tools.Refund)
+		tool := builtinTool(t, tools.Config{}, protocol.ToolRefund)
 		require.True(t, tool.NeedsApproval == nil || !tool.NeedsApproval(json.RawMessage(`{"payment_intent":"pi_1"}`)))
 	})
 
@@ -122,7 +123,7 @@ func TestBuiltinRefundApproval(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tool := builtinTool(t, tools.Config{RefundApprovalAbove: tc.above}, tools.Refund)
+			tool := builtinTool(t, tools.Config{RefundApprovalAbove: tc.above}, protocol.ToolRefund)
 			require.NotNil(t, tool.NeedsApproval)
 			require.Equal(t, tc.want, tool.NeedsApproval(json.RawMessage(tc.args)))
 		})
@@ -131,7 +132,7 @@ func TestBuiltinRefundApproval(t *testing.T) {
 	t.Run("other tools never wait", func(t *testing.T) {
 		t.Parallel()
 		for _, tool := range tools.Builtin(tools.Config{RefundApprovalAbove: 1}) {
-			if tool.Name != tools.Refund {
+			if tool.Name != protocol.ToolRefund {
 				require.Nil(t, tool.NeedsApproval, tool.Name)
 			}
 		}
@@ -141,8 +142,8 @@ func TestBuiltinRefundApproval(t *testing.T) {
 func TestBuiltinTTL(t *testing.T) {
 	t.Parallel()
 
-	cfg := tools.Config{TTL: map[string]time.Duration{tools.Mail: time.Hour, tools.Refund: 0}}
-	require.Equal(t, time.Hour, builtinTool(t, cfg, tools.Mail).TTL)
-	require.Equal(t, outbox.DefaultTTL, builtinTool(t, cfg, tools.Refund).TTL)
-	require.Equal(t, outbox.DefaultTTL, builtinTool(t, cfg, tools.PaymentIntent).TTL)
+	cfg := tools.Config{TTL: map[string]time.Duration{protocol.ToolMail: time.Hour, protocol.ToolRefund: 0}}
+	require.Equal(t, time.Hour, builtinTool(t, cfg, protocol.ToolMail).TTL)
+	require.Equal(t, outbox.DefaultTTL, builtinTool(t, cfg, protocol.ToolRefund).TTL)
+	require.Equal(t, outbox.DefaultTTL, builtinTool(t, cfg, protocol.ToolPaymentIntent).TTL)
 }

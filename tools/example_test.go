@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -22,19 +23,19 @@ func ExampleBuiltin() {
 	}
 	fmt.Println(reg.Names())
 
-	tool, err := reg.Validate(tools.Refund, json.RawMessage(`{"payment_intent":"pi_123","amount":25000}`))
+	tool, err := reg.Validate(protocol.ToolRefund, json.RawMessage(`{"payment_intent":"pi_123","amount":25000}`))
 	fmt.Println(err, tool.NeedsApproval(json.RawMessage(`{"payment_intent":"pi_123","amount":25000}`)))
 
-	_, err = reg.Validate(tools.PaymentIntent, json.RawMessage(`{"amount":10.5,"currency":"usd"}`))
+	_, err = reg.Validate(protocol.ToolPaymentIntent, json.RawMessage(`{"amount":10.5,"currency":"usd"}`))
 	var ve *outbox.ValidationError
 	if errors.As(err, &ve) {
 		fmt.Println(ve.Field, "-", ve.Message)
 	}
 
-	_, err = reg.Validate(tools.Mail, json.RawMessage(`{"from":{"email":"a@example.com"},"to":[{"email":"b@example.com"}],"subjct":"Hi","text":"x"}`))
+	_, err = reg.Validate(protocol.ToolMail, json.RawMessage(`{"from":{"email":"a@example.com"},"to":[{"email":"b@example.com"}],"subjct":"Hi","text":"x"}`))
 	fmt.Println(err)
 
-	_, err = reg.Validate(tools.WebhookPost, json.RawMessage(`{"target":"billing","path":"/x"}`))
+	_, err = reg.Validate(protocol.ToolWebhookPost, json.RawMessage(`{"target":"billing","path":"/x"}`))
 	fmt.Println(err, errors.Is(err, outbox.ErrInvalidArgs))
 
 	// Output:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -13,10 +14,10 @@ func TestArgsShape(t *testing.T) {
 	t.Parallel()
 
 	decoders := map[string]func(json.RawMessage) error{
-		tools.PaymentIntent: func(a json.RawMessage) error { _, err := tools.DecodePaymentIntent(a); return err },
-		tools.Refund:        func(a json.RawMessage) error { _, err := tools.DecodeRefund(a); return err },
-		tools.Mail:          func(a json.RawMessage) error { _, err := tools.DecodeMail(a); return err },
-		tools.WebhookPost:   func(a json.RawMessage) error { _, err := tools.DecodeWebhook(a); return err },
+		protocol.ToolPaymentIntent: func(a json.RawMessage) error { _, err := tools.DecodePaymentIntent(a); return err },
+		protocol.ToolRefund:        func(a json.RawMessage) error { _, err := tools.DecodeRefund(a); return err },
+		protocol.ToolMail:          func(a json.RawMessage) error { _, err := tools.DecodeMail(a); return err },
+		protocol.ToolWebhookPost:   func(a json.RawMessage) error { _, err := tools.DecodeWebhook(a); return err },
 	}
 	for name, decode := range decoders {
 		t.Run(name, func(t *testing.T) {
@@ -40,9 +41,9 @@ func TestArgsShape(t *testing.T) {
 	runInvalid(t, []invalidCase{
 		{"duplicate amount", `{"amount":1,"currency":"usd","amount":1000}`, "args.amount", "more than once"},
 		{"duplicate null", `{"amount":1,"currency":"usd","customer":null,"customer":"cus_1"}`, "args.customer", "more than once"},
-	}, decoders[tools.PaymentIntent])
+	}, decoders[protocol.ToolPaymentIntent])
 	runInvalid(t, []invalidCase{
 		{"duplicate to", `{"from":{"email":"a@example.com"},"to":[],"to":[{"email":"b@example.com"}],"subject":"s","text":"t"}`, "args.to", "more than once"},
 		{"duplicate nested", `{"from":{"email":"a@example.com","email":"c@example.com"},"to":[{"email":"b@example.com"}],"subject":"s","text":"t"}`, "args.from.email", "more than once"},
-	}, decoders[tools.Mail])
+	}, decoders[protocol.ToolMail])
 }

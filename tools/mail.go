@@ -18,12 +18,6 @@ const (
 	maxCategoryLen = 255
 )
 
-// Address is protocol.Address, declared there so that the Go client links no server code.
-type Address = protocol.Address
-
-// MailArgs is protocol.MailArgs, declared there so that the Go client links no server code.
-type MailArgs = protocol.MailArgs
-
 var (
 	mailFields    = []string{"from", "to", "subject", "text", "html", "template_id", "dynamic_template_data", "categories"}
 	addressFields = []string{"email", "name"}
@@ -31,59 +25,59 @@ var (
 
 // DecodeMail decodes and validates the arguments of sendgrid.mail. Unknown fields
 // are refused. Its errors are *outbox.ValidationError.
-func DecodeMail(args json.RawMessage) (MailArgs, error) {
+func DecodeMail(args json.RawMessage) (protocol.MailArgs, error) {
 	f, err := readArgs(args, mailFields)
 	if err != nil {
-		return MailArgs{}, err
+		return protocol.MailArgs{}, err
 	}
-	var a MailArgs
+	var a protocol.MailArgs
 	if !f.has("from") {
-		return MailArgs{}, invalid(f.at("from"), "is required")
+		return protocol.MailArgs{}, invalid(f.at("from"), "is required")
 	}
 	if a.From, err = readAddress(f.at("from"), f.values["from"]); err != nil {
-		return MailArgs{}, err
+		return protocol.MailArgs{}, err
 	}
 	if a.To, err = readRecipients(f); err != nil {
-		return MailArgs{}, err
+		return protocol.MailArgs{}, err
 	}
 	if a.TemplateID, err = f.nonEmpty("template_id"); err != nil {
-		return MailArgs{}, err
+		return protocol.MailArgs{}, err
 	}
 	if a.Subject, err = f.nonEmpty("subject"); err != nil {
-		return MailArgs{}, err
+		return protocol.MailArgs{}, err
 	}
 	if a.Subject == "" && a.TemplateID == "" {
-		return MailArgs{}, invalid(f.at("subject"), "is required unless template_id is given")
+		return protocol.MailArgs{}, invalid(f.at("subject"), "is required unless template_id is given")
 	}
 	if n := chars(a.Subject); n > maxSubjectLen {
-		return MailArgs{}, invalid(f.at("subject"), fmt.Sprintf("must be at most %d characters long; got %d", maxSubjectLen, n))
+		return protocol.MailArgs{}, invalid(f.at("subject"), fmt.Sprintf("must be at most %d characters long; got %d", maxSubjectLen, n))
 	}
 	if a.Text, err = f.nonEmpty("text"); err != nil {
-		return MailArgs{}, err
+		return protocol.MailArgs{}, err
 	}
 	if a.HTML, err = f.nonEmpty("html"); err != nil {
-		return MailArgs{}, err
+		return protocol.MailArgs{}, err
 	}
 	if a.Text == "" && a.HTML == "" && a.TemplateID == "" {
-		return MailArgs{}, invalid(f.at("text"), "is required unless html or template_id is given")
+		return protocol.MailArgs{}, invalid(f.at("text"), "is required unless html or template_id is given")
 	}
 	if f.has("dynamic_template_data") {
 		field := f.at("dynamic_template_data")
 		if a.TemplateID == "" {
-			return MailArgs{}, invalid(field, "is allowed only with template_id")
+			return protocol.MailArgs{}, invalid(field, "is allowed only with template_id")
 		}
 		if a.DynamicTemplateData, err = readAnyObject(field, f.values["dynamic_template_data"]); err != nil {
-			return MailArgs{}, err
+			return protocol.MailArgs{}, err
 		}
 	}
 	if a.Categories, err = readCategories(f); err != nil {
-		return MailArgs{}, err
+		return protocol.MailArgs{}, err
 	}
 	return a, nil
 }
 
 // readRecipients reads args.to.
-func readRecipients(f fields) ([]Address, error) {
+func readRecipients(f fields) ([]protocol.Address, error) {
 	path := f.at("to")
 	if !f.has("to") {
 		return nil, invalid(path, "is required")
@@ -98,7 +92,7 @@ func readRecipients(f fields) ([]Address, error) {
 	case len(items) > maxRecipients:
 		return nil, invalid(path, fmt.Sprintf("must have at most %d recipients; got %d", maxRecipients, len(items)))
 	}
-	to := make([]Address, len(items))
+	to := make([]protocol.Address, len(items))
 	seen := make(map[string]int, len(items))
 	for i, item := range items {
 		if to[i], err = readAddress(index(path, i), item); err != nil {
@@ -114,23 +108,23 @@ func readRecipients(f fields) ([]Address, error) {
 }
 
 // readAddress reads an {"email": ..., "name": ...} object at path.
-func readAddress(path string, raw json.RawMessage) (Address, error) {
+func readAddress(path string, raw json.RawMessage) (protocol.Address, error) {
 	if len(raw) == 0 || raw[0] != '{' {
-		return Address{}, invalid(path, "must be an object with email and an optional name")
+		return protocol.Address{}, invalid(path, "must be an object with email and an optional name")
 	}
 	obj, err := readObject(path, raw, addressFields)
 	if err != nil {
-		return Address{}, err
+		return protocol.Address{}, err
 	}
-	var a Address
+	var a protocol.Address
 	if a.Email, err = obj.required("email"); err != nil {
-		return Address{}, err
+		return protocol.Address{}, err
 	}
 	if p, err := mail.ParseAddress(a.Email); err != nil || p.Address != a.Email || p.Name != "" {
-		return Address{}, invalid(obj.at("email"), "must be a bare email address such as ada@example.com (put a display name in name)")
+		return protocol.Address{}, invalid(obj.at("email"), "must be a bare email address such as ada@example.com (put a display name in name)")
 	}
 	if a.Name, err = obj.str("name"); err != nil {
-		return Address{}, err
+		return protocol.Address{}, err
 	}
 	return a, nil
 }

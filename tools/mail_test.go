@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -40,9 +41,9 @@ func TestDecodeMailValid(t *testing.T) {
 			"subject": "Your receipt", "text": "Thanks!", "categories": ["receipt", "agent"]
 		}`))
 		require.NoError(t, err)
-		require.Equal(t, tools.MailArgs{
-			From:       tools.Address{Email: "billing@shop.example", Name: "Shop"},
-			To:         []tools.Address{{Email: "ada@example.com", Name: "Ada Lovelace"}, {Email: "bob@example.org"}},
+		require.Equal(t, protocol.MailArgs{
+			From:       protocol.Address{Email: "billing@shop.example", Name: "Shop"},
+			To:         []protocol.Address{{Email: "ada@example.com", Name: "Ada Lovelace"}, {Email: "bob@example.org"}},
 			Subject:    "Your receipt",
 			Text:       "Thanks!",
 			Categories: []string{"receipt", "agent"},

@@ -10,51 +10,48 @@ import (
 // maxDescriptionLen is Stripe's limit on a PaymentIntent's description.
 const maxDescriptionLen = 1000
 
-// PaymentIntentArgs is protocol.PaymentIntentArgs, declared there so that the Go client links no server code.
-type PaymentIntentArgs = protocol.PaymentIntentArgs
-
 var paymentIntentFields = []string{"amount", "currency", "customer", "payment_method", "confirm", "description", "metadata"}
 
 // DecodePaymentIntent decodes and validates the arguments of stripe.payment_intent.
 // Unknown fields are refused. Its errors are *outbox.ValidationError.
-func DecodePaymentIntent(args json.RawMessage) (PaymentIntentArgs, error) {
+func DecodePaymentIntent(args json.RawMessage) (protocol.PaymentIntentArgs, error) {
 	f, err := readArgs(args, paymentIntentFields)
 	if err != nil {
-		return PaymentIntentArgs{}, err
+		return protocol.PaymentIntentArgs{}, err
 	}
-	var a PaymentIntentArgs
+	var a protocol.PaymentIntentArgs
 	if !f.has("amount") {
-		return PaymentIntentArgs{}, invalid(f.at("amount"), "is required")
+		return protocol.PaymentIntentArgs{}, invalid(f.at("amount"), "is required")
 	}
 	if a.Amount, err = f.amount("amount"); err != nil {
-		return PaymentIntentArgs{}, err
+		return protocol.PaymentIntentArgs{}, err
 	}
 	if a.Currency, err = f.required("currency"); err != nil {
-		return PaymentIntentArgs{}, err
+		return protocol.PaymentIntentArgs{}, err
 	}
 	if !isCurrency(a.Currency) {
-		return PaymentIntentArgs{}, invalid(f.at("currency"), `must be a three-letter ISO currency code in lower case, such as "usd"`)
+		return protocol.PaymentIntentArgs{}, invalid(f.at("currency"), `must be a three-letter ISO currency code in lower case, such as "usd"`)
 	}
 	if a.Customer, err = f.stripeID("customer", "customer", "cus_"); err != nil {
-		return PaymentIntentArgs{}, err
+		return protocol.PaymentIntentArgs{}, err
 	}
 	if a.PaymentMethod, err = f.stripeID("payment_method", "payment method"); err != nil {
-		return PaymentIntentArgs{}, err
+		return protocol.PaymentIntentArgs{}, err
 	}
 	if a.Confirm, err = f.boolean("confirm"); err != nil {
-		return PaymentIntentArgs{}, err
+		return protocol.PaymentIntentArgs{}, err
 	}
 	if a.Confirm && a.PaymentMethod == "" {
-		return PaymentIntentArgs{}, invalid(f.at("payment_method"), "is required when confirm is true (Stripe cannot confirm a PaymentIntent without a payment method)")
+		return protocol.PaymentIntentArgs{}, invalid(f.at("payment_method"), "is required when confirm is true (Stripe cannot confirm a PaymentIntent without a payment method)")
 	}
 	if a.Description, err = f.str("description"); err != nil {
-		return PaymentIntentArgs{}, err
+		return protocol.PaymentIntentArgs{}, err
 	}
 	if n := chars(a.Description); n > maxDescriptionLen {
-		return PaymentIntentArgs{}, invalid(f.at("description"), fmt.Sprintf("must be at most %d characters long; got %d", maxDescriptionLen, n))
+		return protocol.PaymentIntentArgs{}, invalid(f.at("description"), fmt.Sprintf("must be at most %d characters long; got %d", maxDescriptionLen, n))
 	}
 	if a.Metadata, err = f.metadata("metadata"); err != nil {
-		return PaymentIntentArgs{}, err
+		return protocol.PaymentIntentArgs{}, err
 	}
 	return a, nil
 }

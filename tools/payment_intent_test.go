@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -17,7 +18,7 @@ func TestDecodePaymentIntentValid(t *testing.T) {
 		t.Parallel()
 		a, err := tools.DecodePaymentIntent(json.RawMessage(`{"amount":1,"currency":"usd"}`))
 		require.NoError(t, err)
-		require.Equal(t, tools.PaymentIntentArgs{Amount: 1, Currency: "usd"}, a)
+		require.Equal(t, protocol.PaymentIntentArgs{Amount: 1, Currency: "usd"}, a)
 	})
 
 	t.Run("full", func(t *testing.T) {
@@ -60,7 +61,7 @@ func TestDecodePaymentIntentValid(t *testing.T) {
 		t.Parallel()
 		a, err := tools.DecodePaymentIntent(json.RawMessage(`{"amount":5,"currency":"usd","customer":null,"confirm":null,"metadata":null}`))
 		require.NoError(t, err)
-		require.Equal(t, tools.PaymentIntentArgs{Amount: 5, Currency: "usd"}, a)
+		require.Equal(t, protocol.PaymentIntentArgs{Amount: 5, Currency: "usd"}, a)
 	})
 }
 

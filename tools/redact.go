@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // redactedText replaces a piece of personal data: its hash and its size.
@@ -105,7 +107,7 @@ func isHash(s string) bool {
 }
 
 // redactAddress hashes an address's email and drops its name.
-func (m mailRedactor) redactAddress(a Address) redactedAddress {
+func (m mailRedactor) redactAddress(a protocol.Address) redactedAddress {
 	return redactedAddress{Email: m.hash([]byte(strings.ToLower(a.Email)))}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -31,7 +32,7 @@ func TestMailRedact(t *testing.T) {
 		"dynamic_template_data": {"first_name": "Ada", "balance": 12.50},
 		"categories": ["results", "agent"]
 	}`
-	tool := builtinTool(t, tools.Config{}, tools.Mail)
+	tool := builtinTool(t, tools.Config{}, protocol.ToolMail)
 	require.NotNil(t, tool.Redact, "mail is redacted by default")
 	require.Nil(t, tool.RedactResult, "the result (an X-Message-Id) is kept as is")
 
@@ -66,7 +67,7 @@ func TestMailRedact(t *testing.T) {
 func TestMailRedactAbsentFieldsStayAbsent(t *testing.T) {
 	t.Parallel()
 
-	out := builtinTool(t, tools.Config{}, tools.Mail).Redact(json.RawMessage(
+	out := builtinTool(t, tools.Config{}, protocol.ToolMail).Redact(json.RawMessage(
 		`{"from":{"email":"a@example.com"},"to":[{"email":"b@example.com"}],"subject":"s","text":"t"}`))
 	require.JSONEq(t, `{
 		"from": {"email": "`+sha("a@example.com")+`"},
@@ -80,7 +81,7 @@ func TestMailRedactUndecodableArgs(t *testing.T) {
 	t.Parallel()
 
 	args := `{"from":{"email":"a@example.com"},"to":"secret@example.com"}`
-	out := builtinTool(t, tools.Config{}, tools.Mail).Redact(json.RawMessage(args))
+	out := builtinTool(t, tools.Config{}, protocol.ToolMail).Redact(json.RawMessage(args))
 	require.True(t, json.Valid(out))
 	require.NotContains(t, string(out), "example.com")
 	require.JSONEq(t, `{"redacted":"`+sha(args)+`","bytes":`+jsonInt(len(args))+`}`, string(out))
@@ -90,7 +91,7 @@ func TestMailRedactIsIdempotent(t *testing.T) {
 	t.Parallel()
 
 	for _, cfg := range []tools.Config{{}, {RedactKey: []byte("k")}} {
-		redact := builtinTool(t, cfg, tools.Mail).Redact
+		redact := builtinTool(t, cfg, protocol.ToolMail).Redact
 		once := redact(json.RawMessage(`{"from":{"email":"a@example.com"},"to":[{"email":"b@example.com"}],"subject":"s","text":"t"}`))
 		require.Equal(t, string(once), string(redact(once)), "redacting redacted args keeps the hashes")
 		whole := redact(json.RawMessage(`{"to":"not a list"}`))
@@ -102,7 +103,7 @@ func TestMailRedactKeyed(t *testing.T) {
 	t.Parallel()
 
 	key := []byte("0123456789abcdef0123456789abcdef")
-	out := builtinTool(t, tools.Config{RedactKey: key}, tools.Mail).Redact(json.RawMessage(
+	out := builtinTool(t, tools.Config{RedactKey: key}, protocol.ToolMail).Redact(json.RawMessage(
 		`{"from":{"email":"A@example.com"},"to":[{"email":"b@example.com"}],"subject":"s","text":"t"}`))
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("a@example.com"))
@@ -118,14 +119,14 @@ func TestMailRedactKeyed(t *testing.T) {
 func TestMailRedactOff(t *testing.T) {
 	t.Parallel()
 
-	require.Nil(t, builtinTool(t, tools.Config{NoMailRedaction: true}, tools.Mail).Redact)
-	require.NotNil(t, builtinTool(t, tools.Config{}, tools.Mail).Redact)
+	require.Nil(t, builtinTool(t, tools.Config{NoMailRedaction: true}, protocol.ToolMail).Redact)
+	require.NotNil(t, builtinTool(t, tools.Config{}, protocol.ToolMail).Redact)
 }
 
 func TestStripeNotRedacted(t *testing.T) {
 	t.Parallel()
 
-	for _, name := range []string{tools.PaymentIntent, tools.Refund, tools.WebhookPost} {
+	for _, name := range []string{protocol.ToolPaymentIntent, protocol.ToolRefund, protocol.ToolWebhookPost} {
 		tool := builtinTool(t, tools.Config{}, name)
 		require.Nil(t, tool.Redact, name)
 		require.Nil(t, tool.RedactResult, name)

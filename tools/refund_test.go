@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -15,15 +16,15 @@ func TestDecodeRefundValid(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args string
-		want tools.RefundArgs
+		want protocol.RefundArgs
 	}{
-		{"full refund of a payment intent", `{"payment_intent":"pi_3Abc"}`, tools.RefundArgs{PaymentIntent: "pi_3Abc"}},
+		{"full refund of a payment intent", `{"payment_intent":"pi_3Abc"}`, protocol.RefundArgs{PaymentIntent: "pi_3Abc"}},
 		{"partial refund of a charge", `{"charge":"ch_1X","amount":250,"reason":"requested_by_customer"}`,
-			tools.RefundArgs{Charge: "ch_1X", Amount: 250, Reason: "requested_by_customer"}},
-		{"py_ charge", `{"charge":"py_1X","reason":"duplicate"}`, tools.RefundArgs{Charge: "py_1X", Reason: "duplicate"}},
+			protocol.RefundArgs{Charge: "ch_1X", Amount: 250, Reason: "requested_by_customer"}},
+		{"py_ charge", `{"charge":"py_1X","reason":"duplicate"}`, protocol.RefundArgs{Charge: "py_1X", Reason: "duplicate"}},
 		{"fraudulent with metadata", `{"payment_intent":"pi_1","reason":"fraudulent","metadata":{"ticket":"T-1"}}`,
-			tools.RefundArgs{PaymentIntent: "pi_1", Reason: "fraudulent", Metadata: map[string]string{"ticket": "T-1"}}},
-		{"null charge beside payment_intent", `{"payment_intent":"pi_1","charge":null}`, tools.RefundArgs{PaymentIntent: "pi_1"}},
+			protocol.RefundArgs{PaymentIntent: "pi_1", Reason: "fraudulent", Metadata: map[string]string{"ticket": "T-1"}}},
+		{"null charge beside payment_intent", `{"payment_intent":"pi_1","charge":null}`, protocol.RefundArgs{PaymentIntent: "pi_1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -12,29 +12,26 @@ import (
 // maxWebhookPathLen bounds a webhook path, query included.
 const maxWebhookPathLen = 2048
 
-// WebhookArgs is protocol.WebhookArgs, declared there so that the Go client links no server code.
-type WebhookArgs = protocol.WebhookArgs
-
 var webhookFields = []string{"target", "path", "body"}
 
 // DecodeWebhook decodes and validates the shape of the arguments of webhook.post.
 // It does not check the target against an allow-list: the Validate of the tool
 // built by Builtin does. Unknown fields are refused. Its errors are
 // *outbox.ValidationError.
-func DecodeWebhook(args json.RawMessage) (WebhookArgs, error) {
+func DecodeWebhook(args json.RawMessage) (protocol.WebhookArgs, error) {
 	f, err := readArgs(args, webhookFields)
 	if err != nil {
-		return WebhookArgs{}, err
+		return protocol.WebhookArgs{}, err
 	}
-	var a WebhookArgs
+	var a protocol.WebhookArgs
 	if a.Target, err = f.required("target"); err != nil {
-		return WebhookArgs{}, err
+		return protocol.WebhookArgs{}, err
 	}
 	if a.Path, err = f.required("path"); err != nil {
-		return WebhookArgs{}, err
+		return protocol.WebhookArgs{}, err
 	}
 	if msg := checkWebhookPath(a.Path); msg != "" {
-		return WebhookArgs{}, invalid(f.at("path"), msg)
+		return protocol.WebhookArgs{}, invalid(f.at("path"), msg)
 	}
 	a.Body = f.values["body"]
 	return a, nil

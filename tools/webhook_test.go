@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -16,16 +17,16 @@ func TestDecodeWebhookValid(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args string
-		want tools.WebhookArgs
+		want protocol.WebhookArgs
 	}{
-		{"no body", `{"target":"crm","path":"/hooks/order"}`, tools.WebhookArgs{Target: "crm", Path: "/hooks/order"}},
+		{"no body", `{"target":"crm","path":"/hooks/order"}`, protocol.WebhookArgs{Target: "crm", Path: "/hooks/order"}},
 		{"object body and query", `{"target":"crm","path":"/v1/a?x=1&y=%2F","body":{"n":1.50,"s":"x"}}`,
-			tools.WebhookArgs{Target: "crm", Path: "/v1/a?x=1&y=%2F", Body: json.RawMessage(`{"n":1.50,"s":"x"}`)}},
-		{"array body", `{"target":"crm","path":"/","body":[1,2]}`, tools.WebhookArgs{Target: "crm", Path: "/", Body: json.RawMessage(`[1,2]`)}},
-		{"string body", `{"target":"crm","path":"/a","body":"hi"}`, tools.WebhookArgs{Target: "crm", Path: "/a", Body: json.RawMessage(`"hi"`)}},
-		{"null body is absent", `{"target":"crm","path":"/a","body":null}`, tools.WebhookArgs{Target: "crm", Path: "/a"}},
-		{"dots inside a segment", `{"target":"crm","path":"/a..b/.x/..."}`, tools.WebhookArgs{Target: "crm", Path: "/a..b/.x/..."}},
-		{"longest path", `{"target":"crm","path":"/` + strings.Repeat("a", 2047) + `"}`, tools.WebhookArgs{Target: "crm", Path: "/" + strings.Repeat("a", 2047)}},
+			protocol.WebhookArgs{Target: "crm", Path: "/v1/a?x=1&y=%2F", Body: json.RawMessage(`{"n":1.50,"s":"x"}`)}},
+		{"array body", `{"target":"crm","path":"/","body":[1,2]}`, protocol.WebhookArgs{Target: "crm", Path: "/", Body: json.RawMessage(`[1,2]`)}},
+		{"string body", `{"target":"crm","path":"/a","body":"hi"}`, protocol.WebhookArgs{Target: "crm", Path: "/a", Body: json.RawMessage(`"hi"`)}},
+		{"null body is absent", `{"target":"crm","path":"/a","body":null}`, protocol.WebhookArgs{Target: "crm", Path: "/a"}},
+		{"dots inside a segment", `{"target":"crm","path":"/a..b/.x/..."}`, protocol.WebhookArgs{Target: "crm", Path: "/a..b/.x/..."}},
+		{"longest path", `{"target":"crm","path":"/` + strings.Repeat("a", 2047) + `"}`, protocol.WebhookArgs{Target: "crm", Path: "/" + strings.Repeat("a", 2047)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
 
@@ -62,11 +62,11 @@ func (e *eventVendor) Lookup(ctx context.Context, params outbox.LookupParams) (*
 func Objects(evs []Event, tool string, args json.RawMessage) (objs []outbox.VendorObject, ok bool) {
 	want := ""
 	switch tool {
-	case tools.PaymentIntent:
+	case protocol.ToolPaymentIntent:
 		want = "payment_intent"
-	case tools.Refund:
+	case protocol.ToolRefund:
 		want = "refund"
-	case tools.Mail:
+	case protocol.ToolMail:
 		want = ObjectMessage
 	default:
 		return nil, false

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorevents"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 )
@@ -32,14 +32,14 @@ func TestUnknownMailResolvedFromEventWithoutActivityAddOn(t *testing.T) {
 	e.start(t, mail)
 
 	e.sgFake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
-	op := e.enqueue(t, "mail-403", tools.Mail, mailArgs())
-	e.waitStatus(t, op.ID, outbox.StatusUnknown)
+	op := e.enqueue(t, "mail-403", protocol.ToolMail, mailArgs())
+	e.waitStatus(t, op.ID, protocol.StatusUnknown)
 	e.waitEvents(t, op.ID, 2)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Succeeded, "resolved from the stored events at once: %+v", st)
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	msgs := e.sgFake.ByCustomArg(outbox.TagKey, op.ID)
 	require.Len(t, msgs, 1)
 	require.Equal(t, msgs[0].XMessageID, got.VendorRef)
@@ -55,12 +55,12 @@ func TestUnknownMailWithoutEventYetWaitsInsteadOfReview(t *testing.T) {
 	e.start(t, mail)
 
 	e.sgFake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
-	op := e.enqueue(t, "mail-no-event", tools.Mail, mailArgs())
-	e.waitStatus(t, op.ID, outbox.StatusUnknown)
+	op := e.enqueue(t, "mail-no-event", protocol.ToolMail, mailArgs())
+	e.waitStatus(t, op.ID, protocol.StatusUnknown)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.LookupErrors, "checked again later, not handed to a person: %+v", st)
-	require.Equal(t, outbox.StatusUnknown, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
 
 	// The events arrive late: the op is due at once, and resolved from them.
 	require.NoError(t, e.sgFake.SetEvents(&e.sgEvents))
@@ -79,11 +79,11 @@ func TestUnknownStripeOpResolvedFromEventBeforeSearchCatchesUp(t *testing.T) {
 	// A payment intent created whose answer was lost: the op is unknown, and Stripe's
 	// search will not show the intent for an hour.
 	args := map[string]any{"amount": 1200, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true}
-	op := e.enqueue(t, "pi-lost", tools.PaymentIntent, args)
+	op := e.enqueue(t, "pi-lost", protocol.ToolPaymentIntent, args)
 	_, err := e.pool.Exec(context.Background(), "DELETE FROM river_job WHERE args->>'op_id' = $1", op.ID)
 	require.NoError(t, err)
 	raw, _ := json.Marshal(args)
-	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: op.ID, TenantID: e.tenant, Tool: tools.PaymentIntent,
+	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: op.ID, TenantID: e.tenant, Tool: protocol.ToolPaymentIntent,
 		Args: raw, VendorKey: op.VendorKey, Attempt: 1})
 	require.NoError(t, err)
 	_, err = e.pool.Exec(context.Background(), `UPDATE oncebox_op SET status = 'unknown', attempts = 1, attempt_token = gen_random_uuid(),
@@ -97,12 +97,12 @@ func TestUnknownStripeOpResolvedFromEventBeforeSearchCatchesUp(t *testing.T) {
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Succeeded, "%+v", st)
 	got := e.get(t, op.ID)
-	require.Equal(t, outbox.StatusSucceeded, got.Status)
+	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	require.Len(t, e.stFake.PaymentIntents(), 1)
 	require.Equal(t, e.stFake.PaymentIntents()[0].ID, got.VendorRef)
 
 	// Without the events, the same search-only lookup waits out the search lag.
-	res, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: op.ID, Tool: tools.PaymentIntent, Args: raw})
+	res, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: op.ID, Tool: protocol.ToolPaymentIntent, Args: raw})
 	require.NoError(t, err)
 	require.Empty(t, res.Objects, "search has not caught up")
 }
@@ -117,24 +117,24 @@ func TestEventsBeforeTheAnswerDoNotConfuseTheStateMachine(t *testing.T) {
 	// its answer: the op succeeds once, through the worker, and the reconciler has
 	// nothing to do.
 	e.sgFake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultHang})
-	op := e.enqueue(t, "mail-early-events", tools.Mail, mailArgs())
+	op := e.enqueue(t, "mail-early-events", protocol.ToolMail, mailArgs())
 	require.Eventually(t, func() bool { return e.sgFake.SendCount() == 1 }, 10*time.Second, 10*time.Millisecond)
 	e.waitEvents(t, op.ID, 2)
 	// A clean run is inside its call: the op reads pending, its job runs.
-	require.Equal(t, outbox.StatusPending, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusPending, e.get(t, op.ID).Status)
 	require.Equal(t, 0, e.sweep(t).Looked, "an op whose dispatch is in flight is not the reconciler's")
-	require.Equal(t, outbox.StatusPending, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusPending, e.get(t, op.ID).Status)
 	// The hang answers after Config.HangFor or when the job times out (5 s): either
 	// way the op ends succeeded or unknown, and an unknown one is resolved from its
 	// events.
 	require.Eventually(t, func() bool {
 		s := e.get(t, op.ID).Status
-		return s == outbox.StatusSucceeded || s == outbox.StatusUnknown
+		return s == protocol.StatusSucceeded || s == protocol.StatusUnknown
 	}, 20*time.Second, 20*time.Millisecond)
-	if e.get(t, op.ID).Status == outbox.StatusUnknown {
+	if e.get(t, op.ID).Status == protocol.StatusUnknown {
 		require.Equal(t, 1, e.sweep(t).Succeeded)
 	}
-	require.Equal(t, outbox.StatusSucceeded, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusSucceeded, e.get(t, op.ID).Status)
 	require.Equal(t, 1, e.sgFake.SendCount())
 	require.Equal(t, 0, e.sweep(t).Looked)
 
@@ -144,14 +144,14 @@ func TestEventsBeforeTheAnswerDoNotConfuseTheStateMachine(t *testing.T) {
 		{Type: "payment_intent.created", ObjectType: "payment_intent", ObjectID: "pi_1", Status: "requires_payment_method", OccurredAt: time.Unix(10, 0)},
 	}
 	confirm := json.RawMessage(`{"confirm":true}`)
-	objs, ok := vendorevents.Objects(evs, tools.PaymentIntent, confirm)
+	objs, ok := vendorevents.Objects(evs, protocol.ToolPaymentIntent, confirm)
 	require.True(t, ok)
 	require.Len(t, objs, 1)
 	require.Equal(t, "succeeded", objs[0].Status)
 	// A created event alone does not settle a confirmed payment intent (it would read
 	// as declined): the vendor is asked.
-	_, ok = vendorevents.Objects(evs[1:], tools.PaymentIntent, confirm)
+	_, ok = vendorevents.Objects(evs[1:], protocol.ToolPaymentIntent, confirm)
 	require.False(t, ok)
-	_, ok = vendorevents.Objects(evs[1:], tools.PaymentIntent, json.RawMessage(`{"confirm":false}`))
+	_, ok = vendorevents.Objects(evs[1:], protocol.ToolPaymentIntent, json.RawMessage(`{"confirm":false}`))
 	require.True(t, ok)
 }

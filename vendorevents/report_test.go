@@ -9,8 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/finance"
-	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
@@ -25,12 +24,12 @@ func TestReportShowsDeliveryAndFailedRefunds(t *testing.T) {
 	e.start(t, mail, wrapped)
 	since := time.Now().Add(-time.Minute)
 
-	m := e.enqueue(t, "mail-bounces", tools.Mail, mailArgs())
-	pi := e.enqueue(t, "pi-1", tools.PaymentIntent, map[string]any{"amount": 900, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true})
-	e.waitStatus(t, pi.ID, outbox.StatusSucceeded)
-	re := e.enqueue(t, "refund-1", tools.Refund, map[string]any{"payment_intent": e.get(t, pi.ID).VendorRef, "amount": 400})
-	refund := e.waitStatus(t, re.ID, outbox.StatusSucceeded)
-	e.waitStatus(t, m.ID, outbox.StatusSucceeded)
+	m := e.enqueue(t, "mail-bounces", protocol.ToolMail, mailArgs())
+	pi := e.enqueue(t, "pi-1", protocol.ToolPaymentIntent, map[string]any{"amount": 900, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true})
+	e.waitStatus(t, pi.ID, protocol.StatusSucceeded)
+	re := e.enqueue(t, "refund-1", protocol.ToolRefund, map[string]any{"payment_intent": e.get(t, pi.ID).VendorRef, "amount": 400})
+	refund := e.waitStatus(t, re.ID, protocol.StatusSucceeded)
+	e.waitStatus(t, m.ID, protocol.StatusSucceeded)
 	e.waitEvents(t, m.ID, 2)
 	e.waitEvents(t, re.ID, 1)
 	require.NoError(t, e.stFake.FailRefund(refund.VendorRef)) // the bank sends the money back

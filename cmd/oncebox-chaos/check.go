@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // Op statuses the check knows about.
@@ -393,13 +395,13 @@ func mismatch(op OpRecord, obj VendorObject) string {
 // kindOf returns the kind of vendor object a tool creates.
 func kindOf(tool string) string {
 	switch tool {
-	case toolPaymentIntent:
+	case protocol.ToolPaymentIntent:
 		return kindPaymentIntent
-	case toolRefund:
+	case protocol.ToolRefund:
 		return kindRefund
-	case toolMail:
+	case protocol.ToolMail:
 		return kindMessage
-	case toolWebhook:
+	case protocol.ToolWebhookPost:
 		return kindEffect
 	case toolMCP:
 		return kindMCPMail

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // cleanInput is a run in which every promise was kept: a charge, a declined
@@ -14,16 +16,16 @@ import (
 func cleanInput() CheckInput {
 	return CheckInput{
 		Accepted: map[string]string{
-			"k-pi": toolPaymentIntent, "k-declined": toolPaymentIntent, "k-refund": toolRefund,
-			"k-mail": toolMail, "k-hook": toolWebhook, "k-review": toolWebhook,
+			"k-pi": protocol.ToolPaymentIntent, "k-declined": protocol.ToolPaymentIntent, "k-refund": protocol.ToolRefund,
+			"k-mail": protocol.ToolMail, "k-hook": protocol.ToolWebhookPost, "k-review": protocol.ToolWebhookPost,
 		},
 		Ops: []OpRecord{
-			{ID: "op-pi", Key: "k-pi", Tool: toolPaymentIntent, Status: statusSucceeded, VendorRef: "pi_1", Amount: ptr(1200)},
-			{ID: "op-declined", Key: "k-declined", Tool: toolPaymentIntent, Status: statusFailed, Amount: ptr(900)},
-			{ID: "op-refund", Key: "k-refund", Tool: toolRefund, Status: statusSucceeded, VendorRef: "re_1", Amount: ptr(300)},
-			{ID: "op-mail", Key: "k-mail", Tool: toolMail, Status: statusSucceeded, VendorRef: "msg1"},
-			{ID: "op-hook", Key: "k-hook", Tool: toolWebhook, Status: statusSucceeded, VendorRef: "ef1"},
-			{ID: "op-review", Key: "k-review", Tool: toolWebhook, Status: statusNeedsReview},
+			{ID: "op-pi", Key: "k-pi", Tool: protocol.ToolPaymentIntent, Status: statusSucceeded, VendorRef: "pi_1", Amount: ptr(1200)},
+			{ID: "op-declined", Key: "k-declined", Tool: protocol.ToolPaymentIntent, Status: statusFailed, Amount: ptr(900)},
+			{ID: "op-refund", Key: "k-refund", Tool: protocol.ToolRefund, Status: statusSucceeded, VendorRef: "re_1", Amount: ptr(300)},
+			{ID: "op-mail", Key: "k-mail", Tool: protocol.ToolMail, Status: statusSucceeded, VendorRef: "msg1"},
+			{ID: "op-hook", Key: "k-hook", Tool: protocol.ToolWebhookPost, Status: statusSucceeded, VendorRef: "ef1"},
+			{ID: "op-review", Key: "k-review", Tool: protocol.ToolWebhookPost, Status: statusNeedsReview},
 		},
 		Objects: []VendorObject{
 			{Kind: kindPaymentIntent, ID: "pi_1", OpID: "op-pi", Effect: true, Amount: ptr(1200)},
@@ -69,9 +71,9 @@ func TestCheckDuplicateAndLoss(t *testing.T) {
 func TestCheckLostKinds(t *testing.T) {
 	t.Parallel()
 	in := cleanInput()
-	in.Accepted["k-missing"] = toolWebhook
-	in.Ops = append(in.Ops, OpRecord{ID: "op-stuck", Key: "k-stuck", Tool: toolMail, Status: "unknown"})
-	in.Accepted["k-stuck"] = toolMail
+	in.Accepted["k-missing"] = protocol.ToolWebhookPost
+	in.Ops = append(in.Ops, OpRecord{ID: "op-stuck", Key: "k-stuck", Tool: protocol.ToolMail, Status: "unknown"})
+	in.Accepted["k-stuck"] = protocol.ToolMail
 
 	rep := Check(in)
 	require.False(t, rep.OK())

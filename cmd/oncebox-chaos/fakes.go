@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
@@ -22,10 +21,6 @@ import (
 
 // The tools the workload uses, and the kinds of vendor object they create.
 const (
-	toolPaymentIntent = tools.PaymentIntent
-	toolRefund        = tools.Refund
-	toolMail          = tools.Mail
-	toolWebhook       = tools.WebhookPost
 	// toolMCP and toolMCPStdio are the fake MCP upstreams' write tool, as the catalog
 	// offers it.
 	toolMCP      = mcpUpstream + ".send_mail"

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
 )
 
@@ -134,13 +135,13 @@ func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
 		in.Accepted[key] = tool
 		in.Planned[key] = Plan{}
 	}
-	op("op-pi", toolPaymentIntent, pi1)
-	op("op-base", toolPaymentIntent, base)
-	op("op-re", toolRefund, re1)
-	op("op-mail", toolMail, byOp["op-mail"][0].ID)
-	op("op-once", toolMail, byOp["op-once"][0].ID)
-	op("op-hook", toolWebhook, byOp["op-hook"][0].ID)
-	op("op-plain", toolWebhook, byOp["op-plain"][0].ID)
+	op("op-pi", protocol.ToolPaymentIntent, pi1)
+	op("op-base", protocol.ToolPaymentIntent, base)
+	op("op-re", protocol.ToolRefund, re1)
+	op("op-mail", protocol.ToolMail, byOp["op-mail"][0].ID)
+	op("op-once", protocol.ToolMail, byOp["op-once"][0].ID)
+	op("op-hook", protocol.ToolWebhookPost, byOp["op-hook"][0].ID)
+	op("op-plain", protocol.ToolWebhookPost, byOp["op-plain"][0].ID)
 	op("op-mcp", toolMCP, byOp["op-mcp"][0].ID)
 
 	rep := Check(in)

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakemcp"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
@@ -943,7 +944,7 @@ func (h *harness) enqueue(ctx context.Context) []outcome {
 		// Without events, a mail whose answer was lost while the Email Activity API
 		// answered 403 cannot be looked up: needs_review is its expected end.
 		for i := range items {
-			if items[i].tool == toolMail {
+			if items[i].tool == protocol.ToolMail {
 				items[i].plan.Blind = true
 			}
 		}

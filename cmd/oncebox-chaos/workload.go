@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // item is one op of the workload: a key, its payload, how many copies are
@@ -42,7 +43,7 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated bool) []ite
 		it := item{key: fmt.Sprintf("chaos-%s-%05d", runID, i), copies: 1}
 		switch u := rng.Float64(); {
 		case u < 0.35:
-			it.tool = toolPaymentIntent
+			it.tool = protocol.ToolPaymentIntent
 			pm := "pm_card_visa"
 			if rng.Float64() < 0.06 {
 				pm, it.plan.Declined = "pm_card_chargeDeclined", true
@@ -50,9 +51,9 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated bool) []ite
 			it.args = map[string]any{"amount": 1000 + rng.IntN(9000), "currency": "usd", "payment_method": pm,
 				"confirm": true, "description": "chaos " + it.key, "metadata": map[string]string{"chaos": "original"}}
 		case u < 0.46:
-			it.tool = toolRefund
+			it.tool = protocol.ToolRefund
 		case u < 0.68:
-			it.tool = toolMail
+			it.tool = protocol.ToolMail
 			it.args = map[string]any{
 				"from":    map[string]string{"email": "chaos@example.com"},
 				"to":      []map[string]string{{"email": fmt.Sprintf("user%d@example.com", i)}},
@@ -69,7 +70,7 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated bool) []ite
 			it.args = map[string]any{"mailbox": fmt.Sprintf("user%d", i), "reason": "chaos " + it.key}
 			it.plan.Decision = drawDecision(rng)
 		default:
-			it.tool = toolWebhook
+			it.tool = protocol.ToolWebhookPost
 			target := webhookTarget
 			switch u := rng.Float64(); {
 			case u < 0.3:
@@ -97,13 +98,13 @@ func conflicting(it item) map[string]any {
 		c[k] = v
 	}
 	switch it.tool {
-	case toolPaymentIntent, toolRefund:
+	case protocol.ToolPaymentIntent, protocol.ToolRefund:
 		c["metadata"] = map[string]string{"chaos": conflictMarker}
-	case toolMail, toolMCP, toolMCPStdio:
+	case protocol.ToolMail, toolMCP, toolMCPStdio:
 		c["subject"] = conflictMarker + " " + it.key
 	case toolGated:
 		c["reason"] = conflictMarker + " " + it.key
-	case toolWebhook:
+	case protocol.ToolWebhookPost:
 		c["path"] = "/" + conflictMarker + "/" + it.key
 	}
 	return c
@@ -285,11 +286,11 @@ type outcome struct {
 // a conflicting payload once the key is stored.
 func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome {
 	out := outcome{key: it.key, tool: it.tool, plan: it.plan}
-	if it.tool == toolRefund {
+	if it.tool == protocol.ToolRefund {
 		args, ok := picker.pick()
 		if !ok {
 			// No charge to refund yet: charge instead.
-			it.tool = toolPaymentIntent
+			it.tool = protocol.ToolPaymentIntent
 			it.args = map[string]any{"amount": 2500, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true,
 				"description": "chaos " + it.key, "metadata": map[string]string{"chaos": "original"}}
 			out.tool = it.tool

@@ -15,6 +15,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorevents"
@@ -40,12 +41,12 @@ func TestLookupAnswersWasIChargedTwice(t *testing.T) {
 	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
 
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "order-7", Tool: tools.WebhookPost,
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "order-7", Tool: protocol.ToolWebhookPost,
 		Args: json.RawMessage(`{"target":"crm","path":"/charge","body":{"amount":700}}`), ConversationID: "conv-1"})
 	require.NoError(t, err)
 	op, err := ob.Wait(ctx, tn.ID, "order-7", 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusSucceeded, op.Status)
+	require.Equal(t, protocol.StatusSucceeded, op.Status)
 
 	cmd, out := startChild(t, "lookup --tenant acme order-7", "DATABASE_URL="+dbtest.ConnString(t, pool),
 		"STRIPE_API_KEY=", "SENDGRID_API_KEY=", "ONCEBOX_WEBHOOK_TARGETS=")
@@ -88,7 +89,7 @@ func newGatedCRMOutbox(t *testing.T, pool *pgxpool.Pool, baseURL string, cfg out
 // the op's objects, in text and in JSON.
 func TestLookupPrintsVendorEvents(t *testing.T) {
 	t.Parallel()
-	op := &outbox.Op{ID: "op-1", Key: "order-8", Tool: tools.Mail, Vendor: "sendgrid", Status: outbox.StatusSucceeded}
+	op := &outbox.Op{ID: "op-1", Key: "order-8", Tool: protocol.ToolMail, Vendor: "sendgrid", Status: protocol.StatusSucceeded}
 	evs := []vendorevents.Event{{Vendor: "sendgrid", Type: "bounce", ObjectType: "message", ObjectID: "msg-1", Status: "bounced",
 		OccurredAt: time.Unix(1700000000, 0).UTC(), ReceivedAt: time.Unix(1700000005, 0).UTC()}}
 	var text strings.Builder
@@ -103,7 +104,7 @@ func TestLookupPrintsVendorEvents(t *testing.T) {
 // TestLookupPrintsTheTraceID: support finds the op's trace from its key.
 func TestLookupPrintsTheTraceID(t *testing.T) {
 	t.Parallel()
-	op := &outbox.Op{ID: "op-1", Key: "order-9", Tool: tools.WebhookPost, Vendor: "webhook", Status: outbox.StatusSucceeded,
+	op := &outbox.Op{ID: "op-1", Key: "order-9", Tool: protocol.ToolWebhookPost, Vendor: "webhook", Status: protocol.StatusSucceeded,
 		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	var text strings.Builder
 	require.NoError(t, printLookup(&text, op, &outbox.History{}, nil, false))

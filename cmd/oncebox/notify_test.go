@@ -16,8 +16,8 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/tools"
 )
 
 // TestNotificationSurvivesSIGKILL: a real `oncebox serve` is sending the notification of
@@ -72,11 +72,11 @@ func TestNotificationSurvivesSIGKILL(t *testing.T) {
 	noWork := false
 	ob := newGatedCRMOutbox(t, pool, "http://127.0.0.1:1", outbox.Config{Work: &noWork,
 		Notify: &outbox.NotifyConfig{URL: receiver.URL, Secret: []byte("s")}},
-		governance.ApprovalPolicy{tools.WebhookPost: {Mode: governance.ApprovalAlways}})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "wait-1", Tool: tools.WebhookPost,
+		governance.ApprovalPolicy{protocol.ToolWebhookPost: {Mode: governance.ApprovalAlways}})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "wait-1", Tool: protocol.ToolWebhookPost,
 		Args: json.RawMessage(`{"target":"crm","path":"/charge","body":{"amount":700}}`)})
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAwaitingApproval, res.Op.Status)
+	require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status)
 
 	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "ONCEBOX_ROLES=worker,periodic",
 		"ONCEBOX_NOTIFY_URL=" + receiver.URL, "ONCEBOX_NOTIFY_SECRET=s", "ONCEBOX_NOTIFY_TIMEOUT=1s",

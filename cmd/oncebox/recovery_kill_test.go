@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -70,7 +71,7 @@ func testSIGKILLSettles(t *testing.T, other bool) {
 	var op *outbox.Op
 	require.Eventually(t, func() bool {
 		op, err = api.Outbox().Get(ctx, tn.ID, "lead-1")
-		return err == nil && op.Status == outbox.StatusSucceeded
+		return err == nil && op.Status == protocol.StatusSucceeded
 	}, recoveryTarget, 100*time.Millisecond, "not settled within %s of the SIGKILL: op %+v", recoveryTarget, op)
 	t.Logf("settled %s after the SIGKILL", time.Since(killedAt).Round(10*time.Millisecond))
 	require.Equal(t, 1, crm.fake.EffectCount(), "one object at the target")
@@ -187,7 +188,7 @@ func timeToSettle(tb testing.TB, native bool) settleTimes {
 				continue
 			}
 			op, err := api.Outbox().Get(ctx, tn.ID, key)
-			if err == nil && op.Status == outbox.StatusSucceeded {
+			if err == nil && op.Status == protocol.StatusSucceeded {
 				took[key] = time.Since(killedAt)
 			}
 		}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 )
 
@@ -40,7 +40,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	// Enqueue from this process, without working: the child works the job.
 	noWork := false
 	ob := newCRMOutbox(t, pool, srv.URL, outbox.Config{Work: &noWork})
-	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "drain-1", Tool: tools.WebhookPost,
+	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "drain-1", Tool: protocol.ToolWebhookPost,
 		Args: json.RawMessage(`{"target":"crm","path":"/charge","body":{"amount":700}}`)})
 	require.NoError(t, err)
 
@@ -72,7 +72,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 
 	op, err := ob.Get(ctx, tn.ID, "drain-1")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+	require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 	require.Equal(t, 1, op.Attempts)
 	require.Equal(t, 1, fake.EffectCount())
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // TestCatalogToolAcrossSIGKILL: a real `oncebox serve` worker is killed (SIGKILL) after
@@ -43,7 +44,7 @@ func TestCatalogToolAcrossSIGKILL(t *testing.T) {
 	var op *outbox.Op
 	require.Eventually(t, func() bool {
 		op, err = api.Outbox().Get(ctx, tn.ID, "lead-1")
-		return err == nil && op.Status == outbox.StatusSucceeded
+		return err == nil && op.Status == protocol.StatusSucceeded
 	}, 120*time.Second, 200*time.Millisecond, "op: %+v", op)
 	require.Equal(t, 1, crm.fake.EffectCount(), "one object at the target")
 	require.Len(t, crm.fake.EffectsFor(res.Op.ID), 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/server"
 )
 
@@ -129,7 +130,7 @@ func TestTraceAcrossSIGKILL(t *testing.T) {
 	var op *outbox.Op
 	require.Eventually(t, func() bool {
 		op, err = api.Outbox().Get(ctx, tn.ID, "lead-1")
-		if err != nil || op.Status != outbox.StatusSucceeded {
+		if err != nil || op.Status != protocol.StatusSucceeded {
 			return false
 		}
 		for _, s := range collector.forOp(res.Op.ID) {

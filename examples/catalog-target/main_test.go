@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncebox/oncebox/client"
 	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/catalog"
@@ -101,7 +102,7 @@ func TestExampleTargetBehindOncebox(t *testing.T) {
 	require.Equal(t, "succeeded", lost.Status)
 	require.Len(t, helpdesk.Tickets(), 1, "a lost answer opens no second ticket")
 
-	var ops [2]*client.Op
+	var ops [2]*protocol.Op
 	for i := range ops {
 		res, err := c.Enqueue(ctx, "ticket-2", "helpdesk.create_ticket", json.RawMessage(`{"customer_id":"c2","subject":"Paper jam"}`), &client.Opts{Wait: 20 * time.Second})
 		require.NoError(t, err)

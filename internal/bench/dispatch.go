@@ -17,8 +17,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -73,13 +73,13 @@ type succeededCounter struct {
 
 func (c *succeededCounter) Enqueued(string, string)                  {}
 func (c *succeededCounter) Dispatched(string, string, time.Duration) {}
-func (c *succeededCounter) Transition(_ string, _, to outbox.Status) {
+func (c *succeededCounter) Transition(_ string, _, to protocol.Status) {
 	switch to {
-	case outbox.StatusSucceeded:
+	case protocol.StatusSucceeded:
 		if c.n.Add(1) == c.target {
 			close(c.done)
 		}
-	case outbox.StatusDispatching, outbox.StatusPending:
+	case protocol.StatusDispatching, protocol.StatusPending:
 	default:
 		c.other.Add(1)
 	}
@@ -209,7 +209,7 @@ func enqueueBatches(ctx context.Context, pool *pgxpool.Pool, ob *outbox.Outbox, 
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			for i := b * batch; i < min(n, (b+1)*batch); i++ {
 				if _, err := ob.EnqueueTx(ctx, tx, outbox.EnqueueParams{
-					TenantID: tenantID, Key: "e2e-" + strconv.Itoa(i), Tool: tools.WebhookPost, Args: opArgs(i),
+					TenantID: tenantID, Key: "e2e-" + strconv.Itoa(i), Tool: protocol.ToolWebhookPost, Args: opArgs(i),
 				}); err != nil {
 					return err
 				}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncebox/oncebox/api"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 )
@@ -161,7 +162,7 @@ func (e *Enqueuer) Go(ctx context.Context, callers int, load Load) (Measure, err
 	return drive(ctx, callers, load, func(ctx context.Context, _, _ int) error {
 		n := int(e.seq.Add(1))
 		res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{
-			TenantID: e.tenantID, Key: "go-" + strconv.Itoa(n), Tool: tools.WebhookPost, Args: opArgs(n),
+			TenantID: e.tenantID, Key: "go-" + strconv.Itoa(n), Tool: protocol.ToolWebhookPost, Args: opArgs(n),
 		})
 		if err != nil {
 			return fmt.Errorf("bench: enqueue: %w", err)
@@ -179,7 +180,7 @@ func (e *Enqueuer) HTTP(ctx context.Context, callers int, load Load) (Measure, e
 	url := e.srv.URL + "/v1/ops"
 	return drive(ctx, callers, load, func(ctx context.Context, _, _ int) error {
 		n := int(e.seq.Add(1))
-		body := []byte(`{"tool":"` + tools.WebhookPost + `","args":` + string(opArgs(n)) + `}`)
+		body := []byte(`{"tool":"` + protocol.ToolWebhookPost + `","args":` + string(opArgs(n)) + `}`)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
 			return fmt.Errorf("bench: build request: %w", err)
@@ -212,7 +213,7 @@ func (e *Enqueuer) Replay(ctx context.Context, callers int, load Load) (Measure,
 			keys[i] = "replay-" + strconv.Itoa(i)
 		}
 		_, err := drive(ctx, 8, Load{Ops: len(keys)}, func(ctx context.Context, _, seq int) error {
-			_, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenantID, Key: keys[seq], Tool: tools.WebhookPost, Args: opArgs(seq)})
+			_, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenantID, Key: keys[seq], Tool: protocol.ToolWebhookPost, Args: opArgs(seq)})
 			return err
 		})
 		if err != nil {
@@ -222,7 +223,7 @@ func (e *Enqueuer) Replay(ctx context.Context, callers int, load Load) (Measure,
 	}
 	return drive(ctx, callers, load, func(ctx context.Context, _, seq int) error {
 		i := seq % len(e.replayKeys)
-		res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenantID, Key: e.replayKeys[i], Tool: tools.WebhookPost, Args: opArgs(i)})
+		res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: e.tenantID, Key: e.replayKeys[i], Tool: protocol.ToolWebhookPost, Args: opArgs(i)})
 		if err != nil {
 			return fmt.Errorf("bench: replay: %w", err)
 		}

@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // Change is a decision about one op, taken by the reconciler or a person, for Apply to
 // write: the op's new status, what it records, and the event that explains it.
 type Change struct {
 	OpID     string
-	From, To Status
+	From, To protocol.Status
 	By       Actor
 	// Action is a person's action (approve, reject, resolve, release): the transition
 	// table gives each of a person's transitions to one action. Empty for other actors.
@@ -56,7 +58,7 @@ type Change struct {
 // c.From. Report the result after the commit.
 func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, error) {
 	actor := c.Actor
-	s := &step{from: []Status{c.From}, to: c.To, by: c.By, action: c.Action, ident: Ident{ID: c.OpID},
+	s := &step{from: []protocol.Status{c.From}, to: c.To, by: c.By, action: c.Action, ident: Ident{ID: c.OpID},
 		event: &event{kind: c.Kind, actor: actor, detail: c.Detail}, attrs: c.Attrs, msg: c.Message, level: c.Level}
 	a, err := m.transition(ctx, tx, s, func(dropSealed bool) (bool, error) {
 		var row pgx.Row
@@ -64,19 +66,19 @@ func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, err
 		case c.To.Terminal():
 			row = tx.QueryRow(ctx, sqlSettle, c.OpID, c.From, c.To, nullJSON(c.Result), nullJSON(c.Error),
 				nullJSON(c.RedactedArgs), c.VendorRef, dropSealed)
-		case c.To == Pending && c.From == Pending:
+		case c.To == protocol.StatusPending && c.From == protocol.StatusPending:
 			row = tx.QueryRow(ctx, sqlRejob, c.OpID, c.From, c.Unheard)
-		case c.To == Pending:
+		case c.To == protocol.StatusPending:
 			row = tx.QueryRow(ctx, sqlRelease, c.OpID, c.From, c.NewVendorKey != "", c.NewVendorKey, c.By == Reconciler)
-		case c.To == NeedsReview:
+		case c.To == protocol.StatusNeedsReview:
 			row = tx.QueryRow(ctx, sqlToReview, c.OpID, c.From, c.Unheard)
-		case c.To == AwaitingApproval && c.From == AwaitingApproval:
+		case c.To == protocol.StatusAwaitingApproval && c.From == protocol.StatusAwaitingApproval:
 			row = tx.QueryRow(ctx, sqlStays, c.OpID, c.From)
-		case c.To == Unknown && c.From == Unknown:
+		case c.To == protocol.StatusUnknown && c.From == protocol.StatusUnknown:
 			row = tx.QueryRow(ctx, sqlCheckLater, c.OpID, c.From, nullTime(c.NextCheck))
-		case c.To == Unknown && c.By == Reconciler:
+		case c.To == protocol.StatusUnknown && c.By == Reconciler:
 			row = tx.QueryRow(ctx, sqlMarkStuck, c.OpID, c.From, c.DispatchStartedAt)
-		case c.To == Unknown:
+		case c.To == protocol.StatusUnknown:
 			row = tx.QueryRow(ctx, sqlHandOver, c.OpID, c.From)
 		default:
 			return false, fmt.Errorf("%w: no write for %s -> %s", ErrNotAllowed, c.From, c.To)
@@ -85,9 +87,9 @@ func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, err
 		if err != nil || !ok {
 			return ok, err
 		}
-		if c.To == Pending {
+		if c.To == protocol.StatusPending {
 			if m.cfg.InsertJob == nil {
-				return false, fmt.Errorf("opstate: no InsertJob configured for a change to %s", Pending)
+				return false, fmt.Errorf("opstate: no InsertJob configured for a change to %s", protocol.StatusPending)
 			}
 			if err := m.cfg.InsertJob(ctx, tx, c.OpID, s.ident.Vendor); err != nil {
 				return false, err

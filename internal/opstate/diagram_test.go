@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite the state diagram of docs/reliability.md from the transition table")
@@ -27,7 +29,7 @@ func diagram() string {
 	for _, s := range Initial() {
 		fmt.Fprintf(&b, "    [*] --> %s\n", s)
 	}
-	type edge struct{ from, to Status }
+	type edge struct{ from, to protocol.Status }
 	var order []edge
 	labels := map[edge][]string{}
 	for _, t := range transitions {

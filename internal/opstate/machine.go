@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/internal/tracing"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // ErrNotAllowed is returned for a change the transition table does not allow. It is a
@@ -43,7 +44,7 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Observe is called once per committed status change (from != to), for metrics.
 	// Optional.
-	Observe func(vendor string, from, to Status)
+	Observe func(vendor string, from, to protocol.Status)
 	// Logger receives the "op state changed" lines. Defaults to discarding them.
 	Logger *slog.Logger
 	// InsertJob inserts the dispatch job of an op inside tx: a change to pending makes
@@ -66,7 +67,7 @@ type Machine struct {
 // New returns a Machine.
 func New(cfg Config) *Machine {
 	if cfg.Observe == nil {
-		cfg.Observe = func(string, Status, Status) {}
+		cfg.Observe = func(string, protocol.Status, protocol.Status) {}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -135,7 +136,7 @@ func (i *Ident) scanDest() []any {
 type Applied struct {
 	m        *Machine
 	Ident    Ident
-	From, To Status
+	From, To protocol.Status
 	By       Actor
 	// actor is the name logged: a person's, or By.
 	actor  string
@@ -171,8 +172,8 @@ func (a *Applied) Report() {
 
 // step is one transition about to be written.
 type step struct {
-	from   []Status
-	to     Status
+	from   []protocol.Status
+	to     protocol.Status
 	by     Actor
 	action Action
 	ident  Ident

@@ -6,13 +6,15 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // notifySettled reports whether a change to s wakes long polls: the statuses of the
 // settle trigger (migration 007).
-func notifySettled(s Status) bool {
+func notifySettled(s protocol.Status) bool {
 	switch s {
-	case Succeeded, Failed, Rejected, NeedsReview, AwaitingApproval:
+	case protocol.StatusSucceeded, protocol.StatusFailed, protocol.StatusRejected, protocol.StatusNeedsReview, protocol.StatusAwaitingApproval:
 		return true
 	}
 	return false

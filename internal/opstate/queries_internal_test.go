@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // TestRecordBeforeJobCompleteUsesGenericPlans pins the measured optimisation of the
@@ -22,7 +23,7 @@ func TestRecordBeforeJobCompleteUsesGenericPlans(t *testing.T) {
 	ctx := context.Background()
 	// One connection, so that the check after the transaction sees the same session.
 	pool := dbtest.SchemaWithConfig(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	args := []any{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", Succeeded,
+	args := []any{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", protocol.StatusSucceeded,
 		nil, nil, "", false, nil, nil, "succeeded", "", nil, true, int64(1), 1}
 	mode := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
@@ -85,13 +86,13 @@ func TestRecordNotifiesAfterItsCommit(t *testing.T) {
 	}
 
 	for _, beforeJobComplete := range []bool{true, false} {
-		id, token := e.seedOp(t, Dispatching)
+		id, token := e.seedOp(t, protocol.StatusDispatching)
 		key := uniqueKey(id)
 		var a *Applied
 		require.NoError(t, pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 			var err error
 			a, err = e.m.RecordAndFinish(ctx, tx, Record{Ident: Ident{ID: id, TenantID: e.tenant, Key: key, Vendor: "fake", Attempts: 1},
-				Token: token, To: Succeeded, Outcome: "succeeded"}, beforeJobComplete)
+				Token: token, To: protocol.StatusSucceeded, Outcome: "succeeded"}, beforeJobComplete)
 			return err
 		}))
 		require.NotNil(t, a)
@@ -104,7 +105,7 @@ func TestRecordNotifiesAfterItsCommit(t *testing.T) {
 	}
 
 	// Any other status change still notifies from the trigger, at its commit.
-	id, _ := e.seedOp(t, Unknown)
+	id, _ := e.seedOp(t, protocol.StatusUnknown)
 	uniqueKey(id)
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'failed' WHERE id = $1`, id)
 	require.NoError(t, err)

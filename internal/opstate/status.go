@@ -2,28 +2,15 @@ package opstate
 
 import "github.com/oncebox/oncebox/protocol"
 
-// Status is where an op stands in its life: protocol.Status (outbox.Status too).
-type Status = protocol.Status
-
-// The states of an op, as stored in oncebox_op.status.
-const (
-	AwaitingApproval = protocol.StatusAwaitingApproval
-	Rejected         = protocol.StatusRejected
-	Pending          = protocol.StatusPending
-	Dispatching      = protocol.StatusDispatching
-	Succeeded        = protocol.StatusSucceeded
-	Failed           = protocol.StatusFailed
-	Unknown          = protocol.StatusUnknown
-	NeedsReview      = protocol.StatusNeedsReview
-)
-
 // Purged is not stored: it is where the TTL purge takes a terminal op, whose row is
 // deleted (its key and fingerprint are kept as a tombstone for a while).
-const Purged Status = "purged"
+const Purged protocol.Status = "purged"
 
 // Initial returns the statuses an op is created in: pending, or awaiting approval when
 // its tool asks for one.
-func Initial() []Status { return []Status{Pending, AwaitingApproval} }
+func Initial() []protocol.Status {
+	return []protocol.Status{protocol.StatusPending, protocol.StatusAwaitingApproval}
+}
 
 // Actor is who makes a transition; it is recorded on the op's events.
 type Actor string

@@ -1,11 +1,15 @@
 package opstate
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/oncebox/oncebox/protocol"
+)
 
 // Transition is one allowed change of an op's status: from, to, who may make it, and,
 // for a person, by which action.
 type Transition struct {
-	From, To Status
+	From, To protocol.Status
 	By       Actor
 	// Why says when it happens, in a few words (it labels the state diagram of docs/reliability.md).
 	Why string
@@ -27,53 +31,53 @@ type Transition struct {
 // A self-loop (From == To) is a write that keeps the status (a new claim, a slow
 // worker's late answer): it records an event or attempt but counts no state change.
 var transitions = []Transition{
-	{AwaitingApproval, Pending, Person, "approve", Approve},
-	{AwaitingApproval, Rejected, Person, "reject", Reject},
-	{AwaitingApproval, Rejected, Expiry, "nobody decided within --approval-expiry", ""},
-	{AwaitingApproval, AwaitingApproval, Person, "one approval of several (four eyes)", Approve},
+	{protocol.StatusAwaitingApproval, protocol.StatusPending, Person, "approve", Approve},
+	{protocol.StatusAwaitingApproval, protocol.StatusRejected, Person, "reject", Reject},
+	{protocol.StatusAwaitingApproval, protocol.StatusRejected, Expiry, "nobody decided within --approval-expiry", ""},
+	{protocol.StatusAwaitingApproval, protocol.StatusAwaitingApproval, Person, "one approval of several (four eyes)", Approve},
 
-	{Pending, Dispatching, Worker, "claim (committed before the vendor is called; a run that is not clean, or --claim-commit)", ""},
-	{Pending, Unknown, Worker, "resend window passed, an earlier run may have sent unheard outside the key window, or a clean run's outcome unknown", ""},
+	{protocol.StatusPending, protocol.StatusDispatching, Worker, "claim (committed before the vendor is called; a run that is not clean, or --claim-commit)", ""},
+	{protocol.StatusPending, protocol.StatusUnknown, Worker, "resend window passed, an earlier run may have sent unheard outside the key window, or a clean run's outcome unknown", ""},
 	// A clean run (no earlier run may have called the vendor unheard) calls without a
 	// claim commit: River's fetch of its job is the claim, and the answer is recorded
 	// straight from pending (docs/reliability.md, "Fencing").
-	{Pending, Pending, Worker, "clean run, retryable", ""},
-	{Pending, Succeeded, Worker, "clean run, vendor said yes", ""},
-	{Pending, Failed, Worker, "clean run, vendor said no", ""},
-	{Pending, NeedsReview, Worker, "clean run, attempts exhausted, args unreadable, or a bug", ""},
-	{Dispatching, Dispatching, Worker, "claim again inside the key window (predecessor died)", ""},
-	{Dispatching, Pending, Worker, "retryable (not executed, or unanswered inside the key window)", ""},
-	{Dispatching, Succeeded, Worker, "vendor said yes", ""},
-	{Dispatching, Failed, Worker, "vendor said no (stored, replayed)", ""},
-	{Dispatching, Unknown, Worker, "outcome unknown, or predecessor lost outside the key window", ""},
-	{Dispatching, NeedsReview, Worker, "attempts exhausted, args unreadable, or a bug", ""},
+	{protocol.StatusPending, protocol.StatusPending, Worker, "clean run, retryable", ""},
+	{protocol.StatusPending, protocol.StatusSucceeded, Worker, "clean run, vendor said yes", ""},
+	{protocol.StatusPending, protocol.StatusFailed, Worker, "clean run, vendor said no", ""},
+	{protocol.StatusPending, protocol.StatusNeedsReview, Worker, "clean run, attempts exhausted, args unreadable, or a bug", ""},
+	{protocol.StatusDispatching, protocol.StatusDispatching, Worker, "claim again inside the key window (predecessor died)", ""},
+	{protocol.StatusDispatching, protocol.StatusPending, Worker, "retryable (not executed, or unanswered inside the key window)", ""},
+	{protocol.StatusDispatching, protocol.StatusSucceeded, Worker, "vendor said yes", ""},
+	{protocol.StatusDispatching, protocol.StatusFailed, Worker, "vendor said no (stored, replayed)", ""},
+	{protocol.StatusDispatching, protocol.StatusUnknown, Worker, "outcome unknown, or predecessor lost outside the key window", ""},
+	{protocol.StatusDispatching, protocol.StatusNeedsReview, Worker, "attempts exhausted, args unreadable, or a bug", ""},
 	// A worker that was slow rather than dead still records a definite answer on an op
 	// a successor (or the sweeper) moved to unknown: its attempt token still matches.
-	{Unknown, Pending, Worker, "late answer, retryable", ""},
-	{Unknown, Succeeded, Worker, "late answer, yes", ""},
-	{Unknown, Failed, Worker, "late answer, no", ""},
-	{Unknown, Unknown, Worker, "late answer, unknown", ""},
-	{Unknown, NeedsReview, Worker, "late answer, attempts exhausted", ""},
+	{protocol.StatusUnknown, protocol.StatusPending, Worker, "late answer, retryable", ""},
+	{protocol.StatusUnknown, protocol.StatusSucceeded, Worker, "late answer, yes", ""},
+	{protocol.StatusUnknown, protocol.StatusFailed, Worker, "late answer, no", ""},
+	{protocol.StatusUnknown, protocol.StatusUnknown, Worker, "late answer, unknown", ""},
+	{protocol.StatusUnknown, protocol.StatusNeedsReview, Worker, "late answer, attempts exhausted", ""},
 
-	{Dispatching, Unknown, Reconciler, "stuck (no job running past the job timeout)", ""},
-	{Pending, Pending, Reconciler, "its dispatch job is gone (deleted, or finished early): a new one", ""},
-	{Pending, NeedsReview, Reconciler, "its dispatch job was discarded or cancelled", ""},
-	{Unknown, Succeeded, Reconciler, "exactly one object", ""},
-	{Unknown, Failed, Reconciler, "exactly one object, recording a refusal", ""},
-	{Unknown, Pending, Reconciler, "none after the lookup lag, resend", ""},
-	{Unknown, NeedsReview, Reconciler, "several objects, cannot ask, or no resend", ""},
-	{Unknown, Unknown, Reconciler, "look again later (lookup lag, lookup failed)", ""},
+	{protocol.StatusDispatching, protocol.StatusUnknown, Reconciler, "stuck (no job running past the job timeout)", ""},
+	{protocol.StatusPending, protocol.StatusPending, Reconciler, "its dispatch job is gone (deleted, or finished early): a new one", ""},
+	{protocol.StatusPending, protocol.StatusNeedsReview, Reconciler, "its dispatch job was discarded or cancelled", ""},
+	{protocol.StatusUnknown, protocol.StatusSucceeded, Reconciler, "exactly one object", ""},
+	{protocol.StatusUnknown, protocol.StatusFailed, Reconciler, "exactly one object, recording a refusal", ""},
+	{protocol.StatusUnknown, protocol.StatusPending, Reconciler, "none after the lookup lag, resend", ""},
+	{protocol.StatusUnknown, protocol.StatusNeedsReview, Reconciler, "several objects, cannot ask, or no resend", ""},
+	{protocol.StatusUnknown, protocol.StatusUnknown, Reconciler, "look again later (lookup lag, lookup failed)", ""},
 
-	{NeedsReview, Succeeded, Person, "resolved, it happened", Resolve},
-	{NeedsReview, Failed, Person, "resolved, it did not happen", Resolve},
-	{NeedsReview, Pending, Person, "released for resend", Release},
-	{Unknown, Succeeded, Person, "resolved, it happened", Resolve},
-	{Unknown, Failed, Person, "resolved, it did not happen", Resolve},
-	{Unknown, Pending, Person, "released for resend", Release},
+	{protocol.StatusNeedsReview, protocol.StatusSucceeded, Person, "resolved, it happened", Resolve},
+	{protocol.StatusNeedsReview, protocol.StatusFailed, Person, "resolved, it did not happen", Resolve},
+	{protocol.StatusNeedsReview, protocol.StatusPending, Person, "released for resend", Release},
+	{protocol.StatusUnknown, protocol.StatusSucceeded, Person, "resolved, it happened", Resolve},
+	{protocol.StatusUnknown, protocol.StatusFailed, Person, "resolved, it did not happen", Resolve},
+	{protocol.StatusUnknown, protocol.StatusPending, Person, "released for resend", Release},
 
-	{Succeeded, Purged, Purge, "TTL over", ""},
-	{Failed, Purged, Purge, "TTL over", ""},
-	{Rejected, Purged, Purge, "TTL over", ""},
+	{protocol.StatusSucceeded, Purged, Purge, "TTL over", ""},
+	{protocol.StatusFailed, Purged, Purge, "TTL over", ""},
+	{protocol.StatusRejected, Purged, Purge, "TTL over", ""},
 }
 
 // Transitions returns a copy of the transition table.
@@ -82,7 +86,7 @@ func Transitions() []Transition { return slices.Clone(transitions) }
 // Allowed reports whether by may move an op from one status to another by action (a
 // person's: approve, reject, resolve, release; "" for the other actors). A person who
 // resolves or releases an op may not take the approval's row: the row says "approve".
-func Allowed(from, to Status, by Actor, action Action) bool {
+func Allowed(from, to protocol.Status, by Actor, action Action) bool {
 	return slices.ContainsFunc(transitions, func(t Transition) bool {
 		return t.From == from && t.To == to && t.By == by && t.Action == action
 	})
@@ -90,7 +94,7 @@ func Allowed(from, to Status, by Actor, action Action) bool {
 
 // ActionsFor returns the actions by which by may move an op from one status to another
 // (nil when none may).
-func ActionsFor(from, to Status, by Actor) []Action {
+func ActionsFor(from, to protocol.Status, by Actor) []Action {
 	var out []Action
 	for _, t := range transitions {
 		if t.From == from && t.To == to && t.By == by {
@@ -101,13 +105,13 @@ func ActionsFor(from, to Status, by Actor) []Action {
 }
 
 // Statuses returns every stored status, in the order of the table's first mention.
-func Statuses() []Status {
-	var out []Status
+func Statuses() []protocol.Status {
+	var out []protocol.Status
 	for _, s := range Initial() {
 		out = append(out, s)
 	}
 	for _, t := range transitions {
-		for _, s := range []Status{t.From, t.To} {
+		for _, s := range []protocol.Status{t.From, t.To} {
 			if s != Purged && !slices.Contains(out, s) {
 				out = append(out, s)
 			}
@@ -118,7 +122,7 @@ func Statuses() []Status {
 
 // sources returns the statuses from which by may move an op to to, as text (for SQL
 // guards built from the table).
-func sources(to Status, by Actor) []string {
+func sources(to protocol.Status, by Actor) []string {
 	var out []string
 	for _, t := range transitions {
 		if t.To == to && t.By == by {

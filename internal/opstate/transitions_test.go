@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // walkEnv is a migrated schema with one tenant and a Machine whose metric and job
@@ -33,7 +34,7 @@ func newWalkEnv(t *testing.T) *walkEnv {
 	require.NoError(t, e.pool.QueryRow(context.Background(),
 		`INSERT INTO oncebox_tenant (name) VALUES ('walk') RETURNING id`).Scan(&e.tenant))
 	e.m = New(Config{Pool: e.pool,
-		Observe: func(vendor string, from, to Status) {
+		Observe: func(vendor string, from, to protocol.Status) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.seen = append(e.seen, fmt.Sprintf("%s %s->%s", vendor, from, to))
@@ -51,7 +52,7 @@ func newWalkEnv(t *testing.T) *walkEnv {
 // and its open attempt row, dispatch started long ago; it returns the op's id
 // and its token. Its retention is an hour and its first expiry has passed (it waited
 // longer than its TTL), so a change to terminal must restart its retention clock.
-func (e *walkEnv) seedOp(t *testing.T, from Status) (id, token string) {
+func (e *walkEnv) seedOp(t *testing.T, from protocol.Status) (id, token string) {
 	t.Helper()
 	e.n++
 	ctx := context.Background()
@@ -69,7 +70,7 @@ func (e *walkEnv) seedOp(t *testing.T, from Status) (id, token string) {
 
 // row is what the walk checks of an op after a transition.
 type row struct {
-	status     Status
+	status     protocol.Status
 	sealed     bool
 	events     int
 	lastActor  string
@@ -117,7 +118,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Ops)
 		return id
-	case tr.By == Worker && tr.To == Dispatching && tr.From == Pending:
+	case tr.By == Worker && tr.To == protocol.StatusDispatching && tr.From == protocol.StatusPending:
 		// The fast path; the locking path is walked for dispatching -> dispatching.
 		var err error
 		a, err = e.m.ClaimPending(ctx, id, 7, 1, "", func(r pgx.Row) (Ident, error) {
@@ -129,7 +130,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 			return Ident{ID: id, Vendor: "fake"}, r.Scan(dest...)
 		})
 		require.NoError(t, err)
-	case tr.By == Worker && tr.To == Dispatching:
+	case tr.By == Worker && tr.To == protocol.StatusDispatching:
 		a = e.inTx(t, func(tx pgx.Tx) (*Applied, error) {
 			if err := e.m.CloseLostAttempts(ctx, tx, id, 7); err != nil {
 				return nil, err
@@ -137,7 +138,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 			_, a, err := e.m.Claim(ctx, tx, tr.From, Ident{ID: id, Vendor: "fake"}, 7, "")
 			return a, err
 		})
-	case tr.By == Worker && tr.From == Pending && tr.To != Unknown:
+	case tr.By == Worker && tr.From == protocol.StatusPending && tr.To != protocol.StatusUnknown:
 		// A clean run's answer: its River job is running at its first attempt.
 		var jobID int64
 		require.NoError(t, e.pool.QueryRow(ctx, `INSERT INTO river_job (kind, args, state, attempt, max_attempts, queue, attempted_at)
@@ -147,7 +148,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 			JobID: jobID, JobAttempt: 1, HeardAttempt: 1}, Heard{}, false)
 		require.NoError(t, err)
 		a.Report()
-	case tr.By == Worker && tr.From == Pending:
+	case tr.By == Worker && tr.From == protocol.StatusPending:
 		// The claiming worker hands an op it may not send to the reconciler.
 		a = e.inTx(t, func(tx pgx.Tx) (*Applied, error) {
 			return e.m.Apply(ctx, tx, Change{OpID: id, From: tr.From, To: tr.To, By: Worker, Kind: "resend_window_passed"})
@@ -163,11 +164,11 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 	default:
 		c := Change{OpID: id, From: tr.From, To: tr.To, By: tr.By, Action: tr.Action, Kind: "walk", Detail: map[string]string{"why": tr.Why}}
 		switch {
-		case tr.To == Unknown && tr.From == Unknown:
+		case tr.To == protocol.StatusUnknown && tr.From == protocol.StatusUnknown:
 			c.NextCheck = time.Now().Add(time.Minute)
-		case tr.To == Unknown:
+		case tr.To == protocol.StatusUnknown:
 			require.NoError(t, e.pool.QueryRow(ctx, `SELECT dispatch_started_at FROM oncebox_op WHERE id = $1`, id).Scan(&c.DispatchStartedAt))
-		case tr.To == Pending && tr.By == Person:
+		case tr.To == protocol.StatusPending && tr.By == Person:
 			c.NewVendorKey = "vk2"
 		case tr.To.Terminal():
 			c.VendorRef = "obj_1"
@@ -205,7 +206,7 @@ func TestEveryTransition(t *testing.T) {
 			if tr.To.Terminal() {
 				require.True(t, got.kept, "the retention clock starts when the op becomes terminal")
 			}
-			if tr.By == Reconciler || tr.By == Person || tr.By == Expiry || (tr.By == Worker && tr.From == Pending && tr.To == Unknown) {
+			if tr.By == Reconciler || tr.By == Person || tr.By == Expiry || (tr.By == Worker && tr.From == protocol.StatusPending && tr.To == protocol.StatusUnknown) {
 				require.Equal(t, 1, got.events)
 				want := string(tr.By)
 				if tr.By == Person {
@@ -213,20 +214,20 @@ func TestEveryTransition(t *testing.T) {
 				}
 				require.Equal(t, want, got.lastActor)
 			}
-			if tr.To == Pending && tr.By != Worker {
+			if tr.To == protocol.StatusPending && tr.By != Worker {
 				require.Equal(t, []string{id}, e.jobs, "a release inserts the dispatch job in its transaction")
 			}
-			if tr.To == Pending && tr.By == Person {
+			if tr.To == protocol.StatusPending && tr.By == Person {
 				require.Equal(t, 1, got.generation, "a new vendor key moves the op to its next generation")
 			}
 			var want []string
 			if tr.From != tr.To {
 				want = []string{fmt.Sprintf("fake %s->%s", tr.From, tr.To)}
 			}
-			if tr.By == Worker && tr.From == Unknown {
+			if tr.By == Worker && tr.From == protocol.StatusUnknown {
 				// A worker's answer is counted as leaving dispatching, the status it
 				// claimed the op in, also when the op was moved to unknown meanwhile.
-				want = []string{fmt.Sprintf("fake %s->%s", Dispatching, tr.To)}
+				want = []string{fmt.Sprintf("fake %s->%s", protocol.StatusDispatching, tr.To)}
 			}
 			require.Equal(t, want, e.seen)
 		})
@@ -254,11 +255,11 @@ func TestEveryOtherTransitionIsRefused(t *testing.T) {
 					return e.m.Apply(ctx, tx, Change{OpID: id, From: from, To: to, By: by, Kind: "walk"})
 				})
 				require.ErrorIs(t, err, ErrNotAllowed, "%s -> %s by %s", from, to, by)
-				if by == Worker && (from == Dispatching || from == Unknown) {
+				if by == Worker && (from == protocol.StatusDispatching || from == protocol.StatusUnknown) {
 					_, err := e.m.RecordAndFinish(ctx, e.pool, Record{Ident: Ident{ID: id}, Token: token, To: to}, false)
 					require.ErrorIs(t, err, ErrNotAllowed, "record %s -> %s", from, to)
 				}
-				if by == Worker && to == Dispatching {
+				if by == Worker && to == protocol.StatusDispatching {
 					_, err := e.m.withTx(ctx, func(tx pgx.Tx) (*Applied, error) {
 						_, a, err := e.m.Claim(ctx, tx, from, Ident{ID: id}, 7, "")
 						return a, err
@@ -278,13 +279,13 @@ func TestEveryOtherTransitionIsRefused(t *testing.T) {
 func TestApplyChecksTheFromStatus(t *testing.T) {
 	t.Parallel()
 	e := newWalkEnv(t)
-	id, _ := e.seedOp(t, Succeeded)
+	id, _ := e.seedOp(t, protocol.StatusSucceeded)
 	a := e.inTx(t, func(tx pgx.Tx) (*Applied, error) {
-		return e.m.Apply(context.Background(), tx, Change{OpID: id, From: Unknown, To: NeedsReview, By: Reconciler, Kind: "walk"})
+		return e.m.Apply(context.Background(), tx, Change{OpID: id, From: protocol.StatusUnknown, To: protocol.StatusNeedsReview, By: Reconciler, Kind: "walk"})
 	})
 	require.Nil(t, a)
 	got := e.read(t, id)
-	require.Equal(t, Succeeded, got.status)
+	require.Equal(t, protocol.StatusSucceeded, got.status)
 	require.Zero(t, got.events)
 	require.Empty(t, e.seen)
 }
@@ -296,16 +297,16 @@ func TestPersonsRightDependsOnTheAction(t *testing.T) {
 	t.Parallel()
 	e := newWalkEnv(t)
 	ctx := context.Background()
-	require.True(t, Allowed(AwaitingApproval, Pending, Person, Approve))
-	id, _ := e.seedOp(t, AwaitingApproval)
+	require.True(t, Allowed(protocol.StatusAwaitingApproval, protocol.StatusPending, Person, Approve))
+	id, _ := e.seedOp(t, protocol.StatusAwaitingApproval)
 	for _, action := range []Action{Release, Resolve, Reject, ""} {
-		require.False(t, Allowed(AwaitingApproval, Pending, Person, action), action)
+		require.False(t, Allowed(protocol.StatusAwaitingApproval, protocol.StatusPending, Person, action), action)
 		_, err := e.m.withTx(ctx, func(tx pgx.Tx) (*Applied, error) {
-			return e.m.Apply(ctx, tx, Change{OpID: id, From: AwaitingApproval, To: Pending, By: Person, Action: action, Kind: "walk"})
+			return e.m.Apply(ctx, tx, Change{OpID: id, From: protocol.StatusAwaitingApproval, To: protocol.StatusPending, By: Person, Action: action, Kind: "walk"})
 		})
 		require.ErrorIs(t, err, ErrNotAllowed, action)
 	}
-	require.Equal(t, AwaitingApproval, e.read(t, id).status)
+	require.Equal(t, protocol.StatusAwaitingApproval, e.read(t, id).status)
 	for _, tr := range transitions {
 		if tr.By == Person {
 			require.NotEmpty(t, tr.Action, "%s -> %s: every person's row names its action", tr.From, tr.To)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // The dispatch worker's transitions: claim, hand over to the reconciler, record.
@@ -21,7 +23,7 @@ import (
 // jobAttempt) is not clean (CleanRunSQL): the locking path then decides. worker is the
 // River client id of the claiming process, stored with the attempt (” for none).
 func (m *Machine) ClaimPending(ctx context.Context, opID string, jobID int64, jobAttempt int, worker string, scan func(pgx.Row) (Ident, error)) (*Applied, error) {
-	s := &step{from: []Status{Pending}, to: Dispatching, by: Worker}
+	s := &step{from: []protocol.Status{protocol.StatusPending}, to: protocol.StatusDispatching, by: Worker}
 	a, err := m.transition(ctx, m.cfg.Pool, s, func(bool) (bool, error) {
 		id, err := scan(m.cfg.Pool.QueryRow(ctx, sqlClaimPending, opID, jobID, jobAttempt, worker))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -51,9 +53,9 @@ type Claimed struct {
 // worker died, inside the vendor's key window), as dispatching with a fresh attempt
 // token, and inserts the attempt row of job jobID, claimed by the process whose River
 // client id is worker (” for none). Report it after the commit.
-func (m *Machine) Claim(ctx context.Context, tx pgx.Tx, from Status, id Ident, jobID int64, worker string) (*Claimed, *Applied, error) {
+func (m *Machine) Claim(ctx context.Context, tx pgx.Tx, from protocol.Status, id Ident, jobID int64, worker string) (*Claimed, *Applied, error) {
 	c := &Claimed{}
-	s := &step{from: []Status{from}, to: Dispatching, by: Worker, ident: id, silent: from == Dispatching}
+	s := &step{from: []protocol.Status{from}, to: protocol.StatusDispatching, by: Worker, ident: id, silent: from == protocol.StatusDispatching}
 	a, err := m.transition(ctx, tx, s, func(bool) (bool, error) {
 		if err := tx.QueryRow(ctx, sqlClaim, id.ID, from).Scan(&c.Attempt, &c.Token, &c.VendorKey, &c.StartedAt,
 			&c.KeyFirstSentAt, &c.ResendBefore); err != nil {
@@ -102,7 +104,7 @@ type Record struct {
 	// Token is the attempt's token: the answer is written only while it still matches.
 	Token string
 	// To is the op's new status.
-	To           Status
+	To           protocol.Status
 	Result       json.RawMessage
 	Error        json.RawMessage
 	StaleKey     bool
@@ -141,7 +143,7 @@ func (m *Machine) RecordClean(ctx context.Context, q Querier, r Record, heard He
 	if beforeJobComplete {
 		sql = sqlRecordCleanBeforeJobComplete
 	}
-	s := &step{from: []Status{Pending}, to: r.To, by: Worker, ident: r.Ident,
+	s := &step{from: []protocol.Status{protocol.StatusPending}, to: r.To, by: Worker, ident: r.Ident,
 		attrs: []any{slog.String("outcome", r.Outcome)}, notifyAfterCommit: true}
 	return m.transition(ctx, q, s, func(dropSealed bool) (bool, error) {
 		var attempts int
@@ -169,7 +171,7 @@ func (m *Machine) RecordAndFinish(ctx context.Context, q Querier, r Record, befo
 	}
 	// The op is reported as leaving dispatching; it may have been moved to unknown
 	// meanwhile, which the guard allows (a slow worker's answer still counts).
-	s := &step{from: []Status{Dispatching, Unknown}, to: r.To, by: Worker, ident: r.Ident,
+	s := &step{from: []protocol.Status{protocol.StatusDispatching, protocol.StatusUnknown}, to: r.To, by: Worker, ident: r.Ident,
 		attrs: []any{slog.String("outcome", r.Outcome)}, notifyAfterCommit: true}
 	return m.transition(ctx, q, s, func(dropSealed bool) (bool, error) {
 		var recorded, finished bool

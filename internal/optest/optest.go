@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -87,7 +88,7 @@ func ByID(tb testing.TB, pool *pgxpool.Pool, ob *outbox.Outbox, tenant int64, id
 
 // WaitStatus polls, for 15 seconds at most, until tenant's op whose id is id has
 // status, and returns it.
-func WaitStatus(tb testing.TB, pool *pgxpool.Pool, ob *outbox.Outbox, tenant int64, id string, status outbox.Status) *outbox.Op {
+func WaitStatus(tb testing.TB, pool *pgxpool.Pool, ob *outbox.Outbox, tenant int64, id string, status protocol.Status) *outbox.Op {
 	tb.Helper()
 	var op *outbox.Op
 	require.Eventually(tb, func() bool {

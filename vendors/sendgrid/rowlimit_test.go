@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -23,7 +24,7 @@ func TestRowLimitCountsRecipientsOfRedactedArgs(t *testing.T) {
 	args := json.RawMessage(`{"from":{"email":"shop@example.com"},"to":[` + strings.Join(to, ",") + `],"subject":"s","text":"t"}`)
 	var redact func(json.RawMessage) json.RawMessage
 	for _, tool := range tools.Builtin(tools.Config{RedactKey: []byte("k")}) {
-		if tool.Name == tools.Mail {
+		if tool.Name == protocol.ToolMail {
 			redact = tool.Redact
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -119,7 +120,7 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 // buildMail is the v3 mail/send body for args, tagged with opID: one
 // personalization with every recipient, text/plain then text/html content, the
 // template and its data, the categories.
-func buildMail(args tools.MailArgs, opID string) *mail.SGMailV3 {
+func buildMail(args protocol.MailArgs, opID string) *mail.SGMailV3 {
 	m := mail.NewV3Mail()
 	m.SetFrom(mail.NewEmail(args.From.Name, args.From.Email))
 	m.Subject = args.Subject

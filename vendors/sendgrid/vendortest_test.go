@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest"
@@ -48,7 +48,7 @@ func newConformanceInstance(tb testing.TB) *vendortest.Instance {
 
 	return &vendortest.Instance{
 		Vendor: v,
-		Tool:   tools.Mail,
+		Tool:   protocol.ToolMail,
 		Args: func(i int) json.RawMessage {
 			return json.RawMessage(fmt.Sprintf(`{"from":{"email":"shop@example.com"},"to":[{"email":"customer%d@example.com"}],"subject":"Receipt %d","text":"Thank you."}`, i, i))
 		},

@@ -15,6 +15,7 @@ import (
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
@@ -60,14 +61,14 @@ func startHarness(t *testing.T, w *wire, adjust func(*sendgrid.Config)) *harness
 
 func (h *harness) enqueue(t *testing.T, key string, args json.RawMessage) *outbox.EnqueueResult {
 	t.Helper()
-	res, err := h.ob.Enqueue(t.Context(), outbox.EnqueueParams{TenantID: h.tenant, Key: key, Tool: tools.Mail, Args: args})
+	res, err := h.ob.Enqueue(t.Context(), outbox.EnqueueParams{TenantID: h.tenant, Key: key, Tool: protocol.ToolMail, Args: args})
 	require.NoError(t, err)
 	return res
 }
 
 // waitStatus polls the op under key until it reaches want, failing at once if
 // it settles on another status.
-func (h *harness) waitStatus(t *testing.T, key string, want outbox.Status) *outbox.Op {
+func (h *harness) waitStatus(t *testing.T, key string, want protocol.Status) *outbox.Op {
 	t.Helper()
 	deadline := time.Now().Add(settleWait)
 	for {
@@ -76,7 +77,7 @@ func (h *harness) waitStatus(t *testing.T, key string, want outbox.Status) *outb
 		if op.Status == want {
 			return op
 		}
-		if op.Status.Settled() || op.Status == outbox.StatusUnknown {
+		if op.Status.Settled() || op.Status == protocol.StatusUnknown {
 			require.FailNow(t, "op settled on another status", "want %s, got %s; error %s", want, op.Status, op.Error)
 		}
 		if time.Now().After(deadline) {
@@ -88,7 +89,7 @@ func (h *harness) waitStatus(t *testing.T, key string, want outbox.Status) *outb
 
 // requireStill waits until the op's dispatch job can no longer run and checks that
 // nothing more was sent and the op stayed as it was.
-func (h *harness) requireStill(t *testing.T, key string, status outbox.Status, emails int) {
+func (h *harness) requireStill(t *testing.T, key string, status protocol.Status, emails int) {
 	t.Helper()
 	op, err := h.ob.Get(t.Context(), h.tenant, key)
 	require.NoError(t, err)
@@ -103,7 +104,7 @@ func TestWorkerSendsOnce(t *testing.T) {
 	t.Parallel()
 	h := startHarness(t, startWire(t, unlimited()), nil)
 	h.enqueue(t, "ok", simpleArgs("ann@example.com"))
-	op := h.waitStatus(t, "ok", outbox.StatusSucceeded)
+	op := h.waitStatus(t, "ok", protocol.StatusSucceeded)
 
 	require.Equal(t, 1, h.w.fake.SendCount())
 	msg := h.w.fake.Messages()[0]
@@ -122,10 +123,10 @@ func TestWorkerLostAnswerIsUnknownAndFoundOnce(t *testing.T) {
 	w.fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
 
 	h.enqueue(t, "lost", simpleArgs("ann@example.com", "bob@example.com", "cat@example.com"))
-	op := h.waitStatus(t, "lost", outbox.StatusUnknown)
+	op := h.waitStatus(t, "lost", protocol.StatusUnknown)
 	require.Equal(t, 1, w.fake.SendCount())
 	require.Contains(t, string(op.Error), "connection_lost")
-	h.requireStill(t, "lost", outbox.StatusUnknown, 1)
+	h.requireStill(t, "lost", protocol.StatusUnknown, 1)
 	require.Equal(t, 1, w.posts(), "nothing was resent")
 
 	params := outbox.LookupParams{OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorRef: op.VendorRef}
@@ -158,7 +159,7 @@ func TestWorkerResendsASendThatNeverLeft(t *testing.T) {
 	h := startHarness(t, w, func(c *sendgrid.Config) { c.HTTPClient = &http.Client{Transport: transport} })
 
 	h.enqueue(t, "refused", simpleArgs("ann@example.com"))
-	op := h.waitStatus(t, "refused", outbox.StatusSucceeded)
+	op := h.waitStatus(t, "refused", protocol.StatusSucceeded)
 	require.Equal(t, 1, w.fake.SendCount())
 	require.Equal(t, w.fake.Messages()[0].XMessageID, op.VendorRef)
 	require.Equal(t, 2, op.Attempts, "the refused attempt, then the one that sent")
@@ -175,10 +176,10 @@ func TestWorkerActivityForbiddenCannotTell(t *testing.T) {
 	w.fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
 
 	h.enqueue(t, "forbidden", simpleArgs("ann@example.com"))
-	op := h.waitStatus(t, "forbidden", outbox.StatusUnknown)
+	op := h.waitStatus(t, "forbidden", protocol.StatusUnknown)
 	_, err := h.sg.Lookup(t.Context(), outbox.LookupParams{OpID: op.ID, Args: op.Args})
 	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
-	h.requireStill(t, "forbidden", outbox.StatusUnknown, 1)
+	h.requireStill(t, "forbidden", protocol.StatusUnknown, 1)
 	require.Equal(t, 1, w.posts())
 }
 
@@ -192,7 +193,7 @@ func TestWorkerRateLimitedSendWaits(t *testing.T) {
 
 	start := time.Now()
 	h.enqueue(t, "limited", simpleArgs("ann@example.com"))
-	op := h.waitStatus(t, "limited", outbox.StatusSucceeded)
+	op := h.waitStatus(t, "limited", protocol.StatusSucceeded)
 	require.GreaterOrEqual(t, time.Since(start), time.Second, "the job waited for the reset, not the 50 ms backoff")
 	require.Equal(t, 1, w.fake.SendCount())
 	require.Equal(t, 2, w.posts())
@@ -210,7 +211,7 @@ func TestWorkerRefusalFailsAndReplays(t *testing.T) {
 
 	args := simpleArgs("ann@example.com")
 	h.enqueue(t, "refused", args)
-	op := h.waitStatus(t, "refused", outbox.StatusFailed)
+	op := h.waitStatus(t, "refused", protocol.StatusFailed)
 	var stored struct {
 		Class      string          `json:"class"`
 		Code       string          `json:"code"`
@@ -225,7 +226,7 @@ func TestWorkerRefusalFailsAndReplays(t *testing.T) {
 
 	again := h.enqueue(t, "refused", args)
 	require.True(t, again.Replayed)
-	require.Equal(t, outbox.StatusFailed, again.Op.Status)
+	require.Equal(t, protocol.StatusFailed, again.Op.Status)
 	require.Equal(t, string(op.Error), string(again.Op.Error), "the same answer, byte for byte")
 	optest.WaitJobsFinished(t, h.pool, op.ID)
 	require.Equal(t, 1, w.posts(), "the replay sent nothing")
@@ -241,8 +242,8 @@ func TestWorkerServerErrorIsUnknownNeverResent(t *testing.T) {
 	w.fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.Fault500Stored})
 
 	h.enqueue(t, "5xx", simpleArgs("ann@example.com"))
-	op := h.waitStatus(t, "5xx", outbox.StatusUnknown)
+	op := h.waitStatus(t, "5xx", protocol.StatusUnknown)
 	require.Contains(t, string(op.Error), "server_error")
-	h.requireStill(t, "5xx", outbox.StatusUnknown, 1)
+	h.requireStill(t, "5xx", protocol.StatusUnknown, 1)
 	require.Equal(t, 1, w.posts())
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
 
@@ -99,21 +99,21 @@ func TestStripeMockConformance(t *testing.T) {
 		require.NotEmpty(t, res.VendorRef)
 	}
 
-	dispatch(tools.PaymentIntent, "pi-confirm",
+	dispatch(protocol.ToolPaymentIntent, "pi-confirm",
 		`{"amount":2000,"currency":"usd","customer":"cus_123","payment_method":"pm_card_visa","confirm":true,"description":"d","metadata":{"order":"A-1"}}`)
-	dispatch(tools.PaymentIntent, "pi-plain", `{"amount":2000,"currency":"usd"}`)
-	dispatch(tools.Refund, "re-pi", `{"payment_intent":"pi_123","amount":100,"reason":"requested_by_customer","metadata":{"k":"v"}}`)
-	dispatch(tools.Refund, "re-ch", `{"charge":"ch_123"}`)
+	dispatch(protocol.ToolPaymentIntent, "pi-plain", `{"amount":2000,"currency":"usd"}`)
+	dispatch(protocol.ToolRefund, "re-pi", `{"payment_intent":"pi_123","amount":100,"reason":"requested_by_customer","metadata":{"k":"v"}}`)
+	dispatch(protocol.ToolRefund, "re-ch", `{"charge":"ch_123"}`)
 
 	// Search alone, so that a refused search cannot hide behind the list scan.
-	_, err = newVendor(true).Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: tools.PaymentIntent, Since: time.Now()})
+	_, err = newVendor(true).Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
 	require.NoError(t, err)
-	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: tools.PaymentIntent, Since: time.Now()})
+	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
 	require.NoError(t, err)
-	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: tools.Refund,
+	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"payment_intent":"pi_123","amount":100}`), Since: time.Now()})
 	require.NoError(t, err)
-	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: tools.Refund,
+	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"charge":"ch_123"}`), Since: time.Now()})
 	require.NoError(t, err)
 	_, err = v.ListObjects(ctx, time.Now().Add(-time.Hour), time.Now())

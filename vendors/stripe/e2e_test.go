@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/optest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
@@ -72,7 +73,7 @@ func (e *e2e) wait(t *testing.T, key string) *outbox.Op {
 	for {
 		op, err := e.ob.Get(context.Background(), e.tenant, key)
 		require.NoError(t, err)
-		if op.Status.Settled() || op.Status == outbox.StatusUnknown {
+		if op.Status.Settled() || op.Status == protocol.StatusUnknown {
 			return op
 		}
 		if time.Now().After(deadline) {
@@ -119,9 +120,9 @@ func TestE2EDialFailureIsRetriedAndSucceeds(t *testing.T) {
 		t.Cleanup(tr.CloseIdleConnections)
 		c.HTTPClient = &http.Client{Transport: tr}
 	}})
-	e.enqueue(t, "pi-dial", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+	e.enqueue(t, "pi-dial", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 	op := e.wait(t, "pi-dial")
-	require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+	require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 	require.Equal(t, 2, op.Attempts)
 	require.Equal(t, 1, e.fake.Requests(), "the first attempt never reached Stripe")
 	pis, _ := e.fake.ByTag(outbox.TagKey, op.ID)
@@ -135,9 +136,9 @@ func TestE2EDropBeforeCreateIsResent(t *testing.T) {
 	e := newE2E(t, harnessOpts{keepAlive: true})
 	e.warm(t)
 	e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropBeforeCreate})
-	e.enqueue(t, "pi-drop-before", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+	e.enqueue(t, "pi-drop-before", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 	op := e.wait(t, "pi-drop-before")
-	require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+	require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 	require.Equal(t, 2, e.fake.Requests(), "net/http resent the POST on a fresh connection, same key")
 	pis, _ := e.fake.ByTag(outbox.TagKey, op.ID)
 	require.Len(t, pis, 1)
@@ -149,12 +150,12 @@ func TestE2EDropBeforeCreateIsResentUnderTheSameKey(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, harnessOpts{}) // One connection per request: net/http resends nothing.
 	e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropBeforeCreate})
-	e.enqueue(t, "pi-drop-before-nk", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+	e.enqueue(t, "pi-drop-before-nk", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 	op := e.wait(t, "pi-drop-before-nk")
 	// The request was written whole, so the adapter cannot tell this drop from
 	// one after the create; inside Stripe's 24 h key window the worker resends
 	// under the same key, which creates it now.
-	require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+	require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 	require.Equal(t, 2, op.Attempts)
 	require.Equal(t, 1, e.fake.CreatedCount())
 	require.Equal(t, 2, e.fake.Requests())
@@ -167,9 +168,9 @@ func TestE2EDropAfterCreate(t *testing.T) {
 		e := newE2E(t, harnessOpts{keepAlive: true})
 		e.warm(t)
 		e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropAfterCreate})
-		e.enqueue(t, "pi-drop-after", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+		e.enqueue(t, "pi-drop-after", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 		op := e.wait(t, "pi-drop-after")
-		require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+		require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 		require.Equal(t, 1, e.fake.CreatedCount())
 		require.Equal(t, 2, e.fake.Requests())
 		pis, _ := e.fake.ByTag(outbox.TagKey, op.ID)
@@ -180,9 +181,9 @@ func TestE2EDropAfterCreate(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, harnessOpts{})
 		e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropAfterCreate})
-		e.enqueue(t, "pi-drop-after-nk", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+		e.enqueue(t, "pi-drop-after-nk", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 		op := e.wait(t, "pi-drop-after-nk")
-		require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+		require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 		require.Equal(t, 2, op.Attempts)
 		require.Equal(t, 1, e.fake.CreatedCount())
 		require.Equal(t, 2, e.fake.Requests())
@@ -204,12 +205,12 @@ func TestE2ETwoPartialRefundsOfOnePaymentIntent(t *testing.T) {
 	e.warm(t)
 	// The first refund's answer is lost once; the same key is resent.
 	e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropAfterCreate, Path: "/v1/refunds"})
-	e.enqueue(t, "refund-1", tools.Refund, map[string]any{"payment_intent": "pi_paid", "amount": 300})
+	e.enqueue(t, "refund-1", protocol.ToolRefund, map[string]any{"payment_intent": "pi_paid", "amount": 300})
 	op1 := e.wait(t, "refund-1")
-	require.Equal(t, outbox.StatusSucceeded, op1.Status, "error: %s", op1.Error)
-	e.enqueue(t, "refund-2", tools.Refund, map[string]any{"payment_intent": "pi_paid", "amount": 200})
+	require.Equal(t, protocol.StatusSucceeded, op1.Status, "error: %s", op1.Error)
+	e.enqueue(t, "refund-2", protocol.ToolRefund, map[string]any{"payment_intent": "pi_paid", "amount": 200})
 	op2 := e.wait(t, "refund-2")
-	require.Equal(t, outbox.StatusSucceeded, op2.Status, "error: %s", op2.Error)
+	require.Equal(t, protocol.StatusSucceeded, op2.Status, "error: %s", op2.Error)
 
 	refunds := e.fake.Refunds()
 	require.Len(t, refunds, 2)
@@ -227,9 +228,9 @@ func TestE2EDeclineFailsAndIsReplayed(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, harnessOpts{})
 	args := piArgs(1000, "pm_card_chargeDeclined")
-	e.enqueue(t, "pi-decline", tools.PaymentIntent, args)
+	e.enqueue(t, "pi-decline", protocol.ToolPaymentIntent, args)
 	op := e.wait(t, "pi-decline")
-	require.Equal(t, outbox.StatusFailed, op.Status)
+	require.Equal(t, protocol.StatusFailed, op.Status)
 	oe := opError(t, op)
 	require.Equal(t, "permanent", oe.Class)
 	require.Equal(t, "generic_decline", oe.Code)
@@ -238,9 +239,9 @@ func TestE2EDeclineFailsAndIsReplayed(t *testing.T) {
 	requireNoSecret(t, string(op.Error))
 	require.Equal(t, 1, e.fake.Requests())
 
-	again := e.enqueue(t, "pi-decline", tools.PaymentIntent, args)
+	again := e.enqueue(t, "pi-decline", protocol.ToolPaymentIntent, args)
 	require.True(t, again.Replayed)
-	require.Equal(t, outbox.StatusFailed, again.Op.Status)
+	require.Equal(t, protocol.StatusFailed, again.Op.Status)
 	require.JSONEq(t, string(op.Error), string(again.Op.Error))
 	optest.WaitJobsFinished(t, e.pool, op.ID)
 	require.Equal(t, 1, e.fake.Requests(), "a replay sends nothing")
@@ -251,9 +252,9 @@ func TestE2ERateLimitIsRetried(t *testing.T) {
 	e := newE2E(t, harnessOpts{})
 	e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.Fault429, RetryAfter: time.Second})
 	start := time.Now()
-	e.enqueue(t, "pi-429", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+	e.enqueue(t, "pi-429", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 	op := e.wait(t, "pi-429")
-	require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+	require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 	require.GreaterOrEqual(t, time.Since(start), time.Second, "the retry waited for Retry-After")
 	require.Equal(t, 2, op.Attempts)
 	require.Equal(t, 2, e.fake.Requests())
@@ -264,9 +265,9 @@ func TestE2EKeyInUseIsRetried(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, harnessOpts{})
 	e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.Fault409})
-	e.enqueue(t, "pi-409", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+	e.enqueue(t, "pi-409", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 	op := e.wait(t, "pi-409")
-	require.Equal(t, outbox.StatusSucceeded, op.Status, "error: %s", op.Error)
+	require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 	require.Equal(t, 2, op.Attempts)
 	require.Equal(t, 2, e.fake.Requests())
 	require.Equal(t, 1, e.fake.CreatedCount())
@@ -276,14 +277,14 @@ func TestE2EStored500IsUnknownAndNotResent(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, harnessOpts{})
 	e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultStored500})
-	e.enqueue(t, "pi-500", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+	e.enqueue(t, "pi-500", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 	op := e.wait(t, "pi-500")
-	require.Equal(t, outbox.StatusUnknown, op.Status)
+	require.Equal(t, protocol.StatusUnknown, op.Status)
 	require.Equal(t, http.StatusInternalServerError, opError(t, op).HTTPStatus)
 	optest.WaitJobsFinished(t, e.pool, op.ID)
 	op, err := e.ob.Get(context.Background(), e.tenant, "pi-500")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusUnknown, op.Status)
+	require.Equal(t, protocol.StatusUnknown, op.Status)
 	require.Equal(t, 1, op.Attempts)
 	require.Equal(t, 1, e.fake.Requests(), "not resent")
 	require.Equal(t, 0, e.fake.CreatedCount())
@@ -299,20 +300,20 @@ func TestE2EIdempotencyErrorNeedsReview(t *testing.T) {
 	})
 	sc := client.New(testKey, &stripego.Backends{API: b, Connect: b, Uploads: b})
 	seed := &stripego.PaymentIntentParams{Amount: stripego.Int64(1), Currency: stripego.String("usd")}
-	seed.SetIdempotencyKey(outbox.VendorKey(e.tenant, "pi-idem", tools.PaymentIntent, 0))
+	seed.SetIdempotencyKey(outbox.VendorKey(e.tenant, "pi-idem", protocol.ToolPaymentIntent, 0))
 	_, err := sc.PaymentIntents.New(seed)
 	require.NoError(t, err)
 
-	e.enqueue(t, "pi-idem", tools.PaymentIntent, piArgs(1000, "pm_card_visa"))
+	e.enqueue(t, "pi-idem", protocol.ToolPaymentIntent, piArgs(1000, "pm_card_visa"))
 	op := e.wait(t, "pi-idem")
-	require.Equal(t, outbox.StatusNeedsReview, op.Status)
+	require.Equal(t, protocol.StatusNeedsReview, op.Status)
 	oe := opError(t, op)
 	require.Equal(t, "idempotency_error", oe.Code)
 	require.Contains(t, oe.Message, "bug in oncebox")
 	optest.WaitJobsFinished(t, e.pool, op.ID)
 	op, err = e.ob.Get(context.Background(), e.tenant, "pi-idem")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusNeedsReview, op.Status)
+	require.Equal(t, protocol.StatusNeedsReview, op.Status)
 	require.Equal(t, 1, op.Attempts)
 	require.Equal(t, 2, e.fake.Requests(), "the seed and one attempt; not retried")
 	require.Equal(t, 1, e.fake.CreatedCount(), "only the seed")

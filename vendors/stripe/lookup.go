@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -52,9 +53,9 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 		err  error
 	)
 	switch params.Tool {
-	case tools.PaymentIntent:
+	case protocol.ToolPaymentIntent:
 		objs, err = v.lookupPaymentIntents(ctx, params)
-	case tools.Refund:
+	case protocol.ToolRefund:
 		objs, err = v.lookupRefunds(ctx, params)
 	default:
 		return nil, fmt.Errorf("stripe: lookup of tool %q: the stripe vendor does not dispatch it", params.Tool)

@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
 
 func lookupPI(t *testing.T, v *stripe.Vendor, opID string, since time.Time) []outbox.VendorObject {
 	t.Helper()
-	res, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: opID, Tool: tools.PaymentIntent,
+	res, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: opID, Tool: protocol.ToolPaymentIntent,
 		Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), Since: since})
 	require.NoError(t, err)
 	return res.Objects
@@ -28,9 +28,9 @@ func TestLookupPaymentIntentByTag(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	start := time.Now()
-	res, err := h.dispatch(t, tools.PaymentIntent, "op-a", "ka", piArgs(100, "pm_card_visa"))
+	res, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-a", "ka", piArgs(100, "pm_card_visa"))
 	require.NoError(t, err)
-	_, err = h.dispatch(t, tools.PaymentIntent, "op-b", "kb", piArgs(200, "pm_card_visa"))
+	_, err = h.dispatch(t, protocol.ToolPaymentIntent, "op-b", "kb", piArgs(200, "pm_card_visa"))
 	require.NoError(t, err)
 	// Another op's object and an untagged one are not found.
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 300})
@@ -53,7 +53,7 @@ func TestLookupPaymentIntentByTag(t *testing.T) {
 func TestLookupFindsDeclinedAndDuplicatePaymentIntents(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	_, err := h.dispatch(t, tools.PaymentIntent, "op-d", "kd", piArgs(100, "pm_card_chargeDeclined"))
+	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-d", "kd", piArgs(100, "pm_card_chargeDeclined"))
 	require.Error(t, err)
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 100, Metadata: map[string]string{outbox.TagKey: "op-d"}})
 
@@ -70,7 +70,7 @@ func TestLookupSearchLagWithoutListScan(t *testing.T) {
 		adjust: func(c *stripe.Config) { c.DisableListScan = true; c.SearchLag = time.Hour },
 	})
 	require.Equal(t, time.Hour, h.v.LookupLag())
-	_, err := h.dispatch(t, tools.PaymentIntent, "op-l", "kl", piArgs(100, "pm_card_visa"))
+	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-l", "kl", piArgs(100, "pm_card_visa"))
 	require.NoError(t, err)
 	require.Empty(t, lookupPI(t, h.v, "op-l", time.Now().Add(-time.Minute)), "search has not caught up yet")
 	require.Empty(t, h.rec.getsOf("/v1/payment_intents"), "no list scan")
@@ -84,7 +84,7 @@ func TestLookupListScanFindsFreshPaymentIntentAtOnce(t *testing.T) {
 	h := newHarness(t, harnessOpts{fake: fakestripe.Config{SearchLag: time.Hour}})
 	require.Equal(t, 5*time.Second, h.v.LookupLag())
 	since := time.Now()
-	res, err := h.dispatch(t, tools.PaymentIntent, "op-f", "kf", piArgs(100, "pm_card_visa"))
+	res, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-f", "kf", piArgs(100, "pm_card_visa"))
 	require.NoError(t, err)
 	objs := lookupPI(t, h.v, "op-f", since)
 	require.Len(t, objs, 1)
@@ -121,7 +121,7 @@ func TestLookupSearchUnavailable(t *testing.T) {
 	})
 	v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: base, DisableListScan: true})
 	require.NoError(t, err)
-	_, err = v.Lookup(context.Background(), outbox.LookupParams{OpID: "op", Tool: tools.PaymentIntent, Since: time.Now()})
+	_, err = v.Lookup(context.Background(), outbox.LookupParams{OpID: "op", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
 	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
 	require.NotContains(t, err.Error(), testKey)
 }
@@ -130,12 +130,12 @@ func TestLookupRefundByTag(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_r", Amount: 1000})
-	r1, err := h.dispatch(t, tools.Refund, "op-r1", "r1", map[string]any{"payment_intent": "pi_r", "amount": 100})
+	r1, err := h.dispatch(t, protocol.ToolRefund, "op-r1", "r1", map[string]any{"payment_intent": "pi_r", "amount": 100})
 	require.NoError(t, err)
-	_, err = h.dispatch(t, tools.Refund, "op-r2", "r2", map[string]any{"payment_intent": "pi_r", "amount": 200})
+	_, err = h.dispatch(t, protocol.ToolRefund, "op-r2", "r2", map[string]any{"payment_intent": "pi_r", "amount": 200})
 	require.NoError(t, err)
 
-	res, err := h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op-r1", Tool: tools.Refund,
+	res, err := h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op-r1", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"payment_intent":"pi_r","amount":100}`), Since: time.Now()})
 	require.NoError(t, err)
 	require.Len(t, res.Objects, 1)
@@ -149,7 +149,7 @@ func TestLookupRefundByTag(t *testing.T) {
 
 	// By charge.
 	charge := h.fake.PaymentIntents()[0].LatestCharge
-	res, err = h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op-r2", Tool: tools.Refund,
+	res, err = h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op-r2", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"charge":"` + charge + `"}`), Since: time.Now()})
 	require.NoError(t, err)
 	require.Len(t, res.Objects, 1)
@@ -165,7 +165,7 @@ func TestListObjects(t *testing.T) {
 		Metadata: map[string]string{outbox.TagKey: "op-in"}})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_untagged", Amount: 3, Created: base.Add(-20 * time.Minute)})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_at_until", Amount: 4, Created: base})
-	_, err := h.dispatch(t, tools.Refund, "op-re", "r", map[string]any{"payment_intent": "pi_in"})
+	_, err := h.dispatch(t, protocol.ToolRefund, "op-re", "r", map[string]any{"payment_intent": "pi_in"})
 	require.NoError(t, err)
 
 	objs, err := h.v.ListObjects(context.Background(), base.Add(-time.Hour+time.Second), base.Add(time.Minute))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -83,9 +84,9 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 		err error
 	)
 	switch params.Tool {
-	case tools.PaymentIntent:
+	case protocol.ToolPaymentIntent:
 		res, err = v.createPaymentIntent(ctx, params)
-	case tools.Refund:
+	case protocol.ToolRefund:
 		res, err = v.createRefund(ctx, params)
 	default:
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
@@ -123,7 +124,7 @@ func (v *Vendor) createPaymentIntent(ctx context.Context, p outbox.DispatchParam
 // paymentIntentParams builds the create parameters of a PaymentIntent. The
 // same args and op id always give the same parameters, as Stripe's
 // idempotency requires.
-func paymentIntentParams(a tools.PaymentIntentArgs, opID string) *stripego.PaymentIntentParams {
+func paymentIntentParams(a protocol.PaymentIntentArgs, opID string) *stripego.PaymentIntentParams {
 	params := &stripego.PaymentIntentParams{
 		Amount:   stripego.Int64(a.Amount),
 		Currency: stripego.String(a.Currency),
@@ -167,7 +168,7 @@ func (v *Vendor) createRefund(ctx context.Context, p outbox.DispatchParams) (*ou
 }
 
 // refundParams builds the create parameters of a Refund.
-func refundParams(a tools.RefundArgs, opID string) *stripego.RefundParams {
+func refundParams(a protocol.RefundArgs, opID string) *stripego.RefundParams {
 	params := &stripego.RefundParams{Metadata: tagged(a.Metadata, opID)}
 	if a.PaymentIntent != "" {
 		params.PaymentIntent = stripego.String(a.PaymentIntent)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/testlog"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
@@ -39,13 +39,13 @@ func TestDispatchPaymentIntentSendsKeyTagAndParams(t *testing.T) {
 	args := piArgs(1234, "pm_card_visa")
 	args["customer"] = "cus_123"
 	args["description"] = "order A-1"
-	res, err := h.dispatch(t, tools.PaymentIntent, "op-pi-1", "k1", args)
+	res, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-pi-1", "k1", args)
 	require.NoError(t, err)
 
 	posts := h.rec.posts("/v1/payment_intents")
 	require.Len(t, posts, 1)
 	p := posts[0]
-	require.Equal(t, outbox.VendorKey(1, "k1", tools.PaymentIntent, 0), p.Header.Get("Idempotency-Key"))
+	require.Equal(t, outbox.VendorKey(1, "k1", protocol.ToolPaymentIntent, 0), p.Header.Get("Idempotency-Key"))
 	require.Equal(t, "Bearer "+testKey, p.Header.Get("Authorization"))
 	require.Equal(t, map[string][]string{
 		"amount":                             {"1234"},
@@ -78,7 +78,7 @@ func TestDispatchPaymentIntentSendsKeyTagAndParams(t *testing.T) {
 func TestDispatchPaymentIntentWithoutConfirmSendsNoConfirmParams(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	res, err := h.dispatch(t, tools.PaymentIntent, "op-pi-2", "k2", map[string]any{"amount": 500, "currency": "eur"})
+	res, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-pi-2", "k2", map[string]any{"amount": 500, "currency": "eur"})
 	require.NoError(t, err)
 	posts := h.rec.posts("/v1/payment_intents")
 	require.Len(t, posts, 1)
@@ -93,13 +93,13 @@ func TestDispatchRefund(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_seeded", Amount: 1000})
-	res, err := h.dispatch(t, tools.Refund, "op-re-1", "r1",
+	res, err := h.dispatch(t, protocol.ToolRefund, "op-re-1", "r1",
 		map[string]any{"payment_intent": "pi_seeded", "amount": 300, "reason": "requested_by_customer"})
 	require.NoError(t, err)
 
 	posts := h.rec.posts("/v1/refunds")
 	require.Len(t, posts, 1)
-	require.Equal(t, outbox.VendorKey(1, "r1", tools.Refund, 0), posts[0].Header.Get("Idempotency-Key"))
+	require.Equal(t, outbox.VendorKey(1, "r1", protocol.ToolRefund, 0), posts[0].Header.Get("Idempotency-Key"))
 	require.Equal(t, map[string][]string{
 		"payment_intent": {"pi_seeded"}, "amount": {"300"}, "reason": {"requested_by_customer"},
 		"metadata[oncebox_op]": {"op-re-1"},
@@ -115,7 +115,7 @@ func TestDispatchRefund(t *testing.T) {
 	require.Equal(t, "pi_seeded", sum["payment_intent"])
 
 	// A refund by charge sends charge, and no amount when none is given.
-	_, err = h.dispatch(t, tools.Refund, "op-re-2", "r2", map[string]any{"charge": h.fake.PaymentIntents()[0].LatestCharge})
+	_, err = h.dispatch(t, protocol.ToolRefund, "op-re-2", "r2", map[string]any{"charge": h.fake.PaymentIntents()[0].LatestCharge})
 	require.NoError(t, err)
 	posts = h.rec.posts("/v1/refunds")
 	require.Len(t, posts, 2)
@@ -126,9 +126,9 @@ func TestDispatchRefund(t *testing.T) {
 func TestDispatchSameKeyIsReplayed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	first, err := h.dispatch(t, tools.PaymentIntent, "op-1", "k", piArgs(100, "pm_card_visa"))
+	first, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-1", "k", piArgs(100, "pm_card_visa"))
 	require.NoError(t, err)
-	second, err := h.dispatch(t, tools.PaymentIntent, "op-1", "k", piArgs(100, "pm_card_visa"))
+	second, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-1", "k", piArgs(100, "pm_card_visa"))
 	require.NoError(t, err)
 	require.Equal(t, first.VendorRef, second.VendorRef)
 	require.Equal(t, 1, h.fake.CreatedCount())
@@ -137,7 +137,7 @@ func TestDispatchSameKeyIsReplayed(t *testing.T) {
 func TestDispatchDecline(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	_, err := h.dispatch(t, tools.PaymentIntent, "op-d", "k", piArgs(100, "pm_card_chargeDeclined"))
+	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-d", "k", piArgs(100, "pm_card_chargeDeclined"))
 	de := requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
 	require.Equal(t, "generic_decline", de.Code)
@@ -159,7 +159,7 @@ func TestDispatchDecline(t *testing.T) {
 	requireNoSecret(t, string(de.Body), de.Error(), de.Message, de.Err.Error(), h.logs.String())
 
 	// Stripe keeps the stored decline: the same key replays it.
-	_, err = h.dispatch(t, tools.PaymentIntent, "op-d", "k", piArgs(100, "pm_card_chargeDeclined"))
+	_, err = h.dispatch(t, protocol.ToolPaymentIntent, "op-d", "k", piArgs(100, "pm_card_chargeDeclined"))
 	de = requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
 	require.True(t, de.Replayed)
@@ -170,7 +170,7 @@ func TestDispatchInvalidRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_small", Amount: 100})
-	_, err := h.dispatch(t, tools.Refund, "op-r", "k", map[string]any{"payment_intent": "pi_small", "amount": 500})
+	_, err := h.dispatch(t, protocol.ToolRefund, "op-r", "k", map[string]any{"payment_intent": "pi_small", "amount": 500})
 	de := requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
 	require.Equal(t, http.StatusBadRequest, de.HTTPStatus)
@@ -181,9 +181,9 @@ func TestDispatchInvalidRequest(t *testing.T) {
 func TestDispatchIdempotencyErrorIsABug(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	_, err := h.dispatch(t, tools.PaymentIntent, "op-i", "k", piArgs(100, "pm_card_visa"))
+	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-i", "k", piArgs(100, "pm_card_visa"))
 	require.NoError(t, err)
-	_, err = h.dispatch(t, tools.PaymentIntent, "op-i", "k", piArgs(999, "pm_card_visa"))
+	_, err = h.dispatch(t, protocol.ToolPaymentIntent, "op-i", "k", piArgs(999, "pm_card_visa"))
 	de := requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
 	require.True(t, de.Bug)
@@ -207,14 +207,14 @@ func TestDispatchRetryableAnswers(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOpts{})
 			h.fake.InjectFault(tc.fault)
-			_, err := h.dispatch(t, tools.PaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
+			_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 			de := requireDispatchError(t, err)
 			require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
 			require.Equal(t, tc.code, de.Code)
 			require.Equal(t, tc.after, de.RetryAfter)
 			require.Equal(t, 0, h.fake.CreatedCount())
 			// Nothing was stored: the same key now creates the object.
-			_, err = h.dispatch(t, tools.PaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
+			_, err = h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 			require.NoError(t, err)
 			require.Equal(t, 1, h.fake.CreatedCount())
 		})
@@ -225,13 +225,13 @@ func TestDispatchStored500IsUnknownThenReplayed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	h.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultStored500})
-	_, err := h.dispatch(t, tools.PaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
+	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 	de := requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
 	require.Equal(t, http.StatusInternalServerError, de.HTTPStatus)
 	require.False(t, de.Replayed)
 
-	_, err = h.dispatch(t, tools.PaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
+	_, err = h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 	de = requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
 	require.True(t, de.Replayed, "the second 500 is Stripe's stored answer")
@@ -262,7 +262,7 @@ func TestDispatchAuthenticationIsRetryableAndScrubbed(t *testing.T) {
 		logs := &testlog.Buffer{}
 		v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: base, Logger: newLogger(logs)})
 		require.NoError(t, err)
-		_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: tools.PaymentIntent,
+		_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
 			Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), VendorKey: "ob_x", Attempt: 1})
 		de := requireDispatchError(t, err)
 		require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
@@ -277,7 +277,7 @@ func TestDispatchUndecodableAnswerIsUnknown(t *testing.T) {
 	base := stubServer(t, http.StatusBadGateway, func(*http.Request) string { return "<html>bad gateway</html>" })
 	v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: base})
 	require.NoError(t, err)
-	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: tools.PaymentIntent,
+	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
 		Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), VendorKey: "ob_x", Attempt: 1})
 	de := requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
@@ -293,7 +293,7 @@ func TestDispatchConnectionRefusedIsRetryable(t *testing.T) {
 	require.NoError(t, l.Close()) // Nothing listens there any more.
 	v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: "http://" + addr})
 	require.NoError(t, err)
-	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: tools.PaymentIntent,
+	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
 		Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), VendorKey: "ob_x", Attempt: 1})
 	de := requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
@@ -310,7 +310,7 @@ func TestDispatchDroppedConnectionAfterWriteIsUnknown(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOpts{})
 			h.fake.InjectFault(fakestripe.Fault{Kind: kind})
-			_, err := h.dispatch(t, tools.PaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
+			_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 			de := requireDispatchError(t, err)
 			require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
 			require.Equal(t, "connection_lost", de.Code)
@@ -334,7 +334,7 @@ func TestDispatchDroppedKeptAliveConnectionIsResentSafely(t *testing.T) {
 			_, err := h.v.ListObjects(context.Background(), time.Now().Add(-time.Hour), time.Now())
 			require.NoError(t, err)
 			h.fake.InjectFault(fakestripe.Fault{Kind: kind})
-			res, err := h.dispatch(t, tools.PaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
+			res, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 			require.NoError(t, err, "net/http resends a POST with an Idempotency-Key on a dead reused connection")
 			require.Equal(t, 2, h.fake.Requests())
 			require.Equal(t, 1, h.fake.CreatedCount())
@@ -347,7 +347,7 @@ func TestDispatchTimeoutIsUnknown(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{adjust: func(c *stripe.Config) { c.Timeout = 300 * time.Millisecond }})
 	h.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultHang})
-	_, err := h.dispatch(t, tools.PaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
+	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 	de := requireDispatchError(t, err)
 	require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
 	require.Equal(t, "timeout", de.Code)
@@ -371,7 +371,7 @@ func TestSecretNeverLogged(t *testing.T) {
 	}
 	for i, pm := range []string{"pm_card_visa", "pm_card_visa", "pm_card_visa", "pm_card_chargeDeclined"} {
 		key := "k" + strings.Repeat("x", i)
-		res, err := h.dispatch(t, tools.PaymentIntent, "op", key, piArgs(100, pm))
+		res, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", key, piArgs(100, pm))
 		if err != nil {
 			de := requireDispatchError(t, err)
 			requireNoSecret(t, de.Error(), de.Message, string(de.Body), de.Err.Error())
@@ -379,7 +379,7 @@ func TestSecretNeverLogged(t *testing.T) {
 			requireNoSecret(t, string(res.Result))
 		}
 	}
-	_, err := h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op", Tool: tools.PaymentIntent, Since: time.Now()})
+	_, err := h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
 	require.NoError(t, err)
 	require.NotEmpty(t, h.logs.String())
 	requireNoSecret(t, h.logs.String())

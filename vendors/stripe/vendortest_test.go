@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest"
@@ -58,7 +58,7 @@ func newConformanceInstance(tb testing.TB, disableListScan bool) *vendortest.Ins
 
 	return &vendortest.Instance{
 		Vendor: v,
-		Tool:   tools.PaymentIntent,
+		Tool:   protocol.ToolPaymentIntent,
 		Args: func(i int) json.RawMessage {
 			return json.RawMessage(fmt.Sprintf(`{"amount":%d,"currency":"usd","payment_method":"pm_card_visa","confirm":true}`, 1000+i))
 		},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest"
@@ -64,7 +64,7 @@ func newConformanceInstance(tb testing.TB, native bool, lag time.Duration, hooks
 
 	inst := &vendortest.Instance{
 		Vendor: v,
-		Tool:   tools.WebhookPost,
+		Tool:   protocol.ToolWebhookPost,
 		Args: func(i int) json.RawMessage {
 			return json.RawMessage(fmt.Sprintf(`{"target":"hooks","path":"/orders","body":{"order":%d}}`, i))
 		},
