@@ -2,7 +2,7 @@
 GO        ?= go
 PKGS      ?= ./...
 # The packages whose concurrency matters most run under the race detector.
-RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./api/... ./finance/... ./vendors/... ./vendorevents/... ./client/... ./mcpserver/... ./server/...
+RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./internal/api/... ./finance/... ./vendors/... ./internal/vendorevents/... ./client/... ./internal/mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
 .PHONY: help build test test-race test-rest lint lint-tools bench chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything
@@ -39,7 +39,7 @@ lint-tools: ## install golangci-lint
 	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 bench: ## benchmarks against River, the floor and the peer in the same run (prints ratios: x_river, x_floor, x_peer, x_unique), and the time to settle after a SIGKILL (p50_s, p99_s)
-	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/bench/
+	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/testkit/bench/
 	$(GO) test -run '^$$' -bench TimeToSettleAfterSIGKILL -benchtime 1x -timeout 10m ./cmd/oncebox/
 
 chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root), faults, a Postgres restart and a crash on a durable cluster; fails on any broken promise
@@ -53,12 +53,12 @@ chaos-failover: ## a failover under chaos, twice: a synchronous standby promoted
 	$(GO) run ./cmd/oncebox-chaos --failover sync --ops 400 --enqueue-for 25s
 	$(GO) run ./cmd/oncebox-chaos --failover async --ops 400 --enqueue-for 25s
 
-mutants: ## apply each named mutant (internal/mutants) in a scratch copy; fails if one survives or no longer applies
+mutants: ## apply each named mutant (internal/testkit/mutants) in a scratch copy; fails if one survives or no longer applies
 	$(GO) run ./cmd/oncebox-mutants
 
 mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against a real oncebox serve and a fake Stripe, then oncebox mcp --tools-file over stdio (catalog and upstream tools, no process left); needs DATABASE_URL, Node 20 and npm
 	$(GO) build -o bin/oncebox-fakes ./cmd/oncebox-fakes
-	$(GO) build -o bin/fakemcp ./vendors/fakemcp/cmd/fakemcp
+	$(GO) build -o bin/fakemcp ./vendortest/fakemcp/cmd/fakemcp
 	cd examples/typescript && npm ci --no-audit --no-fund && npm run build && \
 		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes timeout 300 node dist/ci.js && \
 		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes ONCEBOX_FAKEMCP_BIN=../../bin/fakemcp timeout 200 node dist/ci-stdio.js

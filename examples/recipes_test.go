@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/internal/mcpserver"
 )
 
 // recipeFiles returns the recipes' files (Python, JSON, Markdown, TypeScript sources)

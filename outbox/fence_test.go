@@ -12,7 +12,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestStaleTokenIsFencedByTheToken pins the attempt-token fence on its own: while a

@@ -10,7 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // manualEvent returns the detail of the op's last manual resolution and its actor.

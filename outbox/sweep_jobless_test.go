@@ -9,7 +9,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestPendingOpsWithoutAJob: a pending op whose River job was deleted (River UI) gets a

@@ -10,8 +10,8 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
+	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // sendgridFake starts a fake SendGrid whose activity lags by fakeLag, and a vendor that

@@ -10,8 +10,8 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 func stripeFake(t *testing.T) (*fakestripe.Server, *stripe.Vendor) {

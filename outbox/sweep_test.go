@@ -12,12 +12,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testlog"
+	"github.com/oncebox/oncebox/internal/testkit/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // postEffect makes the fake receiver perform an effect tagged with opID, as a lost

@@ -15,7 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // budgetServer runs a real server with the fake Stripe and budgets, and returns a

@@ -17,7 +17,7 @@ import (
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // reloadedCatalog is catalogFile after an edit: helpdesk.close_account moves to

@@ -12,10 +12,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/oncebox/oncebox/api"
-	"github.com/oncebox/oncebox/console"
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/internal/api"
+	"github.com/oncebox/oncebox/internal/console"
+	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/webhook"

@@ -17,8 +17,8 @@ import (
 
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestLongPollsDoNotStarveDispatch holds 500 open ?wait= polls from one tenant (on ops

@@ -21,8 +21,8 @@ import (
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestPostgresOutageUnderLoad stops a private Postgres cluster (never the machine's

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendors/fakemcp"
+	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // echoingUpstream is fakemcp behind a handler that echoes the credentials it receives

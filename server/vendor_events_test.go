@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/server"
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
+	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 func TestVendorEventEndpointsFollowTheConfig(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/vendors/fakemcp"
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendortest/fakemcp"
+	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // The tools the workload uses, and the kinds of vendor object they create.
@@ -42,7 +42,7 @@ const (
 // find_mail, called with the op id that send_mail's ref argument carries.
 const mcpUpstream = "mcp"
 
-// mcpStdioUpstream is the stdio fake MCP upstream (vendors/fakemcp/cmd/fakemcp), which
+// mcpStdioUpstream is the stdio fake MCP upstream (vendortest/fakemcp/cmd/fakemcp), which
 // each serve process starts: the processes share its state file, which holds its mails
 // and its crash knob.
 const mcpStdioUpstream = "mcpio"

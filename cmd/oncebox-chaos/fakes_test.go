@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakemcp"
+	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // post sends one request to a fake and returns its decoded JSON answer.

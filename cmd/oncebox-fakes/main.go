@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
+	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 func main() {

@@ -17,9 +17,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // screenshotsEnv names the folder the browser test writes its screenshots to (those

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncebox/oncebox/console"
+	"github.com/oncebox/oncebox/internal/console"
 	"github.com/oncebox/oncebox/internal/localpg"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"

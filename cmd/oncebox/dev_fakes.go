@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/server"
-	"github.com/oncebox/oncebox/vendorevents"
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
+	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // devFakes are the fake vendors `oncebox dev` starts in process, for the vendors

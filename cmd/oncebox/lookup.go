@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/vendorevents"
 )
 
 // runLookup is `oncebox lookup --tenant T KEY`: everything support needs about one op. It

@@ -21,8 +21,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 )
 
 const childArgsEnv = "ONCEBOX_TEST_MAIN_ARGS"

@@ -11,8 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/dbtest"
-	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/internal/mcpserver"
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/tenant"
 )
 

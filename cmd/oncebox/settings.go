@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/mcpserver"
+	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )

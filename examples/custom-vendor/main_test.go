@@ -12,7 +12,7 @@ import (
 
 	"github.com/oncebox/oncebox/client"
 	"github.com/oncebox/oncebox/examples/custom-vendor/fakesms"
-	"github.com/oncebox/oncebox/internal/dbtest"
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/tenant"
 )
 

@@ -32,13 +32,13 @@ const (
 // allowLong are the functions over maxLines that may stay so, by "path:Func" (a method
 // as "path:Type.Method"), each a table or a flat list.
 var allowLong = map[string]string{
-	"cmd/oncebox/settings.go:settings": "a table: one entry per serve setting (flag, variable, default, doc)",
-	"internal/mutants/list.go:List":    "a table: one entry per mutant (file, old, new, tests that kill it)",
+	"cmd/oncebox/settings.go:settings":      "a table: one entry per serve setting (flag, variable, default, doc)",
+	"internal/testkit/mutants/list.go:List": "a table: one entry per mutant (file, old, new, tests that kill it)",
 }
 
 // longExempt are the trees whose functions are not counted: the fakes, the chaos
 // harness and the benchmarks.
-var longExempt = []string{"vendors/fake*", "examples/custom-vendor/fakesms/...", "cmd/oncebox-chaos/...", "internal/bench/..."}
+var longExempt = []string{"vendortest/fake*", "examples/custom-vendor/fakesms/...", "cmd/oncebox-chaos/...", "internal/testkit/bench/..."}
 
 const module = "github.com/oncebox/oncebox"
 

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/dbtest"
 	"github.com/oncebox/oncebox/internal/fleet"
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 )
 
 // TestJoinWaitsForTheDatabase: a process that starts while its database does not

@@ -1,7 +1,7 @@
 // Package pgcontainer starts a Postgres container through testcontainers-go, the
 // last fallback of package localpg (a machine with Docker and no PostgreSQL server
 // binaries). It is a package of its own because testcontainers-go links the testing
-// package and testify: the test suite (internal/dbtest) uses it always, the oncebox
+// package and testify: the test suite (internal/testkit/dbtest) uses it always, the oncebox
 // binary only when built with -tags devcontainer (see cmd/oncebox/dev_container.go),
 // so that the production binary carries no test code.
 package pgcontainer

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendors/fakemcp"
+	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // TestIdentityIsCheckedAtLoad: a tool's identity must name distinct properties of its

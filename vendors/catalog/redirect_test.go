@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendors/fakemcp"
+	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // thief records every request it receives.

@@ -17,7 +17,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendors/fakemcp"
+	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // TestClassify: the file comes first and annotations may only make a tool stricter:

@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
+	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // Example sends one tagged email to a fake SendGrid and finds it again by its

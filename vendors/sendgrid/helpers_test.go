@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
+	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // testKey is the API key every test uses; it must never show up anywhere.

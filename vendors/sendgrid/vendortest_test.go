@@ -16,9 +16,9 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakesendgrid"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest"
+	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // TestVendorConformance runs the shared vendor suite against the adapter.

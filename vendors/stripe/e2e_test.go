@@ -15,13 +15,13 @@ import (
 	stripego "github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
 
-	"github.com/oncebox/oncebox/internal/dbtest"
-	"github.com/oncebox/oncebox/internal/optest"
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 func lookupPI(t *testing.T, v *stripe.Vendor, opID string, since time.Time) []outbox.VendorObject {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendors/fakestripe"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest"
+	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // TestVendorConformance runs the shared vendor suite against the adapter with

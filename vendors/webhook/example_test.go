@@ -8,8 +8,8 @@ import (
 	"net/http/httptest"
 
 	"github.com/oncebox/oncebox/outbox"
-	"github.com/oncebox/oncebox/vendors/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/webhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 func ExampleVendor_Dispatch() {

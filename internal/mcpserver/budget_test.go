@@ -1,0 +1,64 @@
+package mcpserver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/governance"
+	"github.com/oncebox/oncebox/internal/mcpserver"
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/tools"
+)
+
+// TestModelIsToldWhichBudgetOrPolicy: over MCP, an op a budget sends to approval says
+// which budget in its result, and one a refusing budget stops says so and that nothing
+// was executed.
+func TestModelIsToldWhichBudgetOrPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
+	require.NoError(t, err)
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Budgets: []governance.Budget{
+		{Name: "one-refund", Tool: protocol.ToolRefund, Window: governance.Duration(time.Hour), Count: 1},
+		{Name: "one-payment", Tool: protocol.ToolPaymentIntent, Window: governance.Duration(time.Hour), Count: 1, OnExceed: governance.ExceedRefuse},
+	}})
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	require.NoError(t, err)
+	tenants := tenant.NewStore(pool)
+	tn, _, err := tenants.Create(ctx, "t")
+	require.NoError(t, err)
+	srv, err := mcpserver.New(mcpserver.Config{Outbox: ob, Tenants: tenants, Wait: 50 * time.Millisecond})
+	require.NoError(t, err)
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.MCPServer(tn.ID).Connect(ctx, st, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+
+	refund := func(pi string) *mcp.CallToolResult {
+		return call(t, cs, "stripe_refund", map[string]any{"payment_intent": pi, "amount": 100}, nil)
+	}
+	refund("pi_1")
+	waits := text(t, refund("pi_2"))
+	require.Contains(t, waits, `budget "one-refund"`, waits)
+
+	pay := func(n int) *mcp.CallToolResult {
+		return call(t, cs, "stripe_payment_intent", map[string]any{"amount": 100 + n, "currency": "usd"}, nil)
+	}
+	pay(1)
+	res := pay(2)
+	require.True(t, res.IsError)
+	require.Contains(t, text(t, res), `budget "one-payment"`)
+	require.Contains(t, text(t, res), "Nothing was executed")
+}
