@@ -2,7 +2,7 @@
 GO        ?= go
 PKGS      ?= ./...
 # The packages whose concurrency matters most run under the race detector.
-RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./internal/api/... ./finance/... ./vendors/... ./internal/vendorevents/... ./client/... ./internal/mcpserver/... ./server/...
+RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./internal/api/... ./finance/... ./governance/... ./vendors/... ./internal/vendorevents/... ./client/... ./internal/mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
 .PHONY: help build test test-race test-rest lint lint-tools bench chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything
@@ -27,7 +27,7 @@ test-race:
 	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 
 test-rest:
-	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/(outbox|migrations|tenant|api|finance|vendors|vendorevents|client|mcpserver|server)(/|$$)')
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/(outbox|migrations|tenant|api|finance|governance|vendors|vendorevents|client|mcpserver|server)(/|$$)')
 
 lint: ## go mod tidy -diff, go vet and gofmt, and golangci-lint when installed (make lint-tools)
 	$(GO) mod tidy -diff
