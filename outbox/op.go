@@ -42,6 +42,17 @@ type Op struct {
 	scan        *scanTarget
 }
 
+// Wire is the op as the wire carries it (protocol.Op), over HTTP and MCP alike, its
+// times in UTC.
+func (op *Op) Wire() protocol.Op {
+	return protocol.Op{
+		ID: op.ID, Key: op.Key, Tool: op.Tool, Status: string(op.Status), Fingerprint: op.Fingerprint.String(),
+		Attempts: op.Attempts, VendorRef: op.VendorRef, Result: op.Result, Error: op.Error,
+		ConversationID: op.ConversationID, ToolCallID: op.ToolCallID,
+		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(),
+	}
+}
+
 // Attempt is one dispatch attempt of an op, for support's history.
 type Attempt struct {
 	Attempt    int

@@ -49,16 +49,6 @@ type eventJSON struct {
 	Detail     json.RawMessage `json:"detail"`
 }
 
-// wireOp is the op as protocol defines it, times in UTC.
-func wireOp(op *outbox.Op) protocol.Op {
-	return protocol.Op{
-		ID: op.ID, Key: op.Key, Tool: op.Tool, Status: string(op.Status), Fingerprint: op.Fingerprint.String(),
-		Attempts: op.Attempts, VendorRef: op.VendorRef, Result: op.Result, Error: op.Error,
-		ConversationID: op.ConversationID, ToolCallID: op.ToolCallID,
-		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(),
-	}
-}
-
 // opMember is a member of protocol.Op: its JSON name, its field's index, and whether
 // it holds stored JSON (result and error).
 type opMember struct {
@@ -87,7 +77,7 @@ var opMembers = func() []opMember {
 
 // renderOp returns the op's JSON, with its history when h is not nil.
 func renderOp(op *outbox.Op, h *outbox.History) ([]byte, error) {
-	out, err := appendOp([]byte{'{'}, wireOp(op))
+	out, err := appendOp([]byte{'{'}, op.Wire())
 	if err != nil {
 		return nil, err
 	}

@@ -441,7 +441,7 @@ func TestCounts(t *testing.T) {
 	t.Logf("package outbox exports %d identifiers: %d top-level (types, funcs, consts, vars), %d methods, %d fields of exported structs",
 		top+methods+fields, top, methods, fields)
 	long := longFuncs(t)
-	t.Logf("%d functions over %d lines (limit %d once TestFunctionLengths is on):", len(long), maxLines, maxLong)
+	t.Logf("%d functions over %d lines (limit %d):", len(long), maxLines, maxLong)
 	for _, f := range long {
 		note := ""
 		if why, ok := allowLong[f.key]; ok {

@@ -37,13 +37,8 @@ func newOpView(op *outbox.Op, replayed bool, m *outbox.IdentityMatch, identity [
 		mv = &MatchView{Identity: nonNil(identity), Differed: nonNil(m.Differed)}
 	}
 	return OpView{
-		Matched: mv,
-		Op: protocol.Op{
-			ID: op.ID, Key: op.Key, Tool: op.Tool, Status: string(op.Status), Fingerprint: op.Fingerprint.String(),
-			Attempts: op.Attempts, VendorRef: op.VendorRef, Result: op.Result, Error: op.Error,
-			ConversationID: op.ConversationID, ToolCallID: op.ToolCallID,
-			CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt, ExpiresAt: op.ExpiresAt,
-		},
+		Matched:  mv,
+		Op:       op.Wire(),
 		Replayed: replayed,
 	}
 }
