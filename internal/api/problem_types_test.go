@@ -44,7 +44,7 @@ func requireProblemTypesDocumented(t *testing.T, doc []byte) {
 // its source.
 func protocolProblemTypes(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../protocol/problem.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../../protocol/problem.go", nil, 0)
 	require.NoError(t, err)
 	types := map[string]string{}
 	for _, decl := range f.Decls {

@@ -14,7 +14,7 @@ import (
 // the source) is named in docs/operations.md's list of metrics.
 func TestOperationsDocListsEveryMetric(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../docs/operations.md")
+	doc, err := os.ReadFile("../../docs/operations.md")
 	require.NoError(t, err)
 	sources, err := filepath.Glob("*.go")
 	require.NoError(t, err)
