@@ -197,7 +197,7 @@ func (g *Governance) ruleInForce(tool outbox.Tool, tr tenantRule) EffectiveRule 
 		return EffectiveRule{Tool: tool.Name, Rule: r, Source: SourceDefault, Version: "default:" + r.version()}
 	}
 	if tool.NeedsApproval != nil {
-		return EffectiveRule{Tool: tool.Name, Rule: ApprovalRule{Mode: ApprovalAbove}, Source: SourceTool, Version: "tool"}
+		return EffectiveRule{Tool: tool.Name, Rule: ApprovalRule{Mode: ApprovalAbove}, Source: SourceTool, Version: outbox.ToolRulesVersion}
 	}
 	return EffectiveRule{Tool: tool.Name, Rule: ApprovalRule{Mode: ApprovalNever}, Source: SourceNone, Version: "none"}
 }

@@ -230,7 +230,7 @@ func (ob *Outbox) decideTx(ctx context.Context, tx pgx.Tx, k string, dec *decidi
 // policy it waits under, and releases the op at its last needed approver.
 func (ob *Outbox) approveTx(ctx context.Context, tx pgx.Tx, op *Op, a *approvalRow, detail map[string]any, dec *deciding) error {
 	d, res := dec.d, dec.res
-	if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok && ob.cfg.Gate != nil {
+	if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok {
 		if err := ob.cfg.Gate.CheckApproval(ctx, tx, op, tool, a.policyVersion); err != nil {
 			return err
 		}

@@ -389,18 +389,14 @@ func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*
 // job, or makes it wait for a person, or removes it again when the gate refuses it.
 func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion) (*EnqueueResult, error) {
 	op := ins.op
-	var verdict Verdict
-	if ob.cfg.Gate != nil {
-		var err error
-		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
-			PolicyVersion: ins.policyVersion})
-		if err != nil {
-			// A refusal records nothing, in the caller's transaction too.
-			if _, delErr := tx.Exec(ctx, sqlDeleteRefusedOp, op.ID); delErr != nil {
-				return nil, errors.Join(err, fmt.Errorf("outbox: remove refused op: %w", delErr))
-			}
-			return nil, err
+	verdict, err := ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
+		PolicyVersion: ins.policyVersion})
+	if err != nil {
+		// A refusal records nothing, in the caller's transaction too.
+		if _, delErr := tx.Exec(ctx, sqlDeleteRefusedOp, op.ID); delErr != nil {
+			return nil, errors.Join(err, fmt.Errorf("outbox: remove refused op: %w", delErr))
 		}
+		return nil, err
 	}
 	res := &EnqueueResult{Op: op, ExpiryCollision: ins.tombstone != nil}
 	if verdict.Hold == nil {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -65,4 +66,35 @@ func (h *Hold) approvers() int {
 		return 1
 	}
 	return h.Approvers
+}
+
+// ToolRulesVersion is the policy version of an op held by ToolRules: its tool's own
+// rule. Package governance names the same rule the same way.
+const ToolRulesVersion = "tool"
+
+// ToolRules is the Gate of an Outbox configured with none: an op waits for a person
+// exactly when its tool's NeedsApproval says so (such as a refund above
+// --refund-approval-above), and runs otherwise. It knows no budget and no tenant rule:
+// an Outbox that must honour those takes governance's Gate. No Outbox is without a
+// gate, so a tool's own approval rule holds however the Outbox was built.
+type ToolRules struct{}
+
+// Admit implements Gate.
+func (ToolRules) Admit(_ context.Context, _ pgx.Tx, op GateOp) (Verdict, error) {
+	if op.Tool.NeedsApproval == nil || !op.Tool.NeedsApproval(op.Args) {
+		return Verdict{}, nil
+	}
+	return Verdict{Hold: &Hold{PolicyVersion: ToolRulesVersion,
+		Why: fmt.Sprintf("This %s needs a person's approval (its amount is above the configured threshold, or it has none).", op.Tool.Name)}}, nil
+}
+
+// CheckApproval implements Gate: only an op that waits under its tool's own rule may be
+// approved here; one held under another policy (a tenant's rule, a budget, set by
+// governance) is refused with ErrPolicyChanged, since this gate cannot tell whether that
+// policy still holds.
+func (ToolRules) CheckApproval(_ context.Context, _ pgx.Tx, op *Op, tool Tool, policyVersion string) error {
+	if policyVersion == ToolRulesVersion && tool.NeedsApproval != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: it waits under %s, and this Outbox applies only its tool's own rule", ErrPolicyChanged, policyVersion)
 }

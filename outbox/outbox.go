@@ -125,7 +125,8 @@ type Config struct {
 	SealKey []byte
 	// Gate decides, once per new op inside the enqueue's transaction, whether it runs,
 	// waits for a person, or is refused (package governance: approval rules, budgets,
-	// tenant policies). Defaults to none: every op runs.
+	// tenant policies). Defaults to ToolRules: an op waits only as its tool's own
+	// NeedsApproval says, with no budget and no tenant rule.
 	Gate Gate
 	// ApprovalExpiry is how long an op waits for a decision before it is rejected with
 	// the reason "approval expired". Defaults to DefaultApprovalExpiry (72 hours).
@@ -174,6 +175,9 @@ func (nopObserver) Transition(string, protocol.Status, protocol.Status) {}
 
 func (c *Config) withDefaults() Config {
 	out := *c
+	if out.Gate == nil {
+		out.Gate = ToolRules{}
+	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = DefaultMaxAttempts
 	}
