@@ -68,8 +68,8 @@ func (h *harness) upgradeLoop(ctx context.Context) error {
 	if !wait(h.cfg.EnqueueFor / 4) {
 		return nil
 	}
-	if out, err := h.oncebox(ctx, "migrate", "--database-url", h.dbURL); err != nil {
-		return fmt.Errorf("this tree's oncebox migrate, in the middle of the run: %w\n%s", err, out)
+	if err := h.migrateMidRun(ctx); err != nil {
+		return err
 	}
 	h.up.migrated.Store(time.Now().UnixNano())
 	h.logger.Info("migrated with this tree's oncebox while the previous release serves")
@@ -90,6 +90,29 @@ func (h *harness) upgradeLoop(ctx context.Context) error {
 		h.logger.Info("replaced by this tree's binary", slog.String("proc", p.name))
 	}
 	return nil
+}
+
+// migrateMidRun runs this tree's oncebox migrate as an operator would: the chaos may
+// restart or crash Postgres under it (a migration's connection then ends with 57P01),
+// and each migration is one transaction, so a failed run is run again, a few times. A
+// migration that fails for any other reason fails every time, and the run with it.
+func (h *harness) migrateMidRun(ctx context.Context) error {
+	const tries = 5
+	for try := 1; ; try++ {
+		out, err := h.oncebox(ctx, "migrate", "--database-url", h.dbURL)
+		if err == nil {
+			return nil
+		}
+		if try == tries || ctx.Err() != nil {
+			return fmt.Errorf("this tree's oncebox migrate, in the middle of the run (%d tries): %w\n%s", try, err, out)
+		}
+		h.logger.Info("this tree's oncebox migrate failed mid-run; running it again", slog.Int("try", try),
+			slog.String("output", strings.TrimSpace(string(out))))
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // switchSeen counts the processes whose log shows the fleet's switch on and off.
