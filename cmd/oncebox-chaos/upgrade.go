@@ -74,7 +74,7 @@ func (h *harness) upgradeLoop(ctx context.Context) error {
 	h.up.migrated.Store(time.Now().UnixNano())
 	h.logger.Info("migrated with this tree's oncebox while the previous release serves")
 	gap := h.cfg.EnqueueFor / 2 / time.Duration(len(h.procs))
-	for _, p := range h.procs {
+	for i, p := range h.procs {
 		if !wait(gap) {
 			return nil
 		}
@@ -82,14 +82,47 @@ func (h *harness) upgradeLoop(ctx context.Context) error {
 		p.stop(5 * time.Second)
 		p.setBin(h.bin)
 		err := p.start()
+		if err == nil && i < len(h.procs)-1 {
+			p.spare()
+		}
 		h.procMu.Unlock()
 		if err != nil {
 			return fmt.Errorf("start %s on this tree's binary: %w", p.name, err)
 		}
 		h.up.replaced.Add(1)
 		h.logger.Info("replaced by this tree's binary", slog.String("proc", p.name))
+		if i < len(h.procs)-1 {
+			go h.spareUntilSwitchOn(ctx, p)
+		}
 	}
 	return nil
+}
+
+// spareUntilSwitchOn keeps the kill loops off a process just replaced while a process
+// of the previous release still serves, until its log shows the switch on (at most
+// 15 s): the verdict wants every process of this tree to have seen the switch on, and
+// the kills, with a Postgres crash among them, could otherwise fill that whole window.
+// The caller has spared p; this unspares it.
+func (h *harness) spareUntilSwitchOn(ctx context.Context, p *serveProc) {
+	defer p.unspare()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if logHas(p.logPath, fleetMixedOn) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	h.logger.Info("a replaced process has not seen the switch on within 15 s; it may be killed again", slog.String("proc", p.name))
+}
+
+// logHas reports whether the log at path holds a line containing s.
+func logHas(path, s string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(b), s)
 }
 
 // migrateMidRun runs this tree's oncebox migrate as an operator would: the chaos may
