@@ -319,9 +319,10 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 		// The last previous-release process is gone: the switch goes off a lease (15 s)
 		// after its last job, in every process.
 		on, off := h.waitSwitchedOff(ctx, 60*time.Second)
-		upgradeOK = h.up.migrated.Load() != 0 && int(h.up.replaced.Load()) == len(h.procs) && on > 0 && off == len(h.procs)
-		fmt.Fprintf(h.cfg.Out, "upgrade_from=%.7s migrated_mid_run=%t replaced=%d/%d mixed_switch_on=%d mixed_switch_off=%d/%d upgrade_ok=%t\n",
-			h.cfg.UpgradeFrom, h.up.migrated.Load() != 0, h.up.replaced.Load(), len(h.procs), on, off, len(h.procs), upgradeOK)
+		besideOld := len(h.procs) - 1
+		upgradeOK = h.up.migrated.Load() != 0 && int(h.up.replaced.Load()) == len(h.procs) && on == besideOld && off == len(h.procs)
+		fmt.Fprintf(h.cfg.Out, "upgrade_from=%.7s migrated_mid_run=%t replaced=%d/%d mixed_switch_on=%d/%d mixed_switch_off=%d/%d upgrade_ok=%t\n",
+			h.cfg.UpgradeFrom, h.up.migrated.Load() != 0, h.up.replaced.Load(), len(h.procs), on, besideOld, off, len(h.procs), upgradeOK)
 	}
 	stopSupervising()
 	bg.Wait()
@@ -342,7 +343,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	code, err := h.check(checkCtx, outcomes, settled, start)
 	if err == nil && code == exitGreen && !upgradeOK {
 		h.broken = true
-		fmt.Fprintln(h.cfg.Out, "chaos: the rolling upgrade did not complete: every process replaced, the mixed-version switch on while the previous release served and off again in every process")
+		fmt.Fprintln(h.cfg.Out, "chaos: the rolling upgrade did not complete: every process replaced, the mixed-version switch on in each one started while the previous release served, and off in every process at the end")
 		return exitBroken, nil
 	}
 	return code, err

@@ -148,33 +148,41 @@ func (h *harness) migrateMidRun(ctx context.Context) error {
 	}
 }
 
-// switchSeen counts the processes whose log shows the fleet's switch on and off.
+// switchSeen counts the processes replaced while a previous-release process still
+// served (every one but the last) whose log shows the fleet's switch on, and the
+// processes whose last fleet line says the switch is off. The last one replaced starts
+// when only the previous release's recent jobs may still be seen, so it may start with
+// the switch on or off; either way it must end off, as every process must.
 func (h *harness) switchSeen() (on, off int) {
-	for _, p := range h.procs {
+	for i, p := range h.procs {
 		f, err := os.Open(p.logPath)
 		if err != nil {
 			continue
 		}
-		var sawOn, sawOff bool
+		var sawOn, endsOff bool
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			sawOn = sawOn || strings.Contains(line, fleetMixedOn)
-			sawOff = sawOff || (sawOn && strings.Contains(line, fleetMixedOff))
+			switch {
+			case strings.Contains(line, fleetMixedOn):
+				sawOn, endsOff = true, false
+			case strings.Contains(line, fleetMixedOff):
+				endsOff = true
+			}
 		}
 		_ = f.Close()
-		if sawOn {
+		if sawOn && i < len(h.procs)-1 {
 			on++
 		}
-		if sawOff {
+		if endsOff {
 			off++
 		}
 	}
 	return on, off
 }
 
-// waitSwitchedOff waits, up to limit, until every process logged the switch off again
+// waitSwitchedOff waits, up to limit, until every process logged the switch off
 // (the last previous-release process gone), and returns the counts.
 func (h *harness) waitSwitchedOff(ctx context.Context, limit time.Duration) (on, off int) {
 	deadline := time.Now().Add(limit)
