@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -320,13 +321,13 @@ func (g *Governance) amountOf(ctx context.Context, tool outbox.Tool, args json.R
 // in any process queue on it and exactly the admitted number pass). When a budget would
 // be exceeded, or cannot count the op's amount, nothing is counted and the budget is
 // returned.
-func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.GateOp) ([]charge, *overBudget, error) {
+func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.GateOp, budgets []Budget) ([]charge, *overBudget, error) {
 	tool, args, tenantID := op.Tool, op.Args, op.Op.TenantID
 	var (
 		done []charge
 		amt  *opAmount
 	)
-	for _, b := range g.cfg.Budgets {
+	for _, b := range budgets {
 		if b.Tool != "" && b.Tool != tool.Name {
 			continue
 		}
@@ -345,7 +346,7 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 				amt = &a
 			}
 			if !amt.known {
-				if err := g.undoCharges(ctx, tx, tenantID, done); err != nil {
+				if err := g.undoCharges(ctx, tx, op.Op, done); err != nil {
 					return nil, nil, err
 				}
 				g.observeBudget(b.Name, true)
@@ -354,7 +355,7 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 			}
 			key, limit, counted := b.amountRow(amt.currency)
 			if !counted {
-				if err := g.undoCharges(ctx, tx, tenantID, done); err != nil {
+				if err := g.undoCharges(ctx, tx, op.Op, done); err != nil {
 					return nil, nil, err
 				}
 				g.observeBudget(b.Name, true)
@@ -373,9 +374,9 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 			}
 			var ops, used int64
 			err := tx.QueryRow(ctx, sqlBudgetCharge, tenantID, c.budget, c.scope, c.currency, window.Seconds(), c.amount,
-				maxOps, maxAmount).Scan(&ops, &used)
+				maxOps, maxAmount, op.Op.ID).Scan(&ops, &used)
 			if errors.Is(err, pgx.ErrNoRows) {
-				if err := g.undoCharges(ctx, tx, tenantID, done); err != nil {
+				if err := g.undoCharges(ctx, tx, op.Op, done); err != nil {
 					return nil, nil, err
 				}
 				g.observeBudget(b.Name, true)
@@ -405,9 +406,9 @@ func unnamedCurrencySentence(b Budget, tool, currency string) string {
 
 // undoCharges gives back what chargeBudgets counted of an op a later budget would not
 // admit, so that an op over one budget counts against none.
-func (g *Governance) undoCharges(ctx context.Context, tx pgx.Tx, tenantID int64, done []charge) error {
+func (g *Governance) undoCharges(ctx context.Context, tx pgx.Tx, op *outbox.Op, done []charge) error {
 	for _, c := range done {
-		if _, err := tx.Exec(ctx, sqlBudgetUndo, tenantID, c.budget, c.scope, c.currency, c.window.Seconds(), c.amount); err != nil {
+		if _, err := tx.Exec(ctx, sqlBudgetUndo, op.TenantID, c.budget, c.scope, c.currency, c.window.Seconds(), c.amount, op.ID); err != nil {
 			return fmt.Errorf("governance: undo budget charge: %w", err)
 		}
 	}
@@ -468,7 +469,10 @@ func budgetSentence(b Budget, c charge, tool string, maxOps, maxAmount int64) st
 
 // BudgetUsage is what one budget used in its current window, for one scope.
 type BudgetUsage struct {
-	Budget   Budget
+	Budget Budget
+	// Source is SourceTenant for the tenant's own budget, SourceDefault for the
+	// installation's.
+	Source   PolicySource
 	Scope    string
 	Currency string // "" for the count of ops
 	Used     int64
@@ -477,57 +481,85 @@ type BudgetUsage struct {
 	WindowStart, WindowEnd time.Time
 }
 
-// BudgetUsage returns the tenant's usage of every configured budget in its current
-// window: a row per scope and currency with something used, and a row per budget limit
-// with nothing used yet (tenant scope).
+// BudgetUsage returns the tenant's usage of every budget in force for it (its own and
+// the defaults it does not replace, TenantBudgets) in its current window: a row per
+// scope and currency with something used, and a row per budget limit with nothing used
+// yet (tenant scope).
 func (g *Governance) BudgetUsage(ctx context.Context, tenantID int64) ([]BudgetUsage, error) {
+	tbs, err := g.TenantBudgets(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
 	var out []BudgetUsage
-	for _, b := range g.cfg.Budgets {
-		window := time.Duration(b.Window)
-		rows, err := g.cfg.Pool.Query(ctx, sqlBudgetUsage, tenantID, b.Name, window.Seconds())
+	for _, tb := range tbs {
+		u, err := g.usageOf(ctx, tenantID, tb)
 		if err != nil {
+			return nil, err
+		}
+		out = append(out, u...)
+	}
+	return out, nil
+}
+
+// usageOf returns the tenant's usage of one budget in its current window.
+func (g *Governance) usageOf(ctx context.Context, tenantID int64, tb TenantBudget) ([]BudgetUsage, error) {
+	b := tb.Budget
+	window := time.Duration(b.Window)
+	rows, err := g.cfg.Pool.Query(ctx, sqlBudgetUsage, tenantID, b.Name, window.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("governance: read budget usage: %w", err)
+	}
+	defer rows.Close()
+	type key struct{ scope, currency string }
+	seen := map[key]bool{}
+	var (
+		out        []BudgetUsage
+		start, end time.Time
+	)
+	for rows.Next() {
+		u := BudgetUsage{Budget: b, Source: tb.Source}
+		var ops, amount int64
+		if err := rows.Scan(&u.Scope, &u.Currency, &ops, &amount, &u.WindowStart, &u.WindowEnd); err != nil {
 			return nil, fmt.Errorf("governance: read budget usage: %w", err)
 		}
-		type key struct{ scope, currency string }
-		seen := map[key]bool{}
-		var start, end time.Time
-		for rows.Next() {
-			var u BudgetUsage
-			var ops, amount int64
-			if err := rows.Scan(&u.Scope, &u.Currency, &ops, &amount, &u.WindowStart, &u.WindowEnd); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("governance: read budget usage: %w", err)
-			}
-			u.Budget = b
-			if u.Currency == "" {
-				u.Used, u.Limit = ops, b.Count
-			} else {
-				u.Used = amount
-				u.Limit, _ = b.amountLimit(u.Currency)
-			}
-			u.Left = max(u.Limit-u.Used, 0)
-			seen[key{u.Scope, u.Currency}] = true
-			start, end = u.WindowStart, u.WindowEnd
+		if u.Currency == "" {
+			u.Used, u.Limit = ops, b.Count
+		} else {
+			u.Used = amount
+			u.Limit, _ = b.amountLimit(u.Currency)
+		}
+		u.Left = max(u.Limit-u.Used, 0)
+		seen[key{u.Scope, u.Currency}] = true
+		start, end = u.WindowStart, u.WindowEnd
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("governance: read budget usage: %w", err)
+	}
+	if b.scope() != ScopeTenant {
+		return out, nil
+	}
+	if start.IsZero() {
+		if err := g.cfg.Pool.QueryRow(ctx, sqlBudgetWindow, window.Seconds()).Scan(&start, &end); err != nil {
+			return nil, fmt.Errorf("governance: read budget window: %w", err)
+		}
+	}
+	unused := BudgetUsage{Budget: b, Source: tb.Source, Scope: "tenant", WindowStart: start, WindowEnd: end}
+	if b.Count > 0 && !seen[key{"tenant", ""}] {
+		u := unused
+		u.Limit, u.Left = b.Count, b.Count
+		out = append(out, u)
+	}
+	curs := make([]string, 0, len(b.Amount))
+	for cur := range b.Amount {
+		curs = append(curs, cur)
+	}
+	sort.Strings(curs)
+	for _, cur := range curs {
+		if n := b.Amount[cur]; n > 0 && !seen[key{"tenant", cur}] {
+			u := unused
+			u.Currency, u.Limit, u.Left = cur, n, n
 			out = append(out, u)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("governance: read budget usage: %w", err)
-		}
-		if b.scope() != ScopeTenant {
-			continue
-		}
-		if start.IsZero() {
-			if err := g.cfg.Pool.QueryRow(ctx, sqlBudgetWindow, window.Seconds()).Scan(&start, &end); err != nil {
-				return nil, fmt.Errorf("governance: read budget window: %w", err)
-			}
-		}
-		if b.Count > 0 && !seen[key{"tenant", ""}] {
-			out = append(out, BudgetUsage{Budget: b, Scope: "tenant", Limit: b.Count, Left: b.Count, WindowStart: start, WindowEnd: end})
-		}
-		for cur, n := range b.Amount {
-			if n > 0 && !seen[key{"tenant", cur}] {
-				out = append(out, BudgetUsage{Budget: b, Scope: "tenant", Currency: cur, Limit: n, Left: n, WindowStart: start, WindowEnd: end})
-			}
 		}
 	}
 	return out, nil

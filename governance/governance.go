@@ -24,7 +24,8 @@ type Config struct {
 	// wait only when its NeedsApproval says so.
 	Approvals ApprovalPolicy
 	// Budgets bound what agents do without a person, per tenant (or token, or
-	// conversation). Defaults to none.
+	// conversation): the installation's default, which a tenant's own budgets
+	// (SetTenantBudget) replace by name and add to. Defaults to none.
 	Budgets []Budget
 	// Observer counts budget decisions. Defaults to none.
 	Observer BudgetObserver
@@ -61,6 +62,9 @@ type Governance struct {
 	// policies remembers the tenants' approval rules (checked against the version the
 	// enqueue's insert read).
 	policies policyCache
+	// budgets remembers the tenants' own budgets (checked against the version the
+	// enqueue's insert read).
+	budgets budgetCache
 }
 
 var _ outbox.Gate = (*Governance)(nil)
@@ -90,17 +94,20 @@ func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (ou
 		return rule.hold(why), nil
 	}
 	// Budgets count what runs without a person.
-	if len(g.cfg.Budgets) == 0 {
-		return outbox.Verdict{}, nil
+	budgets, err := g.budgetsFor(ctx, tx, op)
+	if err != nil || len(budgets) == 0 {
+		return outbox.Verdict{}, err
 	}
-	_, over, err := g.chargeBudgets(ctx, tx, op)
+	_, over, err := g.chargeBudgets(ctx, tx, op, budgets)
 	if err != nil || over == nil {
 		return outbox.Verdict{}, err
 	}
 	if over.budget.onExceed() == ExceedRefuse && !over.approval {
 		return outbox.Verdict{}, &BudgetExceededError{Budget: over.budget.Name, Sentence: over.sentence, RetryAfter: over.retryAfter}
 	}
-	return rule.hold(over.sentence + " It needs a person's approval."), nil
+	v := rule.hold(over.sentence + " It needs a person's approval.")
+	v.Hold.Budget = over.budget.Name
+	return v, nil
 }
 
 // hold is the verdict that makes an op wait under the rule, for why.

@@ -78,7 +78,7 @@ func (ob *Outbox) requestApprovalTx(ctx context.Context, tx pgx.Tx, op *Op, h *H
 		token = tokenID
 	}
 	if _, err := tx.Exec(ctx, sqlRequestApproval, op.ID, op.TenantID, h.PolicyVersion, op.Fingerprint[:], h.approvers(), h.Why,
-		ob.cfg.ApprovalExpiry.Seconds(), token); err != nil {
+		ob.cfg.ApprovalExpiry.Seconds(), token, h.Budget); err != nil {
 		return fmt.Errorf("outbox: record approval request: %w", err)
 	}
 	return nil

@@ -303,6 +303,8 @@ type insertion struct {
 	tombstone *int
 	// policyVersion is GateOp.PolicyVersion.
 	policyVersion int64
+	// budgetVersion is GateOp.BudgetVersion.
+	budgetVersion string
 }
 
 // insertOp inserts the prepared call as a pending op, or finds the op its key holds.
@@ -318,7 +320,7 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, storedAr
 	var ins insertion
 	for rows.Next() {
 		ins.op = &Op{}
-		dest := append([]any{&ins.inserted, &ins.tombstone, &ins.policyVersion}, ins.op.scanDest()...)
+		dest := append([]any{&ins.inserted, &ins.tombstone, &ins.policyVersion, &ins.budgetVersion}, ins.op.scanDest()...)
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("outbox: insert op: %w", err)
@@ -390,7 +392,7 @@ func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*
 func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion) (*EnqueueResult, error) {
 	op := ins.op
 	verdict, err := ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
-		PolicyVersion: ins.policyVersion})
+		PolicyVersion: ins.policyVersion, BudgetVersion: ins.budgetVersion})
 	if err != nil {
 		// A refusal records nothing, in the caller's transaction too.
 		if _, delErr := tx.Exec(ctx, sqlDeleteRefusedOp, op.ID); delErr != nil {

@@ -41,6 +41,10 @@ type GateOp struct {
 	// itself: a gate that remembers rules compares it with the version it remembers, and
 	// reads the rule only when they differ.
 	PolicyVersion int64
+	// BudgetVersion names the tenant's own budgets as stored when the op was inserted
+	// ("newest version:count", "0:0" when it has none), read by the insert itself: a
+	// gate that remembers a tenant's budgets reads them again only when it differs.
+	BudgetVersion string
 }
 
 // Verdict is a gate's decision about a new op.
@@ -58,6 +62,9 @@ type Hold struct {
 	PolicyVersion string
 	// Approvers is how many distinct approvals release the op (1 when less).
 	Approvers int
+	// Budget names the budget the op would exceed, when that is why it waits ("":
+	// another reason). It is recorded with the approval request.
+	Budget string
 }
 
 // approvers returns how many distinct approvals the hold needs.

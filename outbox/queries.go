@@ -12,7 +12,8 @@ const opColumns = opstate.OpColumns
 // statement inserted it; the second, when the key hit a tombstone, the purged op's last
 // generation (NULL otherwise); the third, for an inserted op, the version of the
 // tenant's own approval rule of the tool as stored (0: the tenant has none), which the
-// gate checks what it remembers against (GateOp.PolicyVersion). When the key exists
+// gate checks what it remembers against (GateOp.PolicyVersion); the fourth, the version
+// of the tenant's own budgets (GateOp.BudgetVersion). When the key exists
 // but was committed after this statement's snapshot, no row comes back and the caller
 // reads it with sqlOpByKey.
 const sqlEnqueue = `
@@ -26,9 +27,10 @@ WITH ins AS (
 	RETURNING ` + opColumns + `
 )
 SELECT true, (SELECT t.generation FROM oncebox_tombstone t WHERE t.tenant_id = $1 AND t.idempotency_key = $2),
-	coalesce((SELECT p.version FROM oncebox_approval_policy p WHERE p.tenant_id = $1 AND p.tool = $3), 0), ins.* FROM ins
+	coalesce((SELECT p.version FROM oncebox_approval_policy p WHERE p.tenant_id = $1 AND p.tool = $3), 0),
+	(SELECT coalesce(max(b.version), 0)::text || ':' || count(*) FROM oncebox_tenant_budget b WHERE b.tenant_id = $1), ins.* FROM ins
 UNION ALL
-SELECT false, NULL::integer, 0::bigint, ` + opColumns + ` FROM oncebox_op
+SELECT false, NULL::integer, 0::bigint, '', ` + opColumns + ` FROM oncebox_op
 WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
 
 // sqlHoldOp makes a new op, inserted pending in the enqueue's transaction, wait for a
@@ -226,8 +228,8 @@ const sqlPurgeKeyWindows = `DELETE FROM oncebox_key_window WHERE closes_at < now
 const sqlOpByIDForDecision = `SELECT ` + opColumns + `, sealed_args IS NOT NULL FROM oncebox_op WHERE id = $1::uuid FOR UPDATE`
 
 const sqlRequestApproval = `
-INSERT INTO oncebox_approval (op_id, tenant_id, policy_version, fingerprint, approvers_needed, why, expires_at, requested_by_token)
-VALUES ($1::uuid, $2, $3, $4, $5, $6, now() + make_interval(secs => $7), $8)`
+INSERT INTO oncebox_approval (op_id, tenant_id, policy_version, fingerprint, approvers_needed, why, expires_at, requested_by_token, budget)
+VALUES ($1::uuid, $2, $3, $4, $5, $6, now() + make_interval(secs => $7), $8, nullif($9, ''))`
 
 const sqlApprovalForUpdate = `
 SELECT policy_version, fingerprint, approvers_needed, why, requested_at, expires_at, expires_at <= now(), decision
