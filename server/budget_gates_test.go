@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/governance"
@@ -21,6 +22,13 @@ import (
 // budgetServer runs a real server with the fake Stripe and budgets, and returns a
 // caller of its API, the agent and approver tokens, and the fake.
 func budgetServer(t *testing.T, budgets []governance.Budget) (func(method, path, token, key, body string) (int, map[string]any), string, string, *fakestripe.Server) {
+	t.Helper()
+	call, agent, approver, fake, _ := budgetServerPool(t, budgets)
+	return call, agent, approver, fake
+}
+
+// budgetServerPool is budgetServer that also returns the server's pool (tenant acme).
+func budgetServerPool(t *testing.T, budgets []governance.Budget) (func(method, path, token, key, body string) (int, map[string]any), string, string, *fakestripe.Server, *pgxpool.Pool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -55,7 +63,7 @@ func budgetServer(t *testing.T, budgets []governance.Budget) (func(method, path,
 		_ = json.Unmarshal(raw, &out)
 		return resp.StatusCode, out
 	}
-	return call, agent, approver, fake
+	return call, agent, approver, fake, pool
 }
 
 // budgetUsed returns GET /v1/budgets' used amount of a budget's currency row.
