@@ -15,6 +15,8 @@ type budgetItem struct {
 	Tool     string `json:"tool"`
 	Scope    string `json:"scope"`
 	OnExceed string `json:"on_exceed"`
+	// Source is tenant (the tenant's own budget) or default (the installation's).
+	Source string `json:"source"`
 	// Currency is "" for the count of ops, else the currency of an amount limit.
 	Currency string `json:"currency"`
 	// OtherCurrencies says what the budget does with the currencies it does not name:
@@ -27,8 +29,8 @@ type budgetItem struct {
 	WindowEnd       time.Time `json:"window_end"`
 }
 
-// listBudgets is GET /v1/budgets: what each budget has used and has left in its current
-// window, for the caller's tenant.
+// listBudgets is GET /v1/budgets: what each budget in force for the caller's tenant (its
+// own, stored in Postgres, and the defaults) has used and has left in its current window.
 func (s *Server) listBudgets(w http.ResponseWriter, r *http.Request, t *tenant.Principal) {
 	var usage []governance.BudgetUsage
 	if g := s.cfg.Governance; g != nil {
@@ -41,7 +43,7 @@ func (s *Server) listBudgets(w http.ResponseWriter, r *http.Request, t *tenant.P
 	items := make([]budgetItem, 0, len(usage))
 	for _, u := range usage {
 		items = append(items, budgetItem{Budget: u.Budget.Name, Tool: u.Budget.Tool, Scope: u.Scope, OnExceed: string(u.Budget.OnExceedOrDefault()),
-			Currency: u.Currency, OtherCurrencies: string(u.Budget.OtherCurrenciesOrDefault()), Used: u.Used, Limit: u.Limit, Left: u.Left, WindowStart: u.WindowStart.UTC(), WindowEnd: u.WindowEnd.UTC()})
+			Source: string(u.Source), Currency: u.Currency, OtherCurrencies: string(u.Budget.OtherCurrenciesOrDefault()), Used: u.Used, Limit: u.Limit, Left: u.Left, WindowStart: u.WindowStart.UTC(), WindowEnd: u.WindowEnd.UTC()})
 	}
 	body, err := json.Marshal(map[string]any{"budgets": items})
 	if err != nil {

@@ -78,3 +78,50 @@ func TestBudgetsOverHTTP(t *testing.T) {
 		"refund-spend/tenant/*": {1000, 1000, 0},
 	}, got)
 }
+
+// TestBudgetsListTheTenantsOwn: GET /v1/budgets lists the tenant's own budgets, stored
+// in Postgres, over the defaults (source tenant or default), with what they used; another
+// tenant sees only the defaults.
+func TestBudgetsListTheTenantsOwn(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
+	require.NoError(t, err)
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Budgets: []governance.Budget{
+		{Name: "default-ops", Window: governance.Duration(time.Hour), Count: 100},
+	}})
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	require.NoError(t, err)
+	tenants := tenant.NewStore(pool)
+	srv, err := api.New(api.Config{Outbox: ob, Governance: gov, Tenants: tenants})
+	require.NoError(t, err)
+	e := &env{pool: pool, ob: ob, gov: gov, tenants: tenants, srv: srv}
+	acme, agent := e.newTenant(t, "acme")
+	_, otherAgent := e.newTenant(t, "other")
+	require.NoError(t, gov.SetTenantBudget(t.Context(), acme.ID, governance.Budget{Name: "payments", Tool: "stripe.payment_intent",
+		Window: governance.Duration(24 * time.Hour), Count: 5}, "test"))
+	require.Equal(t, http.StatusAccepted, e.post(agent, "pay-0", paymentBody).Code)
+
+	list := func(token string) map[string][4]any {
+		rec := e.do(req("GET", "/v1/budgets", token, "", ""))
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		var body struct {
+			Budgets []struct {
+				Budget, Source    string
+				Used, Limit, Left int64
+			}
+		}
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		got := map[string][4]any{}
+		for _, b := range body.Budgets {
+			got[b.Budget] = [4]any{b.Source, b.Used, b.Limit, b.Left}
+		}
+		return got
+	}
+	require.Equal(t, map[string][4]any{
+		"default-ops": {"default", int64(1), int64(100), int64(99)},
+		"payments":    {"tenant", int64(1), int64(5), int64(4)},
+	}, list(agent))
+	require.Equal(t, map[string][4]any{"default-ops": {"default", int64(0), int64(100), int64(100)}}, list(otherAgent))
+}
