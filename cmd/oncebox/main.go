@@ -115,6 +115,11 @@ Usage: oncebox <command> [flags]
   tenant policy set NAME TOOL --mode never|always|above [--above N|cur=N ...] [--approvers 2]
   tenant policy clear NAME TOOL
                                the tenant's own approval rules, over --approval-policy
+  tenant budget set --tenant T NAME --window 24h [--count N] [--amount usd=N ...] [--tool X]
+      [--scope tenant|token|conversation] [--on-exceed approval|refuse]
+  tenant budget list --tenant T   the budgets in force: used, limit and left in the current window
+  tenant budget delete --tenant T NAME
+                               the tenant's own budgets, over --budgets by name
   lookup --tenant T KEY        everything about an op: status, fingerprint, attempts, decisions
   approve|reject --tenant T --token TOKEN KEY [--reason R]
   review list [--tenant T]     ops waiting for a person
