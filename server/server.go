@@ -680,7 +680,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("/", apiHandler)
 	web, err := console.New(console.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Pool: s.apiPool, Report: s.Report,
-		Events: s.events, Replays: s.metrics.Replays, SessionTTL: cfg.ConsoleSessionTTL, Logger: s.logger,
+		Events: s.events, Replays: s.metrics.Replays, Budgets: s.budgetLines, SessionTTL: cfg.ConsoleSessionTTL, Logger: s.logger,
 		SecureCookies: cfg.PublicHTTPS(), TrustForwardedProto: cfg.TrustForwardedProto})
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
@@ -758,6 +758,26 @@ func (s *Server) hsts(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// budgetLines are the console's Budgets page: the budgets in force for the tenant, what
+// each used, and how many ops wait because of it.
+func (s *Server) budgetLines(ctx context.Context, tenantID int64) ([]console.BudgetLine, error) {
+	usage, err := s.apiGov.BudgetUsage(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	waiting, err := s.apiGov.WaitingByBudget(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	lines := make([]console.BudgetLine, 0, len(usage))
+	for _, u := range usage {
+		lines = append(lines, console.BudgetLine{Name: u.Budget.Name, Source: string(u.Source), Tool: u.Budget.Tool, Scope: u.Scope,
+			Currency: u.Currency, Window: time.Duration(u.Budget.Window), Used: u.Used, Limit: u.Limit, Left: u.Left,
+			WindowEnd: u.WindowEnd, Waiting: waiting[u.Budget.Name]})
+	}
+	return lines, nil
 }
 
 // governance is the gate of an outbox on pool: the approval rules, budgets and tenant

@@ -51,6 +51,9 @@ type Config struct {
 	Report ReportFunc
 	// Events, when set, adds what vendors pushed about an op to its timeline.
 	Events *vendorevents.Store
+	// Budgets, when set, lists a tenant's budgets on the Budgets page (admins only).
+	// Defaults to none: the page says no budget bounds the tenant.
+	Budgets BudgetsFunc
 	// Replays, when set, returns how many enqueues were replays since the process started.
 	Replays func() int64
 	// SecureCookies marks the console's cookies Secure whatever the request's scheme:
@@ -119,6 +122,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /console/lookup", c.signedIn(c.lookup))
 	c.mux.HandleFunc("GET /console/finance", c.signedIn(c.finance))
 	c.mux.HandleFunc("GET /console/finance.csv", c.signedIn(c.financeCSV))
+	c.mux.HandleFunc("GET /console/budgets", c.signedIn(c.adminOnly("Budgets", c.budgets)))
 	c.mux.HandleFunc("/console/", c.notFound)
 	// Cross-origin posts are refused before anything else (Sec-Fetch-Site, else Origin
 	// against Host); every form also carries a CSRF token checked by the handlers.

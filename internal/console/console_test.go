@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/console"
@@ -34,6 +35,7 @@ type env struct {
 	base      string
 	stripe    *fakestripe.Server
 	srv       *server.Server
+	pool      *pgxpool.Pool
 	tenant    *tenant.Tenant
 	agent     string
 	approver  string
@@ -83,7 +85,7 @@ func startWith(t testing.TB, set func(*server.Config)) *env {
 	require.NoError(t, err)
 	approver, err := store.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
 	require.NoError(t, err)
-	e := &env{base: "http://" + addr.String(), stripe: fake, srv: srv, tenant: tn, agent: agent, approver: approver, refundKey: "refund-order-1001",
+	e := &env{base: "http://" + addr.String(), stripe: fake, srv: srv, pool: pool, tenant: tn, agent: agent, approver: approver, refundKey: "refund-order-1001",
 		stripeGets: gets}
 
 	pay := e.api(t, "pay-order-1001", `{"tool":"stripe.payment_intent","args":{"amount":5000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)

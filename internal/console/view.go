@@ -37,6 +37,7 @@ type view struct {
 	Found     []opView
 	Finance   *financeView
 	Overview  *overviewView
+	Budgets   []BudgetLine
 }
 
 // refusal is why a request was refused: a problem type (one of protocol's Problem*
@@ -54,7 +55,7 @@ func (c *Console) viewFor(s *sessionInfo, nav string) *view {
 	return &view{Nav: nav, SignedIn: true, Tenant: s.principal.Name, Actor: s.principal.Actor(), Role: string(s.principal.Role), CSRF: s.csrf}
 }
 
-var pageNames = []string{"signin", "link", "error", "overview", "approvals", "review", "lookup", "finance"}
+var pageNames = []string{"signin", "link", "error", "overview", "approvals", "review", "lookup", "finance", "budgets"}
 
 var funcs = template.FuncMap{
 	"when": func(t time.Time) string {
