@@ -1,8 +1,12 @@
 // Package governance is what an embedder configures to keep a person between an agent
 // and the calls it must not make alone: approval rules per tool (a process-wide
 // default a tenant overrides tool by tool, cached and checked against the stored
-// version), budgets that bound what runs without a person, and the check of a
-// person's approval against the policy its op waits under.
+// version), budgets that bound what runs without a person (a process-wide default a
+// tenant's own budgets, stored in Postgres, replace by name and add to, cached and
+// checked against the version the enqueue's insert read), and the check of a person's
+// approval against the policy its op waits under. An admitted op's budget charges are
+// recorded; migration 022's trigger gives them back when the op fails or is rejected,
+// in the transaction of that status change.
 //
 // A *Governance is an outbox.Gate: set it as outbox.Config.Gate, and the enqueue asks
 // it once per new op, inside its transaction, whether the op runs, waits for a
