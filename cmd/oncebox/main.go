@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -30,6 +31,9 @@ func (e *exitError) Error() string {
 	}
 	return e.err.Error()
 }
+
+// Unwrap is the error carried.
+func (e *exitError) Unwrap() error { return e.err }
 
 // Main runs one oncebox command and returns the process exit code.
 func Main(ctx context.Context, args []string) int {
@@ -80,6 +84,10 @@ func Main(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "oncebox: unknown command %q\n\n", cmd)
 		usage()
 		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		// --help printed the subcommand's flags: asking for them is no error.
+		return 0
 	}
 	if err != nil {
 		var ee *exitError
@@ -134,7 +142,7 @@ Usage: oncebox <command> [flags]
                                requests: use a test environment); verdicts on native_keys and lookup_path
 
 Every command takes the global flags --database-url (env DATABASE_URL), --log-format and
---log-level, before or after its arguments; serve, dev, mcp, lookup, approve, reject, review and
-reconcile also take the flags listed by 'oncebox config'.
+--log-level, before or after its arguments; serve and dev take every flag listed by 'oncebox
+config', and the other commands those of them they use ('oncebox COMMAND --help').
 `)
 }
