@@ -123,7 +123,8 @@ Usage: oncebox <command> [flags]
   tenant policy set NAME TOOL --mode never|always|above [--above N|cur=N ...] [--approvers 2]
   tenant policy clear NAME TOOL
                                the tenant's own approval rules, over --approval-policy
-  lookup --tenant T KEY        everything about an op: status, fingerprint, attempts, decisions
+  lookup --tenant T TERM       everything about the op a key, op id or vendor ref (pi_…, a SendGrid
+                               message id) names: attempts, decisions, timeline; a conversation's ops
   approve|reject --tenant T --token TOKEN KEY [--reason R]
   review list [--tenant T]     ops waiting for a person
   review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R
