@@ -343,3 +343,12 @@ WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`
 
 // sqlPing is the health check's query (Ping).
 const sqlPing = `SELECT 1`
+
+// sqlFindKeys returns the keys of the tenant's ops that a search term names: by
+// idempotency key, op id, vendor reference (a SendGrid event's sg_message_id names
+// the message as its x-message-id, then a dot and more) or conversation id, newest
+// first.
+const sqlFindKeys = `SELECT idempotency_key FROM oncebox_op
+WHERE tenant_id = $1 AND (idempotency_key = $2 OR id::text = lower($2) OR vendor_ref = $2
+	OR vendor_ref = split_part($2, '.', 1) OR conversation_id = $2)
+ORDER BY created_at DESC LIMIT $3`

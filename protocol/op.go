@@ -36,4 +36,7 @@ type Op struct {
 	// ExpiresAt is when a terminal op may be purged; for an op not yet terminal, a
 	// lower bound.
 	ExpiresAt time.Time `json:"expires_at"`
+	// Why says in one sentence why the op waits for a person, while it awaits
+	// approval; empty otherwise.
+	Why string `json:"why,omitempty"`
 }

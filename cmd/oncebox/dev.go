@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,7 +68,10 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 
-	devSealKey(&cfg)
+	sealKeyPath, err := devSealKey(&cfg, pg)
+	if err != nil {
+		return err
+	}
 	fakes := &devFakes{}
 	defer fakes.stop()
 	if err := fakes.start(&cfg, logger); err != nil {
@@ -79,7 +83,8 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer save(logger)
 
-	banner := devBanner{pg: pg, fakes: fakes.list, fakesNote: fakesNote, tenant: *tenantName, tokens: tokens, linkTTL: *linkTTL}
+	banner := devBanner{pg: pg, fakes: fakes.list, fakesNote: fakesNote, tenant: *tenantName, tokens: tokens, linkTTL: *linkTTL,
+		cliEnv: fakes.env(cfg), sealKeyPath: sealKeyPath}
 	return serveDev(ctx, cfg, logger, fakes, banner)
 }
 
@@ -140,14 +145,40 @@ func devDatabase(ctx context.Context, url, tenantName string, logger *slog.Logge
 	return devTokens(ctx, tenant.NewStore(pool), tenantName)
 }
 
-// devSealKey gives a dev run without a seal key one of its own: ops left pending by an
-// earlier run with redacted args go to needs_review instead of being sent.
-func devSealKey(cfg *server.Config) {
-	if cfg.SealKey == "" {
+// devSealKey gives a dev run without a seal key the one kept in dev's folder
+// (devFile), made on the first run (mode 0600) and read on the next ones: ops left
+// pending by an earlier run with redacted args can still be sent, and an `oncebox mcp`
+// given the printed exports seals with the same key. It returns the file's path, or ""
+// when cfg has a seal key of its own.
+func devSealKey(cfg *server.Config, pg *localpg.Postgres) (string, error) {
+	if cfg.SealKey != "" {
+		return "", nil
+	}
+	path, err := devFile(pg, "sealkey")
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
 		var k [32]byte
 		_, _ = rand.Read(k[:])
-		cfg.SealKey = base64.StdEncoding.EncodeToString(k[:])
+		b = []byte(base64.StdEncoding.EncodeToString(k[:]) + "\n")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return "", fmt.Errorf("keep dev's seal key in %s: %w", path, err)
+		}
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", fmt.Errorf("keep dev's seal key in %s: %w", path, err)
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("read dev's seal key (delete %s to make a new one): %w", path, err)
 	}
+	cfg.SealKey = strings.TrimSpace(string(b))
+	return path, nil
 }
 
 // devBanner is what a dev run prints once its server listens.
@@ -164,6 +195,11 @@ type devBanner struct {
 	// link is the one-time console sign-in link, valid linkTTL.
 	link    string
 	linkTTL time.Duration
+	// cliEnv is what the CLI needs besides DATABASE_URL to reach the fakes, as
+	// variable, value pairs (devFakes.env); sealKeyPath is the file of dev's own seal
+	// key, "" when the seal key was given.
+	cliEnv      []string
+	sealKeyPath string
 }
 
 // print prints the banner on stdout.
@@ -195,13 +231,51 @@ Enqueue an op (run it twice: the second answer is a replay, and nothing is charg
     -H 'Content-Type: application/json' \
     -d '{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}'
 
-Point the CLI (oncebox lookup, review, reconcile report) at this database%s:
+Point the CLI (oncebox lookup, review, reconcile report, mcp --tenant %s) at this database%s
+and its fake vendors (again after a restart: the fakes' ports change):
 
-  export DATABASE_URL='%s'
-
+%s
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, b.pg.Source, redactURL(b.pg.URL), fakeLines(b.fakes), b.fakesNote, b.tenant, token, base, b.link, b.linkTTL, b.tokens.approver, base, token, demoKey, passNote, exportURL)
+`, base, base, base, base, b.pg.Source, redactURL(b.pg.URL), fakeLines(b.fakes), b.fakesNote, b.tenant, token, base, b.link, b.linkTTL, b.tokens.approver, base, token, demoKey, b.tenant, passNote, b.exports(exportURL))
 	return nil
+}
+
+// exports is the banner's one export command: the database URL (databaseURL, without
+// its password), the fakes' settings, and the seal key read from its file.
+func (b devBanner) exports(databaseURL string) string {
+	vars := append([]string{"DATABASE_URL", shellQuote(databaseURL)}, quoteValues(b.cliEnv)...)
+	if b.sealKeyPath != "" {
+		vars = append(vars, settingEnv("seal-key"), `"$(cat `+shellQuote(b.sealKeyPath)+`)"`)
+	}
+	lines := make([]string, 0, len(vars)/2)
+	for i := 0; i+1 < len(vars); i += 2 {
+		lines = append(lines, vars[i]+"="+vars[i+1])
+	}
+	return "  export " + strings.Join(lines, " \\\n    ") + "\n"
+}
+
+// quoteValues quotes the values of variable, value pairs for a shell.
+func quoteValues(pairs []string) []string {
+	out := slices.Clone(pairs)
+	for i := 1; i < len(out); i += 2 {
+		out[i] = shellQuote(out[i])
+	}
+	return out
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// settingEnv is the environment variable of the setting whose flag is name.
+func settingEnv(name string) string {
+	for _, s := range settings() {
+		if s.flag == name {
+			return s.env
+		}
+	}
+	panic("no setting --" + name)
 }
 
 // devPostgres returns the Postgres of a dev run: the URL given with --database-url or
@@ -250,17 +324,9 @@ func printableURL(pg *localpg.Postgres) (printable, note string, err error) {
 	if !ok {
 		return pg.URL, "", nil
 	}
-	path := pg.DataDir + ".pgpass"
-	if pg.DataDir == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			dir = os.TempDir()
-		}
-		dir = filepath.Join(dir, "oncebox")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", "", fmt.Errorf("make a folder for the database password: %w", err)
-		}
-		path = filepath.Join(dir, "dev-"+u.Hostname()+"-"+u.Port()+".pgpass")
+	path, err := devFile(pg, "pgpass")
+	if err != nil {
+		return "", "", err
 	}
 	esc := strings.NewReplacer(`\`, `\\`, ":", `\:`)
 	port := u.Port()
@@ -279,6 +345,32 @@ func printableURL(pg *localpg.Postgres) (printable, note string, err error) {
 	q.Set("passfile", path)
 	u.RawQuery = q.Encode()
 	return u.String(), " (its password is in " + path + ", mode 0600, which the URL names)", nil
+}
+
+// devFile is where dev keeps its file ext for the database pg: beside the private
+// cluster's data folder, else in the user's cache folder, named after the database's
+// host, port and name.
+func devFile(pg *localpg.Postgres, ext string) (string, error) {
+	if pg.DataDir != "" {
+		return pg.DataDir + "." + ext, nil
+	}
+	u, err := url.Parse(pg.URL)
+	if err != nil {
+		return "", fmt.Errorf("database URL: %w", err)
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	dir = filepath.Join(dir, "oncebox")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("make a folder for dev's files: %w", err)
+	}
+	name := "dev-" + u.Hostname() + "-" + u.Port()
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		name += "-" + url.PathEscape(db)
+	}
+	return filepath.Join(dir, name+"."+ext), nil
 }
 
 // redactURL drops a password from a database URL for printing.

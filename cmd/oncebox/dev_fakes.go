@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/oncebox/oncebox/internal/localpg"
@@ -30,6 +31,8 @@ type devFakes struct {
 	// real.
 	stripe   *fakestripe.Server
 	sendgrid *fakesendgrid.Server
+	// webhook is whether the webhook fake stands for every target.
+	webhook bool
 	// stops undo what start did, in reverse order (stop).
 	stops []func()
 }
@@ -63,8 +66,34 @@ func (f *devFakes) start(cfg *server.Config, logger *slog.Logger) error {
 		cfg.WebhookTargets = map[string]webhook.Target{"demo": {BaseURL: url}}
 		cfg.WebhookNativeKeys, cfg.WebhookLookupPath = true, "/_lookup"
 		f.list = append(f.list, "webhook \"demo\"", url)
+		f.webhook = true
 	}
 	return nil
+}
+
+// env is what a CLI process beside dev needs to reach the fakes cfg points at (the
+// settings start changed), as environment variable, value pairs: `reconcile report`
+// lists their objects, `mcp` records ops for their tools.
+func (f *devFakes) env(cfg server.Config) []string {
+	var env []string
+	add := func(flag, value string) { env = append(env, settingEnv(flag), value) }
+	if f.stripe != nil {
+		add("stripe-api-base", cfg.StripeAPIBase)
+		add("stripe-api-key", cfg.StripeAPIKey)
+	}
+	if f.sendgrid != nil {
+		add("sendgrid-api-base", cfg.SendGridAPIBase)
+		add("sendgrid-api-key", cfg.SendGridAPIKey)
+		add("sendgrid-lookup-lag", cfg.SendGridLookupLag.String())
+		add("sendgrid-activity-rate", strconv.Itoa(cfg.SendGridActivityRate))
+	}
+	if f.webhook {
+		targets, _ := json.Marshal(map[string]map[string]string{"demo": {"base_url": cfg.WebhookTargets["demo"].BaseURL}})
+		add("webhook-targets", string(targets))
+		add("webhook-native-keys", strconv.FormatBool(cfg.WebhookNativeKeys))
+		add("webhook-lookup-path", cfg.WebhookLookupPath)
+	}
+	return env
 }
 
 // startStripe starts the Stripe fake, with signed events unless cfg has a webhook

@@ -12,22 +12,24 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/console"
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 )
 
-// runLookup is `oncebox lookup --tenant T KEY`: everything support needs about one op. It
-// only reads.
+// runLookup is `oncebox lookup --tenant T TERM`: everything support needs about the op
+// TERM names (its key, op id, vendor reference such as pi_… or a SendGrid message id),
+// or the list of the ops of the conversation TERM. It only reads.
 func runLookup(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant name")
 	asJSON := fs.Bool("json", false, "print JSON")
-	cfg, logger, err := parseServerArgs(fs, args)
+	cfg, logger, err := parseServerArgsFor(fs, args, showOnly())
 	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &exitError{code: 2, err: errors.New("usage: oncebox lookup --tenant T KEY")}
+		return &exitError{code: 2, err: errors.New("usage: oncebox lookup --tenant T KEY|OP_ID|VENDOR_REF|CONVERSATION")}
 	}
 	srv, err := offline(ctx, cfg, logger, true)
 	if err != nil {
@@ -38,10 +40,18 @@ func runLookup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	op, err := srv.Outbox().Get(ctx, tid, fs.Arg(0))
+	ops, err := srv.Outbox().Find(ctx, tid, fs.Arg(0), lookupMaxListed)
 	if err != nil {
 		return err
 	}
+	switch len(ops) {
+	case 0:
+		return fmt.Errorf("tenant %q has no op whose key, op id, vendor reference or conversation is %q", *tenantName, fs.Arg(0))
+	case 1:
+	default:
+		return printFound(os.Stdout, ops, *asJSON)
+	}
+	op := ops[0]
 	h, err := srv.Outbox().History(ctx, tid, op.ID)
 	if err != nil {
 		return err
@@ -51,6 +61,25 @@ func runLookup(ctx context.Context, args []string) error {
 		return err
 	}
 	return printLookup(os.Stdout, op, h, evs, *asJSON)
+}
+
+// lookupMaxListed is how many ops of a conversation lookup lists.
+const lookupMaxListed = 200
+
+// printFound lists the ops a lookup found (a conversation's), newest first.
+func printFound(w io.Writer, ops []*outbox.Op, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"ops": ops})
+	}
+	fmt.Fprintf(w, "%d ops (oncebox lookup KEY for one of them):\n", len(ops))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CREATED\tKEY\tTOOL\tSTATUS\tVENDOR REF\tCONVERSATION")
+	for _, op := range ops {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.CreatedAt.Format(time.RFC3339), op.Key, op.Tool, op.Status, op.VendorRef, op.ConversationID)
+	}
+	return tw.Flush()
 }
 
 func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendorevents.Event, asJSON bool) error {
@@ -98,7 +127,7 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendoreven
 	}
 	fmt.Fprintf(w, "\ndecisions (%d):\n", len(h.Events))
 	for _, e := range h.Events {
-		fmt.Fprintf(w, "  %s  %s  %s -> %s  by %s  %s\n", e.At.Format(time.RFC3339), e.Kind, e.FromStatus, e.ToStatus, e.Actor, e.Detail)
+		fmt.Fprintf(w, "  %s  %s  (by %s)\n", e.At.Format(time.RFC3339), console.DecisionSentence(op, e), e.Actor)
 	}
 	if len(h.Matches) > 0 {
 		// MCP calls matched to the op by its tool's identity fields, not executed.
@@ -111,6 +140,15 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendoreven
 			fmt.Fprintf(w, "  %s  differed: %s  conversation %s  fingerprint %s\n", m.At.Format(time.RFC3339), differed,
 				m.ConversationID, m.Fingerprint)
 		}
+	}
+	// Everything in causal order, as the console shows it.
+	fmt.Fprintf(w, "\ntimeline:\n")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, e := range console.Timeline(op, h, evs) {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.At.Format("2006-01-02T15:04:05.000Z07:00"), e.Who, e.What, e.Notes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 	// What the vendor pushed about the op's objects (Stripe webhooks, SendGrid events).
 	fmt.Fprintf(w, "\nvendor events (%d):\n", len(evs))

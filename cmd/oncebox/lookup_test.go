@@ -60,6 +60,26 @@ func TestLookupAnswersWasIChargedTwice(t *testing.T) {
 		require.Contains(t, string(text), want)
 	}
 	require.Len(t, fake.EffectsFor(res.Op.ID), 1)
+	require.Regexp(t, `timeline:\n\s+\S+\s+agent\s+created`, string(text), "the timeline starts with the creation")
+
+	// The same op by its op id and by its vendor reference; a conversation of two ops
+	// lists them.
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "STRIPE_API_KEY=", "SENDGRID_API_KEY=", "ONCEBOX_WEBHOOK_TARGETS="}
+	for _, term := range []string{res.Op.ID, op.VendorRef} {
+		out, errOut, code := runCLI(t, "lookup --tenant acme "+term, env...)
+		require.Zero(t, code, errOut)
+		require.Regexp(t, `key\s+order-7\n`, out, "lookup %s", term)
+	}
+	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "order-8", Tool: protocol.ToolWebhookPost,
+		Args: json.RawMessage(`{"target":"crm","path":"/charge","body":{"amount":800}}`), ConversationID: "conv-1"})
+	require.NoError(t, err)
+	list, errOut, code := runCLI(t, "lookup --tenant acme conv-1", env...)
+	require.Zero(t, code, errOut)
+	require.Contains(t, list, "2 ops")
+	require.Regexp(t, `(?s)order-8.*order-7`, list, "newest first")
+	_, errOut, code = runCLI(t, "lookup --tenant acme nothing-here", env...)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `has no op whose key, op id, vendor reference or conversation is "nothing-here"`)
 }
 
 // newCRMOutbox returns an Outbox on pool whose webhook tool reaches the target "crm" at

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -30,6 +31,9 @@ func (e *exitError) Error() string {
 	}
 	return e.err.Error()
 }
+
+// Unwrap is the error carried.
+func (e *exitError) Unwrap() error { return e.err }
 
 // Main runs one oncebox command and returns the process exit code.
 func Main(ctx context.Context, args []string) int {
@@ -81,6 +85,10 @@ func Main(ctx context.Context, args []string) int {
 		usage()
 		return 2
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		// --help printed the subcommand's flags: asking for them is no error.
+		return 0
+	}
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -120,7 +128,8 @@ Usage: oncebox <command> [flags]
   tenant budget list --tenant T   the budgets in force: used, limit and left in the current window
   tenant budget delete --tenant T NAME
                                the tenant's own budgets, over --budgets by name
-  lookup --tenant T KEY        everything about an op: status, fingerprint, attempts, decisions
+  lookup --tenant T TERM       everything about the op a key, op id or vendor ref (pi_…, a SendGrid
+                               message id) names: attempts, decisions, timeline; a conversation's ops
   approve|reject --tenant T --token TOKEN KEY [--reason R]
   review list [--tenant T]     ops waiting for a person
   review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R
@@ -139,7 +148,7 @@ Usage: oncebox <command> [flags]
                                requests: use a test environment); verdicts on native_keys and lookup_path
 
 Every command takes the global flags --database-url (env DATABASE_URL), --log-format and
---log-level, before or after its arguments; serve, dev, mcp, lookup, approve, reject, review and
-reconcile also take the flags listed by 'oncebox config'.
+--log-level, before or after its arguments; serve and dev take every flag listed by 'oncebox
+config', and the other commands those of them they use ('oncebox COMMAND --help').
 `)
 }

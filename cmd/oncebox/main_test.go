@@ -179,7 +179,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) {
 func TestDevWithDatabaseURL(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Schema(t)
-	cmd, out := startChild(t, "dev", "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ADDR=127.0.0.1:0")
+	cmd, out := startChild(t, "dev", "DATABASE_URL="+dbtest.ConnString(t, pool), "ONCEBOX_ADDR=127.0.0.1:0", "XDG_CACHE_HOME="+t.TempDir())
 	text := banner(t, out)
 	require.Contains(t, text, "env:DATABASE_URL")
 	require.Contains(t, text, "export DATABASE_URL='"+dbtest.ConnString(t, pool)+"'", "the banner says how to point the CLI at dev's database")

@@ -17,7 +17,13 @@ import (
 // subcommand's own flags already on fs, anywhere in args. It refuses at once when no
 // database is configured.
 func parseServerArgs(fs *flag.FlagSet, args []string) (server.Config, *slog.Logger, error) {
-	cfg, log, err := parseConfig(fs, args)
+	return parseServerArgsFor(fs, args, nil)
+}
+
+// parseServerArgsFor is parseServerArgs with only the settings show names as flags
+// (parseConfigFor).
+func parseServerArgsFor(fs *flag.FlagSet, args []string, show func(string) bool) (server.Config, *slog.Logger, error) {
+	cfg, log, err := parseConfigFor(fs, args, show)
 	if err != nil {
 		return cfg, nil, &exitError{code: 2, err: err}
 	}

@@ -58,7 +58,7 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 	fs.Var(above, "above", "with --mode above: N (minor units, any currency) or currency=N; repeatable")
 	approvers := fs.Int("approvers", 1, "distinct approver tokens needed (2 = four eyes)")
 	format := fs.String("format", "text", "text or json")
-	cfg, _, err := parseConfig(fs, args)
+	cfg, _, err := parseConfigFor(fs, args, showOnly([]string{"approval-policy", "refund-approval-above"}))
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -29,7 +29,7 @@ func runReconcile(ctx context.Context, args []string) error {
 	until := fs.String("until", "", "end of the window, exclusive (RFC 3339 or YYYY-MM-DD; default now)")
 	tenantName := fs.String("tenant", "", "only this tenant's ops")
 	format := fs.String("format", "", "summary, csv or json (default: summary on a terminal, csv otherwise)")
-	cfg, logger, err := parseServerArgs(fs, args)
+	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(vendorSettings, reconcileSettings))
 	if err != nil {
 		return err
 	}

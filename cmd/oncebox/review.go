@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/server"
 )
 
 const reviewUsage = "usage: oncebox review list [--tenant T] | review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R"
@@ -25,7 +27,7 @@ func runReview(ctx context.Context, args []string) error {
 	newKey := fs.Bool("new-key", false, "with --resend: use a fresh vendor key (the vendor holds a stored failure under the old one)")
 	reason := fs.String("reason", "", "why (required for resolve; recorded in the op's history)")
 	actor := fs.String("actor", envOr("USER", "operator"), "who decides")
-	cfg, logger, err := parseServerArgs(fs, args)
+	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(vendorSettings))
 	if err != nil {
 		return err
 	}
@@ -43,22 +45,7 @@ func runReview(ctx context.Context, args []string) error {
 			return err
 		}
 		defer srv.Close()
-		var tid int64
-		if *tenantName != "" {
-			if tid, err = tenantID(ctx, srv, *tenantName); err != nil {
-				return err
-			}
-		}
-		items, err := srv.Outbox().ListReview(ctx, tid)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TENANT\tKEY\tTOOL\tATTEMPTS\tSINCE\tWHY")
-		for _, it := range items {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", it.TenantID, it.Key, it.Tool, it.Attempts, it.UpdatedAt.Format(time.RFC3339), it.LastEvent)
-		}
-		return tw.Flush()
+		return reviewList(ctx, srv, *tenantName, os.Stdout)
 	case "resolve":
 		if len(pos) != 2 || *reason == "" {
 			return &exitError{code: 2, err: errors.New("usage: oncebox review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R")}
@@ -92,4 +79,40 @@ func runReview(ctx context.Context, args []string) error {
 		return nil
 	}
 	return &exitError{code: 2, err: fmt.Errorf("unknown review command %q (%s)", pos[0], reviewUsage)}
+}
+
+// reviewList prints the ops that wait for a person, the named tenant's or every
+// tenant's, each with its tenant's name.
+func reviewList(ctx context.Context, srv *server.Server, tenantName string, w io.Writer) error {
+	var (
+		tid int64
+		err error
+	)
+	if tenantName != "" {
+		if tid, err = tenantID(ctx, srv, tenantName); err != nil {
+			return err
+		}
+	}
+	items, err := srv.Outbox().ListReview(ctx, tid)
+	if err != nil {
+		return err
+	}
+	tenants, err := srv.Tenants().List(ctx)
+	if err != nil {
+		return err
+	}
+	names := make(map[int64]string, len(tenants))
+	for _, t := range tenants {
+		names[t.ID] = t.Name
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tKEY\tTOOL\tATTEMPTS\tSINCE\tWHY")
+	for _, it := range items {
+		name, ok := names[it.TenantID]
+		if !ok {
+			name = fmt.Sprintf("(tenant %d)", it.TenantID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", name, it.Key, it.Tool, it.Attempts, it.UpdatedAt.Format(time.RFC3339), it.LastEvent)
+	}
+	return tw.Flush()
 }

@@ -288,6 +288,14 @@ func setMCPDedupeWindows(c *server.Config, v string) error {
 // parseConfig applies defaults, then environment variables, then flags (anywhere in
 // args), and returns the settings and the log flags.
 func parseConfig(fs *flag.FlagSet, args []string) (server.Config, *logFlags, error) {
+	return parseConfigFor(fs, args, nil)
+}
+
+// parseConfigFor is parseConfig for a subcommand that uses only some settings: only
+// those show reports true for are flags on fs (nil: all of them); the others still
+// take their environment variables, so that the process is configured as its
+// neighbours are, but --help does not list them.
+func parseConfigFor(fs *flag.FlagSet, args []string, show func(name string) bool) (server.Config, *logFlags, error) {
 	cfg := server.Defaults()
 	all := settings()
 	values := map[string]*string{}
@@ -295,6 +303,10 @@ func parseConfig(fs *flag.FlagSet, args []string) (server.Config, *logFlags, err
 		v := s.def
 		if env, ok := os.LookupEnv(s.env); ok && env != "" {
 			v = env
+		}
+		if show != nil && !show(s.flag) {
+			values[s.flag] = &v
+			continue
 		}
 		if s.secret {
 			values[s.flag] = secretVar(fs, s.flag, s.env, s.def, s.help+" (env "+s.env+")")

@@ -40,7 +40,12 @@ func runToolsTo(ctx context.Context, args []string, out io.Writer) error {
 	if len(rest) > 0 && len(rest[0]) > 0 && rest[0][0] != '-' {
 		name, rest = rest[0], rest[1:]
 	}
-	if err := fs.Parse(rest); err != nil {
+	if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, usageLine)
+		fs.SetOutput(os.Stderr)
+		fs.PrintDefaults()
+		return err
+	} else if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("%w\n%s", err, usageLine)}
 	}
 	if name == "" && fs.NArg() == 1 {

@@ -223,3 +223,39 @@ func TestFourEyesCountsPeople(t *testing.T) {
 	_, err = e.tenants.NewTokenFor(ctx, "acme", tenant.RoleApprover, "a\x07b")
 	require.Error(t, err, "a person with a control character is refused")
 }
+
+// TestAwaitingOpSaysWhy: POST /v1/ops answering awaiting_approval carries why, the
+// sentence MCP gives and the approvers list; so do its replay and GET while it waits.
+// An op that does not wait, or no longer does, has an empty why.
+func TestAwaitingOpSaysWhy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, agent := e.newTenant(t, "acme")
+	approver := e.newToken(t, "acme", tenant.RoleApprover)
+
+	rec := e.post(agent, "big", largeRefundBody)
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	op := decodeOp(t, rec)
+	require.Equal(t, "awaiting_approval", op.Status)
+	require.NotEmpty(t, op.Why)
+	var listed struct{ Approvals []struct{ Key, Why string } }
+	list := e.do(req("GET", "/v1/approvals", approver, "", ""))
+	require.NoError(t, json.Unmarshal(list.Body.Bytes(), &listed))
+	require.Len(t, listed.Approvals, 1)
+	require.Equal(t, listed.Approvals[0].Why, op.Why, "the sentence the approvers read")
+
+	replay := e.post(agent, "big", largeRefundBody)
+	require.Equal(t, http.StatusOK, replay.Code)
+	require.Equal(t, op.Why, decodeOp(t, replay).Why, "a replay says why too")
+	require.Equal(t, op.Why, decodeOp(t, e.do(req("GET", "/v1/ops/big", agent, "", ""))).Why)
+
+	rec = e.do(req("POST", "/v1/ops/big/approve", approver, "", ""))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	approved := decodeOp(t, rec)
+	require.Equal(t, "pending", approved.Status)
+	require.Empty(t, approved.Why)
+	require.Contains(t, rec.Body.String(), `"why":""`, "every member is sent, empty or not")
+	small := decodeOp(t, e.post(agent, "small", smallRefundBody))
+	require.NotEqual(t, "awaiting_approval", small.Status)
+	require.Empty(t, small.Why)
+}

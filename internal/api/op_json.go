@@ -75,9 +75,12 @@ var opMembers = func() []opMember {
 	return append(members, stored...)
 }()
 
-// renderOp returns the op's JSON, with its history when h is not nil.
-func renderOp(op *outbox.Op, h *outbox.History) ([]byte, error) {
-	out, err := appendOp([]byte{'{'}, op.Wire())
+// renderOp returns the op's JSON, with why (protocol.Op.Why) and, when h is not nil,
+// its history.
+func renderOp(op *outbox.Op, h *outbox.History, why string) ([]byte, error) {
+	wire := op.Wire()
+	wire.Why = why
+	out, err := appendOp([]byte{'{'}, wire)
 	if err != nil {
 		return nil, err
 	}

@@ -44,25 +44,25 @@ func TestRenderOpBytes(t *testing.T) {
 	}{
 		{"full", full, nil, `{"id":"0192b6c4-7a3e-7cde-8f01-23456789abcd","key":"order-1","tool":"stripe.refund","status":"succeeded",` +
 			`"fingerprint":"` + fpHex + `","attempts":2,"vendor_ref":"re_1","conversation_id":"conv-1","tool_call_id":"call-1",` +
-			`"created_at":"2026-03-04T04:06:07.89Z","updated_at":"2026-03-04T04:07:07.89Z","expires_at":"2026-03-04T05:06:07.89Z",` +
+			`"created_at":"2026-03-04T04:06:07.89Z","updated_at":"2026-03-04T04:07:07.89Z","expires_at":"2026-03-04T05:06:07.89Z","why":"",` +
 			`"result":{ "id": "re_1", "html": "<b>&</b>" },"error":{"code":"x"}}` + "\n"},
 		{"empty", empty, nil, `{"id":"id","key":"k","tool":"t","status":"pending","fingerprint":"` + zeroFP + `","attempts":0,` +
 			`"vendor_ref":"","conversation_id":"","tool_call_id":"","created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z",` +
-			`"expires_at":"0001-01-01T00:00:00Z","result":null,"error":null}` + "\n"},
+			`"expires_at":"0001-01-01T00:00:00Z","why":"","result":null,"error":null}` + "\n"},
 		{"empty history", empty, &outbox.History{}, `{"id":"id","key":"k","tool":"t","status":"pending","fingerprint":"` + zeroFP + `","attempts":0,` +
 			`"vendor_ref":"","conversation_id":"","tool_call_id":"","created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z",` +
-			`"expires_at":"0001-01-01T00:00:00Z","result":null,"error":null,` +
+			`"expires_at":"0001-01-01T00:00:00Z","why":"","result":null,"error":null,` +
 			`"history":{"trace_id":"","attempts":[],"events":[],"identity_matches":[]}}` + "\n"},
 		{"history", full, history, `{"id":"0192b6c4-7a3e-7cde-8f01-23456789abcd","key":"order-1","tool":"stripe.refund","status":"succeeded",` +
 			`"fingerprint":"` + fpHex + `","attempts":2,"vendor_ref":"re_1","conversation_id":"conv-1","tool_call_id":"call-1",` +
-			`"created_at":"2026-03-04T04:06:07.89Z","updated_at":"2026-03-04T04:07:07.89Z","expires_at":"2026-03-04T05:06:07.89Z",` +
+			`"created_at":"2026-03-04T04:06:07.89Z","updated_at":"2026-03-04T04:07:07.89Z","expires_at":"2026-03-04T05:06:07.89Z","why":"",` +
 			`"result":{ "id": "re_1", "html": "<b>&</b>" },"error":{"code":"x"},` +
 			`"history":{"trace_id":"0af7651916cd43dd8448eb211c80319c",` +
 			`"attempts":[{"attempt":1,"started_at":"2026-03-04T04:06:07.89Z","finished_at":"2026-03-04T04:06:08.89Z","outcome":"success","error":"","vendor_ref":"re_1","vendor_key":"vk"}],` +
 			`"events":[{"at":"2026-03-04T04:06:07.89Z","kind":"approved","from_status":"awaiting_approval","to_status":"pending","actor":"ada","detail":null}],` +
 			`"identity_matches":[{"at":"2026-03-04T04:06:07.89Z","differed":["amount"],"fingerprint":"` + fpHex + `","conversation_id":"c","tool_call_id":"t"}]}}` + "\n"},
 	} {
-		got, err := renderOp(c.op, c.h)
+		got, err := renderOp(c.op, c.h, "")
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

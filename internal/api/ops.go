@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -80,7 +81,7 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 			return
 		}
 	}
-	body, err := renderOp(op, nil)
+	body, err := renderOp(op, nil, s.whyOf(r, t.ID, op, res.Why))
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -132,7 +133,7 @@ func (s *Server) getOp(w http.ResponseWriter, r *http.Request, t *tenant.Princip
 			return
 		}
 	}
-	body, err := renderOp(op, h)
+	body, err := renderOp(op, h, s.whyOf(r, t.ID, op, ""))
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -201,12 +202,30 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		return
 	}
 	recorderOf(r).opID = res.Op.ID
-	out, err := renderOp(res.Op, nil)
+	out, err := renderOp(res.Op, nil, s.whyOf(r, t.ID, res.Op, ""))
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
 	writeOp(w, http.StatusOK, out)
+}
+
+// whyOf is the "why" member of op: known (the sentence of the enqueue that made it
+// wait), else the one recorded with its approval, while op awaits approval; "" when it
+// does not, or when the sentence cannot be read (the answer goes out without it).
+func (s *Server) whyOf(r *http.Request, tenantID int64, op *outbox.Op, known string) string {
+	if op.Status != protocol.StatusAwaitingApproval {
+		return ""
+	}
+	if known != "" {
+		return known
+	}
+	why, err := s.ob.WaitReason(r.Context(), tenantID, op.ID)
+	if err != nil {
+		s.logger.Warn("read why an op waits", slog.String("op_id", op.ID), slog.Any("error", err))
+		return ""
+	}
+	return why
 }
 
 // opError answers an error of the outbox with its problem.

@@ -64,7 +64,7 @@ func (s *Server) resolveOp(w http.ResponseWriter, r *http.Request, t *tenant.Pri
 		return
 	}
 	recorderOf(r).opID = op.ID
-	out, err := renderOp(op, nil)
+	out, err := renderOp(op, nil, "")
 	if err != nil {
 		s.internal(w, r, err)
 		return

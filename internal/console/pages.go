@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/finance"
+	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 )
@@ -261,18 +262,10 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *sessionInfo
 	http.Redirect(w, r, "/console/review?done="+done+"&key="+queryEscape(op.Key), http.StatusSeeOther)
 }
 
-// timelineEntry is one moment in an op's life.
-type timelineEntry struct {
-	At    time.Time
-	What  string
-	Who   string
-	Notes string
-}
-
 // opView is one op found by a lookup.
 type opView struct {
 	Op       *outbox.Op
-	Timeline []timelineEntry
+	Timeline []TimelineEntry
 }
 
 func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
@@ -289,36 +282,14 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		c.render(w, r, http.StatusBadRequest, "lookup", v)
 		return
 	}
-	rows, err := c.cfg.Pool.Query(r.Context(), sqlFindKeys, s.principal.ID, q, maxListed)
+	ops, err := c.cfg.Outbox.Find(r.Context(), s.principal.ID, q, maxListed)
 	if err != nil {
 		c.internal(w, r, v, fmt.Errorf("console: search ops: %w", err))
 		return
 	}
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			c.internal(w, r, v, fmt.Errorf("console: search ops: %w", err))
-			return
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		c.internal(w, r, v, fmt.Errorf("console: search ops: %w", err))
-		return
-	}
-	for _, k := range keys {
-		op, err := c.cfg.Outbox.Get(r.Context(), s.principal.ID, k)
-		if errors.Is(err, outbox.ErrNotFound) {
-			continue // purged in between
-		}
-		if err != nil {
-			c.internal(w, r, v, err)
-			return
-		}
+	for _, op := range ops {
 		ov := opView{Op: op}
-		if len(keys) == 1 {
+		if len(ops) == 1 {
 			if ov.Timeline, err = c.timeline(r, s, op); err != nil {
 				c.internal(w, r, v, err)
 				return
@@ -330,46 +301,19 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 	c.render(w, r, http.StatusOK, "lookup", v)
 }
 
-// timeline puts an op's creation, attempts, decisions and vendor events in order.
-func (c *Console) timeline(r *http.Request, s *sessionInfo, op *outbox.Op) ([]timelineEntry, error) {
+// timeline is the op's timeline (Timeline), its vendor events included.
+func (c *Console) timeline(r *http.Request, s *sessionInfo, op *outbox.Op) ([]TimelineEntry, error) {
 	h, err := c.cfg.Outbox.History(r.Context(), s.principal.ID, op.ID)
 	if err != nil {
 		return nil, err
 	}
-	tl := []timelineEntry{{At: op.CreatedAt, What: "created", Who: "agent", Notes: strings.TrimSpace("conversation " + op.ConversationID)}}
-	if op.ConversationID == "" {
-		tl[0].Notes = ""
-	}
-	for _, a := range h.Attempts {
-		tl = append(tl, timelineEntry{At: a.StartedAt, What: fmt.Sprintf("claimed: attempt %d sent to %s", a.Attempt, op.Vendor), Who: "worker"})
-		if a.FinishedAt != nil {
-			notes := strings.TrimSpace(strings.Join([]string{a.VendorRef, a.Error}, " "))
-			tl = append(tl, timelineEntry{At: *a.FinishedAt, What: "vendor answered: " + a.Outcome, Who: "worker", Notes: notes})
-		}
-	}
-	for _, m := range h.Matches {
-		tl = append(tl, timelineEntry{At: m.At, What: "call matched by identity: the same operation in other words, not executed",
-			Who: "agent", Notes: matchNotes(m)})
-	}
-	for _, e := range h.Events {
-		what := e.Kind
-		if e.FromStatus != e.ToStatus {
-			what += ": " + e.FromStatus + " → " + e.ToStatus
-		}
-		tl = append(tl, timelineEntry{At: e.At, What: what, Who: e.Actor, Notes: compactJSON(e.Detail)})
-	}
+	var evs []vendorevents.Event
 	if c.cfg.Events != nil {
-		evs, err := c.cfg.Events.ForOp(r.Context(), op.Vendor, op.ID)
-		if err != nil {
+		if evs, err = c.cfg.Events.ForOp(r.Context(), op.Vendor, op.ID); err != nil {
 			return nil, err
 		}
-		for _, e := range evs {
-			tl = append(tl, timelineEntry{At: e.OccurredAt, What: "vendor event: " + e.Type, Who: op.Vendor,
-				Notes: strings.TrimSpace(e.ObjectType + " " + e.ObjectID + " " + e.Status)})
-		}
 	}
-	slices.SortStableFunc(tl, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
-	return tl, nil
+	return Timeline(op, h, evs), nil
 }
 
 // matchNotes says what differed in a call matched to an op by identity, and where it

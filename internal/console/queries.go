@@ -36,12 +36,6 @@ const (
 		JOIN oncebox_tenant t ON t.id = k.tenant_id
 		WHERE k.id = $1 AND k.revoked_at IS NULL`
 
-	// sqlFindKeys returns the keys of the tenant's ops that a search term names: by
-	// idempotency key, op id, vendor reference or conversation id, newest first.
-	sqlFindKeys = `SELECT idempotency_key FROM oncebox_op
-		WHERE tenant_id = $1 AND (idempotency_key = $2 OR id::text = lower($2) OR vendor_ref = $2 OR conversation_id = $2)
-		ORDER BY created_at DESC LIMIT $3`
-
 	// sqlStatusCounts counts the tenant's ops created since $2, per tool and status.
 	sqlStatusCounts = `SELECT tool, status, count(*) FROM oncebox_op
 		WHERE tenant_id = $1 AND created_at >= $2 GROUP BY tool, status ORDER BY tool, status`

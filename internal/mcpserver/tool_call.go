@@ -329,12 +329,14 @@ func (s *Server) callResult(tool string, args json.RawMessage, id callIdentity, 
 		return r
 	}
 	text := describe(op, res.Replayed, id, s.cfg.Wait.String())
+	view := newOpView(op, res.Replayed, nil, nil)
 	if op.Status == protocol.StatusAwaitingApproval && res.Why != "" {
 		text += " Why: " + res.Why
+		view.Op.Why = res.Why
 	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: newOpView(op, res.Replayed, nil, nil),
+		StructuredContent: view,
 		IsError:           op.Status == protocol.StatusFailed,
 	}
 }

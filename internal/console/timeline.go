@@ -1,0 +1,152 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncebox/oncebox/internal/vendorevents"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
+)
+
+// TimelineEntry is one moment in an op's life.
+type TimelineEntry struct {
+	At    time.Time
+	What  string
+	Who   string
+	Notes string
+	// rank orders entries at the same instant by cause: the creation, then a claim,
+	// the vendor's answer, a decision, a vendor event.
+	rank int
+}
+
+// Timeline puts an op's creation, attempts, decisions and vendor events in causal
+// order, for the console and `oncebox lookup`: by time, ties broken by cause. A vendor
+// event's time is the vendor's, to the second, so it is never put before the call that
+// made its object (the first attempt, else the creation). Decisions read as sentences
+// (DecisionSentence).
+func Timeline(op *outbox.Op, h *outbox.History, evs []vendorevents.Event) []TimelineEntry {
+	tl := []TimelineEntry{{At: op.CreatedAt, What: "created", Who: "agent"}}
+	if op.ConversationID != "" {
+		tl[0].Notes = "conversation " + op.ConversationID
+	}
+	floor := op.CreatedAt
+	for i, a := range h.Attempts {
+		if i == 0 && a.StartedAt.After(floor) {
+			floor = a.StartedAt
+		}
+		tl = append(tl, TimelineEntry{At: a.StartedAt, What: fmt.Sprintf("claimed: attempt %d sent to %s", a.Attempt, op.Vendor), Who: "worker", rank: 1})
+		if a.FinishedAt != nil {
+			notes := strings.TrimSpace(strings.Join([]string{a.VendorRef, a.Error}, " "))
+			tl = append(tl, TimelineEntry{At: *a.FinishedAt, What: "vendor answered: " + a.Outcome, Who: "worker", Notes: notes, rank: 2})
+		}
+	}
+	for _, m := range h.Matches {
+		tl = append(tl, TimelineEntry{At: m.At, What: "call matched by identity: the same operation in other words, not executed",
+			Who: "agent", Notes: matchNotes(m), rank: 3})
+	}
+	for _, e := range h.Events {
+		tl = append(tl, TimelineEntry{At: e.At, What: DecisionSentence(op, e), Who: e.Actor, rank: 3})
+	}
+	for _, e := range evs {
+		at := e.OccurredAt
+		if at.Before(floor) {
+			at = floor
+		}
+		tl = append(tl, TimelineEntry{At: at, What: "vendor event: " + e.Type, Who: op.Vendor,
+			Notes: strings.TrimSpace(e.ObjectType + " " + e.ObjectID + " " + e.Status), rank: 4})
+	}
+	slices.SortStableFunc(tl, func(a, b TimelineEntry) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return a.rank - b.rank
+	})
+	return tl
+}
+
+// decisionDetail is what DecisionSentence reads of an event's detail.
+type decisionDetail struct {
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+	Error    string `json:"error"`
+	Objects  []struct {
+		ID string `json:"id"`
+	} `json:"objects"`
+	NextCheckAt *time.Time `json:"next_check_at"`
+	Approvals   int        `json:"approvals"`
+	Needed      int        `json:"approvers_needed"`
+}
+
+// DecisionSentence says in a sentence what a recorded decision about op did: "the
+// reconciler found the charge pi_123 at Stripe and settled the op as succeeded". An
+// event it does not know reads as its kind and its change of status.
+func DecisionSentence(op *outbox.Op, e outbox.Event) string {
+	var d decisionDetail
+	_ = json.Unmarshal(e.Detail, &d)
+	var ids []string
+	for _, o := range d.Objects {
+		ids = append(ids, o.ID)
+	}
+	obj, at := objectNoun(op.Tool), " at "+vendorName(op.Vendor)
+	s := e.Kind
+	switch {
+	case e.Kind == "reconcile" && d.Decision == outbox.SweepSucceeded && len(ids) == 1:
+		s = "the reconciler found " + obj + " " + ids[0] + at + " and settled the op as succeeded"
+	case e.Kind == "reconcile" && d.Decision == outbox.SweepRefused && len(ids) == 1:
+		s = "the reconciler found " + obj + " " + ids[0] + at + ", which records a refusal, and settled the op as failed"
+	case e.Kind == "reconcile" && d.Decision == outbox.SweepDuplicate:
+		s = "the reconciler found several objects" + at + " (" + strings.Join(ids, ", ") + ") and handed the op to a person"
+	case e.Kind == "reconcile" && (d.Decision == outbox.SweepResend || d.Decision == outbox.SweepResendNewKey):
+		s = "the reconciler found no " + strings.TrimPrefix(obj, "the ") + at + " after the lookup lag and released the op for a resend"
+		if d.Decision == outbox.SweepResendNewKey {
+			s += " under a new vendor key"
+		}
+	case e.Kind == "reconcile" && d.Decision == outbox.SweepWait && d.NextCheckAt != nil:
+		s = "the reconciler found nothing" + at + " yet and will look again at " + d.NextCheckAt.UTC().Format(time.RFC3339)
+	case e.Kind == "reconcile" && (d.Decision == outbox.SweepNoneReview || d.Decision == outbox.SweepAttemptsExhausted):
+		s = "the reconciler found no " + strings.TrimPrefix(obj, "the ") + at + " and handed the op to a person"
+	case e.Kind == "reconcile" && (d.Decision == outbox.SweepLookupFailed || d.Decision == outbox.SweepLookupUnavailable):
+		s = "the reconciler could not ask " + vendorName(op.Vendor) + " (" + d.Error + ")"
+	case e.Kind == "reconcile" && d.Decision != "":
+		s = "the reconciler decided " + strings.ReplaceAll(d.Decision, "_", " ")
+	case e.Kind == "approval_given":
+		s = fmt.Sprintf("%s approved (%d of %d approvals)", e.Actor, d.Approvals, d.Needed)
+	case e.Kind == "approved" || e.Kind == "rejected":
+		s = e.Actor + " " + e.Kind + " the op"
+	}
+	if e.FromStatus != e.ToStatus && !strings.Contains(s, "settled the op") {
+		s += ": " + e.FromStatus + " → " + e.ToStatus
+	}
+	if d.Reason != "" {
+		s += " (reason: " + d.Reason + ")"
+	}
+	return s
+}
+
+// objectNoun names the vendor object a tool makes.
+func objectNoun(tool string) string {
+	switch tool {
+	case protocol.ToolPaymentIntent:
+		return "the charge"
+	case protocol.ToolRefund:
+		return "the refund"
+	case protocol.ToolMail:
+		return "the message"
+	}
+	return "the object"
+}
+
+// vendorName is a vendor's name as people write it.
+func vendorName(vendor string) string {
+	switch vendor {
+	case "stripe":
+		return "Stripe"
+	case "sendgrid":
+		return "SendGrid"
+	}
+	return "the " + vendor + " target"
+}
