@@ -15,7 +15,6 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-
 )
 
 // chromiumPath returns the Chromium to drive. It skips the test when none is installed,
