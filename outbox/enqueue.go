@@ -137,7 +137,7 @@ func (ob *Outbox) endEnqueue(ctx context.Context, span trace.Span, params Enqueu
 func (ob *Outbox) observeError(ctx context.Context, params EnqueueParams, err error) {
 	var kc *KeyConflictError
 	if errors.As(err, &kc) {
-		ob.cfg.Observer.Enqueued(params.Tool, "conflict")
+		ob.cfg.Observer.Enqueued(params.TenantID, params.Tool, "conflict")
 		ob.logger.Warn("idempotency key reused with another payload; refused", slog.Int64("tenant", params.TenantID),
 			slog.String("tool", params.Tool), slog.String("idempotency_key", kc.Key),
 			slog.String("conversation_id", params.ConversationID), slog.String("tool_call_id", params.ToolCallID),
@@ -151,15 +151,15 @@ func (ob *Outbox) observeError(ctx context.Context, params EnqueueParams, err er
 func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx bool) {
 	switch {
 	case res.Replayed:
-		ob.cfg.Observer.Enqueued(tool, "replay")
+		ob.cfg.Observer.Enqueued(res.Op.TenantID, tool, "replay")
 		res.expired.Report()
 		if m := res.Matched; m != nil {
-			ob.cfg.Observer.Enqueued(tool, "identity_match")
+			ob.cfg.Observer.Enqueued(res.Op.TenantID, tool, "identity_match")
 			ob.opLogger(res.Op).Info("call matched an op by its tool's identity fields; not executed", slog.String("tool", tool),
 				slog.Any("differed", m.Differed), slog.String("given_fingerprint", m.Fingerprint.String()))
 		}
 	default:
-		ob.cfg.Observer.Enqueued(tool, "new")
+		ob.cfg.Observer.Enqueued(res.Op.TenantID, tool, "new")
 		msg := "op state changed"
 		if inCallerTx {
 			msg = "op state changed (commits with the caller's transaction)"
@@ -167,7 +167,7 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 		ob.opLogger(res.Op).Info(msg, slog.String("tool", tool), slog.String("from", ""),
 			slog.String("to", string(res.Op.Status)), slog.Int("attempt", 0))
 		if res.ExpiryCollision {
-			ob.cfg.Observer.Enqueued(tool, "expiry_collision")
+			ob.cfg.Observer.Enqueued(res.Op.TenantID, tool, "expiry_collision")
 			ob.logger.Warn("idempotency key reused after its op expired; the TTL may be shorter than the workflow",
 				slog.Int64("tenant", res.Op.TenantID), slog.String("idempotency_key", res.Op.Key),
 				slog.String("op_id", res.Op.ID), slog.String("tool", tool), slog.Group("", tracing.LogAttrs(res.Op.TraceParent)...))

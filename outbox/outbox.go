@@ -158,8 +158,8 @@ type Observer interface {
 	// Enqueued is called once per enqueue call with kind "new", "replay", "conflict" or
 	// "expiry_collision" (a new op whose key hit a tombstone; "new" is reported too) or
 	// "identity_match" (a replay matched by the tool's identity fields although other
-	// arguments differ; "replay" is reported too).
-	Enqueued(tool, kind string)
+	// arguments differ; "replay" is reported too), and the tenant the call came from.
+	Enqueued(tenantID int64, tool, kind string)
 	// Dispatched is called after each vendor call with the outcome ("succeeded",
 	// "retryable", "permanent", "unknown") and how long the call took.
 	Dispatched(vendor, outcome string, took time.Duration)
@@ -169,7 +169,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Enqueued(string, string)                             {}
+func (nopObserver) Enqueued(int64, string, string)                      {}
 func (nopObserver) Dispatched(string, string, time.Duration)            {}
 func (nopObserver) Transition(string, protocol.Status, protocol.Status) {}
 

@@ -17,7 +17,7 @@ type countingObserver struct {
 	enqueued map[string]int
 }
 
-func (c *countingObserver) Enqueued(tool, kind string) { c.enqueued[kind]++ }
+func (c *countingObserver) Enqueued(_ int64, tool, kind string) { c.enqueued[kind]++ }
 
 func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 	t.Parallel()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -16,16 +15,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
-
-// screenshotsEnv names the folder the browser test writes its screenshots to (those
-// of docs/console.md are made with ONCEBOX_SCREENSHOTS=../../docs); without it they go to
-// a temporary folder.
-const screenshotsEnv = "ONCEBOX_SCREENSHOTS"
 
 // chromiumPath returns the Chromium to drive. It skips the test when none is installed,
 // except in CI (CI set), where a missing browser fails it: .ci/run installs one.
@@ -48,57 +38,16 @@ func chromiumPath(t *testing.T) string {
 // token is refused at sign-in; an approver signs in, sees the waiting refund, approves
 // it, finds it succeeded by its key, downloads the finance CSV (identical to
 // `oncebox reconcile report --format csv`) and signs out; a form posted from another
-// site is refused. It takes the screenshots of docs/console.md on the way.
+// site is refused.
 func TestConsoleInChromium(t *testing.T) {
 	browserPath := chromiumPath(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	shots := os.Getenv(screenshotsEnv)
-	if shots == "" {
-		shots = t.TempDir()
-	}
+	cs := startConsoleServe(ctx, t)
+	pool, agent, approver, fake, base, env := cs.pool, cs.agent, cs.approver, cs.fake, cs.base, cs.env
+	record := func(key, body string) map[string]any { return cs.record(ctx, t, key, body) }
 
-	pool := dbtest.Schema(t)
-	store := tenant.NewStore(pool)
-	tn, agent, err := store.Create(ctx, "acme")
-	require.NoError(t, err)
-	approver, err := store.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
-	require.NoError(t, err)
-	fake := fakestripe.New(fakestripe.Config{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
-
-	addr := freeAddr(t)
-	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "ONCEBOX_LOG_LEVEL=error",
-		"STRIPE_API_KEY=sk_test_oncebox", "STRIPE_API_BASE=" + stripeSrv.URL, "SENDGRID_API_KEY=", "ONCEBOX_WEBHOOK_TARGETS="}
-	startChild(t, "serve", append(env, "ONCEBOX_ADDR="+addr, "ONCEBOX_REFUND_APPROVAL_ABOVE=1000")...)
-	base := "http://" + addr
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/healthz")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, time.Minute, 100*time.Millisecond, "oncebox serve did not answer /healthz")
-
-	// What an agent did this morning: three payments, a refund above the approval
-	// threshold, a second one (the cross-site post's target), and an op a person must
-	// review (its vendor answered twice).
-	record := func(key, body string) map[string]any {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/ops?wait=10s", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+agent)
-		req.Header.Set("Idempotency-Key", key)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Oncebox-Conversation-Id", "support-chat-4711")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var op map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&op))
-		return op
-	}
 	var paid string
 	for i, amount := range []int{5000, 1299, 24900} {
 		op := record(fmt.Sprintf("order-100%d-pay", i+1), fmt.Sprintf(
@@ -113,34 +62,12 @@ func TestConsoleInChromium(t *testing.T) {
 	require.Equal(t, "awaiting_approval", op["status"], op)
 	op = record("order-1003-refund", `{"tool":"stripe.refund","args":{"payment_intent":"`+paid+`","amount":2400}}`)
 	require.Equal(t, "awaiting_approval", op["status"], op)
-	var reviewID string
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
-		status, attempts, vendor_key, expires_at, created_at, updated_at)
-		VALUES ($1, 'order-0998-pay', 'stripe.payment_intent', 'stripe', '{"amount":1800,"currency":"eur"}', '\x00', 'needs_review', 1,
-		'ob_review', now() + interval '1 day', now() - interval '2 hours', now() - interval '90 minutes') RETURNING id::text`, tn.ID).Scan(&reviewID))
-	_, err = pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at, finished_at, outcome, error)
-		VALUES ($1, 1, gen_random_uuid(), 'ob_review', now() - interval '2 hours', now() - interval '2 hours' + interval '20 seconds', 'unknown', 'timeout: no answer within 20s')`, reviewID)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO oncebox_op_event (op_id, at, kind, from_status, to_status, actor, detail)
-		VALUES ($1, now() - interval '90 minutes', 'reconcile', 'unknown', 'needs_review', 'reconciler',
-		'{"decision":"duplicate","found":["pi_3QxA1","pi_3QxA2"]}')`, reviewID)
-	require.NoError(t, err)
+	cs.needsReview(ctx, t, "order-0998-pay")
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browserPath), chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 900))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
+	bctx := newChromium(ctx, t, browserPath)
 	run := func(what string, actions ...chromedp.Action) {
 		t.Helper()
 		require.NoError(t, chromedp.Run(bctx, actions...), what)
-	}
-	shot := func(name string) {
-		t.Helper()
-		var png []byte
-		run("screenshot "+name, chromedp.FullScreenshot(&png, 100))
-		require.NoError(t, os.WriteFile(filepath.Join(shots, "console-"+name+".png"), png, 0o644))
 	}
 	signIn := func(token string) {
 		run("sign in", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(`#token`, chromedp.ByQuery),
@@ -160,7 +87,6 @@ func TestConsoleInChromium(t *testing.T) {
 	text = strings.Join(strings.Fields(text), " ")
 	require.Contains(t, text, "2 waiting for approval")
 	require.Contains(t, text, "1 in needs_review")
-	shot("overview")
 
 	// The waiting refund, with its amount and who asked; approve it with a reason.
 	run("approvals", chromedp.Navigate(base+"/console/approvals"),
@@ -168,7 +94,6 @@ func TestConsoleInChromium(t *testing.T) {
 		chromedp.Text(`article[data-key="`+refundKey+`"]`, &text, chromedp.ByQuery))
 	require.Contains(t, text, "2500 (minor units)")
 	require.Contains(t, text, "support-chat-4711")
-	shot("approvals")
 	run("approve", chromedp.SendKeys(`article[data-key="`+refundKey+`"] input[name=reason]`, "customer called, order 1001 damaged", chromedp.ByQuery),
 		chromedp.Click(`article[data-key="`+refundKey+`"] button.approve`, chromedp.ByQuery),
 		chromedp.WaitVisible(`p.notice`, chromedp.ByQuery), chromedp.Text(`p.notice`, &text, chromedp.ByQuery))
@@ -184,12 +109,10 @@ func TestConsoleInChromium(t *testing.T) {
 	require.Contains(t, text, "acme token")
 	require.Contains(t, text, "(approver)")
 	require.Len(t, fake.Refunds(), 1, "the fake Stripe holds the one approved refund")
-	shot("lookup")
 
 	run("review", chromedp.Navigate(base+"/console/review"), chromedp.WaitVisible(`article[data-key="order-0998-pay"]`, chromedp.ByQuery),
 		chromedp.Text(`article[data-key="order-0998-pay"]`, &text, chromedp.ByQuery))
 	require.Contains(t, text, "pi_3QxA2")
-	shot("review")
 
 	// The finance report, and its CSV as the browser downloads it: the CLI's, byte for byte.
 	since := time.Now().Add(-24 * time.Hour).UTC().Format(time.RFC3339)
@@ -199,7 +122,6 @@ func TestConsoleInChromium(t *testing.T) {
 	run("finance", chromedp.Navigate(base+"/console/finance?since="+since+"&until="+until), chromedp.WaitVisible(`#csv`, chromedp.ByQuery),
 		chromedp.AttributeValue(`#csv`, "href", &href, &ok, chromedp.ByQuery))
 	require.True(t, ok)
-	shot("finance")
 	downloads := t.TempDir()
 	run("download csv", browser.SetDownloadBehavior(browser.SetDownloadBehaviorBehaviorAllow).WithDownloadPath(downloads),
 		chromedp.Click(`#csv`, chromedp.ByQuery))
@@ -224,7 +146,6 @@ func TestConsoleInChromium(t *testing.T) {
 	var loc string
 	run("signed out", chromedp.Navigate(base+"/console/approvals"), chromedp.WaitVisible(`#token`, chromedp.ByQuery), chromedp.Location(&loc))
 	require.Contains(t, loc, "/console/signin")
-	shot("signin")
 
 	// A form posted from another site, even to a signed-in browser, is refused.
 	signIn(approver)

@@ -54,8 +54,9 @@ type Config struct {
 	// Budgets, when set, lists a tenant's budgets on the Budgets page (admins only).
 	// Defaults to none: the page says no budget bounds the tenant.
 	Budgets BudgetsFunc
-	// Replays, when set, returns how many enqueues were replays since the process started.
-	Replays func() int64
+	// Replays, when set, returns how many enqueues of a tenant were replays since the
+	// process started.
+	Replays func(tenantID int64) int64
 	// SecureCookies marks the console's cookies Secure whatever the request's scheme:
 	// set it when people reach the console over HTTPS through a proxy that ends TLS
 	// (the server's --public-url is https). Defaults to false: Secure only over TLS.
@@ -148,11 +149,20 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // home sends a person to the overview, or to the sign-in form.
 func (c *Console) home(w http.ResponseWriter, r *http.Request) {
-	if p, _, err := c.session(r); err == nil && p != nil {
+	p, _, err := c.session(r)
+	if err != nil {
+		c.internal(w, r, nil, err)
+		return
+	}
+	if p != nil {
 		http.Redirect(w, r, "/console/overview", http.StatusSeeOther)
 		return
 	}
-	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+	to := "/console/signin"
+	if c.forgetStaleCookie(w, r) {
+		to += "?ended=1"
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {

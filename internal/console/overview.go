@@ -112,7 +112,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *sessionInf
 		return
 	}
 	if c.cfg.Replays != nil {
-		ov.Replays = c.cfg.Replays()
+		ov.Replays = c.cfg.Replays(s.principal.ID)
 	}
 	c.render(w, r, http.StatusOK, "overview", v)
 }

@@ -113,9 +113,13 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		c.fillApprovals(w, r, v, s, http.StatusBadRequest)
 		return
 	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if decision == "reject" && !c.rejectConfirmed(w, r, s, key, reason) {
+		return
+	}
 	p := s.principal
 	res, err := c.cfg.Outbox.Decide(r.Context(), outbox.Decision{TenantID: p.ID, Key: key, Approve: decision == "approve", Actor: p.Actor(),
-		Voter: p.Voter(), TokenID: p.TokenID, Role: string(p.Role), Reason: strings.TrimSpace(r.PostFormValue("reason")),
+		Voter: p.Voter(), TokenID: p.TokenID, Role: string(p.Role), Reason: reason,
 		Fingerprint: r.PostFormValue("fingerprint")})
 	if err != nil {
 		v := c.viewFor(s, "approvals")
@@ -137,6 +141,44 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		}
 	}
 	http.Redirect(w, r, "/console/approvals?done="+done+"&key="+queryEscape(res.Op.Key), http.StatusSeeOther)
+}
+
+// rejectView is the rejection's confirmation page: the op and the reason given.
+type rejectView struct {
+	Key, Tool, Fingerprint, Reason string
+}
+
+// rejectConfirmed reports whether a rejection may go ahead: it has a reason and was
+// confirmed (confirm=yes, the confirmation page's button). Otherwise it answers the
+// page itself: the approvals with a refusal when the reason is missing, else the
+// confirmation. Both work without JavaScript.
+func (c *Console) rejectConfirmed(w http.ResponseWriter, r *http.Request, s *sessionInfo, key, reason string) bool {
+	if reason == "" {
+		v := c.viewFor(s, "approvals")
+		v.Title, v.Error = "Approvals", &refusal{Type: protocol.ProblemInvalidRequest,
+			Sentence: "A rejection needs a reason: say why the op must not be sent, for its history."}
+		c.fillApprovals(w, r, v, s, http.StatusBadRequest)
+		return false
+	}
+	if r.PostFormValue("confirm") == "yes" {
+		return true
+	}
+	v := c.viewFor(s, "approvals")
+	v.Title = "Reject?"
+	op, err := c.cfg.Outbox.Get(r.Context(), s.principal.ID, key)
+	if err != nil {
+		status, ref := opRefusal(err, "")
+		if ref == nil {
+			c.internal(w, r, v, err)
+			return false
+		}
+		v.Error = ref
+		c.fillApprovals(w, r, v, s, status)
+		return false
+	}
+	v.Reject = &rejectView{Key: op.Key, Tool: op.Tool, Fingerprint: r.PostFormValue("fingerprint"), Reason: reason}
+	c.render(w, r, http.StatusOK, "reject", v)
+	return false
 }
 
 // opRefusal maps an error of a person's decision to its status and refusal, the same
@@ -166,6 +208,9 @@ func opRefusal(err error, wrongState string) (int, *refusal) {
 // reviewRow is one op in needs_review with its history.
 type reviewRow struct {
 	outbox.ReviewItem
+	// Args are the op's arguments as stored, as the approvals show them (redacted
+	// fields stay redacted).
+	Args     string
 	Attempts []outbox.Attempt
 	Events   []eventRow
 }
@@ -205,7 +250,12 @@ func (c *Console) fillReview(w http.ResponseWriter, r *http.Request, v *view, s 
 			c.internal(w, r, v, err)
 			return
 		}
-		v.Reviews = append(v.Reviews, reviewRow{ReviewItem: it, Attempts: h.Attempts, Events: eventRows(h.Events)})
+		op, err := c.cfg.Outbox.Get(r.Context(), s.principal.ID, it.Key)
+		if err != nil {
+			c.internal(w, r, v, err)
+			return
+		}
+		v.Reviews = append(v.Reviews, reviewRow{ReviewItem: it, Args: prettyJSON(op.Args), Attempts: h.Attempts, Events: eventRows(h.Events)})
 	}
 	c.render(w, r, status, "review", v)
 }

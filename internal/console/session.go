@@ -100,8 +100,13 @@ func (c *Console) signedIn(next signedInFunc) http.HandlerFunc {
 			return
 		}
 		if p == nil {
+			ended := c.forgetStaleCookie(w, r)
 			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/console/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				to := "/console/signin?next=" + url.QueryEscape(r.URL.RequestURI())
+				if ended {
+					to += "&ended=1"
+				}
+				http.Redirect(w, r, to, http.StatusSeeOther)
 				return
 			}
 			c.refuse(w, r, nil, http.StatusUnauthorized, protocol.ProblemSignedOut, "Your session ended or was never opened; sign in again.")
@@ -121,6 +126,35 @@ func (c *Console) signedIn(next signedInFunc) http.HandlerFunc {
 		}
 		next(w, r, s)
 	}
+}
+
+// forgetStaleCookie clears a session cookie that opens no live session (it expired,
+// its token was revoked, or the database forgot it) and reports whether there was one:
+// the sign-in form then says the session ended.
+func (c *Console) forgetStaleCookie(w http.ResponseWriter, r *http.Request) bool {
+	if ck, err := r.Cookie(sessionCookie); err != nil || ck.Value == "" {
+		return false
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true, Secure: c.secure(r),
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	return true
+}
+
+// signInNotices are the sign-in form's notices, by the query parameter that asks for
+// one: the sentence is fixed here, nothing of the URL is shown.
+var signInNotices = []struct{ param, sentence string }{
+	{"ended", "Your session ended (it expired, its token was revoked, or the server forgot it); sign in again."},
+	{"signedout", "You signed out."},
+}
+
+// signInNotice returns the notice the sign-in form's query asks for, or "".
+func signInNotice(r *http.Request) string {
+	for _, n := range signInNotices {
+		if r.URL.Query().Get(n.param) == "1" {
+			return n.sentence
+		}
+	}
+	return ""
 }
 
 // preSecret returns the sign-in forms' CSRF secret, setting its cookie when missing.
@@ -157,7 +191,8 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, nil, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "signin", &view{Title: "Sign in", CSRF: csrfFor(pre), Next: safeNext(r.URL.Query().Get("next"))})
+	c.render(w, r, http.StatusOK, "signin", &view{Title: "Sign in", CSRF: csrfFor(pre), Next: safeNext(r.URL.Query().Get("next")),
+		Notice: signInNotice(r)})
 }
 
 // signIn exchanges an approver or admin token for a session.

@@ -31,6 +31,7 @@ type view struct {
 	Code   string
 
 	Approvals []approvalRow
+	Reject    *rejectView
 	Reviews   []reviewRow
 	Query     string
 	Searched  bool
@@ -55,7 +56,7 @@ func (c *Console) viewFor(s *sessionInfo, nav string) *view {
 	return &view{Nav: nav, SignedIn: true, Tenant: s.principal.Name, Actor: s.principal.Actor(), Role: string(s.principal.Role), CSRF: s.csrf}
 }
 
-var pageNames = []string{"signin", "link", "error", "overview", "approvals", "review", "lookup", "finance", "budgets"}
+var pageNames = []string{"signin", "link", "error", "overview", "approvals", "reject", "review", "lookup", "finance", "budgets"}
 
 var funcs = template.FuncMap{
 	"when": func(t time.Time) string {

@@ -54,6 +54,9 @@ type Metrics struct {
 	upLoosening *prometheus.CounterVec
 	newOps      atomic.Int64
 	replays     atomic.Int64
+	// tenantReplays holds each tenant's replay count (int64 tenant id → *atomic.Int64),
+	// for the console's overview; not a label, so a metric has no series per tenant.
+	tenantReplays sync.Map
 }
 
 // New builds the collectors and registers them, with Go and process collectors, on a
@@ -185,12 +188,17 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
-// Replays returns how many enqueue calls were replays of an existing key since the
-// process started.
-func (m *Metrics) Replays() int64 { return m.replays.Load() }
+// Replays returns how many enqueue calls of one tenant were replays of an existing key
+// since the process started.
+func (m *Metrics) Replays(tenantID int64) int64 {
+	if n, ok := m.tenantReplays.Load(tenantID); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
 
 // Enqueued implements outbox.Observer.
-func (m *Metrics) Enqueued(tool, kind string) {
+func (m *Metrics) Enqueued(tenantID int64, tool, kind string) {
 	switch kind {
 	case "expiry_collision":
 		m.collisions.WithLabelValues(tool).Inc()
@@ -202,6 +210,8 @@ func (m *Metrics) Enqueued(tool, kind string) {
 		m.newOps.Add(1)
 	case "replay":
 		m.replays.Add(1)
+		n, _ := m.tenantReplays.LoadOrStore(tenantID, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
 	}
 	m.enqueued.WithLabelValues(tool, kind).Inc()
 }

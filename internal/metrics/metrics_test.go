@@ -27,13 +27,13 @@ func TestCountersFollowTheObservers(t *testing.T) {
 	m := metrics.New(metrics.Config{})
 	var _ outbox.Observer = m
 
-	m.Enqueued("stripe.refund", "new")
-	m.Enqueued("stripe.refund", "replay")
-	m.Enqueued("stripe.refund", "replay")
-	m.Enqueued("stripe.refund", "replay")
-	m.Enqueued("stripe.refund", "conflict")
-	m.Enqueued("stripe.refund", "expiry_collision")
-	m.Enqueued("stripe.payment_intent", "identity_match")
+	m.Enqueued(1, "stripe.refund", "new")
+	m.Enqueued(1, "stripe.refund", "replay")
+	m.Enqueued(1, "stripe.refund", "replay")
+	m.Enqueued(1, "stripe.refund", "replay")
+	m.Enqueued(1, "stripe.refund", "conflict")
+	m.Enqueued(1, "stripe.refund", "expiry_collision")
+	m.Enqueued(1, "stripe.payment_intent", "identity_match")
 	m.Dispatched("stripe", "unknown", 120*time.Millisecond)
 	m.Transition("stripe", protocol.StatusDispatching, protocol.StatusUnknown)
 	m.Decision("stripe", "succeeded")
@@ -59,10 +59,26 @@ func TestCountersFollowTheObservers(t *testing.T) {
 	require.NotContains(t, out, `outcome="identity_match"`, "an identity match is its own counter (its replay is counted as one)")
 }
 
+// TestReplaysPerTenant: each tenant's replays are counted apart; the ratio gauge
+// still counts them all.
+func TestReplaysPerTenant(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Config{})
+	m.Enqueued(1, "stripe.refund", "new")
+	m.Enqueued(1, "stripe.refund", "replay")
+	m.Enqueued(2, "stripe.refund", "replay")
+	m.Enqueued(2, "stripe.refund", "replay")
+	m.Enqueued(2, "stripe.refund", "conflict")
+	require.Equal(t, int64(1), m.Replays(1))
+	require.Equal(t, int64(2), m.Replays(2))
+	require.Equal(t, int64(0), m.Replays(3), "a tenant without enqueues has none")
+	require.Contains(t, scrape(t, m), `oncebox_replay_hit_ratio 0.75`)
+}
+
 func TestRegistriesAreIndependent(t *testing.T) {
 	t.Parallel()
 	a, b := metrics.New(metrics.Config{}), metrics.New(metrics.Config{})
-	a.Enqueued("t", "new")
+	a.Enqueued(1, "t", "new")
 	require.Contains(t, scrape(t, a), `oncebox_ops_enqueued_total{outcome="new",tool="t"} 1`)
 	require.NotContains(t, scrape(t, b), `oncebox_ops_enqueued_total{`, "no global registry")
 }

@@ -71,7 +71,7 @@ type succeededCounter struct {
 	done   chan struct{}
 }
 
-func (c *succeededCounter) Enqueued(string, string)                  {}
+func (c *succeededCounter) Enqueued(int64, string, string)           {}
 func (c *succeededCounter) Dispatched(string, string, time.Duration) {}
 func (c *succeededCounter) Transition(_ string, _, to protocol.Status) {
 	switch to {
