@@ -341,3 +341,13 @@ WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`
 
 // sqlPing is the health check's query (Ping).
 const sqlPing = `SELECT 1`
+
+// sqlPaymentByRef reads the tool and arguments of the tenant's op whose vendor ref is
+// $2: the payment a refund names (the oldest, should two ops record one ref).
+const sqlPaymentByRef = `
+SELECT tool, args FROM oncebox_op WHERE tenant_id = $1 AND vendor_ref = $2 ORDER BY created_at, id LIMIT 1`
+
+// sqlRefundsOf reads the arguments of the tenant's succeeded ops of tool $2 whose
+// argument $3 names the payment $4.
+const sqlRefundsOf = `
+SELECT args FROM oncebox_op WHERE tenant_id = $1 AND tool = $2 AND status = 'succeeded' AND args->>$3::text = $4`

@@ -86,7 +86,7 @@ func startWith(t testing.TB, set func(*server.Config)) *env {
 	e := &env{base: "http://" + addr.String(), stripe: fake, srv: srv, tenant: tn, agent: agent, approver: approver, refundKey: "refund-order-1001",
 		stripeGets: gets}
 
-	pay := e.api(t, "pay-order-1001", `{"tool":"stripe.payment_intent","args":{"amount":5000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)
+	pay := e.api(t, "pay-order-1001", `{"tool":"stripe.payment_intent","args":{"amount":29000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)
 	require.Equal(t, "succeeded", pay["status"], pay)
 	refund := e.api(t, e.refundKey, `{"tool":"stripe.refund","args":{"payment_intent":"`+pay["vendor_ref"].(string)+`","amount":2500}}`)
 	require.Equal(t, "awaiting_approval", refund["status"], refund)
@@ -200,7 +200,7 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	resp, page = b.get("/console/approvals")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, page, e.refundKey)
-	require.Contains(t, page, "2500 (minor units)")
+	require.Contains(t, page, "$25.00 USD of a $290.00 USD payment, $0.00 USD refunded so far")
 	csrf := csrfOf(t, page)
 	approve := url.Values{"csrf": {csrf}, "key": {e.refundKey}, "decision": {"approve"}, "reason": {"customer called"}}
 
