@@ -230,6 +230,9 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	// The CSV is the one the finance page's own Download link names, for the page's window.
 	_, page = b.get("/console/finance?since=" + url.QueryEscape(since.Format(time.RFC3339)) + "&until=" + url.QueryEscape(until.Format(time.RFC3339)))
+	// The refund's op amount is in its payment's currency, as the vendor's is.
+	require.Regexp(t, regexp.QuoteMeta(e.refundKey)+`</a></td><td>stripe.refund</td><td>succeeded</td><td>re_\w+</td><td>\$25\.00 USD</td><td>\$25\.00 USD</td>`, page)
+	require.Contains(t, page, "<td>$290.00 USD</td>", "the payment's total")
 	link := regexp.MustCompile(`id="csv" href="([^"]+)"`).FindStringSubmatch(page)
 	require.NotNil(t, link, "the finance page links its CSV")
 	csvURL := html.UnescapeString(link[1])
@@ -246,6 +249,9 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	require.NoError(t, rep.WriteCSV(&want))
 	require.Equal(t, want.String(), csv)
 	require.Contains(t, csv, "matched")
+	require.Regexp(t, `(?m)^matched,\d+,[0-9a-f-]+,`+regexp.QuoteMeta(e.refundKey)+`,stripe\.refund,.*,2500,usd,2500,usd,,,usd$`, csv,
+		"the refund's line keeps minor units and names its currency")
+	require.Contains(t, csv, "\nnet,usd,,,,26500\n", "the refund netted against the payment")
 
 	// What Postgres cannot compare is refused with 400, not a 500.
 	for _, q := range []string{"a\x00b", "\xff\xfe", strings.Repeat("k", 300)} {
