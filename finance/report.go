@@ -103,6 +103,11 @@ type ReportParams struct {
 	// a refund_failed line for a refund the vendor failed after creating it, and the
 	// count of orphan events (Report.OrphanEvents).
 	Events EventSource
+	// Payments, when set, finds the payment a refund op gives money back from
+	// (outbox.Outbox.PaymentOf): a refund's arguments name no currency, so its line
+	// takes its payment's. Without it, or for a payment made outside oncebox, a refund
+	// line's op currency is empty.
+	Payments func(ctx context.Context, tenantID int64, tool string, args json.RawMessage) (*outbox.Payment, error)
 }
 
 // Line is one finding of a report.
@@ -120,13 +125,17 @@ type Line struct {
 	// VendorIDs are the ids of the vendor's objects for the op, sorted.
 	VendorIDs []string `json:"vendor_ids"`
 	// OpAmount and OpCurrency come from the op's args ("amount", "currency"); zero
-	// when the tool has none.
+	// when the tool has none. A refund with an amount takes its payment's currency
+	// (ReportParams.Payments).
 	OpAmount   int64  `json:"op_amount"`
 	OpCurrency string `json:"op_currency,omitempty"`
 	// VendorAmount and VendorCurrency come from the vendor's object (the sum of the
 	// objects' amounts for a duplicate).
 	VendorAmount   int64  `json:"vendor_amount"`
 	VendorCurrency string `json:"vendor_currency,omitempty"`
+	// Currency is the line's: the op's, or else the vendor's object's; empty for a
+	// line without money (a mail).
+	Currency string `json:"currency,omitempty"`
 	// Detail is a human sentence.
 	Detail string `json:"detail,omitempty"`
 	// Delivery is a mail's delivery state from the vendor's events (delivered,
@@ -143,6 +152,16 @@ type Total struct {
 	Amount   int64  `json:"amount"`
 }
 
+// Net is what the matched payments and refunds of one currency moved.
+type Net struct {
+	Currency string `json:"currency"`
+	// Paid sums the matched payments (stripe.payment_intent), Refunded the matched
+	// refunds (stripe.refund), in minor units; Net is Paid minus Refunded.
+	Paid     int64 `json:"paid"`
+	Refunded int64 `json:"refunded"`
+	Net      int64 `json:"net"`
+}
+
 // Report compares the ops of a window with the vendors' objects.
 type Report struct {
 	Since time.Time `json:"since"`
@@ -152,6 +171,9 @@ type Report struct {
 	Lines []Line `json:"lines"`
 	// Totals are the matched ops per tool and currency, sorted.
 	Totals []Total `json:"totals"`
+	// Nets are the matched refunds netted against the matched payments, per currency,
+	// sorted.
+	Nets []Net `json:"nets"`
 	// Problems counts the lines that are not matched, unchecked ones included.
 	Problems int `json:"problems"`
 	// Untagged counts, per vendor, the objects of the window that carry no op tag: made
@@ -176,6 +198,9 @@ type reportOp struct {
 	id, key, tool, vendor, status, vendorRef string
 	tenantID                                 int64
 	args                                     json.RawMessage
+	// payCurrency is the currency of the payment a refund gives money back from, when
+	// its args name none (ReportParams.Payments).
+	payCurrency string
 	// lastSent is the latest moment the vendor may have created an object for the
 	// op (see sqlReportOps); nil when the op had no attempt.
 	lastSent *time.Time
@@ -200,10 +225,13 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 	if params.Since.IsZero() || !params.Until.After(params.Since) {
 		return nil, errors.New("finance: report: set Since and an Until after it")
 	}
-	rep := &Report{Since: params.Since, Until: params.Until, Lines: []Line{}, Totals: []Total{},
+	rep := &Report{Since: params.Since, Until: params.Until, Lines: []Line{}, Totals: []Total{}, Nets: []Net{},
 		Untagged: map[string]int{}, Unchecked: map[string]int{}, Unlistable: map[string]int{}}
 	ops, err := readReportOps(ctx, pool, params)
 	if err != nil {
+		return nil, err
+	}
+	if err := addPaymentCurrencies(ctx, params, ops); err != nil {
 		return nil, err
 	}
 	byOp, err := listObjects(ctx, params, ops, rep)
@@ -244,6 +272,31 @@ func readReportOps(ctx context.Context, pool *pgxpool.Pool, params ReportParams)
 		return nil, fmt.Errorf("finance: report: read ops: %w", err)
 	}
 	return ops, nil
+}
+
+// addPaymentCurrencies sets the currency of each refund op with an amount whose args
+// name none: its payment's, when oncebox made that payment.
+func addPaymentCurrencies(ctx context.Context, params ReportParams, ops []reportOp) error {
+	if params.Payments == nil {
+		return nil
+	}
+	for i := range ops {
+		op := &ops[i]
+		if _, has := argInt(op.args, "amount"); !has {
+			continue
+		}
+		if _, cur := amountOf(op.args); cur != "" {
+			continue
+		}
+		p, err := params.Payments(ctx, op.tenantID, op.tool, op.args)
+		if err != nil {
+			return fmt.Errorf("finance: report: the payment of op %s: %w", op.id, err)
+		}
+		if p != nil && p.Known {
+			op.payCurrency = strings.ToLower(p.Currency)
+		}
+	}
+	return nil
 }
 
 // listObjects lists every Lister's objects for the window, widened by ReportMargin and
@@ -305,10 +358,13 @@ func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObj
 	}
 }
 
-// addTotals counts the problems and adds up the matched lines per tool and currency.
+// addTotals counts the problems, sets each line's currency, adds up the matched lines
+// per tool and currency, and nets the matched refunds against the matched payments.
 func addTotals(rep *Report) {
 	totals := map[[2]string]*Total{}
-	for _, l := range rep.Lines {
+	for i := range rep.Lines {
+		l := &rep.Lines[i]
+		l.Currency = cmp.Or(l.OpCurrency, l.VendorCurrency)
 		if l.Category != CategoryMatched {
 			rep.Problems++
 			continue
@@ -326,6 +382,32 @@ func addTotals(rep *Report) {
 		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
 	}) {
 		rep.Totals = append(rep.Totals, *totals[k])
+	}
+	addNets(rep)
+}
+
+// addNets nets the matched refunds against the matched payments, per currency, from
+// the totals.
+func addNets(rep *Report) {
+	nets := map[string]*Net{}
+	for _, t := range rep.Totals {
+		if t.Tool != protocol.ToolPaymentIntent && t.Tool != protocol.ToolRefund {
+			continue
+		}
+		n := nets[t.Currency]
+		if n == nil {
+			n = &Net{Currency: t.Currency}
+			nets[t.Currency] = n
+		}
+		if t.Tool == protocol.ToolRefund {
+			n.Refunded += t.Amount
+		} else {
+			n.Paid += t.Amount
+		}
+		n.Net = n.Paid - n.Refunded
+	}
+	for _, c := range slices.Sorted(maps.Keys(nets)) {
+		rep.Nets = append(rep.Nets, *nets[c])
 	}
 }
 
@@ -373,6 +455,7 @@ func opLine(op reportOp, objects []taggedObject) Line {
 	l := Line{OpID: op.id, Key: op.key, Tool: op.tool, Vendor: op.vendor, TenantID: op.tenantID, OpStatus: op.status,
 		VendorIDs: []string{}}
 	l.OpAmount, l.OpCurrency = amountOf(op.args)
+	l.OpCurrency = cmp.Or(l.OpCurrency, op.payCurrency)
 	for _, o := range objects {
 		l.VendorIDs = append(l.VendorIDs, o.ID)
 		l.VendorAmount += o.Amount
@@ -437,6 +520,7 @@ func uncheckedLine(op reportOp) Line {
 	l := Line{Category: CategoryUnchecked, OpID: op.id, Key: op.key, Tool: op.tool, Vendor: op.vendor,
 		TenantID: op.tenantID, OpStatus: op.status, VendorIDs: []string{}}
 	l.OpAmount, l.OpCurrency = amountOf(op.args)
+	l.OpCurrency = cmp.Or(l.OpCurrency, op.payCurrency)
 	l.Detail = fmt.Sprintf("no lister for vendor %s: the op (%s) was not compared with the vendor's records", op.vendor, op.status)
 	if op.vendorRef != "" {
 		l.Detail += " (the op records vendor ref " + op.vendorRef + ")"
@@ -546,45 +630,41 @@ func argInt(args json.RawMessage, name string) (int64, bool) {
 	return n, true
 }
 
-// csvHeader is the first row of WriteCSV.
+// csvHeader is the first row of WriteCSV, the header of its lines.
 var csvHeader = []string{"category", "tenant_id", "op_id", "idempotency_key", "tool", "vendor", "op_status",
-	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery"}
+	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery", "currency"}
 
-// WriteCSV writes the report as CSV: a header row, one row per line, then one row per
-// total with category "total" (its count in detail, its amount in vendor_amount), then
-// one row per vendor with orphan vendor events, category "orphan_events" (its count in
-// detail).
+// csvTotalsHeader is the header of WriteCSV's second section, the totals.
+var csvTotalsHeader = []string{"kind", "currency", "tool", "vendor", "count", "amount"}
+
+// WriteCSV writes the report as CSV in two sections, apart by an empty row, each with
+// its header. The lines come first, one row each, amounts in minor units, with the
+// line's currency in the last column (Line.Currency). Then the totals: kind "total"
+// per tool and currency (the matched lines' count and amount), kind "net" per
+// currency (the matched payments less the matched refunds, in amount), and kind
+// "orphan_events" per vendor with orphan vendor events (their count).
 // Vendor ids are separated by spaces. A text cell that a spreadsheet would read as a
 // formula is prefixed with a quote.
 func (r *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(csvHeader); err != nil {
-		return fmt.Errorf("finance: write csv: %w", err)
-	}
+	rows := [][]string{csvHeader}
 	for _, l := range r.Lines {
-		rec := []string{l.Category, strconv.FormatInt(l.TenantID, 10), cell(l.OpID), cell(l.Key), cell(l.Tool),
+		rows = append(rows, []string{l.Category, strconv.FormatInt(l.TenantID, 10), cell(l.OpID), cell(l.Key), cell(l.Tool),
 			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), strconv.FormatInt(l.OpAmount, 10),
-			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail), l.Delivery}
-		if err := cw.Write(rec); err != nil {
-			return fmt.Errorf("finance: write csv: %w", err)
-		}
+			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail), l.Delivery,
+			cell(l.Currency)})
 	}
+	rows = append(rows, nil, csvTotalsHeader)
 	for _, t := range r.Totals {
-		rec := []string{"total", "", "", "", cell(t.Tool), "", "", "", "", "", strconv.FormatInt(t.Amount, 10),
-			cell(t.Currency), "count " + strconv.Itoa(t.Count), ""}
-		if err := cw.Write(rec); err != nil {
-			return fmt.Errorf("finance: write csv: %w", err)
-		}
+		rows = append(rows, []string{"total", cell(t.Currency), cell(t.Tool), "", strconv.Itoa(t.Count), strconv.FormatInt(t.Amount, 10)})
+	}
+	for _, n := range r.Nets {
+		rows = append(rows, []string{"net", cell(n.Currency), "", "", "", strconv.FormatInt(n.Net, 10)})
 	}
 	for _, vendor := range slices.Sorted(maps.Keys(r.OrphanEvents)) {
-		rec := []string{"orphan_events", "", "", "", "", cell(vendor), "", "", "", "", "", "",
-			"count " + strconv.Itoa(r.OrphanEvents[vendor]), ""}
-		if err := cw.Write(rec); err != nil {
-			return fmt.Errorf("finance: write csv: %w", err)
-		}
+		rows = append(rows, []string{"orphan_events", "", "", cell(vendor), strconv.Itoa(r.OrphanEvents[vendor]), ""})
 	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
+	if err := cw.WriteAll(rows); err != nil {
 		return fmt.Errorf("finance: write csv: %w", err)
 	}
 	return nil

@@ -3,7 +3,6 @@ package finance_test
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"testing"
 	"time"
@@ -138,8 +137,7 @@ func TestReportUncheckedIsNotClean(t *testing.T) {
 
 	var csvBuf bytes.Buffer
 	require.NoError(t, rep.WriteCSV(&csvBuf))
-	records, err := csv.NewReader(&csvBuf).ReadAll()
-	require.NoError(t, err)
+	records := readCSV(t, &csvBuf)
 	var found bool
 	for _, r := range records {
 		if r[0] == finance.CategoryUnchecked {

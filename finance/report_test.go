@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"io"
 	"testing"
 	"time"
 
@@ -128,11 +129,24 @@ func TestReport(t *testing.T) {
 
 	var csvBuf bytes.Buffer
 	require.NoError(t, rep.WriteCSV(&csvBuf))
-	records, err := csv.NewReader(&csvBuf).ReadAll()
-	require.NoError(t, err)
-	require.Len(t, records, 1+len(rep.Lines)+len(rep.Totals))
+	records := readCSV(t, &csvBuf)
+	require.Len(t, records, 1+len(rep.Lines)+1+len(rep.Totals)+len(rep.Nets), "the lines, then the totals with their own header")
 	require.Equal(t, "category", records[0][0])
-	require.Equal(t, "total", records[len(records)-1][0])
+	require.Equal(t, "currency", records[0][len(records[0])-1])
+	for _, rec := range records[1 : 1+len(rep.Lines)] {
+		if rec[4] == pi {
+			require.NotEmpty(t, rec[len(rec)-1], "every payment line names its currency: %v", rec)
+		}
+	}
+	totals := records[1+len(rep.Lines):]
+	require.Equal(t, [][]string{
+		{"kind", "currency", "tool", "vendor", "count", "amount"},
+		{"total", "", mail, "", "1", "0"},
+		{"total", "eur", pi, "", "1", "50"},
+		{"total", "usd", pi, "", "2", "3000"},
+		{"net", "eur", "", "", "", "50"},
+		{"net", "usd", "", "", "", "3000"},
+	}, totals)
 
 	var jsonBuf bytes.Buffer
 	require.NoError(t, rep.WriteJSON(&jsonBuf))
@@ -161,4 +175,15 @@ func TestReport(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.Clean())
 	require.Len(t, rep.Lines, 1)
+}
+
+// readCSV reads a report's CSV: its two sections have headers of their own, so their
+// rows differ in length.
+func readCSV(t *testing.T, r io.Reader) [][]string {
+	t.Helper()
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	records, err := cr.ReadAll()
+	require.NoError(t, err)
+	return records
 }

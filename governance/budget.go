@@ -462,7 +462,7 @@ func budgetSentence(b Budget, c charge, tool string, maxOps, maxAmount int64) st
 	}
 	limit := formatAmount(maxAmount, c.currency)
 	if c.currency == AnyCurrency {
-		limit = fmt.Sprintf("%d (minor units, every currency it does not name together)", maxAmount)
+		limit = fmt.Sprintf("%d minor units (every currency it does not name together)", maxAmount)
 	}
 	return fmt.Sprintf("This %s would exceed the budget %q of %s in %s %s for %s.", tool, b.Name, limit, what, per, who)
 }

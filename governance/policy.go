@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -268,10 +269,6 @@ func (g *Governance) ClearTenantRule(ctx context.Context, tenantID int64, tool s
 	return nil
 }
 
-// formatAmount spells an amount in minor units with its currency, when known.
-func formatAmount(n int64, currency string) string {
-	if currency == "" {
-		return strconv.FormatInt(n, 10) + " (minor units)"
-	}
-	return strconv.FormatInt(n, 10) + " " + currency + " (minor units)"
-}
+// formatAmount spells an amount in minor units as a person reads it, in its currency
+// when known (money.Format).
+func formatAmount(n int64, currency string) string { return money.Format(n, currency) }

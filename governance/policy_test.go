@@ -30,7 +30,7 @@ func TestApprovalRuleHoldsPerCurrencyAndTenant(t *testing.T) {
 		return held(v)
 	}
 	require.Empty(t, pay(acme, `{"amount": 500, "currency": "usd"}`), "under the usd threshold")
-	require.Contains(t, pay(acme, `{"amount": 5000, "currency": "usd"}`), "above the approval threshold of 1000 usd")
+	require.Contains(t, pay(acme, `{"amount": 5000, "currency": "usd"}`), "A test.money of $50.00 USD is above the approval threshold of $10.00 USD.")
 	require.NotEmpty(t, pay(acme, `{"amount": 500, "currency": "eur"}`), "other currencies fall back to *")
 	require.Contains(t, pay(acme, `{}`), "without an amount", "no amount never skips approval")
 

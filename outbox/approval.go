@@ -445,10 +445,14 @@ type Waiting struct {
 	RequestedAt, ExpiresAt     time.Time
 	// RequestedByToken is the id of the API token that asked (0: none recorded).
 	RequestedByToken int64
-	// Amount and Currency are the op's, when its tool has an amount (HasAmount).
+	// Amount and Currency are the op's, when its tool has an amount (HasAmount); a
+	// refund's currency is its payment's, when oncebox made that payment.
 	Amount    int64
 	Currency  string
 	HasAmount bool
+	// Payment is the payment a refund gives money back from (Tool.RefundOf); nil for
+	// an op that refunds nothing.
+	Payment *Payment
 }
 
 // ListWaiting returns the tenant's ops that await approval, oldest first, at most
@@ -484,7 +488,31 @@ func (ob *Outbox) ListWaiting(ctx context.Context, tenantID int64, limit int) ([
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("outbox: list approvals: %w", err)
 	}
+	rows.Close()
+	for i := range out {
+		if err := ob.addPayment(ctx, tenantID, &out[i]); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// addPayment sets the payment a waiting refund gives money back from, and its
+// currency as the refund's.
+func (ob *Outbox) addPayment(ctx context.Context, tenantID int64, w *Waiting) error {
+	tool, ok := ob.cfg.Tools.Lookup(w.Op.Tool)
+	if !ok || tool.RefundOf == "" {
+		return nil
+	}
+	p, err := ob.paymentOf(ctx, ob.pool, tenantID, tool, w.Op.Args)
+	if err != nil {
+		return err
+	}
+	w.Payment = p
+	if w.Currency == "" {
+		w.Currency = p.Currency
+	}
+	return nil
 }
 
 // WaitReason returns why the tenant's op waits (or waited) for approval, or "" when it

@@ -87,7 +87,7 @@ func TestApprovalPolicyPerCurrencyAndTenant(t *testing.T) {
 	require.Equal(t, protocol.StatusPending, small.Op.Status, "under the usd threshold")
 	big := e.pay(t, "usd-5000", `{"amount": 5000, "currency": "usd"}`)
 	require.Equal(t, protocol.StatusAwaitingApproval, big.Op.Status)
-	require.Contains(t, big.Why, "above the approval threshold of 1000 usd")
+	require.Contains(t, big.Why, "A test.money of $50.00 USD is above the approval threshold of $10.00 USD.")
 	require.Zero(t, e.jobs(t, big.Op.ID))
 	eur := e.pay(t, "eur-500", `{"amount": 500, "currency": "eur"}`)
 	require.Equal(t, protocol.StatusAwaitingApproval, eur.Op.Status, "other currencies fall back to *")

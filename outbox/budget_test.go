@@ -130,7 +130,7 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	over := pay("c", "c1", `{"amount": 1, "currency": "usd"}`)
 	require.Equal(t, protocol.StatusAwaitingApproval, over.Op.Status)
 	require.Contains(t, over.Why, `budget "conv-spend"`)
-	require.Contains(t, over.Why, "1000 usd")
+	require.Contains(t, over.Why, "of $10.00 USD in test.money ops")
 	require.Equal(t, protocol.StatusPending, pay("d", "c1", `{"amount": 500, "currency": "eur"}`).Op.Status, "another currency counts apart")
 	shared := pay("d2", "c1", `{"amount": 1, "currency": "gbp"}`)
 	require.Equal(t, protocol.StatusAwaitingApproval, shared.Op.Status, "gbp shares the \"*\" limit eur used up")

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/internal/sameorigin"
 )
 
@@ -57,6 +58,9 @@ type NotifyArgs struct {
 	Why            string    `json:"why"`
 	ConversationID string    `json:"conversation_id,omitempty"`
 	RequestedAt    time.Time `json:"requested_at"`
+	// Payment is the payment a refund gives money back from (Tool.RefundOf), as
+	// oncebox's records said when the op started waiting.
+	Payment *Payment `json:"payment,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -79,6 +83,7 @@ type notification struct {
 	Why            string    `json:"why"`
 	ConversationID string    `json:"conversation_id"`
 	RequestedAt    time.Time `json:"requested_at"`
+	Payment        *Payment  `json:"payment,omitempty"`
 	Link           string    `json:"link"`
 	// Text is a one-line summary, so that a Slack incoming webhook shows it as is.
 	Text string `json:"text"`
@@ -95,6 +100,16 @@ func (ob *Outbox) notifyTx(ctx context.Context, tx pgx.Tx, op *Op, tool Tool, ar
 	if tool.Amount != nil {
 		if amount, currency, ok := tool.Amount(args); ok {
 			n.Amount, n.Currency = &amount, currency
+		}
+	}
+	p, err := ob.paymentOf(ctx, tx, op.TenantID, tool, args)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		n.Payment = p
+		if n.Currency == "" {
+			n.Currency = p.Currency
 		}
 	}
 	if _, err := ob.river.InsertTx(ctx, tx, n, nil); err != nil {
@@ -121,12 +136,15 @@ func (w *notifyWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) err
 	a := job.Args
 	link := w.cfg.LinkBase + "/v1/ops/" + url.PathEscape(a.Key)
 	amount := "no amount"
-	if a.Amount != nil {
-		amount = formatAmount(*a.Amount, a.Currency)
+	switch {
+	case a.Payment != nil:
+		amount = a.Payment.Describe(deref(a.Amount), a.Amount != nil)
+	case a.Amount != nil:
+		amount = money.Format(*a.Amount, a.Currency)
 	}
 	body, err := json.Marshal(notification{Event: "approval_requested", OpID: a.OpID, TenantID: a.TenantID, Key: a.Key,
 		Tool: a.Tool, Amount: a.Amount, Currency: a.Currency, Why: a.Why, ConversationID: a.ConversationID,
-		RequestedAt: a.RequestedAt, Link: link,
+		RequestedAt: a.RequestedAt, Payment: a.Payment, Link: link,
 		Text: fmt.Sprintf("oncebox: %s (%s) awaits approval: %s %s", a.Tool, amount, a.Why, link)})
 	if err != nil {
 		return fmt.Errorf("notify: marshal: %w", err)
@@ -192,10 +210,10 @@ func (c *Config) registerNotify(workers *river.Workers) error {
 	return river.AddWorkerSafely(workers, &notifyWorker{cfg: n, client: client, logger: c.Logger})
 }
 
-// formatAmount spells an amount in minor units with its currency, when known.
-func formatAmount(n int64, currency string) string {
-	if currency == "" {
-		return strconv.FormatInt(n, 10) + " (minor units)"
+// deref returns *n, or 0 for nil.
+func deref(n *int64) int64 {
+	if n == nil {
+		return 0
 	}
-	return strconv.FormatInt(n, 10) + " " + currency + " (minor units)"
+	return *n
 }

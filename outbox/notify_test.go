@@ -88,7 +88,7 @@ func TestApprovalNotification(t *testing.T) {
 	require.Equal(t, "c-1", n.ConversationID)
 	require.Equal(t, "https://ob.example/v1/ops/big", n.Link)
 	require.Contains(t, n.Why, "above the approval threshold")
-	require.Contains(t, n.Text, "awaits approval")
+	require.Contains(t, n.Text, "test.money ($50.00 USD) awaits approval")
 	require.Equal(t, op.ID, h.Get("Oncebox-Notification-Id"), "the receiver deduplicates by the op id")
 
 	ts := h.Get("Oncebox-Timestamp")

@@ -352,3 +352,13 @@ const sqlFindKeys = `SELECT idempotency_key FROM oncebox_op
 WHERE tenant_id = $1 AND (idempotency_key = $2 OR id::text = lower($2) OR vendor_ref = $2
 	OR vendor_ref = split_part($2, '.', 1) OR conversation_id = $2)
 ORDER BY created_at DESC LIMIT $3`
+
+// sqlPaymentByRef reads the tool and arguments of the tenant's op whose vendor ref is
+// $2: the payment a refund names (the oldest, should two ops record one ref).
+const sqlPaymentByRef = `
+SELECT tool, args FROM oncebox_op WHERE tenant_id = $1 AND vendor_ref = $2 ORDER BY created_at, id LIMIT 1`
+
+// sqlRefundsOf reads the arguments of the tenant's succeeded ops of tool $2 whose
+// argument $3 names the payment $4.
+const sqlRefundsOf = `
+SELECT args FROM oncebox_op WHERE tenant_id = $1 AND tool = $2 AND status = 'succeeded' AND args->>$3::text = $4`

@@ -38,6 +38,13 @@ type Tool struct {
 	// the vendor. An error means the amount cannot be known: the op then waits for a
 	// person's approval (it is never counted as 0). Defaults to none: such an op waits.
 	Price func(ctx context.Context, args json.RawMessage) (amount int64, currency string, err error)
+	// RefundOf, when set, names the top-level argument that holds the vendor ref of the
+	// payment an op of the tool gives money back from ("payment_intent" for
+	// stripe.refund), whose arguments name no currency: the payment is the same tenant's
+	// op with that vendor ref, and what it refunded so far the tenant's succeeded ops of
+	// this tool that name it (Outbox.PaymentOf). Approval cards and notifications show a
+	// refund against its payment. Defaults to none.
+	RefundOf string
 	// TTL is how long the tool's ops are kept. Defaults to DefaultTTL.
 	TTL time.Duration
 	// Redact, when set, returns the form of the arguments to keep once the op is

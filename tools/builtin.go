@@ -83,6 +83,7 @@ func Builtin(cfg Config) []outbox.Tool {
 			Validate:      func(args json.RawMessage) error { _, err := DecodeRefund(args); return err },
 			NeedsApproval: refundNeedsApproval(cfg.RefundApprovalAbove),
 			Amount:        refundAmount,
+			RefundOf:      "payment_intent",
 			TTL:           ttl(protocol.ToolRefund),
 			Identity:      Identity(protocol.ToolRefund),
 		},

@@ -92,7 +92,7 @@ func TestConsoleInChromium(t *testing.T) {
 	run("approvals", chromedp.Navigate(base+"/console/approvals"),
 		chromedp.WaitVisible(`article[data-key="`+refundKey+`"]`, chromedp.ByQuery),
 		chromedp.Text(`article[data-key="`+refundKey+`"]`, &text, chromedp.ByQuery))
-	require.Contains(t, text, "2500 (minor units)")
+	require.Contains(t, text, "$25.00 USD of a $50.00 USD payment, $0.00 USD refunded so far")
 	require.Contains(t, text, "support-chat-4711")
 	run("approve", chromedp.SendKeys(`article[data-key="`+refundKey+`"] input[name=reason]`, "customer called, order 1001 damaged", chromedp.ByQuery),
 		chromedp.Click(`article[data-key="`+refundKey+`"] button.approve`, chromedp.ByQuery),

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/finance"
+	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/server"
 )
 
@@ -166,6 +167,63 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
+// printTotals prints the matched ops' totals per tool and currency, then the matched
+// refunds netted against the matched payments per currency.
+func printTotals(w io.Writer, rep *finance.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tCURRENCY\tCOUNT\tAMOUNT")
+	for _, t := range rep.Totals {
+		amount := "—"
+		if t.Currency != "" {
+			amount = money.Format(t.Amount, t.Currency)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Tool, t.Currency, t.Count, amount)
+	}
+	if len(rep.Totals) == 0 {
+		fmt.Fprintln(tw, "(no matched op)\t\t\t")
+	}
+	if err := tw.Flush(); err != nil || len(rep.Nets) == 0 {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CURRENCY\tPAID\tREFUNDED\tNET")
+	for _, n := range rep.Nets {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Currency, money.Format(n.Paid, n.Currency), money.Format(n.Refunded, n.Currency),
+			money.Format(n.Net, n.Currency))
+	}
+	return tw.Flush()
+}
+
+// printProblems prints the lines that do not match, with their amounts.
+func printProblems(w io.Writer, rep *finance.Report) error {
+	if rep.Problems == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nProblems:\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CATEGORY\tKEY\tTOOL\tSTATUS\tVENDOR IDS\tOP AMOUNT\tVENDOR AMOUNT\tDETAIL")
+	for _, l := range rep.Lines {
+		if l.Category == finance.CategoryMatched {
+			continue
+		}
+		key := l.Key
+		if key == "" {
+			key = l.OpID
+		}
+		opAmount, vendorAmount := "—", "—"
+		if l.OpCurrency != "" {
+			opAmount = money.Format(l.OpAmount, l.OpCurrency)
+		}
+		if l.VendorCurrency != "" {
+			vendorAmount = money.Format(l.VendorAmount, l.VendorCurrency)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Category, key, l.Tool, l.OpStatus, strings.Join(l.VendorIDs, " "),
+			opAmount, vendorAmount, l.Detail)
+	}
+	return tw.Flush()
+}
+
 // printReportSummary prints the finance report for a person: the window, the totals per
 // tool and currency, and the lines that do not match; --format csv or json give every
 // line.
@@ -173,34 +231,11 @@ func printReportSummary(w io.Writer, rep *finance.Report) error {
 	matched := len(rep.Lines) - rep.Problems
 	fmt.Fprintf(w, "Finance report %s to %s: %d matched line(s), %d problem(s).\n\n",
 		rep.Since.UTC().Format(time.RFC3339), rep.Until.UTC().Format(time.RFC3339), matched, rep.Problems)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tCURRENCY\tCOUNT\tAMOUNT (minor units)")
-	for _, t := range rep.Totals {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", t.Tool, t.Currency, t.Count, t.Amount)
-	}
-	if len(rep.Totals) == 0 {
-		fmt.Fprintln(tw, "(no matched op)\t\t\t")
-	}
-	if err := tw.Flush(); err != nil {
+	if err := printTotals(w, rep); err != nil {
 		return err
 	}
-	if rep.Problems > 0 {
-		fmt.Fprintf(w, "\nProblems:\n")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CATEGORY\tKEY\tTOOL\tSTATUS\tVENDOR IDS\tDETAIL")
-		for _, l := range rep.Lines {
-			if l.Category == finance.CategoryMatched {
-				continue
-			}
-			key := l.Key
-			if key == "" {
-				key = l.OpID
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Category, key, l.Tool, l.OpStatus, strings.Join(l.VendorIDs, " "), l.Detail)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := printProblems(w, rep); err != nil {
+		return err
 	}
 	for _, c := range []struct {
 		what   string

@@ -66,8 +66,10 @@ func TestReconcileReportSummary(t *testing.T) {
 	out, stderr, code := runCLI(t, "reconcile report --format summary"+window, env...)
 	require.Equal(t, 1, code, stderr)
 	require.Contains(t, out, "1 matched line(s), 1 problem(s)")
-	require.Regexp(t, `stripe\.payment_intent\s+usd\s+1\s+1500`, out)
-	require.Regexp(t, `missing_at_vendor\s+pi-2`, out)
+	require.Regexp(t, `stripe\.payment_intent\s+usd\s+1\s+\$15\.00 USD\n`, out)
+	require.Regexp(t, `usd\s+\$15\.00 USD\s+\$0\.00 USD\s+\$15\.00 USD\n`, out, "payments less refunds, per currency")
+	require.Regexp(t, `missing_at_vendor\s+pi-2\s+stripe\.payment_intent\s+succeeded\s+\$9\.00 USD\s+—`, out)
+	require.NotContains(t, out, "minor units")
 	require.NotContains(t, out, "pi-1", "matched lines are only counted")
 
 	out, _, _ = runCLI(t, "reconcile report"+window, env...)

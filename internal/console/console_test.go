@@ -88,7 +88,7 @@ func startWith(t testing.TB, set func(*server.Config)) *env {
 	e := &env{base: "http://" + addr.String(), stripe: fake, srv: srv, pool: pool, tenant: tn, agent: agent, approver: approver, refundKey: "refund-order-1001",
 		stripeGets: gets}
 
-	pay := e.api(t, "pay-order-1001", `{"tool":"stripe.payment_intent","args":{"amount":5000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)
+	pay := e.api(t, "pay-order-1001", `{"tool":"stripe.payment_intent","args":{"amount":29000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)
 	require.Equal(t, "succeeded", pay["status"], pay)
 	refund := e.api(t, e.refundKey, `{"tool":"stripe.refund","args":{"payment_intent":"`+pay["vendor_ref"].(string)+`","amount":2500}}`)
 	require.Equal(t, "awaiting_approval", refund["status"], refund)
@@ -202,7 +202,7 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	resp, page = b.get("/console/approvals")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, page, e.refundKey)
-	require.Contains(t, page, "2500 (minor units)")
+	require.Contains(t, page, "$25.00 USD of a $290.00 USD payment, $0.00 USD refunded so far")
 	csrf := csrfOf(t, page)
 	approve := url.Values{"csrf": {csrf}, "key": {e.refundKey}, "decision": {"approve"}, "reason": {"customer called"}}
 
@@ -232,6 +232,9 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	// The CSV is the one the finance page's own Download link names, for the page's window.
 	_, page = b.get("/console/finance?since=" + url.QueryEscape(since.Format(time.RFC3339)) + "&until=" + url.QueryEscape(until.Format(time.RFC3339)))
+	// The refund's op amount is in its payment's currency, as the vendor's is.
+	require.Regexp(t, regexp.QuoteMeta(e.refundKey)+`</a></td><td>stripe.refund</td><td>succeeded</td><td>re_\w+</td><td>\$25\.00 USD</td><td>\$25\.00 USD</td>`, page)
+	require.Contains(t, page, "<td>$290.00 USD</td>", "the payment's total")
 	link := regexp.MustCompile(`id="csv" href="([^"]+)"`).FindStringSubmatch(page)
 	require.NotNil(t, link, "the finance page links its CSV")
 	csvURL := html.UnescapeString(link[1])
@@ -248,6 +251,9 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	require.NoError(t, rep.WriteCSV(&want))
 	require.Equal(t, want.String(), csv)
 	require.Contains(t, csv, "matched")
+	require.Regexp(t, `(?m)^matched,\d+,[0-9a-f-]+,`+regexp.QuoteMeta(e.refundKey)+`,stripe\.refund,.*,2500,usd,2500,usd,,,usd$`, csv,
+		"the refund's line keeps minor units and names its currency")
+	require.Contains(t, csv, "\nnet,usd,,,,26500\n", "the refund netted against the payment")
 
 	// What Postgres cannot compare is refused with 400, not a 500.
 	for _, q := range []string{"a\x00b", "\xff\xfe", strings.Repeat("k", 300)} {

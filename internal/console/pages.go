@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/finance"
+	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -93,8 +94,11 @@ func (c *Console) fillApprovals(w http.ResponseWriter, r *http.Request, v *view,
 			Args: prettyJSON(wt.Op.Args), Conversation: wt.Op.ConversationID, ToolCall: wt.Op.ToolCallID,
 			RequestedAt: wt.RequestedAt, ExpiresAt: wt.ExpiresAt, Waited: since(now, wt.RequestedAt),
 			Approvals: wt.Approvals, Needed: wt.ApproversNeeded, Asker: "—"}
-		if wt.HasAmount {
-			row.Amount = money(wt.Amount, wt.Currency)
+		switch {
+		case wt.Payment != nil:
+			row.Amount = wt.Payment.Describe(wt.Amount, wt.HasAmount)
+		case wt.HasAmount:
+			row.Amount = money.Format(wt.Amount, wt.Currency)
 		}
 		if wt.RequestedByToken != 0 {
 			row.Asker = fmt.Sprintf("API token %d", wt.RequestedByToken)

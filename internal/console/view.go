@@ -7,10 +7,10 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/protocol"
 )
 
@@ -71,7 +71,7 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"money": money,
+	"money": money.Format,
 	"dash": func(s string) string {
 		if s == "" {
 			return "—"
@@ -112,28 +112,6 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
-}
-
-// zeroDecimal are the currencies whose amounts are whole units (Stripe's list).
-var zeroDecimal = map[string]bool{"bif": true, "clp": true, "djf": true, "gnf": true, "jpy": true, "kmf": true, "krw": true,
-	"mga": true, "pyg": true, "rwf": true, "ugx": true, "vnd": true, "vuv": true, "xaf": true, "xof": true, "xpf": true}
-
-// money shows an amount in minor units with its currency: 12050 usd is "120.50 USD";
-// without a currency the amount is shown as is, in minor units.
-func money(amount int64, currency string) string {
-	if currency == "" {
-		// A refund names no currency: it is the payment's.
-		return strconv.FormatInt(amount, 10) + " (minor units)"
-	}
-	cur := strings.ToUpper(currency)
-	if zeroDecimal[strings.ToLower(currency)] {
-		return strconv.FormatInt(amount, 10) + " " + cur
-	}
-	sign := ""
-	if amount < 0 {
-		sign, amount = "-", -amount
-	}
-	return fmt.Sprintf("%s%d.%02d %s", sign, amount/100, amount%100, cur)
 }
 
 // since says how long ago t was, roughly.

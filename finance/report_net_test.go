@@ -1,0 +1,81 @@
+package finance_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/finance"
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/tools"
+)
+
+// TestReportNetsRefundsAgainstPayments: a refund takes its payment's currency (the
+// same tenant's op whose vendor ref it names), is checked against the vendor's refund
+// in it, and the matched refunds are netted against the matched payments per currency,
+// in the JSON and in the CSV's totals.
+func TestReportNetsRefundsAgainstPayments(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	ctx := context.Background()
+	var tn int64
+	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('one') RETURNING id").Scan(&tn))
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	require.NoError(t, err)
+
+	since := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(h int) time.Time { return since.Add(time.Duration(h) * time.Hour) }
+	const pi, refund = protocol.ToolPaymentIntent, protocol.ToolRefund
+	pay := seedOp(t, pool, tn, "pay", pi, "stripe", "succeeded", `{"amount":29000,"currency":"usd"}`, at(1))
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET vendor_ref = 'pi_1' WHERE id = $1`, pay)
+	require.NoError(t, err)
+	payEUR := seedOp(t, pool, tn, "pay-eur", pi, "stripe", "succeeded", `{"amount":5000,"currency":"eur"}`, at(2))
+	r1 := seedOp(t, pool, tn, "refund", refund, "stripe", "succeeded", `{"payment_intent":"pi_1","amount":2500}`, at(3))
+	outside := seedOp(t, pool, tn, "refund-outside", refund, "stripe", "succeeded", `{"payment_intent":"pi_outside","amount":100}`, at(4))
+	wrong := seedOp(t, pool, tn, "refund-wrong", refund, "stripe", "succeeded", `{"payment_intent":"pi_1","amount":300}`, at(5))
+
+	obj := func(id, op string, amount int64, currency string, h int) outbox.VendorObject {
+		return outbox.VendorObject{ID: id, OpID: op, Amount: amount, Currency: currency, Created: at(h).Add(time.Second)}
+	}
+	listers := map[string]finance.Lister{"stripe": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
+		return []outbox.VendorObject{obj("pi_1", pay, 29000, "usd", 1), obj("pi_2", payEUR, 5000, "eur", 2),
+			obj("re_1", r1, 2500, "usd", 3), obj("re_2", outside, 100, "usd", 4), obj("re_3", wrong, 300, "eur", 5)}, nil
+	})}
+	rep, err := finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: at(24), Listers: listers, Payments: ob.PaymentOf})
+	require.NoError(t, err)
+
+	byOp := map[string]finance.Line{}
+	for _, l := range rep.Lines {
+		byOp[l.OpID] = l
+	}
+	require.Equal(t, finance.CategoryMatched, byOp[r1].Category)
+	require.Equal(t, "usd", byOp[r1].OpCurrency, "a refund's currency is its payment's")
+	require.Equal(t, int64(2500), byOp[r1].OpAmount)
+	require.Equal(t, finance.CategoryMatched, byOp[outside].Category)
+	require.Empty(t, byOp[outside].OpCurrency, "a payment made outside oncebox: its currency is unknown here")
+	require.Equal(t, "usd", byOp[outside].Currency, "the line's currency is then the vendor's")
+	require.Equal(t, finance.CategoryMismatch, byOp[wrong].Category, "refunded in another currency than its payment's")
+	require.Contains(t, byOp[wrong].Detail, `currency "eur" at the vendor, "usd" in the op`)
+
+	require.Equal(t, []finance.Net{
+		{Currency: "eur", Paid: 5000, Refunded: 0, Net: 5000},
+		{Currency: "usd", Paid: 29000, Refunded: 2600, Net: 26400},
+	}, rep.Nets)
+
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteCSV(&buf))
+	records := readCSV(t, &buf)
+	for _, rec := range records[1 : 1+len(rep.Lines)] {
+		require.NotEmpty(t, rec[len(rec)-1], "every line names its currency: %v", rec)
+	}
+	require.Contains(t, records, []string{"total", "usd", refund, "", "2", "2600"})
+	require.Contains(t, records, []string{"net", "usd", "", "", "", "26400"})
+	require.Contains(t, records, []string{"net", "eur", "", "", "", "5000"})
+}

@@ -1,0 +1,132 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/internal/money"
+)
+
+// Payment is what oncebox's own records say of the payment a refund gives money back
+// from (Tool.RefundOf): a refund's arguments name the payment, not its currency.
+type Payment struct {
+	// Ref is the vendor's id of the payment the refund names (a PaymentIntent's
+	// "pi_..."); empty when the refund names it otherwise (a Stripe charge).
+	Ref string `json:"ref,omitempty"`
+	// Known reports whether an op of the same tenant made it (its vendor ref is Ref).
+	// When false, oncebox knows neither its amount nor its currency: it was made
+	// outside oncebox, and the fields below are zero.
+	Known bool `json:"known"`
+	// Amount and Currency are the payment op's, in minor units.
+	Amount   int64  `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	// Refunded sums the tenant's succeeded refunds of it, in minor units. A refund
+	// without an amount refunds what was left, so after one Refunded is Amount.
+	Refunded int64 `json:"refunded"`
+}
+
+// querier is what the payment lookup reads with: the pool, or the enqueue's
+// transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// PaymentOf returns the payment an op of tool with args, of the tenant, refunds (see
+// Payment), or nil when the tool refunds nothing (no Tool.RefundOf) or is not
+// registered.
+func (ob *Outbox) PaymentOf(ctx context.Context, tenantID int64, tool string, args json.RawMessage) (*Payment, error) {
+	t, ok := ob.cfg.Tools.Lookup(tool)
+	if !ok {
+		return nil, nil
+	}
+	return ob.paymentOf(ctx, ob.pool, tenantID, t, args)
+}
+
+// paymentOf is PaymentOf with the tool looked up, reading with q.
+func (ob *Outbox) paymentOf(ctx context.Context, q querier, tenantID int64, tool Tool, args json.RawMessage) (*Payment, error) {
+	if tool.RefundOf == "" {
+		return nil, nil
+	}
+	var named map[string]json.RawMessage
+	_ = json.Unmarshal(args, &named)
+	p := &Payment{}
+	if json.Unmarshal(named[tool.RefundOf], &p.Ref) != nil || p.Ref == "" {
+		return &Payment{}, nil
+	}
+	var (
+		payTool string
+		payArgs json.RawMessage
+	)
+	err := q.QueryRow(ctx, sqlPaymentByRef, tenantID, p.Ref).Scan(&payTool, &payArgs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read the payment %s refunds: %w", p.Ref, err)
+	}
+	if pt, ok := ob.cfg.Tools.Lookup(payTool); ok && pt.Amount != nil {
+		p.Amount, p.Currency, p.Known = pt.Amount(payArgs)
+	}
+	if !p.Known {
+		return &Payment{Ref: p.Ref}, nil
+	}
+	p.Refunded, err = ob.refunded(ctx, q, tenantID, tool, p)
+	return p, err
+}
+
+// refunded sums the tenant's succeeded ops of tool that refund p.
+func (ob *Outbox) refunded(ctx context.Context, q querier, tenantID int64, tool Tool, p *Payment) (int64, error) {
+	rows, err := q.Query(ctx, sqlRefundsOf, tenantID, tool.Name, tool.RefundOf, p.Ref)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: read the refunds of %s: %w", p.Ref, err)
+	}
+	all, err := pgx.CollectRows(rows, pgx.RowTo[json.RawMessage])
+	if err != nil {
+		return 0, fmt.Errorf("outbox: read the refunds of %s: %w", p.Ref, err)
+	}
+	var sum int64
+	for _, args := range all {
+		amount, ok := int64(0), false
+		if tool.Amount != nil {
+			amount, _, ok = tool.Amount(args)
+		}
+		if !ok {
+			return p.Amount, nil // a full refund: nothing was left after it
+		}
+		sum += amount
+	}
+	return min(sum, p.Amount), nil
+}
+
+// Describe says in words what a refund of amount (ok false: a refund without an
+// amount, of what is left) takes from the payment: "$25.00 USD of a $290.00 USD
+// payment, $0.00 USD refunded so far". For a payment oncebox did not make it says so.
+func (p *Payment) Describe(amount int64, ok bool) string {
+	what := "all that is left"
+	if !p.Known {
+		if ok {
+			what = money.Format(amount, "")
+		}
+		of := "a payment"
+		if p.Ref != "" {
+			of = "payment " + p.Ref
+		}
+		return what + " of " + of + " that oncebox did not make: its amount, currency and earlier refunds are not in oncebox's records"
+	}
+	left := max(p.Amount-p.Refunded, 0)
+	if ok {
+		what = money.Format(amount, p.Currency)
+	} else {
+		what += " (" + money.Format(left, p.Currency) + ")"
+	}
+	s := fmt.Sprintf("%s of a %s payment, %s refunded so far", what, money.Format(p.Amount, p.Currency), money.Format(p.Refunded, p.Currency))
+	if left == 0 {
+		s += ": nothing is left to refund"
+	}
+	return s
+}
