@@ -115,6 +115,10 @@ Usage: oncebox <command> [flags]
   tenant policy set NAME TOOL --mode never|always|above [--above N|cur=N ...] [--approvers 2]
   tenant policy clear NAME TOOL
                                the tenant's own approval rules, over --approval-policy
+  tenant adopt --tenant T VENDOR ID [ID ...]
+                               objects made outside oncebox (stripe pi_…) the tenant's ops may act on
+  tenant adopt --list [--tenant T]
+                               the objects adopted (--format json)
   lookup --tenant T KEY        everything about an op: status, fingerprint, attempts, decisions
   approve|reject --tenant T --token TOKEN KEY [--reason R]
   review list [--tenant T]     ops waiting for a person
