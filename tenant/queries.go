@@ -36,7 +36,7 @@ const sqlAdopt = `INSERT INTO oncebox_tenant_object (tenant_id, vendor, object_i
 	SELECT $1, $2, id, $4 FROM unnest($3::text[]) AS id
 	ON CONFLICT DO NOTHING`
 
-// sqlObjects lists the objects tenant $1 adopted (every tenant's when $1 is '').
+// sqlObjects lists the objects tenant $1 adopted (every tenant's when $1 is ”).
 const sqlObjects = `SELECT t.name, o.vendor, o.object_id, o.adopted_at, o.adopted_by
 	FROM oncebox_tenant_object o JOIN oncebox_tenant t ON t.id = o.tenant_id
 	WHERE $1 = '' OR t.name = $1
