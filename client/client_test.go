@@ -53,6 +53,9 @@ func newEnv(t *testing.T, front func(n int64, w http.ResponseWriter, r *http.Req
 	tenants := tenant.NewStore(pool)
 	_, token, err := tenants.Create(context.Background(), "t")
 	require.NoError(t, err)
+	// The payments the tests refund were made outside oncebox: the tenant adopts them.
+	_, err = tenants.Adopt(context.Background(), "t", "stripe", []string{"pi_1"}, "test")
+	require.NoError(t, err)
 	approver, err := tenants.NewTokenWithRole(context.Background(), "t", tenant.RoleApprover)
 	require.NoError(t, err)
 	handler, err := api.New(api.Config{Outbox: ob, Tenants: tenants})

@@ -135,8 +135,21 @@ func (ob *Outbox) endEnqueue(ctx context.Context, span trace.Span, params Enqueu
 }
 
 func (ob *Outbox) observeError(ctx context.Context, params EnqueueParams, err error) {
-	var kc *KeyConflictError
-	if errors.As(err, &kc) {
+	var (
+		kc          *KeyConflictError
+		notOwned    *NotOwnedError
+		unavailable *ObjectUnavailableError
+	)
+	switch {
+	case errors.As(err, &notOwned):
+		ob.logger.Warn("call names an object that is not the tenant's; refused", slog.Int64("tenant", params.TenantID),
+			slog.String("tool", params.Tool), slog.String("field", "args."+notOwned.Arg), slog.String("object", notOwned.ID),
+			slog.String("conversation_id", params.ConversationID), slog.Group("", tracing.SpanLogAttrs(ctx)...))
+	case errors.As(err, &unavailable):
+		ob.logger.Warn("the vendor could not be asked whose an object is; call refused", slog.Int64("tenant", params.TenantID),
+			slog.String("tool", params.Tool), slog.String("field", "args."+unavailable.Arg), slog.Any("error", unavailable.Err),
+			slog.Group("", tracing.SpanLogAttrs(ctx)...))
+	case errors.As(err, &kc):
 		ob.cfg.Observer.Enqueued(params.TenantID, params.Tool, "conflict")
 		ob.logger.Warn("idempotency key reused with another payload; refused", slog.Int64("tenant", params.TenantID),
 			slog.String("tool", params.Tool), slog.String("idempotency_key", kc.Key),
@@ -387,12 +400,17 @@ func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*
 	return &EnqueueResult{Op: op, Replayed: true, Matched: matched, expired: expired}, nil
 }
 
-// admit asks the gate about the op just inserted, once, and then inserts its dispatch
-// job, or makes it wait for a person, or removes it again when the gate refuses it.
+// admit checks that the objects the op just inserted names are the tenant's, asks the
+// gate about it, once, and then inserts its dispatch job, or makes it wait for a person,
+// or removes it again when either refuses it.
 func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion) (*EnqueueResult, error) {
 	op := ins.op
-	verdict, err := ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
-		PolicyVersion: ins.policyVersion, BudgetVersion: ins.budgetVersion})
+	var verdict Verdict
+	err := ob.checkObjects(ctx, tx, p)
+	if err == nil {
+		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
+			PolicyVersion: ins.policyVersion, BudgetVersion: ins.budgetVersion})
+	}
 	if err != nil {
 		// A refusal records nothing, in the caller's transaction too.
 		if _, delErr := tx.Exec(ctx, sqlDeleteRefusedOp, op.ID); delErr != nil {

@@ -66,3 +66,51 @@ func (e *UnknownToolError) Error() string {
 
 // Is makes errors.Is(err, ErrUnknownTool) true.
 func (e *UnknownToolError) Is(target error) bool { return target == ErrUnknownTool }
+
+// ErrNotOwned is matched by every *NotOwnedError.
+var ErrNotOwned = errors.New("the object is not one of this tenant's")
+
+// NotOwnedError refuses a call that names an existing object (Tool.Objects) which is
+// not one of the tenant's: no op of the tenant made it, the tenant did not adopt it, and
+// the vendor does not have it tagged with one of the tenant's ops. Nothing was recorded
+// or sent.
+type NotOwnedError struct {
+	// Arg is the argument that names the object, such as "payment_intent".
+	Arg string
+	// ID is the object's id as the call gave it.
+	ID string
+}
+
+// Error implements error.
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%s %s is not one of this tenant's objects", e.Arg, e.ID)
+}
+
+// Is makes errors.Is(err, ErrNotOwned) true.
+func (e *NotOwnedError) Is(target error) bool { return target == ErrNotOwned }
+
+// ErrObjectUnavailable is matched by every *ObjectUnavailableError.
+var ErrObjectUnavailable = errors.New("the vendor could not be asked whose the object is")
+
+// ObjectUnavailableError refuses a call whose object (Tool.Objects) the vendor had to
+// be asked about (ObjectArg.Tag) and could not be: nothing was recorded or sent, and
+// the same call may be sent again later.
+type ObjectUnavailableError struct {
+	// Arg is the argument that names the object.
+	Arg string
+	// ID is the object's id.
+	ID string
+	// Err is the vendor's error, free of secrets and of the vendor's message.
+	Err error
+}
+
+// Error implements error.
+func (e *ObjectUnavailableError) Error() string {
+	return fmt.Sprintf("%s %s: the vendor could not be asked whose it is: %v", e.Arg, e.ID, e.Err)
+}
+
+// Unwrap returns the vendor's error.
+func (e *ObjectUnavailableError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrObjectUnavailable) true.
+func (e *ObjectUnavailableError) Is(target error) bool { return target == ErrObjectUnavailable }

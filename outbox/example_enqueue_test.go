@@ -28,6 +28,12 @@ func ExampleOutbox_EnqueueTx() {
 	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id text PRIMARY KEY, state text)"); err != nil {
 		panic(err)
 	}
+	// The payment was taken before oncebox: the tenant adopts it (oncebox tenant adopt),
+	// or its refund is refused as not one of its objects.
+	if _, err := pool.Exec(ctx, "INSERT INTO oncebox_tenant_object (tenant_id, vendor, object_id, adopted_by) VALUES ($1, 'stripe', 'pi_123', 'example')",
+		tenantID); err != nil {
+		panic(err)
+	}
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	if err != nil {
 		panic(err)

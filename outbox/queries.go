@@ -41,6 +41,16 @@ const sqlHoldOp = `UPDATE oncebox_op SET status = 'awaiting_approval' WHERE id =
 // so that a refusal records nothing in the caller's transaction either.
 const sqlDeleteRefusedOp = `DELETE FROM oncebox_op WHERE id = $1::uuid`
 
+// sqlObjectOwned says whether object $3 of vendor $2 is tenant $1's: one of its ops has
+// it as its vendor reference (index oncebox_op_vendor_ref), or the tenant adopted it.
+const sqlObjectOwned = `
+SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE tenant_id = $1 AND vendor = $2 AND vendor_ref = $3)
+	OR EXISTS (SELECT 1 FROM oncebox_tenant_object WHERE tenant_id = $1 AND vendor = $2 AND object_id = $3)`
+
+// sqlTaggedOpOwned says whether op $3, which an object is tagged with, is an op of
+// tenant $1 at vendor $2.
+const sqlTaggedOpOwned = `SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE id = $3::uuid AND tenant_id = $1 AND vendor = $2)`
+
 // sqlNextGeneration moves a new op whose key hit a tombstone past the purged op's last
 // generation ($2 the new one, $3 its vendor key), in the enqueue's transaction.
 const sqlNextGeneration = `UPDATE oncebox_op SET generation = $2, vendor_key = $3 WHERE id = $1`

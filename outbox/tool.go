@@ -68,6 +68,29 @@ type Tool struct {
 	// guarded by the fingerprint of the whole payload. Defaults to none: every
 	// argument identifies the op.
 	Identity []string
+	// Objects names the arguments that name an object already at the tool's vendor,
+	// such as the payment a refund acts on. An op is admitted only if each such object
+	// is the tenant's: made by one of its ops (the op's vendor reference), adopted by it
+	// (`oncebox tenant adopt`), or tagged by the vendor with one of its ops
+	// (ObjectArg.Tag); otherwise the call is refused with a *NotOwnedError and nothing
+	// is recorded. Defaults to none: the tool acts on no existing object.
+	Objects []ObjectArg
+}
+
+// ObjectArg names a top-level argument of a tool that names an existing object at the
+// tool's vendor (Tool.Objects).
+type ObjectArg struct {
+	// Arg is the argument, such as "payment_intent". Its value is the object's id: a
+	// string, or an integer. Required.
+	Arg string
+	// Tag, when set, asks the vendor which op the object is tagged with (the TagKey
+	// the adapter sets on what it makes): the op id, or "" when the object has no tag or
+	// does not exist. It is asked only when the tenant's ops and adoptions do not name
+	// the object, so that an op whose object was made but whose answer was lost (still
+	// unknown, without a vendor reference) is the tenant's too. An error means the
+	// vendor could not be asked: the call is refused with an *ObjectUnavailableError,
+	// and may be sent again. Defaults to none: only ops and adoptions count.
+	Tag func(ctx context.Context, id string) (opID string, err error)
 }
 
 // definition is the JSON stored with an op, nil (SQL NULL) when the tool sets none.
@@ -111,6 +134,9 @@ func (r *Registry) Replace(tools ...Tool) error {
 		}
 		if err := checkIdentity(t.Identity); err != nil {
 			return fmt.Errorf("tool %q: Identity %w", t.Name, err)
+		}
+		if err := checkObjects(t.Objects); err != nil {
+			return fmt.Errorf("tool %q: Objects %w", t.Name, err)
 		}
 		if t.TTL <= 0 {
 			t.TTL = DefaultTTL
@@ -165,6 +191,21 @@ func checkIdentity(fields []string) error {
 			return fmt.Errorf("names %q twice", f)
 		}
 		seen[f] = true
+	}
+	return nil
+}
+
+// checkObjects returns why a tool's Objects cannot be used, or nil.
+func checkObjects(objects []ObjectArg) error {
+	seen := map[string]bool{}
+	for _, o := range objects {
+		if o.Arg == "" {
+			return errors.New("names an empty argument")
+		}
+		if seen[o.Arg] {
+			return fmt.Errorf("names %q twice", o.Arg)
+		}
+		seen[o.Arg] = true
 	}
 	return nil
 }

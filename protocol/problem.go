@@ -39,7 +39,9 @@ const (
 	ProblemInvalidRequest = ProblemBase + "invalid-request"
 	// ProblemForbidden: the token's role does not allow the action (403).
 	ProblemForbidden = ProblemBase + "forbidden"
-	// ProblemNotFound: no op under this key for the caller's tenant (404).
+	// ProblemNotFound: no op under this key for the caller's tenant, or an object a
+	// new call names (such as the payment_intent of a refund) is not one of the tenant's,
+	// the member field naming the argument; nothing was recorded or sent (404).
 	ProblemNotFound = ProblemBase + "not-found"
 	// ProblemWrongState: the op is not in the state the action needs; the member
 	// op_status says where it stands (409).
@@ -61,6 +63,10 @@ const (
 	// ProblemPolicyChanged: the op's approval policy changed since it started
 	// waiting, so an approval is refused; the op keeps waiting (409).
 	ProblemPolicyChanged = ProblemBase + "policy-changed"
+	// ProblemVendorUnavailable: the vendor had to be asked whose an object the call
+	// names is, and could not be; nothing was recorded or sent: retry with the same key
+	// after Retry-After (503).
+	ProblemVendorUnavailable = ProblemBase + "vendor-unavailable"
 	// ProblemBudgetExceeded: the op would exceed a budget, named by the member
 	// budget; nothing was recorded (429).
 	ProblemBudgetExceeded = ProblemBase + "budget-exceeded"
@@ -174,7 +180,7 @@ func ProblemTitle(problemType string) string {
 	case ProblemForbidden:
 		return "The API token's role does not allow this"
 	case ProblemNotFound:
-		return "Op not found"
+		return "Op or object not found"
 	case ProblemWrongState:
 		return "Op is not in the state this action needs"
 	case ProblemInvalidWait:
@@ -187,6 +193,8 @@ func ProblemTitle(problemType string) string {
 		return "Too many open waits for this tenant"
 	case ProblemStoreUnavailable:
 		return "The database is unavailable"
+	case ProblemVendorUnavailable:
+		return "The vendor cannot be asked about an object the call names"
 	case ProblemBudgetExceeded:
 		return "The op would exceed a budget"
 	case ProblemPolicyChanged:

@@ -43,6 +43,10 @@ func budgetServerPool(t *testing.T, budgets []governance.Budget) (func(method, p
 	tenants := tenant.NewStore(pool)
 	_, agent, err := tenants.Create(ctx, "acme")
 	require.NoError(t, err)
+	// A payment made outside oncebox, which Stripe does not know: adopted, so that its
+	// refund is priced (and not refused as another tenant's).
+	_, err = tenants.Adopt(ctx, "acme", "stripe", []string{"pi_unknown000000000000000"}, "test")
+	require.NoError(t, err)
 	approver, err := tenants.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
 	require.NoError(t, err)
 	call := func(method, path, token, key, body string) (int, map[string]any) {

@@ -522,6 +522,7 @@ func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool 
 		NoMailRedaction: !cfg.RedactMail, RedactKey: redactKey}) {
 		if t.Name == protocol.ToolRefund && s.stripe != nil {
 			t.Price = s.stripe.PriceRefund
+			t.Objects = s.refundObjects(t.Objects)
 		}
 		for _, v := range enabled {
 			if t.Vendor == v {
@@ -530,6 +531,21 @@ func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool 
 		}
 	}
 	return toolList
+}
+
+// refundObjects returns the refund tool's objects with Stripe asked which op each is
+// tagged with (vendors/stripe's PaymentIntentTag and ChargeTag).
+func (s *Server) refundObjects(objects []outbox.ObjectArg) []outbox.ObjectArg {
+	out := slices.Clone(objects)
+	for i := range out {
+		switch out[i].Arg {
+		case "payment_intent":
+			out[i].Tag = s.stripe.PaymentIntentTag
+		case "charge":
+			out[i].Tag = s.stripe.ChargeTag
+		}
+	}
+	return out
 }
 
 // buildRegistry makes the registry of the tools this process records (s.registry):

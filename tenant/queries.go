@@ -30,3 +30,14 @@ const (
 		FROM oncebox_api_token k JOIN oncebox_tenant t ON t.id = k.tenant_id
 		WHERE t.name = $1 ORDER BY k.id`
 )
+
+// sqlAdopt adopts objects $3 of vendor $2 for tenant $1, keeping earlier adoptions.
+const sqlAdopt = `INSERT INTO oncebox_tenant_object (tenant_id, vendor, object_id, adopted_by)
+	SELECT $1, $2, id, $4 FROM unnest($3::text[]) AS id
+	ON CONFLICT DO NOTHING`
+
+// sqlObjects lists the objects tenant $1 adopted (every tenant's when $1 is ”).
+const sqlObjects = `SELECT t.name, o.vendor, o.object_id, o.adopted_at, o.adopted_by
+	FROM oncebox_tenant_object o JOIN oncebox_tenant t ON t.id = o.tenant_id
+	WHERE $1 = '' OR t.name = $1
+	ORDER BY t.name, o.vendor, o.object_id`

@@ -86,6 +86,9 @@ func Builtin(cfg Config) []outbox.Tool {
 			RefundOf:      "payment_intent",
 			TTL:           ttl(protocol.ToolRefund),
 			Identity:      Identity(protocol.ToolRefund),
+			// A refund acts on a payment that must be the tenant's (the server sets
+			// each Tag to ask Stripe, vendors/stripe's PaymentIntentTag and ChargeTag).
+			Objects: []outbox.ObjectArg{{Arg: "payment_intent"}, {Arg: "charge"}},
 		},
 		mail,
 		{

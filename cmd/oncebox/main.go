@@ -128,6 +128,10 @@ Usage: oncebox <command> [flags]
   tenant budget list --tenant T   the budgets in force: used, limit and left in the current window
   tenant budget delete --tenant T NAME
                                the tenant's own budgets, over --budgets by name
+  tenant adopt --tenant T VENDOR ID [ID ...]
+                               objects made outside oncebox (stripe pi_…) the tenant's ops may act on
+  tenant adopt --list [--tenant T]
+                               the objects adopted (--format json)
   lookup --tenant T TERM       everything about the op a key, op id or vendor ref (pi_…, a SendGrid
                                message id) names: attempts, decisions, timeline; a conversation's ops
   approve|reject --tenant T --token TOKEN KEY [--reason R]

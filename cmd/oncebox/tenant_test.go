@@ -168,3 +168,46 @@ func TestTenantRefusesASchemaBehindIt(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oncebox_tenant`).Scan(&n))
 	require.Zero(t, n)
 }
+
+// TestTenantAdopt runs `oncebox tenant adopt` as a child process: objects are adopted
+// once (again is a no-op), listed with who adopted them, and an unknown tenant or a
+// missing id is refused.
+func TestTenantAdopt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	_, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool)}
+	run := func(args string) (string, int) {
+		cmd, out := startChild(t, args, env...)
+		text, err := io.ReadAll(out)
+		require.NoError(t, err)
+		_ = cmd.Wait()
+		return string(text), cmd.ProcessState.ExitCode()
+	}
+	out, code := run("tenant adopt --tenant acme stripe pi_1 pi_2")
+	require.Zero(t, code, out)
+	out, code = run("tenant adopt stripe pi_2 --tenant acme")
+	require.Zero(t, code, out)
+	out, code = run("tenant adopt --list --format json")
+	require.Zero(t, code, out)
+	var rows []struct {
+		Tenant, Vendor, ID string
+		AdoptedBy          string `json:"adopted_by"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+	require.Len(t, rows, 2)
+	require.Equal(t, "acme", rows[0].Tenant)
+	require.Equal(t, "stripe", rows[0].Vendor)
+	require.Equal(t, []string{"pi_1", "pi_2"}, []string{rows[0].ID, rows[1].ID})
+	require.Regexp(t, `^cli`, rows[0].AdoptedBy)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oncebox_tenant_object`).Scan(&n))
+	require.Equal(t, 2, n)
+
+	_, code = run("tenant adopt --tenant nobody stripe pi_3")
+	require.NotZero(t, code)
+	_, code = run("tenant adopt --tenant acme stripe")
+	require.Equal(t, 2, code)
+}

@@ -73,6 +73,9 @@ func openAPIScenarios() map[string]scenario {
 			require.Equal(t, http.StatusAccepted, f.e.post(f.token, k, paymentBody).Code)
 			return f.e, req("POST", "/v1/ops", f.token, k, smallRefundBody)
 		},
+		"POST /v1/ops 404": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+			return f.e, req("POST", "/v1/ops", f.token, f.key(), `{"tool": "stripe.refund", "args": {"payment_intent": "pi_someone_elses"}}`)
+		},
 		"POST /v1/ops 500": func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			return f.broken, req("POST", "/v1/ops", f.token, f.key(), paymentBody)
 		},

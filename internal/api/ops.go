@@ -236,6 +236,8 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		toolErr     *outbox.UnknownToolError
 		argsErr     *outbox.ValidationError
 		budgetErr   *governance.BudgetExceededError
+		notOwned    *outbox.NotOwnedError
+		unavailable *outbox.ObjectUnavailableError
 	)
 	switch {
 	case errors.As(err, &keyErr):
@@ -254,6 +256,18 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, p)
 	case errors.As(err, &argsErr):
 		writeProblem(w, validationProblem(argsErr))
+	case errors.As(err, &notOwned):
+		p := protocol.NewProblem(http.StatusNotFound, protocol.ProblemNotFound,
+			notOwned.Error()+": no op of this tenant made it and the tenant has not adopted it (oncebox tenant adopt). Nothing was recorded or sent.")
+		p.Field = "args." + notOwned.Arg
+		writeProblem(w, p)
+	case errors.As(err, &unavailable):
+		w.Header().Set("Retry-After", strconv.Itoa(objectRetryAfter))
+		p := protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemVendorUnavailable,
+			fmt.Sprintf("The vendor could not be asked whether %s %s is one of this tenant's objects. Nothing was recorded or sent; retry with the same Idempotency-Key after Retry-After.",
+				unavailable.Arg, unavailable.ID))
+		p.Field = "args." + unavailable.Arg
+		writeProblem(w, p)
 	case errors.Is(err, outbox.ErrNotFound):
 		writeProblem(w, protocol.NewProblem(http.StatusNotFound, protocol.ProblemNotFound, "No op is stored under this idempotency key for your tenant."))
 	case errors.As(err, &budgetErr):
@@ -266,6 +280,10 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		s.internal(w, r, err)
 	}
 }
+
+// objectRetryAfter is the Retry-After, in seconds, of a call refused because the vendor
+// could not be asked whose its object is.
+const objectRetryAfter = 5
 
 // opPath is the URL path of the op stored under key.
 func opPath(key string) string { return "/v1/ops/" + url.PathEscape(key) }

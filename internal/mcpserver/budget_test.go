@@ -36,6 +36,9 @@ func TestModelIsToldWhichBudgetOrPolicy(t *testing.T) {
 	tenants := tenant.NewStore(pool)
 	tn, _, err := tenants.Create(ctx, "t")
 	require.NoError(t, err)
+	// The payments the tests refund were made outside oncebox: the tenant adopts them.
+	_, err = tenants.Adopt(context.Background(), "t", "stripe", []string{"pi_1", "pi_2"}, "test")
+	require.NoError(t, err)
 	srv, err := mcpserver.New(mcpserver.Config{Outbox: ob, Tenants: tenants, Wait: 50 * time.Millisecond})
 	require.NoError(t, err)
 	ct, st := mcp.NewInMemoryTransports()

@@ -50,6 +50,9 @@ func newEnvWith(t *testing.T, windows map[string]time.Duration) *env {
 	tenants := tenant.NewStore(pool)
 	ten, token, err := tenants.Create(context.Background(), "t")
 	require.NoError(t, err)
+	// The payments the tests refund were made outside oncebox: the tenant adopts them.
+	_, err = tenants.Adopt(context.Background(), "t", "stripe", []string{"pi_1", "pi_2"}, "test")
+	require.NoError(t, err)
 	srv, err := mcpserver.New(mcpserver.Config{Outbox: ob, Tenants: tenants, Wait: 50 * time.Millisecond, DedupeWindows: windows})
 	require.NoError(t, err)
 	return &env{pool: pool, ob: ob, tenants: tenants, srv: srv, tenant: ten.ID, token: token}

@@ -363,8 +363,18 @@ func refusal(err error) *mcp.CallToolResult {
 		ve *outbox.ValidationError
 		ke *outbox.KeyConflictError
 	)
-	var be *governance.BudgetExceededError
+	var (
+		be          *governance.BudgetExceededError
+		notOwned    *outbox.NotOwnedError
+		unavailable *outbox.ObjectUnavailableError
+	)
 	switch {
+	case errors.As(err, &notOwned):
+		return errorResult(fmt.Sprintf("Not done: %s (argument %q): this tenant did not make it through oncebox and has not adopted it. "+
+			"Nothing was executed or recorded. Do not retry it with this id; tell the user.", notOwned.Error(), notOwned.Arg))
+	case errors.As(err, &unavailable):
+		return errorResult(fmt.Sprintf("Not done: the vendor could not be asked whether %s %s is one of this tenant's objects. "+
+			"Nothing was executed or recorded. It is safe to call the tool again with the same arguments in a few seconds.", unavailable.Arg, unavailable.ID))
 	case errors.As(err, &be):
 		return errorResult(fmt.Sprintf("Not done: %s Nothing was executed or recorded. Do not retry it before %s from now; tell the user.",
 			be.Sentence, be.RetryAfter))

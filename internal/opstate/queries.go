@@ -293,7 +293,9 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 // the purge take: terminal) and leaves a tombstone for each, remembering the op's last
 // generation. Ops that are not terminal
 // (pending, dispatching, unknown, needs review, awaiting approval) are kept past their
-// TTL: something or someone still has to decide them.
+// TTL: something or someone still has to decide them. The object a deleted op made (its
+// vendor_ref) stays its tenant's: it is kept in oncebox_tenant_object, so that a refund
+// of a payment whose op was purged is still admitted (outbox.Tool.Objects).
 const sqlPurgeBatch = `
 WITH doomed AS (
 	SELECT id FROM oncebox_op
@@ -303,7 +305,11 @@ WITH doomed AS (
 	FOR UPDATE SKIP LOCKED
 ), deleted AS (
 	DELETE FROM oncebox_op o USING doomed WHERE o.id = doomed.id
-	RETURNING o.tenant_id, o.idempotency_key, o.fingerprint, o.generation
+	RETURNING o.id, o.tenant_id, o.idempotency_key, o.fingerprint, o.generation, o.vendor, o.vendor_ref
+), kept AS (
+	INSERT INTO oncebox_tenant_object (tenant_id, vendor, object_id, adopted_by)
+	SELECT tenant_id, vendor, vendor_ref, 'purge of op ' || id FROM deleted WHERE vendor_ref IS NOT NULL
+	ON CONFLICT DO NOTHING
 )
 INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, expired_at, purge_after, generation)
 SELECT tenant_id, idempotency_key, fingerprint, now(), now() + make_interval(secs => $2), generation FROM deleted

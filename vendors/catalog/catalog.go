@@ -89,6 +89,11 @@ type Tool struct {
 	// an MCP call that agrees with an earlier one on them is that op even when its other
 	// arguments are worded differently. nil: every argument identifies the op.
 	Identity []string
+	// Owned names the path templates whose argument is an existing object of the target
+	// that must be the tenant's (outbox.Tool.Objects), such as [ticket_id] in
+	// /tickets/{ticket_id}/close: made by one of the tenant's ops of the target (its
+	// vendor reference) or adopted by the tenant. nil: none.
+	Owned []string
 	// Approval is the tool's approval rule (the approvals' policy type), nil when
 	// the file sets none: an unsafe tool then always waits, a write tool never does.
 	// --approval-policy and a tenant's own rule for the tool take precedence.
@@ -152,6 +157,7 @@ type toolFormat struct {
 	TTL          string          `yaml:"ttl"`
 	DedupeWindow string          `yaml:"dedupe_window"`
 	Identity     []string        `yaml:"identity"`
+	Owned        []string        `yaml:"owned"`
 	Approval     *approvalFormat `yaml:"approval"`
 }
 
@@ -339,8 +345,12 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 		return nil, bad("identity", msg)
 	}
 	t.Identity = f.Identity
-	if t.Class == ClassRead && (f.TTL != "" || f.DedupeWindow != "" || f.Approval != nil || f.Identity != nil) {
-		return nil, bad("class", "a read tool makes no op: ttl, dedupe_window, identity and approval do not apply")
+	if msg := checkOwned(f.Owned, t.params); msg != "" {
+		return nil, bad("owned", msg)
+	}
+	t.Owned = f.Owned
+	if t.Class == ClassRead && (f.TTL != "" || f.DedupeWindow != "" || f.Approval != nil || f.Identity != nil || f.Owned != nil) {
+		return nil, bad("class", "a read tool makes no op: ttl, dedupe_window, identity, owned and approval do not apply")
 	}
 	t.Version = version(t)
 	return t, nil
@@ -476,6 +486,28 @@ func checkIdentity(fields []string, schema json.RawMessage) string {
 		seen[f] = true
 		if root.Properties[f] == nil {
 			return fmt.Sprintf("%q is not a property of the tool's input schema (identity names top-level arguments)", f)
+		}
+	}
+	return ""
+}
+
+// checkOwned returns why owned cannot name the objects of a tool whose path templates
+// are params, or "": each must be a distinct template of the path.
+func checkOwned(owned, params []string) string {
+	if owned == nil {
+		return ""
+	}
+	if len(owned) == 0 {
+		return "names no argument: list the path templates that name an object the tenant must own, or leave owned out"
+	}
+	seen := map[string]bool{}
+	for _, o := range owned {
+		if seen[o] {
+			return fmt.Sprintf("names %q twice", o)
+		}
+		seen[o] = true
+		if !slices.Contains(params, o) {
+			return fmt.Sprintf("%q is not a {template} of the tool's path (owned names the path's objects)", o)
 		}
 	}
 	return ""

@@ -63,6 +63,16 @@ func TestParseGoodCatalog(t *testing.T) {
 	require.NotEmpty(t, ct.Version)
 	require.JSONEq(t, `"object"`, string(mustField(t, ct.InputSchema, "type")))
 
+	// owned names path templates whose objects must be the tenant's.
+	owned, err := catalog.Parse("tools.yaml", []byte(strings.Replace(goodCatalog, "class: write", "class: write\n    owned: [customer_id]", 1)), env)
+	require.NoError(t, err)
+	require.Equal(t, []string{"customer_id"}, owned.Tools["helpdesk.create_ticket"].Owned)
+	rt, err := owned.Connect(catalog.Options{})
+	require.NoError(t, err)
+	for _, ot := range rt.Tools(0) {
+		require.Equal(t, []outbox.ObjectArg{{Arg: "customer_id"}}, ot.Objects, ot.Name)
+	}
+
 	// JSON is valid YAML.
 	var asMap map[string]any
 	_ = asMap
@@ -109,6 +119,9 @@ func TestBrokenCatalogNamesFileToolAndField(t *testing.T) {
 		{"approval on a read tool", replace("class: read", "class: read\n    approval: {mode: always}"), `tools.yaml: tool "helpdesk.find_ticket": field class: a read tool makes no op`},
 		{"remote ref", replace("tags: {type: array", `tags: {$ref: "https://example.com/s.json", type: array`), `tools.yaml: tool "helpdesk.create_ticket": field input_schema: $ref "https://example.com/s.json" at /properties/tags: external references are not allowed`},
 		{"file ref", replace("tags: {type: array", `tags: {$ref: "defs.json#/tag", type: array`), `field input_schema: $ref "defs.json#/tag" at /properties/tags: external references are not allowed`},
+		{"owned names no template", replace("class: write", "class: write\n    owned: [subject]"), `tools.yaml: tool "helpdesk.create_ticket": field owned: "subject" is not a {template} of the tool's path`},
+		{"owned twice", replace("class: write", "class: write\n    owned: [customer_id, customer_id]"), `field owned: names "customer_id" twice`},
+		{"owned on a read tool", replace("class: read", "class: read\n    owned: [id]"), `tools.yaml: tool "helpdesk.find_ticket": field class: a read tool makes no op: ttl, dedupe_window, identity, owned`},
 		{"required names no property", replace("required: [customer_id, subject]", "required: [customer_id, subjct]"), `tools.yaml: tool "helpdesk.create_ticket": field input_schema: required names "subjct", which is not one of its properties (customer_id, priority, subject, tags): did you mean "subject"?`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -136,6 +136,9 @@ func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
 		}
 		ot := outbox.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL,
 			Definition: t.definitionJSON(), Identity: t.Identity}
+		for _, o := range t.Owned {
+			ot.Objects = append(ot.Objects, outbox.ObjectArg{Arg: o})
+		}
 		if ot.TTL == 0 {
 			ot.TTL = defaultTTL
 		}

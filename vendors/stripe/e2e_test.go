@@ -202,6 +202,9 @@ func TestE2ETwoPartialRefundsOfOnePaymentIntent(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, harnessOpts{keepAlive: true})
 	e.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_paid", Amount: 1000})
+	// Made outside oncebox: the tenant adopts it, so that its refunds are admitted.
+	_, err := e.pool.Exec(context.Background(), `INSERT INTO oncebox_tenant_object (tenant_id, vendor, object_id, adopted_by) VALUES ($1, 'stripe', 'pi_paid', 'test')`, e.tenant)
+	require.NoError(t, err)
 	e.warm(t)
 	// The first refund's answer is lost once; the same key is resent.
 	e.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultDropAfterCreate, Path: "/v1/refunds"})

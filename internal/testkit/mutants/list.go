@@ -102,6 +102,16 @@ func List() []Mutant {
 			Tests:    []string{"TestOneLiveDispatchJobPerOp"},
 		},
 
+		{
+			Name:     "another-tenants-object",
+			Breaks:   "an op may act on an object another tenant's op made (a pasted payment_intent refunds someone else's payment)",
+			File:     "outbox/ownership.go",
+			Old:      "	if owned {\n		return nil\n	}\n	refused := &NotOwnedError{Arg: o.Arg, ID: id}\n",
+			New:      "	if owned || !owned {\n		return nil\n	}\n	refused := &NotOwnedError{Arg: o.Arg, ID: id}\n",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestObjectsOfAnOpStayTheTenantsAfterThePurge"},
+		},
+
 		// An enqueue decides under the approval rule in force.
 		{
 			Name:     "stale-approval-rule",
