@@ -504,7 +504,7 @@ func (ob *Outbox) addPayment(ctx context.Context, tenantID int64, w *Waiting) er
 	if !ok || tool.RefundOf == "" {
 		return nil
 	}
-	p, err := ob.paymentOf(ctx, ob.pool, tenantID, tool, w.Op.Args)
+	p, err := paymentOf(ctx, ob.pool, ob.cfg.Tools, tenantID, tool, w.Op.Args)
 	if err != nil {
 		return err
 	}

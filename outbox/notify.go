@@ -102,7 +102,7 @@ func (ob *Outbox) notifyTx(ctx context.Context, tx pgx.Tx, op *Op, tool Tool, ar
 			n.Amount, n.Currency = &amount, currency
 		}
 	}
-	p, err := ob.paymentOf(ctx, tx, op.TenantID, tool, args)
+	p, err := paymentOf(ctx, tx, ob.cfg.Tools, op.TenantID, tool, args)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/internal/money"
 )
@@ -40,15 +41,21 @@ type querier interface {
 // Payment), or nil when the tool refunds nothing (no Tool.RefundOf) or is not
 // registered.
 func (ob *Outbox) PaymentOf(ctx context.Context, tenantID int64, tool string, args json.RawMessage) (*Payment, error) {
-	t, ok := ob.cfg.Tools.Lookup(tool)
+	return LookupPayment(ctx, ob.pool, ob.cfg.Tools, tenantID, tool, args)
+}
+
+// LookupPayment is PaymentOf for a reader with no Outbox (the finance report of a
+// read-only command): the tools' definitions come from reg.
+func LookupPayment(ctx context.Context, pool *pgxpool.Pool, reg *Registry, tenantID int64, tool string, args json.RawMessage) (*Payment, error) {
+	t, ok := reg.Lookup(tool)
 	if !ok {
 		return nil, nil
 	}
-	return ob.paymentOf(ctx, ob.pool, tenantID, t, args)
+	return paymentOf(ctx, pool, reg, tenantID, t, args)
 }
 
-// paymentOf is PaymentOf with the tool looked up, reading with q.
-func (ob *Outbox) paymentOf(ctx context.Context, q querier, tenantID int64, tool Tool, args json.RawMessage) (*Payment, error) {
+// paymentOf is LookupPayment with the tool looked up, reading with q.
+func paymentOf(ctx context.Context, q querier, reg *Registry, tenantID int64, tool Tool, args json.RawMessage) (*Payment, error) {
 	if tool.RefundOf == "" {
 		return nil, nil
 	}
@@ -69,18 +76,18 @@ func (ob *Outbox) paymentOf(ctx context.Context, q querier, tenantID int64, tool
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read the payment %s refunds: %w", p.Ref, err)
 	}
-	if pt, ok := ob.cfg.Tools.Lookup(payTool); ok && pt.Amount != nil {
+	if pt, ok := reg.Lookup(payTool); ok && pt.Amount != nil {
 		p.Amount, p.Currency, p.Known = pt.Amount(payArgs)
 	}
 	if !p.Known {
 		return &Payment{Ref: p.Ref}, nil
 	}
-	p.Refunded, err = ob.refunded(ctx, q, tenantID, tool, p)
+	p.Refunded, err = refunded(ctx, q, tenantID, tool, p)
 	return p, err
 }
 
 // refunded sums the tenant's succeeded ops of tool that refund p.
-func (ob *Outbox) refunded(ctx context.Context, q querier, tenantID int64, tool Tool, p *Payment) (int64, error) {
+func refunded(ctx context.Context, q querier, tenantID int64, tool Tool, p *Payment) (int64, error) {
 	rows, err := q.Query(ctx, sqlRefundsOf, tenantID, tool.Name, tool.RefundOf, p.Ref)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: read the refunds of %s: %w", p.Ref, err)

@@ -81,6 +81,10 @@ type Server struct {
 	// are not the catalog's (a reload keeps them).
 	registry  *outbox.Registry
 	baseTools []outbox.Tool
+	// described is every tool this process knows: registry, or when read-only (the
+	// registry is empty then) those it would record; the finance report reads a
+	// refund's payment through it.
+	described *outbox.Registry
 	// mcp is the MCP server of /mcp, nil when it offers no tool.
 	mcp *mcpserver.Server
 	// fleet is this process's registration (internal/fleet): it says whether a process
@@ -561,6 +565,11 @@ func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Too
 	if s.catalog != nil {
 		toolList = append(toolList, s.catalog.Current().Tools(cfg.TTL)...)
 	}
+	described, err := outbox.NewRegistry(toolList...)
+	if err != nil {
+		return nil, err
+	}
+	s.described = described
 	if cfg.ReadOnly {
 		// Nothing is recorded or sent: no tool, so no seal key is needed and nothing
 		// warns about one; the vendors stay, for lookups and the finance report.
@@ -573,6 +582,9 @@ func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Too
 		return nil, err
 	}
 	s.registry = reg
+	if !cfg.ReadOnly {
+		s.described = reg // the same tools, and a catalog reload replaces them in place
+	}
 	return toolList, nil
 }
 
@@ -912,7 +924,10 @@ func (s *Server) isAdmin(r *http.Request) (ok bool, p *tenant.Principal, err err
 // console's finance page and `oncebox reconcile report` both call it.
 func (s *Server) Report(ctx context.Context, since, until time.Time, tenantID int64) (*finance.Report, error) {
 	return finance.BuildReport(ctx, s.pool, finance.ReportParams{Since: since, Until: until, TenantID: tenantID, Listers: s.listers,
-		Unlistable: []string{tools.VendorWebhook}, Events: s.events, Payments: s.outbox.PaymentOf})
+		Unlistable: []string{tools.VendorWebhook}, Events: s.events,
+		Payments: func(ctx context.Context, tenantID int64, tool string, args json.RawMessage) (*outbox.Payment, error) {
+			return outbox.LookupPayment(ctx, s.pool, s.described, tenantID, tool, args)
+		}})
 }
 
 // Handler returns the HTTP handler (nil without the API role).
