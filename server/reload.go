@@ -11,10 +11,12 @@ import (
 	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
-// ErrNoCatalog is ReloadCatalog's answer when the server runs without --tools-file.
-var ErrNoCatalog = errors.New("no tool catalog to reload: oncebox runs without --tools-file")
+// ErrNoCatalog is ReloadCatalog's answer when the server runs without --tools-file
+// and --tenant-catalogs.
+var ErrNoCatalog = errors.New("no tool catalog to reload: oncebox runs without --tools-file and --tenant-catalogs")
 
-// ReloadCatalog reads --tools-file again and, when it loads and checks, makes it the
+// ReloadCatalog reads --tools-file and the tenants' own catalogs (--tenant-catalogs)
+// again and, when every file loads and checks, makes them the
 // catalog in force for the API (POST /v1/ops, GET /v1/tools), MCP (each session's
 // tool list, with notifications/tools/list_changed) and the dispatch workers, without
 // stopping anything: calls in progress finish under the catalog they started with,
