@@ -251,7 +251,7 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	tool, err := ob.cfg.Tools.Validate(params.Tool, args)
+	tool, err := ob.cfg.Tools.ValidateFor(params.TenantID, params.Tool, args)
 	if err != nil {
 		return nil, err
 	}

@@ -75,6 +75,11 @@ type Tool struct {
 	// (ObjectArg.Tag); otherwise the call is refused with a *NotOwnedError and nothing
 	// is recorded. Defaults to none: the tool acts on no existing object.
 	Objects []ObjectArg
+	// Tenant, when set, is the only tenant that may call the tool (a tool of that
+	// tenant's own catalog): to every other tenant the tool does not exist, and
+	// enqueueing it is refused with the same *UnknownToolError as a name no tool has,
+	// which does not list it. Defaults to 0: every tenant may call it.
+	Tenant int64
 }
 
 // ObjectArg names a top-level argument of a tool that names an existing object at the
@@ -167,12 +172,39 @@ func (r *Registry) Names() []string {
 	return names
 }
 
+// NamesFor returns, sorted, the names of the tools the tenant tenantID may call:
+// those of every tenant (Tool.Tenant 0) and its own.
+func (r *Registry) NamesFor(tenantID int64) []string {
+	var names []string
+	for n, t := range r.set() {
+		if t.Tenant == 0 || t.Tenant == tenantID {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Validate checks a tool call against the registry: the tool must exist and its
 // arguments must pass its validation. It returns the tool.
 func (r *Registry) Validate(name string, args json.RawMessage) (Tool, error) {
+	return r.ValidateFor(0, name, args)
+}
+
+// ValidateFor is Validate for a call of the tenant tenantID: another tenant's tool
+// (Tool.Tenant) is unknown to it, and the error's Known lists only the tools it may
+// call. tenantID 0 is any caller: every tool is known.
+func (r *Registry) ValidateFor(tenantID int64, name string, args json.RawMessage) (Tool, error) {
 	t, ok := r.set()[name]
+	if ok && tenantID != 0 && t.Tenant != 0 && t.Tenant != tenantID {
+		ok = false
+	}
 	if !ok {
-		return Tool{}, &UnknownToolError{Name: name, Known: r.Names()}
+		known := r.Names()
+		if tenantID != 0 {
+			known = r.NamesFor(tenantID)
+		}
+		return Tool{}, &UnknownToolError{Name: name, Known: known}
 	}
 	if err := t.Validate(args); err != nil {
 		return Tool{}, err

@@ -141,6 +141,10 @@ type Config struct {
 	// ToolsFile is the tool catalog (package catalog), YAML or JSON: the operator's own
 	// read, write and unsafe tools over HTTP targets. Empty: none.
 	ToolsFile string
+	// TenantCatalogs is a folder of tenants' own catalogs: <name>.yaml is the catalog
+	// of the tenant called name, loaded, checked and reloaded with ToolsFile, and
+	// offered only to that tenant (see catalog.Merge). Empty: none.
+	TenantCatalogs string
 
 	// RefundApprovalAbove makes larger refunds wait for approval; 0 means never. It is
 	// shorthand for an ApprovalPolicy rule of stripe.refund, mode above, {"*": N}; a

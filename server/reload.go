@@ -11,10 +11,12 @@ import (
 	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
-// ErrNoCatalog is ReloadCatalog's answer when the server runs without --tools-file.
-var ErrNoCatalog = errors.New("no tool catalog to reload: oncebox runs without --tools-file")
+// ErrNoCatalog is ReloadCatalog's answer when the server runs without --tools-file
+// and --tenant-catalogs.
+var ErrNoCatalog = errors.New("no tool catalog to reload: oncebox runs without --tools-file and --tenant-catalogs")
 
-// ReloadCatalog reads --tools-file again and, when it loads and checks, makes it the
+// ReloadCatalog reads --tools-file and the tenants' own catalogs (--tenant-catalogs)
+// again and, when every file loads and checks, makes them the
 // catalog in force for the API (POST /v1/ops, GET /v1/tools), MCP (each session's
 // tool list, with notifications/tools/list_changed) and the dispatch workers, without
 // stopping anything: calls in progress finish under the catalog they started with,
@@ -31,7 +33,7 @@ func (s *Server) ReloadCatalog(ctx context.Context) error {
 	defer s.reloading.Unlock()
 	err := s.reloadCatalog(ctx)
 	if err != nil {
-		s.logger.Error("tool catalog not reloaded, the catalog in force stays: "+err.Error(), slog.String("file", s.cfg.ToolsFile))
+		s.logger.Error("tool catalog not reloaded, the catalog in force stays: "+err.Error(), slog.String("file", s.catalogFiles()))
 		return err
 	}
 	return nil
@@ -65,7 +67,7 @@ func (s *Server) relistUpstream(ctx context.Context, upstream string) error {
 	}
 	if err != nil {
 		s.logger.Error("upstream changed its tools, but the catalog in force stays: "+err.Error(),
-			slog.String("upstream", upstream), slog.String("file", s.cfg.ToolsFile))
+			slog.String("upstream", upstream), slog.String("file", s.catalogFiles()))
 		return err
 	}
 	s.logCatalog("upstream tools listed again", rt, slog.String("upstream", upstream))
@@ -108,7 +110,7 @@ func (s *Server) install(rt *catalog.Runtime) error {
 	}
 	if err := s.registry.Replace(next...); err != nil {
 		// Checked above (NewRegistry): cannot happen.
-		s.logger.Error("tool catalog reloaded, but the outbox keeps its former tools: "+err.Error(), slog.String("file", s.cfg.ToolsFile))
+		s.logger.Error("tool catalog reloaded, but the outbox keeps its former tools: "+err.Error(), slog.String("file", s.catalogFiles()))
 		return nil
 	}
 	if s.api != nil {
@@ -118,7 +120,7 @@ func (s *Server) install(rt *catalog.Runtime) error {
 		extra, windows := s.catalogMCP()
 		if err := s.mcp.SetTools(extra, windows); err != nil {
 			// The registry and the API already have the new catalog; MCP keeps its list.
-			s.logger.Error("tool catalog reloaded, but MCP keeps its former tool list: "+err.Error(), slog.String("file", s.cfg.ToolsFile))
+			s.logger.Error("tool catalog reloaded, but MCP keeps its former tool list: "+err.Error(), slog.String("file", s.catalogFiles()))
 		} else {
 			s.logNoWindow()
 		}
@@ -132,5 +134,5 @@ func (s *Server) logCatalog(msg string, rt *catalog.Runtime, attrs ...any) {
 	for _, name := range rt.Catalog().Names() {
 		versions = append(versions, slog.String(name, rt.Catalog().Tools[name].Version))
 	}
-	s.logger.Info(msg, append([]any{slog.String("file", s.cfg.ToolsFile), slog.Group("versions", versions...)}, attrs...)...)
+	s.logger.Info(msg, append([]any{slog.String("file", s.catalogFiles()), slog.Group("versions", versions...)}, attrs...)...)
 }

@@ -222,7 +222,7 @@ func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) 
 	for _, name := range cat.Names() {
 		t := cat.Tools[name]
 		et := mcpserver.ExtraTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Class: t.Class,
-			Passthrough: t.Upstream != ""}
+			Passthrough: t.Upstream != "", Tenant: t.TenantID}
 		if t.Class == catalog.ClassRead {
 			et.Read = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 				return rt.Read(ctx, name, args)
@@ -276,7 +276,8 @@ func (s *Server) toolInfos() []api.ToolInfo {
 		cat := s.catalog.Current().Catalog()
 		for _, name := range cat.Names() {
 			t := cat.Tools[name]
-			out = append(out, api.ToolInfo{Name: t.Name, Class: t.Class, Description: t.Description, InputSchema: t.InputSchema})
+			out = append(out, api.ToolInfo{Name: t.Name, Class: t.Class, Description: t.Description, InputSchema: t.InputSchema,
+				Tenant: t.TenantID})
 		}
 	}
 	return out
@@ -305,7 +306,12 @@ func (s *Server) upstreamHealth() func(*http.Request) any {
 	return func(r *http.Request) any {
 		h := s.catalog.Health()
 		if ok, _, _ := s.isAdmin(r); !ok {
+			cat := s.catalog.Current().Catalog()
 			for name, u := range h {
+				if cat.TenantOf(name) != "" {
+					delete(h, name) // a tenant's own upstream is no one else's to know of
+					continue
+				}
 				u.LastError = ""
 				h[name] = u
 			}
@@ -367,9 +373,10 @@ func (s *Server) catalogQueue(v outbox.Vendor) outbox.QueueConfig {
 	return q
 }
 
-// loadCatalog reads --tools-file and connects it to its targets.
+// loadCatalog reads --tools-file and --tenant-catalogs and connects them to their
+// targets.
 func (s *Server) loadCatalog(ctx context.Context) error {
-	if s.cfg.ToolsFile == "" {
+	if s.cfg.ToolsFile == "" && s.cfg.TenantCatalogs == "" {
 		return nil
 	}
 	rt, err := s.connectCatalog(ctx)
@@ -384,7 +391,7 @@ func (s *Server) loadCatalog(ctx context.Context) error {
 // connectCatalog reads --tools-file, connects it to its targets and upstreams, and
 // checks it against the settings. ctx bounds connecting to the upstreams.
 func (s *Server) connectCatalog(ctx context.Context) (*catalog.Runtime, error) {
-	cat, err := catalog.Load(s.cfg.ToolsFile, nil)
+	cat, err := s.readCatalogs(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func serveDev(ctx context.Context, cfg server.Config, logger *slog.Logger, fakes
 		return err
 	}
 
-	if cfg.ToolsFile != "" {
+	if cfg.ToolsFile != "" || cfg.TenantCatalogs != "" {
 		stop := reloadOnSIGHUP(ctx, srv)
 		defer stop()
 	}

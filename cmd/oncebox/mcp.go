@@ -23,7 +23,7 @@ func runMCP(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Roles = server.Roles{API: true}
-	if cfg.StripeAPIKey == "" && cfg.SendGridAPIKey == "" && len(cfg.WebhookTargets) == 0 && cfg.ToolsFile == "" {
+	if cfg.StripeAPIKey == "" && cfg.SendGridAPIKey == "" && len(cfg.WebhookTargets) == 0 && cfg.ToolsFile == "" && cfg.TenantCatalogs == "" {
 		return &exitError{code: 2, err: errNoVendor()}
 	}
 	stopTracing, err := setupTracing(ctx, &cfg, logger)

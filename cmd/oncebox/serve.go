@@ -31,7 +31,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
-	if cfg.ToolsFile != "" {
+	if cfg.ToolsFile != "" || cfg.TenantCatalogs != "" {
 		stop := reloadOnSIGHUP(ctx, srv)
 		defer stop()
 	}

@@ -33,7 +33,7 @@ func (s *Server) postOp(w http.ResponseWriter, r *http.Request, t *tenant.Princi
 		writeProblem(w, p)
 		return
 	}
-	if s.cfg.Reads != nil && s.cfg.Reads.IsRead(req.Tool) {
+	if s.cfg.Reads != nil && s.cfg.Reads.IsReadFor(t.ID, req.Tool) {
 		// A read tool makes no op: no key is needed, and none is used.
 		s.callRead(w, r, req)
 		return

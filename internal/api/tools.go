@@ -24,12 +24,16 @@ type ToolInfo struct {
 	Description string `json:"description"`
 	// InputSchema is the JSON Schema of the tool's arguments.
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Tenant, when set, is the only tenant the tool is listed to (a tool of its own
+	// catalog). 0: every tenant.
+	Tenant int64 `json:"-"`
 }
 
 // Reader calls read tools (the tool catalog's): at once, with no op and no key.
 type Reader interface {
-	// IsRead reports whether tool is a read tool.
-	IsRead(tool string) bool
+	// IsReadFor reports whether tool is a read tool the tenant tenantID may call (false
+	// for another tenant's own tool: to that tenant it does not exist).
+	IsReadFor(tenantID int64, tool string) bool
 	// Read calls a read tool and returns the target's answer, an
 	// *outbox.ValidationError for invalid arguments, or another error (free of
 	// secrets) for a call that failed.
@@ -44,10 +48,12 @@ func (s *Server) SetTools(tools []ToolInfo) {
 }
 
 // listTools is GET /v1/tools: every tool with its class and input schema.
-func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, _ *tenant.Principal) {
-	list := slices.Clone(*s.tools.Load())
-	if list == nil {
-		list = []ToolInfo{}
+func (s *Server) listTools(w http.ResponseWriter, _ *http.Request, t *tenant.Principal) {
+	list := []ToolInfo{}
+	for _, info := range *s.tools.Load() {
+		if info.Tenant == 0 || info.Tenant == t.ID {
+			list = append(list, info)
+		}
 	}
 	slices.SortFunc(list, func(a, b ToolInfo) int { return strings.Compare(a.Name, b.Name) })
 	body, _ := json.Marshal(struct {

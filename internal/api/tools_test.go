@@ -17,7 +17,7 @@ import (
 // crm.strict refuses every argument but {"id": 1}.
 type fakeReads struct{}
 
-func (fakeReads) IsRead(tool string) bool {
+func (fakeReads) IsReadFor(_ int64, tool string) bool {
 	return tool == "crm.find" || tool == "crm.down" || tool == "crm.strict"
 }
 

@@ -51,6 +51,10 @@ type ExtraTool struct {
 	// id, status and replayed flag in its _meta ("oncebox/op_id", "oncebox/status",
 	// "oncebox/replayed").
 	Passthrough bool
+	// Tenant, when set, is the only tenant offered the tool (a tool of its own
+	// catalog): the servers of other tenants do not list it, and a call of it there is
+	// a call of a tool that does not exist. 0: every tenant.
+	Tenant int64
 }
 
 // passthrough returns the upstream CallToolResult a settled op of a passthrough tool
@@ -163,23 +167,31 @@ func (s *Server) SetTools(tools []ExtraTool, windows map[string]time.Duration) e
 	defer s.mu.Unlock()
 	old := s.extra.Load().tools
 	s.extra.Store(&extraSet{tools: tools, windows: windows})
-	keep := map[string]bool{}
-	for _, t := range tools {
-		keep[t.Name] = true
-	}
-	var gone []string
-	for _, t := range old {
-		if !keep[t.Name] {
-			gone = append(gone, mcpToolName(t.Name))
-		}
-	}
 	for id, srv := range s.tenants {
-		if len(gone) > 0 {
+		if gone := goneFor(id, old, tools); len(gone) > 0 {
 			srv.RemoveTools(gone...)
 		}
 		s.addExtra(srv, id, s.instances[id], tools) // AddTool replaces a tool of the same name
 	}
 	return nil
+}
+
+// goneFor returns the MCP names of the tools of old offered to the tenant tenantID
+// that next no longer offers it.
+func goneFor(tenantID int64, old, next []ExtraTool) []string {
+	keep := map[string]bool{}
+	for _, t := range next {
+		if t.Tenant == 0 || t.Tenant == tenantID {
+			keep[t.Name] = true
+		}
+	}
+	var gone []string
+	for _, t := range old {
+		if (t.Tenant == 0 || t.Tenant == tenantID) && !keep[t.Name] {
+			gone = append(gone, mcpToolName(t.Name))
+		}
+	}
+	return gone
 }
 
 // checkExtra checks extra tools against the outbox's registry and the MCP names
@@ -227,6 +239,9 @@ func validMCPName(name string) bool {
 // addExtra adds extra tools to srv.
 func (s *Server) addExtra(srv *mcp.Server, tenantID int64, instance string, tools []ExtraTool) {
 	for _, t := range tools {
+		if t.Tenant != 0 && t.Tenant != tenantID {
+			continue
+		}
 		openWorld := true
 		readOnly := t.Class == ClassRead
 		destructive := t.Class == ClassUnsafe

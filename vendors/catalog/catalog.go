@@ -60,6 +60,9 @@ type Target struct {
 	NativeKeys bool
 	// LookupPath answers GET ?oncebox_op=<op id> with {"objects":[...]}; optional.
 	LookupPath string
+	// Tenant names the tenant whose own catalog declares the target, "" for the
+	// installation's (see Merge): only that tenant's tools call it.
+	Tenant string
 }
 
 // Tool is one catalog tool.
@@ -111,6 +114,11 @@ type Tool struct {
 	LookupArgument string
 	// Redact names the fields an upstream tool's ops hide once settled, nil for none.
 	Redact *Redaction
+	// Tenant names the tenant whose own catalog declares the tool, "" for the
+	// installation's; TenantID is its id (see Merge). Only that tenant sees and calls
+	// a tenant's tool.
+	Tenant   string
+	TenantID int64
 	// Version identifies this definition: a hash of everything that decides how an
 	// op of the tool is validated and sent (class, schema, target, method, path). An
 	// op keeps the version it was accepted under (see Definition).
@@ -130,6 +138,9 @@ type Catalog struct {
 	Tools map[string]*Tool
 	// Upstreams are the upstream MCP servers, by name.
 	Upstreams map[string]*Upstream
+	// tenantFiles are the files of the tenants' own catalogs merged in, by tenant
+	// name (see Merge).
+	tenantFiles map[string]string
 }
 
 // fileFormat is the YAML document.

@@ -60,4 +60,9 @@
 // The tools of an upstream MCP server (upstreams:) are listed, called and classified
 // through the upstream client (vendors/mcpupstream): the catalog decides which tools
 // there are, their classes and arguments; the client speaks MCP.
+//
+// A tenant's own catalog is a file of the same format, loaded and checked alone, then
+// merged beside the installation's (Merge): its tools, targets and upstreams carry the
+// tenant, and only that tenant sees and calls its tools (outbox.Tool.Tenant). Names
+// are one namespace across the installation: a tenant's may shadow none.
 package catalog

@@ -49,6 +49,13 @@ func (l *Live) Read(ctx context.Context, name string, args json.RawMessage) (jso
 // IsRead reports whether name is a read tool of the catalog in force.
 func (l *Live) IsRead(name string) bool { return l.Current().IsRead(name) }
 
+// IsReadFor reports whether name is a read tool of the catalog in force that the
+// tenant tenantID may call: the installation's, or that tenant's own.
+func (l *Live) IsReadFor(tenantID int64, name string) bool {
+	t, ok := l.Current().cat.Tools[name]
+	return ok && t.Class == ClassRead && (t.TenantID == 0 || t.TenantID == tenantID)
+}
+
 // Loosening is an upstream tool a relist or reload would have made less strict than
 // the definition in force: a lower class (unsafe → write, write → read) or its
 // approval rule dropped. Tighten keeps the definition in force instead.
@@ -109,25 +116,26 @@ func (l *Live) Swap(next *Runtime) error {
 	for _, name := range next.cat.Names() {
 		t := next.cat.Tools[name]
 		if t.Class != ClassRead && !l.queued[t.Target] {
-			return &Error{File: next.cat.File, Kind: "tool", Name: name, Field: "target",
+			return &Error{File: next.cat.fileOf(t.Tenant), Kind: "tool", Name: name, Field: "target",
 				Message: fmt.Sprintf("target %q had no write or unsafe tool when oncebox started, so it has no dispatch queue: restart oncebox to add it", t.Target)}
 		}
 	}
 	for _, name := range sortedKeys(next.cat.Targets) {
 		old, ok := cur.cat.Targets[name]
 		if ok && old.NativeKeys != next.cat.Targets[name].NativeKeys {
-			return &Error{File: next.cat.File, Kind: "target", Name: name, Field: "native_keys",
+			return &Error{File: next.cat.fileOf(next.cat.Targets[name].Tenant), Kind: "target", Name: name, Field: "native_keys",
 				Message: "changes only on a restart: the outbox's key windows and lookup checks depend on it"}
 		}
 	}
 	for _, name := range next.cat.UpstreamNames() {
 		old, ok := cur.cat.Upstreams[name]
+		file := next.cat.fileOf(next.cat.Upstreams[name].Tenant)
 		if nu := next.cat.Upstreams[name]; ok && (old.NativeKeys != nu.NativeKeys || old.NativeWindow != nu.NativeWindow) {
-			return &Error{File: next.cat.File, Kind: "upstream", Name: name, Field: "native_keys",
+			return &Error{File: file, Kind: "upstream", Name: name, Field: "native_keys",
 				Message: "changes only on a restart: the outbox's key windows and lookup checks depend on it"}
 		}
 		if nu := next.cat.Upstreams[name]; ok && (old.Workers != nu.Workers || old.JobTimeout != nu.JobTimeout) {
-			return &Error{File: next.cat.File, Kind: "upstream", Name: name, Field: "workers",
+			return &Error{File: file, Kind: "upstream", Name: name, Field: "workers",
 				Message: "workers and job_timeout change only on a restart: they configure the upstream's dispatch queue"}
 		}
 	}
@@ -137,7 +145,7 @@ func (l *Live) Swap(next *Runtime) error {
 			continue
 		}
 		if lo, ok := loosens(old, nt); ok {
-			return &Error{File: next.cat.File, Kind: "tool", Name: name, Field: "class", Message: lo.String()}
+			return &Error{File: next.cat.fileOf(nt.Tenant), Kind: "tool", Name: name, Field: "class", Message: lo.String()}
 		}
 	}
 	oldRules, newRules := cur.Approvals(), next.Approvals()
@@ -145,7 +153,7 @@ func (l *Live) Swap(next *Runtime) error {
 		a, had := oldRules[name]
 		b, has := newRules[name]
 		if had != has || !reflect.DeepEqual(a, b) {
-			return &Error{File: next.cat.File, Kind: "tool", Name: name, Field: "approval",
+			return &Error{File: next.cat.fileOf(next.cat.Tools[name].Tenant), Kind: "tool", Name: name, Field: "approval",
 				Message: "approval rules change only on a restart (the process's default approval policy is set at start)"}
 		}
 	}

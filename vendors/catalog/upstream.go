@@ -62,6 +62,10 @@ type Upstream struct {
 	// MaxResultBytes bounds one answer of the upstream (mcpupstream.DefaultMaxResultBytes unless
 	// the file sets max_result_bytes): a larger one fails its call, and only it.
 	MaxResultBytes int64
+	// Tenant names the tenant whose own catalog declares the upstream, "" for the
+	// installation's; TenantID is its id (see Merge). Its tools are that tenant's.
+	Tenant   string
+	TenantID int64
 }
 
 // DefaultBurst is an upstream's burst when the file sets a rate and no burst: one
@@ -361,7 +365,7 @@ func mcpSafe(s string) string {
 // against the list.
 func (c *Catalog) addUpstreamTools(u *Upstream, listed []*mcp.Tool) error {
 	bad := func(field, msg string) error {
-		return &Error{File: c.File, Kind: "upstream", Name: u.Name, Field: field, Message: msg}
+		return &Error{File: c.fileOf(u.Tenant), Kind: "upstream", Name: u.Name, Field: field, Message: msg}
 	}
 	byName := map[string]*mcp.Tool{}
 	for _, lt := range listed {
@@ -418,7 +422,8 @@ func upstreamTool(name string, u *Upstream, lt *mcp.Tool, bad badFunc) (*Tool, e
 	}
 	t := &Tool{Name: name, Description: strings.TrimSpace(lt.Description), Class: Classify(tc, lt.Annotations), Target: u.Name,
 		Upstream: u.Name, UpstreamTool: lt.Name, TagArgument: tc.TagArgument, LookupTool: tc.LookupTool, LookupArgument: tc.LookupArgument,
-		TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Identity: tc.Identity, Approval: tc.Approval, Redact: tc.Redact}
+		TTL: tc.TTL, DedupeWindow: tc.DedupeWindow, Identity: tc.Identity, Approval: tc.Approval, Redact: tc.Redact,
+		Tenant: u.Tenant, TenantID: u.TenantID}
 	if t.Description == "" {
 		t.Description = fmt.Sprintf("Tool %s of the MCP server %s.", lt.Name, u.Name)
 	}

@@ -240,7 +240,8 @@ func (r *Runtime) Relist(ctx context.Context, upstream string) (*Runtime, error)
 	if err != nil {
 		return nil, &Error{File: r.cat.File, Kind: "upstream", Name: upstream, Message: "cannot list its tools: " + err.Error()}
 	}
-	cat := &Catalog{File: r.cat.File, Targets: r.cat.Targets, Upstreams: r.cat.Upstreams, Tools: map[string]*Tool{}}
+	cat := &Catalog{File: r.cat.File, Targets: r.cat.Targets, Upstreams: r.cat.Upstreams, Tools: map[string]*Tool{},
+		tenantFiles: r.cat.tenantFiles}
 	for name, t := range r.cat.Tools {
 		if t.Upstream != upstream {
 			cat.Tools[name] = t

@@ -112,7 +112,7 @@ func (c *Catalog) Connect(opts Options) (*Runtime, error) {
 			Logger:            opts.Logger,
 		})
 		if err != nil {
-			return nil, &Error{File: c.File, Kind: "target", Name: name, Message: err.Error()}
+			return nil, &Error{File: c.fileOf(t.Tenant), Kind: "target", Name: name, Message: err.Error()}
 		}
 		r.targets[name] = v
 	}
@@ -135,7 +135,7 @@ func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
 			continue
 		}
 		ot := outbox.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL,
-			Definition: t.definitionJSON(), Identity: t.Identity}
+			Definition: t.definitionJSON(), Identity: t.Identity, Tenant: t.TenantID}
 		for _, o := range t.Owned {
 			ot.Objects = append(ot.Objects, outbox.ObjectArg{Arg: o})
 		}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendors/catalog"
+)
+
+// readCatalogs reads --tools-file (if set) and the tenants' own catalogs of
+// --tenant-catalogs (if set), each checked alone, and merges them: a tenant's tools
+// are that tenant's only, and may not shadow another tool (catalog.Merge).
+func (s *Server) readCatalogs(ctx context.Context) (*catalog.Catalog, error) {
+	var base *catalog.Catalog
+	if s.cfg.ToolsFile != "" {
+		var err error
+		if base, err = catalog.Load(s.cfg.ToolsFile, nil); err != nil {
+			return nil, err
+		}
+	}
+	tenants, err := s.readTenantCatalogs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var reserved []string
+	for _, t := range s.cfg.Tools {
+		reserved = append(reserved, t.Tool.Name)
+	}
+	return catalog.Merge(s.cfg.ToolsFile, base, tenants, reserved)
+}
+
+// readTenantCatalogs loads every <tenant>.yaml of --tenant-catalogs, sorted by name.
+// A file whose name is no tenant's is refused: it would be offered to no one.
+func (s *Server) readTenantCatalogs(ctx context.Context) ([]catalog.TenantCatalog, error) {
+	dir := s.cfg.TenantCatalogs
+	if dir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, &catalog.Error{File: dir, Message: fmt.Sprintf("cannot read the folder of tenant catalogs (--tenant-catalogs): %v", err)}
+	}
+	var out []catalog.TenantCatalog
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".yaml")
+		if !ok || e.IsDir() || strings.HasPrefix(name, ".") {
+			continue
+		}
+		file := filepath.Join(dir, e.Name())
+		t, err := s.tenants.ByName(ctx, name)
+		if errors.Is(err, tenant.ErrNotFound) {
+			return nil, &catalog.Error{File: file, Message: fmt.Sprintf("no tenant is named %q: the file's name, less .yaml, names the tenant whose catalog it is (oncebox tenant create %s)", name, name)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		cat, err := catalog.Load(file, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, catalog.TenantCatalog{Tenant: t.Name, ID: t.ID, Catalog: cat})
+	}
+	slices.SortFunc(out, func(a, b catalog.TenantCatalog) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return out, nil
+}
+
+// catalogFiles names, for log lines, what a reload reads: --tools-file and
+// --tenant-catalogs.
+func (s *Server) catalogFiles() string {
+	files := []string{}
+	if s.cfg.ToolsFile != "" {
+		files = append(files, s.cfg.ToolsFile)
+	}
+	if s.cfg.TenantCatalogs != "" {
+		files = append(files, s.cfg.TenantCatalogs+"/*.yaml")
+	}
+	return strings.Join(files, " ")
+}
