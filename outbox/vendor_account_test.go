@@ -200,4 +200,3 @@ func TestSendGridSubuserSendsWithItsKeyAndIsFoundWithIt(t *testing.T) {
 	require.Len(t, fake.ByCustomArg(outbox.TagKey, b.ID), 1)
 	require.Empty(t, sub.ByCustomArg(outbox.TagKey, b.ID))
 }
-

@@ -912,7 +912,8 @@ func (s *Server) isAdmin(r *http.Request) (ok bool, p *tenant.Principal, err err
 // console's finance page and `oncebox reconcile report` both call it.
 func (s *Server) Report(ctx context.Context, since, until time.Time, tenantID int64) (*finance.Report, error) {
 	return finance.BuildReport(ctx, s.pool, finance.ReportParams{Since: since, Until: until, TenantID: tenantID, Listers: s.listers,
-		Unlistable: []string{tools.VendorWebhook}, Events: s.events, Payments: s.outbox.PaymentOf})
+		Unlistable: []string{tools.VendorWebhook}, Events: s.events, Payments: s.outbox.PaymentOf,
+		Accounts: s.outbox.VendorSettings().Account})
 }
 
 // Handler returns the HTTP handler (nil without the API role).
