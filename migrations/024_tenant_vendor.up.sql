@@ -29,3 +29,8 @@ CREATE TABLE IF NOT EXISTS oncebox_tenant_vendor_key (
 );
 
 ALTER TABLE oncebox_op ADD COLUMN IF NOT EXISTS vendor_account text;
+
+-- The Connect account a vendor event came from (its "account"), NULL for the platform's
+-- own: an event counts for an op only when it comes from the account the op was
+-- accepted under.
+ALTER TABLE oncebox_vendor_event ADD COLUMN IF NOT EXISTS account text;
