@@ -14,7 +14,7 @@ ON CONFLICT (vendor, event_id) DO NOTHING
 RETURNING orphan`
 
 // sameAccount is the condition that the op row op was accepted under the Connect
-// account the SQL expression account names ('' the platform's): an event from another
+// account the SQL expression account names (” the platform's): an event from another
 // account says nothing about the op. An op sent with its tenant's own key takes the
 // events without an account (its own account's endpoint).
 func sameAccount(op, account string) string {
