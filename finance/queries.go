@@ -10,7 +10,8 @@ package finance
 const sqlReportOps = `
 SELECT o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.status, o.args, coalesce(o.vendor_ref, ''),
 	(SELECT greatest(max(a.finished_at), CASE WHEN bool_or(a.finished_at IS NULL) THEN o.updated_at END)
-		FROM oncebox_attempt a WHERE a.op_id = o.id)
+		FROM oncebox_attempt a WHERE a.op_id = o.id),
+	coalesce(o.vendor_account, '')
 FROM oncebox_op o
 WHERE o.created_at >= $1 AND o.created_at < $2 AND ($3 = 0 OR o.tenant_id = $3)`
 

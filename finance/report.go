@@ -108,6 +108,12 @@ type ReportParams struct {
 	// takes its payment's. Without it, or for a payment made outside oncebox, a refund
 	// line's op currency is empty.
 	Payments func(ctx context.Context, tenantID int64, tool string, args json.RawMessage) (*outbox.Payment, error)
+	// Accounts, when set, opens the vendor account an op of the tenant recorded
+	// (outbox.VendorSettings.Account): each vendor is then listed on every account the
+	// window's ops were accepted under (a Lister reads the account from its context,
+	// outbox.AccountFrom), and on the installation's when the report is on every tenant
+	// or an op used it. Without it, each vendor is listed once, on the installation's.
+	Accounts func(ctx context.Context, tenantID int64, vendor, ref string) (outbox.Account, error)
 }
 
 // Line is one finding of a report.
@@ -204,6 +210,8 @@ type reportOp struct {
 	// lastSent is the latest moment the vendor may have created an object for the
 	// op (see sqlReportOps); nil when the op had no attempt.
 	lastSent *time.Time
+	// account is the vendor account the op was accepted under (outbox.Op.VendorAccount).
+	account string
 }
 
 type taggedObject struct {
@@ -265,7 +273,7 @@ func readReportOps(ctx context.Context, pool *pgxpool.Pool, params ReportParams)
 	}
 	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (reportOp, error) {
 		var o reportOp
-		err := row.Scan(&o.id, &o.tenantID, &o.key, &o.tool, &o.vendor, &o.status, &o.args, &o.vendorRef, &o.lastSent)
+		err := row.Scan(&o.id, &o.tenantID, &o.key, &o.tool, &o.vendor, &o.status, &o.args, &o.vendorRef, &o.lastSent, &o.account)
 		return o, err
 	})
 	if err != nil {
@@ -320,9 +328,9 @@ func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *
 		if t, ok := listUntil[name]; ok {
 			until = t
 		}
-		objects, err := params.Listers[name].ListObjects(ctx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
+		objects, err := listAccounts(ctx, params, ops, name, until)
 		if err != nil {
-			return nil, fmt.Errorf("finance: report: list %s objects: %w", name, err)
+			return nil, err
 		}
 		for _, o := range objects {
 			if o.OpID == "" {
@@ -335,6 +343,51 @@ func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *
 		}
 	}
 	return byOp, nil
+}
+
+// listAccount is one account a vendor is listed on: a key's ref is its tenant's.
+type listAccount struct {
+	tenantID int64
+	ref      string
+}
+
+// listAccounts lists vendor's objects on every account its ops of the window used
+// (ReportParams.Accounts), up to until.
+func listAccounts(ctx context.Context, params ReportParams, ops []reportOp, vendor string, until time.Time) ([]outbox.VendorObject, error) {
+	accounts := map[listAccount]bool{}
+	if params.TenantID == 0 || params.Accounts == nil {
+		accounts[listAccount{}] = true
+	}
+	for _, op := range ops {
+		if op.vendor != vendor || params.Accounts == nil {
+			continue
+		}
+		a := listAccount{ref: op.account}
+		if strings.HasPrefix(op.account, outbox.KeyRefPrefix) {
+			a.tenantID = op.tenantID
+		}
+		accounts[a] = true
+	}
+	if len(accounts) == 0 {
+		accounts[listAccount{}] = true
+	}
+	var all []outbox.VendorObject
+	for a := range accounts {
+		actx := ctx
+		if a.ref != "" {
+			acct, err := params.Accounts(ctx, a.tenantID, vendor, a.ref)
+			if err != nil {
+				return nil, fmt.Errorf("finance: report: the %s account %s: %w", vendor, a.ref, err)
+			}
+			actx = outbox.WithAccount(ctx, acct)
+		}
+		objects, err := params.Listers[vendor].ListObjects(actx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
+		if err != nil {
+			return nil, fmt.Errorf("finance: report: list %s objects (account %q): %w", vendor, a.ref, err)
+		}
+		all = append(all, objects...)
+	}
+	return all, nil
 }
 
 // addOpLines adds the line of each op of the window, taking its objects out of byOp; an

@@ -406,7 +406,10 @@ func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*
 func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion) (*EnqueueResult, error) {
 	op := ins.op
 	var verdict Verdict
-	err := ob.checkObjects(ctx, tx, p)
+	ctx, err := ob.withOpAccount(ctx, op, p.Tool)
+	if err == nil {
+		err = ob.checkObjects(ctx, tx, p)
+	}
 	if err == nil {
 		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
 			PolicyVersion: ins.policyVersion, BudgetVersion: ins.budgetVersion})
@@ -424,6 +427,20 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 	}
 	res.Why = verdict.Hold.Why
 	return res, ob.holdTx(ctx, tx, op, p, verdict.Hold)
+}
+
+// withOpAccount returns ctx carrying the vendor account the new op was accepted under
+// (WithAccount), for the vendor reads of the tool's ObjectArg.Tag and Price. An own key
+// is opened only for a tool that may read.
+func (ob *Outbox) withOpAccount(ctx context.Context, op *Op, tool Tool) (context.Context, error) {
+	if op.VendorAccount == "" || (len(tool.Objects) == 0 && tool.Price == nil) {
+		return WithAccount(ctx, Account{Ref: op.VendorAccount}), nil
+	}
+	acct, err := ob.accounts.Account(ctx, op.TenantID, op.Vendor, op.VendorAccount)
+	if err != nil {
+		return ctx, err
+	}
+	return WithAccount(ctx, acct), nil
 }
 
 // holdTx makes a new op wait for a person: its status, its approval request and its
@@ -477,7 +494,8 @@ func (op *Op) scanDest() []any {
 	op.scan = &scanTarget{}
 	return []any{&op.ID, &op.TenantID, &op.Key, &op.Tool, &op.Vendor, &op.Args, &op.scan.fp, &op.scan.status,
 		&op.Attempts, &op.Generation, &op.VendorKey, &op.VendorRef, &op.Result, &op.Error,
-		&op.ConversationID, &op.ToolCallID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &op.DispatchStartedAt, &op.TraceParent}
+		&op.ConversationID, &op.ToolCallID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &op.DispatchStartedAt, &op.TraceParent,
+		&op.VendorAccount}
 }
 
 func (op *Op) fromScan() {

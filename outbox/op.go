@@ -36,6 +36,11 @@ type Op struct {
 	// TraceParent is the W3C traceparent the op was created under: its enqueue's span,
 	// or the caller's trace context when oncebox does not trace ("" when neither).
 	TraceParent string
+	// VendorAccount is the vendor account the op was accepted under, from its tenant's
+	// vendor settings at enqueue (VendorSettings): "" for the installation's, a Stripe
+	// Connect account ("acct_…"), or KeyRefPrefix and the fingerprint of the tenant's
+	// own key. Every dispatch and lookup of the op uses it, whatever the settings become.
+	VendorAccount string
 
 	// actingTrace is the traceparent of the span acting on the op (a dispatch attempt's).
 	actingTrace string

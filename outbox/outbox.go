@@ -308,6 +308,8 @@ type Outbox struct {
 	vendors map[string]Vendor
 	logger  *slog.Logger
 	sealer  *sealer
+	// accounts opens the keys of the ops sent with their tenant's own key.
+	accounts *VendorSettings
 	// fpKey keys the fingerprints of tools with Redact (nil without a seal key).
 	fpKey []byte
 	// ops makes every status change of an op (internal/opstate owns the table).
@@ -321,6 +323,10 @@ type Outbox struct {
 	// LiveClientPrefix.
 	live *liveness
 }
+
+// VendorSettings returns the tenants' vendor settings, stored in the outbox's pool and
+// sealed with its seal key.
+func (ob *Outbox) VendorSettings() *VendorSettings { return ob.accounts }
 
 // New builds an Outbox and its River client. Call Start to work jobs.
 func New(cfg Config) (*Outbox, error) {
@@ -370,8 +376,10 @@ func newOutbox(c Config) (*Outbox, error) {
 		}
 		ob.sealer = s
 		ob.fpKey = fingerprintKey(c.SealKey)
+		ob.accounts = &VendorSettings{pool: c.Pool, sealer: s}
 		return ob, nil
 	}
+	ob.accounts = &VendorSettings{pool: c.Pool}
 	for _, name := range c.Tools.Names() {
 		if t, _ := c.Tools.Lookup(name); t.Redact != nil {
 			c.Logger.Warn("no seal key: arguments of tools with redaction are stored in clear until their op is terminal; set a seal key to store only the redacted form",

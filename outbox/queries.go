@@ -13,16 +13,19 @@ const opColumns = opstate.OpColumns
 // generation (NULL otherwise); the third, for an inserted op, the version of the
 // tenant's own approval rule of the tool as stored (0: the tenant has none), which the
 // gate checks what it remembers against (GateOp.PolicyVersion); the fourth, the version
-// of the tenant's own budgets (GateOp.BudgetVersion). When the key exists
+// of the tenant's own budgets (GateOp.BudgetVersion). The op records the account of
+// its tenant's vendor settings (oncebox_tenant_vendor) as they are in this statement:
+// no other read, and a tenant without settings costs an index probe. When the key exists
 // but was committed after this statement's snapshot, no row comes back and the caller
 // reads it with sqlOpByKey.
 const sqlEnqueue = `
 WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
-		tool_definition)
+		tool_definition, vendor_account)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
-		make_interval(secs => $11), $12, nullif($13, ''), $14)
+		make_interval(secs => $11), $12, nullif($13, ''), $14,
+		(SELECT v.account FROM oncebox_tenant_vendor v WHERE v.tenant_id = $1 AND v.vendor = $4))
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `
 )
@@ -318,7 +321,7 @@ const candidateSelect = `
 SELECT o.id::text, o.tenant_id, o.idempotency_key, o.tool, o.vendor, o.args, coalesce(o.vendor_ref, ''),
 	o.status, coalesce(o.attempt_token::text, ''), o.attempts, o.generation, o.stale_key, o.created_at,
 	o.sealed_args IS NOT NULL, o.dispatch_started_at, a.first_started, a.unfinished_started, a.last_finished,
-	coalesce(o.trace_parent, '')
+	coalesce(o.trace_parent, ''), coalesce(o.vendor_account, '')
 FROM oncebox_op o
 LEFT JOIN LATERAL (SELECT min(started_at) AS first_started,
 		max(started_at) FILTER (WHERE finished_at IS NULL) AS unfinished_started,
@@ -372,3 +375,25 @@ SELECT tool, args FROM oncebox_op WHERE tenant_id = $1 AND vendor_ref = $2 ORDER
 // argument $3 names the payment $4.
 const sqlRefundsOf = `
 SELECT args FROM oncebox_op WHERE tenant_id = $1 AND tool = $2 AND status = 'succeeded' AND args->>$3::text = $4`
+
+// Vendor settings per tenant (vendor_settings.go).
+const (
+	sqlInsertVendorKey = `INSERT INTO oncebox_tenant_vendor_key (tenant_id, vendor, fingerprint, sealed)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, vendor, fingerprint) DO UPDATE SET sealed = EXCLUDED.sealed`
+	sqlSetTenantVendor = `INSERT INTO oncebox_tenant_vendor (tenant_id, vendor, account, key_hint, updated_by)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (tenant_id, vendor) DO UPDATE SET account = EXCLUDED.account, key_hint = EXCLUDED.key_hint,
+			updated_at = now(), updated_by = EXCLUDED.updated_by`
+	sqlDeleteTenantVendor = `DELETE FROM oncebox_tenant_vendor WHERE tenant_id = $1 AND vendor = $2`
+	// sqlPruneVendorKeys removes the keys of tenant $1 at vendor $2 that neither its
+	// setting nor an op not yet settled names.
+	sqlPruneVendorKeys = `DELETE FROM oncebox_tenant_vendor_key k WHERE k.tenant_id = $1 AND k.vendor = $2
+		AND NOT EXISTS (SELECT 1 FROM oncebox_tenant_vendor v
+			WHERE v.tenant_id = k.tenant_id AND v.vendor = k.vendor AND v.account = 'key:' || k.fingerprint)
+		AND NOT EXISTS (SELECT 1 FROM oncebox_op o WHERE o.tenant_id = k.tenant_id AND o.vendor = k.vendor
+			AND o.vendor_account = 'key:' || k.fingerprint AND o.status NOT IN ('succeeded', 'failed', 'rejected'))`
+	sqlTenantVendors = `SELECT tenant_id, vendor, account, coalesce(key_hint, ''), updated_at, updated_by
+		FROM oncebox_tenant_vendor WHERE $1 = 0 OR tenant_id = $1 ORDER BY tenant_id, vendor`
+	sqlTenantOfAccount = `SELECT tenant_id FROM oncebox_tenant_vendor WHERE vendor = $1 AND account = $2 ORDER BY tenant_id LIMIT 1`
+	sqlVendorKey       = `SELECT sealed FROM oncebox_tenant_vendor_key WHERE tenant_id = $1 AND vendor = $2 AND fingerprint = $3`
+)

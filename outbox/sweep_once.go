@@ -109,15 +109,17 @@ func (s *SweepStats) add(o SweepStats) {
 // candidate is an op as the sweeper sees it.
 type candidate struct {
 	id, key, tool, vendor, vendorRef, token string
-	tenantID                                int64
-	args                                    json.RawMessage
-	status                                  protocol.Status
-	attempts, generation                    int
-	staleKey                                bool
-	createdAt                               time.Time
-	dispatchStartedAt                       *time.Time
-	firstStarted                            *time.Time
-	unfinishedStarted, lastFinished         *time.Time
+	// vendorAccount is the account the op was accepted under (Op.VendorAccount).
+	vendorAccount                   string
+	tenantID                        int64
+	args                            json.RawMessage
+	status                          protocol.Status
+	attempts, generation            int
+	staleKey                        bool
+	createdAt                       time.Time
+	dispatchStartedAt               *time.Time
+	firstStarted                    *time.Time
+	unfinishedStarted, lastFinished *time.Time
 	// sealed says that the op's full args are sealed: its stored args are already
 	// the redacted form.
 	sealed bool
@@ -130,7 +132,7 @@ func scanCandidate(row pgx.Row) (*candidate, error) {
 	var status string
 	err := row.Scan(&c.id, &c.tenantID, &c.key, &c.tool, &c.vendor, &c.args, &c.vendorRef, &status, &c.token,
 		&c.attempts, &c.generation, &c.staleKey, &c.createdAt, &c.sealed, &c.dispatchStartedAt, &c.firstStarted,
-		&c.unfinishedStarted, &c.lastFinished, &c.traceParent)
+		&c.unfinishedStarted, &c.lastFinished, &c.traceParent, &c.vendorAccount)
 	if err != nil {
 		return nil, err
 	}
@@ -428,9 +430,14 @@ func (sw *sweeper) lookup(ctx context.Context, c *candidate) lookupAnswer {
 		return a
 	}
 	a.lag = vendor.LookupLag()
+	acct, err := sw.ob.accounts.Account(ctx, c.tenantID, c.vendor, c.vendorAccount)
+	if err != nil {
+		a.err = fmt.Errorf("%w: %w", ErrLookupUnavailable, err)
+		return a
+	}
 	a.res, a.err = vendor.Lookup(ctx, LookupParams{
 		OpID: c.id, TenantID: c.tenantID, Tool: c.tool, Args: c.args, VendorRef: c.vendorRef, Since: c.since(),
-		LastSent: c.lastSent(a.jobTimeout),
+		LastSent: c.lastSent(a.jobTimeout), Account: acct,
 	})
 	return a
 }

@@ -36,7 +36,8 @@ type Tool struct {
 	// refunds what remains of its payment, so a budget counts it at that. It runs
 	// before the op is admitted, only when an amount budget covers the op, and may ask
 	// the vendor. An error means the amount cannot be known: the op then waits for a
-	// person's approval (it is never counted as 0). Defaults to none: such an op waits.
+	// person's approval (it is never counted as 0). ctx carries the new op's vendor
+	// account (AccountFrom). Defaults to none: such an op waits.
 	Price func(ctx context.Context, args json.RawMessage) (amount int64, currency string, err error)
 	// RefundOf, when set, names the top-level argument that holds the vendor ref of the
 	// payment an op of the tool gives money back from ("payment_intent" for
@@ -94,7 +95,8 @@ type ObjectArg struct {
 	// the object, so that an op whose object was made but whose answer was lost (still
 	// unknown, without a vendor reference) is the tenant's too. An error means the
 	// vendor could not be asked: the call is refused with an *ObjectUnavailableError,
-	// and may be sent again. Defaults to none: only ops and adoptions count.
+	// and may be sent again. ctx carries the new op's vendor account (AccountFrom).
+	// Defaults to none: only ops and adoptions count.
 	Tag func(ctx context.Context, id string) (opID string, err error)
 }
 

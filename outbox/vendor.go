@@ -62,6 +62,9 @@ type DispatchParams struct {
 	// Definition is the tool definition stored with the op when it was accepted
 	// (Tool.Definition), nil when the tool sets none.
 	Definition json.RawMessage
+	// Account is the vendor account the op was accepted under (Op.VendorAccount): the
+	// zero Account for the installation's settings.
+	Account Account
 }
 
 // DispatchResult is a vendor's yes.
@@ -179,6 +182,9 @@ type LookupParams struct {
 	// timeout); zero when not known. A lookup source that is not the vendor's own
 	// records (stored vendor events) uses it to tell "not arrived yet" from "absent".
 	LastSent time.Time
+	// Account is the vendor account the op was accepted under, as in DispatchParams:
+	// the lookup reads that account's objects.
+	Account Account
 }
 
 // LookupResult lists the vendor objects tagged with an op.

@@ -71,6 +71,8 @@ type claim struct {
 	sealed bool
 	// definition is the tool definition stored with the op (Tool.Definition).
 	definition json.RawMessage
+	// account is the vendor account the op was accepted under, its key opened.
+	account Account
 	// clean is set for a clean run, which calls the vendor without a claim commit
 	// (River's fetch was the claim; see readClean); heard is the op's heard run as it
 	// read it, the fence of its record.
@@ -139,7 +141,7 @@ func (ob *Outbox) dispatch(ctx context.Context, job *river.Job[DispatchArgs], ve
 	spanOutcome, spanRef := "not_sent", ""
 	defer func() { endSpan(span, spanOutcome, spanRef, nil) }()
 	log := ob.opLogger(op).With(slog.Int("attempt", c.attempt))
-	if p := ob.withhold(vendor, c); p != nil {
+	if p := ob.withhold(ctx, vendor, c); p != nil {
 		return ob.record(context.WithoutCancel(ctx), job, c, log, *p)
 	}
 
@@ -175,8 +177,11 @@ func (ob *Outbox) dispatch(ctx context.Context, job *river.Job[DispatchArgs], ve
 // may: a resend whose key window the vendor (as configured now) no longer keeps, or
 // sealed arguments this process cannot open. An op that may be sent has its sealed
 // arguments opened into c.op.Args.
-func (ob *Outbox) withhold(vendor Vendor, c *claim) *recordParams {
+func (ob *Outbox) withhold(ctx context.Context, vendor Vendor, c *claim) *recordParams {
 	op := c.op
+	if p := ob.withholdAccount(ctx, c); p != nil {
+		return p
+	}
 	if c.resendBefore != nil {
 		if _, open := keyWindowEnd(vendor, c.keyFirstSentAt); !open {
 			// An earlier request under this key may have been carried out, and the
@@ -205,13 +210,31 @@ func (ob *Outbox) withhold(vendor Vendor, c *claim) *recordParams {
 	return nil
 }
 
+// withholdAccount opens the key of an op sent with its tenant's own key into c.account,
+// or returns the record of an op that cannot be sent without it: a person decides, as
+// for sealed arguments that cannot be opened.
+func (ob *Outbox) withholdAccount(ctx context.Context, c *claim) *recordParams {
+	op := c.op
+	acct, err := ob.accounts.Account(ctx, op.TenantID, op.Vendor, op.VendorAccount)
+	if err == nil {
+		c.account = acct
+		return nil
+	}
+	errJSON, _ := json.Marshal(map[string]string{"class": "vendor_account", "message": err.Error() +
+		" (set the same ONCEBOX_SEAL_KEY on every process, or resolve the op by hand)"})
+	if c.resendBefore == nil {
+		errJSON = withNothingSent(errJSON)
+	}
+	return &recordParams{status: protocol.StatusNeedsReview, errJSON: errJSON, outcome: "not_sent", errText: err.Error()}
+}
+
 // callVendor calls the vendor for the claimed op c.op, in a span of its own.
 func (ob *Outbox) callVendor(ctx context.Context, vendor Vendor, c *claim) (*DispatchResult, error) {
 	op := c.op
 	vctx, vspan := ob.startVendorCall(ctx, vendor.Name())
 	res, derr := vendor.Dispatch(vctx, DispatchParams{
 		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
-		Definition: c.definition,
+		Definition: c.definition, Account: c.account,
 	})
 	if vspan != nil {
 		ref := ""

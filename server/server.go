@@ -934,7 +934,8 @@ func (s *Server) Report(ctx context.Context, since, until time.Time, tenantID in
 		Unlistable: []string{tools.VendorWebhook}, Events: s.events,
 		Payments: func(ctx context.Context, tenantID int64, tool string, args json.RawMessage) (*outbox.Payment, error) {
 			return outbox.LookupPayment(ctx, s.pool, s.described, tenantID, tool, args)
-		}})
+		},
+		Accounts: s.outbox.VendorSettings().Account})
 }
 
 // Handler returns the HTTP handler (nil without the API role).

@@ -16,7 +16,7 @@ import (
 )
 
 const tenantUsage = "usage: oncebox tenant create NAME | token create [--role agent|approver|admin|operator] [--person P] NAME | " +
-	"token list [NAME] | token revoke TOKEN | list  (--format text|json) | policy ... | budget ... | adopt ..."
+	"token list [NAME] | token revoke TOKEN | list  (--format text|json) | policy ... | budget ... | adopt ... | vendor ..."
 
 // runTenant is `oncebox tenant`: tenants and their API tokens. A new token is printed once,
 // as the last word of the last line of standard output, or as the token member of a JSON
@@ -30,6 +30,9 @@ func runTenant(ctx context.Context, args []string) error {
 	}
 	if len(args) > 0 && args[0] == "adopt" {
 		return runTenantAdopt(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "vendor" {
+		return runTenantVendor(ctx, args[1:])
 	}
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	g := addGlobalFlags(fs)

@@ -12,7 +12,8 @@ package opstate
 const OpColumns = `id::text AS id, tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 	attempts, generation, vendor_key, coalesce(vendor_ref, '') AS vendor_ref, result, error,
 	coalesce(conversation_id, '') AS conversation_id, coalesce(tool_call_id, '') AS tool_call_id,
-	created_at, updated_at, expires_at, dispatch_started_at, coalesce(trace_parent, '') AS trace_parent`
+	created_at, updated_at, expires_at, dispatch_started_at, coalesce(trace_parent, '') AS trace_parent,
+	coalesce(vendor_account, '') AS vendor_account`
 
 // identColumns is what a status change returns about its op for the log line and the
 // metric: see Ident.

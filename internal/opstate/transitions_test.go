@@ -122,7 +122,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 		// The fast path; the locking path is walked for dispatching -> dispatching.
 		var err error
 		a, err = e.m.ClaimPending(ctx, id, 7, 1, "", func(r pgx.Row) (Ident, error) {
-			var skip [26]any
+			var skip [27]any
 			dest := make([]any, len(skip))
 			for i := range dest {
 				dest[i] = &skip[i]

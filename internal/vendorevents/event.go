@@ -28,6 +28,10 @@ type Event struct {
 	Type string `json:"type"`
 	// OpTag is the event's oncebox_op tag: the id of the op the object belongs to.
 	OpTag string `json:"op_tag"`
+	// Account is the Stripe Connect account the event came from (its "account"), ""
+	// for the platform's own: the event counts for its op only when the op was
+	// accepted under that account (outbox.Op.VendorAccount).
+	Account string `json:"account,omitempty"`
 	// ObjectType is "payment_intent", "refund" or "message".
 	ObjectType string `json:"object_type"`
 	// ObjectID is the vendor object's id (pi_…, re_…, an X-Message-Id).

@@ -68,7 +68,7 @@ func parseStripe(payload []byte, header, secret string, now time.Time, future ti
 	case obj.OpID == "":
 		p.untagged++
 	default:
-		p.add(Event{Vendor: VendorStripe, EventID: ev.ID, Type: string(ev.Type), OpTag: obj.OpID,
+		p.add(Event{Vendor: VendorStripe, EventID: ev.ID, Type: string(ev.Type), OpTag: obj.OpID, Account: ev.Account,
 			ObjectType: objectType, ObjectID: obj.ID, Status: obj.Status, Amount: obj.Amount, Currency: obj.Currency,
 			ObjectCreated: obj.Created, OccurredAt: time.Unix(ev.Created, 0).UTC(), Summary: obj.Summary}, now, future)
 	}

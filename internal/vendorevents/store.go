@@ -139,7 +139,7 @@ func (s *Store) Record(ctx context.Context, events []Event) (Recorded, error) {
 				opUUID = strings.ToLower(e.OpTag)
 			}
 			b.Queue(sqlInsertEvent, e.Vendor, e.EventID, e.Type, e.OpTag, e.ObjectType, e.ObjectID, e.Status,
-				e.Amount, e.Currency, nullTime(e.ObjectCreated), e.OccurredAt, nullJSON(e.Summary), opUUID)
+				e.Amount, e.Currency, nullTime(e.ObjectCreated), e.OccurredAt, nullJSON(e.Summary), opUUID, e.Account)
 		}
 		br := tx.SendBatch(ctx, b)
 		seen := map[string]bool{}
@@ -213,7 +213,7 @@ func scanEvent(row pgx.CollectableRow) (Event, error) {
 		created *time.Time
 	)
 	err := row.Scan(&e.Vendor, &e.EventID, &e.Type, &e.OpTag, &e.ObjectType, &e.ObjectID, &e.Status, &e.Amount,
-		&e.Currency, &created, &e.OccurredAt, &e.Summary, &e.ReceivedAt, &e.Orphan)
+		&e.Currency, &created, &e.OccurredAt, &e.Summary, &e.ReceivedAt, &e.Orphan, &e.Account)
 	if created != nil {
 		e.ObjectCreated = *created
 	}

@@ -60,7 +60,7 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 	}
 	limit := rowLimit(params.Args)
 	query := fmt.Sprintf(`unique_args['%s']="%s"`, outbox.TagKey, params.OpID)
-	rows, err := v.search(ctx, query, limit)
+	rows, err := v.search(ctx, v.key(params.Account), query, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sendgrid: lookup op %s: %w", params.OpID, err)
 	}
@@ -84,13 +84,15 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 // a message oncebox did not tag) and Created its last_event_time. Every request
 // waits for the Vendor's activity rate limiter, so a long list takes minutes at
 // SendGrid's 6 requests a minute. A window holding more rows than one answer
-// carries is split in halves until each half fits.
+// carries is split in halves until each half fits. It lists the messages of the key
+// of the account ctx carries (outbox.WithAccount): the installation's by default.
 func (v *Vendor) ListMessages(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error) {
+	key := v.key(outbox.AccountFrom(ctx))
 	since, until = since.UTC().Truncate(time.Second), until.UTC().Truncate(time.Second)
 	if until.Before(since) {
 		return nil, fmt.Errorf("sendgrid: list messages: until %s is before since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
 	}
-	rows, err := v.listWindow(ctx, since, until)
+	rows, err := v.listWindow(ctx, key, since, until)
 	if err != nil {
 		return nil, fmt.Errorf("sendgrid: list messages: %w", err)
 	}
@@ -103,7 +105,7 @@ func (v *Vendor) ListMessages(ctx context.Context, since, until time.Time) ([]ou
 	}
 	objs := groupRows(rows)
 	for i := range objs {
-		d, err := v.detail(ctx, rowIDs[objs[i].ID])
+		d, err := v.detail(ctx, key, rowIDs[objs[i].ID])
 		if err != nil {
 			return nil, fmt.Errorf("sendgrid: list messages: details of %s: %w", objs[i].ID, err)
 		}
@@ -116,9 +118,9 @@ func (v *Vendor) ListMessages(ctx context.Context, since, until time.Time) ([]ou
 
 // listWindow returns every activity row in [from, until], splitting the window
 // when one answer is full.
-func (v *Vendor) listWindow(ctx context.Context, from, until time.Time) ([]activityRow, error) {
+func (v *Vendor) listWindow(ctx context.Context, key string, from, until time.Time) ([]activityRow, error) {
 	query := fmt.Sprintf(`last_event_time BETWEEN TIMESTAMP "%s" AND TIMESTAMP "%s"`, from.Format(time.RFC3339), until.Format(time.RFC3339))
-	rows, err := v.search(ctx, query, maxActivityLimit)
+	rows, err := v.search(ctx, key, query, maxActivityLimit)
 	if err != nil || len(rows) < maxActivityLimit {
 		return rows, err
 	}
@@ -126,21 +128,21 @@ func (v *Vendor) listWindow(ctx context.Context, from, until time.Time) ([]activ
 		return nil, fmt.Errorf("more than %d activity rows at %s: they cannot all be listed", maxActivityLimit-1, from.Format(time.RFC3339))
 	}
 	mid := from.Add(until.Sub(from) / 2).Truncate(time.Second)
-	left, err := v.listWindow(ctx, from, mid)
+	left, err := v.listWindow(ctx, key, from, mid)
 	if err != nil {
 		return nil, err
 	}
-	right, err := v.listWindow(ctx, mid.Add(time.Second), until)
+	right, err := v.listWindow(ctx, key, mid.Add(time.Second), until)
 	if err != nil {
 		return nil, err
 	}
 	return append(left, right...), nil
 }
 
-// search runs one Email Activity query.
-func (v *Vendor) search(ctx context.Context, query string, limit int) ([]activityRow, error) {
+// search runs one Email Activity query with key.
+func (v *Vendor) search(ctx context.Context, key, query string, limit int) ([]activityRow, error) {
 	// The raw query: the SDK encodes it.
-	body, err := v.activityGet(ctx, activityPath, map[string]string{"limit": strconv.Itoa(limit), "query": query})
+	body, err := v.activityGet(ctx, key, activityPath, map[string]string{"limit": strconv.Itoa(limit), "query": query})
 	if err != nil {
 		return nil, err
 	}
@@ -154,8 +156,8 @@ func (v *Vendor) search(ctx context.Context, query string, limit int) ([]activit
 }
 
 // detail fetches one activity row's details.
-func (v *Vendor) detail(ctx context.Context, msgID string) (*activityDetail, error) {
-	body, err := v.activityGet(ctx, activityPath+"/"+url.PathEscape(msgID), nil)
+func (v *Vendor) detail(ctx context.Context, key, msgID string) (*activityDetail, error) {
+	body, err := v.activityGet(ctx, key, activityPath+"/"+url.PathEscape(msgID), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -167,19 +169,20 @@ func (v *Vendor) detail(ctx context.Context, msgID string) (*activityDetail, err
 }
 
 // activityGet makes one Email Activity request once the rate limiter allows it
-// and returns the body of a 200.
-func (v *Vendor) activityGet(ctx context.Context, path string, query map[string]string) ([]byte, error) {
+// and returns the body of a 200. key is the installation's or a subuser's own key (a
+// subuser's messages are its own key's to read).
+func (v *Vendor) activityGet(ctx context.Context, key, path string, query map[string]string) ([]byte, error) {
 	if err := v.activity.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("wait for the Email Activity rate limiter: %w", err)
 	}
-	req := sg.GetRequest(v.cfg.APIKey, path, v.cfg.BaseURL)
+	req := sg.GetRequest(key, path, v.cfg.BaseURL)
 	req.Method = rest.Get
 	req.QueryParams = query
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
 	defer cancel()
 	resp, err := v.client.SendWithContext(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, v.hideKey(err))
+		return nil, fmt.Errorf("GET %s: %w", path, v.hideKey(v.hideKey(err, v.cfg.APIKey), key))
 	}
 	v.cfg.Logger.Debug("sendgrid: activity request", slog.String("path", path), slog.Int("status", resp.StatusCode))
 	switch resp.StatusCode {
@@ -192,7 +195,8 @@ func (v *Vendor) activityGet(ctx context.Context, path string, query map[string]
 		wait := retryAfter(http.Header(resp.Headers), time.Now())
 		return nil, fmt.Errorf("GET %s: the Email Activity API is rate limiting (HTTP 429); try again in %s", path, wait)
 	default:
-		return nil, fmt.Errorf("GET %s: HTTP %d: %s", path, resp.StatusCode, v.hideKeyString(cut(resp.Body, 512)))
+		return nil, fmt.Errorf("GET %s: HTTP %d: %s", path, resp.StatusCode,
+			strings.ReplaceAll(v.hideKeyString(cut(resp.Body, 512)), key, redacted))
 	}
 }
 
@@ -269,12 +273,21 @@ func cut(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
-// hideKey keeps the API key out of err's text.
-func (v *Vendor) hideKey(err error) error {
-	if strings.Contains(err.Error(), v.cfg.APIKey) {
-		return &scrubbedError{err: err, key: v.cfg.APIKey}
+// hideKey keeps key out of err's text.
+func (v *Vendor) hideKey(err error, key string) error {
+	if key != "" && strings.Contains(err.Error(), key) {
+		return &scrubbedError{err: err, key: key}
 	}
 	return err
+}
+
+// key is the key of account acct: the tenant's own (a subuser's), else the
+// installation's.
+func (v *Vendor) key(acct outbox.Account) string {
+	if acct.APIKey != "" {
+		return acct.APIKey
+	}
+	return v.cfg.APIKey
 }
 
 // hideKeyString keeps the API key out of s.

@@ -70,7 +70,8 @@ func (v *Vendor) LookupLag() time.Duration { return v.cfg.LookupLag }
 // connection when a kept-alive one dies, which is a second email. Every error is
 // an *outbox.DispatchError.
 func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*outbox.DispatchResult, error) {
-	log := v.cfg.Logger.With(append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.Int("attempt", params.Attempt))...)
+	log := v.cfg.Logger.With(append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.Int("attempt", params.Attempt),
+		slog.String("vendor_account", params.Account.Ref))...)
 	args, err := tools.DecodeMail(params.Args)
 	if err != nil {
 		// Nothing was sent; the same arguments can never be sent.
@@ -78,7 +79,10 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 			Message: "the op's arguments are not a valid sendgrid.mail: " + err.Error(), Err: err}
 	}
 
-	req := sg.GetRequest(v.cfg.APIKey, mailSendPath, v.cfg.BaseURL)
+	// A subuser's mail goes out with the subuser's own key: Mail Send ignores
+	// on-behalf-of.
+	key := v.key(params.Account)
+	req := sg.GetRequest(key, mailSendPath, v.cfg.BaseURL)
 	req.Method = rest.Post
 	req.Body = mail.GetRequestBody(buildMail(args, params.OpID))
 
@@ -107,7 +111,7 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 	}
 	res, de := classifySend(a)
 	if de != nil {
-		de = scrub(de, v.cfg.APIKey)
+		de = scrub(scrub(de, v.cfg.APIKey), key)
 		log.Debug("sendgrid: send failed", slog.String("outcome", de.Outcome.String()), slog.String("code", de.Code),
 			slog.Int("status", de.HTTPStatus), slog.Duration("took", time.Since(start)))
 		return nil, de

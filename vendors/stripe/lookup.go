@@ -73,14 +73,15 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 		return strings.Compare(a.ID, b.ID)
 	})
 	v.logger.Debug("stripe lookup", append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.String("tool", params.Tool),
-		slog.Int("found", len(objs)))...)
+		slog.String("vendor_account", params.Account.Ref), slog.Int("found", len(objs)))...)
 	return &outbox.LookupResult{Objects: objs}, nil
 }
 
 func (v *Vendor) lookupPaymentIntents(ctx context.Context, p outbox.LookupParams) ([]outbox.VendorObject, error) {
 	found := map[string]outbox.VendorObject{}
+	c := v.conn(p.Account)
 
-	searchErr := v.searchPaymentIntents(ctx, p.OpID, found)
+	searchErr := v.searchPaymentIntents(ctx, c, p.OpID, found)
 	if searchErr != nil {
 		if !errors.Is(searchErr, outbox.ErrLookupUnavailable) || v.cfg.DisableListScan {
 			return nil, searchErr
@@ -96,26 +97,28 @@ func (v *Vendor) lookupPaymentIntents(ctx context.Context, p outbox.LookupParams
 		if !p.Since.IsZero() {
 			lp.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: p.Since.Add(-v.cfg.ListScanMargin).Unix()}
 		}
-		it := v.sc.PaymentIntents.List(lp)
+		c.on(lp)
+		it := c.api.PaymentIntents.List(lp)
 		for it.Next() {
 			if pi := it.PaymentIntent(); pi.Metadata[outbox.TagKey] == p.OpID {
 				found[pi.ID] = paymentIntentObject(pi)
 			}
 		}
 		if err := it.Err(); err != nil {
-			return nil, v.lookupError("list payment intents", err)
+			return nil, c.lookupError("list payment intents", err)
 		}
 	}
 	return mapValues(found), nil
 }
 
 // searchPaymentIntents adds the payment intents search finds for opID.
-func (v *Vendor) searchPaymentIntents(ctx context.Context, opID string, found map[string]outbox.VendorObject) error {
+func (v *Vendor) searchPaymentIntents(ctx context.Context, c conn, opID string, found map[string]outbox.VendorObject) error {
 	sp := &stripego.PaymentIntentSearchParams{}
 	sp.Context = ctx
 	sp.Query = fmt.Sprintf(`metadata[%q]:%q`, outbox.TagKey, opID)
 	sp.Limit = stripego.Int64(listPageSize)
-	it := v.sc.PaymentIntents.Search(sp)
+	c.on(sp)
+	it := c.api.PaymentIntents.Search(sp)
 	for it.Next() {
 		// Search matched the tag; check anyway, as a list scan would.
 		if pi := it.PaymentIntent(); pi.Metadata[outbox.TagKey] == opID {
@@ -125,9 +128,9 @@ func (v *Vendor) searchPaymentIntents(ctx context.Context, opID string, found ma
 	if err := it.Err(); err != nil {
 		var se *stripego.Error
 		if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusNotFound || se.HTTPStatusCode == http.StatusBadRequest) {
-			return fmt.Errorf("stripe: search payment intents: %w (%s)", outbox.ErrLookupUnavailable, (&safeError{err: err, key: v.cfg.APIKey}).Error())
+			return fmt.Errorf("stripe: search payment intents: %w (%s)", outbox.ErrLookupUnavailable, (&safeError{err: err, c: c}).Error())
 		}
-		return v.lookupError("search payment intents", err)
+		return c.lookupError("search payment intents", err)
 	}
 	return nil
 }
@@ -146,14 +149,16 @@ func (v *Vendor) lookupRefunds(ctx context.Context, p outbox.LookupParams) ([]ou
 		lp.Charge = stripego.String(a.Charge)
 	}
 	var objs []outbox.VendorObject
-	it := v.sc.Refunds.List(lp)
+	c := v.conn(p.Account)
+	c.on(lp)
+	it := c.api.Refunds.List(lp)
 	for it.Next() {
 		if re := it.Refund(); re.Metadata[outbox.TagKey] == p.OpID {
 			objs = append(objs, refundObject(re))
 		}
 	}
 	if err := it.Err(); err != nil {
-		return nil, v.lookupError("list refunds", err)
+		return nil, c.lookupError("list refunds", err)
 	}
 	return objs, nil
 }
@@ -162,34 +167,38 @@ func (v *Vendor) lookupRefunds(ctx context.Context, p outbox.LookupParams) ([]ou
 // until), for the finance report, through the unlagged list endpoints. Stripe
 // stamps objects in whole seconds, so the bounds are truncated to seconds:
 // consecutive windows never overlap nor leave a gap. OpID is "" for an object
-// oncebox did not tag.
+// oncebox did not tag. It lists the account ctx carries (outbox.WithAccount): the
+// installation's by default.
 func (v *Vendor) ListObjects(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error) {
 	if !until.After(since) {
 		return nil, nil
 	}
 	created := &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix(), LesserThan: until.Unix()}
 	var objs []outbox.VendorObject
+	c := v.connFrom(ctx)
 
 	pp := &stripego.PaymentIntentListParams{CreatedRange: created}
 	pp.Context = ctx
 	pp.Limit = stripego.Int64(listPageSize)
-	pit := v.sc.PaymentIntents.List(pp)
+	c.on(pp)
+	pit := c.api.PaymentIntents.List(pp)
 	for pit.Next() {
 		objs = append(objs, paymentIntentObject(pit.PaymentIntent()))
 	}
 	if err := pit.Err(); err != nil {
-		return nil, v.lookupError("list payment intents", err)
+		return nil, c.lookupError("list payment intents", err)
 	}
 
 	rp := &stripego.RefundListParams{CreatedRange: created}
 	rp.Context = ctx
 	rp.Limit = stripego.Int64(listPageSize)
-	rit := v.sc.Refunds.List(rp)
+	c.on(rp)
+	rit := c.api.Refunds.List(rp)
 	for rit.Next() {
 		objs = append(objs, refundObject(rit.Refund()))
 	}
 	if err := rit.Err(); err != nil {
-		return nil, v.lookupError("list refunds", err)
+		return nil, c.lookupError("list refunds", err)
 	}
 	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
@@ -202,12 +211,12 @@ func (v *Vendor) ListObjects(ctx context.Context, since, until time.Time) ([]out
 
 // lookupError wraps a failed read. A 401 or 403 means the key may not read
 // these objects: the vendor cannot be asked, ErrLookupUnavailable.
-func (v *Vendor) lookupError(what string, err error) error {
+func (c conn) lookupError(what string, err error) error {
 	var se *stripego.Error
 	if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden) {
-		return fmt.Errorf("stripe: %s: %w (%s)", what, outbox.ErrLookupUnavailable, (&safeError{err: err, key: v.cfg.APIKey}).Error())
+		return fmt.Errorf("stripe: %s: %w (%s)", what, outbox.ErrLookupUnavailable, (&safeError{err: err, c: c}).Error())
 	}
-	return fmt.Errorf("stripe: %s: %w", what, &safeError{err: err, key: v.cfg.APIKey})
+	return fmt.Errorf("stripe: %s: %w", what, &safeError{err: err, c: c})
 }
 
 // safeText is a short description of a stripe-go error without its body.
@@ -220,15 +229,13 @@ func safeText(err error) string {
 }
 
 // safeError prints a stripe-go error without an embedded object's secrets or
-// the API key, and unwraps to it.
+// the API keys, and unwraps to it.
 type safeError struct {
 	err error
-	key string
+	c   conn
 }
 
-func (e *safeError) Error() string {
-	return strings.ReplaceAll(safeText(e.err), e.key, "[REDACTED]")
-}
+func (e *safeError) Error() string { return e.c.hide(safeText(e.err)) }
 
 func (e *safeError) Unwrap() error { return e.err }
 

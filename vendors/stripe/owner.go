@@ -14,11 +14,14 @@ import (
 // PaymentIntentTag returns the op a PaymentIntent is tagged with (its
 // metadata[oncebox_op]), or "" when it has none or Stripe does not know it. It is the
 // refund tool's outbox.ObjectArg.Tag for payment_intent: a payment made by an op whose
-// answer was lost is still its tenant's. An error means Stripe could not be asked.
+// answer was lost is still its tenant's. An error means Stripe could not be asked. It
+// reads the account ctx carries (outbox.WithAccount: the new op's).
 func (v *Vendor) PaymentIntentTag(ctx context.Context, id string) (string, error) {
 	params := &stripego.PaymentIntentParams{}
 	params.Context = ctx
-	pi, err := v.sc.PaymentIntents.Get(id, params)
+	c := v.connFrom(ctx)
+	c.on(params)
+	pi, err := c.api.PaymentIntents.Get(id, params)
 	if err != nil {
 		return "", v.tagErr("payment intent", id, err)
 	}
@@ -32,7 +35,9 @@ func (v *Vendor) PaymentIntentTag(ctx context.Context, id string) (string, error
 func (v *Vendor) ChargeTag(ctx context.Context, id string) (string, error) {
 	params := &stripego.ChargeParams{}
 	params.Context = ctx
-	ch, err := v.sc.Charges.Get(id, params)
+	c := v.connFrom(ctx)
+	c.on(params)
+	ch, err := c.api.Charges.Get(id, params)
 	if err != nil {
 		return "", v.tagErr("charge", id, err)
 	}

@@ -15,7 +15,8 @@ import (
 // currency: what remains refundable of its payment, as Stripe holds it now (the
 // charge's captured amount minus what was refunded already; for a payment_intent, its
 // latest charge's). It is the refund tool's outbox.Tool.Price, so that an amount budget
-// counts a full refund at what it will move. A payment without a captured charge is an
+// counts a full refund at what it will move. It reads the account ctx carries
+// (outbox.WithAccount: the new op's). A payment without a captured charge is an
 // error: the amount cannot be known, and the op waits for approval.
 func (v *Vendor) PriceRefund(ctx context.Context, args json.RawMessage) (int64, string, error) {
 	a, err := tools.DecodeRefund(args)
@@ -23,10 +24,12 @@ func (v *Vendor) PriceRefund(ctx context.Context, args json.RawMessage) (int64, 
 		return 0, "", err
 	}
 	chargeID := a.Charge
+	c := v.connFrom(ctx)
 	if a.PaymentIntent != "" {
 		params := &stripego.PaymentIntentParams{}
 		params.Context = ctx
-		pi, err := v.sc.PaymentIntents.Get(a.PaymentIntent, params)
+		c.on(params)
+		pi, err := c.api.PaymentIntents.Get(a.PaymentIntent, params)
 		if err != nil {
 			return 0, "", fmt.Errorf("stripe: retrieve payment intent %s: %w", a.PaymentIntent, v.priceErr(err))
 		}
@@ -37,7 +40,8 @@ func (v *Vendor) PriceRefund(ctx context.Context, args json.RawMessage) (int64, 
 	}
 	params := &stripego.ChargeParams{}
 	params.Context = ctx
-	ch, err := v.sc.Charges.Get(chargeID, params)
+	c.on(params)
+	ch, err := c.api.Charges.Get(chargeID, params)
 	if err != nil {
 		return 0, "", fmt.Errorf("stripe: retrieve charge %s: %w", chargeID, v.priceErr(err))
 	}

@@ -9,7 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptrace"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,8 +28,11 @@ const Name = tools.VendorStripe
 // Vendor is the Stripe adapter. It satisfies outbox.Vendor and is safe for
 // concurrent use.
 type Vendor struct {
-	cfg    Config
-	sc     *client.API
+	cfg      Config
+	sc       *client.API
+	backends *stripego.Backends
+	// keyed holds a client per tenant's own key (conn).
+	keyed  sync.Map
 	logger *slog.Logger
 }
 
@@ -53,8 +56,9 @@ func New(cfg Config) (*Vendor, error) {
 		LeveledLogger:   &stripego.LeveledLogger{Level: stripego.LevelNull},
 		EnableTelemetry: stripego.Bool(false),
 	})
-	sc := client.New(cfg.APIKey, &stripego.Backends{API: b, Connect: b, Uploads: b})
-	return &Vendor{cfg: cfg, sc: sc, logger: cfg.Logger}, nil
+	backends := &stripego.Backends{API: b, Connect: b, Uploads: b}
+	sc := client.New(cfg.APIKey, backends)
+	return &Vendor{cfg: cfg, sc: sc, backends: backends, logger: cfg.Logger}, nil
 }
 
 // Name returns "stripe".
@@ -70,7 +74,7 @@ func (v *Vendor) Idempotency() outbox.Idempotency {
 // in metadata[oncebox_op]. Its errors are *outbox.DispatchError.
 func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*outbox.DispatchResult, error) {
 	log := v.logger.With(append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.String("tool", params.Tool),
-		slog.Int("attempt", params.Attempt))...)
+		slog.Int("attempt", params.Attempt), slog.String("vendor_account", params.Account.Ref))...)
 	if params.VendorKey == "" {
 		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Bug: true, Code: "missing_vendor_key",
 			Message: "bug in oncebox: no vendor key to send as Idempotency-Key"}
@@ -100,7 +104,7 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 	if errors.As(err, &de) {
 		return nil, de // Raised before any request (invalid args).
 	}
-	de = v.scrub(classify(err, st.wrote.Load(), int(st.status.Load()), time.Now()))
+	de = v.conn(params.Account).scrub(classify(err, st.wrote.Load(), int(st.status.Load()), time.Now()))
 	log.Debug("stripe dispatch failed", slog.String("outcome", de.Outcome.String()), slog.String("code", de.Code),
 		slog.Int("http_status", de.HTTPStatus), slog.Bool("replayed", de.Replayed))
 	return nil, de
@@ -114,7 +118,9 @@ func (v *Vendor) createPaymentIntent(ctx context.Context, p outbox.DispatchParam
 	params := paymentIntentParams(a, p.OpID)
 	params.Context = ctx
 	params.SetIdempotencyKey(p.VendorKey)
-	pi, err := v.sc.PaymentIntents.New(params)
+	c := v.conn(p.Account)
+	c.on(params)
+	pi, err := c.api.PaymentIntents.New(params)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +166,9 @@ func (v *Vendor) createRefund(ctx context.Context, p outbox.DispatchParams) (*ou
 	params := refundParams(a, p.OpID)
 	params.Context = ctx
 	params.SetIdempotencyKey(p.VendorKey)
-	re, err := v.sc.Refunds.New(params)
+	c := v.conn(p.Account)
+	c.on(params)
+	re, err := c.api.Refunds.New(params)
 	if err != nil {
 		return nil, err
 	}
@@ -200,29 +208,26 @@ func invalidArgs(err error) *outbox.DispatchError {
 		Message: "the op's arguments are invalid: " + err.Error(), Err: err}
 }
 
-// scrub removes the API key from a DispatchError's texts, in case anything
-// ever echoed it.
-func (v *Vendor) scrub(de *outbox.DispatchError) *outbox.DispatchError {
-	key := v.cfg.APIKey
-	de.Message = strings.ReplaceAll(de.Message, key, "[REDACTED]")
-	if len(de.Body) > 0 && strings.Contains(string(de.Body), key) {
-		de.Body = json.RawMessage(strings.ReplaceAll(string(de.Body), key, "[REDACTED]"))
+// scrub removes the API keys from a DispatchError's texts, in case anything
+// ever echoed them.
+func (c conn) scrub(de *outbox.DispatchError) *outbox.DispatchError {
+	de.Message = c.hide(de.Message)
+	if len(de.Body) > 0 && c.shows(string(de.Body)) {
+		de.Body = json.RawMessage(c.hide(string(de.Body)))
 	}
-	if de.Err != nil && strings.Contains(de.Err.Error(), key) {
-		de.Err = &redactedError{err: de.Err, secret: key}
+	if de.Err != nil && c.shows(de.Err.Error()) {
+		de.Err = &redactedError{err: de.Err, c: c}
 	}
 	return de
 }
 
-// redactedError hides a secret from an error's text.
+// redactedError hides the secrets of a conn from an error's text.
 type redactedError struct {
-	err    error
-	secret string
+	err error
+	c   conn
 }
 
-func (e *redactedError) Error() string {
-	return strings.ReplaceAll(e.err.Error(), e.secret, "[REDACTED]")
-}
+func (e *redactedError) Error() string { return e.c.hide(e.err.Error()) }
 func (e *redactedError) Unwrap() error { return e.err }
 
 // callState is what the transport learnt about one call: whether a request was

@@ -97,12 +97,14 @@ func SignEvents(key *ecdsa.PrivateKey, payload []byte, at time.Time) (signature,
 func (s *Server) SetEvents(cfg *EventsConfig) error {
 	if cfg == nil {
 		s.events.Set(nil, eventpost.Config{})
+		s.eachSubuser(func(u *Server) { _ = u.SetEvents(nil) })
 		return nil
 	}
 	if cfg.Key == nil || cfg.Config.URL == "" {
 		return fmt.Errorf("fakesendgrid: events need a URL and a key")
 	}
 	s.events.Set(cfg, eventpost.Config(cfg.Config))
+	s.eachSubuser(func(u *Server) { _ = u.SetEvents(cfg) })
 	return nil
 }
 

@@ -73,6 +73,11 @@ type Server struct {
 	activityLag       time.Duration
 	activityCalls     []time.Time // times of allowed activity requests within the last minute
 	events            eventpost.Holder[EventsConfig]
+	// subuser is the name of a subuser ("" for the parent); subusers and subuserKeys
+	// are the parent's subusers and their own keys (subuser.go).
+	subuser     string
+	subusers    map[string]*Server
+	subuserKeys map[string]string
 }
 
 // New returns a Server with no messages, no faults and the activity add-on
@@ -99,7 +104,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusUnauthorized, apiError{Message: "authorization required"})
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	target, ok := s.route(w, r, strings.TrimSpace(key))
+	if !ok {
+		return
+	}
+	target.mux.ServeHTTP(w, r)
 }
 
 // Messages returns a copy of every stored message in the order stored: one per

@@ -68,12 +68,14 @@ func SignPayload(secret string, payload []byte, at time.Time) string {
 func (s *Server) SetEvents(cfg *EventsConfig) error {
 	if cfg == nil {
 		s.events.Set(nil, eventpost.Config{})
+		s.eachAccount(func(a *Server) { _ = a.SetEvents(nil) })
 		return nil
 	}
 	if cfg.Secret == "" || cfg.Config.URL == "" {
 		return errors.New("fakestripe: events need a URL and a secret")
 	}
 	s.events.Set(cfg, eventpost.Config(cfg.Config))
+	s.eachAccount(func(a *Server) { _ = a.SetEvents(cfg) })
 	return nil
 }
 
@@ -137,11 +139,15 @@ func (s *Server) eventBatches(secret string, evs []event) []eventpost.Batch {
 	created := s.now().Unix()
 	batches := make([]eventpost.Batch, len(evs))
 	for i, ev := range evs {
-		body, err := json.Marshal(map[string]any{
+		e := map[string]any{
 			"id": newID("evt_", 24), "object": "event", "api_version": defaultAPIVersion, "created": created,
 			"type": ev.typ, "livemode": false, "pending_webhooks": 1,
 			"data": map[string]any{"object": ev.object},
-		})
+		}
+		if s.account != "" {
+			e["account"] = s.account // A Connect event names its account.
+		}
+		body, err := json.Marshal(e)
 		if err != nil {
 			panic("fakestripe: encode event: " + err.Error()) // plain fields only
 		}

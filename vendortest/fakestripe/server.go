@@ -69,6 +69,11 @@ type Server struct {
 	hangs       fakefault.Hangs
 	requests    int
 	events      eventpost.Holder[EventsConfig]
+	// account is the id of a connected account ("" for the platform); accounts and
+	// accountKeys are the platform's connected accounts and their own keys (account.go).
+	account     string
+	accounts    map[string]*Server
+	accountKeys map[string]string
 }
 
 // New returns a Server with no objects, no stored keys and no faults.
@@ -129,7 +134,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}).result())
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	target, aerr := s.route(r)
+	if aerr != nil {
+		s.writeResult(w, r, aerr.result())
+		return
+	}
+	if target != s && r.Method == http.MethodPost {
+		target.mu.Lock()
+		target.requests++
+		target.mu.Unlock()
+	}
+	target.mux.ServeHTTP(w, r)
 }
 
 // authorized reports whether r carries a non-empty API key, either as a

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/tools"
+)
+
+// runCLIStdin is runCLI with stdin as standard input.
+func runCLIStdin(t *testing.T, stdin, args string, env ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DATABASE_URL=", "ONCEBOX_SEAL_KEY=", "ONCEBOX_LOG_LEVEL=", "ONCEBOX_LOG_FORMAT=")
+	cmd.Env = append(cmd.Env, append(env, childArgsEnv+"="+args)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
+	_ = cmd.Run()
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestTenantVendorCLI runs `oncebox tenant vendor` as a child process: a Connect
+// account and a subuser's key are set, listed without the key (its fingerprint and last
+// 4 only), changed and deleted; an Outbox running all along records each change on its
+// next op. Bad input is refused with a sentence, and the key never shows.
+func TestTenantVendorCLI(t *testing.T) {
+	t.Parallel()
+	const sentinel = "SG.SENTINEL_cli_subuser_key_4242"
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	acme, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	sealKey := make([]byte, outbox.SealKeySize)
+	_, _ = rand.Read(sealKey)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "ONCEBOX_SEAL_KEY=" + base64.StdEncoding.EncodeToString(sealKey)}
+	var all strings.Builder
+	run := func(stdin, args string) (string, string, int) {
+		out, errOut, code := runCLIStdin(t, stdin, args, env...)
+		all.WriteString(out + errOut)
+		return out, errOut, code
+	}
+
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{NoMailRedaction: true})...)
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: sealKey})
+	require.NoError(t, err)
+	n := 0
+	pay := func() *outbox.Op {
+		n++
+		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: acme.ID, Key: "pay-" + string(rune('a'+n)), Tool: protocol.ToolPaymentIntent,
+			Args: json.RawMessage(`{"amount": 1000, "currency": "usd"}`)})
+		require.NoError(t, err)
+		return res.Op
+	}
+	require.Empty(t, pay().VendorAccount, "no settings: the installation's")
+
+	out, errOut, code := run("", "tenant vendor set --tenant acme stripe --account acct_1A")
+	require.Zero(t, code, out+errOut)
+	require.Equal(t, "acct_1A", pay().VendorAccount, "the running Outbox's next op")
+	_, _, code = run("", "tenant vendor set --tenant acme stripe --account acct_2B")
+	require.Zero(t, code)
+	require.Equal(t, "acct_2B", pay().VendorAccount)
+
+	out, errOut, code = run(sentinel+"\n", "tenant vendor set --tenant acme sendgrid --key-stdin")
+	require.Zero(t, code, out+errOut)
+	require.Contains(t, errOut, outbox.KeyFingerprint(sentinel))
+
+	out, _, code = run("", "tenant vendor list --tenant acme")
+	require.Zero(t, code)
+	require.Contains(t, out, "acct_2B")
+	require.Contains(t, out, outbox.KeyFingerprint(sentinel)+" …4242")
+	out, _, code = run("", "tenant vendor list --format json")
+	require.Zero(t, code)
+	var rows []vendorRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 2)
+	require.Equal(t, vendorRow{Tenant: "acme", Vendor: "sendgrid", KeyFingerprint: outbox.KeyFingerprint(sentinel), KeyHint: "…4242"},
+		vendorRow{Tenant: rows[0].Tenant, Vendor: rows[0].Vendor, KeyFingerprint: rows[0].KeyFingerprint, KeyHint: rows[0].KeyHint})
+	require.Equal(t, "acct_2B", rows[1].Account)
+	require.Empty(t, rows[1].KeyFingerprint)
+
+	for _, bad := range []struct{ stdin, args, says string }{
+		{"", "tenant vendor set --tenant acme stripe --account nope", "is not a Stripe account id"},
+		{"", "tenant vendor set --tenant acme sendgrid --account acct_1A", "own key"},
+		{"", "tenant vendor set --tenant acme paypal --account acct_1A", "stripe or sendgrid"},
+		{"", "tenant vendor set --tenant acme sendgrid --key-stdin", "holds no key"},
+		{sentinel, "tenant vendor set --tenant acme sendgrid --key-stdin --seal-key bm9wZQ==", "seal key"},
+		{"", "tenant vendor delete --tenant acme webhook", "stripe or sendgrid"},
+	} {
+		_, errOut, code := run(bad.stdin, bad.args)
+		require.NotZero(t, code, bad.args)
+		require.Contains(t, errOut, bad.says, bad.args)
+	}
+
+	_, _, code = run("", "tenant vendor delete --tenant acme stripe")
+	require.Zero(t, code)
+	require.Empty(t, pay().VendorAccount, "deleted: the installation's again")
+	_, errOut, code = run("", "tenant vendor delete --tenant acme stripe")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no stripe setting")
+	require.NotContains(t, all.String(), sentinel)
+}

@@ -1,0 +1,234 @@
+package outbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// VendorSettings are the tenants' own vendor settings, over the installation's: a
+// Stripe Connect account the installation's key acts on, or a key of the tenant's own
+// (a Stripe secret key, a SendGrid subuser's key), stored only sealed with the seal key.
+// An op records its tenant's account at enqueue (Op.VendorAccount, read by the op's
+// insert), so a change applies to the next op without a restart, and an op keeps the
+// account it was accepted under. It is safe for concurrent use.
+type VendorSettings struct {
+	pool   *pgxpool.Pool
+	sealer *sealer
+	// keys remembers opened keys by tenant, vendor and fingerprint: a fingerprint
+	// names one key for good, so an entry never goes stale.
+	keys sync.Map
+}
+
+// NewVendorSettings returns the settings stored in pool, whose keys are sealed with
+// sealKey (Config.SealKey; nil: keys can be neither set nor used, accounts can).
+func NewVendorSettings(pool *pgxpool.Pool, sealKey []byte) (*VendorSettings, error) {
+	s := &VendorSettings{pool: pool}
+	if sealKey != nil {
+		var err error
+		if s.sealer, err = newSealer(sealKey); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// VendorSetting is one tenant's setting for one vendor, without its secret.
+type VendorSetting struct {
+	TenantID int64  `json:"tenant_id"`
+	Vendor   string `json:"vendor"`
+	// Account is the connected account ("acct_…"), "" for an own key.
+	Account string `json:"account,omitempty"`
+	// KeyFingerprint (KeyFingerprint of the key) and KeyHint (its last 4 characters)
+	// tell an own key apart without showing it; "" for an account.
+	KeyFingerprint string    `json:"key_fingerprint,omitempty"`
+	KeyHint        string    `json:"key_hint,omitempty"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	UpdatedBy      string    `json:"updated_by"`
+}
+
+// SetVendorParams is a tenant's new setting for a vendor: exactly one of Account and
+// APIKey.
+type SetVendorParams struct {
+	TenantID int64
+	Vendor   string
+	Account  string
+	APIKey   string
+	// By says who sets it ("cli:alice").
+	By string
+}
+
+// MaxVendorRefBytes bounds a connected account id and a key.
+const MaxVendorRefBytes = 1024
+
+// KeyFingerprint names a key without showing it: the first 16 hex digits of its SHA-256.
+func KeyFingerprint(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// keyHint is the last 4 characters of a key, as vendors' dashboards show them.
+func keyHint(key string) string {
+	if len(key) <= 8 {
+		return "…"
+	}
+	return "…" + key[len(key)-4:]
+}
+
+func vendorKeyAAD(vendor string) string { return "\x00vendor-key\x00" + vendor }
+
+// Set stores a tenant's setting for a vendor, replacing the one it had. A key is
+// sealed; the keys that no unfinished op of the tenant names any more are removed.
+func (s *VendorSettings) Set(ctx context.Context, p SetVendorParams) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	account, hint := p.Account, ""
+	var sealed []byte
+	if p.APIKey != "" {
+		if s.sealer == nil {
+			return errors.New("outbox: a vendor key is stored only sealed: set the seal key (ONCEBOX_SEAL_KEY)")
+		}
+		fp := KeyFingerprint(p.APIKey)
+		var err error
+		if sealed, err = s.sealer.seal(p.TenantID, vendorKeyAAD(p.Vendor), []byte(p.APIKey)); err != nil {
+			return err
+		}
+		account, hint = KeyRefPrefix+fp, keyHint(p.APIKey)
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if sealed != nil {
+			if _, err := tx.Exec(ctx, sqlInsertVendorKey, p.TenantID, p.Vendor, strings.TrimPrefix(account, KeyRefPrefix), sealed); err != nil {
+				return fmt.Errorf("outbox: store the tenant's vendor key: %w", err)
+			}
+		}
+		if _, err := tx.Exec(ctx, sqlSetTenantVendor, p.TenantID, p.Vendor, account, nilIfEmpty(hint), p.By); err != nil {
+			return fmt.Errorf("outbox: store the tenant's vendor setting: %w", err)
+		}
+		return s.pruneKeys(ctx, tx, p.TenantID, p.Vendor)
+	})
+}
+
+func (p SetVendorParams) validate() error {
+	if p.TenantID == 0 || p.Vendor == "" {
+		return errors.New("outbox: a vendor setting needs a tenant and a vendor")
+	}
+	if (p.Account == "") == (p.APIKey == "") {
+		return errors.New("outbox: a vendor setting is an account or a key, exactly one of them")
+	}
+	for _, v := range []struct{ name, value string }{{"account", p.Account}, {"key", p.APIKey}} {
+		if len(v.value) > MaxVendorRefBytes || strings.ContainsFunc(v.value, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
+			// The value itself is never repeated: it may be a secret.
+			return fmt.Errorf("outbox: the vendor %s must be at most %d bytes without spaces or control characters", v.name, MaxVendorRefBytes)
+		}
+	}
+	if strings.HasPrefix(p.Account, KeyRefPrefix) {
+		return fmt.Errorf("outbox: an account may not start with %q", KeyRefPrefix)
+	}
+	return nil
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// pruneKeys removes the tenant's keys of vendor that neither its setting nor an
+// unfinished op names.
+func (s *VendorSettings) pruneKeys(ctx context.Context, tx pgx.Tx, tenantID int64, vendor string) error {
+	if _, err := tx.Exec(ctx, sqlPruneVendorKeys, tenantID, vendor); err != nil {
+		return fmt.Errorf("outbox: remove unused vendor keys: %w", err)
+	}
+	return nil
+}
+
+// Delete removes a tenant's setting for a vendor: its next ops use the installation's
+// settings. It reports whether there was one.
+func (s *VendorSettings) Delete(ctx context.Context, tenantID int64, vendor string) (bool, error) {
+	var deleted bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, sqlDeleteTenantVendor, tenantID, vendor)
+		if err != nil {
+			return fmt.Errorf("outbox: delete the tenant's vendor setting: %w", err)
+		}
+		deleted = tag.RowsAffected() > 0
+		return s.pruneKeys(ctx, tx, tenantID, vendor)
+	})
+	return deleted, err
+}
+
+// List returns the settings of a tenant (every tenant's when tenantID is 0), by tenant
+// and vendor, without their secrets.
+func (s *VendorSettings) List(ctx context.Context, tenantID int64) ([]VendorSetting, error) {
+	rows, err := s.pool.Query(ctx, sqlTenantVendors, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list vendor settings: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VendorSetting, error) {
+		var (
+			v       VendorSetting
+			account string
+		)
+		err := r.Scan(&v.TenantID, &v.Vendor, &account, &v.KeyHint, &v.UpdatedAt, &v.UpdatedBy)
+		if fp, ok := strings.CutPrefix(account, KeyRefPrefix); ok {
+			v.KeyFingerprint = fp
+		} else {
+			v.Account = account
+		}
+		return v, err
+	})
+}
+
+// TenantOfAccount returns the tenant whose setting for vendor is the connected account
+// account, 0 when none is.
+func (s *VendorSettings) TenantOfAccount(ctx context.Context, vendor, account string) (int64, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, sqlTenantOfAccount, vendor, account).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("outbox: find the tenant of account %s: %w", account, err)
+	}
+	return id, nil
+}
+
+// Account returns the account an op of the tenant recorded as ref (Op.VendorAccount)
+// acts on, with the key it names opened. A ref without a key is returned as it is,
+// with no query.
+func (s *VendorSettings) Account(ctx context.Context, tenantID int64, vendor, ref string) (Account, error) {
+	fp, ok := strings.CutPrefix(ref, KeyRefPrefix)
+	if !ok {
+		return Account{Ref: ref}, nil
+	}
+	cacheKey := strconv.FormatInt(tenantID, 10) + "\x00" + vendor + "\x00" + fp
+	if k, ok := s.keys.Load(cacheKey); ok {
+		return Account{Ref: ref, APIKey: k.(string)}, nil
+	}
+	var sealed []byte
+	err := s.pool.QueryRow(ctx, sqlVendorKey, tenantID, vendor, fp).Scan(&sealed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Account{}, fmt.Errorf("outbox: the tenant's %s key %s is no longer stored", vendor, fp)
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("outbox: read the tenant's %s key: %w", vendor, err)
+	}
+	key, err := s.sealer.open(tenantID, vendorKeyAAD(vendor), sealed)
+	if err != nil {
+		return Account{}, fmt.Errorf("outbox: the tenant's %s key %s: %w", vendor, fp, err)
+	}
+	s.keys.Store(cacheKey, string(key))
+	return Account{Ref: ref, APIKey: string(key)}, nil
+}
