@@ -124,6 +124,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /console/finance", c.signedIn(c.finance))
 	c.mux.HandleFunc("GET /console/finance.csv", c.signedIn(c.financeCSV))
 	c.mux.HandleFunc("GET /console/budgets", c.signedIn(c.adminOnly("Budgets", c.budgets)))
+	c.mux.HandleFunc("GET /console/vendors", c.signedIn(c.adminOnly("Vendors", c.vendors)))
 	c.mux.HandleFunc("/console/", c.notFound)
 	// Cross-origin posts are refused before anything else (Sec-Fetch-Site, else Origin
 	// against Host); every form also carries a CSRF token checked by the handlers.

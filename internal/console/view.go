@@ -39,6 +39,7 @@ type view struct {
 	Finance   *financeView
 	Overview  *overviewView
 	Budgets   []BudgetLine
+	Vendors   []vendorRow
 }
 
 // refusal is why a request was refused: a problem type (one of protocol's Problem*
@@ -56,7 +57,7 @@ func (c *Console) viewFor(s *sessionInfo, nav string) *view {
 	return &view{Nav: nav, SignedIn: true, Tenant: s.principal.Name, Actor: s.principal.Actor(), Role: string(s.principal.Role), CSRF: s.csrf}
 }
 
-var pageNames = []string{"signin", "link", "error", "overview", "approvals", "reject", "review", "lookup", "finance", "budgets"}
+var pageNames = []string{"signin", "link", "error", "overview", "approvals", "reject", "review", "lookup", "finance", "budgets", "vendors"}
 
 var funcs = template.FuncMap{
 	"when": func(t time.Time) string {
