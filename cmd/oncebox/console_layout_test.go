@@ -21,6 +21,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/console"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -271,7 +272,8 @@ func (cs *consoleServe) seedLayout(ctx context.Context, t *testing.T) string {
 // plus the pages reached by a form (the rejection's confirmation), a lookup with
 // several results, the sign-in, link and error pages, fits a 390 px phone and a
 // 1280 px laptop: no horizontal scroll, no header element out of the header, no
-// amount over an approval card's text. With ONCEBOX_SCREENSHOTS=1 it writes the
+// amount over an approval card's text; then, signed in as an admin, the admins' pages
+// (Budgets, Vendors) too. With ONCEBOX_SCREENSHOTS=1 it writes the
 // screenshots of docs/console.md.
 func TestConsoleFitsNarrowAndWideScreens(t *testing.T) {
 	browserPath := chromiumPath(t)
@@ -326,4 +328,25 @@ func TestConsoleFitsNarrowAndWideScreens(t *testing.T) {
 	lc.check("link page", "")
 	lc.run("signed-out error page", chromedp.Navigate(cs.base+"/console/link"), chromedp.WaitVisible(`p.error`, chromedp.ByQuery))
 	lc.check("signed-out error page", "")
+	lc.checkAdminPages(ctx, cs)
+}
+
+// checkAdminPages signs in with an admin token and crawls again, from the Vendors
+// page (the tenant with a long Connect account id): the admins' pages, linked from
+// their navigation only, fit too.
+func (lc *layoutChecker) checkAdminPages(ctx context.Context, cs *consoleServe) {
+	lc.t.Helper()
+	settings, err := outbox.NewVendorSettings(cs.pool, nil)
+	require.NoError(lc.t, err)
+	require.NoError(lc.t, settings.Set(ctx, outbox.SetVendorParams{TenantID: cs.tenant.ID, Vendor: "stripe",
+		Account: "acct_1Nv0FGQ9RKHgCVdKacmeSubscriptionsEurope", By: "cli:alice@example.com"}))
+	admin, err := cs.tenants.NewTokenWithRole(ctx, "acme", tenant.RoleAdmin)
+	require.NoError(lc.t, err)
+	lc.run("sign in as admin", chromedp.Navigate(cs.base+"/console/signin"), chromedp.WaitVisible(`#token`, chromedp.ByQuery),
+		chromedp.SendKeys(`#token`, admin, chromedp.ByQuery), chromedp.Submit(`#token`, chromedp.ByQuery),
+		chromedp.WaitVisible(`header nav`, chromedp.ByQuery))
+	visited := lc.crawl(cs.base, "/console/vendors")
+	for _, want := range []string{"/console/budgets?", "/console/vendors?"} {
+		require.Contains(lc.t, visited, want, "the admin's crawl reaches %s", want)
+	}
 }
