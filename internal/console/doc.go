@@ -10,5 +10,7 @@
 // ends when the token is revoked. Every form carries a CSRF token derived from the
 // session's secret, and cross-origin posts are refused. Decisions go through the same
 // outbox and reconcile calls as the HTTP API, with the same role rule
-// (tenant.Role.CanDecide).
+// (tenant.Role.CanDecide). An admin token also gets the Budgets page and the Vendors
+// page (the tenant's vendor settings, an own key shown only by its fingerprint and last 4
+// characters).
 package console
