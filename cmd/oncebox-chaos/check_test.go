@@ -374,7 +374,7 @@ func TestCheckWrongAccount(t *testing.T) {
 	require.False(t, rep.OK())
 	require.Len(t, rep.WrongAccount, 1)
 	require.Equal(t, "op-pi", rep.WrongAccount[0].OpID)
-	require.Contains(t, rep.WrongAccount[0].What, "pi_1 on acct_chaos_b (tenant b's account) tagged with op op-pi of tenant a, whose account is acct_chaos_a")
+	require.Contains(t, rep.WrongAccount[0].What, "pi_1 on acct_chaosB (tenant b's account) tagged with op op-pi of tenant a, whose account is acct_chaosA")
 	require.Contains(t, rep.Findings(), "WRONG_ACCOUNT: key=k-pi op=op-pi "+rep.WrongAccount[0].What)
 	require.Len(t, rep.Lost, 1)
 	require.Equal(t, "op-pi", rep.Lost[0].OpID)
@@ -387,7 +387,7 @@ func TestCheckWrongAccount(t *testing.T) {
 	in.Objects = append(in.Objects, VendorObject{Kind: kindPaymentIntent, ID: "pi_9", OpID: "op-pi", Effect: true, Amount: ptr(1200), Account: accountB})
 	rep = Check(in)
 	require.Len(t, rep.WrongAccount, 1)
-	require.Contains(t, rep.WrongAccount[0].What, "pi_9 on acct_chaos_b")
+	require.Contains(t, rep.WrongAccount[0].What, "pi_9 on acct_chaosB")
 	require.Len(t, rep.Duplicates, 1)
 	require.Equal(t, "op-pi", rep.Duplicates[0].OpID)
 	require.Empty(t, rep.Lost)
@@ -399,8 +399,8 @@ func TestCheckWrongAccount(t *testing.T) {
 	in.Objects[2].Account = platformAccount
 	rep = Check(in)
 	require.Len(t, rep.WrongAccount, 2)
-	require.Contains(t, rep.WrongAccount[0].What, "pi_2 on acct_chaos_a (tenant a's account) tagged with op op-declined of tenant b")
-	require.Contains(t, rep.WrongAccount[1].What, "re_1 on platform (no tenant's account) tagged with op op-refund of tenant b, whose account is acct_chaos_b")
+	require.Contains(t, rep.WrongAccount[0].What, "pi_2 on acct_chaosA (tenant a's account) tagged with op op-declined of tenant b")
+	require.Contains(t, rep.WrongAccount[1].What, "re_1 on platform (no tenant's account) tagged with op op-refund of tenant b, whose account is acct_chaosB")
 	require.Len(t, rep.Lost, 1)
 	require.Equal(t, "op-refund", rep.Lost[0].OpID)
 

@@ -9,11 +9,12 @@ import (
 	"time"
 )
 
-// The Stripe Connect accounts of the run's tenants, on the fake Stripe, and the name
-// the verdict gives the platform's own objects (no Stripe-Account).
+// The Stripe Connect accounts of the run's tenants, on the fake Stripe (letters and
+// digits after acct_, as Stripe's ids and `oncebox tenant vendor set` want), and the
+// name the verdict gives the platform's own objects (no Stripe-Account).
 const (
-	accountA        = "acct_chaos_a"
-	accountB        = "acct_chaos_b"
+	accountA        = "acct_chaosA"
+	accountB        = "acct_chaosB"
 	platformAccount = "platform"
 )
 
