@@ -39,6 +39,8 @@ type OpRecord struct {
 	// Amount is the op's args.amount, for the tools that carry one; nil
 	// otherwise.
 	Amount *int64
+	// Tenant is the op's tenant (its label, such as "a").
+	Tenant string
 }
 
 // VendorObject is one object a fake vendor holds, read from the fake's own
@@ -64,6 +66,10 @@ type VendorObject struct {
 	Amount *int64
 	// Detail is a short description for the report.
 	Detail string
+	// Account is the vendor account that holds the object, for a vendor that keeps
+	// objects per account (Stripe: the Connect account id, or platformAccount); ""
+	// for the others, whose objects no account check concerns.
+	Account string
 }
 
 // Plan is what the harness planned for one idempotency key, before sending it.
@@ -109,6 +115,10 @@ type CheckInput struct {
 	// that is no JSON-RPC message. GarbageSeen says the upstream garbled any call.
 	Garbled, Malformed map[string]int
 	GarbageSeen        bool
+	// AccountTenant maps each tenant's vendor account to the tenant: an object on an
+	// account belongs to an op of that tenant, and an object on an account no tenant
+	// has belongs to none.
+	AccountTenant map[string]string
 	// BrokenSessions counts the HTTP upstream's sessions the serve logs say ended on an
 	// answer the SDK's client could not decode: garbage oncebox let through, which
 	// fails every call in flight on the session.
@@ -168,6 +178,9 @@ type Report struct {
 	// down: in needs_review though none of their calls was garbled, or recorded as
 	// answered with garbage more often than the upstream garbled their calls.
 	Contagion []Finding
+	// WrongAccount are vendor objects on another account than the one of their op's
+	// tenant: one tenant's side effect on another's account (or the platform's).
+	WrongAccount []Finding
 	// NeedsReview are the ids of the ops in needs_review.
 	NeedsReview []string
 	// Statuses counts the ops by status.
@@ -178,7 +191,7 @@ type Report struct {
 func (r Report) OK() bool {
 	return len(r.Duplicates) == 0 && len(r.Lost) == 0 && len(r.Mismatched) == 0 &&
 		len(r.Orphans) == 0 && len(r.ConflictLeaks) == 0 && len(r.Unplanned) == 0 && len(r.Double202) == 0 &&
-		len(r.Gate) == 0 && len(r.Contagion) == 0
+		len(r.Gate) == 0 && len(r.Contagion) == 0 && len(r.WrongAccount) == 0
 }
 
 // Findings returns every violation, one per line, duplicates and losses first.
@@ -191,6 +204,7 @@ func (r Report) Findings() []string {
 	}
 	add("DUPLICATE", r.Duplicates)
 	add("LOST", r.Lost)
+	add("WRONG_ACCOUNT", r.WrongAccount)
 	add("MISMATCH", r.Mismatched)
 	add("ORPHAN", r.Orphans)
 	add("CONFLICT", r.ConflictLeaks)
@@ -203,7 +217,7 @@ func (r Report) Findings() []string {
 
 // Check compares what oncebox says happened with what the vendors hold: exactly
 // one side effect per succeeded op, the one its vendor_ref (or stored result) names
-// and of its amount; none per failed op, and no failed op but a planned decline or
+// and of its amount, on its tenant's account; none per failed op, and no failed op but a planned decline or
 // a refusal the vendor records; at most
 // one per op in needs_review, and none in needs_review but the blind target's;
 // every accepted key stored and settled, answered 202 at most once; no object
@@ -221,7 +235,10 @@ func Check(in CheckInput) Report {
 		rep.Statuses[op.Status]++
 	}
 
-	effects := map[string][]VendorObject{}
+	// effects counts an op's side effects on every account (two, one on the wrong
+	// account, are a duplicate); home, those on its tenant's account (one, on the
+	// wrong account, leaves the op's own account without it: lost).
+	effects, home := map[string][]VendorObject{}, map[string]int{}
 	for _, obj := range in.Objects {
 		if obj.Conflict {
 			rep.ConflictLeaks = append(rep.ConflictLeaks, Finding{OpID: obj.OpID, Key: byID[obj.OpID].Key,
@@ -241,8 +258,15 @@ func Check(in CheckInput) Report {
 				What: fmt.Sprintf("%s %s is tagged with an op of tool %s", obj.Kind, obj.ID, op.Tool)})
 			continue
 		}
+		wrong := wrongAccount(in.AccountTenant, obj, op)
+		if wrong != nil {
+			rep.WrongAccount = append(rep.WrongAccount, *wrong)
+		}
 		if obj.Effect {
 			effects[obj.OpID] = append(effects[obj.OpID], obj)
+			if wrong == nil {
+				home[obj.OpID]++
+			}
 		}
 	}
 
@@ -255,6 +279,9 @@ func Check(in CheckInput) Report {
 		case op.Status == statusSucceeded && len(got) == 0:
 			rep.Lost = append(rep.Lost, Finding{OpID: op.ID, Key: op.Key,
 				What: fmt.Sprintf("%s op succeeded but the vendor holds no side effect for it", op.Tool)})
+		case op.Status == statusSucceeded && home[op.ID] == 0:
+			rep.Lost = append(rep.Lost, Finding{OpID: op.ID, Key: op.Key,
+				What: fmt.Sprintf("%s op of tenant %s succeeded but its account holds no side effect for it, another does: %s", op.Tool, op.Tenant, describe(got))})
 		case op.Status == statusFailed && len(got) == 1:
 			rep.Mismatched = append(rep.Mismatched, Finding{OpID: op.ID, Key: op.Key,
 				What: fmt.Sprintf("%s op failed but the vendor holds a side effect for it: %s", op.Tool, describe(got))})
@@ -322,6 +349,32 @@ func Check(in CheckInput) Report {
 	rep.Contagion = checkContagion(in)
 	slices.Sort(rep.NeedsReview)
 	return rep
+}
+
+// wrongAccount returns the finding of obj, held on an account, when op (the op its
+// tag names) is not of the tenant whose account that is; nil when it is, or when
+// obj is of a vendor without accounts.
+func wrongAccount(accountTenant map[string]string, obj VendorObject, op OpRecord) *Finding {
+	if obj.Account == "" || accountTenant == nil {
+		return nil
+	}
+	owner, ok := accountTenant[obj.Account]
+	if ok && owner == op.Tenant {
+		return nil
+	}
+	want := "none"
+	for acct, t := range accountTenant {
+		if t == op.Tenant {
+			want = acct
+		}
+	}
+	holder := "no tenant's"
+	if ok {
+		holder = "tenant " + owner + "'s"
+	}
+	return &Finding{OpID: op.ID, Key: op.Key,
+		What: fmt.Sprintf("%s %s on %s (%s account) tagged with op %s of tenant %s, whose account is %s %s",
+			obj.Kind, obj.ID, obj.Account, holder, op.ID, op.Tenant, want, obj.Detail)}
 }
 
 // checkGate finds the gated tool's runs the harness did not approve: each run must

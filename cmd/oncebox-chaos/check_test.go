@@ -335,3 +335,76 @@ time=2026-12-01T19:53:40.000Z level=ERROR msg="upstream tool mcp.wipe_mailbox wo
 	require.Equal(t, 1, h.brokenSessions())
 	require.Equal(t, 1, h.loosenings())
 }
+
+// twoTenantInput is cleanInput with its Stripe ops split between two tenants, each on
+// its own Connect account: the charge is tenant a's, the refund and the declined
+// charge tenant b's.
+func twoTenantInput() CheckInput {
+	in := cleanInput()
+	in.AccountTenant = map[string]string{accountA: "a", accountB: "b"}
+	tenant := map[string]string{"op-pi": "a", "op-declined": "b", "op-refund": "b"}
+	for i := range in.Ops {
+		in.Ops[i].Tenant = "a"
+		if t, ok := tenant[in.Ops[i].ID]; ok {
+			in.Ops[i].Tenant = t
+		}
+	}
+	for i, o := range in.Objects {
+		switch o.Kind {
+		case kindPaymentIntent, kindRefund:
+			in.Objects[i].Account = accountA
+			if tenant[o.OpID] == "b" {
+				in.Objects[i].Account = accountB
+			}
+		}
+	}
+	return in
+}
+
+func TestCheckWrongAccount(t *testing.T) {
+	t.Parallel()
+	rep := Check(twoTenantInput())
+	require.True(t, rep.OK(), "findings: %v", rep.Findings())
+
+	// Tenant a's charge made on tenant b's account: on the wrong account, and lost on
+	// its own.
+	in := twoTenantInput()
+	in.Objects[0].Account = accountB
+	rep = Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.WrongAccount, 1)
+	require.Equal(t, "op-pi", rep.WrongAccount[0].OpID)
+	require.Contains(t, rep.WrongAccount[0].What, "pi_1 on acct_chaosB (tenant b's account) tagged with op op-pi of tenant a, whose account is acct_chaosA")
+	require.Contains(t, rep.Findings(), "WRONG_ACCOUNT: key=k-pi op=op-pi "+rep.WrongAccount[0].What)
+	require.Len(t, rep.Lost, 1)
+	require.Equal(t, "op-pi", rep.Lost[0].OpID)
+	require.Contains(t, rep.Lost[0].What, "its account holds no side effect")
+	require.Empty(t, rep.Duplicates)
+
+	// The same charge on both accounts: a duplicate across accounts, and one on the
+	// wrong account; not lost.
+	in = twoTenantInput()
+	in.Objects = append(in.Objects, VendorObject{Kind: kindPaymentIntent, ID: "pi_9", OpID: "op-pi", Effect: true, Amount: ptr(1200), Account: accountB})
+	rep = Check(in)
+	require.Len(t, rep.WrongAccount, 1)
+	require.Contains(t, rep.WrongAccount[0].What, "pi_9 on acct_chaosB")
+	require.Len(t, rep.Duplicates, 1)
+	require.Equal(t, "op-pi", rep.Duplicates[0].OpID)
+	require.Empty(t, rep.Lost)
+
+	// Tenant b's refund on the platform, an account no tenant has; and a declined
+	// payment intent (no effect) on the wrong account still counts as wrong.
+	in = twoTenantInput()
+	in.Objects[1].Account = accountA
+	in.Objects[2].Account = platformAccount
+	rep = Check(in)
+	require.Len(t, rep.WrongAccount, 2)
+	require.Contains(t, rep.WrongAccount[0].What, "pi_2 on acct_chaosA (tenant a's account) tagged with op op-declined of tenant b")
+	require.Contains(t, rep.WrongAccount[1].What, "re_1 on platform (no tenant's account) tagged with op op-refund of tenant b, whose account is acct_chaosB")
+	require.Len(t, rep.Lost, 1)
+	require.Equal(t, "op-refund", rep.Lost[0].OpID)
+
+	// Objects of vendors without accounts are never checked: cleanInput's mail and
+	// webhook carry no account.
+	require.Equal(t, "", in.Objects[3].Account)
+}

@@ -65,9 +65,13 @@
 // FAILOVER_LOSS and counted, not failed, and keys_with_two_effects counts the keys a
 // vendor acted on twice.
 //
+// Its ops go to two tenants, each on its own Stripe Connect account of the fake Stripe
+// (tenants.go; one tenant on the platform in a rolling upgrade), and the verdict flags an
+// object on an account other than its op's tenant's (WRONG_ACCOUNT).
+//
 // It prints one line of figures,
 //
-//	ops=… kills=… pg_restarts=… pg_crashes=… pauses=… partitions=… takeovers=… faults=… duplicates=0 lost=0 needs_review=… wall=… (more figures)
+//	ops=… kills=… pg_restarts=… pg_crashes=… pauses=… partitions=… takeovers=… faults=… tenants=2 accounts=2 wrong_account=0 duplicates=0 lost=0 needs_review=… wall=… (more figures)
 //
 // and exits 1 on any duplicate, loss or other broken promise (2 when it could
 // not run), printing every finding with the op's attempts, events and vendor

@@ -194,9 +194,9 @@ type jobState struct {
 }
 
 const (
-	qStateOps      = `SELECT id::text, idempotency_key FROM oncebox_op WHERE tenant_id = $1`
-	qStateEvents   = `SELECT e.op_id::text, count(*) FROM oncebox_op_event e JOIN oncebox_op o ON o.id = e.op_id WHERE o.tenant_id = $1 GROUP BY 1`
-	qStateAttempts = `SELECT a.op_id::text, count(*) FROM oncebox_attempt a JOIN oncebox_op o ON o.id = a.op_id WHERE o.tenant_id = $1 GROUP BY 1`
+	qStateOps      = `SELECT id::text, idempotency_key FROM oncebox_op WHERE tenant_id = ANY($1)`
+	qStateEvents   = `SELECT e.op_id::text, count(*) FROM oncebox_op_event e JOIN oncebox_op o ON o.id = e.op_id WHERE o.tenant_id = ANY($1) GROUP BY 1`
+	qStateAttempts = `SELECT a.op_id::text, count(*) FROM oncebox_attempt a JOIN oncebox_op o ON o.id = a.op_id WHERE o.tenant_id = ANY($1) GROUP BY 1`
 	qStateJobs     = `SELECT id, coalesce(args->>'op_id', ''), attempt, state::text FROM river_job WHERE kind = 'oncebox.dispatch'`
 )
 
@@ -208,14 +208,14 @@ func (h *harness) readState(ctx context.Context, databaseURL string) (*dbState, 
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	st := &dbState{ops: map[string]string{}, events: map[string]int{}, attempts: map[string]int{}, jobs: map[int64]jobState{}}
-	rows, _ := conn.Query(ctx, qStateOps, h.tenantID)
+	rows, _ := conn.Query(ctx, qStateOps, h.tenantIDs())
 	var id, key string
 	if _, err := pgx.ForEachRow(rows, []any{&id, &key}, func() error { st.ops[id] = key; return nil }); err != nil {
 		return nil, fmt.Errorf("ops: %w", err)
 	}
 	var n int
 	for q, into := range map[string]map[string]int{qStateEvents: st.events, qStateAttempts: st.attempts} {
-		rows, _ := conn.Query(ctx, q, h.tenantID)
+		rows, _ := conn.Query(ctx, q, h.tenantIDs())
 		if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { into[id] = n; return nil }); err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"fmt"
@@ -168,28 +169,52 @@ func (f *fakes) serve(h http.Handler) (string, error) {
 	return "http://" + l.Addr().String(), nil
 }
 
-// setFaults turns random fault injection on (seeded) or off.
+// stripeAccounts returns the fake Stripe's platform and each connected account's
+// fake: each holds its own objects and draws its own faults.
+func (f *fakes) stripeAccounts() []*fakestripe.Server {
+	out := []*fakestripe.Server{f.stripe}
+	for _, id := range f.stripe.Accounts() {
+		out = append(out, f.stripe.Account(id))
+	}
+	return out
+}
+
+// stripeAccount returns the fake of account (a Connect account id, or
+// platformAccount).
+func (f *fakes) stripeAccount(account string) *fakestripe.Server {
+	if a := f.stripe.Account(account); a != nil {
+		return a
+	}
+	return f.stripe
+}
+
+// setFaults turns random fault injection on (seeded) or off, in every Stripe
+// account alike.
 func (f *fakes) setFaults(on bool, seed int64) {
 	if !on {
-		f.stripe.SetRandomFaults(nil, 0)
+		for _, a := range f.stripeAccounts() {
+			a.SetRandomFaults(nil, 0)
+			a.ReleaseHangs()
+		}
 		f.sendgrid.SetRandomFaults(nil, 0)
 		f.webhook.SetRandomFaults(nil, 0)
 		f.plain.SetRandomFaults(nil, 0)
 		f.mcp.SetRandomFaults(nil, 0)
 		f.mcp.Release()
-		f.stripe.ReleaseHangs()
 		f.webhook.ReleaseHangs()
 		f.plain.ReleaseHangs()
 		return
 	}
-	f.stripe.SetRandomFaults(map[fakestripe.FaultKind]float64{
-		fakestripe.FaultStored500:        0.02,
-		fakestripe.Fault429:              0.03,
-		fakestripe.Fault409:              0.01,
-		fakestripe.FaultDropAfterCreate:  0.04,
-		fakestripe.FaultHang:             0.03,
-		fakestripe.FaultDropBeforeCreate: 0.02,
-	}, seed)
+	for i, a := range f.stripeAccounts() {
+		a.SetRandomFaults(map[fakestripe.FaultKind]float64{
+			fakestripe.FaultStored500:        0.02,
+			fakestripe.Fault429:              0.03,
+			fakestripe.Fault409:              0.01,
+			fakestripe.FaultDropAfterCreate:  0.04,
+			fakestripe.FaultHang:             0.03,
+			fakestripe.FaultDropBeforeCreate: 0.02,
+		}, seed+int64(i)<<32)
+	}
 	f.sendgrid.SetRandomFaults(map[fakesendgrid.FaultKind]float64{
 		fakesendgrid.FaultAcceptThenDrop:   0.04,
 		fakesendgrid.FaultHang:             0.03,
@@ -248,30 +273,20 @@ func (f *fakes) forbidActivity(d time.Duration) {
 
 // eventStats sums what the fakes' event posters did: delivered and given up.
 func (f *fakes) eventStats() (delivered, dropped int) {
-	_, d1, x1 := f.stripe.EventStats()
-	_, d2, x2 := f.sendgrid.EventStats()
-	return d1 + d2, x1 + x2
+	for _, a := range f.stripeAccounts() {
+		_, d, x := a.EventStats()
+		delivered, dropped = delivered+d, dropped+x
+	}
+	_, d, x := f.sendgrid.EventStats()
+	return delivered + d, dropped + x
 }
 
-// objects returns every object the fakes hold, from their own records.
+// objects returns every object the fakes hold, from their own records: Stripe's
+// from the platform and every connected account.
 func (f *fakes) objects() []VendorObject {
 	var out []VendorObject
-	for _, pi := range f.stripe.PaymentIntents() {
-		out = append(out, VendorObject{
-			Kind: kindPaymentIntent, ID: pi.ID, OpID: pi.Metadata[outbox.TagKey],
-			Effect:   pi.Status == "succeeded",
-			Conflict: pi.Metadata["chaos"] == conflictMarker,
-			Amount:   &pi.Amount,
-			Detail:   fmt.Sprintf("(status %s, amount %d)", pi.Status, pi.Amount),
-		})
-	}
-	for _, re := range f.stripe.Refunds() {
-		out = append(out, VendorObject{
-			Kind: kindRefund, ID: re.ID, OpID: re.Metadata[outbox.TagKey], Effect: true,
-			Conflict: re.Metadata["chaos"] == conflictMarker,
-			Amount:   &re.Amount,
-			Detail:   fmt.Sprintf("(of %s, amount %d)", re.PaymentIntent, re.Amount),
-		})
+	for _, a := range f.stripeAccounts() {
+		out = append(out, stripeObjects(a)...)
 	}
 	seen := map[string]bool{}
 	for _, m := range f.sendgrid.Messages() {
@@ -309,6 +324,30 @@ func (f *fakes) objects() []VendorObject {
 			Kind: kindMCPWipe, ID: w.ID, OpID: w.Ref, Effect: true,
 			Conflict: strings.Contains(w.Reason, conflictMarker),
 			Detail:   fmt.Sprintf("(upstream %s, _meta op %s, mailbox %s)", mcpUpstream, w.OpID, w.Mailbox),
+		})
+	}
+	return out
+}
+
+// stripeObjects returns the objects one Stripe account holds, each naming it.
+func stripeObjects(a *fakestripe.Server) []VendorObject {
+	account := cmp.Or(a.AccountID(), platformAccount)
+	var out []VendorObject
+	for _, pi := range a.PaymentIntents() {
+		out = append(out, VendorObject{
+			Kind: kindPaymentIntent, ID: pi.ID, OpID: pi.Metadata[outbox.TagKey], Account: account,
+			Effect:   pi.Status == "succeeded",
+			Conflict: pi.Metadata["chaos"] == conflictMarker,
+			Amount:   &pi.Amount,
+			Detail:   fmt.Sprintf("(%s, status %s, amount %d)", account, pi.Status, pi.Amount),
+		})
+	}
+	for _, re := range a.Refunds() {
+		out = append(out, VendorObject{
+			Kind: kindRefund, ID: re.ID, OpID: re.Metadata[outbox.TagKey], Account: account, Effect: true,
+			Conflict: re.Metadata["chaos"] == conflictMarker,
+			Amount:   &re.Amount,
+			Detail:   fmt.Sprintf("(%s, of %s, amount %d)", account, re.PaymentIntent, re.Amount),
 		})
 	}
 	return out

@@ -176,3 +176,49 @@ func TestStdioObjectsFromTheStateFile(t *testing.T) {
 	require.True(t, objs[1].Conflict)
 	require.Equal(t, kindMCPStdioMail, kindOf(toolMCPStdio))
 }
+
+// TestObjectsOnStripeAccounts charges on two Connect accounts of the real fake, through
+// its HTTP API with Stripe-Account, and requires the verdict's objects to name the
+// account that holds each, the refund picker to pick only its own account's charges,
+// and the verdict to flag the charge of tenant a that landed on tenant b's account.
+func TestObjectsOnStripeAccounts(t *testing.T) {
+	t.Parallel()
+	f, err := startFakes(0)
+	require.NoError(t, err)
+	t.Cleanup(f.close)
+	f.stripe.AddAccount(accountA)
+	f.stripe.AddAccount(accountB)
+	charge := func(account, opID string) string {
+		t.Helper()
+		form := url.Values{"amount": {"1500"}, "currency": {"usd"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"},
+			"metadata[oncebox_op]": {opID}}
+		res := post(t, f.stripeURL+"/v1/payment_intents", "application/x-www-form-urlencoded", []byte(form.Encode()),
+			map[string]string{"Authorization": "Bearer sk_test_chaos", "Stripe-Account": account})
+		return res["id"].(string)
+	}
+	piA, piB, piWrong := charge(accountA, "op-a"), charge(accountB, "op-b"), charge(accountB, "op-a2")
+
+	accounts := map[string]string{}
+	for _, o := range f.objects() {
+		accounts[o.ID] = o.Account
+	}
+	require.Equal(t, map[string]string{piA: accountA, piB: accountB, piWrong: accountB}, accounts)
+
+	picker := &refundPicker{f: f, used: map[string]bool{}}
+	args, ok := picker.pick(accountA)
+	require.True(t, ok)
+	require.Equal(t, piA, args["payment_intent"])
+	_, ok = picker.pick(accountA)
+	require.False(t, ok, "account A holds one charge, already picked")
+
+	ops := []OpRecord{
+		{ID: "op-a", Key: "k-a", Tool: protocol.ToolPaymentIntent, Status: statusSucceeded, VendorRef: piA, Tenant: "a"},
+		{ID: "op-b", Key: "k-b", Tool: protocol.ToolPaymentIntent, Status: statusSucceeded, VendorRef: piB, Tenant: "b"},
+		{ID: "op-a2", Key: "k-a2", Tool: protocol.ToolPaymentIntent, Status: statusSucceeded, VendorRef: piWrong, Tenant: "a"},
+	}
+	rep := Check(CheckInput{Ops: ops, Objects: f.objects(), AccountTenant: map[string]string{accountA: "a", accountB: "b"}})
+	require.Len(t, rep.WrongAccount, 1)
+	require.Equal(t, "op-a2", rep.WrongAccount[0].OpID)
+	require.Len(t, rep.Lost, 1)
+	require.Equal(t, "op-a2", rep.Lost[0].OpID)
+}

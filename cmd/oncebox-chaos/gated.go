@@ -297,7 +297,7 @@ func (c *client) decideOnce(ctx context.Context, base, key, decision string) (in
 // qMalformed counts, by op, the attempts recorded as answered with something that is
 // no JSON-RPC message (catalog's malformed_answer).
 const qMalformed = `SELECT a.op_id::text, count(*) FROM oncebox_attempt a JOIN oncebox_op o ON o.id = a.op_id
-  WHERE o.tenant_id = $1 AND a.error LIKE '%no JSON-RPC message%' GROUP BY a.op_id`
+  WHERE o.tenant_id = ANY($1) AND a.error LIKE '%no JSON-RPC message%' GROUP BY a.op_id`
 
 // gatedInput fills what the verdict needs of the hostile upstream, and returns the
 // harness errors of a run that did not prove it.
@@ -334,7 +334,7 @@ func (h *harness) gatedInput(ctx context.Context, in *CheckInput, outcomes []out
 			in.Garbled[g.Ref]++ // a lookup of the op
 		}
 	}
-	rows, err := h.pool.Query(ctx, qMalformed, h.tenantID)
+	rows, err := h.pool.Query(ctx, qMalformed, h.tenantIDs())
 	if err != nil {
 		return nil, fmt.Errorf("read the malformed answers: %w", err)
 	}

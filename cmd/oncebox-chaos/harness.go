@@ -167,10 +167,11 @@ type harness struct {
 	// fo is the failover's state, with Config.Failover.
 	fo failover
 	// history records every API call of the run; client is the run's API client.
-	history  *recorder
-	client   *client
-	token    string
-	tenantID int64
+	history *recorder
+	client  *client
+	// tenants are the run's tenants, each on its own Stripe Connect account
+	// (tenants.go); the first one's approver decides the gated ops.
+	tenants []chaosTenant
 
 	sealKey [32]byte
 
@@ -390,22 +391,20 @@ func (h *harness) prepare(ctx context.Context) error {
 	if out, err := h.onceboxBin(ctx, first, "migrate", "--database-url", h.dbURL); err != nil {
 		return fmt.Errorf("oncebox migrate: %w\n%s", err, out)
 	}
-	tenantName := "chaos-" + h.runID + "-" + strconv.FormatInt(time.Now().Unix(), 36)
-	// By the binary that migrated: this tree's refuses the previous release's schema.
-	out, err := h.onceboxBin(ctx, first, "tenant", "--database-url", h.dbURL, "create", tenantName)
-	if err != nil {
-		return fmt.Errorf("oncebox tenant create: %w\n%s", err, out)
-	}
-	h.token = strings.TrimSpace(string(out))
 	if h.pool, err = pgxpool.New(ctx, h.dbURL); err != nil {
 		return fmt.Errorf("connect to Postgres: %w", err)
 	}
-	if err := h.pool.QueryRow(ctx, qTenantID, tenantName).Scan(&h.tenantID); err != nil {
-		return fmt.Errorf("find tenant %s: %w", tenantName, err)
+	if err := h.createTenants(ctx, first); err != nil {
+		return err
 	}
 
 	if h.fakes, err = startFakes(lag); err != nil {
 		return err
+	}
+	for _, t := range h.tenants {
+		if t.account != platformAccount {
+			h.fakes.stripe.AddAccount(t.account)
+		}
 	}
 	h.fakes.setFaults(true, h.cfg.Seed)
 	if h.cfg.WebhookDefaultMode {
@@ -418,7 +417,7 @@ func (h *harness) prepare(ctx context.Context) error {
 	h.logger.Info("fakes serving", slog.String("stripe", h.fakes.stripeURL), slog.String("sendgrid", h.fakes.sendgridURL),
 		slog.String("webhook", h.fakes.webhookURL), slog.String("plain_webhook", h.fakes.plainURL),
 		slog.String("mcp", h.fakes.mcpURL), slog.Bool("webhook_native_keys", !h.cfg.WebhookDefaultMode))
-	if err := h.prepareGated(ctx, tenantName); err != nil {
+	if err := h.prepareGated(ctx, h.tenants[0].name); err != nil {
 		return err
 	}
 	h.mcpStdioState = filepath.Join(h.tmp, "mcp-stdio.json")
@@ -956,14 +955,21 @@ func (h *harness) enqueue(ctx context.Context) []outcome {
 	}
 	c := &client{
 		http:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}},
-		token:   h.token,
+		tokens:  make([]string, len(h.tenants)),
 		bases:   bases,
 		giveUp:  90 * time.Second,
 		history: h.history,
 	}
 	c.approver = h.approver
+	for i, t := range h.tenants {
+		c.tokens[i] = t.token
+	}
 	h.client = c
 	picker := &refundPicker{f: h.fakes, used: map[string]bool{}}
+	for i := range items {
+		items[i].tenant = h.tenantOf(i, items[i].tool)
+		items[i].account = h.tenants[items[i].tenant].account
+	}
 	outcomes := make([]outcome, len(items))
 	sem := make(chan struct{}, 32)
 	interval := h.cfg.EnqueueFor / time.Duration(len(items))
@@ -1030,7 +1036,7 @@ func (h *harness) replaySettled(ctx context.Context, outcomes []outcome) {
 	h.logger.Info("replayed settled keys", slog.Int("keys", (len(keys)+step-1)/step))
 }
 
-// settle polls the database until every op of the tenant is settled or ctx
+// settle polls the database until every op of the tenants is settled or ctx
 // ends, leaving a minute for the check. It reports whether all settled.
 func (h *harness) settle(ctx context.Context) bool {
 	deadline, ok := ctx.Deadline()
@@ -1077,7 +1083,7 @@ func (h *harness) settle(ctx context.Context) bool {
 // logOpenOps logs a few of the ops that are not settled yet, so a slow tail
 // can be understood.
 func (h *harness) logOpenOps(ctx context.Context) {
-	rows, err := h.pool.Query(ctx, qOpenOps, h.tenantID)
+	rows, err := h.pool.Query(ctx, qOpenOps, h.tenantIDs())
 	if err != nil {
 		return
 	}
@@ -1099,7 +1105,7 @@ func (h *harness) logOpenOps(ctx context.Context) {
 }
 
 func (h *harness) statusCounts(ctx context.Context) (map[string]int, error) {
-	rows, err := h.pool.Query(ctx, qStatusCounts, h.tenantID)
+	rows, err := h.pool.Query(ctx, qStatusCounts, h.tenantIDs())
 	if err != nil {
 		return nil, err
 	}

@@ -17,14 +17,14 @@ import (
 // The harness's SQL, in one place.
 const (
 	qTenantID     = `SELECT id FROM oncebox_tenant WHERE name = $1`
-	qStatusCounts = `SELECT status, count(*) FROM oncebox_op WHERE tenant_id = $1 GROUP BY status`
+	qStatusCounts = `SELECT status, count(*) FROM oncebox_op WHERE tenant_id = ANY($1) GROUP BY status`
 	qOpenOps      = `SELECT id::text, idempotency_key, tool, status, attempts, next_check_at, updated_at
-  FROM oncebox_op WHERE tenant_id = $1 AND status NOT IN ('succeeded', 'failed', 'needs_review')
+  FROM oncebox_op WHERE tenant_id = ANY($1) AND status NOT IN ('succeeded', 'failed', 'needs_review')
   ORDER BY updated_at LIMIT 5`
 	qOps = `SELECT id::text, idempotency_key, tool, status, coalesce(vendor_ref, ''),
        CASE WHEN jsonb_typeof(args->'amount') = 'number' THEN (args->>'amount')::bigint END,
-       coalesce(result->'structuredContent'->>'id', '')
-  FROM oncebox_op WHERE tenant_id = $1`
+       coalesce(result->'structuredContent'->>'id', ''), tenant_id
+  FROM oncebox_op WHERE tenant_id = ANY($1)`
 	qAttempts = `SELECT attempt, coalesce(outcome, ''), coalesce(error, ''), vendor_key, coalesce(vendor_ref, ''),
        started_at, finished_at
   FROM oncebox_attempt WHERE op_id = $1::uuid ORDER BY id`
@@ -45,7 +45,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		return exitError, err
 	}
 	in := CheckInput{Accepted: map[string]string{}, Ops: ops, Objects: append(h.fakes.objects(), stdioMails...), Planned: map[string]Plan{},
-		Refused: h.fakes.refused()}
+		Refused: h.fakes.refused(), AccountTenant: h.accountTenants()}
 	var (
 		harnessErrors     []string
 		replays, double   int
@@ -138,7 +138,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		fmt.Fprintln(out, f)
 	}
 	printed := map[string]bool{}
-	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.Mismatched, rep.ConflictLeaks, rep.Unplanned, rep.Double202, rep.Gate, rep.Contagion} {
+	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.WrongAccount, rep.Mismatched, rep.ConflictLeaks, rep.Unplanned, rep.Double202, rep.Gate, rep.Contagion} {
 		for _, f := range fs {
 			if f.OpID == "" || printed[f.OpID] {
 				continue
@@ -166,11 +166,12 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if h.pgRestartSkipped {
 		pgCrashes = "skipped"
 	}
-	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d %s takeovers=%d faults=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
+	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d %s takeovers=%d faults=%d tenants=%d accounts=%d wrong_account=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
 		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
 		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s gate_findings=%d contagion=%d %s seed=%d\n",
-		len(in.Accepted), h.kills.Load(), pgRestarts, pgCrashes, h.pauses.Load(), h.partitionFigures(), h.takeovers(), h.fakes.faults.Load(), len(rep.Duplicates), len(rep.Lost),
+		len(in.Accepted), h.kills.Load(), pgRestarts, pgCrashes, h.pauses.Load(), h.partitionFigures(), h.takeovers(), h.fakes.faults.Load(),
+		len(h.tenants), len(in.AccountTenant), len(rep.WrongAccount), len(rep.Duplicates), len(rep.Lost),
 		len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
 		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,
@@ -235,19 +236,27 @@ func (h *harness) mcpFigures(ops []OpRecord, objects []VendorObject) string {
 		sn, sstatuses[statusSucceeded], sstatuses[statusFailed], sstatuses[statusNeedsReview], smails, h.mcpStdioCrashes.Load())
 }
 
-// ops reads the tenant's ops.
+// ops reads the tenants' ops.
 func (h *harness) ops(ctx context.Context) ([]OpRecord, error) {
-	rows, err := h.pool.Query(ctx, qOps, h.tenantID)
+	rows, err := h.pool.Query(ctx, qOps, h.tenantIDs())
 	if err != nil {
 		return nil, fmt.Errorf("read ops: %w", err)
 	}
 	defer rows.Close()
+	labels := make(map[int64]string, len(h.tenants))
+	for _, t := range h.tenants {
+		labels[t.id] = t.label
+	}
 	var ops []OpRecord
 	for rows.Next() {
-		var op OpRecord
-		if err := rows.Scan(&op.ID, &op.Key, &op.Tool, &op.Status, &op.VendorRef, &op.Amount, &op.ResultRef); err != nil {
+		var (
+			op       OpRecord
+			tenantID int64
+		)
+		if err := rows.Scan(&op.ID, &op.Key, &op.Tool, &op.Status, &op.VendorRef, &op.Amount, &op.ResultRef, &tenantID); err != nil {
 			return nil, fmt.Errorf("read ops: %w", err)
 		}
+		op.Tenant = labels[tenantID]
 		ops = append(ops, op)
 	}
 	if err := rows.Err(); err != nil {

@@ -28,6 +28,10 @@ type item struct {
 	conflict bool
 	// plan is what the verdict may expect of the op.
 	plan Plan
+	// tenant is the index of the tenant it is sent as (harness.tenantOf), account
+	// that tenant's Stripe account, where its refund's charge is picked.
+	tenant  int
+	account string
 }
 
 // plan draws the workload: n keys of mixed tools, an eighth of them mails through
@@ -111,19 +115,20 @@ func conflicting(it item) map[string]any {
 }
 
 // refundPicker hands out charges of this run that were not refunded yet,
-// straight from the fake Stripe's records.
+// straight from the fake Stripe's records of one account.
 type refundPicker struct {
 	f    *fakes
 	mu   sync.Mutex
 	used map[string]bool
 }
 
-// pick returns refund args for an unrefunded succeeded payment intent tagged
-// by an op of this run, or false when there is none yet.
-func (p *refundPicker) pick() (map[string]any, bool) {
+// pick returns refund args for an unrefunded succeeded payment intent on account
+// (a tenant's own: a refund of another tenant's charge would fail) tagged by an op
+// of this run, or false when there is none yet.
+func (p *refundPicker) pick(account string) (map[string]any, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, pi := range p.f.stripe.PaymentIntents() {
+	for _, pi := range p.f.stripeAccount(account).PaymentIntents() {
 		if pi.Status != "succeeded" || pi.Metadata[outbox.TagKey] == "" || p.used[pi.ID] {
 			continue
 		}
@@ -137,8 +142,9 @@ func (p *refundPicker) pick() (map[string]any, bool) {
 // client sends ops to the serve processes, retrying transport errors and 5xx
 // with the same key on another process.
 type client struct {
-	http  *http.Client
-	token string
+	http *http.Client
+	// tokens are the tenants' agent tokens; a key is sent with its tenant's (bind).
+	tokens []string
 	// approver is the token that decides the gated ops.
 	approver string
 	bases    []string
@@ -153,6 +159,7 @@ type client struct {
 
 	mu       sync.Mutex
 	payloads map[string][]byte
+	tenantOf map[string]int
 }
 
 // sendResult is what the API finally answered for one request.
@@ -186,6 +193,23 @@ func (c *client) remember(key, tool string, args map[string]any) {
 	if _, ok := c.payloads[key]; !ok {
 		c.payloads[key] = body
 	}
+}
+
+// bind makes every call of key carry tenant's token.
+func (c *client) bind(key string, tenant int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tenantOf == nil {
+		c.tenantOf = map[string]int{}
+	}
+	c.tenantOf[key] = tenant
+}
+
+// token returns the agent token key is sent with.
+func (c *client) token(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tokens[c.tenantOf[key]]
 }
 
 // sentPayloads returns the payload first sent under each key.
@@ -248,7 +272,7 @@ func (c *client) postOnceUnrecorded(ctx context.Context, base, key string, body 
 	if err != nil {
 		return sendResult{}, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+c.token(key))
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
@@ -287,7 +311,7 @@ type outcome struct {
 func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome {
 	out := outcome{key: it.key, tool: it.tool, plan: it.plan}
 	if it.tool == protocol.ToolRefund {
-		args, ok := picker.pick()
+		args, ok := picker.pick(it.account)
 		if !ok {
 			// No charge to refund yet: charge instead.
 			it.tool = protocol.ToolPaymentIntent
@@ -298,6 +322,7 @@ func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome
 			it.args = args
 		}
 	}
+	c.bind(it.key, it.tenant)
 	start := int(c.next.Add(1))
 	out.sentAt = c.history.now()
 	c.remember(it.key, it.tool, it.args)
