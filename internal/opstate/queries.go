@@ -318,3 +318,9 @@ ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
 		generation = greatest(oncebox_tombstone.generation, EXCLUDED.generation)`
 
 const sqlPurgeTombstones = `DELETE FROM oncebox_tombstone WHERE purge_after < now()`
+
+// sqlStepRunSet moves a composite op's step run from $2 to $3, keeping the failed step
+// $4 once set.
+const sqlStepRunSet = `
+UPDATE oncebox_step_run SET state = $3, failed_step = coalesce(failed_step, nullif($4, '')), updated_at = now()
+WHERE op_id = $1 AND state = $2`
