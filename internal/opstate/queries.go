@@ -319,8 +319,9 @@ ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
 
 const sqlPurgeTombstones = `DELETE FROM oncebox_tombstone WHERE purge_after < now()`
 
-// sqlStepRunSet moves a composite op's step run from $2 to $3, keeping the failed step
-// $4 once set.
+// sqlStepRunSet moves a composite op's step run from $2 to $3, with the failed step $4
+// (kept when empty; cleared back in running).
 const sqlStepRunSet = `
-UPDATE oncebox_step_run SET state = $3, failed_step = coalesce(failed_step, nullif($4, '')), updated_at = now()
+UPDATE oncebox_step_run SET state = $3,
+	failed_step = CASE WHEN $3 = 'running' THEN NULL ELSE coalesce(nullif($4, ''), failed_step) END, updated_at = now()
 WHERE op_id = $1 AND state = $2`

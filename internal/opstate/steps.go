@@ -55,6 +55,7 @@ var stepTransitions = []StepTransition{
 	{StepCompensating, StepCompensating, Steps, "a compensation succeeded: the next one is enqueued"},
 	{StepCompensating, StepCompensated, Steps, "every compensation succeeded (the parent op fails)"},
 	{StepCompensating, StepNeedsReview, Steps, "a compensation failed or is in needs_review (so is the parent op)"},
+	{StepNeedsReview, StepRunning, Steps, "a person released the parent op for resend: its steps are looked at again"},
 }
 
 // StepTransitions returns a copy of the step run's transition table.
