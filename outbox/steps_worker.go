@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -169,7 +170,7 @@ func (ob *Outbox) applyStepPlan(ctx context.Context, tx pgx.Tx, parent *Op, in s
 		c.To = protocol.StatusNeedsReview
 	default:
 		c.To = protocol.StatusFailed
-		body["code"], body["message"], body["failed_step"] = "step_failed", p.Why, p.FailedStep
+		body["code"], body["message"], body["failed_step"] = "step_failed", p.Why, cmp.Or(p.FailedStep, in.FailedStep)
 		c.Error, err = json.Marshal(body)
 	}
 	if err != nil {

@@ -398,6 +398,9 @@ func checkToolSchema(t *Tool, f toolFormat, bad badFunc) error {
 	if t.schema, err = compileSchema(t.Name, raw); err != nil {
 		return bad("input_schema", err.Error())
 	}
+	if f.Steps != nil {
+		return nil // a tool with steps has no path
+	}
 	if msg := checkPath(f.Path); msg != "" {
 		return bad("path", msg)
 	}
