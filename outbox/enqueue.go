@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -45,6 +46,9 @@ type EnqueueParams struct {
 	// EnqueueResult.Matched set, and records the match, instead of a *KeyConflictError.
 	// A caller with a key of its own leaves it false.
 	ByIdentity bool
+	// step marks the call of a composite op's step (the step runner's): only it may use
+	// a key beginning with StepKeyPrefix.
+	step bool
 }
 
 // EnqueueResult says what Enqueue did.
@@ -237,6 +241,9 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 		var err error
 		if key, err = protocol.NormalizeKey(params.Key); err != nil {
 			return nil, err
+		}
+		if strings.HasPrefix(key, StepKeyPrefix) && !params.step {
+			return nil, &protocol.KeyError{Rule: "reserved", Detail: fmt.Sprintf("begins with %q, which oncebox keeps for the steps of composite tools", StepKeyPrefix)}
 		}
 	}
 	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
@@ -468,6 +475,9 @@ func liveJobStates() []rivertype.JobState {
 // insertJobTx inserts the op's dispatch job unless the op has a live one already;
 // River then skips the insert as a duplicate, and the live job dispatches the op.
 func (ob *Outbox) insertJobTx(ctx context.Context, tx pgx.Tx, op *Op) error {
+	if op.Vendor == StepsVendor {
+		return ob.insertStepsJobTx(ctx, tx, op)
+	}
 	_, err := ob.river.InsertTx(ctx, tx, DispatchArgs{OpID: op.ID, Vendor: op.Vendor}, &river.InsertOpts{
 		Queue:       QueueName(op.Vendor),
 		MaxAttempts: ob.cfg.riverMaxAttempts(),

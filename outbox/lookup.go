@@ -23,6 +23,9 @@ func (ob *Outbox) Get(ctx context.Context, tenantID int64, key string) (*Op, err
 		}
 		return nil, fmt.Errorf("outbox: get op: %w", err)
 	}
+	if op.Steps, err = ob.StepsOf(ctx, op); err != nil {
+		return nil, err
+	}
 	return ob.expireIfDue(ctx, op)
 }
 

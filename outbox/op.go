@@ -41,6 +41,9 @@ type Op struct {
 	// Connect account ("acct_…"), or KeyRefPrefix and the fingerprint of the tenant's
 	// own key. Every dispatch and lookup of the op uses it, whatever the settings become.
 	VendorAccount string
+	// Steps are a composite op's steps and their ops (docs/steps.md), as Get reads
+	// them; nil for any other op.
+	Steps []protocol.StepRef
 
 	// actingTrace is the traceparent of the span acting on the op (a dispatch attempt's).
 	actingTrace string
@@ -54,7 +57,7 @@ func (op *Op) Wire() protocol.Op {
 		ID: op.ID, Key: op.Key, Tool: op.Tool, Status: string(op.Status), Fingerprint: op.Fingerprint.String(),
 		Attempts: op.Attempts, VendorRef: op.VendorRef, Result: op.Result, Error: op.Error,
 		ConversationID: op.ConversationID, ToolCallID: op.ToolCallID,
-		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(),
+		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(), ExpiresAt: op.ExpiresAt.UTC(), Steps: op.Steps,
 	}
 }
 

@@ -397,6 +397,9 @@ func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 	if err := river.AddWorkerSafely(workers, &dispatchWorker{ob: ob}); err != nil {
 		return nil, fmt.Errorf("outbox: register dispatch worker: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &stepsWorker{ob: ob}); err != nil {
+		return nil, fmt.Errorf("outbox: register steps worker: %w", err)
+	}
 	if err := ob.sweeper.register(workers, c); err != nil {
 		return nil, err
 	}
@@ -452,6 +455,7 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 		for name, q := range c.Queues {
 			rc.Queues[QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
 		}
+		rc.Queues[StepsQueue] = river.QueueConfig{MaxWorkers: 10}
 	}
 	rc.Queues[MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
 	if c.Notify != nil {

@@ -308,7 +308,7 @@ SELECT o.id::text, o.vendor, coalesce(j.state::text, ''), coalesce(j.attempt, 0)
 FROM (SELECT id, vendor, updated_at, heard_job_id, heard_job_attempt FROM oncebox_op WHERE status = 'pending' AND updated_at < $1
 	ORDER BY updated_at LIMIT $2) o
 LEFT JOIN LATERAL (SELECT j.id, j.state, j.attempt, j.errors FROM river_job j
-	WHERE j.kind = 'oncebox.dispatch' AND j.args @> jsonb_build_object('op_id', o.id::text)
+	WHERE j.kind IN ('oncebox.dispatch', 'oncebox.steps') AND j.args @> jsonb_build_object('op_id', o.id::text)
 	ORDER BY j.id DESC LIMIT 1) j ON true
 WHERE j.state IS NULL OR j.state NOT IN ('available', 'pending', 'scheduled', 'running', 'retryable')
 ORDER BY o.updated_at`
@@ -397,3 +397,20 @@ const (
 	sqlTenantOfAccount = `SELECT tenant_id FROM oncebox_tenant_vendor WHERE vendor = $1 AND account = $2 ORDER BY tenant_id LIMIT 1`
 	sqlVendorKey       = `SELECT sealed FROM oncebox_tenant_vendor_key WHERE tenant_id = $1 AND vendor = $2 AND fingerprint = $3`
 )
+// sqlParentForUpdate reads and locks a composite op with the steps stored with it.
+var sqlParentForUpdate = `SELECT ` + opColumns + `, tool_definition FROM oncebox_op WHERE id = $1 FOR UPDATE`
+
+// sqlParentSteps reads the steps stored with a composite op and its run's state.
+const sqlParentSteps = `SELECT o.tool_definition, coalesce(r.state, ''), coalesce(r.failed_step, '')
+FROM oncebox_op o LEFT JOIN oncebox_step_run r ON r.op_id = o.id WHERE o.id = $1`
+
+// sqlStepRunInsert starts a composite op's run, unless it has one.
+const sqlStepRunInsert = `INSERT INTO oncebox_step_run (op_id) VALUES ($1) ON CONFLICT (op_id) DO NOTHING`
+
+// sqlStepRunLock reads and locks a composite op's run.
+const sqlStepRunLock = `SELECT state, coalesce(failed_step, '') FROM oncebox_step_run WHERE op_id = $1 FOR UPDATE`
+
+// sqlStepOps reads the ops of a composite op's steps: the tenant's ops whose key begins
+// with the parent's step prefix ($2, which holds no LIKE wildcard but '_', escaped).
+const sqlStepOps = `SELECT id::text, idempotency_key, status, coalesce(vendor_ref, ''), result FROM oncebox_op
+WHERE tenant_id = $1 AND idempotency_key LIKE replace($2, '_', '\_') || '%'`

@@ -81,6 +81,11 @@ type Tool struct {
 	// enqueueing it is refused with the same *UnknownToolError as a name no tool has,
 	// which does not list it. Defaults to 0: every tenant may call it.
 	Tenant int64
+	// Steps, when set, makes the tool a composite one (docs/steps.md): its Vendor must be
+	// StepsVendor, and an op of it runs each step as an op of its own, under a key
+	// derived from the op's id (StepKey). The steps are stored with each op as its
+	// Definition, so an op runs the steps it was accepted with. Defaults to none.
+	Steps []Step
 }
 
 // ObjectArg names a top-level argument of a tool that names an existing object at the
@@ -144,6 +149,9 @@ func (r *Registry) Replace(tools ...Tool) error {
 		}
 		if err := checkObjects(t.Objects); err != nil {
 			return fmt.Errorf("tool %q: Objects %w", t.Name, err)
+		}
+		if err := checkComposite(&t); err != nil {
+			return fmt.Errorf("tool %q: %w", t.Name, err)
 		}
 		if t.TTL <= 0 {
 			t.TTL = DefaultTTL
@@ -241,5 +249,24 @@ func checkObjects(objects []ObjectArg) error {
 		}
 		seen[o.Arg] = true
 	}
+	return nil
+}
+
+// checkComposite checks a composite tool's steps and stores them as its Definition.
+func checkComposite(t *Tool) error {
+	if (len(t.Steps) > 0) != (t.Vendor == StepsVendor) {
+		return fmt.Errorf("a tool with Steps has the Vendor %q, and only such a tool", StepsVendor)
+	}
+	if len(t.Steps) == 0 {
+		return nil
+	}
+	if err := CheckSteps(t.Steps); err != nil {
+		return fmt.Errorf("Steps: %w", err)
+	}
+	def, err := json.Marshal(t.Steps)
+	if err != nil {
+		return err
+	}
+	t.Definition = def
 	return nil
 }

@@ -39,4 +39,19 @@ type Op struct {
 	// Why says in one sentence why the op waits for a person, while it awaits
 	// approval; empty otherwise.
 	Why string `json:"why,omitempty"`
+	// Steps lists the ops of a composite op's steps (docs/steps.md), in order, then its
+	// compensations; empty for any other op.
+	Steps []StepRef `json:"steps,omitempty"`
+}
+
+// StepRef is one step of a composite op and its op.
+type StepRef struct {
+	// Name is the step's name; a compensation's is "undo.<step>".
+	Name string `json:"name"`
+	// Key is the step op's idempotency key, derived from the parent's op id.
+	Key string `json:"key"`
+	// OpID and Status are the step's op's, once it has one ("" before; Status
+	// "not_run" then).
+	OpID   string `json:"op_id,omitempty"`
+	Status string `json:"status"`
 }

@@ -100,10 +100,15 @@ func renderOp(op *outbox.Op, h *outbox.History, why string) ([]byte, error) {
 // terminal answer is byte for byte the stored one.
 func appendOp(out []byte, op protocol.Op) ([]byte, error) {
 	v := reflect.ValueOf(op)
-	for i, m := range opMembers {
-		if i > 0 {
+	first := true
+	for _, m := range opMembers {
+		if m.name == "steps" && len(op.Steps) == 0 {
+			continue // a composite op's only (docs/steps.md)
+		}
+		if !first {
 			out = append(out, ',')
 		}
+		first = false
 		out = append(append(append(out, '"'), m.name...), '"', ':')
 		field := v.Field(m.index).Interface()
 		if m.stored {

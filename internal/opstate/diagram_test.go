@@ -68,3 +68,39 @@ func TestDiagramMatchesTable(t *testing.T) {
 	require.Equal(t, want, doc[start:end],
 		"the state diagram of docs/reliability.md differs from the transition table: go test ./internal/opstate -run Diagram -update")
 }
+
+const (
+	stepDiagramPath = "../../docs/steps.md"
+	stepDiagramOpen = "<!-- step diagram: generated from internal/opstate's step table; go test ./internal/opstate -run Diagram -update -->"
+)
+
+// stepDiagram renders the step run's table as a Mermaid state diagram.
+func stepDiagram() string {
+	var b strings.Builder
+	b.WriteString("```mermaid\nstateDiagram-v2\n")
+	fmt.Fprintf(&b, "    [*] --> %s\n", StepInitial)
+	for _, t := range stepTransitions {
+		fmt.Fprintf(&b, "    %s --> %s: %s, %s\n", t.From, t.To, t.By, t.Why)
+	}
+	b.WriteString("```\n")
+	return b.String()
+}
+
+// TestStepDiagramMatchesTable fails when the diagram of docs/steps.md is not the one
+// the step table generates (run it with -update to rewrite it).
+func TestStepDiagramMatchesTable(t *testing.T) {
+	raw, err := os.ReadFile(stepDiagramPath)
+	require.NoError(t, err)
+	doc := string(raw)
+	start := strings.Index(doc, stepDiagramOpen)
+	end := strings.Index(doc, diagramEnd)
+	require.True(t, start >= 0 && end > start, "docs/steps.md has no step diagram between %q and %q", stepDiagramOpen, diagramEnd)
+	start += len(stepDiagramOpen) + 1
+	want := stepDiagram()
+	if *update {
+		require.NoError(t, os.WriteFile(stepDiagramPath, []byte(doc[:start]+want+doc[end:]), 0o644))
+		return
+	}
+	require.Equal(t, want, doc[start:end],
+		"the step diagram of docs/steps.md differs from the step table: go test ./internal/opstate -run Diagram -update")
+}

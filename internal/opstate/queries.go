@@ -319,3 +319,10 @@ ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
 		generation = greatest(oncebox_tombstone.generation, EXCLUDED.generation)`
 
 const sqlPurgeTombstones = `DELETE FROM oncebox_tombstone WHERE purge_after < now()`
+
+// sqlStepRunSet moves a composite op's step run from $2 to $3, with the failed step $4
+// (kept when empty; cleared back in running).
+const sqlStepRunSet = `
+UPDATE oncebox_step_run SET state = $3,
+	failed_step = CASE WHEN $3 = 'running' THEN NULL ELSE coalesce(nullif($4, ''), failed_step) END, updated_at = now()
+WHERE op_id = $1 AND state = $2`

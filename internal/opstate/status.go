@@ -30,6 +30,9 @@ const (
 	// Expiry rejects an op that awaited approval past its expiry: a read of the op, its
 	// replay or the periodic sweep, whichever comes first.
 	Expiry Actor = "expiry"
+	// Steps is the step runner of a composite op (a catalog tool with steps): it settles
+	// the parent op once its steps' ops have settled (docs/steps.md).
+	Steps Actor = "steps"
 )
 
 // Action is what a person does to an op: the transition table gives a person's

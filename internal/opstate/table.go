@@ -75,6 +75,12 @@ var transitions = []Transition{
 	{protocol.StatusUnknown, protocol.StatusFailed, Person, "resolved, it did not happen", Resolve},
 	{protocol.StatusUnknown, protocol.StatusPending, Person, "released for resend", Release},
 
+	// A composite op (docs/steps.md) is never dispatched: it stays pending while its
+	// steps run, and the step runner settles it from its steps' ops.
+	{protocol.StatusPending, protocol.StatusSucceeded, Steps, "composite op, every step done", ""},
+	{protocol.StatusPending, protocol.StatusFailed, Steps, "composite op, a step failed (compensated, or nothing to undo)", ""},
+	{protocol.StatusPending, protocol.StatusNeedsReview, Steps, "composite op, a step or a compensation needs a person", ""},
+
 	{protocol.StatusSucceeded, Purged, Purge, "TTL over", ""},
 	{protocol.StatusFailed, Purged, Purge, "TTL over", ""},
 	{protocol.StatusRejected, Purged, Purge, "TTL over", ""},

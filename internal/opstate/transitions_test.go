@@ -241,7 +241,7 @@ func TestEveryOtherTransitionIsRefused(t *testing.T) {
 	e := newWalkEnv(t)
 	ctx := context.Background()
 	statuses := append(Statuses(), Purged)
-	actors := []Actor{Worker, Reconciler, Person, Purge, Expiry}
+	actors := []Actor{Worker, Reconciler, Person, Purge, Expiry, Steps}
 	refused := 0
 	for _, from := range Statuses() {
 		id, token := e.seedOp(t, from)

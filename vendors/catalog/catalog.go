@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/governance"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 )
@@ -119,6 +120,9 @@ type Tool struct {
 	// a tenant's tool.
 	Tenant   string
 	TenantID int64
+	// Steps, for a composite tool (steps: in the file; docs/steps.md), are the tools
+	// it calls, in order; its Class is ClassWrite and it has no target.
+	Steps []outbox.Step
 	// Version identifies this definition: a hash of everything that decides how an
 	// op of the tool is validated and sent (class, schema, target, method, path). An
 	// op keeps the version it was accepted under (see Definition).
@@ -170,6 +174,7 @@ type toolFormat struct {
 	Identity     []string        `yaml:"identity"`
 	Owned        []string        `yaml:"owned"`
 	Approval     *approvalFormat `yaml:"approval"`
+	Steps        []stepFormat    `yaml:"steps"`
 }
 
 type approvalFormat struct {
@@ -264,6 +269,9 @@ func Parse(file string, data []byte, getenv func(string) string) (*Catalog, erro
 		}
 		c.Tools[name] = t
 	}
+	if err := c.checkNoNesting(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -314,6 +322,9 @@ func (c *Catalog) checkTool(name string, f toolFormat) (*Tool, error) {
 	}
 	if strings.HasPrefix(name, "stripe.") || strings.HasPrefix(name, "sendgrid.") || strings.HasPrefix(name, "webhook.") {
 		return nil, bad("", `the prefixes "stripe.", "sendgrid." and "webhook." belong to the built-in tools`)
+	}
+	if f.Steps != nil {
+		return c.checkComposite(name, f, bad)
 	}
 	t := &Tool{Name: name, Description: strings.TrimSpace(f.Description), Class: f.Class, Target: f.Target,
 		Method: strings.ToUpper(f.Method), Path: f.Path}
@@ -386,6 +397,9 @@ func checkToolSchema(t *Tool, f toolFormat, bad badFunc) error {
 	t.InputSchema = raw
 	if t.schema, err = compileSchema(t.Name, raw); err != nil {
 		return bad("input_schema", err.Error())
+	}
+	if f.Steps != nil {
+		return nil // a tool with steps has no path
 	}
 	if msg := checkPath(f.Path); msg != "" {
 		return bad("path", msg)
@@ -577,7 +591,8 @@ func version(t *Tool) string {
 	b, _ := json.Marshal(struct {
 		Class, Target, Method, Path string
 		Schema                      json.RawMessage
-	}{t.Class, t.Target, t.Method, t.Path, t.InputSchema})
+		Steps                       []outbox.Step `json:",omitempty"`
+	}{t.Class, t.Target, t.Method, t.Path, t.InputSchema, t.Steps})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:6])
 }

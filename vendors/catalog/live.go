@@ -115,7 +115,7 @@ func (l *Live) Swap(next *Runtime) error {
 	cur := l.Current()
 	for _, name := range next.cat.Names() {
 		t := next.cat.Tools[name]
-		if t.Class != ClassRead && !l.queued[t.Target] {
+		if t.Class != ClassRead && len(t.Steps) == 0 && !l.queued[t.Target] {
 			return &Error{File: next.cat.fileOf(t.Tenant), Kind: "tool", Name: name, Field: "target",
 				Message: fmt.Sprintf("target %q had no write or unsafe tool when oncebox started, so it has no dispatch queue: restart oncebox to add it", t.Target)}
 		}

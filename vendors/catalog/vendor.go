@@ -136,6 +136,9 @@ func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
 		}
 		ot := outbox.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL,
 			Definition: t.definitionJSON(), Identity: t.Identity, Tenant: t.TenantID}
+		if len(t.Steps) > 0 {
+			ot.Vendor, ot.Steps, ot.Definition = outbox.StepsVendor, t.Steps, nil
+		}
 		for _, o := range t.Owned {
 			ot.Objects = append(ot.Objects, outbox.ObjectArg{Arg: o})
 		}
@@ -191,7 +194,7 @@ func (r *Runtime) vendors(current func() *Runtime) []outbox.Vendor {
 func (r *Runtime) usedTargets() map[string]bool {
 	used := map[string]bool{}
 	for _, t := range r.cat.Tools {
-		if t.Class != ClassRead {
+		if t.Class != ClassRead && len(t.Steps) == 0 {
 			used[t.Target] = true
 		}
 	}

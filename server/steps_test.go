@@ -1,0 +1,223 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+)
+
+// checkoutCatalog is a composite shop.checkout (charge, receipt mail, webhook) over
+// three fake targets, the charge compensated by a refund.
+func checkoutCatalog(pay, mail, hooks string) string {
+	return `
+targets:
+  pay: {base_url: ` + pay + `, lookup_path: /_lookup}
+  mail: {base_url: ` + mail + `, lookup_path: /_lookup}
+  hooks: {base_url: ` + hooks + `, lookup_path: /_lookup}
+tools:
+  pay.charge:
+    description: Charge a card.
+    class: write
+    target: pay
+    path: /charges
+    input_schema: {type: object, properties: {amount: {type: integer}, customer: {type: string}}, required: [amount, customer]}
+  pay.refund:
+    description: Refund a charge.
+    class: write
+    target: pay
+    path: /refunds
+    input_schema: {type: object, properties: {charge: {type: string}}, required: [charge]}
+  mail.receipt:
+    description: Mail a receipt.
+    class: write
+    target: mail
+    path: /mails
+    input_schema: {type: object, properties: {to: {type: string}, charge: {type: string}}, required: [to]}
+  hooks.order_paid:
+    description: Tell the shop an order is paid.
+    class: write
+    target: hooks
+    path: /events
+    input_schema: {type: object, properties: {order: {type: string}}, required: [order]}
+  shop.checkout:
+    description: Check an order out.
+    input_schema:
+      type: object
+      properties: {order: {type: string}, amount: {type: integer}, customer: {type: string}, email: {type: string}}
+      required: [order, amount, customer]
+    steps:
+      - name: charge
+        tool: pay.charge
+        args: {amount: {$from: /call/amount}, customer: {$from: /call/customer}}
+        compensate:
+          tool: pay.refund
+          args: {charge: {$from: /steps/charge/vendor_ref}}
+      - name: receipt
+        tool: mail.receipt
+        when: /call/email
+        args: {to: {$from: /call/email}, charge: {$from: /steps/charge/vendor_ref}}
+      - name: notify
+        tool: hooks.order_paid
+        args: {order: {$from: /call/order}}
+`
+}
+
+type checkoutEnv struct {
+	base, token     string
+	pay, mail, hook *fakewebhook.Server
+}
+
+func checkoutServer(t *testing.T) checkoutEnv {
+	t.Helper()
+	e := checkoutEnv{pay: fakewebhook.New(fakewebhook.Config{}), mail: fakewebhook.New(fakewebhook.Config{}),
+		hook: fakewebhook.New(fakewebhook.Config{})}
+	var urls []string
+	for _, f := range []*fakewebhook.Server{e.pay, e.mail, e.hook} {
+		s := httptest.NewServer(f)
+		t.Cleanup(s.Close)
+		urls = append(urls, s.URL)
+	}
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ToolsFile = writeCatalog(t, checkoutCatalog(urls[0], urls[1], urls[2]))
+	cfg.ReconcileInterval = time.Second
+	cfg.WebhookTimeout = 2 * time.Second
+	cfg.WebhookLookupLag = 3 * time.Second
+	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
+	_, e.base = runServer(t, context.Background(), cfg)
+	var err error
+	_, e.token, err = tenant.NewStore(pool).Create(context.Background(), "acme")
+	require.NoError(t, err)
+	return e
+}
+
+// settle polls the parent op under key until it is settled.
+func (e checkoutEnv) settle(t *testing.T, key string) protocol.Op {
+	t.Helper()
+	var op protocol.Op
+	require.Eventually(t, func() bool {
+		status, body := getJSON(t, e.base, e.token, "/v1/ops/"+key)
+		require.Equal(t, http.StatusOK, status, body)
+		require.NoError(t, json.Unmarshal([]byte(body), &op))
+		return protocol.Status(op.Status).Settled()
+	}, 30*time.Second, 100*time.Millisecond)
+	return op
+}
+
+func getJSON(t *testing.T, base, token, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var b json.RawMessage
+	_ = json.NewDecoder(resp.Body).Decode(&b)
+	return resp.StatusCode, string(b)
+}
+
+const checkoutCall = `{"tool":"shop.checkout","args":{"order":"o-1","amount":1200,"customer":"cus_1","email":"a@example.com"}}`
+
+// TestStepsCheckoutEachSideEffectOnce: a checkout posted twice, then again while it
+// runs, makes one charge, one mail and one webhook; the parent succeeds with its
+// steps' ops listed, the receipt built from the charge's vendor ref; the same key with
+// another payload is 422 and makes nothing.
+func TestStepsCheckoutEachSideEffectOnce(t *testing.T) {
+	t.Parallel()
+	e := checkoutServer(t)
+	for range 3 {
+		status, body := postJSON(t, e.base, e.token, "/v1/ops", "checkout-1", checkoutCall)
+		require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, status, body)
+	}
+	op := e.settle(t, "checkout-1")
+	require.Equal(t, "succeeded", op.Status, op)
+	require.Len(t, op.Steps, 3)
+	for _, s := range op.Steps {
+		require.Equal(t, "succeeded", s.Status, s)
+		require.Equal(t, "~step/"+op.ID+"/"+s.Name, s.Key)
+	}
+	status, body := postJSON(t, e.base, e.token, "/v1/ops", "checkout-1", checkoutCall)
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = postJSON(t, e.base, e.token, "/v1/ops", "checkout-1",
+		`{"tool":"shop.checkout","args":{"order":"o-1","amount":9900,"customer":"cus_1"}}`)
+	require.Equal(t, http.StatusUnprocessableEntity, status, body)
+	time.Sleep(time.Second)
+	require.Equal(t, 1, e.pay.EffectCount())
+	require.Equal(t, 1, e.mail.EffectCount())
+	require.Equal(t, 1, e.hook.EffectCount())
+	var mail struct{ Charge string }
+	require.NoError(t, json.Unmarshal(e.mail.Effects()[0].Body, &mail))
+	require.Equal(t, e.pay.Effects()[0].ID, mail.Charge, "the receipt names the charge's vendor ref")
+}
+
+// TestStepsRefusedStepIsCompensatedOnce: the mail target refuses the receipt (a 4xx):
+// the charge is refunded once, the webhook never sent, the parent failed with state
+// compensated and its steps listed with the refund.
+func TestStepsRefusedStepIsCompensatedOnce(t *testing.T) {
+	t.Parallel()
+	e := checkoutServer(t)
+	e.mail.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 422})
+	status, body := postJSON(t, e.base, e.token, "/v1/ops", "checkout-2", checkoutCall)
+	require.Equal(t, http.StatusAccepted, status, body)
+	op := e.settle(t, "checkout-2")
+	require.Equal(t, "failed", op.Status, op)
+	var failure struct {
+		FailedStep string `json:"failed_step"`
+	}
+	require.NoError(t, json.Unmarshal(op.Error, &failure))
+	require.Equal(t, "receipt", failure.FailedStep)
+	require.JSONEq(t, `"compensated"`, string(mustField(t, op.Error, "state")))
+	names := []string{}
+	for _, s := range op.Steps {
+		names = append(names, s.Name+"="+s.Status)
+	}
+	require.Equal(t, []string{"charge=succeeded", "receipt=failed", "notify=not_run", "undo.charge=succeeded"}, names)
+	time.Sleep(time.Second)
+	effects := e.pay.Effects()
+	require.Len(t, effects, 2, "one charge, one refund")
+	require.Equal(t, "/refunds", effects[1].Path)
+	require.JSONEq(t, `{"charge":"`+effects[0].ID+`"}`, string(effects[1].Body))
+	require.Zero(t, e.hook.EffectCount())
+}
+
+// TestStepsUnknownStepFoundByReconciler: the webhook's answer is lost after it acted;
+// the reconciler finds it through the lookup path, and the parent succeeds with one
+// webhook.
+func TestStepsUnknownStepFoundByReconciler(t *testing.T) {
+	t.Parallel()
+	e := checkoutServer(t)
+	e.hook.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
+	status, body := postJSON(t, e.base, e.token, "/v1/ops", "checkout-3", checkoutCall)
+	require.Equal(t, http.StatusAccepted, status, body)
+	op := e.settle(t, "checkout-3")
+	require.Equal(t, "succeeded", op.Status, op)
+	require.Equal(t, 1, e.hook.EffectCount())
+	require.Equal(t, 1, e.pay.EffectCount())
+}
+
+// TestStepsReservedKeyRefused: a caller's key may not forge a step's.
+func TestStepsReservedKeyRefused(t *testing.T) {
+	t.Parallel()
+	e := checkoutServer(t)
+	status, body := postJSON(t, e.base, e.token, "/v1/ops", "~step/x/charge", `{"tool":"pay.charge","args":{"amount":1,"customer":"c"}}`)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	require.Zero(t, e.pay.EffectCount())
+}
+
+func mustField(t *testing.T, doc json.RawMessage, name string) json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(doc, &m))
+	return m[name]
+}
