@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,9 +77,16 @@ tools:
 type checkoutEnv struct {
 	base, token     string
 	pay, mail, hook *fakewebhook.Server
+	tenants         *tenant.Store
 }
 
 func checkoutServer(t *testing.T) checkoutEnv {
+	t.Helper()
+	return checkoutServerOf(t, func(c string) string { return c })
+}
+
+// checkoutServerOf is checkoutServer on the catalog edit makes of checkoutCatalog.
+func checkoutServerOf(t *testing.T, edit func(string) string) checkoutEnv {
 	t.Helper()
 	e := checkoutEnv{pay: fakewebhook.New(fakewebhook.Config{}), mail: fakewebhook.New(fakewebhook.Config{}),
 		hook: fakewebhook.New(fakewebhook.Config{})}
@@ -89,14 +98,15 @@ func checkoutServer(t *testing.T) checkoutEnv {
 	}
 	cfg, pool := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
-	cfg.ToolsFile = writeCatalog(t, checkoutCatalog(urls[0], urls[1], urls[2]))
+	cfg.ToolsFile = writeCatalog(t, edit(checkoutCatalog(urls[0], urls[1], urls[2])))
 	cfg.ReconcileInterval = time.Second
 	cfg.WebhookTimeout = 2 * time.Second
 	cfg.WebhookLookupLag = 3 * time.Second
 	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
 	_, e.base = runServer(t, context.Background(), cfg)
 	var err error
-	_, e.token, err = tenant.NewStore(pool).Create(context.Background(), "acme")
+	e.tenants = tenant.NewStore(pool)
+	_, e.token, err = e.tenants.Create(context.Background(), "acme")
 	require.NoError(t, err)
 	return e
 }
@@ -220,4 +230,48 @@ func mustField(t *testing.T, doc json.RawMessage, name string) json.RawMessage {
 	var m map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(doc, &m))
 	return m[name]
+}
+
+// TestStepsRejectedApprovalIsCompensatedOnce: the receipt needs an approval, and an
+// approver rejects it while the run waits: the charge is refunded once, no mail and no
+// webhook are sent, and the parent failed with state compensated; a second rejection
+// changes nothing.
+func TestStepsRejectedApprovalIsCompensatedOnce(t *testing.T) {
+	t.Parallel()
+	e := checkoutServerOf(t, func(c string) string {
+		return strings.Replace(c, "    target: mail\n", "    target: mail\n    approval: {mode: always}\n", 1)
+	})
+	approver, err := e.tenants.NewTokenWithRole(context.Background(), "acme", tenant.RoleApprover)
+	require.NoError(t, err)
+	status, body := postJSON(t, e.base, e.token, "/v1/ops", "checkout-4", checkoutCall)
+	require.Equal(t, http.StatusAccepted, status, body)
+	var parent protocol.Op
+	require.NoError(t, json.Unmarshal([]byte(body), &parent))
+	receipt := "/v1/ops/" + url.PathEscape("~step/"+parent.ID+"/receipt")
+	require.Eventually(t, func() bool {
+		status, body := getJSON(t, e.base, e.token, receipt)
+		return status == http.StatusOK && strings.Contains(body, `"status":"awaiting_approval"`)
+	}, 20*time.Second, 100*time.Millisecond, "the receipt's op waits for approval")
+	require.Equal(t, 1, e.pay.EffectCount(), "the charge was made before the receipt")
+	status, body = postJSON(t, e.base, approver, receipt+"/reject", "", `{"reason":"wrong address"}`)
+	require.Equal(t, http.StatusOK, status, body)
+
+	op := e.settle(t, "checkout-4")
+	require.Equal(t, "failed", op.Status, op)
+	require.JSONEq(t, `"compensated"`, string(mustField(t, op.Error, "state")))
+	require.JSONEq(t, `"receipt"`, string(mustField(t, op.Error, "failed_step")))
+	names := []string{}
+	for _, s := range op.Steps {
+		names = append(names, s.Name+"="+s.Status)
+	}
+	require.Equal(t, []string{"charge=succeeded", "receipt=rejected", "notify=not_run", "undo.charge=succeeded"}, names)
+	status, body = postJSON(t, e.base, approver, receipt+"/reject", "", `{"reason":"again"}`)
+	require.Less(t, status, 500, body)
+	time.Sleep(time.Second)
+	effects := e.pay.Effects()
+	require.Len(t, effects, 2, "one charge, one refund")
+	require.Equal(t, "/refunds", effects[1].Path)
+	require.JSONEq(t, `{"charge":"`+effects[0].ID+`"}`, string(effects[1].Body))
+	require.Zero(t, e.mail.EffectCount())
+	require.Zero(t, e.hook.EffectCount())
 }
