@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
@@ -274,4 +275,48 @@ func TestStepsRejectedApprovalIsCompensatedOnce(t *testing.T) {
 	require.JSONEq(t, `{"charge":"`+effects[0].ID+`"}`, string(effects[1].Body))
 	require.Zero(t, e.mail.EffectCount())
 	require.Zero(t, e.hook.EffectCount())
+}
+
+// TestStepsCheckoutOverMCP: an SDK client's tools/list shows the composite tool as a
+// write tool whose description names its steps in order; called twice with the same
+// arguments, it makes one charge, one mail and one webhook, and the second call is
+// answered as a replay of the succeeded op, its result listing the steps.
+func TestStepsCheckoutOverMCP(t *testing.T) {
+	t.Parallel()
+	e := checkoutServer(t)
+	ctx := context.Background()
+	cs := mcpSession(t, e.base, e.token)
+	list, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var tool *mcp.Tool
+	for _, x := range list.Tools {
+		if x.Name == "shop_checkout" {
+			tool = x
+		}
+	}
+	require.NotNil(t, tool, "tools: %v", list.Tools)
+	require.Equal(t, "shop.checkout", tool.Annotations.Title)
+	require.False(t, tool.Annotations.ReadOnlyHint)
+	require.True(t, strings.HasPrefix(tool.Description, "Check an order out. Steps, each done once, in order: charge (pay.charge), then "+
+		"receipt (mail.receipt), then notify (hooks.order_paid)."), tool.Description)
+
+	args := map[string]any{"order": "o-9", "amount": 700, "customer": "cus_9", "email": "b@example.com"}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_checkout", Arguments: args})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	require.Eventually(t, func() bool {
+		return e.pay.EffectCount() == 1 && e.mail.EffectCount() == 1 && e.hook.EffectCount() == 1
+	}, 30*time.Second, 100*time.Millisecond)
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_checkout", Arguments: args})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	answer, ok := res.StructuredContent.(map[string]any)
+	require.True(t, ok, "%+v", res)
+	require.Equal(t, true, answer["replayed"], answer)
+	require.Equal(t, "succeeded", answer["status"], answer)
+	require.Len(t, answer["result"].(map[string]any)["steps"], 3, "the settled result lists the steps")
+	time.Sleep(time.Second)
+	require.Equal(t, 1, e.pay.EffectCount())
+	require.Equal(t, 1, e.mail.EffectCount())
+	require.Equal(t, 1, e.hook.EffectCount())
 }
