@@ -399,6 +399,7 @@ const (
 	sqlTenantOfAccount = `SELECT tenant_id FROM oncebox_tenant_vendor WHERE vendor = $1 AND account = $2 ORDER BY tenant_id LIMIT 1`
 	sqlVendorKey       = `SELECT sealed FROM oncebox_tenant_vendor_key WHERE tenant_id = $1 AND vendor = $2 AND fingerprint = $3`
 )
+
 // sqlParentForUpdate reads and locks a composite op with the steps stored with it.
 var sqlParentForUpdate = `SELECT ` + opColumns + `, tool_definition FROM oncebox_op WHERE id = $1 FOR UPDATE`
 
