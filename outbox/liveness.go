@@ -166,7 +166,8 @@ func (l *liveness) ping(ctx context.Context, conn *pgx.Conn) bool {
 	return true
 }
 
-// takeOver makes the running dispatch jobs of gone processes available (sqlTakeOver).
+// takeOver makes the running dispatch and step runner jobs of gone processes available
+// (sqlTakeOver).
 func (l *liveness) takeOver(ctx context.Context, log *slog.Logger) {
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

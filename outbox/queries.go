@@ -123,8 +123,10 @@ func processGoneSQL(worker, since string) string {
 // connection; false when another session holds it.
 var sqlLivenessLock = `SELECT pg_try_advisory_lock(` + livenessKeySQL("$1::text") + `)`
 
-// sqlTakeOver makes the running dispatch jobs of provably gone processes available at
-// once, as River's rescuer would after RescueStuckJobsAfter: the job's next run finds
+// sqlTakeOver makes the running dispatch and step runner jobs of provably gone processes
+// available at once, as River's rescuer would after RescueStuckJobsAfter (a step runner's
+// job does its work in one transaction, which died with its process, so its next run only
+// looks at the steps again): a dispatch job's next run finds
 // its op as the dead run left it and takes the locking path (a resend under the same
 // key inside the vendor's window, or the reconciler). A job at its last River attempt is
 // left to River's rescuer, which discards it, and a process never takes over its own
@@ -133,7 +135,7 @@ var sqlLivenessLock = `SELECT pg_try_advisory_lock(` + livenessKeySQL("$1::text"
 var sqlTakeOver = `
 WITH dead AS (
 	SELECT j.id FROM river_job j
-	WHERE j.state = 'running' AND j.kind = 'oncebox.dispatch' AND j.attempt < j.max_attempts
+	WHERE j.state = 'running' AND j.kind IN ('oncebox.dispatch', 'oncebox.steps') AND j.attempt < j.max_attempts
 		AND j.attempted_by[cardinality(j.attempted_by)] LIKE '` + LiveClientPrefix + `%'
 		AND j.attempted_by[cardinality(j.attempted_by)] <> $1
 		AND ` + processGoneSQL("j.attempted_by[cardinality(j.attempted_by)]", "j.attempted_at") + `
@@ -397,6 +399,7 @@ const (
 	sqlTenantOfAccount = `SELECT tenant_id FROM oncebox_tenant_vendor WHERE vendor = $1 AND account = $2 ORDER BY tenant_id LIMIT 1`
 	sqlVendorKey       = `SELECT sealed FROM oncebox_tenant_vendor_key WHERE tenant_id = $1 AND vendor = $2 AND fingerprint = $3`
 )
+
 // sqlParentForUpdate reads and locks a composite op with the steps stored with it.
 var sqlParentForUpdate = `SELECT ` + opColumns + `, tool_definition FROM oncebox_op WHERE id = $1 FOR UPDATE`
 

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
@@ -75,9 +78,16 @@ tools:
 type checkoutEnv struct {
 	base, token     string
 	pay, mail, hook *fakewebhook.Server
+	tenants         *tenant.Store
 }
 
 func checkoutServer(t *testing.T) checkoutEnv {
+	t.Helper()
+	return checkoutServerOf(t, func(c string) string { return c })
+}
+
+// checkoutServerOf is checkoutServer on the catalog edit makes of checkoutCatalog.
+func checkoutServerOf(t *testing.T, edit func(string) string) checkoutEnv {
 	t.Helper()
 	e := checkoutEnv{pay: fakewebhook.New(fakewebhook.Config{}), mail: fakewebhook.New(fakewebhook.Config{}),
 		hook: fakewebhook.New(fakewebhook.Config{})}
@@ -89,14 +99,15 @@ func checkoutServer(t *testing.T) checkoutEnv {
 	}
 	cfg, pool := newConfig(t)
 	cfg.Addr = "127.0.0.1:0"
-	cfg.ToolsFile = writeCatalog(t, checkoutCatalog(urls[0], urls[1], urls[2]))
+	cfg.ToolsFile = writeCatalog(t, edit(checkoutCatalog(urls[0], urls[1], urls[2])))
 	cfg.ReconcileInterval = time.Second
 	cfg.WebhookTimeout = 2 * time.Second
 	cfg.WebhookLookupLag = 3 * time.Second
 	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
 	_, e.base = runServer(t, context.Background(), cfg)
 	var err error
-	_, e.token, err = tenant.NewStore(pool).Create(context.Background(), "acme")
+	e.tenants = tenant.NewStore(pool)
+	_, e.token, err = e.tenants.Create(context.Background(), "acme")
 	require.NoError(t, err)
 	return e
 }
@@ -220,4 +231,92 @@ func mustField(t *testing.T, doc json.RawMessage, name string) json.RawMessage {
 	var m map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(doc, &m))
 	return m[name]
+}
+
+// TestStepsRejectedApprovalIsCompensatedOnce: the receipt needs an approval, and an
+// approver rejects it while the run waits: the charge is refunded once, no mail and no
+// webhook are sent, and the parent failed with state compensated; a second rejection
+// changes nothing.
+func TestStepsRejectedApprovalIsCompensatedOnce(t *testing.T) {
+	t.Parallel()
+	e := checkoutServerOf(t, func(c string) string {
+		return strings.Replace(c, "    target: mail\n", "    target: mail\n    approval: {mode: always}\n", 1)
+	})
+	approver, err := e.tenants.NewTokenWithRole(context.Background(), "acme", tenant.RoleApprover)
+	require.NoError(t, err)
+	status, body := postJSON(t, e.base, e.token, "/v1/ops", "checkout-4", checkoutCall)
+	require.Equal(t, http.StatusAccepted, status, body)
+	var parent protocol.Op
+	require.NoError(t, json.Unmarshal([]byte(body), &parent))
+	receipt := "/v1/ops/" + url.PathEscape("~step/"+parent.ID+"/receipt")
+	require.Eventually(t, func() bool {
+		status, body := getJSON(t, e.base, e.token, receipt)
+		return status == http.StatusOK && strings.Contains(body, `"status":"awaiting_approval"`)
+	}, 20*time.Second, 100*time.Millisecond, "the receipt's op waits for approval")
+	require.Equal(t, 1, e.pay.EffectCount(), "the charge was made before the receipt")
+	status, body = postJSON(t, e.base, approver, receipt+"/reject", "", `{"reason":"wrong address"}`)
+	require.Equal(t, http.StatusOK, status, body)
+
+	op := e.settle(t, "checkout-4")
+	require.Equal(t, "failed", op.Status, op)
+	require.JSONEq(t, `"compensated"`, string(mustField(t, op.Error, "state")))
+	require.JSONEq(t, `"receipt"`, string(mustField(t, op.Error, "failed_step")))
+	names := []string{}
+	for _, s := range op.Steps {
+		names = append(names, s.Name+"="+s.Status)
+	}
+	require.Equal(t, []string{"charge=succeeded", "receipt=rejected", "notify=not_run", "undo.charge=succeeded"}, names)
+	status, body = postJSON(t, e.base, approver, receipt+"/reject", "", `{"reason":"again"}`)
+	require.Less(t, status, 500, body)
+	time.Sleep(time.Second)
+	effects := e.pay.Effects()
+	require.Len(t, effects, 2, "one charge, one refund")
+	require.Equal(t, "/refunds", effects[1].Path)
+	require.JSONEq(t, `{"charge":"`+effects[0].ID+`"}`, string(effects[1].Body))
+	require.Zero(t, e.mail.EffectCount())
+	require.Zero(t, e.hook.EffectCount())
+}
+
+// TestStepsCheckoutOverMCP: an SDK client's tools/list shows the composite tool as a
+// write tool whose description names its steps in order; called twice with the same
+// arguments, it makes one charge, one mail and one webhook, and the second call is
+// answered as a replay of the succeeded op, its result listing the steps.
+func TestStepsCheckoutOverMCP(t *testing.T) {
+	t.Parallel()
+	e := checkoutServer(t)
+	ctx := context.Background()
+	cs := mcpSession(t, e.base, e.token)
+	list, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var tool *mcp.Tool
+	for _, x := range list.Tools {
+		if x.Name == "shop_checkout" {
+			tool = x
+		}
+	}
+	require.NotNil(t, tool, "tools: %v", list.Tools)
+	require.Equal(t, "shop.checkout", tool.Annotations.Title)
+	require.False(t, tool.Annotations.ReadOnlyHint)
+	require.True(t, strings.HasPrefix(tool.Description, "Check an order out. Steps, each done once, in order: charge (pay.charge), then "+
+		"receipt (mail.receipt), then notify (hooks.order_paid)."), tool.Description)
+
+	args := map[string]any{"order": "o-9", "amount": 700, "customer": "cus_9", "email": "b@example.com"}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_checkout", Arguments: args})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	require.Eventually(t, func() bool {
+		return e.pay.EffectCount() == 1 && e.mail.EffectCount() == 1 && e.hook.EffectCount() == 1
+	}, 30*time.Second, 100*time.Millisecond)
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_checkout", Arguments: args})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	answer, ok := res.StructuredContent.(map[string]any)
+	require.True(t, ok, "%+v", res)
+	require.Equal(t, true, answer["replayed"], answer)
+	require.Equal(t, "succeeded", answer["status"], answer)
+	require.Len(t, answer["result"].(map[string]any)["steps"], 3, "the settled result lists the steps")
+	time.Sleep(time.Second)
+	require.Equal(t, 1, e.pay.EffectCount())
+	require.Equal(t, 1, e.mail.EffectCount())
+	require.Equal(t, 1, e.hook.EffectCount())
 }

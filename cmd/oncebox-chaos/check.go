@@ -178,6 +178,10 @@ type Report struct {
 	// down: in needs_review though none of their calls was garbled, or recorded as
 	// answered with garbage more often than the upstream garbled their calls.
 	Contagion []Finding
+	// Composite are composite ops not terminal after the calm, and steps' ops of no
+	// composite op (checkComposite); CompositeFigures their counts.
+	Composite        []Finding
+	CompositeFigures CompositeFigures
 	// WrongAccount are vendor objects on another account than the one of their op's
 	// tenant: one tenant's side effect on another's account (or the platform's).
 	WrongAccount []Finding
@@ -191,7 +195,7 @@ type Report struct {
 func (r Report) OK() bool {
 	return len(r.Duplicates) == 0 && len(r.Lost) == 0 && len(r.Mismatched) == 0 &&
 		len(r.Orphans) == 0 && len(r.ConflictLeaks) == 0 && len(r.Unplanned) == 0 && len(r.Double202) == 0 &&
-		len(r.Gate) == 0 && len(r.Contagion) == 0 && len(r.WrongAccount) == 0
+		len(r.Gate) == 0 && len(r.Contagion) == 0 && len(r.WrongAccount) == 0 && len(r.Composite) == 0
 }
 
 // Findings returns every violation, one per line, duplicates and losses first.
@@ -210,6 +214,7 @@ func (r Report) Findings() []string {
 	add("CONFLICT", r.ConflictLeaks)
 	add("GATE", r.Gate)
 	add("CONTAGION", r.Contagion)
+	add("COMPOSITE", r.Composite)
 	add("UNPLANNED", r.Unplanned)
 	add("DOUBLE_202", r.Double202)
 	return out
@@ -223,7 +228,8 @@ func (r Report) Findings() []string {
 // every accepted key stored and settled, answered 202 at most once; no object
 // without an op, and no conflicting payload executed; no run of the gated tool but
 // one per op the harness approved, every gated call held for approval, and no op
-// taken down by another call's garbage (checkGate, checkContagion).
+// taken down by another call's garbage (checkGate, checkContagion); every composite
+// op terminal, and every step's op one of a composite op (checkComposite).
 func Check(in CheckInput) Report {
 	rep := Report{Statuses: map[string]int{}}
 
@@ -271,6 +277,11 @@ func Check(in CheckInput) Report {
 	}
 
 	for _, op := range in.Ops {
+		if op.Tool == toolComposite {
+			// A composite op makes no side effect of its own: its steps' ops do
+			// (checkComposite).
+			continue
+		}
 		got := effects[op.ID]
 		switch {
 		case len(got) > 1:
@@ -347,6 +358,7 @@ func Check(in CheckInput) Report {
 	}
 	rep.Gate = checkGate(in, byID)
 	rep.Contagion = checkContagion(in)
+	rep.Composite, rep.CompositeFigures = checkComposite(in, byID)
 	slices.Sort(rep.NeedsReview)
 	return rep
 }

@@ -408,3 +408,63 @@ func TestCheckWrongAccount(t *testing.T) {
 	// webhook carry no account.
 	require.Equal(t, "", in.Objects[3].Account)
 }
+
+// compositeInput is cleanInput with a composite op that succeeded (a charge, a mail, a
+// webhook, each an op under its step's key with its one side effect) and one that failed
+// with its charge refunded.
+func compositeInput() CheckInput {
+	in := cleanInput()
+	in.Accepted["k-shop"], in.Accepted["k-shop2"] = toolComposite, toolComposite
+	in.Planned["k-shop"], in.Planned["k-shop2"] = Plan{}, Plan{}
+	in.Ops = append(in.Ops,
+		OpRecord{ID: "p1", Key: "k-shop", Tool: toolComposite, Status: statusSucceeded},
+		OpRecord{ID: "c1", Key: "~step/p1/charge", Tool: protocol.ToolPaymentIntent, Status: statusSucceeded, VendorRef: "pi_c1"},
+		OpRecord{ID: "m1", Key: "~step/p1/receipt", Tool: protocol.ToolMail, Status: statusSucceeded, VendorRef: "msg_c1"},
+		OpRecord{ID: "w1", Key: "~step/p1/notify", Tool: protocol.ToolWebhookPost, Status: statusSucceeded, VendorRef: "ef_c1"},
+		OpRecord{ID: "p2", Key: "k-shop2", Tool: toolComposite, Status: statusFailed},
+		OpRecord{ID: "c2", Key: "~step/p2/charge", Tool: protocol.ToolPaymentIntent, Status: statusSucceeded, VendorRef: "pi_c2"},
+		OpRecord{ID: "m2", Key: "~step/p2/receipt", Tool: protocol.ToolMail, Status: statusFailed},
+		OpRecord{ID: "u2", Key: "~step/p2/undo.charge", Tool: protocol.ToolRefund, Status: statusSucceeded, VendorRef: "re_c2"})
+	in.Objects = append(in.Objects,
+		VendorObject{Kind: kindPaymentIntent, ID: "pi_c1", OpID: "c1", Effect: true},
+		VendorObject{Kind: kindMessage, ID: "msg_c1", OpID: "m1", Effect: true},
+		VendorObject{Kind: kindEffect, ID: "ef_c1", OpID: "w1", Effect: true},
+		VendorObject{Kind: kindPaymentIntent, ID: "pi_c2", OpID: "c2", Effect: true},
+		VendorObject{Kind: kindRefund, ID: "re_c2", OpID: "u2", Effect: true})
+	return in
+}
+
+// TestCheckComposite: composite ops, terminal, with their steps' side effects once each,
+// pass and are counted; a parent still pending, a second refund for a compensation, a
+// second charge for a step, and a step's op of no composite op are findings.
+func TestCheckComposite(t *testing.T) {
+	t.Parallel()
+	rep := Check(compositeInput())
+	require.True(t, rep.OK(), "findings: %v", rep.Findings())
+	require.Equal(t, CompositeFigures{Ops: 2, Terminal: 2, Children: 6, Compensations: 1}, rep.CompositeFigures)
+	require.Equal(t, "composite_ops=2 composite_terminal=2 composite_children=6 compensations=1", rep.CompositeFigures.String())
+
+	in := compositeInput()
+	in.Ops[len(in.Ops)-8].Status = "pending"
+	rep = Check(in)
+	require.False(t, rep.OK())
+	require.Len(t, rep.Composite, 1)
+	require.Equal(t, "k-shop", rep.Composite[0].Key)
+	require.Contains(t, rep.Findings()[0], "COMPOSITE: ")
+	require.Equal(t, 1, rep.CompositeFigures.Ops-rep.CompositeFigures.Terminal)
+
+	in = compositeInput()
+	in.Objects = append(in.Objects,
+		VendorObject{Kind: kindRefund, ID: "re_c2b", OpID: "u2", Effect: true},
+		VendorObject{Kind: kindPaymentIntent, ID: "pi_c1b", OpID: "c1", Effect: true})
+	rep = Check(in)
+	require.Len(t, rep.Duplicates, 2, "a step's op and a compensation are ops as any other")
+	require.ElementsMatch(t, []string{"~step/p1/charge", "~step/p2/undo.charge"}, []string{rep.Duplicates[0].Key, rep.Duplicates[1].Key})
+
+	in = compositeInput()
+	in.Ops = append(in.Ops, OpRecord{ID: "x", Key: "~step/op-hook/notify", Tool: protocol.ToolWebhookPost, Status: statusSucceeded})
+	in.Objects = append(in.Objects, VendorObject{Kind: kindEffect, ID: "ef_x", OpID: "x", Effect: true})
+	rep = Check(in)
+	require.Len(t, rep.Composite, 1)
+	require.Equal(t, "~step/op-hook/notify", rep.Composite[0].Key)
+}

@@ -49,6 +49,11 @@
 // the upstream sent another call), and no session of the upstream ended on garbage
 // let through to the SDK's client. A rolling upgrade runs without it.
 //
+// 3% of the keys call the catalog's composite tool chaos.checkout (docs/steps.md): a
+// charge, its receipt, then a webhook, each step an op under ~step/<parent op id>/<step>
+// held to the one-side-effect-per-op rule; the verdict also wants every composite op
+// terminal after the calm (composite.go). A rolling upgrade runs without it.
+//
 // Run it from the module root (`make chaos` does):
 //
 //	go run ./cmd/oncebox-chaos [--ops 2000] [--workers 2] [--seed N]

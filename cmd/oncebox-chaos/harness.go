@@ -716,7 +716,7 @@ func (h *harness) serveEnv(n procNet) []string {
 // tagged with the op id in ref and reconciled through find_mail. The HTTP one is the
 // harness's, native_keys as the webhooks' (the fake deduplicates on the _meta key
 // then), at mcpURL; the stdio one is a process each serve process starts, on one
-// state file.
+// state file; then the composite tool (compositeCatalog).
 func (h *harness) catalog(mcpURL string) string {
 	return fmt.Sprintf(`upstreams:
   %s:
@@ -732,7 +732,8 @@ func (h *harness) catalog(mcpURL string) string {
     workers: 4
     tools:
       send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
-`, mcpUpstream, mcpURL, !h.cfg.WebhookDefaultMode, h.gatedCatalog(), mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState)
+%s`, mcpUpstream, mcpURL, !h.cfg.WebhookDefaultMode, h.gatedCatalog(), mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState,
+		h.compositeCatalog())
 }
 
 // calmStdioUpstream takes back a crash the stdio upstream was asked for and did not
@@ -939,7 +940,7 @@ func (h *harness) ensureRunning(ctx context.Context) error {
 // enqueue sends the whole workload, paced over EnqueueFor.
 func (h *harness) enqueue(ctx context.Context) []outcome {
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x0b5))
-	items := plan(rng, h.cfg.Ops, h.runID, h.cfg.WebhookDefaultMode, h.gatedOn())
+	items := plan(rng, h.cfg.Ops, h.runID, h.cfg.WebhookDefaultMode, h.gatedOn(), h.compositeOn())
 	if h.cfg.NoEvents {
 		// Without events, a mail whose answer was lost while the Email Activity API
 		// answered 403 cannot be looked up: needs_review is its expected end.

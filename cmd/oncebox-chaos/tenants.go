@@ -84,11 +84,11 @@ func (h *harness) accountTenants() map[string]string {
 }
 
 // tenantOf returns the tenant the workload sends item i to: alternately, but the
-// upstream MCP tools' ops (mcp, mcpio, the gated tool) all go to the first tenant,
-// whose approver decides the gated ones.
+// upstream MCP tools' ops (mcp, mcpio, the gated tool) and the composite ones all go
+// to the first tenant, whose approver decides the gated ones.
 func (h *harness) tenantOf(i int, tool string) int {
 	switch tool {
-	case toolMCP, toolMCPStdio, toolGated:
+	case toolMCP, toolMCPStdio, toolGated, toolComposite:
 		return 0
 	}
 	return i % len(h.tenants)

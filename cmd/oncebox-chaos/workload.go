@@ -37,11 +37,12 @@ type item struct {
 // plan draws the workload: n keys of mixed tools, an eighth of them mails through
 // the fake MCP upstreams (half over HTTP, half over stdio), 3% calls of the HTTP
 // upstream's gated tool when the run has it (gated), each approved, rejected or left
-// waiting; without it those keys are webhooks. Refund items get their payment intent when they are sent (a
+// waiting; without it those keys are webhooks; 3% calls of the composite tool when the
+// run has it (composite: a charge, a mail, a webhook, composite.go), else webhooks. Refund items get their payment intent when they are sent (a
 // charge made earlier in the run). In oncebox's default webhook mode (webhookDefault),
 // most webhooks that are not for the blind target go to the plain receiver, which does
 // not deduplicate.
-func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated bool) []item {
+func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated, composite bool) []item {
 	items := make([]item, n)
 	for i := range items {
 		it := item{key: fmt.Sprintf("chaos-%s-%05d", runID, i), copies: 1}
@@ -73,6 +74,9 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated bool) []ite
 			it.tool = toolGated
 			it.args = map[string]any{"mailbox": fmt.Sprintf("user%d", i), "reason": "chaos " + it.key}
 			it.plan.Decision = drawDecision(rng)
+		case u >= 0.835 && u < 0.865 && composite:
+			it.tool = toolComposite
+			it.args = compositeArgs(i, it.key, 1000+rng.IntN(9000))
 		default:
 			it.tool = protocol.ToolWebhookPost
 			target := webhookTarget
@@ -104,7 +108,7 @@ func conflicting(it item) map[string]any {
 	switch it.tool {
 	case protocol.ToolPaymentIntent, protocol.ToolRefund:
 		c["metadata"] = map[string]string{"chaos": conflictMarker}
-	case protocol.ToolMail, toolMCP, toolMCPStdio:
+	case protocol.ToolMail, toolMCP, toolMCPStdio, toolComposite:
 		c["subject"] = conflictMarker + " " + it.key
 	case toolGated:
 		c["reason"] = conflictMarker + " " + it.key

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/vendorevents"
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
@@ -477,4 +479,25 @@ func vendorEventScenarios() map[string]scenario {
 		}
 	}
 	return scenarios
+}
+
+// TestOpenAPIOpSchemaHasEveryMember: every JSON member of protocol.Op and of its steps
+// (protocol.StepRef) is a property of the documented schema, so a member no scenario
+// renders (a composite op's steps) is documented too.
+func TestOpenAPIOpSchemaHasEveryMember(t *testing.T) {
+	t.Parallel()
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(api.OpenAPI(), &doc))
+	for schema, v := range map[string]any{"Op": protocol.Op{}, "StepRef": protocol.StepRef{}} {
+		props, ok := lookup(doc, "components", "schemas", schema, "properties").(map[string]any)
+		require.True(t, ok, "schema %s", schema)
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			require.Contains(t, props, name, "%s.%s is not in the documented schema %s", typ.Name(), typ.Field(i).Name, schema)
+		}
+	}
 }
