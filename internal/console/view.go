@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/internal/money"
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 )
 
@@ -80,7 +81,17 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"join": strings.Join,
-	"sub":  func(a, b int) int { return a - b },
+	// parentOf is the parent op id of a composite op's step (its key is
+	// outbox.StepKey), "" for any other op.
+	"parentOf": func(key string) string {
+		rest, ok := strings.CutPrefix(key, outbox.StepKeyPrefix)
+		if !ok {
+			return ""
+		}
+		id, _, _ := strings.Cut(rest, "/")
+		return id
+	},
+	"sub": func(a, b int) int { return a - b },
 }
 
 func parsePages() (map[string]*template.Template, error) {
