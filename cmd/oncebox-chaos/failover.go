@@ -359,6 +359,7 @@ func (h *harness) failoverCheck(ctx context.Context, in CheckInput, rep Report, 
 	v := rep
 	v.Duplicates, v.Lost, v.Mismatched, v.Orphans = keep(rep.Duplicates), keep(rep.Lost), keep(rep.Mismatched), keep(rep.Orphans)
 	v.ConflictLeaks, v.Unplanned, v.Double202 = keep(rep.ConflictLeaks), keep(rep.Unplanned), keep(rep.Double202)
+	v.Composite = keep(rep.Composite)
 	var left []string
 	for _, k := range illegal {
 		if !explained["history:"+k] {
@@ -379,7 +380,7 @@ func (h *harness) failoverCheck(ctx context.Context, in CheckInput, rep Report, 
 func (h *harness) failoverVerdict(loss forkLoss, rep Report, illegal []string) (explained map[string]bool, ok bool) {
 	explained = map[string]bool{}
 	if h.cfg.Failover == failoverAsync {
-		for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.Mismatched, rep.Orphans, rep.ConflictLeaks, rep.Unplanned, rep.Double202} {
+		for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.Mismatched, rep.Orphans, rep.ConflictLeaks, rep.Unplanned, rep.Double202, rep.Composite} {
 			for _, f := range fs {
 				if loss.touched[f.OpID] || loss.touchedKeys[f.Key] {
 					explained[f.String()] = true
@@ -397,7 +398,7 @@ func (h *harness) failoverVerdict(loss forkLoss, rep Report, illegal []string) (
 		name string
 		fs   []Finding
 	}{{"duplicates", rep.Duplicates}, {"lost", rep.Lost}, {"mismatched", rep.Mismatched}, {"orphans", rep.Orphans},
-		{"conflict_leaks", rep.ConflictLeaks}, {"unplanned", rep.Unplanned}, {"double_202", rep.Double202}} {
+		{"conflict_leaks", rep.ConflictLeaks}, {"unplanned", rep.Unplanned}, {"double_202", rep.Double202}, {"composite", rep.Composite}} {
 		for _, f := range fs.fs {
 			if explained[f.String()] {
 				byKind[fs.name]++
