@@ -90,7 +90,7 @@ func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (ou
 		return outbox.Verdict{}, err
 	}
 	rule := g.ruleInForce(op.Tool, tr)
-	if wait, why := rule.needs(op.Tool, op.Args); wait {
+	if wait, why := rule.needs(op.Tool, op.Args, func() string { return g.shownCurrency(ctx, op) }); wait {
 		return rule.hold(why), nil
 	}
 	// Budgets count what runs without a person.
@@ -126,4 +126,19 @@ func (g *Governance) CheckApproval(ctx context.Context, tx pgx.Tx, op *outbox.Op
 		return fmt.Errorf("%w: it waits under %s, the policy in force is %s", outbox.ErrPolicyChanged, policyVersion, cur.Version)
 	}
 	return nil
+}
+
+// shownCurrency is the currency an op's amount is written in when its arguments name
+// none: for a refund (Tool.RefundOf), its payment's, from oncebox's own records; ""
+// for any other op, or when the payment is unknown or cannot be read (the sentence
+// then says the currency is unknown; the decision does not depend on it).
+func (g *Governance) shownCurrency(ctx context.Context, op outbox.GateOp) string {
+	if op.Tool.RefundOf == "" {
+		return ""
+	}
+	p, err := outbox.LookupPayment(ctx, g.cfg.Pool, g.cfg.Tools, op.Op.TenantID, op.Tool.Name, op.Args)
+	if err != nil || p == nil || !p.Known {
+		return ""
+	}
+	return p.Currency
 }

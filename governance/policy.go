@@ -86,8 +86,11 @@ func (r ApprovalRule) approvers() int {
 }
 
 // needs says whether an op of tool with args waits under the rule, and why, in one
-// sentence meant for the model and the approver.
-func (r ApprovalRule) needs(tool outbox.Tool, args json.RawMessage) (bool, string) {
+// sentence meant for the model and the approver. shown returns the currency an amount
+// whose arguments name none is written in (a refund's: its payment's, "" when unknown),
+// asked only for a sentence; the threshold compared is the one for the arguments' own
+// currency all the same.
+func (r ApprovalRule) needs(tool outbox.Tool, args json.RawMessage, shown func() string) (bool, string) {
 	switch r.Mode {
 	case ApprovalAlways:
 		return true, fmt.Sprintf("Every %s needs a person's approval.", tool.Name)
@@ -104,6 +107,9 @@ func (r ApprovalRule) needs(tool outbox.Tool, args json.RawMessage) (bool, strin
 			limit, found = r.Above[AnyCurrency]
 		}
 		if found && amount > limit {
+			if currency == "" {
+				currency = shown()
+			}
 			return true, fmt.Sprintf("A %s of %s is above the approval threshold of %s.", tool.Name,
 				formatAmount(amount, currency), formatAmount(limit, currency))
 		}
@@ -203,15 +209,25 @@ func (g *Governance) ruleInForce(tool outbox.Tool, tr tenantRule) EffectiveRule 
 	return EffectiveRule{Tool: tool.Name, Rule: ApprovalRule{Mode: ApprovalNever}, Source: SourceNone, Version: "none"}
 }
 
-// needs applies the effective rule to one op's arguments.
-func (e EffectiveRule) needs(tool outbox.Tool, args json.RawMessage) (bool, string) {
+// needs applies the effective rule to one op's arguments; shown is as for
+// ApprovalRule.needs.
+func (e EffectiveRule) needs(tool outbox.Tool, args json.RawMessage, shown func() string) (bool, string) {
 	if e.Source == SourceTool {
-		if tool.NeedsApproval(args) {
-			return true, fmt.Sprintf("This %s needs a person's approval (its amount is above the configured threshold, or it has none).", tool.Name)
+		if !tool.NeedsApproval(args) {
+			return false, ""
 		}
-		return false, ""
+		if tool.Amount != nil {
+			if amount, currency, ok := tool.Amount(args); ok {
+				if currency == "" {
+					currency = shown()
+				}
+				return true, fmt.Sprintf("This %s of %s needs a person's approval (its amount is above the configured threshold).",
+					tool.Name, formatAmount(amount, currency))
+			}
+		}
+		return true, fmt.Sprintf("This %s needs a person's approval (its amount is above the configured threshold, or it has none).", tool.Name)
 	}
-	return e.Rule.needs(tool, args)
+	return e.Rule.needs(tool, args, shown)
 }
 
 // querier is what a pool and a transaction have in common for one-row reads.
