@@ -52,7 +52,7 @@ func runTenantAdopt(ctx context.Context, args []string) error {
 		}
 		return printObjects(os.Stdout, objs, *format == "json")
 	}
-	n, err := store.Adopt(ctx, *name, rest[0], rest[1:], adopter())
+	n, err := store.Adopt(ctx, *name, rest[0], rest[1:], cliActor())
 	if err != nil {
 		return err
 	}
@@ -60,8 +60,9 @@ func runTenantAdopt(ctx context.Context, args []string) error {
 	return nil
 }
 
-// adopter is who adopts objects from the command line: "cli:" and the user's name.
-func adopter() string {
+// cliActor names the person running a command that records who did it (an adoption,
+// a budget, a vendor setting): "cli:" and the user's name.
+func cliActor() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return "cli:" + u.Username
 	}

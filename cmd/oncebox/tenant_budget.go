@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"sort"
 	"strconv"
 	"text/tabwriter"
@@ -113,7 +112,7 @@ func runTenantBudget(ctx context.Context, args []string) error {
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		if err := gov.SetTenantBudget(ctx, t.ID, b, whoSets()); err != nil {
+		if err := gov.SetTenantBudget(ctx, t.ID, b, cliActor()); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "tenant %q: budget %q set; every process applies it to its next op\n", t.Name, b.Name)
@@ -132,14 +131,6 @@ func runTenantBudget(ctx context.Context, args []string) error {
 		return printBudgetUsage(os.Stdout, usage, *f.format == "json")
 	}
 	return &exitError{code: 2, err: errors.New(budgetUsage)}
-}
-
-// whoSets names the person running the command, as the budget records it.
-func whoSets() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return "cli:" + u.Username
-	}
-	return "cli"
 }
 
 // budgetRow is one line of `oncebox tenant budget list`.

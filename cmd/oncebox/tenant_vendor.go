@@ -124,7 +124,7 @@ func (c vendorCtx) set(ctx context.Context, vendor string) error {
 	if err != nil {
 		return err
 	}
-	p := outbox.SetVendorParams{TenantID: t.ID, Vendor: vendor, Account: *c.f.account, By: adopter()}
+	p := outbox.SetVendorParams{TenantID: t.ID, Vendor: vendor, Account: *c.f.account, By: cliActor()}
 	if *c.f.keyStdin {
 		if c.f.sealKeyBytes() == nil {
 			return &exitError{code: 2, err: errors.New("a key is stored only sealed: set --seal-key or ONCEBOX_SEAL_KEY to the installation's seal key (base64 of 32 bytes)")}
