@@ -75,9 +75,11 @@ type Server struct {
 	mcp       *mcp.Server
 
 	// native, when set, deduplicates send_mail on _meta MetaIdempotencyKey: keys maps
-	// a key to the mail it made; replays counts the calls answered from it.
-	native   bool
-	keys     map[string]Mail
+	// a key to the mail it made, refusedKeys holds the keys it refused; replays counts
+	// the calls answered from either.
+	native      bool
+	keys        map[string]Mail
+	refusedKeys map[string]bool
 	replays  int
 	refusals []Refusal
 	hook     func(Mail)
@@ -222,7 +224,7 @@ func writeState(path string, st State) error {
 
 // New returns an empty fake upstream.
 func New() *Server {
-	s := &Server{release: make(chan struct{}), keys: map[string]Mail{}, faults: map[FaultKind]int{},
+	s := &Server{release: make(chan struct{}), keys: map[string]Mail{}, refusedKeys: map[string]bool{}, faults: map[FaultKind]int{},
 		garbage: map[string]int{}, garbageEvery: map[string]int{}, garbageSeen: map[string]int{}, inFlight: map[string]int{},
 		wipeKeys: map[string]Wipe{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "fakemcp", Version: "1"}, nil)
@@ -278,13 +280,24 @@ func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendA
 		s.mu.Unlock()
 		return nil, prev, nil
 	}
+	if s.refusedKeys[key] && s.native && key != "" {
+		// The key was refused before: a native-keys upstream replays a key's answer,
+		// a refusal too, so a late copy of the refused call (one a partition held
+		// back, say) does not act after its refusal was answered.
+		s.replays++
+		s.mu.Unlock()
+		return refused(), Mail{}, nil
+	}
 	if s.errorNext > 0 || fault == FaultIsError.String() {
 		if fault != FaultIsError.String() {
 			s.errorNext--
 		}
 		s.refusals = append(s.refusals, Refusal{OpID: opID, Key: key, Ref: a.Ref})
+		if s.native && key != "" {
+			s.refusedKeys[key] = true
+		}
 		s.mu.Unlock()
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "mailbox full"}}}, Mail{}, nil
+		return refused(), Mail{}, nil
 	}
 	var m Mail
 	crash := false
@@ -342,6 +355,11 @@ func (s *Server) sendMail(ctx context.Context, req *mcp.CallToolRequest, a SendA
 	return nil, m, nil
 }
 
+// refused is send_mail's refusal: isError, nothing recorded.
+func refused() *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "mailbox full"}}}
+}
+
 func (s *Server) findMail(_ context.Context, _ *mcp.CallToolRequest, a FindArgs) (*mcp.CallToolResult, Found, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -370,7 +388,7 @@ func (s *Server) purgeMail(context.Context, *mcp.CallToolRequest, struct{}) (*mc
 		n, st.Mails = len(st.Mails), nil
 		return true
 	})
-	s.keys = map[string]Mail{}
+	s.keys, s.refusedKeys = map[string]Mail{}, map[string]bool{}
 	return nil, Count{Count: n}, err
 }
 
@@ -399,7 +417,8 @@ func (s *Server) Calls() int {
 
 // SetNativeKeys turns native-keys mode on or off: send_mail deduplicates on _meta
 // MetaIdempotencyKey, answering a key it carried out before with the mail that key made,
-// without acting again (kept in memory, not in a state file).
+// and a key it refused with the refusal, without acting (kept in memory, not in a state
+// file).
 func (s *Server) SetNativeKeys(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -116,6 +116,26 @@ func TestRandomFaults(t *testing.T) {
 		require.Len(t, fake.Mails(), 1)
 		require.Empty(t, fake.Refusals())
 	})
+	t.Run("a native key's refusal is replayed, not acted on", func(t *testing.T) {
+		// A late copy of a refused call (held back by a partition, say) arrives after
+		// the refusal was answered: it gets the refusal, and no mail is sent.
+		fake := fakemcp.New()
+		fake.SetNativeKeys(true)
+		cs := session(t, fake)
+		fake.FailNext(1)
+		res, err := send(cs, "k1", "op1")
+		require.NoError(t, err)
+		require.True(t, res.IsError)
+		res, err = send(cs, "k1", "op1")
+		require.NoError(t, err)
+		require.True(t, res.IsError, "the key's answer is the refusal")
+		require.Empty(t, fake.Mails())
+		require.Len(t, fake.Refusals(), 1)
+		require.Equal(t, 1, fake.Replays())
+		_, err = send(cs, "k2", "op2")
+		require.NoError(t, err)
+		require.Len(t, fake.Mails(), 1, "another key acts")
+	})
 }
 
 // TestFileBackedSharedByProcesses: two fakes on one state file (as two stdio
