@@ -83,6 +83,9 @@ type Plan struct {
 	// Decision is, for an op of the gated tool, what the harness does once the op
 	// awaits approval: decisionApprove, decisionReject, or "" (it is left waiting).
 	Decision string
+	// Compensate is set for a composite op whose last step the receiver refuses for
+	// good: the op must fail, its charge refunded once (checkComposite).
+	Compensate bool
 }
 
 // CheckInput is everything the check compares.

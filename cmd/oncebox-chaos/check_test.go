@@ -415,7 +415,7 @@ func TestCheckWrongAccount(t *testing.T) {
 func compositeInput() CheckInput {
 	in := cleanInput()
 	in.Accepted["k-shop"], in.Accepted["k-shop2"] = toolComposite, toolComposite
-	in.Planned["k-shop"], in.Planned["k-shop2"] = Plan{}, Plan{}
+	in.Planned["k-shop"], in.Planned["k-shop2"] = Plan{}, Plan{Compensate: true}
 	in.Ops = append(in.Ops,
 		OpRecord{ID: "p1", Key: "k-shop", Tool: toolComposite, Status: statusSucceeded},
 		OpRecord{ID: "c1", Key: "~step/p1/charge", Tool: protocol.ToolPaymentIntent, Status: statusSucceeded, VendorRef: "pi_c1"},
@@ -436,13 +436,40 @@ func compositeInput() CheckInput {
 
 // TestCheckComposite: composite ops, terminal, with their steps' side effects once each,
 // pass and are counted; a parent still pending, a second refund for a compensation, a
-// second charge for a step, and a step's op of no composite op are findings.
+// second charge for a step, a step's op of no composite op, and a parent whose end
+// contradicts its plan are findings.
 func TestCheckComposite(t *testing.T) {
 	t.Parallel()
 	rep := Check(compositeInput())
 	require.True(t, rep.OK(), "findings: %v", rep.Findings())
-	require.Equal(t, CompositeFigures{Ops: 2, Terminal: 2, Children: 6, Compensations: 1}, rep.CompositeFigures)
-	require.Equal(t, "composite_ops=2 composite_terminal=2 composite_children=6 compensations=1", rep.CompositeFigures.String())
+	require.Equal(t, CompositeFigures{Ops: 2, Terminal: 2, Children: 6, Compensations: 1, Planned: 1, Compensated: 1}, rep.CompositeFigures)
+	require.Equal(t, "composite_ops=2 composite_terminal=2 composite_children=6 compensations=1 composite_planned_failures=1 composite_compensated=1",
+		rep.CompositeFigures.String())
+
+	for name, c := range map[string]struct {
+		change func(in *CheckInput)
+		key    string
+	}{
+		"planned to fail, succeeded": {func(in *CheckInput) { in.Ops[len(in.Ops)-4].Status = statusSucceeded }, "k-shop2"},
+		"failed, charge not refunded": {func(in *CheckInput) {
+			in.Ops[len(in.Ops)-1].Status = statusNeedsReview
+			in.Objects = in.Objects[:len(in.Objects)-1]
+		}, "k-shop2"},
+		"failed, no refund op": {func(in *CheckInput) {
+			in.Ops, in.Objects = in.Ops[:len(in.Ops)-1], in.Objects[:len(in.Objects)-1]
+		}, "k-shop2"},
+		"planned to succeed, failed": {func(in *CheckInput) { in.Planned["k-shop2"] = Plan{} }, "k-shop2"},
+		"planned to succeed, undid its charge": {func(in *CheckInput) {
+			in.Ops = append(in.Ops, OpRecord{ID: "u1", Key: "~step/p1/undo.charge", Tool: protocol.ToolRefund, Status: statusSucceeded, VendorRef: "re_c1"})
+			in.Objects = append(in.Objects, VendorObject{Kind: kindRefund, ID: "re_c1", OpID: "u1", Effect: true})
+		}, "k-shop"},
+	} {
+		in := compositeInput()
+		c.change(&in)
+		rep := Check(in)
+		require.Len(t, rep.Composite, 1, "%s: %v", name, rep.Findings())
+		require.Equal(t, c.key, rep.Composite[0].Key, name)
+	}
 
 	in := compositeInput()
 	in.Ops[len(in.Ops)-8].Status = "pending"

@@ -51,8 +51,11 @@
 //
 // 3% of the keys call the catalog's composite tool chaos.checkout (docs/steps.md): a
 // charge, its receipt, then a webhook, each step an op under ~step/<parent op id>/<step>
-// held to the one-side-effect-per-op rule; the verdict also wants every composite op
-// terminal after the calm (composite.go). A rolling upgrade runs without it.
+// held to the one-side-effect-per-op rule; 30% of them send the webhook where the
+// receiver refuses it for good, so the charge is refunded. The verdict also wants every
+// composite op terminal after the calm, and its end as planned: a planned failure never
+// succeeds and, failed with its charge made, has its refund; no other op fails or undoes
+// its charge (composite.go). A rolling upgrade runs without it.
 //
 // Run it from the module root (`make chaos` does):
 //

@@ -104,7 +104,7 @@ func startFakes(lag time.Duration) (*fakes, error) {
 	f := &fakes{
 		stripe:   fakestripe.New(fakestripe.Config{SearchLag: lag, HangFor: hangFor}),
 		sendgrid: fakesendgrid.New(fakesendgrid.Config{ActivityLag: lag, ActivityRatePerMinute: -1, HangFor: hangFor}),
-		webhook:  fakewebhook.New(fakewebhook.Config{HonourKeys: true, LookupLag: lag, HangFor: hangFor}),
+		webhook:  fakewebhook.New(fakewebhook.Config{HonourKeys: true, LookupLag: lag, HangFor: hangFor, RefusePrefix: refusedPathPrefix}),
 		plain:    fakewebhook.New(fakewebhook.Config{LookupLag: lag, HangFor: hangFor}),
 		mcp:      fakemcp.New(),
 	}

@@ -38,7 +38,8 @@ type item struct {
 // the fake MCP upstreams (half over HTTP, half over stdio), 3% calls of the HTTP
 // upstream's gated tool when the run has it (gated), each approved, rejected or left
 // waiting; without it those keys are webhooks; 3% calls of the composite tool when the
-// run has it (composite: a charge, a mail, a webhook, composite.go), else webhooks. Refund items get their payment intent when they are sent (a
+// run has it (composite: a charge, a mail, a webhook, composite.go; 30% of them with a
+// webhook the receiver refuses for good, so the charge is refunded), else webhooks. Refund items get their payment intent when they are sent (a
 // charge made earlier in the run). In oncebox's default webhook mode (webhookDefault),
 // most webhooks that are not for the blind target go to the plain receiver, which does
 // not deduplicate.
@@ -76,7 +77,8 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated, composite 
 			it.plan.Decision = drawDecision(rng)
 		case u >= 0.835 && u < 0.865 && composite:
 			it.tool = toolComposite
-			it.args = compositeArgs(i, it.key, 1000+rng.IntN(9000))
+			it.plan.Compensate = rng.Float64() < compensateShare
+			it.args = compositeArgs(i, it.key, 1000+rng.IntN(9000), it.plan.Compensate)
 		default:
 			it.tool = protocol.ToolWebhookPost
 			target := webhookTarget

@@ -80,9 +80,9 @@ type Server struct {
 	native      bool
 	keys        map[string]Mail
 	refusedKeys map[string]bool
-	replays  int
-	refusals []Refusal
-	hook     func(Mail)
+	replays     int
+	refusals    []Refusal
+	hook        func(Mail)
 	// rawNext is the JSON-RPC result the next send_mail answers with, byte for byte.
 	rawNext string
 	// answerHook is called once a send_mail call's answer is written (Handler only).

@@ -26,7 +26,8 @@
 // are queued with InjectFault or drawn at random with SetRandomFaults: a
 // dropped connection before or after the effect, a hang after the effect, a
 // 500 with or without the effect, a 429 with Retry-After, a 409 and a refusal
-// with a chosen 4xx status.
+// with a chosen 4xx status. Config.RefusePrefix refuses every POST to the paths
+// that begin with it (422, nothing performed), for a step that fails for good.
 //
 // Beware of one behaviour of net/http that is not the fake's: when the server
 // drops a kept-alive connection without answering, http.Transport silently

@@ -31,6 +31,13 @@ type Config struct {
 	// answering, unless the client goes away first or ReleaseHangs is called.
 	// Defaults to 30s.
 	HangFor time.Duration
+
+	// RefusePrefix, when set, makes every POST to a path that begins with it
+	// answer 422 {"error":"refused"} and perform nothing, every time, whatever
+	// its key: a receiver that refuses an order for good. No fault is drawn
+	// for such a POST and nothing is stored under its key. Defaults to "" (no
+	// path is refused).
+	RefusePrefix string
 }
 
 func (c Config) withDefaults() Config {
@@ -130,6 +137,11 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
 		// The client went away while sending: nothing is done.
+		return
+	}
+
+	if s.cfg.RefusePrefix != "" && strings.HasPrefix(r.URL.Path, s.cfg.RefusePrefix) {
+		writeJSON(w, http.StatusUnprocessableEntity, []byte(`{"error":"refused"}`))
 		return
 	}
 

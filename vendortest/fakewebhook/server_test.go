@@ -301,3 +301,21 @@ func TestFetchEffects(t *testing.T) {
 	require.JSONEq(t, `{"n":1}`, string(got[0].Body))
 	require.True(t, want.At.Equal(got[0].At))
 }
+
+func TestRefusePrefixRefusesForGood(t *testing.T) {
+	t.Parallel()
+	fake, srv := start(t, fakewebhook.Config{HonourKeys: true, RefusePrefix: "/refused/"})
+	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
+	for range 2 {
+		got, err := post(t, srv.URL+"/refused/orders/1", "k1", "op1", `{"n":1}`)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnprocessableEntity, got.status)
+		require.JSONEq(t, `{"error":"refused"}`, got.body)
+	}
+	require.Zero(t, fake.EffectCount())
+
+	// Another path acts, and takes the fault the refused ones left.
+	_, err := post(t, srv.URL+"/orders/1", "k2", "op2", `{"n":1}`)
+	require.Error(t, err, "the queued fault drops the answer")
+	require.Equal(t, 1, fake.EffectCount())
+}
