@@ -135,6 +135,12 @@ type Line struct {
 	// (ReportParams.Payments).
 	OpAmount   int64  `json:"op_amount"`
 	OpCurrency string `json:"op_currency,omitempty"`
+	// FullRefund is set for a refund whose args name no amount: it gives back what was
+	// left of its payment, so OpAmount is zero and OpCurrency is the payment's. The
+	// payment's own amount is PaymentAmount, when an op of the tenant made the payment
+	// (zero otherwise).
+	FullRefund    bool  `json:"full_refund,omitempty"`
+	PaymentAmount int64 `json:"payment_amount,omitempty"`
 	// VendorAmount and VendorCurrency come from the vendor's object (the sum of the
 	// objects' amounts for a duplicate).
 	VendorAmount   int64  `json:"vendor_amount"`
@@ -205,8 +211,11 @@ type reportOp struct {
 	tenantID                                 int64
 	args                                     json.RawMessage
 	// payCurrency is the currency of the payment a refund gives money back from, when
-	// its args name none (ReportParams.Payments).
+	// its args name none (ReportParams.Payments); payAmount is that payment's amount,
+	// read for a full refund (one whose args name no amount: fullRefund).
 	payCurrency string
+	payAmount   int64
+	fullRefund  bool
 	// lastSent is the latest moment the vendor may have created an object for the
 	// op (see sqlReportOps); nil when the op had no attempt.
 	lastSent *time.Time
@@ -282,29 +291,43 @@ func readReportOps(ctx context.Context, pool *pgxpool.Pool, params ReportParams)
 	return ops, nil
 }
 
-// addPaymentCurrencies sets the currency of each refund op with an amount whose args
-// name none: its payment's, when oncebox made that payment.
+// addPaymentCurrencies sets the currency of each refund op whose args name none: its
+// payment's, when oncebox made that payment. A refund whose args name no amount is a
+// full refund: it also gets its payment's amount. Ops of other tools are left as they
+// are (Payments answers nil for them, without reading anything).
 func addPaymentCurrencies(ctx context.Context, params ReportParams, ops []reportOp) error {
 	if params.Payments == nil {
 		return nil
 	}
 	for i := range ops {
 		op := &ops[i]
-		if _, has := argInt(op.args, "amount"); !has {
-			continue
-		}
-		if _, cur := amountOf(op.args); cur != "" {
+		_, hasAmount := argInt(op.args, "amount")
+		if _, cur := amountOf(op.args); hasAmount && cur != "" {
 			continue
 		}
 		p, err := params.Payments(ctx, op.tenantID, op.tool, op.args)
 		if err != nil {
 			return fmt.Errorf("finance: report: the payment of op %s: %w", op.id, err)
 		}
-		if p != nil && p.Known {
+		if p == nil {
+			continue // not a refund
+		}
+		op.fullRefund = !hasAmount
+		if p.Known {
 			op.payCurrency = strings.ToLower(p.Currency)
+			if op.fullRefund {
+				op.payAmount = p.Amount
+			}
 		}
 	}
 	return nil
+}
+
+// opAmounts sets the line's op amount, currency and full-refund fields from op.
+func (l *Line) opAmounts(op reportOp) {
+	l.OpAmount, l.OpCurrency = amountOf(op.args)
+	l.OpCurrency = cmp.Or(l.OpCurrency, op.payCurrency)
+	l.FullRefund, l.PaymentAmount = op.fullRefund, op.payAmount
 }
 
 // listObjects lists every Lister's objects for the window, widened by ReportMargin and
@@ -507,8 +530,7 @@ func inWindow(t time.Time, p ReportParams) bool {
 func opLine(op reportOp, objects []taggedObject) Line {
 	l := Line{OpID: op.id, Key: op.key, Tool: op.tool, Vendor: op.vendor, TenantID: op.tenantID, OpStatus: op.status,
 		VendorIDs: []string{}}
-	l.OpAmount, l.OpCurrency = amountOf(op.args)
-	l.OpCurrency = cmp.Or(l.OpCurrency, op.payCurrency)
+	l.opAmounts(op)
 	for _, o := range objects {
 		l.VendorIDs = append(l.VendorIDs, o.ID)
 		l.VendorAmount += o.Amount
@@ -572,8 +594,7 @@ func allRefused(objects []taggedObject) bool {
 func uncheckedLine(op reportOp) Line {
 	l := Line{Category: CategoryUnchecked, OpID: op.id, Key: op.key, Tool: op.tool, Vendor: op.vendor,
 		TenantID: op.tenantID, OpStatus: op.status, VendorIDs: []string{}}
-	l.OpAmount, l.OpCurrency = amountOf(op.args)
-	l.OpCurrency = cmp.Or(l.OpCurrency, op.payCurrency)
+	l.opAmounts(op)
 	l.Detail = fmt.Sprintf("no lister for vendor %s: the op (%s) was not compared with the vendor's records", op.vendor, op.status)
 	if op.vendorRef != "" {
 		l.Detail += " (the op records vendor ref " + op.vendorRef + ")"
@@ -687,12 +708,22 @@ func argInt(args json.RawMessage, name string) (int64, bool) {
 var csvHeader = []string{"category", "tenant_id", "op_id", "idempotency_key", "tool", "vendor", "op_status",
 	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery", "currency"}
 
+// csvOpAmount is the line's op_amount cell: empty for a full refund, whose args name
+// no amount (the vendor_amount column has what it gave back).
+func (l Line) csvOpAmount() string {
+	if l.FullRefund {
+		return ""
+	}
+	return strconv.FormatInt(l.OpAmount, 10)
+}
+
 // csvTotalsHeader is the header of WriteCSV's second section, the totals.
 var csvTotalsHeader = []string{"kind", "currency", "tool", "vendor", "count", "amount"}
 
 // WriteCSV writes the report as CSV in two sections, apart by an empty row, each with
 // its header. The lines come first, one row each, amounts in minor units, with the
-// line's currency in the last column (Line.Currency). Then the totals: kind "total"
+// line's currency in the last column (Line.Currency); a full refund's op_amount is
+// empty. Then the totals: kind "total"
 // per tool and currency (the matched lines' count and amount), kind "net" per
 // currency (the matched payments less the matched refunds, in amount), and kind
 // "orphan_events" per vendor with orphan vendor events (their count).
@@ -703,7 +734,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	rows := [][]string{csvHeader}
 	for _, l := range r.Lines {
 		rows = append(rows, []string{l.Category, strconv.FormatInt(l.TenantID, 10), cell(l.OpID), cell(l.Key), cell(l.Tool),
-			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), strconv.FormatInt(l.OpAmount, 10),
+			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), l.csvOpAmount(),
 			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail), l.Delivery,
 			cell(l.Currency)})
 	}

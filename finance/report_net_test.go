@@ -79,3 +79,65 @@ func TestReportNetsRefundsAgainstPayments(t *testing.T) {
 	require.Contains(t, records, []string{"net", "usd", "", "", "", "26400"})
 	require.Contains(t, records, []string{"net", "eur", "", "", "", "5000"})
 }
+
+// TestReportFullRefundNamesItsPayment: a refund whose args name no amount gives back
+// what was left of its payment. Its line says so (FullRefund, the payment's amount and
+// currency), the vendor's refund is checked in that currency, and the CSV leaves its
+// op_amount empty rather than writing 0.
+func TestReportFullRefundNamesItsPayment(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	ctx := context.Background()
+	var tn int64
+	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('one') RETURNING id").Scan(&tn))
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	require.NoError(t, err)
+
+	since := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(h int) time.Time { return since.Add(time.Duration(h) * time.Hour) }
+	const pi, refund = protocol.ToolPaymentIntent, protocol.ToolRefund
+	pay := seedOp(t, pool, tn, "pay", pi, "stripe", "succeeded", `{"amount":29000,"currency":"usd"}`, at(1))
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET vendor_ref = 'pi_1' WHERE id = $1`, pay)
+	require.NoError(t, err)
+	full := seedOp(t, pool, tn, "refund-full", refund, "stripe", "succeeded", `{"payment_intent":"pi_1"}`, at(2))
+	outside := seedOp(t, pool, tn, "refund-outside", refund, "stripe", "succeeded", `{"payment_intent":"pi_outside"}`, at(3))
+	mail := seedOp(t, pool, tn, "mail", protocol.ToolMail, "sendgrid", "succeeded", `{"subject":"hi"}`, at(4))
+
+	obj := func(id, op string, amount int64, currency string, h int) outbox.VendorObject {
+		return outbox.VendorObject{ID: id, OpID: op, Amount: amount, Currency: currency, Created: at(h).Add(time.Second)}
+	}
+	listers := map[string]finance.Lister{"stripe": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
+		return []outbox.VendorObject{obj("pi_1", pay, 29000, "usd", 1), obj("re_1", full, 29000, "usd", 2),
+			obj("re_2", outside, 700, "eur", 3)}, nil
+	})}
+	rep, err := finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: at(24), Listers: listers, Payments: ob.PaymentOf})
+	require.NoError(t, err)
+	byOp := map[string]finance.Line{}
+	for _, l := range rep.Lines {
+		byOp[l.OpID] = l
+	}
+	l := byOp[full]
+	require.Equal(t, finance.CategoryMatched, l.Category, l.Detail)
+	require.True(t, l.FullRefund)
+	require.Equal(t, int64(29000), l.PaymentAmount)
+	require.Equal(t, "usd", l.OpCurrency, "a full refund's currency is its payment's")
+	require.Zero(t, l.OpAmount)
+
+	o := byOp[outside]
+	require.True(t, o.FullRefund)
+	require.Zero(t, o.PaymentAmount, "a payment made outside oncebox: its amount is unknown here")
+	require.Empty(t, o.OpCurrency)
+	require.Equal(t, "eur", o.Currency)
+	require.False(t, byOp[mail].FullRefund, "a mail is no refund")
+
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteCSV(&buf))
+	records := readCSV(t, &buf)
+	for _, rec := range records[1 : 1+len(rep.Lines)] {
+		if rec[2] == full {
+			require.Equal(t, []string{"", "usd", "29000", "usd"}, rec[8:12], "op_amount empty, op_currency the payment's")
+		}
+	}
+}

@@ -212,7 +212,12 @@ func printProblems(w io.Writer, rep *finance.Report) error {
 			key = l.OpID
 		}
 		opAmount, vendorAmount := "—", "—"
-		if l.OpCurrency != "" {
+		switch {
+		case l.FullRefund && l.PaymentAmount != 0:
+			opAmount = "full refund of a " + money.Format(l.PaymentAmount, l.OpCurrency) + " payment"
+		case l.FullRefund:
+			opAmount = "full refund"
+		case l.OpCurrency != "":
 			opAmount = money.Format(l.OpAmount, l.OpCurrency)
 		}
 		if l.VendorCurrency != "" {
