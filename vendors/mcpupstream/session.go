@@ -23,6 +23,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/oncebox/oncebox/internal/sameorigin"
+	"github.com/oncebox/oncebox/internal/vendorhttp"
 )
 
 // Reconnection backoff of an upstream whose session could not be opened or ended: the
@@ -210,7 +211,9 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (u *Session) transport() mcp.Transport {
 	if u.up.URL != "" {
-		base := http.DefaultTransport
+		// Connections aborted when closed (vendorhttp): a call given up on is not
+		// delivered later.
+		var base http.RoundTripper = vendorhttp.Transport()
 		if u.http != nil && u.http.Transport != nil {
 			base = u.http.Transport
 		}

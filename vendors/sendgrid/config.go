@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/internal/sameorigin"
+	"github.com/oncebox/oncebox/internal/vendorhttp"
 )
 
 // Defaults of Config.
@@ -65,7 +66,9 @@ func (c Config) withDefaults() Config {
 		c.Timeout = DefaultTimeout
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: c.Timeout, CheckRedirect: sameorigin.CheckRedirect("SendGrid")}
+		// The transport's connections are aborted when closed (vendorhttp): a request
+		// given up on is not delivered later.
+		c.HTTPClient = &http.Client{Timeout: c.Timeout, Transport: vendorhttp.Transport(), CheckRedirect: sameorigin.CheckRedirect("SendGrid")}
 	}
 	if c.LookupLag == 0 {
 		c.LookupLag = DefaultLookupLag

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/internal/sameorigin"
+	"github.com/oncebox/oncebox/internal/vendorhttp"
 )
 
 // DefaultBaseURL is Stripe's API base.
@@ -70,7 +71,7 @@ func (c Config) withDefaults() Config {
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{
 			Timeout:   c.Timeout,
-			Transport: http.DefaultTransport.(*http.Transport).Clone(),
+			Transport: vendorhttp.Transport(), // a request given up on is not delivered later
 			// The API key stays with the API: no redirect to another origin.
 			CheckRedirect: sameorigin.CheckRedirect("Stripe"),
 		}

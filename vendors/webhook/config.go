@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/vendorhttp"
 )
 
 // Target is one receiver the webhook tool may reach.
@@ -85,9 +87,10 @@ func (c Config) withDefaults() Config {
 }
 
 // newTransport returns the default transport: http.DefaultTransport's settings
-// without keep-alives.
+// without keep-alives, its connections aborted when closed (vendorhttp), so a request
+// given up on is not delivered later.
 func newTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+	t := vendorhttp.Transport()
 	t.DisableKeepAlives = true
 	return t
 }
