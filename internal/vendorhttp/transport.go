@@ -46,3 +46,4 @@ func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	}
 	return c, nil
 }
+

@@ -209,15 +209,19 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
+// httpBase is the transport an HTTP upstream's requests go through: the session's
+// client's, else one whose connections are aborted when closed (vendorhttp), so a call
+// given up on is not delivered later.
+func (u *Session) httpBase() http.RoundTripper {
+	if u.http != nil && u.http.Transport != nil {
+		return u.http.Transport
+	}
+	return vendorhttp.Transport()
+}
+
 func (u *Session) transport() mcp.Transport {
 	if u.up.URL != "" {
-		// Connections aborted when closed (vendorhttp): a call given up on is not
-		// delivered later.
-		var base http.RoundTripper = vendorhttp.Transport()
-		if u.http != nil && u.http.Transport != nil {
-			base = u.http.Transport
-		}
-		base = &tapTransport{tap: u.tap, base: base, limit: u.limit()}
+		base := http.RoundTripper(&tapTransport{tap: u.tap, base: u.httpBase(), limit: u.limit()})
 		origin, _ := url.Parse(u.up.URL) // checked when the file was read
 		client := &http.Client{Transport: &headerTransport{headers: u.up.Headers, origin: origin, base: base},
 			CheckRedirect: sameorigin.CheckRedirect(fmt.Sprintf("upstream %q", u.up.Name))}

@@ -337,6 +337,17 @@ func List() []Mutant {
 			Tests:    []string{"TestLookupPaymentIntentByTag", "TestLookupRefundByTag"},
 		},
 
+		// A vendor request given up on is dropped with its connection, not delivered late.
+		{
+			Name:     "vendor-transport-graceful-close",
+			Breaks:   "the vendors' connections close gracefully: a request held back by a cut network is sent once it heals, after the worker gave up on it and resent it",
+			File:     "internal/vendorhttp/transport.go",
+			Old:      "if err := tc.SetLinger(0); err != nil {",
+			New:      "if err := tc.SetLinger(-1); err != nil {",
+			Packages: []string{"./internal/vendorhttp/", "./vendors/webhook/"},
+			Tests:    []string{"TestAGivenUpRequestNeverArrives", "TestDefaultTransportAbortsOnClose"},
+		},
+
 		// Upstream MCP tools: a lost answer is unknown, never resent blindly.
 		{
 			Name:     "upstream-lost-answer-resent",

@@ -84,11 +84,16 @@ func TestAGivenUpRequestNeverArrives(t *testing.T) {
 	}
 }
 
-// TestTransportDialsWithAbort: Transport is http.DefaultTransport's clone with Dial.
+// TestTransportDialsWithAbort: Transport is http.DefaultTransport's clone with Dial,
+// and AbortsOnClose tells it from http.DefaultTransport.
 func TestTransportDialsWithAbort(t *testing.T) {
 	t.Parallel()
 	tr := vendorhttp.Transport()
-	require.NotNil(t, tr.DialContext)
 	require.Equal(t, http.DefaultTransport.(*http.Transport).MaxIdleConns, tr.MaxIdleConns)
-	require.NotSame(t, http.DefaultTransport, tr)
+	aborts, err := vendorhttp.AbortsOnClose(t.Context(), tr)
+	require.NoError(t, err)
+	require.True(t, aborts)
+	aborts, err = vendorhttp.AbortsOnClose(t.Context(), http.DefaultTransport.(*http.Transport))
+	require.NoError(t, err)
+	require.False(t, aborts)
 }
