@@ -46,4 +46,3 @@ func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	}
 	return c, nil
 }
-
