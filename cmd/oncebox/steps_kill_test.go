@@ -63,8 +63,9 @@ func (c *checkoutTarget) waitActed(t *testing.T) {
 // TestCheckoutExampleAcrossSIGKILL runs examples/checkout/tools.yaml across real `oncebox
 // serve` workers, each SIGKILLed: the first right after the parent op is accepted, the
 // second after the charge acted (its answer lost), the third after the receipt was
-// mailed (its answer lost); the fourth finishes. One charge, one mail, one webhook, and
-// the parent succeeded with every step.
+// mailed (its answer lost), the fourth after the webhook acted (its answer lost); the
+// fifth finishes. One charge, one mail, one webhook, and the parent succeeded with every
+// step.
 func TestCheckoutExampleAcrossSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts serve processes")
@@ -98,6 +99,7 @@ func TestCheckoutExampleAcrossSIGKILL(t *testing.T) {
 
 	pay.block()
 	mail.block()
+	shop.block()
 	first, _ := startChild(t, workerArgs)
 	_, err = api.Outbox().Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "order-1", Tool: "shop.checkout",
 		Args: json.RawMessage(`{"order":"o-1","amount":1200,"customer":"cus_1","email":"ada@example.com"}`)})
@@ -113,6 +115,11 @@ func TestCheckoutExampleAcrossSIGKILL(t *testing.T) {
 	mail.waitActed(t)
 	kill(third) // the receipt mailed, its answer not recorded
 	mail.unblock()
+
+	fourth, _ := startChild(t, workerArgs)
+	shop.waitActed(t)
+	kill(fourth) // the webhook acted, its answer not recorded
+	shop.unblock()
 
 	startChild(t, workerArgs)
 	var op *outbox.Op
