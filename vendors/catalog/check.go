@@ -128,7 +128,18 @@ func (r *Runtime) newCheckRun(ctx context.Context, name string, args json.RawMes
 	if t.Upstream != "" {
 		return nil, fmt.Errorf("%s is a tool of the upstream MCP server %s: the check covers HTTP targets only", name, t.Upstream)
 	}
-	target := r.cat.Targets[t.Target]
+	if len(t.Steps) > 0 {
+		steps := make([]string, len(t.Steps))
+		for i, s := range t.Steps {
+			steps[i] = s.Name + " (" + s.Tool + ")"
+		}
+		return nil, fmt.Errorf("%s is a composite tool: it sends nothing of its own; check the catalog tools of its steps one by one: %s",
+			name, strings.Join(steps, ", "))
+	}
+	target, ok := r.cat.Targets[t.Target]
+	if !ok {
+		return nil, fmt.Errorf("%s names no target of %s: the check covers HTTP targets only", name, r.cat.File)
+	}
 	if err := t.Validate(args); err != nil {
 		return nil, fmt.Errorf("--args: %w", err)
 	}

@@ -141,3 +141,35 @@ tools:
 	require.Contains(t, rep.String(), "objects made: ?")
 	require.Equal(t, 6, fake.EffectCount(), "the calls were sent")
 }
+
+// TestCheckCompositeToolNamesItsSteps: a composite tool sends nothing of its own: the
+// check refuses it with the steps' tools to check instead, and sends nothing.
+func TestCheckCompositeToolNamesItsSteps(t *testing.T) {
+	t.Parallel()
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	c, err := catalog.Parse("tools.yaml", []byte(`
+targets:
+  crm: {base_url: `+srv.URL+`}
+tools:
+  crm.create_lead:
+    description: Create a lead.
+    class: write
+    target: crm
+    path: /leads
+    input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
+  crm.onboard:
+    description: Create the lead, then the account.
+    input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
+    steps:
+      - {name: lead, tool: crm.create_lead, args: {name: {$from: /call/name}}}
+`), nil)
+	require.NoError(t, err)
+	rt, err := c.Connect(catalog.Options{})
+	require.NoError(t, err)
+	_, err = rt.Check(context.Background(), "crm.onboard", json.RawMessage(`{"name":"Ada"}`), catalog.CheckOptions{Settle: time.Second})
+	require.ErrorContains(t, err, "crm.onboard is a composite tool")
+	require.ErrorContains(t, err, "lead (crm.create_lead)")
+	require.Zero(t, fake.Requests())
+}
