@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -128,10 +129,11 @@ func (g *Governance) CheckApproval(ctx context.Context, tx pgx.Tx, op *outbox.Op
 	return nil
 }
 
-// shownCurrency is the currency an op's amount is written in when its arguments name
-// none: for a refund (Tool.RefundOf), its payment's, from oncebox's own records; ""
-// for any other op, or when the payment is unknown or cannot be read (the sentence
-// then says the currency is unknown; the decision does not depend on it).
+// shownCurrency is the currency of an op's amount when its arguments name none: for a
+// refund (Tool.RefundOf), its payment's, from oncebox's own records, in lower case; ""
+// for any other op, or when the payment is unknown or cannot be read. The approval rule
+// compares the amount with that currency's threshold (ApprovalRule.needs), and the
+// sentence writes it in that currency.
 func (g *Governance) shownCurrency(ctx context.Context, op outbox.GateOp) string {
 	if op.Tool.RefundOf == "" {
 		return ""
@@ -140,5 +142,5 @@ func (g *Governance) shownCurrency(ctx context.Context, op outbox.GateOp) string
 	if err != nil || p == nil || !p.Known {
 		return ""
 	}
-	return p.Currency
+	return strings.ToLower(p.Currency)
 }

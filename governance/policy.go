@@ -33,16 +33,17 @@ const (
 )
 
 // AnyCurrency is the key of ApprovalRule.Above that applies to every currency without
-// a threshold of its own, and to amounts whose currency the arguments do not say (a
-// refund's).
+// a threshold of its own, and to amounts whose currency is unknown (a refund of a
+// payment oncebox did not make).
 const AnyCurrency = "*"
 
 // ApprovalRule is the approval policy of one tool.
 type ApprovalRule struct {
 	Mode ApprovalMode `json:"mode"`
 	// Above maps a lower-case currency code, or AnyCurrency, to the amount in minor
-	// units above which an op waits (mode above). A currency with no entry and no
-	// AnyCurrency entry does not wait.
+	// units above which an op waits (mode above). A refund's currency is its
+	// payment's. A currency with no entry and no AnyCurrency entry does not wait; an
+	// amount whose currency is unknown then waits.
 	Above map[string]int64 `json:"above,omitempty"`
 	// Approvers is how many distinct approver tokens must approve an op before it is
 	// dispatched: 1 by default, 2 for four eyes. One rejection rejects.
@@ -86,10 +87,11 @@ func (r ApprovalRule) approvers() int {
 }
 
 // needs says whether an op of tool with args waits under the rule, and why, in one
-// sentence meant for the model and the approver. shown returns the currency an amount
-// whose arguments name none is written in (a refund's: its payment's, "" when unknown),
-// asked only for a sentence; the threshold compared is the one for the arguments' own
-// currency all the same.
+// sentence meant for the model and the approver. shown returns the currency of an
+// amount whose arguments name none (a refund's: its payment's, "" when unknown): the
+// threshold compared is that currency's, else the rule's AnyCurrency one. An amount
+// whose currency is unknown waits when the rule has thresholds for named currencies
+// only: a doubt never skips approval.
 func (r ApprovalRule) needs(tool outbox.Tool, args json.RawMessage, shown func() string) (bool, string) {
 	switch r.Mode {
 	case ApprovalAlways:
@@ -102,14 +104,19 @@ func (r ApprovalRule) needs(tool outbox.Tool, args json.RawMessage, shown func()
 		if !ok {
 			return true, fmt.Sprintf("A %s without an amount (such as a full refund) needs a person's approval.", tool.Name)
 		}
+		if currency == "" {
+			currency = shown()
+		}
 		limit, found := r.Above[currency]
-		if !found {
+		if !found || currency == "" {
 			limit, found = r.Above[AnyCurrency]
 		}
+		if !found && currency == "" && len(r.Above) > 0 {
+			return true, fmt.Sprintf("A %s of %s needs a person's approval: oncebox does not know its currency (its payment "+
+				"was not made by one of the tenant's ops), and the approval rule has thresholds for named currencies only.",
+				tool.Name, formatAmount(amount, currency))
+		}
 		if found && amount > limit {
-			if currency == "" {
-				currency = shown()
-			}
 			return true, fmt.Sprintf("A %s of %s is above the approval threshold of %s.", tool.Name,
 				formatAmount(amount, currency), formatAmount(limit, currency))
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -144,4 +145,55 @@ func TestRefundNotificationNamesItsPayment(t *testing.T) {
 	require.Equal(t, "usd", n.Currency, "a refund's currency is its payment's")
 	require.Contains(t, n.Text, "($25.00 USD of a $290.00 USD payment, $0.00 USD refunded so far) awaits approval")
 	require.Equal(t, &outbox.Payment{Ref: "pi_1", Known: true, Amount: 29000, Currency: "usd"}, n.Payment)
+}
+
+// TestRefundComparedInItsPaymentsCurrency: a refund's arguments name no currency; the
+// approval rule compares its amount with the threshold of its payment's currency. A
+// rule with a USD threshold only holds a USD refund above it (it used to let every
+// refund through: no threshold for "no currency"), one with a larger USD threshold
+// and a smaller "*" one lets a USD refund between them through, and a refund of a
+// payment oncebox did not make waits under a rule with named currencies only.
+func TestRefundComparedInItsPaymentsCurrency(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		above   map[string]int64
+		key     string
+		args    string
+		waits   bool
+		because string
+	}{
+		{"usd only, above", map[string]int64{"usd": 1000}, "r-above", `{"payment_intent":"pi_1","amount":2500}`, true, "above the approval threshold of $10.00 USD"},
+		{"usd only, below", map[string]int64{"usd": 1000}, "r-below", `{"payment_intent":"pi_1","amount":500}`, false, ""},
+		{"usd over star", map[string]int64{"usd": 5000, governance.AnyCurrency: 1000}, "r-usd", `{"payment_intent":"pi_1","amount":2500}`, false, ""},
+		{"eur payment, usd only", map[string]int64{"usd": 1000}, "r-eur", `{"payment_intent":"pi_eur","amount":2500}`, false, ""},
+		{"unknown currency, usd only", map[string]int64{"usd": 1000}, "r-outside", `{"payment_intent":"pi_outside","amount":500}`, true, "does not know its currency"},
+		{"unknown currency, star", map[string]int64{"usd": 1000, governance.AnyCurrency: 1000}, "r-outside-star", `{"payment_intent":"pi_outside","amount":500}`, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Schema(t)
+			reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
+			require.NoError(t, err)
+			work := false
+			ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
+				Gate: newGate(t, pool, reg, governance.ApprovalPolicy{protocol.ToolRefund: {Mode: governance.ApprovalAbove, Above: c.above}})})
+			require.NoError(t, err)
+			acme := newTenant(t, pool, "acme")
+			settle(t, ob, pool, acme, "pay", protocol.ToolPaymentIntent, `{"amount":29000,"currency":"usd"}`, "pi_1")
+			settle(t, ob, pool, acme, "pay-eur", protocol.ToolPaymentIntent, `{"amount":29000,"currency":"eur"}`, "pi_eur")
+			_, err = tenant.NewStore(pool).Adopt(ctx, "acme", "stripe", []string{"pi_outside"}, "test")
+			require.NoError(t, err)
+
+			res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: acme, Key: c.key, Tool: protocol.ToolRefund, Args: json.RawMessage(c.args)})
+			require.NoError(t, err)
+			if !c.waits {
+				require.Equal(t, protocol.StatusPending, res.Op.Status, res.Why)
+				return
+			}
+			require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status)
+			require.Contains(t, res.Why, c.because)
+		})
+	}
 }

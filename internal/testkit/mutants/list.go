@@ -337,6 +337,17 @@ func List() []Mutant {
 			Tests:    []string{"TestLookupPaymentIntentByTag", "TestLookupRefundByTag"},
 		},
 
+		// A refund's approval threshold is its payment's currency's.
+		{
+			Name:     "refund-threshold-without-currency",
+			Breaks:   "a refund (no currency in its arguments) is compared with no currency's threshold: under a rule with a USD threshold only, every refund goes out without a person",
+			File:     "governance/policy.go",
+			Old:      "		if currency == \"\" {\n			currency = shown()\n		}\n		limit, found := r.Above[currency]",
+			New:      "		limit, found := r.Above[currency]",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestRefundComparedInItsPaymentsCurrency"},
+		},
+
 		// A vendor request given up on is dropped with its connection, not delivered late.
 		{
 			Name:     "vendor-transport-graceful-close",
