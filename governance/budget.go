@@ -343,6 +343,11 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 		if len(b.Amount) > 0 && tool.Amount != nil {
 			if amt == nil {
 				a := g.amountOf(ctx, tool, args)
+				if a.known && a.currency == "" {
+					// A refund's arguments name no currency: it counts in its payment's
+					// ("" when oncebox did not make the payment: "*", or a person).
+					a.currency = g.shownCurrency(ctx, op)
+				}
 				amt = &a
 			}
 			if !amt.known {

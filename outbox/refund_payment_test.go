@@ -197,3 +197,42 @@ func TestRefundComparedInItsPaymentsCurrency(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundCountsInItsPaymentsCurrency: a budget with a USD limit only counts a refund
+// of a USD payment in USD (it used to make every refund wait, its currency unsaid),
+// holds the one that would go over, and still holds a refund of a payment oncebox did
+// not make, whose currency it cannot know.
+func TestRefundCountsInItsPaymentsCurrency(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
+	require.NoError(t, err)
+	work := false
+	budget := governance.Budget{Name: "refunds-usd", Tool: protocol.ToolRefund, Window: governance.Duration(24 * time.Hour),
+		Amount: map[string]int64{"usd": 3000}}
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
+		Gate: newGate(t, pool, reg, governance.ApprovalPolicy{}, budget)})
+	require.NoError(t, err)
+	acme := newTenant(t, pool, "acme")
+	settle(t, ob, pool, acme, "pay", protocol.ToolPaymentIntent, `{"amount":29000,"currency":"usd"}`, "pi_1")
+	_, err = tenant.NewStore(pool).Adopt(ctx, "acme", "stripe", []string{"pi_outside"}, "test")
+	require.NoError(t, err)
+	refund := func(key, args string) *outbox.EnqueueResult {
+		t.Helper()
+		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: acme, Key: key, Tool: protocol.ToolRefund, Args: json.RawMessage(args)})
+		require.NoError(t, err)
+		return res
+	}
+	res := refund("r1", `{"payment_intent":"pi_1","amount":2000}`)
+	require.Equal(t, protocol.StatusPending, res.Op.Status, res.Why)
+	var used int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(amount) FROM oncebox_budget_usage WHERE budget = 'refunds-usd' AND currency = 'usd'`).Scan(&used))
+	require.Equal(t, int64(2000), used)
+
+	res = refund("r2", `{"payment_intent":"pi_1","amount":2000}`)
+	require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status, "over the USD limit")
+	res = refund("r3", `{"payment_intent":"pi_outside","amount":100}`)
+	require.Equal(t, protocol.StatusAwaitingApproval, res.Op.Status, "a currency oncebox cannot know")
+	require.Contains(t, res.Why, "does not name")
+}
