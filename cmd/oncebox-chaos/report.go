@@ -52,6 +52,10 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		conflictsRefused  int
 		conflictsExpected int
 	)
+	kept := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		kept[op.ID] = true
+	}
 	for _, o := range outcomes {
 		if o.accepted {
 			in.Accepted[o.key] = o.tool
@@ -62,7 +66,12 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 			double++
 			in.Double202 = append(in.Double202, o.key)
 		}
-		if o.err != nil {
+		switch {
+		case o.err != nil && o.notOwned && h.cfg.Failover == failoverAsync && o.refundOf != "" && !kept[o.refundOf]:
+			// The payment's op was lost at the fork: its payment intent is no longer one
+			// of the tenant's objects, and the refund is refused before anything is sent.
+			fmt.Fprintf(h.cfg.Out, "FAILOVER_LOSS: key %s: refund refused, its payment's op %s was lost at the fork: %v\n", o.key, o.refundOf, o.err)
+		case o.err != nil:
 			harnessErrors = append(harnessErrors, o.err.Error())
 		}
 		if o.conflictStatus != 0 {

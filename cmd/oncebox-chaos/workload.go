@@ -140,7 +140,7 @@ func (p *refundPicker) pick(account string) (map[string]any, bool) {
 		}
 		p.used[pi.ID] = true
 		return map[string]any{"payment_intent": pi.ID, "amount": 100 + pi.Amount%400, "reason": "requested_by_customer",
-			"metadata": map[string]string{"chaos": "original"}}, true
+			"metadata": map[string]string{"chaos": "original"}, "refund_of": pi.Metadata[outbox.TagKey]}, true
 	}
 	return nil, false
 }
@@ -310,6 +310,12 @@ type outcome struct {
 	decided string
 	// plan is what the harness planned for the key.
 	plan Plan
+	// refundOf is, for a refund, the op id its payment intent is tagged with (the op
+	// that made it); notOwned says oncebox refused the refund with 404 (the payment is
+	// not one of the tenant's objects), which only an asynchronous failover that lost
+	// that op explains.
+	refundOf string
+	notOwned bool
 }
 
 // run sends it: its copies at once to different processes, then, if asked,
@@ -326,6 +332,8 @@ func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome
 			out.tool = it.tool
 		} else {
 			it.args = args
+			out.refundOf, _ = args["refund_of"].(string)
+			delete(it.args, "refund_of")
 		}
 	}
 	c.bind(it.key, it.tenant)
@@ -352,6 +360,7 @@ func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome
 			out.accepted = true
 			out.replays++
 		default:
+			out.notOwned = out.notOwned || (it.tool == protocol.ToolRefund && res.status == http.StatusNotFound)
 			out.err = errors.Join(out.err, fmt.Errorf("key %s (%s): HTTP %d: %s", it.key, it.tool, res.status, res.body))
 		}
 	}
