@@ -36,7 +36,7 @@ func (h *harness) compositeCatalog() string {
       - name: charge
         tool: %s
         args: {amount: {$from: /call/amount}, currency: usd, payment_method: pm_card_visa, confirm: true,
-          description: {$from: /call/subject}, metadata: {chaos: original}}
+          description: {$from: /call/subject}, metadata: {chaos: %s}}
         compensate:
           tool: %s
           args: {payment_intent: {$from: /steps/charge/vendor_ref}, reason: requested_by_customer, metadata: {chaos: original}}
@@ -46,8 +46,13 @@ func (h *harness) compositeCatalog() string {
       - name: notify
         tool: %s
         args: {target: %s, path: {$from: /call/path}, body: {subject: {$from: /call/subject}}}
-`, toolComposite, protocol.ToolPaymentIntent, protocol.ToolRefund, protocol.ToolMail, protocol.ToolWebhookPost, webhookTarget)
+`, toolComposite, protocol.ToolPaymentIntent, stepChargeMarker, protocol.ToolRefund, protocol.ToolMail, protocol.ToolWebhookPost, webhookTarget)
 }
+
+// stepChargeMarker is the chaos metadata of a composite op's charge: the refund
+// workload leaves such a payment to the step runner, whose compensation refunds it in
+// full (a refund of its own could find it refunded already).
+const stepChargeMarker = "step"
 
 // refusedPathPrefix begins the notify path of the composite ops planned to fail: the
 // fake receiver refuses every POST under it for good (fakewebhook.Config.RefusePrefix),

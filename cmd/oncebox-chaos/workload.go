@@ -130,12 +130,13 @@ type refundPicker struct {
 
 // pick returns refund args for an unrefunded succeeded payment intent on account
 // (a tenant's own: a refund of another tenant's charge would fail) tagged by an op
-// of this run, or false when there is none yet.
+// of this run, not a composite op's charge (its compensation may refund it in full),
+// or false when there is none yet.
 func (p *refundPicker) pick(account string) (map[string]any, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pi := range p.f.stripeAccount(account).PaymentIntents() {
-		if pi.Status != "succeeded" || pi.Metadata[outbox.TagKey] == "" || p.used[pi.ID] {
+		if pi.Status != "succeeded" || pi.Metadata[outbox.TagKey] == "" || p.used[pi.ID] || pi.Metadata["chaos"] == stepChargeMarker {
 			continue
 		}
 		p.used[pi.ID] = true
