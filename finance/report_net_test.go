@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/finance"
@@ -15,27 +16,36 @@ import (
 	"github.com/oncebox/oncebox/tools"
 )
 
-// TestReportNetsRefundsAgainstPayments: a refund takes its payment's currency (the
-// same tenant's op whose vendor ref it names), is checked against the vendor's refund
-// in it, and the matched refunds are netted against the matched payments per currency,
-// in the JSON and in the CSV's totals.
-func TestReportNetsRefundsAgainstPayments(t *testing.T) {
-	t.Parallel()
-	pool := dbtest.Schema(t)
+// paymentReportEnv is a schema with a tenant, an outbox of the built-in tools, and the
+// tenant's payment op "pay" of $290.00 USD made at 01:00 on 2025-01-01 as pi_1.
+func paymentReportEnv(t *testing.T) (*pgxpool.Pool, *outbox.Outbox, int64, string) {
+	t.Helper()
 	ctx := context.Background()
+	pool := dbtest.Schema(t)
 	var tn int64
 	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('one') RETURNING id").Scan(&tn))
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
 	require.NoError(t, err)
+	at := time.Date(2025, 1, 1, 1, 0, 0, 0, time.UTC)
+	pay := seedOp(t, pool, tn, "pay", protocol.ToolPaymentIntent, "stripe", "succeeded", `{"amount":29000,"currency":"usd"}`, at)
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET vendor_ref = 'pi_1' WHERE id = $1`, pay)
+	require.NoError(t, err)
+	return pool, ob, tn, pay
+}
 
+// TestReportNetsRefundsAgainstPayments: a refund takes its payment's currency (the
+// same tenant's op whose vendor ref it names), is checked against the vendor's refund
+// in it, and the matched refunds are netted against the matched payments per currency,
+// in the JSON and in the CSV's totals.
+func TestReportNetsRefundsAgainstPayments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, ob, tn, pay := paymentReportEnv(t)
 	since := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(h int) time.Time { return since.Add(time.Duration(h) * time.Hour) }
 	const pi, refund = protocol.ToolPaymentIntent, protocol.ToolRefund
-	pay := seedOp(t, pool, tn, "pay", pi, "stripe", "succeeded", `{"amount":29000,"currency":"usd"}`, at(1))
-	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET vendor_ref = 'pi_1' WHERE id = $1`, pay)
-	require.NoError(t, err)
 	payEUR := seedOp(t, pool, tn, "pay-eur", pi, "stripe", "succeeded", `{"amount":5000,"currency":"eur"}`, at(2))
 	r1 := seedOp(t, pool, tn, "refund", refund, "stripe", "succeeded", `{"payment_intent":"pi_1","amount":2500}`, at(3))
 	outside := seedOp(t, pool, tn, "refund-outside", refund, "stripe", "succeeded", `{"payment_intent":"pi_outside","amount":100}`, at(4))
@@ -86,21 +96,11 @@ func TestReportNetsRefundsAgainstPayments(t *testing.T) {
 // op_amount empty rather than writing 0.
 func TestReportFullRefundNamesItsPayment(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Schema(t)
 	ctx := context.Background()
-	var tn int64
-	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('one') RETURNING id").Scan(&tn))
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
-	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
-	require.NoError(t, err)
-
+	pool, ob, tn, pay := paymentReportEnv(t)
 	since := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(h int) time.Time { return since.Add(time.Duration(h) * time.Hour) }
 	const pi, refund = protocol.ToolPaymentIntent, protocol.ToolRefund
-	pay := seedOp(t, pool, tn, "pay", pi, "stripe", "succeeded", `{"amount":29000,"currency":"usd"}`, at(1))
-	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET vendor_ref = 'pi_1' WHERE id = $1`, pay)
-	require.NoError(t, err)
 	full := seedOp(t, pool, tn, "refund-full", refund, "stripe", "succeeded", `{"payment_intent":"pi_1"}`, at(2))
 	outside := seedOp(t, pool, tn, "refund-outside", refund, "stripe", "succeeded", `{"payment_intent":"pi_outside"}`, at(3))
 	mail := seedOp(t, pool, tn, "mail", protocol.ToolMail, "sendgrid", "succeeded", `{"subject":"hi"}`, at(4))
