@@ -346,7 +346,7 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 				if a.known && a.currency == "" {
 					// A refund's arguments name no currency: it counts in its payment's
 					// ("" when oncebox did not make the payment: "*", or a person).
-					a.currency = g.shownCurrency(ctx, op)
+					a.currency = g.shownCurrency(ctx, tx, op)
 				}
 				amt = &a
 			}

@@ -91,7 +91,7 @@ func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (ou
 		return outbox.Verdict{}, err
 	}
 	rule := g.ruleInForce(op.Tool, tr)
-	if wait, why := rule.needs(op.Tool, op.Args, func() string { return g.shownCurrency(ctx, op) }); wait {
+	if wait, why := rule.needs(op.Tool, op.Args, func() string { return g.shownCurrency(ctx, tx, op) }); wait {
 		return rule.hold(why), nil
 	}
 	// Budgets count what runs without a person.
@@ -130,15 +130,16 @@ func (g *Governance) CheckApproval(ctx context.Context, tx pgx.Tx, op *outbox.Op
 }
 
 // shownCurrency is the currency of an op's amount when its arguments name none: for a
-// refund (Tool.RefundOf), its payment's, from oncebox's own records, in lower case; ""
-// for any other op, or when the payment is unknown or cannot be read. The approval rule
-// compares the amount with that currency's threshold (ApprovalRule.needs), and the
-// sentence writes it in that currency.
-func (g *Governance) shownCurrency(ctx context.Context, op outbox.GateOp) string {
+// refund (Tool.RefundOf), its payment's, read from oncebox's own records in the
+// enqueue's transaction tx, in lower case; "" for any other op, or when the payment is
+// unknown or cannot be read. The approval rule compares the amount with that currency's
+// threshold (ApprovalRule.needs), budgets count it in that currency, and the sentence
+// writes it in that currency.
+func (g *Governance) shownCurrency(ctx context.Context, tx pgx.Tx, op outbox.GateOp) string {
 	if op.Tool.RefundOf == "" {
 		return ""
 	}
-	p, err := outbox.LookupPayment(ctx, g.cfg.Pool, g.cfg.Tools, op.Op.TenantID, op.Tool.Name, op.Args)
+	p, err := outbox.LookupPayment(ctx, tx, g.cfg.Tools, op.Op.TenantID, op.Tool.Name, op.Args)
 	if err != nil || p == nil || !p.Known {
 		return ""
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/internal/money"
 )
@@ -30,9 +29,9 @@ type Payment struct {
 	Refunded int64 `json:"refunded"`
 }
 
-// querier is what the payment lookup reads with: the pool, or the enqueue's
-// transaction.
-type querier interface {
+// Querier is what a lookup reads with: a pool, or a transaction (pgx.Tx), such as the
+// enqueue's, whose own uncommitted ops it then sees.
+type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
@@ -45,17 +44,19 @@ func (ob *Outbox) PaymentOf(ctx context.Context, tenantID int64, tool string, ar
 }
 
 // LookupPayment is PaymentOf for a reader with no Outbox (the finance report of a
-// read-only command): the tools' definitions come from reg.
-func LookupPayment(ctx context.Context, pool *pgxpool.Pool, reg *Registry, tenantID int64, tool string, args json.RawMessage) (*Payment, error) {
+// read-only command), or inside a transaction (the gate's, which must not take a second
+// connection from a pool its own transaction holds one of): it reads with q, and the
+// tools' definitions come from reg.
+func LookupPayment(ctx context.Context, q Querier, reg *Registry, tenantID int64, tool string, args json.RawMessage) (*Payment, error) {
 	t, ok := reg.Lookup(tool)
 	if !ok {
 		return nil, nil
 	}
-	return paymentOf(ctx, pool, reg, tenantID, t, args)
+	return paymentOf(ctx, q, reg, tenantID, t, args)
 }
 
 // paymentOf is LookupPayment with the tool looked up, reading with q.
-func paymentOf(ctx context.Context, q querier, reg *Registry, tenantID int64, tool Tool, args json.RawMessage) (*Payment, error) {
+func paymentOf(ctx context.Context, q Querier, reg *Registry, tenantID int64, tool Tool, args json.RawMessage) (*Payment, error) {
 	if tool.RefundOf == "" {
 		return nil, nil
 	}
@@ -87,7 +88,7 @@ func paymentOf(ctx context.Context, q querier, reg *Registry, tenantID int64, to
 }
 
 // refunded sums the tenant's succeeded ops of tool that refund p.
-func refunded(ctx context.Context, q querier, tenantID int64, tool Tool, p *Payment) (int64, error) {
+func refunded(ctx context.Context, q Querier, tenantID int64, tool Tool, p *Payment) (int64, error) {
 	rows, err := q.Query(ctx, sqlRefundsOf, tenantID, tool.Name, tool.RefundOf, p.Ref)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: read the refunds of %s: %w", p.Ref, err)

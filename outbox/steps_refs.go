@@ -21,7 +21,7 @@ func (ob *Outbox) StepsOf(ctx context.Context, op *Op) ([]protocol.StepRef, erro
 	return ob.stepRefs(ctx, ob.pool, op)
 }
 
-func (ob *Outbox) stepRefs(ctx context.Context, q querier, parent *Op) ([]protocol.StepRef, error) {
+func (ob *Outbox) stepRefs(ctx context.Context, q Querier, parent *Op) ([]protocol.StepRef, error) {
 	var def []byte
 	var state, failed string
 	if err := q.QueryRow(ctx, sqlParentSteps, parent.ID).Scan(&def, &state, &failed); err != nil {

@@ -200,7 +200,7 @@ func (ob *Outbox) lockParent(ctx context.Context, tx pgx.Tx, opID string) (*Op, 
 }
 
 // stepOps reads the ops of a composite op's steps and compensations, by key.
-func stepOps(ctx context.Context, q querier, parent *Op) (map[string]*stepOp, error) {
+func stepOps(ctx context.Context, q Querier, parent *Op) (map[string]*stepOp, error) {
 	rows, err := q.Query(ctx, sqlStepOps, parent.TenantID, StepKeyPrefix+parent.ID+"/")
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read step ops: %w", err)
