@@ -205,10 +205,11 @@ func TestObjectsOnStripeAccounts(t *testing.T) {
 	require.Equal(t, map[string]string{piA: accountA, piB: accountB, piWrong: accountB}, accounts)
 
 	picker := &refundPicker{f: f, used: map[string]bool{}}
-	args, ok := picker.pick(accountA)
+	args, madeBy, ok := picker.pick(accountA)
 	require.True(t, ok)
 	require.Equal(t, piA, args["payment_intent"])
-	_, ok = picker.pick(accountA)
+	require.Equal(t, "op-a", madeBy, "the op the payment intent is tagged with")
+	_, _, ok = picker.pick(accountA)
 	require.False(t, ok, "account A holds one charge, already picked")
 
 	ops := []OpRecord{

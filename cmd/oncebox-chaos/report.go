@@ -66,13 +66,16 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 			double++
 			in.Double202 = append(in.Double202, o.key)
 		}
+		if o.err != nil {
+			harnessErrors = append(harnessErrors, o.err.Error())
+		}
 		switch {
-		case o.err != nil && o.notOwned && h.cfg.Failover == failoverAsync && o.refundOf != "" && !kept[o.refundOf]:
+		case o.notOwned != nil && h.cfg.Failover == failoverAsync && o.refundOf != "" && !kept[o.refundOf]:
 			// The payment's op was lost at the fork: its payment intent is no longer one
 			// of the tenant's objects, and the refund is refused before anything is sent.
-			fmt.Fprintf(h.cfg.Out, "FAILOVER_LOSS: key %s: refund refused, its payment's op %s was lost at the fork: %v\n", o.key, o.refundOf, o.err)
-		case o.err != nil:
-			harnessErrors = append(harnessErrors, o.err.Error())
+			fmt.Fprintf(h.cfg.Out, "FAILOVER_LOSS: key %s: refund refused, its payment's op %s was lost at the fork: %v\n", o.key, o.refundOf, o.notOwned)
+		case o.notOwned != nil:
+			harnessErrors = append(harnessErrors, o.notOwned.Error())
 		}
 		if o.conflictStatus != 0 {
 			conflictsExpected++

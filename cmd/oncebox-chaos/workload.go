@@ -131,8 +131,8 @@ type refundPicker struct {
 // pick returns refund args for an unrefunded succeeded payment intent on account
 // (a tenant's own: a refund of another tenant's charge would fail) tagged by an op
 // of this run, not a composite op's charge (its compensation may refund it in full),
-// or false when there is none yet.
-func (p *refundPicker) pick(account string) (map[string]any, bool) {
+// or false when there is none yet; madeBy is the op the payment intent is tagged with.
+func (p *refundPicker) pick(account string) (args map[string]any, madeBy string, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pi := range p.f.stripeAccount(account).PaymentIntents() {
@@ -141,9 +141,9 @@ func (p *refundPicker) pick(account string) (map[string]any, bool) {
 		}
 		p.used[pi.ID] = true
 		return map[string]any{"payment_intent": pi.ID, "amount": 100 + pi.Amount%400, "reason": "requested_by_customer",
-			"metadata": map[string]string{"chaos": "original"}, "refund_of": pi.Metadata[outbox.TagKey]}, true
+			"metadata": map[string]string{"chaos": "original"}}, pi.Metadata[outbox.TagKey], true
 	}
-	return nil, false
+	return nil, "", false
 }
 
 // client sends ops to the serve processes, retrying transport errors and 5xx
@@ -312,11 +312,11 @@ type outcome struct {
 	// plan is what the harness planned for the key.
 	plan Plan
 	// refundOf is, for a refund, the op id its payment intent is tagged with (the op
-	// that made it); notOwned says oncebox refused the refund with 404 (the payment is
-	// not one of the tenant's objects), which only an asynchronous failover that lost
-	// that op explains.
+	// that made it); notOwned holds the refund's 404 answers (the payment is not one of
+	// the tenant's objects), which only an asynchronous failover that lost that op
+	// explains. Every other unexpected answer is in err.
 	refundOf string
-	notOwned bool
+	notOwned error
 }
 
 // run sends it: its copies at once to different processes, then, if asked,
@@ -324,7 +324,7 @@ type outcome struct {
 func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome {
 	out := outcome{key: it.key, tool: it.tool, plan: it.plan}
 	if it.tool == protocol.ToolRefund {
-		args, ok := picker.pick(it.account)
+		args, madeBy, ok := picker.pick(it.account)
 		if !ok {
 			// No charge to refund yet: charge instead.
 			it.tool = protocol.ToolPaymentIntent
@@ -332,9 +332,7 @@ func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome
 				"description": "chaos " + it.key, "metadata": map[string]string{"chaos": "original"}}
 			out.tool = it.tool
 		} else {
-			it.args = args
-			out.refundOf, _ = args["refund_of"].(string)
-			delete(it.args, "refund_of")
+			it.args, out.refundOf = args, madeBy
 		}
 	}
 	c.bind(it.key, it.tenant)
@@ -360,8 +358,13 @@ func (c *client) run(ctx context.Context, it item, picker *refundPicker) outcome
 		case http.StatusOK:
 			out.accepted = true
 			out.replays++
+		case http.StatusNotFound:
+			if it.tool == protocol.ToolRefund {
+				out.notOwned = errors.Join(out.notOwned, fmt.Errorf("key %s (%s): HTTP %d: %s", it.key, it.tool, res.status, res.body))
+				continue
+			}
+			fallthrough
 		default:
-			out.notOwned = out.notOwned || (it.tool == protocol.ToolRefund && res.status == http.StatusNotFound)
 			out.err = errors.Join(out.err, fmt.Errorf("key %s (%s): HTTP %d: %s", it.key, it.tool, res.status, res.body))
 		}
 	}
