@@ -37,15 +37,21 @@ func (s *Server) Sessions() int {
 	return n
 }
 
-// tenantSessions returns how many sessions the tenant holds open now.
+// tenantSessions returns how many sessions the tenant holds open now: the sessions a
+// client opened with initialize. The SDK also lists, for a moment, the session it makes
+// to answer a stateless server/discover request, which the SDK's own client sends
+// before its initialize; counting that one refused an initialize under the cap when the
+// machine was busy.
 func (s *Server) tenantSessions(tenantID int64) int {
 	s.mu.Lock()
 	srv := s.tenants[tenantID]
 	s.mu.Unlock()
 	n := 0
 	if srv != nil {
-		for range srv.Sessions() {
-			n++
+		for ss := range srv.Sessions() {
+			if ss.InitializeParams() != nil {
+				n++
+			}
 		}
 	}
 	return n
