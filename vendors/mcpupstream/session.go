@@ -209,14 +209,18 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
+// upstreamTransport is the transport of HTTP upstreams that bring no client of their
+// own, shared by their sessions (as http.DefaultTransport was): its connections are
+// aborted when closed (vendorhttp), so a call given up on is not delivered later.
+var upstreamTransport = vendorhttp.Transport()
+
 // httpBase is the transport an HTTP upstream's requests go through: the session's
-// client's, else one whose connections are aborted when closed (vendorhttp), so a call
-// given up on is not delivered later.
+// client's, else upstreamTransport.
 func (u *Session) httpBase() http.RoundTripper {
 	if u.http != nil && u.http.Transport != nil {
 		return u.http.Transport
 	}
-	return vendorhttp.Transport()
+	return upstreamTransport
 }
 
 func (u *Session) transport() mcp.Transport {
