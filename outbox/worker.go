@@ -525,7 +525,7 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 	id.Attempts, id.VendorRef = c.attempt, p.vendorRef
 	r := opstate.Record{Ident: id, Token: c.token, To: p.status, Result: result, Error: p.errJSON, StaleKey: p.staleKey,
 		RedactedArgs: redactedArgs, NextCheck: nextCheck, Outcome: p.outcome, ErrText: p.errText, ResendBefore: p.resendBefore,
-		JobID: job.ID, JobAttempt: job.Attempt, HeardAttempt: heardAttempt(job.Attempt, p)}
+		JobID: job.ID, JobAttempt: job.Attempt, HeardAttempt: heardAttempt(job.Attempt, p), EndsJob: !p.keepJob}
 	write := func(q opstate.Querier, beforeJobComplete bool) (*opstate.Applied, error) {
 		if c.clean {
 			return ob.ops.RecordClean(ctx, q, r, c.heard, beforeJobComplete)

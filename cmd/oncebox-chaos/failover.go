@@ -248,7 +248,8 @@ type forkLoss struct {
 	acked int
 	// ops are the op rows lost (keys the API had answered for), events the op events
 	// (state changes), attempts the oncebox_attempt rows (claims), fetches the River
-	// fetches (a job attempt begun) and completions the jobs completed, all lost.
+	// fetches (a job attempt begun) and completions the jobs completed (or deleted by the
+	// record that settled their op), all lost.
 	ops, events, attempts, fetches, completions int
 	// touched are the ops, by id, and their keys, any of whose commits was lost.
 	touched     map[string]bool
@@ -295,6 +296,14 @@ func diffFork(old, fork *dbState) forkLoss {
 		case j.state == "completed" && f.state != "completed":
 			l.completions++
 			touch(j.opID)
+		}
+	}
+	for id, f := range fork.jobs {
+		if _, ok := old.jobs[id]; !ok && f.state != "completed" {
+			// A record that settled its op deleted the job's row (a clean run with
+			// batched completion): the fork lost that deletion, a completion.
+			l.completions++
+			touch(f.opID)
 		}
 	}
 	return l

@@ -122,6 +122,11 @@ type Record struct {
 	JobID        int64
 	JobAttempt   int
 	HeardAttempt int
+	// EndsJob says that the run returns without error after this record, so that River
+	// completes its job: a clean record that makes the op terminal then deletes the
+	// job's row instead (see sqlRecordClean). A record in the transaction of River's
+	// JobCompleteTx never does.
+	EndsJob bool
 }
 
 // Heard is the run whose answer an op recorded last (heard_job_id, heard_job_attempt),
@@ -149,7 +154,7 @@ func (m *Machine) RecordClean(ctx context.Context, q Querier, r Record, heard He
 		var attempts int
 		if err := q.QueryRow(ctx, sql, r.Ident.ID, r.To, nullJSON(r.Result), nullJSON(r.Error), r.Ident.VendorRef,
 			r.StaleKey, nullJSON(r.RedactedArgs), r.NextCheck, r.Outcome, r.ErrText, r.ResendBefore, dropSealed,
-			r.JobID, r.JobAttempt, heard.JobID, heard.Attempt, r.HeardAttempt,
+			r.JobID, r.JobAttempt, heard.JobID, heard.Attempt, r.HeardAttempt, r.EndsJob && !beforeJobComplete,
 		).Scan(&attempts); err != nil {
 			return false, fmt.Errorf("record result: %w", err)
 		}

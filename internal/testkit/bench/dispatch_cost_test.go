@@ -85,9 +85,18 @@ func BenchmarkDispatchCost(b *testing.B) {
 		}
 	}
 	perOp := func(d time.Duration, ops int) float64 { return float64(d.Microseconds()) / float64(ops) }
+	cpu := func(c cost) float64 { return perOp(c.self+c.backends, c.ops) }
+	wal := func(c cost) float64 { return float64(c.wal) / float64(c.ops) }
 	for _, side := range sides {
 		b.ReportMetric(perOp(side.c.self, side.c.ops), side.name+"go_cpu_us/op")
 		b.ReportMetric(perOp(side.c.backends, side.c.ops), side.name+"pg_cpu_us/op")
-		b.ReportMetric(float64(side.c.wal)/float64(side.c.ops), side.name+"wal_bytes/op")
+		b.ReportMetric(wal(side.c), side.name+"wal_bytes/op")
 	}
+	// The ratios issue 34 sets targets for: oncebox's default against the floor (CPU ≤
+	// 1.3×, WAL ≤ 2.5×), and against the peer.
+	oncebox, peer, floor := sides[0].c, sides[2].c, sides[3].c
+	b.ReportMetric(cpu(oncebox)/cpu(floor), "cpu_x_floor")
+	b.ReportMetric(wal(oncebox)/wal(floor), "wal_x_floor")
+	b.ReportMetric(cpu(oncebox)/cpu(peer), "cpu_x_peer")
+	b.ReportMetric(wal(oncebox)/wal(peer), "wal_x_peer")
 }
