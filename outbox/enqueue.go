@@ -113,8 +113,17 @@ func (ob *Outbox) EnqueuePreparedTx(ctx context.Context, tx pgx.Tx, p *Prepared)
 	return ob.endEnqueue(ctx, span, p.params, res, err, true)
 }
 
-// enqueueOwnTx records p in a transaction of its own.
+// enqueueOwnTx records p in a transaction of its own, or with the calls that arrive
+// with it under group commit (Config.GroupCommit).
 func (ob *Outbox) enqueueOwnTx(ctx context.Context, p *Prepared) (*EnqueueResult, error) {
+	if ob.group != nil {
+		return ob.group.enqueue(ctx, p)
+	}
+	return ob.enqueueAlone(ctx, p)
+}
+
+// enqueueAlone records p in a transaction of its own.
+func (ob *Outbox) enqueueAlone(ctx context.Context, p *Prepared) (*EnqueueResult, error) {
 	var res *EnqueueResult
 	err := inLazyTx(ctx, ob.pool, func(tx pgx.Tx) error {
 		var err error
@@ -426,7 +435,7 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 		if _, delErr := tx.Exec(ctx, sqlDeleteRefusedOp, op.ID); delErr != nil {
 			return nil, errors.Join(err, fmt.Errorf("outbox: remove refused op: %w", delErr))
 		}
-		return nil, err
+		return nil, &admissionRefusal{err: err}
 	}
 	res := &EnqueueResult{Op: op, ExpiryCollision: ins.tombstone != nil}
 	if verdict.Hold == nil {

@@ -17,3 +17,14 @@ func (ob *Outbox) InsertJobTxForTest(ctx context.Context, tx pgx.Tx, opID, vendo
 // OpsForTest returns the Outbox's op state machine, for the external tests that make a
 // status change the way a person's decision does.
 func (ob *Outbox) OpsForTest() *opstate.Machine { return ob.ops }
+
+// HoldGroupCommitsForTest makes every group commit call f when its calls are done and
+// before it sends COMMIT, for the tests that look at a group while it is open.
+func (ob *Outbox) HoldGroupCommitsForTest(f func()) { ob.group.beforeCommit = f }
+
+// GroupWaitingForTest is how many calls wait for a group commit.
+func (ob *Outbox) GroupWaitingForTest() int {
+	ob.group.mu.Lock()
+	defer ob.group.mu.Unlock()
+	return len(ob.group.wait)
+}

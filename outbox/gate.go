@@ -16,8 +16,8 @@ import (
 type Gate interface {
 	// Admit returns the verdict on op: the zero Verdict admits it; a Verdict with Hold
 	// makes it wait for a person. An error refuses it: nothing the enqueue wrote stays,
-	// and the enqueue returns the error as it is (a typed error the caller maps, such as
-	// governance's *BudgetExceededError).
+	// and the enqueue returns the error, wrapped (errors.Is and errors.As find it: a
+	// typed error the caller maps, such as governance's *BudgetExceededError).
 	Admit(ctx context.Context, tx pgx.Tx, op GateOp) (Verdict, error)
 	// CheckApproval is asked, in the decision's transaction, before a person's approval
 	// of an op that waits under policyVersion (Hold.PolicyVersion) is counted. It

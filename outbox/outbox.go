@@ -66,6 +66,9 @@ type Config struct {
 	// that may show as running a moment after its op settled: a release for resend in
 	// that moment waits for it (see insertReleaseJobTx). Defaults to true.
 	BatchedCompletion *bool
+	// GroupCommit commits the enqueues that arrive together (Enqueue, EnqueuePrepared)
+	// in one transaction; see GroupCommit. Off by default (serve turns it on).
+	GroupCommit GroupCommit
 	// ClaimCommit commits every claim (the op as dispatching with a fresh token and its
 	// attempt row) before the vendor is called, as oncebox did before its clean runs.
 	// Off, a clean run (no earlier run of the op may have called the vendor without its
@@ -244,6 +247,9 @@ func (c *Config) validate() error {
 	if err := c.Sweep.validate(); err != nil {
 		return err
 	}
+	if g := c.GroupCommit; g.MaxOps < 0 || g.MaxOps > 1000 || g.Committers < 0 || g.Committers > 100 {
+		return fmt.Errorf("outbox: GroupCommit {MaxOps: %d, Committers: %d} out of range; use MaxOps 0 to 1000 and Committers 0 to 100", g.MaxOps, g.Committers)
+	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		return fmt.Errorf("outbox: MaxAttempts %d out of range; use 1 to 1000", c.MaxAttempts)
 	}
@@ -318,6 +324,8 @@ type Outbox struct {
 	tracer trace.Tracer
 	// sweeper settles unknown ops; its worker and periodic job run on river.
 	sweeper *sweeper
+	// group commits the enqueues that arrive together; nil without Config.GroupCommit.
+	group *committer
 	// live holds the process's liveness lock and takes over gone processes' jobs; nil
 	// in a process that works no jobs or whose client id does not start with
 	// LiveClientPrefix.
@@ -366,6 +374,9 @@ func newOutbox(c Config) (*Outbox, error) {
 			return ob.insertReleaseJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
 		}})
 	ob.sweeper = &sweeper{cfg: c.Sweep, ob: ob}
+	if c.GroupCommit.on() {
+		ob.group = newCommitter(ob, c.GroupCommit)
+	}
 	for _, v := range c.Vendors {
 		ob.vendors[v.Name()] = v
 	}

@@ -66,6 +66,13 @@ type Config struct {
 	// ClaimCommit commits a claim before every vendor call (see
 	// outbox.Config.ClaimCommit). Defaults to false: a clean run's claim is River's fetch.
 	ClaimCommit bool
+	// GroupCommitOps bounds the enqueues (HTTP, MCP) committed together in one
+	// transaction (outbox.GroupCommit.MaxOps); 0 or 1 commits each on its own. Defaults
+	// to 32.
+	GroupCommitOps int
+	// GroupCommitters is how many group transactions may be open at once
+	// (outbox.GroupCommit.Committers). Defaults to 4.
+	GroupCommitters int
 	// RetryMaxBackoff caps the wait between attempts after a retryable error. Defaults
 	// to 5 minutes.
 	RetryMaxBackoff time.Duration
@@ -279,6 +286,8 @@ func Defaults() Config {
 		Roles:                Roles{API: true, Worker: true, Periodic: true},
 		MaxAttempts:          outbox.DefaultMaxAttempts,
 		BatchedCompletion:    true,
+		GroupCommitOps:       outbox.DefaultGroupCommitOps,
+		GroupCommitters:      outbox.DefaultGroupCommitters,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		NotifyTimeout:        10 * time.Second,
 		RetryMaxBackoff:      5 * time.Minute,
@@ -434,6 +443,9 @@ func (c *Config) validateDedupeWindows() error {
 func (c *Config) validateHTTP() error {
 	if c.APIDBConns < 1 || c.MaxWaitsPerTenant < 1 {
 		return errors.New("--api-db-conns and --max-waits-per-tenant must be at least 1")
+	}
+	if c.GroupCommitOps < 0 || c.GroupCommitOps > 1000 || c.GroupCommitters < 1 || c.GroupCommitters > 100 {
+		return fmt.Errorf("--group-commit-ops must be 0 to 1000 (not %d) and --group-committers 1 to 100 (not %d)", c.GroupCommitOps, c.GroupCommitters)
 	}
 	if c.HTTPReadTimeout <= 0 || c.HTTPWriteTimeout <= 0 || c.HTTPIdleTimeout <= 0 {
 		return errors.New("--http-read-timeout, --http-write-timeout and --http-idle-timeout must be positive")

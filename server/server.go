@@ -626,6 +626,7 @@ func (s *Server) outboxConfig(vendors []outbox.Vendor, sealKey []byte) (outbox.C
 		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
 		BatchedCompletion:    &batched,
 		ClaimCommit:          cfg.ClaimCommit,
+		GroupCommit:          outbox.GroupCommit{MaxOps: cfg.GroupCommitOps, Committers: cfg.GroupCommitters},
 		MixedVersions:        s.fleet.Mixed,
 		ClientID:             s.fleet.ID(),
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,

@@ -50,9 +50,10 @@ func withSchema(b *testing.B, maxConns int32, f func(s *bench.Schema) error) {
 var enqueueCallers = []int{1, 8, 32}
 
 // BenchmarkEnqueue compares an enqueue (op + River job in one transaction) through the
-// Go API and through HTTP with River's bare InsertTx of one job per transaction
-// (x_river) and with River's unique insert, UniqueOpts{ByArgs: true} (x_unique), each
-// run for the same number of operations first.
+// Go API and through HTTP (with serve's default group commit, and http_alone without)
+// with River's bare InsertTx of one job per transaction (x_river) and with River's
+// unique insert, UniqueOpts{ByArgs: true} (x_unique), each run for the same number of
+// operations first.
 func BenchmarkEnqueue(b *testing.B) {
 	ctx := context.Background()
 	s := newSchema(b, bench.EnqueuePoolSize(enqueueCallers))
@@ -64,7 +65,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	apis := []struct {
 		name string
 		run  func(context.Context, int, bench.Load) (bench.Measure, error)
-	}{{"go", e.Go}, {"http", e.HTTP}}
+	}{{"go", e.Go}, {"http", e.HTTP}, {"http_alone", e.HTTPAlone}}
 	for _, api := range apis {
 		for _, callers := range enqueueCallers {
 			b.Run(fmt.Sprintf("api=%s/callers=%d", api.name, callers), func(b *testing.B) {

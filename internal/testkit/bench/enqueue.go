@@ -66,14 +66,16 @@ func opArgs(n int) json.RawMessage {
 // Enqueuer runs the enqueue scenarios against one schema: oncebox through the Go API
 // and through HTTP, River's bare InsertTx, and replays.
 type Enqueuer struct {
-	pool     *pgxpool.Pool
-	ob       *outbox.Outbox
-	river    *river.Client[pgx.Tx]
-	srv      *httptest.Server
-	client   *http.Client
-	tenantID int64
-	token    string
-	seq      atomic.Int64
+	pool  *pgxpool.Pool
+	ob    *outbox.Outbox
+	river *river.Client[pgx.Tx]
+	// srv serves the API as serve does, with group commit; srvAlone commits each
+	// request in a transaction of its own.
+	srv, srvAlone *httptest.Server
+	client        *http.Client
+	tenantID      int64
+	token         string
+	seq           atomic.Int64
 	// replayKeys are keys already enqueued by Replay, with their args number.
 	replayKeys []string
 }
@@ -103,19 +105,28 @@ func NewTracedEnqueuer(ctx context.Context, pool *pgxpool.Pool, tp trace.TracerP
 	if err != nil {
 		return nil, fmt.Errorf("bench: tenant: %w", err)
 	}
-	handler, err := api.New(api.Config{Outbox: ob, Tenants: tenants})
+	grouped, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TracerProvider: tp,
+		GroupCommit: outbox.GroupCommit{MaxOps: outbox.DefaultGroupCommitOps, Committers: outbox.DefaultGroupCommitters}})
 	if err != nil {
-		return nil, fmt.Errorf("bench: api: %w", err)
+		return nil, fmt.Errorf("bench: outbox: %w", err)
 	}
-	srv := httptest.NewServer(handler)
+	var servers [2]*httptest.Server
+	for i, o := range []*outbox.Outbox{grouped, ob} {
+		handler, err := api.New(api.Config{Outbox: o, Tenants: tenants})
+		if err != nil {
+			return nil, fmt.Errorf("bench: api: %w", err)
+		}
+		servers[i] = httptest.NewServer(handler)
+	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
-	return &Enqueuer{pool: pool, ob: ob, river: rc, srv: srv, client: client, tenantID: t.ID, token: token}, nil
+	return &Enqueuer{pool: pool, ob: ob, river: rc, srv: servers[0], srvAlone: servers[1], client: client, tenantID: t.ID, token: token}, nil
 }
 
-// Close stops the HTTP server.
+// Close stops the HTTP servers.
 func (e *Enqueuer) Close() {
 	e.client.CloseIdleConnections()
 	e.srv.Close()
+	e.srvAlone.Close()
 }
 
 // TenantID returns the tenant the ops are enqueued for.
@@ -175,9 +186,21 @@ func (e *Enqueuer) Go(ctx context.Context, callers int, load Load) (Measure, err
 }
 
 // HTTP measures POST /v1/ops of new ops (a fresh Idempotency-Key each) through a
-// loopback HTTP server with a real token, client and server in this process.
+// loopback HTTP server with a real token, client and server in this process, with
+// serve's default group commit.
 func (e *Enqueuer) HTTP(ctx context.Context, callers int, load Load) (Measure, error) {
-	url := e.srv.URL + "/v1/ops"
+	return e.post(ctx, e.srv.URL, callers, load)
+}
+
+// HTTPAlone is HTTP with each request committed in a transaction of its own
+// (--group-commit-ops 0).
+func (e *Enqueuer) HTTPAlone(ctx context.Context, callers int, load Load) (Measure, error) {
+	return e.post(ctx, e.srvAlone.URL, callers, load)
+}
+
+// post measures POST /v1/ops of new ops against the server at base.
+func (e *Enqueuer) post(ctx context.Context, base string, callers int, load Load) (Measure, error) {
+	url := base + "/v1/ops"
 	return drive(ctx, callers, load, func(ctx context.Context, _, _ int) error {
 		n := int(e.seq.Add(1))
 		body := []byte(`{"tool":"` + protocol.ToolWebhookPost + `","args":` + string(opArgs(n)) + `}`)

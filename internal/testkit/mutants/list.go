@@ -35,6 +35,26 @@ func List() []Mutant {
 			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
 		},
 
+		// Group commit: an answer only after the commit that holds its call.
+		{
+			Name:     "group-commit-answers-before-commit",
+			Breaks:   "a group commit answers its calls before its COMMIT: a caller may be told its op is recorded when the commit then fails or the process dies",
+			File:     "outbox/group_commit.go",
+			Old:      "	if c.beforeCommit != nil {\n\t\tc.beforeCommit()\n\t}",
+			New:      "	for i, g := range group {\n\t\tg.answer(results[i], errs[i])\n\t}\n\tif c.beforeCommit != nil {\n\t\tc.beforeCommit()\n\t}",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestGroupCommitAnswersOnlyAfterItsCommit"},
+		},
+		{
+			Name:     "group-commit-keeps-failed-tx",
+			Breaks:   "a group goes on after a call's error that failed its transaction: the other calls of the group are lost with it",
+			File:     "outbox/group_commit.go",
+			Old:      "	return errors.Is(err, ErrKeyConflict) || errors.As(err, &refused)",
+			New:      "	return err != nil || errors.As(err, &refused)",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestGroupCommitFailedTransactionRunsEachCallAlone"},
+		},
+
 		// The clean run's fence (no claim commit: River's fetch is the claim).
 		{
 			Name:     "clean-fence-job-row",

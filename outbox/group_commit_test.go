@@ -1,0 +1,238 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/outbox"
+)
+
+// errRefusedForTest is refusalGate's refusal.
+var errRefusedForTest = errors.New("refused by the test's gate")
+
+// refusalGate refuses the op whose args are {"n": 13} and fails the transaction of the
+// one whose args are {"n": 666} with a statement that errs; it admits the others.
+type refusalGate struct{}
+
+func (refusalGate) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outbox.Verdict, error) {
+	var a struct{ N int }
+	_ = json.Unmarshal(op.Args, &a)
+	switch a.N {
+	case 13:
+		return outbox.Verdict{}, errRefusedForTest
+	case 666:
+		_, err := tx.Exec(ctx, "SELECT 1 / 0")
+		return outbox.Verdict{}, err
+	}
+	return outbox.Verdict{}, nil
+}
+
+func (refusalGate) CheckApproval(context.Context, pgx.Tx, *outbox.Op, outbox.Tool, string) error {
+	return nil
+}
+
+// groupEnv is an insert-only Outbox with group commit (one committer, so that the
+// calls that arrive while a group is held wait for the next one) and refusalGate.
+type groupEnv struct {
+	pool   *pgxpool.Pool
+	ob     *outbox.Outbox
+	tenant int64
+	// held receives once per group that reached its COMMIT; release lets it commit.
+	held, release chan struct{}
+}
+
+func newGroupEnv(t *testing.T) *groupEnv {
+	t.Helper()
+	pool := newSchema(t)
+	reg, err := outbox.NewRegistry(echoTool("echo"))
+	require.NoError(t, err)
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: refusalGate{},
+		GroupCommit: outbox.GroupCommit{MaxOps: 16, Committers: 1}})
+	require.NoError(t, err)
+	e := &groupEnv{pool: pool, ob: ob, tenant: newTenant(t, pool, "acme"), held: make(chan struct{}), release: make(chan struct{})}
+	// A test that ends early lets its held groups go, before its schema is dropped.
+	over := make(chan struct{})
+	t.Cleanup(func() { close(over) })
+	ob.HoldGroupCommitsForTest(func() {
+		select {
+		case e.held <- struct{}{}:
+		case <-over:
+			return
+		}
+		select {
+		case <-e.release:
+		case <-over:
+		}
+	})
+	return e
+}
+
+type answer struct {
+	key string
+	res *outbox.EnqueueResult
+	err error
+}
+
+// call enqueues test.echo {"n": n} under key in the background; its answer comes on the
+// returned channel.
+func (e *groupEnv) call(key string, n int) <-chan answer {
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := e.ob.Enqueue(context.Background(), outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: "test.echo",
+			Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
+		ch <- answer{key: key, res: res, err: err}
+	}()
+	return ch
+}
+
+// holdFirst opens a group with one call and holds it at its COMMIT, then makes the calls
+// in calls (key -> n), which wait for the next group; it returns the first call's answer
+// and the others'.
+func (e *groupEnv) holdFirst(t *testing.T, calls map[string]int) (<-chan answer, map[string]<-chan answer) {
+	t.Helper()
+	first := e.call("first", 1)
+	<-e.held
+	others := map[string]<-chan answer{}
+	for key, n := range calls {
+		others[key] = e.call(key, n)
+	}
+	require.Eventually(t, func() bool { return e.ob.GroupWaitingForTest() == len(calls) }, 10*time.Second, time.Millisecond)
+	return first, others
+}
+
+// letGo lets every group held from now on commit at once, until e.held is closed.
+func (e *groupEnv) letGo() {
+	held := e.held
+	go func() {
+		for range held {
+			e.release <- struct{}{}
+		}
+	}()
+}
+
+// collect waits for the calls' answers.
+func collect(calls map[string]<-chan answer) map[string]answer {
+	answers := map[string]answer{}
+	for key, c := range calls {
+		answers[key] = <-c
+	}
+	return answers
+}
+
+// noAnswerYet fails if one of the calls has been answered.
+func noAnswerYet(t *testing.T, calls ...<-chan answer) {
+	t.Helper()
+	time.Sleep(100 * time.Millisecond)
+	for _, c := range calls {
+		select {
+		case a := <-c:
+			t.Fatalf("call %s was answered (%v, %v) before its group committed", a.key, a.res, a.err)
+		default:
+		}
+	}
+}
+
+// TestGroupCommitAnswersOnlyAfterItsCommit holds a group at its COMMIT: none of its
+// calls is answered, and none of its ops can be seen, until it commits; then every one
+// is, and the group's ops are one transaction's.
+func TestGroupCommitAnswersOnlyAfterItsCommit(t *testing.T) {
+	t.Parallel()
+	e := newGroupEnv(t)
+	calls := map[string]int{"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}
+	first, others := e.holdFirst(t, calls)
+	noAnswerYet(t, first)
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "an open group's op is visible")
+
+	e.release <- struct{}{}
+	a := <-first
+	require.NoError(t, a.err)
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'first'"))
+
+	// The five waiting calls are the next group, held in turn.
+	<-e.held
+	var chans []<-chan answer
+	for _, c := range others {
+		chans = append(chans, c)
+	}
+	noAnswerYet(t, chans...)
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "an open group's op is visible")
+	e.release <- struct{}{}
+	for key, c := range others {
+		a := <-c
+		require.NoError(t, a.err, key)
+		require.False(t, a.res.Replayed)
+		require.Equal(t, key, a.res.Op.Key)
+	}
+	require.Equal(t, 6, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 6, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE idempotency_key <> 'first'"),
+		"the group's ops were committed by one transaction")
+}
+
+// TestGroupCommitRefusalsLeaveTheOthers puts a key conflict, a gate's refusal and a
+// replay in one group with new calls: the refused calls get their errors and record
+// nothing, the others commit together.
+func TestGroupCommitRefusalsLeaveTheOthers(t *testing.T) {
+	t.Parallel()
+	e := newGroupEnv(t)
+	e.letGo()
+	for key, n := range map[string]int{"taken": 1, "again": 2} {
+		a := <-e.call(key, n)
+		require.NoError(t, a.err)
+	}
+	close(e.held)
+	e.held = make(chan struct{})
+
+	calls := map[string]int{"taken": 99, "again": 2, "unlucky": 13, "x": 1, "y": 2}
+	first, others := e.holdFirst(t, calls)
+	e.release <- struct{}{}
+	require.NoError(t, (<-first).err)
+	<-e.held
+	e.release <- struct{}{}
+	answers := collect(others)
+	require.ErrorIs(t, answers["taken"].err, outbox.ErrKeyConflict)
+	require.ErrorIs(t, answers["unlucky"].err, errRefusedForTest)
+	require.NoError(t, answers["again"].err)
+	require.True(t, answers["again"].res.Replayed)
+	for _, key := range []string{"x", "y"} {
+		require.NoError(t, answers[key].err, key)
+		require.False(t, answers[key].res.Replayed)
+	}
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'unlucky'"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'taken' AND args->>'n' = '1'"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE idempotency_key IN ('x', 'y')"),
+		"the refusals did not split the group")
+}
+
+// TestGroupCommitFailedTransactionRunsEachCallAlone puts a call whose gate fails the
+// transaction (not a refusal: a statement errs) in a group: the group is rolled back and
+// each call runs again in a transaction of its own, so only that call fails.
+func TestGroupCommitFailedTransactionRunsEachCallAlone(t *testing.T) {
+	t.Parallel()
+	e := newGroupEnv(t)
+	// A group runs its calls in key order: "a" is done when "b" fails.
+	calls := map[string]int{"a": 1, "b": 666, "c": 2}
+	first, others := e.holdFirst(t, calls)
+	e.release <- struct{}{}
+	require.NoError(t, (<-first).err)
+	// The group fails before its COMMIT and runs each call alone, so it is never held;
+	// a group that went on to its COMMIT would be let go.
+	e.letGo()
+	defer close(e.held)
+	answers := collect(others)
+	require.ErrorContains(t, answers["b"].err, "division by zero")
+	for _, key := range []string{"a", "c"} {
+		require.NoError(t, answers[key].err, key)
+	}
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
+	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key IN ('a', 'c')"))
+	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' IN (SELECT id::text FROM oncebox_op WHERE idempotency_key IN ('a', 'c'))"))
+}
