@@ -81,6 +81,8 @@ func BenchmarkEnqueueCost(b *testing.B) {
 	b.ReportMetric(perOp(unique.backends, unique.ops), "unique_pg_cpu_us/op")
 	b.ReportMetric(float64(unique.wal)/float64(unique.ops), "unique_wal_bytes/op")
 	b.ReportMetric(perOp(unique.self+unique.backends, unique.ops)/perOp(oncebox.self+oncebox.backends, oncebox.ops), "x_cpu")
+	// Issue 34's ratio: the enqueue's WAL per op over River's unique insert's (≤ 1.5×).
+	b.ReportMetric((float64(oncebox.wal)/float64(oncebox.ops))/(float64(unique.wal)/float64(unique.ops)), "wal_x_unique")
 }
 
 // backendPids returns the process ids of the backends of every connection the pool holds.
