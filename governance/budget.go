@@ -321,7 +321,7 @@ func (g *Governance) amountOf(ctx context.Context, tool outbox.Tool, args json.R
 // in any process queue on it and exactly the admitted number pass). When a budget would
 // be exceeded, or cannot count the op's amount, nothing is counted and the budget is
 // returned.
-func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.GateOp, budgets []Budget) ([]charge, *overBudget, error) {
+func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.GateOp, budgets []Budget, shown func() string) ([]charge, *overBudget, error) {
 	tool, args, tenantID := op.Tool, op.Args, op.Op.TenantID
 	var (
 		done []charge
@@ -346,7 +346,7 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 				if a.known && a.currency == "" {
 					// A refund's arguments name no currency: it counts in its payment's
 					// ("" when oncebox did not make the payment: "*", or a person).
-					a.currency = g.shownCurrency(ctx, tx, op)
+					a.currency = shown()
 				}
 				amt = &a
 			}

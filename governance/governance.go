@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -91,7 +92,9 @@ func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (ou
 		return outbox.Verdict{}, err
 	}
 	rule := g.ruleInForce(op.Tool, tr)
-	if wait, why := rule.needs(op.Tool, op.Args, func() string { return g.shownCurrency(ctx, tx, op) }); wait {
+	// A refund's payment is read at most once, for the rule and the budgets alike.
+	shown := sync.OnceValue(func() string { return g.shownCurrency(ctx, tx, op) })
+	if wait, why := rule.needs(op.Tool, op.Args, shown); wait {
 		return rule.hold(why), nil
 	}
 	// Budgets count what runs without a person.
@@ -99,7 +102,7 @@ func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (ou
 	if err != nil || len(budgets) == 0 {
 		return outbox.Verdict{}, err
 	}
-	_, over, err := g.chargeBudgets(ctx, tx, op, budgets)
+	_, over, err := g.chargeBudgets(ctx, tx, op, budgets, shown)
 	if err != nil || over == nil {
 		return outbox.Verdict{}, err
 	}

@@ -107,8 +107,8 @@ func (r ApprovalRule) needs(tool outbox.Tool, args json.RawMessage, shown func()
 		if currency == "" {
 			currency = shown()
 		}
-		limit, found := r.Above[currency]
-		if !found || currency == "" {
+		limit, found := r.Above[currency] // never found for "": validate refuses an empty currency
+		if !found {
 			limit, found = r.Above[AnyCurrency]
 		}
 		if !found && currency == "" && len(r.Above) > 0 {
