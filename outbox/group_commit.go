@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -114,8 +115,23 @@ func (c *committer) run() {
 		group := slices.Clone(c.wait[:n])
 		c.wait = slices.Delete(c.wait, 0, n)
 		c.mu.Unlock()
-		c.commit(group)
+		c.commitOrAnswerPanic(group)
 	}
+}
+
+// commitOrAnswerPanic commits the group; a panic in one of its calls (a bug) rolls the
+// group back and answers each of its calls that has no answer yet with an error, as a
+// panic in a request's own transaction would, instead of ending the process.
+func (c *committer) commitOrAnswerPanic(group []*grouped) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("outbox: an enqueue of the group panicked, and the group was rolled back: %v", r)
+			for _, g := range group {
+				g.answer(nil, err)
+			}
+		}
+	}()
+	c.commit(group)
 }
 
 // commit runs the group's calls in one transaction, commits it, and only then answers

@@ -18,8 +18,9 @@ import (
 // errRefusedForTest is refusalGate's refusal.
 var errRefusedForTest = errors.New("refused by the test's gate")
 
-// refusalGate refuses the op whose args are {"n": 13} and fails the transaction of the
-// one whose args are {"n": 666} with a statement that errs; it admits the others.
+// refusalGate refuses the op whose args are {"n": 13}, fails the transaction of the one
+// whose args are {"n": 666} with a statement that errs, and panics on {"n": 777}; it
+// admits the others.
 type refusalGate struct{}
 
 func (refusalGate) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outbox.Verdict, error) {
@@ -31,6 +32,8 @@ func (refusalGate) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outb
 	case 666:
 		_, err := tx.Exec(ctx, "SELECT 1 / 0")
 		return outbox.Verdict{}, err
+	case 777:
+		panic("the test's gate panics")
 	}
 	return outbox.Verdict{}, nil
 }
@@ -235,4 +238,23 @@ func TestGroupCommitFailedTransactionRunsEachCallAlone(t *testing.T) {
 	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
 	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key IN ('a', 'c')"))
 	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' IN (SELECT id::text FROM oncebox_op WHERE idempotency_key IN ('a', 'c'))"))
+}
+
+// TestGroupCommitPanicFailsOnlyItsGroup: a call that panics (a bug) rolls its group back
+// and fails its calls with an error, and the process and the next groups go on.
+func TestGroupCommitPanicFailsOnlyItsGroup(t *testing.T) {
+	t.Parallel()
+	e := newGroupEnv(t)
+	first, others := e.holdFirst(t, map[string]int{"a": 1, "b": 777})
+	e.release <- struct{}{}
+	require.NoError(t, (<-first).err)
+	e.letGo()
+	defer close(e.held)
+	for key, a := range collect(others) {
+		require.ErrorContains(t, a.err, "panicked", key)
+	}
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key IN ('a', 'b')"))
+	a := <-e.call("a", 1)
+	require.NoError(t, a.err, "a call after the panic")
+	require.False(t, a.res.Replayed)
 }
