@@ -168,8 +168,7 @@ func TestGroupCommitAnswersOnlyAfterItsCommit(t *testing.T) {
 	noAnswerYet(t, chans...)
 	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "an open group's op is visible")
 	e.release <- struct{}{}
-	for key, c := range others {
-		a := <-c
+	for key, a := range collect(others) {
 		require.NoError(t, a.err, key)
 		require.False(t, a.res.Replayed)
 		require.Equal(t, key, a.res.Op.Key)
@@ -186,13 +185,12 @@ func TestGroupCommitAnswersOnlyAfterItsCommit(t *testing.T) {
 func TestGroupCommitRefusalsLeaveTheOthers(t *testing.T) {
 	t.Parallel()
 	e := newGroupEnv(t)
-	e.letGo()
 	for key, n := range map[string]int{"taken": 1, "again": 2} {
-		a := <-e.call(key, n)
-		require.NoError(t, a.err)
+		c := e.call(key, n)
+		<-e.held
+		e.release <- struct{}{}
+		require.NoError(t, (<-c).err)
 	}
-	close(e.held)
-	e.held = make(chan struct{})
 
 	calls := map[string]int{"taken": 99, "again": 2, "unlucky": 13, "x": 1, "y": 2}
 	first, others := e.holdFirst(t, calls)
