@@ -287,7 +287,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	}
 	var upErr error
 	if h.cfg.UpgradeFrom != "" {
-		bg.Go(func() { upErr = h.upgradeLoop(chaosCtx) })
+		bg.Go(func() { upErr = h.upgradeLoop(chaosCtx, ctx) })
 	}
 	outcomes := h.enqueue(ctx)
 	h.chaosOn.Store(false)

@@ -54,13 +54,20 @@ func (h *harness) buildPrevious(ctx context.Context, root string) error {
 
 // upgradeLoop is the rolling upgrade during the chaos: this tree's oncebox migrate at a
 // quarter of the enqueueing, while only the previous release serves, then the processes
-// replaced by this tree's binary one by one (SIGTERM, start), the last before the
-// enqueueing ends. Kills and faults go on throughout.
-func (h *harness) upgradeLoop(ctx context.Context) error {
+// replaced by this tree's binary one by one (SIGTERM, start), spread over the next third
+// of it. Kills and faults go on throughout. A process is replaced only once the one
+// replaced before it has seen the previous release still serving (the verdict's
+// mixed-version switch; at most 15 s). An upgrade is never left half done: if the chaos
+// ends first (the kill loops holding the processes, or a slow migration, ate the
+// schedule), the rest is replaced without the gaps, under run.
+func (h *harness) upgradeLoop(chaos, run context.Context) error {
+	// wait waits d, or less if the chaos ends; false only when the run itself ends.
 	wait := func(d time.Duration) bool {
 		select {
-		case <-ctx.Done():
+		case <-run.Done():
 			return false
+		case <-chaos.Done():
+			return true
 		case <-time.After(d):
 			return true
 		}
@@ -68,15 +75,22 @@ func (h *harness) upgradeLoop(ctx context.Context) error {
 	if !wait(h.cfg.EnqueueFor / 4) {
 		return nil
 	}
-	if err := h.migrateMidRun(ctx); err != nil {
+	if err := h.migrateMidRun(run); err != nil {
 		return err
 	}
 	h.up.migrated.Store(time.Now().UnixNano())
 	h.logger.Info("migrated with this tree's oncebox while the previous release serves")
-	gap := h.cfg.EnqueueFor / 2 / time.Duration(len(h.procs))
+	gap := h.cfg.EnqueueFor / 3 / time.Duration(len(h.procs))
+	sawOn := make(chan struct{})
+	close(sawOn)
 	for i, p := range h.procs {
 		if !wait(gap) {
 			return nil
+		}
+		select {
+		case <-run.Done():
+			return nil
+		case <-sawOn:
 		}
 		h.procMu.Lock()
 		p.stop(5 * time.Second)
@@ -92,7 +106,12 @@ func (h *harness) upgradeLoop(ctx context.Context) error {
 		h.up.replaced.Add(1)
 		h.logger.Info("replaced by this tree's binary", slog.String("proc", p.name))
 		if i < len(h.procs)-1 {
-			go h.spareUntilSwitchOn(ctx, p)
+			seen := make(chan struct{})
+			sawOn = seen
+			go func() {
+				defer close(seen)
+				h.spareUntilSwitchOn(run, p)
+			}()
 		}
 	}
 	return nil
