@@ -93,7 +93,7 @@ func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams
 	p, err := ob.Prepare(params)
 	var res *EnqueueResult
 	if err == nil {
-		res, err = ob.enqueueTx(ctx, tx, p)
+		res, err = ob.enqueueTx(ctx, tx, p, nil)
 	}
 	return ob.endEnqueue(ctx, span, params, res, err, true)
 }
@@ -109,7 +109,7 @@ func (ob *Outbox) EnqueuePrepared(ctx context.Context, p *Prepared) (*EnqueueRes
 // EnqueuePreparedTx is EnqueuePrepared inside the caller's transaction (see EnqueueTx).
 func (ob *Outbox) EnqueuePreparedTx(ctx context.Context, tx pgx.Tx, p *Prepared) (*EnqueueResult, error) {
 	ctx, span := ob.startEnqueue(ctx, p.params)
-	res, err := ob.enqueueTx(ctx, tx, p)
+	res, err := ob.enqueueTx(ctx, tx, p, nil)
 	return ob.endEnqueue(ctx, span, p.params, res, err, true)
 }
 
@@ -127,7 +127,7 @@ func (ob *Outbox) enqueueAlone(ctx context.Context, p *Prepared) (*EnqueueResult
 	var res *EnqueueResult
 	err := inLazyTx(ctx, ob.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = ob.enqueueTx(ctx, tx, p)
+		res, err = ob.enqueueTx(ctx, tx, p, nil)
 		return err
 	})
 	return res, err
@@ -298,29 +298,62 @@ func checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	return args, nil
 }
 
-func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, p *Prepared) (*EnqueueResult, error) {
-	if p.Key == "" {
-		return nil, errors.New("outbox: the prepared call has no key: give it one with Prepared.WithKey")
-	}
-	storedArgs := p.Args
-	var sealed []byte
-	if p.Tool.Redact != nil && ob.sealer != nil {
-		var err error
-		if sealed, err = ob.sealer.seal(p.params.TenantID, p.Key, p.Args); err != nil {
-			return nil, err
-		}
-		storedArgs = p.Tool.Redact(p.Args)
+func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, p *Prepared, batch *jobBatch) (*EnqueueResult, error) {
+	row, err := ob.newOpRow(ctx, p)
+	if err != nil {
+		return nil, err
 	}
 	// The insert tells a new op from a replay before anything else happens: a replay
 	// never reaches the gate, so nothing is charged for it.
-	ins, err := ob.insertOp(ctx, tx, p, storedArgs, sealed)
+	ins, err := ob.insertOp(ctx, tx, p, row)
 	if err != nil {
 		return nil, err
 	}
 	if !ins.inserted {
 		return ob.replay(ctx, tx, p, ins.op)
 	}
-	return ob.admit(ctx, tx, p, ins)
+	return ob.admitInserted(ctx, tx, p, ins, batch)
+}
+
+// opRow is what an enqueue stores of its call in the op's row: its args as stored (the
+// sealed ones apart, when its tool redacts them), its vendor key at generation 0 and
+// its trace.
+type opRow struct {
+	args      json.RawMessage
+	sealed    []byte
+	vendorKey string
+	trace     string
+}
+
+func (ob *Outbox) newOpRow(ctx context.Context, p *Prepared) (*opRow, error) {
+	if p.Key == "" {
+		return nil, errors.New("outbox: the prepared call has no key: give it one with Prepared.WithKey")
+	}
+	row := &opRow{args: p.Args, vendorKey: VendorKey(p.params.TenantID, p.Key, p.Tool.Name, 0), trace: tracing.Current(ctx)}
+	if p.Tool.Redact != nil && ob.sealer != nil {
+		var err error
+		if row.sealed, err = ob.sealer.seal(p.params.TenantID, p.Key, p.Args); err != nil {
+			return nil, err
+		}
+		row.args = p.Tool.Redact(p.Args)
+	}
+	return row, nil
+}
+
+// admitInserted takes a new op on from its insert: past its key's purged generation
+// when it reuses a purged op's key, then through admission.
+func (ob *Outbox) admitInserted(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion, batch *jobBatch) (*EnqueueResult, error) {
+	if ins.tombstone != nil {
+		// The key was used by an op since purged: this one starts past its last
+		// generation, so it never sends the purged op's vendor key again.
+		op := ins.op
+		op.Generation = *ins.tombstone + 1
+		op.VendorKey = VendorKey(p.params.TenantID, p.Key, p.Tool.Name, op.Generation)
+		if _, err := tx.Exec(ctx, sqlNextGeneration, op.ID, op.Generation, op.VendorKey); err != nil {
+			return nil, fmt.Errorf("outbox: move op past its key's purged generation: %w", err)
+		}
+	}
+	return ob.admit(ctx, tx, p, ins, batch)
 }
 
 // insertion is what the enqueue's insert found.
@@ -337,12 +370,11 @@ type insertion struct {
 }
 
 // insertOp inserts the prepared call as a pending op, or finds the op its key holds.
-func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, storedArgs json.RawMessage, sealed []byte) (*insertion, error) {
+func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, row *opRow) (*insertion, error) {
 	params := p.params
-	vendorKey := VendorKey(params.TenantID, p.Key, p.Tool.Name, 0)
-	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, storedArgs,
-		p.Fingerprint[:], protocol.StatusPending, vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(), sealed,
-		tracing.Current(ctx), p.Tool.definition())
+	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, row.args,
+		p.Fingerprint[:], protocol.StatusPending, row.vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(),
+		row.sealed, row.trace, p.Tool.definition())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", err)
 	}
@@ -363,17 +395,6 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, storedAr
 		// The key was committed by a concurrent caller after this statement's snapshot.
 		if ins.op, err = scanOp(tx.QueryRow(ctx, sqlOpByKey, params.TenantID, p.Key)); err != nil {
 			return nil, fmt.Errorf("outbox: read op after conflict: %w", err)
-		}
-		return &ins, nil
-	}
-	if ins.inserted && ins.tombstone != nil {
-		// The key was used by an op since purged: this one starts past its last
-		// generation, so it never sends the purged op's vendor key again.
-		op := ins.op
-		op.Generation = *ins.tombstone + 1
-		op.VendorKey = VendorKey(params.TenantID, p.Key, p.Tool.Name, op.Generation)
-		if _, err := tx.Exec(ctx, sqlNextGeneration, op.ID, op.Generation, op.VendorKey); err != nil {
-			return nil, fmt.Errorf("outbox: move op past its key's purged generation: %w", err)
 		}
 	}
 	return &ins, nil
@@ -419,7 +440,7 @@ func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*
 // admit checks that the objects the op just inserted names are the tenant's, asks the
 // gate about it, once, and then inserts its dispatch job, or makes it wait for a person,
 // or removes it again when either refuses it.
-func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion) (*EnqueueResult, error) {
+func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion, batch *jobBatch) (*EnqueueResult, error) {
 	op := ins.op
 	var verdict Verdict
 	ctx, err := ob.withOpAccount(ctx, op, p.Tool)
@@ -439,7 +460,7 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 	}
 	res := &EnqueueResult{Op: op, ExpiryCollision: ins.tombstone != nil}
 	if verdict.Hold == nil {
-		return res, ob.insertJobTx(ctx, tx, op)
+		return res, ob.addJobTx(ctx, tx, op, batch)
 	}
 	res.Why = verdict.Hold.Why
 	return res, ob.holdTx(ctx, tx, op, p, verdict.Hold)
@@ -484,18 +505,41 @@ func liveJobStates() []rivertype.JobState {
 // insertJobTx inserts the op's dispatch job unless the op has a live one already;
 // River then skips the insert as a duplicate, and the live job dispatches the op.
 func (ob *Outbox) insertJobTx(ctx context.Context, tx pgx.Tx, op *Op) error {
+	return ob.addJobTx(ctx, tx, op, nil)
+}
+
+// jobBatch holds the jobs of a group commit's calls, inserted together in one
+// statement before the group's COMMIT (see committer.commit) instead of one each.
+type jobBatch struct{ jobs []river.InsertManyParams }
+
+// addJobTx inserts the op's job as insertJobTx does or, with a batch, adds it to the
+// batch for the insert of them all. A composite op's step run row is inserted now
+// either way.
+func (ob *Outbox) addJobTx(ctx context.Context, tx pgx.Tx, op *Op, batch *jobBatch) error {
+	job := ob.dispatchJob(op)
 	if op.Vendor == StepsVendor {
-		return ob.insertStepsJobTx(ctx, tx, op)
+		if _, err := tx.Exec(ctx, sqlStepRunInsert, op.ID); err != nil {
+			return fmt.Errorf("outbox: insert step run: %w", err)
+		}
+		job = stepsJob(op)
 	}
-	_, err := ob.river.InsertTx(ctx, tx, DispatchArgs{OpID: op.ID, Vendor: op.Vendor}, &river.InsertOpts{
+	if batch != nil {
+		batch.jobs = append(batch.jobs, job)
+		return nil
+	}
+	if _, err := ob.river.InsertTx(ctx, tx, job.Args, job.InsertOpts); err != nil {
+		return fmt.Errorf("outbox: insert %s job: %w", job.Args.Kind(), err)
+	}
+	return nil
+}
+
+// dispatchJob is the op's dispatch job: unique by op id among the live ones.
+func (ob *Outbox) dispatchJob(op *Op) river.InsertManyParams {
+	return river.InsertManyParams{Args: DispatchArgs{OpID: op.ID, Vendor: op.Vendor}, InsertOpts: &river.InsertOpts{
 		Queue:       QueueName(op.Vendor),
 		MaxAttempts: ob.cfg.riverMaxAttempts(),
 		UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},
-	})
-	if err != nil {
-		return fmt.Errorf("outbox: insert dispatch job: %w", err)
-	}
-	return nil
+	}}
 }
 
 // rowScanner is what pgx.Row and pgx.Rows have in common.

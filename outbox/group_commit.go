@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // GroupCommit commits the enqueues that arrive together in one transaction, so that
@@ -17,12 +19,13 @@ import (
 // the HTTP and MCP doors); an EnqueueTx commits with its caller's transaction.
 //
 // Each enqueue of a group runs as EnqueueTx would in a caller's transaction, one after
-// the other, and is answered only after the commit that holds it: an answer without an
+// the other, except that their dispatch jobs are inserted together, in one statement,
+// after the last call. Each is answered only after the commit that holds it: an answer without an
 // error is committed, and an error means nothing was committed for that call (retry it
 // with its key). A refusal of one call (a key conflict, a gate's refusal) records
-// nothing, so the others commit without it. Any other error ends the group's
-// transaction: it is rolled back, and each of its calls runs again in a transaction of
-// its own, as without group commit.
+// nothing, so the others commit without it. Any other error, the jobs' insert's
+// included, ends the group's transaction: it is rolled back, and each of its calls runs
+// again in a transaction of its own, as without group commit.
 type GroupCommit struct {
 	// MaxOps bounds the calls committed together. 0 or 1 turns group commit off.
 	MaxOps int
@@ -144,22 +147,41 @@ func (c *committer) commit(group []*grouped) {
 	})
 	tx := &lazyTx{pool: c.ob.pool}
 	defer func() { _ = tx.Rollback(context.Background()) }()
+	inserted, err := c.ob.insertGroupOps(tx, group)
+	if err != nil {
+		c.rollBackAndRunAlone(tx, group)
+		return
+	}
 	var results []*EnqueueResult
 	var errs []error
-	for _, g := range group {
-		if err := g.ctx.Err(); err != nil {
+	var batch jobBatch
+	for i, g := range group {
+		if err := g.ctx.Err(); err != nil && inserted[i] == nil {
 			// Its caller left before its turn: nothing is written for it.
 			results, errs = append(results, nil), append(errs, err)
 			continue
 		}
 		// A caller that leaves now must not abort the others' transaction.
-		res, err := c.ob.enqueueTx(context.WithoutCancel(g.ctx), tx, g.p)
+		ctx := context.WithoutCancel(g.ctx)
+		var res *EnqueueResult
+		if inserted[i] != nil {
+			res, err = c.ob.admitInserted(ctx, tx, g.p, inserted[i], &batch)
+		} else {
+			res, err = c.ob.enqueueTx(ctx, tx, g.p, &batch)
+		}
 		if err != nil && !recordsNothing(err) {
-			_ = tx.Rollback(context.Background())
-			c.alone(group)
+			c.rollBackAndRunAlone(tx, group)
 			return
 		}
 		results, errs = append(results, res), append(errs, err)
+	}
+	// The group's jobs, in one statement: River's unique insert skips an op's job when
+	// the op has a live one, as it would one at a time.
+	if len(batch.jobs) > 0 {
+		if _, err := c.ob.river.InsertManyTx(context.Background(), tx, batch.jobs); err != nil {
+			c.rollBackAndRunAlone(tx, group)
+			return
+		}
 	}
 	if c.beforeCommit != nil {
 		c.beforeCommit()
@@ -177,8 +199,79 @@ func (c *committer) commit(group []*grouped) {
 	}
 }
 
-// alone runs each call of a group whose transaction failed in a transaction of its own.
-func (c *committer) alone(group []*grouped) {
+// insertGroupOps inserts the new ops of a group's calls in one statement
+// (sqlEnqueueMany) and returns what each call's insert found, by the call's index: nil
+// for a call left to enqueueTx (its key held an op already, an earlier call of the
+// group has its key, its caller has left, or its row could not be made: enqueueTx
+// then answers it as it would alone), and for the call of a group of one. The calls
+// are in key order.
+func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*grouped) ([]*insertion, error) {
+	var (
+		tenants                                                      []int64
+		keys, tools, vendors, args, vendorKeys, convs, calls, traces []string
+		fingerprints, sealed                                         [][]byte
+		ttls                                                         []float64
+		definitions                                                  []*string
+		index                                                        []int
+	)
+	found := make([]*insertion, len(group))
+	if len(group) == 1 {
+		// A group of one is an enqueue alone: sqlEnqueue is its cheaper statement.
+		return found, nil
+	}
+	for i, g := range group {
+		if g.ctx.Err() != nil || (i > 0 && sameKey(group[i-1].p, g.p)) {
+			continue
+		}
+		row, err := ob.newOpRow(g.ctx, g.p)
+		if err != nil {
+			continue
+		}
+		p := g.p
+		tenants, keys, tools, vendors = append(tenants, p.params.TenantID), append(keys, p.Key), append(tools, p.Tool.Name), append(vendors, p.Tool.Vendor)
+		args, fingerprints, vendorKeys = append(args, string(row.args)), append(fingerprints, p.Fingerprint[:]), append(vendorKeys, row.vendorKey)
+		convs, calls, ttls = append(convs, p.params.ConversationID), append(calls, p.params.ToolCallID), append(ttls, p.Tool.TTL.Seconds())
+		sealed, traces = append(sealed, row.sealed), append(traces, row.trace)
+		var def *string
+		if d := p.Tool.definition(); d != nil {
+			def = new(string(d))
+		}
+		definitions, index = append(definitions, def), append(index, i)
+	}
+	if len(index) == 0 {
+		return found, nil
+	}
+	rows, err := tx.Query(context.Background(), sqlEnqueueMany, tenants, keys, tools, vendors, args, fingerprints, vendorKeys,
+		convs, calls, ttls, sealed, traces, definitions, protocol.StatusPending)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: insert the group's ops: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n int
+		ins := &insertion{op: &Op{}, inserted: true}
+		dest := append([]any{&n, &ins.tombstone, &ins.policyVersion, &ins.budgetVersion}, ins.op.scanDest()...)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("outbox: insert the group's ops: %w", err)
+		}
+		ins.op.fromScan()
+		found[index[n-1]] = ins
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: insert the group's ops: %w", err)
+	}
+	return found, nil
+}
+
+// sameKey reports whether two calls name the same key of the same tenant.
+func sameKey(a, b *Prepared) bool {
+	return a.params.TenantID == b.params.TenantID && a.Key == b.Key
+}
+
+// rollBackAndRunAlone rolls back a group's failed transaction and runs each of its
+// calls in a transaction of its own.
+func (c *committer) rollBackAndRunAlone(tx pgx.Tx, group []*grouped) {
+	_ = tx.Rollback(context.Background())
 	for _, g := range group {
 		if err := g.ctx.Err(); err != nil {
 			g.answer(nil, err)

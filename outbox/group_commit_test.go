@@ -87,11 +87,16 @@ type answer struct {
 // call enqueues test.echo {"n": n} under key in the background; its answer comes on the
 // returned channel.
 func (e *groupEnv) call(key string, n int) <-chan answer {
+	return e.enqueue(outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: "test.echo",
+		Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
+}
+
+// enqueue enqueues params in the background; its answer comes on the returned channel.
+func (e *groupEnv) enqueue(params outbox.EnqueueParams) <-chan answer {
 	ch := make(chan answer, 1)
 	go func() {
-		res, err := e.ob.Enqueue(context.Background(), outbox.EnqueueParams{TenantID: e.tenant, Key: key, Tool: "test.echo",
-			Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
-		ch <- answer{key: key, res: res, err: err}
+		res, err := e.ob.Enqueue(context.Background(), params)
+		ch <- answer{key: params.Key, res: res, err: err}
 	}()
 	return ch
 }
@@ -109,6 +114,18 @@ func (e *groupEnv) holdFirst(t *testing.T, calls map[string]int) (<-chan answer,
 	}
 	require.Eventually(t, func() bool { return e.ob.GroupWaitingForTest() == len(calls) }, 10*time.Second, time.Millisecond)
 	return first, others
+}
+
+// commitEach makes the calls in calls (key -> n) one at a time, each in a group of its
+// own, and waits for each to commit.
+func (e *groupEnv) commitEach(t *testing.T, calls map[string]int) {
+	t.Helper()
+	for key, n := range calls {
+		c := e.call(key, n)
+		<-e.held
+		e.release <- struct{}{}
+		require.NoError(t, (<-c).err, key)
+	}
 }
 
 // letGo lets every group held from now on commit at once, until e.held is closed.
@@ -174,9 +191,42 @@ func TestGroupCommitAnswersOnlyAfterItsCommit(t *testing.T) {
 		require.Equal(t, key, a.res.Op.Key)
 	}
 	require.Equal(t, 6, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 6, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	requireOneJobPerOp(t, e.pool, 6)
 	require.Equal(t, 1, count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE idempotency_key <> 'first'"),
 		"the group's ops were committed by one transaction")
+	require.Equal(t, 1, count(t, e.pool, `SELECT count(DISTINCT j.xmin::text) FROM river_job j
+		JOIN oncebox_op o ON j.args->>'op_id' = o.id::text AND j.xmin::text = o.xmin::text WHERE o.idempotency_key <> 'first'`),
+		"the group's jobs were committed with its ops")
+}
+
+// requireOneJobPerOp checks that each of the want ops has exactly one dispatch job, and
+// that there is no other.
+func requireOneJobPerOp(t *testing.T, pool *pgxpool.Pool, want int) {
+	t.Helper()
+	require.Equal(t, want, count(t, pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, want, count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM oncebox_op o
+		WHERE (SELECT count(*) FROM river_job j WHERE j.args->>'op_id' = o.id::text) <> 1`), "an op without its one job")
+}
+
+// TestGroupCommitSameKeyTwiceInOneGroup: two calls with one key and one payload in the
+// same group are one op with one job; the second is answered as the replay it is.
+func TestGroupCommitSameKeyTwiceInOneGroup(t *testing.T) {
+	t.Parallel()
+	e := newGroupEnv(t)
+	first, others := e.holdFirst(t, map[string]int{"x": 1})
+	again := e.call("x", 1)
+	require.Eventually(t, func() bool { return e.ob.GroupWaitingForTest() == 2 }, 10*time.Second, time.Millisecond)
+	e.release <- struct{}{}
+	require.NoError(t, (<-first).err)
+	<-e.held
+	e.release <- struct{}{}
+	a, b := <-others["x"], <-again
+	require.NoError(t, a.err)
+	require.NoError(t, b.err)
+	require.Equal(t, a.res.Op.ID, b.res.Op.ID)
+	require.NotEqual(t, a.res.Replayed, b.res.Replayed, "one of the two is the replay")
+	requireOneJobPerOp(t, e.pool, 2)
 }
 
 // TestGroupCommitRefusalsLeaveTheOthers puts a key conflict, a gate's refusal and a
@@ -185,12 +235,7 @@ func TestGroupCommitAnswersOnlyAfterItsCommit(t *testing.T) {
 func TestGroupCommitRefusalsLeaveTheOthers(t *testing.T) {
 	t.Parallel()
 	e := newGroupEnv(t)
-	for key, n := range map[string]int{"taken": 1, "again": 2} {
-		c := e.call(key, n)
-		<-e.held
-		e.release <- struct{}{}
-		require.NoError(t, (<-c).err)
-	}
+	e.commitEach(t, map[string]int{"taken": 1, "again": 2})
 
 	calls := map[string]int{"taken": 99, "again": 2, "unlucky": 13, "x": 1, "y": 2}
 	first, others := e.holdFirst(t, calls)
@@ -215,27 +260,105 @@ func TestGroupCommitRefusalsLeaveTheOthers(t *testing.T) {
 
 // TestGroupCommitFailedTransactionRunsEachCallAlone puts a call whose gate fails the
 // transaction (not a refusal: a statement errs) in a group: the group is rolled back and
-// each call runs again in a transaction of its own, so only that call fails.
+// each call runs again in a transaction of its own, so only that call fails. With
+// replays, the group has no job to insert after the failed call, and its replays must
+// still be answered, not failed with the group's lost transaction.
 func TestGroupCommitFailedTransactionRunsEachCallAlone(t *testing.T) {
 	t.Parallel()
+	for _, replays := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replays=%t", replays), func(t *testing.T) {
+			t.Parallel()
+			e := newGroupEnv(t)
+			if replays {
+				e.commitEach(t, map[string]int{"a": 1, "c": 2})
+			}
+			// A group runs its calls in key order: "a" is done when "b" fails.
+			first, others := e.holdFirst(t, map[string]int{"a": 1, "b": 666, "c": 2})
+			e.release <- struct{}{}
+			require.NoError(t, (<-first).err)
+			// The group fails before its COMMIT and runs each call alone, so it is never
+			// held; a group that went on to its COMMIT would be let go.
+			e.letGo()
+			defer close(e.held)
+			answers := collect(others)
+			require.ErrorContains(t, answers["b"].err, "division by zero")
+			for _, key := range []string{"a", "c"} {
+				require.NoError(t, answers[key].err, key)
+				require.Equal(t, replays, answers[key].res.Replayed, key)
+			}
+			require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
+			requireOneJobPerOp(t, e.pool, 3)
+		})
+	}
+}
+
+// TestGroupCommitStoresWhatAnEnqueueAloneStores: the ops a group inserts together (one
+// statement) are the rows the same calls store one at a time, the tenant's vendor
+// account, a purged key's next generation and the calls' conversation fields included.
+func TestGroupCommitStoresWhatAnEnqueueAloneStores(t *testing.T) {
+	t.Parallel()
 	e := newGroupEnv(t)
-	// A group runs its calls in key order: "a" is done when "b" fails.
-	calls := map[string]int{"a": 1, "b": 666, "c": 2}
-	first, others := e.holdFirst(t, calls)
+	ctx := context.Background()
+	reg, err := outbox.NewRegistry(echoTool("echo"))
+	require.NoError(t, err)
+	alone, err := outbox.New(outbox.Config{Pool: e.pool, Tools: reg, TestOnly: true, Gate: refusalGate{}})
+	require.NoError(t, err)
+	other := newTenant(t, e.pool, "alone")
+	for _, tenant := range []int64{e.tenant, other} {
+		_, err := e.pool.Exec(ctx, `INSERT INTO oncebox_tenant_vendor (tenant_id, vendor, account, updated_by) VALUES ($1, 'echo', 'acct_7', 'test')`, tenant)
+		require.NoError(t, err)
+		_, err = e.pool.Exec(ctx, `INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, purge_after, generation)
+			VALUES ($1, 'purged', '\x00', now() + interval '1 day', 4)`, tenant)
+		require.NoError(t, err)
+	}
+	calls := func(tenant int64) []outbox.EnqueueParams {
+		return []outbox.EnqueueParams{
+			{TenantID: tenant, Key: "chat", Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`), ConversationID: "conv-1", ToolCallID: "call-1"},
+			{TenantID: tenant, Key: "plain", Tool: "test.echo", Args: json.RawMessage(`{"n":2}`)},
+			{TenantID: tenant, Key: "purged", Tool: "test.echo", Args: json.RawMessage(`{"n":3}`)},
+		}
+	}
+
+	first := e.call("first", 1)
+	<-e.held
+	var grouped []<-chan answer
+	for _, params := range calls(e.tenant) {
+		grouped = append(grouped, e.enqueue(params))
+	}
+	require.Eventually(t, func() bool { return e.ob.GroupWaitingForTest() == len(grouped) }, 10*time.Second, time.Millisecond)
 	e.release <- struct{}{}
 	require.NoError(t, (<-first).err)
-	// The group fails before its COMMIT and runs each call alone, so it is never held;
-	// a group that went on to its COMMIT would be let go.
-	e.letGo()
-	defer close(e.held)
-	answers := collect(others)
-	require.ErrorContains(t, answers["b"].err, "division by zero")
-	for _, key := range []string{"a", "c"} {
-		require.NoError(t, answers[key].err, key)
+	<-e.held
+	e.release <- struct{}{}
+	for _, c := range grouped {
+		a := <-c
+		require.NoError(t, a.err, a.key)
+		want := 0
+		if a.key == "purged" {
+			want = 5
+		}
+		require.Equal(t, want, a.res.Op.Generation, a.key)
+		require.Equal(t, outbox.VendorKey(e.tenant, a.key, "test.echo", want), a.res.Op.VendorKey, a.key)
 	}
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
-	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key IN ('a', 'c')"))
-	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' IN (SELECT id::text FROM oncebox_op WHERE idempotency_key IN ('a', 'c'))"))
+	for _, params := range calls(other) {
+		_, err := alone.Enqueue(ctx, params)
+		require.NoError(t, err, params.Key)
+	}
+
+	rows := func(tenant int64) string {
+		var s string
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT json_agg(o ORDER BY o.idempotency_key)::text FROM (
+			SELECT idempotency_key, tool, vendor, args, fingerprint, status, attempts, generation, conversation_id,
+				tool_call_id, retention, expires_at - created_at AS ttl, sealed_args, trace_parent, tool_definition,
+				vendor_account, length(vendor_key) AS vendor_key_length
+			FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key <> 'first') o`, tenant).Scan(&s))
+		return s
+	}
+	require.JSONEq(t, rows(other), rows(e.tenant))
+	require.Contains(t, rows(e.tenant), `"vendor_account":"acct_7"`)
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key <> 'first'", e.tenant),
+		"the calls were one group")
+	requireOneJobPerOp(t, e.pool, 7)
 }
 
 // TestGroupCommitPanicFailsOnlyItsGroup: a call that panics (a bug) rolls its group back

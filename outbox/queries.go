@@ -36,6 +36,36 @@ UNION ALL
 SELECT false, NULL::integer, 0::bigint, '', ` + opColumns + ` FROM oncebox_op
 WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
 
+// sqlEnqueueMany is sqlEnqueue for the calls of a group commit, in one statement: the
+// calls are the arrays' elements, their keys distinct, and each row it returns starts
+// with the number (from 1) of the call whose op it inserted, followed by sqlEnqueue's
+// columns after its first. A call whose key held an op already gets no row, and is
+// left to sqlEnqueue on its own. The ops are inserted in the arrays' order, so that
+// groups given their calls in one order lock their keys in that order.
+const sqlEnqueueMany = `
+WITH c AS (
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
+		$8::text[], $9::text[], $10::float8[], $11::bytea[], $12::text[], $13::text[])
+		WITH ORDINALITY AS c(tenant_id, idempotency_key, tool, vendor, args, fingerprint, vendor_key,
+			conversation_id, tool_call_id, ttl, sealed_args, trace_parent, tool_definition, n)
+), ins AS (
+	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
+		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
+		tool_definition, vendor_account)
+	SELECT c.tenant_id, c.idempotency_key, c.tool, c.vendor, c.args::jsonb, c.fingerprint, $14, c.vendor_key,
+		nullif(c.conversation_id, ''), nullif(c.tool_call_id, ''), now() + make_interval(secs => c.ttl),
+		make_interval(secs => c.ttl), c.sealed_args, nullif(c.trace_parent, ''), c.tool_definition::jsonb,
+		(SELECT v.account FROM oncebox_tenant_vendor v WHERE v.tenant_id = c.tenant_id AND v.vendor = c.vendor)
+	FROM c ORDER BY c.n
+	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+	RETURNING ` + opColumns + `
+)
+SELECT c.n, (SELECT t.generation FROM oncebox_tombstone t WHERE t.tenant_id = c.tenant_id AND t.idempotency_key = c.idempotency_key),
+	coalesce((SELECT p.version FROM oncebox_approval_policy p WHERE p.tenant_id = c.tenant_id AND p.tool = c.tool), 0),
+	(SELECT coalesce(max(b.version), 0)::text || ':' || count(*) FROM oncebox_tenant_budget b WHERE b.tenant_id = c.tenant_id),
+	ins.*
+FROM ins JOIN c ON c.tenant_id = ins.tenant_id AND c.idempotency_key = ins.idempotency_key`
+
 // sqlHoldOp makes a new op, inserted pending in the enqueue's transaction, wait for a
 // person's approval (the gate's verdict).
 const sqlHoldOp = `UPDATE oncebox_op SET status = 'awaiting_approval' WHERE id = $1::uuid`

@@ -219,18 +219,11 @@ func stepOps(ctx context.Context, q Querier, parent *Op) (map[string]*stepOp, er
 	return out, rows.Err()
 }
 
-// insertStepsJobTx inserts a composite op's step runner job (unless it has a live one)
-// and its run, when it has none.
-func (ob *Outbox) insertStepsJobTx(ctx context.Context, tx pgx.Tx, op *Op) error {
-	if _, err := tx.Exec(ctx, sqlStepRunInsert, op.ID); err != nil {
-		return fmt.Errorf("outbox: insert step run: %w", err)
-	}
-	_, err := ob.river.InsertTx(ctx, tx, StepsArgs{OpID: op.ID}, &river.InsertOpts{
+// stepsJob is a composite op's step runner job: unique by op id among the live ones
+// (its step run row goes in first: see addJobTx).
+func stepsJob(op *Op) river.InsertManyParams {
+	return river.InsertManyParams{Args: StepsArgs{OpID: op.ID}, InsertOpts: &river.InsertOpts{
 		Queue:      StepsQueue,
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},
-	})
-	if err != nil {
-		return fmt.Errorf("outbox: insert steps job: %w", err)
-	}
-	return nil
+	}}
 }
