@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -261,8 +262,11 @@ type Config struct {
 	// AdminToken opens River UI and, when set, guards /metrics (which is open without
 	// it). API tokens with the operator role open both as well (a tenant's admin token does not).
 	AdminToken string
-	// AuthCacheTTL is how long a successful token check is remembered. Defaults to 0:
-	// every request asks Postgres, so a revoked token stops working at once.
+	// AuthCacheTTL is how long a successful token check may be remembered, saving a
+	// query per API request. A check is remembered only while the process listens for
+	// token changes (tenant.Store.Watch): a token revoked or changed anywhere stops
+	// working when Postgres's notification arrives, and this bounds a lost one. Defaults
+	// to 5 seconds; 0 asks Postgres on every request.
 	AuthCacheTTL time.Duration
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey). Optional.
@@ -288,6 +292,7 @@ func Defaults() Config {
 		BatchedCompletion:    true,
 		GroupCommitOps:       outbox.DefaultGroupCommitOps,
 		GroupCommitters:      outbox.DefaultGroupCommitters,
+		AuthCacheTTL:         tenant.DefaultCacheTTL,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		NotifyTimeout:        10 * time.Second,
 		RetryMaxBackoff:      5 * time.Minute,

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -31,6 +32,33 @@ func runAPI(t *testing.T, adjust func(*server.Config)) (string, *pgxpool.Pool, *
 	}
 	srv, base := runServer(t, context.Background(), cfg)
 	return base, pool, srv
+}
+
+// TestTokenRevokedElsewhereStopsAtOnce: serve may remember token checks (here for an
+// hour), yet a token revoked by another process (the CLI; here a Store of its own) stops
+// opening the API within moments, when Postgres announces the change.
+func TestTokenRevokedElsewhereStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	base, pool, _ := runAPI(t, func(c *server.Config) { c.AuthCacheTTL = time.Hour })
+	ctx := context.Background()
+	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	status := func() int {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/ops/no-such-key", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	for range 3 {
+		require.Equal(t, http.StatusNotFound, status(), "the token opens the API")
+	}
+	require.NoError(t, tenant.NewStore(pool).RevokeToken(ctx, token))
+	require.Eventually(t, func() bool { return status() == http.StatusUnauthorized }, 5*time.Second, 20*time.Millisecond,
+		"a token revoked by another process still opens the API")
 }
 
 // closedWithin says whether the server closes conn (after answering whatever it

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -57,6 +58,8 @@ type Server struct {
 	// gov and apiGov are the outbox's and the API outbox's gates, on their pools.
 	gov, apiGov *governance.Governance
 	waitHub     *opwait.Hub
+	// authListen is the connection config of the tenant store's Watch (the API role's).
+	authListen *pgx.ConnConfig
 	// waitSlots caps each tenant's open waits, HTTP ?wait= and MCP tool calls together.
 	waitSlots *opwait.Slots
 	metrics   *metrics.Metrics
@@ -133,6 +136,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 			return nil, fmt.Errorf("connect to Postgres: %w", err)
 		}
 		s.waitHub = opwait.New(apiCfg.ConnConfig.Copy(), logger)
+		s.authListen = apiCfg.ConnConfig.Copy()
 	}
 	s.tenants = tenant.NewCachingStore(s.apiPool, cfg.AuthCacheTTL)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
@@ -1010,6 +1014,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.waitHub != nil && s.handler != nil {
 		stopHub := runBeside(ctx, s.waitHub.Run)
 		defer stopHub()
+	}
+	if s.authListen != nil && s.handler != nil && s.cfg.AuthCacheTTL > 0 {
+		// The token cache holds checks only while this listens for token changes.
+		stopWatch := runBeside(ctx, func(ctx context.Context) { s.tenants.Watch(ctx, s.authListen, s.logger) })
+		defer stopWatch()
 	}
 	if err := s.outbox.Start(ctx); err != nil {
 		if s.listener != nil {

@@ -144,6 +144,14 @@ type Store struct {
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]cachedAuth
+	// listening is true while Watch listens for token changes: the cache holds checks
+	// only then (it is emptied when Watch stops listening).
+	listening bool
+	// forgets counts the times the cache was emptied, so that a check read before a
+	// change is not remembered after the change emptied the cache.
+	forgets uint64
+	// beforeRemember, in tests, runs between a check's read and its remembering.
+	beforeRemember func()
 }
 
 type cachedAuth struct {
@@ -157,9 +165,14 @@ const maxCachedTokens = 10000
 // NewStore returns a Store over pool that asks Postgres on every Authenticate.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// NewCachingStore returns a Store that remembers successful authentications for ttl,
-// saving a query per API request. A token revoked through another process keeps working
-// here for at most ttl; one revoked through this Store stops at once.
+// DefaultCacheTTL is how long serve's API may remember a token check by default (see
+// NewCachingStore).
+const DefaultCacheTTL = 5 * time.Second
+
+// NewCachingStore returns a Store that remembers successful authentications for up to
+// ttl, saving a query per API request, while Watch listens for token changes: a token
+// revoked or changed anywhere stops working here when Postgres's notification arrives
+// (at once through this Store). Without Watch listening, it asks Postgres every time.
 func NewCachingStore(pool *pgxpool.Pool, ttl time.Duration) *Store {
 	return &Store{pool: pool, cacheTTL: ttl, cache: map[[sha256.Size]byte]cachedAuth{}}
 }
@@ -336,9 +349,11 @@ func (s *Store) Authenticate(ctx context.Context, token string) (*Principal, err
 		return nil, ErrUnauthorized
 	}
 	hash := sha256.Sum256([]byte(token))
+	var forgets uint64
 	if s.cacheTTL > 0 {
 		s.mu.Lock()
 		c, ok := s.cache[hash]
+		forgets = s.forgets
 		s.mu.Unlock()
 		if ok && time.Now().Before(c.expires) {
 			p := c.principal
@@ -354,21 +369,32 @@ func (s *Store) Authenticate(ctx context.Context, token string) (*Principal, err
 		return nil, fmt.Errorf("tenant: authenticate: %w", err)
 	}
 	if s.cacheTTL > 0 {
-		s.mu.Lock()
-		if len(s.cache) >= maxCachedTokens {
-			s.cache = map[[sha256.Size]byte]cachedAuth{}
+		if s.beforeRemember != nil {
+			s.beforeRemember()
 		}
-		s.cache[hash] = cachedAuth{principal: p, expires: time.Now().Add(s.cacheTTL)}
+		s.mu.Lock()
+		// A change announced since the read may have revoked what it found.
+		if s.listening && s.forgets == forgets {
+			if len(s.cache) >= maxCachedTokens {
+				s.cache = map[[sha256.Size]byte]cachedAuth{}
+			}
+			s.cache[hash] = cachedAuth{principal: p, expires: time.Now().Add(s.cacheTTL)}
+		}
 		s.mu.Unlock()
 	}
 	return &p, nil
 }
 
 func (s *Store) forgetCached() {
-	if s.cacheTTL > 0 {
-		s.mu.Lock()
+	s.mu.Lock()
+	s.forgetLocked()
+	s.mu.Unlock()
+}
+
+func (s *Store) forgetLocked() {
+	s.forgets++
+	if len(s.cache) > 0 {
 		s.cache = map[[sha256.Size]byte]cachedAuth{}
-		s.mu.Unlock()
 	}
 }
 

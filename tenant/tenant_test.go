@@ -2,10 +2,14 @@ package tenant_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
@@ -57,32 +61,89 @@ func TestTokensAreHashedAndRevocable(t *testing.T) {
 	require.ErrorIs(t, err, tenant.ErrUnauthorized)
 }
 
+// watchedStore returns a caching Store over pool whose Watch listens, until the test ends.
+func watchedStore(t *testing.T, pool *pgxpool.Pool) *tenant.Store {
+	t.Helper()
+	s := tenant.NewCachingStore(pool, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Watch(ctx, pool.Config().ConnConfig.Copy(), slog.New(slog.DiscardHandler))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, s.ListeningForTest, 10*time.Second, 10*time.Millisecond)
+	return s
+}
+
+// TestCachingStoreRevocation: a token remembered by a caching store (an hour) stops
+// working there when another process revokes it, as soon as Postgres's notification
+// arrives; without Watch listening, the store remembers nothing and the revocation takes
+// effect at once. A revocation through the store itself takes effect at once either way.
 func TestCachingStoreRevocation(t *testing.T) {
+	t.Parallel()
+	for _, watched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watched=%t", watched), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := dbtest.Schema(t)
+			cached := tenant.NewCachingStore(pool, time.Hour)
+			if watched {
+				cached = watchedStore(t, pool)
+			}
+			other := tenant.NewStore(pool)
+
+			_, token, err := cached.Create(ctx, "acme")
+			require.NoError(t, err)
+			_, err = cached.Authenticate(ctx, token)
+			require.NoError(t, err)
+			require.NoError(t, other.RevokeToken(ctx, token))
+			if watched {
+				require.Eventually(t, func() bool {
+					_, err := cached.Authenticate(ctx, token)
+					return errors.Is(err, tenant.ErrUnauthorized)
+				}, 5*time.Second, 10*time.Millisecond, "a token revoked elsewhere still works in the caching store")
+			} else {
+				_, err = cached.Authenticate(ctx, token)
+				require.ErrorIs(t, err, tenant.ErrUnauthorized)
+			}
+
+			second, err := cached.NewToken(ctx, "acme")
+			require.NoError(t, err)
+			_, err = cached.Authenticate(ctx, second)
+			require.NoError(t, err)
+			require.NoError(t, cached.RevokeToken(ctx, second))
+			_, err = cached.Authenticate(ctx, second)
+			require.ErrorIs(t, err, tenant.ErrUnauthorized)
+		})
+	}
+}
+
+// TestCachingStoreForgetsACheckReadBeforeARevocation: a check that read the token as
+// live, then saw the cache emptied by a revocation before it could remember its answer,
+// does not remember it: the next check asks Postgres.
+func TestCachingStoreForgetsACheckReadBeforeARevocation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.Schema(t)
-	cached := tenant.NewCachingStore(pool, time.Hour)
+	cached := watchedStore(t, pool)
 	other := tenant.NewStore(pool)
-
 	_, token, err := cached.Create(ctx, "acme")
 	require.NoError(t, err)
-	_, err = cached.Authenticate(ctx, token)
-	require.NoError(t, err)
 
-	// Revoked elsewhere: the cache still answers within its TTL (the documented trade-off)...
-	require.NoError(t, other.RevokeToken(ctx, token))
+	once := true
+	cached.BeforeRememberForTest(func() {
+		if !once {
+			return
+		}
+		once = false
+		before := cached.ForgetsForTest()
+		require.NoError(t, other.RevokeToken(ctx, token))
+		require.Eventually(t, func() bool { return cached.ForgetsForTest() > before }, 5*time.Second, time.Millisecond)
+	})
 	_, err = cached.Authenticate(ctx, token)
-	require.NoError(t, err)
-	_, err = other.Authenticate(ctx, token)
-	require.ErrorIs(t, err, tenant.ErrUnauthorized)
-
-	// ...and a revocation through the caching store itself takes effect at once.
-	second, err := cached.NewToken(ctx, "acme")
-	require.NoError(t, err)
-	_, err = cached.Authenticate(ctx, second)
-	require.NoError(t, err)
-	require.NoError(t, cached.RevokeToken(ctx, second))
-	_, err = cached.Authenticate(ctx, second)
+	require.NoError(t, err, "the check read the token before its revocation")
+	_, err = cached.Authenticate(ctx, token)
 	require.ErrorIs(t, err, tenant.ErrUnauthorized)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -73,9 +74,11 @@ type Enqueuer struct {
 	// request in a transaction of its own.
 	srv, srvAlone *httptest.Server
 	client        *http.Client
-	tenantID      int64
-	token         string
-	seq           atomic.Int64
+	// stopWatch stops the API's token store's Watch.
+	stopWatch func()
+	tenantID  int64
+	token     string
+	seq       atomic.Int64
 	// replayKeys are keys already enqueued by Replay, with their args number.
 	replayKeys []string
 }
@@ -110,16 +113,25 @@ func NewTracedEnqueuer(ctx context.Context, pool *pgxpool.Pool, tp trace.TracerP
 	if err != nil {
 		return nil, fmt.Errorf("bench: outbox: %w", err)
 	}
+	// The API checks tokens as serve does: remembered while it hears token changes.
+	checks := tenant.NewCachingStore(pool, tenant.DefaultCacheTTL)
 	var servers [2]*httptest.Server
 	for i, o := range []*outbox.Outbox{grouped, ob} {
-		handler, err := api.New(api.Config{Outbox: o, Tenants: tenants})
+		handler, err := api.New(api.Config{Outbox: o, Tenants: checks})
 		if err != nil {
 			return nil, fmt.Errorf("bench: api: %w", err)
 		}
 		servers[i] = httptest.NewServer(handler)
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
-	return &Enqueuer{pool: pool, ob: ob, river: rc, srv: servers[0], srvAlone: servers[1], client: client, tenantID: t.ID, token: token}, nil
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		checks.Watch(watchCtx, pool.Config().ConnConfig.Copy(), slog.New(slog.DiscardHandler))
+	}()
+	return &Enqueuer{pool: pool, ob: ob, river: rc, srv: servers[0], srvAlone: servers[1], client: client,
+		stopWatch: func() { stopWatch(); <-watched }, tenantID: t.ID, token: token}, nil
 }
 
 // Close stops the HTTP servers.
@@ -127,6 +139,7 @@ func (e *Enqueuer) Close() {
 	e.client.CloseIdleConnections()
 	e.srv.Close()
 	e.srvAlone.Close()
+	e.stopWatch()
 }
 
 // TenantID returns the tenant the ops are enqueued for.

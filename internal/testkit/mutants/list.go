@@ -13,6 +13,7 @@ func List() []Mutant {
 		sendgridPkg = "./vendors/sendgrid/"
 		chaosPkg    = "./cmd/oncebox-chaos/"
 		serverPkg   = "./server/"
+		tenantPkg   = "./tenant/"
 	)
 	return []Mutant{
 		// The attempt-token fence.
@@ -177,6 +178,35 @@ func List() []Mutant {
 			New:      "if tr, ok := g.policies.get(tenantID, tool); ok {",
 			Packages: []string{outboxPkg, "./governance/"},
 			Tests:    []string{"TestEnqueueSeesARuleChangedByAnotherProcess", "TestRememberedRuleIsCheckedAgainstTheStoredVersion"},
+		},
+
+		// The API's cache of checked tokens.
+		{
+			Name:     "auth-cache-ignores-notifications",
+			Breaks:   "a process that remembers checked tokens no longer forgets them when a token changes elsewhere: a token revoked through another process keeps working for the cache's whole TTL",
+			File:     "tenant/watch.go",
+			Old:      "\t\ts.forgetCached()\n\t}\n}",
+			New:      "\t}\n}",
+			Packages: []string{tenantPkg, serverPkg},
+			Tests:    []string{"TestCachingStoreRevocation", "TestTokenRevokedElsewhereStopsAtOnce"},
+		},
+		{
+			Name:     "auth-cache-without-watch",
+			Breaks:   "the token cache serves while nobody listens for token changes: a revocation elsewhere goes unnoticed for the cache's TTL",
+			File:     "tenant/tenant.go",
+			Old:      "if s.listening && s.forgets == forgets {",
+			New:      "if s.forgets == forgets {",
+			Packages: []string{tenantPkg},
+			Tests:    []string{"TestCachingStoreRevocation"},
+		},
+		{
+			Name:     "auth-cache-remembers-stale-check",
+			Breaks:   "a token check read before a revocation is remembered after the revocation emptied the cache: the revoked token keeps working for the cache's TTL",
+			File:     "tenant/tenant.go",
+			Old:      "if s.listening && s.forgets == forgets {",
+			New:      "if s.listening && s.forgets >= forgets {",
+			Packages: []string{tenantPkg},
+			Tests:    []string{"TestCachingStoreForgetsACheckReadBeforeARevocation"},
 		},
 
 		// Tenant scoping of every op query.
