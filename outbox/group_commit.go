@@ -18,14 +18,16 @@ import (
 // It applies to the enqueues in a transaction of their own (Enqueue, EnqueuePrepared:
 // the HTTP and MCP doors); an EnqueueTx commits with its caller's transaction.
 //
-// Each enqueue of a group runs as EnqueueTx would in a caller's transaction, one after
-// the other, except that their dispatch jobs are inserted together, in one statement,
-// after the last call. Each is answered only after the commit that holds it: an answer without an
-// error is committed, and an error means nothing was committed for that call (retry it
-// with its key). A refusal of one call (a key conflict, a gate's refusal) records
-// nothing, so the others commit without it. Any other error, the jobs' insert's
-// included, ends the group's transaction: it is rolled back, and each of its calls runs
-// again in a transaction of its own, as without group commit.
+// A group inserts its new ops together, in one statement, then takes each call through
+// admission as EnqueueTx would in a caller's transaction, one after the other, and
+// inserts their dispatch jobs together, in one statement, after the last call (a replay,
+// a key conflict and a group of one take EnqueueTx's own statements). Each call is
+// answered only after the commit that holds it: an answer without an error is
+// committed, and an error means nothing was committed for that call (retry it with its
+// key). A refusal of one call (a key conflict, a gate's refusal) records nothing, so the
+// others commit without it. Any other error, the inserts' included, ends the group's
+// transaction: it is rolled back, and each of its calls runs again in a transaction of
+// its own, as without group commit.
 type GroupCommit struct {
 	// MaxOps bounds the calls committed together. 0 or 1 turns group commit off.
 	MaxOps int
