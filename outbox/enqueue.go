@@ -516,12 +516,14 @@ type jobBatch struct{ jobs []river.InsertManyParams }
 // batch for the insert of them all. A composite op's step run row is inserted now
 // either way.
 func (ob *Outbox) addJobTx(ctx context.Context, tx pgx.Tx, op *Op, batch *jobBatch) error {
-	job := ob.dispatchJob(op)
+	var job river.InsertManyParams
 	if op.Vendor == StepsVendor {
 		if _, err := tx.Exec(ctx, sqlStepRunInsert, op.ID); err != nil {
 			return fmt.Errorf("outbox: insert step run: %w", err)
 		}
 		job = stepsJob(op)
+	} else {
+		job = ob.dispatchJob(op)
 	}
 	if batch != nil {
 		batch.jobs = append(batch.jobs, job)
