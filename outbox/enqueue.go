@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
@@ -376,7 +378,7 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, row *opR
 		p.Fingerprint[:], protocol.StatusPending, row.vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(),
 		row.sealed, row.trace, p.Tool.definition())
 	if err != nil {
-		return nil, fmt.Errorf("outbox: insert op: %w", err)
+		return nil, fmt.Errorf("outbox: insert op: %w", unknownTenant(err, params.TenantID))
 	}
 	var ins insertion
 	for rows.Next() {
@@ -389,7 +391,7 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, row *opR
 		ins.op.fromScan()
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: insert op: %w", err)
+		return nil, fmt.Errorf("outbox: insert op: %w", unknownTenant(err, params.TenantID))
 	}
 	if ins.op == nil {
 		// The key was committed by a concurrent caller after this statement's snapshot.
@@ -398,6 +400,16 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, row *opR
 		}
 	}
 	return &ins, nil
+}
+
+// unknownTenant turns the error of an insert whose tenant does not exist (sqlEnqueue
+// leaves its tenant_id NULL) into ErrUnknownTenant, and returns any other as it is.
+func unknownTenant(err error, tenantID int64) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.NotNullViolation && pgErr.ColumnName == "tenant_id" {
+		return fmt.Errorf("%w: tenant %d", ErrUnknownTenant, tenantID)
+	}
+	return err
 }
 
 // replay answers a call whose key holds op already: the same call is a replay, another

@@ -172,6 +172,73 @@ func TestEnqueueTxCommitsWithBusinessRows(t *testing.T) {
 	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
 }
 
+// TestEnqueueForAnUnknownTenantRecordsNothing: the op's tenant is read, not locked, at
+// the insert (migration 027 dropped the foreign key): a tenant that does not exist is
+// refused with ErrUnknownTenant, alone or in the caller's transaction, and nothing is
+// stored or queued.
+func TestEnqueueForAnUnknownTenantRecordsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	tenant := newTenant(t, e.pool, "acme")
+	unknown := outbox.EnqueueParams{TenantID: tenant + 1, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}
+
+	_, err := e.ob.Enqueue(ctx, unknown)
+	require.ErrorIs(t, err, outbox.ErrUnknownTenant)
+	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		_, err := e.ob.EnqueueTx(ctx, tx, unknown)
+		return err
+	})
+	require.ErrorIs(t, err, outbox.ErrUnknownTenant)
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM river_job"))
+
+	// The tenant's own call under the same key is a new op.
+	known := unknown
+	known.TenantID = tenant
+	res, err := e.ob.Enqueue(ctx, known)
+	require.NoError(t, err)
+	require.False(t, res.Replayed)
+}
+
+// TestDeletingATenantOrAnOpTakesWhatHangsOnIt: the cascades of the foreign keys
+// migration 027 dropped are kept by its triggers. An op deleted (as the purge and a
+// refused op do) takes its attempts; a tenant deleted by hand takes its ops and their
+// attempts, and leaves another tenant's.
+func TestDeletingATenantOrAnOpTakesWhatHangsOnIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newInsertOnly(t)
+	acme, other := newTenant(t, e.pool, "acme"), newTenant(t, e.pool, "other")
+	ops := map[string]string{}
+	for _, c := range []struct {
+		tenant int64
+		key    string
+	}{{acme, "a1"}, {acme, "a2"}, {other, "o1"}} {
+		res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: c.tenant, Key: c.key, Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
+		require.NoError(t, err)
+		ops[c.key] = res.Op.ID
+		_, err = e.pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
+			VALUES ($1, 1, gen_random_uuid(), 'k', now()), ($1, 2, gen_random_uuid(), 'k', now())`, res.Op.ID)
+		require.NoError(t, err)
+	}
+	attempts := func(key string) int {
+		return count(t, e.pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1", ops[key])
+	}
+
+	_, err := e.pool.Exec(ctx, "DELETE FROM oncebox_op WHERE id = $1", ops["a1"])
+	require.NoError(t, err)
+	require.Zero(t, attempts("a1"))
+	require.Equal(t, 2, attempts("a2"))
+
+	_, err = e.pool.Exec(ctx, "DELETE FROM oncebox_tenant WHERE id = $1", acme)
+	require.NoError(t, err)
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", acme))
+	require.Zero(t, attempts("a2"))
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", other))
+	require.Equal(t, 2, attempts("o1"))
+}
+
 func TestEnqueueTenantsAreIndependent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

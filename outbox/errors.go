@@ -17,6 +17,9 @@ var (
 	ErrNotFound = errors.New("op not found")
 	// ErrWrongState is returned when an op is not in the state an action needs.
 	ErrWrongState = errors.New("op is not in the state this action needs")
+	// ErrUnknownTenant is returned by an enqueue for a tenant that does not exist;
+	// nothing is recorded.
+	ErrUnknownTenant = errors.New("unknown tenant")
 )
 
 // KeyConflictError is the error for a key reused with another payload.

@@ -292,6 +292,30 @@ func TestGroupCommitFailedTransactionRunsEachCallAlone(t *testing.T) {
 	}
 }
 
+// TestGroupCommitUnknownTenantFailsOnlyItsCall: a call for a tenant that does not
+// exist fails the group's insert; the group runs each call alone, and only that call
+// is refused.
+func TestGroupCommitUnknownTenantFailsOnlyItsCall(t *testing.T) {
+	t.Parallel()
+	e := newGroupEnv(t)
+	first := e.call("first", 1)
+	<-e.held
+	others := map[string]<-chan answer{"a": e.call("a", 1), "b": e.call("b", 2),
+		"nobody": e.enqueue(outbox.EnqueueParams{TenantID: e.tenant + 1, Key: "nobody", Tool: "test.echo", Args: json.RawMessage(`{"n":3}`)})}
+	require.Eventually(t, func() bool { return e.ob.GroupWaitingForTest() == len(others) }, 10*time.Second, time.Millisecond)
+	e.release <- struct{}{}
+	require.NoError(t, (<-first).err)
+	e.letGo()
+	defer close(e.held)
+	answers := collect(others)
+	require.ErrorIs(t, answers["nobody"].err, outbox.ErrUnknownTenant)
+	for _, key := range []string{"a", "b"} {
+		require.NoError(t, answers[key].err, key)
+	}
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'nobody'"))
+	requireOneJobPerOp(t, e.pool, 3)
+}
+
 // TestGroupCommitStoresWhatAnEnqueueAloneStores: the ops a group inserts together (one
 // statement) are the rows the same calls store one at a time, the tenant's vendor
 // account, a purged key's next generation and the calls' conversation fields included.

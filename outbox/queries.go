@@ -15,7 +15,10 @@ const opColumns = opstate.OpColumns
 // gate checks what it remembers against (GateOp.PolicyVersion); the fourth, the version
 // of the tenant's own budgets (GateOp.BudgetVersion). The op records the account of
 // its tenant's vendor settings (oncebox_tenant_vendor) as they are in this statement:
-// no other read, and a tenant without settings costs an index probe. When the key exists
+// no other read, and a tenant without settings costs an index probe. The tenant's row is
+// read, not locked (migration 027 dropped the foreign key, whose check locked it at
+// every enqueue): an unknown tenant leaves tenant_id NULL, and the insert fails with
+// not_null_violation (unknownTenant). When the key exists
 // but was committed after this statement's snapshot, no row comes back and the caller
 // reads it with sqlOpByKey.
 const sqlEnqueue = `
@@ -23,7 +26,7 @@ WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
 		tool_definition, vendor_account)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
+	VALUES ((SELECT t.id FROM oncebox_tenant t WHERE t.id = $1), $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
 		make_interval(secs => $11), $12, nullif($13, ''), $14,
 		(SELECT v.account FROM oncebox_tenant_vendor v WHERE v.tenant_id = $1 AND v.vendor = $4))
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
@@ -52,7 +55,7 @@ WITH c AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
 		tool_definition, vendor_account)
-	SELECT c.tenant_id, c.idempotency_key, c.tool, c.vendor, c.args::jsonb, c.fingerprint, $14, c.vendor_key,
+	SELECT (SELECT t.id FROM oncebox_tenant t WHERE t.id = c.tenant_id), c.idempotency_key, c.tool, c.vendor, c.args::jsonb, c.fingerprint, $14, c.vendor_key,
 		nullif(c.conversation_id, ''), nullif(c.tool_call_id, ''), now() + make_interval(secs => c.ttl),
 		make_interval(secs => c.ttl), c.sealed_args, nullif(c.trace_parent, ''), c.tool_definition::jsonb,
 		(SELECT v.account FROM oncebox_tenant_vendor v WHERE v.tenant_id = c.tenant_id AND v.vendor = c.vendor)

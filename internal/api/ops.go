@@ -270,6 +270,9 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, p)
 	case errors.Is(err, outbox.ErrNotFound):
 		writeProblem(w, protocol.NewProblem(http.StatusNotFound, protocol.ProblemNotFound, "No op is stored under this idempotency key for your tenant."))
+	case errors.Is(err, outbox.ErrUnknownTenant):
+		// The token was checked, and its tenant deleted since.
+		writeProblem(w, protocol.NewProblem(http.StatusUnauthorized, protocol.ProblemUnauthorized, "Your token's tenant no longer exists. Nothing was recorded."))
 	case errors.As(err, &budgetErr):
 		secs := int64(math.Ceil(budgetErr.RetryAfter.Seconds()))
 		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))

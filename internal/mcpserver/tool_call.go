@@ -389,6 +389,8 @@ func refusal(err error) *mcp.CallToolResult {
 		return errorResult(fmt.Sprintf("Invalid argument %q: %s. Nothing was executed. Fix the argument and call the tool again.", field, ve.Message))
 	case errors.Is(err, outbox.ErrUnknownTool):
 		return errorResult("This tool is not enabled on this oncebox server. Nothing was executed.")
+	case errors.Is(err, outbox.ErrUnknownTenant):
+		return errorResult("Not done: this server's tenant no longer exists. Nothing was executed or recorded. Do not retry; tell the user.")
 	}
 	return nil
 }
