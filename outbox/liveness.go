@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,9 @@ const (
 	livenessInterval  = time.Second
 	livenessConfirmed = 4 * time.Second
 	livenessPingLimit = 2 * time.Second
+	// livenessStartWait bounds how long Start waits for the lock before the workers
+	// fetch jobs anyway (each then waits for the lock, see Work).
+	livenessStartWait = 5 * time.Second
 )
 
 // NewClientID returns a River client id that starts with LiveClientPrefix: the host,
@@ -57,12 +61,26 @@ type liveness struct {
 	base time.Time
 	// confirmed is when (since base) the last answered ping was sent; 0: never.
 	confirmed atomic.Int64
-	stop      chan struct{}
-	done      chan struct{}
+	// held is closed when the lock is first held.
+	held     chan struct{}
+	heldOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func newLiveness(ob *Outbox, id string) *liveness {
-	return &liveness{ob: ob, id: id, base: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	return &liveness{ob: ob, id: id, base: time.Now(), held: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// waitHeld waits until the lock is first held, for at most d or until ctx is done.
+func (l *liveness) waitHeld(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.held:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // ok says whether the process may call a vendor: its lock was confirmed held by a ping
@@ -150,6 +168,7 @@ func (l *liveness) lock(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	l.confirmed.Store(int64(sent))
+	l.heldOnce.Do(func() { close(l.held) })
 	l.ob.logger.Info("liveness: lock held", slog.String("client_id", l.id))
 	return conn, nil
 }

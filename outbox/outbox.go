@@ -502,8 +502,11 @@ func (ob *Outbox) jobTimeout(vendor string) time.Duration {
 	return DefaultJobTimeout
 }
 
-// Start starts working jobs (when the Outbox works jobs). It returns at once. Ending
-// ctx does not stop the workers: Stop does, letting running dispatches finish first.
+// Start starts working jobs (when the Outbox works jobs). A process with a liveness
+// lock (Config.ClientID) first waits until the lock is held, for at most 5 seconds: a
+// job fetched before it is put off for a second (see Work), and at a restart with a
+// backlog that is a whole first fetch of every queue. Ending ctx does not stop the
+// workers: Stop does, letting running dispatches finish first.
 func (ob *Outbox) Start(ctx context.Context) error {
 	if !*ob.cfg.Work {
 		return nil
@@ -512,6 +515,7 @@ func (ob *Outbox) Start(ctx context.Context) error {
 	// only Stop, with its grace, may end the workers.
 	if ob.live != nil {
 		ob.live.start()
+		ob.live.waitHeld(ctx, livenessStartWait)
 	}
 	if err := ob.river.Start(context.WithoutCancel(ctx)); err != nil {
 		if ob.live != nil {

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -156,4 +157,36 @@ func TestWokenWorkerAfterTakeoverIsFenced(t *testing.T) {
 	require.Equal(t, protocol.StatusPending, op.Status, "the woken worker recorded its answer after the takeover")
 	require.Equal(t, 0, op.Attempts)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'available'", res.Op.ID))
+}
+
+// TestStartPutsNoJobOff: a process restarted with a backlog waits for its liveness lock
+// before it fetches, so that none of its first jobs is put off for lack of the lock
+// (River counts each such snooze in the job's metadata). The lock is held elsewhere
+// for a moment, as a session of the process's previous life lingers on the server.
+func TestStartPutsNoJobOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newSchema(t)
+	fake, srv := newHonouringTarget(t)
+	tenant := newTenant(t, pool, "acme")
+	clientID := outbox.LiveClientPrefix + "restarted_1"
+	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: clientID})
+	const ops = 20
+	for i := range ops {
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: fmt.Sprintf("k%d", i), Tool: "webhook.post", Args: webhookArgs(i)})
+		require.NoError(t, err)
+	}
+	lingering, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	require.NoError(t, err)
+	var held bool
+	require.NoError(t, lingering.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('oncebox.process:' || $1, 0))`, clientID).Scan(&held))
+	require.True(t, held)
+	time.AfterFunc(300*time.Millisecond, func() { _ = lingering.Close(context.Background()) })
+	startWorker(t, ob)
+	require.Eventually(t, func() bool {
+		return count(t, pool, "SELECT count(*) FROM oncebox_op WHERE status = 'succeeded'") == ops
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, ops, fake.EffectCount())
+	require.Zero(t, count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND metadata ? 'snoozes'"),
+		"a job was put off while the process took its lock")
 }

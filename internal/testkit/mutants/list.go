@@ -175,6 +175,16 @@ func List() []Mutant {
 			Tests:    []string{"TestReleaseWaitsForAFinishedRun"},
 		},
 
+		{
+			Name:     "start-fetches-before-lock",
+			Breaks:   "a restarted process fetches jobs before its liveness lock is held: its whole first fetch is put off for a second, and each job rewritten twice more",
+			File:     "outbox/outbox.go",
+			Old:      "\t\tob.live.waitHeld(ctx, livenessStartWait)\n",
+			New:      "",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestStartPutsNoJobOff"},
+		},
+
 		// One live dispatch job per op.
 		{
 			Name:     "two-live-jobs-per-op",
