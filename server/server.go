@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -34,6 +33,7 @@ import (
 	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/internal/metrics"
 	"github.com/oncebox/oncebox/internal/opwait"
+	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -58,8 +58,9 @@ type Server struct {
 	// gov and apiGov are the outbox's and the API outbox's gates, on their pools.
 	gov, apiGov *governance.Governance
 	waitHub     *opwait.Hub
-	// authListen is the connection config of the tenant store's Watch (the API role's).
-	authListen *pgx.ConnConfig
+	// notifications is the API role's one listening connection to Postgres: the long
+	// polls' settled ops and, with --auth-cache-ttl, the token cache's token changes.
+	notifications *pglisten.Listener
 	// waitSlots caps each tenant's open waits, HTTP ?wait= and MCP tool calls together.
 	waitSlots *opwait.Slots
 	metrics   *metrics.Metrics
@@ -135,10 +136,17 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 			pool.Close()
 			return nil, fmt.Errorf("connect to Postgres: %w", err)
 		}
-		s.waitHub = opwait.New(apiCfg.ConnConfig.Copy(), logger)
-		s.authListen = apiCfg.ConnConfig.Copy()
 	}
 	s.tenants = tenant.NewCachingStore(s.apiPool, cfg.AuthCacheTTL)
+	if cfg.Roles.API {
+		s.waitHub = opwait.New()
+		s.notifications = pglisten.New(s.apiPool.Config().ConnConfig.Copy(), logger)
+		s.notifications.Handle(opwait.Channel, s.waitHub, "long polls poll")
+		if cfg.AuthCacheTTL > 0 {
+			// The token cache holds checks only while this listens for token changes.
+			s.notifications.Handle(tenant.AuthChannel, s.tenants, "API requests ask Postgres for every token")
+		}
+	}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	if err := s.build(ctx); err != nil {
 		s.Close()
@@ -1011,14 +1019,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	stopMonitor := runBeside(ctx, s.monitorStore)
 	defer stopMonitor()
-	if s.waitHub != nil && s.handler != nil {
-		stopHub := runBeside(ctx, s.waitHub.Run)
-		defer stopHub()
-	}
-	if s.authListen != nil && s.handler != nil && s.cfg.AuthCacheTTL > 0 {
-		// The token cache holds checks only while this listens for token changes.
-		stopWatch := runBeside(ctx, func(ctx context.Context) { s.tenants.Watch(ctx, s.authListen, s.logger) })
-		defer stopWatch()
+	if s.notifications != nil && s.handler != nil {
+		stopNotifications := runBeside(ctx, s.notifications.Run)
+		defer stopNotifications()
 	}
 	if err := s.outbox.Start(ctx); err != nil {
 		if s.listener != nil {

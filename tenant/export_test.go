@@ -3,7 +3,7 @@ package tenant
 // BeforeRememberForTest makes f run between a token check's read and its remembering.
 func (s *Store) BeforeRememberForTest(f func()) { s.beforeRemember = f }
 
-// ListeningForTest reports whether Watch listens.
+// ListeningForTest reports whether the Store is told the process listens on AuthChannel.
 func (s *Store) ListeningForTest() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

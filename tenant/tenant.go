@@ -144,8 +144,8 @@ type Store struct {
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]cachedAuth
-	// listening is true while Watch listens for token changes: the cache holds checks
-	// only then (it is emptied when Watch stops listening).
+	// listening is true while the process listens on AuthChannel for this Store: the
+	// cache holds checks only then (it is emptied when listening stops).
 	listening bool
 	// forgets counts the times the cache was emptied, so that a check read before a
 	// change is not remembered after the change emptied the cache.
@@ -170,9 +170,10 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 const DefaultCacheTTL = 5 * time.Second
 
 // NewCachingStore returns a Store that remembers successful authentications for up to
-// ttl, saving a query per API request, while Watch listens for token changes: a token
-// revoked or changed anywhere stops working here when Postgres's notification arrives
-// (at once through this Store). Without Watch listening, it asks Postgres every time.
+// ttl, saving a query per API request, while the process listens on AuthChannel for it
+// (Listening, Notified): a token revoked or changed anywhere stops working here when
+// Postgres's notification arrives (at once through this Store). Without that, it asks
+// Postgres every time.
 func NewCachingStore(pool *pgxpool.Pool, ttl time.Duration) *Store {
 	return &Store{pool: pool, cacheTTL: ttl, cache: map[[sha256.Size]byte]cachedAuth{}}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -61,15 +61,18 @@ func TestTokensAreHashedAndRevocable(t *testing.T) {
 	require.ErrorIs(t, err, tenant.ErrUnauthorized)
 }
 
-// watchedStore returns a caching Store over pool whose Watch listens, until the test ends.
+// watchedStore returns a caching Store over pool that a listener gives AuthChannel's
+// notifications, as serve does, until the test ends.
 func watchedStore(t *testing.T, pool *pgxpool.Pool) *tenant.Store {
 	t.Helper()
 	s := tenant.NewCachingStore(pool, time.Hour)
+	l := pglisten.New(pool.Config().ConnConfig.Copy(), nil)
+	l.Handle(tenant.AuthChannel, s, "token checks ask Postgres")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Watch(ctx, pool.Config().ConnConfig.Copy(), slog.New(slog.DiscardHandler))
+		l.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, s.ListeningForTest, 10*time.Second, 10*time.Millisecond)
@@ -78,7 +81,7 @@ func watchedStore(t *testing.T, pool *pgxpool.Pool) *tenant.Store {
 
 // TestCachingStoreRevocation: a token remembered by a caching store (an hour) stops
 // working there when another process revokes it, as soon as Postgres's notification
-// arrives; without Watch listening, the store remembers nothing and the revocation takes
+// arrives; without a listener, the store remembers nothing and the revocation takes
 // effect at once. A revocation through the store itself takes effect at once either way.
 func TestCachingStoreRevocation(t *testing.T) {
 	t.Parallel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/opwait"
+	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 )
 
@@ -77,10 +78,12 @@ func TestWaitIsWokenByANotification(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	hub := opwait.New(base.Config().ConnConfig.Copy(), nil)
+	hub := opwait.New()
+	l := pglisten.New(base.Config().ConnConfig.Copy(), nil)
+	l.Handle(opwait.Channel, hub, "long polls poll")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); hub.Run(ctx) }()
+	go func() { defer close(done); l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, hub.Connected, 10*time.Second, 10*time.Millisecond)
 

@@ -1,23 +1,18 @@
 // Package opwait wakes the HTTP API's long polls when the op they wait for settles,
-// from Postgres notifications (LISTEN oncebox_op_settled, sent by a trigger on
-// oncebox_op) instead of each poll querying again and again.
+// from Postgres notifications (oncebox_op_settled, sent by a trigger on oncebox_op)
+// instead of each poll querying again and again.
 //
-// One Hub holds one dedicated connection, outside any pool, that listens. A waiter
-// subscribes to its op's (tenant, key) and is woken when a notification names it. When
-// the listening connection is lost, every waiter is woken once it is back (it re-reads
-// its op, so nothing missed meanwhile is lost) and, until then, Connected reports false
-// so that waiters fall back to polling.
+// A Hub is the handler of that channel on the process's listener (internal/pglisten).
+// A waiter subscribes to its op's (tenant, key) and is woken when a notification names
+// it. When the listening connection is lost, every waiter is woken once it is back (it
+// re-reads its op, so nothing missed meanwhile is lost) and, until then, Connected
+// reports false so that waiters fall back to polling.
 package opwait
 
 import (
-	"context"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Channel is the notification channel of settled ops.
@@ -25,9 +20,6 @@ const Channel = "oncebox_op_settled"
 
 // Hub fans settled-op notifications out to the waiters of this process.
 type Hub struct {
-	connConfig *pgx.ConnConfig
-	logger     *slog.Logger
-
 	mu        sync.Mutex
 	waiters   map[waitKey]map[*Waiter]struct{}
 	connected bool
@@ -46,12 +38,9 @@ type Waiter struct {
 	k   waitKey
 }
 
-// New returns a Hub that listens with its own connection made from connConfig.
-func New(connConfig *pgx.ConnConfig, logger *slog.Logger) *Hub {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Hub{connConfig: connConfig, logger: logger, waiters: map[waitKey]map[*Waiter]struct{}{}}
+// New returns a Hub; give it Channel's notifications (pglisten.Listener.Handle).
+func New() *Hub {
+	return &Hub{waiters: map[waitKey]map[*Waiter]struct{}{}}
 }
 
 // Subscribe registers a waiter for the tenant's op under key. Call Close when done.
@@ -96,32 +85,14 @@ func (w *Waiter) wake() {
 	}
 }
 
-// Run listens until ctx is done, reconnecting after a lost connection (with a backoff
-// up to 5 seconds).
-func (h *Hub) Run(ctx context.Context) {
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := h.listen(ctx)
-		h.setConnected(false)
-		if ctx.Err() != nil {
-			return
-		}
-		h.logger.Warn("long-poll notifications lost; waiters poll until they are back", slog.Any("error", err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
-	}
-}
-
-func (h *Hub) setConnected(v bool) {
+// Listening records whether the process listens on Channel (pglisten.Handler). When it
+// starts listening again, every waiter is woken: anything may have settled while
+// nobody listened.
+func (h *Hub) Listening(on bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.connected = v
-	if v {
-		// Anything may have settled while nobody listened: every waiter re-reads.
+	h.connected = on
+	if on {
 		for _, set := range h.waiters {
 			for w := range set {
 				w.wake()
@@ -130,35 +101,20 @@ func (h *Hub) setConnected(v bool) {
 	}
 }
 
-func (h *Hub) listen(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	conn, err := pgx.ConnectConfig(cctx, h.connConfig)
-	cancel()
+// Notified wakes the waiters of the op a notification on Channel names
+// ("<tenant_id>:<idempotency_key>", pglisten.Handler); any other payload is ignored.
+func (h *Hub) Notified(payload string) {
+	tenant, key, ok := strings.Cut(payload, ":")
+	if !ok {
+		return
+	}
+	id, err := strconv.ParseInt(tenant, 10, 64)
 	if err != nil {
-		return err
+		return
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
-	}
-	h.setConnected(true)
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		tenant, key, ok := strings.Cut(n.Payload, ":")
-		if !ok {
-			continue
-		}
-		id, err := strconv.ParseInt(tenant, 10, 64)
-		if err != nil {
-			continue
-		}
-		h.mu.Lock()
-		for w := range h.waiters[waitKey{id, key}] {
-			w.wake()
-		}
-		h.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.waiters[waitKey{id, key}] {
+		w.wake()
 	}
 }

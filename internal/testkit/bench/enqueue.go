@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/internal/api"
+	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
@@ -128,7 +128,9 @@ func NewTracedEnqueuer(ctx context.Context, pool *pgxpool.Pool, tp trace.TracerP
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		checks.Watch(watchCtx, pool.Config().ConnConfig.Copy(), slog.New(slog.DiscardHandler))
+		l := pglisten.New(pool.Config().ConnConfig.Copy(), nil)
+		l.Handle(tenant.AuthChannel, checks, "token checks ask Postgres")
+		l.Run(watchCtx)
 	}()
 	return &Enqueuer{pool: pool, ob: ob, river: rc, srv: servers[0], srvAlone: servers[1], client: client,
 		stopWatch: func() { stopWatch(); <-watched }, tenantID: t.ID, token: token}, nil

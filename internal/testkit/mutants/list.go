@@ -221,9 +221,9 @@ func List() []Mutant {
 		{
 			Name:     "auth-cache-ignores-notifications",
 			Breaks:   "a process that remembers checked tokens no longer forgets them when a token changes elsewhere: a token revoked through another process keeps working for the cache's whole TTL",
-			File:     "tenant/watch.go",
-			Old:      "\t\ts.forgetCached()\n\t}\n}",
-			New:      "\t}\n}",
+			File:     "tenant/auth_channel.go",
+			Old:      "func (s *Store) Notified(string) { s.forgetCached() }",
+			New:      "func (s *Store) Notified(string) {}",
 			Packages: []string{tenantPkg, serverPkg},
 			Tests:    []string{"TestCachingStoreRevocation", "TestTokenRevokedElsewhereStopsAtOnce"},
 		},
