@@ -30,20 +30,7 @@ const costCallers = 8
 // cluster's WAL, so it is only meaningful on a cluster nothing else writes to.
 func BenchmarkEnqueueCost(b *testing.B) {
 	ctx := context.Background()
-	s := newSchema(b, bench.EnqueuePoolSize([]int{costCallers}))
-	e, err := bench.NewEnqueuer(ctx, s.Pool)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(e.Close)
-	// Warm up: every connection of the pool open, every statement prepared.
-	warm := bench.Load{Ops: 4 * costCallers}
-	if _, err := e.Go(ctx, costCallers, warm); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := e.RiverUniqueInsert(ctx, costCallers, warm); err != nil {
-		b.Fatal(err)
-	}
+	s, e := warmEnqueuer(b)
 	pids := backendPids(ctx, b, s.Pool)
 	if backendCPU(pids) == 0 {
 		b.Skip("the Postgres backends' CPU time is not readable here (/proc/<pid>/stat): Postgres runs on another host")
@@ -83,6 +70,28 @@ func BenchmarkEnqueueCost(b *testing.B) {
 	b.ReportMetric(perOp(unique.self+unique.backends, unique.ops)/perOp(oncebox.self+oncebox.backends, oncebox.ops), "x_cpu")
 	// Issue 34's ratio: the enqueue's WAL per op over River's unique insert's (≤ 1.5×).
 	b.ReportMetric((float64(oncebox.wal)/float64(oncebox.ops))/(float64(unique.wal)/float64(unique.ops)), "wal_x_unique")
+}
+
+// warmEnqueuer returns an Enqueuer on a fresh schema for costCallers callers, warmed
+// up: every connection of the pool open, every statement of the Go enqueue and of
+// River's unique insert prepared.
+func warmEnqueuer(b *testing.B) (*bench.Schema, *bench.Enqueuer) {
+	b.Helper()
+	ctx := context.Background()
+	s := newSchema(b, bench.EnqueuePoolSize([]int{costCallers}))
+	e, err := bench.NewEnqueuer(ctx, s.Pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(e.Close)
+	warm := bench.Load{Ops: 4 * costCallers}
+	if _, err := e.Go(ctx, costCallers, warm); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.RiverUniqueInsert(ctx, costCallers, warm); err != nil {
+		b.Fatal(err)
+	}
+	return s, e
 }
 
 // backendPids returns the process ids of the backends of every connection the pool holds.

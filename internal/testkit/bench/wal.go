@@ -31,6 +31,11 @@ func MarkWAL(ctx context.Context, pool *pgxpool.Pool) (WALMark, error) {
 	if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA public"); err != nil {
 		return "", fmt.Errorf("bench: pg_walinspect: %w", err)
 	}
+	return flushedWAL(ctx, pool)
+}
+
+// flushedWAL is the cluster's WAL position as flushed now.
+func flushedWAL(ctx context.Context, pool *pgxpool.Pool) (WALMark, error) {
 	var lsn string
 	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn); err != nil {
 		return "", fmt.Errorf("bench: read the WAL position: %w", err)
@@ -51,11 +56,11 @@ GROUP BY 1, 2`
 // first. Every committed transaction's records are in it; the whole cluster's are, so
 // it means something only on a cluster nothing else writes to.
 func WALSince(ctx context.Context, pool *pgxpool.Pool, from WALMark) ([]WALShare, error) {
-	var to string
-	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&to); err != nil {
-		return nil, fmt.Errorf("bench: read the WAL position: %w", err)
+	to, err := flushedWAL(ctx, pool)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := pool.Query(ctx, sqlWALByRelation, string(from), to)
+	rows, err := pool.Query(ctx, sqlWALByRelation, string(from), string(to))
 	if err != nil {
 		return nil, fmt.Errorf("bench: read the WAL: %w", err)
 	}

@@ -26,19 +26,7 @@ import (
 func BenchmarkWAL(b *testing.B) {
 	ctx := context.Background()
 	b.Run("enqueue", func(b *testing.B) {
-		s := newSchema(b, bench.EnqueuePoolSize([]int{costCallers}))
-		e, err := bench.NewEnqueuer(ctx, s.Pool)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(e.Close)
-		warm := bench.Load{Ops: 4 * costCallers}
-		if _, err := e.Go(ctx, costCallers, warm); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := e.RiverUniqueInsert(ctx, costCallers, warm); err != nil {
-			b.Fatal(err)
-		}
+		s, e := warmEnqueuer(b)
 		load := bench.Load{Ops: max(b.N, 2000)}
 		for _, side := range []struct {
 			name string
