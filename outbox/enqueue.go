@@ -345,6 +345,11 @@ func (ob *Outbox) newOpRow(ctx context.Context, p *Prepared) (*opRow, error) {
 // admitInserted takes a new op on from its insert: past its key's purged generation
 // when it reuses a purged op's key, then through admission.
 func (ob *Outbox) admitInserted(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion, batch *jobBatch) (*EnqueueResult, error) {
+	if ins.tombstone != nil && p.params.step {
+		// A step's op is never sent again under a new generation: the step runner reads
+		// its steps' tombstones first (planSteps), so this is a second guard.
+		return nil, fmt.Errorf("outbox: step key %s was purged; the step is not sent again: %w", p.Key, ErrWrongState)
+	}
 	if ins.tombstone != nil {
 		// The key was used by an op since purged: this one starts past its last
 		// generation, so it never sends the purged op's vendor key again.

@@ -78,9 +78,11 @@ const sqlHoldOp = `UPDATE oncebox_op SET status = 'awaiting_approval' WHERE id =
 const sqlDeleteRefusedOp = `DELETE FROM oncebox_op WHERE id = $1::uuid`
 
 // sqlObjectOwned says whether object $3 of vendor $2 is tenant $1's: one of its ops has
-// it as its vendor reference (index oncebox_op_vendor_ref), or the tenant adopted it.
+// it as its vendor reference as the vendor said it (index oncebox_op_vendor_ref; a
+// reference a person typed in a resolution is a claim, not evidence), or the tenant
+// adopted it.
 const sqlObjectOwned = `
-SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE tenant_id = $1 AND vendor = $2 AND vendor_ref = $3)
+SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE tenant_id = $1 AND vendor = $2 AND vendor_ref = $3 AND NOT vendor_ref_typed)
 	OR EXISTS (SELECT 1 FROM oncebox_tenant_object WHERE tenant_id = $1 AND vendor = $2 AND object_id = $3)`
 
 // sqlTaggedOpOwned says whether op $3, which an object is tagged with, is an op of
@@ -449,4 +451,11 @@ const sqlStepRunLock = `SELECT state, coalesce(failed_step, '') FROM oncebox_ste
 // sqlStepOps reads the ops of a composite op's steps: the tenant's ops whose key begins
 // with the parent's step prefix ($2, which holds no LIKE wildcard but '_', escaped).
 const sqlStepOps = `SELECT id::text, idempotency_key, status, coalesce(vendor_ref, ''), result FROM oncebox_op
+WHERE tenant_id = $1 AND idempotency_key LIKE replace($2, '_', '\_') || '%'`
+
+// sqlStepTombstones reads the keys of a composite op's steps whose ops were purged (a
+// tombstone under the key, as sqlStepOps reads the ops): the purge keeps a step's op while
+// its parent is not settled, so a tombstone here means a run older than that rule, or a
+// parent settled and released by hand; the runner never sends such a step again.
+const sqlStepTombstones = `SELECT idempotency_key FROM oncebox_tombstone
 WHERE tenant_id = $1 AND idempotency_key LIKE replace($2, '_', '\_') || '%'`

@@ -48,6 +48,9 @@ type stepInput struct {
 	Ops map[string]*stepOp
 	// Refused are keys whose enqueue was refused for good in this run, with why.
 	Refused map[string]string
+	// Purged are keys whose op was purged (a tombstone): whether it was done is not
+	// known here, so it is never enqueued again and never counted as not done.
+	Purged map[string]bool
 }
 
 // planSteps decides the run's next move (docs/steps.md): steps in order, each once its
@@ -65,6 +68,9 @@ func planSteps(in stepInput) stepPlan {
 			return planFailure(in, doc, i, fmt.Sprintf("step %s was refused: %s", s.Name, why))
 		}
 		op := in.Ops[key]
+		if op == nil && in.Purged[key] {
+			return stepPlan{To: opstate.StepNeedsReview, Why: purgedWhy("step " + s.Name)}
+		}
 		if op == nil {
 			if s.When != "" && !truthy(doc, s.When) {
 				continue
@@ -110,10 +116,16 @@ func planFailure(in stepInput, doc map[string]any, i int, why string) stepPlan {
 func planCompensations(in stepInput, doc map[string]any, i int, failed, why string) stepPlan {
 	for j := i - 1; j >= 0; j-- {
 		s := in.Steps[j]
+		if s.Compensate != nil && in.Ops[StepKey(in.ParentID, s.Name)] == nil && in.Purged[StepKey(in.ParentID, s.Name)] {
+			return stepPlan{To: opstate.StepNeedsReview, Why: purgedWhy("step " + s.Name)}
+		}
 		if s.Compensate == nil || !succeeded(in.Ops[StepKey(in.ParentID, s.Name)]) {
 			continue
 		}
 		key := CompensationKey(in.ParentID, s.Name)
+		if in.Ops[key] == nil && in.Purged[key] {
+			return stepPlan{To: opstate.StepNeedsReview, Why: purgedWhy("the compensation of step " + s.Name)}
+		}
 		if r, refused := in.Refused[key]; refused {
 			return stepPlan{To: opstate.StepNeedsReview, Why: fmt.Sprintf("the compensation of step %s was refused: %s", s.Name, r)}
 		}
@@ -158,6 +170,12 @@ func stepDoc(in stepInput) map[string]any {
 		steps[s.Name] = map[string]any{"op_id": op.ID, "status": string(op.Status), "vendor_ref": op.VendorRef, "result": result}
 	}
 	return map[string]any{"call": call, "steps": steps}
+}
+
+// purgedWhy says why a run whose step's op was purged waits for a person.
+func purgedWhy(what string) string {
+	return what + "'s op was purged before the run ended: whether it was done is not known here, " +
+		"so it is not sent again; a person decides (resolve the composite op)"
 }
 
 func succeeded(op *stepOp) bool { return op != nil && op.Status == protocol.StatusSucceeded }

@@ -100,6 +100,9 @@ func (ob *Outbox) advanceSteps(ctx context.Context, tx pgx.Tx, opID string) (ste
 	if in.Ops, err = stepOps(ctx, tx, parent); err != nil {
 		return stepRun{}, err
 	}
+	if in.Purged, err = stepTombstones(ctx, tx, parent); err != nil {
+		return stepRun{}, err
+	}
 	for {
 		p := planSteps(in)
 		if p.Enqueue != nil {
@@ -217,6 +220,24 @@ func stepOps(ctx context.Context, q Querier, parent *Op) (map[string]*stepOp, er
 		out[s.Key] = s
 	}
 	return out, rows.Err()
+}
+
+// stepTombstones reads the keys of a composite op's steps and compensations whose ops
+// were purged.
+func stepTombstones(ctx context.Context, q Querier, parent *Op) (map[string]bool, error) {
+	rows, err := q.Query(ctx, sqlStepTombstones, parent.TenantID, StepKeyPrefix+parent.ID+"/")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read purged step ops: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read purged step ops: %w", err)
+	}
+	out := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		out[k] = true
+	}
+	return out, nil
 }
 
 // stepsJob is a composite op's step runner job: unique by op id among the live ones

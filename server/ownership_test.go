@@ -283,3 +283,118 @@ func TestCatalogToolActsOnlyOnTheTenantsObjects(t *testing.T) {
 	require.Len(t, effects, 2, "the ticket and acme's close reached the target, nothing of globex's calls")
 	require.Equal(t, "/tickets/"+ticket+"/close", effects[1].Path)
 }
+
+// resolveAs resolves the tenant's op under key as succeeded with the object ref, as the
+// tenant's approver does after checking the vendor by hand.
+func resolveAs(t *testing.T, base, approver, key, ref string) (int, string) {
+	t.Helper()
+	return postJSON(t, base, approver, "/v1/ops/"+key+"/resolve", "",
+		fmt.Sprintf(`{"outcome": "succeeded", "vendor_ref": %q, "reason": "checked by hand"}`, ref))
+}
+
+// toReview puts an op in needs_review, as a reconcile that found two objects does.
+func toReview(t *testing.T, pool *pgxpool.Pool, tenantName, key string) {
+	t.Helper()
+	tag, err := pool.Exec(context.Background(), `UPDATE oncebox_op SET status = 'needs_review'
+		WHERE idempotency_key = $2 AND tenant_id = (SELECT id FROM oncebox_tenant WHERE name = $1)`, tenantName, key)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+}
+
+// TestTypedReferenceNeverHandsOverAnotherTenantsObject (issue 42, item 2): globex's
+// approver resolves one of globex's ops as succeeded with acme's ticket id; globex's
+// agent then names that ticket over HTTP and MCP: still 404 not-found, and the target
+// receives no close. The resolution itself is recorded (finance and support see the
+// ref), and acme closes its ticket as before. The TTL purge of the resolved op does not
+// make the typed object globex's either.
+func TestTypedReferenceNeverHandsOverAnotherTenantsObject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake := fakewebhook.New(fakewebhook.Config{})
+	target := httptest.NewServer(fake)
+	t.Cleanup(target.Close)
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ToolsFile = writeCatalog(t, ownedCatalog(target.URL))
+	srv, base := runServer(t, ctx, cfg)
+	tenants := tenant.NewStore(pool)
+	_, acme, err := tenants.Create(ctx, "acme")
+	require.NoError(t, err)
+	_, globex, err := tenants.Create(ctx, "globex")
+	require.NoError(t, err)
+	approver, err := tenants.NewTokenWithRole(ctx, "globex", tenant.RoleApprover)
+	require.NoError(t, err)
+
+	status, body := postJSON(t, base, acme, "/v1/ops?wait=20s", "ticket-1",
+		`{"tool": "helpdesk.create_ticket", "args": {"customer_id": "c1", "subject": "help"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	var made map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &made))
+	ticket := made["vendor_ref"].(string)
+
+	status, body = postJSON(t, base, globex, "/v1/ops?wait=20s", "ticket-g",
+		`{"tool": "helpdesk.create_ticket", "args": {"customer_id": "c2", "subject": "mine"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	toReview(t, pool, "globex", "ticket-g")
+	status, body = resolveAs(t, base, approver, "ticket-g", ticket)
+	require.Equal(t, http.StatusOK, status, "a person may record what they saw: %s", body)
+	require.Contains(t, body, ticket)
+
+	close := func(key string) (int, map[string]any) {
+		status, body := postJSON(t, base, globex, "/v1/ops", key, fmt.Sprintf(`{"tool": "helpdesk.close_ticket", "args": {"ticket_id": %q}}`, ticket))
+		var out map[string]any
+		require.NoError(t, json.Unmarshal([]byte(body), &out))
+		return status, out
+	}
+	status, out := close("close-g1")
+	requireNotOwned(t, status, out, "ticket_id", ticket)
+	transport := &mcp.StreamableClientTransport{Endpoint: base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{token: globex}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, transport, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "helpdesk_close_ticket", Arguments: map[string]any{"ticket_id": ticket}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "ticket_id "+ticket+" is not one of this tenant's objects")
+
+	// The purge of the resolved op keeps no typed reference as globex's object.
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 second' WHERE idempotency_key = 'ticket-g'`)
+	require.NoError(t, err)
+	st, err := srv.Outbox().Purge(ctx, outboxPurgeConfig())
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Ops)
+	status, out = close("close-g2")
+	requireNotOwned(t, status, out, "ticket_id", ticket)
+
+	status, body = postJSON(t, base, acme, "/v1/ops?wait=20s", "close-a", fmt.Sprintf(`{"tool": "helpdesk.close_ticket", "args": {"ticket_id": %q}}`, ticket))
+	require.Equal(t, http.StatusAccepted, status, body)
+	effects := fake.Effects()
+	require.Len(t, effects, 3, "two tickets and acme's close reached the target, nothing of globex's closes")
+	require.Equal(t, "/tickets/"+ticket+"/close", effects[2].Path)
+}
+
+// TestTypedPaymentReferenceIsNoRefundLicence (issue 42, item 2, Stripe): globex's
+// approver resolves a globex op with acme's PaymentIntent; globex's refund of it is
+// refused (the vendor's tag names acme's op), and Stripe holds no refund.
+func TestTypedPaymentReferenceIsNoRefundLicence(t *testing.T) {
+	t.Parallel()
+	o := newOwnedStripe(t, server.Roles{API: true, Worker: true, Periodic: true})
+	ctx := context.Background()
+	approver, err := tenant.NewStore(o.pool).NewTokenWithRole(ctx, "globex", tenant.RoleApprover)
+	require.NoError(t, err)
+	pay := `{"tool": "stripe.payment_intent", "args": {"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true}}`
+	status, _, acmePay := o.call(t, http.MethodPost, "/v1/ops?wait=20s", o.acme, "pay-a", pay)
+	require.Equal(t, http.StatusAccepted, status, acmePay)
+	pi := acmePay["vendor_ref"].(string)
+	status, _, out := o.call(t, http.MethodPost, "/v1/ops?wait=20s", o.globex, "pay-g", pay)
+	require.Equal(t, http.StatusAccepted, status, out)
+
+	toReview(t, o.pool, "globex", "pay-g")
+	status, body := resolveAs(t, o.base, approver, "pay-g", pi)
+	require.Equal(t, http.StatusOK, status, body)
+	status, _, out = o.refund(t, o.globex, "refund-g", "payment_intent", pi)
+	requireNotOwned(t, status, out, "payment_intent", pi)
+	time.Sleep(300 * time.Millisecond)
+	require.Empty(t, o.fake.Refunds(), "no refund of acme's payment reached Stripe")
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -89,6 +90,12 @@ func checkoutServer(t *testing.T) checkoutEnv {
 // checkoutServerOf is checkoutServer on the catalog edit makes of checkoutCatalog.
 func checkoutServerOf(t *testing.T, edit func(string) string) checkoutEnv {
 	t.Helper()
+	return checkoutServerOfConfig(t, edit, func(*server.Config) {})
+}
+
+// checkoutServerOfConfig is checkoutServerOf with the server's configuration adjusted.
+func checkoutServerOfConfig(t *testing.T, edit func(string) string, adjust func(*server.Config)) checkoutEnv {
+	t.Helper()
 	e := checkoutEnv{pay: fakewebhook.New(fakewebhook.Config{}), mail: fakewebhook.New(fakewebhook.Config{}),
 		hook: fakewebhook.New(fakewebhook.Config{})}
 	var urls []string
@@ -104,6 +111,7 @@ func checkoutServerOf(t *testing.T, edit func(string) string) checkoutEnv {
 	cfg.WebhookTimeout = 2 * time.Second
 	cfg.WebhookLookupLag = 3 * time.Second
 	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
+	adjust(&cfg)
 	_, e.base = runServer(t, context.Background(), cfg)
 	var err error
 	e.tenants = tenant.NewStore(pool)
@@ -319,4 +327,73 @@ func TestStepsCheckoutOverMCP(t *testing.T) {
 	require.Equal(t, 1, e.pay.EffectCount())
 	require.Equal(t, 1, e.mail.EffectCount())
 	require.Equal(t, 1, e.hook.EffectCount())
+}
+
+// purgedStepEnv is checkoutServerOf with the purge every 300 ms, the charge kept for one
+// second once settled, and the receipt waiting for approval: the charge's op is expired
+// long before anyone decides the receipt.
+func purgedStepEnv(t *testing.T) (checkoutEnv, string) {
+	t.Helper()
+	e := checkoutServerOfConfig(t, func(c string) string {
+		c = strings.Replace(c, "    path: /charges\n", "    path: /charges\n    ttl: 1s\n", 1)
+		return strings.Replace(c, "    target: mail\n", "    target: mail\n    approval: {mode: always}\n", 1)
+	}, func(cfg *server.Config) { cfg.PurgeInterval = 300 * time.Millisecond })
+	approver, err := e.tenants.NewTokenWithRole(context.Background(), "acme", tenant.RoleApprover)
+	require.NoError(t, err)
+	return e, approver
+}
+
+// waitPastTheChargesTTL starts checkout key and waits until its receipt awaits approval
+// and the purge has had several chances at the settled charge's op.
+func (e checkoutEnv) waitPastTheChargesTTL(t *testing.T, key string) (receipt string) {
+	t.Helper()
+	status, body := postJSON(t, e.base, e.token, "/v1/ops", key, checkoutCall)
+	require.Equal(t, http.StatusAccepted, status, body)
+	var parent protocol.Op
+	require.NoError(t, json.Unmarshal([]byte(body), &parent))
+	receipt = "/v1/ops/" + url.PathEscape("~step/"+parent.ID+"/receipt")
+	require.Eventually(t, func() bool {
+		status, body := getJSON(t, e.base, e.token, receipt)
+		return status == http.StatusOK && strings.Contains(body, `"status":"awaiting_approval"`)
+	}, 20*time.Second, 100*time.Millisecond, "the receipt's op waits for approval")
+	time.Sleep(4 * time.Second) // the charge's TTL (1 s) and a dozen purges (300 ms)
+	require.Equal(t, 1, e.pay.EffectCount(), "the charge was made once, and not again while the receipt waits")
+	return receipt
+}
+
+// TestStepsPurgeNeverRedoesAStepWhileItsSiblingWaits (issue 42, item 1): a composite
+// op's charge settles, its receipt waits for approval past the charge's TTL while the
+// purge runs every 300 ms: the charge's op is kept, never enqueued again; once the
+// receipt is approved the checkout succeeds with one charge, one mail, one webhook.
+func TestStepsPurgeNeverRedoesAStepWhileItsSiblingWaits(t *testing.T) {
+	t.Parallel()
+	e, approver := purgedStepEnv(t)
+	receipt := e.waitPastTheChargesTTL(t, "checkout-p1")
+	status, body := postJSON(t, e.base, approver, receipt+"/approve", "", `{"reason":"fine"}`)
+	require.Equal(t, http.StatusOK, status, body)
+	op := e.settle(t, "checkout-p1")
+	require.Equal(t, "succeeded", op.Status, op)
+	time.Sleep(time.Second)
+	require.Equal(t, 1, e.pay.EffectCount(), "one charge")
+	require.Equal(t, 1, e.mail.EffectCount(), "one receipt")
+	require.Equal(t, 1, e.hook.EffectCount(), "one webhook")
+}
+
+// TestStepsPurgeNeverSkipsACompensation (issue 42, item 1): as above, but the receipt is
+// rejected: the charge's op was kept, so its refund runs once and the checkout ends
+// compensated (a purged charge was skipped as "not done": compensated without a refund).
+func TestStepsPurgeNeverSkipsACompensation(t *testing.T) {
+	t.Parallel()
+	e, approver := purgedStepEnv(t)
+	receipt := e.waitPastTheChargesTTL(t, "checkout-p2")
+	status, body := postJSON(t, e.base, approver, receipt+"/reject", "", `{"reason":"wrong address"}`)
+	require.Equal(t, http.StatusOK, status, body)
+	op := e.settle(t, "checkout-p2")
+	require.Equal(t, "failed", op.Status, op)
+	require.JSONEq(t, `"compensated"`, string(mustField(t, op.Error, "state")))
+	time.Sleep(time.Second)
+	effects := e.pay.Effects()
+	require.Len(t, effects, 2, "one charge, one refund")
+	require.Equal(t, "/refunds", effects[1].Path)
+	require.Zero(t, e.mail.EffectCount())
 }

@@ -27,7 +27,9 @@ type Change struct {
 	Kind   string
 	Detail any
 
-	// Result, Error and VendorRef are a terminal op's outcome.
+	// Result, Error and VendorRef are a terminal op's outcome. A VendorRef set by a
+	// person's resolution (Action Resolve) is stored as typed: it never makes the object
+	// the tenant's (outbox's ownership check).
 	Result    json.RawMessage
 	Error     json.RawMessage
 	VendorRef string
@@ -65,7 +67,7 @@ func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, err
 		switch {
 		case c.To.Terminal():
 			row = tx.QueryRow(ctx, sqlSettle, c.OpID, c.From, c.To, nullJSON(c.Result), nullJSON(c.Error),
-				nullJSON(c.RedactedArgs), c.VendorRef, dropSealed)
+				nullJSON(c.RedactedArgs), c.VendorRef, dropSealed, c.Action == Resolve)
 		case c.To == protocol.StatusPending && c.From == protocol.StatusPending:
 			row = tx.QueryRow(ctx, sqlRejob, c.OpID, c.From, c.Unheard)
 		case c.To == protocol.StatusPending:

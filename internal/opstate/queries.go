@@ -230,9 +230,12 @@ RETURNING ` + identColumns
 
 // sqlSettle makes an op terminal ($3) with result $4 or error $5, naming the vendor's
 // object $7; $6 replaces its args with their redacted form when not NULL. $8 drops the
-// sealed copy of its full args.
+// sealed copy of its full args. $9 says that $7 was typed by a person (a resolution), not
+// said by a vendor: such a reference never makes the object the tenant's (migration 028),
+// unless it is the very reference the vendor had already said.
 const sqlSettle = `
 UPDATE oncebox_op SET status = $3, result = $4, error = $5, vendor_ref = nullif($7, ''),
+	vendor_ref_typed = $9::boolean AND $7 <> '' AND (vendor_ref IS DISTINCT FROM $7 OR vendor_ref_typed),
 	args = coalesce($6, args), attempt_token = NULL, next_check_at = NULL, updated_at = now(),
 	sealed_args = CASE WHEN $8::boolean THEN NULL ELSE sealed_args END,
 	expires_at = CASE WHEN $8::boolean THEN ` + retentionStart + ` ELSE expires_at END
@@ -298,24 +301,31 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 
 // sqlPurgeBatch deletes up to $1 expired ops in the statuses $3 (the ones the table lets
 // the purge take: terminal) and leaves a tombstone for each, remembering the op's last
-// generation. Ops that are not terminal
+// generation. A step's op (key "~step/<parent id>/…", outbox.StepKey) is kept while its
+// composite parent is not settled, whatever its own TTL: the run reads its steps' ops to
+// know what was done (a refund waiting 72 h for approval outlives a charge's TTL). Ops that are not terminal
 // (pending, dispatching, unknown, needs review, awaiting approval) are kept past their
 // TTL: something or someone still has to decide them. The object a deleted op made (its
 // vendor_ref) stays its tenant's: it is kept in oncebox_tenant_object, so that a refund
-// of a payment whose op was purged is still admitted (outbox.Tool.Objects).
+// of a payment whose op was purged is still admitted (outbox.Tool.Objects); a reference a
+// person typed is not kept (it never made the object the tenant's).
 const sqlPurgeBatch = `
 WITH doomed AS (
-	SELECT id FROM oncebox_op
+	SELECT id FROM oncebox_op o
 	WHERE expires_at < now() AND status = ANY($3::text[])
+		AND NOT (idempotency_key LIKE '~step/%' AND EXISTS (SELECT 1 FROM oncebox_op p
+			WHERE p.tenant_id = o.tenant_id AND p.status <> ALL($3::text[])
+				AND p.id = CASE WHEN split_part(o.idempotency_key, '/', 2) ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+					THEN split_part(o.idempotency_key, '/', 2)::uuid END))
 	ORDER BY expires_at
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
 ), deleted AS (
 	DELETE FROM oncebox_op o USING doomed WHERE o.id = doomed.id
-	RETURNING o.id, o.tenant_id, o.idempotency_key, o.fingerprint, o.generation, o.vendor, o.vendor_ref
+	RETURNING o.id, o.tenant_id, o.idempotency_key, o.fingerprint, o.generation, o.vendor, o.vendor_ref, o.vendor_ref_typed
 ), kept AS (
 	INSERT INTO oncebox_tenant_object (tenant_id, vendor, object_id, adopted_by)
-	SELECT tenant_id, vendor, vendor_ref, 'purge of op ' || id FROM deleted WHERE vendor_ref IS NOT NULL
+	SELECT tenant_id, vendor, vendor_ref, 'purge of op ' || id FROM deleted WHERE vendor_ref IS NOT NULL AND NOT vendor_ref_typed
 	ON CONFLICT DO NOTHING
 )
 INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, expired_at, purge_after, generation)

@@ -16,6 +16,35 @@ func List() []Mutant {
 		tenantPkg   = "./tenant/"
 	)
 	return []Mutant{
+		// Where features meet (issue 42): a purged step, a typed reference.
+		{
+			Name:     "purge-takes-waiting-steps",
+			Breaks:   "the purge deletes a settled step's op while its composite parent still runs: the runner finds no op under the step's key and does the step again",
+			File:     "internal/opstate/queries.go",
+			Old:      "AND NOT (idempotency_key LIKE '~step/%' AND EXISTS",
+			New:      "AND NOT (false AND EXISTS",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestStepsPurgeNeverRedoesAStepWhileItsSiblingWaits"},
+		},
+		{
+			Name:     "step-runner-ignores-tombstones",
+			Breaks:   "the step runner takes a purged step's op as never made: it enqueues the step again or skips its compensation",
+			File:     "outbox/steps_plan.go",
+			Old:      "		if op == nil && in.Purged[key] {",
+			New:      "		if op == nil && in.Purged[key] && false {",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestPlanStepsNeverRedoesOrSkipsAPurgedStep"},
+		},
+		{
+			Name:     "typed-ref-owns-object",
+			Breaks:   "a vendor_ref a person typed in a resolution makes the object the tenant's: one tenant's approver hands its agents another tenant's object",
+			File:     "outbox/queries.go",
+			Old:      "AND vendor_ref = $3 AND NOT vendor_ref_typed)",
+			New:      "AND vendor_ref = $3)",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestTypedReferenceNeverHandsOverAnotherTenantsObject", "TestTypedPaymentReferenceIsNoRefundLicence"},
+		},
+
 		// The attempt-token fence.
 		{
 			Name:     "fence-token",
