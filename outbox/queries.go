@@ -421,6 +421,10 @@ const (
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (tenant_id, vendor) DO UPDATE SET account = EXCLUDED.account, key_hint = EXCLUDED.key_hint,
 			updated_at = now(), updated_by = EXCLUDED.updated_by`
+	// sqlVendorAccountHolder names another tenant than $1 whose setting at vendor $2 is
+	// account $3.
+	sqlVendorAccountHolder = `SELECT t.name FROM oncebox_tenant_vendor v JOIN oncebox_tenant t ON t.id = v.tenant_id
+		WHERE v.vendor = $2 AND v.account = $3 AND v.tenant_id <> $1 LIMIT 1`
 	sqlDeleteTenantVendor = `DELETE FROM oncebox_tenant_vendor WHERE tenant_id = $1 AND vendor = $2`
 	// sqlPruneVendorKeys removes the keys of tenant $1 at vendor $2 that neither its
 	// setting nor an op not yet settled names.

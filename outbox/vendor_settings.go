@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +67,15 @@ type SetVendorParams struct {
 	APIKey   string
 	// By says who sets it ("cli:alice").
 	By string
+	// Shared allows the account or key to be another tenant's too. A Connect account or
+	// key serves one tenant by default: two tenants on one account share its objects and
+	// its events. Defaults to false.
+	Shared bool
 }
+
+// ErrVendorAccountTaken is returned by Set for an account or key another tenant already
+// has (SetVendorParams.Shared allows it).
+var ErrVendorAccountTaken = errors.New("the vendor account is another tenant's")
 
 // MaxVendorRefBytes bounds a connected account id and a key.
 const MaxVendorRefBytes = 1024
@@ -107,6 +116,11 @@ func (s *VendorSettings) Set(ctx context.Context, p SetVendorParams) error {
 		account, hint = KeyRefPrefix+fp, keyHint(p.APIKey)
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if !p.Shared {
+			if err := accountFree(ctx, tx, p, account); err != nil {
+				return err
+			}
+		}
 		if sealed != nil {
 			if _, err := tx.Exec(ctx, sqlInsertVendorKey, p.TenantID, p.Vendor, strings.TrimPrefix(account, KeyRefPrefix), sealed); err != nil {
 				return fmt.Errorf("outbox: store the tenant's vendor key: %w", err)
@@ -135,7 +149,35 @@ func (p SetVendorParams) validate() error {
 	if strings.HasPrefix(p.Account, KeyRefPrefix) {
 		return fmt.Errorf("outbox: an account may not start with %q", KeyRefPrefix)
 	}
+	if want := vendorKeyPrefixes[p.Vendor]; p.APIKey != "" && len(want) > 0 &&
+		!slices.ContainsFunc(want, func(pre string) bool { return strings.HasPrefix(p.APIKey, pre) }) {
+		return fmt.Errorf("outbox: a %s key begins with %s; this one does not (a publishable or mistyped key cannot send)",
+			p.Vendor, strings.Join(want, " or "))
+	}
 	return nil
+}
+
+// vendorKeyPrefixes are how the keys a tenant may set begin, per vendor: Stripe's secret
+// and restricted keys (a publishable pk_ key cannot charge), SendGrid's API keys.
+var vendorKeyPrefixes = map[string][]string{"stripe": {"sk_", "rk_"}, "sendgrid": {"SG."}}
+
+// accountFree refuses an account (or key reference) that another tenant has at the
+// same vendor, naming that tenant: the caller is an operator.
+func accountFree(ctx context.Context, tx pgx.Tx, p SetVendorParams, account string) error {
+	var other string
+	err := tx.QueryRow(ctx, sqlVendorAccountHolder, p.TenantID, p.Vendor, account).Scan(&other)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: read who has the vendor account: %w", err)
+	}
+	what := "account " + account
+	if strings.HasPrefix(account, KeyRefPrefix) {
+		what = "this key"
+	}
+	return fmt.Errorf("outbox: %s at %s is already tenant %q's; one account serves one tenant, so that neither acts on "+
+		"or hears of the other's objects (share it on purpose with --shared): %w", what, p.Vendor, other, ErrVendorAccountTaken)
 }
 
 func nilIfEmpty(s string) *string {

@@ -27,6 +27,20 @@ func (e *KeyError) Error() string { return "idempotency key: " + e.Detail }
 // Is makes errors.Is(err, ErrInvalidKey) true for every KeyError.
 func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
 
+// The prefixes of the keys oncebox's MCP server mints for its tool calls: a key minted
+// for a conversation's call (MCPKeyPrefix) and one opened for a dedupe window
+// (MCPWindowKeyPrefix). An HTTP caller may not send a key beginning with either (rule
+// "reserved"): it could plant an op under a conversation's future key.
+const (
+	MCPKeyPrefix       = "mcp_"
+	MCPWindowKeyPrefix = "mcpw_"
+)
+
+// MintedByMCP says whether key begins with a prefix the MCP server mints keys under.
+func MintedByMCP(key string) bool {
+	return strings.HasPrefix(key, MCPKeyPrefix) || strings.HasPrefix(key, MCPWindowKeyPrefix)
+}
+
 // NormalizeKey trims surrounding white space from a caller's idempotency key and checks
 // the rest: 1 to 255 bytes of visible ASCII (0x21 to 0x7E). It returns a *KeyError naming
 // the broken rule otherwise.

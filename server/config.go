@@ -234,6 +234,10 @@ type Config struct {
 	// MaxWaitsPerTenant caps the ?wait= requests one tenant may hold open in one
 	// process; past it they are answered 429 with Retry-After. Defaults to 100.
 	MaxWaitsPerTenant int
+	// MCPAllowedOrigins are browser origins allowed to call /mcp besides PublicURL's and
+	// loopback ones; any other Origin header is refused with 403 (mcpserver's
+	// Config.AllowedOrigins). Defaults to none.
+	MCPAllowedOrigins []string
 	// MCPSessionIdleTimeout closes an MCP session over HTTP that has seen no request for
 	// this long. Defaults to 5 minutes.
 	MCPSessionIdleTimeout time.Duration
@@ -495,6 +499,15 @@ func (c *Config) jobTimeout(vendor string) time.Duration {
 		return d
 	}
 	return outbox.DefaultJobTimeout
+}
+
+// mcpOrigins are the browser origins /mcp serves besides loopback: PublicURL's and
+// MCPAllowedOrigins.
+func (c Config) mcpOrigins() []string {
+	if c.PublicURL == "" {
+		return c.MCPAllowedOrigins
+	}
+	return append([]string{c.PublicURL}, c.MCPAllowedOrigins...)
 }
 
 // PublicHTTPS reports whether PublicURL is an https URL.

@@ -742,7 +742,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 			Notifications: s.waitHub, WaitSlots: s.slots(),
 			OnStoreUnavailable: func() { s.metrics.StoreUnavailable("mcp") },
 			SessionIdleTimeout: cfg.MCPSessionIdleTimeout, MaxSessionsPerTenant: cfg.MCPMaxSessionsPerTenant,
-			DedupeWindows: windows, Tools: extra})
+			DedupeWindows: windows, Tools: extra, AllowedOrigins: cfg.mcpOrigins()})
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}

@@ -234,6 +234,29 @@ func TestStepsReservedKeyRefused(t *testing.T) {
 	require.Zero(t, e.pay.EffectCount())
 }
 
+// TestMCPMintedKeysReservedOverHTTP (issue 42, item 4): an HTTP caller may not use a key
+// of the shapes the MCP server mints (mcp_…, mcpw_…): another agent of the tenant could
+// plant an op under a conversation's future key. 400 invalid-idempotency-key, rule
+// reserved; nothing recorded or sent. Reading such a key's op over HTTP stays allowed.
+func TestMCPMintedKeysReservedOverHTTP(t *testing.T) {
+	t.Parallel()
+	e := checkoutServer(t)
+	for _, key := range []string{"mcp_0123456789abcdef0123456789abcdef0123456789abcdef", "mcpw_0123_x"} {
+		status, body := postJSON(t, e.base, e.token, "/v1/ops", key, `{"tool":"pay.charge","args":{"amount":1,"customer":"c"}}`)
+		require.Equal(t, http.StatusBadRequest, status, body)
+		var p map[string]any
+		require.NoError(t, json.Unmarshal([]byte(body), &p))
+		require.Equal(t, "https://oncebox.dev/problems/invalid-idempotency-key", p["type"])
+		require.Equal(t, "reserved", p["rule"])
+		require.Contains(t, p["detail"], "keeps for the keys its MCP server mints")
+		status, _ = getJSON(t, e.base, e.token, "/v1/ops/"+key)
+		require.Equal(t, http.StatusNotFound, status)
+	}
+	status, body := postJSON(t, e.base, e.token, "/v1/ops", "MCP_mine", `{"tool":"pay.charge","args":{"amount":1,"customer":"c"}}`)
+	require.Equal(t, http.StatusAccepted, status, body)
+	require.Eventually(t, func() bool { return e.pay.EffectCount() == 1 }, 20*time.Second, 50*time.Millisecond)
+}
+
 func mustField(t *testing.T, doc json.RawMessage, name string) json.RawMessage {
 	t.Helper()
 	var m map[string]json.RawMessage

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -179,6 +180,9 @@ func settings() []setting {
 		strSetting("public-url", "ONCEBOX_PUBLIC_URL", "", "the URL people and agents reach this server at (https://oncebox.example.com); when https, console cookies are Secure and answers carry HSTS, for a proxy that ends TLS in front", false, func(c *server.Config) *string { return &c.PublicURL }),
 		boolSetting("trust-forwarded-proto", "ONCEBOX_TRUST_FORWARDED_PROTO", d.TrustForwardedProto, "take X-Forwarded-Proto: https for HTTPS (Secure cookies, HSTS); only when every request comes through a proxy that sets it", func(c *server.Config) *bool { return &c.TrustForwardedProto }),
 		durSetting("console-session-ttl", "ONCEBOX_CONSOLE_SESSION_TTL", d.ConsoleSessionTTL, "how long a sign-in to the web console (/console/) lasts", func(c *server.Config) *time.Duration { return &c.ConsoleSessionTTL }),
+		setting{flag: "mcp-allowed-origins", env: "ONCEBOX_MCP_ALLOWED_ORIGINS", def: "",
+			help: "browser origins (https://agents.example.com,...) that may call /mcp besides --public-url's and loopback; a request with any other Origin header is refused with 403 (requests without Origin, as agents send, are not concerned)",
+			set:  setMCPAllowedOrigins},
 		durSetting("mcp-session-idle-timeout", "ONCEBOX_MCP_SESSION_IDLE_TIMEOUT", d.MCPSessionIdleTimeout, "an MCP session over HTTP that sees no request for this long is closed", func(c *server.Config) *time.Duration { return &c.MCPSessionIdleTimeout }),
 		intSetting("mcp-max-sessions-per-tenant", "ONCEBOX_MCP_MAX_SESSIONS_PER_TENANT", int64(d.MCPMaxSessionsPerTenant), "MCP sessions over HTTP one tenant may hold open in one process; one more initialize gets the JSON-RPC error -32011", func(c *server.Config, n int64) { c.MCPMaxSessionsPerTenant = int(n) }),
 		durSetting("unavailable-retry-after", "ONCEBOX_UNAVAILABLE_RETRY_AFTER", d.UnavailableRetryAfter, "Retry-After of the 503 store-unavailable answered while Postgres cannot be reached", func(c *server.Config) *time.Duration { return &c.UnavailableRetryAfter }),
@@ -188,6 +192,22 @@ func settings() []setting {
 		strSetting("admin-token", "ONCEBOX_ADMIN_TOKEN", "", "a token that opens River UI (/riverui/) besides operator-role API tokens; when set, /metrics needs it or an operator-role token", true, func(c *server.Config) *string { return &c.AdminToken }),
 	)
 	return s
+}
+
+// setMCPAllowedOrigins parses --mcp-allowed-origins: comma-separated http(s) origins.
+func setMCPAllowedOrigins(c *server.Config, v string) error {
+	c.MCPAllowedOrigins = nil
+	for _, o := range strings.Split(v, ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("--mcp-allowed-origins: %q is not an origin; want scheme://host[:port], e.g. https://agents.example.com", o)
+		}
+		c.MCPAllowedOrigins = append(c.MCPAllowedOrigins, o)
+	}
+	return nil
 }
 
 // setRoles parses --roles: any of api, worker, periodic.

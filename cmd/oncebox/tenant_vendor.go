@@ -20,7 +20,7 @@ import (
 	"github.com/oncebox/oncebox/tenant"
 )
 
-const vendorUsage = "usage: oncebox tenant vendor set --tenant T stripe (--account acct_… | --key-stdin) | " +
+const vendorUsage = "usage: oncebox tenant vendor set --tenant T [--shared] stripe (--account acct_… | --key-stdin) | " +
 	"set --tenant T sendgrid --key-stdin | list [--tenant T] [--format text|json] | delete --tenant T VENDOR"
 
 // tenantVendors are the vendors a tenant may have settings of its own for.
@@ -33,7 +33,7 @@ var stripeAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{1,250}$`)
 type vendorFlags struct {
 	g                                *globalFlags
 	tenant, account, format, sealKey *string
-	keyStdin                         *bool
+	keyStdin, shared                 *bool
 }
 
 // runTenantVendor is `oncebox tenant vendor`: a tenant's own vendor account (a Stripe
@@ -47,6 +47,7 @@ func runTenantVendor(ctx context.Context, args []string) error {
 	f.tenant = fs.String("tenant", "", "the tenant's name (required with set and delete; with list: only its settings)")
 	f.account = fs.String("account", "", "with set stripe: the tenant's Stripe Connect account (acct_…), which the installation's key acts on")
 	f.keyStdin = fs.Bool("key-stdin", false, "with set: read the tenant's own API key (a Stripe secret key, a SendGrid subuser's key) from standard input")
+	f.shared = fs.Bool("shared", false, "with set: allow an account or key another tenant has too (by default one account serves one tenant: two tenants on one account share its objects and its events)")
 	f.format = fs.String("format", "text", "with list: text or json")
 	f.sealKey = secretVar(fs, "seal-key", "ONCEBOX_SEAL_KEY", "", "with set --key-stdin: the installation's seal key, as serve's (env ONCEBOX_SEAL_KEY)")
 	if err := parseArgs(fs, args); err != nil {
@@ -124,7 +125,7 @@ func (c vendorCtx) set(ctx context.Context, vendor string) error {
 	if err != nil {
 		return err
 	}
-	p := outbox.SetVendorParams{TenantID: t.ID, Vendor: vendor, Account: *c.f.account, By: cliActor()}
+	p := outbox.SetVendorParams{TenantID: t.ID, Vendor: vendor, Account: *c.f.account, By: cliActor(), Shared: *c.f.shared}
 	if *c.f.keyStdin {
 		if c.f.sealKeyBytes() == nil {
 			return &exitError{code: 2, err: errors.New("a key is stored only sealed: set --seal-key or ONCEBOX_SEAL_KEY to the installation's seal key (base64 of 32 bytes)")}

@@ -105,6 +105,30 @@ func TestTenantVendorCLI(t *testing.T) {
 		require.Contains(t, errOut, bad.says, bad.args)
 	}
 
+	// One account serves one tenant unless shared on purpose; keys are checked for their
+	// vendor's prefix (issue 42, item 4).
+	_, _, err = tenant.NewStore(pool).Create(ctx, "globex")
+	require.NoError(t, err)
+	_, errOut, code = run("", "tenant vendor set --tenant globex stripe --account acct_2B")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `account acct_2B at stripe is already tenant "acme"'s`)
+	_, errOut, code = run(sentinel+"\n", "tenant vendor set --tenant globex sendgrid --key-stdin")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `this key at sendgrid is already tenant "acme"'s`)
+	_, errOut, code = run("", "tenant vendor set --tenant globex --shared stripe --account acct_2B")
+	require.Zero(t, code, errOut)
+	for _, key := range []string{"pk_test_publishable_1234", "acct_1A", "12345"} {
+		_, errOut, code = run(key+"\n", "tenant vendor set --tenant globex stripe --key-stdin")
+		require.Equal(t, 1, code, key)
+		require.Contains(t, errOut, "a stripe key begins with sk_ or rk_", key)
+		require.NotContains(t, errOut, key, "the refused key is not repeated")
+	}
+	_, errOut, code = run("not-a-sendgrid-key\n", "tenant vendor set --tenant globex sendgrid --key-stdin")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "a sendgrid key begins with SG.")
+	_, errOut, code = run("rk_test_restricted_globex_9\n", "tenant vendor set --tenant globex stripe --key-stdin")
+	require.Zero(t, code, errOut)
+
 	_, _, code = run("", "tenant vendor delete --tenant acme stripe")
 	require.Zero(t, code)
 	require.Empty(t, pay().VendorAccount, "deleted: the installation's again")

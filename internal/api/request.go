@@ -79,7 +79,15 @@ func headerKey(r *http.Request) (string, *protocol.Problem) {
 		p.Rule = "repeated"
 		return "", p
 	}
-	return normalizeKey(values[0])
+	key, p := normalizeKey(values[0])
+	if p == nil && protocol.MintedByMCP(key) {
+		p = protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidKey,
+			fmt.Sprintf("The idempotency key begins with %q or %q, which oncebox keeps for the keys its MCP server mints; choose another key.",
+				protocol.MCPKeyPrefix, protocol.MCPWindowKeyPrefix))
+		p.Rule = "reserved"
+		return "", p
+	}
+	return key, p
 }
 
 // pathKey returns the normalized key the path names, recorded for the request's

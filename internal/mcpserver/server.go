@@ -71,6 +71,13 @@ type Config struct {
 	// Tools are offered besides the built-in tools, such as the tool catalog's.
 	// Optional.
 	Tools []ExtraTool
+	// AllowedOrigins are the origins ("https://agents.example.com") whose browsers may
+	// call /mcp, besides loopback ones (localhost, 127.0.0.1, [::1]): a request with
+	// any other Origin header is refused with 403 before its token is read (DNS
+	// rebinding, the MCP transport's "servers MUST validate the Origin header"). A
+	// request without Origin (every non-browser client) is not concerned. Put the
+	// server's public URL here. Defaults to none.
+	AllowedOrigins []string
 }
 
 // DefaultWait is Config.Wait's default: how long a tool call waits for the vendor's
@@ -244,6 +251,10 @@ func (s *Server) HTTPHandler() http.Handler {
 			Scopes:                 []string{agentScope},
 		})(s.limitSessions(h))
 		s.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
+				refuseOrigin(w, origin)
+				return
+			}
 			if r.Header.Get("traceparent") != "" {
 				r = r.WithContext(tracing.FromHeader(r.Context(), r.Header))
 			}

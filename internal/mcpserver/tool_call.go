@@ -135,7 +135,7 @@ func mintKey(id callIdentity, fp outbox.Fingerprint) string {
 			h.Write([]byte("\x00occurrence\x00" + strconv.Itoa(id.Occurrence)))
 		}
 	}
-	return "mcp_" + hex.EncodeToString(h.Sum(nil))[:48]
+	return protocol.MCPKeyPrefix + hex.EncodeToString(h.Sum(nil))[:48]
 }
 
 // windowCall identifies a call deduplicated by window: the tool and payload (both in
@@ -159,7 +159,7 @@ func identityCall(identity outbox.Fingerprint, occurrence int, conversation stri
 // windowKey is a fresh key for a new window of call: "mcpw_", 32 hex digits of the
 // call and 16 random ones.
 func windowKey(call string) string {
-	return "mcpw_" + call[:32] + "_" + randomID()[:16]
+	return protocol.MCPWindowKeyPrefix + call[:32] + "_" + randomID()[:16]
 }
 
 // key returns the idempotency key of a tool call, and whether it was found by the
