@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"time"
 
@@ -20,10 +21,14 @@ type upstreamConn struct {
 
 // newUpstreamConn opens (lazily) the session of up.
 func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
+	client := opts.HTTPClient
+	if up.egress != nil {
+		client = &http.Client{Transport: up.egress.Transport()}
+	}
 	return &upstreamConn{up: up, Session: mcpupstream.New(mcpupstream.Config{
 		Name: up.Name, URL: up.URL, Headers: up.Headers, Command: up.Command, Args: up.Args, Env: up.Env, Vars: up.vars,
 		Rate: up.Rate, Burst: up.Burst, MaxResultBytes: up.MaxResultBytes,
-		Timeout: opts.Timeout, HTTPClient: opts.HTTPClient, Logger: opts.Logger, Observer: opts.Observer, OnToolsChanged: opts.OnToolsChanged,
+		Timeout: opts.Timeout, HTTPClient: client, Logger: opts.Logger, Observer: opts.Observer, OnToolsChanged: opts.OnToolsChanged,
 	})}
 }
 
