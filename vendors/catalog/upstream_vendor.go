@@ -57,7 +57,7 @@ func (r *Runtime) connectUpstreams(ctx context.Context, opts Options) error {
 		listed, err := conn.List(ctx)
 		if err != nil {
 			r.Close()
-			return &Error{File: r.cat.File, Kind: "upstream", Name: name, Message: "cannot list its tools: " + err.Error()}
+			return &Error{File: r.cat.fileOf(up.Tenant), Kind: "upstream", Name: name, Message: "cannot list its tools: " + err.Error()}
 		}
 		if err := r.cat.addUpstreamTools(up, listed); err != nil {
 			r.Close()
