@@ -96,7 +96,9 @@ func TestTenantCatalogReadsOnlyItsOwnVariables(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://db-value-4@db/prod") // after the test's own database is made
 	cfg.TenantEgressAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	cfg.TenantUpstreamCommands = []string{"/bin/true"}
-	secretEnv := func(name string) string { return evilDesk(target.URL, "    secret_header: X-Secret\n    secret_env: "+name) }
+	secretEnv := func(name string) string {
+		return evilDesk(target.URL, "    secret_header: X-Secret\n    secret_env: "+name)
+	}
 	for _, c := range []struct{ name, file, field, variable string }{
 		{"seal key", secretEnv("ONCEBOX_SEAL_KEY"), "secret_env", "ONCEBOX_SEAL_KEY"},
 		{"database", secretEnv("DATABASE_URL"), "secret_env", "DATABASE_URL"},
