@@ -144,29 +144,33 @@ func TestTenantCatalogStartsNoProgram(t *testing.T) {
 	}
 
 	atStart := filepath.Join(dir, "at-start")
-	msg := refusedAtStart(t, cfg, file, stdio(atStart), "command")
-	require.Contains(t, msg, `upstream "up"`)
-	require.Contains(t, msg, "tenant evil's catalog may not run /bin/sh on the host")
-	require.Contains(t, msg, "--tenant-upstream-commands")
+	require.NoError(t, os.WriteFile(file, []byte(stdio(atStart)), 0o600))
+	api := cfg
+	api.Roles = server.Roles{API: true}
+	s, err := server.New(context.Background(), api, nil)
+	if err == nil {
+		s.Close()
+	}
 	noMarker(atStart)
+	require.ErrorContains(t, err, file+`: upstream "up": field command: tenant evil's catalog may not run /bin/sh on the host`)
+	require.ErrorContains(t, err, "--tenant-upstream-commands")
 
 	require.NoError(t, os.WriteFile(file, []byte(evilDesk(target.URL, "")), 0o600))
 	srv, _ := runServer(t, context.Background(), cfg)
 	atReload := filepath.Join(dir, "at-reload")
 	require.NoError(t, os.WriteFile(file, []byte(stdio(atReload)), 0o600))
-	err := srv.ReloadCatalog(context.Background())
+	err = srv.ReloadCatalog(context.Background())
+	noMarker(atReload)
 	var ce *catalog.Error
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, file, ce.File)
 	require.Equal(t, "command", ce.Field)
-	noMarker(atReload)
 
 	// Allowed, the program runs (and, being no MCP server, the file is refused after).
 	allowed := filepath.Join(dir, "allowed")
-	cfg.TenantUpstreamCommands = []string{"/bin/sh"}
 	require.NoError(t, os.WriteFile(file, []byte(stdio(allowed)), 0o600))
-	cfg.Roles = server.Roles{API: true}
-	if s, err := server.New(context.Background(), cfg, nil); err == nil {
+	api.TenantUpstreamCommands = []string{"/bin/sh"}
+	if s, err := server.New(context.Background(), api, nil); err == nil {
 		s.Close()
 	}
 	require.FileExists(t, allowed)
