@@ -229,3 +229,16 @@ func TestTenantCatalogEgress(t *testing.T) {
 	require.ErrorContains(t, err, file)
 	require.Zero(t, upConns.Load(), "the upstream was connected to")
 }
+
+// TestTenantUpstreamCommandsAreAbsolute: an allowed command is a clean absolute path,
+// which a tenant's command: must name exactly; anything else refuses the start.
+func TestTenantUpstreamCommandsAreAbsolute(t *testing.T) {
+	t.Parallel()
+	cfg, _ := newConfig(t)
+	cfg.Roles = server.Roles{API: true}
+	for _, cmd := range []string{"sh", "/bin/../bin/sh", "bin/sh"} {
+		cfg.TenantUpstreamCommands = []string{cmd}
+		_, err := server.New(context.Background(), cfg, nil)
+		require.ErrorContains(t, err, "--tenant-upstream-commands: \""+cmd+"\" is not a clean absolute path", cmd)
+	}
+}
