@@ -56,14 +56,14 @@ func openEnv(getenv func(string) string) envFunc {
 // env reads, for tenant's file, only the variables of its own namespace and of no
 // other tenant's: another tenant whose namespace is as long or longer and holds the
 // variable (acme_eu's ONCEBOX_TENANT_ACME_EU_ within acme's ONCEBOX_TENANT_ACME_) owns it.
-func (c Confinement) env(tenant string, getenv func(string) string) envFunc {
+func (conf Confinement) env(tenant string, getenv func(string) string) envFunc {
 	own := Namespace(tenant)
 	return func(name string) (string, string) {
 		prefix := fmt.Sprintf("tenant %s's catalog may not read the environment variable %s: ", tenant, name)
 		if !strings.HasPrefix(name, own) {
 			return "", prefix + "a tenant's file reads only its own variables, " + own + "* (the installation's, such as ONCEBOX_*, STRIPE_*, SENDGRID_* and DATABASE_URL, are not its)"
 		}
-		for _, other := range c.Tenants {
+		for _, other := range conf.Tenants {
 			ns := Namespace(other)
 			if other == tenant || !strings.HasPrefix(name, ns) || len(ns) < len(own) {
 				continue
