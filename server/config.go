@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -153,6 +155,16 @@ type Config struct {
 	// of the tenant called name, loaded, checked and reloaded with ToolsFile, and
 	// offered only to that tenant (see catalog.Merge). Empty: none.
 	TenantCatalogs string
+	// TenantUpstreamCommands are the programs, as absolute paths, a tenant's own
+	// catalog may run as a stdio upstream (command:), with whatever args its file
+	// gives. Defaults to none: a tenant's file that names a command is refused before
+	// anything is started.
+	TenantUpstreamCommands []string
+	// TenantEgressAllow are the address ranges a tenant's own targets and upstreams
+	// may connect to although the egress policy refuses them (loopback, link-local,
+	// private, unspecified and multicast ranges; vendorhttp.RefusedRanges). Defaults to
+	// none. The installation's catalog (ToolsFile) is not confined.
+	TenantEgressAllow []netip.Prefix
 
 	// RefundApprovalAbove makes larger refunds wait for approval; 0 means never. It is
 	// shorthand for an ApprovalPolicy rule of stripe.refund, mode above, {"*": N}; a
@@ -401,6 +413,11 @@ func (c *Config) validate() error {
 	}
 	if c.MetricsRefresh <= 0 {
 		return errors.New("--metrics-refresh must be positive")
+	}
+	for _, cmd := range c.TenantUpstreamCommands {
+		if !filepath.IsAbs(cmd) || filepath.Clean(cmd) != cmd {
+			return fmt.Errorf("--tenant-upstream-commands: %q is not a clean absolute path, such as /usr/local/bin/crm-mcp (a tenant's command: must name it exactly)", cmd)
+		}
 	}
 	if c.Roles.API {
 		if err := c.validateHTTP(); err != nil {

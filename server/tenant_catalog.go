@@ -46,6 +46,10 @@ func (s *Server) readTenantCatalogs(ctx context.Context) ([]catalog.TenantCatalo
 	if err != nil {
 		return nil, &catalog.Error{File: dir, Message: fmt.Sprintf("cannot read the folder of tenant catalogs (--tenant-catalogs): %v", err)}
 	}
+	conf, err := s.confinement(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []catalog.TenantCatalog
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".yaml")
@@ -60,7 +64,7 @@ func (s *Server) readTenantCatalogs(ctx context.Context) ([]catalog.TenantCatalo
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		cat, err := catalog.Load(file, nil)
+		cat, err := catalog.LoadTenant(file, t.Name, conf, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -68,6 +72,21 @@ func (s *Server) readTenantCatalogs(ctx context.Context) ([]catalog.TenantCatalo
 	}
 	slices.SortFunc(out, func(a, b catalog.TenantCatalog) int { return strings.Compare(a.Tenant, b.Tenant) })
 	return out, nil
+}
+
+// confinement is what a tenant's own catalog may reach: --tenant-upstream-commands,
+// --tenant-egress-allow, and every tenant's name (a file reads no other tenant's
+// variables).
+func (s *Server) confinement(ctx context.Context) (catalog.Confinement, error) {
+	all, err := s.tenants.List(ctx)
+	if err != nil {
+		return catalog.Confinement{}, fmt.Errorf("tenant catalogs: %w", err)
+	}
+	conf := catalog.Confinement{Commands: s.cfg.TenantUpstreamCommands, EgressAllow: s.cfg.TenantEgressAllow}
+	for _, t := range all {
+		conf.Tenants = append(conf.Tenants, t.Name)
+	}
+	return conf, nil
 }
 
 // catalogFiles names, for log lines, what a reload reads: --tools-file and

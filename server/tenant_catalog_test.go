@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,8 @@ func tenantCatalogServer(t *testing.T) (srv *server.Server, base, acme, beta, ap
 	cfg.Addr = "127.0.0.1:0"
 	cfg.ToolsFile = writeCatalog(t, catalogFile(installation.URL))
 	cfg.TenantCatalogs = t.TempDir()
+	// acme's target listens on loopback, which a tenant's file reaches only when allowed.
+	cfg.TenantEgressAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	acmeFile = filepath.Join(cfg.TenantCatalogs, "acme.yaml")
 	require.NoError(t, os.WriteFile(acmeFile, []byte(acmeCatalog(target.URL)), 0o600))
 	tenants := tenant.NewStore(pool)

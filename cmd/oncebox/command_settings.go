@@ -13,7 +13,7 @@ var vendorSettings = []string{
 	"stripe-api-key", "stripe-api-base", "stripe-timeout", "stripe-search-lag",
 	"sendgrid-api-key", "sendgrid-api-base", "sendgrid-timeout", "sendgrid-lookup-lag", "sendgrid-activity-rate",
 	"webhook-targets", "webhook-timeout", "webhook-native-keys", "webhook-lookup-path", "webhook-lookup-lag",
-	"tools-file", "redact-mail", "seal-key",
+	"tools-file", "tenant-catalogs", "tenant-upstream-commands", "tenant-egress-allow", "redact-mail", "seal-key",
 }
 
 // governanceSettings are the approval policy and the budgets.

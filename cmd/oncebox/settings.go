@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -129,6 +130,12 @@ func settings() []setting {
 		durSetting("webhook-lookup-lag", "ONCEBOX_WEBHOOK_LOOKUP_LAG", d.WebhookLookupLag, "how long a delivery may stay invisible to the lookup path; an unknown webhook is resent only after this (without --webhook-native-keys at least --webhook-job-timeout)", func(c *server.Config) *time.Duration { return &c.WebhookLookupLag }),
 		strSetting("tools-file", "ONCEBOX_TOOLS_FILE", "", "tool catalog (YAML or JSON): your own read, write and unsafe tools over HTTP targets and MCP upstreams (docs/catalog.md); a broken catalog refuses to start; SIGHUP reloads it (a broken one is refused, the catalog in force stays)", false, func(c *server.Config) *string { return &c.ToolsFile }),
 		strSetting("tenant-catalogs", "ONCEBOX_TENANT_CATALOGS", "", "folder of tenants' own catalogs: <tenant>.yaml is that tenant's, in --tools-file's format, offered to it alone (docs/catalog.md); checked at start and reloaded on SIGHUP with --tools-file", false, func(c *server.Config) *string { return &c.TenantCatalogs }),
+		setting{flag: "tenant-upstream-commands", env: "ONCEBOX_TENANT_UPSTREAM_COMMANDS", def: "",
+			help: "programs a tenant's own catalog may run as a stdio upstream (command:), as absolute paths: /usr/local/bin/crm-mcp,/opt/mcp/bin/tickets; empty: none, a tenant's file naming a command is refused before anything starts (docs/catalog.md)",
+			set:  setTenantUpstreamCommands},
+		setting{flag: "tenant-egress-allow", env: "ONCEBOX_TENANT_EGRESS_ALLOW", def: "",
+			help: "address ranges a tenant's own targets and upstreams may reach although they are loopback, link-local, private, unspecified or multicast: 10.1.0.0/16,127.0.0.1/32; empty: none (docs/catalog.md); the installation's --tools-file is not confined",
+			set:  setTenantEgressAllow},
 		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never (shorthand for a stripe.refund rule of --approval-policy)", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
 		setting{flag: "approval-policy", env: "ONCEBOX_APPROVAL_POLICY", def: "",
 			help: `default approval policy per tool as JSON: {"stripe.refund":{"mode":"above","above":{"*":10000,"usd":50000},"approvers":2},"sendgrid.mail":{"mode":"always"}} (modes never, always, above; tenants override it with oncebox tenant policy)`,
@@ -206,6 +213,38 @@ func setMCPAllowedOrigins(c *server.Config, v string) error {
 			return fmt.Errorf("--mcp-allowed-origins: %q is not an origin; want scheme://host[:port], e.g. https://agents.example.com", o)
 		}
 		c.MCPAllowedOrigins = append(c.MCPAllowedOrigins, o)
+	}
+	return nil
+}
+
+// setTenantUpstreamCommands parses --tenant-upstream-commands: path,...
+func setTenantUpstreamCommands(c *server.Config, v string) error {
+	c.TenantUpstreamCommands = nil
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			c.TenantUpstreamCommands = append(c.TenantUpstreamCommands, part)
+		}
+	}
+	return nil
+}
+
+// setTenantEgressAllow parses --tenant-egress-allow: ranges (10.0.0.0/8) or single
+// addresses (127.0.0.1), comma-separated.
+func setTenantEgressAllow(c *server.Config, v string) error {
+	c.TenantEgressAllow = nil
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return fmt.Errorf("%q is not an address range such as 10.1.0.0/16 or an address such as 127.0.0.1", part)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		c.TenantEgressAllow = append(c.TenantEgressAllow, p.Masked())
 	}
 	return nil
 }

@@ -3,9 +3,12 @@ package main
 import (
 	"flag"
 	"io"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/server"
 )
 
 func TestParseInterspersed(t *testing.T) {
@@ -35,4 +38,29 @@ func TestParseInterspersed(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	require.Error(t, parseInterspersed(fs, []string{"KEY", "--unknown"}))
+}
+
+// TestTenantConfinementSettings: --tenant-upstream-commands and --tenant-egress-allow
+// (or their environment variables) default to none, and take comma-separated paths
+// and ranges or single addresses; a value that is neither is refused.
+func TestTenantConfinementSettings(t *testing.T) {
+	t.Parallel()
+	parse := func(args ...string) (server.Config, error) {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg, _, err := parseConfig(fs, args)
+		return cfg, err
+	}
+	cfg, err := parse()
+	require.NoError(t, err)
+	require.Empty(t, cfg.TenantUpstreamCommands)
+	require.Empty(t, cfg.TenantEgressAllow)
+	cfg, err = parse("--tenant-upstream-commands", "/usr/local/bin/crm-mcp, /opt/mcp/tickets",
+		"--tenant-egress-allow", "10.1.0.0/16, 127.0.0.1,::1,10.2.3.4/8")
+	require.NoError(t, err)
+	require.Equal(t, []string{"/usr/local/bin/crm-mcp", "/opt/mcp/tickets"}, cfg.TenantUpstreamCommands)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("127.0.0.1/32"),
+		netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.0.0.0/8")}, cfg.TenantEgressAllow)
+	_, err = parse("--tenant-egress-allow", "localhost")
+	require.ErrorContains(t, err, `"localhost" is not an address range`)
 }

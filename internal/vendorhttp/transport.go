@@ -34,7 +34,12 @@ var dialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 
 // Dial dials as http.DefaultTransport does, then sets SO_LINGER 0 on a TCP connection.
 func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := dialer.DialContext(ctx, network, addr)
+	return dialAborting(ctx, dialer, network, addr)
+}
+
+// dialAborting dials with d, then sets SO_LINGER 0 on a TCP connection.
+func dialAborting(ctx context.Context, d *net.Dialer, network, addr string) (net.Conn, error) {
+	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/governance"
+	"github.com/oncebox/oncebox/internal/vendorhttp"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
@@ -64,6 +65,9 @@ type Target struct {
 	// Tenant names the tenant whose own catalog declares the target, "" for the
 	// installation's (see Merge): only that tenant's tools call it.
 	Tenant string
+	// egress is the policy on the addresses a tenant's target connects to
+	// (LoadTenant), nil for the installation's.
+	egress *vendorhttp.Egress
 }
 
 // Tool is one catalog tool.
@@ -228,6 +232,11 @@ func Parse(file string, data []byte, getenv func(string) string) (*Catalog, erro
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	return parse(file, data, openEnv(getenv))
+}
+
+// parse checks a catalog held in memory, reading its variables with env.
+func parse(file string, data []byte, env envFunc) (*Catalog, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &Error{File: file, Message: "not a valid tool catalog: " + err.Error()}
@@ -243,14 +252,14 @@ func Parse(file string, data []byte, getenv func(string) string) (*Catalog, erro
 	}
 	c := &Catalog{File: file, Targets: map[string]*Target{}, Tools: map[string]*Tool{}, Upstreams: map[string]*Upstream{}}
 	for _, name := range sortedKeys(f.Targets) {
-		t, err := checkTarget(file, name, f.Targets[name], getenv)
+		t, err := checkTarget(file, name, f.Targets[name], env)
 		if err != nil {
 			return nil, err
 		}
 		c.Targets[name] = t
 	}
 	for _, name := range sortedKeys(f.Upstreams) {
-		u, err := checkUpstream(file, name, f.Upstreams[name], getenv)
+		u, err := checkUpstream(file, name, f.Upstreams[name], env)
 		if err != nil {
 			return nil, err
 		}
@@ -275,7 +284,7 @@ func Parse(file string, data []byte, getenv func(string) string) (*Catalog, erro
 	return c, nil
 }
 
-func checkTarget(file, name string, f targetFormat, getenv func(string) string) (*Target, error) {
+func checkTarget(file, name string, f targetFormat, env envFunc) (*Target, error) {
 	bad := func(field, msg string) error {
 		return &Error{File: file, Kind: "target", Name: name, Field: field, Message: msg}
 	}
@@ -299,7 +308,11 @@ func checkTarget(file, name string, f targetFormat, getenv func(string) string) 
 		return nil, bad("secret_env", "set both secret_header and secret_env, or neither (the secret comes from the environment, never the file)")
 	}
 	if f.SecretEnv != "" {
-		if t.Secret = getenv(f.SecretEnv); t.Secret == "" {
+		var refused string
+		if t.Secret, refused = env(f.SecretEnv); refused != "" {
+			return nil, bad("secret_env", refused)
+		}
+		if t.Secret == "" {
 			return nil, bad("secret_env", fmt.Sprintf("the environment variable %s is not set", f.SecretEnv))
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/oncebox/oncebox/governance"
+	"github.com/oncebox/oncebox/internal/vendorhttp"
 	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
 
@@ -66,6 +67,9 @@ type Upstream struct {
 	// installation's; TenantID is its id (see Merge). Its tools are that tenant's.
 	Tenant   string
 	TenantID int64
+	// egress is the policy on the addresses a tenant's HTTP upstream connects to
+	// (LoadTenant), nil for the installation's.
+	egress *vendorhttp.Egress
 }
 
 // DefaultBurst is an upstream's burst when the file sets a rate and no burst: one
@@ -126,22 +130,28 @@ type upstreamToolFormat struct {
 	Redact         *redactFormat   `yaml:"redact"`
 }
 
-// expand replaces ${VAR} and $VAR in s from getenv, and returns the names of the
-// variables that are not set and the values of those that are.
-func expand(s string, getenv func(string) string) (out string, missing, values []string) {
+// expand replaces ${VAR} and $VAR in s from env, and returns the names of the
+// variables that are not set, the values of those that are, and why the first the
+// file may not read is refused ("" when none is).
+func expand(s string, env envFunc) (out string, missing, values []string, refused string) {
 	out = os.Expand(s, func(k string) string {
-		v := getenv(k)
-		if v == "" {
+		v, why := env(k)
+		switch {
+		case why != "":
+			if refused == "" {
+				refused = why
+			}
+		case v == "":
 			missing = append(missing, k)
-		} else {
+		default:
 			values = append(values, v)
 		}
 		return v
 	})
-	return out, missing, values
+	return out, missing, values, refused
 }
 
-func checkUpstream(file, name string, f upstreamFormat, getenv func(string) string) (*Upstream, error) {
+func checkUpstream(file, name string, f upstreamFormat, env envFunc) (*Upstream, error) {
 	bad := func(field, msg string) error {
 		return &Error{File: file, Kind: "upstream", Name: name, Field: field, Message: msg}
 	}
@@ -150,7 +160,7 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 	}
 	u := &Upstream{Name: name, URL: f.URL, Command: f.Command, Args: f.Args, NativeKeys: f.NativeKeys,
 		NativeWindow: 24 * time.Hour, Headers: map[string]string{}, Env: map[string]string{}, Tools: map[string]*UpstreamToolConfig{}}
-	if err := checkUpstreamTransport(u, f, getenv, bad); err != nil {
+	if err := checkUpstreamTransport(u, f, env, bad); err != nil {
 		return nil, err
 	}
 	if err := checkUpstreamLimits(u, f, bad); err != nil {
@@ -168,7 +178,7 @@ func checkUpstream(file, name string, f upstreamFormat, getenv func(string) stri
 
 // checkUpstreamTransport checks an upstream's url or command and expands its headers
 // or environment into u.
-func checkUpstreamTransport(u *Upstream, f upstreamFormat, getenv func(string) string, bad badFunc) error {
+func checkUpstreamTransport(u *Upstream, f upstreamFormat, env envFunc, bad badFunc) error {
 	switch {
 	case (f.URL == "") == (f.Command == ""):
 		return bad("url", "set either url (streamable HTTP) or command (stdio), not both")
@@ -189,7 +199,10 @@ func checkUpstreamTransport(u *Upstream, f upstreamFormat, getenv func(string) s
 		}
 	}
 	for _, k := range sortedKeys(f.Headers) {
-		v, missing, values := expand(f.Headers[k], getenv)
+		v, missing, values, refused := expand(f.Headers[k], env)
+		if refused != "" {
+			return bad("headers", fmt.Sprintf("header %s: %s", k, refused))
+		}
 		if len(missing) > 0 {
 			return bad("headers", fmt.Sprintf("header %s: the environment variable %s is not set", k, missing[0]))
 		}
@@ -197,7 +210,10 @@ func checkUpstreamTransport(u *Upstream, f upstreamFormat, getenv func(string) s
 		u.vars = append(u.vars, values...)
 	}
 	for _, k := range sortedKeys(f.Env) {
-		v, missing, values := expand(f.Env[k], getenv)
+		v, missing, values, refused := expand(f.Env[k], env)
+		if refused != "" {
+			return bad("env", fmt.Sprintf("%s: %s", k, refused))
+		}
 		if len(missing) > 0 {
 			return bad("env", fmt.Sprintf("%s: the environment variable %s is not set", k, missing[0]))
 		}

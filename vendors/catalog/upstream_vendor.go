@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"time"
 
@@ -20,10 +21,14 @@ type upstreamConn struct {
 
 // newUpstreamConn opens (lazily) the session of up.
 func newUpstreamConn(up *Upstream, opts Options) *upstreamConn {
+	client := opts.HTTPClient
+	if up.egress != nil {
+		client = &http.Client{Transport: up.egress.Transport()}
+	}
 	return &upstreamConn{up: up, Session: mcpupstream.New(mcpupstream.Config{
 		Name: up.Name, URL: up.URL, Headers: up.Headers, Command: up.Command, Args: up.Args, Env: up.Env, Vars: up.vars,
 		Rate: up.Rate, Burst: up.Burst, MaxResultBytes: up.MaxResultBytes,
-		Timeout: opts.Timeout, HTTPClient: opts.HTTPClient, Logger: opts.Logger, Observer: opts.Observer, OnToolsChanged: opts.OnToolsChanged,
+		Timeout: opts.Timeout, HTTPClient: client, Logger: opts.Logger, Observer: opts.Observer, OnToolsChanged: opts.OnToolsChanged,
 	})}
 }
 
@@ -52,7 +57,7 @@ func (r *Runtime) connectUpstreams(ctx context.Context, opts Options) error {
 		listed, err := conn.List(ctx)
 		if err != nil {
 			r.Close()
-			return &Error{File: r.cat.File, Kind: "upstream", Name: name, Message: "cannot list its tools: " + err.Error()}
+			return &Error{File: r.cat.fileOf(up.Tenant), Kind: "upstream", Name: name, Message: "cannot list its tools: " + err.Error()}
 		}
 		if err := r.cat.addUpstreamTools(up, listed); err != nil {
 			r.Close()

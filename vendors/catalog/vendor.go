@@ -23,7 +23,9 @@ type Options struct {
 	// LookupLag is how long an object may stay invisible to a target's lookup path.
 	// Defaults to 5 seconds.
 	LookupLag time.Duration
-	// HTTPClient sends the requests (see webhook.Config.HTTPClient). Optional.
+	// HTTPClient sends the requests (see webhook.Config.HTTPClient), but those of a
+	// tenant's targets and upstreams, which go through their egress policy
+	// (LoadTenant). Optional.
 	HTTPClient *http.Client
 	// Logger receives the adapter's debug records. Optional.
 	Logger *slog.Logger
@@ -102,10 +104,14 @@ func (c *Catalog) Connect(opts Options) (*Runtime, error) {
 	}
 	r := &Runtime{cat: c, targets: map[string]*webhook.Vendor{}, lookupLag: opts.LookupLag, opts: opts}
 	for name, t := range c.Targets {
+		client := opts.HTTPClient
+		if t.egress != nil {
+			client = egressClient(t.egress, opts)
+		}
 		v, err := webhook.New(webhook.Config{
 			Targets:           map[string]webhook.Target{name: {BaseURL: t.BaseURL, SecretHeader: t.SecretHeader, Secret: t.Secret}},
 			Timeout:           opts.Timeout,
-			HTTPClient:        opts.HTTPClient,
+			HTTPClient:        client,
 			NativeIdempotency: t.NativeKeys,
 			LookupPath:        t.LookupPath,
 			LookupLag:         opts.LookupLag,

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/oncebox/oncebox/internal/vendorhttp"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -33,6 +35,11 @@ type answer struct {
 // classify turns an answer into a success or a classified failure. maxBytes
 // caps the body kept in the result or the error.
 func classify(a answer, maxBytes int) (*outbox.DispatchResult, *outbox.DispatchError) {
+	var refused *vendorhttp.EgressError
+	if a.status == 0 && errors.As(a.err, &refused) {
+		// Refused before any connection: never sent, and never will be.
+		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "egress_refused", Message: refused.Error(), Err: a.err}
+	}
 	if a.status == 0 {
 		return nil, outbox.ClassifyTransport("the webhook target", a.err, a.mayHaveArrived)
 	}

@@ -558,6 +558,35 @@ func List() []Mutant {
 			Tests:    []string{"TestUpstreamGarbledLookupLooksAgain"},
 		},
 
+		// A tenant's own catalog is confined to the tenant.
+		{
+			Name:     "tenant-reads-installation-env",
+			Breaks:   "a tenant's file reads any environment variable: its target is sent the seal key or another tenant's secret",
+			File:     "vendors/catalog/confine.go",
+			Old:      "		if !strings.HasPrefix(name, own) {",
+			New:      "		if false && !strings.HasPrefix(name, own) {",
+			Packages: []string{"./vendors/catalog/"},
+			Tests:    []string{"TestTenantReadsOnlyItsNamespace"},
+		},
+		{
+			Name:     "tenant-runs-any-command",
+			Breaks:   "a tenant's file runs any program on the host as oncebox's user",
+			File:     "vendors/catalog/confine.go",
+			Old:      "			if !slices.Contains(conf.Commands, u.Command) {",
+			New:      "			if false && !slices.Contains(conf.Commands, u.Command) {",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestTenantCatalogStartsNoProgram"},
+		},
+		{
+			Name:     "tenant-egress-unchecked-at-connect",
+			Breaks:   "a tenant's target named by a name that resolves to loopback or a private address is connected to",
+			File:     "internal/vendorhttp/egress.go",
+			Old:      "KeepAlive: 30 * time.Second, Control: e.control}",
+			New:      "KeepAlive: 30 * time.Second}",
+			Packages: []string{"./vendors/catalog/"},
+			Tests:    []string{"TestTenantTargetRefusedBeforeConnecting"},
+		},
+
 		// Rolling upgrades: the mixed-version switch (internal/fleet).
 		{
 			Name:     "mixed-version-switch-dropped",
