@@ -52,7 +52,7 @@ func (r *Runtime) connectUpstreams(ctx context.Context, opts Options) error {
 		listed, err := conn.List(ctx)
 		if err != nil {
 			r.Close()
-			return &Error{File: r.cat.File, Kind: "upstream", Name: name, Message: "cannot list its tools: " + err.Error()}
+			return &Error{File: r.cat.fileOf(up.Tenant), Kind: "upstream", Name: name, Message: "cannot list its tools: " + err.Error()}
 		}
 		if err := r.cat.addUpstreamTools(up, listed); err != nil {
 			r.Close()
@@ -238,16 +238,19 @@ func (r *Runtime) Relist(ctx context.Context, upstream string) (*Runtime, error)
 	}
 	listed, err := conn.List(ctx)
 	if err != nil {
-		return nil, &Error{File: r.cat.File, Kind: "upstream", Name: upstream, Message: "cannot list its tools: " + err.Error()}
+		return nil, &Error{File: r.cat.fileOf(conn.up.Tenant), Kind: "upstream", Name: upstream, Message: "cannot list its tools: " + err.Error()}
 	}
 	cat := &Catalog{File: r.cat.File, Targets: r.cat.Targets, Upstreams: r.cat.Upstreams, Tools: map[string]*Tool{},
-		tenantFiles: r.cat.tenantFiles}
+		tenantFiles: r.cat.tenantFiles, reserved: r.cat.reserved}
 	for name, t := range r.cat.Tools {
 		if t.Upstream != upstream {
 			cat.Tools[name] = t
 		}
 	}
 	if err := cat.addUpstreamTools(conn.up, listed); err != nil {
+		return nil, err
+	}
+	if err := cat.checkViews(); err != nil {
 		return nil, err
 	}
 	next := *r
