@@ -24,8 +24,10 @@ var ErrNoCatalog = errors.New("no tool catalog to reload: oncebox runs without -
 // stopping anything: calls in progress finish under the catalog they started with,
 // and every op already accepted is sent as its tool was defined when it was accepted
 // (its stored catalog.Definition), never validated or routed again. A catalog that
-// does not load or check is refused with one log line naming the file, the tool or
-// target and the field, and the catalog in force stays; the error is returned too.
+// does not load or check (every tenant's view of tool names included, HTTP and MCP
+// alike) is refused whole with one log line naming the file, the tool or target and
+// the field, and the catalog in force stays for the API and MCP alike; the error is
+// returned too.
 // `oncebox serve` calls it on SIGHUP.
 func (s *Server) ReloadCatalog(ctx context.Context) error {
 	if s.catalog == nil {
