@@ -542,7 +542,7 @@ func List() []Mutant {
 			Breaks:   "MCP names are checked across every tenant as one view: one tenant's tool named like another tenant's (victim_ticket, victim.ticket) refuses every tenant's reload",
 			File:     "internal/mcpserver/extra.go",
 			Old:      "		view := maps.Clone(shared)",
-			New:      "		view := shared",
+			New:      "		view := shared\n		_ = maps.Clone(shared)",
 			Packages: []string{serverPkg},
 			Tests:    []string{"TestTenantCatalogMCPNamesPerView"},
 		},
