@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
+	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendors/catalog"
 )
@@ -22,8 +24,10 @@ var ErrNoCatalog = errors.New("no tool catalog to reload: oncebox runs without -
 // stopping anything: calls in progress finish under the catalog they started with,
 // and every op already accepted is sent as its tool was defined when it was accepted
 // (its stored catalog.Definition), never validated or routed again. A catalog that
-// does not load or check is refused with one log line naming the file, the tool or
-// target and the field, and the catalog in force stays; the error is returned too.
+// does not load or check (every tenant's view of tool names included, HTTP and MCP
+// alike) is refused whole with one log line naming the file, the tool or target and
+// the field, and the catalog in force stays for the API and MCP alike; the error is
+// returned too.
 // `oncebox serve` calls it on SIGHUP.
 func (s *Server) ReloadCatalog(ctx context.Context) error {
 	if s.catalog == nil {
@@ -85,12 +89,44 @@ func (s *Server) install(rt *catalog.Runtime) error {
 			s.metrics.UpstreamToolLooseningRefused(l.Upstream, l.Tool)
 		}
 	}
+	next, extra, windows, err := s.check(rt)
+	if err != nil {
+		return err
+	}
+	if err := s.catalog.Swap(rt); err != nil {
+		return err
+	}
+	if err := s.registry.Replace(next...); err != nil {
+		// Checked (s.check): cannot happen.
+		s.logger.Error("tool catalog reloaded, but the outbox keeps its former tools: "+err.Error(), slog.String("file", s.catalogFiles()))
+		return nil
+	}
+	if s.api != nil {
+		s.api.SetTools(s.toolInfos())
+	}
+	if s.mcp != nil {
+		if err := s.mcp.SetTools(extra, windows); err != nil {
+			// Checked (s.check): cannot happen.
+			s.logger.Error("tool catalog reloaded, but MCP keeps its former tool list: "+err.Error(), slog.String("file", s.catalogFiles()))
+		} else {
+			s.logNoWindow()
+		}
+	}
+	return nil
+}
+
+// check returns what rt makes of the outbox's registry and of MCP's tool lists, or
+// why rt cannot be put in force, naming the file: the registry, the tools' key
+// windows and every tenant's MCP view are checked before anything changes, so that a
+// reload is applied whole (registry, API, MCP) or not at all.
+func (s *Server) check(rt *catalog.Runtime) ([]outbox.Tool, []mcpserver.ExtraTool, map[string]time.Duration, error) {
 	var next []outbox.Tool
 	if !s.cfg.ReadOnly {
 		next = append(slices.Clone(s.baseTools), rt.Tools(s.cfg.TTL)...)
 	}
-	if _, err := outbox.NewRegistry(next...); err != nil {
-		return fmt.Errorf("%s: %w", s.cfg.ToolsFile, err)
+	reg, err := outbox.NewRegistry(next...)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", s.catalogFiles(), err)
 	}
 	// A tool kept for less than its target's key window is refused, as at start.
 	for _, v := range s.catalog.Vendors() {
@@ -100,32 +136,18 @@ func (s *Server) install(rt *catalog.Runtime) error {
 		}
 		for _, t := range next {
 			if t.Vendor == v.Name() && t.TTL > 0 && t.TTL < idem.Window {
-				return &catalog.Error{File: s.cfg.ToolsFile, Kind: "tool", Name: t.Name, Field: "ttl",
+				return nil, nil, nil, &catalog.Error{File: rt.Catalog().FileOf(t.Name), Kind: "tool", Name: t.Name, Field: "ttl",
 					Message: fmt.Sprintf("keeps its ops %s, less than the target's idempotency key window of %s: a retry after the purge would be sent again", t.TTL, idem.Window)}
 			}
 		}
 	}
-	if err := s.catalog.Swap(rt); err != nil {
-		return err
-	}
-	if err := s.registry.Replace(next...); err != nil {
-		// Checked above (NewRegistry): cannot happen.
-		s.logger.Error("tool catalog reloaded, but the outbox keeps its former tools: "+err.Error(), slog.String("file", s.catalogFiles()))
-		return nil
-	}
-	if s.api != nil {
-		s.api.SetTools(s.toolInfos())
-	}
+	extra, windows := s.catalogMCPOf(rt)
 	if s.mcp != nil {
-		extra, windows := s.catalogMCP()
-		if err := s.mcp.SetTools(extra, windows); err != nil {
-			// The registry and the API already have the new catalog; MCP keeps its list.
-			s.logger.Error("tool catalog reloaded, but MCP keeps its former tool list: "+err.Error(), slog.String("file", s.catalogFiles()))
-		} else {
-			s.logNoWindow()
+		if err := s.mcp.CheckTools(extra, windows, reg); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", s.catalogFiles(), err)
 		}
 	}
-	return nil
+	return next, extra, windows, nil
 }
 
 // logCatalog logs the version of each tool of rt.

@@ -218,18 +218,26 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 // catalogMCP returns the catalog's tools as MCP offers them, and the dedupe windows of
 // every tool: --mcp-dedupe-window's, and each catalog tool's dedupe_window.
 func (s *Server) catalogMCP() ([]mcpserver.ExtraTool, map[string]time.Duration) {
+	var rt *catalog.Runtime
+	if s.catalog != nil {
+		rt = s.catalog.Current()
+	}
+	return s.catalogMCPOf(rt)
+}
+
+// catalogMCPOf is catalogMCP for the catalog rt (nil: none).
+func (s *Server) catalogMCPOf(rt *catalog.Runtime) ([]mcpserver.ExtraTool, map[string]time.Duration) {
 	windows := maps.Clone(s.cfg.MCPDedupeWindows)
 	var extra []mcpserver.ExtraTool
 	for _, t := range s.cfg.Tools {
 		extra = append(extra, mcpserver.ExtraTool{Name: t.Tool.Name, Description: t.Description, InputSchema: t.InputSchema, Class: mcpserver.ClassWrite})
 	}
-	if s.catalog == nil {
+	if rt == nil {
 		return extra, windows
 	}
 	if windows == nil {
 		windows = map[string]time.Duration{}
 	}
-	rt := s.catalog.Current()
 	cat := rt.Catalog()
 	for _, name := range cat.Names() {
 		t := cat.Tools[name]

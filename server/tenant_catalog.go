@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,11 +29,16 @@ func (s *Server) readCatalogs(ctx context.Context) (*catalog.Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	var reserved []string
+	// The tools offered besides the catalogs: the configured ones and, on a reload,
+	// the built-in tools of the enabled vendors (at start mcpserver checks those).
+	reserved := map[string]bool{}
 	for _, t := range s.cfg.Tools {
-		reserved = append(reserved, t.Tool.Name)
+		reserved[t.Tool.Name] = true
 	}
-	return catalog.Merge(s.cfg.ToolsFile, base, tenants, reserved)
+	for _, t := range s.baseTools {
+		reserved[t.Name] = true
+	}
+	return catalog.Merge(s.cfg.ToolsFile, base, tenants, slices.Sorted(maps.Keys(reserved)))
 }
 
 // readTenantCatalogs loads every <tenant>.yaml of --tenant-catalogs, sorted by name.

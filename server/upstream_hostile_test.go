@@ -380,3 +380,40 @@ func TestUpstreamStdioResultSizeLimit(t *testing.T) {
 		return pool.QueryRow(ctx, "SELECT status FROM oncebox_op WHERE idempotency_key = 'small-stdio'").Scan(&st) == nil && st == "succeeded"
 	}, 60*time.Second, 50*time.Millisecond)
 }
+
+// TestUpstreamOddlyTypedAnswersFailOnlyTheirCall: the upstream answers reads with
+// garbage, too large an answer or a type that is neither JSON nor SSE, under
+// Content-Type spellings the SDK's client reads as JSON or SSE (case, parameters,
+// spacing). Each fails its own call, saying why; the next call on the same session
+// succeeds, and the session is never opened again (oncebox_upstream_restarts_total
+// stays 0).
+func TestUpstreamOddlyTypedAnswersFailOnlyTheirCall(t *testing.T) {
+	t.Parallel()
+	fake := fakemcp.New()
+	up := newUpstreamHTTP(t, fake.Handler())
+	h := hostileOncebox(t, "upstreams: {mail: {url: "+up.URL+", max_result_bytes: 4096}}", nil)
+	require.Equal(t, "read", h.classes(t)["mail.count_mail"])
+	for _, c := range []struct {
+		answer fakemcp.Answer
+		want   string
+	}{
+		{fakemcp.Answer{ContentType: "Application/JSON", Garbage: true}, "not a JSON-RPC message"},
+		{fakemcp.Answer{ContentType: "application/JSON ; charset=UTF-8", Garbage: true}, "not a JSON-RPC message"},
+		{fakemcp.Answer{ContentType: "Text/Event-Stream", Garbage: true}, "not a JSON-RPC message"},
+		{fakemcp.Answer{ContentType: "TEXT/event-stream;charset=utf-8", Size: 64 << 10}, "larger than max_result_bytes (4096 bytes)"},
+		{fakemcp.Answer{ContentType: "Application/Json", Size: 64 << 10}, "larger than max_result_bytes (4096 bytes)"},
+		{fakemcp.Answer{ContentType: "text/html", Garbage: true}, "not a JSON-RPC message"},
+	} {
+		fake.AnswerNext("count_mail", c.answer)
+		status, body := postJSON(t, h.base, h.token, "/v1/ops", "", `{"tool":"mail.count_mail","args":{}}`)
+		require.Equal(t, http.StatusBadGateway, status, "%+v: %s", c.answer, body)
+		require.Contains(t, body, c.want, "%+v", c.answer)
+		status, body = postJSON(t, h.base, h.token, "/v1/ops", "", `{"tool":"mail.count_mail","args":{}}`)
+		require.Equal(t, http.StatusOK, status, "%+v: the next call: %s", c.answer, body)
+		require.Contains(t, body, `\"count\":0`, "%+v: the session goes on", c.answer)
+	}
+	require.Equal(t, 6, fake.Answered())
+	metrics := getBody(t, h.base+"/metrics")
+	require.Contains(t, metrics, "\n"+`oncebox_upstream_restarts_total{upstream="mail"} 0`+"\n", "no session lost")
+	require.NotContains(t, h.logs.String(), "upstream session ended")
+}

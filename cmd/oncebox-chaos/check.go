@@ -126,6 +126,12 @@ type CheckInput struct {
 	// answer the SDK's client could not decode: garbage oncebox let through, which
 	// fails every call in flight on the session.
 	BrokenSessions int
+	// Uncut are the calls an oversized answer reached whole (hostile.go): not cut at
+	// max_result_bytes.
+	Uncut []string
+	// PeakRSS is the highest peak resident memory of a serve process; RSSBound the most
+	// it may be (0: not checked).
+	PeakRSS, RSSBound int64
 }
 
 // Finding is one violation the check found.
@@ -427,6 +433,12 @@ func checkContagion(in CheckInput) []Finding {
 	var out []Finding
 	if in.BrokenSessions > 0 {
 		out = append(out, Finding{What: fmt.Sprintf("the upstream's session ended %d times on an answer that could not be decoded: garbage reached the SDK's client, and every call in flight on the session lost its answer", in.BrokenSessions)})
+	}
+	for _, u := range in.Uncut {
+		out = append(out, Finding{What: "an oversized answer of the upstream was not cut at max_result_bytes: " + u})
+	}
+	if in.RSSBound > 0 && in.PeakRSS > in.RSSBound {
+		out = append(out, Finding{What: fmt.Sprintf("a serve process's peak resident memory reached %d MiB, past %d MiB: an upstream's answer was read whole", in.PeakRSS>>20, in.RSSBound>>20)})
 	}
 	for _, op := range in.Ops {
 		if op.Tool != toolMCP && op.Tool != toolGated {

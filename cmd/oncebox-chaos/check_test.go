@@ -318,6 +318,16 @@ func TestCheckContagion(t *testing.T) {
 	require.False(t, rep.OK())
 	require.Len(t, rep.Contagion, 1, "%v", rep.Findings())
 	require.Contains(t, rep.Contagion[0].What, "ended 2 times")
+
+	// An oversized answer not cut, and a serve process's memory past the bound.
+	in = gatedInput()
+	in.PeakRSS, in.RSSBound = 200<<20, 256<<20
+	require.True(t, Check(in).OK(), "under the bound")
+	in.PeakRSS, in.Uncut = 700<<20, []string{"serve-1: HTTP 200, 65536 bytes"}
+	rep = Check(in)
+	require.Len(t, rep.Contagion, 2, "%v", rep.Findings())
+	require.Contains(t, rep.Contagion[0].What, "not cut at max_result_bytes: serve-1")
+	require.Contains(t, rep.Contagion[1].What, "reached 700 MiB, past 256 MiB")
 }
 
 // TestBrokenSessionsFromTheServeLogs: only the HTTP upstream's sessions that ended on
@@ -328,11 +338,13 @@ func TestBrokenSessionsFromTheServeLogs(t *testing.T) {
 	log := `time=2026-12-01T19:53:27.002Z level=WARN msg="upstream session ended; opening it again" upstream=mcp error="sending \"tools/call\": failed to decode response: unmarshaling jsonrpc message: unexpected EOF"
 time=2026-12-01T19:53:21.339Z level=WARN msg="upstream session ended; opening it again" upstream=mcp error="the session ended"
 time=2026-12-01T19:53:37.504Z level=WARN msg="upstream session ended; opening it again" upstream=mcpio error="failed to decode response"
+time=2026-12-01T19:53:38.000Z level=WARN msg="upstream session ended; opening it again" upstream=mcp error="calling \"tools/call\": unsupported content type \"\""
+time=2026-12-01T19:53:39.000Z level=WARN msg="upstream session ended; opening it again" upstream=mcp error="malformed event: SSE event exceeded 16777216 bytes without terminating"
 time=2026-12-01T19:53:40.000Z level=ERROR msg="upstream tool mcp.wipe_mailbox would go from unsafe to write: refused, it keeps its definition in force (restart oncebox to loosen a tool)"
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "serve-0.log"), []byte(log), 0o600))
 	h := &harness{logDir: dir}
-	require.Equal(t, 1, h.brokenSessions())
+	require.Equal(t, 3, h.brokenSessions())
 	require.Equal(t, 1, h.loosenings())
 }
 

@@ -47,7 +47,12 @@
 // the tool in the serve logs, and no op taken down by another call's garbage (in
 // needs_review with none of its calls garbled, or recorded as answered with garbage
 // the upstream sent another call), and no session of the upstream ended on garbage
-// let through to the SDK's client. A rolling upgrade runs without it.
+// let through to the SDK's client. Its garbage goes out under odd Content-Type
+// spellings (Application/JSON, parameters, spacing, SSE), and every 3 s the harness has
+// a serve process read count_mail while the upstream answers it with 300 MB, streamed,
+// under such a spelling: every such answer must be cut at max_result_bytes, and no
+// serve process's peak resident memory (VmHWM) may pass 256 MiB (serve_peak_rss_mib).
+// A rolling upgrade runs without it.
 //
 // 3% of the keys call the catalog's composite tool chaos.checkout (docs/steps.md): a
 // charge, its receipt, then a webhook, each step an op under ~step/<parent op id>/<step>

@@ -50,11 +50,13 @@ const (
 const loosenedLine = "refused, it keeps its definition in force"
 
 // brokenSessionLine is what a serve process logs when the HTTP upstream's session
-// ended on an answer the SDK's client could not decode; decodeFailure says so.
-const (
-	brokenSessionLine = `msg="upstream session ended; opening it again" upstream=` + mcpUpstream + " "
-	decodeFailure     = "failed to decode response"
-)
+// ended; decodeFailures are what the SDK's client says when it ends one on an answer
+// it could not read (garbage, an SSE event past its size or malformed, a type it does
+// not take).
+const brokenSessionLine = `msg="upstream session ended; opening it again" upstream=` + mcpUpstream + " "
+
+var decodeFailures = [][]byte{[]byte("failed to decode response"), []byte("failed to decode event"), []byte("malformed event"),
+	[]byte("unsupported content type")}
 
 // gate is the hostile upstream's state in a run.
 type gate struct {
@@ -111,6 +113,7 @@ func (h *harness) prepareGated(ctx context.Context, tenant string) error {
 	// A garbled answer waits up to a second (half the call timeout) for another call in
 	// flight on its session: garbage lands among other calls, not between them.
 	h.fakes.mcp.SetGarbageHold(time.Second)
+	h.fakes.mcp.SetGarbageTypes(hostileTypes...) // spelled oddly (hostile.go)
 	h.garbage(true)
 	return nil
 }
@@ -183,7 +186,15 @@ func (h *harness) loosenings() int {
 // an answer the SDK's client could not decode.
 func (h *harness) brokenSessions() int {
 	return h.logLines(func(line []byte) bool {
-		return bytes.Contains(line, []byte(brokenSessionLine)) && bytes.Contains(line, []byte(decodeFailure))
+		if !bytes.Contains(line, []byte(brokenSessionLine)) {
+			return false
+		}
+		for _, f := range decodeFailures {
+			if bytes.Contains(line, f) {
+				return true
+			}
+		}
+		return false
 	})
 }
 

@@ -207,6 +207,7 @@ type harness struct {
 	// approver decides the gated ops; gate is the hostile upstream's state (gated.go).
 	approver string
 	gate     gate
+	hostile  hostileAnswers
 }
 
 // Run runs the chaos harness and returns the process exit code.
@@ -251,6 +252,8 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	bg.Go(func() { h.crashLoop(chaosCtx) })
 	bg.Go(func() { h.pauseLoop(chaosCtx) })
 	bg.Go(func() { h.relistLoop(chaosCtx) })
+	bg.Go(func() { h.oversizeLoop(chaosCtx) })
+	bg.Go(func() { h.rssLoop(chaosCtx) })
 	var pgErr, crashErr, partErr, vendorPartErr error
 	if h.ns != nil {
 		bg.Go(func() { vendorPartErr = h.vendorPartitionLoop(chaosCtx) })
@@ -311,6 +314,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	}
 	settleCtx, stopSupervising := context.WithCancel(ctx)
 	bg.Go(func() { h.supervise(settleCtx) })
+	bg.Go(func() { h.rssLoop(settleCtx) })
 	settled := h.settle(ctx)
 	if settled {
 		h.replaySettled(ctx, outcomes)

@@ -109,6 +109,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		return exitError, err
 	}
 	harnessErrors = append(harnessErrors, gatedErrs...)
+	harnessErrors = append(harnessErrors, h.hostileInput(&in)...)
 	rep := Check(in)
 	out := h.cfg.Out
 	hist := CheckHistory(h.history.Calls())
@@ -181,14 +182,14 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d %s takeovers=%d faults=%d tenants=%d accounts=%d wrong_account=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
 		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
-		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s gate_findings=%d contagion=%d %s %s seed=%d\n",
+		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s gate_findings=%d contagion=%d %s %s %s seed=%d\n",
 		len(in.Accepted), h.kills.Load(), pgRestarts, pgCrashes, h.pauses.Load(), h.partitionFigures(), h.takeovers(), h.fakes.faults.Load(),
 		len(h.tenants), len(in.AccountTenant), len(rep.WrongAccount), len(rep.Duplicates), len(rep.Lost),
 		len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
 		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,
 		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), mcp,
-		len(rep.Gate), len(rep.Contagion), h.gatedFigures(outcomes, in.Objects), rep.CompositeFigures, h.cfg.Seed)
+		len(rep.Gate), len(rep.Contagion), h.gatedFigures(outcomes, in.Objects), h.hostileFigures(), rep.CompositeFigures, h.cfg.Seed)
 
 	if !verdict.OK() || len(illegal) > 0 || unexplained > 0 || len(harnessErrors) > 0 || !failoverOK {
 		h.broken = true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -148,19 +149,10 @@ func (s *Server) NoWindow() []string {
 // (Config.DedupeWindows), such as on a reload of the tool catalog: for the servers
 // made from now on and for each tenant's server of HTTPHandler, whose clients get
 // notifications/tools/list_changed. Write and unsafe tools must be in the outbox's
-// registry already. On an error nothing changes. Calls in progress finish under the
-// tool they started with.
+// registry already. On an error (CheckTools's) nothing changes. Calls in progress
+// finish under the tool they started with.
 func (s *Server) SetTools(tools []ExtraTool, windows map[string]time.Duration) error {
-	for tool, d := range windows {
-		if d < 0 {
-			return fmt.Errorf("mcpserver: the dedupe window of %s is negative (%s); 0 turns it off", tool, d)
-		}
-	}
-	taken := map[string]string{}
-	for _, spec := range s.specs {
-		taken[mcpToolName(spec.Tool)] = spec.Tool
-	}
-	if err := s.checkExtra(taken, tools); err != nil {
+	if err := s.CheckTools(tools, windows, s.ob.Tools()); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -174,6 +166,17 @@ func (s *Server) SetTools(tools []ExtraTool, windows map[string]time.Duration) e
 		s.addExtra(srv, id, s.instances[id], tools) // AddTool replaces a tool of the same name
 	}
 	return nil
+}
+
+// CheckTools reports whether SetTools would take tools and windows, reg being the
+// registry the outbox will hold then: a reload checks before it changes anything.
+func (s *Server) CheckTools(tools []ExtraTool, windows map[string]time.Duration, reg *outbox.Registry) error {
+	for tool, d := range windows {
+		if d < 0 {
+			return fmt.Errorf("mcpserver: the dedupe window of %s is negative (%s); 0 turns it off", tool, d)
+		}
+	}
+	return s.checkExtra(tools, reg)
 }
 
 // goneFor returns the MCP names of the tools of old offered to the tenant tenantID
@@ -194,30 +197,63 @@ func goneFor(tenantID int64, old, next []ExtraTool) []string {
 	return gone
 }
 
-// checkExtra checks extra tools against the outbox's registry and the MCP names
-// already taken.
-func (s *Server) checkExtra(taken map[string]string, tools []ExtraTool) error {
+// checkExtra checks extra tools against reg (the outbox's registry) and the MCP names
+// of each tenant's view: the built-in tools, the tools for every tenant and the
+// tenant's own. Two tools of one view may not share an MCP name; tools of two tenants
+// never meet in a view.
+func (s *Server) checkExtra(tools []ExtraTool, reg *outbox.Registry) error {
+	shared := map[string]string{}
+	for _, spec := range s.specs {
+		shared[mcpToolName(spec.Tool)] = spec.Tool
+	}
+	own := map[int64][]ExtraTool{}
 	for _, t := range tools {
-		name := mcpToolName(t.Name)
-		if !validMCPName(name) {
-			return fmt.Errorf("mcpserver: tool %q: its MCP name %q is not ^[a-zA-Z0-9_-]{1,64}$", t.Name, name)
+		if err := checkExtraTool(t, reg); err != nil {
+			return err
 		}
-		if other, dup := taken[name]; dup {
-			return fmt.Errorf("mcpserver: tools %q and %q have the same MCP name %q", other, t.Name, name)
+		if t.Tenant != 0 {
+			own[t.Tenant] = append(own[t.Tenant], t)
+		} else if err := claimMCPName(shared, t.Name); err != nil {
+			return err
 		}
-		taken[name] = t.Name
-		switch t.Class {
-		case ClassRead:
-			if t.Read == nil {
-				return fmt.Errorf("mcpserver: read tool %q has no Read", t.Name)
+	}
+	for _, ts := range own {
+		view := maps.Clone(shared)
+		for _, t := range ts {
+			if err := claimMCPName(view, t.Name); err != nil {
+				return err
 			}
-		case ClassWrite, ClassUnsafe:
-			if _, ok := s.ob.Tools().Lookup(t.Name); !ok {
-				return fmt.Errorf("mcpserver: %s tool %q is not in the outbox's registry", t.Class, t.Name)
-			}
-		default:
-			return fmt.Errorf("mcpserver: tool %q: class %q is not read, write or unsafe", t.Name, t.Class)
 		}
+	}
+	return nil
+}
+
+// claimMCPName adds the MCP name of the tool name to a view, unless another tool has it.
+func claimMCPName(view map[string]string, name string) error {
+	m := mcpToolName(name)
+	if other, dup := view[m]; dup {
+		return fmt.Errorf("mcpserver: tools %q and %q have the same MCP name %q", other, name, m)
+	}
+	view[m] = name
+	return nil
+}
+
+// checkExtraTool checks one extra tool's MCP name, class and registration in reg.
+func checkExtraTool(t ExtraTool, reg *outbox.Registry) error {
+	if name := mcpToolName(t.Name); !validMCPName(name) {
+		return fmt.Errorf("mcpserver: tool %q: its MCP name %q is not ^[a-zA-Z0-9_-]{1,64}$", t.Name, name)
+	}
+	switch t.Class {
+	case ClassRead:
+		if t.Read == nil {
+			return fmt.Errorf("mcpserver: read tool %q has no Read", t.Name)
+		}
+	case ClassWrite, ClassUnsafe:
+		if _, ok := reg.Lookup(t.Name); !ok {
+			return fmt.Errorf("mcpserver: %s tool %q is not in the outbox's registry", t.Class, t.Name)
+		}
+	default:
+		return fmt.Errorf("mcpserver: tool %q: class %q is not read, write or unsafe", t.Name, t.Class)
 	}
 	return nil
 }

@@ -184,11 +184,7 @@ func New(cfg Config) (*Server, error) {
 			s.specs = append(s.specs, spec)
 		}
 	}
-	taken := map[string]string{}
-	for _, spec := range s.specs {
-		taken[mcpToolName(spec.Tool)] = spec.Tool
-	}
-	if err := s.checkExtra(taken, c.Tools); err != nil {
+	if err := s.checkExtra(c.Tools, c.Outbox.Tools()); err != nil {
 		return nil, err
 	}
 	if len(s.specs) == 0 && len(c.Tools) == 0 {

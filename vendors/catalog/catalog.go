@@ -149,6 +149,9 @@ type Catalog struct {
 	// tenantFiles are the files of the tenants' own catalogs merged in, by tenant
 	// name (see Merge).
 	tenantFiles map[string]string
+	// reserved are the names of the tools offered besides the catalog (Merge's), in
+	// every tenant's view (checkViews).
+	reserved []string
 }
 
 // fileFormat is the YAML document.

@@ -18,10 +18,13 @@ type TenantCatalog struct {
 // upstreams (each file is checked alone), and only that tenant sees and calls them.
 // Names are one namespace: a tenant's tool, target or upstream whose name base,
 // reserved (the tools registered besides any catalog) or an earlier tenant's catalog
-// already holds is refused, an *Error naming the tenant's file and the tool.
+// already holds is refused, an *Error naming the tenant's file and the tool (the
+// outbox's registry and the dispatch queues are the installation's). The MCP names
+// of the tools are checked per tenant view by Connect, once the upstreams' tools are
+// listed: each tenant sees the reserved tools, the installation's and its own.
 func Merge(file string, base *Catalog, tenants []TenantCatalog, reserved []string) (*Catalog, error) {
 	out := &Catalog{File: file, Targets: map[string]*Target{}, Tools: map[string]*Tool{}, Upstreams: map[string]*Upstream{},
-		tenantFiles: map[string]string{}}
+		tenantFiles: map[string]string{}, reserved: reserved}
 	// Who took each tool name, and each target or upstream name (they share one:
 	// each is a vendor and a queue), for the errors.
 	tools, ends := map[string]string{}, map[string]string{}

@@ -243,16 +243,19 @@ func (r *Runtime) Relist(ctx context.Context, upstream string) (*Runtime, error)
 	}
 	listed, err := conn.List(ctx)
 	if err != nil {
-		return nil, &Error{File: r.cat.File, Kind: "upstream", Name: upstream, Message: "cannot list its tools: " + err.Error()}
+		return nil, &Error{File: r.cat.fileOf(conn.up.Tenant), Kind: "upstream", Name: upstream, Message: "cannot list its tools: " + err.Error()}
 	}
 	cat := &Catalog{File: r.cat.File, Targets: r.cat.Targets, Upstreams: r.cat.Upstreams, Tools: map[string]*Tool{},
-		tenantFiles: r.cat.tenantFiles}
+		tenantFiles: r.cat.tenantFiles, reserved: r.cat.reserved}
 	for name, t := range r.cat.Tools {
 		if t.Upstream != upstream {
 			cat.Tools[name] = t
 		}
 	}
 	if err := cat.addUpstreamTools(conn.up, listed); err != nil {
+		return nil, err
+	}
+	if err := cat.checkViews(); err != nil {
 		return nil, err
 	}
 	next := *r

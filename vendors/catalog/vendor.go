@@ -125,6 +125,10 @@ func (c *Catalog) Connect(opts Options) (*Runtime, error) {
 	if err := r.connectUpstreams(opts.Context, opts); err != nil {
 		return nil, err
 	}
+	if err := c.checkViews(); err != nil {
+		r.Close()
+		return nil, err
+	}
 	return r, nil
 }
 

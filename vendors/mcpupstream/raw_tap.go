@@ -8,9 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptrace"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -187,7 +187,11 @@ type tapTransport struct {
 
 func (t *tapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method != http.MethodPost || r.Body == nil {
-		return t.base.RoundTrip(r)
+		resp, err := t.base.RoundTrip(r)
+		if err != nil {
+			return resp, err
+		}
+		return t.guard(resp, nil), nil // the standalone stream, a DELETE
 	}
 	// A request that failed before any connection was had (a refused connection, a
 	// dial or DNS error) provably never left: its error wraps errNotSent. Once a
@@ -222,11 +226,34 @@ func (t *tapTransport) roundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(r)
-	if err != nil || call == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if err != nil {
 		return resp, err
 	}
-	switch ct := resp.Header.Get("Content-Type"); {
-	case strings.HasPrefix(ct, "application/json"):
+	return t.guard(resp, call), nil
+}
+
+// guard bounds an upstream's answer before the SDK's client reads it, and puts an error
+// for the call in place of one the client would break the whole session on. The media
+// type is read as the client reads it (mediaType): Application/JSON is JSON, with any
+// parameters and spacing. A non-2xx body is cut at the limit (the client reads it whole
+// for a JSON-RPC error); a 2xx answer to a call is read at most to the limit when it
+// is JSON, passed event by event (each bounded) when it is SSE, and refused when it is
+// neither (the client would end the session on it). A standalone stream (call nil) has
+// its bad events dropped.
+func (t *tapTransport) guard(resp *http.Response, call any) *http.Response {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		resp.Body = &limitedBody{Reader: io.LimitReader(resp.Body, t.limit), Closer: resp.Body}
+		return resp
+	}
+	switch mediaType(resp.Header.Get("Content-Type")) {
+	case "text/event-stream":
+		resp.Body = &sseGuard{src: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, tap: t.tap, call: call, limit: t.limit}
+		return resp
+	case "application/json":
+		if call == nil {
+			resp.Body = &limitedBody{Reader: io.LimitReader(resp.Body, t.limit), Closer: resp.Body}
+			return resp
+		}
 		b, err := io.ReadAll(io.LimitReader(resp.Body, t.limit+1))
 		_ = resp.Body.Close()
 		if err == nil {
@@ -237,20 +264,50 @@ func (t *tapTransport) roundTrip(r *http.Request) (*http.Response, error) {
 				why = answerMalformed
 			}
 			if why != "" {
-				t.tap.spoil(call, why)
-				b = refusal(call, why, t.limit)
-				resp.Header.Del("Content-Length")
-				resp.ContentLength = int64(len(b))
+				b = t.refuse(resp, call, why)
 			}
 		}
 		for _, m := range wireMessages(b) {
 			t.tap.answered(m.ID, m.Result)
 		}
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}))
-	case strings.HasPrefix(ct, "text/event-stream"):
-		resp.Body = &sseGuard{src: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body, tap: t.tap, call: call, limit: t.limit}
+		return resp
 	}
-	return resp, nil
+	if call != nil {
+		// Neither JSON nor SSE: the client would fail the session ("unsupported content
+		// type"); only the call fails.
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(t.refuse(resp, call, answerMalformed)))
+	}
+	return resp
+}
+
+// refuse notes that oncebox answers call itself, for why, and returns that answer,
+// resp's headers made to carry it (JSON, its length).
+func (t *tapTransport) refuse(resp *http.Response, call any, why string) []byte {
+	t.tap.spoil(call, why)
+	b := refusal(call, why, t.limit)
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = int64(len(b))
+	return b
+}
+
+// mediaType is the media type of a Content-Type header as the SDK's client reads it
+// (mime.ParseMediaType, which lowercases it and drops the parameters), "" when it does
+// not parse: the client then refuses the answer as of an unsupported type.
+func mediaType(contentType string) string {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+// limitedBody is a body read no further than a limit.
+type limitedBody struct {
+	io.Reader
+	io.Closer
 }
 
 // errReader returns err (or io.EOF) at the end of a body read ahead.
@@ -264,9 +321,13 @@ func (e errReader) Read([]byte) (int, error) {
 }
 
 // sseGuard passes an SSE stream on event by event, catching the answers it carries.
-// An event that is no JSON-RPC message, or larger than the limit, ends the stream with
-// an error for the stream's call in its place (the SDK's client would break the whole
-// session on it).
+// It reads each event as the SDK's client does (its scanEventsLimited): lines up to a
+// blank one or the stream's end, each "field: value" (a line with no colon is
+// malformed), the data lines trimmed and joined. An event larger than the limit, with
+// a line that is no field or whose data is no JSON-RPC message ends the stream with an
+// error for the stream's call in its place (the SDK's client would break the whole
+// session on it); on the standalone stream (no call) such an event is dropped, and one
+// too large ends the stream (the client opens it again).
 type sseGuard struct {
 	src   *bufio.Reader
 	body  io.Closer
@@ -291,8 +352,16 @@ func (g *sseGuard) Read(p []byte) (int, error) {
 
 func (g *sseGuard) Close() error { return g.body.Close() }
 
-// refuse ends the stream with an error for its call.
+// refuse ends the stream with an error for its call, or, on the standalone stream,
+// drops the event (ends the stream when it is too large to skip).
 func (g *sseGuard) refuse(why string) {
+	if g.call == nil {
+		g.out = nil
+		if why == answerTooLarge {
+			g.err = io.EOF
+		}
+		return
+	}
 	g.tap.spoil(g.call, why)
 	g.out = append(append(append(g.out[:0], "event: message\ndata: "...), refusal(g.call, why, g.limit)...), "\n\n"...)
 	g.err = io.EOF
@@ -301,63 +370,73 @@ func (g *sseGuard) refuse(why string) {
 // next reads one event into out, or sets err.
 func (g *sseGuard) next() {
 	var raw, data []byte
-	name := ""
+	name, hasData := "", false
 	for {
 		line, err := g.line(int64(len(raw)))
-		if err != nil {
-			if errors.Is(err, errEventTooLarge) {
-				g.refuse(answerTooLarge)
-				return
-			}
-			g.out, g.err = raw, err // a partial event is passed on; the SDK decides
+		if errors.Is(err, errEventTooLarge) {
+			g.refuse(answerTooLarge)
 			return
 		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			g.out, g.err = raw, err // a broken stream is passed on as it broke; the SDK decides
+			return
+		}
+		eof := err != nil
 		raw = append(raw, line...)
 		text := bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(text) == 0:
-			if len(data) > 0 && (name == "" || name == "message") {
-				msgs := wireMessages(data)
-				if _, derr := jsonrpc.DecodeMessage(data); derr != nil || len(msgs) == 0 {
-					g.refuse(answerMalformed)
-					return
-				}
-				for _, m := range msgs {
-					g.tap.answered(m.ID, m.Result)
-				}
+		if len(text) > 0 {
+			field, value, ok := bytes.Cut(text, []byte(":"))
+			if !ok {
+				g.refuse(answerMalformed)
+				return
 			}
-			g.out = raw
-			return
-		case bytes.HasPrefix(text, []byte("data:")):
-			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(text, []byte("data:")), []byte(" "))...)
-			data = append(data, '\n')
-		case bytes.HasPrefix(text, []byte("event:")):
-			name = string(bytes.TrimSpace(bytes.TrimPrefix(text, []byte("event:"))))
+			switch string(field) {
+			case "event":
+				name = string(bytes.TrimSpace(value))
+			case "data":
+				if hasData {
+					data = append(data, '\n')
+				}
+				data, hasData = append(data, bytes.TrimSpace(value)...), true
+			}
 		}
+		if len(text) > 0 && !eof {
+			continue
+		}
+		if len(data) > 0 && (name == "" || name == "message") {
+			msgs := wireMessages(data)
+			if _, derr := jsonrpc.DecodeMessage(data); derr != nil || len(msgs) == 0 {
+				g.refuse(answerMalformed)
+				return
+			}
+			for _, m := range msgs {
+				g.tap.answered(m.ID, m.Result)
+			}
+		}
+		g.out = raw
+		if eof {
+			g.err = io.EOF
+		}
+		return
 	}
 }
 
 var errEventTooLarge = errors.New("SSE event too large")
 
-// line reads one line, failing once the event (had bytes so far) would pass the limit.
+// line reads one line (with io.EOF when the stream ends on it, as bufio does), failing
+// once the event (had bytes so far) would pass the limit.
 func (g *sseGuard) line(had int64) ([]byte, error) {
 	var line []byte
 	for {
 		frag, err := g.src.ReadSlice('\n')
-		line = append(line, frag...)
-		if had+int64(len(line)) > g.limit {
+		if had+int64(len(line)+len(frag)) > g.limit {
 			return nil, errEventTooLarge
 		}
+		line = append(line, frag...)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		if err != nil {
-			if len(line) > 0 && errors.Is(err, io.EOF) {
-				return line, nil
-			}
-			return nil, err
-		}
-		return line, nil
+		return line, err
 	}
 }
 

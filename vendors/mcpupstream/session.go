@@ -229,7 +229,10 @@ func (u *Session) transport() mcp.Transport {
 		origin, _ := url.Parse(u.up.URL) // checked when the file was read
 		client := &http.Client{Transport: &headerTransport{headers: u.up.Headers, origin: origin, base: base},
 			CheckRedirect: sameorigin.CheckRedirect(fmt.Sprintf("upstream %q", u.up.Name))}
-		return &mcp.StreamableClientTransport{Endpoint: u.up.URL, HTTPClient: client, DisableStandaloneSSE: !u.listens}
+		// The client reads an SSE event up to MaxEventSize and breaks the session past
+		// it: the tap refuses one past the limit first.
+		return &mcp.StreamableClientTransport{Endpoint: u.up.URL, HTTPClient: client, DisableStandaloneSSE: !u.listens,
+			MaxEventSize: int(max(u.limit()+4096, mcp.DefaultMaxEventSize))}
 	}
 	cmd := exec.Command(u.up.Command, u.up.Args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}

@@ -11,7 +11,9 @@
 // Reannotate lists a tool again with other annotations (list_changed); GarbageNext and
 // GarbageEvery answer calls with truncated JSON (GarbledCalls says which, and how many
 // other calls were in flight on the session; SetGarbageHold makes garbage wait for
-// one). OfferWipe adds a gated tool, wipe_mailbox
+// one; SetGarbageTypes spells their Content-Type oddly, SSE included). AnswerNext
+// answers a call as a hostile upstream would: garbage or a result of any size, streamed,
+// under any Content-Type spelling. OfferWipe adds a gated tool, wipe_mailbox
 // (destructiveHint), whose runs Wipes returns, and its lookup find_wipe. Fault knobs
 // make the next send_mail calls drop the connection after acting, hang
 // after acting, or answer isError without acting; SetRandomFaults draws them at random
@@ -99,6 +101,14 @@ type Server struct {
 	// garbageHold is how long a garbled answer waits for another call in flight on
 	// its session (SetGarbageHold).
 	garbageHold time.Duration
+	// garbageTypes are the Content-Types garbled answers go out with, in turn
+	// (SetGarbageTypes); garbageTurn counts the turns.
+	garbageTypes []string
+	garbageTurn  int
+	// answers are the answers due for the next calls of each tool (AnswerNext);
+	// answered counts those written.
+	answers  map[string][]Answer
+	answered int
 	// inFlight counts the tools/call requests Handler is serving, by session id.
 	inFlight map[string]int
 
@@ -669,7 +679,8 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var msg struct {
-			Method string `json:"method"`
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
 			Params struct {
 				Name      string         `json:"name"`
 				Meta      map[string]any `json:"_meta"`
@@ -686,6 +697,12 @@ func (s *Server) Handler() http.Handler {
 			s.mu.Lock()
 			s.inFlight[sid]++
 			garble := s.garbleNow(msg.Params.Name)
+			answer, hostile, ct := Answer{}, false, "application/json"
+			if garble {
+				ct = s.garbageType()
+			} else {
+				answer, hostile = s.nextAnswer(msg.Params.Name)
+			}
 			s.mu.Unlock()
 			defer func() {
 				s.mu.Lock()
@@ -694,6 +711,13 @@ func (s *Server) Handler() http.Handler {
 					delete(s.inFlight, sid)
 				}
 			}()
+			if hostile {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.ContentLength = int64(len(body))
+				inner.ServeHTTP(httptest.NewRecorder(), r) // runs; its answer is replaced
+				writeAnswer(w, msg.ID, answer)
+				return
+			}
 			if garble {
 				rec := httptest.NewRecorder()
 				r.Body = io.NopCloser(bytes.NewReader(body))
@@ -705,10 +729,8 @@ func (s *Server) Handler() http.Handler {
 				ref, _ := msg.Params.Arguments.Ref.(string)
 				s.garbledCalls = append(s.garbledCalls, GarbledCall{Tool: msg.Params.Name, OpID: opID, Ref: ref, Concurrent: s.inFlight[sid] - 1})
 				s.mu.Unlock()
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusOK)
 				out := rec.Body.Bytes()
-				_, _ = w.Write(out[:len(out)/2])
+				writeBody(w, ct, out[:len(out)/2])
 				return
 			}
 		}
