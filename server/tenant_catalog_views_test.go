@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,6 +44,7 @@ func TestTenantCatalogMCPNamesPerView(t *testing.T) {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.ToolsFile = writeCatalog(t, catalogFile(desk.URL))
 	cfg.TenantCatalogs = t.TempDir()
+	cfg.TenantEgressAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} // the fakes are on loopback
 	victimFile, evilFile := filepath.Join(cfg.TenantCatalogs, "victim.yaml"), filepath.Join(cfg.TenantCatalogs, "evil.yaml")
 	write := func(file, content string) { require.NoError(t, os.WriteFile(file, []byte(content), 0o600)) }
 	write(victimFile, ownCatalog(desk.URL, "victimdesk", "victim.ticket"))
