@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -96,8 +98,10 @@ type fakes struct {
 	tls        *vendorTLS
 	late       []*lateFault
 	lateCounts lateCounts
-	// secure says, per server of servers, whether it is served over tls.
+	// secure says, per server of servers, whether it is served over tls; conns knows
+	// which of their connections are closed.
 	secure []bool
+	conns  connTracker
 
 	// faults counts the failures clients saw: 5xx, 429, 409, dropped
 	// connections and answers slower than hangFor/2 (the MCP upstream counts its own).
@@ -183,7 +187,8 @@ func (f *fakes) serve(h http.Handler, secure bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("listen for a fake vendor: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnContext: f.conns.ConnContext, ConnState: f.conns.ConnState,
+		ErrorLog: log.New(io.Discard, "", 0)}
 	f.servers = append(f.servers, srv)
 	f.secure = append(f.secure, secure)
 	return f.serveOn(srv, l, secure), nil
@@ -192,7 +197,6 @@ func (f *fakes) serve(h http.Handler, secure bool) (string, error) {
 // serveOn serves srv on l, over TLS when secure, and returns its URL.
 func (f *fakes) serveOn(srv *http.Server, l net.Listener, secure bool) string {
 	if !secure {
-		l = (*vendorTLS)(nil).listen(l)
 		go func() { _ = srv.Serve(l) }()
 		return "http://" + l.Addr().String()
 	}

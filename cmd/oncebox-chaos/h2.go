@@ -48,6 +48,8 @@ const (
 type vendorTLS struct {
 	cfg      *tls.Config
 	certFile string
+	// roots trusts the certificate, for the harness's own tests.
+	roots *x509.CertPool
 }
 
 // newVendorTLS makes a self-signed certificate for ips, written to dir/vendors.pem.
@@ -80,59 +82,56 @@ func newVendorTLS(dir string, ips []netip.Addr) (*vendorTLS, error) {
 		return nil, fmt.Errorf("vendor TLS key pair: %w", err)
 	}
 	v := &vendorTLS{cfg: &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{"h2", "http/1.1"}},
-		certFile: dir + "/vendors.pem"}
+		certFile: dir + "/vendors.pem", roots: x509.NewCertPool()}
+	v.roots.AppendCertsFromPEM(certPEM)
 	if err := os.WriteFile(v.certFile, certPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("write the vendors' certificate: %w", err)
 	}
 	return v, nil
 }
 
-// listen wraps l: its connections remember when their client went away, and, with TLS,
-// are served over TLS offering h2.
+// listen serves l over TLS offering h2, or as it is when v is nil.
 func (v *vendorTLS) listen(l net.Listener) net.Listener {
-	l = &trackListener{Listener: l}
 	if v == nil {
 		return l
 	}
 	return tls.NewListener(l, v.cfg)
 }
 
-// trackListener hands out trackConns.
-type trackListener struct{ net.Listener }
-
-func (l *trackListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &trackConn{Conn: c}, nil
-}
-
-// trackConn records that a read failed: the client closed or reset the connection.
-type trackConn struct {
-	net.Conn
-	gone atomic.Bool
-}
-
-func (c *trackConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if err != nil {
-		c.gone.Store(true)
-	}
-	return n, err
-}
+// connTracker knows which of a server's connections are closed: its ConnContext
+// puts a flag in each request's context, its ConnState raises it when the connection
+// closes. An HTTP/2 connection closes on its own; an HTTP/1.1 one only once its handler
+// returns, but over HTTP/1.1 a client can give up on a request only by closing the
+// connection.
+type connTracker struct{ conns sync.Map }
 
 type connKey struct{}
 
-// connContext puts the request's trackConn in its context (http.Server.ConnContext).
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+// ConnContext is http.Server.ConnContext.
+func (t *connTracker) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	closed := new(atomic.Bool)
+	t.conns.Store(c, closed)
+	return context.WithValue(ctx, connKey{}, closed)
+}
+
+// ConnState is http.Server.ConnState.
+func (t *connTracker) ConnState(c net.Conn, s http.ConnState) {
+	if s != http.StateClosed && s != http.StateHijacked {
+		return
 	}
-	if t, ok := c.(*trackConn); ok {
-		return context.WithValue(ctx, connKey{}, t)
+	if v, ok := t.conns.LoadAndDelete(c); ok {
+		v.(*atomic.Bool).Store(true)
 	}
-	return ctx
+}
+
+// connClosed reports whether the connection of r, whose client gave up on it, is
+// closed.
+func connClosed(r *http.Request) bool {
+	if r.ProtoMajor == 1 {
+		return true
+	}
+	closed, _ := r.Context().Value(connKey{}).(*atomic.Bool)
+	return closed == nil || closed.Load()
 }
 
 // lateFault is the late-delivery fault in front of one fake.
@@ -141,8 +140,12 @@ type lateFault struct {
 	on   atomic.Bool
 	// counts is shared by the fakes: late deliveries and drops.
 	counts *lateCounts
-	mu     sync.Mutex
-	rng    *rand.Rand
+	// rate is the share of POSTs held (lateRate), delay how long after the client gave
+	// up one is delivered (lateDelay).
+	rate  float64
+	delay time.Duration
+	mu    sync.Mutex
+	rng   *rand.Rand
 }
 
 // lateCounts counts what the late-delivery faults did.
@@ -151,7 +154,7 @@ type lateCounts struct {
 }
 
 func newLateFault(next http.Handler, counts *lateCounts, seed int64) *lateFault {
-	return &lateFault{next: next, counts: counts, rng: rand.New(rand.NewPCG(uint64(seed), 0x1a7e))}
+	return &lateFault{next: next, counts: counts, rate: lateRate, delay: lateDelay, rng: rand.New(rand.NewPCG(uint64(seed), 0x1a7e))}
 }
 
 func (f *lateFault) draw() bool {
@@ -160,7 +163,7 @@ func (f *lateFault) draw() bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.rng.Float64() < lateRate
+	return f.rng.Float64() < f.rate
 }
 
 func (f *lateFault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -168,9 +171,8 @@ func (f *lateFault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
-	conn, _ := r.Context().Value(connKey{}).(*trackConn)
 	body, err := io.ReadAll(r.Body)
-	if err != nil || conn == nil {
+	if err != nil {
 		return
 	}
 	f.counts.held.Add(1)
@@ -180,8 +182,14 @@ func (f *lateFault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, cloneRequest(r, body, r.Context()))
 		return
 	}
-	time.Sleep(100 * time.Millisecond) // the connection's close is read
-	if conn.gone.Load() {
+	// An HTTP/2 client may close the connection too: give it time to.
+	for range 10 {
+		if connClosed(r) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if connClosed(r) {
 		f.counts.dropped.Add(1)
 		return
 	}
@@ -189,7 +197,7 @@ func (f *lateFault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		// A fault the fake draws for the late copy (a dropped connection) aborts it.
 		defer func() { _ = recover() }()
-		time.Sleep(lateDelay)
+		time.Sleep(f.delay)
 		f.next.ServeHTTP(discardWriter{h: http.Header{}}, cloneRequest(r, body, context.WithoutCancel(r.Context())))
 	}()
 }
