@@ -295,7 +295,7 @@ func (h *harness) resolveAndClose(ctx context.Context, opID, key string) {
 	h.crm.mu.Lock()
 	kind := kinds[h.crm.next%len(kinds)]
 	h.crm.mu.Unlock()
-	ref := h.crmRef(kind, opID)
+	ref := h.crmRef(ctx, kind, opID)
 	if ref == "" {
 		return // nothing of that kind yet: next round
 	}
@@ -332,7 +332,7 @@ func (h *harness) resolveAndClose(ctx context.Context, opID, key string) {
 // crmRef returns the vendor_ref a resolve of kind names for B's op opID: an account
 // tenant A's op opened, one nobody opened, or the op's own, from the CRM's records; ""
 // when there is none.
-func (h *harness) crmRef(kind, opID string) string {
+func (h *harness) crmRef(ctx context.Context, kind, opID string) string {
 	switch kind {
 	case resolveWrong:
 		return fmt.Sprintf("eff_nobody%d", rand.IntN(1_000_000))
@@ -345,7 +345,7 @@ func (h *harness) crmRef(kind, opID string) string {
 		return fmt.Sprintf("eff_nobody%d", rand.IntN(1_000_000))
 	}
 	ids := map[string]bool{}
-	rows, err := h.pool.Query(context.Background(), `SELECT id::text FROM oncebox_op WHERE tenant_id = $1 AND tool = '`+toolOpen+`'`, h.tenants[0].id)
+	rows, err := h.pool.Query(ctx, `SELECT id::text FROM oncebox_op WHERE tenant_id = $1 AND tool = '`+toolOpen+`'`, h.tenants[0].id)
 	if err != nil {
 		return ""
 	}
