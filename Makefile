@@ -42,7 +42,7 @@ bench: ## benchmarks against River, the floor and the peer in the same run (prin
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/testkit/bench/
 	$(GO) test -run '^$$' -bench TimeToSettleAfterSIGKILL -benchtime 1x -timeout 10m ./cmd/oncebox/
 
-chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root), faults, a Postgres restart and a crash on a durable cluster; fails on any broken promise
+chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root), faults, a Postgres restart and a crash on a durable cluster, TTL purges among approvals and steps, people's resolves with foreign refs, vendors over TLS and HTTP/2 with late deliveries; fails on any broken promise
 	$(GO) run ./cmd/oncebox-chaos
 	$(GO) run ./cmd/oncebox-chaos --webhook-native-keys=false --ops 1000 --enqueue-for 25s
 

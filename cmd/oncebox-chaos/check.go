@@ -132,6 +132,8 @@ type CheckInput struct {
 	// PeakRSS is the highest peak resident memory of a serve process; RSSBound the most
 	// it may be (0: not checked).
 	PeakRSS, RSSBound int64
+	// CRM is the CRM's record (crm.go): its ops are checked by checkCRM alone.
+	CRM CRMInput
 }
 
 // Finding is one violation the check found.
@@ -194,6 +196,9 @@ type Report struct {
 	// WrongAccount are vendor objects on another account than the one of their op's
 	// tenant: one tenant's side effect on another's account (or the platform's).
 	WrongAccount []Finding
+	// CRM are the CRM's findings (checkCRM): a step done again after a TTL purge, a
+	// composite op ended wrong, an account closed by another tenant's op.
+	CRM []Finding
 	// NeedsReview are the ids of the ops in needs_review.
 	NeedsReview []string
 	// Statuses counts the ops by status.
@@ -204,7 +209,7 @@ type Report struct {
 func (r Report) OK() bool {
 	return len(r.Duplicates) == 0 && len(r.Lost) == 0 && len(r.Mismatched) == 0 &&
 		len(r.Orphans) == 0 && len(r.ConflictLeaks) == 0 && len(r.Unplanned) == 0 && len(r.Double202) == 0 &&
-		len(r.Gate) == 0 && len(r.Contagion) == 0 && len(r.WrongAccount) == 0 && len(r.Composite) == 0
+		len(r.Gate) == 0 && len(r.Contagion) == 0 && len(r.WrongAccount) == 0 && len(r.Composite) == 0 && len(r.CRM) == 0
 }
 
 // Findings returns every violation, one per line, duplicates and losses first.
@@ -224,6 +229,7 @@ func (r Report) Findings() []string {
 	add("GATE", r.Gate)
 	add("CONTAGION", r.Contagion)
 	add("COMPOSITE", r.Composite)
+	add("CRM", r.CRM)
 	add("UNPLANNED", r.Unplanned)
 	add("DOUBLE_202", r.Double202)
 	return out
@@ -290,6 +296,9 @@ func Check(in CheckInput) Report {
 			// A composite op makes no side effect of its own: its steps' ops do
 			// (checkComposite).
 			continue
+		}
+		if isCRMTool(op.Tool) {
+			continue // checkCRM, from the CRM's records
 		}
 		got := effects[op.ID]
 		switch {
@@ -368,6 +377,7 @@ func Check(in CheckInput) Report {
 	rep.Gate = checkGate(in, byID)
 	rep.Contagion = checkContagion(in)
 	rep.Composite, rep.CompositeFigures = checkComposite(in, byID)
+	rep.CRM = checkCRM(in, byID)
 	slices.Sort(rep.NeedsReview)
 	return rep
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+
 	"github.com/oncebox/oncebox/protocol"
 )
 
@@ -506,4 +508,53 @@ func TestCheckComposite(t *testing.T) {
 	rep = Check(in)
 	require.Len(t, rep.Composite, 1)
 	require.Equal(t, "~step/op-hook/notify", rep.Composite[0].Key)
+}
+
+// crmInput is a clean run of the CRM: a note-then-wipe with one note and one wipe, an
+// account of tenant a, and one of tenant b closed by b.
+func crmInput() CheckInput {
+	return CheckInput{
+		Ops: []OpRecord{
+			{ID: "op-p1", Key: "k-p1", Tool: toolNoteThenWipe, Status: statusSucceeded, Tenant: "a"},
+			{ID: "op-oa", Key: "k-oa", Tool: toolOpen, Status: statusSucceeded, Tenant: "a"},
+			{ID: "op-ob", Key: "k-ob", Tool: toolOpen, Status: statusNeedsReview, Tenant: "b"},
+			{ID: "op-cb", Key: "k-cb", Tool: toolClose, Status: statusSucceeded, Tenant: "b"},
+		},
+		CRM: CRMInput{On: true, Effects: []fakewebhook.Effect{
+			{ID: "fx_1", OpID: "op-n1", Path: "/notes/k-p1"},
+			{ID: "fx_2", OpID: "op-w1", Path: "/wipes/k-p1"},
+			{ID: "fx_3", OpID: "op-oa", Path: "/blind/accounts"},
+			{ID: "fx_4", OpID: "op-ob", Path: "/blind/accounts"},
+			{ID: "fx_5", OpID: "op-cb", Path: "/blind/accounts/fx_4/close"},
+		}},
+	}
+}
+
+// TestCheckCRM: a note made again after its op was purged, and an account of tenant a
+// closed by an op of tenant b, are CRM findings; a close of an account nobody opened
+// (a wrong ref) is not.
+func TestCheckCRM(t *testing.T) {
+	t.Parallel()
+	rep := Check(crmInput())
+	require.True(t, rep.OK(), "findings: %v", rep.Findings())
+
+	in := crmInput()
+	in.CRM.Effects = append(in.CRM.Effects, fakewebhook.Effect{ID: "fx_6", OpID: "op-n2", Path: "/notes/k-p1"})
+	rep = Check(in)
+	require.Len(t, rep.CRM, 2, "a note made twice: %v", rep.Findings())
+	require.Contains(t, rep.CRM[0].What+rep.CRM[1].What, "2 times")
+	require.Contains(t, rep.CRM[0].What+rep.CRM[1].What, "2 notes and 1 wipes")
+
+	in = crmInput()
+	in.Ops = append(in.Ops, OpRecord{ID: "op-cx", Key: "k-cx", Tool: toolClose, Status: statusSucceeded, Tenant: "b"})
+	in.CRM.Effects = append(in.CRM.Effects, fakewebhook.Effect{ID: "fx_6", OpID: "op-cx", Path: "/blind/accounts/fx_3/close"})
+	rep = Check(in)
+	require.Len(t, rep.CRM, 1, "b closed a's account: %v", rep.Findings())
+	require.Contains(t, rep.CRM[0].What, "CROSS_TENANT")
+
+	in = crmInput()
+	in.Ops = append(in.Ops, OpRecord{ID: "op-cw", Key: "k-cw", Tool: toolClose, Status: statusSucceeded, Tenant: "b"})
+	in.CRM.Effects = append(in.CRM.Effects, fakewebhook.Effect{ID: "fx_6", OpID: "op-cw", Path: "/blind/accounts/eff_nobody1/close"})
+	rep = Check(in)
+	require.True(t, rep.OK(), "a wrong ref acts on nobody's account: %v", rep.Findings())
 }

@@ -25,8 +25,7 @@ func (h *harness) compositeCatalog() string {
 	if !h.compositeOn() {
 		return ""
 	}
-	return fmt.Sprintf(`tools:
-  %s:
+	return fmt.Sprintf(`  %s:
     description: Charge the order, mail the receipt, tell the shop.
     input_schema:
       type: object
@@ -102,7 +101,9 @@ func checkComposite(in CheckInput, byID map[string]OpRecord) ([]Finding, Composi
 			continue
 		}
 		parentID, step, _ := strings.Cut(strings.TrimPrefix(op.Key, stepKeyPrefix), "/")
-		if parent, ok := byID[parentID]; !ok || parent.Tool != toolComposite {
+		if parent, ok := byID[parentID]; ok && parent.Tool == toolNoteThenWipe {
+			continue // the CRM's composite tool: checkCRM
+		} else if !ok || parent.Tool != toolComposite {
 			out = append(out, Finding{OpID: op.ID, Key: op.Key,
 				What: fmt.Sprintf("%s op under a step's key whose parent is no composite op of the run", op.Tool)})
 			continue

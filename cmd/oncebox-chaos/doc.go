@@ -62,12 +62,25 @@
 // succeeds and, failed with its charge made, has its refund; no other op fails or undoes
 // its charge (composite.go). A rolling upgrade runs without it.
 //
+// Where features meet (crm.go, issue 42): a fake CRM target offers crm.note and crm.wipe
+// (unsafe) with a 3 s TTL, purged every 2 s, and crm.note_then_wipe (steps: note, then
+// wipe), whose wipe the harness approves past the note's TTL; every note and wipe must be
+// made once, each composite op succeed with one of each (or wait in needs_review). Tenant
+// B's approver resolves B's crm.open_account ops in needs_review with A's account, a
+// wrong one and the right one, and B's agent then closes that account (owned); no
+// account may be closed by another tenant's op than the one whose op opened it
+// (CROSS_TENANT). With --http2 (the default) the fakes but the MCP upstream are served
+// over TLS offering HTTP/2, and a late-delivery fault holds a share of the POSTs to the
+// vendors without keys until the client gives up, then delivers them late over a
+// connection still open (an HTTP/2 stream reset) and drops them when the client closed it
+// (HTTP/1.1), h2.go.
+//
 // Run it from the module root (`make chaos` does):
 //
 //	go run ./cmd/oncebox-chaos [--ops 2000] [--workers 2] [--seed N]
 //	    [--duration-cap 6m] [--enqueue-for 40s] [--database-url URL] [--keep]
 //	    [--webhook-native-keys=false] [--partitions=false] [--upgrade-from COMMIT]
-//	    [--failover sync|async]
+//	    [--failover sync|async] [--http2=false]
 //
 // With --failover (make chaos-failover) the private primary has a streaming standby,
 // synchronous or not, and the serve processes a multi-host DATABASE_URL; two thirds in,

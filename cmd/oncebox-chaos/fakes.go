@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -85,8 +87,21 @@ type fakes struct {
 	// mcp is the MCP upstream, served over streamable HTTP; its mails are the side
 	// effects of the toolMCP ops.
 	mcp *fakemcp.Server
+	// crm is the catalog's CRM target (crm.go): no deduplication.
+	crm *fakewebhook.Server
 
-	stripeURL, sendgridURL, webhookURL, plainURL, mcpURL string
+	stripeURL, sendgridURL, webhookURL, plainURL, mcpURL, crmURL string
+
+	// tls serves the fakes but the MCP upstream over TLS offering HTTP/2 (nil: plain
+	// HTTP); late are the late-delivery faults in front of SendGrid, the webhook
+	// receivers and the CRM (h2.go), lateCounts what they did.
+	tls        *vendorTLS
+	late       []*lateFault
+	lateCounts lateCounts
+	// secure says, per server of servers, whether it is served over tls; conns knows
+	// which of their connections are closed.
+	secure []bool
+	conns  connTracker
 
 	// faults counts the failures clients saw: 5xx, 429, 409, dropped
 	// connections and answers slower than hangFor/2 (the MCP upstream counts its own).
@@ -99,9 +114,12 @@ type fakes struct {
 	eventPubKey string
 }
 
-// startFakes serves the fakes with the given visibility lags.
-func startFakes(lag time.Duration) (*fakes, error) {
+// startFakes serves the fakes with the given visibility lags, over vtls when it is not
+// nil.
+func startFakes(lag time.Duration, vtls *vendorTLS, seed int64) (*fakes, error) {
 	f := &fakes{
+		tls:      vtls,
+		crm:      fakewebhook.New(fakewebhook.Config{LookupLag: lag, HangFor: hangFor}),
 		stripe:   fakestripe.New(fakestripe.Config{SearchLag: lag, HangFor: hangFor}),
 		sendgrid: fakesendgrid.New(fakesendgrid.Config{ActivityLag: lag, ActivityRatePerMinute: -1, HangFor: hangFor}),
 		webhook:  fakewebhook.New(fakewebhook.Config{HonourKeys: true, LookupLag: lag, HangFor: hangFor, RefusePrefix: refusedPathPrefix}),
@@ -114,12 +132,19 @@ func startFakes(lag time.Duration) (*fakes, error) {
 	if f.eventKey, f.eventPubKey, err = fakesendgrid.NewEventKey(); err != nil {
 		return nil, fmt.Errorf("event signing key: %w", err)
 	}
+	late := func(h http.Handler, n int64) http.Handler {
+		lf := newLateFault(h, &f.lateCounts, seed+n)
+		f.late = append(f.late, lf)
+		return lf
+	}
 	for _, s := range []struct {
-		h   http.Handler
-		url *string
-	}{{f.countFaults(f.stripe), &f.stripeURL}, {f.countFaults(f.sendgrid), &f.sendgridURL}, {f.countFaults(f.webhook), &f.webhookURL},
-		{f.countFaults(f.plain), &f.plainURL}, {f.mcp.Handler(), &f.mcpURL}} {
-		url, err := f.serve(s.h)
+		h      http.Handler
+		url    *string
+		secure bool
+	}{{f.countFaults(f.stripe), &f.stripeURL, true}, {late(f.countFaults(f.sendgrid), 11), &f.sendgridURL, true},
+		{late(f.countFaults(f.webhook), 12), &f.webhookURL, true}, {late(f.countFaults(f.plain), 13), &f.plainURL, true},
+		{f.mcp.Handler(), &f.mcpURL, false}, {late(f.countFaults(f.crm), 14), &f.crmURL, true}} {
+		url, err := f.serve(s.h, s.secure && vtls != nil)
 		if err != nil {
 			f.close()
 			return nil, err
@@ -131,42 +156,53 @@ func startFakes(lag time.Duration) (*fakes, error) {
 
 // vendorURLs are the base URLs of the fakes, as one serve process reaches them.
 type vendorURLs struct {
-	stripe, sendgrid, webhook, plain, mcp string
+	stripe, sendgrid, webhook, plain, mcp, crm string
 }
 
 // urls are the fakes' URLs on loopback.
 func (f *fakes) urls() vendorURLs {
-	return vendorURLs{stripe: f.stripeURL, sendgrid: f.sendgridURL, webhook: f.webhookURL, plain: f.plainURL, mcp: f.mcpURL}
+	return vendorURLs{stripe: f.stripeURL, sendgrid: f.sendgridURL, webhook: f.webhookURL, plain: f.plainURL, mcp: f.mcpURL, crm: f.crmURL}
 }
 
 // listenAlso serves every fake on addr too (the host side of a network namespace's
 // vendors link), on free ports, and returns their URLs there.
 func (f *fakes) listenAlso(addr netip.Addr) (vendorURLs, error) {
 	// f.servers holds the servers in the order startFakes started them.
-	if len(f.servers) != 5 {
+	if len(f.servers) != 6 {
 		return vendorURLs{}, fmt.Errorf("listen on %s: the fakes are not all serving", addr)
 	}
-	var urls [5]string
+	var urls [6]string
 	for i, srv := range f.servers {
 		l, err := net.Listen("tcp", net.JoinHostPort(addr.String(), "0"))
 		if err != nil {
 			return vendorURLs{}, fmt.Errorf("listen for a fake vendor on %s: %w", addr, err)
 		}
-		go func() { _ = srv.Serve(l) }()
-		urls[i] = "http://" + l.Addr().String()
+		urls[i] = f.serveOn(srv, l, f.secure[i])
 	}
-	return vendorURLs{stripe: urls[0], sendgrid: urls[1], webhook: urls[2], plain: urls[3], mcp: urls[4]}, nil
+	return vendorURLs{stripe: urls[0], sendgrid: urls[1], webhook: urls[2], plain: urls[3], mcp: urls[4], crm: urls[5]}, nil
 }
 
-func (f *fakes) serve(h http.Handler) (string, error) {
+func (f *fakes) serve(h http.Handler, secure bool) (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("listen for a fake vendor: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnContext: f.conns.ConnContext, ConnState: f.conns.ConnState,
+		ErrorLog: log.New(io.Discard, "", 0)}
 	f.servers = append(f.servers, srv)
+	f.secure = append(f.secure, secure)
+	return f.serveOn(srv, l, secure), nil
+}
+
+// serveOn serves srv on l, over TLS when secure, and returns its URL.
+func (f *fakes) serveOn(srv *http.Server, l net.Listener, secure bool) string {
+	if !secure {
+		go func() { _ = srv.Serve(l) }()
+		return "http://" + l.Addr().String()
+	}
+	l = f.tls.listen(l)
 	go func() { _ = srv.Serve(l) }()
-	return "http://" + l.Addr().String(), nil
+	return "https://" + l.Addr().String()
 }
 
 // stripeAccounts returns the fake Stripe's platform and each connected account's
@@ -203,8 +239,19 @@ func (f *fakes) setFaults(on bool, seed int64) {
 		f.mcp.Release()
 		f.webhook.ReleaseHangs()
 		f.plain.ReleaseHangs()
+		f.crm.SetRandomFaults(nil, 0)
+		f.crm.ReleaseHangs()
+		for _, lf := range f.late {
+			lf.on.Store(false)
+		}
 		return
 	}
+	for _, lf := range f.late {
+		lf.on.Store(f.tls != nil)
+	}
+	// The CRM drops a quarter of its answers after acting: on the blind target the op
+	// goes to needs_review, for a person to resolve (crm.go).
+	f.crm.SetRandomFaults(map[fakewebhook.FaultKind]float64{fakewebhook.FaultDropAfterEffect: 0.25}, seed+5)
 	for i, a := range f.stripeAccounts() {
 		a.SetRandomFaults(map[fakestripe.FaultKind]float64{
 			fakestripe.FaultStored500:        0.02,

@@ -89,7 +89,7 @@ func mcpSend(t *testing.T, f *fakes, opID string) {
 // with one two-recipient mail is one effect, not two.
 func TestObjectsSeeDuplicatesOfEveryKind(t *testing.T) {
 	t.Parallel()
-	f, err := startFakes(0)
+	f, err := startFakes(0, nil, 1)
 	require.NoError(t, err)
 	t.Cleanup(f.close)
 
@@ -183,7 +183,7 @@ func TestStdioObjectsFromTheStateFile(t *testing.T) {
 // and the verdict to flag the charge of tenant a that landed on tenant b's account.
 func TestObjectsOnStripeAccounts(t *testing.T) {
 	t.Parallel()
-	f, err := startFakes(0)
+	f, err := startFakes(0, nil, 1)
 	require.NoError(t, err)
 	t.Cleanup(f.close)
 	f.stripe.AddAccount(accountA)

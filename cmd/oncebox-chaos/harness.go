@@ -88,6 +88,11 @@ type Config struct {
 	// strict; with "async" the findings about the ops it touched are counted, not
 	// failed (failover.go).
 	Failover string
+	// HTTP2 serves the fake Stripe, SendGrid, webhook receivers and CRM over TLS offering
+	// HTTP/2, with the late-delivery fault in front of those without keys (h2.go). Not
+	// in a rolling upgrade: the previous release reaches them all over HTTP/2. The flag
+	// --http2 defaults to true.
+	HTTP2 bool
 	// Out receives the report and the line of figures. Defaults to os.Stdout.
 	Out io.Writer
 	// Logger receives progress. Defaults to a text logger on os.Stderr.
@@ -208,6 +213,8 @@ type harness struct {
 	approver string
 	gate     gate
 	hostile  hostileAnswers
+	// crm is the CRM's state (crm.go).
+	crm crmState
 }
 
 // Run runs the chaos harness and returns the process exit code.
@@ -244,6 +251,7 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	}
 
 	// The chaos phase: enqueue while processes are killed and Postgres restarts.
+	h.newClient()
 	chaosCtx, stopChaos := context.WithCancel(ctx)
 	h.chaosOn.Store(true)
 	var bg sync.WaitGroup
@@ -254,6 +262,12 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	bg.Go(func() { h.relistLoop(chaosCtx) })
 	bg.Go(func() { h.oversizeLoop(chaosCtx) })
 	bg.Go(func() { h.rssLoop(chaosCtx) })
+	bg.Go(func() { h.resolveLoop(chaosCtx) })
+	// The wipes are approved past their notes' TTL, also while the ops settle.
+	approveCtx, stopApproving := context.WithCancel(ctx)
+	defer stopApproving()
+	var approving sync.WaitGroup
+	approving.Go(func() { h.approveLoop(approveCtx) })
 	var pgErr, crashErr, partErr, vendorPartErr error
 	if h.ns != nil {
 		bg.Go(func() { vendorPartErr = h.vendorPartitionLoop(chaosCtx) })
@@ -316,6 +330,8 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	bg.Go(func() { h.supervise(settleCtx) })
 	bg.Go(func() { h.rssLoop(settleCtx) })
 	settled := h.settle(ctx)
+	stopApproving()
+	approving.Wait()
 	if settled {
 		h.replaySettled(ctx, outcomes)
 	}
@@ -402,7 +418,19 @@ func (h *harness) prepare(ctx context.Context) error {
 		return err
 	}
 
-	if h.fakes, err = startFakes(lag); err != nil {
+	var vtls *vendorTLS
+	// Not in a rolling upgrade: the previous release reaches SendGrid and the webhooks
+	// over HTTP/2, and the late deliveries would be its duplicates.
+	if h.cfg.HTTP2 && h.cfg.UpgradeFrom == "" {
+		ips := []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+		if h.ns != nil {
+			ips = append(ips, h.ns.hostAddr(pathVendors))
+		}
+		if vtls, err = newVendorTLS(h.tmp, ips); err != nil {
+			return err
+		}
+	}
+	if h.fakes, err = startFakes(lag, vtls, h.cfg.Seed); err != nil {
 		return err
 	}
 	for _, t := range h.tenants {
@@ -424,9 +452,12 @@ func (h *harness) prepare(ctx context.Context) error {
 	if err := h.prepareGated(ctx, h.tenants[0].name); err != nil {
 		return err
 	}
+	if err := h.prepareCRM(ctx); err != nil {
+		return err
+	}
 	h.mcpStdioState = filepath.Join(h.tmp, "mcp-stdio.json")
 	host := procNet{dbURL: h.dbURL, vendors: h.fakes.urls(), toolsFile: filepath.Join(h.tmp, "tools.yaml")}
-	if err := os.WriteFile(host.toolsFile, []byte(h.catalog(host.vendors.mcp)), 0o600); err != nil {
+	if err := os.WriteFile(host.toolsFile, []byte(h.catalog(host.vendors)), 0o600); err != nil {
 		return fmt.Errorf("write the tool catalog: %w", err)
 	}
 	h.toolsFile = host.toolsFile
@@ -653,7 +684,7 @@ func (h *harness) namespacedNet(p *serveProc, port int) (procNet, error) {
 	}
 	pn := procNet{listen: net.JoinHostPort("0.0.0.0", strconv.Itoa(port)), dbURL: u.String(), vendors: vendors,
 		toolsFile: filepath.Join(h.tmp, "tools-"+p.name+".yaml")}
-	if err := os.WriteFile(pn.toolsFile, []byte(h.catalog(vendors.mcp)), 0o600); err != nil {
+	if err := os.WriteFile(pn.toolsFile, []byte(h.catalog(vendors)), 0o600); err != nil {
 		return procNet{}, fmt.Errorf("write the tool catalog of %s: %w", p.name, err)
 	}
 	h.logger.Info("serve process in a network namespace", slog.String("proc", p.name), slog.String("netns", ns.name),
@@ -709,6 +740,13 @@ func (h *harness) serveEnv(n procNet) []string {
 	} {
 		env = append(env, k+"="+v)
 	}
+	if h.fakes.tls != nil {
+		// The fakes' certificate is the only one the serve processes need to trust.
+		env = append(env, "SSL_CERT_FILE="+h.fakes.tls.certFile)
+	}
+	if h.crmOn() {
+		env = append(env, "ONCEBOX_PURGE_INTERVAL="+crmPurgeInterval.String())
+	}
 	if !h.cfg.NoEvents {
 		env = append(env, "STRIPE_WEBHOOK_SECRET="+h.fakes.eventSecret, "SENDGRID_EVENT_PUBLIC_KEY="+h.fakes.eventPubKey,
 			"ONCEBOX_VENDOR_EVENT_LAG=20s")
@@ -720,9 +758,13 @@ func (h *harness) serveEnv(n procNet) []string {
 // tagged with the op id in ref and reconciled through find_mail. The HTTP one is the
 // harness's, native_keys as the webhooks' (the fake deduplicates on the _meta key
 // then), at mcpURL; the stdio one is a process each serve process starts, on one
-// state file; then the composite tool (compositeCatalog).
-func (h *harness) catalog(mcpURL string) string {
-	return fmt.Sprintf(`upstreams:
+// state file; then the composite tool (compositeCatalog) and the CRM (crm.go).
+func (h *harness) catalog(v vendorURLs) string {
+	tools := h.compositeCatalog() + h.crmCatalog()
+	if tools != "" {
+		tools = "tools:\n" + tools
+	}
+	return h.crmTargets(v.crm) + fmt.Sprintf(`upstreams:
   %s:
     url: %s
     native_keys: %t
@@ -736,8 +778,8 @@ func (h *harness) catalog(mcpURL string) string {
     workers: 4
     tools:
       send_mail: {tag_argument: ref, lookup_tool: find_mail, lookup_argument: ref}
-%s`, mcpUpstream, mcpURL, !h.cfg.WebhookDefaultMode, h.gatedCatalog(), mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState,
-		h.compositeCatalog())
+%s`, mcpUpstream, v.mcp, !h.cfg.WebhookDefaultMode, h.gatedCatalog(), mcpStdioUpstream, h.fakemcpBin, h.mcpStdioState,
+		tools)
 }
 
 // calmStdioUpstream takes back a crash the stdio upstream was asked for and did not
@@ -941,19 +983,9 @@ func (h *harness) ensureRunning(ctx context.Context) error {
 	return nil
 }
 
-// enqueue sends the whole workload, paced over EnqueueFor.
-func (h *harness) enqueue(ctx context.Context) []outcome {
-	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x0b5))
-	items := plan(rng, h.cfg.Ops, h.runID, h.cfg.WebhookDefaultMode, h.gatedOn(), h.compositeOn())
-	if h.cfg.NoEvents {
-		// Without events, a mail whose answer was lost while the Email Activity API
-		// answered 403 cannot be looked up: needs_review is its expected end.
-		for i := range items {
-			if items[i].tool == protocol.ToolMail {
-				items[i].plan.Blind = true
-			}
-		}
-	}
+// newClient makes the run's API client (h.client), before the loops that call the API
+// start.
+func (h *harness) newClient() {
 	bases := make([]string, len(h.procs))
 	for i, p := range h.procs {
 		bases[i] = p.base()
@@ -970,6 +1002,22 @@ func (h *harness) enqueue(ctx context.Context) []outcome {
 		c.tokens[i] = t.token
 	}
 	h.client = c
+}
+
+// enqueue sends the whole workload, paced over EnqueueFor.
+func (h *harness) enqueue(ctx context.Context) []outcome {
+	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x0b5))
+	items := plan(rng, h.cfg.Ops, h.runID, h.cfg.WebhookDefaultMode, h.gatedOn(), h.compositeOn(), h.crmOn())
+	if h.cfg.NoEvents {
+		// Without events, a mail whose answer was lost while the Email Activity API
+		// answered 403 cannot be looked up: needs_review is its expected end.
+		for i := range items {
+			if items[i].tool == protocol.ToolMail {
+				items[i].plan.Blind = true
+			}
+		}
+	}
+	c := h.client
 	picker := &refundPicker{f: h.fakes, used: map[string]bool{}}
 	for i := range items {
 		items[i].tenant = h.tenantOf(i, items[i].tool)
@@ -1067,6 +1115,10 @@ func (h *harness) settle(ctx context.Context) bool {
 			if open == 0 {
 				h.logger.Info("every op settled", slog.Any("statuses", counts), slog.Duration("took", time.Since(t0)))
 				return true
+			}
+			if time.Since(t0) > 30*time.Second && h.stepsRunaway(ctx) {
+				h.logger.Warn("gave up waiting: only the CRM's composite ops are open, and they redo their purged steps", slog.Int("open", open))
+				return false
 			}
 			if time.Since(lastLog) > 5*time.Second {
 				h.logger.Info("settling", slog.Int("open", open), slog.Any("statuses", counts))

@@ -32,6 +32,7 @@ func Main(ctx context.Context, args []string) int {
 	fs.StringVar(&cfg.UpgradeFrom, "upgrade-from", "", "a commit (make chaos-upgrade: the one in .ci/previous-release): start on its oncebox, run this tree's migrate in the middle, replace the processes one by one")
 	fs.BoolVar(&cfg.Partitions, "partitions", true, "run one serve process in a network namespace and cut its link to Postgres, then to the fake vendors (needs root and ip netns; skipped without them, unless CI is set)")
 	fs.StringVar(&cfg.Failover, "failover", "", "sync or async (make chaos-failover): a streaming standby, synchronous or not, promoted after the primary is SIGKILLed in the middle of the run; serve reaches it through a multi-host URL")
+	fs.BoolVar(&cfg.HTTP2, "http2", true, "serve the fake Stripe, SendGrid, webhook receivers and CRM over TLS offering HTTP/2, with a late-delivery fault (a request held until the client gives up, then delivered if its connection is still open)")
 	if err := fs.Parse(args); err != nil {
 		return exitError
 	}

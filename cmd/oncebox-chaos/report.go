@@ -110,6 +110,16 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	}
 	harnessErrors = append(harnessErrors, gatedErrs...)
 	harnessErrors = append(harnessErrors, h.hostileInput(&in)...)
+	in.CRM = CRMInput{On: h.crmOn(), Effects: h.fakes.crm.Effects()}
+	var purged int
+	if err := h.pool.QueryRow(ctx, qPurgedSteps, h.tenantIDs()).Scan(&purged); err != nil {
+		return exitError, fmt.Errorf("count the purged steps: %w", err)
+	}
+	crmFig := h.crmFigures(in, purged)
+	harnessErrors = append(harnessErrors, h.crmHarnessErrors(crmFig)...)
+	if h.fakes.tls != nil && h.fakes.lateCounts.held.Load() == 0 {
+		harnessErrors = append(harnessErrors, "the late-delivery fault never held a request: the vendors over HTTP/2 went unproven")
+	}
 	rep := Check(in)
 	out := h.cfg.Out
 	hist := CheckHistory(h.history.Calls())
@@ -151,7 +161,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		fmt.Fprintln(out, f)
 	}
 	printed := map[string]bool{}
-	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.WrongAccount, rep.Mismatched, rep.ConflictLeaks, rep.Unplanned, rep.Double202, rep.Gate, rep.Contagion} {
+	for _, fs := range [][]Finding{rep.Duplicates, rep.Lost, rep.WrongAccount, rep.Mismatched, rep.ConflictLeaks, rep.Unplanned, rep.Double202, rep.Gate, rep.Contagion, rep.CRM} {
 		for _, f := range fs {
 			if f.OpID == "" || printed[f.OpID] {
 				continue
@@ -191,6 +201,8 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), mcp,
 		len(rep.Gate), len(rep.Contagion), h.gatedFigures(outcomes, in.Objects), h.hostileFigures(), rep.CompositeFigures, h.cfg.Seed)
 
+	fmt.Fprintf(out, "%s http2_vendors=%t late_held=%d late_delivered=%d late_dropped=%d\n", crmFig, h.fakes.tls != nil,
+		h.fakes.lateCounts.held.Load(), h.fakes.lateCounts.delivered.Load(), h.fakes.lateCounts.dropped.Load())
 	if !verdict.OK() || len(illegal) > 0 || unexplained > 0 || len(harnessErrors) > 0 || !failoverOK {
 		h.broken = true
 		return exitBroken, nil

@@ -88,7 +88,7 @@ func (h *harness) accountTenants() map[string]string {
 // to the first tenant, whose approver decides the gated ones.
 func (h *harness) tenantOf(i int, tool string) int {
 	switch tool {
-	case toolMCP, toolMCPStdio, toolGated, toolComposite:
+	case toolMCP, toolMCPStdio, toolGated, toolComposite, toolNoteThenWipe:
 		return 0
 	}
 	return i % len(h.tenants)

@@ -43,7 +43,7 @@ type item struct {
 // charge made earlier in the run). In oncebox's default webhook mode (webhookDefault),
 // most webhooks that are not for the blind target go to the plain receiver, which does
 // not deduplicate.
-func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated, composite bool) []item {
+func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated, composite, crm bool) []item {
 	items := make([]item, n)
 	for i := range items {
 		it := item{key: fmt.Sprintf("chaos-%s-%05d", runID, i), copies: 1}
@@ -79,6 +79,9 @@ func plan(rng *rand.Rand, n int, runID string, webhookDefault, gated, composite 
 			it.tool = toolComposite
 			it.plan.Compensate = rng.Float64() < compensateShare
 			it.args = compositeArgs(i, it.key, 1000+rng.IntN(9000), it.plan.Compensate)
+		case u >= 0.865 && u < 0.915 && crm:
+			// 2% note-then-wipe, 3% accounts opened (crm.go).
+			crmItem(&it, i, u < 0.885)
 		default:
 			it.tool = protocol.ToolWebhookPost
 			target := webhookTarget
@@ -112,6 +115,10 @@ func conflicting(it item) map[string]any {
 		c["metadata"] = map[string]string{"chaos": conflictMarker}
 	case protocol.ToolMail, toolMCP, toolMCPStdio, toolComposite:
 		c["subject"] = conflictMarker + " " + it.key
+	case toolNoteThenWipe:
+		c["ref"] = conflictMarker + "-" + it.key
+	case toolOpen:
+		c["name"] = conflictMarker + " " + it.key
 	case toolGated:
 		c["reason"] = conflictMarker + " " + it.key
 	case protocol.ToolWebhookPost:

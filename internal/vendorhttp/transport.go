@@ -9,12 +9,23 @@
 // transport's sockets are aborted instead (SO_LINGER 0): closing one drops what it
 // still holds and resets the connection, so a request the worker gave up on is either
 // at the vendor already or never arrives.
+//
+// That holds for HTTP/1.1 only. Over HTTP/2 many requests share a connection, and
+// giving up on one cancels its stream (RST_STREAM) without closing the connection: the
+// bytes of the request still queued go out when the link heals, followed by the reset,
+// and a vendor that acts on a whole request acts on it after the worker gave up. For a
+// vendor with native idempotency keys (Stripe) the late copy is the key's first use or
+// its replay; for one without (SendGrid, webhooks and catalog targets), it is a second
+// side effect once a lookup found nothing. HTTP1Transport is the transport of those:
+// it never negotiates HTTP/2 (docs/vendors.md, "HTTP/2").
 package vendorhttp
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -26,6 +37,26 @@ import (
 func Transport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = Dial
+	return t
+}
+
+// HTTP1Transport returns Transport limited to HTTP/1.1: it offers no "h2" in TLS's
+// ALPN, so a vendor that speaks HTTP/2 answers over HTTP/1.1, each request on a
+// connection of its own while it is in flight, and a request given up on closes (and
+// aborts) its connection. For vendors without native idempotency keys, as the package
+// doc says.
+func HTTP1Transport() *http.Transport {
+	t := Transport()
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	t.Protocols = p
+	// The clone may come configured for HTTP/2 already (cloning configures the
+	// original): an empty TLSNextProto and no "h2" in ALPN, or a vendor picking h2
+	// would be spoken to in HTTP/1.1.
+	t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if t.TLSClientConfig != nil {
+		t.TLSClientConfig.NextProtos = slices.DeleteFunc(slices.Clone(t.TLSClientConfig.NextProtos), func(p string) bool { return p == "h2" })
+	}
 	return t
 }
 

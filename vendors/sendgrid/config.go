@@ -66,9 +66,10 @@ func (c Config) withDefaults() Config {
 		c.Timeout = DefaultTimeout
 	}
 	if c.HTTPClient == nil {
-		// The transport's connections are aborted when closed (vendorhttp): a request
-		// given up on is not delivered later.
-		c.HTTPClient = &http.Client{Timeout: c.Timeout, Transport: vendorhttp.Transport(), CheckRedirect: sameorigin.CheckRedirect("SendGrid")}
+		// The transport's connections are aborted when closed, and it speaks HTTP/1.1
+		// only (vendorhttp.HTTP1Transport): a request given up on is not delivered later.
+		// SendGrid has no idempotency keys, so a late copy would be a second mail.
+		c.HTTPClient = &http.Client{Timeout: c.Timeout, Transport: vendorhttp.HTTP1Transport(), CheckRedirect: sameorigin.CheckRedirect("SendGrid")}
 	}
 	if c.LookupLag == 0 {
 		c.LookupLag = DefaultLookupLag

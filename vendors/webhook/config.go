@@ -87,10 +87,12 @@ func (c Config) withDefaults() Config {
 }
 
 // newTransport returns the default transport: http.DefaultTransport's settings
-// without keep-alives, its connections aborted when closed (vendorhttp), so a request
-// given up on is not delivered later.
+// without keep-alives, its connections aborted when closed and HTTP/1.1 only
+// (vendorhttp.HTTP1Transport), so a request given up on is not delivered later: over
+// HTTP/2 a cancel resets the stream and leaves the connection open, and a target
+// without native keys would act on the late copy beside the resend (docs/vendors.md).
 func newTransport() *http.Transport {
-	t := vendorhttp.Transport()
+	t := vendorhttp.HTTP1Transport()
 	t.DisableKeepAlives = true
 	return t
 }

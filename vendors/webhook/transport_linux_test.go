@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testkit/latevendor"
 	"github.com/oncebox/oncebox/internal/vendorhttp"
 )
 
@@ -18,4 +19,18 @@ func TestDefaultTransportAbortsOnClose(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, aborts)
 	require.True(t, tr.DisableKeepAlives)
+}
+
+// TestGivenUpRequestNotDeliveredOverHTTP2: against a TLS vendor speaking HTTP/2, the
+// default client stays on HTTP/1.1, and a request it gave up on while the network held
+// it back never arrives once the network heals (a target without native keys acts on the late copy beside the resend). Over HTTP/2 the cancel
+// resets the stream only, and the vendor reads the whole request late
+// (internal/testkit/latevendor).
+func TestGivenUpRequestNotDeliveredOverHTTP2(t *testing.T) {
+	t.Parallel()
+	tr := Config{}.withDefaults().HTTPClient.Transport.(*http.Transport)
+	late, err := latevendor.DeliversAfterCancel(t.Context(), tr)
+	require.NoError(t, err)
+	require.False(t, late.Delivered, "the request given up on reached the vendor after the client gave up")
+	require.Equal(t, "HTTP/1.1", late.Proto, "a webhook or catalog target is reached over HTTP/1.1")
 }

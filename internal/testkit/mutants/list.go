@@ -511,6 +511,16 @@ func List() []Mutant {
 			Tests:    []string{"TestAGivenUpRequestNeverArrives", "TestDefaultTransportAbortsOnClose"},
 		},
 
+		{
+			Name:     "vendor-transport-http2-without-keys",
+			Breaks:   "SendGrid, webhooks and catalog targets are reached over HTTP/2: a request given up on only resets its stream and reaches the vendor whole once the network heals, a second mail or delivery",
+			File:     "internal/vendorhttp/transport.go",
+			Old:      "func HTTP1Transport() *http.Transport {\n\tt := Transport()",
+			New:      "func HTTP1Transport() *http.Transport {\n\treturn Transport()\n\tt := Transport()",
+			Packages: []string{sendgridPkg, "./vendors/webhook/"},
+			Tests:    []string{"TestGivenUpRequestNotDeliveredOverHTTP2"},
+		},
+
 		// Upstream MCP tools: a lost answer is unknown, never resent blindly.
 		{
 			Name:     "upstream-lost-answer-resent",
@@ -688,6 +698,24 @@ func List() []Mutant {
 			New:      "		case false && !in.Approved[op.Key]:",
 			Packages: []string{chaosPkg},
 			Tests:    []string{"TestCheckGate"},
+		},
+		{
+			Name:     "chaos-verdict-ignores-cross-tenant-close",
+			Breaks:   "the chaos verdict lets an op of tenant B act on an account tenant A's op opened (a resolve's typed vendor_ref taken for ownership)",
+			File:     "cmd/oncebox-chaos/crm.go",
+			Old:      "if made && (!known || opener.Tenant != closer.Tenant) {",
+			New:      "if made && !known {",
+			Packages: []string{chaosPkg},
+			Tests:    []string{"TestCheckCRM"},
+		},
+		{
+			Name:     "chaos-verdict-ignores-redone-steps",
+			Breaks:   "the chaos verdict lets a composite op's step be done again after its op was purged",
+			File:     "cmd/oncebox-chaos/crm.go",
+			Old:      "if n > 1 && !strings.HasPrefix(path, crmBlindPrefix+\"/\") {",
+			New:      "if n > 2 && !strings.HasPrefix(path, crmBlindPrefix+\"/\") {",
+			Packages: []string{chaosPkg},
+			Tests:    []string{"TestCheckCRM"},
 		},
 		{
 			Name:     "chaos-verdict-ignores-contagion",
