@@ -719,7 +719,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	}
 	s.api = apiHandler
 	events, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: s.events, StripeSecret: cfg.StripeWebhookSecret,
-		TenantSecrets: tenantEventSecrets{tenants: s.tenants, settings: s.outbox.VendorSettings()},
+		TenantSecrets:     tenantEventSecrets{tenants: s.tenants, settings: s.outbox.VendorSettings()},
 		SendGridPublicKey: cfg.SendGridEventPublicKey, SendGridTolerance: cfg.SendGridEventTolerance,
 		MaxBodyBytes: cfg.VendorEventMaxBodyBytes, UnavailableRetryAfter: cfg.UnavailableRetryAfter, Logger: s.logger,
 		OnEvents: func(ctx context.Context, _ string, opIDs []string) error { return s.outbox.CheckSoon(ctx, opIDs) }})
