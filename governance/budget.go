@@ -27,10 +27,19 @@ const (
 	// ScopeToken counts the ops of each API token apart (ops without a token are not
 	// counted).
 	ScopeToken BudgetScope = "token"
-	// ScopeConversation counts the ops of each conversation apart (ops without a
-	// conversation are not counted).
+	// ScopeConversation counts the ops of each conversation apart. The conversation is
+	// named by the agent, so the budget never depends on it alone: the ops of a token
+	// that name no conversation count together, apart, and each token's ops across all
+	// its conversations are capped at Budget.Conversations times the limits.
 	ScopeConversation BudgetScope = "conversation"
 )
+
+// DefaultConversations is a conversation-scoped budget's Conversations when it sets
+// none: a token may use ten conversations' worth of the budget per window.
+const DefaultConversations = 10
+
+// maxConversations bounds Budget.Conversations.
+const maxConversations = 1_000_000
 
 // OnExceed says what happens to an op that would exceed a budget.
 type OnExceed string
@@ -75,6 +84,23 @@ type Budget struct {
 	OtherCurrencies OtherCurrencies `json:"other_currencies,omitempty"`
 	// OnExceed is approval (default) or refuse.
 	OnExceed OnExceed `json:"on_exceed,omitempty"`
+	// Conversations, for a conversation-scoped budget only, caps what each API token
+	// may use across all its conversations in a window at Conversations times each
+	// limit, so that a new conversation id per call does not escape the budget.
+	// Defaults to DefaultConversations (10).
+	Conversations int64 `json:"conversations,omitempty"`
+}
+
+// ConversationsOrDefault returns how many conversations' worth of a
+// conversation-scoped budget each token may use per window (0 for other scopes).
+func (b Budget) ConversationsOrDefault() int64 {
+	switch {
+	case b.scope() != ScopeConversation:
+		return 0
+	case b.Conversations == 0:
+		return DefaultConversations
+	}
+	return b.Conversations
 }
 
 // OtherCurrencies says what an amount budget does with the currencies it does not name.
@@ -146,6 +172,12 @@ func (b Budget) Validate() error {
 	}
 	if b.Count == 0 && len(b.Amount) == 0 {
 		return fmt.Errorf("budget %s: set count, amount, or both", b.Name)
+	}
+	if b.Conversations != 0 && b.scope() != ScopeConversation {
+		return fmt.Errorf("budget %s: conversations caps a token across its conversations: it needs scope conversation", b.Name)
+	}
+	if b.Conversations < 0 || b.Conversations > maxConversations {
+		return fmt.Errorf("budget %s: conversations %d: want 1 to %d (default %d)", b.Name, b.Conversations, maxConversations, DefaultConversations)
 	}
 	_, star := b.Amount[AnyCurrency]
 	switch b.OtherCurrencies {
@@ -270,8 +302,11 @@ type charge struct {
 	budget, scope, currency string
 	window                  time.Duration
 	amount                  int64
-	// limit is the row's amount limit ("" currency: unused).
-	limit int64
+	// maxOps and maxAmount bound the row: its count limit (a "" currency row) or its
+	// amount limit (math.MaxInt64 for the other).
+	maxOps, maxAmount int64
+	// who names the scope in a sentence ("this conversation").
+	who string
 }
 
 // overBudget is the first budget an op would exceed, or that cannot count it.
@@ -322,80 +357,95 @@ func (g *Governance) amountOf(ctx context.Context, tool outbox.Tool, args json.R
 // be exceeded, or cannot count the op's amount, nothing is counted and the budget is
 // returned.
 func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.GateOp, budgets []Budget, shown func() string) ([]charge, *overBudget, error) {
-	tool, args, tenantID := op.Tool, op.Args, op.Op.TenantID
 	var (
 		done []charge
 		amt  *opAmount
 	)
 	for _, b := range budgets {
-		if b.Tool != "" && b.Tool != tool.Name {
+		if b.Tool != "" && b.Tool != op.Tool.Name {
 			continue
 		}
-		scope, ok := budgetScopeKey(b.scope(), op)
-		if !ok {
+		scopes := budgetScopes(b, op)
+		if len(scopes) == 0 {
 			continue
 		}
-		window := time.Duration(b.Window)
-		rows := []charge{}
-		if b.Count > 0 {
-			rows = append(rows, charge{budget: b.Name, scope: scope, currency: "", window: window})
-		}
-		if len(b.Amount) > 0 && tool.Amount != nil {
-			if amt == nil {
-				a := g.amountOf(ctx, tool, args)
-				if a.known && a.currency == "" {
-					// A refund's arguments name no currency: it counts in its payment's
-					// ("" when oncebox did not make the payment: "*", or a person).
-					a.currency = shown()
-				}
-				amt = &a
-			}
-			if !amt.known {
-				if err := g.undoCharges(ctx, tx, op.Op, done); err != nil {
-					return nil, nil, err
-				}
-				g.observeBudget(b.Name, true)
-				return nil, &overBudget{budget: b, approval: true,
-					sentence: amt.why + fmt.Sprintf(", so the budget %q cannot count it.", b.Name)}, nil
-			}
-			key, limit, counted := b.amountRow(amt.currency)
-			if !counted {
-				if err := g.undoCharges(ctx, tx, op.Op, done); err != nil {
-					return nil, nil, err
-				}
-				g.observeBudget(b.Name, true)
-				return nil, &overBudget{budget: b, approval: true, sentence: unnamedCurrencySentence(b, tool.Name, amt.currency)}, nil
-			}
-			if limit > 0 {
-				rows = append(rows, charge{budget: b.Name, scope: scope, currency: key, window: window, amount: amt.amount, limit: limit})
-			}
-		}
+		rows, over := g.budgetRows(ctx, b, op, scopes, &amt, shown)
 		for _, c := range rows {
-			maxOps, maxAmount := int64(math.MaxInt64), int64(math.MaxInt64)
-			if c.currency == "" {
-				maxOps = b.Count
-			} else {
-				maxAmount = c.limit
+			if over != nil {
+				break
 			}
 			var ops, used int64
-			err := tx.QueryRow(ctx, sqlBudgetCharge, tenantID, c.budget, c.scope, c.currency, window.Seconds(), c.amount,
-				maxOps, maxAmount, op.Op.ID).Scan(&ops, &used)
+			err := tx.QueryRow(ctx, sqlBudgetCharge, op.Op.TenantID, c.budget, c.scope, c.currency, c.window.Seconds(), c.amount,
+				c.maxOps, c.maxAmount, op.Op.ID).Scan(&ops, &used)
 			if errors.Is(err, pgx.ErrNoRows) {
-				if err := g.undoCharges(ctx, tx, op.Op, done); err != nil {
-					return nil, nil, err
-				}
-				g.observeBudget(b.Name, true)
-				return nil, &overBudget{budget: b, sentence: budgetSentence(b, c, tool.Name, maxOps, maxAmount),
-					retryAfter: g.windowLeft(ctx, tx, window)}, nil
+				over = &overBudget{budget: b, sentence: budgetSentence(b, c, op.Tool.Name), retryAfter: g.windowLeft(ctx, tx, c.window)}
+				break
 			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("governance: charge budget %s: %w", b.Name, err)
 			}
 			done = append(done, c)
 		}
+		if over != nil {
+			if err := g.undoCharges(ctx, tx, op.Op, done); err != nil {
+				return nil, nil, err
+			}
+			g.observeBudget(b.Name, true)
+			return nil, over, nil
+		}
 		g.observeBudget(b.Name, false)
 	}
 	return done, nil, nil
+}
+
+// budgetRows returns the usage rows one budget counts the op in, one set per scope
+// (each with its limits times the scope's multiple), or the overBudget that holds the
+// op for a person when the budget cannot count its amount. amt is the op's amount,
+// priced once for every budget.
+func (g *Governance) budgetRows(ctx context.Context, b Budget, op outbox.GateOp, scopes []budgetScope, amt **opAmount,
+	shown func() string) ([]charge, *overBudget) {
+	window := time.Duration(b.Window)
+	amountKey, amountLimit := "", int64(0)
+	if len(b.Amount) > 0 && op.Tool.Amount != nil {
+		if *amt == nil {
+			a := g.amountOf(ctx, op.Tool, op.Args)
+			if a.known && a.currency == "" {
+				// A refund's arguments name no currency: it counts in its payment's
+				// ("" when oncebox did not make the payment: "*", or a person).
+				a.currency = shown()
+			}
+			*amt = &a
+		}
+		if !(*amt).known {
+			return nil, &overBudget{budget: b, approval: true,
+				sentence: (*amt).why + fmt.Sprintf(", so the budget %q cannot count it.", b.Name)}
+		}
+		key, limit, counted := b.amountRow((*amt).currency)
+		if !counted {
+			return nil, &overBudget{budget: b, approval: true, sentence: unnamedCurrencySentence(b, op.Tool.Name, (*amt).currency)}
+		}
+		amountKey, amountLimit = key, limit
+	}
+	var rows []charge
+	for _, s := range scopes {
+		if b.Count > 0 {
+			rows = append(rows, charge{budget: b.Name, scope: s.key, window: window, who: s.who,
+				maxOps: timesLimit(b.Count, s.times), maxAmount: math.MaxInt64})
+		}
+		if amountLimit > 0 {
+			rows = append(rows, charge{budget: b.Name, scope: s.key, currency: amountKey, window: window, who: s.who,
+				amount: (*amt).amount, maxOps: math.MaxInt64, maxAmount: timesLimit(amountLimit, s.times)})
+		}
+	}
+	return rows, nil
+}
+
+// timesLimit is limit times n, at most math.MaxInt64.
+func timesLimit(limit, n int64) int64 {
+	if n > 1 && limit > math.MaxInt64/n {
+		return math.MaxInt64
+	}
+	return limit * max(n, 1)
 }
 
 // unnamedCurrencySentence says why an amount in a currency the budget neither names nor
@@ -436,40 +486,75 @@ func (g *Governance) observeBudget(name string, exceeded bool) {
 	}
 }
 
-// budgetScopeKey is the usage row's scope for an op, or false when the op is outside
-// the scope (no token, no conversation).
-func budgetScopeKey(scope BudgetScope, op outbox.GateOp) (string, bool) {
-	switch scope {
+// budgetScope is one usage row scope an op counts in, with the multiple of the
+// budget's limits that bounds it.
+type budgetScope struct {
+	key   string
+	times int64
+	// who names the scope in a sentence.
+	who string
+}
+
+// The prefixes of a conversation-scoped budget's usage rows: a named conversation's,
+// a token's ops without one, and a token's total across all its conversations.
+const (
+	scopeConversationPrefix   = "conversation:"
+	scopeNoConversationPrefix = "no-conversation:"
+	scopeConversationsPrefix  = "conversations:"
+)
+
+// budgetScopes returns the usage rows' scopes an op counts in (none when the op is
+// outside the budget: a token budget and an op without a token). A conversation is an
+// id the agent chooses, so a conversation-scoped budget never depends on it alone: an
+// op names its conversation's row, or, without one (or with only its MCP session's),
+// its token's row of ops without a conversation; and every op also counts in its
+// token's row across all its conversations, bounded at Conversations times the limit.
+func budgetScopes(b Budget, op outbox.GateOp) []budgetScope {
+	switch b.scope() {
 	case ScopeToken:
 		if op.TokenID == 0 {
-			return "", false
+			return nil
 		}
-		return "token:" + strconv.FormatInt(op.TokenID, 10), true
+		return []budgetScope{{key: "token:" + strconv.FormatInt(op.TokenID, 10), times: 1, who: "this API token"}}
 	case ScopeConversation:
-		if op.Op.ConversationID == "" {
-			return "", false
+		token := "token:none"
+		if op.TokenID != 0 {
+			token = "token:" + strconv.FormatInt(op.TokenID, 10)
 		}
-		return "conversation:" + op.Op.ConversationID, true
+		own := budgetScope{key: scopeNoConversationPrefix + token, times: 1, who: "the ops this API token sends without a conversation"}
+		if op.Op.ConversationID != "" && !op.SessionConversation {
+			own = budgetScope{key: scopeConversationPrefix + op.Op.ConversationID, times: 1, who: "this conversation"}
+		}
+		n := b.ConversationsOrDefault()
+		return []budgetScope{own, {key: scopeConversationsPrefix + token, times: n,
+			who: fmt.Sprintf("this API token across all its conversations (%d times the limit of one)", n)}}
 	}
-	return "tenant", true
+	return []budgetScope{{key: "tenant", times: 1, who: "this tenant"}}
+}
+
+// scopeTimes is the multiple of the budget's limits that bounds a usage row's scope.
+func (b Budget) scopeTimes(scope string) int64 {
+	if strings.HasPrefix(scope, scopeConversationsPrefix) {
+		return b.ConversationsOrDefault()
+	}
+	return 1
 }
 
 // budgetSentence tells the model which budget it hit, in one sentence.
-func budgetSentence(b Budget, c charge, tool string, maxOps, maxAmount int64) string {
+func budgetSentence(b Budget, c charge, tool string) string {
 	per := "per " + time.Duration(b.Window).String()
-	who := map[BudgetScope]string{ScopeTenant: "this tenant", ScopeToken: "this API token", ScopeConversation: "this conversation"}[b.scope()]
 	what := "ops"
 	if b.Tool != "" {
 		what = b.Tool + " ops"
 	}
 	if c.currency == "" {
-		return fmt.Sprintf("This %s would exceed the budget %q of %d %s %s for %s.", tool, b.Name, maxOps, what, per, who)
+		return fmt.Sprintf("This %s would exceed the budget %q of %d %s %s for %s.", tool, b.Name, c.maxOps, what, per, c.who)
 	}
-	limit := formatAmount(maxAmount, c.currency)
+	limit := formatAmount(c.maxAmount, c.currency)
 	if c.currency == AnyCurrency {
-		limit = fmt.Sprintf("%d minor units (every currency it does not name together)", maxAmount)
+		limit = fmt.Sprintf("%d minor units (every currency it does not name together)", c.maxAmount)
 	}
-	return fmt.Sprintf("This %s would exceed the budget %q of %s in %s %s for %s.", tool, b.Name, limit, what, per, who)
+	return fmt.Sprintf("This %s would exceed the budget %q of %s in %s %s for %s.", tool, b.Name, limit, what, per, c.who)
 }
 
 // BudgetUsage is what one budget used in its current window, for one scope.
@@ -533,6 +618,7 @@ func (g *Governance) usageOf(ctx context.Context, tenantID int64, tb TenantBudge
 			u.Used = amount
 			u.Limit, _ = b.amountLimit(u.Currency)
 		}
+		u.Limit = timesLimit(u.Limit, b.scopeTimes(u.Scope))
 		u.Left = max(u.Limit-u.Used, 0)
 		seen[key{u.Scope, u.Currency}] = true
 		start, end = u.WindowStart, u.WindowEnd

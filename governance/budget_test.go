@@ -90,16 +90,21 @@ func TestAmountBudgetHoldsTheRest(t *testing.T) {
 	_, err = admit(t, g, pool, call{tenant: tenant, tool: moneyTool(), args: `{"amount": 1, "currency": "gbp"}`, conversation: "c1"})
 	require.ErrorContains(t, err, "every currency it does not name together", "gbp shares the \"*\" limit eur used up")
 	require.Empty(t, pay("c2", `{"amount": 1000, "currency": "usd"}`), "another conversation counts apart")
-	require.Empty(t, pay("", `{"amount": 5000, "currency": "usd"}`), "no conversation, no conversation budget")
+	require.Empty(t, pay("", `{"amount": 1000, "currency": "usd"}`), "no conversation: the token's ops without one count apart")
+	_, err = admit(t, g, pool, call{tenant: tenant, tool: moneyTool(), args: `{"amount": 1, "currency": "usd"}`})
+	require.ErrorIs(t, err, governance.ErrBudgetExceeded, "ops without a conversation are counted, not let through")
 	require.Contains(t, pay("c3", `{}`), `so the budget "conv-spend" cannot count it`, "no amount: held whatever the budget says")
 
 	usage, err := g.BudgetUsage(context.Background(), tenant)
 	require.NoError(t, err)
-	used := map[string]int64{}
+	used, limits := map[string]int64{}, map[string]int64{}
 	for _, u := range usage {
-		used[u.Scope+"/"+u.Currency] = u.Used
+		used[u.Scope+"/"+u.Currency], limits[u.Scope+"/"+u.Currency] = u.Used, u.Limit
 	}
-	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/*": 500, "conversation:c2/usd": 1000}, used)
+	require.EqualValues(t, 10*1000, limits["conversations:token:none/usd"], "a token across its conversations: 10 conversations' worth")
+	require.EqualValues(t, 1000, limits["no-conversation:token:none/usd"])
+	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/*": 500, "conversation:c2/usd": 1000,
+		"no-conversation:token:none/usd": 1000, "conversations:token:none/usd": 3000, "conversations:token:none/*": 500}, used)
 }
 
 func TestParseBudgets(t *testing.T) {
@@ -120,7 +125,9 @@ func TestParseBudgets(t *testing.T) {
 		`[{"name": "x", "window": "1h", "count": 1}, {"name": "x", "window": "1h", "count": 2}]`, `[{"window": "1h", "count": 1}]`,
 		`[{"name": "x", "window": "1h", "amount": {"usd": 1}, "other_currencies": "shared"}]`,
 		`[{"name": "x", "window": "1h", "amount": {"*": 1}, "other_currencies": "approval"}]`,
-		`[{"name": "x", "window": "1h", "amount": {"*": 1}, "other_currencies": "each"}]`} {
+		`[{"name": "x", "window": "1h", "amount": {"*": 1}, "other_currencies": "each"}]`,
+		`[{"name": "x", "window": "1h", "count": 1, "conversations": 2}]`,
+		`[{"name": "x", "window": "1h", "count": 1, "scope": "conversation", "conversations": -1}]`} {
 		_, err := governance.ParseBudgets(bad)
 		require.Error(t, err, bad)
 	}

@@ -39,6 +39,11 @@ type EnqueueParams struct {
 	// ConversationID and ToolCallID tie the op to the agent's conversation. Optional.
 	ConversationID string
 	ToolCallID     string
+	// SessionConversation is true when ConversationID is not one the client named but
+	// the MCP session's (or server instance's) it called in: a conversation-scoped
+	// budget counts the op as one without a conversation, per token, so that a new
+	// session per call does not escape it. The MCP door sets it.
+	SessionConversation bool
 	// TokenID is the API token that asked, recorded with an op that waits for
 	// approval so that approvers see who asked. Optional (0: none).
 	TokenID int64
@@ -466,7 +471,8 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 	}
 	if err == nil {
 		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
-			PolicyVersion: ins.policyVersion, BudgetVersion: ins.budgetVersion})
+			SessionConversation: p.params.SessionConversation,
+			PolicyVersion:       ins.policyVersion, BudgetVersion: ins.budgetVersion})
 	}
 	if err != nil {
 		// A refusal records nothing, in the caller's transaction too.

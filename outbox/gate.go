@@ -36,6 +36,9 @@ type GateOp struct {
 	Args json.RawMessage
 	// TokenID is the API token that asked (0: none).
 	TokenID int64
+	// SessionConversation is true when Op.ConversationID is the MCP session's, not one
+	// the client named (EnqueueParams.SessionConversation).
+	SessionConversation bool
 	// PolicyVersion is the version of the tenant's own approval rule of the tool as
 	// stored when the op was inserted (0: the tenant has none), read by the insert
 	// itself: a gate that remembers rules compares it with the version it remembers, and

@@ -436,6 +436,7 @@ const (
 	sqlTenantVendors = `SELECT tenant_id, vendor, account, coalesce(key_hint, ''), updated_at, updated_by
 		FROM oncebox_tenant_vendor WHERE $1 = 0 OR tenant_id = $1 ORDER BY tenant_id, vendor`
 	sqlTenantOfAccount = `SELECT tenant_id FROM oncebox_tenant_vendor WHERE vendor = $1 AND account = $2 ORDER BY tenant_id LIMIT 1`
+	sqlTenantVendorRef = `SELECT account FROM oncebox_tenant_vendor WHERE tenant_id = $1 AND vendor = $2`
 	sqlVendorKey       = `SELECT sealed FROM oncebox_tenant_vendor_key WHERE tenant_id = $1 AND vendor = $2 AND fingerprint = $3`
 )
 

@@ -233,6 +233,33 @@ func (s *VendorSettings) List(ctx context.Context, tenantID int64) ([]VendorSett
 	})
 }
 
+// VendorStripeEvents is the vendor name under which a tenant on its own Stripe key
+// keeps its own Stripe endpoint's signing secret (whsec_…), sealed like its key: the
+// events of its account are verified with it at its own endpoint, never with the
+// platform's secret.
+const VendorStripeEvents = "stripe-events"
+
+// Secret returns the tenant's own secret stored for vendor (its key, or its signing
+// secret for VendorStripeEvents), opened, or "" when the tenant has none.
+func (s *VendorSettings) Secret(ctx context.Context, tenantID int64, vendor string) (string, error) {
+	var ref string
+	err := s.pool.QueryRow(ctx, sqlTenantVendorRef, tenantID, vendor).Scan(&ref)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("outbox: read the tenant's %s setting: %w", vendor, err)
+	}
+	if !strings.HasPrefix(ref, KeyRefPrefix) {
+		return "", nil
+	}
+	if s.sealer == nil {
+		return "", fmt.Errorf("outbox: the tenant's %s secret is sealed and no seal key is set (ONCEBOX_SEAL_KEY)", vendor)
+	}
+	acct, err := s.Account(ctx, tenantID, vendor, ref)
+	return acct.APIKey, err
+}
+
 // TenantOfAccount returns the tenant whose setting for vendor is the connected account
 // account, 0 when none is.
 func (s *VendorSettings) TenantOfAccount(ctx context.Context, vendor, account string) (int64, error) {

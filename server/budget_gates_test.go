@@ -154,3 +154,45 @@ func TestStarIsOneLimitAcrossCurrencies(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status, op)
 	require.Equal(t, "awaiting_approval", op["status"])
 }
+
+// TestConversationBudgetIsNotSteppedAround: a conversation-scoped budget (2 ops, refuse,
+// 2 conversations' worth per token) cannot be escaped by leaving the conversation out
+// (the ops of a token without one count together) nor by naming a new conversation
+// per call (each token's total across its conversations is capped at 4); another
+// token counts apart. The refusals are 429 budget-exceeded, and the fake Stripe saw
+// only the admitted payments.
+func TestConversationBudgetIsNotSteppedAround(t *testing.T) {
+	t.Parallel()
+	call, agent, _, fake, pool := budgetServerPool(t, []governance.Budget{{Name: "conv-cap", Tool: "stripe.payment_intent",
+		Scope: governance.ScopeConversation, Window: governance.Duration(time.Hour), Count: 2, Conversations: 2,
+		OnExceed: governance.ExceedRefuse}})
+	other, err := tenant.NewStore(pool).NewTokenWithRole(context.Background(), "acme", tenant.RoleAgent)
+	require.NoError(t, err)
+	pay := func(token, key, conversation string) (int, map[string]any) {
+		body := `{"tool": "stripe.payment_intent", "args": {"amount": 100, "currency": "usd", "payment_method": "pm_card_visa"}`
+		if conversation != "" {
+			body += `, "conversation_id": "` + conversation + `"`
+		}
+		return call("POST", "/v1/ops", token, key, body+"}")
+	}
+	var got []int
+	for i := range 3 {
+		status, _ := pay(agent, fmt.Sprintf("none-%d", i), "")
+		got = append(got, status)
+	}
+	require.Equal(t, []int{202, 202, 429}, got, "no conversation: the token's ops without one count together")
+
+	got = nil
+	var refusal map[string]any
+	for i := range 5 {
+		status, out := pay(other, fmt.Sprintf("new-%d", i), fmt.Sprintf("conv-%d", i))
+		got = append(got, status)
+		refusal = out
+	}
+	require.Equal(t, []int{202, 202, 202, 202, 429}, got, "a new conversation per call: capped per token at 2 conversations' worth")
+	require.Equal(t, "conv-cap", refusal["budget"], refusal)
+	require.Contains(t, refusal["detail"], "across all its conversations", refusal)
+	require.Eventually(t, func() bool { return len(fake.PaymentIntents()) == 6 }, 20*time.Second, 50*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	require.Len(t, fake.PaymentIntents(), 6, "the refused calls never reached Stripe")
+}

@@ -727,6 +727,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	}
 	s.api = apiHandler
 	events, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: s.events, StripeSecret: cfg.StripeWebhookSecret,
+		TenantSecrets:     tenantEventSecrets{tenants: s.tenants, settings: s.outbox.VendorSettings()},
 		SendGridPublicKey: cfg.SendGridEventPublicKey, SendGridTolerance: cfg.SendGridEventTolerance,
 		MaxBodyBytes: cfg.VendorEventMaxBodyBytes, UnavailableRetryAfter: cfg.UnavailableRetryAfter, Logger: s.logger,
 		OnEvents: func(ctx context.Context, _ string, opIDs []string) error { return s.outbox.CheckSoon(ctx, opIDs) }})
@@ -814,6 +815,26 @@ func (s *Server) hsts(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tenantEventSecrets finds a tenant's own Stripe signing secret for its own event
+// endpoint.
+type tenantEventSecrets struct {
+	tenants  *tenant.Store
+	settings *outbox.VendorSettings
+}
+
+// StripeEventSecret implements vendorevents.TenantSecrets.
+func (t tenantEventSecrets) StripeEventSecret(ctx context.Context, name string) (int64, string, error) {
+	tn, err := t.tenants.ByName(ctx, name)
+	if errors.Is(err, tenant.ErrNotFound) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	secret, err := t.settings.Secret(ctx, tn.ID, outbox.VendorStripeEvents)
+	return tn.ID, secret, err
 }
 
 // budgetLines are the console's Budgets page: the budgets in force for the tenant, what

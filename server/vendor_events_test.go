@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -69,3 +72,58 @@ func TestVendorEventEndpointsFollowTheConfig(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestTenantStripeEndpointUsesItsSealedSecret: a tenant's own Stripe endpoint verifies
+// with the signing secret set for it (stored sealed), refuses the platform's, and
+// stores its events as from the tenant's own account; a tenant without one has none.
+func TestTenantStripeEndpointUsesItsSealedSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, pool := newConfig(t)
+	cfg.Roles = server.Roles{API: true}
+	cfg.StripeWebhookSecret = "whsec_platform"
+	cfg.SealKey = testSealKey()
+	s, err := server.New(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	tn, _, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	_, _, err = tenant.NewStore(pool).Create(ctx, "plain")
+	require.NoError(t, err)
+	seal, err := base64.StdEncoding.DecodeString(cfg.SealKey)
+	require.NoError(t, err)
+	settings, err := outbox.NewVendorSettings(pool, seal)
+	require.NoError(t, err)
+	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: tn.ID, Vendor: outbox.VendorStripeEvents,
+		APIKey: "whsec_acme_own", By: "test"}))
+
+	body := `{"id":"evt_t1","object":"event","api_version":"2024-06-20","created":` + itoa(time.Now().Unix()) +
+		`,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_t1","object":"payment_intent","status":"succeeded","metadata":{"oncebox_op":"0b6f3c1e-2d4a-4f7b-9c8e-5a1d2e3f4a5b"}}}}`
+	send := func(path, secret string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Stripe-Signature", fakestripe.SignPayload(secret, []byte(body), time.Now()))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, b := send("/v1/vendor-events/stripe/tenants/acme", "whsec_platform")
+	require.Equal(t, http.StatusBadRequest, status, b)
+	require.Contains(t, b, "invalid-signature")
+	status, b = send("/v1/vendor-events/stripe/tenants/plain", "whsec_platform")
+	require.Equal(t, http.StatusNotFound, status, b)
+	require.Contains(t, b, "vendor-events-not-configured")
+	status, b = send("/v1/vendor-events/stripe/tenants/acme", "whsec_acme_own")
+	require.Equal(t, http.StatusOK, status, b)
+	require.Contains(t, b, `"stored":1`)
+	var account string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT account FROM oncebox_vendor_event WHERE event_id = 'evt_t1'").Scan(&account))
+	require.Equal(t, "tenant:"+itoa(tn.ID), account)
+	var clear int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oncebox_tenant_vendor_key
+		WHERE position('whsec_acme_own'::bytea IN sealed) > 0`).Scan(&clear))
+	require.Zero(t, clear, "the secret is stored sealed")
+}

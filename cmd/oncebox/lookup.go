@@ -151,10 +151,20 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendoreven
 		return err
 	}
 	// What the vendor pushed about the op's objects (Stripe webhooks, SendGrid events).
+	printEvents(w, evs)
+	return nil
+}
+
+// printEvents lists what the vendor pushed about the op's objects; an unconfirmed event
+// (the op has no vendor_ref yet: nothing proves the object is the op's) says so.
+func printEvents(w io.Writer, evs []vendorevents.Event) {
 	fmt.Fprintf(w, "\nvendor events (%d):\n", len(evs))
 	for _, e := range evs {
-		fmt.Fprintf(w, "  %s  %s  %s %s  %s  (received %s)\n", e.OccurredAt.Format(time.RFC3339), e.Type, e.ObjectType, e.ObjectID,
-			e.Status, e.ReceivedAt.Format(time.RFC3339))
+		unconfirmed := ""
+		if e.Unconfirmed {
+			unconfirmed = "  unconfirmed: the op's object is not known yet"
+		}
+		fmt.Fprintf(w, "  %s  %s  %s %s  %s  (received %s)%s\n", e.OccurredAt.Format(time.RFC3339), e.Type, e.ObjectType, e.ObjectID,
+			e.Status, e.ReceivedAt.Format(time.RFC3339), unconfirmed)
 	}
-	return nil
 }

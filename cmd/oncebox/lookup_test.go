@@ -119,6 +119,15 @@ func TestLookupPrintsVendorEvents(t *testing.T) {
 	var js strings.Builder
 	require.NoError(t, printLookup(&js, op, &outbox.History{}, evs, true))
 	require.Contains(t, js.String(), `"object_id": "msg-1"`)
+
+	// An event of an op whose object is not known yet says it is unconfirmed.
+	evs[0].Unconfirmed = true
+	text.Reset()
+	require.NoError(t, printLookup(&text, op, &outbox.History{}, evs, false))
+	require.Contains(t, text.String(), "unconfirmed: the op's object is not known yet")
+	js.Reset()
+	require.NoError(t, printLookup(&js, op, &outbox.History{}, evs, true))
+	require.Contains(t, js.String(), `"unconfirmed": true`)
 }
 
 // TestLookupPrintsTheTraceID: support finds the op's trace from its key.

@@ -124,7 +124,7 @@ Usage: oncebox <command> [flags]
   tenant policy clear NAME TOOL
                                the tenant's own approval rules, over --approval-policy
   tenant budget set --tenant T NAME --window 24h [--count N] [--amount usd=N ...] [--tool X]
-      [--scope tenant|token|conversation] [--on-exceed approval|refuse]
+      [--scope tenant|token|conversation] [--conversations N] [--on-exceed approval|refuse]
   tenant budget list --tenant T   the budgets in force: used, limit and left in the current window
   tenant budget delete --tenant T NAME
                                the tenant's own budgets, over --budgets by name

@@ -145,7 +145,7 @@ func settings() []setting {
 				return err
 			}},
 		setting{flag: "budgets", env: "ONCEBOX_BUDGETS", def: "",
-			help: `budgets as a JSON list, counted per tenant (scope tenant), API token or conversation in fixed windows: [{"name":"refunds-daily","tool":"stripe.refund","window":"24h","amount":{"*":50000}},{"name":"mail-hourly","tool":"sendgrid.mail","window":"1h","count":20,"scope":"conversation","on_exceed":"refuse"}] (on_exceed approval, the default, or refuse: 429); the installation's default: a tenant's own budgets (oncebox tenant budget) replace it by name and add to it`,
+			help: `budgets as a JSON list, counted per tenant (scope tenant), API token or conversation (and then capped per token across its conversations at "conversations", default 10, times the limits) in fixed windows: [{"name":"refunds-daily","tool":"stripe.refund","window":"24h","amount":{"*":50000}},{"name":"mail-hourly","tool":"sendgrid.mail","window":"1h","count":20,"scope":"conversation","on_exceed":"refuse"}] (on_exceed approval, the default, or refuse: 429); the installation's default: a tenant's own budgets (oncebox tenant budget) replace it by name and add to it`,
 			set: func(c *server.Config, v string) error {
 				b, err := governance.ParseBudgets(v)
 				c.Budgets = b

@@ -20,14 +20,14 @@ import (
 )
 
 const budgetUsage = "usage: oncebox tenant budget set --tenant T NAME --window 24h [--count N] [--amount usd=5000 ...] " +
-	"[--tool X] [--scope tenant|token|conversation] [--on-exceed approval|refuse] | list --tenant T [--format text|json] | delete --tenant T NAME"
+	"[--tool X] [--scope tenant|token|conversation] [--conversations N] [--on-exceed approval|refuse] | list --tenant T [--format text|json] | delete --tenant T NAME"
 
 // budgetFlags are the flags of `oncebox tenant budget`.
 type budgetFlags struct {
 	g                                   *globalFlags
 	tenant, window, tool, scope, exceed *string
 	others, format, defaults            *string
-	count                               *int64
+	count, conversations                *int64
 	amount                              thresholds
 }
 
@@ -39,6 +39,8 @@ func newBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 	fs.Var(f.amount, "amount", "with set: currency=N (minor units) a window admits, or N for \"*\" (every currency not named); repeatable")
 	f.tool = fs.String("tool", "", "with set: the one tool the budget counts (default every tool)")
 	f.scope = fs.String("scope", "", "with set: tenant (default), token or conversation")
+	f.conversations = fs.Int64("conversations", 0, "with set and --scope conversation: each token's total across all its "+
+		"conversations is capped at N times the limits (0: the default, 10)")
 	f.exceed = fs.String("on-exceed", "", "with set: approval (default: the op waits for a person) or refuse (429)")
 	f.others = fs.String("other-currencies", "", "with set: shared or approval (default: shared with a \"*\" amount, approval without)")
 	f.format = fs.String("format", "text", "with list: text or json")
@@ -56,7 +58,7 @@ func (f *budgetFlags) budget(name string) (governance.Budget, error) {
 		return governance.Budget{}, fmt.Errorf("--window %q is not a duration such as 1h or 24h", *f.window)
 	}
 	b := governance.Budget{Name: name, Tool: *f.tool, Scope: governance.BudgetScope(*f.scope), Window: governance.Duration(w),
-		Count: *f.count, OnExceed: governance.OnExceed(*f.exceed), OtherCurrencies: governance.OtherCurrencies(*f.others)}
+		Count: *f.count, Conversations: *f.conversations, OnExceed: governance.OnExceed(*f.exceed), OtherCurrencies: governance.OtherCurrencies(*f.others)}
 	if len(f.amount) > 0 {
 		b.Amount = f.amount
 	}

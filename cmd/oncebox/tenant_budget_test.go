@@ -76,20 +76,24 @@ func TestTenantBudgetCLI(t *testing.T) {
 	require.NoError(t, pay(), "raised to 3: the next op runs")
 	require.Equal(t, int64(3), list()["pay/"].Used)
 
+	out, stderr, code = run("tenant budget set --tenant acme convs --window 1h --count 1 --scope conversation --conversations 2")
+	require.Zero(t, code, out+stderr)
+
 	out, _, code = run("tenant budget list --tenant acme")
 	require.Zero(t, code)
 	require.Contains(t, out, "LEFT")
 	require.Contains(t, out, "pay")
 
 	for args, want := range map[string]string{
-		"tenant budget set --tenant acme pay --count 3":                         "--window is required",
-		"tenant budget set --tenant acme pay --window soon --count 3":           "--window \"soon\" is not a duration",
-		"tenant budget set --tenant acme pay --window 1h":                       "set count, amount, or both",
-		"tenant budget set --tenant acme pay --window 1h --count 1 --scope all": "want tenant, token or conversation",
-		"tenant budget set --tenant acme pay --window 1h --count 1 --tool nope": "unknown tool",
-		"tenant budget set pay --window 1h --count 1":                           "--tenant is required",
-		"tenant budget delete --tenant acme nope":                               "no budget of its own named \"nope\"",
-		"tenant budget list --tenant nobody":                                    "nobody",
+		"tenant budget set --tenant acme pay --count 3":                               "--window is required",
+		"tenant budget set --tenant acme pay --window soon --count 3":                 "--window \"soon\" is not a duration",
+		"tenant budget set --tenant acme pay --window 1h":                             "set count, amount, or both",
+		"tenant budget set --tenant acme pay --window 1h --count 1 --scope all":       "want tenant, token or conversation",
+		"tenant budget set --tenant acme pay --window 1h --count 1 --tool nope":       "unknown tool",
+		"tenant budget set pay --window 1h --count 1":                                 "--tenant is required",
+		"tenant budget delete --tenant acme nope":                                     "no budget of its own named \"nope\"",
+		"tenant budget list --tenant nobody":                                          "nobody",
+		"tenant budget set --tenant acme pay --window 1h --count 1 --conversations 3": "it needs scope conversation",
 	} {
 		_, stderr, code := run(args)
 		require.NotZero(t, code, args)

@@ -16,15 +16,18 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
 
 const vendorUsage = "usage: oncebox tenant vendor set --tenant T [--shared] stripe (--account acct_… | --key-stdin) | " +
-	"set --tenant T sendgrid --key-stdin | list [--tenant T] [--format text|json] | delete --tenant T VENDOR"
+	"set --tenant T sendgrid --key-stdin | set --tenant T stripe-events --key-stdin | list [--tenant T] [--format text|json] | delete --tenant T VENDOR"
 
-// tenantVendors are the vendors a tenant may have settings of its own for.
-var tenantVendors = map[string]bool{"stripe": true, "sendgrid": true}
+// tenantVendors are the vendors a tenant may have settings of its own for; stripe-events
+// (outbox.VendorStripeEvents) is the signing secret of the tenant's own Stripe event
+// endpoint, for a tenant on its own Stripe key.
+var tenantVendors = map[string]bool{"stripe": true, "sendgrid": true, outbox.VendorStripeEvents: true}
 
 // stripeAccountRE is a Stripe Connect account id.
 var stripeAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{1,250}$`)
@@ -90,11 +93,13 @@ func (f *vendorFlags) check(rest []string) error {
 	case len(rest) != 2 || (rest[0] != "set" && rest[0] != "delete") || *f.tenant == "":
 		return errors.New(vendorUsage)
 	case !tenantVendors[rest[1]]:
-		return fmt.Errorf("vendor %q: a tenant may have settings for stripe or sendgrid", rest[1])
+		return fmt.Errorf("vendor %q: a tenant may have settings for stripe, sendgrid or stripe-events", rest[1])
 	case rest[0] == "delete":
 		return nil
 	case (*f.account == "") == !*f.keyStdin:
 		return errors.New("set needs exactly one of --account and --key-stdin")
+	case *f.account != "" && rest[1] == outbox.VendorStripeEvents:
+		return errors.New("stripe-events is the signing secret (whsec_…) of the tenant's own Stripe endpoint: pipe it to --key-stdin")
 	case *f.account != "" && rest[1] != "stripe":
 		return errors.New("--account is a Stripe Connect account: a SendGrid subuser sends with its own key (--key-stdin)")
 	case *f.account != "" && !stripeAccountRE.MatchString(*f.account):
@@ -133,6 +138,9 @@ func (c vendorCtx) set(ctx context.Context, vendor string) error {
 		if p.APIKey, err = readKey(os.Stdin); err != nil {
 			return &exitError{code: 2, err: err}
 		}
+		if vendor == outbox.VendorStripeEvents && !strings.HasPrefix(p.APIKey, "whsec_") {
+			return &exitError{code: 2, err: errors.New("stripe-events takes the tenant's Stripe endpoint signing secret, which starts with whsec_")}
+		}
 	}
 	if err := c.settings.Set(ctx, p); err != nil {
 		return err
@@ -140,6 +148,11 @@ func (c vendorCtx) set(ctx context.Context, vendor string) error {
 	what := "account " + p.Account
 	if p.APIKey != "" {
 		what = "its own key " + outbox.KeyFingerprint(p.APIKey)
+	}
+	if vendor == outbox.VendorStripeEvents {
+		fmt.Fprintf(os.Stderr, "tenant %q: its own Stripe endpoint %s%s verifies events with the secret %s\n", t.Name,
+			vendorevents.PathStripeTenant, t.Name, outbox.KeyFingerprint(p.APIKey))
+		return nil
 	}
 	fmt.Fprintf(os.Stderr, "tenant %q now uses %s at %s; its next op uses it, ops accepted before keep theirs\n", t.Name, what, vendor)
 	return nil

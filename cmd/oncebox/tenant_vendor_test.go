@@ -95,10 +95,12 @@ func TestTenantVendorCLI(t *testing.T) {
 	for _, bad := range []struct{ stdin, args, says string }{
 		{"", "tenant vendor set --tenant acme stripe --account nope", "is not a Stripe account id"},
 		{"", "tenant vendor set --tenant acme sendgrid --account acct_1A", "own key"},
-		{"", "tenant vendor set --tenant acme paypal --account acct_1A", "stripe or sendgrid"},
+		{"", "tenant vendor set --tenant acme paypal --account acct_1A", "stripe, sendgrid or stripe-events"},
+		{"", "tenant vendor set --tenant acme stripe-events --account acct_1A", "signing secret"},
+		{"sk_test_not_a_secret", "tenant vendor set --tenant acme stripe-events --key-stdin", "starts with whsec_"},
 		{"", "tenant vendor set --tenant acme sendgrid --key-stdin", "holds no key"},
 		{sentinel, "tenant vendor set --tenant acme sendgrid --key-stdin --seal-key bm9wZQ==", "seal key"},
-		{"", "tenant vendor delete --tenant acme webhook", "stripe or sendgrid"},
+		{"", "tenant vendor delete --tenant acme webhook", "stripe, sendgrid or stripe-events"},
 	} {
 		_, errOut, code := run(bad.stdin, bad.args)
 		require.NotZero(t, code, bad.args)

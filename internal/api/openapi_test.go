@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/base64"
@@ -405,6 +406,16 @@ func heldWait(t *testing.T) (*env, string) {
 // docStripeSecret is the Stripe signing secret of the vendor event scenarios.
 const docStripeSecret = "whsec_doc"
 
+// docTenantSecrets is tenant doc's own Stripe signing secret, docStripeSecret too.
+type docTenantSecrets struct{}
+
+func (docTenantSecrets) StripeEventSecret(_ context.Context, name string) (int64, string, error) {
+	if name != "doc" {
+		return 0, "", nil
+	}
+	return 1, docStripeSecret, nil
+}
+
 // vendorEventsEnv serves the vendor event endpoints on pool with a 1 KiB body limit;
 // with sgKey nil neither vendor is configured.
 func vendorEventsEnv(t *testing.T, pool *pgxpool.Pool, sgKey *ecdsa.PrivateKey) *env {
@@ -416,6 +427,7 @@ func vendorEventsEnv(t *testing.T, pool *pgxpool.Pool, sgKey *ecdsa.PrivateKey) 
 		der, err := x509.MarshalPKIXPublicKey(&sgKey.PublicKey)
 		require.NoError(t, err)
 		cfg.StripeSecret, cfg.SendGridPublicKey = docStripeSecret, base64.StdEncoding.EncodeToString(der)
+		cfg.TenantSecrets = docTenantSecrets{}
 	}
 	h, err := vendorevents.NewHandler(cfg)
 	require.NoError(t, err)
@@ -433,15 +445,19 @@ func vendorEventScenarios() map[string]scenario {
 	sendGridEvents := []byte(`[{"event": "delivered", "email": "ada@example.com", "timestamp": 1700000000,
 		"sg_message_id": "doc.filterdrecv-0", "oncebox_op": "` + opTag + `"}]`)
 	type endpoint struct {
-		path string
-		body []byte
-		sign func(t *testing.T, r *http.Request, key *ecdsa.PrivateKey, body []byte)
+		path, doc string
+		body      []byte
+		sign      func(t *testing.T, r *http.Request, key *ecdsa.PrivateKey, body []byte)
 	}
 	endpoints := []endpoint{
-		{vendorevents.PathStripe, stripeEvent, func(_ *testing.T, r *http.Request, _ *ecdsa.PrivateKey, body []byte) {
+		{vendorevents.PathStripe, vendorevents.PathStripe, stripeEvent, func(_ *testing.T, r *http.Request, _ *ecdsa.PrivateKey, body []byte) {
 			r.Header.Set("Stripe-Signature", fakestripe.SignPayload(docStripeSecret, body, time.Now()))
 		}},
-		{vendorevents.PathSendGrid, sendGridEvents, func(t *testing.T, r *http.Request, key *ecdsa.PrivateKey, body []byte) {
+		{vendorevents.PathStripeTenant + "doc", vendorevents.PathStripeTenant + "{tenant}", stripeEvent,
+			func(_ *testing.T, r *http.Request, _ *ecdsa.PrivateKey, body []byte) {
+				r.Header.Set("Stripe-Signature", fakestripe.SignPayload(docStripeSecret, body, time.Now()))
+			}},
+		{vendorevents.PathSendGrid, vendorevents.PathSendGrid, sendGridEvents, func(t *testing.T, r *http.Request, key *ecdsa.PrivateKey, body []byte) {
 			sig, ts, err := fakesendgrid.SignEvents(key, body, time.Now())
 			require.NoError(t, err)
 			r.Header.Set(fakesendgrid.SignatureHeader, sig)
@@ -457,23 +473,23 @@ func vendorEventScenarios() map[string]scenario {
 			ep.sign(t, r, key, body)
 			return r, key
 		}
-		scenarios["POST "+ep.path+" 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		scenarios["POST "+ep.doc+" 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			r, key := signed(t, ep.body)
 			return vendorEventsEnv(t, f.e.pool, key), r
 		}
-		scenarios["POST "+ep.path+" 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		scenarios["POST "+ep.doc+" 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			_, key := signed(t, ep.body)
 			return vendorEventsEnv(t, f.e.pool, key), req("POST", ep.path, "", "", string(ep.body))
 		}
-		scenarios["POST "+ep.path+" 404"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		scenarios["POST "+ep.doc+" 404"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			r, _ := signed(t, ep.body)
 			return vendorEventsEnv(t, f.e.pool, nil), r
 		}
-		scenarios["POST "+ep.path+" 413"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		scenarios["POST "+ep.doc+" 413"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			r, key := signed(t, []byte(strings.Repeat(" ", 2048)+string(ep.body)))
 			return vendorEventsEnv(t, f.e.pool, key), r
 		}
-		scenarios["POST "+ep.path+" 503"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		scenarios["POST "+ep.doc+" 503"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 			r, key := signed(t, ep.body)
 			return vendorEventsEnv(t, f.broken.pool, key), r
 		}

@@ -56,8 +56,11 @@ func Timeline(op *outbox.Op, h *outbox.History, evs []vendorevents.Event) []Time
 		if at.Before(floor) {
 			at = floor
 		}
-		tl = append(tl, TimelineEntry{At: at, What: "vendor event: " + e.Type, Who: op.Vendor,
-			Notes: strings.TrimSpace(e.ObjectType + " " + e.ObjectID + " " + e.Status), rank: 4})
+		notes := strings.TrimSpace(e.ObjectType + " " + e.ObjectID + " " + e.Status)
+		if e.Unconfirmed {
+			notes += " (unconfirmed: the op's object is not known yet)"
+		}
+		tl = append(tl, TimelineEntry{At: at, What: "vendor event: " + e.Type, Who: op.Vendor, Notes: notes, rank: 4})
 	}
 	slices.SortStableFunc(tl, func(a, b TimelineEntry) int {
 		if c := a.At.Compare(b.At); c != 0 {

@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"context"
+	"fmt"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -64,4 +66,35 @@ func TestModelIsToldWhichBudgetOrPolicy(t *testing.T) {
 	require.True(t, res.IsError)
 	require.Contains(t, text(t, res), `budget "one-payment"`)
 	require.Contains(t, text(t, res), "Nothing was executed")
+}
+
+// TestSessionPerCallDoesNotEscapeAConversationBudget: over MCP, a call that names no
+// conversation counts in its token's bucket of ops without one, not per session, so a
+// new session per call is refused at the budget's limit (2); a new conversation named
+// per call, each in a new session, is capped per token at Conversations (3) times the
+// limit, counting the 2 before.
+func TestSessionPerCallDoesNotEscapeAConversationBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, nil, governance.Budget{Name: "conv-cap", Tool: protocol.ToolPaymentIntent, Scope: governance.ScopeConversation,
+		Window: governance.Duration(time.Hour), Count: 2, Conversations: 3, OnExceed: governance.ExceedRefuse})
+	ts := httptest.NewServer(e.srv.HTTPHandler())
+	t.Cleanup(ts.Close)
+	refused := func(n int, meta mcp.Meta) bool {
+		res := call(t, e.connectHTTP(t, ts), "stripe_payment_intent", map[string]any{"amount": 100 + n, "currency": "usd"}, meta)
+		if res.IsError {
+			require.Contains(t, text(t, res), `budget "conv-cap"`)
+		}
+		return res.IsError
+	}
+	var got []bool
+	for n := range 3 {
+		got = append(got, refused(n, nil))
+	}
+	require.Equal(t, []bool{false, false, true}, got, "a session per call, no conversation: counted per token")
+	got = nil
+	for n := range 5 {
+		got = append(got, refused(10+n, mcp.Meta{mcpserver.MetaConversationID: fmt.Sprintf("conv-%d", n)}))
+	}
+	require.Equal(t, []bool{false, false, false, false, true}, got, "a new conversation per call: 3 conversations' worth per token")
+	require.Equal(t, 6, e.countOps(t), "the refused calls recorded nothing")
 }

@@ -37,13 +37,14 @@ func newEnv(t *testing.T) *env {
 	return newEnvWith(t, nil)
 }
 
-// newEnvWith is newEnv with the server's dedupe windows set (nil: the defaults).
-func newEnvWith(t *testing.T, windows map[string]time.Duration) *env {
+// newEnvWith is newEnv with the server's dedupe windows set (nil: the defaults) and
+// budgets.
+func newEnvWith(t *testing.T, windows map[string]time.Duration, budgets ...governance.Budget) *env {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
-	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Budgets: budgets})
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(t, err)

@@ -260,7 +260,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, tenantI
 	// The call is validated, and fingerprinted, once: before a key window is opened for
 	// a call that cannot be recorded, and the key is derived from that fingerprint.
 	p, err := s.ob.PrepareUnkeyed(outbox.EnqueueParams{TenantID: tenantID, Tool: tool, Args: args,
-		ConversationID: id.Conversation, ToolCallID: id.ToolCallID, TokenID: tokenID})
+		ConversationID: id.Conversation, SessionConversation: !id.Named, ToolCallID: id.ToolCallID, TokenID: tokenID})
 	if unfingerprintable(err) {
 		return errorResult("The arguments are not valid JSON. Nothing was executed. Send a JSON object matching the tool's input schema."), nil
 	}

@@ -28,9 +28,10 @@ type Event struct {
 	Type string `json:"type"`
 	// OpTag is the event's oncebox_op tag: the id of the op the object belongs to.
 	OpTag string `json:"op_tag"`
-	// Account is the Stripe Connect account the event came from (its "account"), ""
-	// for the platform's own: the event counts for its op only when the op was
-	// accepted under that account (outbox.Op.VendorAccount).
+	// Account is where the event came from: the Stripe Connect account (its
+	// "account"), "" for the platform's own endpoint, TenantAccount(id) for a tenant's
+	// own endpoint (a tenant on its own Stripe key): the event counts for its op only
+	// when the op was sent that way (outbox.Op.VendorAccount).
 	Account string `json:"account,omitempty"`
 	// ObjectType is "payment_intent", "refund" or "message".
 	ObjectType string `json:"object_type"`
@@ -51,6 +52,11 @@ type Event struct {
 	// its tag named no op then.
 	ReceivedAt time.Time `json:"received_at"`
 	Orphan     bool      `json:"orphan"`
+	// Unconfirmed is set by the Store's reads: the op's vendor_ref is not known yet, so
+	// nothing proves the event's object is the op's (anyone sending through the same
+	// vendor account can tag an object with any op id). An unconfirmed event is shown,
+	// never taken as the op's outcome: Lookup asks the vendor instead.
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
 }
 
 // The mail delivery states, from SendGrid's event types, most final last.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
@@ -21,7 +22,22 @@ import (
 const (
 	PathStripe   = "/v1/vendor-events/stripe"
 	PathSendGrid = "/v1/vendor-events/sendgrid"
+	// PathStripeTenant is a tenant's own Stripe endpoint, for a tenant that sends with
+	// its own Stripe key: its events are verified with the tenant's own signing secret
+	// and count only for the ops sent with the tenant's key (PathStripeTenant + name).
+	PathStripeTenant = "/v1/vendor-events/stripe/tenants/"
 )
+
+// TenantSecrets finds a tenant's own Stripe endpoint signing secret.
+type TenantSecrets interface {
+	// StripeEventSecret returns the id of the tenant named name and its own Stripe
+	// endpoint's signing secret ("" when it has none, or there is no such tenant).
+	StripeEventSecret(ctx context.Context, name string) (tenantID int64, secret string, err error)
+}
+
+// TenantAccount is the Event.Account of an event that came through the own endpoint
+// of tenant tenantID: it counts for the ops sent with that tenant's own key.
+func TenantAccount(tenantID int64) string { return "tenant:" + strconv.FormatInt(tenantID, 10) }
 
 // HandlerConfig configures a Handler.
 type HandlerConfig struct {
@@ -30,6 +46,10 @@ type HandlerConfig struct {
 	// StripeSecret is the Stripe endpoint's signing secret, whsec_…
 	// (STRIPE_WEBHOOK_SECRET). Empty: PathStripe answers 404.
 	StripeSecret string
+	// TenantSecrets finds a tenant's own Stripe signing secret for PathStripeTenant
+	// (set with oncebox tenant vendor set TENANT stripe-events). Nil: that path answers
+	// 404.
+	TenantSecrets TenantSecrets
 	// SendGridPublicKey is the Event Webhook's verification key, base64
 	// (SENDGRID_EVENT_PUBLIC_KEY). Empty: PathSendGrid answers 404.
 	SendGridPublicKey string
@@ -102,7 +122,8 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	}
 	h.mux.HandleFunc("POST "+PathStripe, h.serveStripe)
 	h.mux.HandleFunc("POST "+PathSendGrid, h.serveSendGrid)
-	for _, p := range []string{PathStripe, PathSendGrid} {
+	h.mux.HandleFunc("POST "+PathStripeTenant+"{tenant}", h.serveStripeTenant)
+	for _, p := range []string{PathStripe, PathSendGrid, PathStripeTenant + "{tenant}"} {
 		h.mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Allow", http.MethodPost)
 			writeProblem(w, http.StatusMethodNotAllowed, protocol.ProblemMethodNotAllowed, "vendor events are POSTed")
@@ -128,6 +149,46 @@ func (h *Handler) serveStripe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := parseStripe(body, r.Header.Get("Stripe-Signature"), h.cfg.StripeSecret, h.cfg.Now(), h.cfg.FutureTolerance)
+	h.store(w, r, VendorStripe, p, err)
+}
+
+// serveStripeTenant takes the events of a tenant's own Stripe account, verified with
+// the tenant's own signing secret (never the platform's): they are stored as from
+// TenantAccount, and count only for the ops the tenant sent with its own key.
+func (h *Handler) serveStripeTenant(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("tenant")
+	var (
+		tenantID int64
+		secret   string
+		err      error
+	)
+	if h.cfg.TenantSecrets != nil {
+		tenantID, secret, err = h.cfg.TenantSecrets.StripeEventSecret(r.Context(), name)
+	}
+	if err != nil {
+		h.logger.Error("a tenant's Stripe signing secret cannot be read", slog.String("error", err.Error()))
+		w.Header().Set("Retry-After", strconv.Itoa(int((h.cfg.UnavailableRetryAfter+time.Second-1)/time.Second)))
+		writeProblem(w, http.StatusServiceUnavailable, protocol.ProblemStoreUnavailable,
+			"the tenant's signing secret cannot be read; send the events again later")
+		return
+	}
+	if secret == "" {
+		writeProblem(w, http.StatusNotFound, protocol.ProblemVendorEventsNotConfigured,
+			"no tenant of this name has a Stripe signing secret of its own (oncebox tenant vendor set --tenant T stripe-events --key-stdin)")
+		return
+	}
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	p, err := parseStripe(body, r.Header.Get("Stripe-Signature"), secret, h.cfg.Now(), h.cfg.FutureTolerance)
+	if err == nil {
+		for i := range p.events {
+			// A Connect account's event under the tenant's own account names a
+			// sub-account the tenant's ops were not sent to: it matches none.
+			p.events[i].Account = TenantAccount(tenantID) + strings.TrimSuffix("/"+p.events[i].Account, "/")
+		}
+	}
 	h.store(w, r, VendorStripe, p, err)
 }
 

@@ -25,6 +25,20 @@ import (
 
 const stripeSecret = "whsec_test_vendorevents"
 
+// tenantSecret is the signing secret of tenant acme's own Stripe endpoint.
+const tenantSecret = "whsec_test_tenant_acme"
+
+// tenantSecrets is acme's own Stripe signing secret (the server's reads it sealed from
+// the tenant's vendor settings).
+type tenantSecrets struct{ e *env }
+
+func (s tenantSecrets) StripeEventSecret(_ context.Context, name string) (int64, string, error) {
+	if name != "acme" {
+		return 0, "", nil
+	}
+	return s.e.tenant, tenantSecret, nil
+}
+
 // outcomes counts what the Store tells its Observer.
 type outcomes struct {
 	mu sync.Mutex
@@ -69,6 +83,7 @@ func newEnv(t testing.TB) *env {
 	require.NoError(t, err)
 	e := &env{pool: pool, store: store, obs: obs, sgKeyB64: pub}
 	h, err := vendorevents.NewHandler(vendorevents.HandlerConfig{Store: store, StripeSecret: stripeSecret, SendGridPublicKey: pub,
+		TenantSecrets: tenantSecrets{e},
 		OnEvents: func(ctx context.Context, _ string, ids []string) error {
 			if e.ob == nil {
 				return nil

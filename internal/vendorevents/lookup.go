@@ -15,7 +15,8 @@ import (
 )
 
 // WrapVendor returns v with the Store's events as the first lookup source: Lookup
-// answers from the events tagged with the op when they settle what the vendor holds,
+// answers from the events tagged with the op, from the way it was sent, and naming the
+// object it is known to have made (its vendor_ref) when they settle what the vendor holds,
 // without asking the vendor (no search lag, no Email Activity add-on, no rate limit),
 // and asks v otherwise. When v cannot be asked (ErrLookupUnavailable, such as SendGrid's
 // 403 without the Activity add-on), an op sent less than lag ago is checked again later
@@ -39,6 +40,11 @@ func (e *eventVendor) Lookup(ctx context.Context, params outbox.LookupParams) (*
 	if err != nil {
 		return nil, fmt.Errorf("%s lookup: stored events: %w", e.Name(), err)
 	}
+	// Only the events of the object the op is known to have made settle it: before its
+	// vendor_ref is known, a tagged event proves nothing (anyone sending through the
+	// same vendor account can tag an object with this op's id), and the vendor is
+	// asked, with the op's own credentials.
+	evs = slices.DeleteFunc(evs, func(ev Event) bool { return ev.Unconfirmed })
 	if objs, ok := Objects(evs, params.Tool, params.Args); ok {
 		return &outbox.LookupResult{Objects: objs}, nil
 	}

@@ -22,7 +22,12 @@ func (e *env) sweep(t *testing.T) outbox.SweepStats {
 	return st
 }
 
-func TestUnknownMailResolvedFromEventWithoutActivityAddOn(t *testing.T) {
+// TestUnknownMailEventsAloneDoNotSettleIt: a mail op whose answer was lost has no
+// vendor_ref, so its events are unconfirmed (anyone sending through the account can tag
+// a message with its id): without the Email Activity add-on it waits instead of being
+// settled from them; once SendGrid can be asked with the op's own key, it is settled
+// from SendGrid's answer, never resent.
+func TestUnknownMailEventsAloneDoNotSettleIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := e.sgEvents
@@ -37,14 +42,20 @@ func TestUnknownMailResolvedFromEventWithoutActivityAddOn(t *testing.T) {
 	e.waitEvents(t, op.ID, 2)
 
 	st := e.sweep(t)
-	require.Equal(t, 1, st.Succeeded, "resolved from the stored events at once: %+v", st)
+	require.Equal(t, 1, st.LookupErrors, "unconfirmed events settle nothing: checked again later: %+v", st)
+	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
+
+	e.sgFake.SetActivityForbidden(false)
+	require.Eventually(t, func() bool {
+		require.NoError(t, e.ob.CheckSoon(context.Background(), []string{op.ID}))
+		return e.sweep(t).Succeeded == 1
+	}, 15*time.Second, 200*time.Millisecond)
 	got := e.get(t, op.ID)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	msgs := e.sgFake.ByCustomArg(outbox.TagKey, op.ID)
 	require.Len(t, msgs, 1)
 	require.Equal(t, msgs[0].XMessageID, got.VendorRef)
 	require.Equal(t, 1, e.sgFake.SendCount(), "one email, never resent")
-	require.Equal(t, []string{outbox.SweepSucceeded}, e.decisions(t, op.ID))
 }
 
 func TestUnknownMailWithoutEventYetWaitsInsteadOfReview(t *testing.T) {
@@ -62,16 +73,22 @@ func TestUnknownMailWithoutEventYetWaitsInsteadOfReview(t *testing.T) {
 	require.Equal(t, 1, st.LookupErrors, "checked again later, not handed to a person: %+v", st)
 	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
 
-	// The events arrive late: the op is due at once, and resolved from them.
+	// The events arrive late: they are unconfirmed (the op has no vendor_ref), so the
+	// op still waits for SendGrid's own answer, and is never resent.
 	require.NoError(t, e.sgFake.SetEvents(&e.sgEvents))
 	msg := e.sgFake.ByCustomArg(outbox.TagKey, op.ID)[0]
 	require.NoError(t, e.sgFake.PostEvents(msg.XMessageID))
 	e.waitEvents(t, op.ID, 2)
-	require.Equal(t, 1, e.sweep(t).Succeeded)
+	require.Equal(t, 1, e.sweep(t).LookupErrors)
+	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
 	require.Equal(t, 1, e.sgFake.SendCount())
 }
 
-func TestUnknownStripeOpResolvedFromEventBeforeSearchCatchesUp(t *testing.T) {
+// TestUnknownStripeOpWaitsForStripeNotItsEvents: a payment intent whose answer was
+// lost leaves the op unknown without a vendor_ref; its events are unconfirmed and do
+// not settle it while Stripe's search lags (Stripe's own answer will), and no second
+// intent is made.
+func TestUnknownStripeOpWaitsForStripeNotItsEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	wrapped, v := e.withStripe(t, &e.stEvents)
@@ -95,13 +112,16 @@ func TestUnknownStripeOpResolvedFromEventBeforeSearchCatchesUp(t *testing.T) {
 	e.waitEvents(t, op.ID, 2)
 
 	st := e.sweep(t)
-	require.Equal(t, 1, st.Succeeded, "%+v", st)
-	got := e.get(t, op.ID)
-	require.Equal(t, protocol.StatusSucceeded, got.Status)
-	require.Len(t, e.stFake.PaymentIntents(), 1)
-	require.Equal(t, e.stFake.PaymentIntents()[0].ID, got.VendorRef)
+	require.Zero(t, st.Succeeded, "unconfirmed events settle nothing: %+v", st)
+	require.Empty(t, e.get(t, op.ID).VendorRef)
+	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
+	require.Len(t, e.stFake.PaymentIntents(), 1, "never sent twice")
+	evs, err := e.store.ForOp(context.Background(), vendorevents.VendorStripe, op.ID)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	require.True(t, evs[0].Unconfirmed && evs[1].Unconfirmed)
 
-	// Without the events, the same search-only lookup waits out the search lag.
+	// The same search-only lookup waits out the search lag.
 	res, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: op.ID, Tool: protocol.ToolPaymentIntent, Args: raw})
 	require.NoError(t, err)
 	require.Empty(t, res.Objects, "search has not caught up")

@@ -33,6 +33,7 @@ type parsed struct {
 
 // add keeps ev, or counts it invalid when checkEvent finds it cannot be stored.
 func (p *parsed) add(ev Event, now time.Time, future time.Duration) {
+	ev.OpTag = NormalizeTag(ev.OpTag)
 	if why := checkEvent(ev, now, future); why != "" {
 		p.invalid = append(p.invalid, why)
 		return

@@ -28,6 +28,8 @@ func (s *Store) OpStates(ctx context.Context, opIDs []string) (map[string]financ
 		var st finance.EventState
 		for _, e := range evs {
 			switch {
+			case e.Unconfirmed:
+				// Not proven to be about the op's object.
 			case e.ObjectType == ObjectMessage && statusRank(ObjectMessage, e.Status) >= statusRank(ObjectMessage, st.Delivery):
 				st.Delivery = e.Status
 			case e.Type == "refund.failed":

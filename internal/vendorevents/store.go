@@ -133,10 +133,13 @@ func (s *Store) Record(ctx context.Context, events []Event) (Recorded, error) {
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		rec = Recorded{}
 		b := &pgx.Batch{}
-		for _, e := range events {
+		for i := range events {
+			// A tag is stored as the op id it names, so that the op's reads find it.
+			events[i].OpTag = NormalizeTag(events[i].OpTag)
+			e := events[i]
 			var opUUID any
 			if protocol.IsOpID(e.OpTag) {
-				opUUID = strings.ToLower(e.OpTag)
+				opUUID = e.OpTag
 			}
 			b.Queue(sqlInsertEvent, e.Vendor, e.EventID, e.Type, e.OpTag, e.ObjectType, e.ObjectID, e.Status,
 				e.Amount, e.Currency, nullTime(e.ObjectCreated), e.OccurredAt, nullJSON(e.Summary), opUUID, e.Account)
@@ -177,7 +180,13 @@ func (s *Store) Record(ctx context.Context, events []Event) (Recorded, error) {
 	return rec, nil
 }
 
-// ForOp returns the vendor's events tagged with opID, oldest first.
+// NormalizeTag is an event's oncebox_op tag as stored: trimmed and in lower case, as
+// op ids are written.
+func NormalizeTag(tag string) string { return strings.ToLower(strings.TrimSpace(tag)) }
+
+// ForOp returns the vendor's events tagged with opID that came the way the op was sent
+// (sameAccount) and name the object it made once its vendor_ref is known, oldest
+// first; before then, they are marked Unconfirmed.
 func (s *Store) ForOp(ctx context.Context, vendor, opID string) ([]Event, error) {
 	rows, err := s.cfg.Pool.Query(ctx, sqlEventsForOp, opID, vendor)
 	if err != nil {
@@ -213,7 +222,7 @@ func scanEvent(row pgx.CollectableRow) (Event, error) {
 		created *time.Time
 	)
 	err := row.Scan(&e.Vendor, &e.EventID, &e.Type, &e.OpTag, &e.ObjectType, &e.ObjectID, &e.Status, &e.Amount,
-		&e.Currency, &created, &e.OccurredAt, &e.Summary, &e.ReceivedAt, &e.Orphan, &e.Account)
+		&e.Currency, &created, &e.OccurredAt, &e.Summary, &e.ReceivedAt, &e.Orphan, &e.Account, &e.Unconfirmed)
 	if created != nil {
 		e.ObjectCreated = *created
 	}

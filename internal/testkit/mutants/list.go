@@ -726,5 +726,62 @@ func List() []Mutant {
 			Packages: []string{chaosPkg},
 			Tests:    []string{"TestCheckContagion"},
 		},
+		// Budgets an agent cannot step around (issue 49).
+		{
+			Name:     "conversation-budget-per-session",
+			Breaks:   "an MCP call naming no conversation counts per session again: a new session per call escapes a conversation-scoped budget",
+			File:     "governance/budget.go",
+			Old:      "if op.Op.ConversationID != \"\" && !op.SessionConversation {",
+			New:      "if op.Op.ConversationID != \"\" {",
+			Packages: []string{"./internal/mcpserver/"},
+			Tests:    []string{"TestSessionPerCallDoesNotEscapeAConversationBudget"},
+		},
+		{
+			Name:     "conversation-budget-no-token-cap",
+			Breaks:   "a token's ops across its conversations are no longer capped: a new conversation id per call escapes a conversation-scoped budget",
+			File:     "governance/budget.go",
+			Old:      "{key: scopeConversationsPrefix + token, times: n,",
+			New:      "{key: scopeConversationsPrefix + token, times: n * 1_000_000,",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestConversationBudgetIsNotSteppedAround"},
+		},
+
+		// Vendor events bound to the way an op was sent (issue 49).
+		{
+			Name:     "vendor-event-any-object",
+			Breaks:   "an op with a vendor_ref takes the events of any object tagged with its id: a foreign bounce is read as the op's",
+			File:     "internal/vendorevents/queries.go",
+			Old:      "return `(` + op + `.vendor_ref IS NULL OR ` + op + `.vendor_ref = ` + event + `.object_id)`",
+			New:      "return `TRUE`",
+			Packages: []string{"./internal/vendorevents/"},
+			Tests:    []string{"TestForeignMessageBounceIsNotTheOps"},
+		},
+		{
+			Name:     "vendor-event-unconfirmed-settles",
+			Breaks:   "an unconfirmed event (the op's vendor_ref not known) settles an unknown op: a forged event names its message",
+			File:     "internal/vendorevents/lookup.go",
+			Old:      "evs = slices.DeleteFunc(evs, func(ev Event) bool { return ev.Unconfirmed })",
+			New:      "",
+			Packages: []string{"./internal/vendorevents/"},
+			Tests:    []string{"TestForgedEventDoesNotSettleAnUnknownMail"},
+		},
+		{
+			Name:     "vendor-event-tag-not-normalised",
+			Breaks:   "an event's tag is stored as written: an upper-case tag is linked but never seen by its op",
+			File:     "internal/vendorevents/store.go",
+			Old:      "func NormalizeTag(tag string) string { return strings.ToLower(strings.TrimSpace(tag)) }",
+			New:      "func NormalizeTag(tag string) string { return strings.TrimSpace(tag) }",
+			Packages: []string{"./internal/vendorevents/"},
+			Tests:    []string{"TestUpperCaseTagIsTheOps"},
+		},
+		{
+			Name:     "vendor-event-platform-speaks-for-tenant-key",
+			Breaks:   "the platform's Stripe endpoint speaks for the ops sent with a tenant's own key",
+			File:     "internal/vendorevents/queries.go",
+			Old:      "WHEN ` + op + `.vendor_account LIKE 'key:%' THEN 'tenant:' || ` + op + `.tenant_id",
+			New:      "WHEN ` + op + `.vendor_account LIKE 'key:%' THEN ''",
+			Packages: []string{"./internal/vendorevents/"},
+			Tests:    []string{"TestTenantKeyStripeEventsOnlyThroughItsOwnEndpoint"},
+		},
 	}
 }
