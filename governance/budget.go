@@ -292,6 +292,10 @@ type opAmount struct {
 	known    bool
 	// why says why the amount is not known (a sentence), when it is not.
 	why string
+	// deferred is the error of a price the enqueue reads before its transaction
+	// (outbox.ErrAdmissionReadDeferred): the op's admission is refused, to run again
+	// with the price.
+	deferred error
 }
 
 // amountOf returns what the op with args of tool moves: its arguments' amount, or, for
@@ -305,6 +309,9 @@ func (g *Governance) amountOf(ctx context.Context, tool outbox.Tool, args json.R
 		return opAmount{why: fmt.Sprintf("This %s carries no amount and oncebox cannot price it", tool.Name)}
 	}
 	a, cur, err := tool.Price(ctx, args)
+	if errors.Is(err, outbox.ErrAdmissionReadDeferred) {
+		return opAmount{deferred: err}
+	}
 	if err != nil {
 		g.cfg.Logger.Warn("cannot price an op without an amount; it waits for approval", slog.String("tool", tool.Name),
 			slog.String("error", err.Error()))
@@ -349,6 +356,9 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 					a.currency = shown()
 				}
 				amt = &a
+			}
+			if amt.deferred != nil {
+				return nil, nil, errors.Join(amt.deferred, g.undoCharges(ctx, tx, op.Op, done))
 			}
 			if !amt.known {
 				if err := g.undoCharges(ctx, tx, op.Op, done); err != nil {

@@ -27,7 +27,9 @@ import (
 // key). A refusal of one call (a key conflict, a gate's refusal) records nothing, so the
 // others commit without it. Any other error, the inserts' included, ends the group's
 // transaction: it is rolled back, and each of its calls runs again in a transaction of
-// its own, as without group commit.
+// its own, as without group commit. No vendor read is made inside a group's transaction:
+// a call whose admission needs one leaves the group, makes the read with no transaction
+// open, and joins a later group (enqueueReadingFirst).
 type GroupCommit struct {
 	// MaxOps bounds the calls committed together. 0 or 1 turns group commit off.
 	MaxOps int

@@ -74,6 +74,9 @@ type Config struct {
 	// GroupCommitters is how many group transactions may be open at once
 	// (outbox.GroupCommit.Committers). Defaults to 4.
 	GroupCommitters int
+	// AdmissionReadTimeout bounds each vendor read a new op's admission makes, before
+	// its transaction (outbox.Config.AdmissionReadTimeout). Defaults to 5 seconds.
+	AdmissionReadTimeout time.Duration
 	// RetryMaxBackoff caps the wait between attempts after a retryable error. Defaults
 	// to 5 minutes.
 	RetryMaxBackoff time.Duration
@@ -292,6 +295,7 @@ func Defaults() Config {
 		BatchedCompletion:    true,
 		GroupCommitOps:       outbox.DefaultGroupCommitOps,
 		GroupCommitters:      outbox.DefaultGroupCommitters,
+		AdmissionReadTimeout: outbox.DefaultAdmissionReadTimeout,
 		AuthCacheTTL:         tenant.DefaultCacheTTL,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		NotifyTimeout:        10 * time.Second,

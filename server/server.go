@@ -639,6 +639,7 @@ func (s *Server) outboxConfig(vendors []outbox.Vendor, sealKey []byte) (outbox.C
 		BatchedCompletion:    &batched,
 		ClaimCommit:          cfg.ClaimCommit,
 		GroupCommit:          outbox.GroupCommit{MaxOps: cfg.GroupCommitOps, Committers: cfg.GroupCommitters},
+		AdmissionReadTimeout: cfg.AdmissionReadTimeout,
 		MixedVersions:        s.fleet.Mixed,
 		ClientID:             s.fleet.ID(),
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
