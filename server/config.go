@@ -16,6 +16,7 @@ import (
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/console"
 	"github.com/oncebox/oncebox/internal/mcpserver"
+	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
@@ -271,6 +272,12 @@ type Config struct {
 	// working when Postgres's notification arrives, and this bounds a lost one. Defaults
 	// to 5 seconds; 0 asks Postgres on every request.
 	AuthCacheTTL time.Duration
+	// ListenHeartbeat is how often the listening connection (internal/pglisten) sends a
+	// round trip, which must come back within as long: a connection that stalls without
+	// failing then counts as lost within about twice this, so the token cache empties
+	// and stops caching, and long polls poll, until it listens again. Defaults to
+	// pglisten.DefaultHeartbeat (1 second); 0 turns heartbeats off.
+	ListenHeartbeat time.Duration
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey). Optional.
 	SealKey string
@@ -297,6 +304,7 @@ func Defaults() Config {
 		GroupCommitters:      outbox.DefaultGroupCommitters,
 		AdmissionReadTimeout: outbox.DefaultAdmissionReadTimeout,
 		AuthCacheTTL:         tenant.DefaultCacheTTL,
+		ListenHeartbeat:      pglisten.DefaultHeartbeat,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		NotifyTimeout:        10 * time.Second,
 		RetryMaxBackoff:      5 * time.Minute,

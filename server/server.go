@@ -141,6 +141,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if cfg.Roles.API {
 		s.waitHub = opwait.New()
 		s.notifications = pglisten.New(s.apiPool.Config().ConnConfig.Copy(), logger)
+		s.notifications.SetHeartbeat(cfg.ListenHeartbeat)
 		s.notifications.Handle(opwait.Channel, s.waitHub, "long polls poll")
 		if cfg.AuthCacheTTL > 0 {
 			// The token cache holds checks only while this listens for token changes.
