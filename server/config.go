@@ -278,6 +278,14 @@ type Config struct {
 	// and stops caching, and long polls poll, until it listens again. Defaults to
 	// pglisten.DefaultHeartbeat (1 second); 0 turns heartbeats off.
 	ListenHeartbeat time.Duration
+	// DeadSessionTimeout bounds how long a session of this process may outlive its
+	// network: Postgres ends it after this long idle inside a transaction
+	// (idle_in_transaction_session_timeout) or once its peer stops answering (TCP
+	// keepalives, tcp_user_timeout), and this process drops such a connection likewise,
+	// so a cut never holds a row lock or the liveness lock for hours. Settings the
+	// DATABASE_URL names are kept. Defaults to DefaultDeadSessionTimeout (60 seconds); 0
+	// leaves Postgres's and the system's settings.
+	DeadSessionTimeout time.Duration
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey). Optional.
 	SealKey string
@@ -305,6 +313,7 @@ func Defaults() Config {
 		AdmissionReadTimeout: outbox.DefaultAdmissionReadTimeout,
 		AuthCacheTTL:         tenant.DefaultCacheTTL,
 		ListenHeartbeat:      pglisten.DefaultHeartbeat,
+		DeadSessionTimeout:   DefaultDeadSessionTimeout,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		NotifyTimeout:        10 * time.Second,
 		RetryMaxBackoff:      5 * time.Minute,

@@ -120,6 +120,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if poolCfg.MaxConns < 20 {
 		poolCfg.MaxConns = 20
 	}
+	bindSessions(&poolCfg.ConnConfig.Config, cfg.DeadSessionTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
