@@ -190,6 +190,10 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), mcp,
 		len(rep.Gate), len(rep.Contagion), h.gatedFigures(outcomes, in.Objects), rep.CompositeFigures, h.cfg.Seed)
 
+	if why := h.longCutBroken(); why != "" {
+		fmt.Fprintln(out, "chaos:", why)
+		failoverOK = false
+	}
 	if !verdict.OK() || len(illegal) > 0 || unexplained > 0 || len(harnessErrors) > 0 || !failoverOK {
 		h.broken = true
 		return exitBroken, nil
