@@ -42,9 +42,9 @@ bench: ## benchmarks against River, the floor and the peer in the same run (prin
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/testkit/bench/
 	$(GO) test -run '^$$' -bench TimeToSettleAfterSIGKILL -benchtime 1x -timeout 10m ./cmd/oncebox/
 
-chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root), faults, a Postgres restart and a crash on a durable cluster, TTL purges among approvals and steps, people's resolves with foreign refs, vendors over TLS and HTTP/2 with late deliveries; fails on any broken promise
+chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root; in the second run the Postgres cut lasts 105 s and no session of it may outlive --pg-dead-session-timeout), faults, a Postgres restart and a crash on a durable cluster, TTL purges among approvals and steps, people's resolves with foreign refs, vendors over TLS and HTTP/2 with late deliveries; fails on any broken promise
 	$(GO) run ./cmd/oncebox-chaos
-	$(GO) run ./cmd/oncebox-chaos --webhook-native-keys=false --ops 1000 --enqueue-for 25s
+	$(GO) run ./cmd/oncebox-chaos --webhook-native-keys=false --ops 1000 --enqueue-for 25s --long-pg-cut 105s
 
 chaos-upgrade: ## a rolling upgrade under chaos: the previous release (.ci/previous-release) serves, this tree migrates mid-run and replaces its processes one by one; 0 duplicates, 0 lost, the mixed-version switch on and off
 	$(GO) run ./cmd/oncebox-chaos --upgrade-from $$(cat .ci/previous-release) --ops 600 --enqueue-for 40s

@@ -327,6 +327,10 @@ type opAmount struct {
 	known    bool
 	// why says why the amount is not known (a sentence), when it is not.
 	why string
+	// deferred is the error of a price the enqueue reads before its transaction
+	// (outbox.ErrAdmissionReadDeferred): the op's admission is refused, to run again
+	// with the price.
+	deferred error
 }
 
 // amountOf returns what the op with args of tool moves: its arguments' amount, or, for
@@ -340,6 +344,9 @@ func (g *Governance) amountOf(ctx context.Context, tool outbox.Tool, args json.R
 		return opAmount{why: fmt.Sprintf("This %s carries no amount and oncebox cannot price it", tool.Name)}
 	}
 	a, cur, err := tool.Price(ctx, args)
+	if errors.Is(err, outbox.ErrAdmissionReadDeferred) {
+		return opAmount{deferred: err}
+	}
 	if err != nil {
 		g.cfg.Logger.Warn("cannot price an op without an amount; it waits for approval", slog.String("tool", tool.Name),
 			slog.String("error", err.Error()))
@@ -369,7 +376,10 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 		if len(scopes) == 0 {
 			continue
 		}
-		rows, over := g.budgetRows(ctx, b, op, scopes, &amt, shown)
+		rows, over, err := g.budgetRows(ctx, b, op, scopes, &amt, shown)
+		if err != nil {
+			return nil, nil, errors.Join(err, g.undoCharges(ctx, tx, op.Op, done))
+		}
 		for _, c := range rows {
 			if over != nil {
 				break
@@ -403,7 +413,7 @@ func (g *Governance) chargeBudgets(ctx context.Context, tx pgx.Tx, op outbox.Gat
 // op for a person when the budget cannot count its amount. amt is the op's amount,
 // priced once for every budget.
 func (g *Governance) budgetRows(ctx context.Context, b Budget, op outbox.GateOp, scopes []budgetScope, amt **opAmount,
-	shown func() string) ([]charge, *overBudget) {
+	shown func() string) ([]charge, *overBudget, error) {
 	window := time.Duration(b.Window)
 	amountKey, amountLimit := "", int64(0)
 	if len(b.Amount) > 0 && op.Tool.Amount != nil {
@@ -416,13 +426,16 @@ func (g *Governance) budgetRows(ctx context.Context, b Budget, op outbox.GateOp,
 			}
 			*amt = &a
 		}
+		if (*amt).deferred != nil {
+			return nil, nil, (*amt).deferred
+		}
 		if !(*amt).known {
 			return nil, &overBudget{budget: b, approval: true,
-				sentence: (*amt).why + fmt.Sprintf(", so the budget %q cannot count it.", b.Name)}
+				sentence: (*amt).why + fmt.Sprintf(", so the budget %q cannot count it.", b.Name)}, nil
 		}
 		key, limit, counted := b.amountRow((*amt).currency)
 		if !counted {
-			return nil, &overBudget{budget: b, approval: true, sentence: unnamedCurrencySentence(b, op.Tool.Name, (*amt).currency)}
+			return nil, &overBudget{budget: b, approval: true, sentence: unnamedCurrencySentence(b, op.Tool.Name, (*amt).currency)}, nil
 		}
 		amountKey, amountLimit = key, limit
 	}
@@ -437,7 +450,7 @@ func (g *Governance) budgetRows(ctx context.Context, b Budget, op outbox.GateOp,
 				amount: (*amt).amount, maxOps: math.MaxInt64, maxAmount: timesLimit(amountLimit, s.times)})
 		}
 	}
-	return rows, nil
+	return rows, nil, nil
 }
 
 // timesLimit is limit times n, at most math.MaxInt64.

@@ -93,8 +93,10 @@ func (ob *Outbox) Enqueue(ctx context.Context, params EnqueueParams) (*EnqueueRe
 // EnqueueTx records an op and its dispatch job inside the caller's transaction, so
 // business rows and the op commit (or roll back) together. The same key with the same
 // payload returns the stored op and inserts no job; the same key with another payload
-// returns a *KeyConflictError and writes nothing. It is Prepare then
-// EnqueuePreparedTx.
+// returns a *KeyConflictError and writes nothing. The vendor reads the op's admission
+// may need (ObjectArg.Tag, Tool.Price) are made inside tx, while it holds the caller's
+// locks and the op's key, each bounded by Config.AdmissionReadTimeout; Enqueue makes
+// them before its transaction. It is Prepare then EnqueuePreparedTx.
 func (ob *Outbox) EnqueueTx(ctx context.Context, tx pgx.Tx, params EnqueueParams) (*EnqueueResult, error) {
 	ctx, span := ob.startEnqueue(ctx, params)
 	p, err := ob.Prepare(params)
@@ -121,12 +123,15 @@ func (ob *Outbox) EnqueuePreparedTx(ctx context.Context, tx pgx.Tx, p *Prepared)
 }
 
 // enqueueOwnTx records p in a transaction of its own, or with the calls that arrive
-// with it under group commit (Config.GroupCommit).
+// with it under group commit (Config.GroupCommit). The vendor reads its admission needs
+// are made before that transaction (enqueueReadingFirst).
 func (ob *Outbox) enqueueOwnTx(ctx context.Context, p *Prepared) (*EnqueueResult, error) {
-	if ob.group != nil {
-		return ob.group.enqueue(ctx, p)
-	}
-	return ob.enqueueAlone(ctx, p)
+	return ob.enqueueReadingFirst(ctx, func(ctx context.Context) (*EnqueueResult, error) {
+		if ob.group != nil {
+			return ob.group.enqueue(ctx, p)
+		}
+		return ob.enqueueAlone(ctx, p)
+	})
 }
 
 // enqueueAlone records p in a transaction of its own.
@@ -470,7 +475,7 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 		err = ob.checkObjects(ctx, tx, p)
 	}
 	if err == nil {
-		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: p.Tool, Args: p.Args, TokenID: p.params.TokenID,
+		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: ob.gateTool(p.Tool), Args: p.Args, TokenID: p.params.TokenID,
 			SessionConversation: p.params.SessionConversation,
 			PolicyVersion:       ins.policyVersion, BudgetVersion: ins.budgetVersion})
 	}

@@ -27,7 +27,9 @@ import (
 // key). A refusal of one call (a key conflict, a gate's refusal) records nothing, so the
 // others commit without it. Any other error, the inserts' included, ends the group's
 // transaction: it is rolled back, and each of its calls runs again in a transaction of
-// its own, as without group commit.
+// its own, as without group commit. No vendor read is made inside a group's transaction:
+// a call whose admission needs one leaves the group, makes the read with no transaction
+// open, and joins a later group (enqueueReadingFirst).
 type GroupCommit struct {
 	// MaxOps bounds the calls committed together. 0 or 1 turns group commit off.
 	MaxOps int
@@ -125,18 +127,40 @@ func (c *committer) run() {
 }
 
 // commitOrAnswerPanic commits the group; a panic in one of its calls (a bug) rolls the
-// group back and answers each of its calls that has no answer yet with an error, as a
-// panic in a request's own transaction would, instead of ending the process.
+// group back, and each of its calls runs again in a transaction of its own: the call
+// that panics fails alone, with an error, as a panic in a request's own transaction
+// would, instead of ending the process, and the others commit.
 func (c *committer) commitOrAnswerPanic(group []*grouped) {
 	defer func() {
 		if r := recover(); r != nil {
-			err := fmt.Errorf("outbox: an enqueue of the group panicked, and the group was rolled back: %v", r)
-			for _, g := range group {
-				g.answer(nil, err)
-			}
+			c.runAlone(group)
 		}
 	}()
 	c.commit(group)
+}
+
+// runAlone runs each call of a rolled-back group that has no answer yet in a
+// transaction of its own; a call that panics is answered with an error.
+func (c *committer) runAlone(group []*grouped) {
+	for _, g := range group {
+		select {
+		case <-g.done:
+			continue
+		default:
+		}
+		if err := g.ctx.Err(); err != nil {
+			g.answer(nil, err)
+			continue
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					g.answer(nil, fmt.Errorf("outbox: the enqueue panicked, and its transaction was rolled back: %v", r))
+				}
+			}()
+			g.answer(c.ob.enqueueAlone(context.WithoutCancel(g.ctx), g.p))
+		}()
+	}
 }
 
 // commit runs the group's calls in one transaction, commits it, and only then answers
@@ -274,13 +298,7 @@ func sameKey(a, b *Prepared) bool {
 // calls in a transaction of its own.
 func (c *committer) rollBackAndRunAlone(tx pgx.Tx, group []*grouped) {
 	_ = tx.Rollback(context.Background())
-	for _, g := range group {
-		if err := g.ctx.Err(); err != nil {
-			g.answer(nil, err)
-			continue
-		}
-		g.answer(c.ob.enqueueAlone(context.WithoutCancel(g.ctx), g.p))
-	}
+	c.runAlone(group)
 }
 
 // recordsNothing reports whether an enqueue's error left its transaction as it found

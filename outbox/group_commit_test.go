@@ -385,21 +385,27 @@ func TestGroupCommitStoresWhatAnEnqueueAloneStores(t *testing.T) {
 	requireOneJobPerOp(t, e.pool, 7)
 }
 
-// TestGroupCommitPanicFailsOnlyItsGroup: a call that panics (a bug) rolls its group back
-// and fails its calls with an error, and the process and the next groups go on.
-func TestGroupCommitPanicFailsOnlyItsGroup(t *testing.T) {
+// TestGroupCommitPanicFailsOnlyItsCall: a call that panics (a bug) rolls its group back;
+// it fails alone, with an error, and the group's other calls run alone and commit; the
+// process and the next groups go on.
+func TestGroupCommitPanicFailsOnlyItsCall(t *testing.T) {
 	t.Parallel()
 	e := newGroupEnv(t)
-	first, others := e.holdFirst(t, map[string]int{"a": 1, "b": 777})
+	first, others := e.holdFirst(t, map[string]int{"a": 1, "b": 777, "c": 2})
 	e.release <- struct{}{}
 	require.NoError(t, (<-first).err)
 	e.letGo()
 	defer close(e.held)
-	for key, a := range collect(others) {
-		require.ErrorContains(t, a.err, "panicked", key)
+	answers := collect(others)
+	require.ErrorContains(t, answers["b"].err, "panicked")
+	for _, key := range []string{"a", "c"} {
+		require.NoError(t, answers[key].err, key)
+		require.False(t, answers[key].res.Replayed, key)
 	}
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key IN ('a', 'b')"))
-	a := <-e.call("a", 1)
-	require.NoError(t, a.err, "a call after the panic")
-	require.False(t, a.res.Replayed)
+	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key IN ('a', 'b', 'c')"), "a and c")
+	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
+	requireOneJobPerOp(t, e.pool, 3)
+	d := <-e.call("d", 1)
+	require.NoError(t, d.err, "a call after the panic")
+	require.False(t, d.res.Replayed)
 }

@@ -143,7 +143,9 @@ func (l *liveness) run() {
 
 // lock opens the lock connection and takes the lock on it. The connection keeps its
 // session through idle periods (idle_session_timeout off) and through short network
-// outages (long TCP keepalives), so that a live process does not lose its lock.
+// outages (TCP keepalives after 5 minutes of silence, rather than the system's 2 hours,
+// unless the pool's connections set their own: serve's --pg-dead-session-timeout), so
+// that a live process does not lose its lock, and a cut one loses it in minutes.
 func (l *liveness) lock(ctx context.Context) (*pgx.Conn, error) {
 	cfg := l.ob.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = l.id
@@ -154,7 +156,11 @@ func (l *liveness) lock(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	for _, set := range []string{"SET idle_session_timeout = 0", "SET tcp_keepalives_idle = 300"} {
+	sets := []string{"SET idle_session_timeout = 0"}
+	if _, own := cfg.RuntimeParams["tcp_keepalives_idle"]; !own {
+		sets = append(sets, "SET tcp_keepalives_idle = 300")
+	}
+	for _, set := range sets {
 		_, _ = conn.Exec(cctx, set) // older servers lack the first; the lock works without them
 	}
 	var held bool

@@ -134,6 +134,15 @@ type Config struct {
 	// ApprovalExpiry is how long an op waits for a decision before it is rejected with
 	// the reason "approval expired". Defaults to DefaultApprovalExpiry (72 hours).
 	ApprovalExpiry time.Duration
+	// AdmissionReadTimeout bounds each vendor read a new op's admission makes (the
+	// vendor's tag of an object the tenant's ops do not name, ObjectArg.Tag; the price of
+	// a refund without an amount, Tool.Price). Enqueue and EnqueuePrepared make these
+	// reads before their transaction, never inside it; an EnqueueTx makes them inside the
+	// caller's transaction, bounded by this limit. A read that times out is a vendor that
+	// could not be asked: the call is refused with an *ObjectUnavailableError, or its op
+	// waits for a person when it cannot be priced. Defaults to
+	// DefaultAdmissionReadTimeout (5 seconds).
+	AdmissionReadTimeout time.Duration
 	// Notify, when set, POSTs a signed notification whenever an op starts waiting for
 	// approval, through a River job inserted with the op. Optional.
 	Notify *NotifyConfig
@@ -183,6 +192,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = DefaultMaxAttempts
+	}
+	if out.AdmissionReadTimeout <= 0 {
+		out.AdmissionReadTimeout = DefaultAdmissionReadTimeout
 	}
 	if out.ApprovalExpiry == 0 {
 		out.ApprovalExpiry = DefaultApprovalExpiry

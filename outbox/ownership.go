@@ -48,7 +48,7 @@ func (ob *Outbox) checkObject(ctx context.Context, tx pgx.Tx, tenantID int64, ve
 	if o.Tag == nil {
 		return refused
 	}
-	opID, err := o.Tag(ctx, id)
+	opID, err := ob.objectTag(ctx, o, id)
 	if err != nil {
 		return &ObjectUnavailableError{Arg: o.Arg, ID: id, Err: err}
 	}

@@ -35,7 +35,9 @@ type Tool struct {
 	// false: a full refund) will move, and its currency: a refund without an amount
 	// refunds what remains of its payment, so a budget counts it at that. It runs
 	// before the op is admitted, only when an amount budget covers the op, and may ask
-	// the vendor. An error means the amount cannot be known: the op then waits for a
+	// the vendor: Enqueue asks it before its transaction, an EnqueueTx inside the
+	// caller's, bounded by Config.AdmissionReadTimeout (ErrAdmissionReadDeferred says
+	// how a Gate passes such a read on). An error means the amount cannot be known: the op then waits for a
 	// person's approval (it is never counted as 0). ctx carries the new op's vendor
 	// account (AccountFrom). Defaults to none: such an op waits.
 	Price func(ctx context.Context, args json.RawMessage) (amount int64, currency string, err error)

@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/console"
 	"github.com/oncebox/oncebox/internal/mcpserver"
+	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
@@ -76,6 +77,9 @@ type Config struct {
 	// GroupCommitters is how many group transactions may be open at once
 	// (outbox.GroupCommit.Committers). Defaults to 4.
 	GroupCommitters int
+	// AdmissionReadTimeout bounds each vendor read a new op's admission makes, before
+	// its transaction (outbox.Config.AdmissionReadTimeout). Defaults to 5 seconds.
+	AdmissionReadTimeout time.Duration
 	// RetryMaxBackoff caps the wait between attempts after a retryable error. Defaults
 	// to 5 minutes.
 	RetryMaxBackoff time.Duration
@@ -284,6 +288,20 @@ type Config struct {
 	// working when Postgres's notification arrives, and this bounds a lost one. Defaults
 	// to 5 seconds; 0 asks Postgres on every request.
 	AuthCacheTTL time.Duration
+	// ListenHeartbeat is how often the listening connection (internal/pglisten) sends a
+	// round trip, which must come back within as long: a connection that stalls without
+	// failing then counts as lost within about twice this, so the token cache empties
+	// and stops caching, and long polls poll, until it listens again. Defaults to
+	// pglisten.DefaultHeartbeat (1 second); 0 turns heartbeats off.
+	ListenHeartbeat time.Duration
+	// DeadSessionTimeout bounds how long a session of this process may outlive its
+	// network: Postgres ends it after this long idle inside a transaction
+	// (idle_in_transaction_session_timeout) or once its peer stops answering (TCP
+	// keepalives, tcp_user_timeout), and this process drops such a connection likewise,
+	// so a cut never holds a row lock or the liveness lock for hours. Settings the
+	// DATABASE_URL names are kept. Defaults to DefaultDeadSessionTimeout (60 seconds); 0
+	// leaves Postgres's and the system's settings.
+	DeadSessionTimeout time.Duration
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey). Optional.
 	SealKey string
@@ -308,7 +326,10 @@ func Defaults() Config {
 		BatchedCompletion:    true,
 		GroupCommitOps:       outbox.DefaultGroupCommitOps,
 		GroupCommitters:      outbox.DefaultGroupCommitters,
+		AdmissionReadTimeout: outbox.DefaultAdmissionReadTimeout,
 		AuthCacheTTL:         tenant.DefaultCacheTTL,
+		ListenHeartbeat:      pglisten.DefaultHeartbeat,
+		DeadSessionTimeout:   DefaultDeadSessionTimeout,
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		NotifyTimeout:        10 * time.Second,
 		RetryMaxBackoff:      5 * time.Minute,

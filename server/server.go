@@ -120,6 +120,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if poolCfg.MaxConns < 20 {
 		poolCfg.MaxConns = 20
 	}
+	bindSessions(&poolCfg.ConnConfig.Config, cfg.DeadSessionTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
@@ -141,6 +142,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 	if cfg.Roles.API {
 		s.waitHub = opwait.New()
 		s.notifications = pglisten.New(s.apiPool.Config().ConnConfig.Copy(), logger)
+		s.notifications.SetHeartbeat(cfg.ListenHeartbeat)
 		s.notifications.Handle(opwait.Channel, s.waitHub, "long polls poll")
 		if cfg.AuthCacheTTL > 0 {
 			// The token cache holds checks only while this listens for token changes.
@@ -647,6 +649,7 @@ func (s *Server) outboxConfig(vendors []outbox.Vendor, sealKey []byte) (outbox.C
 		BatchedCompletion:    &batched,
 		ClaimCommit:          cfg.ClaimCommit,
 		GroupCommit:          outbox.GroupCommit{MaxOps: cfg.GroupCommitOps, Committers: cfg.GroupCommitters},
+		AdmissionReadTimeout: cfg.AdmissionReadTimeout,
 		MixedVersions:        s.fleet.Mixed,
 		ClientID:             s.fleet.ID(),
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,

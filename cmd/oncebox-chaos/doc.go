@@ -79,7 +79,7 @@
 //
 //	go run ./cmd/oncebox-chaos [--ops 2000] [--workers 2] [--seed N]
 //	    [--duration-cap 6m] [--enqueue-for 40s] [--database-url URL] [--keep]
-//	    [--webhook-native-keys=false] [--partitions=false] [--upgrade-from COMMIT]
+//	    [--webhook-native-keys=false] [--partitions=false] [--long-pg-cut 105s] [--upgrade-from COMMIT]
 //	    [--failover sync|async] [--http2=false]
 //
 // With --failover (make chaos-failover) the private primary has a streaming standby,

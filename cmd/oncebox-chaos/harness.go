@@ -79,6 +79,11 @@ type Config struct {
 	// and ip netns: without them the partitions are skipped with a log line, or, with
 	// CI set, the run fails. Skipped with DatabaseURL, UpgradeFrom or Failover.
 	Partitions bool
+	// LongPGCut, when set (more than 100 s), makes the partition of the Postgres link a
+	// long cut of that length (long_cut.go): by serve's --pg-dead-session-timeout and a
+	// margin after it, no session of the cut process, and so no lock of one, may be left
+	// in Postgres. Defaults to 0: the short partition.
+	LongPGCut time.Duration
 	// Failover, "sync" or "async" (make chaos-failover), runs the private primary with a
 	// streaming standby, synchronous or not, and the serve processes on a multi-host
 	// DATABASE_URL (target_session_attrs=read-write); instead of the Postgres crash, the
@@ -192,6 +197,8 @@ type harness struct {
 	ns               *netns
 	partitionSkipped string
 	partitions       [paths]atomic.Int64
+	// long is what the long Postgres cut saw (nil: none).
+	long *longCut
 
 	// procMu serialises the stopping and starting of serve processes by the
 	// kill loop, the kills after an effect and ensureRunning.
@@ -298,7 +305,11 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 			select {
 			case <-chaosCtx.Done():
 			case <-time.After(time.Second):
-				partErr = h.partition(ctx, pathPostgres, pgPartitionLength)
+				if cfg.LongPGCut > 0 {
+					partErr = h.longPGCut(ctx, cfg.LongPGCut)
+				} else {
+					partErr = h.partition(ctx, pathPostgres, pgPartitionLength)
+				}
 			}
 		})
 	}

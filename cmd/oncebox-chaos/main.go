@@ -31,6 +31,7 @@ func Main(ctx context.Context, args []string) int {
 	fs.BoolVar(&cfg.NoEvents, "no-events", false, "run without vendor events, to compare needs_review with a run that has them")
 	fs.StringVar(&cfg.UpgradeFrom, "upgrade-from", "", "a commit (make chaos-upgrade: the one in .ci/previous-release): start on its oncebox, run this tree's migrate in the middle, replace the processes one by one")
 	fs.BoolVar(&cfg.Partitions, "partitions", true, "run one serve process in a network namespace and cut its link to Postgres, then to the fake vendors (needs root and ip netns; skipped without them, unless CI is set)")
+	fs.DurationVar(&cfg.LongPGCut, "long-pg-cut", 0, "cut the partitioned serve's Postgres link this long (more than 100s) instead of the short partition, and check that Postgres ends its sessions, and their locks, within serve's --pg-dead-session-timeout and a margin")
 	fs.StringVar(&cfg.Failover, "failover", "", "sync or async (make chaos-failover): a streaming standby, synchronous or not, promoted after the primary is SIGKILLed in the middle of the run; serve reaches it through a multi-host URL")
 	fs.BoolVar(&cfg.HTTP2, "http2", true, "serve the fake Stripe, SendGrid, webhook receivers and CRM over TLS offering HTTP/2, with a late-delivery fault (a request held until the client gives up, then delivered if its connection is still open)")
 	if err := fs.Parse(args); err != nil {
@@ -47,6 +48,10 @@ func Main(ctx context.Context, args []string) int {
 	}
 	if cfg.Failover != "" && cfg.DatabaseURL != "" {
 		fmt.Fprintln(os.Stderr, "oncebox-chaos: --failover needs the private cluster: leave --database-url out")
+		return exitError
+	}
+	if cfg.LongPGCut != 0 && cfg.LongPGCut <= longCutMin {
+		fmt.Fprintf(os.Stderr, "oncebox-chaos: --long-pg-cut must be longer than %s (not %s)\n", longCutMin, cfg.LongPGCut)
 		return exitError
 	}
 	if cfg.Workers < 2 {

@@ -310,5 +310,5 @@ func (h *harness) partitionFigures() string {
 		return "partitions=skipped"
 	}
 	pg, vendors := h.partitions[pathPostgres].Load(), h.partitions[pathVendors].Load()
-	return fmt.Sprintf("partitions=%d partitions_postgres=%d partitions_vendors=%d", pg+vendors, pg, vendors)
+	return fmt.Sprintf("partitions=%d partitions_postgres=%d partitions_vendors=%d", pg+vendors, pg, vendors) + h.longCutFigures()
 }

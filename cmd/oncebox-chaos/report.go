@@ -203,6 +203,10 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 
 	fmt.Fprintf(out, "%s http2_vendors=%t late_held=%d late_delivered=%d late_dropped=%d\n", crmFig, h.fakes.tls != nil,
 		h.fakes.lateCounts.held.Load(), h.fakes.lateCounts.delivered.Load(), h.fakes.lateCounts.dropped.Load())
+	if why := h.longCutBroken(); why != "" {
+		fmt.Fprintln(out, "chaos:", why)
+		failoverOK = false
+	}
 	if !verdict.OK() || len(illegal) > 0 || unexplained > 0 || len(harnessErrors) > 0 || !failoverOK {
 		h.broken = true
 		return exitBroken, nil

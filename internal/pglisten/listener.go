@@ -5,11 +5,15 @@
 //
 // A notification is delivered only to a session that listened when it was sent, so a
 // handler is told when listening starts and when it stops: what it remembers from
-// before, or from a time nobody listened, may be stale.
+// before, or from a time nobody listened, may be stale. A connection that stalls (a cut
+// network, a proxy that stops forwarding) delivers no notification and no error, so the
+// listener sends a heartbeat round trip on it (SetHeartbeat): one that does not come
+// back in time counts the connection as lost.
 package pglisten
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -28,11 +32,15 @@ type Handler interface {
 	Notified(payload string)
 }
 
+// DefaultHeartbeat is the heartbeat New sets (SetHeartbeat).
+const DefaultHeartbeat = time.Second
+
 // Listener listens on the channels of its handlers.
 type Listener struct {
 	connConfig *pgx.ConnConfig
 	logger     *slog.Logger
 	channels   []channel
+	heartbeat  time.Duration
 }
 
 type channel struct {
@@ -48,8 +56,15 @@ func New(connConfig *pgx.ConnConfig, logger *slog.Logger) *Listener {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Listener{connConfig: connConfig, logger: logger}
+	return &Listener{connConfig: connConfig, logger: logger, heartbeat: DefaultHeartbeat}
 }
+
+// SetHeartbeat makes the listener send a round trip (SELECT 1) on its connection every
+// d, which must come back within d: otherwise the connection counts as lost (the
+// handlers are told, and it is made again), as a stalled connection delivers no
+// notification and no error. Its handlers thus learn of a stall within about 2d. 0
+// turns heartbeats off. Call it before Run; New sets DefaultHeartbeat.
+func (l *Listener) SetHeartbeat(d time.Duration) { l.heartbeat = max(d, 0) }
 
 // Handle makes h the handler of the channel named name; whileLost says, for the log
 // line of a lost connection, what h's users do until it is back ("long polls poll").
@@ -98,7 +113,12 @@ func (l *Listener) listen(ctx context.Context) (listened bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// A stalled connection must not hold the listener in its goodbye.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	handlers := map[string]Handler{}
 	for _, c := range l.channels {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c.name}.Sanitize()); err != nil {
@@ -107,15 +127,40 @@ func (l *Listener) listen(ctx context.Context) (listened bool, err error) {
 		handlers[c.name] = c.h
 	}
 	l.tell(true)
+	next := time.Now().Add(l.heartbeat)
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if l.heartbeat > 0 {
+			wctx, cancel = context.WithDeadline(ctx, next)
+		}
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			if h := handlers[n.Channel]; h != nil {
+				h.Notified(n.Payload)
+			}
+		case ctx.Err() == nil && wctx.Err() != nil:
+			// A heartbeat is due (notifications that keep coming do not put it off).
+			if err := l.beat(ctx, conn); err != nil {
+				return true, err
+			}
+			next = time.Now().Add(l.heartbeat)
+		default:
 			return true, err
 		}
-		if h := handlers[n.Channel]; h != nil {
-			h.Notified(n.Payload)
-		}
 	}
+}
+
+// beat sends a heartbeat round trip on conn, which must come back within the
+// heartbeat. A notification that arrives meanwhile is kept for the next wait.
+func (l *Listener) beat(ctx context.Context, conn *pgx.Conn) error {
+	hctx, cancel := context.WithTimeout(ctx, l.heartbeat)
+	defer cancel()
+	if _, err := conn.Exec(hctx, "SELECT 1"); err != nil {
+		return fmt.Errorf("pglisten: no heartbeat from Postgres within %s: %w", l.heartbeat, err)
+	}
+	return nil
 }
 
 // tell tells every handler whether the connection listens.

@@ -65,6 +65,36 @@ func List() []Mutant {
 			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
 		},
 
+		// No vendor read inside a transaction oncebox owns; a panic fails its call alone;
+		// a stalled listening connection stops the token cache.
+		{
+			Name:     "admission-reads-inside-tx",
+			Breaks:   "admission asks the vendor inside the enqueue's transaction again: a slow vendor holds the op's key, budget rows and, in a group, every committer",
+			File:     "outbox/admission_reads.go",
+			Old:      "	if reads == nil {\n\t\tctx, cancel := context.WithTimeout(ctx, timeout)",
+			New:      "	if reads == nil || reads != nil {\n\t\tctx, cancel := context.WithTimeout(ctx, timeout)",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestAdmissionReadsHoldNoLocks"},
+		},
+		{
+			Name:     "group-panic-fails-the-group",
+			Breaks:   "a panic in one call of a commit group fails every call of the group instead of that call alone",
+			File:     "outbox/group_commit.go",
+			Old:      "		if r := recover(); r != nil {\n\t\t\tc.runAlone(group)",
+			New:      "		if r := recover(); r != nil {\n\t\t\tfor _, g := range group {\n\t\t\t\tg.answer(nil, fmt.Errorf(\"panicked: %v\", r))\n\t\t\t}",
+			Packages: []string{outboxPkg},
+			Tests:    []string{"TestGroupCommitPanicFailsOnlyItsCall"},
+		},
+		{
+			Name:     "listener-without-heartbeat",
+			Breaks:   "the listening connection sends no heartbeat: a stalled connection keeps the token cache, and a revoked token valid, for the cache's TTL",
+			File:     "internal/pglisten/listener.go",
+			Old:      "func (l *Listener) SetHeartbeat(d time.Duration) { l.heartbeat = max(d, 0) }",
+			New:      "func (l *Listener) SetHeartbeat(d time.Duration) { l.heartbeat = 0 }",
+			Packages: []string{tenantPkg},
+			Tests:    []string{"TestStalledListenerStopsTheTokenCache"},
+		},
+
 		// Group commit: an answer only after the commit that holds its call.
 		{
 			Name:     "group-commit-answers-before-commit",

@@ -1,0 +1,52 @@
+package server
+
+import (
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DefaultDeadSessionTimeout is Config.DeadSessionTimeout's default.
+const DefaultDeadSessionTimeout = 60 * time.Second
+
+// bindSessions makes a dead session of this process end within d, on both sides of
+// each connection, so that none holds a row lock or an advisory lock (the liveness
+// lock) for long after its network is cut without a reset: Postgres's
+// idle_in_transaction_session_timeout ends a session left inside a transaction,
+// its tcp_keepalives_* find a peer that no longer answers, and its tcp_user_timeout
+// ends a connection whose sent data goes unacknowledged; on this process's side, TCP
+// keepalives and TCP_USER_TIMEOUT do the same for the connection. A setting the
+// DATABASE_URL names already is kept. 0 leaves every setting as it is.
+func bindSessions(cfg *pgconn.Config, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	idle, interval := max(d/3, time.Second), max(d/9, time.Second)
+	params := map[string]string{
+		"idle_in_transaction_session_timeout": strconv.FormatInt(d.Milliseconds(), 10),
+		"tcp_keepalives_idle":                 strconv.Itoa(int(idle.Seconds())),
+		"tcp_keepalives_interval":             strconv.Itoa(int(interval.Seconds())),
+		"tcp_keepalives_count":                "3",
+		"tcp_user_timeout":                    strconv.FormatInt(d.Milliseconds(), 10),
+	}
+	for k, v := range params {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
+	dialer := &net.Dialer{
+		Timeout:         cfg.ConnectTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: idle, Interval: interval, Count: 3},
+		Control: func(_, _ string, c syscall.RawConn) error {
+			var err error
+			if cerr := c.Control(func(fd uintptr) { err = setUserTimeout(fd, d) }); cerr != nil {
+				return cerr
+			}
+			return err
+		},
+	}
+	cfg.DialFunc = dialer.DialContext
+}
