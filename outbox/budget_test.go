@@ -114,7 +114,8 @@ func keyOf(t *testing.T, pool *pgxpool.Pool) string {
 // TestAmountBudgetSendsTheRestToApproval: an amount budget per currency admits ops up
 // to its sum; the op that would exceed it waits for approval, told which budget; a named
 // currency counts apart, every currency the budget does not name shares the one "*"
-// limit; other conversations count apart; usage survives (it is in Postgres).
+// limit; other conversations count apart, ops naming none count together; usage
+// survives (it is in Postgres).
 func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -136,7 +137,9 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	require.Equal(t, protocol.StatusAwaitingApproval, shared.Op.Status, "gbp shares the \"*\" limit eur used up")
 	require.Contains(t, shared.Why, "every currency it does not name together")
 	require.Equal(t, protocol.StatusPending, pay("e", "c2", `{"amount": 1000, "currency": "usd"}`).Op.Status, "another conversation counts apart")
-	require.Equal(t, protocol.StatusPending, pay("f", "", `{"amount": 5000, "currency": "usd"}`).Op.Status, "no conversation, no conversation budget")
+	require.Equal(t, protocol.StatusAwaitingApproval, pay("f", "", `{"amount": 5000, "currency": "usd"}`).Op.Status,
+		"no conversation is a bucket of its own (issue 49), not a way around the budget")
+	require.Equal(t, protocol.StatusPending, pay("g", "", `{"amount": 300, "currency": "usd"}`).Op.Status)
 
 	usage, err := e.govs[1].BudgetUsage(ctx, e.tenant)
 	require.NoError(t, err)
@@ -144,7 +147,10 @@ func TestAmountBudgetSendsTheRestToApproval(t *testing.T) {
 	for _, u := range usage {
 		used[u.Scope+"/"+u.Currency] = u.Used
 	}
-	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/*": 500, "conversation:c2/usd": 1000}, used)
+	require.Equal(t, map[string]int64{"conversation:c1/usd": 1000, "conversation:c1/*": 500, "conversation:c2/usd": 1000,
+		"no-conversation:token:none/usd": 300,
+		// Every op of the caller also counts across its conversations (at 10 times the limit).
+		"conversations:token:none/usd": 2300, "conversations:token:none/*": 500}, used)
 }
 
 // TestBudgetRefusalInTheCallersTransaction: an op the gate refuses inside the caller's
