@@ -42,7 +42,7 @@ bench: ## benchmarks against River, the floor and the peer in the same run (prin
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/testkit/bench/
 	$(GO) test -run '^$$' -bench TimeToSettleAfterSIGKILL -benchtime 1x -timeout 10m ./cmd/oncebox/
 
-# make model draws MODEL_CHECKS sequences (make test draws 4); MODEL_SEED=n replays one seed.
+# make model draws MODEL_CHECKS sequences (make test draws 2); MODEL_SEED=n replays one seed.
 MODEL_CHECKS ?= 400
 model: ## the model-based test across doors (TestModel, docs/reliability.md#the-model-based-test) with MODEL_CHECKS sequences of about 16 actions; needs DATABASE_URL or a local PostgreSQL install
 	$(GO) test -count=1 -timeout 180m -run '^TestModel$$' ./server/ -rapid.checks=$(MODEL_CHECKS) -rapid.shrinktime=10m $(if $(MODEL_SEED),-rapid.seed=$(MODEL_SEED))

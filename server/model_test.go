@@ -13,7 +13,7 @@ import (
 
 // modelChecks is how many sequences TestModel draws when -rapid.checks is not given:
 // few enough for make test (each check starts two processes on a fresh schema).
-const modelChecks = 4
+const modelChecks = 2
 
 // modelSteps is the average number of actions of a sequence (-rapid.steps is ignored).
 const modelSteps = 16
@@ -34,7 +34,9 @@ const modelSteps = 16
 //   - bug 2, a typed vendor_ref hands over another tenant's object: acme opens an account,
 //     globex's open_account loses its answer (needs_review), globex's approver resolves it
 //     succeeded naming acme's account, globex closes it: the target closes acme's account.
-//     Minimal sequence: 4 actions; see TestModel's log for the checks it took.
+//     Minimal sequence: 4 actions. The random search did not draw it in 100 checks (plus two
+//     runs stopped after about 15 minutes each): the corpus file encodes these four actions
+//     by hand, replayed through the same harness.
 //
 // make model runs it with many more checks.
 func TestModel(t *testing.T) {
