@@ -35,7 +35,7 @@ const modelSteps = 16
 //     globex's open_account loses its answer (needs_review), globex's approver resolves it
 //     succeeded naming acme's account, globex closes it: the target closes acme's account.
 //     Minimal sequence: 4 actions. The random search did not draw it in 100 checks (plus two
-//     runs stopped after about 15 minutes each): the corpus file encodes these four actions
+//     runs stopped after about 12 minutes each): the corpus file encodes these four actions
 //     by hand, replayed through the same harness.
 //
 // make model runs it with many more checks.
