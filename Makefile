@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./internal/api/... ./finance/... ./governance/... ./vendors/... ./internal/vendorevents/... ./client/... ./internal/mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint lint-tools bench chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything
+.PHONY: help build test test-race test-rest lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -41,6 +41,11 @@ lint-tools: ## install golangci-lint
 bench: ## benchmarks against River, the floor and the peer in the same run (prints ratios: x_river, x_floor, x_peer, x_unique), and the time to settle after a SIGKILL (p50_s, p99_s)
 	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/testkit/bench/
 	$(GO) test -run '^$$' -bench TimeToSettleAfterSIGKILL -benchtime 1x -timeout 10m ./cmd/oncebox/
+
+# make model draws MODEL_CHECKS sequences (make test draws 2); MODEL_SEED=n replays one seed.
+MODEL_CHECKS ?= 400
+model: ## the model-based test across doors (TestModel, docs/reliability.md#the-model-based-test) with MODEL_CHECKS sequences of about 16 actions; needs DATABASE_URL or a local PostgreSQL install
+	$(GO) test -count=1 -timeout 180m -run '^TestModel$$' ./server/ -rapid.checks=$(MODEL_CHECKS) -rapid.shrinktime=10m $(if $(MODEL_SEED),-rapid.seed=$(MODEL_SEED))
 
 chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root; in the second run the Postgres cut lasts 105 s and no session of it may outlive --pg-dead-session-timeout), faults, a Postgres restart and a crash on a durable cluster, TTL purges among approvals and steps, people's resolves with foreign refs, vendors over TLS and HTTP/2 with late deliveries; fails on any broken promise
 	$(GO) run ./cmd/oncebox-chaos

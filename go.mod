@@ -32,6 +32,7 @@ require (
 	golang.org/x/text v0.43.0
 	golang.org/x/time v0.16.0
 	google.golang.org/protobuf v1.36.12
+	pgregory.net/rapid v1.3.0
 	riverqueue.com/riverui v0.22.0
 )
 
