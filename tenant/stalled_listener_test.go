@@ -128,5 +128,8 @@ func TestStalledListenerStopsTheTokenCache(t *testing.T) {
 		return errors.Is(err, tenant.ErrUnauthorized)
 	}, 5*time.Second, 10*time.Millisecond, "a token revoked while the listening connection stalls still works")
 	require.Less(t, time.Since(start), 2*time.Second)
-	require.False(t, cached.ListeningForTest(), "the store caches nothing until listening is healthy again")
+	// The refusal may come first (an earlier announcement, delivered late on a loaded
+	// machine, emptied the cache): the heartbeat's verdict follows within two of them.
+	require.Eventually(t, func() bool { return !cached.ListeningForTest() }, 2*time.Second, 10*time.Millisecond,
+		"the store caches nothing until listening is healthy again")
 }
