@@ -2,12 +2,15 @@
 // webhook receiver that honours Idempotency-Key) on loopback ports, so that a real
 // `oncebox serve` can be pointed at them: the MCP client recipes run this way in CI
 // (make mcp-clients). It prints one line per fake, "stripe http://127.0.0.1:PORT",
-// then serves until SIGINT or SIGTERM.
+// then serves until SIGINT or SIGTERM. --stripe-delay D holds each PaymentIntent creation
+// for D before answering (a slow vendor: make agent-frameworks uses it so that an MCP call's
+// first answer is "not confirmed yet").
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,21 +26,40 @@ import (
 )
 
 func main() {
+	stripeDelay := flag.Duration("stripe-delay", 0, "hold each PaymentIntent creation this long before answering (a slow vendor)")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, *stripeDelay); err != nil {
 		fmt.Fprintln(os.Stderr, "oncebox-fakes:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
+// slowPaymentIntents holds each POST /v1/payment_intents for d before handing it on.
+func slowPaymentIntents(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func run(ctx context.Context, stripeDelay time.Duration) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fakes := []struct {
 		name string
 		h    http.Handler
 	}{
-		{"stripe", fakestripe.New(fakestripe.Config{Logger: logger})},
+		{"stripe", slowPaymentIntents(fakestripe.New(fakestripe.Config{Logger: logger}), stripeDelay)},
 		{"sendgrid", fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger})},
 		{"webhook", fakewebhook.New(fakewebhook.Config{HonourKeys: true})},
 	}
