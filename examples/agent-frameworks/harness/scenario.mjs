@@ -150,15 +150,21 @@ export async function runFramework(ob, framework, runAgent) {
       check(approved === 1, `one refund waited for approval and was approved through oncebox approve (found ${approved})`);
     }
   }
-  for (const [step, [re, what]] of Object.entries(expected)) {
-    const seen = brain.seen.filter((s) => s.step === step);
-    const ok = seen.length === 1 && re.test(seen[0].text);
-    check(ok, what + (ok ? "" : `; the model read: ${JSON.stringify(seen.map((s) => s.text))}`));
+  if (process.env.ONCEBOX_RECIPES_VERBOSE === "1") {
+    for (const s of brain.seen) console.log(`  ${framework} [${s.run} / ${s.step}] the model read: ${s.text}`);
   }
+  // Every op the model was told of is done with its vendor before the count.
+  const keys = new Set(brain.seen.flatMap((s) => [...s.text.matchAll(/op key (\S+?), status/g)].map((m) => m[1])));
+  for (const key of keys) await oncebox.settle(ob, t, key);
   const { pis, refunds } = await oncebox.stripeObjects(ob, description);
   check(pis.length === 1, `one PaymentIntent at the fake Stripe for the order (found ${pis.length}${pis.length > 1 ? ": a second side effect" : ""})`);
   const approvedRefunds = refunds.filter((r) => r.amount === 3000);
   check(approvedRefunds.length === 1, `one $30.00 refund, made after the approval (found ${approvedRefunds.length}${approvedRefunds.length > 1 ? ": a second side effect" : ""})`);
   check(refunds.length === approvedRefunds.length, `nothing past the budget: no other refund (found ${refunds.length - approvedRefunds.length})`);
+  for (const [step, [re, what]] of Object.entries(expected)) {
+    const seen = brain.seen.filter((s) => s.step === step);
+    const ok = seen.length === 1 && re.test(seen[0].text);
+    check(ok, what + (ok ? "" : `; the model read: ${JSON.stringify(seen.map((s) => s.text))}`));
+  }
   return problems;
 }
