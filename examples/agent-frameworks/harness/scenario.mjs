@@ -123,10 +123,14 @@ export async function runFramework(ob, framework, runAgent) {
     console.log(`  ${ok ? "ok  " : "FAIL"} ${framework}: ${what}`);
     if (!ok) problems.push(`${framework}: ${what}`);
   };
-  const connect = () => ({
-    url: `${ob.base}/mcp`,
-    headers: { Authorization: `Bearer ${t.token}`, "Oncebox-Conversation-Id": conversationFor(thread) },
-  });
+  const connect = () => {
+    const conversationId = conversationFor(thread);
+    return {
+      url: `${ob.base}/mcp`,
+      conversationId,
+      headers: { Authorization: `Bearer ${t.token}`, "Oncebox-Conversation-Id": conversationId },
+    };
+  };
   for (const run of runs) {
     brain.begin(run.name, run.steps);
     try {
@@ -155,7 +159,12 @@ export async function runFramework(ob, framework, runAgent) {
   }
   // Every op the model was told of is done with its vendor before the count.
   const keys = new Set(brain.seen.flatMap((s) => [...s.text.matchAll(/op key (\S+?), status/g)].map((m) => m[1])));
-  for (const key of keys) await oncebox.settle(ob, t, key);
+  const conversations = new Set();
+  for (const key of keys) conversations.add((await oncebox.settle(ob, t, key)).conversation_id ?? "");
+  if (process.env.ONCEBOX_RECIPES_FRESH_IDENTITY !== "1") {
+    check(conversations.size === 1 && conversations.has(thread),
+      `every op names the user's thread as its conversation (found ${JSON.stringify([...conversations])})`);
+  }
   const { pis, refunds } = await oncebox.stripeObjects(ob, description);
   check(pis.length === 1, `one PaymentIntent at the fake Stripe for the order (found ${pis.length}${pis.length > 1 ? ": a second side effect" : ""})`);
   const approvedRefunds = refunds.filter((r) => r.amount === 3000);
