@@ -10,6 +10,7 @@ const frameworks = {
   "ai-sdk": async () => [await import("./ai-sdk/agent.mjs"), await import("./ai-sdk/scripted.mjs")],
   "langchain-js": async () => [await import("./langchain-js/agent.mjs"), await import("./langchain-js/scripted.mjs")],
   "openai-agents-js": async () => [await import("./openai-agents-js/agent.mjs"), await import("./openai-agents-js/scripted.mjs")],
+  mastra: async () => [await import("./mastra/agent.mjs"), await import("./mastra/scripted.mjs")],
 };
 
 const databaseURL = process.env.DATABASE_URL ?? "";

@@ -20,6 +20,9 @@ type OpView struct {
 	// Matched is set when this call was matched to the op by its tool's identity fields
 	// although other arguments differ, and was not executed.
 	Matched *MatchView `json:"matched,omitempty"`
+	// Message is the result's text, the sentence that says what happened: some clients
+	// hand the model the structured content instead of the text (Mastra's MCP client).
+	Message string `json:"message"`
 }
 
 // MatchView says how a call was matched to an op by its tool's identity fields.

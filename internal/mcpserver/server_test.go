@@ -504,3 +504,24 @@ func TestConversationSurvivesARestart(t *testing.T) {
 	fresh := structured(t, call(t, connect(""), "stripe_payment_intent", payment(500), nil))
 	require.False(t, fresh.Replayed, "without it, each server instance is a conversation of its own")
 }
+
+// TestStructuredContentCarriesTheSentence: clients that hand the model the structured
+// content instead of the text (Mastra's MCP client) still give it the sentence that says
+// what happened: the structured content's message is the text, for a new op, a replay and
+// a call matched by its identity fields.
+func TestStructuredContentCarriesTheSentence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cs := e.inMemory(t)
+	args := payment(1200)
+	for _, res := range []*mcp.CallToolResult{
+		call(t, cs, "stripe_payment_intent", args, nil),
+		call(t, cs, "stripe_payment_intent", args, nil),
+		call(t, cs, "stripe_payment_intent", map[string]any{"amount": 1200, "currency": "usd", "description": "order 1, reworded"}, nil),
+	} {
+		v := structured(t, res)
+		require.NotEmpty(t, v.Message, "the structured content has no message")
+		require.Equal(t, text(t, res), v.Message)
+	}
+	require.Equal(t, 1, e.countOps(t))
+}

@@ -319,9 +319,12 @@ func (s *Server) awaitSettled(ctx context.Context, log *slog.Logger, tenantID in
 // callResult is the result the model reads of a call recorded as res, op as it stands.
 func (s *Server) callResult(tool string, args json.RawMessage, id callIdentity, res *outbox.EnqueueResult, op *outbox.Op) *mcp.CallToolResult {
 	if res.Matched != nil {
+		text := describeMatch(op, res.Matched, s.identity(tool, args), id)
+		view := newOpView(op, true, res.Matched, s.identity(tool, args))
+		view.Message = text
 		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: describeMatch(op, res.Matched, s.identity(tool, args), id)}},
-			StructuredContent: newOpView(op, true, res.Matched, s.identity(tool, args)),
+			Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+			StructuredContent: view,
 			IsError:           op.Status == protocol.StatusFailed,
 		}
 	}
@@ -334,6 +337,7 @@ func (s *Server) callResult(tool string, args json.RawMessage, id callIdentity, 
 		text += " Why: " + res.Why
 		view.Op.Why = res.Why
 	}
+	view.Message = text
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: view,

@@ -158,7 +158,7 @@ export async function runFramework(ob, framework, runAgent) {
     for (const s of brain.seen) console.log(`  ${framework} [${s.run} / ${s.step}] the model read: ${s.text}`);
   }
   // Every op the model was told of is done with its vendor before the count.
-  const keys = new Set(brain.seen.flatMap((s) => [...s.text.matchAll(/op key (\S+?), status/g)].map((m) => m[1])));
+  const keys = new Set(brain.seen.flatMap((s) => [...s.text.matchAll(/op key (\S+?), status|"key":"([^"]+)"/g)].map((m) => m[1] ?? m[2])));
   const conversations = new Set();
   for (const key of keys) conversations.add((await oncebox.settle(ob, t, key)).conversation_id ?? "");
   if (process.env.ONCEBOX_RECIPES_FRESH_IDENTITY !== "1") {
