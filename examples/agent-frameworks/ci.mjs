@@ -46,6 +46,10 @@ await oncebox.stop();
 clearTimeout(deadline);
 const secs = ((Date.now() - started) / 1000).toFixed(1);
 if (problems.length > 0) {
+  // The side effects first: they are what the run is for.
+  const dup = problems.filter((p) => p.includes("a second side effect"));
+  problems.sort((a, b) => Number(b.includes("a second side effect")) - Number(a.includes("a second side effect")));
+  if (dup.length > 0) console.error(`agent-frameworks: FAIL: a second side effect at the fake Stripe (${dup.map((p) => p.split(":")[0]).join(", ")})`);
   console.error(`agent-frameworks: FAIL (${secs} s):\n  ${problems.join("\n  ")}`);
   process.exit(1);
 }
