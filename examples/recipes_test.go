@@ -4,6 +4,8 @@
 package examples_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +20,7 @@ import (
 	"github.com/oncebox/oncebox/internal/mcpserver"
 )
 
-// recipeFiles returns the recipes' files (Python, JSON, Markdown, TypeScript sources)
+// recipeFiles returns the recipes' files (Python, JSON, Markdown, TypeScript and JavaScript sources)
 // and their contents, by path relative to examples/.
 func recipeFiles(t *testing.T) map[string]string {
 	t.Helper()
@@ -31,7 +33,7 @@ func recipeFiles(t *testing.T) map[string]string {
 			return filepath.SkipDir
 		}
 		switch filepath.Ext(path) {
-		case ".py", ".json", ".md", ".ts", ".txt":
+		case ".py", ".json", ".md", ".ts", ".mjs", ".txt":
 			if d.Name() == "package-lock.json" {
 				return nil
 			}
@@ -159,4 +161,42 @@ func TestClaudeDesktopRemoteBridge(t *testing.T) {
 	require.Contains(t, cfg, `"--header",`)
 	require.Contains(t, cfg, `"Authorization:${ONCEBOX_AUTH_HEADER}"`)
 	require.Contains(t, files["claude-desktop/README.md"], "mcp-remote")
+}
+
+// TestAgentFrameworkRecipesArePinned: the agent framework recipes install exact versions
+// (npm ci from package-lock.json), and each framework CI runs has its recipe, its scripted
+// model and a README.
+func TestAgentFrameworkRecipesArePinned(t *testing.T) {
+	t.Parallel()
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	var lock struct {
+		Packages map[string]struct {
+			Version      string            `json:"version"`
+			Dependencies map[string]string `json:"dependencies"`
+		} `json:"packages"`
+	}
+	b, err := os.ReadFile("agent-frameworks/package.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &pkg))
+	b, err = os.ReadFile("agent-frameworks/package-lock.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &lock))
+	exact := regexp.MustCompile(`^\d+\.\d+\.\d+$`)
+	require.NotEmpty(t, pkg.Dependencies)
+	require.Equal(t, pkg.Dependencies, lock.Packages[""].Dependencies, "package-lock.json is not package.json's")
+	for name, version := range pkg.Dependencies {
+		require.Regexp(t, exact, version, "%s is not pinned to an exact version", name)
+		require.Equal(t, version, lock.Packages["node_modules/"+name].Version, "the lock installs another %s", name)
+	}
+	ci, err := os.ReadFile("agent-frameworks/ci.mjs")
+	require.NoError(t, err)
+	for _, f := range []string{"ai-sdk", "langchain-js", "openai-agents-js", "mastra"} {
+		require.Contains(t, string(ci), fmt.Sprintf("./%s/agent.mjs", f), "ci.mjs does not run %s", f)
+		for _, file := range []string{"agent.mjs", "scripted.mjs", "README.md"} {
+			_, err := os.Stat(filepath.Join("agent-frameworks", f, file))
+			require.NoError(t, err)
+		}
+	}
 }
