@@ -108,6 +108,11 @@ const expected = {
   "refund again, reworded": [/(already requested|Not done again).*(carried out|vendor reference re_)/, "the refund asked again after approval says it was already carried out"],
 };
 
+/** opKeys are the keys of the ops the model was told of (in the text, or in the JSON Mastra hands it). */
+function opKeys(brain) {
+  return new Set(brain.seen.flatMap((s) => [...s.text.matchAll(/op key (\S+?), status|"key":"([^"]+)"/g)].map((m) => m[1] ?? m[2])));
+}
+
 /**
  * runFramework runs the three runs through one framework (runAgent is the recipe's agent
  * loop: a fresh MCP connection with the given headers, the framework's agent, the Brain
@@ -140,12 +145,8 @@ export async function runFramework(ob, framework, runAgent) {
     }
     check(brain.i >= run.steps.length, `the run "${run.name}" went through its ${run.steps.length} model turns (went through ${brain.i})`);
     if (run.name === "pay") {
-      // A later run: by now the slow vendor has answered.
-      for (let i = 0; i < 100; i++) {
-        const { pis } = await oncebox.stripeObjects(ob, description);
-        if (pis.some((pi) => pi.status === "succeeded")) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      // A later run: by then the slow vendor has answered and oncebox has recorded it.
+      for (const key of opKeys(brain)) await oncebox.settle(ob, t, key);
     }
     if (run.name === "re-plan") {
       const before = await oncebox.stripeObjects(ob, description);
@@ -158,7 +159,7 @@ export async function runFramework(ob, framework, runAgent) {
     for (const s of brain.seen) console.log(`  ${framework} [${s.run} / ${s.step}] the model read: ${s.text}`);
   }
   // Every op the model was told of is done with its vendor before the count.
-  const keys = new Set(brain.seen.flatMap((s) => [...s.text.matchAll(/op key (\S+?), status|"key":"([^"]+)"/g)].map((m) => m[1] ?? m[2])));
+  const keys = opKeys(brain);
   const conversations = new Set();
   for (const key of keys) conversations.add((await oncebox.settle(ob, t, key)).conversation_id ?? "");
   if (process.env.ONCEBOX_RECIPES_FRESH_IDENTITY !== "1") {
