@@ -4,6 +4,7 @@
 // past the budget; then what the fake Stripe holds, and what each framework handed the
 // model to read.
 import { randomBytes } from "node:crypto";
+import { cutProxy } from "./cut.mjs";
 import * as oncebox from "./oncebox.mjs";
 
 /**
@@ -96,6 +97,18 @@ const runs = [
       { name: "done", text: "The refund was already made." },
     ],
   },
+  {
+    name: "cut",
+    cut: true,
+    prompt: "Charge the customer $12.00 for order 1043.",
+    steps: [
+      { name: "pay, connection cut", tool: "stripe_payment_intent",
+        args: (b) => payment(b, { amount: 1200, description: `${b.description} order 1043` }) },
+      { name: "pay again after the error", tool: "stripe_payment_intent",
+        args: (b) => payment(b, { amount: 1200, description: `${b.description} order 1043` }) },
+      { name: "done", text: "The payment for order 1043 was asked for once." },
+    ],
+  },
 ];
 
 // What the model must read after each step: the sentence says plainly what happened.
@@ -106,6 +119,7 @@ const expected = {
   "refund above the approval rule": [/Waiting for approval: this refund needs a person's approval and has not been carried out/, "the refund above the rule says it waits for a person"],
   "refund past the budget": [/Not done: .*refunds-daily.*Nothing was executed or recorded/, "the refund past the budget says it was refused, naming the budget"],
   "refund again, reworded": [/(already requested|Not done again).*(carried out|vendor reference re_)/, "the refund asked again after approval says it was already carried out"],
+  "pay again after the error": [/This payment was already requested earlier and was not repeated now/, "the call after a cut connection says it was already requested and not repeated"],
 };
 
 /** opKeys are the keys of the ops the model was told of (in the text, or in the JSON Mastra hands it). */
@@ -138,10 +152,20 @@ export async function runFramework(ob, framework, runAgent) {
   };
   for (const run of runs) {
     brain.begin(run.name, run.steps);
+    const conn = connect();
+    // The "cut" run goes through a proxy that drops the first payment call's connection
+    // after oncebox answered it.
+    const proxy = run.cut ? await cutProxy(ob.base, (body) => body.includes('"tools/call"') && body.includes("order 1043")) : null;
+    if (proxy) conn.url = `${proxy.url}/mcp`;
     try {
-      await runAgent({ ...connect(), prompt: run.prompt, brain });
+      await runAgent({ ...conn, prompt: run.prompt, brain });
     } catch (err) {
       check(false, `the run "${run.name}" threw: ${err?.stack ?? err}`);
+    } finally {
+      if (proxy) {
+        check(proxy.cuts() === 1, `the proxy cut one payment call's connection after oncebox answered it (cut ${proxy.cuts()})`);
+        await proxy.close();
+      }
     }
     check(brain.i >= run.steps.length, `the run "${run.name}" went through its ${run.steps.length} model turns (went through ${brain.i})`);
     if (run.name === "pay") {
@@ -167,7 +191,10 @@ export async function runFramework(ob, framework, runAgent) {
       `every op names the user's thread as its conversation (found ${JSON.stringify([...conversations])})`);
   }
   const { pis, refunds } = await oncebox.stripeObjects(ob, description);
-  check(pis.length === 1, `one PaymentIntent at the fake Stripe for the order (found ${pis.length}${pis.length > 1 ? ": a second side effect" : ""})`);
+  const order = pis.filter((pi) => pi.amount === 5000);
+  check(order.length === 1, `one PaymentIntent at the fake Stripe for the order (found ${order.length}${order.length > 1 ? ": a second side effect" : ""})`);
+  const cutOrder = pis.filter((pi) => pi.amount === 1200);
+  check(cutOrder.length === 1, `one PaymentIntent for the order whose call lost its connection (found ${cutOrder.length}${cutOrder.length > 1 ? ": a second side effect" : ""})`);
   const approvedRefunds = refunds.filter((r) => r.amount === 3000);
   check(approvedRefunds.length === 1, `one $30.00 refund, made after the approval (found ${approvedRefunds.length}${approvedRefunds.length > 1 ? ": a second side effect" : ""})`);
   check(refunds.length === approvedRefunds.length, `nothing past the budget: no other refund (found ${refunds.length - approvedRefunds.length})`);
@@ -175,6 +202,13 @@ export async function runFramework(ob, framework, runAgent) {
     const seen = brain.seen.filter((s) => s.step === step);
     const ok = seen.length === 1 && re.test(seen[0].text);
     check(ok, what + (ok ? "" : `; the model read: ${JSON.stringify(seen.map((s) => s.text))}`));
+  }
+  if (framework === "mastra") {
+    // @mastra/mcp reconnects and sends a call again after a transport error: the model reads
+    // oncebox's answer to that retry, a replay of the op the cut call recorded.
+    const first = brain.seen.find((x) => x.step === "pay, connection cut")?.text ?? "";
+    check(/"replayed":true/.test(first) && /already requested earlier and was not repeated/.test(first),
+      `Mastra's own retry of the cut call was answered as a replay (the model read: ${first.slice(0, 200)})`);
   }
   return problems;
 }
