@@ -133,11 +133,14 @@ func printInstallation(out io.Writer, in governance.Installation, asJSON bool) e
 	fmt.Fprintln(w, "\nBUDGET\tTOOL\tSCOPE\tWINDOW\tCOUNT\tAMOUNT\tON EXCEED\tUPDATED\tBY")
 	for _, tb := range in.Budgets {
 		b := tb.Budget
-		tool := b.Tool
+		tool, scope := b.Tool, b.Scope
 		if tool == "" {
 			tool = "(every)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", b.Name, tool, string(b.Scope), time.Duration(b.Window), b.Count,
+		if scope == "" {
+			scope = governance.ScopeTenant
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", b.Name, tool, scope, time.Duration(b.Window), b.Count,
 			thresholds(b.Amount), b.OnExceedOrDefault(), tb.UpdatedAt.UTC().Format(time.RFC3339), tb.UpdatedBy)
 	}
 	if len(in.Budgets) == 0 {
