@@ -21,12 +21,16 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Tools are the registered tools, the same registry the Outbox has. Required.
 	Tools *outbox.Registry
-	// Approvals is the process-wide default approval policy, per tool; a tenant's own
-	// rules (SetTenantRule) override it tool by tool. Defaults to none: a tool's ops
-	// wait only when its NeedsApproval says so.
+	// Approvals is this process's default approval policy, per tool, under the
+	// installation's stored rules (SetDefaultRule): a stored rule of a tool wins, and a
+	// tenant's own rules (SetTenantRule) override both tool by tool. A server passes its
+	// catalogs' rules here and stores its flags' with SeedInstallation, so that every
+	// process reads the same rule. Defaults to none: a tool's ops wait only when its
+	// NeedsApproval says so.
 	Approvals ApprovalPolicy
 	// Budgets bound what agents do without a person, per tenant (or token, or
-	// conversation): the installation's default, which a tenant's own budgets
+	// conversation): this process's defaults, under the installation's stored budgets
+	// (SetDefaultBudget) of the same name, which a tenant's own budgets
 	// (SetTenantBudget) replace by name and add to. Defaults to none.
 	Budgets []Budget
 	// Observer counts budget decisions. Defaults to none.
@@ -67,6 +71,9 @@ type Governance struct {
 	// budgets remembers the tenants' own budgets (checked against the version the
 	// enqueue's insert read).
 	budgets budgetCache
+	// installed remembers the installation's stored rules and budgets (checked
+	// against the version the enqueue's insert read).
+	installed installedCache
 }
 
 var _ outbox.Gate = (*Governance)(nil)
@@ -91,14 +98,18 @@ func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (ou
 	if err != nil {
 		return outbox.Verdict{}, err
 	}
-	rule := g.ruleInForce(op.Tool, tr)
+	in, err := g.installedAt(ctx, tx, op.InstallationVersion)
+	if err != nil {
+		return outbox.Verdict{}, err
+	}
+	rule := g.ruleInForce(op.Tool, tr, in)
 	// A refund's payment is read at most once, for the rule and the budgets alike.
 	shown := sync.OnceValue(func() string { return g.shownCurrency(ctx, tx, op) })
 	if wait, why := rule.needs(op.Tool, op.Args, shown); wait {
 		return rule.hold(why), nil
 	}
 	// Budgets count what runs without a person.
-	budgets, err := g.budgetsFor(ctx, tx, op)
+	budgets, err := g.budgetsFor(ctx, tx, op, in)
 	if err != nil || len(budgets) == 0 {
 		return outbox.Verdict{}, err
 	}

@@ -77,17 +77,18 @@ func admit(t *testing.T, g *governance.Governance, pool *pgxpool.Pool, c call) (
 	)
 	txErr := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var (
-			version       int64
-			budgetVersion string
+			version                      int64
+			budgetVersion, installedVers string
 		)
 		if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT version FROM oncebox_approval_policy WHERE tenant_id = $1 AND tool = $2), 0),
-			(SELECT coalesce(max(version), 0)::text || ':' || count(*) FROM oncebox_tenant_budget WHERE tenant_id = $1)`,
-			c.tenant, c.tool.Name).Scan(&version, &budgetVersion); err != nil {
+			(SELECT coalesce(max(version), 0)::text || ':' || count(*) FROM oncebox_tenant_budget WHERE tenant_id = $1),
+			(SELECT coalesce(max(version), 0)::text || ':' || count(*) FROM oncebox_installation_policy)`,
+			c.tenant, c.tool.Name).Scan(&version, &budgetVersion, &installedVers); err != nil {
 			return err
 		}
 		op := &outbox.Op{TenantID: c.tenant, Tool: c.tool.Name, ConversationID: c.conversation}
 		v, err = g.Admit(ctx, tx, outbox.GateOp{Op: op, Tool: c.tool, Args: json.RawMessage(c.args), TokenID: c.token,
-			PolicyVersion: version, BudgetVersion: budgetVersion})
+			PolicyVersion: version, BudgetVersion: budgetVersion, InstallationVersion: installedVers})
 		return err
 	})
 	if err != nil {

@@ -173,7 +173,8 @@ type PolicySource string
 const (
 	// SourceTenant is a rule set for the tenant (SetTenantRule).
 	SourceTenant PolicySource = "tenant"
-	// SourceDefault is the process-wide default (Config.Approvals).
+	// SourceDefault is the installation's default: stored (SetDefaultRule, seeded by
+	// the flags), else the process's Config.Approvals (a catalog's rules).
 	SourceDefault PolicySource = "default"
 	// SourceTool is the tool's own NeedsApproval (such as --refund-approval-above).
 	SourceTool PolicySource = "tool"
@@ -192,20 +193,31 @@ type EffectiveRule struct {
 }
 
 // effectiveRule returns the rule in force for the tenant's tool, reading the tenant's
-// own rule with q (the enqueue's transaction, or the pool).
-func (g *Governance) effectiveRule(ctx context.Context, q querier, tenantID int64, tool outbox.Tool) (EffectiveRule, error) {
+// own rule and the installation's stored ones with q (the decision's transaction, or the
+// pool).
+func (g *Governance) effectiveRule(ctx context.Context, q dbReader, tenantID int64, tool outbox.Tool) (EffectiveRule, error) {
 	tr, err := g.readTenantRule(ctx, q, tenantID, tool.Name)
 	if err != nil {
 		return EffectiveRule{}, err
 	}
-	return g.ruleInForce(tool, tr), nil
+	in, err := g.readInstalled(ctx, q)
+	if err != nil {
+		return EffectiveRule{}, err
+	}
+	return g.ruleInForce(tool, tr, in), nil
 }
 
 // ruleInForce is the rule in force for a tool given the tenant's own rule of it (version
-// 0: none): the tenant's, else the process-wide default, else the tool's own.
-func (g *Governance) ruleInForce(tool outbox.Tool, tr tenantRule) EffectiveRule {
+// 0: none) and the installation's stored policy in: the tenant's, else the
+// installation's stored one, else this process's default (Config.Approvals: a catalog's
+// rules), else the tool's own. A default's version is its content's, so that every
+// process names the same rule the same way.
+func (g *Governance) ruleInForce(tool outbox.Tool, tr tenantRule, in *Installation) EffectiveRule {
 	if tr.version != 0 {
 		return EffectiveRule{Tool: tool.Name, Rule: tr.rule, Source: SourceTenant, Version: "tenant:" + strconv.FormatInt(tr.version, 10)}
+	}
+	if r, ok := in.rule(tool.Name); ok {
+		return EffectiveRule{Tool: tool.Name, Rule: r, Source: SourceDefault, Version: "default:" + r.version()}
 	}
 	if r, ok := g.cfg.Approvals[tool.Name]; ok {
 		return EffectiveRule{Tool: tool.Name, Rule: r, Source: SourceDefault, Version: "default:" + r.version()}
@@ -242,16 +254,32 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// EffectivePolicy returns the rule in force for every registered tool of the tenant.
+// EffectivePolicy returns the rule in force for every registered tool of the tenant,
+// and for every tool the installation stores a rule of that this process has not
+// loaded (a catalog or upstream tool of another process's configuration).
 func (g *Governance) EffectivePolicy(ctx context.Context, tenantID int64) ([]EffectiveRule, error) {
+	in, err := g.readInstalled(ctx, g.cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	names := g.cfg.Tools.NamesFor(tenantID)
+	for _, r := range in.Rules {
+		if _, ok := g.cfg.Tools.Lookup(r.Tool); !ok {
+			names = append(names, r.Tool)
+		}
+	}
+	sort.Strings(names)
 	var out []EffectiveRule
-	for _, name := range g.cfg.Tools.Names() {
-		tool, _ := g.cfg.Tools.Lookup(name)
-		e, err := g.effectiveRule(ctx, g.cfg.Pool, tenantID, tool)
+	for _, name := range names {
+		tool, ok := g.cfg.Tools.Lookup(name)
+		if !ok {
+			tool = outbox.Tool{Name: name}
+		}
+		tr, err := g.readTenantRule(ctx, g.cfg.Pool, tenantID, name)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, e)
+		out = append(out, g.ruleInForce(tool, tr, in))
 	}
 	return out, nil
 }
@@ -260,8 +288,8 @@ func (g *Governance) EffectivePolicy(ctx context.Context, tenantID int64) ([]Eff
 // Ops already waiting under the previous rule can no longer be approved (their approval
 // was bound to it): they can be rejected, or left to expire.
 func (g *Governance) SetTenantRule(ctx context.Context, tenantID int64, tool string, rule ApprovalRule) (EffectiveRule, error) {
-	if _, ok := g.cfg.Tools.Lookup(tool); !ok {
-		return EffectiveRule{}, &outbox.UnknownToolError{Name: tool, Known: g.cfg.Tools.Names()}
+	if err := g.checkToolName("tool", tool); err != nil {
+		return EffectiveRule{}, err
 	}
 	if err := rule.Validate(); err != nil {
 		return EffectiveRule{}, &outbox.ValidationError{Field: "rule", Message: err.Error()}

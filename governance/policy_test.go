@@ -41,8 +41,9 @@ func TestApprovalRuleHoldsPerCurrencyAndTenant(t *testing.T) {
 
 	_, err = g.SetTenantRule(ctx, acme, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove})
 	require.Error(t, err, "above without thresholds")
-	_, err = g.SetTenantRule(ctx, acme, "nope", governance.ApprovalRule{Mode: governance.ApprovalNever})
-	require.ErrorIs(t, err, outbox.ErrUnknownTool)
+	var verr *outbox.ValidationError
+	_, err = g.SetTenantRule(ctx, acme, "No Such Tool", governance.ApprovalRule{Mode: governance.ApprovalNever})
+	require.ErrorAs(t, err, &verr, "a malformed tool name is refused")
 	require.NoError(t, g.ClearTenantRule(ctx, acme, "test.money"))
 	require.NotEmpty(t, pay(acme, `{"amount": 9001, "currency": "usd"}`), "the default applies again")
 	require.ErrorIs(t, g.ClearTenantRule(ctx, acme, "test.money"), outbox.ErrNotFound)

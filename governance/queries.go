@@ -77,3 +77,28 @@ const sqlWaitingByBudget = `
 SELECT budget, count(*) FROM oncebox_approval
 WHERE tenant_id = $1 AND decision IS NULL AND budget IS NOT NULL AND expires_at > now()
 GROUP BY budget`
+
+// The installation's stored policy (installation.go, migration 029).
+
+const sqlInstalled = `SELECT kind, name, body, version, updated_at, updated_by FROM oncebox_installation_policy ORDER BY kind, name`
+
+const sqlSetInstalled = `
+INSERT INTO oncebox_installation_policy (kind, name, body, updated_by) VALUES ($1, $2, $3, $4)
+ON CONFLICT (kind, name) DO UPDATE
+	SET body = EXCLUDED.body, updated_by = EXCLUDED.updated_by,
+		version = nextval('oncebox_installation_policy_version'), updated_at = now()`
+
+const sqlDeleteInstalled = `DELETE FROM oncebox_installation_policy WHERE kind = $1 AND name = $2`
+
+// sqlSeedInstalled stores a row unless one is stored under its kind and name, and says
+// whether it did, with the row in force.
+const sqlSeedInstalled = `
+WITH ins AS (
+	INSERT INTO oncebox_installation_policy (kind, name, body, updated_by) VALUES ($1, $2, $3, $4)
+	ON CONFLICT (kind, name) DO NOTHING
+	RETURNING body, updated_by
+)
+SELECT true, body, updated_by FROM ins
+UNION ALL
+SELECT false, body, updated_by FROM oncebox_installation_policy
+WHERE kind = $1 AND name = $2 AND NOT EXISTS (SELECT 1 FROM ins)`

@@ -116,18 +116,29 @@ func (g *Governance) ownBudgetsAt(ctx context.Context, q queryer, tenantID int64
 	return g.readOwnBudgets(ctx, q, tenantID)
 }
 
-// inForce is the budgets in force for a tenant with the own budgets own: each of the
-// tenant's budgets replaces the default of the same name, and the others add to the
+// inForce is the budgets in force for a tenant with the own budgets own and the
+// installation's stored policy in: the installation's stored budgets replace this
+// process's defaults (Config.Budgets) of the same name and add to the others; each of
+// the tenant's budgets replaces the default of the same name, and the others add to the
 // defaults.
-func (g *Governance) inForce(own []TenantBudget) []TenantBudget {
+func (g *Governance) inForce(own []TenantBudget, in *Installation) []TenantBudget {
 	mine := map[string]bool{}
 	for _, tb := range own {
 		mine[tb.Budget.Name] = true
 	}
-	out := make([]TenantBudget, 0, len(g.cfg.Budgets)+len(own))
+	stored := map[string]bool{}
+	for _, tb := range in.Budgets {
+		stored[tb.Budget.Name] = true
+	}
+	out := make([]TenantBudget, 0, len(g.cfg.Budgets)+len(in.Budgets)+len(own))
 	for _, b := range g.cfg.Budgets {
-		if !mine[b.Name] {
+		if !mine[b.Name] && !stored[b.Name] {
 			out = append(out, TenantBudget{Budget: b, Source: SourceDefault})
+		}
+	}
+	for _, tb := range in.Budgets {
+		if !mine[tb.Budget.Name] {
+			out = append(out, tb)
 		}
 	}
 	out = append(out, own...)
@@ -137,15 +148,15 @@ func (g *Governance) inForce(own []TenantBudget) []TenantBudget {
 
 // budgetsFor returns the budgets in force for the op's tenant, reading its own with q
 // when this process does not remember the version the insert read.
-func (g *Governance) budgetsFor(ctx context.Context, q queryer, op outbox.GateOp) ([]Budget, error) {
+func (g *Governance) budgetsFor(ctx context.Context, q queryer, op outbox.GateOp, in *Installation) ([]Budget, error) {
 	own, err := g.ownBudgetsAt(ctx, q, op.Op.TenantID, op.BudgetVersion)
 	if err != nil {
 		return nil, err
 	}
-	if len(own.rows) == 0 {
+	if len(own.rows) == 0 && len(in.Budgets) == 0 {
 		return g.cfg.Budgets, nil
 	}
-	tbs := g.inForce(own.rows)
+	tbs := g.inForce(own.rows, in)
 	out := make([]Budget, len(tbs))
 	for i, tb := range tbs {
 		out[i] = tb.Budget
@@ -160,7 +171,11 @@ func (g *Governance) TenantBudgets(ctx context.Context, tenantID int64) ([]Tenan
 	if err != nil {
 		return nil, err
 	}
-	return g.inForce(own.rows), nil
+	in, err := g.readInstalled(ctx, g.cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	return g.inForce(own.rows, in), nil
 }
 
 // SetTenantBudget sets the tenant's own budget b (replacing its budget of that name,
@@ -172,8 +187,10 @@ func (g *Governance) SetTenantBudget(ctx context.Context, tenantID int64, b Budg
 		return &outbox.ValidationError{Field: "budget", Message: err.Error()}
 	}
 	if b.Tool != "" {
-		if _, ok := g.cfg.Tools.Lookup(b.Tool); !ok {
-			return &outbox.UnknownToolError{Name: b.Tool, Known: g.cfg.Tools.Names()}
+		// A catalog or upstream tool of the tenant may be one this process has not
+		// loaded (the CLI loads no tenant's catalog): a well-formed name is accepted.
+		if err := g.checkToolName("tool", b.Tool); err != nil {
+			return err
 		}
 	}
 	if by == "" {

@@ -113,7 +113,7 @@ func TestApprovalPolicyPerCurrencyAndTenant(t *testing.T) {
 
 	_, err = e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove})
 	require.Error(t, err, "above without thresholds")
-	_, err = e.gov.SetTenantRule(ctx, e.tenant, "nope", governance.ApprovalRule{Mode: governance.ApprovalNever})
+	_, err = e.gov.SetTenantRule(ctx, e.tenant, "No Such Tool", governance.ApprovalRule{Mode: governance.ApprovalNever})
 	require.Error(t, err)
 	require.NoError(t, e.gov.ClearTenantRule(ctx, e.tenant, "test.money"))
 	require.Equal(t, protocol.StatusAwaitingApproval, e.pay(t, "usd-9001", `{"amount": 9001, "currency": "usd"}`).Op.Status,

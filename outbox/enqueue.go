@@ -384,6 +384,8 @@ type insertion struct {
 	policyVersion int64
 	// budgetVersion is GateOp.BudgetVersion.
 	budgetVersion string
+	// installationVersion is GateOp.InstallationVersion.
+	installationVersion string
 }
 
 // insertOp inserts the prepared call as a pending op, or finds the op its key holds.
@@ -398,7 +400,7 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, row *opR
 	var ins insertion
 	for rows.Next() {
 		ins.op = &Op{}
-		dest := append([]any{&ins.inserted, &ins.tombstone, &ins.policyVersion, &ins.budgetVersion}, ins.op.scanDest()...)
+		dest := append([]any{&ins.inserted, &ins.tombstone, &ins.policyVersion, &ins.budgetVersion, &ins.installationVersion}, ins.op.scanDest()...)
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("outbox: insert op: %w", err)
@@ -477,7 +479,8 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 	if err == nil {
 		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: ob.gateTool(p.Tool), Args: p.Args, TokenID: p.params.TokenID,
 			SessionConversation: p.params.SessionConversation,
-			PolicyVersion:       ins.policyVersion, BudgetVersion: ins.budgetVersion})
+			PolicyVersion:       ins.policyVersion, BudgetVersion: ins.budgetVersion,
+			InstallationVersion: ins.installationVersion})
 	}
 	if err != nil {
 		// A refusal records nothing, in the caller's transaction too.

@@ -48,6 +48,11 @@ type GateOp struct {
 	// ("newest version:count", "0:0" when it has none), read by the insert itself: a
 	// gate that remembers a tenant's budgets reads them again only when it differs.
 	BudgetVersion string
+	// InstallationVersion names the installation's stored approval rules and budgets
+	// (the defaults a tenant's own override) when the op was inserted ("newest
+	// version:count", "0:0" when none is stored), read by the insert itself: a gate that
+	// remembers them reads them again only when it differs.
+	InstallationVersion string
 }
 
 // Verdict is a gate's decision about a new op.

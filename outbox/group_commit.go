@@ -276,7 +276,7 @@ func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*grouped) ([]*insertion, err
 	for rows.Next() {
 		var n int
 		ins := &insertion{op: &Op{}, inserted: true}
-		dest := append([]any{&n, &ins.tombstone, &ins.policyVersion, &ins.budgetVersion}, ins.op.scanDest()...)
+		dest := append([]any{&n, &ins.tombstone, &ins.policyVersion, &ins.budgetVersion, &ins.installationVersion}, ins.op.scanDest()...)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("outbox: insert the group's ops: %w", err)
 		}

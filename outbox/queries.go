@@ -13,7 +13,8 @@ const opColumns = opstate.OpColumns
 // generation (NULL otherwise); the third, for an inserted op, the version of the
 // tenant's own approval rule of the tool as stored (0: the tenant has none), which the
 // gate checks what it remembers against (GateOp.PolicyVersion); the fourth, the version
-// of the tenant's own budgets (GateOp.BudgetVersion). The op records the account of
+// of the tenant's own budgets (GateOp.BudgetVersion); the fifth, the version of the
+// installation's stored rules and budgets (GateOp.InstallationVersion). The op records the account of
 // its tenant's vendor settings (oncebox_tenant_vendor) as they are in this statement:
 // no other read, and a tenant without settings costs an index probe. The tenant's row is
 // read, not locked (migration 027 dropped the foreign key, whose check locked it at
@@ -34,10 +35,15 @@ WITH ins AS (
 )
 SELECT true, (SELECT t.generation FROM oncebox_tombstone t WHERE t.tenant_id = $1 AND t.idempotency_key = $2),
 	coalesce((SELECT p.version FROM oncebox_approval_policy p WHERE p.tenant_id = $1 AND p.tool = $3), 0),
-	(SELECT coalesce(max(b.version), 0)::text || ':' || count(*) FROM oncebox_tenant_budget b WHERE b.tenant_id = $1), ins.* FROM ins
+	(SELECT coalesce(max(b.version), 0)::text || ':' || count(*) FROM oncebox_tenant_budget b WHERE b.tenant_id = $1),
+	` + sqlInstallationVersion + `, ins.* FROM ins
 UNION ALL
-SELECT false, NULL::integer, 0::bigint, '', ` + opColumns + ` FROM oncebox_op
+SELECT false, NULL::integer, 0::bigint, '', '', ` + opColumns + ` FROM oncebox_op
 WHERE tenant_id = $1 AND idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+// sqlInstallationVersion names the installation's stored approval rules and budgets
+// (migration 029) as "newest version:count", "0:0" when none is stored.
+const sqlInstallationVersion = `(SELECT coalesce(max(d.version), 0)::text || ':' || count(*) FROM oncebox_installation_policy d)`
 
 // sqlEnqueueMany is sqlEnqueue for the calls of a group commit, in one statement: the
 // calls are the arrays' elements, their keys distinct, and each row it returns starts
@@ -66,7 +72,7 @@ WITH c AS (
 SELECT c.n, (SELECT t.generation FROM oncebox_tombstone t WHERE t.tenant_id = c.tenant_id AND t.idempotency_key = c.idempotency_key),
 	coalesce((SELECT p.version FROM oncebox_approval_policy p WHERE p.tenant_id = c.tenant_id AND p.tool = c.tool), 0),
 	(SELECT coalesce(max(b.version), 0)::text || ':' || count(*) FROM oncebox_tenant_budget b WHERE b.tenant_id = c.tenant_id),
-	ins.*
+	` + sqlInstallationVersion + `, ins.*
 FROM ins JOIN c ON c.tenant_id = ins.tenant_id AND c.idempotency_key = ins.idempotency_key`
 
 // sqlHoldOp makes a new op, inserted pending in the enqueue's transaction, wait for a

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -860,25 +861,51 @@ func (s *Server) budgetLines(ctx context.Context, tenantID int64) ([]console.Bud
 	return lines, nil
 }
 
-// governance is the gate of an outbox on pool: the approval rules, budgets and tenant
-// policies the flags configure.
+// governance is the gate of an outbox on pool: the installation's stored approval
+// rules and budgets (SeedPolicy stores the flags'), the tenants' own, and the catalogs'
+// approval rules under them.
 func (s *Server) governance(pool *pgxpool.Pool) (*governance.Governance, error) {
-	return governance.New(governance.Config{Pool: pool, Tools: s.registry, Approvals: s.approvals(), Budgets: s.cfg.Budgets,
+	return governance.New(governance.Config{Pool: pool, Tools: s.registry, Approvals: s.approvals(),
 		Observer: s.metrics, Logger: s.logger})
 }
 
-// approvals is the default approval policy with the catalog's approval rules for the
-// tools --approval-policy does not name.
+// approvals is the catalog's approval rules: the defaults of its tools under the
+// installation's stored rules. The flags' rules are not among them: they only seed the
+// stored ones (SeedPolicy), so that every process reads the same rule.
 func (s *Server) approvals() governance.ApprovalPolicy {
-	p := s.cfg.DefaultApprovals()
+	p := governance.ApprovalPolicy{}
 	if s.catalog != nil {
 		for tool, r := range s.catalog.Current().Approvals() {
-			if _, set := p[tool]; !set {
-				p[tool] = r
-			}
+			p[tool] = r
 		}
 	}
 	return p
+}
+
+// SeedPolicy stores the approval rules and budgets of the flags (--approval-policy,
+// --refund-approval-above, --budgets) that the installation does not store yet under
+// their tool or name, and logs what it stored and each stored rule or budget that
+// differs from the flags': the stored one stays in force (change it with `oncebox
+// policy`). serve, dev and mcp call it at start; the other commands read the stored
+// policy only.
+func (s *Server) SeedPolicy(ctx context.Context) error {
+	host, _ := os.Hostname()
+	res, err := s.gov.SeedInstallation(ctx, governance.Seed{Approvals: s.cfg.DefaultApprovals(), Budgets: s.cfg.Budgets,
+		By: "seed: flags of a process on " + host})
+	if err != nil {
+		return err
+	}
+	for _, name := range res.Stored {
+		s.logger.Info("policy: stored the flags' "+name+" as the installation's", slog.String("seeded", name))
+	}
+	for _, k := range res.Kept {
+		s.logger.Warn("policy: the installation's stored "+k.Kind+" "+k.Name+" differs from this process's flags and stays in force: "+
+			"flags only seed what is not stored; change it with `oncebox policy`",
+			slog.String("stored", string(k.Stored)), slog.String("flags", string(k.Seeded)), slog.String("stored_by", k.UpdatedBy))
+	}
+	s.logger.Info("policy: approval rules and budgets are read from the database (oncebox policy show)",
+		slog.Int("seeded", len(res.Stored)), slog.Int("kept", len(res.Kept)))
+	return nil
 }
 
 // DefaultApprovals is the configured default approval policy, with the shorthand
@@ -1048,6 +1075,12 @@ func (s *Server) Run(ctx context.Context) error {
 				return fmt.Errorf("river ui: %w", err)
 			}
 		}
+	}
+	if err := s.SeedPolicy(ctx); err != nil {
+		if s.listener != nil {
+			_ = s.listener.Close()
+		}
+		return err
 	}
 	stopMonitor := runBeside(ctx, s.monitorStore)
 	defer stopMonitor()

@@ -69,7 +69,7 @@ func TestNoDatabaseOneMessage(t *testing.T) {
 	for _, args := range []string{
 		"serve", "migrate", "tenant create acme", "tenant list", "lookup --tenant acme KEY", "approve --tenant acme KEY",
 		"reject --tenant acme KEY", "review list", "review resolve --tenant acme KEY --failed --reason r",
-		"reconcile run", "reconcile report --since 2026-01-01", "mcp --tenant acme", "bench",
+		"reconcile run", "reconcile report --since 2026-01-01", "mcp --tenant acme", "bench", "policy show",
 	} {
 		out, errOut, code := runCLI(t, args, "STRIPE_API_KEY=sk_test_x")
 		require.Equal(t, 2, code, "oncebox %s: %s%s", args, out, errOut)

@@ -20,7 +20,7 @@ func TestEverySubcommandHelpShowsItsOwnFlags(t *testing.T) {
 	env := []string{"DATABASE_URL=postgres://oncebox:pw-sentinel-db@127.0.0.1:1/x?sslmode=disable",
 		"STRIPE_API_KEY=sk_sentinel_stripe", "SENDGRID_API_KEY=SG.sentinel_sendgrid", "ONCEBOX_SEAL_KEY=sentinel-seal"}
 	serveOnly := []string{"addr", "roles", "stripe-workers", "http-write-timeout", "shutdown-grace", "admin-token", "purge-interval"}
-	for _, c := range []string{"serve", "dev", "migrate", "tenant", "tenant policy", "lookup", "approve", "reject", "review",
+	for _, c := range []string{"serve", "dev", "migrate", "tenant", "tenant policy", "policy", "lookup", "approve", "reject", "review",
 		"reconcile", "mcp", "bench", "healthcheck", "config", "tools check", "version"} {
 		out, errOut, code := runCLI(t, c+" --help", env...)
 		text := out + errOut

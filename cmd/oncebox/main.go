@@ -57,6 +57,8 @@ func Main(ctx context.Context, args []string) int {
 		err = runMigrate(ctx, rest)
 	case "tenant":
 		err = runTenant(ctx, rest)
+	case "policy":
+		err = runPolicy(ctx, rest)
 	case "lookup":
 		err = runLookup(ctx, rest)
 	case "approve", "reject":
@@ -122,16 +124,23 @@ Usage: oncebox <command> [flags]
   tenant policy list NAME      the approval rule in force per tool: mode, thresholds, approvers, source
   tenant policy set NAME TOOL --mode never|always|above [--above N|cur=N ...] [--approvers 2]
   tenant policy clear NAME TOOL
-                               the tenant's own approval rules, over --approval-policy
+                               the tenant's own approval rules, over the installation's (policy)
   tenant budget set --tenant T NAME --window 24h [--count N] [--amount usd=N ...] [--tool X]
       [--scope tenant|token|conversation] [--conversations N] [--on-exceed approval|refuse]
   tenant budget list --tenant T   the budgets in force: used, limit and left in the current window
   tenant budget delete --tenant T NAME
-                               the tenant's own budgets, over --budgets by name
+                               the tenant's own budgets, over the installation's by name (policy)
   tenant adopt --tenant T VENDOR ID [ID ...]
                                objects made outside oncebox (stripe pi_…) the tenant's ops may act on
   tenant adopt --list [--tenant T]
                                the objects adopted (--format json)
+  policy show [--format json]  the installation's stored approval rules and budgets, which every
+                               process reads (serve's --approval-policy, --refund-approval-above and
+                               --budgets only seed what is not stored)
+  policy set TOOL --mode never|always|above [--above N|cur=N ...] [--approvers 2]
+  policy clear TOOL
+  policy budget set NAME --window 24h [--count N] [--amount usd=N ...] [--tool X] ...
+  policy budget delete NAME    the installation's defaults; a tenant's own override them
   lookup --tenant T TERM       everything about the op a key, op id or vendor ref (pi_…, a SendGrid
                                message id) names: attempts, decisions, timeline; a conversation's ops
   approve|reject --tenant T --token TOKEN KEY [--reason R]

@@ -36,6 +36,9 @@ func runMCP(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
+	if err := srv.SeedPolicy(ctx); err != nil {
+		return err
+	}
 	tid, err := tenantID(ctx, srv, *tenantName)
 	if err != nil {
 		return err

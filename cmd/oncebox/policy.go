@@ -48,8 +48,8 @@ func (t thresholds) Set(v string) error {
 }
 
 // runTenantPolicy is `oncebox tenant policy`: a tenant's own approval rules, which
-// override the process-wide default (--approval-policy, --refund-approval-above) tool by
-// tool. Changing a rule gives it a new version: ops waiting under the old one can then
+// override the installation's stored ones (`oncebox policy`, seeded by serve's
+// --approval-policy and --refund-approval-above) tool by tool. Changing a rule gives it a new version: ops waiting under the old one can then
 // be rejected or left to expire, not approved.
 func runTenantPolicy(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tenant policy", flag.ContinueOnError)
@@ -58,7 +58,7 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 	fs.Var(above, "above", "with --mode above: N (minor units, any currency) or currency=N; repeatable")
 	approvers := fs.Int("approvers", 1, "distinct approver tokens needed (2 = four eyes)")
 	format := fs.String("format", "text", "text or json")
-	cfg, _, err := parseConfigFor(fs, args, showOnly([]string{"approval-policy", "refund-approval-above"}))
+	cfg, _, err := parseConfigFor(fs, args, showOnly())
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -75,7 +75,7 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Approvals: cfg.DefaultApprovals()})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
 	if err != nil {
 		return err
 	}
@@ -93,6 +93,7 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		warnUnknownTool(rest[2])
 		fmt.Fprintf(os.Stderr, "tenant %q: %s now follows its own rule (version %s)\n", t.Name, rest[2], e.Version)
 		return nil
 	case "clear":

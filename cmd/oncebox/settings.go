@@ -137,16 +137,16 @@ func settings() []setting {
 		setting{flag: "tenant-egress-allow", env: "ONCEBOX_TENANT_EGRESS_ALLOW", def: "",
 			help: "address ranges a tenant's own targets and upstreams may reach although they are loopback, link-local, private, unspecified or multicast: 10.1.0.0/16,127.0.0.1/32; empty: none (docs/catalog.md); the installation's --tools-file is not confined",
 			set:  setTenantEgressAllow},
-		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never (shorthand for a stripe.refund rule of --approval-policy)", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
+		intSetting("refund-approval-above", "ONCEBOX_REFUND_APPROVAL_ABOVE", 0, "refunds above this amount (minor units), or without an amount, wait for approval; 0 = never (shorthand for a stripe.refund rule of --approval-policy); seeds the installation's stored rule at start when none is stored (oncebox policy)", func(c *server.Config, n int64) { c.RefundApprovalAbove = n }),
 		setting{flag: "approval-policy", env: "ONCEBOX_APPROVAL_POLICY", def: "",
-			help: `default approval policy per tool as JSON: {"stripe.refund":{"mode":"above","above":{"*":10000,"usd":50000},"approvers":2},"sendgrid.mail":{"mode":"always"}} (modes never, always, above; tenants override it with oncebox tenant policy)`,
+			help: `default approval policy per tool as JSON: {"stripe.refund":{"mode":"above","above":{"*":10000,"usd":50000},"approvers":2},"sendgrid.mail":{"mode":"always"}} (modes never, always, above); seeds the installation's stored rules at start, each only when none is stored for its tool: a stored rule stays in force, and start logs a warning when it differs (change it with oncebox policy); tenants override it with oncebox tenant policy`,
 			set: func(c *server.Config, v string) error {
 				p, err := governance.ParseApprovalPolicy(v)
 				c.ApprovalPolicy = p
 				return err
 			}},
 		setting{flag: "budgets", env: "ONCEBOX_BUDGETS", def: "",
-			help: `budgets as a JSON list, counted per tenant (scope tenant), API token or conversation (and then capped per token across its conversations at "conversations", default 10, times the limits) in fixed windows: [{"name":"refunds-daily","tool":"stripe.refund","window":"24h","amount":{"*":50000}},{"name":"mail-hourly","tool":"sendgrid.mail","window":"1h","count":20,"scope":"conversation","on_exceed":"refuse"}] (on_exceed approval, the default, or refuse: 429); the installation's default: a tenant's own budgets (oncebox tenant budget) replace it by name and add to it`,
+			help: `budgets as a JSON list, counted per tenant (scope tenant), API token or conversation (and then capped per token across its conversations at "conversations", default 10, times the limits) in fixed windows: [{"name":"refunds-daily","tool":"stripe.refund","window":"24h","amount":{"*":50000}},{"name":"mail-hourly","tool":"sendgrid.mail","window":"1h","count":20,"scope":"conversation","on_exceed":"refuse"}] (on_exceed approval, the default, or refuse: 429); seeds the installation's stored budgets at start, each only when none of its name is stored (oncebox policy budget); a tenant's own budgets (oncebox tenant budget) replace them by name and add to them`,
 			set: func(c *server.Config, v string) error {
 				b, err := governance.ParseBudgets(v)
 				c.Budgets = b

@@ -26,7 +26,7 @@ const budgetUsage = "usage: oncebox tenant budget set --tenant T NAME --window 2
 type budgetFlags struct {
 	g                                   *globalFlags
 	tenant, window, tool, scope, exceed *string
-	others, format, defaults            *string
+	others, format                      *string
 	count, conversations                *int64
 	amount                              thresholds
 }
@@ -37,14 +37,13 @@ func newBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 	f.window = fs.String("window", "", "with set: the length of the budget's fixed windows, such as 1h or 24h")
 	f.count = fs.Int64("count", 0, "with set: how many ops a window admits (0: no count limit)")
 	fs.Var(f.amount, "amount", "with set: currency=N (minor units) a window admits, or N for \"*\" (every currency not named); repeatable")
-	f.tool = fs.String("tool", "", "with set: the one tool the budget counts (default every tool)")
+	f.tool = fs.String("tool", "", "with set: the one tool the budget counts, a built-in, catalog or upstream tool (default every tool)")
 	f.scope = fs.String("scope", "", "with set: tenant (default), token or conversation")
 	f.conversations = fs.Int64("conversations", 0, "with set and --scope conversation: each token's total across all its "+
 		"conversations is capped at N times the limits (0: the default, 10)")
 	f.exceed = fs.String("on-exceed", "", "with set: approval (default: the op waits for a person) or refuse (429)")
 	f.others = fs.String("other-currencies", "", "with set: shared or approval (default: shared with a \"*\" amount, approval without)")
 	f.format = fs.String("format", "text", "with list: text or json")
-	f.defaults = fs.String("budgets", os.Getenv("ONCEBOX_BUDGETS"), "the installation's default budgets, as serve's --budgets, listed beside the tenant's own (env ONCEBOX_BUDGETS)")
 	return f
 }
 
@@ -66,8 +65,9 @@ func (f *budgetFlags) budget(name string) (governance.Budget, error) {
 }
 
 // runTenantBudget is `oncebox tenant budget`: a tenant's own budgets, stored in
-// Postgres, which replace the installation's default (--budgets) of the same name and
-// add to the others. Every serve process applies a change to its next op.
+// Postgres, which replace the installation's stored budget (`oncebox policy budget`,
+// seeded by serve's --budgets) of the same name and add to the others. --tool may name
+// any tool the tenant can call, a catalog's or an upstream's included. Every serve process applies a change to its next op.
 func runTenantBudget(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tenant budget", flag.ContinueOnError)
 	f := newBudgetFlags(fs)
@@ -87,10 +87,6 @@ func runTenantBudget(ctx context.Context, args []string) error {
 	if *f.format != "text" && *f.format != "json" {
 		return &exitError{code: 2, err: fmt.Errorf("--format %q: want text or json", *f.format)}
 	}
-	defaults, err := governance.ParseBudgets(*f.defaults)
-	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("--budgets (ONCEBOX_BUDGETS): %w", err)}
-	}
 	pool, err := openMigratedPool(ctx, f.g.databaseURL())
 	if err != nil {
 		return err
@@ -100,7 +96,7 @@ func runTenantBudget(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Budgets: defaults})
+	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
 	if err != nil {
 		return err
 	}
@@ -116,6 +112,9 @@ func runTenantBudget(ctx context.Context, args []string) error {
 		}
 		if err := gov.SetTenantBudget(ctx, t.ID, b, cliActor()); err != nil {
 			return err
+		}
+		if b.Tool != "" {
+			warnUnknownTool(b.Tool)
 		}
 		fmt.Fprintf(os.Stderr, "tenant %q: budget %q set; every process applies it to its next op\n", t.Name, b.Name)
 		return nil

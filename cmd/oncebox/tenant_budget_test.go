@@ -89,7 +89,7 @@ func TestTenantBudgetCLI(t *testing.T) {
 		"tenant budget set --tenant acme pay --window soon --count 3":                 "--window \"soon\" is not a duration",
 		"tenant budget set --tenant acme pay --window 1h":                             "set count, amount, or both",
 		"tenant budget set --tenant acme pay --window 1h --count 1 --scope all":       "want tenant, token or conversation",
-		"tenant budget set --tenant acme pay --window 1h --count 1 --tool nope":       "unknown tool",
+		"tenant budget set --tenant acme pay --window 1h --count 1 --tool No/pe":      "is not a tool name",
 		"tenant budget set pay --window 1h --count 1":                                 "--tenant is required",
 		"tenant budget delete --tenant acme nope":                                     "no budget of its own named \"nope\"",
 		"tenant budget list --tenant nobody":                                          "nobody",

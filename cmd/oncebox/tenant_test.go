@@ -85,7 +85,8 @@ func TestTenantTokenRoles(t *testing.T) {
 }
 
 // TestTenantPolicy runs `oncebox tenant policy` as a child process: a tenant's own rule
-// is set, listed with its source and version over the process-wide default, and cleared.
+// is set, listed with its source and version over the installation's stored default,
+// and cleared.
 func TestTenantPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -121,12 +122,16 @@ func TestTenantPolicy(t *testing.T) {
 		}
 		return m
 	}
+	require.Equal(t, "none", list()["stripe.refund"].Source,
+		"the CLI's environment is no policy: only serve's flags seed the installation's stored rules")
+	out, code := run("policy set stripe.refund --mode above --above 5000")
+	require.Zero(t, code, out)
 	before := list()
-	require.Equal(t, "default", before["stripe.refund"].Source, "--refund-approval-above is the default refund rule")
+	require.Equal(t, "default", before["stripe.refund"].Source, "the installation's stored rule is the default refund rule")
 	require.Equal(t, map[string]int64{"*": 5000}, before["stripe.refund"].Rule.Above)
 	require.Equal(t, "none", before["sendgrid.mail"].Source)
 
-	out, code := run("tenant policy set acme stripe.refund --mode above --above 100 --above usd=2000 --approvers 2")
+	out, code = run("tenant policy set acme stripe.refund --mode above --above 100 --above usd=2000 --approvers 2")
 	require.Zero(t, code, out)
 	out, code = run("tenant policy set acme sendgrid.mail --mode always")
 	require.Zero(t, code, out)
@@ -139,8 +144,10 @@ func TestTenantPolicy(t *testing.T) {
 
 	_, code = run("tenant policy set acme stripe.refund --mode sometimes")
 	require.NotZero(t, code)
-	_, code = run("tenant policy set acme no.such.tool --mode always")
-	require.NotZero(t, code)
+	_, code = run("tenant policy set acme No.Such.Tool --mode always")
+	require.NotZero(t, code, "a malformed tool name is refused")
+	out, code = run("tenant policy set acme no.such.tool --mode always")
+	require.Zero(t, code, "a well-formed name may be a tenant's catalog or upstream tool (the CLI warns): %s", out)
 
 	out, code = run("tenant policy clear acme stripe.refund")
 	require.Zero(t, code, out)
