@@ -368,4 +368,8 @@ func (lc *layoutChecker) checkAdminPages(ctx context.Context, cs *consoleServe) 
 	for _, want := range []string{"/console/budgets?", "/console/vendors?"} {
 		require.Contains(lc.t, visited, want, "the admin's crawl reaches %s", want)
 	}
+	for _, page := range []string{"budgets", "vendors"} {
+		lc.run(page, chromedp.Navigate(cs.base+"/console/"+page), chromedp.WaitVisible(`main table`, chromedp.ByQuery))
+		lc.check(page, page)
+	}
 }
