@@ -207,6 +207,7 @@ func (lc *layoutChecker) check(name, shot string) {
 		require.LessOrEqual(lc.t, f.ScrollWidth, f.InnerWidth, "%s at %d px is %d px wide: something does not reflow", name, w, f.ScrollWidth)
 		require.Empty(lc.t, f.Header, "%s at %d px: these header elements spill out of the header", name, w)
 		require.Empty(lc.t, f.Overlaps, "%s at %d px: on these approval cards the amount overlaps the text", name, w)
+		lc.checkContent(name, w)
 		if shot != "" && lc.shots != "" {
 			var png []byte
 			lc.run("screenshot "+name, chromedp.FullScreenshot(&png, 100))
@@ -246,9 +247,12 @@ func (lc *layoutChecker) crawl(base, start string) []string {
 	})
 }
 
+// reviewKey is the key of the op seedLayout puts in needs_review.
+const reviewKey = "customer-4711-subscription-2025-annual-renewal-payment-0998-retry"
+
 // seedLayout records what fills every console page: paid orders and refunds waiting
-// for approval under long keys, an op in needs_review, and so finance lines with long
-// ids. It returns the key of one refund.
+// for approval under long keys, an op in needs_review with a long error text, and so
+// finance lines with long ids. It returns the key of one refund.
 func (cs *consoleServe) seedLayout(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	var paid string
@@ -263,7 +267,12 @@ func (cs *consoleServe) seedLayout(ctx context.Context, t *testing.T) string {
 		op := cs.record(ctx, t, key, `{"tool":"stripe.refund","args":{"payment_intent":"`+paid+`","amount":24900,"reason":"requested_by_customer"}}`)
 		require.Equal(t, "awaiting_approval", op["status"], op)
 	}
-	cs.needsReview(ctx, t, "customer-4711-subscription-2025-annual-renewal-payment-0998-retry")
+	cs.needsReview(ctx, t, reviewKey)
+	_, err := cs.pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at, finished_at, outcome, error)
+		SELECT id, 2, gen_random_uuid(), 'ob_review', now() - interval '100 minutes', now() - interval '100 minutes', 'unknown',
+			'permission_error: the API key does not have access to the account acct_1Nv0FGQ9RKHgCVdKacmeSubscriptionsEurope (or that account does not exist); the connection was reset before an answer came back'
+		FROM oncebox_op WHERE idempotency_key = $1`, reviewKey)
+	require.NoError(t, err)
 	return refund
 }
 
@@ -306,6 +315,8 @@ func TestConsoleFitsNarrowAndWideScreens(t *testing.T) {
 	}
 	lc.run("lookup, several results", chromedp.Navigate(cs.base+"/console/lookup?q=support-chat-4711"), chromedp.WaitVisible(`main table`, chromedp.ByQuery))
 	lc.check("lookup, several results", "")
+	lc.run("lookup, needs_review", chromedp.Navigate(cs.base+"/console/lookup?q="+reviewKey), chromedp.WaitVisible(`.timeline`, chromedp.ByQuery))
+	lc.check("lookup, needs_review", "")
 	lc.run("error page", chromedp.Navigate(cs.base+"/console/no-such-page"), chromedp.WaitVisible(`p.error`, chromedp.ByQuery))
 	lc.check("error page", "")
 
@@ -332,14 +343,22 @@ func TestConsoleFitsNarrowAndWideScreens(t *testing.T) {
 }
 
 // checkAdminPages signs in with an admin token and crawls again, from the Vendors
-// page (the tenant with a long Connect account id): the admins' pages, linked from
-// their navigation only, fit too.
+// page (the tenant with a long Connect account id) with two budgets set (one per
+// conversation, in two currencies): the admins' pages, linked from their navigation
+// only, fit too.
 func (lc *layoutChecker) checkAdminPages(ctx context.Context, cs *consoleServe) {
 	lc.t.Helper()
 	settings, err := outbox.NewVendorSettings(cs.pool, nil)
 	require.NoError(lc.t, err)
 	require.NoError(lc.t, settings.Set(ctx, outbox.SetVendorParams{TenantID: cs.tenant.ID, Vendor: "stripe",
 		Account: "acct_1Nv0FGQ9RKHgCVdKacmeSubscriptionsEurope", By: "cli:alice@example.com"}))
+	for _, args := range []string{
+		"tenant budget set --tenant acme customer-refunds-per-conversation --window 24h --count 3 --amount usd=250000 --amount eur=90000 --tool stripe.refund --scope conversation --conversations 20",
+		"tenant budget set --tenant acme payments-per-day --window 24h --count 1000 --amount usd=5000000 --tool stripe.payment_intent",
+	} {
+		out, stderr, code := runCLI(lc.t, args, cs.env...)
+		require.Zero(lc.t, code, out+stderr)
+	}
 	admin, err := cs.tenants.NewTokenWithRole(ctx, "acme", tenant.RoleAdmin)
 	require.NoError(lc.t, err)
 	lc.run("sign in as admin", chromedp.Navigate(cs.base+"/console/signin"), chromedp.WaitVisible(`#token`, chromedp.ByQuery),
@@ -348,5 +367,9 @@ func (lc *layoutChecker) checkAdminPages(ctx context.Context, cs *consoleServe) 
 	visited := lc.crawl(cs.base, "/console/vendors")
 	for _, want := range []string{"/console/budgets?", "/console/vendors?"} {
 		require.Contains(lc.t, visited, want, "the admin's crawl reaches %s", want)
+	}
+	for _, page := range []string{"budgets", "vendors"} {
+		lc.run(page, chromedp.Navigate(cs.base+"/console/"+page), chromedp.WaitVisible(`main table`, chromedp.ByQuery))
+		lc.check(page, page)
 	}
 }

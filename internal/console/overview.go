@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/oncebox/oncebox/protocol"
@@ -23,27 +24,38 @@ type overviewView struct {
 	Replays int64
 }
 
-// chart is a horizontal bar chart, laid out here and drawn as SVG by the template.
+// chart is a horizontal bar chart, laid out here and drawn as SVG by the template at
+// the width of its box, without scaling: each bar has its label on a line of its own
+// above it and a length in percent of the width, so that the text keeps its size on a
+// phone and on a laptop.
 type chart struct {
 	Height int
 	Bars   []bar
 }
 
 type bar struct {
-	Label string
-	Count int64
+	// Label is the label as shown: one longer than maxLabel runes is cut, ending
+	// in "…", and Full (its SVG title) is the whole of it.
+	Label, Full string
+	Count       int64
 	// Class colours the bar (the status name, or "tool").
 	Class string
-	Y     int
-	// Width is the bar's length in pixels, of chartWidth.
-	Width int
+	// LabelY, BarY and CountY are the baselines of the label and the count and the
+	// top of the bar, in pixels from the chart's top.
+	LabelY, BarY, CountY int
+	// Share is the bar's length, in percent of the chart's width, at most maxShare
+	// (the rest is for the count).
+	Share string
 }
 
-// Chart geometry, in SVG pixels.
+// Chart geometry, in pixels (the SVG is not scaled), and the longest label shown
+// whole: 40 characters of 13 px monospace fit the 324 px a 390 px phone leaves.
 const (
-	chartWidth = 360
-	barHeight  = 22
-	barGap     = 8
+	labelLine = 18
+	barHeight = 14
+	barGap    = 10
+	maxShare  = 80.0
+	maxLabel  = 40
 )
 
 func layoutChart(counts map[string]int64, class func(string) string) chart {
@@ -56,13 +68,19 @@ func layoutChart(counts map[string]int64, class func(string) string) chart {
 	slices.SortFunc(labels, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b)) })
 	ch := chart{}
 	for i, l := range labels {
-		w := 0
+		share := 0.0
 		if most > 0 {
-			w = max(2, int(counts[l]*chartWidth/most))
+			share = max(1, float64(counts[l])*maxShare/float64(most))
 		}
-		ch.Bars = append(ch.Bars, bar{Label: l, Count: counts[l], Class: class(l), Y: i * (barHeight + barGap), Width: w})
+		shown := l
+		if r := []rune(l); len(r) > maxLabel {
+			shown = string(r[:maxLabel-1]) + "…"
+		}
+		y := i * (labelLine + barHeight + barGap)
+		ch.Bars = append(ch.Bars, bar{Label: shown, Full: l, Count: counts[l], Class: class(l),
+			LabelY: y + 13, BarY: y + labelLine, CountY: y + labelLine + 12, Share: strconv.FormatFloat(share, 'f', 1, 64)})
 	}
-	ch.Height = max(barHeight, len(labels)*(barHeight+barGap))
+	ch.Height = max(barHeight, len(labels)*(labelLine+barHeight+barGap)-barGap+4)
 	return ch
 }
 

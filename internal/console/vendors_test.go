@@ -16,7 +16,7 @@ import (
 // vendorUses returns the "uses" cell of the Vendors page's row of vendor.
 func vendorUses(t *testing.T, page, vendor string) string {
 	t.Helper()
-	row := regexp.MustCompile(`(?s)<tr data-vendor="` + regexp.QuoteMeta(vendor) + `">.*?<td class="uses">(.*?)</td>(.*?)</tr>`).FindStringSubmatch(page)
+	row := regexp.MustCompile(`(?s)<tr data-vendor="` + regexp.QuoteMeta(vendor) + `"[^>]*>.*?<td class="uses"[^>]*>(.*?)</td>(.*?)</tr>`).FindStringSubmatch(page)
 	require.NotNil(t, row, "a row of %s in %s", vendor, page)
 	return row[1] + row[2]
 }

@@ -123,7 +123,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(labelCells(buf.Bytes()))
 }
 
 // since says how long ago t was, roughly.
