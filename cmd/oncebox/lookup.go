@@ -63,13 +63,17 @@ func runLookup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pay, err := srv.Outbox().PaymentOf(ctx, tid, op.Tool, op.Args)
-	if err != nil {
-		return err
-	}
 	rel, err := srv.Outbox().Related(ctx, tid, op)
 	if err != nil {
 		return err
+	}
+	// A refund's amount against its payment, whether it names it by PaymentIntent or
+	// by charge (the console does the same).
+	pay := console.RelatedPayment(srv.Outbox().Tools(), rel)
+	if pay == nil || rel.PaymentRef == "" {
+		if pay, err = srv.Outbox().PaymentOf(ctx, tid, op.Tool, op.Args); err != nil {
+			return err
+		}
 	}
 	lk := lookupView{op: op, h: h, evs: evs, rel: rel}
 	lk.amount, lk.args = console.OpMoney(srv.Outbox().Tools(), op, pay)

@@ -447,11 +447,6 @@ func (c *Console) fillOp(r *http.Request, s *sessionInfo, ov *opView) error {
 	if ov.Timeline, err = c.timeline(r, s, op); err != nil {
 		return err
 	}
-	pay, err := c.cfg.Outbox.PaymentOf(ctx, tid, op.Tool, op.Args)
-	if err != nil {
-		return err
-	}
-	ov.Amount, ov.Args = OpMoney(reg, op, pay)
 	rel, err := c.cfg.Outbox.Related(ctx, tid, op)
 	if err != nil {
 		return err
@@ -459,6 +454,13 @@ func (c *Console) fillOp(r *http.Request, s *sessionInfo, ov *opView) error {
 	if rel != nil {
 		ov.Related = relatedFor(reg, op, rel)
 	}
+	pay := RelatedPayment(reg, rel)
+	if pay == nil || rel.PaymentRef == "" {
+		if pay, err = c.cfg.Outbox.PaymentOf(ctx, tid, op.Tool, op.Args); err != nil {
+			return err
+		}
+	}
+	ov.Amount, ov.Args = OpMoney(reg, op, pay)
 	for _, st := range op.Steps {
 		ov.Steps = append(ov.Steps, stepView{Name: st.Name, Label: stepLabel(op.Key, st.Name), Key: st.Key, Status: st.Status,
 			StatusWords: StatusWords(st.Status), HasOp: st.OpID != ""})

@@ -42,7 +42,7 @@ func Timeline(op *outbox.Op, h *outbox.History, evs []vendorevents.Event) []Time
 			Who: ActorName("worker"), rank: 1})
 		if a.FinishedAt != nil {
 			notes := strings.TrimSpace(strings.Join([]string{a.VendorRef, a.Error}, " "))
-			tl = append(tl, TimelineEntry{At: *a.FinishedAt, What: fmt.Sprintf("attempt %d: %s", a.Attempt, outcomeWords(a.Outcome)),
+			tl = append(tl, TimelineEntry{At: *a.FinishedAt, What: fmt.Sprintf("%s answered attempt %d: %s", vendorName(op.Vendor), a.Attempt, outcomeWords(a.Outcome)),
 				Who: vendorName(op.Vendor), Notes: notes, rank: 2})
 		}
 	}
