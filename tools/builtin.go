@@ -76,8 +76,8 @@ func Builtin(cfg Config) []outbox.Tool {
 			Amount:   paymentIntentAmount,
 			// A payment's charge (ch_…) is the payment too, for lookups and refunds.
 			RefAliases: []string{"latest_charge"},
-			TTL:      ttl(protocol.ToolPaymentIntent),
-			Identity: Identity(protocol.ToolPaymentIntent),
+			TTL:        ttl(protocol.ToolPaymentIntent),
+			Identity:   Identity(protocol.ToolPaymentIntent),
 		},
 		{
 			Name:          protocol.ToolRefund,

@@ -86,7 +86,7 @@ var funcs = template.FuncMap{
 	"parentOf": parentOf,
 	"words":    StatusWords,
 	"actor":    ActorName,
-	"sub": func(a, b int) int { return a - b },
+	"sub":      func(a, b int) int { return a - b },
 }
 
 func parsePages() (map[string]*template.Template, error) {

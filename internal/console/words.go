@@ -206,7 +206,7 @@ func explainReview(op *outbox.Op, last *outbox.Event) reviewWords {
 	switch {
 	case op.NothingSent():
 		return reviewWords{Headline: "Nothing was carried out: every request failed before " + vendor + " acted",
-			Known: fmt.Sprintf("oncebox tried %d time(s); %s refused or could not take each request, so nothing happened.", op.Attempts, vendor),
+			Known:   fmt.Sprintf("oncebox tried %d time(s); %s refused or could not take each request, so nothing happened.", op.Attempts, vendor),
 			Unknown: "Nothing: this " + obj + " did not happen.",
 			Check:   "Read the last error below; once its cause is fixed, send it again, or mark it failed."}
 	case d.Decision == outbox.SweepDuplicate:
