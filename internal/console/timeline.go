@@ -179,15 +179,28 @@ func stepSentence(e outbox.Event, d decisionDetail) string {
 	case d.Enqueued != "":
 		return "step " + d.Enqueued + " started, as an op of its own"
 	case d.State != "":
-		s := "the steps are over: the op is now " + StatusWords(e.ToStatus)
-		if d.Why != "" {
-			s += " (" + d.Why + ")"
-		}
-		return s
-	case d.Why != "":
-		return "the steps are now " + StatusWords(e.ToStatus) + ": " + d.Why
+		return "settled by its steps: now " + StatusWords(e.ToStatus)
 	}
-	return "the steps are now " + StatusWords(e.ToStatus)
+	s := "steps " + stepStateWords(e.ToStatus)
+	if d.Why != "" {
+		s += ": " + d.Why
+	}
+	return s
+}
+
+// stepStateWords says a composite op's run state (opstate.StepState) in words.
+func stepStateWords(st string) string {
+	switch st {
+	case "succeeded":
+		return "finished"
+	case "compensating":
+		return "being undone"
+	case "compensated":
+		return "undone"
+	case "needs_review":
+		return "waiting for a person"
+	}
+	return st
 }
 
 // stepNotes names the op of the step a step event started, by the caller's key.
