@@ -602,10 +602,17 @@ func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Too
 	s.described = described
 	if cfg.ReadOnly {
 		// Nothing is recorded or sent: the outbox reads with the described tools (a
-		// lookup shows amounts, refunds and charges), but no tool is returned to run, so
-		// no seal key is needed and nothing warns about one; the vendors stay, for
-		// lookups and the finance report.
-		s.registry = described
+		// lookup shows amounts, refunds and charges), without their redaction (nothing
+		// is stored, so no seal key is needed and nothing warns about one), and no
+		// tool is returned to run; the vendors stay, for lookups and the finance report.
+		read := make([]outbox.Tool, 0, len(toolList))
+		for _, t := range toolList {
+			t.Redact, t.RedactResult = nil, nil
+			read = append(read, t)
+		}
+		if s.registry, err = outbox.NewRegistry(read...); err != nil {
+			return nil, err
+		}
 		return nil, nil
 	}
 	if len(toolList) == 0 {
