@@ -267,9 +267,9 @@ func eventRows(op *outbox.Op, evs []outbox.Event) []eventRow {
 }
 
 // reviewRowFor is the Review item of op, from its history.
-func reviewRowFor(reg *outbox.Registry, it outbox.ReviewItem, op *outbox.Op, h *outbox.History) reviewRow {
+func reviewRowFor(reg *outbox.Registry, it outbox.ReviewItem, op *outbox.Op, pay *outbox.Payment, h *outbox.History) reviewRow {
 	row := reviewRow{ReviewItem: it, Args: prettyJSON(op.Args), Events: eventRows(op, h.Events)}
-	row.Amount, _ = OpMoney(reg, op, nil)
+	row.Amount, _ = OpMoney(reg, op, pay)
 	var last *outbox.Event
 	if n := len(h.Events); n > 0 {
 		last = &h.Events[n-1]
@@ -307,7 +307,12 @@ func (c *Console) fillReview(w http.ResponseWriter, r *http.Request, v *view, s 
 			c.internal(w, r, v, err)
 			return
 		}
-		v.Reviews = append(v.Reviews, reviewRowFor(c.cfg.Outbox.Tools(), it, op, h))
+		pay, err := c.cfg.Outbox.PaymentOf(r.Context(), s.principal.ID, op.Tool, op.Args)
+		if err != nil {
+			c.internal(w, r, v, err)
+			return
+		}
+		v.Reviews = append(v.Reviews, reviewRowFor(c.cfg.Outbox.Tools(), it, op, pay, h))
 	}
 	c.render(w, r, status, "review", v)
 }
