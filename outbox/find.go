@@ -10,10 +10,11 @@ import (
 
 // Find returns the tenant's ops, newest first and at most limit, that term names: its
 // idempotency key, its op id, its vendor reference (pi_…, re_…, a SendGrid message id)
-// or its conversation id. It is support's search, for `oncebox lookup` and the
+// or its conversation id, or another vendor id of its object (Tool.RefAliases: a
+// payment's charge, ch_…). It is support's search, for `oncebox lookup` and the
 // console's.
 func (ob *Outbox) Find(ctx context.Context, tenantID int64, term string, limit int) ([]*Op, error) {
-	rows, err := ob.pool.Query(ctx, sqlFindKeys, tenantID, term, limit)
+	rows, err := ob.pool.Query(ctx, sqlFindKeys, tenantID, term, limit, ob.cfg.Tools.aliases())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: find ops: %w", err)
 	}

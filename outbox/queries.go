@@ -403,11 +403,25 @@ const sqlPing = `SELECT 1`
 // sqlFindKeys returns the keys of the tenant's ops that a search term names: by
 // idempotency key, op id, vendor reference (a SendGrid event's sg_message_id names
 // the message as its x-message-id, then a dot and more) or conversation id, newest
-// first.
+// first; or by another id of its object, a member of its result that a tool's
+// RefAliases names ($4: a payment's charge).
 const sqlFindKeys = `SELECT idempotency_key FROM oncebox_op
 WHERE tenant_id = $1 AND (idempotency_key = $2 OR id::text = lower($2) OR vendor_ref = $2
-	OR vendor_ref = split_part($2, '.', 1) OR conversation_id = $2)
+	OR vendor_ref = split_part($2, '.', 1) OR conversation_id = $2
+	OR EXISTS (SELECT 1 FROM unnest($4::text[]) a(m) WHERE result->>a.m = $2))
 ORDER BY created_at DESC LIMIT $3`
+
+// sqlOpKnownAs returns the key of the tenant's oldest op whose vendor reference, or a
+// member of its result that a tool's RefAliases names ($3), is $2.
+const sqlOpKnownAs = `SELECT idempotency_key FROM oncebox_op
+WHERE tenant_id = $1 AND (vendor_ref = $2 OR EXISTS (SELECT 1 FROM unnest($3::text[]) a(m) WHERE result->>a.m = $2))
+ORDER BY created_at, id LIMIT 1`
+
+// sqlRefundsNaming returns the keys of the tenant's ops of tool $2 whose argument
+// named by one of $3 is one of the ids $4, oldest first, at most $5.
+const sqlRefundsNaming = `SELECT idempotency_key FROM oncebox_op
+WHERE tenant_id = $1 AND tool = $2 AND EXISTS (SELECT 1 FROM unnest($3::text[]) a(arg) WHERE args->>a.arg = ANY($4::text[]))
+ORDER BY created_at, id LIMIT $5`
 
 // sqlPaymentByRef reads the tool and arguments of the tenant's op whose vendor ref is
 // $2: the payment a refund names (the oldest, should two ops record one ref).

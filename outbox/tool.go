@@ -48,6 +48,11 @@ type Tool struct {
 	// this tool that name it (Outbox.PaymentOf). Approval cards and notifications show a
 	// refund against its payment. Defaults to none.
 	RefundOf string
+	// RefAliases names the top-level members of an op's stored result that hold other
+	// vendor ids of the op's object, such as a Stripe payment's "latest_charge" (its
+	// charge, ch_…): support's lookup (Find) finds the op by them, and the refunds that
+	// name them are its refunds (Related). Defaults to none.
+	RefAliases []string
 	// TTL is how long the tool's ops are kept. Defaults to DefaultTTL.
 	TTL time.Duration
 	// Redact, when set, returns the form of the arguments to keep once the op is

@@ -82,13 +82,14 @@ type Server struct {
 	// catalog is the tool catalog in force, connected to its targets, nil without
 	// --tools-file. ReloadCatalog swaps it.
 	catalog *catalog.Live
-	// registry is the tools both outboxes accept; baseTools are those of them that
-	// are not the catalog's (a reload keeps them).
+	// registry is the tools both outboxes accept (when read-only: described, for
+	// lookups; nothing is recorded); baseTools are those of them that are not the
+	// catalog's (a reload keeps them).
 	registry  *outbox.Registry
 	baseTools []outbox.Tool
-	// described is every tool this process knows: registry, or when read-only (the
-	// registry is empty then) those it would record; the finance report reads a
-	// refund's payment through it.
+	// described is every tool this process knows: registry, or when read-only every
+	// built-in tool and those it would record; the finance report reads a refund's
+	// payment through it.
 	described *outbox.Registry
 	// mcp is the MCP server of /mcp, nil when it offers no tool.
 	mcp *mcpserver.Server
@@ -558,10 +559,10 @@ func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool 
 			t.Price = s.stripe.PriceRefund
 			t.Objects = s.refundObjects(t.Objects)
 		}
-		for _, v := range enabled {
-			if t.Vendor == v {
-				toolList = append(toolList, t)
-			}
+		// A read-only command knows every built-in tool, configured or not, to show
+		// the ops of each (their amounts, refunds and charges) without vendor keys.
+		if cfg.ReadOnly || slices.Contains(enabled, t.Vendor) {
+			toolList = append(toolList, t)
 		}
 	}
 	return toolList
@@ -601,10 +602,21 @@ func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Too
 	}
 	s.described = described
 	if cfg.ReadOnly {
-		// Nothing is recorded or sent: no tool, so no seal key is needed and nothing
-		// warns about one; the vendors stay, for lookups and the finance report.
-		toolList = nil
-	} else if len(toolList) == 0 {
+		// Nothing is recorded or sent: the outbox reads with the described tools (a
+		// lookup shows amounts, refunds and charges), without their redaction (nothing
+		// is stored, so no seal key is needed and nothing warns about one), and no
+		// tool is returned to run; the vendors stay, for lookups and the finance report.
+		read := make([]outbox.Tool, 0, len(toolList))
+		for _, t := range toolList {
+			t.Redact, t.RedactResult = nil, nil
+			read = append(read, t)
+		}
+		if s.registry, err = outbox.NewRegistry(read...); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	if len(toolList) == 0 {
 		s.logger.Warn("no vendor is configured, so no tool is enabled: set STRIPE_API_KEY, SENDGRID_API_KEY or ONCEBOX_WEBHOOK_TARGETS (or run `oncebox dev`)")
 	}
 	reg, err := outbox.NewRegistry(toolList...)
@@ -612,9 +624,7 @@ func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Too
 		return nil, err
 	}
 	s.registry = reg
-	if !cfg.ReadOnly {
-		s.described = reg // the same tools, and a catalog reload replaces them in place
-	}
+	s.described = reg // the same tools, and a catalog reload replaces them in place
 	return toolList, nil
 }
 

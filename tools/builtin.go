@@ -74,8 +74,10 @@ func Builtin(cfg Config) []outbox.Tool {
 			Vendor:   VendorStripe,
 			Validate: func(args json.RawMessage) error { _, err := DecodePaymentIntent(args); return err },
 			Amount:   paymentIntentAmount,
-			TTL:      ttl(protocol.ToolPaymentIntent),
-			Identity: Identity(protocol.ToolPaymentIntent),
+			// A payment's charge (ch_…) is the payment too, for lookups and refunds.
+			RefAliases: []string{"latest_charge"},
+			TTL:        ttl(protocol.ToolPaymentIntent),
+			Identity:   Identity(protocol.ToolPaymentIntent),
 		},
 		{
 			Name:          protocol.ToolRefund,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,11 +16,13 @@ import (
 	"github.com/oncebox/oncebox/internal/console"
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/protocol"
 )
 
 // runLookup is `oncebox lookup --tenant T TERM`: everything support needs about the op
-// TERM names (its key, op id, vendor reference such as pi_… or a SendGrid message id),
-// or the list of the ops of the conversation TERM. It only reads.
+// TERM names (its key, op id, vendor reference such as pi_… or a SendGrid message id,
+// a payment's charge ch_…), with the payment it is or refunds and every refund of
+// that payment, or the list of the ops of the conversation TERM. It only reads.
 func runLookup(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant name")
@@ -29,7 +32,7 @@ func runLookup(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &exitError{code: 2, err: errors.New("usage: oncebox lookup --tenant T KEY|OP_ID|VENDOR_REF|CONVERSATION")}
+		return &exitError{code: 2, err: errors.New("usage: oncebox lookup --tenant T KEY|OP_ID|VENDOR_REF|CHARGE|CONVERSATION")}
 	}
 	srv, err := offline(ctx, cfg, logger, true)
 	if err != nil {
@@ -60,7 +63,65 @@ func runLookup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printLookup(os.Stdout, op, h, evs, *asJSON)
+	rel, err := srv.Outbox().Related(ctx, tid, op)
+	if err != nil {
+		return err
+	}
+	// A refund's amount against its payment, whether it names it by PaymentIntent or
+	// by charge (the console does the same).
+	pay := console.RelatedPayment(srv.Outbox().Tools(), rel)
+	if pay == nil || rel.PaymentRef == "" {
+		if pay, err = srv.Outbox().PaymentOf(ctx, tid, op.Tool, op.Args); err != nil {
+			return err
+		}
+	}
+	lk := lookupView{op: op, h: h, evs: evs, rel: rel}
+	lk.amount, lk.args = console.OpMoney(srv.Outbox().Tools(), op, pay)
+	if err := printLookup(os.Stdout, lk, *asJSON); err != nil {
+		return err
+	}
+	if !*asJSON {
+		printRelated(os.Stdout, srv.Outbox().Tools(), op, rel)
+	}
+	return nil
+}
+
+// lookupView is everything `oncebox lookup` prints of one op.
+type lookupView struct {
+	op           *outbox.Op
+	h            *outbox.History
+	evs          []vendorevents.Event
+	rel          *outbox.Related
+	amount, args string
+}
+
+// printRelated prints the payment the op is or refunds and every refund asked for of
+// it, to answer "was I refunded twice?".
+func printRelated(w io.Writer, reg *outbox.Registry, op *outbox.Op, rel *outbox.Related) {
+	if rel == nil {
+		return
+	}
+	fmt.Fprintf(w, "\npayment and refunds:\n")
+	switch {
+	case rel.Payment != nil:
+		amount, _ := console.OpMoney(reg, rel.Payment, nil)
+		fmt.Fprintf(w, "  payment  %s  %s  %s  %s\n", rel.Payment.Key, rel.Payment.VendorRef, amount, console.StatusWords(string(rel.Payment.Status)))
+	default:
+		fmt.Fprintf(w, "  payment  %s: oncebox did not make it; its amount and refunds made outside oncebox are not in its records\n", rel.PaymentRef)
+	}
+	done := 0
+	for _, rf := range rel.Refunds {
+		amount := console.RefundAmount(reg, rf, rel.Payment)
+		this := ""
+		if rf.ID == op.ID {
+			this = "  (this op)"
+		}
+		if rf.Status == protocol.StatusSucceeded {
+			done++
+		}
+		fmt.Fprintf(w, "  refund   %s  %s  %s  %s%s\n", rf.Key, cmp.Or(rf.VendorRef, "-"), amount, console.StatusWords(string(rf.Status)), this)
+	}
+	fmt.Fprintf(w, "  %d refund(s) asked for of this payment, %d done\n", len(rel.Refunds), done)
 }
 
 // lookupMaxListed is how many ops of a conversation lookup lists.
@@ -82,18 +143,26 @@ func printFound(w io.Writer, ops []*outbox.Op, asJSON bool) error {
 	return tw.Flush()
 }
 
-func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendorevents.Event, asJSON bool) error {
+func printLookup(w io.Writer, lk lookupView, asJSON bool) error {
+	op, h, evs := lk.op, lk.h, lk.evs
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"op": op, "fingerprint": op.Fingerprint.String(), "trace_id": op.TraceID(),
-			"attempts": h.Attempts, "events": h.Events, "identity_matches": h.Matches, "vendor_events": evs})
+			"attempts": h.Attempts, "events": h.Events, "identity_matches": h.Matches, "vendor_events": evs,
+			"amount": lk.amount, "related": lk.rel})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "op\t%s\n", op.ID)
 	fmt.Fprintf(tw, "key\t%s\n", op.Key)
 	fmt.Fprintf(tw, "tool\t%s (vendor %s)\n", op.Tool, op.Vendor)
-	fmt.Fprintf(tw, "status\t%s\n", op.Status)
+	fmt.Fprintf(tw, "status\t%s (%s)\n", op.Status, console.StatusWords(string(op.Status)))
+	if lk.amount != "" {
+		fmt.Fprintf(tw, "amount\t%s\n", lk.amount)
+	}
+	if lk.args != "" {
+		fmt.Fprintf(tw, "arguments\t%s\n", lk.args)
+	}
 	fmt.Fprintf(tw, "fingerprint\t%s\n", op.Fingerprint)
 	fmt.Fprintf(tw, "vendor key\t%s (generation %d)\n", op.VendorKey, op.Generation)
 	fmt.Fprintf(tw, "vendor ref\t%s\n", op.VendorRef)
@@ -127,7 +196,7 @@ func printLookup(w io.Writer, op *outbox.Op, h *outbox.History, evs []vendoreven
 	}
 	fmt.Fprintf(w, "\ndecisions (%d):\n", len(h.Events))
 	for _, e := range h.Events {
-		fmt.Fprintf(w, "  %s  %s  (by %s)\n", e.At.Format(time.RFC3339), console.DecisionSentence(op, e), e.Actor)
+		fmt.Fprintf(w, "  %s  %s  (by %s)\n", e.At.Format(time.RFC3339), console.DecisionSentence(op, e), console.ActorName(e.Actor))
 	}
 	if len(h.Matches) > 0 {
 		// MCP calls matched to the op by its tool's identity fields, not executed.

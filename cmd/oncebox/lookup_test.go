@@ -60,7 +60,7 @@ func TestLookupAnswersWasIChargedTwice(t *testing.T) {
 		require.Contains(t, string(text), want)
 	}
 	require.Len(t, fake.EffectsFor(res.Op.ID), 1)
-	require.Regexp(t, `timeline:\n\s+\S+\s+agent\s+created`, string(text), "the timeline starts with the creation")
+	require.Regexp(t, `timeline:\n\s+\S+\s+the agent\s+asked for`, string(text), "the timeline starts with the creation")
 
 	// The same op by its op id and by its vendor reference; a conversation of two ops
 	// lists them.
@@ -113,20 +113,20 @@ func TestLookupPrintsVendorEvents(t *testing.T) {
 	evs := []vendorevents.Event{{Vendor: "sendgrid", Type: "bounce", ObjectType: "message", ObjectID: "msg-1", Status: "bounced",
 		OccurredAt: time.Unix(1700000000, 0).UTC(), ReceivedAt: time.Unix(1700000005, 0).UTC()}}
 	var text strings.Builder
-	require.NoError(t, printLookup(&text, op, &outbox.History{}, evs, false))
+	require.NoError(t, printLookup(&text, lookupView{op: op, h: &outbox.History{}, evs: evs}, false))
 	require.Contains(t, text.String(), "vendor events (1):")
 	require.Contains(t, text.String(), "bounce  message msg-1  bounced")
 	var js strings.Builder
-	require.NoError(t, printLookup(&js, op, &outbox.History{}, evs, true))
+	require.NoError(t, printLookup(&js, lookupView{op: op, h: &outbox.History{}, evs: evs}, true))
 	require.Contains(t, js.String(), `"object_id": "msg-1"`)
 
 	// An event of an op whose object is not known yet says it is unconfirmed.
 	evs[0].Unconfirmed = true
 	text.Reset()
-	require.NoError(t, printLookup(&text, op, &outbox.History{}, evs, false))
+	require.NoError(t, printLookup(&text, lookupView{op: op, h: &outbox.History{}, evs: evs}, false))
 	require.Contains(t, text.String(), "unconfirmed: the op's object is not known yet")
 	js.Reset()
-	require.NoError(t, printLookup(&js, op, &outbox.History{}, evs, true))
+	require.NoError(t, printLookup(&js, lookupView{op: op, h: &outbox.History{}, evs: evs}, true))
 	require.Contains(t, js.String(), `"unconfirmed": true`)
 }
 
@@ -136,9 +136,9 @@ func TestLookupPrintsTheTraceID(t *testing.T) {
 	op := &outbox.Op{ID: "op-1", Key: "order-9", Tool: protocol.ToolWebhookPost, Vendor: "webhook", Status: protocol.StatusSucceeded,
 		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	var text strings.Builder
-	require.NoError(t, printLookup(&text, op, &outbox.History{}, nil, false))
+	require.NoError(t, printLookup(&text, lookupView{op: op, h: &outbox.History{}, evs: nil}, false))
 	require.Regexp(t, `trace id\s+4bf92f3577b34da6a3ce929d0e0e4736\n`, text.String())
 	var js strings.Builder
-	require.NoError(t, printLookup(&js, op, &outbox.History{}, nil, true))
+	require.NoError(t, printLookup(&js, lookupView{op: op, h: &outbox.History{}, evs: nil}, true))
 	require.Contains(t, js.String(), `"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"`)
 }

@@ -141,10 +141,11 @@ Usage: oncebox <command> [flags]
   policy clear TOOL
   policy budget set NAME --window 24h [--count N] [--amount usd=N ...] [--tool X] ...
   policy budget delete NAME    the installation's defaults; a tenant's own override them
-  lookup --tenant T TERM       everything about the op a key, op id or vendor ref (pi_…, a SendGrid
-                               message id) names: attempts, decisions, timeline; a conversation's ops
+  lookup --tenant T TERM       everything about the op a key, op id or vendor ref (pi_…, ch_…, re_…, a
+                               SendGrid message id) names: amount, attempts, decisions, timeline, the
+                               payment and every refund of it; a conversation's ops
   approve|reject --tenant T --token TOKEN KEY [--reason R]
-  review list [--tenant T]     ops waiting for a person
+  review list [--tenant T]     ops waiting for a person: in needs_review, and awaiting approval
   review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R
   reconcile run                one reconciler sweep now
   reconcile report --since T --until T [--tenant T] [--format csv|json]

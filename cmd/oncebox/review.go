@@ -17,7 +17,8 @@ import (
 const reviewUsage = "usage: oncebox review list [--tenant T] | review resolve --tenant T KEY (--succeeded REF | --failed | --resend [--new-key]) --reason R"
 
 // runReview is `oncebox review list` (read-only) and `oncebox review resolve`: the ops
-// that wait for a person, and a person's decision on one.
+// that wait for a person (in needs_review, or awaiting approval: `oncebox approve` and
+// `reject` decide those), and a person's resolution of one in needs_review.
 func runReview(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("review", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant name")
@@ -82,7 +83,9 @@ func runReview(ctx context.Context, args []string) error {
 }
 
 // reviewList prints the ops that wait for a person, the named tenant's or every
-// tenant's, each with its tenant's name.
+// tenant's, each with its tenant's name: those in needs_review (a person checks what
+// happened and resolves them) and those awaiting approval (an approver approves or
+// rejects them), oldest first within each.
 func reviewList(ctx context.Context, srv *server.Server, tenantName string, w io.Writer) error {
 	var (
 		tid int64
@@ -106,13 +109,32 @@ func reviewList(ctx context.Context, srv *server.Server, tenantName string, w io
 		names[t.ID] = t.Name
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tKEY\tTOOL\tATTEMPTS\tSINCE\tWHY")
-	for _, it := range items {
-		name, ok := names[it.TenantID]
-		if !ok {
-			name = fmt.Sprintf("(tenant %d)", it.TenantID)
+	fmt.Fprintln(tw, "TENANT\tKEY\tTOOL\tWAITS FOR\tATTEMPTS\tSINCE\tWHY")
+	name := func(id int64) string {
+		if n, ok := names[id]; ok {
+			return n
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", name, it.Key, it.Tool, it.Attempts, it.UpdatedAt.Format(time.RFC3339), it.LastEvent)
+		return fmt.Sprintf("(tenant %d)", id)
+	}
+	for _, it := range items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\treview\t%d\t%s\t%s\n", name(it.TenantID), it.Key, it.Tool, it.Attempts,
+			it.UpdatedAt.Format(time.RFC3339), it.LastEvent)
+	}
+	for _, t := range tenants {
+		if tid != 0 && t.ID != tid {
+			continue
+		}
+		waiting, err := srv.Outbox().ListWaiting(ctx, t.ID, reviewMaxApprovals)
+		if err != nil {
+			return err
+		}
+		for _, wt := range waiting {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tapproval\t%d\t%s\t%s\n", t.Name, wt.Op.Key, wt.Op.Tool, wt.Op.Attempts,
+				wt.RequestedAt.Format(time.RFC3339), wt.Why)
+		}
 	}
 	return tw.Flush()
 }
+
+// reviewMaxApprovals is how many ops awaiting approval review list shows per tenant.
+const reviewMaxApprovals = 200

@@ -27,7 +27,9 @@ tools:
 `
 
 // TestLookupShowsTheStepTree: the lookup of a composite op lists its steps, each with
-// its status and a link to the step's op, and the step's own lookup links back to it.
+// its status in words and a link to the step's op named by the caller's key (not the
+// op's UUID); its timeline tells each step in a sentence, not bare "steps by steps"
+// rows; and the step's own lookup links back to its parent by the caller's key.
 func TestLookupShowsTheStepTree(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tools.yaml")
@@ -43,11 +45,20 @@ func TestLookupShowsTheStepTree(t *testing.T) {
 	stepKey := "~step/" + parentID + "/charge"
 	require.Eventually(t, func() bool {
 		_, page = b.get("/console/lookup?q=checkout-7")
-		return strings.Contains(page, "<h3>Steps</h3>") && strings.Contains(page, `<strong>charge</strong> <span class="status s-succeeded">`)
-	}, 20*time.Second, 100*time.Millisecond, "the parent's lookup lists its step as succeeded: %s", page)
-	require.Contains(t, page, "<code>"+stepKey+"</code>")
+		return strings.Contains(page, "<h3>Steps</h3>") && strings.Contains(page, `<strong>charge</strong> <span class="status s-succeeded" data-status="succeeded">done</span>`)
+	}, 20*time.Second, 100*time.Millisecond, "the parent's lookup lists its step as done: %s", page)
+	require.Contains(t, page, `<code>checkout-7 › charge</code></a>`)
+	require.NotContains(t, page, "<code>"+stepKey+"</code>", "the step's link shows the caller's key, not the op's UUID")
+	timeline := page[strings.Index(page, `<ol class="timeline">`):]
+	require.Contains(t, timeline, "step charge started, as an op of its own")
+	require.Contains(t, timeline, "op checkout-7 › charge")
+	require.Contains(t, timeline, "steps finished: every step done")
+	require.Contains(t, timeline, "settled by its steps: now done")
+	require.NotContains(t, timeline, "<strong>steps</strong>", "no bare steps rows")
+	require.NotContains(t, timeline, "by steps<", "the step runner is named in words")
 
 	_, page = b.get("/console/lookup?q=" + stepKey)
 	require.Contains(t, page, "stripe.payment_intent")
-	require.Contains(t, page, "its parent, op "+parentID)
+	require.Contains(t, page, `its parent, <code>checkout-7</code>`)
+	require.Contains(t, page, `<dd class="amount" id="op-amount">$7.00 USD</dd>`, "the step's payment shows its amount")
 }

@@ -42,7 +42,7 @@ func TestFinanceShowsAFullRefundAgainstItsPayment(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Eventually(t, func() bool {
 		_, page = b.get("/console/lookup?q=refund-full-1001")
-		return strings.Contains(page, `id="op-status">succeeded<`)
+		return strings.Contains(page, `id="op-status" data-status="succeeded">`)
 	}, 20*time.Second, 100*time.Millisecond, "the approved refund succeeds")
 
 	since, until := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)

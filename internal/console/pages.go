@@ -88,6 +88,11 @@ func (c *Console) fillApprovals(w http.ResponseWriter, r *http.Request, v *view,
 		c.internal(w, r, v, err)
 		return
 	}
+	askers, err := c.askers(r, s)
+	if err != nil {
+		c.internal(w, r, v, err)
+		return
+	}
 	now := c.cfg.Now()
 	for _, wt := range waiting {
 		row := approvalRow{Key: wt.Op.Key, OpID: wt.Op.ID, Tool: wt.Op.Tool, Fingerprint: wt.Op.Fingerprint.String(), Why: wt.Why,
@@ -101,11 +106,28 @@ func (c *Console) fillApprovals(w http.ResponseWriter, r *http.Request, v *view,
 			row.Amount = money.Format(wt.Amount, wt.Currency)
 		}
 		if wt.RequestedByToken != 0 {
-			row.Asker = fmt.Sprintf("API token %d", wt.RequestedByToken)
+			row.Asker = cmp.Or(askers[wt.RequestedByToken], fmt.Sprintf("token %d (no longer listed)", wt.RequestedByToken))
 		}
 		v.Approvals = append(v.Approvals, row)
 	}
 	c.render(w, r, status, "approvals", v)
+}
+
+// askers names the signed-in tenant's tokens by person where a token has one
+// ("alice@example.com (agent)"), else by role and id ("agent token 10").
+func (c *Console) askers(r *http.Request, s *sessionInfo) (map[int64]string, error) {
+	tokens, err := c.cfg.Tenants.Tokens(r.Context(), s.principal.Name)
+	if err != nil {
+		return nil, fmt.Errorf("console: list tokens: %w", err)
+	}
+	out := make(map[int64]string, len(tokens))
+	for _, t := range tokens {
+		out[t.ID] = fmt.Sprintf("%s token %d", t.Role, t.ID)
+		if t.Person != "" {
+			out[t.ID] = fmt.Sprintf("%s (%s)", t.Person, t.Role)
+		}
+	}
+	return out, nil
 }
 
 // decide approves or rejects an op, with the API's own call and rules.
@@ -215,22 +237,48 @@ type reviewRow struct {
 	// Args are the op's arguments as stored, as the approvals show them (redacted
 	// fields stay redacted).
 	Args     string
-	Attempts []outbox.Attempt
+	Amount   string
+	Words    reviewWords
+	Attempts []attemptRow
 	Events   []eventRow
 }
 
-// eventRow is an op event for display.
-type eventRow struct {
-	outbox.Event
-	DetailText string
+// attemptRow is a dispatch attempt for display, its outcome in words.
+type attemptRow struct {
+	outbox.Attempt
+	OutcomeWords string
 }
 
-func eventRows(evs []outbox.Event) []eventRow {
+// eventRow is an op event for display: a sentence, its actor named once, the status
+// it left the op in, in words; its recorded detail as JSON, shown last.
+type eventRow struct {
+	outbox.Event
+	Sentence, By, Now string
+	DetailText        string
+}
+
+func eventRows(op *outbox.Op, evs []outbox.Event) []eventRow {
 	out := make([]eventRow, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, eventRow{Event: e, DetailText: compactJSON(e.Detail)})
+		out = append(out, eventRow{Event: e, Sentence: DecisionSentence(op, e), By: ActorName(e.Actor),
+			Now: StatusWords(e.ToStatus), DetailText: compactJSON(e.Detail)})
 	}
 	return out
+}
+
+// reviewRowFor is the Review item of op, from its history.
+func reviewRowFor(reg *outbox.Registry, it outbox.ReviewItem, op *outbox.Op, pay *outbox.Payment, h *outbox.History) reviewRow {
+	row := reviewRow{ReviewItem: it, Args: prettyJSON(op.Args), Events: eventRows(op, h.Events)}
+	row.Amount, _ = OpMoney(reg, op, pay)
+	var last *outbox.Event
+	if n := len(h.Events); n > 0 {
+		last = &h.Events[n-1]
+	}
+	row.Words = explainReview(op, last)
+	for _, a := range h.Attempts {
+		row.Attempts = append(row.Attempts, attemptRow{Attempt: a, OutcomeWords: outcomeWords(a.Outcome)})
+	}
+	return row
 }
 
 func (c *Console) review(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
@@ -259,7 +307,12 @@ func (c *Console) fillReview(w http.ResponseWriter, r *http.Request, v *view, s 
 			c.internal(w, r, v, err)
 			return
 		}
-		v.Reviews = append(v.Reviews, reviewRow{ReviewItem: it, Args: prettyJSON(op.Args), Attempts: h.Attempts, Events: eventRows(h.Events)})
+		pay, err := c.cfg.Outbox.PaymentOf(r.Context(), s.principal.ID, op.Tool, op.Args)
+		if err != nil {
+			c.internal(w, r, v, err)
+			return
+		}
+		v.Reviews = append(v.Reviews, reviewRowFor(c.cfg.Outbox.Tools(), it, op, pay, h))
 	}
 	c.render(w, r, status, "review", v)
 }
@@ -318,8 +371,44 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *sessionInfo
 
 // opView is one op found by a lookup.
 type opView struct {
-	Op       *outbox.Op
+	Op *outbox.Op
+	// Status is the op's status in people's words.
+	Status   string
 	Timeline []TimelineEntry
+	// Amount and Args are a money op's amount in words and its arguments as the
+	// redaction rules allow (opMoney); "" otherwise.
+	Amount, Args string
+	// Related is the payment the op is or refunds and every refund made of it.
+	Related *relatedView
+	// Steps are a composite op's steps, named by the caller's key.
+	Steps []stepView
+	// ParentKey is, for a step's op, its composite op's key ("" when purged or none).
+	ParentKey, ParentID string
+}
+
+// stepView is one step of a composite op.
+type stepView struct {
+	Name, Label, Key, Status, StatusWords string
+	HasOp                                 bool
+}
+
+// relatedView is what a lookup shows of a payment and its refunds.
+type relatedView struct {
+	// Payment is the payment op, nil when oncebox did not make it (Ref names it).
+	Payment       *outbox.Op
+	PaymentAmount string
+	Ref           string
+	Refunds       []refundRow
+	// Summary says how many refunds were made of the payment and how many are done.
+	Summary string
+}
+
+// refundRow is one refund of a payment.
+type refundRow struct {
+	Key, Status, StatusWords, VendorRef, Amount string
+	CreatedAt                                   time.Time
+	// This is the op the lookup is of.
+	This bool
 }
 
 func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
@@ -332,7 +421,7 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		return
 	}
 	if len(q) > 255 || outbox.CheckStorableText("q", q) != nil {
-		v.Error = &refusal{Type: protocol.ProblemInvalidRequest, Sentence: "Search for an idempotency key, op id, vendor reference or conversation id (at most 255 characters)."}
+		v.Error = &refusal{Type: protocol.ProblemInvalidRequest, Sentence: "Search for an idempotency key, op id, vendor reference (pi_…, ch_…, re_…) or conversation id (at most 255 characters)."}
 		c.render(w, r, http.StatusBadRequest, "lookup", v)
 		return
 	}
@@ -342,9 +431,9 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		return
 	}
 	for _, op := range ops {
-		ov := opView{Op: op}
+		ov := opView{Op: op, Status: StatusWords(string(op.Status))}
 		if len(ops) == 1 {
-			if ov.Timeline, err = c.timeline(r, s, op); err != nil {
+			if err := c.fillOp(r, s, &ov); err != nil {
 				c.internal(w, r, v, err)
 				return
 			}
@@ -353,6 +442,72 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 	}
 	v.Searched = true
 	c.render(w, r, http.StatusOK, "lookup", v)
+}
+
+// fillOp adds to the lookup of one op its timeline, its amount and arguments, the
+// payment and refunds it is part of, and its steps or its parent, by the caller's key.
+func (c *Console) fillOp(r *http.Request, s *sessionInfo, ov *opView) error {
+	ctx, tid, op, reg := r.Context(), s.principal.ID, ov.Op, c.cfg.Outbox.Tools()
+	var err error
+	if ov.Timeline, err = c.timeline(r, s, op); err != nil {
+		return err
+	}
+	rel, err := c.cfg.Outbox.Related(ctx, tid, op)
+	if err != nil {
+		return err
+	}
+	if rel != nil {
+		ov.Related = relatedFor(reg, op, rel)
+	}
+	pay := RelatedPayment(reg, rel)
+	if pay == nil || rel.PaymentRef == "" {
+		if pay, err = c.cfg.Outbox.PaymentOf(ctx, tid, op.Tool, op.Args); err != nil {
+			return err
+		}
+	}
+	ov.Amount, ov.Args = OpMoney(reg, op, pay)
+	for _, st := range op.Steps {
+		ov.Steps = append(ov.Steps, stepView{Name: st.Name, Label: stepLabel(op.Key, st.Name), Key: st.Key, Status: st.Status,
+			StatusWords: StatusWords(st.Status), HasOp: st.OpID != ""})
+	}
+	if id := parentOf(op.Key); id != "" {
+		ov.ParentID = id
+		parents, err := c.cfg.Outbox.Find(ctx, tid, id, 1)
+		if err != nil {
+			return err
+		}
+		if len(parents) == 1 {
+			ov.ParentKey = parents[0].Key
+		}
+	}
+	return nil
+}
+
+// relatedFor is the view of rel for the lookup of op.
+func relatedFor(reg *outbox.Registry, op *outbox.Op, rel *outbox.Related) *relatedView {
+	rv := &relatedView{Payment: rel.Payment, Ref: rel.PaymentRef}
+	if rel.Payment != nil {
+		rv.Ref = rel.Payment.VendorRef
+		rv.PaymentAmount, _ = OpMoney(reg, rel.Payment, nil)
+	}
+	done := 0
+	for _, rf := range rel.Refunds {
+		amount := RefundAmount(reg, rf, rel.Payment)
+		if rf.Status == protocol.StatusSucceeded {
+			done++
+		}
+		rv.Refunds = append(rv.Refunds, refundRow{Key: rf.Key, Status: string(rf.Status), StatusWords: StatusWords(string(rf.Status)),
+			VendorRef: rf.VendorRef, Amount: amount, CreatedAt: rf.CreatedAt, This: rf.ID == op.ID})
+	}
+	switch len(rel.Refunds) {
+	case 0:
+		rv.Summary = "No refund was asked for of this payment."
+	case 1:
+		rv.Summary = fmt.Sprintf("1 refund was asked for of this payment; %d done.", done)
+	default:
+		rv.Summary = fmt.Sprintf("%d refunds were asked for of this payment; %d done.", len(rel.Refunds), done)
+	}
+	return rv
 }
 
 // timeline is the op's timeline (Timeline), its vendor events included.

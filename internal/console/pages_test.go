@@ -15,7 +15,7 @@ import (
 func (b *browser) statusOf(key string) string {
 	b.t.Helper()
 	_, page := b.get("/console/lookup?q=" + url.QueryEscape(key))
-	m := regexp.MustCompile(`id="op-status">([a-z_]+)<`).FindStringSubmatch(page)
+	m := regexp.MustCompile(`id="op-status" data-status="([a-z_]+)">`).FindStringSubmatch(page)
 	require.NotNil(b.t, m, "the lookup shows the op %s: %s", key, page)
 	return m[1]
 }

@@ -7,9 +7,10 @@ const (
 	sqlInsertSession = `INSERT INTO oncebox_console_session (id_hash, token_id, expires_at)
 		VALUES ($1, $2, now() + make_interval(secs => $3))`
 
-	// sqlSession reads who a live session acts as: its token's tenant, id and role. A
-	// revoked token or an expired session reads nothing.
-	sqlSession = `SELECT t.id, t.name, t.created_at, k.id, k.role, s.expires_at
+	// sqlSession reads who a live session acts as: its token's tenant, id, role and
+	// person (so that a decision names the person, and four-eyes rules count people, as
+	// the API's do). A revoked token or an expired session reads nothing.
+	sqlSession = `SELECT t.id, t.name, t.created_at, k.id, k.role, coalesce(k.person, ''), s.expires_at
 		FROM oncebox_console_session s
 		JOIN oncebox_api_token k ON k.id = s.token_id
 		JOIN oncebox_tenant t ON t.id = k.tenant_id

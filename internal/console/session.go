@@ -76,7 +76,7 @@ func (c *Console) session(r *http.Request) (*tenant.Principal, string, error) {
 		p       tenant.Principal
 		expires time.Time
 	)
-	err = c.cfg.Pool.QueryRow(r.Context(), sqlSession, hashOf(ck.Value)).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role, &expires)
+	err = c.cfg.Pool.QueryRow(r.Context(), sqlSession, hashOf(ck.Value)).Scan(&p.ID, &p.Name, &p.CreatedAt, &p.TokenID, &p.Role, &p.Person, &expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, "", nil
 	}

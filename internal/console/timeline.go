@@ -29,7 +29,7 @@ type TimelineEntry struct {
 // made its object (the first attempt, else the creation). Decisions read as sentences
 // (DecisionSentence).
 func Timeline(op *outbox.Op, h *outbox.History, evs []vendorevents.Event) []TimelineEntry {
-	tl := []TimelineEntry{{At: op.CreatedAt, What: "created", Who: "agent"}}
+	tl := []TimelineEntry{{At: op.CreatedAt, What: "asked for", Who: ActorName("agent")}}
 	if op.ConversationID != "" {
 		tl[0].Notes = "conversation " + op.ConversationID
 	}
@@ -38,18 +38,24 @@ func Timeline(op *outbox.Op, h *outbox.History, evs []vendorevents.Event) []Time
 		if i == 0 && a.StartedAt.After(floor) {
 			floor = a.StartedAt
 		}
-		tl = append(tl, TimelineEntry{At: a.StartedAt, What: fmt.Sprintf("claimed: attempt %d sent to %s", a.Attempt, op.Vendor), Who: "worker", rank: 1})
+		tl = append(tl, TimelineEntry{At: a.StartedAt, What: fmt.Sprintf("attempt %d: sent to %s", a.Attempt, vendorName(op.Vendor)),
+			Who: ActorName("worker"), rank: 1})
 		if a.FinishedAt != nil {
 			notes := strings.TrimSpace(strings.Join([]string{a.VendorRef, a.Error}, " "))
-			tl = append(tl, TimelineEntry{At: *a.FinishedAt, What: "vendor answered: " + a.Outcome, Who: "worker", Notes: notes, rank: 2})
+			tl = append(tl, TimelineEntry{At: *a.FinishedAt, What: fmt.Sprintf("%s answered attempt %d: %s", vendorName(op.Vendor), a.Attempt, outcomeWords(a.Outcome)),
+				Who: vendorName(op.Vendor), Notes: notes, rank: 2})
 		}
 	}
 	for _, m := range h.Matches {
 		tl = append(tl, TimelineEntry{At: m.At, What: "call matched by identity: the same operation in other words, not executed",
-			Who: "agent", Notes: matchNotes(m), rank: 3})
+			Who: ActorName("agent"), Notes: matchNotes(m), rank: 3})
 	}
 	for _, e := range h.Events {
-		tl = append(tl, TimelineEntry{At: e.At, What: DecisionSentence(op, e), Who: e.Actor, rank: 3})
+		te := TimelineEntry{At: e.At, What: DecisionSentence(op, e), Who: ActorName(e.Actor), rank: 3}
+		if e.Kind == "steps" {
+			te.Notes = stepNotes(op, e)
+		}
+		tl = append(tl, te)
 	}
 	for _, e := range evs {
 		at := e.OccurredAt
@@ -60,7 +66,7 @@ func Timeline(op *outbox.Op, h *outbox.History, evs []vendorevents.Event) []Time
 		if e.Unconfirmed {
 			notes += " (unconfirmed: the op's object is not known yet)"
 		}
-		tl = append(tl, TimelineEntry{At: at, What: "vendor event: " + e.Type, Who: op.Vendor, Notes: notes, rank: 4})
+		tl = append(tl, TimelineEntry{At: at, What: "vendor event: " + e.Type, Who: vendorName(op.Vendor), Notes: notes, rank: 4})
 	}
 	slices.SortStableFunc(tl, func(a, b TimelineEntry) int {
 		if c := a.At.Compare(b.At); c != 0 {
@@ -82,6 +88,12 @@ type decisionDetail struct {
 	NextCheckAt *time.Time `json:"next_check_at"`
 	Approvals   int        `json:"approvals"`
 	Needed      int        `json:"approvers_needed"`
+	// A composite op's step events (kind "steps"): the step enqueued, or the run's
+	// state and why.
+	Enqueued string `json:"enqueued"`
+	Key      string `json:"key"`
+	State    string `json:"state"`
+	Why      string `json:"why"`
 }
 
 // DecisionSentence says in a sentence what a recorded decision about op did: "the
@@ -117,12 +129,18 @@ func DecisionSentence(op *outbox.Op, e outbox.Event) string {
 	case e.Kind == "reconcile" && d.Decision != "":
 		s = "the reconciler decided " + strings.ReplaceAll(d.Decision, "_", " ")
 	case e.Kind == "approval_given":
-		s = fmt.Sprintf("%s approved (%d of %d approvals)", e.Actor, d.Approvals, d.Needed)
+		s = fmt.Sprintf("approved it (%d of %d approvals)", d.Approvals, d.Needed)
 	case e.Kind == "approved" || e.Kind == "rejected":
-		s = e.Actor + " " + e.Kind + " the op"
+		s = e.Kind + " it"
+	case e.Kind == "steps":
+		s = stepSentence(e, d)
+	case e.Kind == "manual_resolution" && d.Decision == "released_for_resend":
+		s = "released it to be sent again"
+	case e.Kind == "manual_resolution":
+		s = "resolved it by hand"
 	}
-	if e.FromStatus != e.ToStatus && !strings.Contains(s, "settled the op") {
-		s += ": " + e.FromStatus + " → " + e.ToStatus
+	if e.FromStatus != e.ToStatus && !strings.Contains(s, "settled the op") && e.Kind != "steps" {
+		s += ": now " + StatusWords(e.ToStatus)
 	}
 	if d.Reason != "" {
 		s += " (reason: " + d.Reason + ")"
@@ -152,4 +170,45 @@ func vendorName(vendor string) string {
 		return "SendGrid"
 	}
 	return "the " + vendor + " target"
+}
+
+// stepSentence says what a composite op's step event did: a step started, the run's
+// state changed, or the op settled by its steps.
+func stepSentence(e outbox.Event, d decisionDetail) string {
+	switch {
+	case d.Enqueued != "":
+		return "step " + d.Enqueued + " started, as an op of its own"
+	case d.State != "":
+		return "settled by its steps: now " + StatusWords(e.ToStatus)
+	}
+	s := "steps " + stepStateWords(e.ToStatus)
+	if d.Why != "" {
+		s += ": " + d.Why
+	}
+	return s
+}
+
+// stepStateWords says a composite op's run state (opstate.StepState) in words.
+func stepStateWords(st string) string {
+	switch st {
+	case "succeeded":
+		return "finished"
+	case "compensating":
+		return "being undone"
+	case "compensated":
+		return "undone"
+	case "needs_review":
+		return "waiting for a person"
+	}
+	return st
+}
+
+// stepNotes names the op of the step a step event started, by the caller's key.
+func stepNotes(op *outbox.Op, e outbox.Event) string {
+	var d decisionDetail
+	_ = json.Unmarshal(e.Detail, &d)
+	if d.Enqueued == "" {
+		return ""
+	}
+	return "op " + stepLabel(op.Key, d.Enqueued)
 }

@@ -32,10 +32,10 @@ func TestTimelineIsCausal(t *testing.T) {
 		what = append(what, e.What)
 	}
 	require.Equal(t, []string{
-		"created",
-		"claimed: attempt 1 sent to stripe",
+		"asked for",
+		"attempt 1: sent to Stripe",
 		"vendor event: payment_intent.succeeded",
-		"vendor answered: unknown",
+		"Stripe answered attempt 1: no clear answer: it may or may not have happened",
 		"the reconciler found the charge pi_123 at Stripe and settled the op as succeeded",
 	}, what)
 }

@@ -83,15 +83,10 @@ var funcs = template.FuncMap{
 	"join": strings.Join,
 	// parentOf is the parent op id of a composite op's step (its key is
 	// outbox.StepKey), "" for any other op.
-	"parentOf": func(key string) string {
-		rest, ok := strings.CutPrefix(key, outbox.StepKeyPrefix)
-		if !ok {
-			return ""
-		}
-		id, _, _ := strings.Cut(rest, "/")
-		return id
-	},
-	"sub": func(a, b int) int { return a - b },
+	"parentOf": parentOf,
+	"words":    StatusWords,
+	"actor":    ActorName,
+	"sub":      func(a, b int) int { return a - b },
 }
 
 func parsePages() (map[string]*template.Template, error) {
@@ -141,3 +136,14 @@ func since(now, t time.Time) string {
 }
 
 func queryEscape(s string) string { return url.QueryEscape(s) }
+
+// parentOf is the parent op id of a composite op's step (its key is outbox.StepKey),
+// "" for any other op.
+func parentOf(key string) string {
+	rest, ok := strings.CutPrefix(key, outbox.StepKeyPrefix)
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
