@@ -78,6 +78,11 @@ type Config struct {
 	// request without Origin (every non-browser client) is not concerned. Put the
 	// server's public URL here. Defaults to none.
 	AllowedOrigins []string
+	// ResourceMetadataURL, when oncebox accepts an external authorization server's
+	// access tokens, is the URL of its protected resource metadata (RFC 9728): a 401
+	// or 403 names it in WWW-Authenticate (resource_metadata), so that an MCP client
+	// finds where to sign in. Optional.
+	ResourceMetadataURL string
 }
 
 // DefaultWait is Config.Wait's default: how long a tool call waits for the vendor's
@@ -245,6 +250,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		authed := auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
 			AllowMissingExpiration: true,
 			Scopes:                 []string{agentScope},
+			ResourceMetadataURL:    s.cfg.ResourceMetadataURL,
 		})(s.limitSessions(h))
 		s.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
@@ -311,7 +317,7 @@ const agentScope = "oncebox:agent"
 func (s *Server) verifyToken(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 	t, err := s.cfg.Tenants.Authenticate(ctx, token)
 	if errors.Is(err, tenant.ErrUnauthorized) {
-		return nil, fmt.Errorf("%w: the API token is unknown or revoked", auth.ErrInvalidToken)
+		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, tenant.RefusalReason(err))
 	}
 	if err != nil {
 		noteUnavailable(ctx, err)
