@@ -158,7 +158,7 @@ func (s *Server) Token(clientID, resource, scope string) (string, error) {
 	s.mu.Lock()
 	c := s.clients[clientID]
 	s.mu.Unlock()
-	form := "grant_type=client_credentials&resource=" + urlEscape(resource) + "&scope=" + urlEscape(scope)
+	form := "grant_type=client_credentials&resource=" + url.QueryEscape(resource) + "&scope=" + url.QueryEscape(scope)
 	req, err := http.NewRequest(http.MethodPost, s.TokenURL(), strings.NewReader(form))
 	if err != nil {
 		return "", err
@@ -189,5 +189,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-func urlEscape(s string) string { return url.QueryEscape(s) }
