@@ -247,11 +247,23 @@ func (s *Server) HTTPHandler() http.Handler {
 			Logger:         s.logger,
 			SessionTimeout: s.cfg.SessionIdleTimeout,
 		})
+		// The 2026-07-28 revision has no sessions: the SDK serves it statelessly only.
+		// A request that names it (MCP-Protocol-Version, server/discover included) goes
+		// to a stateless handler; every earlier revision keeps its sessions.
+		stateless := mcp.NewStreamableHTTPHandler(s.serverForRequest, &mcp.StreamableHTTPOptions{Logger: s.logger, Stateless: true})
+		sessions := s.limitSessions(h)
+		byRevision := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Mcp-Protocol-Version") >= statelessRevision {
+				stateless.ServeHTTP(w, r)
+				return
+			}
+			sessions.ServeHTTP(w, r)
+		})
 		authed := auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
 			AllowMissingExpiration: true,
 			Scopes:                 []string{agentScope},
 			ResourceMetadataURL:    s.cfg.ResourceMetadataURL,
-		})(s.limitSessions(h))
+		})(byRevision)
 		s.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
 				refuseOrigin(w, origin)
@@ -270,6 +282,10 @@ func (s *Server) HTTPHandler() http.Handler {
 	})
 	return s.httpHandler
 }
+
+// statelessRevision is the first protocol revision without sessions or initialize
+// (server/discover instead), which the SDK serves with a stateless handler only.
+const statelessRevision = "2026-07-28"
 
 // challenger adds "WWW-Authenticate: Bearer" to a 401 that has none, and turns the
 // 500 of a token check that failed for want of Postgres into 503 with Retry-After.
