@@ -563,6 +563,14 @@ func (c Config) mcpOrigins() []string {
 	return append([]string{c.PublicURL}, c.MCPAllowedOrigins...)
 }
 
+// consoleURL is the console's public URL, from PublicURL ("" without it).
+func (c *Config) consoleURL() string {
+	if c.PublicURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(c.PublicURL, "/") + "/console/"
+}
+
 // oauthAudience is OAuthAudience, else PublicURL.
 func (c *Config) oauthAudience() string {
 	if c.OAuthAudience != "" {

@@ -790,7 +790,8 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 			Notifications: s.waitHub, WaitSlots: s.slots(),
 			OnStoreUnavailable: func() { s.metrics.StoreUnavailable("mcp") },
 			SessionIdleTimeout: cfg.MCPSessionIdleTimeout, MaxSessionsPerTenant: cfg.MCPMaxSessionsPerTenant,
-			DedupeWindows: windows, Tools: extra, AllowedOrigins: cfg.mcpOrigins(), ResourceMetadataURL: s.resourceMetadataURL()})
+			DedupeWindows: windows, Tools: extra, AllowedOrigins: cfg.mcpOrigins(), ResourceMetadataURL: s.resourceMetadataURL(),
+			ConsoleURL: cfg.consoleURL()})
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}

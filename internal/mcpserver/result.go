@@ -20,6 +20,9 @@ type OpView struct {
 	// Matched is set when this call was matched to the op by its tool's identity fields
 	// although other arguments differ, and was not executed.
 	Matched *MatchView `json:"matched,omitempty"`
+	// ApprovalURL is the console page where a person approves or rejects the op, while
+	// it waits for approval and the console's URL is configured.
+	ApprovalURL string `json:"approval_url,omitempty"`
 }
 
 // MatchView says how a call was matched to an op by its tool's identity fields.

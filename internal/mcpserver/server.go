@@ -83,6 +83,11 @@ type Config struct {
 	// or 403 names it in WWW-Authenticate (resource_metadata), so that an MCP client
 	// finds where to sign in. Optional.
 	ResourceMetadataURL string
+	// ConsoleURL is the web console's public URL ("https://oncebox.example.com/console/",
+	// from --public-url): a call that waits for a person's approval answers a link to
+	// that op on the console's approvals page, where a person signs in as an approver
+	// (an agent's token never can). Optional: without it the answer has no link.
+	ConsoleURL string
 }
 
 // DefaultWait is Config.Wait's default: how long a tool call waits for the vendor's
