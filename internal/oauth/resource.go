@@ -60,16 +60,3 @@ func (v *Verifier) MetadataHandler() http.Handler {
 		ResourceName:           "oncebox",
 	})
 }
-
-// Challenge returns a WWW-Authenticate value for a 401: the metadata's URL and, when
-// given, the scope the resource needs and the error.
-func (v *Verifier) Challenge(scope, errCode string) string {
-	c := `Bearer resource_metadata="` + v.MetadataURL() + `"`
-	if scope != "" {
-		c += `, scope="` + scope + `"`
-	}
-	if errCode != "" {
-		c += `, error="` + errCode + `"`
-	}
-	return c
-}
