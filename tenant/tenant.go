@@ -353,7 +353,9 @@ func (s *Store) List(ctx context.Context) ([]Tenant, error) {
 }
 
 // Authenticate returns who presented a token (its tenant, id and role), or
-// ErrUnauthorized.
+// ErrUnauthorized (a *RefusedError, saying why, for an access token). A token shaped
+// like an access token (AcceptAccessTokens) is checked by the verifier; oncebox's own
+// tokens by their hash.
 func (s *Store) Authenticate(ctx context.Context, token string) (*Principal, error) {
 	if s.access != nil && !strings.HasPrefix(token, TokenPrefix) && s.access.LooksLikeAccessToken(token) {
 		return s.authenticateAccessToken(ctx, token)
