@@ -7,10 +7,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testkit/oauthas"
 	"github.com/oncebox/oncebox/server"
 )
 
@@ -71,4 +73,20 @@ func TestApprovalLinkInTheChat(t *testing.T) {
 	require.Len(t, e.stripe.Refunds(), 1, "one refund at Stripe")
 	_, page = b.get(link)
 	require.Contains(t, page, "no longer waits for approval")
+}
+
+// TestConsoleSignsInWithOnceboxTokensOnly (issue 45, item 1): an approver's OAuth
+// access token, valid at the API, does not open a console session (which is bound to
+// an oncebox token): 400 with the reason, not a server error.
+func TestConsoleSignsInWithOnceboxTokensOnly(t *testing.T) {
+	t.Parallel()
+	as := oauthas.Start()
+	t.Cleanup(as.Close)
+	e := startWith(t, func(c *server.Config) { c.OAuthIssuer, c.OAuthAudience = as.Issuer(), "https://oncebox.example.com" })
+	token := as.Mint(map[string]any{"sub": "alice", "aud": "https://oncebox.example.com", "scope": "oncebox:approver", "oncebox_tenant": "acme"}, time.Hour)
+	b := newBrowser(t, e.base)
+	resp, page := b.signIn(token)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, page)
+	require.Equal(t, "invalid-request", reasonOf(page))
+	require.Contains(t, page, "API token (obx_…)")
 }
