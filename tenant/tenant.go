@@ -103,13 +103,20 @@ type Principal struct {
 	TokenID int64
 	// Role is the token's role.
 	Role Role
-	// Person is the person the token belongs to ("" when none was named).
+	// Person is the person the token belongs to ("" when none was named); for an
+	// external access token, its subject.
 	Person string
+	// Subject is an external access token's subject ("" for oncebox's own tokens,
+	// whose TokenID is then 0).
+	Subject string
 }
 
 // Actor describes the principal in an op's history: tenant, token id and role, and
 // the token's person when it has one.
 func (p *Principal) Actor() string {
+	if p.Subject != "" {
+		return fmt.Sprintf("%s oauth %s (%s)", p.Name, p.Subject, p.Role)
+	}
 	a := fmt.Sprintf("%s token %d (%s)", p.Name, p.TokenID, p.Role)
 	if p.Person != "" {
 		a += " " + p.Person
@@ -150,6 +157,8 @@ type Store struct {
 	// forgets counts the times the cache was emptied, so that a check read before a
 	// change is not remembered after the change emptied the cache.
 	forgets uint64
+	// access checks external access tokens (AcceptAccessTokens). Optional.
+	access AccessTokenVerifier
 	// beforeRemember, in tests, runs between a check's read and its remembering.
 	beforeRemember func()
 }
@@ -344,8 +353,13 @@ func (s *Store) List(ctx context.Context) ([]Tenant, error) {
 }
 
 // Authenticate returns who presented a token (its tenant, id and role), or
-// ErrUnauthorized.
+// ErrUnauthorized (a *RefusedError, saying why, for an access token). A token shaped
+// like an access token (AcceptAccessTokens) is checked by the verifier; oncebox's own
+// tokens by their hash.
 func (s *Store) Authenticate(ctx context.Context, token string) (*Principal, error) {
+	if s.access != nil && !strings.HasPrefix(token, TokenPrefix) && s.access.LooksLikeAccessToken(token) {
+		return s.authenticateAccessToken(ctx, token)
+	}
 	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 200 {
 		return nil, ErrUnauthorized
 	}

@@ -70,6 +70,10 @@ type Config struct {
 	// (values marshalled as JSON), as the request may see them (their errors only to
 	// an admin). Optional.
 	Upstreams func(*http.Request) any
+	// ResourceMetadataURL, when oncebox accepts an external authorization server's
+	// access tokens, is the URL of its protected resource metadata (RFC 9728), named by
+	// every 401's WWW-Authenticate (resource_metadata). Optional.
+	ResourceMetadataURL string
 }
 
 func (c *Config) withDefaults() Config {
@@ -337,12 +341,12 @@ func (s *Server) authed(perm permission, next authedHandlerFunc) http.HandlerFun
 	return func(w http.ResponseWriter, r *http.Request) {
 		token, given := bearerToken(r)
 		if token == "" {
-			unauthorized(w, given, "send the API token as \"Authorization: Bearer obx_...\"")
+			s.unauthorized(w, given, "send the API token as \"Authorization: Bearer obx_...\"")
 			return
 		}
 		t, err := s.cfg.Tenants.Authenticate(r.Context(), token)
 		if errors.Is(err, tenant.ErrUnauthorized) {
-			unauthorized(w, true, "the API token is unknown or revoked")
+			s.unauthorized(w, true, tenant.RefusalReason(err))
 			return
 		}
 		if err != nil {
@@ -372,8 +376,13 @@ func bearerToken(r *http.Request) (string, bool) {
 	return strings.TrimSpace(token), true
 }
 
-func unauthorized(w http.ResponseWriter, tokenGiven bool, detail string) {
+// unauthorized answers 401 with a WWW-Authenticate challenge that names the protected
+// resource metadata when external access tokens are accepted.
+func (s *Server) unauthorized(w http.ResponseWriter, tokenGiven bool, detail string) {
 	challenge := `Bearer realm="oncebox"`
+	if u := s.cfg.ResourceMetadataURL; u != "" {
+		challenge = `Bearer resource_metadata="` + u + `"`
+	}
 	if tokenGiven {
 		challenge += `, error="invalid_token"`
 	}

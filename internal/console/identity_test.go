@@ -30,7 +30,9 @@ func TestLookupShowsIdentityMatches(t *testing.T) {
 	ctx := context.Background()
 	pay := func(description string) mcpserver.OpView {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: e.base + "/mcp", HTTPClient: &http.Client{Transport: bearer{e.agent}}, MaxRetries: -1}, nil)
+			&mcp.StreamableClientTransport{Endpoint: e.base + "/mcp", HTTPClient: &http.Client{Transport: bearer{e.agent}}, MaxRetries: -1},
+			// 2025-11-25, the last revision with sessions: the timeline names the session.
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		require.NoError(t, err)
 		defer cs.Close()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stripe_payment_intent", Arguments: map[string]any{

@@ -79,6 +79,7 @@ type approvalRow struct {
 func (c *Console) approvals(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	v := c.viewFor(s, "approvals")
 	v.Title, v.Notice = "Approvals", c.notice(r, s)
+	v.OnlyOp = r.URL.Query().Get("op")
 	c.fillApprovals(w, r, v, s, http.StatusOK)
 }
 
@@ -108,7 +109,12 @@ func (c *Console) fillApprovals(w http.ResponseWriter, r *http.Request, v *view,
 		if wt.RequestedByToken != 0 {
 			row.Asker = cmp.Or(askers[wt.RequestedByToken], fmt.Sprintf("token %d (no longer listed)", wt.RequestedByToken))
 		}
-		v.Approvals = append(v.Approvals, row)
+		if v.OnlyOp == "" || v.OnlyOp == row.OpID {
+			v.Approvals = append(v.Approvals, row)
+		}
+	}
+	if v.OnlyOp != "" && len(v.Approvals) == 0 && v.Notice == "" {
+		v.Notice = "This op no longer waits for approval (or is not of your tenant): find it under Lookup by its key."
 	}
 	c.render(w, r, status, "approvals", v)
 }

@@ -232,6 +232,11 @@ func (c *Console) openSession(w http.ResponseWriter, r *http.Request, p *tenant.
 			"This token has the role %s; the console is for people: sign in with an approver or admin token of your tenant.", p.Role))
 		return
 	}
+	if p.TokenID == 0 {
+		c.refuseForm(w, r, v, http.StatusBadRequest, protocol.ProblemInvalidRequest,
+			"This is an access token of an authorization server; the console signs in with an approver or admin API token of oncebox (obx_…).")
+		return
+	}
 	id, err := secret()
 	if err != nil {
 		c.internal(w, r, v, err)
@@ -332,8 +337,8 @@ func SignInLink(ctx context.Context, pool *pgxpool.Pool, tenants *tenant.Store, 
 	if err != nil {
 		return "", fmt.Errorf("console: sign-in link: %w", err)
 	}
-	if !p.Role.CanDecide() {
-		return "", fmt.Errorf("console: sign-in link: the token has the role %s; a link signs in as an approver or admin token", p.Role)
+	if !p.Role.CanDecide() || p.TokenID == 0 {
+		return "", fmt.Errorf("console: sign-in link: the token has the role %s; a link signs in as an approver or admin API token (obx_…)", p.Role)
 	}
 	code, err := secret()
 	if err != nil {

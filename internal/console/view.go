@@ -31,6 +31,9 @@ type view struct {
 	Next   string
 	Code   string
 
+	// OnlyOp, on the approvals page, is the op the page was opened for (?op=, the link
+	// an MCP tool call answers while it waits): only that op is shown.
+	OnlyOp    string
 	Approvals []approvalRow
 	Reject    *rejectView
 	Reviews   []reviewRow

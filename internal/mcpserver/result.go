@@ -23,6 +23,9 @@ type OpView struct {
 	// Message is the result's text, the sentence that says what happened: some clients
 	// hand the model the structured content instead of the text (Mastra's MCP client).
 	Message string `json:"message"`
+	// ApprovalURL is the console page where a person approves or rejects the op, while
+	// it waits for approval and the console's URL is configured.
+	ApprovalURL string `json:"approval_url,omitempty"`
 }
 
 // MatchView says how a call was matched to an op by its tool's identity fields.

@@ -78,6 +78,16 @@ type Config struct {
 	// request without Origin (every non-browser client) is not concerned. Put the
 	// server's public URL here. Defaults to none.
 	AllowedOrigins []string
+	// ResourceMetadataURL, when oncebox accepts an external authorization server's
+	// access tokens, is the URL of its protected resource metadata (RFC 9728): a 401
+	// or 403 names it in WWW-Authenticate (resource_metadata), so that an MCP client
+	// finds where to sign in. Optional.
+	ResourceMetadataURL string
+	// ConsoleURL is the web console's public URL ("https://oncebox.example.com/console/",
+	// from --public-url): a call that waits for a person's approval answers a link to
+	// that op on the console's approvals page, where a person signs in as an approver
+	// (an agent's token never can). Optional: without it the answer has no link.
+	ConsoleURL string
 }
 
 // DefaultWait is Config.Wait's default: how long a tool call waits for the vendor's
@@ -242,10 +252,23 @@ func (s *Server) HTTPHandler() http.Handler {
 			Logger:         s.logger,
 			SessionTimeout: s.cfg.SessionIdleTimeout,
 		})
+		// The 2026-07-28 revision has no sessions: the SDK serves it statelessly only.
+		// A request that names it (MCP-Protocol-Version, server/discover included) goes
+		// to a stateless handler; every earlier revision keeps its sessions.
+		stateless := mcp.NewStreamableHTTPHandler(s.serverForRequest, &mcp.StreamableHTTPOptions{Logger: s.logger, Stateless: true})
+		sessions := s.limitSessions(h)
+		byRevision := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Mcp-Protocol-Version") >= statelessRevision {
+				stateless.ServeHTTP(w, r)
+				return
+			}
+			sessions.ServeHTTP(w, r)
+		})
 		authed := auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
 			AllowMissingExpiration: true,
 			Scopes:                 []string{agentScope},
-		})(s.limitSessions(h))
+			ResourceMetadataURL:    s.cfg.ResourceMetadataURL,
+		})(byRevision)
 		s.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
 				refuseOrigin(w, origin)
@@ -264,6 +287,10 @@ func (s *Server) HTTPHandler() http.Handler {
 	})
 	return s.httpHandler
 }
+
+// statelessRevision is the first protocol revision without sessions or initialize
+// (server/discover instead), which the SDK serves with a stateless handler only.
+const statelessRevision = "2026-07-28"
 
 // challenger adds "WWW-Authenticate: Bearer" to a 401 that has none, and turns the
 // 500 of a token check that failed for want of Postgres into 503 with Retry-After.
@@ -311,7 +338,7 @@ const agentScope = "oncebox:agent"
 func (s *Server) verifyToken(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 	t, err := s.cfg.Tenants.Authenticate(ctx, token)
 	if errors.Is(err, tenant.ErrUnauthorized) {
-		return nil, fmt.Errorf("%w: the API token is unknown or revoked", auth.ErrInvalidToken)
+		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, tenant.RefusalReason(err))
 	}
 	if err != nil {
 		noteUnavailable(ctx, err)

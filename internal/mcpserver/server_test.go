@@ -93,6 +93,10 @@ func (e *env) overHTTP(t *testing.T) (*mcp.ClientSession, *httptest.Server) {
 	return e.connectHTTP(t, ts), ts
 }
 
+// sessionClient makes a client speak 2025-11-25, the last revision with sessions (the
+// SDK's default, 2026-07-28, has none): the tests of sessions use it.
+var sessionClient = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 func (e *env) connectHTTP(t *testing.T, ts *httptest.Server) *mcp.ClientSession {
 	t.Helper()
 	transport := &mcp.StreamableClientTransport{
@@ -100,7 +104,7 @@ func (e *env) connectHTTP(t *testing.T, ts *httptest.Server) *mcp.ClientSession 
 		HTTPClient: &http.Client{Transport: bearer{token: e.token, next: http.DefaultTransport}},
 		MaxRetries: -1,
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), transport, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), transport, sessionClient)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
@@ -440,7 +444,7 @@ func TestHTTPSessionRefusesAnotherTenantsToken(t *testing.T) {
 	t.Cleanup(ts.Close)
 	spy := &sessionSpy{bearer: bearer{token: e.token, next: http.DefaultTransport}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: &http.Client{Transport: spy}, MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: &http.Client{Transport: spy}, MaxRetries: -1}, sessionClient)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cs.Close() })
 	spy.mu.Lock()

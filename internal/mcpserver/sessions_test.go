@@ -33,7 +33,7 @@ func sessionEnv(t *testing.T, idle time.Duration, maxSessions int) (*env, *mcpse
 func connect(t *testing.T, ts *httptest.Server, token string) (*mcp.ClientSession, error) {
 	transport := &mcp.StreamableClientTransport{Endpoint: ts.URL, MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), transport, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), transport, sessionClient)
 	if err == nil {
 		t.Cleanup(func() { _ = cs.Close() })
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -337,6 +338,11 @@ func (s *Server) callResult(tool string, args json.RawMessage, id callIdentity, 
 		text += " Why: " + res.Why
 		view.Op.Why = res.Why
 	}
+	if link := s.approvalLink(op); link != "" {
+		text += " A person who approves for this account can approve or reject it at " + link +
+			" (give the user this link); once they have, calling the tool again with the same arguments returns the outcome without repeating it."
+		view.ApprovalURL = link
+	}
 	view.Message = text
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
@@ -402,4 +408,13 @@ func refusal(err error) *mcp.CallToolResult {
 // errorResult is a tool error result with one text.
 func errorResult(text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
+}
+
+// approvalLink returns the console page where a person decides op, when op waits for
+// approval and the console's URL is known; else "".
+func (s *Server) approvalLink(op *outbox.Op) string {
+	if op.Status != protocol.StatusAwaitingApproval || s.cfg.ConsoleURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(s.cfg.ConsoleURL, "/") + "/approvals?op=" + url.QueryEscape(op.ID)
 }
