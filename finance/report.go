@@ -191,9 +191,15 @@ type Report struct {
 	// Untagged counts, per vendor, the objects of the window that carry no op tag: made
 	// outside oncebox, so ignored.
 	Untagged map[string]int `json:"untagged,omitempty"`
-	// Unchecked counts, per vendor, the ops of the window whose vendor has no Lister;
-	// each also has an unchecked line.
+	// Unchecked counts, per vendor, the ops of the window whose vendor has no Lister
+	// or whose account could not be listed (Unavailable); each also has an unchecked
+	// line.
 	Unchecked map[string]int `json:"unchecked,omitempty"`
+	// Unavailable are the vendor accounts that could not be listed (the vendor refused
+	// the account, or could not be reached): the ops of the window on each are
+	// unchecked lines whose Detail is the account's Reason. The rest of the report
+	// stands.
+	Unavailable []Unavailable `json:"unavailable,omitempty"`
 	// Unlistable counts, per vendor named in ReportParams.Unlistable, the ops of the
 	// window that could not be compared with anything.
 	Unlistable map[string]int `json:"unlistable,omitempty"`
@@ -251,11 +257,11 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 	if err := addPaymentCurrencies(ctx, params, ops); err != nil {
 		return nil, err
 	}
-	byOp, err := listObjects(ctx, params, ops, rep)
+	byOp, failed, err := listObjects(ctx, params, ops, rep)
 	if err != nil {
 		return nil, err
 	}
-	addOpLines(params, ops, byOp, rep)
+	addOpLines(params, ops, byOp, failed, rep)
 	if params.Events != nil {
 		if err := addEvents(ctx, params, rep); err != nil {
 			return nil, err
@@ -332,8 +338,9 @@ func (l *Line) opAmounts(op reportOp) {
 
 // listObjects lists every Lister's objects for the window, widened by ReportMargin and
 // up to the last attempt of a settled op of the window sent after it, by the op their
-// tag names; it counts the untagged ones created in the window in rep.Untagged.
-func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *Report) (map[string][]taggedObject, error) {
+// tag names; it counts the untagged ones created in the window in rep.Untagged. It
+// returns, per vendor, the accounts that could not be listed, with the reason (listAccounts).
+func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *Report) (map[string][]taggedObject, map[string]map[listAccount]string, error) {
 	// A settled op of the window may have been sent after the window (it awaited
 	// approval, or was retried): its vendor is listed up to its last attempt, so that
 	// its object is not taken for missing. The objects listed past the window belong
@@ -346,14 +353,16 @@ func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *
 		}
 	}
 	byOp := map[string][]taggedObject{}
+	failed := map[string]map[listAccount]string{}
 	for _, name := range slices.Sorted(maps.Keys(params.Listers)) {
 		until := params.Until
 		if t, ok := listUntil[name]; ok {
 			until = t
 		}
-		objects, err := listAccounts(ctx, params, ops, name, until)
+		failed[name] = map[listAccount]string{}
+		objects, err := listAccounts(ctx, params, ops, name, until, failed[name], rep)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, o := range objects {
 			if o.OpID == "" {
@@ -365,7 +374,7 @@ func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *
 			byOp[o.OpID] = append(byOp[o.OpID], taggedObject{VendorObject: o, vendor: name})
 		}
 	}
-	return byOp, nil
+	return byOp, failed, nil
 }
 
 // listAccount is one account a vendor is listed on: a key's ref is its tenant's.
@@ -374,48 +383,73 @@ type listAccount struct {
 	ref      string
 }
 
+// accountOf is the account op's vendor is listed on for it: the one the op was accepted
+// under, or the installation's when the report cannot open accounts.
+func accountOf(params ReportParams, op reportOp) listAccount {
+	if params.Accounts == nil {
+		return listAccount{}
+	}
+	a := listAccount{ref: op.account}
+	if strings.HasPrefix(op.account, outbox.KeyRefPrefix) {
+		a.tenantID = op.tenantID
+	}
+	return a
+}
+
 // listAccounts lists vendor's objects on every account its ops of the window used
-// (ReportParams.Accounts), up to until.
-func listAccounts(ctx context.Context, params ReportParams, ops []reportOp, vendor string, until time.Time) ([]outbox.VendorObject, error) {
+// (ReportParams.Accounts), up to until. An account that cannot be opened or listed (the
+// vendor refuses it, or is down) does not fail the report: it is added to rep.Unavailable
+// and to failed, and the ops on it become unchecked lines (addOpLines).
+func listAccounts(ctx context.Context, params ReportParams, ops []reportOp, vendor string, until time.Time,
+	failed map[listAccount]string, rep *Report) ([]outbox.VendorObject, error) {
 	accounts := map[listAccount]bool{}
 	if params.TenantID == 0 || params.Accounts == nil {
 		accounts[listAccount{}] = true
 	}
 	for _, op := range ops {
-		if op.vendor != vendor || params.Accounts == nil {
-			continue
+		if op.vendor == vendor {
+			accounts[accountOf(params, op)] = true
 		}
-		a := listAccount{ref: op.account}
-		if strings.HasPrefix(op.account, outbox.KeyRefPrefix) {
-			a.tenantID = op.tenantID
-		}
-		accounts[a] = true
 	}
 	if len(accounts) == 0 {
 		accounts[listAccount{}] = true
 	}
 	var all []outbox.VendorObject
-	for a := range accounts {
-		actx := ctx
-		if a.ref != "" {
-			acct, err := params.Accounts(ctx, a.tenantID, vendor, a.ref)
-			if err != nil {
-				return nil, fmt.Errorf("finance: report: the %s account %s: %w", vendor, a.ref, err)
-			}
-			actx = outbox.WithAccount(ctx, acct)
-		}
-		objects, err := params.Listers[vendor].ListObjects(actx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
+	for _, a := range slices.SortedFunc(maps.Keys(accounts), func(x, y listAccount) int {
+		return cmp.Or(cmp.Compare(x.ref, y.ref), cmp.Compare(x.tenantID, y.tenantID))
+	}) {
+		objects, err := listOne(ctx, params, vendor, a, until)
 		if err != nil {
-			return nil, fmt.Errorf("finance: report: list %s objects (account %q): %w", vendor, a.ref, err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("finance: report: list %s objects: %w", vendor, ctx.Err())
+			}
+			u := unavailable(vendor, a, err)
+			failed[a] = u.Reason
+			rep.Unavailable = append(rep.Unavailable, u)
+			continue
 		}
 		all = append(all, objects...)
 	}
 	return all, nil
 }
 
+// listOne lists vendor's objects on one account.
+func listOne(ctx context.Context, params ReportParams, vendor string, a listAccount, until time.Time) ([]outbox.VendorObject, error) {
+	actx := ctx
+	if a.ref != "" {
+		acct, err := params.Accounts(ctx, a.tenantID, vendor, a.ref)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errAccountUnopened, err)
+		}
+		actx = outbox.WithAccount(ctx, acct)
+	}
+	return params.Listers[vendor].ListObjects(actx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
+}
+
 // addOpLines adds the line of each op of the window, taking its objects out of byOp; an
-// op whose vendor has no Lister is counted as unlistable or reported unchecked.
-func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObject, rep *Report) {
+// op whose vendor has no Lister is counted as unlistable or reported unchecked, and so
+// is an op whose account could not be listed (failed, by vendor), with the reason.
+func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObject, failed map[string]map[listAccount]string, rep *Report) {
 	for _, op := range ops {
 		if _, ok := params.Listers[op.vendor]; !ok {
 			if slices.Contains(params.Unlistable, op.vendor) {
@@ -424,6 +458,14 @@ func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObj
 			}
 			rep.Unchecked[op.vendor]++
 			rep.Lines = append(rep.Lines, uncheckedLine(op))
+			continue
+		}
+		if reason, ok := failed[op.vendor][accountOf(params, op)]; ok {
+			delete(byOp, op.id)
+			rep.Unchecked[op.vendor]++
+			l := uncheckedLine(op)
+			l.Detail = reason
+			rep.Lines = append(rep.Lines, l)
 			continue
 		}
 		objects := byOp[op.id]
