@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 )
@@ -464,7 +465,7 @@ func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObj
 			delete(byOp, op.id)
 			rep.Unchecked[op.vendor]++
 			l := uncheckedLine(op)
-			l.Detail = reason
+			l.Detail = "Not checked: " + reason
 			rep.Lines = append(rep.Lines, l)
 			continue
 		}
@@ -748,7 +749,16 @@ func argInt(args json.RawMessage, name string) (int64, bool) {
 
 // csvHeader is the first row of WriteCSV, the header of its lines.
 var csvHeader = []string{"category", "tenant_id", "op_id", "idempotency_key", "tool", "vendor", "op_status",
-	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery", "currency"}
+	"vendor_ids", "currency", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery"}
+
+// csvAmount is an amount cell: a decimal in its currency (money.Decimal), empty for a
+// line without money (no currency and nothing to count).
+func csvAmount(amount int64, currency string) string {
+	if currency == "" && amount == 0 {
+		return ""
+	}
+	return money.Decimal(amount, currency)
+}
 
 // csvOpAmount is the line's op_amount cell: empty for a full refund, whose args name
 // no amount (the vendor_amount column has what it gave back).
@@ -756,42 +766,60 @@ func (l Line) csvOpAmount() string {
 	if l.FullRefund {
 		return ""
 	}
-	return strconv.FormatInt(l.OpAmount, 10)
+	return csvAmount(l.OpAmount, l.OpCurrency)
 }
 
-// csvTotalsHeader is the header of WriteCSV's second section, the totals.
-var csvTotalsHeader = []string{"kind", "currency", "tool", "vendor", "count", "amount"}
-
-// WriteCSV writes the report as CSV in two sections, apart by an empty row, each with
-// its header. The lines come first, one row each, amounts in minor units, with the
-// line's currency in the last column (Line.Currency); a full refund's op_amount is
-// empty. Then the totals: kind "total"
-// per tool and currency (the matched lines' count and amount), kind "net" per
-// currency (the matched payments less the matched refunds, in amount), and kind
-// "orphan_events" per vendor with orphan vendor events (their count).
-// Vendor ids are separated by spaces. A text cell that a spreadsheet would read as a
-// formula is prefixed with a quote.
+// WriteCSV writes the report's lines as one CSV table under one header (csvHeader), one
+// row per line: amounts are decimals in their currency ("20.00" for 2000 usd cents), each
+// beside its currency's column, and the line's currency (Line.Currency) is its own
+// column; a full refund's op_amount is empty. Vendor ids are separated by spaces. A text
+// cell that a spreadsheet would read as a formula is prefixed with a quote. The totals
+// are a table of their own: WriteTotalsCSV.
 func (r *Report) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
 	rows := [][]string{csvHeader}
 	for _, l := range r.Lines {
 		rows = append(rows, []string{l.Category, strconv.FormatInt(l.TenantID, 10), cell(l.OpID), cell(l.Key), cell(l.Tool),
-			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), l.csvOpAmount(),
-			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail), l.Delivery,
-			cell(l.Currency)})
+			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), cell(l.Currency), l.csvOpAmount(),
+			cell(l.OpCurrency), csvAmount(l.VendorAmount, l.VendorCurrency), cell(l.VendorCurrency), cell(l.Detail), l.Delivery})
 	}
-	rows = append(rows, nil, csvTotalsHeader)
+	if err := csv.NewWriter(w).WriteAll(rows); err != nil {
+		return fmt.Errorf("finance: write csv: %w", err)
+	}
+	return nil
+}
+
+// csvTotalsHeader is the header of WriteTotalsCSV.
+var csvTotalsHeader = []string{"kind", "tool", "vendor", "currency", "count", "amount"}
+
+// WriteTotalsCSV writes the report's totals as one CSV table under one header
+// (csvTotalsHeader): kind "total" per tool and currency (the matched lines' count and
+// amount), kinds "paid", "refunded" and "net" per currency (the matched payments, the
+// matched refunds, and the first less the second), "unchecked" per vendor (the ops not
+// compared, in count) and "orphan_events" per vendor (vendor events naming no op, in
+// count). Amounts are decimals in their currency.
+func (r *Report) WriteTotalsCSV(w io.Writer) error {
+	rows := [][]string{csvTotalsHeader}
 	for _, t := range r.Totals {
-		rows = append(rows, []string{"total", cell(t.Currency), cell(t.Tool), "", strconv.Itoa(t.Count), strconv.FormatInt(t.Amount, 10)})
+		rows = append(rows, []string{"total", cell(t.Tool), "", cell(t.Currency), strconv.Itoa(t.Count), csvAmount(t.Amount, t.Currency)})
 	}
 	for _, n := range r.Nets {
-		rows = append(rows, []string{"net", cell(n.Currency), "", "", "", strconv.FormatInt(n.Net, 10)})
+		for _, kv := range []struct {
+			kind   string
+			amount int64
+		}{{"paid", n.Paid}, {"refunded", n.Refunded}, {"net", n.Net}} {
+			rows = append(rows, []string{kv.kind, "", "", cell(n.Currency), "", money.Decimal(kv.amount, n.Currency)})
+		}
 	}
-	for _, vendor := range slices.Sorted(maps.Keys(r.OrphanEvents)) {
-		rows = append(rows, []string{"orphan_events", "", "", cell(vendor), strconv.Itoa(r.OrphanEvents[vendor]), ""})
+	for _, c := range []struct {
+		kind   string
+		counts map[string]int
+	}{{"unchecked", r.Unchecked}, {"orphan_events", r.OrphanEvents}} {
+		for _, vendor := range slices.Sorted(maps.Keys(c.counts)) {
+			rows = append(rows, []string{c.kind, "", cell(vendor), "", strconv.Itoa(c.counts[vendor]), ""})
+		}
 	}
-	if err := cw.WriteAll(rows); err != nil {
-		return fmt.Errorf("finance: write csv: %w", err)
+	if err := csv.NewWriter(w).WriteAll(rows); err != nil {
+		return fmt.Errorf("finance: write totals csv: %w", err)
 	}
 	return nil
 }

@@ -48,14 +48,14 @@ func unavailable(vendor string, a listAccount, err error) Unavailable {
 	}
 	u.Refused = errors.Is(err, outbox.ErrLookupUnavailable) || errors.Is(err, errAccountUnopened)
 	if u.Refused {
-		u.Reason = fmt.Sprintf("Not checked: %s refused to list %s, so this op was not compared with its records. "+
+		u.Reason = fmt.Sprintf("%s refused to list %s, so the ops sent to it were not compared with its records. "+
 			"Waiting will not help: check that the account is still connected to this installation and that the tenant's %s setting "+
-			"names the right account (the console's Vendors page, or oncebox tenant vendor list), or check this op in %s's dashboard by hand.",
+			"names the right account (the console's Vendors page, or oncebox tenant vendor list), or check these ops in %s's dashboard by hand.",
 			name, account, vendor, name)
 		return u
 	}
-	u.Reason = fmt.Sprintf("Not checked: %s could not be listed for %s (it could not be reached or answered an error), "+
-		"so this op was not compared with its records. This is usually temporary: run the report again later; "+
+	u.Reason = fmt.Sprintf("%s could not be listed for %s (it could not be reached or answered an error), "+
+		"so the ops sent to it were not compared with its records. This is usually temporary: run the report again later; "+
 		"if it persists, check %s's status page and this installation's network.", name, account, name)
 	return u
 }
