@@ -81,6 +81,7 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"join": strings.Join,
+	"upper": strings.ToUpper,
 	// parentOf is the parent op id of a composite op's step (its key is
 	// outbox.StepKey), "" for any other op.
 	"parentOf": func(key string) string {
