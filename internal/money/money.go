@@ -103,3 +103,20 @@ func Decimal(amount int64, currency string) string {
 	}
 	return sign + number(abs(amount), Exponent(currency), func(n uint64) string { return strconv.FormatUint(n, 10) })
 }
+
+// Limit writes a budget's figure for a person: a count of ops (currency "") as a number,
+// an amount as Format writes it, and an amount of "*" (every currency a budget does not
+// name, each in its own minor units) as "5,000 minor units of any other currency".
+func Limit(n int64, currency string) string {
+	switch currency {
+	case "":
+		return strconv.FormatInt(n, 10)
+	case "*":
+		sign := ""
+		if n < 0 {
+			sign = "-"
+		}
+		return sign + group(abs(n)) + " minor units of any other currency"
+	}
+	return Format(n, currency)
+}
