@@ -46,8 +46,9 @@ const (
 	// CategoryRefundFailed: the refund op succeeded, but the vendor later reported the
 	// refund failed (a refund.failed event): the money did not go back.
 	CategoryRefundFailed = "refund_failed"
-	// CategoryUnchecked: the op's vendor has no Lister, so the report could not compare
-	// it with anything. It makes the report not clean.
+	// CategoryUnchecked: the op's vendor has no Lister, or its account could not be
+	// listed (Report.Unavailable), so the report could not compare it with anything.
+	// It makes the report not clean.
 	CategoryUnchecked = "unchecked"
 )
 
