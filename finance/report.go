@@ -599,7 +599,8 @@ func opLine(op reportOp, objects []taggedObject) Line {
 		o := objects[0]
 		var diffs []string
 		if _, has := argInt(op.args, "amount"); has && o.Amount != l.OpAmount {
-			diffs = append(diffs, fmt.Sprintf("amount %d at the vendor, %d in the op", o.Amount, l.OpAmount))
+			diffs = append(diffs, fmt.Sprintf("amount %s at the vendor, %s in the op", money.Format(o.Amount, o.Currency),
+				money.Format(l.OpAmount, cmp.Or(l.OpCurrency, o.Currency))))
 		}
 		if l.OpCurrency != "" && !strings.EqualFold(o.Currency, l.OpCurrency) {
 			diffs = append(diffs, fmt.Sprintf("currency %q at the vendor, %q in the op", o.Currency, l.OpCurrency))

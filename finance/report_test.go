@@ -123,7 +123,7 @@ func TestReport(t *testing.T) {
 		if l.Category == "mismatch" {
 			require.Equal(t, int64(600), l.OpAmount)
 			require.Equal(t, int64(599), l.VendorAmount)
-			require.Contains(t, l.Detail, "amount 599")
+			require.Contains(t, l.Detail, "amount $5.99 USD at the vendor, $6.00 USD in the op", "money as money")
 		}
 	}
 
