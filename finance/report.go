@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 )
@@ -45,8 +46,9 @@ const (
 	// CategoryRefundFailed: the refund op succeeded, but the vendor later reported the
 	// refund failed (a refund.failed event): the money did not go back.
 	CategoryRefundFailed = "refund_failed"
-	// CategoryUnchecked: the op's vendor has no Lister, so the report could not compare
-	// it with anything. It makes the report not clean.
+	// CategoryUnchecked: the op's vendor has no Lister, or its account could not be
+	// listed (Report.Unavailable), so the report could not compare it with anything.
+	// It makes the report not clean.
 	CategoryUnchecked = "unchecked"
 )
 
@@ -191,9 +193,15 @@ type Report struct {
 	// Untagged counts, per vendor, the objects of the window that carry no op tag: made
 	// outside oncebox, so ignored.
 	Untagged map[string]int `json:"untagged,omitempty"`
-	// Unchecked counts, per vendor, the ops of the window whose vendor has no Lister;
-	// each also has an unchecked line.
+	// Unchecked counts, per vendor, the ops of the window whose vendor has no Lister
+	// or whose account could not be listed (Unavailable); each also has an unchecked
+	// line.
 	Unchecked map[string]int `json:"unchecked,omitempty"`
+	// Unavailable are the vendor accounts that could not be listed (the vendor refused
+	// the account, or could not be reached): the ops of the window on each are
+	// unchecked lines whose Detail is the account's Reason. The rest of the report
+	// stands.
+	Unavailable []Unavailable `json:"unavailable,omitempty"`
 	// Unlistable counts, per vendor named in ReportParams.Unlistable, the ops of the
 	// window that could not be compared with anything.
 	Unlistable map[string]int `json:"unlistable,omitempty"`
@@ -251,11 +259,11 @@ func BuildReport(ctx context.Context, pool *pgxpool.Pool, params ReportParams) (
 	if err := addPaymentCurrencies(ctx, params, ops); err != nil {
 		return nil, err
 	}
-	byOp, err := listObjects(ctx, params, ops, rep)
+	byOp, failed, err := listObjects(ctx, params, ops, rep)
 	if err != nil {
 		return nil, err
 	}
-	addOpLines(params, ops, byOp, rep)
+	addOpLines(params, ops, byOp, failed, rep)
 	if params.Events != nil {
 		if err := addEvents(ctx, params, rep); err != nil {
 			return nil, err
@@ -332,8 +340,9 @@ func (l *Line) opAmounts(op reportOp) {
 
 // listObjects lists every Lister's objects for the window, widened by ReportMargin and
 // up to the last attempt of a settled op of the window sent after it, by the op their
-// tag names; it counts the untagged ones created in the window in rep.Untagged.
-func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *Report) (map[string][]taggedObject, error) {
+// tag names; it counts the untagged ones created in the window in rep.Untagged. It
+// returns, per vendor, the accounts that could not be listed, with the reason (listAccounts).
+func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *Report) (map[string][]taggedObject, map[string]map[listAccount]string, error) {
 	// A settled op of the window may have been sent after the window (it awaited
 	// approval, or was retried): its vendor is listed up to its last attempt, so that
 	// its object is not taken for missing. The objects listed past the window belong
@@ -346,14 +355,16 @@ func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *
 		}
 	}
 	byOp := map[string][]taggedObject{}
+	failed := map[string]map[listAccount]string{}
 	for _, name := range slices.Sorted(maps.Keys(params.Listers)) {
 		until := params.Until
 		if t, ok := listUntil[name]; ok {
 			until = t
 		}
-		objects, err := listAccounts(ctx, params, ops, name, until)
+		failed[name] = map[listAccount]string{}
+		objects, err := listAccounts(ctx, params, ops, name, until, failed[name], rep)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, o := range objects {
 			if o.OpID == "" {
@@ -365,7 +376,7 @@ func listObjects(ctx context.Context, params ReportParams, ops []reportOp, rep *
 			byOp[o.OpID] = append(byOp[o.OpID], taggedObject{VendorObject: o, vendor: name})
 		}
 	}
-	return byOp, nil
+	return byOp, failed, nil
 }
 
 // listAccount is one account a vendor is listed on: a key's ref is its tenant's.
@@ -374,48 +385,73 @@ type listAccount struct {
 	ref      string
 }
 
+// accountOf is the account op's vendor is listed on for it: the one the op was accepted
+// under, or the installation's when the report cannot open accounts.
+func accountOf(params ReportParams, op reportOp) listAccount {
+	if params.Accounts == nil {
+		return listAccount{}
+	}
+	a := listAccount{ref: op.account}
+	if strings.HasPrefix(op.account, outbox.KeyRefPrefix) {
+		a.tenantID = op.tenantID
+	}
+	return a
+}
+
 // listAccounts lists vendor's objects on every account its ops of the window used
-// (ReportParams.Accounts), up to until.
-func listAccounts(ctx context.Context, params ReportParams, ops []reportOp, vendor string, until time.Time) ([]outbox.VendorObject, error) {
+// (ReportParams.Accounts), up to until. An account that cannot be opened or listed (the
+// vendor refuses it, or is down) does not fail the report: it is added to rep.Unavailable
+// and to failed, and the ops on it become unchecked lines (addOpLines).
+func listAccounts(ctx context.Context, params ReportParams, ops []reportOp, vendor string, until time.Time,
+	failed map[listAccount]string, rep *Report) ([]outbox.VendorObject, error) {
 	accounts := map[listAccount]bool{}
 	if params.TenantID == 0 || params.Accounts == nil {
 		accounts[listAccount{}] = true
 	}
 	for _, op := range ops {
-		if op.vendor != vendor || params.Accounts == nil {
-			continue
+		if op.vendor == vendor {
+			accounts[accountOf(params, op)] = true
 		}
-		a := listAccount{ref: op.account}
-		if strings.HasPrefix(op.account, outbox.KeyRefPrefix) {
-			a.tenantID = op.tenantID
-		}
-		accounts[a] = true
 	}
 	if len(accounts) == 0 {
 		accounts[listAccount{}] = true
 	}
 	var all []outbox.VendorObject
-	for a := range accounts {
-		actx := ctx
-		if a.ref != "" {
-			acct, err := params.Accounts(ctx, a.tenantID, vendor, a.ref)
-			if err != nil {
-				return nil, fmt.Errorf("finance: report: the %s account %s: %w", vendor, a.ref, err)
-			}
-			actx = outbox.WithAccount(ctx, acct)
-		}
-		objects, err := params.Listers[vendor].ListObjects(actx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
+	for _, a := range slices.SortedFunc(maps.Keys(accounts), func(x, y listAccount) int {
+		return cmp.Or(cmp.Compare(x.ref, y.ref), cmp.Compare(x.tenantID, y.tenantID))
+	}) {
+		objects, err := listOne(ctx, params, vendor, a, until)
 		if err != nil {
-			return nil, fmt.Errorf("finance: report: list %s objects (account %q): %w", vendor, a.ref, err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("finance: report: list %s objects: %w", vendor, ctx.Err())
+			}
+			u := unavailable(vendor, a, err)
+			failed[a] = u.Reason
+			rep.Unavailable = append(rep.Unavailable, u)
+			continue
 		}
 		all = append(all, objects...)
 	}
 	return all, nil
 }
 
+// listOne lists vendor's objects on one account.
+func listOne(ctx context.Context, params ReportParams, vendor string, a listAccount, until time.Time) ([]outbox.VendorObject, error) {
+	actx := ctx
+	if a.ref != "" {
+		acct, err := params.Accounts(ctx, a.tenantID, vendor, a.ref)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errAccountUnopened, err)
+		}
+		actx = outbox.WithAccount(ctx, acct)
+	}
+	return params.Listers[vendor].ListObjects(actx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
+}
+
 // addOpLines adds the line of each op of the window, taking its objects out of byOp; an
-// op whose vendor has no Lister is counted as unlistable or reported unchecked.
-func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObject, rep *Report) {
+// op whose vendor has no Lister is counted as unlistable or reported unchecked, and so
+// is an op whose account could not be listed (failed, by vendor), with the reason.
+func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObject, failed map[string]map[listAccount]string, rep *Report) {
 	for _, op := range ops {
 		if _, ok := params.Listers[op.vendor]; !ok {
 			if slices.Contains(params.Unlistable, op.vendor) {
@@ -424,6 +460,14 @@ func addOpLines(params ReportParams, ops []reportOp, byOp map[string][]taggedObj
 			}
 			rep.Unchecked[op.vendor]++
 			rep.Lines = append(rep.Lines, uncheckedLine(op))
+			continue
+		}
+		if reason, ok := failed[op.vendor][accountOf(params, op)]; ok {
+			delete(byOp, op.id)
+			rep.Unchecked[op.vendor]++
+			l := uncheckedLine(op)
+			l.Detail = "Not checked: " + reason
+			rep.Lines = append(rep.Lines, l)
 			continue
 		}
 		objects := byOp[op.id]
@@ -555,7 +599,8 @@ func opLine(op reportOp, objects []taggedObject) Line {
 		o := objects[0]
 		var diffs []string
 		if _, has := argInt(op.args, "amount"); has && o.Amount != l.OpAmount {
-			diffs = append(diffs, fmt.Sprintf("amount %d at the vendor, %d in the op", o.Amount, l.OpAmount))
+			diffs = append(diffs, fmt.Sprintf("amount %s at the vendor, %s in the op", money.Format(o.Amount, o.Currency),
+				money.Format(l.OpAmount, cmp.Or(l.OpCurrency, o.Currency))))
 		}
 		if l.OpCurrency != "" && !strings.EqualFold(o.Currency, l.OpCurrency) {
 			diffs = append(diffs, fmt.Sprintf("currency %q at the vendor, %q in the op", o.Currency, l.OpCurrency))
@@ -706,7 +751,16 @@ func argInt(args json.RawMessage, name string) (int64, bool) {
 
 // csvHeader is the first row of WriteCSV, the header of its lines.
 var csvHeader = []string{"category", "tenant_id", "op_id", "idempotency_key", "tool", "vendor", "op_status",
-	"vendor_ids", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery", "currency"}
+	"vendor_ids", "currency", "op_amount", "op_currency", "vendor_amount", "vendor_currency", "detail", "delivery"}
+
+// csvAmount is an amount cell: a decimal in its currency (money.Decimal), empty for a
+// line without money (no currency and nothing to count).
+func csvAmount(amount int64, currency string) string {
+	if currency == "" && amount == 0 {
+		return ""
+	}
+	return money.Decimal(amount, currency)
+}
 
 // csvOpAmount is the line's op_amount cell: empty for a full refund, whose args name
 // no amount (the vendor_amount column has what it gave back).
@@ -714,42 +768,60 @@ func (l Line) csvOpAmount() string {
 	if l.FullRefund {
 		return ""
 	}
-	return strconv.FormatInt(l.OpAmount, 10)
+	return csvAmount(l.OpAmount, l.OpCurrency)
 }
 
-// csvTotalsHeader is the header of WriteCSV's second section, the totals.
-var csvTotalsHeader = []string{"kind", "currency", "tool", "vendor", "count", "amount"}
-
-// WriteCSV writes the report as CSV in two sections, apart by an empty row, each with
-// its header. The lines come first, one row each, amounts in minor units, with the
-// line's currency in the last column (Line.Currency); a full refund's op_amount is
-// empty. Then the totals: kind "total"
-// per tool and currency (the matched lines' count and amount), kind "net" per
-// currency (the matched payments less the matched refunds, in amount), and kind
-// "orphan_events" per vendor with orphan vendor events (their count).
-// Vendor ids are separated by spaces. A text cell that a spreadsheet would read as a
-// formula is prefixed with a quote.
+// WriteCSV writes the report's lines as one CSV table under one header (csvHeader), one
+// row per line: amounts are decimals in their currency ("20.00" for 2000 usd cents), each
+// beside its currency's column, and the line's currency (Line.Currency) is its own
+// column; a full refund's op_amount is empty. Vendor ids are separated by spaces. A text
+// cell that a spreadsheet would read as a formula is prefixed with a quote. The totals
+// are a table of their own: WriteTotalsCSV.
 func (r *Report) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
 	rows := [][]string{csvHeader}
 	for _, l := range r.Lines {
 		rows = append(rows, []string{l.Category, strconv.FormatInt(l.TenantID, 10), cell(l.OpID), cell(l.Key), cell(l.Tool),
-			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), l.csvOpAmount(),
-			cell(l.OpCurrency), strconv.FormatInt(l.VendorAmount, 10), cell(l.VendorCurrency), cell(l.Detail), l.Delivery,
-			cell(l.Currency)})
+			cell(l.Vendor), l.OpStatus, cell(strings.Join(l.VendorIDs, " ")), cell(l.Currency), l.csvOpAmount(),
+			cell(l.OpCurrency), csvAmount(l.VendorAmount, l.VendorCurrency), cell(l.VendorCurrency), cell(l.Detail), l.Delivery})
 	}
-	rows = append(rows, nil, csvTotalsHeader)
+	if err := csv.NewWriter(w).WriteAll(rows); err != nil {
+		return fmt.Errorf("finance: write csv: %w", err)
+	}
+	return nil
+}
+
+// csvTotalsHeader is the header of WriteTotalsCSV.
+var csvTotalsHeader = []string{"kind", "tool", "vendor", "currency", "count", "amount"}
+
+// WriteTotalsCSV writes the report's totals as one CSV table under one header
+// (csvTotalsHeader): kind "total" per tool and currency (the matched lines' count and
+// amount), kinds "paid", "refunded" and "net" per currency (the matched payments, the
+// matched refunds, and the first less the second), "unchecked" per vendor (the ops not
+// compared, in count) and "orphan_events" per vendor (vendor events naming no op, in
+// count). Amounts are decimals in their currency.
+func (r *Report) WriteTotalsCSV(w io.Writer) error {
+	rows := [][]string{csvTotalsHeader}
 	for _, t := range r.Totals {
-		rows = append(rows, []string{"total", cell(t.Currency), cell(t.Tool), "", strconv.Itoa(t.Count), strconv.FormatInt(t.Amount, 10)})
+		rows = append(rows, []string{"total", cell(t.Tool), "", cell(t.Currency), strconv.Itoa(t.Count), csvAmount(t.Amount, t.Currency)})
 	}
 	for _, n := range r.Nets {
-		rows = append(rows, []string{"net", cell(n.Currency), "", "", "", strconv.FormatInt(n.Net, 10)})
+		for _, kv := range []struct {
+			kind   string
+			amount int64
+		}{{"paid", n.Paid}, {"refunded", n.Refunded}, {"net", n.Net}} {
+			rows = append(rows, []string{kv.kind, "", "", cell(n.Currency), "", money.Decimal(kv.amount, n.Currency)})
+		}
 	}
-	for _, vendor := range slices.Sorted(maps.Keys(r.OrphanEvents)) {
-		rows = append(rows, []string{"orphan_events", "", "", cell(vendor), strconv.Itoa(r.OrphanEvents[vendor]), ""})
+	for _, c := range []struct {
+		kind   string
+		counts map[string]int
+	}{{"unchecked", r.Unchecked}, {"orphan_events", r.OrphanEvents}} {
+		for _, vendor := range slices.Sorted(maps.Keys(c.counts)) {
+			rows = append(rows, []string{c.kind, "", cell(vendor), "", strconv.Itoa(c.counts[vendor]), ""})
+		}
 	}
-	if err := cw.WriteAll(rows); err != nil {
-		return fmt.Errorf("finance: write csv: %w", err)
+	if err := csv.NewWriter(w).WriteAll(rows); err != nil {
+		return fmt.Errorf("finance: write totals csv: %w", err)
 	}
 	return nil
 }

@@ -138,7 +138,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("want a duration such as \"1h\": %w", err)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseWindow(s)
 	if err != nil {
 		return err
 	}

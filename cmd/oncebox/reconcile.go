@@ -20,16 +20,16 @@ import (
 	"github.com/oncebox/oncebox/server"
 )
 
-const reconcileUsage = "usage: oncebox reconcile run | reconcile report --since T [--until T] [--tenant T] [--format summary|csv|json]"
+const reconcileUsage = "usage: oncebox reconcile run | reconcile report --since T [--until T] [--tenant T] [--format summary|csv|totals-csv|json]"
 
 // runReconcile is `oncebox reconcile run` (one sweep now) and `oncebox reconcile report`
 // (the finance report, read-only).
 func runReconcile(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	since := fs.String("since", "", "start of the window (RFC 3339 or YYYY-MM-DD)")
-	until := fs.String("until", "", "end of the window, exclusive (RFC 3339 or YYYY-MM-DD; default now)")
+	until := fs.String("until", "", "end of the window, not included (RFC 3339 or YYYY-MM-DD; default now)")
 	tenantName := fs.String("tenant", "", "only this tenant's ops")
-	format := fs.String("format", "", "summary, csv or json (default: summary on a terminal, csv otherwise)")
+	format := fs.String("format", "", "summary, csv (the lines), totals-csv (the totals) or json (default: summary on a terminal, csv otherwise)")
 	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(vendorSettings, reconcileSettings))
 	if err != nil {
 		return err
@@ -98,8 +98,8 @@ func reportFormat(format string) (string, error) {
 			format = "summary"
 		}
 	}
-	if format != "csv" && format != "json" && format != "summary" {
-		return "", &exitError{code: 2, err: fmt.Errorf("--format %q: want summary, csv or json", format)}
+	if format != "csv" && format != "totals-csv" && format != "json" && format != "summary" {
+		return "", &exitError{code: 2, err: fmt.Errorf("--format %q: want summary, csv, totals-csv or json", format)}
 	}
 	return format, nil
 }
@@ -109,7 +109,7 @@ type reportOpts struct {
 	since, until time.Time
 	// tenant, when set, is the only tenant whose ops the report covers.
 	tenant string
-	// format is summary, csv or json.
+	// format is summary, csv, totals-csv or json.
 	format string
 }
 
@@ -136,6 +136,8 @@ func reconcileReport(ctx context.Context, cfg server.Config, logger *slog.Logger
 		err = rep.WriteJSON(os.Stdout)
 	case "summary":
 		err = printReportSummary(os.Stdout, rep)
+	case "totals-csv":
+		err = rep.WriteTotalsCSV(os.Stdout)
 	default:
 		err = rep.WriteCSV(os.Stdout)
 	}
@@ -143,14 +145,31 @@ func reconcileReport(ctx context.Context, cfg server.Config, logger *slog.Logger
 		return err
 	}
 	if !rep.Clean() {
-		unchecked := 0
-		for _, n := range rep.Unchecked {
-			unchecked += n
-		}
-		return &exitError{code: 1, err: fmt.Errorf("%d line(s) do not match, of which %d op(s) could not be checked (their vendor is not configured in this process)",
-			rep.Problems, unchecked)}
+		return &exitError{code: 1, err: errors.New(notCleanSentence(rep))}
 	}
 	return nil
+}
+
+// notCleanSentence says why the report is not clean: how many lines do not match, how
+// many ops could not be checked, and why (an account that could not be listed, a vendor
+// not configured in this process).
+func notCleanSentence(rep *finance.Report) string {
+	unchecked := 0
+	for _, n := range rep.Unchecked {
+		unchecked += n
+	}
+	s := fmt.Sprintf("%d line(s) do not match the vendors", rep.Problems)
+	if unchecked == 0 {
+		return s
+	}
+	s += fmt.Sprintf(", of which %d op(s) could not be checked", unchecked)
+	for _, u := range rep.Unavailable {
+		s += "; " + u.Reason
+	}
+	if len(rep.Unavailable) == 0 {
+		s += " (their vendor is not configured in this process)"
+	}
+	return s
 }
 
 // parseTime reads RFC 3339 or a date (midnight UTC).
@@ -234,8 +253,11 @@ func printProblems(w io.Writer, rep *finance.Report) error {
 // line.
 func printReportSummary(w io.Writer, rep *finance.Report) error {
 	matched := len(rep.Lines) - rep.Problems
-	fmt.Fprintf(w, "Finance report %s to %s: %d matched line(s), %d problem(s).\n\n",
+	fmt.Fprintf(w, "Finance report from %s up to %s (not included): %d matched line(s), %d problem(s).\n\n",
 		rep.Since.UTC().Format(time.RFC3339), rep.Until.UTC().Format(time.RFC3339), matched, rep.Problems)
+	for _, u := range rep.Unavailable {
+		fmt.Fprintf(w, "Not checked: %s\n\n", u.Reason)
+	}
 	if err := printTotals(w, rep); err != nil {
 		return err
 	}
@@ -245,12 +267,12 @@ func printReportSummary(w io.Writer, rep *finance.Report) error {
 	for _, c := range []struct {
 		what   string
 		counts map[string]int
-	}{{"vendor objects without an oncebox tag (ignored)", rep.Untagged}, {"ops whose vendor is not configured here (unchecked)", rep.Unchecked},
+	}{{"vendor objects without an oncebox tag (ignored)", rep.Untagged}, {"ops not compared with the vendor (unchecked)", rep.Unchecked},
 		{"ops that could not be compared (vendor cannot list)", rep.Unlistable}, {"vendor events naming no op", rep.OrphanEvents}} {
 		for _, vendor := range slices.Sorted(maps.Keys(c.counts)) {
 			fmt.Fprintf(w, "%s: %d %s\n", vendor, c.counts[vendor], c.what)
 		}
 	}
-	fmt.Fprintln(w, "\nEvery line: --format csv or --format json.")
+	fmt.Fprintln(w, "\nEvery line: --format csv or --format json; the totals as CSV: --format totals-csv.")
 	return nil
 }

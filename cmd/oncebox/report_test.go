@@ -76,6 +76,40 @@ func TestReconcileReportSummary(t *testing.T) {
 	require.True(t, strings.HasPrefix(out, "category,tenant_id,"), "piped, the report is CSV: %s", out)
 }
 
+// TestReconcileReportRefusedAccount: an op was sent to a Stripe Connect account Stripe
+// refuses (acct_x, not connected to the platform). The report still prints: the
+// matched payment and its totals, and the op on acct_x as unchecked with a sentence
+// that says what to do; it exits 1 saying why, and the totals file has decimals.
+func TestReconcileReportRefusedAccount(t *testing.T) {
+	t.Parallel()
+	r := newReportSetup(t)
+	id := r.insertSucceeded(t, "pi-x", 2000, "ob_z", "pi_on_x")
+	_, err := r.pool.Exec(context.Background(), "UPDATE oncebox_op SET vendor_account = 'acct_x' WHERE id = $1", id)
+	require.NoError(t, err)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, r.pool), "STRIPE_API_KEY=sk_test_x", "STRIPE_API_BASE=" + r.stripeURL,
+		"ONCEBOX_LOG_LEVEL=error"}
+	window := " --since " + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + " --until " + time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	out, stderr, code := runCLI(t, "reconcile report --format summary"+window, env...)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, out, "1 matched line(s), 1 problem(s)")
+	require.Contains(t, out, "(not included)", "the window says its end is not included")
+	require.Contains(t, out, "Not checked: Stripe refused to list Stripe account acct_x")
+	require.Regexp(t, `stripe\.payment_intent\s+usd\s+1\s+\$15\.00 USD\n`, out)
+	require.Regexp(t, `unchecked\s+pi-x\s+stripe\.payment_intent\s+succeeded\s+\S*\s+\$20\.00 USD`, out)
+	require.Contains(t, stderr, "1 op(s) could not be checked; Stripe refused to list Stripe account acct_x")
+	require.NotContains(t, out+stderr, "sk_test_x")
+
+	out, _, code = runCLI(t, "reconcile report --format csv"+window, env...)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "unchecked,")
+	require.Contains(t, out, ",usd,20.00,usd,,,")
+	out, _, code = runCLI(t, "reconcile report --format totals-csv"+window, env...)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "kind,tool,vendor,currency,count,amount\ntotal,stripe.payment_intent,,usd,1,15.00\n")
+	require.Contains(t, out, "net,,,usd,,15.00\n")
+	require.Contains(t, out, "unchecked,,stripe,,1,\n")
+}
+
 // reportSetup is a schema with a tenant whose one op, pi-1, succeeded and matches the
 // PaymentIntent a fake Stripe holds.
 type reportSetup struct {

@@ -9,11 +9,11 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/oncebox/oncebox/governance"
+	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
@@ -34,7 +34,7 @@ type budgetFlags struct {
 func newBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 	f := &budgetFlags{g: addGlobalFlags(fs), amount: thresholds{}}
 	f.tenant = fs.String("tenant", "", "the tenant's name (required)")
-	f.window = fs.String("window", "", "with set: the length of the budget's fixed windows, such as 1h or 24h")
+	f.window = fs.String("window", "", "with set: the length of the budget's fixed windows, such as 1h, 24h or 7d")
 	f.count = fs.Int64("count", 0, "with set: how many ops a window admits (0: no count limit)")
 	fs.Var(f.amount, "amount", "with set: currency=N (minor units) a window admits, or N for \"*\" (every currency not named); repeatable")
 	f.tool = fs.String("tool", "", "with set: the one tool the budget counts, a built-in, catalog or upstream tool (default every tool)")
@@ -52,9 +52,9 @@ func (f *budgetFlags) budget(name string) (governance.Budget, error) {
 	if *f.window == "" {
 		return governance.Budget{}, errors.New("--window is required: the length of the budget's windows, such as 24h")
 	}
-	w, err := time.ParseDuration(*f.window)
+	w, err := governance.ParseWindow(*f.window)
 	if err != nil {
-		return governance.Budget{}, fmt.Errorf("--window %q is not a duration such as 1h or 24h", *f.window)
+		return governance.Budget{}, fmt.Errorf("--window: %w", err)
 	}
 	b := governance.Budget{Name: name, Tool: *f.tool, Scope: governance.BudgetScope(*f.scope), Window: governance.Duration(w),
 		Count: *f.count, Conversations: *f.conversations, OnExceed: governance.OnExceed(*f.exceed), OtherCurrencies: governance.OtherCurrencies(*f.others)}
@@ -154,7 +154,7 @@ func printBudgetUsage(out io.Writer, usage []governance.BudgetUsage, asJSON bool
 	rows := make([]budgetRow, 0, len(usage))
 	for _, u := range usage {
 		rows = append(rows, budgetRow{Budget: u.Budget.Name, Source: string(u.Source), Tool: u.Budget.Tool, Scope: u.Scope,
-			Window: time.Duration(u.Budget.Window).String(), Currency: u.Currency, Used: u.Used, Limit: u.Limit, Left: u.Left,
+			Window: governance.FormatWindow(time.Duration(u.Budget.Window)), Currency: u.Currency, Used: u.Used, Limit: u.Limit, Left: u.Left,
 			OnExceed: string(u.Budget.OnExceedOrDefault()), WindowEnd: u.WindowEnd.UTC()})
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Budget < rows[j].Budget })
@@ -173,7 +173,7 @@ func printBudgetUsage(out io.Writer, usage []governance.BudgetUsage, asJSON bool
 			tool = "(every)"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Budget, r.Source, tool, r.Scope, r.Window, what,
-			strconv.FormatInt(r.Used, 10), strconv.FormatInt(r.Limit, 10), strconv.FormatInt(r.Left, 10), r.OnExceed)
+			money.Limit(r.Used, r.Currency), money.Limit(r.Limit, r.Currency), money.Limit(r.Left, r.Currency), r.OnExceed)
 	}
 	return w.Flush()
 }

@@ -66,7 +66,7 @@ func TestTenantBudgetCLI(t *testing.T) {
 		return m
 	}
 	got := list()
-	require.Equal(t, row{Budget: "pay", Source: "tenant", Tool: "stripe.payment_intent", Window: "24h0m0s", OnExceed: "refuse",
+	require.Equal(t, row{Budget: "pay", Source: "tenant", Tool: "stripe.payment_intent", Window: "24h", OnExceed: "refuse",
 		Used: 2, Limit: 2, Left: 0}, got["pay/"])
 	require.Equal(t, int64(2000), got["pay/usd"].Used)
 	require.Equal(t, int64(3000), got["pay/usd"].Left)
@@ -86,7 +86,7 @@ func TestTenantBudgetCLI(t *testing.T) {
 
 	for args, want := range map[string]string{
 		"tenant budget set --tenant acme pay --count 3":                               "--window is required",
-		"tenant budget set --tenant acme pay --window soon --count 3":                 "--window \"soon\" is not a duration",
+		"tenant budget set --tenant acme pay --window soon --count 3":                 "--window: \"soon\" is not a window such as 1h, 24h or 7d",
 		"tenant budget set --tenant acme pay --window 1h":                             "set count, amount, or both",
 		"tenant budget set --tenant acme pay --window 1h --count 1 --scope all":       "want tenant, token or conversation",
 		"tenant budget set --tenant acme pay --window 1h --count 1 --tool No/pe":      "is not a tool name",
@@ -111,4 +111,26 @@ func TestTenantBudgetCLI(t *testing.T) {
 	require.Contains(t, stderr, "-on-exceed")
 	require.Contains(t, stderr, "-database-url")
 	require.NotContains(t, stderr, "-stripe-api-key", "--help shows the budget's own flags")
+}
+
+// TestTenantBudgetListAsMoney: `tenant budget list` writes amounts as money ("$50.00
+// USD"), a "*" limit in words, and windows as people write them; --window takes days.
+func TestTenantBudgetListAsMoney(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	_, _, err := tenant.NewStore(pool).Create(context.Background(), "acme")
+	require.NoError(t, err)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "ONCEBOX_BUDGETS="}
+	run := func(args string) (string, string, int) { return runCLI(t, args, env...) }
+	// Money as money and windows as people write them: 1d is accepted, 7d shown as such.
+	out, stderr, code := run("tenant budget set --tenant acme week --window 7d --amount usd=5000 --amount 300")
+	require.Zero(t, code, out+stderr)
+	out, stderr, code = run("tenant budget set --tenant acme day --window 1d --count 5")
+	require.Zero(t, code, out+stderr)
+	out, _, code = run("tenant budget list --tenant acme")
+	require.Zero(t, code)
+	require.Regexp(t, `week\s+tenant\s+\(every\)\s+tenant\s+7d\s+usd\s+\$0\.00 USD\s+\$50\.00 USD\s+\$50\.00 USD\s+approval`, out)
+	require.Contains(t, out, "300 minor units of any other currency")
+	require.Regexp(t, `day\s+tenant\s+\(every\)\s+tenant\s+24h\s+ops\s+0\s+5\s+5`, out)
+	require.NotContains(t, out, "0m0s")
 }

@@ -50,7 +50,7 @@ func TestBudgetsPage(t *testing.T) {
 	gov, err := governance.New(governance.Config{Pool: e.pool, Tools: reg})
 	require.NoError(t, err)
 	require.NoError(t, gov.SetTenantBudget(ctx, e.tenant.ID, governance.Budget{Name: "payments", Tool: "stripe.payment_intent",
-		Window: governance.Duration(time.Hour), Count: 10}, "test"))
+		Window: governance.Duration(time.Hour), Count: 10, Amount: map[string]int64{"usd": 5000}}, "test"))
 	pay := e.api(t, "pay-2", `{"tool":"stripe.payment_intent","args":{"amount":700,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`)
 	require.Equal(t, "succeeded", pay["status"], pay)
 
@@ -62,9 +62,13 @@ func TestBudgetsPage(t *testing.T) {
 	resp, page := b.get("/console/budgets")
 	require.Equal(t, http.StatusOK, resp.StatusCode, page)
 	// The refund of 2,500 start() asks for is over the 2,000 budget: it waits.
-	require.Equal(t, [4]string{"2000", "0", "2000", "1"}, budgetCells(t, page, "refunds", "*"))
+	other := " minor units of any other currency"
+	require.Equal(t, [4]string{"2,000" + other, "0" + other, "2,000" + other, "1"}, budgetCells(t, page, "refunds", "*"))
 	require.Equal(t, [4]string{"10", "1", "9", "0"}, budgetCells(t, page, "payments", ""))
-	require.Regexp(t, strings.ReplaceAll(`<td>payments</td><td>tenant</td><td>stripe.payment_intent</td><td>tenant</td><td>1h0m0s</td>`, "<td>", cellTag), page)
+	require.Equal(t, [4]string{"$50.00 USD", "$7.00 USD", "$43.00 USD", "0"}, budgetCells(t, page, "payments", "usd"), "money as money")
+	require.Regexp(t, strings.ReplaceAll(`<td>payments</td><td>tenant</td><td>stripe.payment_intent</td><td>tenant</td><td>1h</td>`, "<td>", cellTag), page)
+	require.Regexp(t, strings.ReplaceAll(`<td>refunds</td><td>default</td><td>stripe.refund</td><td>tenant</td><td>24h</td>\s*<td>any other currency</td>`, "<td>", cellTag), page,
+		"windows as people write them")
 	require.Regexp(t, cellTag+`refunds</td>`+cellTag+`default</td>`, page)
 
 	ab := newBrowser(t, e.base)

@@ -123,6 +123,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /console/lookup", c.signedIn(c.lookup))
 	c.mux.HandleFunc("GET /console/finance", c.signedIn(c.finance))
 	c.mux.HandleFunc("GET /console/finance.csv", c.signedIn(c.financeCSV))
+	c.mux.HandleFunc("GET /console/finance-totals.csv", c.signedIn(c.financeCSV))
 	c.mux.HandleFunc("GET /console/budgets", c.signedIn(c.adminOnly("Budgets", c.budgets)))
 	c.mux.HandleFunc("GET /console/vendors", c.signedIn(c.adminOnly("Vendors", c.vendors)))
 	c.mux.HandleFunc("/console/", c.notFound)

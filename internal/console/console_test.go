@@ -251,9 +251,11 @@ func TestConsoleSignInAndApprove(t *testing.T) {
 	require.NoError(t, rep.WriteCSV(&want))
 	require.Equal(t, want.String(), csv)
 	require.Contains(t, csv, "matched")
-	require.Regexp(t, `(?m)^matched,\d+,[0-9a-f-]+,`+regexp.QuoteMeta(e.refundKey)+`,stripe\.refund,.*,2500,usd,2500,usd,,,usd$`, csv,
-		"the refund's line keeps minor units and names its currency")
-	require.Contains(t, csv, "\nnet,usd,,,,26500\n", "the refund netted against the payment")
+	require.Regexp(t, `(?m)^matched,\d+,[0-9a-f-]+,`+regexp.QuoteMeta(e.refundKey)+`,stripe\.refund,.*,usd,25\.00,usd,25\.00,usd,,$`, csv,
+		"the refund's line has decimal amounts and names its currency")
+	resp, totals := b.get(strings.Replace(csvURL, "finance.csv", "finance-totals.csv", 1))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, totals, "\nnet,,,usd,,265.00\n", "the refund netted against the payment, in its own file")
 
 	// What Postgres cannot compare is refused with 400, not a 500.
 	for _, q := range []string{"a\x00b", "\xff\xfe", strings.Repeat("k", 300)} {

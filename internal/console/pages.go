@@ -557,6 +557,8 @@ type financeView struct {
 	Report       *finance.Report
 	// Lines are the report's lines, problems first.
 	Lines []finance.Line
+	// Unchecked counts the ops of the report that could not be compared.
+	Unchecked int
 }
 
 // parseWhen reads RFC 3339 or a date (midnight UTC), as `oncebox reconcile report` does.
@@ -609,6 +611,9 @@ func (c *Console) finance(w http.ResponseWriter, r *http.Request, s *sessionInfo
 		return
 	}
 	fv.Report = rep
+	for _, n := range rep.Unchecked {
+		fv.Unchecked += n
+	}
 	fv.Lines = slices.Clone(rep.Lines)
 	slices.SortStableFunc(fv.Lines, func(a, b finance.Line) int {
 		return cmp.Compare(boolRank(a.Category == finance.CategoryMatched), boolRank(b.Category == finance.CategoryMatched))
@@ -623,7 +628,8 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// financeCSV downloads the report as `oncebox reconcile report --format csv` writes it.
+// financeCSV downloads the report's lines as `oncebox reconcile report --format csv`
+// writes them, or at finance-totals.csv its totals as `--format totals-csv` does.
 func (c *Console) financeCSV(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	since, until, bad := c.window(r)
 	if bad != nil {
@@ -636,12 +642,16 @@ func (c *Console) financeCSV(w http.ResponseWriter, r *http.Request, s *sessionI
 		return
 	}
 	var buf bytes.Buffer
-	if err := rep.WriteCSV(&buf); err != nil {
+	write, name := rep.WriteCSV, "report"
+	if strings.HasSuffix(r.URL.Path, "-totals.csv") {
+		write, name = rep.WriteTotalsCSV, "totals"
+	}
+	if err := write(&buf); err != nil {
 		c.internal(w, r, c.viewFor(s, "finance"), err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="oncebox-report-%s-%s.csv"`,
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="oncebox-%s-%s-%s.csv"`, name,
 		since.UTC().Format("20060102T150405Z"), until.UTC().Format("20060102T150405Z")))
 	_, _ = w.Write(buf.Bytes())
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,19 +78,41 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"money": money.Format,
+	// limit writes a budget's figure: a count, money, or a "*" amount in words.
+	"limit":  money.Limit,
+	"window": windowText,
 	"dash": func(s string) string {
 		if s == "" {
 			return "—"
 		}
 		return s
 	},
-	"join": strings.Join,
+	"join":  strings.Join,
+	"upper": strings.ToUpper,
 	// parentOf is the parent op id of a composite op's step (its key is
 	// outbox.StepKey), "" for any other op.
 	"parentOf": parentOf,
 	"words":    StatusWords,
 	"actor":    ActorName,
 	"sub":      func(a, b int) int { return a - b },
+}
+
+// windowText writes a budget's window as people write it, as governance.FormatWindow
+// does (the console does not link governance): two or more whole days as "7d",
+// otherwise without zero units ("24h", "1h30m").
+func windowText(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= 2*day && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func parsePages() (map[string]*template.Template, error) {

@@ -51,20 +51,21 @@ func Format(amount int64, currency string) string {
 		return sign + group(abs(amount)) + " (currency unknown)"
 	}
 	code := strings.ToUpper(currency)
-	return sign + symbols[code] + number(abs(amount), Exponent(code)) + " " + code
+	return sign + symbols[code] + number(abs(amount), Exponent(code), group) + " " + code
 }
 
-// number writes a non-negative amount of minor units with exp decimals.
-func number(n uint64, exp int) string {
+// number writes a non-negative amount of minor units with exp decimals, its whole
+// part written by whole.
+func number(n uint64, exp int, whole func(uint64) string) string {
 	if exp == 0 {
-		return group(n)
+		return whole(n)
 	}
 	div := uint64(1)
 	for range exp {
 		div *= 10
 	}
 	frac := strconv.FormatUint(n%div, 10)
-	return group(n/div) + "." + strings.Repeat("0", exp-len(frac)) + frac
+	return whole(n/div) + "." + strings.Repeat("0", exp-len(frac)) + frac
 }
 
 // group writes n with a comma between each group of three digits.
@@ -86,4 +87,36 @@ func abs(n int64) uint64 {
 		return uint64(-(n + 1)) + 1
 	}
 	return uint64(n)
+}
+
+// Decimal writes an amount in the currency's minor units as a plain decimal number for a
+// file a spreadsheet reads: no symbol, no code, no thousands separator, a point before
+// the currency's decimals: 2500 usd is "25.00", -2500 jpy "-2500", 1250 kwd "1.250".
+// Without a currency (its decimals unknown) the minor units are written as they are.
+func Decimal(amount int64, currency string) string {
+	if currency == "" {
+		return strconv.FormatInt(amount, 10)
+	}
+	sign := ""
+	if amount < 0 {
+		sign = "-"
+	}
+	return sign + number(abs(amount), Exponent(currency), func(n uint64) string { return strconv.FormatUint(n, 10) })
+}
+
+// Limit writes a budget's figure for a person: a count of ops (currency "") as a number,
+// an amount as Format writes it, and an amount of "*" (every currency a budget does not
+// name, each in its own minor units) as "5,000 minor units of any other currency".
+func Limit(n int64, currency string) string {
+	switch currency {
+	case "":
+		return strconv.FormatInt(n, 10)
+	case "*":
+		sign := ""
+		if n < 0 {
+			sign = "-"
+		}
+		return sign + group(abs(n)) + " minor units of any other currency"
+	}
+	return Format(n, currency)
 }

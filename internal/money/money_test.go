@@ -48,3 +48,22 @@ func TestExponent(t *testing.T) {
 		require.Equal(t, want, money.Exponent(code), code)
 	}
 }
+
+func TestDecimal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		amount   int64
+		currency string
+		want     string
+	}{
+		{2500, "usd", "25.00"},
+		{123456789, "EUR", "1234567.89"},
+		{-5, "usd", "-0.05"},
+		{2500, "jpy", "2500"},
+		{1250, "kwd", "1.250"},
+		{2000, "", "2000"},
+		{math.MinInt64, "usd", "-92233720368547758.08"},
+	} {
+		require.Equal(t, tc.want, money.Decimal(tc.amount, tc.currency), "%d %s", tc.amount, tc.currency)
+	}
+}

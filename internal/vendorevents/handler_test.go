@@ -154,8 +154,8 @@ func TestOrphanEventKeptAndReported(t *testing.T) {
 	require.NoError(t, rep.WriteJSON(&out))
 	require.Contains(t, out.String(), `"orphan_events"`)
 	out.Reset()
-	require.NoError(t, rep.WriteCSV(&out))
-	require.Contains(t, out.String(), "orphan_events,,,stripe,1,")
+	require.NoError(t, rep.WriteTotalsCSV(&out))
+	require.Contains(t, out.String(), "orphan_events,,stripe,,1,")
 }
 
 func TestBadSendGridKeyRefusedAtStart(t *testing.T) {

@@ -70,10 +70,18 @@ func classifyAPIError(se *stripego.Error, now time.Time) *outbox.DispatchError {
 		if de.RetryAfter == 0 {
 			de.RetryAfter = defaultRetryAfter
 		}
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		// Stripe stores nothing for them, and a bad or restricted key is for
-		// an operator to fix: retry, then needs_review once exhausted.
+	case status == http.StatusUnauthorized:
+		// Stripe stores nothing for it, and a bad key is for an operator to
+		// fix (a rotated key): retry, then needs_review once exhausted.
 		de.Outcome, de.Code = outbox.OutcomeRetryable, "authentication"
+	case status == http.StatusForbidden:
+		// The key is valid but may not act here: a Connect account the platform
+		// does not reach (account_invalid), or a restricted key without the
+		// permission. Stripe stores nothing, and the same request will be refused
+		// again: the op fails, with a sentence that says what to fix.
+		de.Outcome, de.Code = outbox.OutcomePermanent, orDefault(code, "permission_denied")
+		de.Message = forbiddenMessage(code) + " Stripe said: " + de.Message
+		de.Body = errorBody(raw)
 	case se.Type == stripego.ErrorTypeIdempotency:
 		de.Outcome, de.Code, de.Bug = outbox.OutcomePermanent, "idempotency_error", true
 		de.Message = "bug in oncebox: Stripe saw this op's vendor key with other parameters: " + de.Message
@@ -89,6 +97,16 @@ func classifyAPIError(se *stripego.Error, now time.Time) *outbox.DispatchError {
 		de.Body = errorBody(raw)
 	}
 	return de
+}
+
+// forbiddenMessage says what a 403 means and what to fix.
+func forbiddenMessage(code string) string {
+	if code == "account_invalid" {
+		return "Stripe refused the Stripe account this op was sent to: it is not connected to this installation's platform " +
+			"(or no longer is). Nothing was charged. Fix the tenant's Stripe setting (oncebox tenant vendor set or delete), then send the op again under a new key."
+	}
+	return "Stripe refused this installation's key for this request (a restricted key without the permission, or an account it may not act on). " +
+		"Nothing was done. Fix the key's permissions or the tenant's Stripe setting, then send the op again under a new key."
 }
 
 // apiError wraps a *stripego.Error for DispatchError.Err. stripego.Error's own

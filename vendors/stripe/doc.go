@@ -39,9 +39,14 @@
 //     needs_review): oncebox sent one key with two sets of parameters.
 //   - 409 idempotency_key_in_use: retryable.
 //   - 429: retryable after Retry-After (2 s when absent).
-//   - 401 and 403: retryable with code "authentication": Stripe stores nothing
-//     for them, and a bad key is for an operator to fix, so once the attempts
-//     are exhausted the op goes to needs_review rather than failed.
+//   - 401: retryable with code "authentication": Stripe stores nothing for it,
+//     and a bad key is for an operator to fix, so once the attempts are
+//     exhausted the op goes to needs_review rather than failed.
+//   - 403 (a Connect account the platform cannot reach, account_invalid, or a
+//     restricted key without the permission): permanent with Stripe's code
+//     (permission_denied when it gives none): Stripe stores nothing, and the
+//     same request would be refused again, so the op fails with a sentence that
+//     says what to fix. Finance reports show such an account's ops unchecked.
 //   - any 5xx: unknown, with Replayed set when Stripe answered
 //     Idempotent-Replayed: true (a stored 500 replayed: this call did nothing
 //     new, and the key is stale).

@@ -250,6 +250,9 @@ func stubServer(t *testing.T, status int, body func(r *http.Request) string) str
 	return srv.URL
 }
 
+// TestDispatchAuthenticationIsRetryableAndScrubbed: a 401 (a bad key, for an operator to
+// fix) is retried; a 403 (a key that may not act there) fails the op, for the same
+// request is refused again. Neither shows the key.
 func TestDispatchAuthenticationIsRetryableAndScrubbed(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
@@ -265,8 +268,13 @@ func TestDispatchAuthenticationIsRetryableAndScrubbed(t *testing.T) {
 		_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
 			Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), VendorKey: "ob_x", Attempt: 1})
 		de := requireDispatchError(t, err)
-		require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
-		require.Equal(t, "authentication", de.Code)
+		if status == http.StatusForbidden {
+			require.Equal(t, outbox.OutcomePermanent, de.Outcome)
+			require.Equal(t, "permission_denied", de.Code)
+		} else {
+			require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
+			require.Equal(t, "authentication", de.Code)
+		}
 		require.Equal(t, status, de.HTTPStatus)
 		requireNoSecret(t, de.Error(), de.Message, string(de.Body), de.Err.Error(), logs.String())
 	}

@@ -1,9 +1,11 @@
 package fakestripe
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -129,7 +131,8 @@ func (s *Server) validateRefund(form url.Values) (func() result, *apiError) {
 		}
 		if amount > remaining {
 			return invalidParam("amount", "",
-				"Refund amount ("+strconv.FormatInt(amount, 10)+") is greater than unrefunded amount on charge ("+strconv.FormatInt(remaining, 10)+")").result()
+				"Refund amount ("+displayAmount(amount, rec.pi.Currency)+") is greater than unrefunded amount on charge ("+
+					displayAmount(remaining, rec.pi.Currency)+")").result()
 		}
 		rec.pi.AmountRefunded += amount
 		re := &refundRecord{re: Refund{
@@ -206,4 +209,25 @@ func (s *Server) listRefundsResult(q url.Values) result {
 		func(re *refundRecord) bool {
 			return (piID == "" || re.re.PaymentIntent == piID) && (chargeID == "" || re.re.Charge == chargeID)
 		})
+}
+
+// displayAmount writes an amount in minor units as Stripe's error messages do: "$12.00",
+// "€5.50", "¥1200", "12.00 CHF".
+func displayAmount(amount int64, currency string) string {
+	code := strings.ToUpper(currency)
+	var num string
+	switch code {
+	case "BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF":
+		num = strconv.FormatInt(amount, 10)
+	default:
+		sign := ""
+		if amount < 0 {
+			sign, amount = "-", -amount
+		}
+		num = fmt.Sprintf("%s%d.%02d", sign, amount/100, amount%100)
+	}
+	if sym, ok := map[string]string{"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}[code]; ok {
+		return sym + num
+	}
+	return num + " " + code
 }

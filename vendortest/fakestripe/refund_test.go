@@ -48,6 +48,7 @@ func TestRefundPartialTwiceThenOverRefundRefused(t *testing.T) {
 	_, err = h.sc.Refunds.New(refundParams("re-3", pi.ID, 500))
 	se := requireStripeError(t, err, http.StatusBadRequest, stripe.ErrorTypeInvalidRequest, "")
 	require.Equal(t, "amount", se.Param)
+	require.Contains(t, se.Msg, "Refund amount ($5.00) is greater than unrefunded amount on charge ($4.00)", "money as Stripe writes it")
 	_, err = h.sc.Refunds.New(refundParams("re-3", pi.ID, 500))
 	se = requireStripeError(t, err, http.StatusBadRequest, stripe.ErrorTypeInvalidRequest, "")
 	require.Equal(t, "true", se.LastResponse.Header.Get("Idempotent-Replayed"))
