@@ -37,7 +37,7 @@ func run(ctx context.Context) error {
 		name string
 		h    http.Handler
 	}{
-		{"stripe", fakestripe.New(fakestripe.Config{Logger: logger})},
+		{"stripe", fakestripe.New(fakestripe.Config{Logger: logger, AnyAccount: true})},
 		{"sendgrid", fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger})},
 		{"webhook", fakewebhook.New(fakewebhook.Config{HonourKeys: true})},
 	}
