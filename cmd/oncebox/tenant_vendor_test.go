@@ -164,8 +164,9 @@ func TestTenantVendorOwnCLI(t *testing.T) {
 	require.Zero(t, code)
 	require.Contains(t, out, `"owns_installation_account":true,"claim_in_force":true`)
 
-	_, _, err = store.Create(ctx, "second")
-	require.NoError(t, err)
+	_, errOut, code = runCLIStdin(t, "", "tenant create second", env...)
+	require.Zero(t, code, errOut)
+	require.Contains(t, errOut, "the claim on the installation's stripe account (tenant vendor own) is no longer in force")
 	out, errOut, code = runCLIStdin(t, "", "tenant vendor own --tenant second stripe", env...)
 	require.Equal(t, 1, code, out+errOut)
 	require.Contains(t, errOut, "1 other tenant(s) exist")
