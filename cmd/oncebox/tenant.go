@@ -76,9 +76,9 @@ type tenantCtx struct {
 	// settings reads the claims on the installation's accounts, which a second tenant
 	// ends (tenant vendor own).
 	settings *outbox.VendorSettings
-	out   io.Writer
-	json  bool
-	role  tenant.Role
+	out      io.Writer
+	json     bool
+	role     tenant.Role
 	// person is --person, for token create.
 	person string
 }
