@@ -17,9 +17,12 @@ LDFLAGS   ?= -X github.com/oncebox/oncebox/internal/release.commit=$(COMMIT)
 build: ## build bin/oncebox (oncebox version names the commit)
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/oncebox ./cmd/oncebox
 
-dev: ## run oncebox with zero configuration (a Postgres is found or started, Docker included, fake vendors)
+# make dev builds, then runs the binary itself rather than through go run, which exits 1
+# whenever its program is interrupted: Ctrl-C ends make dev with status 0.
+dev: ## run oncebox with zero configuration (a Postgres is found or started, Docker included, fake vendors); Ctrl-C stops it
 	@echo "make dev: building oncebox (the first build downloads and compiles its modules: a minute or two)..."
-	$(GO) run -tags devcontainer ./cmd/oncebox dev
+	$(GO) build -tags devcontainer -ldflags "$(LDFLAGS)" -o bin/oncebox-dev ./cmd/oncebox
+	bin/oncebox-dev dev
 
 test: test-race test-rest ## run every test (race detector on the core packages); needs DATABASE_URL or a local PostgreSQL install
 

@@ -200,3 +200,23 @@ func TestAgentFrameworkRecipesArePinned(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeScriptRecipeRunsAsItsReadmeSays: the TypeScript recipe has a README whose
+// commands are install and `npm run example`, and `npm run example` builds first (a
+// pre-script), so a fresh clone never runs a dist/ that is not there.
+func TestTypeScriptRecipeRunsAsItsReadmeSays(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("typescript", "README.md"))
+	require.NoError(t, err, "examples/typescript has a README")
+	require.Contains(t, string(readme), "npm run example")
+	require.NotContains(t, string(readme), "npm run build &&", "no build step the reader must remember")
+	b, err := os.ReadFile(filepath.Join("typescript", "package.json"))
+	require.NoError(t, err)
+	var pkg struct {
+		Scripts map[string]string `json:"scripts"`
+	}
+	require.NoError(t, json.Unmarshal(b, &pkg))
+	require.Contains(t, pkg.Scripts["example"], "dist/")
+	require.Equal(t, "npm run build", pkg.Scripts["preexample"], "npm run example builds dist/ first")
+	require.Equal(t, "npm run build", pkg.Scripts["preci"], "npm run ci builds dist/ first")
+}

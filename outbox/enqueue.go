@@ -474,7 +474,7 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 	var verdict Verdict
 	ctx, err := ob.withOpAccount(ctx, op, p.Tool)
 	if err == nil {
-		err = ob.checkObjects(ctx, tx, p)
+		err = ob.checkObjects(ctx, tx, p, op)
 	}
 	if err == nil {
 		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: ob.gateTool(p.Tool), Args: p.Args, TokenID: p.params.TokenID,

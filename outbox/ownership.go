@@ -13,9 +13,17 @@ import (
 
 // checkObjects refuses a new call that names an object (Tool.Objects) which is not the
 // tenant's: it runs in the enqueue's transaction, after the insert told the call from a
-// replay (a replay is never checked again) and before the gate.
-func (ob *Outbox) checkObjects(ctx context.Context, tx pgx.Tx, p *Prepared) error {
+// replay (a replay is never checked again) and before the gate. An op sent on an account
+// whose objects are all the tenant's (sqlAccountOwned) is not checked further.
+func (ob *Outbox) checkObjects(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) error {
 	if len(p.Tool.Objects) == 0 {
+		return nil
+	}
+	var whole bool
+	if err := tx.QueryRow(ctx, sqlAccountOwned, p.params.TenantID, p.Tool.Vendor, op.VendorAccount).Scan(&whole); err != nil {
+		return fmt.Errorf("outbox: read whose the vendor account is: %w", err)
+	}
+	if whole {
 		return nil
 	}
 	var args map[string]json.RawMessage

@@ -91,6 +91,18 @@ const sqlObjectOwned = `
 SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE tenant_id = $1 AND vendor = $2 AND vendor_ref = $3 AND NOT vendor_ref_typed)
 	OR EXISTS (SELECT 1 FROM oncebox_tenant_object WHERE tenant_id = $1 AND vendor = $2 AND object_id = $3)`
 
+// sqlAccountOwned says whether every object in the vendor account an op of tenant $1 at
+// vendor $2 is sent on ($3, its Op.VendorAccount) is the tenant's without adoption:
+// an account of its own ("acct_…" or "key:…") that no other tenant's setting names
+// (the vendor keeps that account's objects apart), or the installation's account ("")
+// claimed by the tenant (oncebox_vendor_owner) while it is the installation's only
+// tenant.
+const sqlAccountOwned = `
+SELECT CASE WHEN $3::text <> '' THEN NOT EXISTS (SELECT 1 FROM oncebox_tenant_vendor v
+		WHERE v.vendor = $2 AND v.account = $3 AND v.tenant_id <> $1)
+	ELSE EXISTS (SELECT 1 FROM oncebox_vendor_owner w WHERE w.vendor = $2 AND w.tenant_id = $1)
+		AND (SELECT count(*) FROM oncebox_tenant) = 1 END`
+
 // sqlTaggedOpOwned says whether op $3, which an object is tagged with, is an op of
 // tenant $1 at vendor $2.
 const sqlTaggedOpOwned = `SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE id = $3::uuid AND tenant_id = $1 AND vendor = $2)`
@@ -458,6 +470,20 @@ const (
 	sqlTenantOfAccount = `SELECT tenant_id FROM oncebox_tenant_vendor WHERE vendor = $1 AND account = $2 ORDER BY tenant_id LIMIT 1`
 	sqlTenantVendorRef = `SELECT account FROM oncebox_tenant_vendor WHERE tenant_id = $1 AND vendor = $2`
 	sqlVendorKey       = `SELECT sealed FROM oncebox_tenant_vendor_key WHERE tenant_id = $1 AND vendor = $2 AND fingerprint = $3`
+)
+
+// Claims on the installation's own accounts (vendor_owner.go).
+const (
+	// sqlOtherTenants counts the tenants other than $1.
+	sqlOtherTenants = `SELECT count(*) FROM oncebox_tenant WHERE id <> $1`
+	sqlOwnVendor    = `INSERT INTO oncebox_vendor_owner (vendor, tenant_id, owned_by) VALUES ($1, $2, $3)
+		ON CONFLICT (vendor) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, owned_at = now(), owned_by = EXCLUDED.owned_by
+		WHERE oncebox_vendor_owner.tenant_id <> EXCLUDED.tenant_id`
+	sqlDisownVendor = `DELETE FROM oncebox_vendor_owner WHERE vendor = $1 AND tenant_id = $2`
+	// sqlVendorOwners lists the claims of tenant $1 (every claim when $1 is 0), each
+	// with whether it is in force: its tenant is the only one.
+	sqlVendorOwners = `SELECT w.tenant_id, w.vendor, w.owned_at, w.owned_by, (SELECT count(*) FROM oncebox_tenant) = 1
+		FROM oncebox_vendor_owner w WHERE $1 = 0 OR w.tenant_id = $1 ORDER BY w.vendor`
 )
 
 // sqlParentForUpdate reads and locks a composite op with the steps stored with it.

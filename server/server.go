@@ -183,11 +183,10 @@ func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
 		s.listers[v.Name()] = v
 		s.stripe = v
 		enabled = append(enabled, v.Name())
-		if cfg.StripeWebhookSecret != "" {
-			vs = append(vs, vendorevents.WrapVendor(v, s.events, cfg.VendorEventLag))
-		} else {
-			vs = append(vs, v)
-		}
+		// Stored events are a lookup source whether or not the platform's endpoint is
+		// configured: a tenant on its own key has an endpoint and secret of its own
+		// (vendorevents.PathStripeTenant), set at any time with `oncebox tenant vendor`.
+		vs = append(vs, vendorevents.WrapVendor(v, s.events, cfg.VendorEventLag))
 	}
 	if cfg.SendGridAPIKey != "" {
 		v, err := sendgrid.New(sendgrid.Config{APIKey: cfg.SendGridAPIKey, BaseURL: cfg.SendGridAPIBase, Timeout: cfg.SendGridTimeout,

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,4 +127,71 @@ func TestTenantStripeEndpointUsesItsSealedSecret(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oncebox_tenant_vendor_key
 		WHERE position('whsec_acme_own'::bytea IN sealed) > 0`).Scan(&clear))
 	require.Zero(t, clear, "the secret is stored sealed")
+}
+
+// TestTenantStripeEventsSettleItsOpsWithoutThePlatformSecret: on an installation with no
+// STRIPE_WEBHOOK_SECRET, the events of a tenant on its own Stripe key, verified with its
+// own signing secret, are a lookup source like the installation's: the reconciler
+// settles the tenant's unknown op from them while Stripe cannot be asked.
+func TestTenantStripeEventsSettleItsOpsWithoutThePlatformSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake := fakestripe.New(fakestripe.Config{})
+	fake.AddAccount("acct_OwnKey1", "sk_test_acme_own")
+	var down atomic.Bool
+	stripeSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"error":{"type":"api_error","message":"outage"}}`)
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(stripeSrv.Close)
+	cfg, pool := newConfig(t)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Roles = server.Roles{API: true}
+	cfg.SealKey = testSealKey()
+	cfg.StripeAPIKey, cfg.StripeAPIBase = "sk_test_platform", stripeSrv.URL
+	srv, base := runServer(t, ctx, cfg)
+	tn, token, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	seal, err := base64.StdEncoding.DecodeString(cfg.SealKey)
+	require.NoError(t, err)
+	settings, err := outbox.NewVendorSettings(pool, seal)
+	require.NoError(t, err)
+	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: tn.ID, Vendor: "stripe", APIKey: "sk_test_acme_own", By: "test"}))
+	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: tn.ID, Vendor: outbox.VendorStripeEvents, APIKey: "whsec_acme_own", By: "test"}))
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/ops", strings.NewReader(
+		`{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", "own-1")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	var opID string
+	require.NoError(t, pool.QueryRow(ctx, `UPDATE oncebox_op SET status = 'unknown', vendor_ref = 'pi_own1'
+		WHERE idempotency_key = 'own-1' RETURNING id::text`).Scan(&opID))
+
+	body := `{"id":"evt_own1","object":"event","api_version":"2024-06-20","created":` + itoa(time.Now().Unix()) +
+		`,"type":"payment_intent.succeeded","data":{"object":{"id":"pi_own1","object":"payment_intent","status":"succeeded","amount":2000,"currency":"usd","created":` +
+		itoa(time.Now().Unix()) + `,"metadata":{"oncebox_op":"` + opID + `"}}}}`
+	ev, _ := http.NewRequest(http.MethodPost, base+"/v1/vendor-events/stripe/tenants/acme", strings.NewReader(body))
+	ev.Header.Set("Stripe-Signature", fakestripe.SignPayload("whsec_acme_own", []byte(body), time.Now()))
+	resp, err = http.DefaultClient.Do(ev)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+
+	down.Store(true)
+	_, err = srv.Outbox().SweepOnce(ctx)
+	require.NoError(t, err)
+	var status string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM oncebox_op WHERE id = $1`, opID).Scan(&status))
+	require.Equal(t, "succeeded", status, "the tenant's own events settled its op while Stripe was down")
 }

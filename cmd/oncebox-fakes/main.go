@@ -5,9 +5,13 @@
 // then serves until SIGINT or SIGTERM. --stripe-delay D holds each PaymentIntent creation
 // for D before answering (a slow vendor: make agent-frameworks uses it so that an MCP call's
 // first answer is "not confirmed yet").
+// With --checkout it also serves the three services
+// examples/checkout/tools.yaml names (pay, mail and shop, webhook receivers that answer
+// its lookup path) on 127.0.0.1:9091, 9092 and 9093.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -26,11 +30,9 @@ import (
 )
 
 func main() {
-	stripeDelay := flag.Duration("stripe-delay", 0, "hold each PaymentIntent creation this long before answering (a slow vendor)")
-	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *stripeDelay); err != nil {
+	if err := run(ctx, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "oncebox-fakes:", err)
 		os.Exit(1)
 	}
@@ -53,20 +55,42 @@ func slowPaymentIntents(h http.Handler, d time.Duration) http.Handler {
 	})
 }
 
-func run(ctx context.Context, stripeDelay time.Duration) error {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fakes := []struct {
-		name string
-		h    http.Handler
-	}{
-		{"stripe", slowPaymentIntents(fakestripe.New(fakestripe.Config{Logger: logger}), stripeDelay)},
-		{"sendgrid", fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger})},
-		{"webhook", fakewebhook.New(fakewebhook.Config{HonourKeys: true})},
+// checkoutAddrs are the services of examples/checkout/tools.yaml, by target.
+var checkoutAddrs = []struct{ name, addr string }{{"pay", "127.0.0.1:9091"}, {"mail", "127.0.0.1:9092"}, {"shop", "127.0.0.1:9093"}}
+
+// fake is one fake served: its name, handler and address ("" for a free port).
+type fake struct {
+	name, addr string
+	h          http.Handler
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("oncebox-fakes", flag.ContinueOnError)
+	stripeDelay := fs.Duration("stripe-delay", 0, "hold each PaymentIntent creation this long before answering (a slow vendor)")
+	checkout := fs.Bool("checkout", false, "also serve examples/checkout's pay, mail and shop services on 127.0.0.1:9091-9093")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	fakes := []fake{
+		{"stripe", "", slowPaymentIntents(fakestripe.New(fakestripe.Config{Logger: logger, AnyAccount: true}), *stripeDelay)},
+		{"sendgrid", "", fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1, Logger: logger})},
+		{"webhook", "", fakewebhook.New(fakewebhook.Config{HonourKeys: true})},
+	}
+	if *checkout {
+		for _, c := range checkoutAddrs {
+			fakes = append(fakes, fake{c.name, c.addr, fakewebhook.New(fakewebhook.Config{HonourKeys: true})})
+		}
+	}
+	return serveFakes(ctx, fakes)
+}
+
+// serveFakes serves each fake until ctx ends or one fails.
+func serveFakes(ctx context.Context, fakes []fake) error {
 	errs := make(chan error, len(fakes))
 	var servers []*http.Server
 	for _, f := range fakes {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", cmp.Or(f.addr, "127.0.0.1:0"))
 		if err != nil {
 			return fmt.Errorf("listen for the fake %s: %w", f.name, err)
 		}

@@ -209,3 +209,20 @@ func TestCLIDecisionsNameAToken(t *testing.T) {
 	require.Contains(t, out, "pending")
 	require.Equal(t, 2, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_approval_vote WHERE op_id = $1", id))
 }
+
+// TestCLILogsWarningsOnlyUnlessAsked: a command other than serve and dev (here review
+// list, which joins the fleet) logs no info line by default; --log-level info asks for
+// them.
+func TestCLILogsWarningsOnlyUnlessAsked(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Schema(t)
+	_, _, err := tenant.NewStore(pool).Create(context.Background(), "quiet")
+	require.NoError(t, err)
+	env := "DATABASE_URL=" + dbtest.ConnString(t, pool)
+	out, errOut, code := runCLI(t, "review list --tenant quiet", env)
+	require.Zero(t, code, out+errOut)
+	require.NotContains(t, errOut, "level=INFO", "no info line unless asked")
+	_, errOut, code = runCLI(t, "review list --tenant quiet --log-level info", env)
+	require.Zero(t, code, errOut)
+	require.Contains(t, errOut, "level=INFO")
+}

@@ -33,6 +33,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "demo", "name of the demo tenant")
 	linkTTL := fs.Duration("console-link-ttl", 5*time.Minute, "how long the printed one-time console sign-in link stays valid")
+	dataDir := fs.String("data-dir", os.Getenv("ONCEBOX_DEV_DATA_DIR"), "the private cluster's data folder (env ONCEBOX_DEV_DATA_DIR; default: a folder of your own under your cache directory, or as root under the temporary directory, keyed by HOME)")
 	cfg, log, err := parseConfig(fs, args)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -50,7 +51,7 @@ func runDev(ctx context.Context, args []string) error {
 	defer func() { _ = ln.Close() }()
 	cfg.Listener = ln
 
-	pg, err := devPostgres(ctx, fs, cfg.DatabaseURL, logger)
+	pg, err := devPostgres(ctx, fs, cfg.DatabaseURL, *dataDir, logger)
 	if err != nil {
 		return err
 	}
@@ -84,8 +85,21 @@ func runDev(ctx context.Context, args []string) error {
 	defer save(logger)
 
 	banner := devBanner{pg: pg, fakes: fakes.list, fakesNote: fakesNote, tenant: *tenantName, tokens: tokens, linkTTL: *linkTTL,
-		cliEnv: fakes.env(cfg), sealKeyPath: sealKeyPath}
+		cliEnv: append(fakes.env(cfg), approvalEnv(fs)...), sealKeyPath: sealKeyPath}
 	return serveDev(ctx, cfg, logger, fakes, banner)
+}
+
+// approvalEnv is the approval settings dev runs with, as variable, value pairs for the
+// CLI's export (those set only): `oncebox approve` beside dev then judges an op by the
+// rule dev made it wait under.
+func approvalEnv(fs *flag.FlagSet) []string {
+	var env []string
+	for _, name := range []string{"approval-policy", "refund-approval-above"} {
+		if f := fs.Lookup(name); f != nil && f.Value.String() != "" {
+			env = append(env, settingEnv(name), f.Value.String())
+		}
+	}
+	return env
 }
 
 // serveDev runs the dev server until ctx ends: it starts the fakes' events once the
@@ -142,7 +156,14 @@ func devDatabase(ctx context.Context, url, tenantName string, logger *slog.Logge
 	if _, err := migrations.Migrate(ctx, pool, logger); err != nil {
 		return devAccess{}, err
 	}
-	return devTokens(ctx, tenant.NewStore(pool), tenantName)
+	access, err := devTokens(ctx, tenant.NewStore(pool), tenantName)
+	if err != nil {
+		return access, err
+	}
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_op").Scan(&access.earlierOps); err != nil {
+		return access, fmt.Errorf("count the ops of earlier runs: %w", err)
+	}
+	return access, nil
 }
 
 // devSealKey gives a dev run without a seal key the one kept in dev's folder
@@ -219,7 +240,7 @@ oncebox dev is running.
 
   API        %s   (OpenAPI: %s/openapi.json, MCP: %s/mcp, metrics: %s/metrics)
   Postgres   %s (%s)
-%s%s  tenant     %s
+%s%s%s  tenant     %s
   token      %s   (agent; the demo tokens of earlier dev runs are revoked)
   console    %s%s   (one-time sign-in link, valid %s; or sign in with the approver token %s)
 
@@ -236,8 +257,25 @@ and its fake vendors (again after a restart: the fakes' ports change):
 
 %s
 Press Ctrl-C to stop everything this command started.
-`, base, base, base, base, b.pg.Source, redactURL(b.pg.URL), fakeLines(b.fakes), b.fakesNote, b.tenant, token, base, b.link, b.linkTTL, b.tokens.approver, base, token, demoKey, b.tenant, passNote, b.exports(exportURL))
+`, base, base, base, base, b.pg.Source, redactURL(b.pg.URL), b.reuseNote(), fakeLines(b.fakes), b.fakesNote, b.tenant, token, base, b.link, b.linkTTL, b.tokens.approver, base, token, demoKey, b.tenant, passNote, b.exports(exportURL))
 	return nil
+}
+
+// reuseNote says, when the database holds ops of earlier runs, that it is reused: their
+// keys are taken, and the finance report counts their ops too.
+func (b devBanner) reuseNote() string {
+	if b.tokens.earlierOps == 0 {
+		return ""
+	}
+	where := "--data-dir DIR (or ONCEBOX_DEV_DATA_DIR) names a fresh one"
+	switch {
+	case strings.HasPrefix(b.pg.Source, "env:") || strings.HasPrefix(b.pg.Source, "flag:"):
+		where = "the database you named; point DATABASE_URL at an empty one for a fresh start"
+	case b.pg.DataDir != "":
+		where = "it is " + b.pg.DataDir + "; --data-dir DIR (or ONCEBOX_DEV_DATA_DIR) names a fresh one"
+	}
+	return fmt.Sprintf("  reused     this database holds %d op(s) of earlier runs: pick new keys, and reports count those ops too (%s)\n",
+		b.tokens.earlierOps, where)
 }
 
 // exports is the banner's one export command: the database URL (databaseURL, without
@@ -280,7 +318,7 @@ func settingEnv(name string) string {
 
 // devPostgres returns the Postgres of a dev run: the URL given with --database-url or
 // DATABASE_URL, used as is, else one found or started by localpg.
-func devPostgres(ctx context.Context, fs *flag.FlagSet, databaseURL string, logger *slog.Logger) (*localpg.Postgres, error) {
+func devPostgres(ctx context.Context, fs *flag.FlagSet, databaseURL, dataDir string, logger *slog.Logger) (*localpg.Postgres, error) {
 	if strings.TrimSpace(databaseURL) != "" {
 		source := "env:DATABASE_URL"
 		fs.Visit(func(f *flag.Flag) {
@@ -293,7 +331,7 @@ func devPostgres(ctx context.Context, fs *flag.FlagSet, databaseURL string, logg
 	// DATABASE_URL, when set, is databaseURL already: localpg need not look at it.
 	// The port is remembered beside the cluster, so that an exported DATABASE_URL or a
 	// saved MCP client configuration keeps working across restarts.
-	return localpg.Start(ctx, localpg.Config{Logger: logger, EnvVars: []string{}, Container: containerFallback(), RememberPort: true})
+	return localpg.Start(ctx, localpg.Config{Logger: logger, EnvVars: []string{}, Container: containerFallback(), RememberPort: true, DataDir: dataDir})
 }
 
 // serveFake serves a fake vendor on a free loopback port.
@@ -388,6 +426,8 @@ func redactURL(s string) string {
 // devAccess is the demo tenant's tokens for one dev run.
 type devAccess struct {
 	agent, approver string
+	// earlierOps counts the ops earlier runs left in the database (devDatabase).
+	earlierOps int
 }
 
 // devTokens makes sure the demo tenant exists, revokes the demo tokens earlier dev runs

@@ -99,7 +99,7 @@ func (f *devFakes) env(cfg server.Config) []string {
 // startStripe starts the Stripe fake, with signed events unless cfg has a webhook
 // secret.
 func (f *devFakes) startStripe(cfg *server.Config, logger *slog.Logger) error {
-	fake := fakestripe.New(fakestripe.Config{Logger: logger})
+	fake := fakestripe.New(fakestripe.Config{Logger: logger, AnyAccount: true})
 	f.stripe = fake
 	url, stop, err := serveFake(fake)
 	if err != nil {

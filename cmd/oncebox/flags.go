@@ -46,12 +46,19 @@ type logFlags struct {
 	format, level string
 }
 
+// Default log levels: serve and dev log what they do (info); every other command logs
+// warnings and errors only unless asked (--log-level info, or ONCEBOX_LOG_LEVEL).
+const (
+	serverLogLevel = "info"
+	cliLogLevel    = "warn"
+)
+
 // addLogFlags registers --log-format and --log-level on fs, with their environment
-// variables as defaults.
-func addLogFlags(fs *flag.FlagSet) *logFlags {
+// variables as defaults, else the text format and level.
+func addLogFlags(fs *flag.FlagSet, level string) *logFlags {
 	l := &logFlags{}
 	fs.StringVar(&l.format, flagLogFormat, envOr("ONCEBOX_LOG_FORMAT", "text"), "log format: text or json (env ONCEBOX_LOG_FORMAT)")
-	fs.StringVar(&l.level, flagLogLevel, envOr("ONCEBOX_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env ONCEBOX_LOG_LEVEL)")
+	fs.StringVar(&l.level, flagLogLevel, envOr("ONCEBOX_LOG_LEVEL", level), "log level: debug, info, warn, error (env ONCEBOX_LOG_LEVEL; serve and dev default to info, the other commands to warn)")
 	return l
 }
 
@@ -83,7 +90,7 @@ func (g *globalFlags) databaseURL() string { return *g.url }
 
 // addGlobalFlags registers the global flags on fs.
 func addGlobalFlags(fs *flag.FlagSet) *globalFlags {
-	g := &globalFlags{log: addLogFlags(fs)}
+	g := &globalFlags{log: addLogFlags(fs, cliLogLevel)}
 	g.url = secretVar(fs, flagDatabaseURL, "DATABASE_URL", "", "Postgres URL (env DATABASE_URL)")
 	return g
 }

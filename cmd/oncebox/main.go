@@ -134,6 +134,17 @@ Usage: oncebox <command> [flags]
                                objects made outside oncebox (stripe pi_…) the tenant's ops may act on
   tenant adopt --list [--tenant T]
                                the objects adopted (--format json)
+  tenant vendor set --tenant T stripe (--account acct_… | --key-stdin) [--shared]
+  tenant vendor set --tenant T sendgrid|stripe-events --key-stdin
+                               the tenant's own vendor account or key (read from stdin, stored sealed)
+  tenant vendor list [--tenant T]
+                               the tenants' vendor settings and claims, never a secret (--format json)
+  tenant vendor delete --tenant T VENDOR
+                               back to the installation's account from the tenant's next op
+  tenant vendor own --tenant T stripe
+  tenant vendor disown --tenant T stripe
+                               the only tenant owns the objects in the installation's account without
+                               adoption (recorded with who and when; refused when other tenants exist)
   policy show [--format json]  the installation's stored approval rules and budgets, which every
                                process reads (serve's --approval-policy, --refund-approval-above and
                                --budgets only seed what is not stored)

@@ -58,6 +58,12 @@ func startChild(t testing.TB, args string, env ...string) (*exec.Cmd, *bufio.Rea
 // banner reads the child's output until the end of dev's banner.
 func banner(t *testing.T, r *bufio.Reader) string {
 	t.Helper()
+	return bannerWithin(t, r, 90*time.Second)
+}
+
+// bannerWithin is banner with its own deadline.
+func bannerWithin(t *testing.T, r *bufio.Reader, within time.Duration) string {
+	t.Helper()
 	var out strings.Builder
 	lines := make(chan string)
 	go func() {
@@ -70,7 +76,7 @@ func banner(t *testing.T, r *bufio.Reader) string {
 			lines <- line
 		}
 	}()
-	deadline := time.After(90 * time.Second)
+	deadline := time.After(within)
 	for {
 		select {
 		case line, ok := <-lines:
@@ -86,7 +92,7 @@ func banner(t *testing.T, r *bufio.Reader) string {
 				return out.String()
 			}
 		case <-deadline:
-			t.Fatalf("no banner after 90s:\n%s", out.String())
+			t.Fatalf("no banner after %s:\n%s", within, out.String())
 		}
 	}
 }

@@ -382,7 +382,11 @@ func parseConfigFor(fs *flag.FlagSet, args []string, show func(name string) bool
 		}
 		values[s.flag] = fs.String(s.flag, v, s.help+" (env "+s.env+")")
 	}
-	log := addLogFlags(fs)
+	level := serverLogLevel
+	if show != nil {
+		level = cliLogLevel // a command that uses some settings only: not serve or dev
+	}
+	log := addLogFlags(fs, level)
 	if err := parseInterspersed(fs, args); err != nil {
 		return cfg, nil, err
 	}
@@ -422,7 +426,7 @@ func printSettings(w io.Writer) {
 		fmt.Fprintf(w, "| `--%s` | `%s` | `%s` | %s |\n", s.flag, s.env, def, strings.ReplaceAll(s.help, "|", "\\|"))
 	}
 	fmt.Fprintln(w, "| `--log-format` | `ONCEBOX_LOG_FORMAT` | `text` | log format: text or json |")
-	fmt.Fprintln(w, "| `--log-level` | `ONCEBOX_LOG_LEVEL` | `info` | log level: debug, info, warn, error |")
+	fmt.Fprintln(w, "| `--log-level` | `ONCEBOX_LOG_LEVEL` | `info` | log level: debug, info, warn, error; serve and dev default to `info`, every other command to `warn` |")
 }
 
 // secretFlag is a flag whose default may come from a secret environment variable: its

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -62,15 +63,22 @@ func runTenant(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	return run(ctx, tenantCtx{store: tenant.NewStore(pool), out: os.Stdout, json: *format == "json", role: role, person: *person})
+	settings, err := outbox.NewVendorSettings(pool, nil)
+	if err != nil {
+		return err
+	}
+	return run(ctx, tenantCtx{store: tenant.NewStore(pool), settings: settings, out: os.Stdout, json: *format == "json", role: role, person: *person})
 }
 
 // tenantCtx is what a tenant subcommand works with.
 type tenantCtx struct {
 	store *tenant.Store
-	out   io.Writer
-	json  bool
-	role  tenant.Role
+	// settings reads the claims on the installation's accounts, which a second tenant
+	// ends (tenant vendor own).
+	settings *outbox.VendorSettings
+	out      io.Writer
+	json     bool
+	role     tenant.Role
 	// person is --person, for token create.
 	person string
 }
@@ -88,6 +96,7 @@ func tenantCommand(rest []string) (func(context.Context, tenantCtx) error, bool)
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "tenant %q created; its agent API token follows (shown once, only its hash is stored)\n", rest[1])
+			c.noteEndedClaims(ctx)
 			return c.printToken(rest[1], tenant.RoleAgent, token)
 		}, true
 	case len(rest) == 3 && rest[0] == "token" && (rest[1] == "create" || rest[1] == "new"):
@@ -199,4 +208,19 @@ func (c tenantCtx) listTenants(ctx context.Context) error {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), strings.Join(names, ", "))
 	}
 	return w.Flush()
+}
+
+// noteEndedClaims says which claims on the installation's accounts (tenant vendor own)
+// a new tenant ended: their objects need adoption again.
+func (c tenantCtx) noteEndedClaims(ctx context.Context) {
+	owners, err := c.settings.Owners(ctx, 0)
+	if err != nil {
+		return // A note only: the tenant exists.
+	}
+	for _, o := range owners {
+		if !o.InForce {
+			fmt.Fprintf(os.Stderr, "note: the claim on the installation's %s account (tenant vendor own) is no longer in force now that "+
+				"another tenant exists: objects made outside oncebox need adoption again (oncebox tenant adopt)\n", o.Vendor)
+		}
+	}
 }

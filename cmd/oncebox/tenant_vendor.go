@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,7 +23,8 @@ import (
 )
 
 const vendorUsage = "usage: oncebox tenant vendor set --tenant T [--shared] stripe (--account acct_… | --key-stdin) | " +
-	"set --tenant T sendgrid --key-stdin | set --tenant T stripe-events --key-stdin | list [--tenant T] [--format text|json] | delete --tenant T VENDOR"
+	"set --tenant T sendgrid --key-stdin | set --tenant T stripe-events --key-stdin | list [--tenant T] [--format text|json] | delete --tenant T VENDOR | " +
+	"own --tenant T stripe | disown --tenant T stripe"
 
 // tenantVendors are the vendors a tenant may have settings of its own for; stripe-events
 // (outbox.VendorStripeEvents) is the signing secret of the tenant's own Stripe event
@@ -78,6 +80,10 @@ func runTenantVendor(ctx context.Context, args []string) error {
 		return c.set(ctx, rest[1])
 	case "delete":
 		return c.delete(ctx, rest[1])
+	case "own":
+		return c.own(ctx, rest[1])
+	case "disown":
+		return c.disown(ctx, rest[1])
 	}
 	return c.list(ctx)
 }
@@ -90,8 +96,13 @@ func (f *vendorFlags) check(rest []string) error {
 			return fmt.Errorf("--format %q: want text or json", *f.format)
 		}
 		return nil
-	case len(rest) != 2 || (rest[0] != "set" && rest[0] != "delete") || *f.tenant == "":
+	case len(rest) != 2 || !slices.Contains([]string{"set", "delete", "own", "disown"}, rest[0]) || *f.tenant == "":
 		return errors.New(vendorUsage)
+	case rest[0] == "own" || rest[0] == "disown":
+		if !ownableVendor(rest[1]) {
+			return fmt.Errorf("vendor %q: a tenant may own the installation's stripe account (or a catalog target's, catalog_<target>)", rest[1])
+		}
+		return nil
 	case !tenantVendors[rest[1]]:
 		return fmt.Errorf("vendor %q: a tenant may have settings for stripe, sendgrid or stripe-events", rest[1])
 	case rest[0] == "delete":
@@ -196,6 +207,10 @@ type vendorRow struct {
 	KeyHint        string    `json:"key_hint,omitempty"`
 	UpdatedAt      time.Time `json:"updated_at"`
 	UpdatedBy      string    `json:"updated_by"`
+	// OwnsInstallationAccount marks a claim on the installation's own account (tenant
+	// vendor own), in force only while the tenant is the only one (ClaimInForce).
+	OwnsInstallationAccount bool `json:"owns_installation_account,omitempty"`
+	ClaimInForce            bool `json:"claim_in_force,omitempty"`
 }
 
 func (c vendorCtx) list(ctx context.Context) error {
@@ -217,11 +232,17 @@ func (c vendorCtx) list(ctx context.Context) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TENANT\tVENDOR\tACCOUNT\tKEY\tUPDATED\tBY")
 	for _, r := range rows {
-		key := "-"
+		key, account := "-", cmp.Or(r.Account, "-")
 		if r.KeyFingerprint != "" {
 			key = r.KeyFingerprint + " " + r.KeyHint
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.Vendor, cmp.Or(r.Account, "-"), key, r.UpdatedAt.Format(time.RFC3339), r.UpdatedBy)
+		if r.OwnsInstallationAccount {
+			account = "owns the installation's"
+			if !r.ClaimInForce {
+				account += " (not in force: other tenants exist)"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.Vendor, account, key, r.UpdatedAt.Format(time.RFC3339), r.UpdatedBy)
 	}
 	return w.Flush()
 }
@@ -244,6 +265,14 @@ func (c vendorCtx) rows(ctx context.Context, id int64) ([]vendorRow, error) {
 	for _, s := range all {
 		rows = append(rows, vendorRow{Tenant: names[s.TenantID], Vendor: s.Vendor, Account: s.Account,
 			KeyFingerprint: s.KeyFingerprint, KeyHint: s.KeyHint, UpdatedAt: s.UpdatedAt, UpdatedBy: s.UpdatedBy})
+	}
+	owners, err := c.settings.Owners(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range owners {
+		rows = append(rows, vendorRow{Tenant: names[o.TenantID], Vendor: o.Vendor, UpdatedAt: o.OwnedAt, UpdatedBy: o.OwnedBy,
+			OwnsInstallationAccount: true, ClaimInForce: o.InForce})
 	}
 	return rows, nil
 }

@@ -139,3 +139,44 @@ func TestTenantVendorCLI(t *testing.T) {
 	require.Contains(t, errOut, "no stripe setting")
 	require.NotContains(t, all.String(), sentinel)
 }
+
+// TestTenantVendorOwnCLI: `oncebox tenant vendor own` records the only tenant's claim on
+// the installation's Stripe account with who made it, lists it, refuses a claim while
+// another tenant exists (saying why), and disown removes it.
+func TestTenantVendorOwnCLI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	store := tenant.NewStore(pool)
+	_, _, err := store.Create(ctx, "solo")
+	require.NoError(t, err)
+	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool)}
+
+	out, errOut, code := runCLIStdin(t, "", "tenant vendor own --tenant solo sendgrid", env...)
+	require.Equal(t, 2, code, out+errOut)
+	out, errOut, code = runCLIStdin(t, "", "tenant vendor own --tenant solo stripe", env...)
+	require.Zero(t, code, out+errOut)
+	require.Contains(t, errOut, `tenant "solo" now owns every object in the installation's stripe account`)
+	out, _, code = runCLIStdin(t, "", "tenant vendor list", env...)
+	require.Zero(t, code)
+	require.Regexp(t, `solo\s+stripe\s+owns the installation's\s+-\s+\S+\s+cli`, out)
+	out, _, code = runCLIStdin(t, "", "tenant vendor list --format json", env...)
+	require.Zero(t, code)
+	require.Contains(t, out, `"owns_installation_account":true,"claim_in_force":true`)
+
+	_, errOut, code = runCLIStdin(t, "", "tenant create second", env...)
+	require.Zero(t, code, errOut)
+	require.Contains(t, errOut, "the claim on the installation's stripe account (tenant vendor own) is no longer in force")
+	out, errOut, code = runCLIStdin(t, "", "tenant vendor own --tenant second stripe", env...)
+	require.Equal(t, 1, code, out+errOut)
+	require.Contains(t, errOut, "1 other tenant(s) exist")
+	out, _, _ = runCLIStdin(t, "", "tenant vendor list", env...)
+	require.Contains(t, out, "not in force: other tenants exist")
+	require.NotContains(t, out, "second  ")
+
+	_, errOut, code = runCLIStdin(t, "", "tenant vendor disown --tenant solo stripe", env...)
+	require.Zero(t, code, errOut)
+	_, errOut, code = runCLIStdin(t, "", "tenant vendor disown --tenant solo stripe", env...)
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "does not own")
+}

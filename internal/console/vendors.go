@@ -23,6 +23,9 @@ type vendorRow struct {
 	Set       bool
 	UpdatedAt time.Time
 	UpdatedBy string
+	// Claim is the tenant's claim on the installation's account (`oncebox tenant vendor
+	// own`), nil when it has none.
+	Claim *outbox.VendorOwner
 }
 
 // vendors is the Vendors page: per vendor, the tenant's Connect account, its own key
@@ -36,26 +39,39 @@ func (c *Console) vendors(w http.ResponseWriter, r *http.Request, s *sessionInfo
 		c.internal(w, r, v, err)
 		return
 	}
-	v.Vendors = vendorRows(settings)
+	owners, err := c.cfg.Outbox.VendorSettings().Owners(r.Context(), s.principal.ID)
+	if err != nil {
+		c.internal(w, r, v, err)
+		return
+	}
+	v.Vendors = vendorRows(settings, owners)
 	c.render(w, r, http.StatusOK, "vendors", v)
 }
 
 // vendorRows are the rows of settableVendors, then of any other vendor the tenant has
-// a setting for, in the order List gives them.
-func vendorRows(settings []outbox.VendorSetting) []vendorRow {
+// a setting for or claims the installation's account of, in the order List and Owners
+// give them.
+func vendorRows(settings []outbox.VendorSetting, owners []outbox.VendorOwner) []vendorRow {
 	byVendor := make(map[string]outbox.VendorSetting, len(settings))
+	claims := make(map[string]*outbox.VendorOwner, len(owners))
 	order := append([]string(nil), settableVendors...)
 	for _, st := range settings {
-		if _, seen := byVendor[st.Vendor]; !seen && !slices.Contains(settableVendors, st.Vendor) {
+		if !slices.Contains(order, st.Vendor) {
 			order = append(order, st.Vendor)
 		}
 		byVendor[st.Vendor] = st
+	}
+	for i, o := range owners {
+		if !slices.Contains(order, o.Vendor) {
+			order = append(order, o.Vendor)
+		}
+		claims[o.Vendor] = &owners[i]
 	}
 	rows := make([]vendorRow, 0, len(order))
 	for _, name := range order {
 		st, ok := byVendor[name]
 		rows = append(rows, vendorRow{Vendor: name, Set: ok, Account: st.Account, Fingerprint: st.KeyFingerprint,
-			Hint: st.KeyHint, UpdatedAt: st.UpdatedAt, UpdatedBy: st.UpdatedBy})
+			Hint: st.KeyHint, UpdatedAt: st.UpdatedAt, UpdatedBy: st.UpdatedBy, Claim: claims[name]})
 	}
 	return rows
 }

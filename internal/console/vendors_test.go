@@ -78,3 +78,30 @@ func TestVendorsPage(t *testing.T) {
 	require.Contains(t, page, "the Vendors page needs an admin token")
 	require.NotContains(t, page, "q9Zx")
 }
+
+// TestVendorsPageShowsTheClaimOnTheInstallationAccount: the only tenant's claim on the
+// installation's Stripe account shows on its Vendors page with who made it; once a
+// second tenant exists the page says the claim is not in force.
+func TestVendorsPageShowsTheClaimOnTheInstallationAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := start(t)
+	settings, err := outbox.NewVendorSettings(e.pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, settings.Own(ctx, e.tenant.ID, "stripe", "cli:alice"))
+	store := tenant.NewStore(e.pool)
+	admin, err := store.NewTokenWithRole(ctx, e.tenant.Name, tenant.RoleAdmin)
+	require.NoError(t, err)
+	b := newBrowser(t, e.base)
+	b.signIn(admin)
+	_, page := b.get("/console/vendors")
+	stripe := vendorUses(t, page, "stripe")
+	require.Contains(t, stripe, "the installation's account")
+	require.Contains(t, stripe, "owned by this tenant: objects made there outside oncebox need no adoption")
+	require.Contains(t, stripe, "claimed by cli:alice")
+
+	_, _, err = store.Create(ctx, "globex")
+	require.NoError(t, err)
+	_, page = b.get("/console/vendors")
+	require.Contains(t, vendorUses(t, page, "stripe"), "not in force: other tenants exist")
+}

@@ -39,7 +39,9 @@ type Config struct {
 	//
 	// Defaults to a free slot under the user's cache directory
 	// (<cache>/oncebox/localpg/pg<major>/slot-N), or, as root, under
-	// os.TempDir()/oncebox-localpg-<user>/pg<major>/slot-N.
+	// os.TempDir()/oncebox-localpg-<user>/home-<hash of HOME>/pg<major>/slot-N, where
+	// <user> is the unprivileged user the server runs as: each HOME has clusters of its
+	// own.
 	DataDir string
 
 	// Database is the database created in a private cluster or a container

@@ -4,6 +4,8 @@ package localpg
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -500,7 +502,11 @@ func slotBase(runAs *osUser, major string) (string, error) {
 		if err := mkdirOwned(top, runAs); err != nil {
 			return "", err
 		}
-		base := filepath.Join(top, "pg"+major)
+		mine := filepath.Join(top, ownerKey(os.Getenv("HOME"), os.Getuid()))
+		if err := mkdirOwned(mine, runAs); err != nil {
+			return "", err
+		}
+		base := filepath.Join(mine, "pg"+major)
 		return base, mkdirOwned(base, runAs)
 	}
 	cache, err := os.UserCacheDir()
@@ -628,4 +634,16 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ownerKey names the folder of one user's clusters under the shared temporary folder
+// that root's clusters live in: the user's HOME (hashed, so that the path tells no
+// name), else its uid. Two users of one machine, or root with two HOMEs, never share a
+// cluster and its ops.
+func ownerKey(home string, uid int) string {
+	if home == "" {
+		return "uid-" + strconv.Itoa(uid)
+	}
+	sum := sha256.Sum256([]byte(home))
+	return "home-" + hex.EncodeToString(sum[:6])
 }

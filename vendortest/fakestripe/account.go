@@ -24,6 +24,11 @@ import (
 func (s *Server) AddAccount(id string, keys ...string) *Server {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.addAccountLocked(id, keys...)
+}
+
+// addAccountLocked is AddAccount with s.mu held.
+func (s *Server) addAccountLocked(id string, keys ...string) *Server {
 	if s.accounts == nil {
 		s.accounts = map[string]*Server{}
 		s.accountKeys = map[string]string{}
@@ -79,6 +84,9 @@ func (s *Server) route(r *http.Request) (*Server, *apiError) {
 	}
 	if a, ok := s.accounts[id]; ok {
 		return a, nil
+	}
+	if s.cfg.AnyAccount && strings.HasPrefix(id, "acct_") {
+		return s.addAccountLocked(id), nil
 	}
 	return nil, &apiError{status: http.StatusForbidden, Type: typeInvalidRequest, Code: "account_invalid",
 		Message: "The provided key does not have access to account '" + id + "' (or that account does not exist). Application access may have been revoked."}

@@ -35,6 +35,13 @@ type Config struct {
 	// Logger receives one debug record per request. Defaults to a logger that
 	// discards everything.
 	Logger *slog.Logger
+
+	// AnyAccount connects every Connect account id ("acct_…") a request names on first
+	// use, as a platform every account is connected to would, instead of answering 403
+	// account_invalid for an account never added (AddAccount). `oncebox dev` and
+	// oncebox-fakes set it, so that a tenant set on any account can be charged there.
+	// Defaults to false.
+	AnyAccount bool
 }
 
 func (c Config) withDefaults() Config {

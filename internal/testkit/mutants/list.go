@@ -265,6 +265,25 @@ func List() []Mutant {
 			Tests:    []string{"TestObjectsOfAnOpStayTheTenantsAfterThePurge"},
 		},
 
+		{
+			Name:     "shared-account-owned-wholesale",
+			Breaks:   "a tenant on a Connect account another tenant shares (--shared) acts on every object in it without adoption, the other tenant's included",
+			File:     "outbox/queries.go",
+			Old:      "WHERE v.vendor = $2 AND v.account = $3 AND v.tenant_id <> $1)",
+			New:      "WHERE v.vendor = $2 AND v.account = $3 AND v.tenant_id <> $1 AND false)",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestOwnAccountObjectsNeedNoAdoption"},
+		},
+		{
+			Name:     "installation-claim-outlives-second-tenant",
+			Breaks:   "the only tenant's claim on the installation's account stays in force once a second tenant exists: it acts on that tenant's objects",
+			File:     "outbox/queries.go",
+			Old:      "\t\tAND (SELECT count(*) FROM oncebox_tenant) = 1 END`",
+			New:      "\t\tAND true END`",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestOnlyTenantOwnsTheInstallationAccountByClaim"},
+		},
+
 		// An enqueue decides under the approval rule in force.
 		{
 			Name:     "stale-approval-rule",
