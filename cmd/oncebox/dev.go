@@ -85,21 +85,8 @@ func runDev(ctx context.Context, args []string) error {
 	defer save(logger)
 
 	banner := devBanner{pg: pg, fakes: fakes.list, fakesNote: fakesNote, tenant: *tenantName, tokens: tokens, linkTTL: *linkTTL,
-		cliEnv: append(fakes.env(cfg), approvalEnv(fs)...), sealKeyPath: sealKeyPath}
+		cliEnv: fakes.env(cfg), sealKeyPath: sealKeyPath}
 	return serveDev(ctx, cfg, logger, fakes, banner)
-}
-
-// approvalEnv is the approval settings dev runs with, as variable, value pairs for the
-// CLI's export (those set only): `oncebox approve` beside dev then judges an op by the
-// rule dev made it wait under.
-func approvalEnv(fs *flag.FlagSet) []string {
-	var env []string
-	for _, name := range []string{"approval-policy", "refund-approval-above"} {
-		if f := fs.Lookup(name); f != nil && f.Value.String() != "" {
-			env = append(env, settingEnv(name), f.Value.String())
-		}
-	}
-	return env
 }
 
 // serveDev runs the dev server until ctx ends: it starts the fakes' events once the
