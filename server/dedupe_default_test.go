@@ -63,7 +63,9 @@ upstreams:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := cs.CallTool(context.Background(), p)
+				// A copy per call: the SDK's client writes the protocol's _meta into
+				// the params it is given (2026-07-28), so two calls must not share them.
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments})
 				require.NoError(t, err)
 				require.False(t, res.IsError, "%+v", res.Content)
 			}()
