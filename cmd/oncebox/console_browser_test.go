@@ -86,7 +86,7 @@ func TestConsoleInChromium(t *testing.T) {
 	run("overview", chromedp.WaitVisible(`svg.chart`, chromedp.ByQuery), chromedp.Text(`.cards`, &text, chromedp.ByQuery))
 	text = strings.Join(strings.Fields(text), " ")
 	require.Contains(t, text, "2 waiting for approval")
-	require.Contains(t, text, "1 in needs_review")
+	require.Contains(t, text, "1 waiting for a person to review")
 
 	// The waiting refund, with its amount and who asked; approve it with a reason.
 	run("approvals", chromedp.Navigate(base+"/console/approvals"),

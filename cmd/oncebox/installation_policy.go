@@ -38,13 +38,9 @@ func runPolicy(ctx context.Context, args []string) error {
 	if _, err := f.g.log.logger(); err != nil {
 		return err
 	}
-	rest := fs.Args()
-	if len(rest) > 0 && rest[0] == "budget" {
-		rest = rest[1:]
-		if len(rest) != 2 || (rest[0] != "set" && rest[0] != "delete") {
-			return &exitError{code: 2, err: errors.New(installationPolicyUsage)}
-		}
-		rest[0] = "budget " + rest[0]
+	rest, err := policyBudgetVerb(fs.Args())
+	if err != nil {
+		return err
 	}
 	if len(rest) == 0 || (rest[0] == "show" && len(rest) != 1) || (rest[0] != "show" && len(rest) != 2) {
 		return &exitError{code: 2, err: errors.New(installationPolicyUsage)}
@@ -168,4 +164,17 @@ func warnUnknownTool(tool string) {
 	}
 	fmt.Fprintf(os.Stderr, "oncebox: warning: %s is neither a built-in tool nor one of ONCEBOX_TOOLS_FILE's; it is accepted as a tool of "+
 		"a tenant's catalog or upstream, which the CLI does not load: check its spelling against the tenant's tools (MCP tools/list)\n", tool)
+}
+
+// policyBudgetVerb joins `budget set|delete` into one verb ("budget set NAME" becomes
+// ["budget set", NAME]); other arguments are returned as they are.
+func policyBudgetVerb(rest []string) ([]string, error) {
+	if len(rest) == 0 || rest[0] != "budget" {
+		return rest, nil
+	}
+	rest = rest[1:]
+	if len(rest) != 2 || (rest[0] != "set" && rest[0] != "delete") {
+		return nil, &exitError{code: 2, err: errors.New(installationPolicyUsage)}
+	}
+	return append([]string{"budget " + rest[0]}, rest[1:]...), nil
 }
