@@ -14,7 +14,8 @@ import (
 // checkObjects refuses a new call that names an object (Tool.Objects) which is not the
 // tenant's: it runs in the enqueue's transaction, after the insert told the call from a
 // replay (a replay is never checked again) and before the gate. An op sent on an account
-// whose objects are all the tenant's (sqlAccountOwned) is not checked further.
+// whose objects are all the tenant's (sqlAccountOwned) is checked only against the objects
+// other tenants made or adopted there (an account taken over keeps the old tenant's).
 func (ob *Outbox) checkObjects(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) error {
 	if len(p.Tool.Objects) == 0 {
 		return nil
@@ -22,9 +23,6 @@ func (ob *Outbox) checkObjects(ctx context.Context, tx pgx.Tx, p *Prepared, op *
 	var whole bool
 	if err := tx.QueryRow(ctx, sqlAccountOwned, p.params.TenantID, p.Tool.Vendor, op.VendorAccount).Scan(&whole); err != nil {
 		return fmt.Errorf("outbox: read whose the vendor account is: %w", err)
-	}
-	if whole {
-		return nil
 	}
 	var args map[string]json.RawMessage
 	if err := json.Unmarshal(p.Args, &args); err != nil {
@@ -35,9 +33,26 @@ func (ob *Outbox) checkObjects(ctx context.Context, tx pgx.Tx, p *Prepared, op *
 		if !ok {
 			continue // Absent (or not an id): the tool's validation decides.
 		}
-		if err := ob.checkObject(ctx, tx, p.params.TenantID, p.Tool.Vendor, o, id); err != nil {
+		check := ob.checkObject
+		if whole {
+			check = checkNotOthers
+		}
+		if err := check(ctx, tx, p.params.TenantID, p.Tool.Vendor, o, id); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkNotOthers refuses, on an account the tenant owns wholesale, an object another
+// tenant's op made or another tenant adopted (the account was that tenant's before).
+func checkNotOthers(ctx context.Context, tx pgx.Tx, tenantID int64, vendor string, o ObjectArg, id string) error {
+	var others bool
+	if err := tx.QueryRow(ctx, sqlObjectOthers, tenantID, vendor, id).Scan(&others); err != nil {
+		return fmt.Errorf("outbox: read whether another tenant has the object: %w", err)
+	}
+	if others {
+		return &NotOwnedError{Arg: o.Arg, ID: id}
 	}
 	return nil
 }

@@ -103,6 +103,15 @@ SELECT CASE WHEN $3::text <> '' THEN NOT EXISTS (SELECT 1 FROM oncebox_tenant_ve
 	ELSE EXISTS (SELECT 1 FROM oncebox_vendor_owner w WHERE w.vendor = $2 AND w.tenant_id = $1)
 		AND (SELECT count(*) FROM oncebox_tenant) = 1 END`
 
+// sqlObjectOthers says whether object $3 at vendor $2 was made by an op of a tenant
+// other than $1 or adopted by one: on an account owned wholesale (sqlAccountOwned), a
+// tenant that took the account over after another tenant's setting was deleted must not
+// act on the objects that tenant made or adopted there. One index probe per tenant.
+const sqlObjectOthers = `
+SELECT EXISTS (SELECT 1 FROM oncebox_tenant t WHERE t.id <> $1 AND (
+	EXISTS (SELECT 1 FROM oncebox_op o WHERE o.tenant_id = t.id AND o.vendor = $2 AND o.vendor_ref = $3 AND NOT o.vendor_ref_typed)
+	OR EXISTS (SELECT 1 FROM oncebox_tenant_object a WHERE a.tenant_id = t.id AND a.vendor = $2 AND a.object_id = $3)))`
+
 // sqlTaggedOpOwned says whether op $3, which an object is tagged with, is an op of
 // tenant $1 at vendor $2.
 const sqlTaggedOpOwned = `SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE id = $3::uuid AND tenant_id = $1 AND vendor = $2)`

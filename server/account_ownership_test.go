@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -142,4 +143,39 @@ func TestOnlyTenantOwnsTheInstallationAccountByClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, owners[0].InForce, "a second tenant ends the claim")
 	require.Len(t, o.fake.Refunds(), 1)
+}
+
+// TestAnAccountTakenOverKeepsThePreviousTenantsObjects: a Connect account that was
+// globex's (its setting since deleted) is set on acme; acme owns the account's objects
+// wholesale, but not the payment globex's op made there nor the one globex adopted.
+func TestAnAccountTakenOverKeepsThePreviousTenantsObjects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	o, tokens, settings, ids := newAccountStripe(t, "acme", "globex")
+	acme, globex := tokens[0], tokens[1]
+	connect := o.fake.AddAccount("acct_Globex1")
+	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: ids["globex"], Vendor: "stripe", Account: "acct_Globex1", By: "test"}))
+	status, _, out := o.call(t, http.MethodPost, "/v1/ops?wait=20s", globex, "pay-1",
+		`{"tool": "stripe.payment_intent", "args": {"amount": 1500, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true}}`)
+	require.Equal(t, http.StatusAccepted, status, out)
+	require.Equal(t, "succeeded", out["status"], out)
+	made, _ := out["vendor_ref"].(string)
+	require.NotEmpty(t, made, out)
+	adopted := o.paidOutside(t, "acct_Globex1")
+	_, err := tenant.NewStore(o.pool).Adopt(ctx, "globex", "stripe", []string{adopted}, "test")
+	require.NoError(t, err)
+
+	deleted, err := settings.Delete(ctx, ids["globex"], "stripe")
+	require.NoError(t, err)
+	require.True(t, deleted)
+	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: ids["acme"], Vendor: "stripe", Account: "acct_Globex1", By: "test"}))
+	for i, pi := range []string{made, adopted} {
+		status, _, out = o.refund(t, acme, fmt.Sprintf("steal-%d", i), "payment_intent", pi)
+		requireNotOwned(t, status, out, "payment_intent", pi)
+	}
+	mine := o.paidOutside(t, "acct_Globex1")
+	status, _, out = o.call(t, http.MethodPost, "/v1/ops?wait=20s", acme, "refund-mine", `{"tool": "stripe.refund", "args": {"payment_intent": "`+mine+`"}}`)
+	require.Equal(t, http.StatusAccepted, status, out)
+	require.Len(t, connect.Refunds(), 1, "only acme's own payment was refunded")
+	require.Equal(t, mine, connect.Refunds()[0].PaymentIntent)
 }

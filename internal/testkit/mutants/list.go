@@ -275,6 +275,15 @@ func List() []Mutant {
 			Tests:    []string{"TestOwnAccountObjectsNeedNoAdoption"},
 		},
 		{
+			Name:     "taken-over-account-hands-over-old-objects",
+			Breaks:   "a tenant that takes over a Connect account after another tenant's setting was deleted acts on the objects that tenant made or adopted there",
+			File:     "outbox/ownership.go",
+			Old:      "\t\t\tcheck = checkNotOthers\n",
+			New:      "\t\t\tcontinue\n",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestAnAccountTakenOverKeepsThePreviousTenantsObjects"},
+		},
+		{
 			Name:     "installation-claim-outlives-second-tenant",
 			Breaks:   "the only tenant's claim on the installation's account stays in force once a second tenant exists: it acts on that tenant's objects",
 			File:     "outbox/queries.go",
