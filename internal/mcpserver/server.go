@@ -219,7 +219,11 @@ func (s *Server) mcpServer(tenantID int64) (*mcp.Server, string) {
 			"Never call a tool again to retry an action. To do the same action once more because the user explicitly asks for it, " +
 			"call again with \"occurrence\" raised to 2 (then 3, and so on).",
 		Logger: s.logger,
+		// The SDK's default capabilities ({"logging":{}}) and the tasks extension.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
+			Extensions: map[string]any{ExtensionTasks: map[string]any{}}},
 	})
+	srv.AddReceivingMiddleware(s.tasksMiddleware)
 	instance := "instance:" + randomID()
 	for _, spec := range s.specs {
 		destructive, openWorld := true, true
@@ -257,13 +261,13 @@ func (s *Server) HTTPHandler() http.Handler {
 		// to a stateless handler; every earlier revision keeps its sessions.
 		stateless := mcp.NewStreamableHTTPHandler(s.serverForRequest, &mcp.StreamableHTTPOptions{Logger: s.logger, Stateless: true})
 		sessions := s.limitSessions(h)
-		byRevision := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		byRevision := s.tasksFront(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Mcp-Protocol-Version") >= statelessRevision {
 				stateless.ServeHTTP(w, r)
 				return
 			}
 			sessions.ServeHTTP(w, r)
-		})
+		}))
 		authed := auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
 			AllowMissingExpiration: true,
 			Scopes:                 []string{agentScope},
