@@ -38,6 +38,9 @@ const (
 	cancelReason = "cancelled by the agent with MCP tasks/cancel"
 )
 
+// maxTaskBody is the largest body tasksFront reads to look for a tasks/* request.
+const maxTaskBody = 64 << 10
+
 // CodeTaskNotCancellable is the JSON-RPC error code of a tasks/cancel that came too
 // late: the op was already released to be sent, or is settled.
 const CodeTaskNotCancellable = -32012
@@ -162,12 +165,19 @@ func (s *Server) tasksFront(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskBody+1))
 		if err != nil {
 			http.Error(w, "the request body could not be read", http.StatusBadRequest)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		if len(body) > maxTaskBody {
+			next.ServeHTTP(w, r) // far larger than any tasks/* request
+			return
+		}
 		msg, err := jsonrpc.DecodeMessage(body)
 		req, ok := msg.(*jsonrpc.Request)
 		if err != nil || !ok || !strings.HasPrefix(req.Method, "tasks/") || !req.IsCall() {
