@@ -29,6 +29,19 @@ func (ob *Outbox) Get(ctx context.Context, tenantID int64, key string) (*Op, err
 	return ob.expireIfDue(ctx, op)
 }
 
+// GetByID returns the tenant's op with the given id (not key). An id of another
+// tenant is ErrNotFound, exactly as an id that does not exist.
+func (ob *Outbox) GetByID(ctx context.Context, tenantID int64, id string) (*Op, error) {
+	op, err := ob.getByID(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	if op.Steps, err = ob.StepsOf(ctx, op); err != nil {
+		return nil, err
+	}
+	return ob.expireIfDue(ctx, op)
+}
+
 // getByID returns the tenant's op with the given id.
 func (ob *Outbox) getByID(ctx context.Context, tenantID int64, id string) (*Op, error) {
 	op, err := scanOp(ob.pool.QueryRow(ctx, sqlOpByTenantID, tenantID, id))

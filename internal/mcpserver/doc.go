@@ -29,6 +29,10 @@
 // approval, or held for review (saying whether anything may have been sent). The
 // structured content is the op as the HTTP API returns it.
 //
+// Over HTTP, a client that declares the tasks extension (io.modelcontextprotocol/tasks)
+// gets, instead, a task whose id is the op's id at once, and reads and cancels it with
+// tasks/get and tasks/cancel (tasks.go; the SDK does not implement the extension yet).
+//
 // MCPServer builds the server of one tenant (for stdio or in-process use), HTTPHandler
 // serves streamable HTTP for every tenant with "Authorization: Bearer <token>" (a 401
 // carries WWW-Authenticate: Bearer), and

@@ -206,20 +206,31 @@ func New(cfg Config) (*Server, error) {
 // MCPServer returns a new MCP server offering the tools to one tenant. Every op it
 // records belongs to tenantID.
 func (s *Server) MCPServer(tenantID int64) *mcp.Server {
-	srv, _ := s.mcpServer(tenantID)
+	srv, _ := s.mcpServer(tenantID, false)
 	return srv
 }
 
-// mcpServer is MCPServer, which also returns the server's instance name.
-func (s *Server) mcpServer(tenantID int64) (*mcp.Server, string) {
+// mcpServer is MCPServer, which also returns the server's instance name. With tasks
+// (HTTPHandler's servers, in front of which tasksFront answers tasks/*), it offers
+// the tasks extension.
+func (s *Server) mcpServer(tenantID int64, tasks bool) (*mcp.Server, string) {
+	var caps *mcp.ServerCapabilities
+	if tasks {
+		// The SDK's default capabilities ({"logging":{}}) and the tasks extension.
+		caps = &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{ExtensionTasks: map[string]any{}}}
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "oncebox", Title: "oncebox", Version: "1"}, &mcp.ServerOptions{
 		Instructions: "These tools perform real side effects (payments, refunds, emails, webhooks) at most once. " +
 			"Read each result's text: it says whether the action was carried out now, had already been requested earlier and was " +
 			"not repeated, is not confirmed yet, was refused, awaits a person's approval, or is held for review. " +
 			"Never call a tool again to retry an action. To do the same action once more because the user explicitly asks for it, " +
 			"call again with \"occurrence\" raised to 2 (then 3, and so on).",
-		Logger: s.logger,
+		Logger:       s.logger,
+		Capabilities: caps,
 	})
+	if tasks {
+		srv.AddReceivingMiddleware(s.tasksMiddleware)
+	}
 	instance := "instance:" + randomID()
 	for _, spec := range s.specs {
 		destructive, openWorld := true, true
@@ -257,13 +268,13 @@ func (s *Server) HTTPHandler() http.Handler {
 		// to a stateless handler; every earlier revision keeps its sessions.
 		stateless := mcp.NewStreamableHTTPHandler(s.serverForRequest, &mcp.StreamableHTTPOptions{Logger: s.logger, Stateless: true})
 		sessions := s.limitSessions(h)
-		byRevision := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		byRevision := s.tasksFront(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Mcp-Protocol-Version") >= statelessRevision {
 				stateless.ServeHTTP(w, r)
 				return
 			}
 			sessions.ServeHTTP(w, r)
-		})
+		}))
 		authed := auth.RequireBearerToken(s.verifyToken, &auth.RequireBearerTokenOptions{
 			AllowMissingExpiration: true,
 			Scopes:                 []string{agentScope},
@@ -366,7 +377,7 @@ func (s *Server) serverForRequest(r *http.Request) *mcp.Server {
 	defer s.mu.Unlock()
 	srv, ok := s.tenants[id]
 	if !ok {
-		srv, s.instances[id] = s.mcpServer(id)
+		srv, s.instances[id] = s.mcpServer(id, true)
 		s.tenants[id] = srv
 	}
 	return srv

@@ -280,7 +280,13 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, tenantI
 	if err != nil {
 		return s.failure(ctx, log, err)
 	}
-	op := s.awaitSettled(ctx, log, tenantID, key, res.Op)
+	op := res.Op
+	if tc, ok := ctx.Value(taskCallKey{}).(*taskCall); ok {
+		// A task call answers at once: the client polls tasks/get.
+		tc.op = op
+	} else {
+		op = s.awaitSettled(ctx, log, tenantID, key, res.Op)
+	}
 	log.Log(ctx, slog.LevelDebug, "mcp tool call", append(tracing.LogAttrs(op.TraceParent), slog.String("op_id", op.ID),
 		slog.Bool("replayed", res.Replayed), slog.String("status", string(op.Status)))...)
 	return s.callResult(tool, p.Args, id, res, op), nil
