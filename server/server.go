@@ -901,7 +901,7 @@ func (s *Server) budgetLines(ctx context.Context, tenantID int64) ([]console.Bud
 	lines := make([]console.BudgetLine, 0, len(usage))
 	for _, u := range usage {
 		lines = append(lines, console.BudgetLine{Name: u.Budget.Name, Source: string(u.Source), Tool: u.Budget.Tool, Scope: u.Scope,
-			Currency: u.Currency, Window: time.Duration(u.Budget.Window), Used: u.Used, Limit: u.Limit, Left: u.Left,
+			Currency: u.Currency, Window: governance.FormatWindow(time.Duration(u.Budget.Window)), Used: u.Used, Limit: u.Limit, Left: u.Left,
 			WindowEnd: u.WindowEnd, Waiting: waiting[u.Budget.Name]})
 	}
 	return lines, nil

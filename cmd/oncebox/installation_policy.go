@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
@@ -53,11 +55,7 @@ func runPolicy(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{NoMailRedaction: true})...)
-	if err != nil {
-		return err
-	}
-	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	gov, err := cliGovernance(pool)
 	if err != nil {
 		return err
 	}
@@ -177,4 +175,15 @@ func policyBudgetVerb(rest []string) ([]string, error) {
 		return nil, &exitError{code: 2, err: errors.New(installationPolicyUsage)}
 	}
 	return append([]string{"budget " + rest[0]}, rest[1:]...), nil
+}
+
+// cliGovernance is the policy and budgets as the CLI reads and writes them: the stored
+// rules over the built-in tools, no flag's seed (every command but serve, dev and mcp
+// ignores --approval-policy, --refund-approval-above and --budgets).
+func cliGovernance(pool *pgxpool.Pool) (*governance.Governance, error) {
+	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{NoMailRedaction: true})...)
+	if err != nil {
+		return nil, err
+	}
+	return governance.New(governance.Config{Pool: pool, Tools: reg})
 }

@@ -13,9 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/tools"
 )
 
 const policyUsage = "usage: oncebox tenant policy list NAME | set NAME TOOL --mode never|always|above [--above N | --above usd=N ...] [--approvers 2] | clear NAME TOOL"
@@ -71,11 +69,7 @@ func runTenantPolicy(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{NoMailRedaction: true})...)
-	if err != nil {
-		return err
-	}
-	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	gov, err := cliGovernance(pool)
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/money"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/tools"
 )
 
 const budgetUsage = "usage: oncebox tenant budget set --tenant T NAME --window 24h [--count N] [--amount usd=5000 ...] " +
@@ -92,11 +90,7 @@ func runTenantBudget(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{NoMailRedaction: true})...)
-	if err != nil {
-		return err
-	}
-	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
+	gov, err := cliGovernance(pool)
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,11 @@ import (
 // the budget does not name), for one scope, in the budget's current window.
 type BudgetLine struct {
 	Name, Source, Tool, Scope, Currency string
-	Window                              time.Duration
-	Used, Limit, Left                   int64
-	WindowEnd                           time.Time
+	// Window is the budget's window as people write it ("24h", "7d": the caller
+	// formats it, governance.FormatWindow).
+	Window            string
+	Used, Limit, Left int64
+	WindowEnd         time.Time
 	// Waiting is how many of the tenant's ops wait for a person's approval because
 	// they would exceed the budget (for the whole budget, whatever the line).
 	Waiting int64

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -79,8 +78,7 @@ var funcs = template.FuncMap{
 	},
 	"money": money.Format,
 	// limit writes a budget's figure: a count, money, or a "*" amount in words.
-	"limit":  money.Limit,
-	"window": windowText,
+	"limit": money.Limit,
 	"dash": func(s string) string {
 		if s == "" {
 			return "—"
@@ -95,24 +93,6 @@ var funcs = template.FuncMap{
 	"words":    StatusWords,
 	"actor":    ActorName,
 	"sub":      func(a, b int) int { return a - b },
-}
-
-// windowText writes a budget's window as people write it, as governance.FormatWindow
-// does (the console does not link governance): two or more whole days as "7d",
-// otherwise without zero units ("24h", "1h30m").
-func windowText(d time.Duration) string {
-	const day = 24 * time.Hour
-	if d >= 2*day && d%day == 0 {
-		return strconv.FormatInt(int64(d/day), 10) + "d"
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func parsePages() (map[string]*template.Template, error) {
