@@ -39,6 +39,22 @@ type stepsWorker struct {
 // again.
 const maxStepSnooze = 5 * time.Second
 
+// A step runner fails only when Postgres does (it calls no vendor): its retries stay
+// prompt, every stepRetryLimit at most, and it has stepsMaxAttempts of them (about a
+// quarter of an hour of failures in a row) before River discards it and the
+// reconciler hands the composite op to a person. River's own attempt^4 seconds would
+// leave a composite op waiting for hours after a Postgres outage of two minutes.
+const (
+	stepRetryLimit   = 10 * time.Second
+	stepsMaxAttempts = 100
+)
+
+// NextRetry retries a failed step run after 1 s, 2 s, 4 s, … never more than
+// stepRetryLimit (and its jitter).
+func (w *stepsWorker) NextRetry(job *river.Job[StepsArgs]) time.Time {
+	return time.Now().Add(CappedBackoff(stepRetryLimit)(job.Attempt))
+}
+
 // Work advances the op's steps in one transaction, then snoozes while a step's op is
 // on its way.
 func (w *stepsWorker) Work(ctx context.Context, job *river.Job[StepsArgs]) error {
@@ -244,7 +260,8 @@ func stepTombstones(ctx context.Context, q Querier, parent *Op) (map[string]bool
 // (its step run row goes in first: see addJobTx).
 func stepsJob(op *Op) river.InsertManyParams {
 	return river.InsertManyParams{Args: StepsArgs{OpID: op.ID}, InsertOpts: &river.InsertOpts{
-		Queue:      StepsQueue,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},
+		Queue:       StepsQueue,
+		MaxAttempts: stepsMaxAttempts,
+		UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},
 	}}
 }
