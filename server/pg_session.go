@@ -17,7 +17,11 @@ const DefaultDeadSessionTimeout = 60 * time.Second
 // lock) for long after its network is cut without a reset: Postgres's
 // idle_in_transaction_session_timeout ends a session left inside a transaction,
 // its tcp_keepalives_* find a peer that no longer answers, and its tcp_user_timeout
-// ends a connection whose sent data goes unacknowledged; on this process's side, TCP
+// ends a connection whose sent data goes unacknowledged, and its
+// client_connection_check_interval (d/6, at least a second; Postgres 14 and later) has
+// a session that is running a statement or waiting for a lock look at its socket, so
+// that one waiting behind a lock of its own dead process ends when the keepalives
+// find the peer gone instead of when the lock is granted; on this process's side, TCP
 // keepalives and TCP_USER_TIMEOUT do the same for the connection. A setting the
 // DATABASE_URL names already is kept. 0 leaves every setting as it is.
 func bindSessions(cfg *pgconn.Config, d time.Duration) {
@@ -26,6 +30,7 @@ func bindSessions(cfg *pgconn.Config, d time.Duration) {
 	}
 	idle, interval := max(d/3, time.Second), max(d/9, time.Second)
 	params := map[string]string{
+		"client_connection_check_interval":    strconv.FormatInt(max(d/6, time.Second).Milliseconds(), 10),
 		"idle_in_transaction_session_timeout": strconv.FormatInt(d.Milliseconds(), 10),
 		"tcp_keepalives_idle":                 strconv.Itoa(int(idle.Seconds())),
 		"tcp_keepalives_interval":             strconv.Itoa(int(interval.Seconds())),

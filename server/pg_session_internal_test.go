@@ -13,7 +13,8 @@ import (
 
 // TestDeadSessionsEnd: with --pg-dead-session-timeout (60 s by default) every session
 // of a serve's pool tells Postgres to end it after that long idle in a transaction, to
-// probe its peer within it (keepalives) and to drop unacknowledged data after it; a
+// probe its peer within it (keepalives), to drop unacknowledged data after it and to
+// look at its socket every sixth of it while a statement runs or waits for a lock; a
 // setting the DATABASE_URL names wins. The connection's own socket keeps alive too.
 func TestDeadSessionsEnd(t *testing.T) {
 	t.Parallel()
@@ -27,7 +28,7 @@ func TestDeadSessionsEnd(t *testing.T) {
 		require.NoError(t, err)
 		defer pool.Close()
 		got := map[string]string{}
-		for _, name := range []string{"idle_in_transaction_session_timeout", "tcp_keepalives_idle", "tcp_keepalives_interval",
+		for _, name := range []string{"idle_in_transaction_session_timeout", "client_connection_check_interval", "tcp_keepalives_idle", "tcp_keepalives_interval",
 			"tcp_keepalives_count", "tcp_user_timeout"} {
 			var v string
 			require.NoError(t, pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v))
@@ -35,7 +36,7 @@ func TestDeadSessionsEnd(t *testing.T) {
 		}
 		return got
 	}
-	require.Equal(t, map[string]string{"idle_in_transaction_session_timeout": "1min", "tcp_keepalives_idle": "20",
+	require.Equal(t, map[string]string{"idle_in_transaction_session_timeout": "1min", "client_connection_check_interval": "10s", "tcp_keepalives_idle": "20",
 		"tcp_keepalives_interval": "6", "tcp_keepalives_count": "3", "tcp_user_timeout": "60000"}, show(url, DefaultDeadSessionTimeout))
 	require.Equal(t, "5s", show(url+"&idle_in_transaction_session_timeout=5000", DefaultDeadSessionTimeout)["idle_in_transaction_session_timeout"],
 		"the DATABASE_URL's setting wins")

@@ -27,6 +27,9 @@ type longCut struct {
 	before, left, locksLeft int
 	// gone is how long after the cut the last of its sessions ended.
 	gone time.Duration
+	// leftWhat says what each session left at the deadline was doing (state, wait
+	// event, the start of its statement), for the run's report.
+	leftWhat string
 }
 
 // longPGCut cuts the namespaced process's Postgres link for d (more than 100 s), as a
@@ -65,7 +68,7 @@ func (h *harness) longPGCut(ctx context.Context, d time.Duration) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			h.long.left, h.long.locksLeft = n, locks
+			h.long.left, h.long.locksLeft, h.long.leftWhat = n, locks, h.sessionsDoing(ctx, addr)
 			break
 		}
 		select {
@@ -94,8 +97,8 @@ func (h *harness) longCutBroken() string {
 	case c.before == 0:
 		return "the long Postgres cut found no session of the process to cut"
 	case c.left != 0:
-		return fmt.Sprintf("%d sessions of the cut process (holding %d locks) were still in Postgres %s after the cut (--pg-dead-session-timeout %s and a margin)",
-			c.left, c.locksLeft, serveDeadSessionTimeout+longCutMargin, serveDeadSessionTimeout)
+		return fmt.Sprintf("%d sessions of the cut process (holding %d locks) were still in Postgres %s after the cut (--pg-dead-session-timeout %s and a margin): %s",
+			c.left, c.locksLeft, serveDeadSessionTimeout+longCutMargin, serveDeadSessionTimeout, c.leftWhat)
 	}
 	return ""
 }
@@ -107,4 +110,18 @@ func (h *harness) longCutFigures() string {
 	}
 	return fmt.Sprintf(" long_pg_cut=%s long_pg_cut_sessions=%d long_pg_cut_sessions_left=%d long_pg_cut_sessions_gone_after=%s",
 		h.cfg.LongPGCut, h.long.before, h.long.left, h.long.gone.Round(time.Second))
+}
+
+// sessionsDoing says what the sessions from addr are doing: each one's state, wait
+// event and the start of its statement.
+func (h *harness) sessionsDoing(ctx context.Context, addr string) string {
+	var what string
+	err := h.pool.QueryRow(ctx, `SELECT coalesce(string_agg(format('[%s, waiting %s:%s, %s in state, %s]', state,
+		coalesce(wait_event_type, '-'), coalesce(wait_event, '-'), date_trunc('second', now() - state_change),
+		left(regexp_replace(query, '\s+', ' ', 'g'), 80)), ' '), '')
+		FROM pg_stat_activity WHERE client_addr = $1::inet`, addr).Scan(&what)
+	if err != nil {
+		return "(what they were doing could not be read: " + err.Error() + ")"
+	}
+	return what
 }
