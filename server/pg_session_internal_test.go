@@ -37,7 +37,7 @@ func TestDeadSessionsEnd(t *testing.T) {
 		return got
 	}
 	require.Equal(t, map[string]string{"idle_in_transaction_session_timeout": "1min", "client_connection_check_interval": "10s", "tcp_keepalives_idle": "20",
-		"tcp_keepalives_interval": "6", "tcp_keepalives_count": "3", "tcp_user_timeout": "60000"}, show(url, DefaultDeadSessionTimeout))
+		"tcp_keepalives_interval": "6", "tcp_keepalives_count": "3", "tcp_user_timeout": "30000"}, show(url, DefaultDeadSessionTimeout))
 	require.Equal(t, "5s", show(url+"&idle_in_transaction_session_timeout=5000", DefaultDeadSessionTimeout)["idle_in_transaction_session_timeout"],
 		"the DATABASE_URL's setting wins")
 	require.Equal(t, "0", show(url, 0)["idle_in_transaction_session_timeout"], "0 leaves Postgres's own")
