@@ -50,6 +50,10 @@ type Config struct {
 	// that a second dev on the same port changes nothing). Run closes it when it stops,
 	// as it does its own. Not a flag. Optional.
 	Listener net.Listener
+	// HealthAddr, when set, is a second address serving only the probes GET /livez and
+	// GET /readyz (the API address serves them too), so that a process without the API
+	// role has probes. Defaults to "" (none).
+	HealthAddr string
 	// Roles says what this process runs. Defaults to all three.
 	Roles Roles
 	// TracerProvider traces enqueues, dispatches and status changes (cmd/oncebox sets

@@ -82,6 +82,8 @@ type Server struct {
 	endStreams context.CancelFunc
 	riverUI    *riverui.Handler
 	listener   net.Listener
+	health     *health
+	healthL    net.Listener
 	// catalog is the tool catalog in force, connected to its targets, nil without
 	// --tools-file. ReloadCatalog swaps it.
 	catalog *catalog.Live
@@ -143,6 +145,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 			return nil, fmt.Errorf("connect to Postgres: %w", err)
 		}
 	}
+	s.health = &health{pool: s.apiPool, logger: logger}
 	s.tenants = tenant.NewCachingStore(s.apiPool, cfg.AuthCacheTTL)
 	if err := s.acceptAccessTokens(); err != nil {
 		s.Close()
@@ -819,6 +822,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 		mux.Handle("/mcp/", noTools)
 	}
 	mux.Handle("GET /metrics", s.admin(s.metrics.Handler(), false))
+	s.health.register(mux)
 	ui, err := s.newRiverUI()
 	if err != nil {
 		return err
@@ -1087,8 +1091,12 @@ func (s *Server) Pool() *pgxpool.Pool { return s.pool }
 // without the API role).
 func (s *Server) APIPool() *pgxpool.Pool { return s.apiPool }
 
-// Listen binds the API address (so a caller can learn a random port before Run).
+// Listen binds the API address and HealthAddr (so a caller can learn a random port
+// before Run).
 func (s *Server) Listen() (net.Addr, error) {
+	if err := s.listenHealth(); err != nil {
+		return nil, err
+	}
 	if s.handler == nil {
 		return nil, nil
 	}
@@ -1122,6 +1130,14 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}
 	}
+	if err := s.listenHealth(); err != nil {
+		if s.listener != nil {
+			_ = s.listener.Close()
+		}
+		return err
+	}
+	stopHealth := s.serveHealth(s.healthL)
+	defer stopHealth()
 	if err := s.SeedPolicy(ctx); err != nil {
 		if s.listener != nil {
 			_ = s.listener.Close()
@@ -1190,6 +1206,7 @@ func (s *Server) serveHTTP() (*http.Server, chan error) {
 // shutdown stops the HTTP server srv (nil: none) and the outbox within the shutdown
 // grace, and returns runErr, or else the outbox's error in stopping.
 func (s *Server) shutdown(ctx context.Context, srv *http.Server, runErr error) error {
+	s.health.stopping.Store(true) // readiness goes false first; liveness stays true
 	s.logger.Info("shutting down", slog.Duration("grace", s.cfg.ShutdownGrace))
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	defer cancel()

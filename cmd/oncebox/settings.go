@@ -89,6 +89,7 @@ func settings() []setting {
 	s := []setting{
 		strSetting("database-url", "DATABASE_URL", "", "Postgres connection URL (oncebox dev finds or starts one when unset)", true, func(c *server.Config) *string { return &c.DatabaseURL }),
 		strSetting("addr", "ONCEBOX_ADDR", d.Addr, "address of the HTTP API, MCP, /metrics and River UI", false, func(c *server.Config) *string { return &c.Addr }),
+		strSetting("health-addr", "ONCEBOX_HEALTH_ADDR", "", "a second address serving only the probes GET /livez and GET /readyz (the API address serves them too), for processes without the api role; empty: none", false, func(c *server.Config) *string { return &c.HealthAddr }),
 		{flag: "roles", env: "ONCEBOX_ROLES", def: "api,worker,periodic", help: "what this process runs: any of api, worker, periodic", set: setRoles},
 		intSetting("max-attempts", "ONCEBOX_MAX_ATTEMPTS", int64(d.MaxAttempts), "retryable failures an op may see before it goes to needs_review", func(c *server.Config, n int64) { c.MaxAttempts = int(n) }),
 		boolSetting("batched-completion", "ONCEBOX_BATCHED_COMPLETION", d.BatchedCompletion, "record a vendor's answer in one statement and let River's batched completer finish the job (faster; off: JobCompleteTx in the result's transaction)", func(c *server.Config) *bool { return &c.BatchedCompletion }),

@@ -224,3 +224,16 @@ func Live(ctx context.Context, pool *pgxpool.Pool, lease time.Duration) ([]Proce
 		return p, err
 	})
 }
+
+// CheckSchema says whether this binary can run on the database's schema, for a readiness
+// probe: mismatch is CheckSchema's sentence when it cannot (oncebox migrate first, or a
+// contract migration this binary does not know), err is set when the schema could not be
+// read (Postgres did not answer).
+func CheckSchema(ctx context.Context, pool *pgxpool.Pool) (mismatch string, err error) {
+	_, err = migrations.CheckSchema(ctx, pool)
+	var se *migrations.SchemaError
+	if errors.As(err, &se) {
+		return se.Error(), nil
+	}
+	return "", err
+}
