@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // MaxArgsBytes is the largest args document Enqueue accepts.
@@ -220,7 +221,7 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 type Prepared struct {
 	// Key is the normalized idempotency key ("" until WithKey, for PrepareUnkeyed).
 	Key         string
-	Tool        Tool
+	Tool        vendorapi.Tool
 	Args        json.RawMessage
 	Fingerprint Fingerprint
 	// params are the call's, Key and Args as normalized.
@@ -269,7 +270,7 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 	}
 	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
 		if len(f.value) > MaxRefBytes {
-			return nil, &ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
+			return nil, &vendorapi.ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
 		}
 		if err := CheckStorableText(f.name, f.value); err != nil {
 			return nil, err
@@ -285,7 +286,7 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 	}
 	fp, err := ob.Fingerprint(params.Tool, args)
 	if err != nil {
-		return nil, &ValidationError{Field: "args", Message: err.Error()}
+		return nil, &vendorapi.ValidationError{Field: "args", Message: err.Error()}
 	}
 	params.Key, params.Args = key, args
 	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp, params: params}, nil
@@ -295,13 +296,13 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 // returns it ({} when empty).
 func checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	if len(args) > MaxArgsBytes {
-		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(args), MaxArgsBytes)}
+		return nil, &vendorapi.ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(args), MaxArgsBytes)}
 	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
 	if !json.Valid(args) {
-		return nil, &ValidationError{Field: "args", Message: "is not valid JSON"}
+		return nil, &vendorapi.ValidationError{Field: "args", Message: "is not valid JSON"}
 	}
 	// What Postgres cannot store is refused here rather than failing at insert.
 	if err := CheckStorableJSON("args", args); err != nil {
@@ -341,7 +342,7 @@ func (ob *Outbox) newOpRow(ctx context.Context, p *Prepared) (*opRow, error) {
 	if p.Key == "" {
 		return nil, errors.New("outbox: the prepared call has no key: give it one with Prepared.WithKey")
 	}
-	row := &opRow{args: p.Args, vendorKey: VendorKey(p.params.TenantID, p.Key, p.Tool.Name, 0), trace: tracing.Current(ctx)}
+	row := &opRow{args: p.Args, vendorKey: vendorapi.VendorKey(p.params.TenantID, p.Key, p.Tool.Name, 0), trace: tracing.Current(ctx)}
 	if p.Tool.Redact != nil && ob.sealer != nil {
 		var err error
 		if row.sealed, err = ob.sealer.seal(p.params.TenantID, p.Key, p.Args); err != nil {
@@ -365,7 +366,7 @@ func (ob *Outbox) admitInserted(ctx context.Context, tx pgx.Tx, p *Prepared, ins
 		// generation, so it never sends the purged op's vendor key again.
 		op := ins.op
 		op.Generation = *ins.tombstone + 1
-		op.VendorKey = VendorKey(p.params.TenantID, p.Key, p.Tool.Name, op.Generation)
+		op.VendorKey = vendorapi.VendorKey(p.params.TenantID, p.Key, p.Tool.Name, op.Generation)
 		if _, err := tx.Exec(ctx, sqlNextGeneration, op.ID, op.Generation, op.VendorKey); err != nil {
 			return nil, fmt.Errorf("outbox: move op past its key's purged generation: %w", err)
 		}
@@ -393,7 +394,7 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, row *opR
 	params := p.params
 	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, row.args,
 		p.Fingerprint[:], protocol.StatusPending, row.vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(),
-		row.sealed, row.trace, p.Tool.definition())
+		row.sealed, row.trace, toolDefinition(p.Tool))
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", unknownTenant(err, params.TenantID))
 	}
@@ -500,15 +501,15 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 // withOpAccount returns ctx carrying the vendor account the new op was accepted under
 // (WithAccount), for the vendor reads of the tool's ObjectArg.Tag and Price. An own key
 // is opened only for a tool that may read.
-func (ob *Outbox) withOpAccount(ctx context.Context, op *Op, tool Tool) (context.Context, error) {
+func (ob *Outbox) withOpAccount(ctx context.Context, op *Op, tool vendorapi.Tool) (context.Context, error) {
 	if op.VendorAccount == "" || (len(tool.Objects) == 0 && tool.Price == nil) {
-		return WithAccount(ctx, Account{Ref: op.VendorAccount}), nil
+		return vendorapi.WithAccount(ctx, vendorapi.Account{Ref: op.VendorAccount}), nil
 	}
 	acct, err := ob.accounts.Account(ctx, op.TenantID, op.Vendor, op.VendorAccount)
 	if err != nil {
 		return ctx, err
 	}
-	return WithAccount(ctx, acct), nil
+	return vendorapi.WithAccount(ctx, acct), nil
 }
 
 // holdTx makes a new op wait for a person: its status, its approval request and its
@@ -548,7 +549,7 @@ type jobBatch struct{ jobs []river.InsertManyParams }
 // either way.
 func (ob *Outbox) addJobTx(ctx context.Context, tx pgx.Tx, op *Op, batch *jobBatch) error {
 	var job river.InsertManyParams
-	if op.Vendor == StepsVendor {
+	if op.Vendor == vendorapi.StepsVendor {
 		if _, err := tx.Exec(ctx, sqlStepRunInsert, op.ID); err != nil {
 			return fmt.Errorf("outbox: insert step run: %w", err)
 		}

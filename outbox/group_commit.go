@@ -259,7 +259,7 @@ func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*grouped) ([]*insertion, err
 		convs, calls, ttls = append(convs, p.params.ConversationID), append(calls, p.params.ToolCallID), append(ttls, p.Tool.TTL.Seconds())
 		sealed, traces = append(sealed, row.sealed), append(traces, row.trace)
 		var def *string
-		if d := p.Tool.definition(); d != nil {
+		if d := toolDefinition(p.Tool); d != nil {
 			def = new(string(d))
 		}
 		definitions, index = append(definitions, def), append(index, i)

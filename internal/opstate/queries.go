@@ -307,7 +307,7 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 // (pending, dispatching, unknown, needs review, awaiting approval) are kept past their
 // TTL: something or someone still has to decide them. The object a deleted op made (its
 // vendor_ref) stays its tenant's: it is kept in oncebox_tenant_object, so that a refund
-// of a payment whose op was purged is still admitted (outbox.Tool.Objects); a reference a
+// of a payment whose op was purged is still admitted (vendorapi.Tool.Objects); a reference a
 // person typed is not kept (it never made the object the tenant's).
 const sqlPurgeBatch = `
 WITH doomed AS (
