@@ -166,8 +166,9 @@ func TestApprovalExpires(t *testing.T) {
 	require.Zero(t, e.jobs(t, read.Op.ID))
 	h, err := e.ob.History(ctx, e.tenant, read.Op.ID)
 	require.NoError(t, err)
-	require.Len(t, h.Events, 1)
-	require.Equal(t, "approval_expired", h.Events[0].Kind)
+	require.Len(t, h.Events, 2)
+	require.Equal(t, "held", h.Events[0].Kind, "the first status is an event of its own")
+	require.Equal(t, "approval_expired", h.Events[1].Kind)
 
 	op, err = e.ob.Get(ctx, e.tenant, "fresh")
 	require.NoError(t, err)

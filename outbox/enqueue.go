@@ -77,6 +77,9 @@ type EnqueueResult struct {
 	// expired is the expiry this replay made, when it found the op's wait for approval
 	// run out (reported once committed).
 	expired *opstate.Applied
+	// held is the first status a new op got from its gate's hold (Machine.Hold),
+	// reported with the enqueue.
+	held *opstate.Applied
 }
 
 // Enqueue records an op and its dispatch job in a transaction of its own. It is
@@ -203,8 +206,12 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 		if inCallerTx {
 			msg = "op state changed (commits with the caller's transaction)"
 		}
-		ob.opLogger(res.Op).Info(msg, slog.String("tool", tool), slog.String("from", ""),
-			slog.String("to", string(res.Op.Status)), slog.Int("attempt", 0))
+		if res.held != nil {
+			res.held.Report() // the first status from the table's initial row: event, metric, log line
+		} else {
+			ob.opLogger(res.Op).Info(msg, slog.String("tool", tool), slog.String("from", ""),
+				slog.String("to", string(res.Op.Status)), slog.Int("attempt", 0))
+		}
 		if res.ExpiryCollision {
 			ob.cfg.Observer.Enqueued(res.Op.TenantID, tool, "expiry_collision")
 			ob.logger.Warn("idempotency key reused after its op expired; the TTL may be shorter than the workflow",
@@ -495,7 +502,7 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 		return res, ob.addJobTx(ctx, tx, op, batch)
 	}
 	res.Why = verdict.Hold.Why
-	return res, ob.holdTx(ctx, tx, op, p, verdict.Hold)
+	return res, ob.holdTx(ctx, tx, res, op, p, verdict.Hold)
 }
 
 // withOpAccount returns ctx carrying the vendor account the new op was accepted under
@@ -514,10 +521,15 @@ func (ob *Outbox) withOpAccount(ctx context.Context, op *Op, tool vendorapi.Tool
 
 // holdTx makes a new op wait for a person: its status, its approval request and its
 // notification.
-func (ob *Outbox) holdTx(ctx context.Context, tx pgx.Tx, op *Op, p *Prepared, h *Hold) error {
-	if _, err := tx.Exec(ctx, sqlHoldOp, op.ID); err != nil {
-		return fmt.Errorf("outbox: hold op for approval: %w", err)
+func (ob *Outbox) holdTx(ctx context.Context, tx pgx.Tx, res *EnqueueResult, op *Op, p *Prepared, h *Hold) error {
+	held, err := ob.ops.Hold(ctx, tx, op.ID, map[string]string{"why": h.Why})
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
 	}
+	if held == nil {
+		return fmt.Errorf("outbox: hold op for approval: op %s is no longer pending", op.ID)
+	}
+	res.held = held
 	op.Status = protocol.StatusAwaitingApproval
 	if err := ob.requestApprovalTx(ctx, tx, op, h, p.params.TokenID); err != nil {
 		return err

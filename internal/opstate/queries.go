@@ -256,6 +256,11 @@ UPDATE oncebox_op SET status = 'pending', attempt_token = NULL, next_check_at = 
 WHERE id = $1 AND status = $2
 RETURNING ` + identColumns
 
+// sqlHold gives a new op, inserted pending in the enqueue's transaction and not yet seen
+// by anyone else, its first status awaiting_approval (Machine.Hold).
+const sqlHold = `UPDATE oncebox_op SET status = 'awaiting_approval' WHERE id = $1 AND status = 'pending'
+RETURNING ` + identColumns
+
 // sqlStays writes nothing: it checks that an op locked by the caller is still in $2, for
 // a self-loop that only records an event (an approval short of its count).
 const sqlStays = `SELECT ` + identColumns + ` FROM oncebox_op WHERE id = $1 AND status = $2`
