@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncebox/oncebox/internal/testsignal"
 	"github.com/oncebox/oncebox/protocol"
 )
 
@@ -77,7 +78,7 @@ type committer struct {
 	open int
 	// beforeCommit, in tests, runs when a group's calls are done and its COMMIT is
 	// about to be sent.
-	beforeCommit func()
+	beforeCommit testsignal.Hook
 }
 
 func newCommitter(ob *Outbox, cfg GroupCommit) *committer {
@@ -209,9 +210,7 @@ func (c *committer) commit(group []*grouped) {
 			return
 		}
 	}
-	if c.beforeCommit != nil {
-		c.beforeCommit()
-	}
+	c.beforeCommit.Reached()
 	if err := tx.Commit(context.Background()); err != nil {
 		for i := range errs {
 			if errs[i] == nil {
