@@ -1,14 +1,12 @@
 # oncebox: `make help` lists the targets.
 GO        ?= go
 PKGS      ?= ./...
-# The packages whose concurrency matters most run under the race detector.
-RACE_PKGS ?= ./outbox/... ./migrations/... ./tenant/... ./internal/api/... ./finance/... ./governance/... ./vendors/... ./internal/vendorevents/... ./client/... ./internal/mcpserver/... ./server/...
 STRIPE_MOCK_VERSION ?= v0.203.0
 HELM_VERSION ?= v4.3.2
 HELM ?= $(CURDIR)/.cache/bin/helm-$(HELM_VERSION)
 CHART ?= deploy/helm/oncebox
 
-.PHONY: help build test test-race test-rest lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks mcp-conformance chart-check
+.PHONY: help build test lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks mcp-conformance chart-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -27,13 +25,8 @@ dev: ## run oncebox with zero configuration (a Postgres is found or started, Doc
 	$(GO) build -tags devcontainer -ldflags "$(LDFLAGS)" -o bin/oncebox-dev ./cmd/oncebox
 	bin/oncebox-dev dev
 
-test: test-race test-rest ## run every test (race detector on the core packages); needs DATABASE_URL or a local PostgreSQL install
-
-test-race:
-	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
-
-test-rest:
-	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/(outbox|migrations|tenant|api|finance|governance|vendors|vendorevents|client|mcpserver|server)(/|$$)')
+test: ## run every test of every package under the race detector; needs DATABASE_URL or a local PostgreSQL install
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 lint: ## go mod tidy -diff, go vet and gofmt, and golangci-lint when installed (make lint-tools)
 	$(GO) mod tidy -diff

@@ -1,6 +1,8 @@
 module github.com/oncebox/oncebox
 
-go 1.26.8
+go 1.26.0
+
+toolchain go1.26.8
 
 require (
 	github.com/anishathalye/porcupine v1.3.1

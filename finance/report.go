@@ -20,6 +20,7 @@ import (
 	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // ReportMargin widens the vendor side of a report's window on both ends, so that an op
@@ -55,14 +56,14 @@ const (
 // Lister lists a vendor's objects created in [since, until), tagged or not (an object
 // without a tag has an empty OpID). Vendor adapters that can list implement it.
 type Lister interface {
-	ListObjects(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error)
+	ListObjects(ctx context.Context, since, until time.Time) ([]vendorapi.VendorObject, error)
 }
 
 // ListerFunc adapts a function to Lister.
-type ListerFunc func(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error)
+type ListerFunc func(ctx context.Context, since, until time.Time) ([]vendorapi.VendorObject, error)
 
 // ListObjects calls f.
-func (f ListerFunc) ListObjects(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error) {
+func (f ListerFunc) ListObjects(ctx context.Context, since, until time.Time) ([]vendorapi.VendorObject, error) {
 	return f(ctx, since, until)
 }
 
@@ -113,9 +114,9 @@ type ReportParams struct {
 	// Accounts, when set, opens the vendor account an op of the tenant recorded
 	// (outbox.VendorSettings.Account): each vendor is then listed on every account the
 	// window's ops were accepted under (a Lister reads the account from its context,
-	// outbox.AccountFrom), and on the installation's when the report is on every tenant
+	// vendorapi.AccountFrom), and on the installation's when the report is on every tenant
 	// or an op used it. Without it, each vendor is listed once, on the installation's.
-	Accounts func(ctx context.Context, tenantID int64, vendor, ref string) (outbox.Account, error)
+	Accounts func(ctx context.Context, tenantID int64, vendor, ref string) (vendorapi.Account, error)
 }
 
 // Line is one finding of a report.
@@ -232,7 +233,7 @@ type reportOp struct {
 }
 
 type taggedObject struct {
-	outbox.VendorObject
+	vendorapi.VendorObject
 	vendor string
 }
 
@@ -392,7 +393,7 @@ func accountOf(params ReportParams, op reportOp) listAccount {
 		return listAccount{}
 	}
 	a := listAccount{ref: op.account}
-	if strings.HasPrefix(op.account, outbox.KeyRefPrefix) {
+	if strings.HasPrefix(op.account, vendorapi.KeyRefPrefix) {
 		a.tenantID = op.tenantID
 	}
 	return a
@@ -403,7 +404,7 @@ func accountOf(params ReportParams, op reportOp) listAccount {
 // vendor refuses it, or is down) does not fail the report: it is added to rep.Unavailable
 // and to failed, and the ops on it become unchecked lines (addOpLines).
 func listAccounts(ctx context.Context, params ReportParams, ops []reportOp, vendor string, until time.Time,
-	failed map[listAccount]string, rep *Report) ([]outbox.VendorObject, error) {
+	failed map[listAccount]string, rep *Report) ([]vendorapi.VendorObject, error) {
 	accounts := map[listAccount]bool{}
 	if params.TenantID == 0 || params.Accounts == nil {
 		accounts[listAccount{}] = true
@@ -416,7 +417,7 @@ func listAccounts(ctx context.Context, params ReportParams, ops []reportOp, vend
 	if len(accounts) == 0 {
 		accounts[listAccount{}] = true
 	}
-	var all []outbox.VendorObject
+	var all []vendorapi.VendorObject
 	for _, a := range slices.SortedFunc(maps.Keys(accounts), func(x, y listAccount) int {
 		return cmp.Or(cmp.Compare(x.ref, y.ref), cmp.Compare(x.tenantID, y.tenantID))
 	}) {
@@ -436,14 +437,14 @@ func listAccounts(ctx context.Context, params ReportParams, ops []reportOp, vend
 }
 
 // listOne lists vendor's objects on one account.
-func listOne(ctx context.Context, params ReportParams, vendor string, a listAccount, until time.Time) ([]outbox.VendorObject, error) {
+func listOne(ctx context.Context, params ReportParams, vendor string, a listAccount, until time.Time) ([]vendorapi.VendorObject, error) {
 	actx := ctx
 	if a.ref != "" {
 		acct, err := params.Accounts(ctx, a.tenantID, vendor, a.ref)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errAccountUnopened, err)
 		}
-		actx = outbox.WithAccount(ctx, acct)
+		actx = vendorapi.WithAccount(ctx, acct)
 	}
 	return params.Listers[vendor].ListObjects(actx, params.Since.Add(-ReportMargin), until.Add(ReportMargin))
 }

@@ -12,19 +12,19 @@ import (
 
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // rangeLister is a Lister that, as a vendor does, returns only the objects created in
 // the range asked for, and remembers the last range.
 type rangeLister struct {
-	objects []outbox.VendorObject
+	objects []vendorapi.VendorObject
 	asked   [2]time.Time
 }
 
-func (l *rangeLister) ListObjects(_ context.Context, since, until time.Time) ([]outbox.VendorObject, error) {
+func (l *rangeLister) ListObjects(_ context.Context, since, until time.Time) ([]vendorapi.VendorObject, error) {
 	l.asked = [2]time.Time{since, until}
-	var out []outbox.VendorObject
+	var out []vendorapi.VendorObject
 	for _, o := range l.objects {
 		if !o.Created.Before(since) && o.Created.Before(until) {
 			out = append(out, o)
@@ -73,14 +73,14 @@ func TestReportDeclineIsConsistent(t *testing.T) {
 	yesterday := seedOp(t, pool, tn, "f-yesterday", pi, "stripe", "failed", confirmed, since.Add(-time.Minute))
 
 	// The objects as the Stripe adapter lists them: it says which record a refusal.
-	obj := func(id, op, status string, created time.Time) outbox.VendorObject {
-		o := outbox.VendorObject{ID: id, OpID: op, Status: status, Amount: 1000, Currency: "usd", Created: created}
+	obj := func(id, op, status string, created time.Time) vendorapi.VendorObject {
+		o := vendorapi.VendorObject{ID: id, OpID: op, Status: status, Amount: 1000, Currency: "usd", Created: created}
 		if o.Status != "succeeded" && op != unconfirmed {
 			o.Refused = true // declined (last_payment_error), canceled, or a failed refund
 		}
 		return o
 	}
-	lister := &rangeLister{objects: []outbox.VendorObject{
+	lister := &rangeLister{objects: []vendorapi.VendorObject{
 		obj("pi_a", declined, "requires_payment_method", at(time.Hour)),
 		obj("pi_b", canceled, "canceled", at(2*time.Hour)),
 		obj("re_c", refundFailed, "failed", at(3*time.Hour)),
@@ -119,7 +119,7 @@ func TestReportUncheckedIsNotClean(t *testing.T) {
 
 	matched := seedOp(t, pool, tn, "a-pi", "stripe.payment_intent", "stripe", "succeeded", `{"amount":700,"currency":"usd"}`, since.Add(time.Hour))
 	hook := seedOp(t, pool, tn, "b-hook", "webhook.post", "webhook", "succeeded", `{"target":"hooks","body":{}}`, since.Add(2*time.Hour))
-	listers := map[string]finance.Lister{"stripe": &rangeLister{objects: []outbox.VendorObject{
+	listers := map[string]finance.Lister{"stripe": &rangeLister{objects: []vendorapi.VendorObject{
 		{ID: "pi_a", OpID: matched, Amount: 700, Currency: "usd", Created: since.Add(time.Hour)},
 	}}}
 
@@ -209,10 +209,10 @@ func TestReportListsUpToTheLastAttempt(t *testing.T) {
 	// The next window's op, whose object falls in the widened listing.
 	next := seedOp(t, pool, tn, "d-next", pi, "stripe", "succeeded", args, until.Add(time.Hour))
 
-	obj := func(id, op string, created time.Time) outbox.VendorObject {
-		return outbox.VendorObject{ID: id, OpID: op, Status: "succeeded", Amount: 900, Currency: "usd", Created: created}
+	obj := func(id, op string, created time.Time) vendorapi.VendorObject {
+		return vendorapi.VendorObject{ID: id, OpID: op, Status: "succeeded", Amount: 900, Currency: "usd", Created: created}
 	}
-	lister := &rangeLister{objects: []outbox.VendorObject{
+	lister := &rangeLister{objects: []vendorapi.VendorObject{
 		obj("pi_a", approved, sent.Add(500*time.Millisecond)),
 		obj("pi_b", adopted, died.Add(2*time.Second)),
 		obj("pi_c", onTime, since.Add(time.Hour)),

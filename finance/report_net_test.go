@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // paymentReportEnv is a schema with a tenant, an outbox of the built-in tools, and the
@@ -51,11 +52,11 @@ func TestReportNetsRefundsAgainstPayments(t *testing.T) {
 	outside := seedOp(t, pool, tn, "refund-outside", refund, "stripe", "succeeded", `{"payment_intent":"pi_outside","amount":100}`, at(4))
 	wrong := seedOp(t, pool, tn, "refund-wrong", refund, "stripe", "succeeded", `{"payment_intent":"pi_1","amount":300}`, at(5))
 
-	obj := func(id, op string, amount int64, currency string, h int) outbox.VendorObject {
-		return outbox.VendorObject{ID: id, OpID: op, Amount: amount, Currency: currency, Created: at(h).Add(time.Second)}
+	obj := func(id, op string, amount int64, currency string, h int) vendorapi.VendorObject {
+		return vendorapi.VendorObject{ID: id, OpID: op, Amount: amount, Currency: currency, Created: at(h).Add(time.Second)}
 	}
-	listers := map[string]finance.Lister{"stripe": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
-		return []outbox.VendorObject{obj("pi_1", pay, 29000, "usd", 1), obj("pi_2", payEUR, 5000, "eur", 2),
+	listers := map[string]finance.Lister{"stripe": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]vendorapi.VendorObject, error) {
+		return []vendorapi.VendorObject{obj("pi_1", pay, 29000, "usd", 1), obj("pi_2", payEUR, 5000, "eur", 2),
 			obj("re_1", r1, 2500, "usd", 3), obj("re_2", outside, 100, "usd", 4), obj("re_3", wrong, 300, "eur", 5)}, nil
 	})}
 	rep, err := finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: at(24), Listers: listers, Payments: ob.PaymentOf})
@@ -111,11 +112,11 @@ func TestReportFullRefundNamesItsPayment(t *testing.T) {
 	outside := seedOp(t, pool, tn, "refund-outside", refund, "stripe", "succeeded", `{"payment_intent":"pi_outside"}`, at(3))
 	mail := seedOp(t, pool, tn, "mail", protocol.ToolMail, "sendgrid", "succeeded", `{"subject":"hi"}`, at(4))
 
-	obj := func(id, op string, amount int64, currency string, h int) outbox.VendorObject {
-		return outbox.VendorObject{ID: id, OpID: op, Amount: amount, Currency: currency, Created: at(h).Add(time.Second)}
+	obj := func(id, op string, amount int64, currency string, h int) vendorapi.VendorObject {
+		return vendorapi.VendorObject{ID: id, OpID: op, Amount: amount, Currency: currency, Created: at(h).Add(time.Second)}
 	}
-	listers := map[string]finance.Lister{"stripe": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
-		return []outbox.VendorObject{obj("pi_1", pay, 29000, "usd", 1), obj("re_1", full, 29000, "usd", 2),
+	listers := map[string]finance.Lister{"stripe": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]vendorapi.VendorObject, error) {
+		return []vendorapi.VendorObject{obj("pi_1", pay, 29000, "usd", 1), obj("re_1", full, 29000, "usd", 2),
 			obj("re_2", outside, 700, "eur", 3)}, nil
 	})}
 	rep, err := finance.BuildReport(ctx, pool, finance.ReportParams{Since: since, Until: at(24), Listers: listers, Payments: ob.PaymentOf})

@@ -14,7 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // seedOp inserts an op row as it would stand after its life so far.
@@ -54,10 +54,10 @@ func TestReport(t *testing.T) {
 	var nobody string
 	require.NoError(t, pool.QueryRow(ctx, "SELECT gen_random_uuid()::text").Scan(&nobody))
 
-	obj := func(id, op string, amount int64, currency string, created time.Time) outbox.VendorObject {
-		return outbox.VendorObject{ID: id, OpID: op, Amount: amount, Currency: currency, Created: created}
+	obj := func(id, op string, amount int64, currency string, created time.Time) vendorapi.VendorObject {
+		return vendorapi.VendorObject{ID: id, OpID: op, Amount: amount, Currency: currency, Created: created}
 	}
-	stripeObjects := []outbox.VendorObject{
+	stripeObjects := []vendorapi.VendorObject{
 		obj("pi_a", matched, 1000, "usd", at(time.Hour+time.Second)),
 		obj("pi_b", late, 2000, "usd", until.Add(30*time.Second)), // in the margin
 		obj("pi_d", orphan, 400, "usd", at(3*time.Hour)),
@@ -72,12 +72,12 @@ func TestReport(t *testing.T) {
 	}
 	var asked [2]time.Time
 	listers := map[string]finance.Lister{
-		"stripe": finance.ListerFunc(func(_ context.Context, s, u time.Time) ([]outbox.VendorObject, error) {
+		"stripe": finance.ListerFunc(func(_ context.Context, s, u time.Time) ([]vendorapi.VendorObject, error) {
 			asked = [2]time.Time{s, u}
 			return stripeObjects, nil
 		}),
-		"sendgrid": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
-			return []outbox.VendorObject{obj("msg_g", mailOp, 0, "", at(6*time.Hour))}, nil
+		"sendgrid": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]vendorapi.VendorObject, error) {
+			return []vendorapi.VendorObject{obj("msg_g", mailOp, 0, "", at(6*time.Hour))}, nil
 		}),
 	}
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Unavailable is a vendor account a report could not list: the vendor refused it, or
@@ -20,7 +20,7 @@ type Unavailable struct {
 	// TenantID is the tenant whose own key the account is; 0 otherwise.
 	TenantID int64 `json:"tenant_id,omitempty"`
 	// Refused is set when the vendor answered that the key may not read the account
-	// (a 401 or 403, outbox.ErrLookupUnavailable), or the account could not be opened:
+	// (a 401 or 403, vendorapi.ErrLookupUnavailable), or the account could not be opened:
 	// waiting does not help, a person must fix the setting. Unset, the vendor could
 	// not be reached or failed, which is usually temporary.
 	Refused bool `json:"refused"`
@@ -41,12 +41,12 @@ func unavailable(vendor string, a listAccount, err error) Unavailable {
 	name := vendorName(vendor)
 	account := "the installation's " + name + " account"
 	switch {
-	case strings.HasPrefix(a.ref, outbox.KeyRefPrefix):
+	case strings.HasPrefix(a.ref, vendorapi.KeyRefPrefix):
 		account = fmt.Sprintf("tenant %d's own %s key (%s)", a.tenantID, name, a.ref)
 	case a.ref != "":
 		account = name + " account " + a.ref
 	}
-	u.Refused = errors.Is(err, outbox.ErrLookupUnavailable) || errors.Is(err, errAccountUnopened)
+	u.Refused = errors.Is(err, vendorapi.ErrLookupUnavailable) || errors.Is(err, errAccountUnopened)
 	if u.Refused {
 		u.Reason = fmt.Sprintf("%s refused to list %s, so the ops sent to it were not compared with its records. "+
 			"Waiting will not help: check that the account is still connected to this installation and that the tenant's %s setting "+

@@ -16,6 +16,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -88,10 +89,10 @@ func TestAVendorDownLeavesTheReportStanding(t *testing.T) {
 	mail := seedOp(t, pool, ten, "mail", "sendgrid.mail", "sendgrid", "succeeded", `{"to":[{"email":"sha256:ab"}]}`, since.Add(time.Hour))
 	rep, err := finance.BuildReport(context.Background(), pool, finance.ReportParams{Since: since, Until: since.Add(24 * time.Hour),
 		Listers: map[string]finance.Lister{
-			"stripe": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
-				return []outbox.VendorObject{{ID: "pi_1", OpID: pay, Amount: 1000, Currency: "eur", Created: since.Add(time.Hour)}}, nil
+			"stripe": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]vendorapi.VendorObject, error) {
+				return []vendorapi.VendorObject{{ID: "pi_1", OpID: pay, Amount: 1000, Currency: "eur", Created: since.Add(time.Hour)}}, nil
 			}),
-			"sendgrid": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]outbox.VendorObject, error) {
+			"sendgrid": finance.ListerFunc(func(context.Context, time.Time, time.Time) ([]vendorapi.VendorObject, error) {
 				return nil, errors.New("sendgrid: dial tcp: connection refused")
 			}),
 		}})

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // BudgetScope says whose ops a budget counts together.
@@ -336,7 +337,7 @@ type opAmount struct {
 // amountOf returns what the op with args of tool moves: its arguments' amount, or, for
 // an op that carries none (a full refund), the tool's Price of it. An amount that
 // cannot be known is never 0: known is false, and the op waits for approval.
-func (g *Governance) amountOf(ctx context.Context, tool outbox.Tool, args json.RawMessage) opAmount {
+func (g *Governance) amountOf(ctx context.Context, tool vendorapi.Tool, args json.RawMessage) opAmount {
 	if a, cur, ok := tool.Amount(args); ok {
 		return opAmount{amount: a, currency: cur, known: true}
 	}

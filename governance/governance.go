@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Config configures a Governance.
@@ -132,7 +133,7 @@ func (e EffectiveRule) hold(why string) outbox.Verdict {
 
 // CheckApproval implements outbox.Gate: an approval is bound to the policy version its
 // op started waiting under.
-func (g *Governance) CheckApproval(ctx context.Context, tx pgx.Tx, op *outbox.Op, tool outbox.Tool, policyVersion string) error {
+func (g *Governance) CheckApproval(ctx context.Context, tx pgx.Tx, op *outbox.Op, tool vendorapi.Tool, policyVersion string) error {
 	cur, err := g.effectiveRule(ctx, tx, op.TenantID, tool)
 	if err != nil {
 		return err

@@ -11,16 +11,17 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // moneyTool is a tool with an amount: args {"amount": integer, "currency": "usd"}; an
 // absent amount is "no amount" (like a full refund).
-func moneyTool() outbox.Tool {
+func moneyTool() vendorapi.Tool {
 	type args struct {
 		Amount   int64  `json:"amount"`
 		Currency string `json:"currency"`
 	}
-	return outbox.Tool{
+	return vendorapi.Tool{
 		Name:     "test.money",
 		Vendor:   "money",
 		Validate: func(json.RawMessage) error { return nil },
@@ -35,8 +36,8 @@ func moneyTool() outbox.Tool {
 }
 
 // echoTool is a tool without an amount.
-func echoTool() outbox.Tool {
-	return outbox.Tool{Name: "test.echo", Vendor: "echo", Validate: func(json.RawMessage) error { return nil }}
+func echoTool() vendorapi.Tool {
+	return vendorapi.Tool{Name: "test.echo", Vendor: "echo", Validate: func(json.RawMessage) error { return nil }}
 }
 
 func newTenant(t *testing.T, pool *pgxpool.Pool, name string) int64 {
@@ -59,7 +60,7 @@ func newGovernance(t *testing.T, pool *pgxpool.Pool, policy governance.ApprovalP
 // call is one new op as the enqueue shows it to the gate.
 type call struct {
 	tenant       int64
-	tool         outbox.Tool
+	tool         vendorapi.Tool
 	args         string
 	conversation string
 	token        int64

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // The kinds of row of the installation's stored policy (migration 029).
@@ -158,7 +159,7 @@ func (g *Governance) checkToolName(field, tool string) error {
 		return nil
 	}
 	if len(tool) > 64 || !toolNamePattern.MatchString(tool) {
-		return &outbox.ValidationError{Field: field, Message: fmt.Sprintf(
+		return &vendorapi.ValidationError{Field: field, Message: fmt.Sprintf(
 			"%q is not a tool name: want lower-case dotted words such as stripe.refund or ledger.post", tool)}
 	}
 	return nil
@@ -172,7 +173,7 @@ func (g *Governance) SetDefaultRule(ctx context.Context, tool string, rule Appro
 		return EffectiveRule{}, err
 	}
 	if err := rule.Validate(); err != nil {
-		return EffectiveRule{}, &outbox.ValidationError{Field: "rule", Message: err.Error()}
+		return EffectiveRule{}, &vendorapi.ValidationError{Field: "rule", Message: err.Error()}
 	}
 	if err := g.storeInstalled(ctx, sqlSetInstalled, kindApproval, tool, rule, by); err != nil {
 		return EffectiveRule{}, err
@@ -184,7 +185,7 @@ func (g *Governance) SetDefaultRule(ctx context.Context, tool string, rule Appro
 // name): the default for every tenant without its own of that name.
 func (g *Governance) SetDefaultBudget(ctx context.Context, b Budget, by string) error {
 	if err := b.Validate(); err != nil {
-		return &outbox.ValidationError{Field: "budget", Message: err.Error()}
+		return &vendorapi.ValidationError{Field: "budget", Message: err.Error()}
 	}
 	if b.Tool != "" {
 		if err := g.checkToolName("tool", b.Tool); err != nil {
@@ -197,7 +198,7 @@ func (g *Governance) SetDefaultBudget(ctx context.Context, b Budget, by string) 
 // storeInstalled writes one row of the installation's policy with stmt.
 func (g *Governance) storeInstalled(ctx context.Context, stmt, kind, name string, body any, by string) error {
 	if by == "" {
-		return &outbox.ValidationError{Field: "by", Message: "say who sets the installation's policy"}
+		return &vendorapi.ValidationError{Field: "by", Message: "say who sets the installation's policy"}
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {

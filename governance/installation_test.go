@@ -10,6 +10,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // TestInstallationPolicyIsStoredAndSeededOnce: the first process's flags seed the
@@ -69,7 +70,7 @@ func TestInstallationPolicyIsStoredAndSeededOnce(t *testing.T) {
 	require.NoError(t, first.DeleteDefaultBudget(ctx, "echoes"))
 	require.ErrorIs(t, first.DeleteDefaultBudget(ctx, "echoes"), outbox.ErrNotFound)
 	require.NoError(t, first.ClearDefaultRule(ctx, "test.money"))
-	var verr *outbox.ValidationError
+	var verr *vendorapi.ValidationError
 	_, err = first.SetDefaultRule(ctx, "Not A Tool", governance.ApprovalRule{Mode: governance.ApprovalNever}, "x")
 	require.ErrorAs(t, err, &verr)
 }

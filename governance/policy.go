@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // ApprovalMode says when an op of a tool waits for a person's approval.
@@ -92,7 +93,7 @@ func (r ApprovalRule) approvers() int {
 // threshold compared is that currency's, else the rule's AnyCurrency one. An amount
 // whose currency is unknown waits when the rule has thresholds for named currencies
 // only: a doubt never skips approval.
-func (r ApprovalRule) needs(tool outbox.Tool, args json.RawMessage, shown func() string) (bool, string) {
+func (r ApprovalRule) needs(tool vendorapi.Tool, args json.RawMessage, shown func() string) (bool, string) {
 	switch r.Mode {
 	case ApprovalAlways:
 		return true, fmt.Sprintf("Every %s needs a person's approval.", tool.Name)
@@ -195,7 +196,7 @@ type EffectiveRule struct {
 // effectiveRule returns the rule in force for the tenant's tool, reading the tenant's
 // own rule and the installation's stored ones with q (the decision's transaction, or the
 // pool).
-func (g *Governance) effectiveRule(ctx context.Context, q dbReader, tenantID int64, tool outbox.Tool) (EffectiveRule, error) {
+func (g *Governance) effectiveRule(ctx context.Context, q dbReader, tenantID int64, tool vendorapi.Tool) (EffectiveRule, error) {
 	tr, err := g.readTenantRule(ctx, q, tenantID, tool.Name)
 	if err != nil {
 		return EffectiveRule{}, err
@@ -212,7 +213,7 @@ func (g *Governance) effectiveRule(ctx context.Context, q dbReader, tenantID int
 // installation's stored one, else this process's default (Config.Approvals: a catalog's
 // rules), else the tool's own. A default's version is its content's, so that every
 // process names the same rule the same way.
-func (g *Governance) ruleInForce(tool outbox.Tool, tr tenantRule, in *Installation) EffectiveRule {
+func (g *Governance) ruleInForce(tool vendorapi.Tool, tr tenantRule, in *Installation) EffectiveRule {
 	if tr.version != 0 {
 		return EffectiveRule{Tool: tool.Name, Rule: tr.rule, Source: SourceTenant, Version: "tenant:" + strconv.FormatInt(tr.version, 10)}
 	}
@@ -230,7 +231,7 @@ func (g *Governance) ruleInForce(tool outbox.Tool, tr tenantRule, in *Installati
 
 // needs applies the effective rule to one op's arguments; shown is as for
 // ApprovalRule.needs.
-func (e EffectiveRule) needs(tool outbox.Tool, args json.RawMessage, shown func() string) (bool, string) {
+func (e EffectiveRule) needs(tool vendorapi.Tool, args json.RawMessage, shown func() string) (bool, string) {
 	if e.Source == SourceTool {
 		if !tool.NeedsApproval(args) {
 			return false, ""
@@ -273,7 +274,7 @@ func (g *Governance) EffectivePolicy(ctx context.Context, tenantID int64) ([]Eff
 	for _, name := range names {
 		tool, ok := g.cfg.Tools.Lookup(name)
 		if !ok {
-			tool = outbox.Tool{Name: name}
+			tool = vendorapi.Tool{Name: name}
 		}
 		tr, err := g.readTenantRule(ctx, g.cfg.Pool, tenantID, name)
 		if err != nil {
@@ -292,7 +293,7 @@ func (g *Governance) SetTenantRule(ctx context.Context, tenantID int64, tool str
 		return EffectiveRule{}, err
 	}
 	if err := rule.Validate(); err != nil {
-		return EffectiveRule{}, &outbox.ValidationError{Field: "rule", Message: err.Error()}
+		return EffectiveRule{}, &vendorapi.ValidationError{Field: "rule", Message: err.Error()}
 	}
 	raw, err := json.Marshal(rule)
 	if err != nil {

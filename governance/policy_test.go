@@ -10,6 +10,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // TestApprovalRuleHoldsPerCurrencyAndTenant: the default rule holds what is above its
@@ -41,7 +42,7 @@ func TestApprovalRuleHoldsPerCurrencyAndTenant(t *testing.T) {
 
 	_, err = g.SetTenantRule(ctx, acme, "test.money", governance.ApprovalRule{Mode: governance.ApprovalAbove})
 	require.Error(t, err, "above without thresholds")
-	var verr *outbox.ValidationError
+	var verr *vendorapi.ValidationError
 	_, err = g.SetTenantRule(ctx, acme, "No Such Tool", governance.ApprovalRule{Mode: governance.ApprovalNever})
 	require.ErrorAs(t, err, &verr, "a malformed tool name is refused")
 	require.NoError(t, g.ClearTenantRule(ctx, acme, "test.money"))

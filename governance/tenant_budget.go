@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // queryer is what a pool and a transaction have in common for reads of many rows.
@@ -184,7 +185,7 @@ func (g *Governance) TenantBudgets(ctx context.Context, tenantID int64) ([]Tenan
 // insert. What the budget's current window used so far stays counted.
 func (g *Governance) SetTenantBudget(ctx context.Context, tenantID int64, b Budget, by string) error {
 	if err := b.Validate(); err != nil {
-		return &outbox.ValidationError{Field: "budget", Message: err.Error()}
+		return &vendorapi.ValidationError{Field: "budget", Message: err.Error()}
 	}
 	if b.Tool != "" {
 		// A catalog or upstream tool of the tenant may be one this process has not
@@ -194,7 +195,7 @@ func (g *Governance) SetTenantBudget(ctx context.Context, tenantID int64, b Budg
 		}
 	}
 	if by == "" {
-		return &outbox.ValidationError{Field: "by", Message: "say who sets the budget"}
+		return &vendorapi.ValidationError{Field: "by", Message: "say who sets the budget"}
 	}
 	raw, err := json.Marshal(b)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // admitMany asks 100 concurrent ops of the tenant, alternately of govs[0] and govs[1],
@@ -134,7 +135,7 @@ func TestTenantBudgetOverridesTheDefaultByName(t *testing.T) {
 	_, err = admit(t, g, pool, call{tenant: other, tool: echoTool(), args: `{"n": 1}`})
 	require.ErrorIs(t, err, governance.ErrBudgetExceeded, "other has the default of 1")
 
-	var verr *outbox.ValidationError
+	var verr *vendorapi.ValidationError
 	require.ErrorAs(t, g.SetTenantBudget(ctx, acme, governance.Budget{Name: "bad", Window: day}, "x"), &verr)
 	require.Contains(t, verr.Error(), "set count, amount, or both")
 	require.ErrorAs(t, g.SetTenantBudget(ctx, acme, governance.Budget{Name: "t", Tool: "No Such", Window: day, Count: 1}, "x"), &verr,

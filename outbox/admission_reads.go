@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // DefaultAdmissionReadTimeout is Config.AdmissionReadTimeout's default.
@@ -96,7 +98,7 @@ func (r *admissionReads) len() int {
 // from the reads made before the transaction, or with a *readNeeded; in the caller's
 // transaction (EnqueueTx) it reads now, bounded by timeout.
 func admissionRead[T any](ctx context.Context, timeout time.Duration, key string, read func(context.Context) (T, error)) (T, error) {
-	key = AccountFrom(ctx).Ref + "\x00" + key
+	key = vendorapi.AccountFrom(ctx).Ref + "\x00" + key
 	reads, _ := ctx.Value(admissionReadsKey{}).(*admissionReads)
 	if reads == nil {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -135,7 +137,7 @@ func (ob *Outbox) enqueueReadingFirst(ctx context.Context, enqueue func(context.
 }
 
 // objectTag is o.Tag(ctx, id) as admission makes it (admissionRead).
-func (ob *Outbox) objectTag(ctx context.Context, o ObjectArg, id string) (string, error) {
+func (ob *Outbox) objectTag(ctx context.Context, o vendorapi.ObjectArg, id string) (string, error) {
 	return admissionRead(ctx, ob.cfg.AdmissionReadTimeout, "tag\x00"+o.Arg+"\x00"+id, func(ctx context.Context) (string, error) {
 		return o.Tag(ctx, id)
 	})
@@ -149,7 +151,7 @@ type priced struct {
 
 // gateTool is the tool as the gate sees it: its Price made as admission makes vendor
 // reads (admissionRead).
-func (ob *Outbox) gateTool(t Tool) Tool {
+func (ob *Outbox) gateTool(t vendorapi.Tool) vendorapi.Tool {
 	price := t.Price
 	if price == nil {
 		return t

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // TestAdmissionReadsHoldNoLocks: the vendor reads a new op's admission needs (the tag
@@ -48,7 +49,7 @@ func TestAdmissionReadsHoldNoLocks(t *testing.T) {
 		inside(ctx, insideKey)
 		return "", nil
 	})
-	refund := outbox.Tool{Name: "test.refund", Vendor: "things", Validate: func(json.RawMessage) error { return nil },
+	refund := vendorapi.Tool{Name: "test.refund", Vendor: "things", Validate: func(json.RawMessage) error { return nil },
 		Amount: func(json.RawMessage) (int64, string, bool) { return 0, "", false },
 		Price: func(ctx context.Context, _ json.RawMessage) (int64, string, error) {
 			prices.Add(1)

@@ -12,22 +12,23 @@ import (
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // moneyTool is a tool with an amount: args {"amount": integer, "currency": "usd"}; an
 // absent amount is "no amount" (like a full refund).
-func moneyTool() outbox.Tool {
+func moneyTool() vendorapi.Tool {
 	type args struct {
 		Amount   int64  `json:"amount"`
 		Currency string `json:"currency"`
 	}
-	return outbox.Tool{
+	return vendorapi.Tool{
 		Name:   "test.money",
 		Vendor: "money",
 		Validate: func(raw json.RawMessage) error {
 			var a args
 			if err := json.Unmarshal(raw, &a); err != nil {
-				return &outbox.ValidationError{Field: "args", Message: "must be a JSON object"}
+				return &vendorapi.ValidationError{Field: "args", Message: "must be a JSON object"}
 			}
 			return nil
 		},
@@ -165,8 +166,9 @@ func TestApprovalExpires(t *testing.T) {
 	require.Zero(t, e.jobs(t, read.Op.ID))
 	h, err := e.ob.History(ctx, e.tenant, read.Op.ID)
 	require.NoError(t, err)
-	require.Len(t, h.Events, 1)
-	require.Equal(t, "approval_expired", h.Events[0].Kind)
+	require.Len(t, h.Events, 2)
+	require.Equal(t, "held", h.Events[0].Kind, "the first status is an event of its own")
+	require.Equal(t, "approval_expired", h.Events[1].Kind)
 
 	op, err = e.ob.Get(ctx, e.tenant, "fresh")
 	require.NoError(t, err)

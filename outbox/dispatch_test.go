@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -30,8 +31,8 @@ const (
 )
 
 // webhookTool is the generic HTTP tool as outbox's tests use it: args {"target","path","body"}.
-func webhookTool() outbox.Tool {
-	return outbox.Tool{
+func webhookTool() vendorapi.Tool {
+	return vendorapi.Tool{
 		Name:   "webhook.post",
 		Vendor: "webhook",
 		Validate: func(args json.RawMessage) error {
@@ -39,7 +40,7 @@ func webhookTool() outbox.Tool {
 				Target string `json:"target"`
 			}
 			if err := json.Unmarshal(args, &a); err != nil || a.Target == "" {
-				return &outbox.ValidationError{Field: "args.target", Message: "is required"}
+				return &vendorapi.ValidationError{Field: "args.target", Message: "is required"}
 			}
 			return nil
 		},
@@ -81,7 +82,7 @@ func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o worke
 	ob, err := outbox.New(outbox.Config{
 		Pool:                 pool,
 		Tools:                reg,
-		Vendors:              []outbox.Vendor{v},
+		Vendors:              []vendorapi.Vendor{v},
 		Queues:               map[string]outbox.QueueConfig{"webhook": {MaxWorkers: 10, JobTimeout: cmpDur(o.jobTimeout, 10*time.Second)}},
 		RescueStuckJobsAfter: cmpDur(o.rescueAfter, time.Minute),
 		RetryBackoff:         func(int) time.Duration { return cmpDur(o.retryBackoff, 100*time.Millisecond) },
@@ -588,7 +589,7 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 	require.NoError(t, err)
 	reg, err := outbox.NewRegistry(webhookTool())
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, BatchedCompletion: ptrTo(true),
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, BatchedCompletion: ptrTo(true),
 		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	require.NoError(t, err)
 	startWorker(t, ob)
@@ -625,7 +626,7 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	require.NoError(t, err)
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}})
 	require.NoError(t, err)
-	worker, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, SealKey: keyB})
+	worker, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, SealKey: keyB})
 	require.NoError(t, err)
 
 	_, err = writer.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "sealed", Tool: "webhook.post", Args: webhookArgs(1)})

@@ -12,10 +12,13 @@
 // rules, budgets and tenant policies; this package keeps the op's lifecycle: its
 // status, its approval row, its decision and expiry, its jobs).
 //
-// The dispatch worker commits the op as dispatching, with a fresh attempt token, before it
-// calls the vendor, and records the vendor's answer only where the token still matches,
-// in the same transaction that completes the River job. Vendors are adapters that satisfy
-// the Vendor interface declared here; every vendor error falls into one of three outcome
+// A clean run (no earlier run of the op may have called the vendor without its answer
+// being recorded) calls the vendor without a claim commit: River's fetch of the job is
+// the durable marker, and the answer is recorded fenced by the job's (id, attempt) in the
+// transaction that completes the River job. A run that is not clean, or every run with
+// Config.ClaimCommit, first commits the op as dispatching with a fresh attempt token and
+// records the answer only where the token still matches. Vendors are adapters that
+// satisfy the Vendor interface of package vendorapi; every vendor error falls into one of three outcome
 // classes (retryable and provably not executed, permanent, or outcome unknown).
 //
 // One unknown outcome is resent: a request that went out unanswered (a timeout or a lost

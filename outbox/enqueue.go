@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // MaxArgsBytes is the largest args document Enqueue accepts.
@@ -76,6 +77,9 @@ type EnqueueResult struct {
 	// expired is the expiry this replay made, when it found the op's wait for approval
 	// run out (reported once committed).
 	expired *opstate.Applied
+	// held is the first status a new op got from its gate's hold (Machine.Hold),
+	// reported with the enqueue.
+	held *opstate.Applied
 }
 
 // Enqueue records an op and its dispatch job in a transaction of its own. It is
@@ -202,8 +206,12 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 		if inCallerTx {
 			msg = "op state changed (commits with the caller's transaction)"
 		}
-		ob.opLogger(res.Op).Info(msg, slog.String("tool", tool), slog.String("from", ""),
-			slog.String("to", string(res.Op.Status)), slog.Int("attempt", 0))
+		if res.held != nil {
+			res.held.Report() // the first status from the table's initial row: event, metric, log line
+		} else {
+			ob.opLogger(res.Op).Info(msg, slog.String("tool", tool), slog.String("from", ""),
+				slog.String("to", string(res.Op.Status)), slog.Int("attempt", 0))
+		}
 		if res.ExpiryCollision {
 			ob.cfg.Observer.Enqueued(res.Op.TenantID, tool, "expiry_collision")
 			ob.logger.Warn("idempotency key reused after its op expired; the TTL may be shorter than the workflow",
@@ -220,7 +228,7 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 type Prepared struct {
 	// Key is the normalized idempotency key ("" until WithKey, for PrepareUnkeyed).
 	Key         string
-	Tool        Tool
+	Tool        vendorapi.Tool
 	Args        json.RawMessage
 	Fingerprint Fingerprint
 	// params are the call's, Key and Args as normalized.
@@ -269,7 +277,7 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 	}
 	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
 		if len(f.value) > MaxRefBytes {
-			return nil, &ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
+			return nil, &vendorapi.ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
 		}
 		if err := CheckStorableText(f.name, f.value); err != nil {
 			return nil, err
@@ -285,7 +293,7 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 	}
 	fp, err := ob.Fingerprint(params.Tool, args)
 	if err != nil {
-		return nil, &ValidationError{Field: "args", Message: err.Error()}
+		return nil, &vendorapi.ValidationError{Field: "args", Message: err.Error()}
 	}
 	params.Key, params.Args = key, args
 	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp, params: params}, nil
@@ -295,13 +303,13 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 // returns it ({} when empty).
 func checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	if len(args) > MaxArgsBytes {
-		return nil, &ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(args), MaxArgsBytes)}
+		return nil, &vendorapi.ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(args), MaxArgsBytes)}
 	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
 	if !json.Valid(args) {
-		return nil, &ValidationError{Field: "args", Message: "is not valid JSON"}
+		return nil, &vendorapi.ValidationError{Field: "args", Message: "is not valid JSON"}
 	}
 	// What Postgres cannot store is refused here rather than failing at insert.
 	if err := CheckStorableJSON("args", args); err != nil {
@@ -341,7 +349,7 @@ func (ob *Outbox) newOpRow(ctx context.Context, p *Prepared) (*opRow, error) {
 	if p.Key == "" {
 		return nil, errors.New("outbox: the prepared call has no key: give it one with Prepared.WithKey")
 	}
-	row := &opRow{args: p.Args, vendorKey: VendorKey(p.params.TenantID, p.Key, p.Tool.Name, 0), trace: tracing.Current(ctx)}
+	row := &opRow{args: p.Args, vendorKey: vendorapi.VendorKey(p.params.TenantID, p.Key, p.Tool.Name, 0), trace: tracing.Current(ctx)}
 	if p.Tool.Redact != nil && ob.sealer != nil {
 		var err error
 		if row.sealed, err = ob.sealer.seal(p.params.TenantID, p.Key, p.Args); err != nil {
@@ -365,7 +373,7 @@ func (ob *Outbox) admitInserted(ctx context.Context, tx pgx.Tx, p *Prepared, ins
 		// generation, so it never sends the purged op's vendor key again.
 		op := ins.op
 		op.Generation = *ins.tombstone + 1
-		op.VendorKey = VendorKey(p.params.TenantID, p.Key, p.Tool.Name, op.Generation)
+		op.VendorKey = vendorapi.VendorKey(p.params.TenantID, p.Key, p.Tool.Name, op.Generation)
 		if _, err := tx.Exec(ctx, sqlNextGeneration, op.ID, op.Generation, op.VendorKey); err != nil {
 			return nil, fmt.Errorf("outbox: move op past its key's purged generation: %w", err)
 		}
@@ -393,7 +401,7 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, row *opR
 	params := p.params
 	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, row.args,
 		p.Fingerprint[:], protocol.StatusPending, row.vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(),
-		row.sealed, row.trace, p.Tool.definition())
+		row.sealed, row.trace, toolDefinition(p.Tool))
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", unknownTenant(err, params.TenantID))
 	}
@@ -494,29 +502,34 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 		return res, ob.addJobTx(ctx, tx, op, batch)
 	}
 	res.Why = verdict.Hold.Why
-	return res, ob.holdTx(ctx, tx, op, p, verdict.Hold)
+	return res, ob.holdTx(ctx, tx, res, op, p, verdict.Hold)
 }
 
 // withOpAccount returns ctx carrying the vendor account the new op was accepted under
 // (WithAccount), for the vendor reads of the tool's ObjectArg.Tag and Price. An own key
 // is opened only for a tool that may read.
-func (ob *Outbox) withOpAccount(ctx context.Context, op *Op, tool Tool) (context.Context, error) {
+func (ob *Outbox) withOpAccount(ctx context.Context, op *Op, tool vendorapi.Tool) (context.Context, error) {
 	if op.VendorAccount == "" || (len(tool.Objects) == 0 && tool.Price == nil) {
-		return WithAccount(ctx, Account{Ref: op.VendorAccount}), nil
+		return vendorapi.WithAccount(ctx, vendorapi.Account{Ref: op.VendorAccount}), nil
 	}
 	acct, err := ob.accounts.Account(ctx, op.TenantID, op.Vendor, op.VendorAccount)
 	if err != nil {
 		return ctx, err
 	}
-	return WithAccount(ctx, acct), nil
+	return vendorapi.WithAccount(ctx, acct), nil
 }
 
 // holdTx makes a new op wait for a person: its status, its approval request and its
 // notification.
-func (ob *Outbox) holdTx(ctx context.Context, tx pgx.Tx, op *Op, p *Prepared, h *Hold) error {
-	if _, err := tx.Exec(ctx, sqlHoldOp, op.ID); err != nil {
-		return fmt.Errorf("outbox: hold op for approval: %w", err)
+func (ob *Outbox) holdTx(ctx context.Context, tx pgx.Tx, res *EnqueueResult, op *Op, p *Prepared, h *Hold) error {
+	held, err := ob.ops.Hold(ctx, tx, op.ID, map[string]string{"why": h.Why})
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
 	}
+	if held == nil {
+		return fmt.Errorf("outbox: hold op for approval: op %s is no longer pending", op.ID)
+	}
+	res.held = held
 	op.Status = protocol.StatusAwaitingApproval
 	if err := ob.requestApprovalTx(ctx, tx, op, h, p.params.TokenID); err != nil {
 		return err
@@ -548,7 +561,7 @@ type jobBatch struct{ jobs []river.InsertManyParams }
 // either way.
 func (ob *Outbox) addJobTx(ctx context.Context, tx pgx.Tx, op *Op, batch *jobBatch) error {
 	var job river.InsertManyParams
-	if op.Vendor == StepsVendor {
+	if op.Vendor == vendorapi.StepsVendor {
 		if _, err := tx.Exec(ctx, sqlStepRunInsert, op.ID); err != nil {
 			return fmt.Errorf("outbox: insert step run: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 func TestEnqueueNewThenReplay(t *testing.T) {
@@ -29,7 +30,7 @@ func TestEnqueueNewThenReplay(t *testing.T) {
 	require.False(t, first.Replayed)
 	require.Equal(t, "order-1", first.Op.Key, "surrounding white space is trimmed")
 	require.Equal(t, protocol.StatusPending, first.Op.Status)
-	require.Equal(t, outbox.VendorKey(tenant, "order-1", "test.echo", 0), first.Op.VendorKey)
+	require.Equal(t, vendorapi.VendorKey(tenant, "order-1", "test.echo", 0), first.Op.VendorKey)
 
 	// Same payload spelled differently: a replay.
 	again, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "order-1", Tool: "test.echo",
@@ -304,8 +305,8 @@ func TestEnqueueRefusesBadInputAndStoresNothing(t *testing.T) {
 		{"empty key", outbox.EnqueueParams{Key: "   ", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}, protocol.ErrInvalidKey, "is empty"},
 		{"long key", outbox.EnqueueParams{Key: string(make([]byte, 256)), Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}, protocol.ErrInvalidKey, ""},
 		{"unknown tool", outbox.EnqueueParams{Key: "k", Tool: "nope", Args: json.RawMessage(`{"n":1}`)}, outbox.ErrUnknownTool, `unknown tool "nope"`},
-		{"invalid args", outbox.EnqueueParams{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":-1}`)}, outbox.ErrInvalidArgs, "args.n: must be an integer"},
-		{"not json", outbox.EnqueueParams{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":`)}, outbox.ErrInvalidArgs, "args: is not valid JSON"},
+		{"invalid args", outbox.EnqueueParams{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":-1}`)}, vendorapi.ErrInvalidArgs, "args.n: must be an integer"},
+		{"not json", outbox.EnqueueParams{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":`)}, vendorapi.ErrInvalidArgs, "args: is not valid JSON"},
 	}
 	for _, tc := range cases {
 		tc.params.TenantID = tenant
@@ -329,7 +330,7 @@ func TestEnqueueRefusesWhatPostgresCannotStore(t *testing.T) {
 	} {
 		p.TenantID = tenant
 		_, err := e.ob.Enqueue(ctx, p)
-		require.ErrorIs(t, err, outbox.ErrInvalidArgs)
+		require.ErrorIs(t, err, vendorapi.ErrInvalidArgs)
 	}
 }
 

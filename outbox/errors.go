@@ -11,8 +11,6 @@ var (
 	ErrKeyConflict = errors.New("idempotency key reused with a different payload")
 	// ErrUnknownTool is returned for a tool name the registry does not know.
 	ErrUnknownTool = errors.New("unknown tool")
-	// ErrInvalidArgs is matched by every *ValidationError.
-	ErrInvalidArgs = errors.New("invalid tool arguments")
 	// ErrNotFound is returned when an op does not exist for the tenant asking.
 	ErrNotFound = errors.New("op not found")
 	// ErrWrongState is returned when an op is not in the state an action needs.
@@ -38,23 +36,6 @@ func (e *KeyConflictError) Error() string {
 
 // Is makes errors.Is(err, ErrKeyConflict) true.
 func (e *KeyConflictError) Is(target error) bool { return target == ErrKeyConflict }
-
-// ValidationError says which argument of a tool call is wrong and why.
-type ValidationError struct {
-	// Field is a dotted path into the request, such as "args.amount" or "args.to[2].email".
-	Field string
-	// Message is a human sentence fragment, such as "must be an integer greater than 0".
-	Message string
-	// Rule names the broken rule for a client to branch on, when it is one oncebox
-	// sets rather than the tool's schema (such as "tag_argument"); "" otherwise.
-	Rule string
-}
-
-// Error implements error.
-func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
-
-// Is makes errors.Is(err, ErrInvalidArgs) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalidArgs }
 
 // UnknownToolError names a tool the registry does not know.
 type UnknownToolError struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // ExampleOutbox_SweepOnce runs the sweeper in an Outbox: Config.Sweep configures it,
@@ -21,7 +22,7 @@ func ExampleOutbox_SweepOnce() {
 	if err != nil {
 		panic(err)
 	}
-	var vendors []outbox.Vendor // the stripe, sendgrid and webhook adapters
+	var vendors []vendorapi.Vendor // the stripe, sendgrid and webhook adapters
 
 	ob, err := outbox.New(outbox.Config{
 		Pool:    pool,

@@ -20,7 +20,7 @@ func (ob *Outbox) OpsForTest() *opstate.Machine { return ob.ops }
 
 // HoldGroupCommitsForTest makes every group commit call f when its calls are done and
 // before it sends COMMIT, for the tests that look at a group while it is open.
-func (ob *Outbox) HoldGroupCommitsForTest(f func()) { ob.group.beforeCommit = f }
+func (ob *Outbox) HoldGroupCommitsForTest(f func()) { ob.group.beforeCommit.Arm(f) }
 
 // GroupWaitingForTest is how many calls wait for a group commit.
 func (ob *Outbox) GroupWaitingForTest() int {

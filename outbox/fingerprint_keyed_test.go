@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // redactingTool is echoTool with a Redact, as the mail tool has.
-func redactingTool() outbox.Tool {
+func redactingTool() vendorapi.Tool {
 	t := echoTool("echo")
 	t.Name = "test.secret"
 	t.Redact = func(json.RawMessage) json.RawMessage { return json.RawMessage(`{"redacted":true}`) }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Gate decides what becomes of each new op: it runs, it waits for a person, or it is
@@ -23,7 +25,7 @@ type Gate interface {
 	// of an op that waits under policyVersion (Hold.PolicyVersion) is counted. It
 	// returns an error wrapping ErrPolicyChanged when the policy in force for the op's
 	// tool is no longer that one: the op keeps waiting.
-	CheckApproval(ctx context.Context, tx pgx.Tx, op *Op, tool Tool, policyVersion string) error
+	CheckApproval(ctx context.Context, tx pgx.Tx, op *Op, tool vendorapi.Tool, policyVersion string) error
 }
 
 // GateOp is a new op as the gate sees it.
@@ -31,7 +33,7 @@ type GateOp struct {
 	// Op is the op as inserted, pending.
 	Op *Op
 	// Tool is the op's tool.
-	Tool Tool
+	Tool vendorapi.Tool
 	// Args are the op's whole arguments (Op.Args may be their redacted form).
 	Args json.RawMessage
 	// TokenID is the API token that asked (0: none).
@@ -107,7 +109,7 @@ func (ToolRules) Admit(_ context.Context, _ pgx.Tx, op GateOp) (Verdict, error) 
 // approved here; one held under another policy (a tenant's rule, a budget, set by
 // governance) is refused with ErrPolicyChanged, since this gate cannot tell whether that
 // policy still holds.
-func (ToolRules) CheckApproval(_ context.Context, _ pgx.Tx, op *Op, tool Tool, policyVersion string) error {
+func (ToolRules) CheckApproval(_ context.Context, _ pgx.Tx, op *Op, tool vendorapi.Tool, policyVersion string) error {
 	if policyVersion == ToolRulesVersion && tool.NeedsApproval != nil {
 		return nil
 	}

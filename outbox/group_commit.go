@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncebox/oncebox/internal/testsignal"
 	"github.com/oncebox/oncebox/protocol"
 )
 
@@ -77,7 +78,7 @@ type committer struct {
 	open int
 	// beforeCommit, in tests, runs when a group's calls are done and its COMMIT is
 	// about to be sent.
-	beforeCommit func()
+	beforeCommit testsignal.Hook
 }
 
 func newCommitter(ob *Outbox, cfg GroupCommit) *committer {
@@ -209,9 +210,7 @@ func (c *committer) commit(group []*grouped) {
 			return
 		}
 	}
-	if c.beforeCommit != nil {
-		c.beforeCommit()
-	}
+	c.beforeCommit.Reached()
 	if err := tx.Commit(context.Background()); err != nil {
 		for i := range errs {
 			if errs[i] == nil {
@@ -259,7 +258,7 @@ func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*grouped) ([]*insertion, err
 		convs, calls, ttls = append(convs, p.params.ConversationID), append(calls, p.params.ToolCallID), append(ttls, p.Tool.TTL.Seconds())
 		sealed, traces = append(sealed, row.sealed), append(traces, row.trace)
 		var def *string
-		if d := p.Tool.definition(); d != nil {
+		if d := toolDefinition(p.Tool); d != nil {
 			def = new(string(d))
 		}
 		definitions, index = append(definitions, def), append(index, i)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // errRefusedForTest is refusalGate's refusal.
@@ -38,7 +39,7 @@ func (refusalGate) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outb
 	return outbox.Verdict{}, nil
 }
 
-func (refusalGate) CheckApproval(context.Context, pgx.Tx, *outbox.Op, outbox.Tool, string) error {
+func (refusalGate) CheckApproval(context.Context, pgx.Tx, *outbox.Op, vendorapi.Tool, string) error {
 	return nil
 }
 
@@ -362,7 +363,7 @@ func TestGroupCommitStoresWhatAnEnqueueAloneStores(t *testing.T) {
 			want = 5
 		}
 		require.Equal(t, want, a.res.Op.Generation, a.key)
-		require.Equal(t, outbox.VendorKey(e.tenant, a.key, "test.echo", want), a.res.Op.VendorKey, a.key)
+		require.Equal(t, vendorapi.VendorKey(e.tenant, a.key, "test.echo", want), a.res.Op.VendorKey, a.key)
 	}
 	for _, params := range calls(other) {
 		_, err := alone.Enqueue(ctx, params)

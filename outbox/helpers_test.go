@@ -11,11 +11,12 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // echoTool is a minimal tool for outbox's own tests: args {"n": integer >= 0}.
-func echoTool(vendor string) outbox.Tool {
-	return outbox.Tool{
+func echoTool(vendor string) vendorapi.Tool {
+	return vendorapi.Tool{
 		Name:   "test.echo",
 		Vendor: vendor,
 		Validate: func(args json.RawMessage) error {
@@ -23,10 +24,10 @@ func echoTool(vendor string) outbox.Tool {
 				N *float64 `json:"n"`
 			}
 			if err := json.Unmarshal(args, &a); err != nil {
-				return &outbox.ValidationError{Field: "args", Message: "must be a JSON object"}
+				return &vendorapi.ValidationError{Field: "args", Message: "must be a JSON object"}
 			}
 			if a.N == nil || *a.N < 0 || *a.N != float64(int64(*a.N)) {
-				return &outbox.ValidationError{Field: "args.n", Message: "must be an integer of at least 0"}
+				return &vendorapi.ValidationError{Field: "args.n", Message: "must be an integer of at least 0"}
 			}
 			return nil
 		},

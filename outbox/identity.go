@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // IdentityMatch is a call matched to an op by its tool's identity fields (Tool.Identity)
@@ -108,7 +109,7 @@ func (ob *Outbox) matchTx(ctx context.Context, tx pgx.Tx, params EnqueueParams, 
 // fullArgs returns the whole arguments of op, its tool being tool: its stored ones, or
 // the sealed copy for a tool that redacts them. ok is false when they are redacted and
 // no sealed copy can be opened.
-func (ob *Outbox) fullArgs(ctx context.Context, tx pgx.Tx, tool Tool, op *Op) (json.RawMessage, bool, error) {
+func (ob *Outbox) fullArgs(ctx context.Context, tx pgx.Tx, tool vendorapi.Tool, op *Op) (json.RawMessage, bool, error) {
 	if tool.Redact == nil {
 		return op.Args, true, nil
 	}

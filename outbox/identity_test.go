@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // noteTool is a tool whose ops are identified by "to" and "ref", with free "text" and
 // "subject" it redacts, for the identity tests.
-func noteTool() outbox.Tool {
-	return outbox.Tool{
+func noteTool() vendorapi.Tool {
+	return vendorapi.Tool{
 		Name: "test.note", Vendor: "echo", Identity: []string{"to", "ref"},
 		Validate: func(json.RawMessage) error { return nil },
 		Redact:   func(json.RawMessage) json.RawMessage { return json.RawMessage(`{"redacted":true}`) },

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 func TestNormalizeKey(t *testing.T) {
@@ -45,16 +45,16 @@ func TestNormalizeKey(t *testing.T) {
 
 func TestVendorKeyIsDeterministicAndFits(t *testing.T) {
 	t.Parallel()
-	a := outbox.VendorKey(1, "k", "stripe.refund", 0)
-	require.Equal(t, a, outbox.VendorKey(1, "k", "stripe.refund", 0))
-	require.LessOrEqual(t, len(outbox.VendorKey(1, strings.Repeat("x", 255), "step", 99)), 255)
+	a := vendorapi.VendorKey(1, "k", "stripe.refund", 0)
+	require.Equal(t, a, vendorapi.VendorKey(1, "k", "stripe.refund", 0))
+	require.LessOrEqual(t, len(vendorapi.VendorKey(1, strings.Repeat("x", 255), "step", 99)), 255)
 	for _, other := range []string{
-		outbox.VendorKey(2, "k", "stripe.refund", 0),
-		outbox.VendorKey(1, "k2", "stripe.refund", 0),
-		outbox.VendorKey(1, "k", "stripe.payment_intent", 0),
-		outbox.VendorKey(1, "k", "stripe.refund", 1),
+		vendorapi.VendorKey(2, "k", "stripe.refund", 0),
+		vendorapi.VendorKey(1, "k2", "stripe.refund", 0),
+		vendorapi.VendorKey(1, "k", "stripe.payment_intent", 0),
+		vendorapi.VendorKey(1, "k", "stripe.refund", 1),
 		// No ambiguity from concatenation.
-		outbox.VendorKey(1, "k\x00stripe.refund", "", 0),
+		vendorapi.VendorKey(1, "k\x00stripe.refund", "", 0),
 	} {
 		require.NotEqual(t, a, other)
 	}

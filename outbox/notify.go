@@ -21,6 +21,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/internal/sameorigin"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // NotifyQueue is the River queue of approval notifications.
@@ -91,7 +92,7 @@ type notification struct {
 
 // notifyTx inserts the notification job of an op that starts waiting, in its
 // transaction.
-func (ob *Outbox) notifyTx(ctx context.Context, tx pgx.Tx, op *Op, tool Tool, args json.RawMessage, why string) error {
+func (ob *Outbox) notifyTx(ctx context.Context, tx pgx.Tx, op *Op, tool vendorapi.Tool, args json.RawMessage, why string) error {
 	if ob.cfg.Notify == nil {
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // The defaults of Config and QueueConfig. They are stated here once: the server's
@@ -52,7 +53,7 @@ type Config struct {
 	Tools *Registry
 	// Vendors are the vendor adapters ops are dispatched to. With none the Outbox can
 	// enqueue but works no jobs (an insert-only client, for callers embedding the library).
-	Vendors []Vendor
+	Vendors []vendorapi.Vendor
 	// Queues configures each vendor's queue by vendor name. Defaults to
 	// QueueConfig defaults for every vendor.
 	Queues map[string]QueueConfig
@@ -323,7 +324,7 @@ type Outbox struct {
 	cfg     Config
 	pool    *pgxpool.Pool
 	river   *river.Client[pgx.Tx]
-	vendors map[string]Vendor
+	vendors map[string]vendorapi.Vendor
 	logger  *slog.Logger
 	sealer  *sealer
 	// accounts opens the keys of the ops sent with their tenant's own key.
@@ -376,7 +377,7 @@ func New(cfg Config) (*Outbox, error) {
 // newOutbox builds the Outbox of a valid configuration, without its River client: its
 // op state machine, vendors, sealer and sweeper.
 func newOutbox(c Config) (*Outbox, error) {
-	ob := &Outbox{cfg: c, pool: c.Pool, vendors: map[string]Vendor{}, logger: c.Logger}
+	ob := &Outbox{cfg: c, pool: c.Pool, vendors: map[string]vendorapi.Vendor{}, logger: c.Logger}
 	if c.TracerProvider != nil {
 		ob.tracer = c.TracerProvider.Tracer(tracing.ScopeName)
 	}

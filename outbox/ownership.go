@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // checkObjects refuses a new call that names an object (Tool.Objects) which is not the
@@ -26,7 +27,7 @@ func (ob *Outbox) checkObjects(ctx context.Context, tx pgx.Tx, p *Prepared, op *
 	}
 	var args map[string]json.RawMessage
 	if err := json.Unmarshal(p.Args, &args); err != nil {
-		return &ValidationError{Field: "args", Message: "must be a JSON object"}
+		return &vendorapi.ValidationError{Field: "args", Message: "must be a JSON object"}
 	}
 	for _, o := range p.Tool.Objects {
 		id, ok := objectID(args[o.Arg])
@@ -46,7 +47,7 @@ func (ob *Outbox) checkObjects(ctx context.Context, tx pgx.Tx, p *Prepared, op *
 
 // checkNotOthers refuses, on an account the tenant owns wholesale, an object another
 // tenant's op made or another tenant adopted (the account was that tenant's before).
-func checkNotOthers(ctx context.Context, tx pgx.Tx, tenantID int64, vendor string, o ObjectArg, id string) error {
+func checkNotOthers(ctx context.Context, tx pgx.Tx, tenantID int64, vendor string, o vendorapi.ObjectArg, id string) error {
 	var others bool
 	if err := tx.QueryRow(ctx, sqlObjectOthers, tenantID, vendor, id).Scan(&others); err != nil {
 		return fmt.Errorf("outbox: read whether another tenant has the object: %w", err)
@@ -59,7 +60,7 @@ func checkNotOthers(ctx context.Context, tx pgx.Tx, tenantID int64, vendor strin
 
 // checkObject says whether the object id named by o is the tenant's, in order: made by
 // one of its ops or adopted by it, else tagged by the vendor with one of its ops.
-func (ob *Outbox) checkObject(ctx context.Context, tx pgx.Tx, tenantID int64, vendor string, o ObjectArg, id string) error {
+func (ob *Outbox) checkObject(ctx context.Context, tx pgx.Tx, tenantID int64, vendor string, o vendorapi.ObjectArg, id string) error {
 	var owned bool
 	if err := tx.QueryRow(ctx, sqlObjectOwned, tenantID, vendor, id).Scan(&owned); err != nil {
 		return fmt.Errorf("outbox: read the tenant's objects: %w", err)

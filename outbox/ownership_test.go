@@ -9,13 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // actTool is a tool of vendor "things" that acts on the existing object named by its
 // argument thing, asking tag when the tenant's ops and adoptions do not name it.
-func actTool(tag func(context.Context, string) (string, error)) outbox.Tool {
-	return outbox.Tool{Name: "test.act", Vendor: "things", Validate: func(json.RawMessage) error { return nil },
-		Objects: []outbox.ObjectArg{{Arg: "thing", Tag: tag}}}
+func actTool(tag func(context.Context, string) (string, error)) vendorapi.Tool {
+	return vendorapi.Tool{Name: "test.act", Vendor: "things", Validate: func(json.RawMessage) error { return nil },
+		Objects: []vendorapi.ObjectArg{{Arg: "thing", Tag: tag}}}
 }
 
 // TestObjectsOfAnOpStayTheTenantsAfterThePurge: an object made by acme's op may be acted
@@ -114,10 +115,10 @@ func TestObjectTaggedByTheVendor(t *testing.T) {
 func TestRegistryChecksObjects(t *testing.T) {
 	t.Parallel()
 	tool := actTool(nil)
-	tool.Objects = append(tool.Objects, outbox.ObjectArg{Arg: "thing"})
+	tool.Objects = append(tool.Objects, vendorapi.ObjectArg{Arg: "thing"})
 	_, err := outbox.NewRegistry(tool)
 	require.EqualError(t, err, `tool "test.act": Objects names "thing" twice`)
-	tool.Objects = []outbox.ObjectArg{{}}
+	tool.Objects = []vendorapi.ObjectArg{{}}
 	_, err = outbox.NewRegistry(tool)
 	require.EqualError(t, err, `tool "test.act": Objects names an empty argument`)
 }

@@ -75,10 +75,6 @@ SELECT c.n, (SELECT t.generation FROM oncebox_tombstone t WHERE t.tenant_id = c.
 	` + sqlInstallationVersion + `, ins.*
 FROM ins JOIN c ON c.tenant_id = ins.tenant_id AND c.idempotency_key = ins.idempotency_key`
 
-// sqlHoldOp makes a new op, inserted pending in the enqueue's transaction, wait for a
-// person's approval (the gate's verdict).
-const sqlHoldOp = `UPDATE oncebox_op SET status = 'awaiting_approval' WHERE id = $1::uuid`
-
 // sqlDeleteRefusedOp removes a new op the gate refused, in the enqueue's transaction,
 // so that a refusal records nothing in the caller's transaction either.
 const sqlDeleteRefusedOp = `DELETE FROM oncebox_op WHERE id = $1::uuid`

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/internal/money"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Payment is what oncebox's own records say of the payment a refund gives money back
@@ -56,7 +57,7 @@ func LookupPayment(ctx context.Context, q Querier, reg *Registry, tenantID int64
 }
 
 // paymentOf is LookupPayment with the tool looked up, reading with q.
-func paymentOf(ctx context.Context, q Querier, reg *Registry, tenantID int64, tool Tool, args json.RawMessage) (*Payment, error) {
+func paymentOf(ctx context.Context, q Querier, reg *Registry, tenantID int64, tool vendorapi.Tool, args json.RawMessage) (*Payment, error) {
 	if tool.RefundOf == "" {
 		return nil, nil
 	}
@@ -88,7 +89,7 @@ func paymentOf(ctx context.Context, q Querier, reg *Registry, tenantID int64, to
 }
 
 // refunded sums the tenant's succeeded ops of tool that refund p.
-func refunded(ctx context.Context, q Querier, tenantID int64, tool Tool, p *Payment) (int64, error) {
+func refunded(ctx context.Context, q Querier, tenantID int64, tool vendorapi.Tool, p *Payment) (int64, error) {
 	rows, err := q.Query(ctx, sqlRefundsOf, tenantID, tool.Name, tool.RefundOf, p.Ref)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: read the refunds of %s: %w", p.Ref, err)

@@ -9,11 +9,12 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // approvalTool is echoTool waiting for approval, with a Redact that is deliberately
 // not idempotent (it wraps the args once more on every call) and counts its calls.
-func approvalTool(calls *int) outbox.Tool {
+func approvalTool(calls *int) vendorapi.Tool {
 	t := echoTool("echo")
 	t.NeedsApproval = func(json.RawMessage) bool { return true }
 	t.Redact = func(args json.RawMessage) json.RawMessage {

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // maxRelated bounds the refunds Related lists.
@@ -64,7 +66,7 @@ func (ob *Outbox) Related(ctx context.Context, tenantID int64, op *Op) (*Related
 
 // namedObject is the object a refund's arguments name: its RefundOf argument, else the
 // first of its Objects that is set.
-func namedObject(tool Tool, args json.RawMessage) string {
+func namedObject(tool vendorapi.Tool, args json.RawMessage) string {
 	var named map[string]any
 	_ = json.Unmarshal(args, &named)
 	for _, arg := range append([]string{tool.RefundOf}, objectArgs(tool)...) {
@@ -76,7 +78,7 @@ func namedObject(tool Tool, args json.RawMessage) string {
 }
 
 // objectArgs names the arguments of tool that name objects (Tool.Objects).
-func objectArgs(tool Tool) []string {
+func objectArgs(tool vendorapi.Tool) []string {
 	out := make([]string, 0, len(tool.Objects))
 	for _, o := range tool.Objects {
 		out = append(out, o.Arg)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -52,7 +53,7 @@ func TestReusedKeyAfterPurgeStartsPastTheLastGeneration(t *testing.T) {
 	tenant := newTenant(t, e.pool, "acme")
 	first, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
-	require.Equal(t, outbox.VendorKey(tenant, "k", "test.echo", 0), first.Op.VendorKey)
+	require.Equal(t, vendorapi.VendorKey(tenant, "k", "test.echo", 0), first.Op.VendorKey)
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', generation = 2, expires_at = now() - interval '1 minute' WHERE id = $1`, first.Op.ID)
 	require.NoError(t, err)
 	st, err := e.ob.Purge(ctx, outbox.PurgeConfig{})
@@ -63,14 +64,14 @@ func TestReusedKeyAfterPurgeStartsPastTheLastGeneration(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, again.ExpiryCollision)
 	require.Equal(t, 3, again.Op.Generation)
-	want := outbox.VendorKey(tenant, "k", "test.echo", 3)
+	want := vendorapi.VendorKey(tenant, "k", "test.echo", 3)
 	require.Equal(t, want, again.Op.VendorKey)
 	stored, err := e.ob.Get(ctx, tenant, "k")
 	require.NoError(t, err)
 	require.Equal(t, 3, stored.Generation)
 	require.Equal(t, want, stored.VendorKey, "the stored vendor key is the new generation's")
 	for g := 0; g <= 2; g++ {
-		require.NotEqual(t, outbox.VendorKey(tenant, "k", "test.echo", g), stored.VendorKey)
+		require.NotEqual(t, vendorapi.VendorKey(tenant, "k", "test.echo", g), stored.VendorKey)
 	}
 
 	// Purged again: the tombstone keeps the later generation.
@@ -94,7 +95,7 @@ func TestTTLBelowTheVendorsKeyWindowIsRefused(t *testing.T) {
 	tool.TTL = time.Hour
 	reg, err := outbox.NewRegistry(tool)
 	require.NoError(t, err)
-	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true})
+	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true})
 	var te *outbox.TTLError
 	require.True(t, errors.As(err, &te), "got %v", err)
 	require.Equal(t, 24*time.Hour, te.Window)
@@ -103,6 +104,6 @@ func TestTTLBelowTheVendorsKeyWindowIsRefused(t *testing.T) {
 	tool.TTL = 24 * time.Hour
 	reg, err = outbox.NewRegistry(tool)
 	require.NoError(t, err)
-	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true})
+	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true})
 	require.NoError(t, err)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // ReviewItem is one op waiting for a person's decision.
@@ -102,7 +103,7 @@ func (ob *Outbox) ReleaseForResend(ctx context.Context, tenantID int64, key, rea
 			bump := newKey || op.staleKey
 			detail["new_key"] = bump
 			if bump {
-				c.NewVendorKey = VendorKey(tenantID, op.key, op.tool, op.generation+1)
+				c.NewVendorKey = vendorapi.VendorKey(tenantID, op.key, op.tool, op.generation+1)
 				detail["generation"] = op.generation + 1
 			}
 		})

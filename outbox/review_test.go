@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
@@ -32,7 +33,7 @@ func manualEvent(t *testing.T, e *sweepEnv, id string) (map[string]any, string) 
 func TestManualResolutions(t *testing.T) {
 	t.Parallel()
 	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	ctx := context.Background()
 	ok := e.seedUnknown(t, "ok", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	bad := e.seedUnknown(t, "bad", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
@@ -62,7 +63,7 @@ func TestManualResolutions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Equal(t, 1, got.Generation)
-	require.Equal(t, outbox.VendorKey(e.tenant, "again", protocol.ToolWebhookPost, 1), got.VendorKey)
+	require.Equal(t, vendorapi.VendorKey(e.tenant, "again", protocol.ToolWebhookPost, 1), got.VendorKey)
 	d, actor = manualEvent(t, e, again.ID)
 	require.Equal(t, "bob", actor)
 	require.Equal(t, true, d["new_key"])
@@ -83,7 +84,7 @@ func TestManualResolutions(t *testing.T) {
 	e.waitStatus(t, again.ID, protocol.StatusSucceeded)
 	effects := fake.EffectsFor(again.ID)
 	require.Len(t, effects, 1)
-	require.Equal(t, outbox.VendorKey(e.tenant, "again", protocol.ToolWebhookPost, 1), effects[0].Key)
+	require.Equal(t, vendorapi.VendorKey(e.tenant, "again", protocol.ToolWebhookPost, 1), effects[0].Key)
 	require.Empty(t, fake.EffectsFor(bad.ID))
 }
 
@@ -93,7 +94,7 @@ func TestManualResolutions(t *testing.T) {
 func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	ctx := context.Background()
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
@@ -115,7 +116,7 @@ func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 		},
 	} {
 		err := resolve()
-		require.ErrorIs(t, err, outbox.ErrInvalidArgs, name)
+		require.ErrorIs(t, err, vendorapi.ErrInvalidArgs, name)
 	}
 	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 }

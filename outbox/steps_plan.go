@@ -6,6 +6,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // stepOp is what the planner knows of a step's op (nil: none under its key yet).
@@ -39,7 +40,7 @@ type stepPlan struct {
 // stepInput is everything a plan is made from: no I/O, so planSteps has table tests.
 type stepInput struct {
 	ParentID string
-	Steps    []Step
+	Steps    []vendorapi.Step
 	Args     json.RawMessage
 	State    opstate.StepState
 	// FailedStep is the run's failed step (in compensating).
@@ -180,7 +181,7 @@ func purgedWhy(what string) string {
 
 func succeeded(op *stepOp) bool { return op != nil && op.Status == protocol.StatusSucceeded }
 
-func indexOf(steps []Step, name string) int {
+func indexOf(steps []vendorapi.Step, name string) int {
 	for i, s := range steps {
 		if s.Name == name {
 			return i

@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // TestPlanStepsNeverRedoesOrSkipsAPurgedStep (issue 42, item 1): a step whose op was
@@ -17,8 +18,8 @@ import (
 func TestPlanStepsNeverRedoesOrSkipsAPurgedStep(t *testing.T) {
 	t.Parallel()
 	const parent = "00000000-0000-4000-8000-000000000001"
-	steps := []Step{
-		{Name: "charge", Tool: "pay.charge", Compensate: &StepCall{Tool: "pay.refund", Args: json.RawMessage(`{}`)}},
+	steps := []vendorapi.Step{
+		{Name: "charge", Tool: "pay.charge", Compensate: &vendorapi.StepCall{Tool: "pay.refund", Args: json.RawMessage(`{}`)}},
 		{Name: "wipe", Tool: "crm.wipe"},
 	}
 	done := func(key string) *stepOp { return &stepOp{ID: key, Key: key, Status: protocol.StatusSucceeded} }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // StepNotRun is the status a StepRef shows for a step that has no op (yet, or at all:
@@ -15,7 +16,7 @@ const StepNotRun = "not_run"
 // StepsOf returns the steps of the tenant's composite op op, each with its op, then
 // its compensations that have an op; nil for an op of any other tool.
 func (ob *Outbox) StepsOf(ctx context.Context, op *Op) ([]protocol.StepRef, error) {
-	if op.Vendor != StepsVendor {
+	if op.Vendor != vendorapi.StepsVendor {
 		return nil, nil
 	}
 	return ob.stepRefs(ctx, ob.pool, op)
@@ -27,7 +28,7 @@ func (ob *Outbox) stepRefs(ctx context.Context, q Querier, parent *Op) ([]protoc
 	if err := q.QueryRow(ctx, sqlParentSteps, parent.ID).Scan(&def, &state, &failed); err != nil {
 		return nil, fmt.Errorf("outbox: read composite op's steps: %w", err)
 	}
-	var steps []Step
+	var steps []vendorapi.Step
 	if err := json.Unmarshal(def, &steps); err != nil {
 		return nil, fmt.Errorf("outbox: the steps stored with composite op %s are not readable: %w", parent.ID, err)
 	}

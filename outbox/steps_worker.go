@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // StepsArgs is the River job that advances a composite op's steps: one job per
@@ -149,7 +150,7 @@ func (ob *Outbox) enqueueStep(ctx context.Context, tx pgx.Tx, parent *Op, c *ste
 		return "", sp.Commit(ctx)
 	}
 	_ = sp.Rollback(ctx)
-	if errors.Is(err, ErrInvalidArgs) || errors.Is(err, ErrUnknownTool) || errors.Is(err, ErrKeyConflict) || errors.Is(err, ErrNotOwned) {
+	if errors.Is(err, vendorapi.ErrInvalidArgs) || errors.Is(err, ErrUnknownTool) || errors.Is(err, ErrKeyConflict) || errors.Is(err, ErrNotOwned) {
 		return err.Error(), nil
 	}
 	ob.logger.Warn("a step's op could not be enqueued; the step waits", slog.String("op_id", parent.ID),
@@ -200,7 +201,7 @@ func (ob *Outbox) applyStepPlan(ctx context.Context, tx pgx.Tx, parent *Op, in s
 }
 
 // lockParent reads and locks a composite op and the steps it was accepted with.
-func (ob *Outbox) lockParent(ctx context.Context, tx pgx.Tx, opID string) (*Op, []Step, error) {
+func (ob *Outbox) lockParent(ctx context.Context, tx pgx.Tx, opID string) (*Op, []vendorapi.Step, error) {
 	op := &Op{}
 	var def []byte
 	err := tx.QueryRow(ctx, sqlParentForUpdate, opID).Scan(append(op.scanDest(), &def)...)
@@ -211,7 +212,7 @@ func (ob *Outbox) lockParent(ctx context.Context, tx pgx.Tx, opID string) (*Op, 
 		return nil, nil, fmt.Errorf("outbox: lock composite op: %w", err)
 	}
 	op.fromScan()
-	var steps []Step
+	var steps []vendorapi.Step
 	if err := json.Unmarshal(def, &steps); err != nil {
 		return nil, nil, fmt.Errorf("outbox: the steps stored with composite op %s are not readable: %w", opID, err)
 	}

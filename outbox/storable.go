@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // MaxJSONDepth bounds how deeply stored JSON may nest: Postgres' JSON parser recurses,
@@ -25,7 +27,7 @@ const (
 // input is refused as invalid instead of failing in the database.
 func CheckStorableJSON(field string, doc []byte) error {
 	if !utf8.Valid(doc) {
-		return &ValidationError{Field: field, Message: "must be valid UTF-8"}
+		return &vendorapi.ValidationError{Field: field, Message: "must be valid UTF-8"}
 	}
 	depth := 0
 	for i := 0; i < len(doc); i++ {
@@ -33,14 +35,14 @@ func CheckStorableJSON(field string, doc []byte) error {
 		case c == '{' || c == '[':
 			depth++
 			if depth > MaxJSONDepth {
-				return &ValidationError{Field: field, Message: fmt.Sprintf("nests deeper than %d levels", MaxJSONDepth)}
+				return &vendorapi.ValidationError{Field: field, Message: fmt.Sprintf("nests deeper than %d levels", MaxJSONDepth)}
 			}
 		case c == '}' || c == ']':
 			depth--
 		case c == '"':
 			end, msg := scanString(doc, i+1)
 			if msg != "" {
-				return &ValidationError{Field: field, Message: msg}
+				return &vendorapi.ValidationError{Field: field, Message: msg}
 			}
 			i = end
 		case c == '-' || c >= '0' && c <= '9':
@@ -49,7 +51,7 @@ func CheckStorableJSON(field string, doc []byte) error {
 				end++
 			}
 			if msg := checkNumber(string(doc[i:end])); msg != "" {
-				return &ValidationError{Field: field, Message: msg}
+				return &vendorapi.ValidationError{Field: field, Message: msg}
 			}
 			i = end - 1
 		}
@@ -173,10 +175,10 @@ func outOfRange(lit string) string {
 // character U+0000. field names it in the *ValidationError.
 func CheckStorableText(field, s string) error {
 	if !utf8.ValidString(s) {
-		return &ValidationError{Field: field, Message: "must be valid UTF-8"}
+		return &vendorapi.ValidationError{Field: field, Message: "must be valid UTF-8"}
 	}
 	if strings.ContainsRune(s, 0) {
-		return &ValidationError{Field: field, Message: "must not contain the character U+0000"}
+		return &vendorapi.ValidationError{Field: field, Message: "must not contain the character U+0000"}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // TestCheckStorableJSONAgreesWithPostgres: for documents at and around every limit,
@@ -36,7 +37,7 @@ func TestCheckStorableJSONAgreesWithPostgres(t *testing.T) {
 		ourErr := outbox.CheckStorableJSON("args", []byte(doc))
 		require.Equal(t, pgErr == nil, ourErr == nil, "%s: postgres %v, check %v", short, pgErr, ourErr)
 		if ourErr != nil {
-			require.ErrorIs(t, ourErr, outbox.ErrInvalidArgs)
+			require.ErrorIs(t, ourErr, vendorapi.ErrInvalidArgs)
 		}
 	}
 	require.Error(t, outbox.CheckStorableJSON("args", []byte(strings.Repeat("[", 65)+strings.Repeat("]", 65))), "nesting is bounded")

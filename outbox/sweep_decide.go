@@ -9,13 +9,14 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // lookupAnswer is what the sweeper learned about one unknown op: the op as it stood, and
 // the vendor's answer to the lookup or why none came.
 type lookupAnswer struct {
 	c   *candidate
-	res *LookupResult
+	res *vendorapi.LookupResult
 	err error
 	// askedAt is when the vendor was asked; lag is its lookup lag and jobTimeout its
 	// dispatch job timeout (a dead worker's request may have been sent until then).
@@ -77,7 +78,7 @@ func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 	// Cannot ask.
 	if a.err != nil {
 		detail["error"] = a.err.Error()
-		if errors.Is(a.err, ErrLookupUnavailable) {
+		if errors.Is(a.err, vendorapi.ErrLookupUnavailable) {
 			return toReview(SweepLookupUnavailable)
 		}
 		return checkLater(SweepLookupFailed, p.now.Add(p.retryLookupAfter))
@@ -86,7 +87,7 @@ func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 	// Only an object tagged with this op is its outcome: one tagged for another op, or
 	// carrying no tag at all, is never adopted, whatever an adapter's own filter let
 	// through.
-	var objects []VendorObject
+	var objects []vendorapi.VendorObject
 	for _, o := range a.res.Objects {
 		if o.OpID == c.id {
 			objects = append(objects, o)
@@ -128,7 +129,7 @@ func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 		// would only replay that failure.
 		detail["generation"] = c.generation + 1
 		d := change(SweepResendNewKey, protocol.StatusPending)
-		d.change.NewVendorKey = VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
+		d.change.NewVendorKey = vendorapi.VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
 		return d
 	}
 	return change(SweepResend, protocol.StatusPending)
@@ -136,7 +137,7 @@ func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 
 // adopt records the one object the vendor holds as the op's outcome: failed when the
 // vendor's adapter says the object records a refusal, succeeded otherwise.
-func adopt(obj VendorObject, change func(string, protocol.Status) sweepDecision) sweepDecision {
+func adopt(obj vendorapi.VendorObject, change func(string, protocol.Status) sweepDecision) sweepDecision {
 	summary := obj.Summary
 	if len(summary) == 0 || !json.Valid(summary) {
 		summary, _ = json.Marshal(map[string]string{"id": obj.ID})

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // TestDecide tables the reconciler's decision from a lookup's answer (exactly one object,
@@ -23,10 +24,12 @@ func TestDecide(t *testing.T) {
 		return &candidate{id: "op-1", key: "k", tool: "stripe.payment_intent", vendor: "stripe", tenantID: 7,
 			status: protocol.StatusUnknown, attempts: 1, createdAt: finished.Add(-time.Minute), lastFinished: &finished}
 	}
-	obj := func(id string) VendorObject {
-		return VendorObject{ID: id, OpID: "op-1", Status: "succeeded", Summary: json.RawMessage(`{"id":"` + id + `"}`)}
+	obj := func(id string) vendorapi.VendorObject {
+		return vendorapi.VendorObject{ID: id, OpID: "op-1", Status: "succeeded", Summary: json.RawMessage(`{"id":"` + id + `"}`)}
 	}
-	found := func(objs ...VendorObject) *LookupResult { return &LookupResult{Objects: objs} }
+	found := func(objs ...vendorapi.VendorObject) *vendorapi.LookupResult {
+		return &vendorapi.LookupResult{Objects: objs}
+	}
 	base := sweepPolicy{now: now, retryLookupAfter: time.Minute, maxAttempts: 10, resendOnNone: true}
 
 	type want struct {
@@ -71,7 +74,7 @@ func TestDecide(t *testing.T) {
 		{name: "none after the lag, attempts exhausted", answer: func(a *lookupAnswer) { a.res = found() },
 			op:   func(c *candidate) { c.attempts = 10 },
 			want: want{name: SweepAttemptsExhausted, to: protocol.StatusNeedsReview}},
-		{name: "cannot ask", answer: func(a *lookupAnswer) { a.err = fmt.Errorf("no add-on: %w", ErrLookupUnavailable) },
+		{name: "cannot ask", answer: func(a *lookupAnswer) { a.err = fmt.Errorf("no add-on: %w", vendorapi.ErrLookupUnavailable) },
 			want: want{name: SweepLookupUnavailable, to: protocol.StatusNeedsReview}},
 		{name: "lookup failed", answer: func(a *lookupAnswer) { a.err = errors.New("rate limited") },
 			want: want{name: SweepLookupFailed, to: protocol.StatusUnknown, nextCheck: now.Add(time.Minute)}},
@@ -102,7 +105,7 @@ func TestDecide(t *testing.T) {
 				require.Contains(t, string(ch.Error), SweepRefused)
 			}
 			if tc.want.newKey {
-				require.Equal(t, VendorKey(7, "k", "stripe.payment_intent", 1), ch.NewVendorKey)
+				require.Equal(t, vendorapi.VendorKey(7, "k", "stripe.payment_intent", 1), ch.NewVendorKey)
 			}
 		})
 	}

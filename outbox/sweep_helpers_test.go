@@ -16,6 +16,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -59,13 +60,13 @@ type sweepEnv struct {
 
 // newSweepEnv builds an Outbox with the given vendors and sweep configuration (not
 // started).
-func newSweepEnv(t *testing.T, vendors []outbox.Vendor, sweep outbox.SweepConfig) *sweepEnv {
+func newSweepEnv(t *testing.T, vendors []vendorapi.Vendor, sweep outbox.SweepConfig) *sweepEnv {
 	t.Helper()
 	return newSweepEnvFrom(t, vendors, outbox.Config{Sweep: sweep})
 }
 
 // newSweepEnvFrom is newSweepEnv with more of the Outbox's configuration (its Logger).
-func newSweepEnvFrom(t *testing.T, vendors []outbox.Vendor, base outbox.Config) *sweepEnv {
+func newSweepEnvFrom(t *testing.T, vendors []vendorapi.Vendor, base outbox.Config) *sweepEnv {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	obs := newCountObserver()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
@@ -22,7 +23,7 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	fake, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{StuckMargin: time.Second})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{StuckMargin: time.Second})
 
 	deleted := e.enqueue(t, "deleted", "webhook.post", hookArgs(1))
 	discarded := e.enqueue(t, "discarded", "webhook.post", hookArgs(2))

@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // The decisions a sweep takes, as recorded in op events (detail "decision") and passed
@@ -432,10 +433,10 @@ func (sw *sweeper) lookup(ctx context.Context, c *candidate) lookupAnswer {
 	a.lag = vendor.LookupLag()
 	acct, err := sw.ob.accounts.Account(ctx, c.tenantID, c.vendor, c.vendorAccount)
 	if err != nil {
-		a.err = fmt.Errorf("%w: %w", ErrLookupUnavailable, err)
+		a.err = fmt.Errorf("%w: %w", vendorapi.ErrLookupUnavailable, err)
 		return a
 	}
-	a.res, a.err = vendor.Lookup(ctx, LookupParams{
+	a.res, a.err = vendor.Lookup(ctx, vendorapi.LookupParams{
 		OpID: c.id, TenantID: c.tenantID, Tool: c.tool, Args: c.args, VendorRef: c.vendorRef, Since: c.since(),
 		LastSent: c.lastSent(a.jobTimeout), Account: acct,
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
@@ -39,7 +40,7 @@ func (r *nestingRedactor) redact(args json.RawMessage) json.RawMessage {
 // newRedactingEnv is newSweepEnv with a webhook.post that redacts (through r) and, when
 // sealKey is set, an Outbox that seals the full args: the stored args are then the
 // redacted form from the start.
-func newRedactingEnv(t *testing.T, v outbox.Vendor, r *nestingRedactor, sealKey []byte) *sweepEnv {
+func newRedactingEnv(t *testing.T, v vendorapi.Vendor, r *nestingRedactor, sealKey []byte) *sweepEnv {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	builtin := tools.Builtin(tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}})
@@ -51,7 +52,7 @@ func newRedactingEnv(t *testing.T, v outbox.Vendor, r *nestingRedactor, sealKey 
 	reg, err := outbox.NewRegistry(builtin...)
 	require.NoError(t, err)
 	obs := newCountObserver()
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{v}, TestOnly: true, SealKey: sealKey,
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, SealKey: sealKey,
 		Queues: map[string]outbox.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}}, Sweep: outbox.SweepConfig{Observer: obs}})
 	require.NoError(t, err)
 	var tenant int64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
@@ -35,7 +36,7 @@ func mailArgs() map[string]any {
 func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 500*time.Millisecond, time.Second)
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	e.start(t)
 
 	fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
@@ -55,7 +56,7 @@ func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 		return got.Status != protocol.StatusUnknown
 	}, 10*time.Second, 100*time.Millisecond)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
-	msgs := fake.ByCustomArg(outbox.TagKey, op.ID)
+	msgs := fake.ByCustomArg(vendorapi.TagKey, op.ID)
 	require.Len(t, msgs, 1)
 	require.Equal(t, 1, fake.SendCount(), "one email, never resent")
 	evs := e.reconcileEvents(t, op.ID)
@@ -66,7 +67,7 @@ func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 func TestSendGridReallyLostMessageIsResentOnce(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 0, 300*time.Millisecond)
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	// The send never reached SendGrid, but the worker could not know.
 	op := e.seedUnknown(t, "mail-lost", protocol.ToolMail, mailArgs(), 2*time.Second, false)
 
@@ -77,7 +78,7 @@ func TestSendGridReallyLostMessageIsResentOnce(t *testing.T) {
 	e.start(t)
 	e.waitStatus(t, op.ID, protocol.StatusSucceeded)
 	require.Equal(t, 1, fake.SendCount())
-	require.Len(t, fake.ByCustomArg(outbox.TagKey, op.ID), 1)
+	require.Len(t, fake.ByCustomArg(vendorapi.TagKey, op.ID), 1)
 	// Another sweep finds nothing to do.
 	require.Equal(t, 0, e.sweep(t).Looked)
 }
@@ -86,7 +87,7 @@ func TestSendGridWithoutActivityAddOnNeedsReview(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 0, time.Second)
 	fake.SetActivityForbidden(true)
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "mail-403", protocol.ToolMail, mailArgs(), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)

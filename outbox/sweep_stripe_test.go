@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -31,7 +32,7 @@ func piArgs(amount int64) map[string]any {
 func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 
 	// The op's key was first sent a day ago (its earlier attempts were refused before
 	// Stripe ran them), so Stripe no longer deduplicates it and the worker may not
@@ -50,7 +51,7 @@ func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Succeeded)
-	pis, _ := fake.ByTag(outbox.TagKey, op.ID)
+	pis, _ := fake.ByTag(vendorapi.TagKey, op.ID)
 	require.Len(t, pis, 1)
 	got := e.get(t, op.ID)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
@@ -63,10 +64,10 @@ func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 func TestStripeTwoTaggedPaymentIntentsNeedReview(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "pay-dup", protocol.ToolPaymentIntent, piArgs(500), time.Minute, false)
-	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{outbox.TagKey: op.ID}})
-	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{outbox.TagKey: op.ID}})
+	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{vendorapi.TagKey: op.ID}})
+	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{vendorapi.TagKey: op.ID}})
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Duplicates)
@@ -80,11 +81,11 @@ func TestStripeTwoTaggedPaymentIntentsNeedReview(t *testing.T) {
 func TestStripeDeclinedPaymentIntentIsAFailure(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	args := map[string]any{"amount": 700, "currency": "usd", "confirm": true, "payment_method": "pm_card_chargeDeclined"}
 	op := e.seedUnknown(t, "pay-declined", protocol.ToolPaymentIntent, args, time.Minute, false)
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 700, Status: "requires_payment_method",
-		PaymentMethod: "pm_card_chargeDeclined", Metadata: map[string]string{outbox.TagKey: op.ID}})
+		PaymentMethod: "pm_card_chargeDeclined", Metadata: map[string]string{vendorapi.TagKey: op.ID}})
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Failed)
@@ -97,7 +98,7 @@ func TestStripeDeclinedPaymentIntentIsAFailure(t *testing.T) {
 func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	// The vendor answered the key with a replayed stored 500 and holds nothing.
 	op := e.seedUnknown(t, "pay-stale", protocol.ToolPaymentIntent, piArgs(900), time.Minute, true)
 
@@ -106,7 +107,7 @@ func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	got := e.get(t, op.ID)
 	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Equal(t, 1, got.Generation)
-	newKey := outbox.VendorKey(e.tenant, "pay-stale", protocol.ToolPaymentIntent, 1)
+	newKey := vendorapi.VendorKey(e.tenant, "pay-stale", protocol.ToolPaymentIntent, 1)
 	require.Equal(t, newKey, got.VendorKey)
 	require.NotEqual(t, op.VendorKey, got.VendorKey)
 	require.Equal(t, 0, e.count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND (stale_key OR key_first_sent_at IS NOT NULL)", op.ID))
@@ -118,7 +119,7 @@ func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	done := e.waitStatus(t, op.ID, protocol.StatusSucceeded)
 	require.Equal(t, 1, fake.CreatedCount())
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND vendor_key = $2", op.ID, newKey))
-	pis, _ := fake.ByTag(outbox.TagKey, op.ID)
+	pis, _ := fake.ByTag(vendorapi.TagKey, op.ID)
 	require.Len(t, pis, 1)
 	require.Equal(t, pis[0].ID, done.VendorRef)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -37,7 +38,7 @@ func postEffect(t *testing.T, baseURL, opID string) {
 func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	t.Parallel()
 	fake, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k1", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	effect := fake.EffectsFor(op.ID)[0]
@@ -67,7 +68,7 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 func TestSweepDuplicateNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "dup", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	postEffect(t, srv.URL, op.ID)
@@ -97,7 +98,7 @@ func TestSweepDuplicateNeedsReview(t *testing.T) {
 func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "") // no LookupPath
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
@@ -111,7 +112,7 @@ func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
 func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
 	t.Parallel()
 	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "lost", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
@@ -137,7 +138,7 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 	lagged, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}},
 		LookupPath: "/_lookup", LookupLag: time.Hour})
 	require.NoError(t, err)
-	e := newSweepEnv(t, []outbox.Vendor{&stubLookup{Vendor: lagged}}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: lagged}}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Second, false)
 
 	st := e.sweep(t)
@@ -160,7 +161,7 @@ func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}},
 		LookupPath: "/_lookup"})
 	require.NoError(t, err)
-	e := newSweepEnv(t, []outbox.Vendor{&stubLookup{Vendor: v}}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: v}}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Second, false)
 	ctx := context.Background()
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_attempt SET attempt = 2 WHERE op_id = $1`, op.ID)
@@ -182,12 +183,12 @@ func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
 // embedded webhook vendor.
 type stubLookup struct {
 	*webhook.Vendor
-	lookup func(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error)
+	lookup func(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error)
 }
 
-func (s *stubLookup) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+func (s *stubLookup) Lookup(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 	if s.lookup == nil {
-		return &outbox.LookupResult{}, nil
+		return &vendorapi.LookupResult{}, nil
 	}
 	return s.lookup(ctx, p)
 }
@@ -195,7 +196,7 @@ func (s *stubLookup) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox
 func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{RetryLookupAfter: 2 * time.Minute})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{RetryLookupAfter: 2 * time.Minute})
 	args := hookArgs(1)
 	args["target"] = "deadhooks" // nothing listens there
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, args, time.Minute, false)
@@ -216,13 +217,13 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
-	e := newSweepEnv(t, []outbox.Vendor{stub}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{stub}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
-	stub.lookup = func(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+	stub.lookup = func(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 		// A slow predecessor records its answer while the vendor is being asked.
 		_, err := e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'req_late', attempt_token = NULL WHERE id = $1`, p.OpID)
 		require.NoError(t, err)
-		return &outbox.LookupResult{}, nil
+		return &vendorapi.LookupResult{}, nil
 	}
 
 	st := e.sweep(t)
@@ -238,7 +239,7 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{ResendOnNone: map[string]bool{"webhook": false}})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{ResendOnNone: map[string]bool{"webhook": false}})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
@@ -249,7 +250,7 @@ func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
 func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 	t.Parallel()
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []outbox.Vendor{v}, outbox.SweepConfig{StuckMargin: time.Second})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{StuckMargin: time.Second})
 	ctx := context.Background()
 
 	// stuck: dispatching for a minute (job timeout 5s), its job gone.
@@ -300,7 +301,7 @@ func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 	t.Parallel()
 	var buf testlog.Buffer
 	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
-	e := newSweepEnvFrom(t, []outbox.Vendor{v}, outbox.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	e := newSweepEnvFrom(t, []vendorapi.Vendor{v}, outbox.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	op := e.seedUnknown(t, "logged", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	_, err := e.pool.Exec(context.Background(), "UPDATE oncebox_op SET conversation_id = 'conv-9', tool_call_id = 'call-3' WHERE id = $1", op.ID)
 	require.NoError(t, err)
@@ -331,14 +332,14 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
-	e := newSweepEnv(t, []outbox.Vendor{stub}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{stub}, outbox.SweepConfig{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	other := e.seedUnknown(t, "other", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
-	stub.lookup = func(_ context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+	stub.lookup = func(_ context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 		if p.OpID != op.ID {
-			return &outbox.LookupResult{}, nil
+			return &vendorapi.LookupResult{}, nil
 		}
-		return &outbox.LookupResult{Objects: []outbox.VendorObject{
+		return &vendorapi.LookupResult{Objects: []vendorapi.VendorObject{
 			{ID: "req_of_another_op", OpID: other.ID, Status: "delivered", Created: time.Now().Add(-time.Minute)},
 			{ID: "req_untagged", Status: "delivered", Created: time.Now().Add(-time.Minute)},
 		}}, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/internal/testkit/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
@@ -26,7 +27,7 @@ type accountEnv struct {
 	b    int64
 }
 
-func newAccountEnv(t *testing.T, vendors ...outbox.Vendor) *accountEnv {
+func newAccountEnv(t *testing.T, vendors ...vendorapi.Vendor) *accountEnv {
 	t.Helper()
 	key := make([]byte, outbox.SealKeySize)
 	_, _ = rand.Read(key)
@@ -46,7 +47,7 @@ func (e *accountEnv) set(t *testing.T, tenant int64, vendor, account, key string
 func tags(s *fakestripe.Server) []string {
 	var out []string
 	for _, pi := range s.PaymentIntents() {
-		out = append(out, pi.Metadata[outbox.TagKey])
+		out = append(out, pi.Metadata[vendorapi.TagKey])
 	}
 	return out
 }
@@ -75,9 +76,9 @@ func TestConnectTenantsChargeOnTheirOwnAccounts(t *testing.T) {
 	require.Empty(t, fake.PaymentIntents(), "nothing on the platform's own account")
 
 	// A payment intent of acct_A is not found from acct_B.
-	_, err := v.PaymentIntentTag(outbox.WithAccount(context.Background(), outbox.Account{Ref: "acct_B"}), accA.PaymentIntents()[0].ID)
+	_, err := v.PaymentIntentTag(vendorapi.WithAccount(context.Background(), vendorapi.Account{Ref: "acct_B"}), accA.PaymentIntents()[0].ID)
 	require.NoError(t, err)
-	tag, err := v.PaymentIntentTag(outbox.WithAccount(context.Background(), outbox.Account{Ref: "acct_A"}), accA.PaymentIntents()[0].ID)
+	tag, err := v.PaymentIntentTag(vendorapi.WithAccount(context.Background(), vendorapi.Account{Ref: "acct_A"}), accA.PaymentIntents()[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, a.ID, tag)
 
@@ -137,7 +138,7 @@ func TestOwnStripeKeyIsUsedAndNeverShown(t *testing.T) {
 	e.set(t, e.tenant, "stripe", "", sentinel)
 
 	ok := e.enqueue(t, "pay-own", protocol.ToolPaymentIntent, piArgs(700))
-	require.Equal(t, outbox.KeyRefPrefix+outbox.KeyFingerprint(sentinel), ok.VendorAccount)
+	require.Equal(t, vendorapi.KeyRefPrefix+outbox.KeyFingerprint(sentinel), ok.VendorAccount)
 	e.waitStatus(t, ok.ID, protocol.StatusSucceeded)
 	require.Equal(t, []string{ok.ID}, tags(own), "sent with the tenant's key, so on its account")
 	declined := e.enqueue(t, "pay-declined", protocol.ToolPaymentIntent,
@@ -181,11 +182,11 @@ func TestSendGridSubuserSendsWithItsKeyAndIsFoundWithIt(t *testing.T) {
 	sub.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
 	op := e.enqueue(t, "mail-a", protocol.ToolMail, mailArgs())
 	e.waitStatus(t, op.ID, protocol.StatusUnknown)
-	require.Len(t, sub.ByCustomArg(outbox.TagKey, op.ID), 1, "sent with the subuser's key")
+	require.Len(t, sub.ByCustomArg(vendorapi.TagKey, op.ID), 1, "sent with the subuser's key")
 	require.Empty(t, fake.Messages(), "nothing in the parent's account")
 
 	// The parent's key does not see the subuser's message; the op's key does.
-	res, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: op.ID, Tool: protocol.ToolMail})
+	res, err := v.Lookup(context.Background(), vendorapi.LookupParams{OpID: op.ID, Tool: protocol.ToolMail})
 	require.NoError(t, err)
 	require.Empty(t, res.Objects)
 	time.Sleep(300 * time.Millisecond) // The vendor's lookup lag.
@@ -197,6 +198,6 @@ func TestSendGridSubuserSendsWithItsKeyAndIsFoundWithIt(t *testing.T) {
 	// B's mail, without settings, goes out with the parent's key.
 	b := optest.Enqueue(t, e.ob, e.b, "mail-b", protocol.ToolMail, mailArgs())
 	optest.WaitStatus(t, e.pool, e.ob, e.b, b.ID, protocol.StatusSucceeded)
-	require.Len(t, fake.ByCustomArg(outbox.TagKey, b.ID), 1)
-	require.Empty(t, sub.ByCustomArg(outbox.TagKey, b.ID))
+	require.Len(t, fake.ByCustomArg(vendorapi.TagKey, b.ID), 1)
+	require.Empty(t, sub.ByCustomArg(vendorapi.TagKey, b.ID))
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // VendorSettings are the tenants' own vendor settings, over the installation's: a
@@ -113,7 +115,7 @@ func (s *VendorSettings) Set(ctx context.Context, p SetVendorParams) error {
 		if sealed, err = s.sealer.seal(p.TenantID, vendorKeyAAD(p.Vendor), []byte(p.APIKey)); err != nil {
 			return err
 		}
-		account, hint = KeyRefPrefix+fp, keyHint(p.APIKey)
+		account, hint = vendorapi.KeyRefPrefix+fp, keyHint(p.APIKey)
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if !p.Shared {
@@ -122,7 +124,7 @@ func (s *VendorSettings) Set(ctx context.Context, p SetVendorParams) error {
 			}
 		}
 		if sealed != nil {
-			if _, err := tx.Exec(ctx, sqlInsertVendorKey, p.TenantID, p.Vendor, strings.TrimPrefix(account, KeyRefPrefix), sealed); err != nil {
+			if _, err := tx.Exec(ctx, sqlInsertVendorKey, p.TenantID, p.Vendor, strings.TrimPrefix(account, vendorapi.KeyRefPrefix), sealed); err != nil {
 				return fmt.Errorf("outbox: store the tenant's vendor key: %w", err)
 			}
 		}
@@ -146,8 +148,8 @@ func (p SetVendorParams) validate() error {
 			return fmt.Errorf("outbox: the vendor %s must be at most %d bytes without spaces or control characters", v.name, MaxVendorRefBytes)
 		}
 	}
-	if strings.HasPrefix(p.Account, KeyRefPrefix) {
-		return fmt.Errorf("outbox: an account may not start with %q", KeyRefPrefix)
+	if strings.HasPrefix(p.Account, vendorapi.KeyRefPrefix) {
+		return fmt.Errorf("outbox: an account may not start with %q", vendorapi.KeyRefPrefix)
 	}
 	if want := vendorKeyPrefixes[p.Vendor]; p.APIKey != "" && len(want) > 0 &&
 		!slices.ContainsFunc(want, func(pre string) bool { return strings.HasPrefix(p.APIKey, pre) }) {
@@ -173,7 +175,7 @@ func accountFree(ctx context.Context, tx pgx.Tx, p SetVendorParams, account stri
 		return fmt.Errorf("outbox: read who has the vendor account: %w", err)
 	}
 	what := "account " + account
-	if strings.HasPrefix(account, KeyRefPrefix) {
+	if strings.HasPrefix(account, vendorapi.KeyRefPrefix) {
 		what = "this key"
 	}
 	return fmt.Errorf("outbox: %s at %s is already tenant %q's; one account serves one tenant, so that neither acts on "+
@@ -224,7 +226,7 @@ func (s *VendorSettings) List(ctx context.Context, tenantID int64) ([]VendorSett
 			account string
 		)
 		err := r.Scan(&v.TenantID, &v.Vendor, &account, &v.KeyHint, &v.UpdatedAt, &v.UpdatedBy)
-		if fp, ok := strings.CutPrefix(account, KeyRefPrefix); ok {
+		if fp, ok := strings.CutPrefix(account, vendorapi.KeyRefPrefix); ok {
 			v.KeyFingerprint = fp
 		} else {
 			v.Account = account
@@ -250,7 +252,7 @@ func (s *VendorSettings) Secret(ctx context.Context, tenantID int64, vendor stri
 	if err != nil {
 		return "", fmt.Errorf("outbox: read the tenant's %s setting: %w", vendor, err)
 	}
-	if !strings.HasPrefix(ref, KeyRefPrefix) {
+	if !strings.HasPrefix(ref, vendorapi.KeyRefPrefix) {
 		return "", nil
 	}
 	if s.sealer == nil {
@@ -277,27 +279,27 @@ func (s *VendorSettings) TenantOfAccount(ctx context.Context, vendor, account st
 // Account returns the account an op of the tenant recorded as ref (Op.VendorAccount)
 // acts on, with the key it names opened. A ref without a key is returned as it is,
 // with no query.
-func (s *VendorSettings) Account(ctx context.Context, tenantID int64, vendor, ref string) (Account, error) {
-	fp, ok := strings.CutPrefix(ref, KeyRefPrefix)
+func (s *VendorSettings) Account(ctx context.Context, tenantID int64, vendor, ref string) (vendorapi.Account, error) {
+	fp, ok := strings.CutPrefix(ref, vendorapi.KeyRefPrefix)
 	if !ok {
-		return Account{Ref: ref}, nil
+		return vendorapi.Account{Ref: ref}, nil
 	}
 	cacheKey := strconv.FormatInt(tenantID, 10) + "\x00" + vendor + "\x00" + fp
 	if k, ok := s.keys.Load(cacheKey); ok {
-		return Account{Ref: ref, APIKey: k.(string)}, nil
+		return vendorapi.Account{Ref: ref, APIKey: k.(string)}, nil
 	}
 	var sealed []byte
 	err := s.pool.QueryRow(ctx, sqlVendorKey, tenantID, vendor, fp).Scan(&sealed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Account{}, fmt.Errorf("outbox: the tenant's %s key %s is no longer stored", vendor, fp)
+		return vendorapi.Account{}, fmt.Errorf("outbox: the tenant's %s key %s is no longer stored", vendor, fp)
 	}
 	if err != nil {
-		return Account{}, fmt.Errorf("outbox: read the tenant's %s key: %w", vendor, err)
+		return vendorapi.Account{}, fmt.Errorf("outbox: read the tenant's %s key: %w", vendor, err)
 	}
 	key, err := s.sealer.open(tenantID, vendorKeyAAD(vendor), sealed)
 	if err != nil {
-		return Account{}, fmt.Errorf("outbox: the tenant's %s key %s: %w", vendor, fp, err)
+		return vendorapi.Account{}, fmt.Errorf("outbox: the tenant's %s key %s: %w", vendor, fp, err)
 	}
 	s.keys.Store(cacheKey, string(key))
-	return Account{Ref: ref, APIKey: string(key)}, nil
+	return vendorapi.Account{Ref: ref, APIKey: string(key)}, nil
 }

@@ -4,13 +4,14 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // answer is what a dispatch learned, and what the op's claim knew before it: all that
 // decides the op's next status.
 type answer struct {
 	// res is the vendor's yes, when err is nil.
-	res *DispatchResult
+	res *vendorapi.DispatchResult
 	// err is the vendor's refusal or failure, classified by Classify.
 	err error
 	// claimResendBefore is set when an earlier request under the op's vendor key may
@@ -36,7 +37,7 @@ type verdict struct {
 	// retryAfter, for a verdict that keeps the job, is the vendor's Retry-After.
 	retryAfter time.Duration
 	// err is the classified error, for the job's error and the log.
-	err *DispatchError
+	err *vendorapi.DispatchError
 }
 
 // judge maps a dispatch's answer to the op's next status, the attempt's outcome and what
@@ -46,38 +47,38 @@ func judge(a answer) verdict {
 		return verdict{observed: "succeeded", record: recordParams{status: protocol.StatusSucceeded, result: a.res.Result,
 			vendorRef: a.res.VendorRef, outcome: "succeeded"}}
 	}
-	de := Classify(a.err)
+	de := vendorapi.Classify(a.err)
 	// maybeSent: a request under the current vendor key may have been carried out
 	// without our hearing of it, now or in an earlier attempt. Such an op may only be
 	// sent again while the vendor still deduplicates that key (resendBefore).
-	unanswered := de.Outcome == OutcomeUnknown && de.Unanswered
+	unanswered := de.Outcome == vendorapi.OutcomeUnknown && de.Unanswered
 	maybeSent := unanswered || a.claimResendBefore != nil
 	if unanswered && a.windowOpen && !a.exhausted {
 		// The request went out but no answer came back. The vendor deduplicates this
 		// key and still remembers it, so sending it again is itself the lookup: it
 		// replays the first request's answer, or runs it if it never arrived.
-		de.Outcome = OutcomeRetryable
+		de.Outcome = vendorapi.OutcomeRetryable
 		de.Message += " (to be resent under the same key: the vendor deduplicates it)"
 	}
 	errJSON := dispatchErrorJSON(de)
 	v := verdict{observed: de.Outcome.String(), err: de}
-	if de.Outcome == OutcomeRetryable && a.exhausted && maybeSent {
+	if de.Outcome == vendorapi.OutcomeRetryable && a.exhausted && maybeSent {
 		// Out of attempts with a request that may have been carried out: the
 		// reconciler asks the vendor; a person is asked only if it cannot tell.
-		v.observed = OutcomeUnknown.String()
+		v.observed = vendorapi.OutcomeUnknown.String()
 		v.record = recordParams{status: protocol.StatusUnknown, errJSON: errJSON, outcome: "unknown",
 			errText: "attempts exhausted after a request that may have been carried out: " + de.Error()}
 		return v
 	}
 	switch de.Outcome {
-	case OutcomePermanent:
+	case vendorapi.OutcomePermanent:
 		if de.Bug {
 			v.bug = true
 			v.record = recordParams{status: protocol.StatusNeedsReview, errJSON: errJSON, outcome: "permanent", errText: de.Error()}
 			return v
 		}
 		v.record = recordParams{status: protocol.StatusFailed, errJSON: errJSON, outcome: "permanent", errText: de.Error()}
-	case OutcomeRetryable:
+	case vendorapi.OutcomeRetryable:
 		if a.exhausted {
 			// Every request failed before the vendor acted (one that may have acted went
 			// to the reconciler above).

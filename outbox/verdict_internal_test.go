@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // TestJudge tables the mapping of a dispatch's answer to the op's next status, without
@@ -18,7 +19,7 @@ func TestJudge(t *testing.T) {
 	end := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	earlier := end.Add(-time.Hour)
 	unanswered := func() error {
-		return &DispatchError{Outcome: OutcomeUnknown, Code: "timeout", Unanswered: true, Message: "no answer"}
+		return &vendorapi.DispatchError{Outcome: vendorapi.OutcomeUnknown, Code: "timeout", Unanswered: true, Message: "no answer"}
 	}
 	type want struct {
 		status       protocol.Status
@@ -35,22 +36,22 @@ func TestJudge(t *testing.T) {
 		in   answer
 		want want
 	}{
-		{"yes", answer{res: &DispatchResult{VendorRef: "pi_1", Result: json.RawMessage(`{}`)}},
+		{"yes", answer{res: &vendorapi.DispatchResult{VendorRef: "pi_1", Result: json.RawMessage(`{}`)}},
 			want{status: protocol.StatusSucceeded, outcome: "succeeded", observed: "succeeded"}},
-		{"refused", answer{err: &DispatchError{Outcome: OutcomePermanent, Code: "card_declined"}},
+		{"refused", answer{err: &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "card_declined"}},
 			want{status: protocol.StatusFailed, outcome: "permanent", observed: "permanent"}},
-		{"oncebox bug", answer{err: &DispatchError{Outcome: OutcomePermanent, Code: "idempotency_error", Bug: true}},
+		{"oncebox bug", answer{err: &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "idempotency_error", Bug: true}},
 			want{status: protocol.StatusNeedsReview, outcome: "permanent", observed: "permanent", bug: true}},
-		{"retryable", answer{err: &DispatchError{Outcome: OutcomeRetryable, Code: "rate_limited"}},
+		{"retryable", answer{err: &vendorapi.DispatchError{Outcome: vendorapi.OutcomeRetryable, Code: "rate_limited"}},
 			want{status: protocol.StatusPending, outcome: "retryable", observed: "retryable", keepJob: true}},
-		{"retryable with Retry-After", answer{err: &DispatchError{Outcome: OutcomeRetryable, RetryAfter: 7 * time.Second}},
+		{"retryable with Retry-After", answer{err: &vendorapi.DispatchError{Outcome: vendorapi.OutcomeRetryable, RetryAfter: 7 * time.Second}},
 			want{status: protocol.StatusPending, outcome: "retryable", observed: "retryable", keepJob: true, retryAfter: 7 * time.Second}},
-		{"retryable after a request that may have been carried out", answer{err: &DispatchError{Outcome: OutcomeRetryable},
+		{"retryable after a request that may have been carried out", answer{err: &vendorapi.DispatchError{Outcome: vendorapi.OutcomeRetryable},
 			claimResendBefore: &earlier, windowEnd: end, windowOpen: true},
 			want{status: protocol.StatusPending, outcome: "retryable", observed: "retryable", keepJob: true, resendBefore: &end}},
-		{"retryable, attempts exhausted", answer{err: &DispatchError{Outcome: OutcomeRetryable}, exhausted: true},
+		{"retryable, attempts exhausted", answer{err: &vendorapi.DispatchError{Outcome: vendorapi.OutcomeRetryable}, exhausted: true},
 			want{status: protocol.StatusNeedsReview, outcome: "retryable", observed: "retryable"}},
-		{"retryable, exhausted, maybe carried out", answer{err: &DispatchError{Outcome: OutcomeRetryable},
+		{"retryable, exhausted, maybe carried out", answer{err: &vendorapi.DispatchError{Outcome: vendorapi.OutcomeRetryable},
 			claimResendBefore: &earlier, exhausted: true},
 			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
 		{"unanswered inside the key window", answer{err: unanswered(), windowEnd: end, windowOpen: true},
@@ -59,7 +60,7 @@ func TestJudge(t *testing.T) {
 			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
 		{"unanswered inside the window, exhausted", answer{err: unanswered(), windowEnd: end, windowOpen: true, exhausted: true},
 			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
-		{"unknown, stored failure replayed", answer{err: &DispatchError{Outcome: OutcomeUnknown, Replayed: true}},
+		{"unknown, stored failure replayed", answer{err: &vendorapi.DispatchError{Outcome: vendorapi.OutcomeUnknown, Replayed: true}},
 			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown", staleKey: true}},
 		{"unclassified error", answer{err: errors.New("boom")},
 			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},

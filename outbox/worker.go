@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // DispatchArgs is the River job that dispatches one op.
@@ -72,7 +73,7 @@ type claim struct {
 	// definition is the tool definition stored with the op (Tool.Definition).
 	definition json.RawMessage
 	// account is the vendor account the op was accepted under, its key opened.
-	account Account
+	account vendorapi.Account
 	// clean is set for a clean run, which calls the vendor without a claim commit
 	// (River's fetch was the claim; see readClean); heard is the op's heard run as it
 	// read it, the fence of its record.
@@ -90,7 +91,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if !ok {
 		return fmt.Errorf("op %s: vendor %q is not configured in this process", job.Args.OpID, job.Args.Vendor)
 	}
-	if t, ok := vendor.(Throttler); ok {
+	if t, ok := vendor.(vendorapi.Throttler); ok {
 		if d := t.Throttle(); d > 0 {
 			return river.JobSnooze(d)
 		}
@@ -116,7 +117,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 
 // claimRun returns this run's claim: a clean read (readClean) when the run need not
 // commit its claim and is clean, the locking claim (claim) otherwise.
-func (ob *Outbox) claimRun(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor) (*claim, error) {
+func (ob *Outbox) claimRun(ctx context.Context, job *river.Job[DispatchArgs], vendor vendorapi.Vendor) (*claim, error) {
 	if !ob.claimCommit() {
 		c, err := ob.readClean(ctx, job)
 		if err != nil {
@@ -135,7 +136,7 @@ func (ob *Outbox) claimRun(ctx context.Context, job *river.Job[DispatchArgs], ve
 }
 
 // dispatch calls the vendor for the claimed op c.op, judges its answer and records it.
-func (ob *Outbox) dispatch(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor, c *claim) error {
+func (ob *Outbox) dispatch(ctx context.Context, job *river.Job[DispatchArgs], vendor vendorapi.Vendor, c *claim) error {
 	op := c.op
 	ctx, span := ob.startDispatch(ctx, op, c.attempt)
 	spanOutcome, spanRef := "not_sent", ""
@@ -177,7 +178,7 @@ func (ob *Outbox) dispatch(ctx context.Context, job *river.Job[DispatchArgs], ve
 // may: a resend whose key window the vendor (as configured now) no longer keeps, or
 // sealed arguments this process cannot open. An op that may be sent has its sealed
 // arguments opened into c.op.Args.
-func (ob *Outbox) withhold(ctx context.Context, vendor Vendor, c *claim) *recordParams {
+func (ob *Outbox) withhold(ctx context.Context, vendor vendorapi.Vendor, c *claim) *recordParams {
 	op := c.op
 	if p := ob.withholdAccount(ctx, c); p != nil {
 		return p
@@ -229,10 +230,10 @@ func (ob *Outbox) withholdAccount(ctx context.Context, c *claim) *recordParams {
 }
 
 // callVendor calls the vendor for the claimed op c.op, in a span of its own.
-func (ob *Outbox) callVendor(ctx context.Context, vendor Vendor, c *claim) (*DispatchResult, error) {
+func (ob *Outbox) callVendor(ctx context.Context, vendor vendorapi.Vendor, c *claim) (*vendorapi.DispatchResult, error) {
 	op := c.op
 	vctx, vspan := ob.startVendorCall(ctx, vendor.Name())
-	res, derr := vendor.Dispatch(vctx, DispatchParams{
+	res, derr := vendor.Dispatch(vctx, vendorapi.DispatchParams{
 		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
 		Definition: c.definition, Account: c.account,
 	})
@@ -253,7 +254,7 @@ const keyResendMargin = time.Minute
 // keyWindowEnd returns until when a request first sent under a key at firstSent may be
 // resent under it (the vendor's window less keyResendMargin), and whether that is
 // still in the future. A vendor that does not deduplicate keys has no window.
-func keyWindowEnd(vendor Vendor, firstSent time.Time) (time.Time, bool) {
+func keyWindowEnd(vendor vendorapi.Vendor, firstSent time.Time) (time.Time, bool) {
 	idem := vendor.Idempotency()
 	if !idem.Native || firstSent.IsZero() {
 		return time.Time{}, false
@@ -262,7 +263,7 @@ func keyWindowEnd(vendor Vendor, firstSent time.Time) (time.Time, bool) {
 	return end, time.Now().Before(end)
 }
 
-func dispatchErrorJSON(de *DispatchError) json.RawMessage {
+func dispatchErrorJSON(de *vendorapi.DispatchError) json.RawMessage {
 	body := de.Body
 	if len(body) > 0 && !json.Valid(body) {
 		b, _ := json.Marshal(string(body))
@@ -313,7 +314,7 @@ func (ob *Outbox) readClean(ctx context.Context, job *river.Job[DispatchArgs]) (
 
 // claim locks the op, decides whether this job may call the vendor (decideClaim), and
 // if so commits the op as dispatching with a fresh attempt token.
-func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendor Vendor) (*claim, error) {
+func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendor vendorapi.Vendor) (*claim, error) {
 	if c, err := ob.claimPending(ctx, job); err != nil || c != nil {
 		return c, err
 	}
@@ -333,7 +334,7 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 
 // claimLocked is claim's transaction: it locks the op into c, and carries out
 // decideClaim's verdict on it.
-func (ob *Outbox) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], vendor Vendor, c *claim) (*opstate.Applied, error) {
+func (ob *Outbox) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], vendor vendorapi.Vendor, c *claim) (*opstate.Applied, error) {
 	op := &Op{}
 	var (
 		f              claimFound
@@ -402,7 +403,7 @@ func (ob *Outbox) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[Dis
 // claimOp commits the locked op c.op as dispatching with a fresh attempt token, and
 // fills c with the claim. With insideWindow (a predecessor's request may have been
 // carried out), the op may be sent only inside its vendor key's window.
-func (ob *Outbox) claimOp(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], vendor Vendor, c *claim, insideWindow bool) (*opstate.Applied, error) {
+func (ob *Outbox) claimOp(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], vendor vendorapi.Vendor, c *claim, insideWindow bool) (*opstate.Applied, error) {
 	op := c.op
 	cl, a, err := ob.ops.Claim(ctx, tx, op.Status, op.ident(), job.ID, ob.cfg.ClientID)
 	if err != nil {

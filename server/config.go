@@ -22,6 +22,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -152,7 +153,7 @@ type Config struct {
 	// Vendors are vendor adapters of the embedding program's own (not flags): a Go
 	// program that reuses this package registers them here, with their tools in
 	// Tools. See examples/custom-vendor.
-	Vendors []outbox.Vendor
+	Vendors []vendorapi.Vendor
 	// Tools are the tools of Vendors, with what MCP and GET /v1/tools show of them.
 	Tools []CustomTool
 
@@ -326,7 +327,7 @@ type Config struct {
 // CustomTool is a tool of a vendor of the embedding program's own (Config.Vendors).
 type CustomTool struct {
 	// Tool is the outbox tool; its Vendor names one of Config.Vendors.
-	Tool outbox.Tool
+	Tool vendorapi.Tool
 	// Description tells an agent what the tool does (MCP, GET /v1/tools).
 	Description string
 	// InputSchema is the JSON Schema of the arguments, its root of type object.
@@ -371,7 +372,7 @@ func Defaults() Config {
 		VendorEventMaxBodyBytes: 4 << 20,
 		WebhookTimeout:          10 * time.Second,
 		WebhookLookupLag:        30 * time.Second,
-		TTL:                     outbox.DefaultTTL,
+		TTL:                     vendorapi.DefaultTTL,
 		TombstoneTTL:            30 * 24 * time.Hour,
 		PurgeInterval:           time.Minute,
 		PurgeBatch:              1000,

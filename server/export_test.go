@@ -1,9 +1,11 @@
 package server
 
-import "github.com/oncebox/oncebox/outbox"
+import (
+	"github.com/oncebox/oncebox/vendorapi"
+)
 
 // VendorForTest returns the configured adapter of a vendor, as the outbox got it.
-func (s *Server) VendorForTest(name string) (outbox.Vendor, bool) {
+func (s *Server) VendorForTest(name string) (vendorapi.Vendor, bool) {
 	for _, v := range s.adapters {
 		if v.Name() == name {
 			return v, true

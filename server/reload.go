@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
@@ -119,8 +120,8 @@ func (s *Server) install(rt *catalog.Runtime) error {
 // why rt cannot be put in force, naming the file: the registry, the tools' key
 // windows and every tenant's MCP view are checked before anything changes, so that a
 // reload is applied whole (registry, API, MCP) or not at all.
-func (s *Server) check(rt *catalog.Runtime) ([]outbox.Tool, []mcpserver.ExtraTool, map[string]time.Duration, error) {
-	var next []outbox.Tool
+func (s *Server) check(rt *catalog.Runtime) ([]vendorapi.Tool, []mcpserver.ExtraTool, map[string]time.Duration, error) {
+	var next []vendorapi.Tool
 	if !s.cfg.ReadOnly {
 		next = append(slices.Clone(s.baseTools), rt.Tools(s.cfg.TTL)...)
 	}

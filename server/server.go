@@ -41,6 +41,7 @@ import (
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendors/stripe"
@@ -71,7 +72,7 @@ type Server struct {
 	oauth   *oauth.Verifier
 	listers map[string]finance.Lister
 	// adapters are the vendor adapters the outbox dispatches to, as vendors built them.
-	adapters []outbox.Vendor
+	adapters []vendorapi.Vendor
 	// stripe prices refunds without an amount for the budgets (nil without Stripe).
 	stripe  *stripe.Vendor
 	events  *vendorevents.Store
@@ -91,7 +92,7 @@ type Server struct {
 	// lookups; nothing is recorded); baseTools are those of them that are not the
 	// catalog's (a reload keeps them).
 	registry  *outbox.Registry
-	baseTools []outbox.Tool
+	baseTools []vendorapi.Tool
 	// described is every tool this process knows: registry, or when read-only every
 	// built-in tool and those it would record; the finance report reads a refund's
 	// payment through it.
@@ -171,9 +172,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 
 // vendors builds the vendor adapters that are configured. A vendor without credentials
 // is left out, and so are its tools.
-func (s *Server) vendors() ([]outbox.Vendor, []string, error) {
+func (s *Server) vendors() ([]vendorapi.Vendor, []string, error) {
 	var (
-		vs      []outbox.Vendor
+		vs      []vendorapi.Vendor
 		enabled []string
 	)
 	cfg := s.cfg
@@ -389,7 +390,7 @@ func (s *Server) toolsChanged(upstream string) {
 // adapter and takes the webhook queue's settings (--webhook-workers,
 // --webhook-job-timeout), in a queue of its own; an upstream MCP server takes them
 // too, but for the workers and job_timeout its catalog entry sets.
-func (s *Server) catalogQueue(v outbox.Vendor) outbox.QueueConfig {
+func (s *Server) catalogQueue(v vendorapi.Vendor) outbox.QueueConfig {
 	q := s.cfg.Queues[tools.VendorWebhook]
 	if q.JobTimeout == 0 {
 		q.JobTimeout = outbox.DefaultJobTimeout
@@ -548,7 +549,7 @@ func (cfg Config) sealKeys() (sealKey, redactKey []byte, err error) {
 }
 
 // builtinTools returns the built-in tools of the enabled vendors.
-func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool {
+func (s *Server) builtinTools(enabled []string, redactKey []byte) []vendorapi.Tool {
 	cfg := s.cfg
 	targets := make([]string, 0, len(cfg.WebhookTargets))
 	for name := range cfg.WebhookTargets {
@@ -561,7 +562,7 @@ func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool 
 			ttl[name] = d
 		}
 	}
-	var toolList []outbox.Tool
+	var toolList []vendorapi.Tool
 	for _, t := range tools.Builtin(tools.Config{WebhookTargets: targets, TTL: ttl,
 		NoMailRedaction: !cfg.RedactMail, RedactKey: redactKey}) {
 		if t.Name == protocol.ToolRefund && s.stripe != nil {
@@ -579,7 +580,7 @@ func (s *Server) builtinTools(enabled []string, redactKey []byte) []outbox.Tool 
 
 // refundObjects returns the refund tool's objects with Stripe asked which op each is
 // tagged with (vendors/stripe's PaymentIntentTag and ChargeTag).
-func (s *Server) refundObjects(objects []outbox.ObjectArg) []outbox.ObjectArg {
+func (s *Server) refundObjects(objects []vendorapi.ObjectArg) []vendorapi.ObjectArg {
 	out := slices.Clone(objects)
 	for i := range out {
 		switch out[i].Arg {
@@ -595,7 +596,7 @@ func (s *Server) refundObjects(objects []outbox.ObjectArg) []outbox.ObjectArg {
 // buildRegistry makes the registry of the tools this process records (s.registry):
 // the built-in tools of the enabled vendors, the configured tools (s.baseTools with
 // the built-in ones) and the catalog's; none when read-only. It returns the tools.
-func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Tool, error) {
+func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]vendorapi.Tool, error) {
 	cfg := s.cfg
 	toolList := s.builtinTools(enabled, redactKey)
 	for _, t := range cfg.Tools {
@@ -615,7 +616,7 @@ func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Too
 		// lookup shows amounts, refunds and charges), without their redaction (nothing
 		// is stored, so no seal key is needed and nothing warns about one), and no
 		// tool is returned to run; the vendors stay, for lookups and the finance report.
-		read := make([]outbox.Tool, 0, len(toolList))
+		read := make([]vendorapi.Tool, 0, len(toolList))
 		for _, t := range toolList {
 			t.Redact, t.RedactResult = nil, nil
 			read = append(read, t)
@@ -638,7 +639,7 @@ func (s *Server) buildRegistry(enabled []string, redactKey []byte) ([]outbox.Too
 }
 
 // requireSealKey refuses a tool that redacts without a seal key.
-func requireSealKey(toolList []outbox.Tool, sealKey []byte) error {
+func requireSealKey(toolList []vendorapi.Tool, sealKey []byte) error {
 	for _, t := range toolList {
 		if t.Redact != nil && sealKey == nil {
 			// Without a key the full arguments would sit in the database in clear until
@@ -656,7 +657,7 @@ func requireSealKey(toolList []outbox.Tool, sealKey []byte) error {
 
 // outboxConfig is the configuration of this process's outbox, on s.pool, registered
 // as s.fleet's member.
-func (s *Server) outboxConfig(vendors []outbox.Vendor, sealKey []byte) (outbox.Config, error) {
+func (s *Server) outboxConfig(vendors []vendorapi.Vendor, sealKey []byte) (outbox.Config, error) {
 	cfg := s.cfg
 	work := cfg.Roles.Worker || cfg.Roles.Periodic
 	batched := cfg.BatchedCompletion

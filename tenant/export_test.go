@@ -1,7 +1,7 @@
 package tenant
 
 // BeforeRememberForTest makes f run between a token check's read and its remembering.
-func (s *Store) BeforeRememberForTest(f func()) { s.beforeRemember = f }
+func (s *Store) BeforeRememberForTest(f func()) { s.beforeRemember.Arm(f) }
 
 // ListeningForTest reports whether the Store is told the process listens on AuthChannel.
 func (s *Store) ListeningForTest() bool {

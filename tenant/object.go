@@ -31,7 +31,7 @@ type Object struct {
 const MaxObjectIDBytes = 255
 
 // Adopt makes the objects ids of vendor the named tenant's, so that its ops may act on
-// them (outbox.Tool.Objects); by says who adopts them. Adopting an object again keeps
+// them (vendorapi.Tool.Objects); by says who adopts them. Adopting an object again keeps
 // the first adoption. It returns how many were new.
 func (s *Store) Adopt(ctx context.Context, tenantName, vendor string, ids []string, by string) (int, error) {
 	if vendor == "" || len(ids) == 0 {

@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncebox/oncebox/internal/testsignal"
 )
 
 var (
@@ -160,7 +162,7 @@ type Store struct {
 	// access checks external access tokens (AcceptAccessTokens). Optional.
 	access AccessTokenVerifier
 	// beforeRemember, in tests, runs between a check's read and its remembering.
-	beforeRemember func()
+	beforeRemember testsignal.Hook
 }
 
 type cachedAuth struct {
@@ -384,9 +386,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (*Principal, err
 		return nil, fmt.Errorf("tenant: authenticate: %w", err)
 	}
 	if s.cacheTTL > 0 {
-		if s.beforeRemember != nil {
-			s.beforeRemember()
-		}
+		s.beforeRemember.Reached()
 		s.mu.Lock()
 		// A change announced since the read may have revoked what it found.
 		if s.listening && s.forgets == forgets {

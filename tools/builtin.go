@@ -6,12 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
-
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// Names of the vendors that dispatch the built-in tools (outbox.Tool.Vendor).
+// Names of the vendors that dispatch the built-in tools (vendorapi.Tool.Vendor).
 const (
 	// VendorStripe dispatches PaymentIntent and Refund.
 	VendorStripe = "stripe"
@@ -32,7 +31,7 @@ type Config struct {
 	// wait. Defaults to 0: refunds never wait.
 	RefundApprovalAbove int64
 	// TTL overrides, per tool name, how long the tool's ops are kept. Defaults to
-	// outbox.DefaultTTL for every tool.
+	// vendorapi.DefaultTTL for every tool.
 	TTL map[string]time.Duration
 	// NoMailRedaction turns off the redaction of sendgrid.mail arguments once an op
 	// is settled (addresses hashed, names dropped, subject and bodies replaced by
@@ -45,7 +44,7 @@ type Config struct {
 }
 
 // Builtin returns the four built-in tools configured by cfg.
-func Builtin(cfg Config) []outbox.Tool {
+func Builtin(cfg Config) []vendorapi.Tool {
 	targets := slices.Clone(cfg.WebhookTargets)
 	slices.Sort(targets)
 	targets = slices.Compact(targets)
@@ -54,10 +53,10 @@ func Builtin(cfg Config) []outbox.Tool {
 		if d := cfg.TTL[name]; d > 0 {
 			return d
 		}
-		return outbox.DefaultTTL
+		return vendorapi.DefaultTTL
 	}
 
-	mail := outbox.Tool{
+	mail := vendorapi.Tool{
 		Name:     protocol.ToolMail,
 		Vendor:   VendorSendGrid,
 		Validate: func(args json.RawMessage) error { _, err := DecodeMail(args); return err },
@@ -68,7 +67,7 @@ func Builtin(cfg Config) []outbox.Tool {
 		mail.Redact = mailRedactor{key: cfg.RedactKey}.redact
 	}
 
-	return []outbox.Tool{
+	return []vendorapi.Tool{
 		{
 			Name:     protocol.ToolPaymentIntent,
 			Vendor:   VendorStripe,
@@ -90,7 +89,7 @@ func Builtin(cfg Config) []outbox.Tool {
 			Identity:      Identity(protocol.ToolRefund),
 			// A refund acts on a payment that must be the tenant's (the server sets
 			// each Tag to ask Stripe, vendors/stripe's PaymentIntentTag and ChargeTag).
-			Objects: []outbox.ObjectArg{{Arg: "payment_intent"}, {Arg: "charge"}},
+			Objects: []vendorapi.ObjectArg{{Arg: "payment_intent"}, {Arg: "charge"}},
 		},
 		mail,
 		{
@@ -102,7 +101,7 @@ func Builtin(cfg Config) []outbox.Tool {
 	}
 }
 
-// Identity returns the identity fields of a built-in tool (outbox.Tool.Identity): the
+// Identity returns the identity fields of a built-in tool (vendorapi.Tool.Identity): the
 // arguments that say which operation a call asks for, leaving out the free text a
 // re-prompted model rewords. nil for webhook.post and any other name: every argument
 // identifies the op.

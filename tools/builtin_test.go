@@ -10,10 +10,11 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // builtinTool returns the tool named name from Builtin(cfg).
-func builtinTool(t *testing.T, cfg tools.Config, name string) outbox.Tool {
+func builtinTool(t *testing.T, cfg tools.Config, name string) vendorapi.Tool {
 	t.Helper()
 	for _, tool := range tools.Builtin(cfg) {
 		if tool.Name == name {
@@ -21,7 +22,7 @@ func builtinTool(t *testing.T, cfg tools.Config, name string) outbox.Tool {
 		}
 	}
 	require.FailNow(t, "tool not built", name)
-	return outbox.Tool{}
+	return vendorapi.Tool{}
 }
 
 func TestBuiltin(t *testing.T) {
@@ -32,7 +33,7 @@ func TestBuiltin(t *testing.T) {
 	for _, tool := range got {
 		vendors[tool.Name] = tool.Vendor
 		require.NotNil(t, tool.Validate, tool.Name)
-		require.Equal(t, outbox.DefaultTTL, tool.TTL, tool.Name)
+		require.Equal(t, vendorapi.DefaultTTL, tool.TTL, tool.Name)
 	}
 	require.Equal(t, map[string]string{
 		protocol.ToolPaymentIntent: tools.VendorStripe,
@@ -144,6 +145,6 @@ func TestBuiltinTTL(t *testing.T) {
 
 	cfg := tools.Config{TTL: map[string]time.Duration{protocol.ToolMail: time.Hour, protocol.ToolRefund: 0}}
 	require.Equal(t, time.Hour, builtinTool(t, cfg, protocol.ToolMail).TTL)
-	require.Equal(t, outbox.DefaultTTL, builtinTool(t, cfg, protocol.ToolRefund).TTL)
-	require.Equal(t, outbox.DefaultTTL, builtinTool(t, cfg, protocol.ToolPaymentIntent).TTL)
+	require.Equal(t, vendorapi.DefaultTTL, builtinTool(t, cfg, protocol.ToolRefund).TTL)
+	require.Equal(t, vendorapi.DefaultTTL, builtinTool(t, cfg, protocol.ToolPaymentIntent).TTL)
 }

@@ -1,9 +1,9 @@
 // Package tools defines oncebox's four built-in tools: stripe.payment_intent,
 // stripe.refund, sendgrid.mail and webhook.post.
 //
-// Builtin returns them as outbox.Tool values ready for outbox.NewRegistry. Each
+// Builtin returns them as vendorapi.Tool values ready for outbox.NewRegistry. Each
 // tool's Validate runs before anything is stored and refuses, with an
-// *outbox.ValidationError naming the field (such as "args.amount" or
+// *vendorapi.ValidationError naming the field (such as "args.amount" or
 // "args.to[2].email"), what the vendor would refuse: a fractional amount, an
 // upper-case currency, too many metadata keys, a display name inside an email
 // address, a webhook path that climbs out of its target. Arguments must be a JSON

@@ -8,6 +8,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Builtin's tools go into an outbox.Registry, whose Validate refuses a bad call
@@ -27,7 +28,7 @@ func ExampleBuiltin() {
 	fmt.Println(err, tool.NeedsApproval(json.RawMessage(`{"payment_intent":"pi_123","amount":25000}`)))
 
 	_, err = reg.Validate(protocol.ToolPaymentIntent, json.RawMessage(`{"amount":10.5,"currency":"usd"}`))
-	var ve *outbox.ValidationError
+	var ve *vendorapi.ValidationError
 	if errors.As(err, &ve) {
 		fmt.Println(ve.Field, "-", ve.Message)
 	}
@@ -36,7 +37,7 @@ func ExampleBuiltin() {
 	fmt.Println(err)
 
 	_, err = reg.Validate(protocol.ToolWebhookPost, json.RawMessage(`{"target":"billing","path":"/x"}`))
-	fmt.Println(err, errors.Is(err, outbox.ErrInvalidArgs))
+	fmt.Println(err, errors.Is(err, vendorapi.ErrInvalidArgs))
 
 	// Output:
 	// [sendgrid.mail stripe.payment_intent stripe.refund webhook.post]

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // maxAmount is the largest amount Stripe accepts, in minor units (eight digits).
 const maxAmount = 99999999
 
 // invalid returns the validation error for one field.
-func invalid(field, message string) *outbox.ValidationError {
-	return &outbox.ValidationError{Field: field, Message: message}
+func invalid(field, message string) *vendorapi.ValidationError {
+	return &vendorapi.ValidationError{Field: field, Message: message}
 }
 
 // fields is a JSON object read strictly: every key known and given once. Values

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // invalidCase is one refused argument set: the field and a fragment of the message
@@ -20,14 +20,14 @@ type invalidCase struct {
 	msg   string
 }
 
-// requireInvalid asserts that err is an *outbox.ValidationError for field whose
+// requireInvalid asserts that err is an *vendorapi.ValidationError for field whose
 // message contains msg.
 func requireInvalid(t *testing.T, err error, field, msg string) {
 	t.Helper()
 	require.Error(t, err)
-	require.ErrorIs(t, err, outbox.ErrInvalidArgs)
-	ve, ok := err.(*outbox.ValidationError)
-	require.True(t, ok, "error is %T, want *outbox.ValidationError", err)
+	require.ErrorIs(t, err, vendorapi.ErrInvalidArgs)
+	ve, ok := err.(*vendorapi.ValidationError)
+	require.True(t, ok, "error is %T, want *vendorapi.ValidationError", err)
 	require.Equal(t, field, ve.Field, "message: %s", ve.Message)
 	require.Contains(t, ve.Message, msg)
 	require.GreaterOrEqual(t, len(ve.Message), 8, "message should say what is wrong")

@@ -24,7 +24,7 @@ var (
 )
 
 // DecodeMail decodes and validates the arguments of sendgrid.mail. Unknown fields
-// are refused. Its errors are *outbox.ValidationError.
+// are refused. Its errors are *vendorapi.ValidationError.
 func DecodeMail(args json.RawMessage) (protocol.MailArgs, error) {
 	f, err := readArgs(args, mailFields)
 	if err != nil {

@@ -13,7 +13,7 @@ const maxDescriptionLen = 1000
 var paymentIntentFields = []string{"amount", "currency", "customer", "payment_method", "confirm", "description", "metadata"}
 
 // DecodePaymentIntent decodes and validates the arguments of stripe.payment_intent.
-// Unknown fields are refused. Its errors are *outbox.ValidationError.
+// Unknown fields are refused. Its errors are *vendorapi.ValidationError.
 func DecodePaymentIntent(args json.RawMessage) (protocol.PaymentIntentArgs, error) {
 	f, err := readArgs(args, paymentIntentFields)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 var refundFields = []string{"payment_intent", "charge", "amount", "reason", "metadata"}
 
 // DecodeRefund decodes and validates the arguments of stripe.refund. Unknown
-// fields are refused. Its errors are *outbox.ValidationError.
+// fields are refused. Its errors are *vendorapi.ValidationError.
 func DecodeRefund(args json.RawMessage) (protocol.RefundArgs, error) {
 	f, err := readArgs(args, refundFields)
 	if err != nil {

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// Stripe's metadata limits; one of Stripe's 50 keys is kept for outbox.TagKey.
+// Stripe's metadata limits; one of Stripe's 50 keys is kept for vendorapi.TagKey.
 const (
 	maxMetadataKeys     = 50 - 1
 	maxMetadataKeyLen   = 40
@@ -28,14 +28,14 @@ func (f fields) metadata(name string) (map[string]string, error) {
 		return nil, err
 	}
 	if len(obj.keys) > maxMetadataKeys {
-		return nil, invalid(obj.path, fmt.Sprintf("must have at most %d keys (Stripe allows 50 and oncebox keeps one for %q); got %d", maxMetadataKeys, outbox.TagKey, len(obj.keys)))
+		return nil, invalid(obj.path, fmt.Sprintf("must have at most %d keys (Stripe allows 50 and oncebox keeps one for %q); got %d", maxMetadataKeys, vendorapi.TagKey, len(obj.keys)))
 	}
 	md := make(map[string]string, len(obj.keys))
 	for _, k := range obj.keys {
 		switch {
 		case k == "":
 			return nil, invalid(obj.path, "keys must not be empty")
-		case k == outbox.TagKey:
+		case k == vendorapi.TagKey:
 			return nil, invalid(obj.at(k), "is reserved: oncebox tags every Stripe object with its op id under this key")
 		case chars(k) > maxMetadataKeyLen:
 			return nil, invalid(obj.at(k), fmt.Sprintf("key must be at most %d characters long", maxMetadataKeyLen))

@@ -17,7 +17,7 @@ var webhookFields = []string{"target", "path", "body"}
 // DecodeWebhook decodes and validates the shape of the arguments of webhook.post.
 // It does not check the target against an allow-list: the Validate of the tool
 // built by Builtin does. Unknown fields are refused. Its errors are
-// *outbox.ValidationError.
+// *vendorapi.ValidationError.
 func DecodeWebhook(args json.RawMessage) (protocol.WebhookArgs, error) {
 	f, err := readArgs(args, webhookFields)
 	if err != nil {

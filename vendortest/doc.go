@@ -1,6 +1,6 @@
 // Package vendortest is the conformance suite every vendor adapter runs, oncebox's
 // and those written outside oncebox (see examples/custom-vendor): one set
-// of subtests, written once against outbox.Vendor, that checks what the outbox
+// of subtests, written once against vendorapi.Vendor, that checks what the outbox
 // relies on whatever the vendor (River's driver test suite is the model).
 //
 // An adapter's test package describes its adapter and fake in a Harness and
@@ -34,7 +34,7 @@
 //     (only with Instance.Expire).
 //   - FailureRetryable, FailurePermanent, FailureUnknownAfterEffect: each
 //     failure class injected into the fake comes back as an
-//     *outbox.DispatchError of that class with the matching count of effects.
+//     *vendorapi.DispatchError of that class with the matching count of effects.
 //   - Lookup and LookupLag: Lookup finds exactly the dispatched object once the
 //     lag has passed, nothing for an op never sent, and LookupLag reports a lag
 //     whenever Lookup can miss a fresh object.

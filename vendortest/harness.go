@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // The failure classes a harness's Instance.Inject must be able to make its fake
@@ -38,7 +38,7 @@ type Harness struct {
 type Instance struct {
 	// Vendor is the adapter under test. Its timeouts should be short (a few
 	// seconds), so that a failing subtest fails fast.
-	Vendor outbox.Vendor
+	Vendor vendorapi.Vendor
 	// Tool is the tool to dispatch, such as tools.PaymentIntent.
 	Tool string
 	// Args returns valid args for Tool, distinct for each i.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // callTimeout bounds every call the suite makes to the vendor.
@@ -66,20 +66,20 @@ func newInstance(t *testing.T, h Harness) *Instance {
 
 // newParams returns the DispatchParams of a new op with args i, under a fresh
 // op id and the vendor key the outbox would derive for it.
-func newParams(inst *Instance, i int) outbox.DispatchParams {
+func newParams(inst *Instance, i int) vendorapi.DispatchParams {
 	opID := "op_" + strings.ToLower(rand.Text())
-	return outbox.DispatchParams{
+	return vendorapi.DispatchParams{
 		OpID:      opID,
 		TenantID:  1,
 		Tool:      inst.Tool,
 		Args:      inst.Args(i),
-		VendorKey: outbox.VendorKey(1, "conformance-"+opID, inst.Tool, 0),
+		VendorKey: vendorapi.VendorKey(1, "conformance-"+opID, inst.Tool, 0),
 		Attempt:   1,
 	}
 }
 
 // dispatch calls Vendor.Dispatch under the suite's timeout.
-func dispatch(t *testing.T, inst *Instance, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+func dispatch(t *testing.T, inst *Instance, p vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
@@ -87,7 +87,7 @@ func dispatch(t *testing.T, inst *Instance, p outbox.DispatchParams) (*outbox.Di
 }
 
 // requireDispatched dispatches p, requires a success and checks its result.
-func requireDispatched(t *testing.T, inst *Instance, p outbox.DispatchParams) *outbox.DispatchResult {
+func requireDispatched(t *testing.T, inst *Instance, p vendorapi.DispatchParams) *vendorapi.DispatchResult {
 	t.Helper()
 	res, err := dispatch(t, inst, p)
 	require.NoError(t, err, "dispatch of op %s", p.OpID)
@@ -98,14 +98,14 @@ func requireDispatched(t *testing.T, inst *Instance, p outbox.DispatchParams) *o
 	return res
 }
 
-// requireFailure requires err to be a *outbox.DispatchError of class outcome,
+// requireFailure requires err to be a *vendorapi.DispatchError of class outcome,
 // free of secrets, and returns it.
-func requireFailure(t *testing.T, inst *Instance, res *outbox.DispatchResult, err error, outcome outbox.Outcome) *outbox.DispatchError {
+func requireFailure(t *testing.T, inst *Instance, res *vendorapi.DispatchResult, err error, outcome vendorapi.Outcome) *vendorapi.DispatchError {
 	t.Helper()
 	require.Nil(t, res, "a failed dispatch must return no result")
 	require.Error(t, err, "the dispatch should have failed as %s", outcome)
-	var de *outbox.DispatchError
-	require.Truef(t, errors.As(err, &de), "error %T %q is not a *outbox.DispatchError: the outbox would take it as unknown", err, err)
+	var de *vendorapi.DispatchError
+	require.Truef(t, errors.As(err, &de), "error %T %q is not a *vendorapi.DispatchError: the outbox would take it as unknown", err, err)
 	require.Equalf(t, outcome, de.Outcome, "outcome of %q", de.Error())
 	requireNoSecrets(t, inst, err.Error(), de.Message, string(de.Body))
 	return de
@@ -126,11 +126,11 @@ func requireNoSecrets(t *testing.T, inst *Instance, texts ...string) {
 }
 
 // lookup calls Vendor.Lookup for the op of p under the suite's timeout.
-func lookup(t *testing.T, inst *Instance, p outbox.DispatchParams, vendorRef string, since time.Time) []outbox.VendorObject {
+func lookup(t *testing.T, inst *Instance, p vendorapi.DispatchParams, vendorRef string, since time.Time) []vendorapi.VendorObject {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
-	res, err := inst.Vendor.Lookup(ctx, outbox.LookupParams{
+	res, err := inst.Vendor.Lookup(ctx, vendorapi.LookupParams{
 		OpID: p.OpID, TenantID: p.TenantID, Tool: p.Tool, Args: p.Args, VendorRef: vendorRef, Since: since,
 	})
 	require.NoError(t, err, "lookup of op %s", p.OpID)
@@ -139,7 +139,7 @@ func lookup(t *testing.T, inst *Instance, p outbox.DispatchParams, vendorRef str
 }
 
 // requireFound requires objs to be exactly the object ref tagged with opID.
-func requireFound(t *testing.T, objs []outbox.VendorObject, opID, ref string) {
+func requireFound(t *testing.T, objs []vendorapi.VendorObject, opID, ref string) {
 	t.Helper()
 	require.Len(t, objs, 1, "lookup must find exactly the one object dispatched for op %s", opID)
 	require.Equal(t, opID, objs[0].OpID, "the object's tag")
@@ -195,7 +195,7 @@ func testFailureRetryable(t *testing.T, h Harness) {
 	p := newParams(inst, 1)
 	inst.Inject(FailRetryable)
 	res, err := dispatch(t, inst, p)
-	requireFailure(t, inst, res, err, outbox.OutcomeRetryable)
+	requireFailure(t, inst, res, err, vendorapi.OutcomeRetryable)
 	require.Zero(t, inst.Effects(p.OpID), "retryable must mean the vendor provably did not act")
 
 	// The outbox then sends again with the same key: that is the only effect.
@@ -208,7 +208,7 @@ func testFailurePermanent(t *testing.T, h Harness) {
 	p := newParams(inst, 1)
 	inst.Inject(FailPermanent)
 	res, err := dispatch(t, inst, p)
-	de := requireFailure(t, inst, res, err, outbox.OutcomePermanent)
+	de := requireFailure(t, inst, res, err, vendorapi.OutcomePermanent)
 	if len(de.Body) > 0 {
 		require.True(t, json.Valid(de.Body), "a permanent failure's Body is stored and replayed as JSON: %q", de.Body)
 	}
@@ -220,7 +220,7 @@ func testFailureUnknownAfterEffect(t *testing.T, h Harness) {
 	p := newParams(inst, 1)
 	inst.Inject(FailUnknownAfterEffect)
 	res, err := dispatch(t, inst, p)
-	requireFailure(t, inst, res, err, outbox.OutcomeUnknown)
+	requireFailure(t, inst, res, err, vendorapi.OutcomeUnknown)
 	require.Equal(t, 1, inst.Effects(p.OpID), "the fake acted before the answer was lost")
 
 	if inst.Vendor.Idempotency().Native {
@@ -288,7 +288,7 @@ func testContextCancelled(t *testing.T, h Harness) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	res, err := inst.Vendor.Dispatch(ctx, p)
-	requireFailure(t, inst, res, err, outbox.OutcomeRetryable)
+	requireFailure(t, inst, res, err, vendorapi.OutcomeRetryable)
 	require.Zero(t, inst.Effects(p.OpID), "nothing may be sent under a cancelled context")
 }
 

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakemcp"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
@@ -342,7 +342,7 @@ func (f *fakes) objects() []VendorObject {
 		}
 		seen[m.XMessageID] = true
 		out = append(out, VendorObject{
-			Kind: kindMessage, ID: m.XMessageID, OpID: m.CustomArgs[outbox.TagKey], Effect: true,
+			Kind: kindMessage, ID: m.XMessageID, OpID: m.CustomArgs[vendorapi.TagKey], Effect: true,
 			Conflict: strings.Contains(m.Subject, conflictMarker),
 			Detail:   fmt.Sprintf("(accepted %s)", m.AcceptedAt.Format(time.StampMilli)),
 		})
@@ -382,7 +382,7 @@ func stripeObjects(a *fakestripe.Server) []VendorObject {
 	var out []VendorObject
 	for _, pi := range a.PaymentIntents() {
 		out = append(out, VendorObject{
-			Kind: kindPaymentIntent, ID: pi.ID, OpID: pi.Metadata[outbox.TagKey], Account: account,
+			Kind: kindPaymentIntent, ID: pi.ID, OpID: pi.Metadata[vendorapi.TagKey], Account: account,
 			Effect:   pi.Status == "succeeded",
 			Conflict: pi.Metadata["chaos"] == conflictMarker,
 			Amount:   &pi.Amount,
@@ -391,7 +391,7 @@ func stripeObjects(a *fakestripe.Server) []VendorObject {
 	}
 	for _, re := range a.Refunds() {
 		out = append(out, VendorObject{
-			Kind: kindRefund, ID: re.ID, OpID: re.Metadata[outbox.TagKey], Account: account, Effect: true,
+			Kind: kindRefund, ID: re.ID, OpID: re.Metadata[vendorapi.TagKey], Account: account, Effect: true,
 			Conflict: re.Metadata["chaos"] == conflictMarker,
 			Amount:   &re.Amount,
 			Detail:   fmt.Sprintf("(%s, of %s, amount %d)", account, re.PaymentIntent, re.Amount),

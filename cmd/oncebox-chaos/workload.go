@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // item is one op of the workload: a key, its payload, how many copies are
@@ -143,12 +143,12 @@ func (p *refundPicker) pick(account string) (args map[string]any, madeBy string,
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pi := range p.f.stripeAccount(account).PaymentIntents() {
-		if pi.Status != "succeeded" || pi.Metadata[outbox.TagKey] == "" || p.used[pi.ID] || pi.Metadata["chaos"] == stepChargeMarker {
+		if pi.Status != "succeeded" || pi.Metadata[vendorapi.TagKey] == "" || p.used[pi.ID] || pi.Metadata["chaos"] == stepChargeMarker {
 			continue
 		}
 		p.used[pi.ID] = true
 		return map[string]any{"payment_intent": pi.ID, "amount": 100 + pi.Amount%400, "reason": "requested_by_customer",
-			"metadata": map[string]string{"chaos": "original"}}, pi.Metadata[outbox.TagKey], true
+			"metadata": map[string]string{"chaos": "original"}}, pi.Metadata[vendorapi.TagKey], true
 	}
 	return nil, "", false
 }

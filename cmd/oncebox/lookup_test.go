@@ -19,6 +19,7 @@ import (
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -96,7 +97,7 @@ func newGatedCRMOutbox(t *testing.T, pool *pgxpool.Pool, baseURL string, cfg out
 	require.NoError(t, err)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
-	cfg.Pool, cfg.Tools, cfg.Vendors = pool, reg, []outbox.Vendor{v}
+	cfg.Pool, cfg.Tools, cfg.Vendors = pool, reg, []vendorapi.Vendor{v}
 	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg, Approvals: policy})
 	require.NoError(t, err)
 	cfg.Gate = gov

@@ -35,8 +35,8 @@ import (
 	"github.com/oncebox/oncebox/examples/custom-vendor/fakesms"
 	"github.com/oncebox/oncebox/examples/custom-vendor/sms"
 	"github.com/oncebox/oncebox/migrations"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 func main() {
@@ -87,7 +87,7 @@ func newServer(ctx context.Context, databaseURL, addr, smsURL string, logger *sl
 		cfg.Addr = addr
 	}
 	v := sms.New(smsURL, 5*time.Second)
-	cfg.Vendors = []outbox.Vendor{v}
+	cfg.Vendors = []vendorapi.Vendor{v}
 	cfg.Tools = []server.CustomTool{{
 		Tool:        v.Tool(),
 		Description: "Send one SMS. oncebox makes sure it is sent at most once.",

@@ -37,11 +37,12 @@ func TestFourEyesOverHTTP(t *testing.T) {
 	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
 
 	hist := decodeOp(t, e.do(req("GET", "/v1/ops/r?history=true", agent, "", "")))
-	require.Len(t, hist.History.Events, 2)
-	require.Equal(t, "approval_given", hist.History.Events[0].Kind)
-	require.Contains(t, hist.History.Events[0].Actor, "(approver)")
-	require.Equal(t, "approved", hist.History.Events[1].Kind)
-	require.Contains(t, hist.History.Events[1].Actor, "(admin)")
+	require.Len(t, hist.History.Events, 3)
+	require.Equal(t, "held", hist.History.Events[0].Kind)
+	require.Equal(t, "approval_given", hist.History.Events[1].Kind)
+	require.Contains(t, hist.History.Events[1].Actor, "(approver)")
+	require.Equal(t, "approved", hist.History.Events[2].Kind)
+	require.Contains(t, hist.History.Events[2].Actor, "(admin)")
 }
 
 // TestStaleApprovalsAndExpiryOverHTTP: an approval after the policy changed is 409
@@ -217,8 +218,8 @@ func TestFourEyesCountsPeople(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Equal(t, "pending", decodeOp(t, rec).Status)
 	hist := decodeOp(t, e.do(req("GET", "/v1/ops/r?history=true", agent, "", "")))
-	require.Contains(t, hist.History.Events[0].Actor, "alice@example.com")
-	require.Contains(t, hist.History.Events[1].Actor, "bob@example.com")
+	require.Contains(t, hist.History.Events[1].Actor, "alice@example.com")
+	require.Contains(t, hist.History.Events[2].Actor, "bob@example.com")
 
 	_, err = e.tenants.NewTokenFor(ctx, "acme", tenant.RoleApprover, "a\x07b")
 	require.Error(t, err, "a person with a control character is refused")

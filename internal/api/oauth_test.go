@@ -49,8 +49,8 @@ func TestFourEyesCountsAccessTokenSubjects(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Equal(t, "pending", decodeOp(t, rec).Status)
 	hist := decodeOp(t, e.do(req("GET", "/v1/ops/r?history=true", agent, "", "")))
-	require.Contains(t, hist.History.Events[0].Actor, "oauth alice")
-	require.Contains(t, hist.History.Events[1].Actor, "oauth bob")
+	require.Contains(t, hist.History.Events[1].Actor, "oauth alice")
+	require.Contains(t, hist.History.Events[2].Actor, "oauth bob")
 
 	both := mint("carol", "oncebox:agent oncebox:approver")
 	rec = e.do(req("GET", "/v1/ops/r", both, "", ""))

@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // postOp is POST /v1/ops: record a tool call under the Idempotency-Key header.
@@ -234,7 +235,7 @@ func (s *Server) opError(w http.ResponseWriter, r *http.Request, err error) {
 		keyErr      *protocol.KeyError
 		conflictErr *outbox.KeyConflictError
 		toolErr     *outbox.UnknownToolError
-		argsErr     *outbox.ValidationError
+		argsErr     *vendorapi.ValidationError
 		budgetErr   *governance.BudgetExceededError
 		notOwned    *outbox.NotOwnedError
 		unavailable *outbox.ObjectUnavailableError

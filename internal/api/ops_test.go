@@ -359,8 +359,10 @@ func TestApproveAndReject(t *testing.T) {
 	hist := decodeOp(t, e.do(req("GET", "/v1/ops/refund-1?history=true", token, "", "")))
 	require.NotNil(t, hist.History)
 	require.Empty(t, hist.History.Attempts)
-	require.Len(t, hist.History.Events, 1)
-	ev := hist.History.Events[0]
+	require.Len(t, hist.History.Events, 2)
+	require.Equal(t, "held", hist.History.Events[0].Kind, "the first status is an event of its own")
+	require.Equal(t, "awaiting_approval", hist.History.Events[0].ToStatus)
+	ev := hist.History.Events[1]
 	require.Equal(t, "approved", ev.Kind)
 	require.Equal(t, "awaiting_approval", ev.FromStatus)
 	require.Equal(t, "pending", ev.ToStatus)
@@ -403,7 +405,7 @@ func TestApproveAndReject(t *testing.T) {
 		require.Equal(t, tt.status, p.OpStatus, tt.path)
 	}
 	require.Equal(t, 1, jobs(approveMe.ID), "a second approval inserts no second job")
-	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1", approveMe.ID), "and records nothing")
+	require.Equal(t, 2, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1", approveMe.ID), "and records nothing (held, approved)")
 
 	// The optional body is still checked when present.
 	decodeOp(t, e.post(agent, "refund-3", strings.Replace(largeRefundBody, "20000", "40000", 1)))

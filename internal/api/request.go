@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // opRequest is the body of POST /v1/ops.
@@ -237,9 +237,9 @@ func jsonProblem(err error) *protocol.Problem {
 	return protocol.NewProblem(http.StatusBadRequest, protocol.ProblemInvalidJSON, "The request body is not valid JSON.")
 }
 
-// validationProblem is the invalid-args problem of an *outbox.ValidationError.
+// validationProblem is the invalid-args problem of an *vendorapi.ValidationError.
 func validationProblem(err error) *protocol.Problem {
-	var ve *outbox.ValidationError
+	var ve *vendorapi.ValidationError
 	if errors.As(err, &ve) {
 		p := invalidArgs(ve.Field, ve.Message)
 		p.Rule = ve.Rule

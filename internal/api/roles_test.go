@@ -23,7 +23,7 @@ func TestAgentTokenCannotDecide(t *testing.T) {
 		var status string
 		var events, jobs int
 		require.NoError(t, e.pool.QueryRow(t.Context(), `SELECT status,
-			(SELECT count(*) FROM oncebox_op_event WHERE op_id = o.id),
+			(SELECT count(*) FROM oncebox_op_event WHERE op_id = o.id AND kind <> 'held'),
 			(SELECT count(*) FROM river_job WHERE args->>'op_id' = o.id::text)
 			FROM oncebox_op o WHERE id = $1`, op.ID).Scan(&status, &events, &jobs))
 		return status, events, jobs

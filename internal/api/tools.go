@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // ToolInfo describes one tool for GET /v1/tools.
@@ -35,7 +35,7 @@ type Reader interface {
 	// for another tenant's own tool: to that tenant it does not exist).
 	IsReadFor(tenantID int64, tool string) bool
 	// Read calls a read tool and returns the target's answer, an
-	// *outbox.ValidationError for invalid arguments, or another error (free of
+	// *vendorapi.ValidationError for invalid arguments, or another error (free of
 	// secrets) for a call that failed.
 	Read(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error)
 }
@@ -78,7 +78,7 @@ func (s *Server) callRead(w http.ResponseWriter, r *http.Request, req opRequest)
 	}
 	res, err := s.cfg.Reads.Read(r.Context(), req.Tool, args)
 	if err != nil {
-		var ve *outbox.ValidationError
+		var ve *vendorapi.ValidationError
 		if errors.As(err, &ve) {
 			writeProblem(w, validationProblem(err))
 			return

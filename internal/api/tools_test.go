@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/api"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // fakeReads is a Reader with three read tools: crm.find answers, crm.down fails,
@@ -27,7 +27,7 @@ func (fakeReads) Read(_ context.Context, tool string, args json.RawMessage) (jso
 		return nil, errors.New("timeout: the target did not answer within 10s")
 	case "crm.strict":
 		if string(args) != `{"id":1}` {
-			return nil, &outbox.ValidationError{Field: "args.id", Message: "breaks the input_schema rule required: missing property 'id'"}
+			return nil, &vendorapi.ValidationError{Field: "args.id", Message: "breaks the input_schema rule required: missing property 'id'"}
 		}
 	}
 	return json.RawMessage(`{"status":200,"body":{"found":true}}`), nil

@@ -16,6 +16,7 @@ import (
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // maxListed bounds the approvals, reviews and search results a page shows.
@@ -218,7 +219,7 @@ func (c *Console) rejectConfirmed(w http.ResponseWriter, r *http.Request, s *ses
 func opRefusal(err error, wrongState string) (int, *refusal) {
 	var (
 		keyErr  *protocol.KeyError
-		argsErr *outbox.ValidationError
+		argsErr *vendorapi.ValidationError
 	)
 	switch {
 	case errors.Is(err, outbox.ErrWrongState):

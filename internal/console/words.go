@@ -9,6 +9,7 @@ import (
 	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // tokenActor matches an actor recorded for an API token (tenant.Principal.Actor):
@@ -198,7 +199,7 @@ func explainReview(op *outbox.Op, last *outbox.Event) reviewWords {
 		_ = json.Unmarshal(last.Detail, &d)
 	}
 	vendor, obj := vendorName(op.Vendor), strings.TrimPrefix(objectNoun(op.Tool), "the ")
-	search := fmt.Sprintf("Search %s for the idempotency key %s (or the metadata %s = %s).", vendor, op.VendorKey, outbox.TagKey, op.ID)
+	search := fmt.Sprintf("Search %s for the idempotency key %s (or the metadata %s = %s).", vendor, op.VendorKey, vendorapi.TagKey, op.ID)
 	ids := d.Found
 	for _, o := range d.Objects {
 		ids = append(ids, o.ID)

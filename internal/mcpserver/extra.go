@@ -42,7 +42,7 @@ type ExtraTool struct {
 	// (readOnlyHint for read, destructiveHint for unsafe, idempotentHint for write and
 	// unsafe; openWorldHint for all).
 	Class string
-	// Read answers a read tool's call: the answer, or an *outbox.ValidationError for
+	// Read answers a read tool's call: the answer, or an *vendorapi.ValidationError for
 	// invalid arguments, or another error for a failed call. Required for read tools.
 	Read func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
 	// Passthrough says a read tool's answer is an upstream MCP server's

@@ -21,6 +21,7 @@ import (
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // The _meta keys a client may send to identify a tool call. The namespaced forms are
@@ -295,7 +296,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, tenantI
 // unfingerprintable says whether err refuses arguments that are not JSON a
 // fingerprint can be computed of.
 func unfingerprintable(err error) bool {
-	var ve *outbox.ValidationError
+	var ve *vendorapi.ValidationError
 	return errors.As(err, &ve) && ve.Field == "args" &&
 		(ve.Message == "is not valid JSON" || strings.HasPrefix(ve.Message, "fingerprint:"))
 }
@@ -376,7 +377,7 @@ func (s *Server) failure(ctx context.Context, log *slog.Logger, err error) (*mcp
 // result, or returns nil for any other error.
 func refusal(err error) *mcp.CallToolResult {
 	var (
-		ve *outbox.ValidationError
+		ve *vendorapi.ValidationError
 		ke *outbox.KeyConflictError
 	)
 	var (

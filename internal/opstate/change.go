@@ -105,6 +105,22 @@ func (m *Machine) Apply(ctx context.Context, tx pgx.Tx, c Change) (*Applied, err
 	return a, nil
 }
 
+// Hold gives the new op opID, inserted pending in tx by the enqueue, its first status:
+// awaiting_approval (the table's initial row by Gate), with the event (kind "held",
+// detail), the metric (from "") and the log line of any transition. Report it once tx
+// committed. It returns nil, nil when the op is not pending.
+func (m *Machine) Hold(ctx context.Context, tx pgx.Tx, opID string, detail any) (*Applied, error) {
+	s := &step{from: []protocol.Status{""}, to: protocol.StatusAwaitingApproval, by: Gate, ident: Ident{ID: opID},
+		event: &event{kind: "held", detail: detail}, msg: "op held for a person"}
+	a, err := m.transition(ctx, tx, s, func(bool) (bool, error) {
+		return scanIdent(tx.QueryRow(ctx, sqlHold, opID), &s.ident)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hold for approval: %w", err)
+	}
+	return a, nil
+}
+
 // ApplyTx is Apply in a transaction of its own, reported once committed.
 func (m *Machine) ApplyTx(ctx context.Context, c Change) (*Applied, error) {
 	return m.withTx(ctx, func(tx pgx.Tx) (*Applied, error) { return m.Apply(ctx, tx, c) })

@@ -256,6 +256,11 @@ UPDATE oncebox_op SET status = 'pending', attempt_token = NULL, next_check_at = 
 WHERE id = $1 AND status = $2
 RETURNING ` + identColumns
 
+// sqlHold gives a new op, inserted pending in the enqueue's transaction and not yet seen
+// by anyone else, its first status awaiting_approval (Machine.Hold).
+const sqlHold = `UPDATE oncebox_op SET status = 'awaiting_approval' WHERE id = $1 AND status = 'pending'
+RETURNING ` + identColumns
+
 // sqlStays writes nothing: it checks that an op locked by the caller is still in $2, for
 // a self-loop that only records an event (an approval short of its count).
 const sqlStays = `SELECT ` + identColumns + ` FROM oncebox_op WHERE id = $1 AND status = $2`
@@ -307,7 +312,7 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 // (pending, dispatching, unknown, needs review, awaiting approval) are kept past their
 // TTL: something or someone still has to decide them. The object a deleted op made (its
 // vendor_ref) stays its tenant's: it is kept in oncebox_tenant_object, so that a refund
-// of a payment whose op was purged is still admitted (outbox.Tool.Objects); a reference a
+// of a payment whose op was purged is still admitted (vendorapi.Tool.Objects); a reference a
 // person typed is not kept (it never made the object the tenant's).
 const sqlPurgeBatch = `
 WITH doomed AS (

@@ -6,10 +6,14 @@ import "github.com/oncebox/oncebox/protocol"
 // deleted (its key and fingerprint are kept as a tombstone for a while).
 const Purged protocol.Status = "purged"
 
-// Initial returns the statuses an op is created in: pending, or awaiting approval when
-// its tool asks for one.
+// Initial returns the statuses an op is created in (the To of the table's initial
+// rows): pending, or awaiting approval when its tool asks for one.
 func Initial() []protocol.Status {
-	return []protocol.Status{protocol.StatusPending, protocol.StatusAwaitingApproval}
+	out := make([]protocol.Status, len(initial))
+	for i, t := range initial {
+		out[i] = t.To
+	}
+	return out
 }
 
 // Actor is who makes a transition; it is recorded on the op's events.
@@ -19,6 +23,8 @@ type Actor string
 const (
 	// Worker is the dispatch worker: it claims an op and records the vendor's answer.
 	Worker Actor = "worker"
+	// Gate is the enqueue's gate: it gives a new op its first status (Initial).
+	Gate Actor = "gate"
 	// Reconciler is the sweeper: it decides unknown ops from the vendor's records and
 	// takes ops stuck in dispatching.
 	Reconciler Actor = "reconciler"

@@ -19,6 +19,18 @@ type Transition struct {
 	Action Action
 }
 
+// initial are the statuses an op is created in, From "" (no status yet): the enqueue
+// inserts every op pending, in the caller's transaction; a gate's hold moves it, in the
+// same transaction, to awaiting_approval through Machine.Hold, which writes its event,
+// metric and log line like any transition.
+var initial = []Transition{
+	{"", protocol.StatusPending, Gate, "admitted", ""},
+	{"", protocol.StatusAwaitingApproval, Gate, "held for a person (the gate's verdict, or the tool's NeedsApproval)", ""},
+}
+
+// InitialTransitions returns the table's initial rows (From "").
+func InitialTransitions() []Transition { return slices.Clone(initial) }
+
 // transitions is the op state machine: every status change oncebox makes, and who makes
 // it. Machine consults it before every write and refuses anything else
 // (ErrNotAllowed); TestEveryTransition walks it against Postgres, and the state
@@ -92,8 +104,13 @@ func Transitions() []Transition { return slices.Clone(transitions) }
 // Allowed reports whether by may move an op from one status to another by action (a
 // person's: approve, reject, resolve, release; "" for the other actors). A person who
 // resolves or releases an op may not take the approval's row: the row says "approve".
+// From "" is an op's creation: the initial rows (Initial).
 func Allowed(from, to protocol.Status, by Actor, action Action) bool {
-	return slices.ContainsFunc(transitions, func(t Transition) bool {
+	rows := transitions
+	if from == "" {
+		rows = initial
+	}
+	return slices.ContainsFunc(rows, func(t Transition) bool {
 		return t.From == from && t.To == to && t.By == by && t.Action == action
 	})
 }

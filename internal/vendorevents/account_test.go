@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // TestConnectEventsCountOnlyFromTheOpsAccount: events of a tenant's op made on its
@@ -31,8 +32,8 @@ func TestConnectEventsCountOnlyFromTheOpsAccount(t *testing.T) {
 
 	// Another account's object tagged with the op's id (a forged or misrouted event).
 	raw, _ := json.Marshal(args)
-	_, err := v.Dispatch(ctx, outbox.DispatchParams{OpID: op.ID, TenantID: e.tenant, Tool: protocol.ToolPaymentIntent,
-		Args: raw, VendorKey: "other-account-key", Attempt: 1, Account: outbox.Account{Ref: "acct_B"}})
+	_, err := v.Dispatch(ctx, vendorapi.DispatchParams{OpID: op.ID, TenantID: e.tenant, Tool: protocol.ToolPaymentIntent,
+		Args: raw, VendorKey: "other-account-key", Attempt: 1, Account: vendorapi.Account{Ref: "acct_B"}})
 	require.NoError(t, err)
 	e.waitEvents(t, op.ID, 4)
 

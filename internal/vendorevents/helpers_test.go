@@ -17,6 +17,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
@@ -102,7 +103,7 @@ func newEnv(t testing.TB) *env {
 
 // withSendGrid adds a fake SendGrid posting events to the endpoint (events nil: none)
 // and a mail vendor whose lookups consult the events first.
-func (e *env) withSendGrid(t *testing.T, events *fakesendgrid.EventsConfig) outbox.Vendor {
+func (e *env) withSendGrid(t *testing.T, events *fakesendgrid.EventsConfig) vendorapi.Vendor {
 	t.Helper()
 	e.sgFake = fakesendgrid.New(fakesendgrid.Config{ActivityRatePerMinute: -1})
 	srv := httptest.NewServer(e.sgFake)
@@ -119,7 +120,7 @@ func (e *env) withSendGrid(t *testing.T, events *fakesendgrid.EventsConfig) outb
 
 // withStripe adds a fake Stripe whose search lags an hour, posting events, and a
 // search-only Stripe vendor (no list scan) whose lookups consult the events first.
-func (e *env) withStripe(t *testing.T, events *fakestripe.EventsConfig) (outbox.Vendor, *stripe.Vendor) {
+func (e *env) withStripe(t *testing.T, events *fakestripe.EventsConfig) (vendorapi.Vendor, *stripe.Vendor) {
 	t.Helper()
 	e.stFake = fakestripe.New(fakestripe.Config{SearchLag: time.Hour})
 	srv := httptest.NewServer(e.stFake)
@@ -135,7 +136,7 @@ func (e *env) withStripe(t *testing.T, events *fakestripe.EventsConfig) (outbox.
 }
 
 // start builds the Outbox on vendors and works jobs until the test ends.
-func (e *env) start(t *testing.T, vendors ...outbox.Vendor) {
+func (e *env) start(t *testing.T, vendors ...vendorapi.Vendor) {
 	t.Helper()
 	e.ob = optest.NewOutbox(t, e.pool, tools.Config{}, vendors...)
 	optest.Start(t, e.ob)

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
 
@@ -23,19 +23,19 @@ import (
 // (a plain error) instead of going to needs_review, since its events may still be on
 // their way; past lag, the absence of events is not taken as proof that nothing was
 // sent, and v's error stands. Everything else is v's.
-func WrapVendor(v outbox.Vendor, s *Store, lag time.Duration) outbox.Vendor {
+func WrapVendor(v vendorapi.Vendor, s *Store, lag time.Duration) vendorapi.Vendor {
 	return &eventVendor{Vendor: v, store: s, lag: lag, now: time.Now}
 }
 
 type eventVendor struct {
-	outbox.Vendor
+	vendorapi.Vendor
 	store *Store
 	lag   time.Duration
 	now   func() time.Time
 }
 
 // Lookup consults the stored events, then the vendor.
-func (e *eventVendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbox.LookupResult, error) {
+func (e *eventVendor) Lookup(ctx context.Context, params vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 	evs, err := e.store.ForOp(ctx, e.Name(), params.OpID)
 	if err != nil {
 		return nil, fmt.Errorf("%s lookup: stored events: %w", e.Name(), err)
@@ -46,10 +46,10 @@ func (e *eventVendor) Lookup(ctx context.Context, params outbox.LookupParams) (*
 	// asked, with the op's own credentials.
 	evs = slices.DeleteFunc(evs, func(ev Event) bool { return ev.Unconfirmed })
 	if objs, ok := Objects(evs, params.Tool, params.Args); ok {
-		return &outbox.LookupResult{Objects: objs}, nil
+		return &vendorapi.LookupResult{Objects: objs}, nil
 	}
 	res, err := e.Vendor.Lookup(ctx, params)
-	if err != nil && errors.Is(err, outbox.ErrLookupUnavailable) {
+	if err != nil && errors.Is(err, vendorapi.ErrLookupUnavailable) {
 		if params.LastSent.IsZero() || e.now().Before(params.LastSent.Add(e.lag)) {
 			// Not wrapping ErrLookupUnavailable: the reconciler asks again later.
 			return nil, fmt.Errorf("no %s event for op %s yet, and the vendor cannot be asked (%v); the events may still arrive (up to %s after the last send)",
@@ -65,7 +65,7 @@ func (e *eventVendor) Lookup(ctx context.Context, params outbox.LookupParams) (*
 // arrive out of order). ok is false when the events settle nothing: none, or only a
 // payment_intent.created for a payment intent created with confirm, whose outcome the
 // later events tell.
-func Objects(evs []Event, tool string, args json.RawMessage) (objs []outbox.VendorObject, ok bool) {
+func Objects(evs []Event, tool string, args json.RawMessage) (objs []vendorapi.VendorObject, ok bool) {
 	want := ""
 	switch tool {
 	case protocol.ToolPaymentIntent:
@@ -112,13 +112,13 @@ func Objects(evs []Event, tool string, args json.RawMessage) (objs []outbox.Vend
 		if settled[id] {
 			ok = true
 		}
-		obj := outbox.VendorObject{ID: id, OpID: ev.OpTag, Amount: ev.Amount, Currency: ev.Currency,
+		obj := vendorapi.VendorObject{ID: id, OpID: ev.OpTag, Amount: ev.Amount, Currency: ev.Currency,
 			Status: ev.Status, Created: created[id], Summary: ev.Summary}
 		// What records a refusal is the Stripe adapter's knowledge (a mail has none).
 		obj.Refused = want != ObjectMessage && stripe.Refused(obj, args)
 		objs = append(objs, obj)
 	}
-	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
+	slices.SortFunc(objs, func(a, b vendorapi.VendorObject) int {
 		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
 	})
 	return objs, ok

@@ -11,6 +11,7 @@ import (
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
@@ -52,7 +53,7 @@ func TestUnknownMailEventsAloneDoNotSettleIt(t *testing.T) {
 	}, 15*time.Second, 200*time.Millisecond)
 	got := e.get(t, op.ID)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
-	msgs := e.sgFake.ByCustomArg(outbox.TagKey, op.ID)
+	msgs := e.sgFake.ByCustomArg(vendorapi.TagKey, op.ID)
 	require.Len(t, msgs, 1)
 	require.Equal(t, msgs[0].XMessageID, got.VendorRef)
 	require.Equal(t, 1, e.sgFake.SendCount(), "one email, never resent")
@@ -76,7 +77,7 @@ func TestUnknownMailWithoutEventYetWaitsInsteadOfReview(t *testing.T) {
 	// The events arrive late: they are unconfirmed (the op has no vendor_ref), so the
 	// op still waits for SendGrid's own answer, and is never resent.
 	require.NoError(t, e.sgFake.SetEvents(&e.sgEvents))
-	msg := e.sgFake.ByCustomArg(outbox.TagKey, op.ID)[0]
+	msg := e.sgFake.ByCustomArg(vendorapi.TagKey, op.ID)[0]
 	require.NoError(t, e.sgFake.PostEvents(msg.XMessageID))
 	e.waitEvents(t, op.ID, 2)
 	require.Equal(t, 1, e.sweep(t).LookupErrors)
@@ -100,7 +101,7 @@ func TestUnknownStripeOpWaitsForStripeNotItsEvents(t *testing.T) {
 	_, err := e.pool.Exec(context.Background(), "DELETE FROM river_job WHERE args->>'op_id' = $1", op.ID)
 	require.NoError(t, err)
 	raw, _ := json.Marshal(args)
-	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: op.ID, TenantID: e.tenant, Tool: protocol.ToolPaymentIntent,
+	_, err = v.Dispatch(context.Background(), vendorapi.DispatchParams{OpID: op.ID, TenantID: e.tenant, Tool: protocol.ToolPaymentIntent,
 		Args: raw, VendorKey: op.VendorKey, Attempt: 1})
 	require.NoError(t, err)
 	_, err = e.pool.Exec(context.Background(), `UPDATE oncebox_op SET status = 'unknown', attempts = 1, attempt_token = gen_random_uuid(),
@@ -122,7 +123,7 @@ func TestUnknownStripeOpWaitsForStripeNotItsEvents(t *testing.T) {
 	require.True(t, evs[0].Unconfirmed && evs[1].Unconfirmed)
 
 	// The same search-only lookup waits out the search lag.
-	res, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: op.ID, Tool: protocol.ToolPaymentIntent, Args: raw})
+	res, err := v.Lookup(context.Background(), vendorapi.LookupParams{OpID: op.ID, Tool: protocol.ToolPaymentIntent, Args: raw})
 	require.NoError(t, err)
 	require.Empty(t, res.Objects, "search has not caught up")
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/vendorhttp"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 )
@@ -32,7 +32,7 @@ const (
 	ClassUnsafe = "unsafe"
 )
 
-// VendorPrefix starts the name of the outbox.Vendor of each catalog target.
+// VendorPrefix starts the name of the vendorapi.Vendor of each catalog target.
 const VendorPrefix = "catalog_"
 
 var (
@@ -93,12 +93,12 @@ type Tool struct {
 	// tool's TTL when shorter); 0 turns it off.
 	DedupeWindow *time.Duration
 	// Identity names the arguments that identify an op of the tool
-	// (outbox.Tool.Identity), such as [customer, order_ref]: within the dedupe window,
+	// (vendorapi.Tool.Identity), such as [customer, order_ref]: within the dedupe window,
 	// an MCP call that agrees with an earlier one on them is that op even when its other
 	// arguments are worded differently. nil: every argument identifies the op.
 	Identity []string
 	// Owned names the path templates whose argument is an existing object of the target
-	// that must be the tenant's (outbox.Tool.Objects), such as [ticket_id] in
+	// that must be the tenant's (vendorapi.Tool.Objects), such as [ticket_id] in
 	// /tickets/{ticket_id}/close: made by one of the tenant's ops of the target (its
 	// vendor reference) or adopted by the tenant. nil: none.
 	Owned []string
@@ -126,7 +126,7 @@ type Tool struct {
 	TenantID int64
 	// Steps, for a composite tool (steps: in the file; docs/steps.md), are the tools
 	// it calls, in order; its Class is ClassWrite and it has no target.
-	Steps []outbox.Step
+	Steps []vendorapi.Step
 	// Version identifies this definition: a hash of everything that decides how an
 	// op of the tool is validated and sent (class, schema, target, method, path). An
 	// op keeps the version it was accepted under (see Definition).
@@ -607,7 +607,7 @@ func version(t *Tool) string {
 	b, _ := json.Marshal(struct {
 		Class, Target, Method, Path string
 		Schema                      json.RawMessage
-		Steps                       []outbox.Step `json:",omitempty"`
+		Steps                       []vendorapi.Step `json:",omitempty"`
 	}{t.Class, t.Target, t.Method, t.Path, t.InputSchema, t.Steps})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:6])

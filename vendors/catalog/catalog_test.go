@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
@@ -70,7 +70,7 @@ func TestParseGoodCatalog(t *testing.T) {
 	rt, err := owned.Connect(catalog.Options{})
 	require.NoError(t, err)
 	for _, ot := range rt.Tools(0) {
-		require.Equal(t, []outbox.ObjectArg{{Arg: "customer_id"}}, ot.Objects, ot.Name)
+		require.Equal(t, []vendorapi.ObjectArg{{Arg: "customer_id"}}, ot.Objects, ot.Name)
 	}
 
 	// JSON is valid YAML.
@@ -144,7 +144,7 @@ func TestLoadNamesTheFile(t *testing.T) {
 	require.ErrorContains(t, err, "missing.yaml: cannot read the tool catalog")
 }
 
-// TestValidateNamesFieldAndRule: a schema violation is an *outbox.ValidationError
+// TestValidateNamesFieldAndRule: a schema violation is an *vendorapi.ValidationError
 // naming the field and the rule.
 func TestValidateNamesFieldAndRule(t *testing.T) {
 	t.Parallel()
@@ -163,7 +163,7 @@ func TestValidateNamesFieldAndRule(t *testing.T) {
 		{`[1]`, "args", "JSON object"},
 	} {
 		err := tool.Validate(json.RawMessage(tc.args))
-		var ve *outbox.ValidationError
+		var ve *vendorapi.ValidationError
 		require.True(t, errors.As(err, &ve), "%s: %v", tc.args, err)
 		require.Equal(t, tc.field, ve.Field, tc.args)
 		require.Contains(t, ve.Message, tc.rule, tc.args)

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
 
@@ -180,8 +180,8 @@ func (c *checkRun) count(opID string) (int, error) {
 // send sends the request once through v, and says what it got: "2xx", the adapter's
 // error code, or "error".
 func (c *checkRun) send(v *webhook.Vendor, opID, key string) string {
-	_, err := v.Dispatch(c.ctx, outbox.DispatchParams{OpID: opID, Tool: c.name, Args: c.req, VendorKey: key, Attempt: 1})
-	var de *outbox.DispatchError
+	_, err := v.Dispatch(c.ctx, vendorapi.DispatchParams{OpID: opID, Tool: c.name, Args: c.req, VendorKey: key, Attempt: 1})
+	var de *vendorapi.DispatchError
 	switch {
 	case err == nil:
 		return "2xx"
@@ -273,7 +273,7 @@ func countObjects(ctx context.Context, v *webhook.Vendor, target, opID string, s
 	deadline := time.Now().Add(settle)
 	last, stable := -1, 0
 	for {
-		res, err := v.Lookup(ctx, outbox.LookupParams{OpID: opID, Args: args})
+		res, err := v.Lookup(ctx, vendorapi.LookupParams{OpID: opID, Args: args})
 		if err != nil {
 			return -1, err
 		}

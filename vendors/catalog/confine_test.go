@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/vendorhttp"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
@@ -204,10 +204,10 @@ func TestTenantTargetRefusedBeforeConnecting(t *testing.T) {
 	require.NoError(t, err, "a name is checked when connecting")
 	rt, err := c.Connect(catalog.Options{})
 	require.NoError(t, err)
-	_, err = rt.Vendors()[0].Dispatch(context.Background(), outbox.DispatchParams{OpID: "op1", Tool: "t.write", Args: []byte(`{}`), Attempt: 1})
-	var de *outbox.DispatchError
+	_, err = rt.Vendors()[0].Dispatch(context.Background(), vendorapi.DispatchParams{OpID: "op1", Tool: "t.write", Args: []byte(`{}`), Attempt: 1})
+	var de *vendorapi.DispatchError
 	require.ErrorAs(t, err, &de)
-	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
+	require.Equal(t, vendorapi.OutcomePermanent, de.Outcome)
 	require.Equal(t, "egress_refused", de.Code)
 	var ee *vendorhttp.EgressError
 	require.True(t, errors.As(err, &ee), "%v", err)
@@ -219,7 +219,7 @@ func TestTenantTargetRefusedBeforeConnecting(t *testing.T) {
 	require.NoError(t, err)
 	rt, err = c.Connect(catalog.Options{})
 	require.NoError(t, err)
-	_, err = rt.Vendors()[0].Dispatch(context.Background(), outbox.DispatchParams{OpID: "op2", Tool: "t.write", Args: []byte(`{}`), Attempt: 1})
+	_, err = rt.Vendors()[0].Dispatch(context.Background(), vendorapi.DispatchParams{OpID: "op2", Tool: "t.write", Args: []byte(`{}`), Attempt: 1})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), requests.Load())
 }

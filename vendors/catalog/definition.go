@@ -6,7 +6,7 @@ import (
 )
 
 // Definition is what an op of a catalog tool keeps of its tool's definition: it is
-// stored with the op when the op is accepted (outbox.Tool.Definition) and the op is
+// stored with the op when the op is accepted (vendorapi.Tool.Definition) and the op is
 // sent with it, whatever the catalog says by then (a reload, a restart with a changed
 // file, the tool removed). Arguments were validated against the schema of Version
 // when the op was accepted, and are not validated again.

@@ -47,7 +47,7 @@
 //     timeout, and returns its answer.
 //
 // The arguments are validated at enqueue against input_schema with
-// github.com/santhosh-tekuri/jsonschema/v6; a refusal is an *outbox.ValidationError
+// github.com/santhosh-tekuri/jsonschema/v6; a refusal is an *vendorapi.ValidationError
 // naming the field (such as "args.subject") and the rule (such as "maxLength").
 // Path templates are filled with the escaped argument (url.PathEscape); an argument
 // that fills one must be a single segment ("", ".", anything with "..", "/", "\\", "%"
@@ -55,7 +55,7 @@
 // field), so a call never leaves its target.
 //
 // Dispatch reuses the webhook adapter (vendors/webhook): each target that write or
-// unsafe tools use is one outbox.Vendor named "catalog_<target>", with the target's
+// unsafe tools use is one vendorapi.Vendor named "catalog_<target>", with the target's
 // native keys and lookup path, so that the reconciler asks it like any webhook target.
 // The tools of an upstream MCP server (upstreams:) are listed, called and classified
 // through the upstream client (vendors/mcpupstream): the catalog decides which tools
@@ -63,6 +63,6 @@
 //
 // A tenant's own catalog is a file of the same format, loaded and checked alone, then
 // merged beside the installation's (Merge): its tools, targets and upstreams carry the
-// tenant, and only that tenant sees and calls its tools (outbox.Tool.Tenant). Names
+// tenant, and only that tenant sees and calls its tools (vendorapi.Tool.Tenant). Names
 // are one namespace across the installation: a tenant's may shadow none.
 package catalog

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
 
@@ -21,7 +21,7 @@ type Live struct {
 	// closeMu orders Swap and Close; closed says Close was called.
 	closeMu sync.Mutex
 	closed  bool
-	vendors []outbox.Vendor
+	vendors []vendorapi.Vendor
 	// queued is the set of targets that have a vendor (and a queue).
 	queued map[string]bool
 }
@@ -39,7 +39,7 @@ func (l *Live) Current() *Runtime { return l.cur.Load() }
 
 // Vendors returns the outbox vendors of the first runtime's targets that write or
 // unsafe tools use; they send through the runtime in force.
-func (l *Live) Vendors() []outbox.Vendor { return l.vendors }
+func (l *Live) Vendors() []vendorapi.Vendor { return l.vendors }
 
 // Read calls a read tool of the catalog in force (see Runtime.Read).
 func (l *Live) Read(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // stepFormat is one entry of a composite tool's steps: in the file.
@@ -51,7 +51,7 @@ func (c *Catalog) checkComposite(name string, f toolFormat, bad badFunc) (*Tool,
 		}
 		t.Steps = append(t.Steps, step)
 	}
-	if err := outbox.CheckSteps(t.Steps); err != nil {
+	if err := vendorapi.CheckSteps(t.Steps); err != nil {
 		return nil, bad("steps", err.Error())
 	}
 	names := make([]string, len(t.Steps))
@@ -83,21 +83,21 @@ func (c *Catalog) checkNoNesting() error {
 	return nil
 }
 
-func compensateTool(s outbox.Step) string {
+func compensateTool(s vendorapi.Step) string {
 	if s.Compensate == nil {
 		return ""
 	}
 	return s.Compensate.Tool
 }
 
-func stepOf(s stepFormat) (outbox.Step, error) {
-	out := outbox.Step{Name: s.Name, Tool: s.Tool, When: s.When}
+func stepOf(s stepFormat) (vendorapi.Step, error) {
+	out := vendorapi.Step{Name: s.Name, Tool: s.Tool, When: s.When}
 	var err error
 	if out.Args, err = argsJSON(s.Args); err != nil {
 		return out, err
 	}
 	if s.Compensate != nil {
-		out.Compensate = &outbox.StepCall{Tool: s.Compensate.Tool}
+		out.Compensate = &vendorapi.StepCall{Tool: s.Compensate.Tool}
 		if out.Compensate.Args, err = argsJSON(s.Compensate.Args); err != nil {
 			return out, err
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
 )
 
@@ -47,12 +47,12 @@ func TestMergeMarksTenantTools(t *testing.T) {
 	require.Equal(t, "acme", c.TenantOf("acme.close_ticket"))
 	rt, err := c.Connect(catalog.Options{})
 	require.NoError(t, err)
-	byName := map[string]outbox.Tool{}
+	byName := map[string]vendorapi.Tool{}
 	for _, ot := range rt.Tools(0) {
 		byName[ot.Name] = ot
 	}
 	require.Equal(t, int64(7), byName["acme.close_ticket"].Tenant)
-	require.Equal(t, []outbox.ObjectArg{{Arg: "ticket_id"}}, byName["acme.close_ticket"].Objects)
+	require.Equal(t, []vendorapi.ObjectArg{{Arg: "ticket_id"}}, byName["acme.close_ticket"].Objects)
 	require.Equal(t, "catalog_acmedesk", byName["acme.close_ticket"].Vendor)
 	require.Zero(t, byName["helpdesk.create_ticket"].Tenant)
 }

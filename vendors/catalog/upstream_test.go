@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
 	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
@@ -147,7 +147,7 @@ func (b *syncBuffer) String() string {
 
 // TestUpstreamRateLimitSharedByCalls: one limit per upstream for every call: a read
 // waits for its slot; a dispatch about to be claimed is told how long to wait instead
-// (outbox.Throttler) and takes no slot then.
+// (vendorapi.Throttler) and takes no slot then.
 func TestUpstreamRateLimitSharedByCalls(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(fakemcp.New().Handler())
@@ -167,9 +167,9 @@ upstreams:
 		require.NoError(t, err)
 	}
 	require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "3 reads at 2 a second, burst 1")
-	var th outbox.Throttler
+	var th vendorapi.Throttler
 	for _, v := range rt.Vendors() {
-		th, _ = v.(outbox.Throttler)
+		th, _ = v.(vendorapi.Throttler)
 	}
 	require.NotNil(t, th, "an upstream's vendor throttles")
 	d := th.Throttle()
@@ -239,7 +239,7 @@ func TestTagArgumentBelongsToOncebox(t *testing.T) {
 
 	require.NoError(t, send.Validate(json.RawMessage(`{"to":"ann@example.com","subject":"Hi"}`)))
 	err = send.Validate(json.RawMessage(`{"to":"ann@example.com","subject":"Hi","ref":"mine"}`))
-	var ve *outbox.ValidationError
+	var ve *vendorapi.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "args.ref", ve.Field)
 	require.Equal(t, catalog.RuleTagArgument, ve.Rule)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
 
@@ -117,7 +118,7 @@ func retire(cur, next *Runtime) {
 func (r *Runtime) readUpstream(ctx context.Context, t *Tool, args json.RawMessage) (json.RawMessage, error) {
 	m, err := upstreamArgs(t, args, "")
 	if err != nil {
-		return nil, &outbox.ValidationError{Field: "args", Message: err.Error()}
+		return nil, &vendorapi.ValidationError{Field: "args", Message: err.Error()}
 	}
 	res, err := r.upstreams[t.Upstream].Read(ctx, t.UpstreamTool, m)
 	if err != nil {
@@ -155,21 +156,21 @@ func (v *upstreamVendor) session() *upstreamConn {
 	return v.conn
 }
 
-var _ outbox.Vendor = (*upstreamVendor)(nil)
+var _ vendorapi.Vendor = (*upstreamVendor)(nil)
 
 // Name returns "catalog_<upstream>".
 func (v *upstreamVendor) Name() string { return VendorPrefix + v.name }
 
 // Idempotency is the upstream's native_keys and native_window.
-func (v *upstreamVendor) Idempotency() outbox.Idempotency {
+func (v *upstreamVendor) Idempotency() vendorapi.Idempotency {
 	up := v.conn.up
-	return outbox.Idempotency{Native: up.NativeKeys, Window: up.NativeWindow}
+	return vendorapi.Idempotency{Native: up.NativeKeys, Window: up.NativeWindow}
 }
 
 // Throttle takes a slot of the upstream's rate limit (shared by every call of this
 // process) for the op about to be claimed, or says how long to wait for one: the
 // worker then snoozes the job without claiming the op, sending or counting an attempt
-// (outbox.Throttler).
+// (vendorapi.Throttler).
 func (v *upstreamVendor) Throttle() time.Duration { return v.session().Throttle() }
 
 // Queue is the upstream's workers and job timeout (zero fields: the server's defaults
@@ -185,7 +186,7 @@ func (v *upstreamVendor) LookupLag() time.Duration { return v.lag }
 // (p.Definition: its name upstream and tag argument; an op stored without one is sent
 // as the catalog in force defines its tool), with the op's id and key in _meta (and
 // the op id in the tag argument); mcpupstream.Session.Dispatch classifies the answer.
-func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+func (v *upstreamVendor) Dispatch(ctx context.Context, p vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	t := v.current().cat.Tools[p.Tool]
 	var head struct {
 		Upstream string `json:"upstream"`
@@ -195,30 +196,30 @@ func (v *upstreamVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) 
 	if len(p.Definition) > 0 && json.Unmarshal(p.Definition, &head) == nil && head.Upstream != "" {
 		var err error
 		if t, err = parseDefinition(p.Tool, p.Definition); err != nil {
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_definition", Message: err.Error(), Err: err}
+			return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_definition", Message: err.Error(), Err: err}
 		}
 	}
 	if t == nil || t.Upstream != v.name {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "unknown_tool",
 			Message: fmt.Sprintf("tool %q is no longer offered by upstream %q", p.Tool, v.name)}
 	}
 	args, err := upstreamArgs(t, p.Args, p.OpID)
 	if err != nil {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
 	}
 	return v.session().Dispatch(ctx, mcpupstream.DispatchParams{OpID: p.OpID, Key: p.VendorKey, Tool: t.UpstreamTool, Args: args})
 }
 
 // Lookup calls the tool's lookup tool with the op id (mcpupstream.Session.Lookup).
-// Without a lookup tool the upstream cannot be asked (outbox.ErrLookupUnavailable).
-func (v *upstreamVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+// Without a lookup tool the upstream cannot be asked (vendorapi.ErrLookupUnavailable).
+func (v *upstreamVendor) Lookup(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 	t, ok := v.current().cat.Tools[p.Tool]
 	if !ok || t.Upstream != v.name {
-		return nil, fmt.Errorf("tool %q is not offered by upstream %s: %w", p.Tool, v.name, outbox.ErrLookupUnavailable)
+		return nil, fmt.Errorf("tool %q is not offered by upstream %s: %w", p.Tool, v.name, vendorapi.ErrLookupUnavailable)
 	}
 	if t.LookupTool == "" {
 		return nil, fmt.Errorf("upstream tool %s has no lookup_tool in the catalog, so its objects cannot be looked up: %w",
-			t.UpstreamTool, outbox.ErrLookupUnavailable)
+			t.UpstreamTool, vendorapi.ErrLookupUnavailable)
 	}
 	return v.session().Lookup(ctx, t.LookupTool, t.LookupArgument, p.OpID)
 }

@@ -16,27 +16,27 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // printer renders the schema library's messages.
 var printer = message.NewPrinter(language.English)
 
 // Validate checks a call's arguments against the tool's input schema and its path
-// templates. Its errors are *outbox.ValidationError naming the field ("args.subject")
+// templates. Its errors are *vendorapi.ValidationError naming the field ("args.subject")
 // and the rule ("maxLength").
 func (t *Tool) Validate(args json.RawMessage) error {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return &outbox.ValidationError{Field: "args", Message: "must be a JSON object"}
+		return &vendorapi.ValidationError{Field: "args", Message: "must be a JSON object"}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(trimmed))
 	if err != nil {
-		return &outbox.ValidationError{Field: "args", Message: "must be a JSON object: " + err.Error()}
+		return &vendorapi.ValidationError{Field: "args", Message: "must be a JSON object: " + err.Error()}
 	}
 	if m, ok := inst.(map[string]any); ok && t.TagArgument != "" {
 		if _, sent := m[t.TagArgument]; sent {
-			return &outbox.ValidationError{Field: "args." + t.TagArgument, Rule: RuleTagArgument,
+			return &vendorapi.ValidationError{Field: "args." + t.TagArgument, Rule: RuleTagArgument,
 				Message: "is set by oncebox (the tool's tag_argument: it receives the op id); leave it out"}
 		}
 	}
@@ -45,19 +45,19 @@ func (t *Tool) Validate(args json.RawMessage) error {
 		if errors.As(err, &ve) {
 			return schemaRefusal(ve)
 		}
-		return &outbox.ValidationError{Field: "args", Message: err.Error()}
+		return &vendorapi.ValidationError{Field: "args", Message: err.Error()}
 	}
 	_, err = t.fillPath(inst.(map[string]any))
 	return err
 }
 
 // RuleTagArgument is the rule of a refused call that sets the tool's tag argument,
-// which oncebox fills with the op id (outbox.ValidationError.Rule).
+// which oncebox fills with the op id (vendorapi.ValidationError.Rule).
 const RuleTagArgument = "tag_argument"
 
 // schemaRefusal turns the library's error tree into one refusal: the first, deepest
 // cause, with the field it is about and the keyword it breaks.
-func schemaRefusal(ve *jsonschema.ValidationError) *outbox.ValidationError {
+func schemaRefusal(ve *jsonschema.ValidationError) *vendorapi.ValidationError {
 	for len(ve.Causes) > 0 {
 		ve = ve.Causes[0]
 	}
@@ -77,7 +77,7 @@ func schemaRefusal(ve *jsonschema.ValidationError) *outbox.ValidationError {
 		rule = kw[0]
 	}
 	msg := strings.TrimPrefix(ve.ErrorKind.LocalizedString(printer), rule+": ")
-	return &outbox.ValidationError{Field: fieldPath(loc), Message: fmt.Sprintf("breaks the input_schema rule %s: %s", rule, msg)}
+	return &vendorapi.ValidationError{Field: fieldPath(loc), Message: fmt.Sprintf("breaks the input_schema rule %s: %s", rule, msg)}
 }
 
 // fieldPath writes an instance location as oncebox names fields: args.to[2].email.
@@ -107,10 +107,10 @@ func (t *Tool) fillPath(args map[string]any) (string, error) {
 		case float64:
 			s = strconv.FormatFloat(v, 'f', -1, 64)
 		default:
-			return "", &outbox.ValidationError{Field: "args." + p, Message: "must be a string or an integer (it is a path segment)"}
+			return "", &vendorapi.ValidationError{Field: "args." + p, Message: "must be a string or an integer (it is a path segment)"}
 		}
 		if msg := checkSegment(s); msg != "" {
-			return "", &outbox.ValidationError{Field: "args." + p, Message: msg}
+			return "", &vendorapi.ValidationError{Field: "args." + p, Message: msg}
 		}
 		path = strings.ReplaceAll(path, "{"+p+"}", url.PathEscape(s))
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/mcpupstream"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -137,20 +137,20 @@ func (r *Runtime) Catalog() *Catalog { return r.cat }
 
 // Tools returns the outbox tools of the catalog's write and unsafe tools: unsafe ones
 // always need approval. A tool without a TTL gets defaultTTL.
-func (r *Runtime) Tools(defaultTTL time.Duration) []outbox.Tool {
-	var out []outbox.Tool
+func (r *Runtime) Tools(defaultTTL time.Duration) []vendorapi.Tool {
+	var out []vendorapi.Tool
 	for _, name := range r.cat.Names() {
 		t := r.cat.Tools[name]
 		if t.Class == ClassRead {
 			continue
 		}
-		ot := outbox.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL,
+		ot := vendorapi.Tool{Name: t.Name, Vendor: VendorPrefix + t.Target, Validate: t.Validate, TTL: t.TTL,
 			Definition: t.definitionJSON(), Identity: t.Identity, Tenant: t.TenantID}
 		if len(t.Steps) > 0 {
-			ot.Vendor, ot.Steps, ot.Definition = outbox.StepsVendor, t.Steps, nil
+			ot.Vendor, ot.Steps, ot.Definition = vendorapi.StepsVendor, t.Steps, nil
 		}
 		for _, o := range t.Owned {
-			ot.Objects = append(ot.Objects, outbox.ObjectArg{Arg: o})
+			ot.Objects = append(ot.Objects, vendorapi.ObjectArg{Arg: o})
 		}
 		if ot.TTL == 0 {
 			ot.TTL = defaultTTL
@@ -181,14 +181,14 @@ func (r *Runtime) Approvals() governance.ApprovalPolicy {
 }
 
 // Vendors returns the outbox vendors of the targets that write or unsafe tools use.
-func (r *Runtime) Vendors() []outbox.Vendor {
+func (r *Runtime) Vendors() []vendorapi.Vendor {
 	return r.vendors(func() *Runtime { return r })
 }
 
 // vendors returns the vendors of the targets r's write and unsafe tools use, which
 // send through the runtime current returns (r itself, or a Live's current one).
-func (r *Runtime) vendors(current func() *Runtime) []outbox.Vendor {
-	var out []outbox.Vendor
+func (r *Runtime) vendors(current func() *Runtime) []vendorapi.Vendor {
+	var out []vendorapi.Vendor
 	for _, name := range sortedKeys(r.usedTargets()) {
 		if conn, ok := r.upstreams[name]; ok {
 			out = append(out, &upstreamVendor{name: name, current: current, conn: conn, lag: r.lookupLag})
@@ -226,7 +226,7 @@ var ErrNotRead = errors.New("not a read tool of the catalog")
 
 // Read calls a read tool at once, with no op and no key, and returns the target's
 // answer, {"status":<HTTP status>,"body":<JSON or text>}. Invalid arguments are an
-// *outbox.ValidationError; a failed call a *ReadError.
+// *vendorapi.ValidationError; a failed call a *ReadError.
 func (r *Runtime) Read(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	t, ok := r.cat.Tools[name]
 	if !ok || t.Class != ClassRead {
@@ -242,9 +242,9 @@ func (r *Runtime) Read(ctx context.Context, name string, args json.RawMessage) (
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.targets[t.Target].Dispatch(ctx, outbox.DispatchParams{Tool: name, Args: req, Attempt: 1})
+	res, err := r.targets[t.Target].Dispatch(ctx, vendorapi.DispatchParams{Tool: name, Args: req, Attempt: 1})
 	if err != nil {
-		var de *outbox.DispatchError
+		var de *vendorapi.DispatchError
 		if errors.As(err, &de) {
 			return nil, &ReadError{Code: de.Code, Message: de.Message}
 		}
@@ -279,13 +279,13 @@ func (v *targetVendor) adapter() *webhook.Vendor {
 	return v.inner
 }
 
-var _ outbox.Vendor = (*targetVendor)(nil)
+var _ vendorapi.Vendor = (*targetVendor)(nil)
 
 // Name returns "catalog_<target>".
 func (v *targetVendor) Name() string { return VendorPrefix + v.name }
 
 // Idempotency is the target's native_keys.
-func (v *targetVendor) Idempotency() outbox.Idempotency { return v.inner.Idempotency() }
+func (v *targetVendor) Idempotency() vendorapi.Idempotency { return v.inner.Idempotency() }
 
 // LookupLag is the adapter's.
 func (v *targetVendor) LookupLag() time.Duration { return v.inner.LookupLag() }
@@ -293,30 +293,30 @@ func (v *targetVendor) LookupLag() time.Duration { return v.inner.LookupLag() }
 // Dispatch sends the op's call to the target, as the tool was defined when the op was
 // accepted (p.Definition); an op stored without a definition is sent as the catalog
 // in force defines its tool.
-func (v *targetVendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+func (v *targetVendor) Dispatch(ctx context.Context, p vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	var t *Tool
 	if len(p.Definition) > 0 {
 		var err error
 		if t, err = parseDefinition(p.Tool, p.Definition); err != nil {
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_definition", Message: err.Error(), Err: err}
+			return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_definition", Message: err.Error(), Err: err}
 		}
 	} else {
 		t = v.current().cat.Tools[p.Tool]
 	}
 	if t == nil || t.Target != v.name {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "unknown_tool",
 			Message: fmt.Sprintf("tool %q is no longer in the catalog for target %q", p.Tool, v.name)}
 	}
 	req, err := t.request(p.Args)
 	if err != nil {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
 	}
 	p.Args = req
 	return v.adapter().Dispatch(ctx, p)
 }
 
 // Lookup asks the target's lookup path for the op's objects.
-func (v *targetVendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+func (v *targetVendor) Lookup(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 	p.Args = json.RawMessage(fmt.Sprintf(`{"target":%q}`, v.name))
 	return v.adapter().Lookup(ctx, p)
 }

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/oncebox/oncebox/internal/tracing"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Metadata keys oncebox sends in an upstream tools/call's _meta.
@@ -50,7 +50,7 @@ type DispatchParams struct {
 // answer that is no JSON-RPC message unknown; an answer larger than MaxResultBytes a
 // permanent failure that says the tool may have acted. It takes no rate-limit slot:
 // the caller took one with Throttle before claiming the op.
-func (u *Session) Dispatch(ctx context.Context, p DispatchParams) (*outbox.DispatchResult, error) {
+func (u *Session) Dispatch(ctx context.Context, p DispatchParams) (*vendorapi.DispatchResult, error) {
 	meta := mcp.Meta{MetaOpID: p.OpID, MetaIdempotencyKey: p.Key}
 	carrier := propagation.MapCarrier{}
 	tracing.Propagator().Inject(ctx, carrier)
@@ -66,41 +66,41 @@ func (u *Session) Dispatch(ctx context.Context, p DispatchParams) (*outbox.Dispa
 	body := raw
 	if body == nil {
 		if body, err = json.Marshal(res); err != nil {
-			return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "bad_answer", Message: err.Error(), Err: err}
+			return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomeUnknown, Code: "bad_answer", Message: err.Error(), Err: err}
 		}
 	}
 	if res.IsError {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "tool_error",
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "tool_error",
 			Message: fmt.Sprintf("upstream tool %s answered isError", p.Tool), Body: body}
 	}
-	return &outbox.DispatchResult{Result: body, VendorRef: objectRef(res)}, nil
+	return &vendorapi.DispatchResult{Result: body, VendorRef: objectRef(res)}, nil
 }
 
 // dispatchError classifies a failed dispatch of upstream name into one of the
 // outbox's outcome classes (Dispatch).
-func dispatchError(name string, err error) *outbox.DispatchError {
+func dispatchError(name string, err error) *vendorapi.DispatchError {
 	we, answered := upstreamError(err)
 	var refused *answerRefusedError
 	switch {
 	case errors.As(err, &refused) && refused.Reason == answerTooLarge:
 		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": "result_too_large", "max_result_bytes": refused.Limit}})
-		return &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "result_too_large", Body: body, Err: err,
+		return &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "result_too_large", Body: body, Err: err,
 			Message: fmt.Sprintf("upstream %s answered with more than its max_result_bytes (%d bytes): the result was not kept; the tool may have acted", name, refused.Limit)}
 	case errors.As(err, &refused):
-		return &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "malformed_answer", Unanswered: true, Err: err,
+		return &vendorapi.DispatchError{Outcome: vendorapi.OutcomeUnknown, Code: "malformed_answer", Unanswered: true, Err: err,
 			Message: fmt.Sprintf("upstream %s answered this call with something that is no JSON-RPC message: it may have acted", name)}
 	case errors.Is(err, errNotSent):
-		return &outbox.DispatchError{Outcome: outbox.OutcomeRetryable, Code: "not_sent",
+		return &vendorapi.DispatchError{Outcome: vendorapi.OutcomeRetryable, Code: "not_sent",
 			Message: fmt.Sprintf("upstream %s could not be reached; nothing was sent", name), Err: err}
 	case answered && (we.Code == jsonrpc.CodeInvalidParams || we.Code == jsonrpc.CodeMethodNotFound):
 		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": we.Code, "message": we.Message}})
-		return &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "upstream_refused",
+		return &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "upstream_refused",
 			Message: fmt.Sprintf("upstream %s refused the call before running it: %s", name, we.Message), Body: body, Err: err}
 	case answered:
-		return &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "upstream_error",
+		return &vendorapi.DispatchError{Outcome: vendorapi.OutcomeUnknown, Code: "upstream_error",
 			Message: fmt.Sprintf("upstream %s answered with error %d (%s): it may have acted", name, we.Code, we.Message), Err: err}
 	default:
-		return &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "no_answer", Unanswered: true,
+		return &vendorapi.DispatchError{Outcome: vendorapi.OutcomeUnknown, Code: "no_answer", Unanswered: true,
 			Message: fmt.Sprintf("the call to upstream %s was sent but its answer was lost: it may have acted", name), Err: err}
 	}
 }
@@ -146,27 +146,27 @@ func idOf(raw json.RawMessage) string {
 // objects it answers: a JSON array, or an object with an "objects" array, in its
 // structured content or its first text content. When the answer is isError, a
 // JSON-RPC error, or cannot be read, the upstream cannot be asked
-// (outbox.ErrLookupUnavailable). An answer that was no JSON-RPC message at all
+// (vendorapi.ErrLookupUnavailable). An answer that was no JSON-RPC message at all
 // (truncated, garbage) fails this lookup alone, as a lost answer does: the op is
 // looked up again later.
-func (u *Session) Lookup(ctx context.Context, tool, arg, opID string) (*outbox.LookupResult, error) {
+func (u *Session) Lookup(ctx context.Context, tool, arg, opID string) (*vendorapi.LookupResult, error) {
 	res, err := u.call(ctx, "lookup", &mcp.CallToolParams{Name: tool, Arguments: map[string]any{arg: opID}})
 	if err != nil {
 		if we, answered := upstreamError(err); answered && !refusedAsMalformed(we) {
-			return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", tool, u.up.Name, outbox.ErrLookupUnavailable, err)
+			return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", tool, u.up.Name, vendorapi.ErrLookupUnavailable, err)
 		}
 		return nil, fmt.Errorf("lookup tool %s of upstream %s: %w", tool, u.up.Name, err)
 	}
 	if res.IsError {
-		return nil, fmt.Errorf("lookup tool %s of upstream %s answered isError: %w", tool, u.up.Name, outbox.ErrLookupUnavailable)
+		return nil, fmt.Errorf("lookup tool %s of upstream %s answered isError: %w", tool, u.up.Name, vendorapi.ErrLookupUnavailable)
 	}
 	objs, err := lookupObjects(res)
 	if err != nil {
-		return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", tool, u.up.Name, outbox.ErrLookupUnavailable, err)
+		return nil, fmt.Errorf("lookup tool %s of upstream %s: %w: %w", tool, u.up.Name, vendorapi.ErrLookupUnavailable, err)
 	}
-	out := &outbox.LookupResult{}
+	out := &vendorapi.LookupResult{}
 	for _, o := range objs {
-		out.Objects = append(out.Objects, outbox.VendorObject{ID: idOf(o), OpID: opID, Summary: objectResult(o)})
+		out.Objects = append(out.Objects, vendorapi.VendorObject{ID: idOf(o), OpID: opID, Summary: objectResult(o)})
 	}
 	return out, nil
 }

@@ -13,7 +13,7 @@
 // A dispatch's answer is kept as it came on the wire (a tap under the SDK catches
 // it), bounded by Config.MaxResultBytes; an answer too large or that is no JSON-RPC
 // message fails its call alone, the session goes on. Dispatch classifies the answer
-// into the outbox's outcome classes (outbox.DispatchError): a result is success,
+// into the outbox's outcome classes (vendorapi.DispatchError): a result is success,
 // isError or a JSON-RPC refusal permanent, a call never sent retryable, a lost answer
 // unknown.
 //

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 const (
@@ -40,37 +40,37 @@ type sendAnswer struct {
 // classified failure. Non-2xx statuses are answers, not transport errors:
 // 400/401/403/413 are refusals, 429 is a refusal to try again, 5xx and anything
 // unexpected may hide a queued email.
-func classifySend(a sendAnswer) (*outbox.DispatchResult, *outbox.DispatchError) {
+func classifySend(a sendAnswer) (*vendorapi.DispatchResult, *vendorapi.DispatchError) {
 	if a.status == 0 {
-		return nil, outbox.ClassifyTransport("SendGrid", a.err, a.wrote)
+		return nil, vendorapi.ClassifyTransport("SendGrid", a.err, a.wrote)
 	}
-	de := &outbox.DispatchError{HTTPStatus: a.status}
+	de := &vendorapi.DispatchError{HTTPStatus: a.status}
 	switch {
 	case a.status >= 200 && a.status <= 299:
 		id := strings.TrimSpace(a.header.Get("X-Message-Id"))
-		return &outbox.DispatchResult{VendorRef: id, Result: resultJSON(id, a.status)}, nil
+		return &vendorapi.DispatchResult{VendorRef: id, Result: resultJSON(id, a.status)}, nil
 	case a.status == http.StatusBadRequest:
-		de.Outcome, de.Code, de.Message = outbox.OutcomePermanent, "bad_request", "SendGrid refused the email as invalid"
+		de.Outcome, de.Code, de.Message = vendorapi.OutcomePermanent, "bad_request", "SendGrid refused the email as invalid"
 		de.Body = errorBody(a.body)
 	case a.status == http.StatusUnauthorized:
-		de.Outcome, de.Code, de.Message = outbox.OutcomePermanent, "unauthorized", "SendGrid refused the API key"
+		de.Outcome, de.Code, de.Message = vendorapi.OutcomePermanent, "unauthorized", "SendGrid refused the API key"
 		de.Body = errorBody(a.body)
 	case a.status == http.StatusForbidden:
-		de.Outcome, de.Code, de.Message = outbox.OutcomePermanent, "forbidden",
+		de.Outcome, de.Code, de.Message = vendorapi.OutcomePermanent, "forbidden",
 			"SendGrid refused the email (API key scope, or a sender identity that is not verified)"
 		de.Body = errorBody(a.body)
 	case a.status == http.StatusRequestEntityTooLarge:
-		de.Outcome, de.Code, de.Message = outbox.OutcomePermanent, "payload_too_large", "the email is over SendGrid's 30 MB limit"
+		de.Outcome, de.Code, de.Message = vendorapi.OutcomePermanent, "payload_too_large", "the email is over SendGrid's 30 MB limit"
 		de.Body = errorBody(a.body)
 	case a.status == http.StatusTooManyRequests:
-		de.Outcome, de.Code, de.Message = outbox.OutcomeRetryable, "rate_limited", "SendGrid is rate limiting sends; nothing was sent"
+		de.Outcome, de.Code, de.Message = vendorapi.OutcomeRetryable, "rate_limited", "SendGrid is rate limiting sends; nothing was sent"
 		de.RetryAfter = retryAfter(a.header, a.now)
 	case a.status >= 500 && a.status <= 599:
-		de.Outcome, de.Code, de.Message = outbox.OutcomeUnknown, "server_error",
+		de.Outcome, de.Code, de.Message = vendorapi.OutcomeUnknown, "server_error",
 			"SendGrid failed and may or may not have queued the email"
 		de.Body = errorBody(a.body)
 	default:
-		de.Outcome, de.Code, de.Message = outbox.OutcomeUnknown, "unexpected_status",
+		de.Outcome, de.Code, de.Message = vendorapi.OutcomeUnknown, "unexpected_status",
 			"SendGrid answered with an unexpected status; the email may or may not have been queued"
 		de.Body = errorBody(a.body)
 	}
@@ -130,7 +130,7 @@ func errorBody(body []byte) json.RawMessage {
 const redacted = "[REDACTED]"
 
 // scrub removes key from a DispatchError's message, body and wrapped error.
-func scrub(de *outbox.DispatchError, key string) *outbox.DispatchError {
+func scrub(de *vendorapi.DispatchError, key string) *vendorapi.DispatchError {
 	de.Message = strings.ReplaceAll(de.Message, key, redacted)
 	de.Body = bytes.ReplaceAll(de.Body, []byte(key), []byte(redacted))
 	if de.Err != nil && strings.Contains(de.Err.Error(), key) {

@@ -1,6 +1,6 @@
 // Package sendgrid is oncebox's SendGrid adapter: it dispatches sendgrid.mail ops
 // through SendGrid's v3 mail/send with the official sendgrid-go SDK and finds
-// them again through the Email Activity API. *Vendor satisfies outbox.Vendor.
+// them again through the Email Activity API. *Vendor satisfies vendorapi.Vendor.
 //
 // SendGrid has no idempotency of any kind: every POST /v3/mail/send that reaches
 // it is another email. So the adapter
@@ -11,7 +11,7 @@
 //   - sends no Idempotency-Key header: Go's net/http takes a POST carrying one as
 //     idempotent and silently resends it on a fresh connection when a kept-alive
 //     one dies, which would be a second email nobody hears about;
-//   - tags every email with the op's id in custom_args (outbox.TagKey, on the
+//   - tags every email with the op's id in custom_args (vendorapi.TagKey, on the
 //     message and on its one personalization), so a reconciler can find it;
 //   - classifies every failure: 400, 401, 403 and 413 are permanent refusals
 //     (SendGrid's {"errors":[...]} body is stored); 429 is retryable after
@@ -27,7 +27,7 @@
 // Lookup asks GET /v3/messages for unique_args['oncebox_op']="<op id>" and
 // groups the rows (one per recipient) by X-Message-Id, so an email to three
 // recipients is one object. The Email Activity API is a paid add-on (without it
-// Lookup's error wraps outbox.ErrLookupUnavailable), lags behind sends
+// Lookup's error wraps vendorapi.ErrLookupUnavailable), lags behind sends
 // (Config.LookupLag) and allows about 6 requests a minute, which a limiter shared
 // by every call of one Vendor respects. ListMessages lists a time window for the
 // finance report.
@@ -37,7 +37,7 @@
 // Use it:
 //
 //	sg, err := sendgrid.New(sendgrid.Config{APIKey: os.Getenv("SENDGRID_API_KEY")})
-//	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{sg}})
+//	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{sg}})
 //
 // Tests point BaseURL at an httptest.Server running fakesendgrid.
 package sendgrid

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
@@ -23,7 +23,7 @@ func Example() {
 		panic(err)
 	}
 	ctx := context.Background()
-	res, err := sg.Dispatch(ctx, outbox.DispatchParams{
+	res, err := sg.Dispatch(ctx, vendorapi.DispatchParams{
 		OpID: "op_1",
 		Tool: "sendgrid.mail",
 		Args: json.RawMessage(`{"from": {"email": "shop@example.com"}, "to": [{"email": "ann@example.com"}, {"email": "bob@example.com"}],
@@ -32,7 +32,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	found, err := sg.Lookup(ctx, outbox.LookupParams{OpID: "op_1"})
+	found, err := sg.Lookup(ctx, vendorapi.LookupParams{OpID: "op_1"})
 	if err != nil {
 		panic(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
@@ -172,15 +172,15 @@ func simpleArgs(to ...string) json.RawMessage {
 }
 
 // dispatchParams is an op of sendgrid.mail with args.
-func dispatchParams(opID string, args json.RawMessage) outbox.DispatchParams {
-	return outbox.DispatchParams{OpID: opID, TenantID: 1, Tool: "sendgrid.mail", Args: args, VendorKey: "vk-" + opID, Attempt: 1}
+func dispatchParams(opID string, args json.RawMessage) vendorapi.DispatchParams {
+	return vendorapi.DispatchParams{OpID: opID, TenantID: 1, Tool: "sendgrid.mail", Args: args, VendorKey: "vk-" + opID, Attempt: 1}
 }
 
 // requireOutcome asserts that err is a DispatchError of the given class and code.
-func requireOutcome(t *testing.T, err error, outcome outbox.Outcome, code string) *outbox.DispatchError {
+func requireOutcome(t *testing.T, err error, outcome vendorapi.Outcome, code string) *vendorapi.DispatchError {
 	t.Helper()
 	require.Error(t, err)
-	var de *outbox.DispatchError
+	var de *vendorapi.DispatchError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, outcome, de.Outcome, "%v", de)
 	require.Equal(t, code, de.Code, "%v", de)

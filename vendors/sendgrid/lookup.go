@@ -17,8 +17,8 @@ import (
 	sg "github.com/sendgrid/sendgrid-go"
 
 	"github.com/oncebox/oncebox/internal/tracing"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 const (
@@ -51,15 +51,15 @@ type activityDetail struct {
 // Vendor's activity rate limiter first. It returns one object per X-Message-Id,
 // however many recipients the email had. A message younger than LookupLag may be
 // missing. When the add-on is missing (HTTP 403) the error wraps
-// outbox.ErrLookupUnavailable; a rate limit (HTTP 429) or any other failure is a
+// vendorapi.ErrLookupUnavailable; a rate limit (HTTP 429) or any other failure is a
 // plain error to try again later. params.Since is not used: the activity API
 // only keeps recent messages anyway.
-func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbox.LookupResult, error) {
+func (v *Vendor) Lookup(ctx context.Context, params vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 	if !queryable(params.OpID) {
 		return nil, fmt.Errorf("sendgrid: lookup: op id %q cannot be put in an activity query", params.OpID)
 	}
 	limit := rowLimit(params.Args)
-	query := fmt.Sprintf(`unique_args['%s']="%s"`, outbox.TagKey, params.OpID)
+	query := fmt.Sprintf(`unique_args['%s']="%s"`, vendorapi.TagKey, params.OpID)
 	rows, err := v.search(ctx, v.key(params.Account), query, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sendgrid: lookup op %s: %w", params.OpID, err)
@@ -68,14 +68,14 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 	if len(rows) == limit && len(objs) < 2 {
 		// One message filled the page: another one tagged alike may be cut off.
 		return nil, fmt.Errorf("sendgrid: lookup op %s: %d activity rows of one message fill the page, so a second message may be hidden: %w",
-			params.OpID, len(rows), outbox.ErrLookupUnavailable)
+			params.OpID, len(rows), vendorapi.ErrLookupUnavailable)
 	}
 	for i := range objs {
 		objs[i].OpID = params.OpID
 	}
 	v.cfg.Logger.Debug("sendgrid: lookup", append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.Int("rows", len(rows)),
 		slog.Int("objects", len(objs)))...)
-	return &outbox.LookupResult{Objects: objs}, nil
+	return &vendorapi.LookupResult{Objects: objs}, nil
 }
 
 // ListMessages lists the messages whose last_event_time lies between since and
@@ -85,9 +85,9 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 // waits for the Vendor's activity rate limiter, so a long list takes minutes at
 // SendGrid's 6 requests a minute. A window holding more rows than one answer
 // carries is split in halves until each half fits. It lists the messages of the key
-// of the account ctx carries (outbox.WithAccount): the installation's by default.
-func (v *Vendor) ListMessages(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error) {
-	key := v.key(outbox.AccountFrom(ctx))
+// of the account ctx carries (vendorapi.WithAccount): the installation's by default.
+func (v *Vendor) ListMessages(ctx context.Context, since, until time.Time) ([]vendorapi.VendorObject, error) {
+	key := v.key(vendorapi.AccountFrom(ctx))
 	since, until = since.UTC().Truncate(time.Second), until.UTC().Truncate(time.Second)
 	if until.Before(since) {
 		return nil, fmt.Errorf("sendgrid: list messages: until %s is before since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
@@ -109,7 +109,7 @@ func (v *Vendor) ListMessages(ctx context.Context, since, until time.Time) ([]ou
 		if err != nil {
 			return nil, fmt.Errorf("sendgrid: list messages: details of %s: %w", objs[i].ID, err)
 		}
-		if op, ok := d.UniqueArgs[outbox.TagKey].(string); ok {
+		if op, ok := d.UniqueArgs[vendorapi.TagKey].(string); ok {
 			objs[i].OpID = op
 		}
 	}
@@ -190,7 +190,7 @@ func (v *Vendor) activityGet(ctx context.Context, key, path string, query map[st
 		return []byte(resp.Body), nil
 	case http.StatusForbidden:
 		return nil, fmt.Errorf("GET %s: HTTP 403 (the Email Activity add-on is missing or the key lacks its scope): %w",
-			path, outbox.ErrLookupUnavailable)
+			path, vendorapi.ErrLookupUnavailable)
 	case http.StatusTooManyRequests:
 		wait := retryAfter(http.Header(resp.Headers), time.Now())
 		return nil, fmt.Errorf("GET %s: the Email Activity API is rate limiting (HTTP 429); try again in %s", path, wait)
@@ -202,9 +202,9 @@ func (v *Vendor) activityGet(ctx context.Context, key, path string, query map[st
 
 // groupRows turns activity rows into one object per X-Message-Id, the earliest
 // last_event_time as Created, ordered by Created then ID.
-func groupRows(rows []activityRow) []outbox.VendorObject {
+func groupRows(rows []activityRow) []vendorapi.VendorObject {
 	at := make(map[string]int)
-	var objs []outbox.VendorObject
+	var objs []vendorapi.VendorObject
 	for _, r := range rows {
 		id := messageID(r.MsgID)
 		if id == "" {
@@ -218,9 +218,9 @@ func groupRows(rows []activityRow) []outbox.VendorObject {
 			continue
 		}
 		at[id] = len(objs)
-		objs = append(objs, outbox.VendorObject{ID: id, Status: r.Status, Created: created, Summary: resultJSON(id, acceptedStatus)})
+		objs = append(objs, vendorapi.VendorObject{ID: id, Status: r.Status, Created: created, Summary: resultJSON(id, acceptedStatus)})
 	}
-	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
+	slices.SortFunc(objs, func(a, b vendorapi.VendorObject) int {
 		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
 	})
 	return objs
@@ -283,7 +283,7 @@ func (v *Vendor) hideKey(err error, key string) error {
 
 // key is the key of account acct: the tenant's own (a subuser's), else the
 // installation's.
-func (v *Vendor) key(acct outbox.Account) string {
+func (v *Vendor) key(acct vendorapi.Account) string {
 	if acct.APIKey != "" {
 		return acct.APIKey
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
@@ -32,7 +32,7 @@ func TestLookupGroupsRecipientsIntoOneMessage(t *testing.T) {
 	_, err = v.Dispatch(ctx, dispatchParams("another-op", simpleArgs("ann@example.com")))
 	require.NoError(t, err)
 
-	found, err := v.Lookup(ctx, outbox.LookupParams{OpID: opID, Args: args})
+	found, err := v.Lookup(ctx, vendorapi.LookupParams{OpID: opID, Args: args})
 	require.NoError(t, err)
 	require.Len(t, found.Objects, 1, "three recipients, one send")
 	o := found.Objects[0]
@@ -57,12 +57,12 @@ func TestLookupFindsEveryDuplicate(t *testing.T) {
 	_, err = v.Dispatch(ctx, dispatchParams("op_d", args))
 	require.NoError(t, err)
 
-	found, err := v.Lookup(ctx, outbox.LookupParams{OpID: "op_d", Args: args})
+	found, err := v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_d", Args: args})
 	require.NoError(t, err)
 	require.Len(t, found.Objects, 2)
 	require.NotEqual(t, found.Objects[0].ID, found.Objects[1].ID)
 
-	found, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_none", Args: args})
+	found, err = v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_none", Args: args})
 	require.NoError(t, err)
 	require.Empty(t, found.Objects)
 }
@@ -77,12 +77,12 @@ func TestLookupSeesAMessageOnlyAfterTheActivityLag(t *testing.T) {
 	_, err := v.Dispatch(ctx, dispatchParams("op_lag", simpleArgs("ann@example.com")))
 	require.NoError(t, err)
 
-	found, err := v.Lookup(ctx, outbox.LookupParams{OpID: "op_lag"})
+	found, err := v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_lag"})
 	require.NoError(t, err)
 	require.Empty(t, found.Objects, "too young to be seen")
 
 	c.advance(10 * time.Minute)
-	found, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_lag"})
+	found, err = v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_lag"})
 	require.NoError(t, err)
 	require.Len(t, found.Objects, 1)
 }
@@ -92,8 +92,8 @@ func TestLookupForbiddenCannotTell(t *testing.T) {
 	w := startWire(t, unlimited())
 	v := newVendor(t, w, nil)
 	w.fake.SetActivityForbidden(true)
-	_, err := v.Lookup(t.Context(), outbox.LookupParams{OpID: "op_1"})
-	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
+	_, err := v.Lookup(t.Context(), vendorapi.LookupParams{OpID: "op_1"})
+	require.ErrorIs(t, err, vendorapi.ErrLookupUnavailable)
 	require.Contains(t, err.Error(), "403")
 }
 
@@ -101,11 +101,11 @@ func TestLookupRateLimitedIsAPlainError(t *testing.T) {
 	t.Parallel()
 	w := startWire(t, fakesendgrid.Config{ActivityRatePerMinute: 1})
 	v := newVendor(t, w, nil) // No cap of its own, so the API's limit shows.
-	_, err := v.Lookup(t.Context(), outbox.LookupParams{OpID: "op_1"})
+	_, err := v.Lookup(t.Context(), vendorapi.LookupParams{OpID: "op_1"})
 	require.NoError(t, err)
-	_, err = v.Lookup(t.Context(), outbox.LookupParams{OpID: "op_1"})
+	_, err = v.Lookup(t.Context(), vendorapi.LookupParams{OpID: "op_1"})
 	require.Error(t, err)
-	require.NotErrorIs(t, err, outbox.ErrLookupUnavailable, "the reconciler tries again later")
+	require.NotErrorIs(t, err, vendorapi.ErrLookupUnavailable, "the reconciler tries again later")
 	require.Contains(t, err.Error(), "429")
 }
 
@@ -113,12 +113,12 @@ func TestLookupOtherFailuresAreErrors(t *testing.T) {
 	t.Parallel()
 	echo := startEcho(t)
 	v := newVendor(t, echo, nil)
-	_, err := v.Lookup(t.Context(), outbox.LookupParams{OpID: "op_1"})
+	_, err := v.Lookup(t.Context(), vendorapi.LookupParams{OpID: "op_1"})
 	require.Error(t, err)
-	require.NotErrorIs(t, err, outbox.ErrLookupUnavailable)
+	require.NotErrorIs(t, err, vendorapi.ErrLookupUnavailable)
 	require.Contains(t, err.Error(), "HTTP 500")
 
-	_, err = v.Lookup(t.Context(), outbox.LookupParams{OpID: `op"1`})
+	_, err = v.Lookup(t.Context(), vendorapi.LookupParams{OpID: `op"1`})
 	require.Error(t, err, "an id that would break out of the query is refused")
 }
 
@@ -131,13 +131,13 @@ func TestLookupFullPageOfOneMessageCannotTell(t *testing.T) {
 	for i := range to {
 		to[i] = fmt.Sprintf("r%d@example.com", i)
 	}
-	w.fake.AddMessage(fakesendgrid.Message{From: "shop@example.com", To: to, Subject: "s", CustomArgs: map[string]string{outbox.TagKey: "op_big"}})
-	_, err := v.Lookup(t.Context(), outbox.LookupParams{OpID: "op_big", Args: simpleArgs("ann@example.com")})
-	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
+	w.fake.AddMessage(fakesendgrid.Message{From: "shop@example.com", To: to, Subject: "s", CustomArgs: map[string]string{vendorapi.TagKey: "op_big"}})
+	_, err := v.Lookup(t.Context(), vendorapi.LookupParams{OpID: "op_big", Args: simpleArgs("ann@example.com")})
+	require.ErrorIs(t, err, vendorapi.ErrLookupUnavailable)
 
 	// With the op's own arguments the page is large enough for two copies.
 	args := simpleArgs(to...)
-	found, err := v.Lookup(t.Context(), outbox.LookupParams{OpID: "op_big", Args: args})
+	found, err := v.Lookup(t.Context(), vendorapi.LookupParams{OpID: "op_big", Args: args})
 	require.NoError(t, err)
 	require.Len(t, found.Objects, 1)
 }
@@ -153,7 +153,7 @@ func TestActivityLimiterIsSharedAndHonoursContext(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		wg.Go(func() {
-			_, err := v.Lookup(ctx, outbox.LookupParams{OpID: "op_1"})
+			_, err := v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_1"})
 			errs <- err
 		})
 	}
@@ -166,12 +166,12 @@ func TestActivityLimiterIsSharedAndHonoursContext(t *testing.T) {
 	require.Equal(t, 4, w.activityRequests())
 
 	slow := newVendor(t, w, func(c *sendgrid.Config) { c.ActivityRatePerMinute = 1 })
-	_, err := slow.Lookup(ctx, outbox.LookupParams{OpID: "op_1"})
+	_, err := slow.Lookup(ctx, vendorapi.LookupParams{OpID: "op_1"})
 	require.NoError(t, err)
 	short, cancel := contextWithTimeout(t, 100*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	_, err = slow.Lookup(short, outbox.LookupParams{OpID: "op_1"})
+	_, err = slow.Lookup(short, vendorapi.LookupParams{OpID: "op_1"})
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 2*time.Second, "no waiting a minute past the caller's deadline")
 	require.Equal(t, 5, w.activityRequests(), "the refused lookup never reached the API")
@@ -188,7 +188,7 @@ func TestListMessages(t *testing.T) {
 	require.NoError(t, err)
 	w.fake.AddMessage(fakesendgrid.Message{XMessageID: "untagged", From: "x@example.com", To: []string{"y@example.com"}, Subject: "s", AcceptedAt: now.Add(-time.Minute)})
 	w.fake.AddMessage(fakesendgrid.Message{XMessageID: "old", From: "x@example.com", To: []string{"y@example.com"}, Subject: "s",
-		AcceptedAt: now.Add(-2 * time.Hour), CustomArgs: map[string]string{outbox.TagKey: "op_old"}})
+		AcceptedAt: now.Add(-2 * time.Hour), CustomArgs: map[string]string{vendorapi.TagKey: "op_old"}})
 
 	objs, err := v.ListMessages(ctx, now.Add(-time.Hour), now.Add(time.Minute))
 	require.NoError(t, err)
@@ -214,7 +214,7 @@ func TestListMessagesSplitsFullWindows(t *testing.T) {
 	}
 	for i := range 3 { // 1,200 rows: more than one answer holds.
 		w.fake.AddMessage(fakesendgrid.Message{XMessageID: fmt.Sprintf("m%d", i), From: "x@example.com", To: to, Subject: "s",
-			AcceptedAt: base.Add(time.Duration(i) * 10 * time.Second), CustomArgs: map[string]string{outbox.TagKey: fmt.Sprintf("op_%d", i)}})
+			AcceptedAt: base.Add(time.Duration(i) * 10 * time.Second), CustomArgs: map[string]string{vendorapi.TagKey: fmt.Sprintf("op_%d", i)}})
 	}
 	objs, err := v.ListMessages(t.Context(), base.Add(-time.Minute), base.Add(time.Minute))
 	require.NoError(t, err)

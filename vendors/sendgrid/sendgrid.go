@@ -14,16 +14,16 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/oncebox/oncebox/internal/tracing"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // mailSendPath is SendGrid's v3 send endpoint.
 const mailSendPath = "/v3/mail/send"
 
 // Vendor dispatches sendgrid.mail ops to SendGrid's v3 API and finds them again
-// through the Email Activity API. It satisfies outbox.Vendor and is safe for
+// through the Email Activity API. It satisfies vendorapi.Vendor and is safe for
 // concurrent use.
 type Vendor struct {
 	cfg    Config
@@ -32,7 +32,7 @@ type Vendor struct {
 	activity *rate.Limiter
 }
 
-var _ outbox.Vendor = (*Vendor)(nil)
+var _ vendorapi.Vendor = (*Vendor)(nil)
 
 // New returns a Vendor configured by cfg, or an error saying how to fix cfg.
 func New(cfg Config) (*Vendor, error) {
@@ -57,7 +57,7 @@ func (v *Vendor) Name() string { return tools.VendorSendGrid }
 
 // Idempotency says that SendGrid has no idempotency keys: every send that reaches
 // it is another email.
-func (v *Vendor) Idempotency() outbox.Idempotency { return outbox.Idempotency{} }
+func (v *Vendor) Idempotency() vendorapi.Idempotency { return vendorapi.Idempotency{} }
 
 // LookupLag returns Config.LookupLag: how long the Email Activity API may still
 // miss a message after it was sent.
@@ -68,14 +68,14 @@ func (v *Vendor) LookupLag() time.Duration { return v.cfg.LookupLag }
 // retries by itself and sends no Idempotency-Key header: SendGrid ignores one,
 // and Go's HTTP client would take it as leave to resend the POST on a fresh
 // connection when a kept-alive one dies, which is a second email. Every error is
-// an *outbox.DispatchError.
-func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*outbox.DispatchResult, error) {
+// an *vendorapi.DispatchError.
+func (v *Vendor) Dispatch(ctx context.Context, params vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	log := v.cfg.Logger.With(append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.Int("attempt", params.Attempt),
 		slog.String("vendor_account", params.Account.Ref))...)
 	args, err := tools.DecodeMail(params.Args)
 	if err != nil {
 		// Nothing was sent; the same arguments can never be sent.
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args",
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_args",
 			Message: "the op's arguments are not a valid sendgrid.mail: " + err.Error(), Err: err}
 	}
 
@@ -149,8 +149,8 @@ func buildMail(args protocol.MailArgs, opID string) *mail.SGMailV3 {
 	}
 	// The tag on both levels: the personalization's wins in SendGrid, the
 	// message's survives anyone adding personalizations later.
-	p.SetCustomArg(outbox.TagKey, opID)
-	m.SetCustomArg(outbox.TagKey, opID)
+	p.SetCustomArg(vendorapi.TagKey, opID)
+	m.SetCustomArg(vendorapi.TagKey, opID)
 	m.AddPersonalizations(p)
 	return m
 }

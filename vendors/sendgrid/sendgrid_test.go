@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
@@ -36,7 +36,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	v, err := sendgrid.New(sendgrid.Config{APIKey: "SG.a"})
 	require.NoError(t, err)
 	require.Equal(t, "sendgrid", v.Name())
-	require.Equal(t, outbox.Idempotency{Native: false}, v.Idempotency())
+	require.Equal(t, vendorapi.Idempotency{Native: false}, v.Idempotency())
 	require.Equal(t, 10*time.Minute, v.LookupLag())
 }
 
@@ -62,7 +62,7 @@ func TestDispatchSendsOneTaggedEmail(t *testing.T) {
 	require.JSONEq(t, `{"message_id":"`+msg.XMessageID+`","status":202}`, string(res.Result))
 	require.Equal(t, "shop@example.com", msg.From)
 	require.Equal(t, []string{"ann@example.com", "bob@example.com"}, msg.To)
-	require.Equal(t, map[string]string{outbox.TagKey: "op_1"}, msg.CustomArgs)
+	require.Equal(t, map[string]string{vendorapi.TagKey: "op_1"}, msg.CustomArgs)
 	for _, h := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
 		require.NotContains(t, msg.Headers, h, "an idempotency header would let net/http resend the POST")
 	}
@@ -75,14 +75,14 @@ func TestDispatchSendsOneTaggedEmail(t *testing.T) {
 		map[string]any{"type": "text/html", "value": "<p>Thank you.</p>"},
 	}, body["content"])
 	require.Equal(t, []any{"receipt", "agent"}, body["categories"])
-	require.Equal(t, map[string]any{outbox.TagKey: "op_1"}, body["custom_args"])
+	require.Equal(t, map[string]any{vendorapi.TagKey: "op_1"}, body["custom_args"])
 	require.NotContains(t, body, "template_id")
 	require.Equal(t, []any{map[string]any{
 		"to": []any{
 			map[string]any{"email": "ann@example.com", "name": "Ann"},
 			map[string]any{"email": "bob@example.com"},
 		},
-		"custom_args": map[string]any{outbox.TagKey: "op_1"},
+		"custom_args": map[string]any{vendorapi.TagKey: "op_1"},
 	}}, body["personalizations"], "one personalization with every recipient")
 }
 
@@ -108,7 +108,7 @@ func TestDispatchSendsTemplate(t *testing.T) {
 	p := body["personalizations"].([]any)[0].(map[string]any)
 	require.Equal(t, map[string]any{"name": "Ann", "total": json.Number("12.50"), "items": []any{json.Number("1"), json.Number("2")}},
 		p["dynamic_template_data"], "numbers are sent as written")
-	require.Equal(t, map[string]any{outbox.TagKey: "op_t"}, p["custom_args"])
+	require.Equal(t, map[string]any{vendorapi.TagKey: "op_t"}, p["custom_args"])
 }
 
 func TestDispatchInvalidArgsIsPermanentAndSendsNothing(t *testing.T) {
@@ -116,7 +116,7 @@ func TestDispatchInvalidArgsIsPermanentAndSendsNothing(t *testing.T) {
 	w := startWire(t, unlimited())
 	v := newVendor(t, w, nil)
 	_, err := v.Dispatch(t.Context(), dispatchParams("op_x", json.RawMessage(`{"to": []}`)))
-	requireOutcome(t, err, outbox.OutcomePermanent, "invalid_args")
+	requireOutcome(t, err, vendorapi.OutcomePermanent, "invalid_args")
 	require.Zero(t, w.posts())
 }
 
@@ -125,18 +125,18 @@ func TestDispatchFaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		fault   fakesendgrid.Fault
-		outcome outbox.Outcome
+		outcome vendorapi.Outcome
 		code    string
 		stored  int
 	}{
 		// The email went out but the answer was lost: never retryable.
-		{fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop}, outbox.OutcomeUnknown, "connection_lost", 1},
-		{fakesendgrid.Fault{Kind: fakesendgrid.FaultHang}, outbox.OutcomeUnknown, "timeout", 1},
-		{fakesendgrid.Fault{Kind: fakesendgrid.Fault500Stored}, outbox.OutcomeUnknown, "server_error", 1},
+		{fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop}, vendorapi.OutcomeUnknown, "connection_lost", 1},
+		{fakesendgrid.Fault{Kind: fakesendgrid.FaultHang}, vendorapi.OutcomeUnknown, "timeout", 1},
+		{fakesendgrid.Fault{Kind: fakesendgrid.Fault500Stored}, vendorapi.OutcomeUnknown, "server_error", 1},
 		// Nothing was stored, but the client cannot tell these from the above.
-		{fakesendgrid.Fault{Kind: fakesendgrid.Fault500NotStored}, outbox.OutcomeUnknown, "server_error", 0},
-		{fakesendgrid.Fault{Kind: fakesendgrid.FaultDropBeforeAccept}, outbox.OutcomeUnknown, "connection_lost", 0},
-		{fakesendgrid.Fault{Kind: fakesendgrid.Fault429, RateLimitReset: 3 * time.Second}, outbox.OutcomeRetryable, "rate_limited", 0},
+		{fakesendgrid.Fault{Kind: fakesendgrid.Fault500NotStored}, vendorapi.OutcomeUnknown, "server_error", 0},
+		{fakesendgrid.Fault{Kind: fakesendgrid.FaultDropBeforeAccept}, vendorapi.OutcomeUnknown, "connection_lost", 0},
+		{fakesendgrid.Fault{Kind: fakesendgrid.Fault429, RateLimitReset: 3 * time.Second}, vendorapi.OutcomeRetryable, "rate_limited", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fault.Kind.String(), func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestDispatchRefusalsArePermanent(t *testing.T) {
 		v := newVendor(t, w, nil)
 		w.refuseNext(status, body)
 		_, err := v.Dispatch(t.Context(), dispatchParams("op_r", simpleArgs("ann@example.com")))
-		de := requireOutcome(t, err, outbox.OutcomePermanent, code)
+		de := requireOutcome(t, err, vendorapi.OutcomePermanent, code)
 		require.Equal(t, status, de.HTTPStatus)
 		require.JSONEq(t, body, string(de.Body))
 		require.Equal(t, 1, w.posts())
@@ -180,7 +180,7 @@ func TestDispatchConnectionRefusedIsRetryable(t *testing.T) {
 	v, err := sendgrid.New(sendgrid.Config{APIKey: testKey, BaseURL: "http://" + closedAddr(t)})
 	require.NoError(t, err)
 	_, err = v.Dispatch(t.Context(), dispatchParams("op_c", simpleArgs("ann@example.com")))
-	requireOutcome(t, err, outbox.OutcomeRetryable, "not_sent")
+	requireOutcome(t, err, vendorapi.OutcomeRetryable, "not_sent")
 }
 
 func TestDispatchCancelledBeforeSendingIsRetryable(t *testing.T) {
@@ -190,7 +190,7 @@ func TestDispatchCancelledBeforeSendingIsRetryable(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := v.Dispatch(ctx, dispatchParams("op_c", simpleArgs("ann@example.com")))
-	requireOutcome(t, err, outbox.OutcomeRetryable, "not_sent")
+	requireOutcome(t, err, vendorapi.OutcomeRetryable, "not_sent")
 	require.Zero(t, w.posts())
 }
 
@@ -209,12 +209,12 @@ func TestDispatchDoesNotResendOnDroppedKeptAliveConnection(t *testing.T) {
 
 	w.fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
 	_, err = v.Dispatch(t.Context(), dispatchParams("op_2", simpleArgs("ann@example.com")))
-	requireOutcome(t, err, outbox.OutcomeUnknown, "connection_lost")
+	requireOutcome(t, err, vendorapi.OutcomeUnknown, "connection_lost")
 
 	require.Equal(t, 2, w.fake.SendCount(), "one email per Dispatch")
 	require.Equal(t, 2, w.posts(), "no replay reached the server")
 	require.EqualValues(t, 1, w.conns.Load(), "the second send reused the kept-alive connection and opened no other")
-	require.Len(t, w.fake.ByCustomArg(outbox.TagKey, "op_2"), 1)
+	require.Len(t, w.fake.ByCustomArg(vendorapi.TagKey, "op_2"), 1)
 }
 
 // TestSecretNeverLeaks runs successes and every kind of failure, including
@@ -229,13 +229,13 @@ func TestSecretNeverLeaks(t *testing.T) {
 	vEcho := newVendor(t, echo, func(c *sendgrid.Config) { c.Logger = logger })
 
 	var seen []string
-	note := func(res *outbox.DispatchResult, err error) {
+	note := func(res *vendorapi.DispatchResult, err error) {
 		if res != nil {
 			seen = append(seen, res.VendorRef, string(res.Result))
 		}
 		if err != nil {
 			seen = append(seen, err.Error())
-			de := outbox.Classify(err)
+			de := vendorapi.Classify(err)
 			seen = append(seen, de.Message, string(de.Body))
 			if de.Err != nil {
 				seen = append(seen, de.Err.Error())
@@ -254,7 +254,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	note(vEcho.Dispatch(ctx, dispatchParams("op_echo", args)))
 
 	lookup := func(v *sendgrid.Vendor) {
-		res, err := v.Lookup(ctx, outbox.LookupParams{OpID: "op_ok"})
+		res, err := v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_ok"})
 		if res != nil {
 			for _, o := range res.Objects {
 				seen = append(seen, o.ID, o.OpID, string(o.Summary))

@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
@@ -52,7 +52,7 @@ func newConformanceInstance(tb testing.TB) *vendortest.Instance {
 		Args: func(i int) json.RawMessage {
 			return json.RawMessage(fmt.Sprintf(`{"from":{"email":"shop@example.com"},"to":[{"email":"customer%d@example.com"}],"subject":"Receipt %d","text":"Thank you."}`, i, i))
 		},
-		Effects: func(opID string) int { return len(fake.ByCustomArg(outbox.TagKey, opID)) },
+		Effects: func(opID string) int { return len(fake.ByCustomArg(vendorapi.TagKey, opID)) },
 		Inject: func(kind string) {
 			switch kind {
 			case vendortest.FailRetryable:

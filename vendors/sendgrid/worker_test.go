@@ -17,6 +17,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
@@ -45,7 +46,7 @@ func startHarness(t *testing.T, w *wire, adjust func(*sendgrid.Config)) *harness
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
 	h.ob, err = outbox.New(outbox.Config{
-		Pool: pool, Tools: reg, Vendors: []outbox.Vendor{h.sg}, TestOnly: true,
+		Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{h.sg}, TestOnly: true,
 		RetryBackoff:      func(int) time.Duration { return 50 * time.Millisecond },
 		FetchPollInterval: 100 * time.Millisecond,
 	})
@@ -109,7 +110,7 @@ func TestWorkerSendsOnce(t *testing.T) {
 	require.Equal(t, 1, h.w.fake.SendCount())
 	msg := h.w.fake.Messages()[0]
 	require.Equal(t, msg.XMessageID, op.VendorRef)
-	require.Equal(t, op.ID, msg.CustomArgs[outbox.TagKey])
+	require.Equal(t, op.ID, msg.CustomArgs[vendorapi.TagKey])
 	require.JSONEq(t, `{"message_id":"`+msg.XMessageID+`","status":202}`, string(op.Result))
 }
 
@@ -129,7 +130,7 @@ func TestWorkerLostAnswerIsUnknownAndFoundOnce(t *testing.T) {
 	h.requireStill(t, "lost", protocol.StatusUnknown, 1)
 	require.Equal(t, 1, w.posts(), "nothing was resent")
 
-	params := outbox.LookupParams{OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorRef: op.VendorRef}
+	params := vendorapi.LookupParams{OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorRef: op.VendorRef}
 	found, err := h.sg.Lookup(t.Context(), params)
 	require.NoError(t, err)
 	require.Empty(t, found.Objects, "within the activity lag the message is not visible yet")
@@ -177,8 +178,8 @@ func TestWorkerActivityForbiddenCannotTell(t *testing.T) {
 
 	h.enqueue(t, "forbidden", simpleArgs("ann@example.com"))
 	op := h.waitStatus(t, "forbidden", protocol.StatusUnknown)
-	_, err := h.sg.Lookup(t.Context(), outbox.LookupParams{OpID: op.ID, Args: op.Args})
-	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
+	_, err := h.sg.Lookup(t.Context(), vendorapi.LookupParams{OpID: op.ID, Args: op.Args})
+	require.ErrorIs(t, err, vendorapi.ErrLookupUnavailable)
 	h.requireStill(t, "forbidden", protocol.StatusUnknown, 1)
 	require.Equal(t, 1, w.posts())
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stripe/stripe-go/v79/client"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // conn is what one call acts on: the client of the key it sends, the connected account
@@ -21,7 +21,7 @@ type conn struct {
 // conn returns the connection of account acct: the tenant's own key when it has one
 // (a client per key, kept), else the installation's key, on acct's connected account
 // if any.
-func (v *Vendor) conn(acct outbox.Account) conn {
+func (v *Vendor) conn(acct vendorapi.Account) conn {
 	if acct.APIKey == "" {
 		return conn{api: v.sc, account: acct.Connected(), secrets: []string{v.cfg.APIKey}}
 	}
@@ -32,9 +32,9 @@ func (v *Vendor) conn(acct outbox.Account) conn {
 	return conn{api: api.(*client.API), secrets: []string{v.cfg.APIKey, acct.APIKey}}
 }
 
-// connFrom is conn of the account ctx carries (outbox.AccountFrom), for the reads
+// connFrom is conn of the account ctx carries (vendorapi.AccountFrom), for the reads
 // that take no params of the op's.
-func (v *Vendor) connFrom(ctx context.Context) conn { return v.conn(outbox.AccountFrom(ctx)) }
+func (v *Vendor) connFrom(ctx context.Context) conn { return v.conn(vendorapi.AccountFrom(ctx)) }
 
 // on makes a request's params name the connected account, if any (the Stripe-Account
 // header).

@@ -10,18 +10,18 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v79"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // defaultRetryAfter is the wait after a 429 that carried no usable Retry-After.
 const defaultRetryAfter = 2 * time.Second
 
-// classify turns a failed stripe-go call into a *outbox.DispatchError. wrote
+// classify turns a failed stripe-go call into a *vendorapi.DispatchError. wrote
 // says whether the request may have reached Stripe whole (an HTTP request was
 // written on some connection); status is the HTTP status of the last answer
 // seen, 0 when none came back. now is when the call ended, for an HTTP-date
 // Retry-After.
-func classify(err error, wrote bool, status int, now time.Time) *outbox.DispatchError {
+func classify(err error, wrote bool, status int, now time.Time) *vendorapi.DispatchError {
 	var se *stripego.Error
 	if errors.As(err, &se) && se.HTTPStatusCode != 0 {
 		return classifyAPIError(se, now)
@@ -29,19 +29,19 @@ func classify(err error, wrote bool, status int, now time.Time) *outbox.Dispatch
 	if status != 0 {
 		// An answer came but stripe-go could not read or decode it. Its error
 		// text quotes the body, which may hold a client_secret: leave it out.
-		return &outbox.DispatchError{
-			Outcome:    outbox.OutcomeUnknown,
+		return &vendorapi.DispatchError{
+			Outcome:    vendorapi.OutcomeUnknown,
 			Code:       "unreadable_response",
 			HTTPStatus: status,
 			Message:    "Stripe answered HTTP " + strconv.Itoa(status) + " but the answer could not be read or decoded; it may have acted",
 			Err:        errors.New("stripe: unreadable answer with HTTP " + strconv.Itoa(status)),
 		}
 	}
-	return outbox.ClassifyTransport("Stripe", err, wrote)
+	return vendorapi.ClassifyTransport("Stripe", err, wrote)
 }
 
 // classifyAPIError classifies an answer Stripe gave, following docs/vendors.md.
-func classifyAPIError(se *stripego.Error, now time.Time) *outbox.DispatchError {
+func classifyAPIError(se *stripego.Error, now time.Time) *vendorapi.DispatchError {
 	var header http.Header
 	var raw []byte
 	if se.LastResponse != nil {
@@ -49,7 +49,7 @@ func classifyAPIError(se *stripego.Error, now time.Time) *outbox.DispatchError {
 		raw = se.LastResponse.RawJSON
 	}
 	status := se.HTTPStatusCode
-	de := &outbox.DispatchError{
+	de := &vendorapi.DispatchError{
 		HTTPStatus: status,
 		Replayed:   header.Get("Idempotent-Replayed") == "true",
 		Message:    errorMessage(se),
@@ -60,12 +60,12 @@ func classifyAPIError(se *stripego.Error, now time.Time) *outbox.DispatchError {
 	case status >= 500:
 		// Stripe stores a 500 under the key once the endpoint started, and
 		// replays it: the call may or may not have acted.
-		de.Outcome, de.Code = outbox.OutcomeUnknown, orDefault(code, "api_error")
+		de.Outcome, de.Code = vendorapi.OutcomeUnknown, orDefault(code, "api_error")
 		de.Body = errorBody(raw)
 	case status == http.StatusConflict:
-		de.Outcome, de.Code = outbox.OutcomeRetryable, orDefault(code, "idempotency_key_in_use")
+		de.Outcome, de.Code = vendorapi.OutcomeRetryable, orDefault(code, "idempotency_key_in_use")
 	case status == http.StatusTooManyRequests:
-		de.Outcome, de.Code = outbox.OutcomeRetryable, orDefault(code, "rate_limit")
+		de.Outcome, de.Code = vendorapi.OutcomeRetryable, orDefault(code, "rate_limit")
 		de.RetryAfter = parseRetryAfter(header.Get("Retry-After"), now)
 		if de.RetryAfter == 0 {
 			de.RetryAfter = defaultRetryAfter
@@ -73,27 +73,27 @@ func classifyAPIError(se *stripego.Error, now time.Time) *outbox.DispatchError {
 	case status == http.StatusUnauthorized:
 		// Stripe stores nothing for it, and a bad key is for an operator to
 		// fix (a rotated key): retry, then needs_review once exhausted.
-		de.Outcome, de.Code = outbox.OutcomeRetryable, "authentication"
+		de.Outcome, de.Code = vendorapi.OutcomeRetryable, "authentication"
 	case status == http.StatusForbidden:
 		// The key is valid but may not act here: a Connect account the platform
 		// does not reach (account_invalid), or a restricted key without the
 		// permission. Stripe stores nothing, and the same request will be refused
 		// again: the op fails, with a sentence that says what to fix.
-		de.Outcome, de.Code = outbox.OutcomePermanent, orDefault(code, "permission_denied")
+		de.Outcome, de.Code = vendorapi.OutcomePermanent, orDefault(code, "permission_denied")
 		de.Message = forbiddenMessage(code) + " Stripe said: " + de.Message
 		de.Body = errorBody(raw)
 	case se.Type == stripego.ErrorTypeIdempotency:
-		de.Outcome, de.Code, de.Bug = outbox.OutcomePermanent, "idempotency_error", true
+		de.Outcome, de.Code, de.Bug = vendorapi.OutcomePermanent, "idempotency_error", true
 		de.Message = "bug in oncebox: Stripe saw this op's vendor key with other parameters: " + de.Message
 		de.Body = errorBody(raw)
 	case status == http.StatusPaymentRequired || se.Type == stripego.ErrorTypeCard:
-		de.Outcome, de.Code = outbox.OutcomePermanent, orDefault(string(se.DeclineCode), orDefault(code, "card_error"))
+		de.Outcome, de.Code = vendorapi.OutcomePermanent, orDefault(string(se.DeclineCode), orDefault(code, "card_error"))
 		de.Body = errorBody(raw)
 	case status >= 400:
-		de.Outcome, de.Code = outbox.OutcomePermanent, orDefault(code, orDefault(string(se.Type), "invalid_request_error"))
+		de.Outcome, de.Code = vendorapi.OutcomePermanent, orDefault(code, orDefault(string(se.Type), "invalid_request_error"))
 		de.Body = errorBody(raw)
 	default:
-		de.Outcome, de.Code = outbox.OutcomeUnknown, "unexpected_status"
+		de.Outcome, de.Code = vendorapi.OutcomeUnknown, "unexpected_status"
 		de.Body = errorBody(raw)
 	}
 	return de

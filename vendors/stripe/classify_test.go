@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	stripego "github.com/stripe/stripe-go/v79"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // apiErr builds the *stripego.Error stripe-go returns for an answer.
@@ -43,7 +43,7 @@ func TestClassify(t *testing.T) {
 		err        error
 		wrote      bool
 		status     int
-		outcome    outbox.Outcome
+		outcome    vendorapi.Outcome
 		code       string
 		bug        bool
 		replayed   bool
@@ -51,42 +51,42 @@ func TestClassify(t *testing.T) {
 		body       bool
 	}{
 		{name: "402 card_error", err: declineErr, wrote: true, status: 402,
-			outcome: outbox.OutcomePermanent, code: "insufficient_funds", body: true},
+			outcome: vendorapi.OutcomePermanent, code: "insufficient_funds", body: true},
 		{name: "400 invalid_request_error", err: apiErr(400, stripego.ErrorTypeInvalidRequest, "parameter_unknown", nil, `{"error":{}}`), wrote: true, status: 400,
-			outcome: outbox.OutcomePermanent, code: "parameter_unknown", body: true},
+			outcome: vendorapi.OutcomePermanent, code: "parameter_unknown", body: true},
 		{name: "404 invalid_request_error", err: apiErr(404, stripego.ErrorTypeInvalidRequest, "resource_missing", nil, `{"error":{}}`), wrote: true, status: 404,
-			outcome: outbox.OutcomePermanent, code: "resource_missing", body: true},
+			outcome: vendorapi.OutcomePermanent, code: "resource_missing", body: true},
 		{name: "400 idempotency_error", err: apiErr(400, stripego.ErrorTypeIdempotency, "", nil, `{"error":{}}`), wrote: true, status: 400,
-			outcome: outbox.OutcomePermanent, code: "idempotency_error", bug: true, body: true},
+			outcome: vendorapi.OutcomePermanent, code: "idempotency_error", bug: true, body: true},
 		{name: "409 key in use", err: apiErr(409, stripego.ErrorTypeInvalidRequest, "idempotency_key_in_use", nil, ""), wrote: true, status: 409,
-			outcome: outbox.OutcomeRetryable, code: "idempotency_key_in_use"},
+			outcome: vendorapi.OutcomeRetryable, code: "idempotency_key_in_use"},
 		{name: "429 seconds", err: apiErr(429, stripego.ErrorTypeInvalidRequest, "rate_limit", http.Header{"Retry-After": {"7"}}, ""), wrote: true, status: 429,
-			outcome: outbox.OutcomeRetryable, code: "rate_limit", retryAfter: 7 * time.Second},
+			outcome: vendorapi.OutcomeRetryable, code: "rate_limit", retryAfter: 7 * time.Second},
 		{name: "429 date", err: apiErr(429, stripego.ErrorTypeInvalidRequest, "lock_timeout", http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, ""), wrote: true, status: 429,
-			outcome: outbox.OutcomeRetryable, code: "lock_timeout", retryAfter: 90 * time.Second},
+			outcome: vendorapi.OutcomeRetryable, code: "lock_timeout", retryAfter: 90 * time.Second},
 		{name: "429 without Retry-After", err: apiErr(429, stripego.ErrorTypeInvalidRequest, "", nil, ""), wrote: true, status: 429,
-			outcome: outbox.OutcomeRetryable, code: "rate_limit", retryAfter: defaultRetryAfter},
+			outcome: vendorapi.OutcomeRetryable, code: "rate_limit", retryAfter: defaultRetryAfter},
 		{name: "401", err: apiErr(401, stripego.ErrorTypeInvalidRequest, "", nil, ""), wrote: true, status: 401,
-			outcome: outbox.OutcomeRetryable, code: "authentication"},
+			outcome: vendorapi.OutcomeRetryable, code: "authentication"},
 		{name: "403", err: apiErr(403, stripego.ErrorTypeInvalidRequest, "permission_denied", nil, ""), wrote: true, status: 403,
-			outcome: outbox.OutcomePermanent, code: "permission_denied"},
+			outcome: vendorapi.OutcomePermanent, code: "permission_denied"},
 		{name: "403 account_invalid", err: apiErr(403, stripego.ErrorTypeInvalidRequest, "account_invalid", nil, `{"error":{}}`), wrote: true, status: 403,
-			outcome: outbox.OutcomePermanent, code: "account_invalid", body: true},
+			outcome: vendorapi.OutcomePermanent, code: "account_invalid", body: true},
 		{name: "403 without a code", err: apiErr(403, stripego.ErrorTypeInvalidRequest, "", nil, `{"error":{}}`), wrote: true, status: 403,
-			outcome: outbox.OutcomePermanent, code: "permission_denied", body: true},
+			outcome: vendorapi.OutcomePermanent, code: "permission_denied", body: true},
 		{name: "500 fresh", err: apiErr(500, stripego.ErrorTypeAPI, "", nil, `{"error":{"type":"api_error"}}`), wrote: true, status: 500,
-			outcome: outbox.OutcomeUnknown, code: "api_error", body: true},
+			outcome: vendorapi.OutcomeUnknown, code: "api_error", body: true},
 		{name: "500 replayed", err: apiErr(500, stripego.ErrorTypeAPI, "", replayed, `{"error":{"type":"api_error"}}`), wrote: true, status: 500,
-			outcome: outbox.OutcomeUnknown, code: "api_error", replayed: true, body: true},
+			outcome: vendorapi.OutcomeUnknown, code: "api_error", replayed: true, body: true},
 		{name: "503", err: apiErr(503, stripego.ErrorTypeAPI, "", nil, `{"error":{}}`), wrote: true, status: 503,
-			outcome: outbox.OutcomeUnknown, code: "api_error", body: true},
+			outcome: vendorapi.OutcomeUnknown, code: "api_error", body: true},
 		{name: "undecodable answer", err: errors.New("Couldn't deserialize JSON (body sample: client_secret)"), wrote: true, status: 502,
-			outcome: outbox.OutcomeUnknown, code: "unreadable_response"},
-		{name: "dial failure", err: dialErr, outcome: outbox.OutcomeRetryable, code: "not_sent"},
+			outcome: vendorapi.OutcomeUnknown, code: "unreadable_response"},
+		{name: "dial failure", err: dialErr, outcome: vendorapi.OutcomeRetryable, code: "not_sent"},
 		{name: "cancelled before sending", err: &url.Error{Op: "Post", URL: "http://x", Err: context.Canceled},
-			outcome: outbox.OutcomeRetryable, code: "not_sent"},
-		{name: "timeout after sending", err: timeoutErr, wrote: true, outcome: outbox.OutcomeUnknown, code: "timeout"},
-		{name: "EOF after sending", err: eofErr, wrote: true, outcome: outbox.OutcomeUnknown, code: "connection_lost"},
+			outcome: vendorapi.OutcomeRetryable, code: "not_sent"},
+		{name: "timeout after sending", err: timeoutErr, wrote: true, outcome: vendorapi.OutcomeUnknown, code: "timeout"},
+		{name: "EOF after sending", err: eofErr, wrote: true, outcome: vendorapi.OutcomeUnknown, code: "connection_lost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -101,7 +101,7 @@ func TestClassify(t *testing.T) {
 			require.NotContains(t, string(de.Body), "secret")
 			require.NotContains(t, de.Error(), "secret")
 			require.NotContains(t, de.Err.Error(), "secret")
-			if tc.outcome == outbox.OutcomePermanent || tc.status >= 500 {
+			if tc.outcome == vendorapi.OutcomePermanent || tc.status >= 500 {
 				require.NotNil(t, de.Err)
 			}
 		})

@@ -17,8 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
 
@@ -93,8 +93,8 @@ func TestStripeMockConformance(t *testing.T) {
 	ctx := context.Background()
 	dispatch := func(tool, key string, args string) {
 		t.Helper()
-		res, err := v.Dispatch(ctx, outbox.DispatchParams{OpID: "op_" + key, TenantID: 1, Tool: tool,
-			Args: json.RawMessage(args), VendorKey: outbox.VendorKey(1, key, tool, 0), Attempt: 1})
+		res, err := v.Dispatch(ctx, vendorapi.DispatchParams{OpID: "op_" + key, TenantID: 1, Tool: tool,
+			Args: json.RawMessage(args), VendorKey: vendorapi.VendorKey(1, key, tool, 0), Attempt: 1})
 		require.NoError(t, err, "%s %s", tool, args)
 		require.NotEmpty(t, res.VendorRef)
 	}
@@ -106,14 +106,14 @@ func TestStripeMockConformance(t *testing.T) {
 	dispatch(protocol.ToolRefund, "re-ch", `{"charge":"ch_123"}`)
 
 	// Search alone, so that a refused search cannot hide behind the list scan.
-	_, err = newVendor(true).Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
+	_, err = newVendor(true).Lookup(ctx, vendorapi.LookupParams{OpID: "op_x", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
 	require.NoError(t, err)
-	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
+	_, err = v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_x", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
 	require.NoError(t, err)
-	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: protocol.ToolRefund,
+	_, err = v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_x", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"payment_intent":"pi_123","amount":100}`), Since: time.Now()})
 	require.NoError(t, err)
-	_, err = v.Lookup(ctx, outbox.LookupParams{OpID: "op_x", Tool: protocol.ToolRefund,
+	_, err = v.Lookup(ctx, vendorapi.LookupParams{OpID: "op_x", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"charge":"ch_123"}`), Since: time.Now()})
 	require.NoError(t, err)
 	_, err = v.ListObjects(ctx, time.Now().Add(-time.Hour), time.Now())

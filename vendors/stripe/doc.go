@@ -8,7 +8,7 @@
 // The adapter builds its own stripe-go backend and client (never stripe-go's
 // globals). Every create sends:
 //
-//   - Idempotency-Key: the op's derived vendor key (outbox.VendorKey), never
+//   - Idempotency-Key: the op's derived vendor key (vendorapi.VendorKey), never
 //     stripe-go's random one, so retries, restarts and other processes send
 //     the same key and Stripe deduplicates them for 24 hours;
 //   - metadata: the caller's metadata plus oncebox_op = the op id (the tag);

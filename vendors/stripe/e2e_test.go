@@ -20,6 +20,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -44,7 +45,7 @@ func newE2E(t *testing.T, o harnessOpts) *e2e {
 	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('t') RETURNING id").Scan(&tenant))
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{h.v}, TestOnly: true,
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{h.v}, TestOnly: true,
 		FetchPollInterval: 50 * time.Millisecond,
 		RetryBackoff:      func(int) time.Duration { return 50 * time.Millisecond }})
 	require.NoError(t, err)
@@ -125,7 +126,7 @@ func TestE2EDialFailureIsRetriedAndSucceeds(t *testing.T) {
 	require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 	require.Equal(t, 2, op.Attempts)
 	require.Equal(t, 1, e.fake.Requests(), "the first attempt never reached Stripe")
-	pis, _ := e.fake.ByTag(outbox.TagKey, op.ID)
+	pis, _ := e.fake.ByTag(vendorapi.TagKey, op.ID)
 	require.Len(t, pis, 1)
 	require.Equal(t, 1, e.fake.CreatedCount())
 	require.Equal(t, pis[0].ID, op.VendorRef)
@@ -140,7 +141,7 @@ func TestE2EDropBeforeCreateIsResent(t *testing.T) {
 	op := e.wait(t, "pi-drop-before")
 	require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 	require.Equal(t, 2, e.fake.Requests(), "net/http resent the POST on a fresh connection, same key")
-	pis, _ := e.fake.ByTag(outbox.TagKey, op.ID)
+	pis, _ := e.fake.ByTag(vendorapi.TagKey, op.ID)
 	require.Len(t, pis, 1)
 	require.Equal(t, 1, e.fake.CreatedCount())
 	require.Equal(t, pis[0].ID, op.VendorRef)
@@ -173,7 +174,7 @@ func TestE2EDropAfterCreate(t *testing.T) {
 		require.Equal(t, protocol.StatusSucceeded, op.Status, "error: %s", op.Error)
 		require.Equal(t, 1, e.fake.CreatedCount())
 		require.Equal(t, 2, e.fake.Requests())
-		pis, _ := e.fake.ByTag(outbox.TagKey, op.ID)
+		pis, _ := e.fake.ByTag(vendorapi.TagKey, op.ID)
 		require.Len(t, pis, 1)
 		require.Equal(t, pis[0].ID, op.VendorRef)
 	})
@@ -187,10 +188,10 @@ func TestE2EDropAfterCreate(t *testing.T) {
 		require.Equal(t, 2, op.Attempts)
 		require.Equal(t, 1, e.fake.CreatedCount())
 		require.Equal(t, 2, e.fake.Requests())
-		pis, _ := e.fake.ByTag(outbox.TagKey, op.ID)
+		pis, _ := e.fake.ByTag(vendorapi.TagKey, op.ID)
 		require.Len(t, pis, 1)
 		require.Equal(t, pis[0].ID, op.VendorRef)
-		res, err := e.v.Lookup(context.Background(), outbox.LookupParams{OpID: op.ID, Tool: op.Tool, Args: op.Args,
+		res, err := e.v.Lookup(context.Background(), vendorapi.LookupParams{OpID: op.ID, Tool: op.Tool, Args: op.Args,
 			Since: op.CreatedAt})
 		require.NoError(t, err)
 		require.Len(t, res.Objects, 1)
@@ -219,7 +220,7 @@ func TestE2ETwoPartialRefundsOfOnePaymentIntent(t *testing.T) {
 	require.Len(t, refunds, 2)
 	byOp := map[string]int64{}
 	for _, r := range refunds {
-		byOp[r.Metadata[outbox.TagKey]] += r.Amount
+		byOp[r.Metadata[vendorapi.TagKey]] += r.Amount
 	}
 	require.Equal(t, map[string]int64{op1.ID: 300, op2.ID: 200}, byOp)
 	require.EqualValues(t, 500, e.fake.PaymentIntents()[0].AmountRefunded)
@@ -303,7 +304,7 @@ func TestE2EIdempotencyErrorNeedsReview(t *testing.T) {
 	})
 	sc := client.New(testKey, &stripego.Backends{API: b, Connect: b, Uploads: b})
 	seed := &stripego.PaymentIntentParams{Amount: stripego.Int64(1), Currency: stripego.String("usd")}
-	seed.SetIdempotencyKey(outbox.VendorKey(e.tenant, "pi-idem", protocol.ToolPaymentIntent, 0))
+	seed.SetIdempotencyKey(vendorapi.VendorKey(e.tenant, "pi-idem", protocol.ToolPaymentIntent, 0))
 	_, err := sc.PaymentIntents.New(seed)
 	require.NoError(t, err)
 

@@ -7,7 +7,7 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v79"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // The object types EventObject reads.
@@ -22,7 +22,7 @@ const (
 // (its Summary holds no secret: never the client_secret): the PaymentIntent of a
 // payment_intent.* event, the Refund of a refund.* or charge.refund.updated event.
 // ok is false for any other event, which oncebox does not use.
-func EventObject(ev *stripego.Event) (obj outbox.VendorObject, objectType string, ok bool, err error) {
+func EventObject(ev *stripego.Event) (obj vendorapi.VendorObject, objectType string, ok bool, err error) {
 	if ev.Data == nil || len(ev.Data.Raw) == 0 {
 		return obj, "", false, fmt.Errorf("stripe: event %s (%s) carries no object", ev.ID, ev.Type)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/testkit/testlog"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -129,13 +129,13 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 
 // dispatch sends one op of tool with args under a vendor key derived from
 // key, with op id opID.
-func (h *harness) dispatch(t *testing.T, tool, opID, key string, args any) (*outbox.DispatchResult, error) {
+func (h *harness) dispatch(t *testing.T, tool, opID, key string, args any) (*vendorapi.DispatchResult, error) {
 	t.Helper()
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	return h.v.Dispatch(context.Background(), outbox.DispatchParams{
+	return h.v.Dispatch(context.Background(), vendorapi.DispatchParams{
 		OpID: opID, TenantID: 1, Tool: tool, Args: raw,
-		VendorKey: outbox.VendorKey(1, key, tool, 0), Attempt: 1,
+		VendorKey: vendorapi.VendorKey(1, key, tool, 0), Attempt: 1,
 	})
 }
 
@@ -145,12 +145,12 @@ func piArgs(amount int64, pm string) map[string]any {
 		"metadata": map[string]string{"order": "A-1"}}
 }
 
-// requireDispatchError asserts err is a *outbox.DispatchError and returns it.
-func requireDispatchError(t *testing.T, err error) *outbox.DispatchError {
+// requireDispatchError asserts err is a *vendorapi.DispatchError and returns it.
+func requireDispatchError(t *testing.T, err error) *vendorapi.DispatchError {
 	t.Helper()
 	require.Error(t, err)
-	de, ok := err.(*outbox.DispatchError)
-	require.Truef(t, ok, "error %T %v is not a *outbox.DispatchError", err, err)
+	de, ok := err.(*vendorapi.DispatchError)
+	require.Truef(t, ok, "error %T %v is not a *vendorapi.DispatchError", err, err)
 	return de
 }
 

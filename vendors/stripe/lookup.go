@@ -13,9 +13,9 @@ import (
 	stripego "github.com/stripe/stripe-go/v79"
 
 	"github.com/oncebox/oncebox/internal/tracing"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // listPageSize is the page size of every list and search (Stripe's maximum).
@@ -47,9 +47,9 @@ func (v *Vendor) LookupLag() time.Duration {
 //
 // Refunds cannot be searched: Lookup lists the refunds of the args'
 // payment_intent or charge and matches the tag.
-func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbox.LookupResult, error) {
+func (v *Vendor) Lookup(ctx context.Context, params vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 	var (
-		objs []outbox.VendorObject
+		objs []vendorapi.VendorObject
 		err  error
 	)
 	switch params.Tool {
@@ -66,7 +66,7 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 	for i := range objs {
 		objs[i].Refused = objs[i].Refused || Refused(objs[i], params.Args)
 	}
-	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
+	slices.SortFunc(objs, func(a, b vendorapi.VendorObject) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -74,16 +74,16 @@ func (v *Vendor) Lookup(ctx context.Context, params outbox.LookupParams) (*outbo
 	})
 	v.logger.Debug("stripe lookup", append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.String("tool", params.Tool),
 		slog.String("vendor_account", params.Account.Ref), slog.Int("found", len(objs)))...)
-	return &outbox.LookupResult{Objects: objs}, nil
+	return &vendorapi.LookupResult{Objects: objs}, nil
 }
 
-func (v *Vendor) lookupPaymentIntents(ctx context.Context, p outbox.LookupParams) ([]outbox.VendorObject, error) {
-	found := map[string]outbox.VendorObject{}
+func (v *Vendor) lookupPaymentIntents(ctx context.Context, p vendorapi.LookupParams) ([]vendorapi.VendorObject, error) {
+	found := map[string]vendorapi.VendorObject{}
 	c := v.conn(p.Account)
 
 	searchErr := v.searchPaymentIntents(ctx, c, p.OpID, found)
 	if searchErr != nil {
-		if !errors.Is(searchErr, outbox.ErrLookupUnavailable) || v.cfg.DisableListScan {
+		if !errors.Is(searchErr, vendorapi.ErrLookupUnavailable) || v.cfg.DisableListScan {
 			return nil, searchErr
 		}
 		v.logger.Warn("stripe search unavailable; relying on the list scan", append(tracing.SpanLogAttrs(ctx), slog.String("op_id", p.OpID),
@@ -100,7 +100,7 @@ func (v *Vendor) lookupPaymentIntents(ctx context.Context, p outbox.LookupParams
 		c.on(lp)
 		it := c.api.PaymentIntents.List(lp)
 		for it.Next() {
-			if pi := it.PaymentIntent(); pi.Metadata[outbox.TagKey] == p.OpID {
+			if pi := it.PaymentIntent(); pi.Metadata[vendorapi.TagKey] == p.OpID {
 				found[pi.ID] = paymentIntentObject(pi)
 			}
 		}
@@ -112,30 +112,30 @@ func (v *Vendor) lookupPaymentIntents(ctx context.Context, p outbox.LookupParams
 }
 
 // searchPaymentIntents adds the payment intents search finds for opID.
-func (v *Vendor) searchPaymentIntents(ctx context.Context, c conn, opID string, found map[string]outbox.VendorObject) error {
+func (v *Vendor) searchPaymentIntents(ctx context.Context, c conn, opID string, found map[string]vendorapi.VendorObject) error {
 	sp := &stripego.PaymentIntentSearchParams{}
 	sp.Context = ctx
-	sp.Query = fmt.Sprintf(`metadata[%q]:%q`, outbox.TagKey, opID)
+	sp.Query = fmt.Sprintf(`metadata[%q]:%q`, vendorapi.TagKey, opID)
 	sp.Limit = stripego.Int64(listPageSize)
 	c.on(sp)
 	it := c.api.PaymentIntents.Search(sp)
 	for it.Next() {
 		// Search matched the tag; check anyway, as a list scan would.
-		if pi := it.PaymentIntent(); pi.Metadata[outbox.TagKey] == opID {
+		if pi := it.PaymentIntent(); pi.Metadata[vendorapi.TagKey] == opID {
 			found[pi.ID] = paymentIntentObject(pi)
 		}
 	}
 	if err := it.Err(); err != nil {
 		var se *stripego.Error
 		if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusNotFound || se.HTTPStatusCode == http.StatusBadRequest) {
-			return fmt.Errorf("stripe: search payment intents: %w (%s)", outbox.ErrLookupUnavailable, (&safeError{err: err, c: c}).Error())
+			return fmt.Errorf("stripe: search payment intents: %w (%s)", vendorapi.ErrLookupUnavailable, (&safeError{err: err, c: c}).Error())
 		}
 		return c.lookupError("search payment intents", err)
 	}
 	return nil
 }
 
-func (v *Vendor) lookupRefunds(ctx context.Context, p outbox.LookupParams) ([]outbox.VendorObject, error) {
+func (v *Vendor) lookupRefunds(ctx context.Context, p vendorapi.LookupParams) ([]vendorapi.VendorObject, error) {
 	a, err := tools.DecodeRefund(p.Args)
 	if err != nil {
 		return nil, fmt.Errorf("stripe: lookup refund of op %s: args: %w", p.OpID, err)
@@ -148,12 +148,12 @@ func (v *Vendor) lookupRefunds(ctx context.Context, p outbox.LookupParams) ([]ou
 	} else {
 		lp.Charge = stripego.String(a.Charge)
 	}
-	var objs []outbox.VendorObject
+	var objs []vendorapi.VendorObject
 	c := v.conn(p.Account)
 	c.on(lp)
 	it := c.api.Refunds.List(lp)
 	for it.Next() {
-		if re := it.Refund(); re.Metadata[outbox.TagKey] == p.OpID {
+		if re := it.Refund(); re.Metadata[vendorapi.TagKey] == p.OpID {
 			objs = append(objs, refundObject(re))
 		}
 	}
@@ -167,14 +167,14 @@ func (v *Vendor) lookupRefunds(ctx context.Context, p outbox.LookupParams) ([]ou
 // until), for the finance report, through the unlagged list endpoints. Stripe
 // stamps objects in whole seconds, so the bounds are truncated to seconds:
 // consecutive windows never overlap nor leave a gap. OpID is "" for an object
-// oncebox did not tag. It lists the account ctx carries (outbox.WithAccount): the
+// oncebox did not tag. It lists the account ctx carries (vendorapi.WithAccount): the
 // installation's by default.
-func (v *Vendor) ListObjects(ctx context.Context, since, until time.Time) ([]outbox.VendorObject, error) {
+func (v *Vendor) ListObjects(ctx context.Context, since, until time.Time) ([]vendorapi.VendorObject, error) {
 	if !until.After(since) {
 		return nil, nil
 	}
 	created := &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix(), LesserThan: until.Unix()}
-	var objs []outbox.VendorObject
+	var objs []vendorapi.VendorObject
 	c := v.connFrom(ctx)
 
 	pp := &stripego.PaymentIntentListParams{CreatedRange: created}
@@ -200,7 +200,7 @@ func (v *Vendor) ListObjects(ctx context.Context, since, until time.Time) ([]out
 	if err := rit.Err(); err != nil {
 		return nil, c.lookupError("list refunds", err)
 	}
-	slices.SortFunc(objs, func(a, b outbox.VendorObject) int {
+	slices.SortFunc(objs, func(a, b vendorapi.VendorObject) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -214,7 +214,7 @@ func (v *Vendor) ListObjects(ctx context.Context, since, until time.Time) ([]out
 func (c conn) lookupError(what string, err error) error {
 	var se *stripego.Error
 	if errors.As(err, &se) && (se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden) {
-		return fmt.Errorf("stripe: %s: %w (%s)", what, outbox.ErrLookupUnavailable, (&safeError{err: err, c: c}).Error())
+		return fmt.Errorf("stripe: %s: %w (%s)", what, vendorapi.ErrLookupUnavailable, (&safeError{err: err, c: c}).Error())
 	}
 	return fmt.Errorf("stripe: %s: %w", what, &safeError{err: err, c: c})
 }
@@ -239,8 +239,8 @@ func (e *safeError) Error() string { return e.c.hide(safeText(e.err)) }
 
 func (e *safeError) Unwrap() error { return e.err }
 
-func mapValues(m map[string]outbox.VendorObject) []outbox.VendorObject {
-	out := make([]outbox.VendorObject, 0, len(m))
+func mapValues(m map[string]vendorapi.VendorObject) []vendorapi.VendorObject {
+	out := make([]vendorapi.VendorObject, 0, len(m))
 	for _, o := range m {
 		out = append(out, o)
 	}

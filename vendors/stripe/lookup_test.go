@@ -10,15 +10,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
-func lookupPI(t *testing.T, v *stripe.Vendor, opID string, since time.Time) []outbox.VendorObject {
+func lookupPI(t *testing.T, v *stripe.Vendor, opID string, since time.Time) []vendorapi.VendorObject {
 	t.Helper()
-	res, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: opID, Tool: protocol.ToolPaymentIntent,
+	res, err := v.Lookup(context.Background(), vendorapi.LookupParams{OpID: opID, Tool: protocol.ToolPaymentIntent,
 		Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), Since: since})
 	require.NoError(t, err)
 	return res.Objects
@@ -55,7 +55,7 @@ func TestLookupFindsDeclinedAndDuplicatePaymentIntents(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-d", "kd", piArgs(100, "pm_card_chargeDeclined"))
 	require.Error(t, err)
-	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 100, Metadata: map[string]string{outbox.TagKey: "op-d"}})
+	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 100, Metadata: map[string]string{vendorapi.TagKey: "op-d"}})
 
 	objs := lookupPI(t, h.v, "op-d", time.Now().Add(-time.Minute))
 	require.Len(t, objs, 2)
@@ -103,7 +103,7 @@ func TestLookupListScanPages(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{fake: fakestripe.Config{SearchLag: time.Hour}})
 	old := time.Now().Add(-time.Minute)
-	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 1, Created: old, Metadata: map[string]string{outbox.TagKey: "op-p"}})
+	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 1, Created: old, Metadata: map[string]string{vendorapi.TagKey: "op-p"}})
 	for range 150 {
 		h.fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 2})
 	}
@@ -121,8 +121,8 @@ func TestLookupSearchUnavailable(t *testing.T) {
 	})
 	v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: base, DisableListScan: true})
 	require.NoError(t, err)
-	_, err = v.Lookup(context.Background(), outbox.LookupParams{OpID: "op", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
-	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
+	_, err = v.Lookup(context.Background(), vendorapi.LookupParams{OpID: "op", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
+	require.ErrorIs(t, err, vendorapi.ErrLookupUnavailable)
 	require.NotContains(t, err.Error(), testKey)
 }
 
@@ -135,7 +135,7 @@ func TestLookupRefundByTag(t *testing.T) {
 	_, err = h.dispatch(t, protocol.ToolRefund, "op-r2", "r2", map[string]any{"payment_intent": "pi_r", "amount": 200})
 	require.NoError(t, err)
 
-	res, err := h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op-r1", Tool: protocol.ToolRefund,
+	res, err := h.v.Lookup(context.Background(), vendorapi.LookupParams{OpID: "op-r1", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"payment_intent":"pi_r","amount":100}`), Since: time.Now()})
 	require.NoError(t, err)
 	require.Len(t, res.Objects, 1)
@@ -149,7 +149,7 @@ func TestLookupRefundByTag(t *testing.T) {
 
 	// By charge.
 	charge := h.fake.PaymentIntents()[0].LatestCharge
-	res, err = h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op-r2", Tool: protocol.ToolRefund,
+	res, err = h.v.Lookup(context.Background(), vendorapi.LookupParams{OpID: "op-r2", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"charge":"` + charge + `"}`), Since: time.Now()})
 	require.NoError(t, err)
 	require.Len(t, res.Objects, 1)
@@ -162,7 +162,7 @@ func TestListObjects(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_before", Amount: 1, Created: base.Add(-time.Hour)})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_in", Amount: 2, Created: base.Add(-30 * time.Minute),
-		Metadata: map[string]string{outbox.TagKey: "op-in"}})
+		Metadata: map[string]string{vendorapi.TagKey: "op-in"}})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_untagged", Amount: 3, Created: base.Add(-20 * time.Minute)})
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_at_until", Amount: 4, Created: base})
 	_, err := h.dispatch(t, protocol.ToolRefund, "op-re", "r", map[string]any{"payment_intent": "pi_in"})
@@ -171,7 +171,7 @@ func TestListObjects(t *testing.T) {
 	objs, err := h.v.ListObjects(context.Background(), base.Add(-time.Hour+time.Second), base.Add(time.Minute))
 	require.NoError(t, err)
 	var ids []string
-	byID := map[string]outbox.VendorObject{}
+	byID := map[string]vendorapi.VendorObject{}
 	for _, o := range objs {
 		ids = append(ids, o.ID)
 		byID[o.ID] = o
@@ -197,7 +197,7 @@ func TestListObjects(t *testing.T) {
 func TestLookupUnknownTool(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	_, err := h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op", Tool: "sendgrid.mail"})
+	_, err := h.v.Lookup(context.Background(), vendorapi.LookupParams{OpID: "op", Tool: "sendgrid.mail"})
 	require.Error(t, err)
-	require.False(t, errors.Is(err, outbox.ErrLookupUnavailable))
+	require.False(t, errors.Is(err, vendorapi.ErrLookupUnavailable))
 }

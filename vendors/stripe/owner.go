@@ -8,14 +8,14 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v79"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // PaymentIntentTag returns the op a PaymentIntent is tagged with (its
 // metadata[oncebox_op]), or "" when it has none or Stripe does not know it. It is the
-// refund tool's outbox.ObjectArg.Tag for payment_intent: a payment made by an op whose
+// refund tool's vendorapi.ObjectArg.Tag for payment_intent: a payment made by an op whose
 // answer was lost is still its tenant's. An error means Stripe could not be asked. It
-// reads the account ctx carries (outbox.WithAccount: the new op's).
+// reads the account ctx carries (vendorapi.WithAccount: the new op's).
 func (v *Vendor) PaymentIntentTag(ctx context.Context, id string) (string, error) {
 	params := &stripego.PaymentIntentParams{}
 	params.Context = ctx
@@ -25,13 +25,13 @@ func (v *Vendor) PaymentIntentTag(ctx context.Context, id string) (string, error
 	if err != nil {
 		return "", v.tagErr("payment intent", id, err)
 	}
-	return pi.Metadata[outbox.TagKey], nil
+	return pi.Metadata[vendorapi.TagKey], nil
 }
 
 // ChargeTag returns the op a Charge is tagged with, through its PaymentIntent (the op
 // made the PaymentIntent, and Stripe the charge), or the charge's own tag when it has no
 // PaymentIntent; "" when neither is tagged or Stripe does not know the charge. It is
-// the refund tool's outbox.ObjectArg.Tag for charge.
+// the refund tool's vendorapi.ObjectArg.Tag for charge.
 func (v *Vendor) ChargeTag(ctx context.Context, id string) (string, error) {
 	params := &stripego.ChargeParams{}
 	params.Context = ctx
@@ -44,7 +44,7 @@ func (v *Vendor) ChargeTag(ctx context.Context, id string) (string, error) {
 	if ch.PaymentIntent != nil && ch.PaymentIntent.ID != "" {
 		return v.PaymentIntentTag(ctx, ch.PaymentIntent.ID)
 	}
-	return ch.Metadata[outbox.TagKey], nil
+	return ch.Metadata[vendorapi.TagKey], nil
 }
 
 // tagErr is nil for an object Stripe does not know (it has no tag, so it is nobody's),

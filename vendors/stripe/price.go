@@ -14,9 +14,9 @@ import (
 // PriceRefund returns what a stripe.refund without an amount will refund, and its
 // currency: what remains refundable of its payment, as Stripe holds it now (the
 // charge's captured amount minus what was refunded already; for a payment_intent, its
-// latest charge's). It is the refund tool's outbox.Tool.Price, so that an amount budget
+// latest charge's). It is the refund tool's vendorapi.Tool.Price, so that an amount budget
 // counts a full refund at what it will move. It reads the account ctx carries
-// (outbox.WithAccount: the new op's). A payment without a captured charge is an
+// (vendorapi.WithAccount: the new op's). A payment without a captured charge is an
 // error: the amount cannot be known, and the op waits for approval.
 func (v *Vendor) PriceRefund(ctx context.Context, args json.RawMessage) (int64, string, error) {
 	a, err := tools.DecodeRefund(args)

@@ -3,15 +3,15 @@ package stripe
 import (
 	"encoding/json"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Refused reports whether a Stripe object records a refusal of its op rather than a
-// success, for outbox.VendorObject.Refused: a refund in status "failed", or a
+// success, for vendorapi.VendorObject.Refused: a refund in status "failed", or a
 // PaymentIntent left in requires_payment_method or canceled by a declined confirmation
 // (its summary carries a last_payment_error, or the op's args asked to confirm). args
 // may be nil when the op is not known (a list of the account's objects).
-func Refused(obj outbox.VendorObject, args json.RawMessage) bool {
+func Refused(obj vendorapi.VendorObject, args json.RawMessage) bool {
 	switch obj.Status {
 	case "failed":
 		return true

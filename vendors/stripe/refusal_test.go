@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 )
 
@@ -33,7 +33,7 @@ func TestRefused(t *testing.T) {
 		{"canceled", json.RawMessage(`{"last_payment_error":null}`), plain, false},
 		{"processing", declined, confirm, false},
 	} {
-		got := stripe.Refused(outbox.VendorObject{ID: "x", Status: tc.status, Summary: tc.summary}, tc.args)
+		got := stripe.Refused(vendorapi.VendorObject{ID: "x", Status: tc.status, Summary: tc.summary}, tc.args)
 		require.Equal(t, tc.want, got, "%s %s %s", tc.status, tc.summary, tc.args)
 	}
 }

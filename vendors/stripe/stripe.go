@@ -17,15 +17,15 @@ import (
 	"github.com/stripe/stripe-go/v79/client"
 
 	"github.com/oncebox/oncebox/internal/tracing"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Name is the vendor's name, as tools.VendorStripe.
 const Name = tools.VendorStripe
 
-// Vendor is the Stripe adapter. It satisfies outbox.Vendor and is safe for
+// Vendor is the Stripe adapter. It satisfies vendorapi.Vendor and is safe for
 // concurrent use.
 type Vendor struct {
 	cfg      Config
@@ -36,7 +36,7 @@ type Vendor struct {
 	logger *slog.Logger
 }
 
-var _ outbox.Vendor = (*Vendor)(nil)
+var _ vendorapi.Vendor = (*Vendor)(nil)
 
 // New returns a Vendor talking to Stripe (or cfg.BaseURL) through its own
 // stripe-go backend; stripe-go's global backends and key are never used.
@@ -65,18 +65,18 @@ func New(cfg Config) (*Vendor, error) {
 func (v *Vendor) Name() string { return Name }
 
 // Idempotency reports Stripe's native idempotency keys, remembered for 24 hours.
-func (v *Vendor) Idempotency() outbox.Idempotency {
-	return outbox.Idempotency{Native: true, Window: 24 * time.Hour}
+func (v *Vendor) Idempotency() vendorapi.Idempotency {
+	return vendorapi.Idempotency{Native: true, Window: 24 * time.Hour}
 }
 
 // Dispatch creates the op's PaymentIntent (stripe.payment_intent) or Refund
 // (stripe.refund) with params.VendorKey as the Idempotency-Key and the op id
-// in metadata[oncebox_op]. Its errors are *outbox.DispatchError.
-func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*outbox.DispatchResult, error) {
+// in metadata[oncebox_op]. Its errors are *vendorapi.DispatchError.
+func (v *Vendor) Dispatch(ctx context.Context, params vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	log := v.logger.With(append(tracing.SpanLogAttrs(ctx), slog.String("op_id", params.OpID), slog.String("tool", params.Tool),
 		slog.Int("attempt", params.Attempt), slog.String("vendor_account", params.Account.Ref))...)
 	if params.VendorKey == "" {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Bug: true, Code: "missing_vendor_key",
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Bug: true, Code: "missing_vendor_key",
 			Message: "bug in oncebox: no vendor key to send as Idempotency-Key"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
@@ -84,7 +84,7 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 	ctx, st := observe(ctx)
 
 	var (
-		res *outbox.DispatchResult
+		res *vendorapi.DispatchResult
 		err error
 	)
 	switch params.Tool {
@@ -93,14 +93,14 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 	case protocol.ToolRefund:
 		res, err = v.createRefund(ctx, params)
 	default:
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "unknown_tool",
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "unknown_tool",
 			Message: fmt.Sprintf("the stripe vendor does not dispatch tool %q", params.Tool)}
 	}
 	if err == nil {
 		log.Debug("stripe dispatch succeeded", slog.String("vendor_ref", res.VendorRef))
 		return res, nil
 	}
-	var de *outbox.DispatchError
+	var de *vendorapi.DispatchError
 	if errors.As(err, &de) {
 		return nil, de // Raised before any request (invalid args).
 	}
@@ -110,7 +110,7 @@ func (v *Vendor) Dispatch(ctx context.Context, params outbox.DispatchParams) (*o
 	return nil, de
 }
 
-func (v *Vendor) createPaymentIntent(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+func (v *Vendor) createPaymentIntent(ctx context.Context, p vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	a, err := tools.DecodePaymentIntent(p.Args)
 	if err != nil {
 		return nil, invalidArgs(err)
@@ -124,7 +124,7 @@ func (v *Vendor) createPaymentIntent(ctx context.Context, p outbox.DispatchParam
 	if err != nil {
 		return nil, err
 	}
-	return &outbox.DispatchResult{VendorRef: pi.ID, Result: mustJSON(paymentIntentSummary(pi))}, nil
+	return &vendorapi.DispatchResult{VendorRef: pi.ID, Result: mustJSON(paymentIntentSummary(pi))}, nil
 }
 
 // paymentIntentParams builds the create parameters of a PaymentIntent. The
@@ -158,7 +158,7 @@ func paymentIntentParams(a protocol.PaymentIntentArgs, opID string) *stripego.Pa
 	return params
 }
 
-func (v *Vendor) createRefund(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+func (v *Vendor) createRefund(ctx context.Context, p vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	a, err := tools.DecodeRefund(p.Args)
 	if err != nil {
 		return nil, invalidArgs(err)
@@ -172,7 +172,7 @@ func (v *Vendor) createRefund(ctx context.Context, p outbox.DispatchParams) (*ou
 	if err != nil {
 		return nil, err
 	}
-	return &outbox.DispatchResult{VendorRef: re.ID, Result: mustJSON(refundSummary(re))}, nil
+	return &vendorapi.DispatchResult{VendorRef: re.ID, Result: mustJSON(refundSummary(re))}, nil
 }
 
 // refundParams builds the create parameters of a Refund.
@@ -197,20 +197,20 @@ func refundParams(a protocol.RefundArgs, opID string) *stripego.RefundParams {
 func tagged(md map[string]string, opID string) map[string]string {
 	out := make(map[string]string, len(md)+1)
 	maps.Copy(out, md)
-	out[outbox.TagKey] = opID
+	out[vendorapi.TagKey] = opID
 	return out
 }
 
 // invalidArgs is the permanent error for args that no longer decode (they were
 // validated at enqueue, so this means the tool's rules changed since).
-func invalidArgs(err error) *outbox.DispatchError {
-	return &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args",
+func invalidArgs(err error) *vendorapi.DispatchError {
+	return &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_args",
 		Message: "the op's arguments are invalid: " + err.Error(), Err: err}
 }
 
 // scrub removes the API keys from a DispatchError's texts, in case anything
 // ever echoed them.
-func (c conn) scrub(de *outbox.DispatchError) *outbox.DispatchError {
+func (c conn) scrub(de *vendorapi.DispatchError) *vendorapi.DispatchError {
 	de.Message = c.hide(de.Message)
 	if len(de.Body) > 0 && c.shows(string(de.Body)) {
 		de.Body = json.RawMessage(c.hide(string(de.Body)))

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/testkit/testlog"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -30,7 +30,7 @@ func TestNewValidates(t *testing.T) {
 	v, err := stripe.New(stripe.Config{APIKey: testKey})
 	require.NoError(t, err)
 	require.Equal(t, "stripe", v.Name())
-	require.Equal(t, outbox.Idempotency{Native: true, Window: 24 * time.Hour}, v.Idempotency())
+	require.Equal(t, vendorapi.Idempotency{Native: true, Window: 24 * time.Hour}, v.Idempotency())
 }
 
 func TestDispatchPaymentIntentSendsKeyTagAndParams(t *testing.T) {
@@ -45,7 +45,7 @@ func TestDispatchPaymentIntentSendsKeyTagAndParams(t *testing.T) {
 	posts := h.rec.posts("/v1/payment_intents")
 	require.Len(t, posts, 1)
 	p := posts[0]
-	require.Equal(t, outbox.VendorKey(1, "k1", protocol.ToolPaymentIntent, 0), p.Header.Get("Idempotency-Key"))
+	require.Equal(t, vendorapi.VendorKey(1, "k1", protocol.ToolPaymentIntent, 0), p.Header.Get("Idempotency-Key"))
 	require.Equal(t, "Bearer "+testKey, p.Header.Get("Authorization"))
 	require.Equal(t, map[string][]string{
 		"amount":                             {"1234"},
@@ -60,7 +60,7 @@ func TestDispatchPaymentIntentSendsKeyTagAndParams(t *testing.T) {
 		"metadata[order]":                            {"A-1"},
 	}, map[string][]string(p.Form))
 
-	pis, _ := h.fake.ByTag(outbox.TagKey, "op-pi-1")
+	pis, _ := h.fake.ByTag(vendorapi.TagKey, "op-pi-1")
 	require.Len(t, pis, 1)
 	require.Equal(t, pis[0].ID, res.VendorRef)
 
@@ -99,13 +99,13 @@ func TestDispatchRefund(t *testing.T) {
 
 	posts := h.rec.posts("/v1/refunds")
 	require.Len(t, posts, 1)
-	require.Equal(t, outbox.VendorKey(1, "r1", protocol.ToolRefund, 0), posts[0].Header.Get("Idempotency-Key"))
+	require.Equal(t, vendorapi.VendorKey(1, "r1", protocol.ToolRefund, 0), posts[0].Header.Get("Idempotency-Key"))
 	require.Equal(t, map[string][]string{
 		"payment_intent": {"pi_seeded"}, "amount": {"300"}, "reason": {"requested_by_customer"},
 		"metadata[oncebox_op]": {"op-re-1"},
 	}, map[string][]string(posts[0].Form))
 
-	_, refunds := h.fake.ByTag(outbox.TagKey, "op-re-1")
+	_, refunds := h.fake.ByTag(vendorapi.TagKey, "op-re-1")
 	require.Len(t, refunds, 1)
 	require.Equal(t, refunds[0].ID, res.VendorRef)
 	var sum map[string]any
@@ -139,7 +139,7 @@ func TestDispatchDecline(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op-d", "k", piArgs(100, "pm_card_chargeDeclined"))
 	de := requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
+	require.Equal(t, vendorapi.OutcomePermanent, de.Outcome)
 	require.Equal(t, "generic_decline", de.Code)
 	require.Equal(t, http.StatusPaymentRequired, de.HTTPStatus)
 	require.False(t, de.Bug)
@@ -161,7 +161,7 @@ func TestDispatchDecline(t *testing.T) {
 	// Stripe keeps the stored decline: the same key replays it.
 	_, err = h.dispatch(t, protocol.ToolPaymentIntent, "op-d", "k", piArgs(100, "pm_card_chargeDeclined"))
 	de = requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
+	require.Equal(t, vendorapi.OutcomePermanent, de.Outcome)
 	require.True(t, de.Replayed)
 	require.Equal(t, 1, h.fake.CreatedCount())
 }
@@ -172,7 +172,7 @@ func TestDispatchInvalidRequest(t *testing.T) {
 	h.fake.AddPaymentIntent(fakestripe.PaymentIntent{ID: "pi_small", Amount: 100})
 	_, err := h.dispatch(t, protocol.ToolRefund, "op-r", "k", map[string]any{"payment_intent": "pi_small", "amount": 500})
 	de := requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
+	require.Equal(t, vendorapi.OutcomePermanent, de.Outcome)
 	require.Equal(t, http.StatusBadRequest, de.HTTPStatus)
 	require.False(t, de.Bug)
 	require.Contains(t, string(de.Body), "invalid_request_error")
@@ -185,7 +185,7 @@ func TestDispatchIdempotencyErrorIsABug(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.dispatch(t, protocol.ToolPaymentIntent, "op-i", "k", piArgs(999, "pm_card_visa"))
 	de := requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
+	require.Equal(t, vendorapi.OutcomePermanent, de.Outcome)
 	require.True(t, de.Bug)
 	require.Equal(t, "idempotency_error", de.Code)
 	require.Contains(t, de.Message, "bug in oncebox")
@@ -209,7 +209,7 @@ func TestDispatchRetryableAnswers(t *testing.T) {
 			h.fake.InjectFault(tc.fault)
 			_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 			de := requireDispatchError(t, err)
-			require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
+			require.Equal(t, vendorapi.OutcomeRetryable, de.Outcome)
 			require.Equal(t, tc.code, de.Code)
 			require.Equal(t, tc.after, de.RetryAfter)
 			require.Equal(t, 0, h.fake.CreatedCount())
@@ -227,13 +227,13 @@ func TestDispatchStored500IsUnknownThenReplayed(t *testing.T) {
 	h.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultStored500})
 	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 	de := requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
+	require.Equal(t, vendorapi.OutcomeUnknown, de.Outcome)
 	require.Equal(t, http.StatusInternalServerError, de.HTTPStatus)
 	require.False(t, de.Replayed)
 
 	_, err = h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 	de = requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
+	require.Equal(t, vendorapi.OutcomeUnknown, de.Outcome)
 	require.True(t, de.Replayed, "the second 500 is Stripe's stored answer")
 	require.Equal(t, 0, h.fake.CreatedCount())
 }
@@ -265,14 +265,14 @@ func TestDispatchAuthenticationIsRetryableAndScrubbed(t *testing.T) {
 		logs := &testlog.Buffer{}
 		v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: base, Logger: newLogger(logs)})
 		require.NoError(t, err)
-		_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
+		_, err = v.Dispatch(context.Background(), vendorapi.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
 			Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), VendorKey: "ob_x", Attempt: 1})
 		de := requireDispatchError(t, err)
 		if status == http.StatusForbidden {
-			require.Equal(t, outbox.OutcomePermanent, de.Outcome)
+			require.Equal(t, vendorapi.OutcomePermanent, de.Outcome)
 			require.Equal(t, "permission_denied", de.Code)
 		} else {
-			require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
+			require.Equal(t, vendorapi.OutcomeRetryable, de.Outcome)
 			require.Equal(t, "authentication", de.Code)
 		}
 		require.Equal(t, status, de.HTTPStatus)
@@ -285,10 +285,10 @@ func TestDispatchUndecodableAnswerIsUnknown(t *testing.T) {
 	base := stubServer(t, http.StatusBadGateway, func(*http.Request) string { return "<html>bad gateway</html>" })
 	v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: base})
 	require.NoError(t, err)
-	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
+	_, err = v.Dispatch(context.Background(), vendorapi.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
 		Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), VendorKey: "ob_x", Attempt: 1})
 	de := requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
+	require.Equal(t, vendorapi.OutcomeUnknown, de.Outcome)
 	require.Equal(t, "unreadable_response", de.Code)
 	require.Equal(t, http.StatusBadGateway, de.HTTPStatus)
 }
@@ -301,10 +301,10 @@ func TestDispatchConnectionRefusedIsRetryable(t *testing.T) {
 	require.NoError(t, l.Close()) // Nothing listens there any more.
 	v, err := stripe.New(stripe.Config{APIKey: testKey, BaseURL: "http://" + addr})
 	require.NoError(t, err)
-	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
+	_, err = v.Dispatch(context.Background(), vendorapi.DispatchParams{OpID: "op", Tool: protocol.ToolPaymentIntent,
 		Args: json.RawMessage(`{"amount":100,"currency":"usd"}`), VendorKey: "ob_x", Attempt: 1})
 	de := requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomeRetryable, de.Outcome)
+	require.Equal(t, vendorapi.OutcomeRetryable, de.Outcome)
 	require.Equal(t, "not_sent", de.Code)
 	requireNoSecret(t, de.Error(), de.Err.Error())
 }
@@ -320,7 +320,7 @@ func TestDispatchDroppedConnectionAfterWriteIsUnknown(t *testing.T) {
 			h.fake.InjectFault(fakestripe.Fault{Kind: kind})
 			_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 			de := requireDispatchError(t, err)
-			require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
+			require.Equal(t, vendorapi.OutcomeUnknown, de.Outcome)
 			require.Equal(t, "connection_lost", de.Code)
 			require.Equal(t, 1, h.fake.Requests())
 			want := 0
@@ -357,7 +357,7 @@ func TestDispatchTimeoutIsUnknown(t *testing.T) {
 	h.fake.InjectFault(fakestripe.Fault{Kind: fakestripe.FaultHang})
 	_, err := h.dispatch(t, protocol.ToolPaymentIntent, "op", "k", piArgs(100, "pm_card_visa"))
 	de := requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomeUnknown, de.Outcome)
+	require.Equal(t, vendorapi.OutcomeUnknown, de.Outcome)
 	require.Equal(t, "timeout", de.Code)
 	require.Equal(t, 1, h.fake.CreatedCount())
 }
@@ -367,7 +367,7 @@ func TestDispatchUnknownTool(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	_, err := h.dispatch(t, "sendgrid.mail", "op", "k", map[string]any{})
 	de := requireDispatchError(t, err)
-	require.Equal(t, outbox.OutcomePermanent, de.Outcome)
+	require.Equal(t, vendorapi.OutcomePermanent, de.Outcome)
 	require.Equal(t, 0, h.fake.Requests())
 }
 
@@ -387,7 +387,7 @@ func TestSecretNeverLogged(t *testing.T) {
 			requireNoSecret(t, string(res.Result))
 		}
 	}
-	_, err := h.v.Lookup(context.Background(), outbox.LookupParams{OpID: "op", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
+	_, err := h.v.Lookup(context.Background(), vendorapi.LookupParams{OpID: "op", Tool: protocol.ToolPaymentIntent, Since: time.Now()})
 	require.NoError(t, err)
 	require.NotEmpty(t, h.logs.String())
 	requireNoSecret(t, h.logs.String())

@@ -6,7 +6,7 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v79"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // PaymentIntentSummary is the result stored for a stripe.payment_intent op and
@@ -85,10 +85,10 @@ func refundSummary(re *stripego.Refund) RefundSummary {
 
 // paymentIntentObject is pi as the reconciler and the report see it; a PaymentIntent
 // whose confirmation was declined records the refusal (last_payment_error).
-func paymentIntentObject(pi *stripego.PaymentIntent) outbox.VendorObject {
-	o := outbox.VendorObject{
+func paymentIntentObject(pi *stripego.PaymentIntent) vendorapi.VendorObject {
+	o := vendorapi.VendorObject{
 		ID:       pi.ID,
-		OpID:     pi.Metadata[outbox.TagKey],
+		OpID:     pi.Metadata[vendorapi.TagKey],
 		Amount:   pi.Amount,
 		Currency: string(pi.Currency),
 		Status:   string(pi.Status),
@@ -100,10 +100,10 @@ func paymentIntentObject(pi *stripego.PaymentIntent) outbox.VendorObject {
 	return o
 }
 
-func refundObject(re *stripego.Refund) outbox.VendorObject {
-	o := outbox.VendorObject{
+func refundObject(re *stripego.Refund) vendorapi.VendorObject {
+	o := vendorapi.VendorObject{
 		ID:       re.ID,
-		OpID:     re.Metadata[outbox.TagKey],
+		OpID:     re.Metadata[vendorapi.TagKey],
 		Amount:   re.Amount,
 		Currency: string(re.Currency),
 		Status:   string(re.Status),

@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
@@ -63,7 +63,7 @@ func newConformanceInstance(tb testing.TB, disableListScan bool) *vendortest.Ins
 			return json.RawMessage(fmt.Sprintf(`{"amount":%d,"currency":"usd","payment_method":"pm_card_visa","confirm":true}`, 1000+i))
 		},
 		Effects: func(opID string) int {
-			pis, refunds := fake.ByTag(outbox.TagKey, opID)
+			pis, refunds := fake.ByTag(vendorapi.TagKey, opID)
 			return len(pis) + len(refunds)
 		},
 		Inject: func(kind string) {

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncebox/oncebox/internal/vendorhttp"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // answer is everything one request taught Dispatch, the input of classify.
@@ -34,44 +34,44 @@ type answer struct {
 
 // classify turns an answer into a success or a classified failure. maxBytes
 // caps the body kept in the result or the error.
-func classify(a answer, maxBytes int) (*outbox.DispatchResult, *outbox.DispatchError) {
+func classify(a answer, maxBytes int) (*vendorapi.DispatchResult, *vendorapi.DispatchError) {
 	var refused *vendorhttp.EgressError
 	if a.status == 0 && errors.As(a.err, &refused) {
 		// Refused before any connection: never sent, and never will be.
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "egress_refused", Message: refused.Error(), Err: a.err}
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "egress_refused", Message: refused.Error(), Err: a.err}
 	}
 	if a.status == 0 {
-		return nil, outbox.ClassifyTransport("the webhook target", a.err, a.mayHaveArrived)
+		return nil, vendorapi.ClassifyTransport("the webhook target", a.err, a.mayHaveArrived)
 	}
 	replayed := a.header.Get("Idempotent-Replayed") == "true"
-	de := &outbox.DispatchError{HTTPStatus: a.status, Replayed: replayed}
+	de := &vendorapi.DispatchError{HTTPStatus: a.status, Replayed: replayed}
 	switch {
 	case a.status >= 200 && a.status <= 299:
-		return &outbox.DispatchResult{
+		return &vendorapi.DispatchResult{
 			VendorRef: vendorRef(a.status, a.header, a.body),
 			Result:    resultJSON(a.status, a.body, maxBytes),
 		}, nil
 	case a.status == http.StatusConflict:
-		de.Outcome, de.Code = outbox.OutcomeRetryable, "conflict_in_use"
+		de.Outcome, de.Code = vendorapi.OutcomeRetryable, "conflict_in_use"
 		de.Message = "the receiver is still handling a request with this idempotency key"
 	case a.status == http.StatusTooManyRequests:
-		de.Outcome, de.Code = outbox.OutcomeRetryable, "rate_limited"
+		de.Outcome, de.Code = vendorapi.OutcomeRetryable, "rate_limited"
 		de.Message = "the receiver is rate limiting requests"
 		de.RetryAfter = parseRetryAfter(a.header.Get("Retry-After"), a.now)
 	case a.status >= 300 && a.status <= 399:
-		de.Outcome, de.Code = outbox.OutcomePermanent, "http_3xx"
+		de.Outcome, de.Code = vendorapi.OutcomePermanent, "http_3xx"
 		de.Message = "the receiver answered with a redirect, which is not followed: fix the target's BaseURL"
 		de.Body = resultJSON(a.status, a.body, maxBytes)
 	case a.status >= 400 && a.status <= 499:
-		de.Outcome, de.Code = outbox.OutcomePermanent, "http_4xx"
+		de.Outcome, de.Code = vendorapi.OutcomePermanent, "http_4xx"
 		de.Message = "the receiver refused the request"
 		de.Body = resultJSON(a.status, a.body, maxBytes)
 	case a.status >= 500 && a.status <= 599:
-		de.Outcome, de.Code = outbox.OutcomeUnknown, "http_5xx"
+		de.Outcome, de.Code = vendorapi.OutcomeUnknown, "http_5xx"
 		de.Message = "the receiver failed and may or may not have acted"
 		de.Body = resultJSON(a.status, a.body, maxBytes)
 	default:
-		de.Outcome, de.Code = outbox.OutcomeUnknown, "unexpected_status"
+		de.Outcome, de.Code = vendorapi.OutcomeUnknown, "unexpected_status"
 		de.Message = "the receiver answered with an unexpected status"
 		de.Body = resultJSON(a.status, a.body, maxBytes)
 	}
@@ -243,7 +243,7 @@ func (e *errorWithoutSecret) Error() string { return redactString(e.err.Error(),
 func (e *errorWithoutSecret) Unwrap() error { return e.err }
 
 // scrub removes secret from a DispatchError's text and body.
-func scrub(de *outbox.DispatchError, secret string) *outbox.DispatchError {
+func scrub(de *vendorapi.DispatchError, secret string) *vendorapi.DispatchError {
 	if secret == "" {
 		return de
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 func TestClassify(t *testing.T) {
@@ -32,19 +32,19 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name        string
 		a           answer
-		wantOutcome outbox.Outcome // 0: success
+		wantOutcome vendorapi.Outcome // 0: success
 		wantCode    string
 		wantRef     string
 		wantResult  string
 		wantRetry   time.Duration
 		wantReplay  bool
 	}{
-		{name: "refused before sending", a: answer{err: refused}, wantOutcome: outbox.OutcomeRetryable, wantCode: "not_sent"},
-		{name: "timeout before sending", a: answer{err: timeout}, wantOutcome: outbox.OutcomeRetryable, wantCode: "not_sent"},
-		{name: "cancelled before sending", a: answer{err: context.Canceled}, wantOutcome: outbox.OutcomeRetryable, wantCode: "not_sent"},
-		{name: "timeout after sending", a: answer{err: timeout, mayHaveArrived: true}, wantOutcome: outbox.OutcomeUnknown, wantCode: "timeout"},
-		{name: "reset after sending", a: answer{err: reset, mayHaveArrived: true}, wantOutcome: outbox.OutcomeUnknown, wantCode: "connection_lost"},
-		{name: "cancelled after sending", a: answer{err: context.Canceled, mayHaveArrived: true}, wantOutcome: outbox.OutcomeUnknown, wantCode: "connection_lost"},
+		{name: "refused before sending", a: answer{err: refused}, wantOutcome: vendorapi.OutcomeRetryable, wantCode: "not_sent"},
+		{name: "timeout before sending", a: answer{err: timeout}, wantOutcome: vendorapi.OutcomeRetryable, wantCode: "not_sent"},
+		{name: "cancelled before sending", a: answer{err: context.Canceled}, wantOutcome: vendorapi.OutcomeRetryable, wantCode: "not_sent"},
+		{name: "timeout after sending", a: answer{err: timeout, mayHaveArrived: true}, wantOutcome: vendorapi.OutcomeUnknown, wantCode: "timeout"},
+		{name: "reset after sending", a: answer{err: reset, mayHaveArrived: true}, wantOutcome: vendorapi.OutcomeUnknown, wantCode: "connection_lost"},
+		{name: "cancelled after sending", a: answer{err: context.Canceled, mayHaveArrived: true}, wantOutcome: vendorapi.OutcomeUnknown, wantCode: "connection_lost"},
 		{
 			name: "200 with request id", a: answer{status: 200, header: hdr("X-Request-Id", "req_1"), body: []byte(`{"id":"obj_1"}`)},
 			wantRef: "req_1", wantResult: `{"status":200,"body":{"id":"obj_1"}}`,
@@ -65,29 +65,29 @@ func TestClassify(t *testing.T) {
 			name: "200 with text", a: answer{status: 200, header: hdr(), body: []byte("thanks")},
 			wantRef: "200", wantResult: `{"status":200,"body":"thanks"}`,
 		},
-		{name: "409", a: answer{status: 409, header: hdr()}, wantOutcome: outbox.OutcomeRetryable, wantCode: "conflict_in_use"},
+		{name: "409", a: answer{status: 409, header: hdr()}, wantOutcome: vendorapi.OutcomeRetryable, wantCode: "conflict_in_use"},
 		{
 			name: "429 seconds", a: answer{status: 429, header: hdr("Retry-After", "3"), now: now},
-			wantOutcome: outbox.OutcomeRetryable, wantCode: "rate_limited", wantRetry: 3 * time.Second,
+			wantOutcome: vendorapi.OutcomeRetryable, wantCode: "rate_limited", wantRetry: 3 * time.Second,
 		},
 		{
 			name: "429 date", a: answer{status: 429, header: hdr("Retry-After", now.Add(90*time.Second).Format(http.TimeFormat)), now: now},
-			wantOutcome: outbox.OutcomeRetryable, wantCode: "rate_limited", wantRetry: 90 * time.Second,
+			wantOutcome: vendorapi.OutcomeRetryable, wantCode: "rate_limited", wantRetry: 90 * time.Second,
 		},
 		{
 			name: "400", a: answer{status: 400, header: hdr(), body: []byte(`{"error":"bad"}`)},
-			wantOutcome: outbox.OutcomePermanent, wantCode: "http_4xx", wantResult: `{"status":400,"body":{"error":"bad"}}`,
+			wantOutcome: vendorapi.OutcomePermanent, wantCode: "http_4xx", wantResult: `{"status":400,"body":{"error":"bad"}}`,
 		},
-		{name: "408", a: answer{status: 408, header: hdr()}, wantOutcome: outbox.OutcomePermanent, wantCode: "http_4xx", wantResult: `{"status":408,"body":""}`},
-		{name: "404", a: answer{status: 404, header: hdr()}, wantOutcome: outbox.OutcomePermanent, wantCode: "http_4xx", wantResult: `{"status":404,"body":""}`},
-		{name: "302", a: answer{status: 302, header: hdr()}, wantOutcome: outbox.OutcomePermanent, wantCode: "http_3xx", wantResult: `{"status":302,"body":""}`},
+		{name: "408", a: answer{status: 408, header: hdr()}, wantOutcome: vendorapi.OutcomePermanent, wantCode: "http_4xx", wantResult: `{"status":408,"body":""}`},
+		{name: "404", a: answer{status: 404, header: hdr()}, wantOutcome: vendorapi.OutcomePermanent, wantCode: "http_4xx", wantResult: `{"status":404,"body":""}`},
+		{name: "302", a: answer{status: 302, header: hdr()}, wantOutcome: vendorapi.OutcomePermanent, wantCode: "http_3xx", wantResult: `{"status":302,"body":""}`},
 		{
 			name: "500", a: answer{status: 500, header: hdr(), body: []byte("oops")},
-			wantOutcome: outbox.OutcomeUnknown, wantCode: "http_5xx", wantResult: `{"status":500,"body":"oops"}`,
+			wantOutcome: vendorapi.OutcomeUnknown, wantCode: "http_5xx", wantResult: `{"status":500,"body":"oops"}`,
 		},
 		{
 			name: "503 replayed", a: answer{status: 503, header: hdr("Idempotent-Replayed", "true")},
-			wantOutcome: outbox.OutcomeUnknown, wantCode: "http_5xx", wantResult: `{"status":503,"body":""}`, wantReplay: true,
+			wantOutcome: vendorapi.OutcomeUnknown, wantCode: "http_5xx", wantResult: `{"status":503,"body":""}`, wantReplay: true,
 		},
 	}
 	for _, tt := range tests {
@@ -142,7 +142,7 @@ func TestRedact(t *testing.T) {
 	require.Equal(t, `{"a":"[REDACTED]"}`, string(redact([]byte(`{"a":"x\"y\\z"}`), `x"y\z`)))
 	require.Equal(t, "unchanged", string(redact([]byte("unchanged"), "")))
 
-	de := scrub(&outbox.DispatchError{Message: "saw sec-ret", Err: fmt.Errorf("wrapped: %w", errors.New("sec-ret"))}, "sec-ret")
+	de := scrub(&vendorapi.DispatchError{Message: "saw sec-ret", Err: fmt.Errorf("wrapped: %w", errors.New("sec-ret"))}, "sec-ret")
 	require.NotContains(t, de.Error(), "sec-ret")
 	require.NotContains(t, de.Err.Error(), "sec-ret")
 }
@@ -184,7 +184,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	v, err := New(Config{Targets: map[string]Target{"t": ok}, NativeIdempotency: true})
 	require.NoError(t, err)
-	require.Equal(t, outbox.Idempotency{Native: true, Window: 24 * time.Hour}, v.Idempotency())
+	require.Equal(t, vendorapi.Idempotency{Native: true, Window: 24 * time.Hour}, v.Idempotency())
 	require.Equal(t, 10*time.Second, v.cfg.Timeout)
 	require.Equal(t, 16<<10, v.cfg.MaxResultBytes)
 }

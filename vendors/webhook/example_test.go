@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -26,7 +26,7 @@ func ExampleVendor_Dispatch() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := v.Dispatch(context.Background(), outbox.DispatchParams{
+	res, err := v.Dispatch(context.Background(), vendorapi.DispatchParams{
 		OpID:      "op_1",
 		Args:      json.RawMessage(`{"target":"crm","path":"/contacts","body":{"email":"a@example.com"}}`),
 		VendorKey: "vk_1",
@@ -37,17 +37,17 @@ func ExampleVendor_Dispatch() {
 	fmt.Println(res.VendorRef, string(res.Result))
 
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault500AfterEffect})
-	_, err = v.Dispatch(context.Background(), outbox.DispatchParams{
+	_, err = v.Dispatch(context.Background(), vendorapi.DispatchParams{
 		OpID:      "op_2",
 		Args:      json.RawMessage(`{"target":"crm","path":"/contacts"}`),
 		VendorKey: "vk_2",
 	})
-	var de *outbox.DispatchError
+	var de *vendorapi.DispatchError
 	if errors.As(err, &de) {
 		fmt.Println(de.Outcome, de.Code)
 	}
 
-	found, err := v.Lookup(context.Background(), outbox.LookupParams{OpID: "op_2", Args: json.RawMessage(`{"target":"crm"}`)})
+	found, err := v.Lookup(context.Background(), vendorapi.LookupParams{OpID: "op_2", Args: json.RawMessage(`{"target":"crm"}`)})
 	if err != nil {
 		panic(err)
 	}

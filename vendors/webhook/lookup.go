@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/internal/tracing"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // maxLookupBytes caps the lookup answer read.
@@ -19,12 +19,12 @@ const maxLookupBytes = 4 << 20
 
 // Lookup asks the op's target for the objects tagged with the op's id, with
 // GET <BaseURL><LookupPath>?oncebox_op=<op id>. It returns
-// outbox.ErrLookupUnavailable (wrapped) when Config.LookupPath is empty, when
+// vendorapi.ErrLookupUnavailable (wrapped) when Config.LookupPath is empty, when
 // the op's target is no longer configured, or when the endpoint answers 403
 // or 404; other failures are returned as they are.
-func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+func (v *Vendor) Lookup(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 	if v.cfg.LookupPath == "" {
-		return nil, fmt.Errorf("webhook targets cannot be asked: %w", outbox.ErrLookupUnavailable)
+		return nil, fmt.Errorf("webhook targets cannot be asked: %w", vendorapi.ErrLookupUnavailable)
 	}
 	a, err := decodeArgs(p.Args)
 	if err != nil {
@@ -32,9 +32,9 @@ func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.Loo
 	}
 	target, ok := v.cfg.Targets[a.Target]
 	if !ok {
-		return nil, fmt.Errorf("webhook target %q is not configured: %w", a.Target, outbox.ErrLookupUnavailable)
+		return nil, fmt.Errorf("webhook target %q is not configured: %w", a.Target, vendorapi.ErrLookupUnavailable)
 	}
-	u, err := joinURL(target.BaseURL, v.cfg.LookupPath, url.Values{outbox.TagKey: {p.OpID}})
+	u, err := joinURL(target.BaseURL, v.cfg.LookupPath, url.Values{vendorapi.TagKey: {p.OpID}})
 	if err != nil {
 		return nil, fmt.Errorf("webhook lookup URL: %w", hideURL(err, "GET", a.Target, v.cfg.LookupPath, target.BaseURL))
 	}
@@ -64,7 +64,7 @@ func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.Loo
 		slog.String("op_id", p.OpID), slog.String("target", a.Target), slog.Int("status", resp.StatusCode))...)
 	switch {
 	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound:
-		return nil, fmt.Errorf("webhook target %q answered HTTP %d to the lookup: %w", a.Target, resp.StatusCode, outbox.ErrLookupUnavailable)
+		return nil, fmt.Errorf("webhook target %q answered HTTP %d to the lookup: %w", a.Target, resp.StatusCode, vendorapi.ErrLookupUnavailable)
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("webhook target %q answered HTTP %d to the lookup", a.Target, resp.StatusCode)
 	}
@@ -76,14 +76,14 @@ func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.Loo
 // a dispatched op's result, {"status":<status>,"body":<body>}: the object's "status"
 // and "body" (what the target answered the call) when it gives them, else 200 and the
 // object itself. A replay of the op reads the same shape however the op was settled.
-func decodeLookup(body []byte, opID string, maxBytes int) (*outbox.LookupResult, error) {
+func decodeLookup(body []byte, opID string, maxBytes int) (*vendorapi.LookupResult, error) {
 	var page struct {
 		Objects []json.RawMessage `json:"objects"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
 		return nil, fmt.Errorf("decode webhook lookup answer: %w", err)
 	}
-	res := &outbox.LookupResult{}
+	res := &vendorapi.LookupResult{}
 	for _, raw := range page.Objects {
 		var obj struct {
 			ID      string          `json:"id"`
@@ -111,7 +111,7 @@ func decodeLookup(body []byte, opID string, maxBytes int) (*outbox.LookupResult,
 		if len(obj.Body) > 0 && string(obj.Body) != "null" {
 			answer = obj.Body
 		}
-		res.Objects = append(res.Objects, outbox.VendorObject{
+		res.Objects = append(res.Objects, vendorapi.VendorObject{
 			ID:      obj.ID,
 			OpID:    opID,
 			Created: created,

@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/testkit/fakeclock"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
-func lookupParams(opID, target string) outbox.LookupParams {
-	return outbox.LookupParams{OpID: opID, Tool: "webhook.post", Args: json.RawMessage(`{"target":"` + target + `","path":"/x"}`)}
+func lookupParams(opID, target string) vendorapi.LookupParams {
+	return vendorapi.LookupParams{OpID: opID, Tool: "webhook.post", Args: json.RawMessage(`{"target":"` + target + `","path":"/x"}`)}
 }
 
 func TestLookupUnavailableWithoutLookupPath(t *testing.T) {
@@ -25,10 +25,10 @@ func TestLookupUnavailableWithoutLookupPath(t *testing.T) {
 	_, srv := startFake(t, fakewebhook.Config{})
 	v := newVendor(t, srv.URL, nil)
 	_, err := v.Lookup(t.Context(), lookupParams("op-1", "hooks"))
-	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
+	require.ErrorIs(t, err, vendorapi.ErrLookupUnavailable)
 	require.Zero(t, v.LookupLag())
 	require.Equal(t, "webhook", v.Name())
-	require.Equal(t, outbox.Idempotency{}, v.Idempotency())
+	require.Equal(t, vendorapi.Idempotency{}, v.Idempotency())
 }
 
 func TestLookupFindsTaggedEffectsAfterTheLag(t *testing.T) {
@@ -86,13 +86,13 @@ func TestLookupUnavailableAnswers(t *testing.T) {
 	for _, path := range []string{"/forbidden", "/missing"} {
 		v := newVendor(t, srv.URL, func(c *webhook.Config) { c.LookupPath = path })
 		_, err := v.Lookup(t.Context(), lookupParams("op-1", "hooks"))
-		require.ErrorIs(t, err, outbox.ErrLookupUnavailable, path)
+		require.ErrorIs(t, err, vendorapi.ErrLookupUnavailable, path)
 	}
 
 	v := newVendor(t, srv.URL, func(c *webhook.Config) { c.LookupPath = "/broken" })
 	_, err := v.Lookup(t.Context(), lookupParams("op-1", "hooks"))
 	require.Error(t, err)
-	require.False(t, errors.Is(err, outbox.ErrLookupUnavailable))
+	require.False(t, errors.Is(err, vendorapi.ErrLookupUnavailable))
 
 	// The secret header is sent: without it this answers 401.
 	v = newVendor(t, srv.URL, func(c *webhook.Config) { c.LookupPath = "/ok" })
@@ -104,7 +104,7 @@ func TestLookupUnavailableAnswers(t *testing.T) {
 
 	// A target that is no longer configured cannot be asked.
 	_, err = v.Lookup(t.Context(), lookupParams("op-1", "gone"))
-	require.ErrorIs(t, err, outbox.ErrLookupUnavailable)
+	require.ErrorIs(t, err, vendorapi.ErrLookupUnavailable)
 }
 
 // TestLookupObjectIsTheDispatchResultShape: the result of an op settled from a lookup

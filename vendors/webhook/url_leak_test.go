@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -27,7 +27,7 @@ func errorTexts(err error) []string {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		texts = append(texts, e.Error(), fmt.Sprintf("%+v", e))
 	}
-	var de *outbox.DispatchError
+	var de *vendorapi.DispatchError
 	if errors.As(err, &de) {
 		texts = append(texts, de.Message, string(de.Body))
 	}
@@ -59,13 +59,13 @@ func TestTransportErrorsNameTargetAndPathOnly(t *testing.T) {
 		name    string
 		target  string
 		fault   fakewebhook.FaultKind
-		outcome outbox.Outcome
+		outcome vendorapi.Outcome
 		code    string
 	}
 	for _, c := range []tc{
-		{"refused", "closed", 0, outbox.OutcomeRetryable, "not_sent"},
-		{"dropped", "slack", fakewebhook.FaultDropAfterEffect, outbox.OutcomeUnknown, "connection_lost"},
-		{"timeout", "slack", fakewebhook.FaultHangAfterEffect, outbox.OutcomeUnknown, "timeout"},
+		{"refused", "closed", 0, vendorapi.OutcomeRetryable, "not_sent"},
+		{"dropped", "slack", fakewebhook.FaultDropAfterEffect, vendorapi.OutcomeUnknown, "connection_lost"},
+		{"timeout", "slack", fakewebhook.FaultHangAfterEffect, vendorapi.OutcomeUnknown, "timeout"},
 	} {
 		if c.fault != 0 {
 			fake.InjectFault(fakewebhook.Fault{Kind: c.fault})
@@ -79,7 +79,7 @@ func TestTransportErrorsNameTargetAndPathOnly(t *testing.T) {
 	}
 	fake.ReleaseHangs()
 
-	_, err = v.Lookup(t.Context(), outbox.LookupParams{OpID: "op-1", Args: json.RawMessage(`{"target":"closed","path":"/chat"}`)})
+	_, err = v.Lookup(t.Context(), vendorapi.LookupParams{OpID: "op-1", Args: json.RawMessage(`{"target":"closed","path":"/chat"}`)})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), `webhook target "closed" path "/_lookup"`)
 	for _, text := range errorTexts(err) {

@@ -13,16 +13,16 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/oncebox/oncebox/internal/tracing"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // Vendor dispatches webhook tool calls to the allow-listed targets. It
-// satisfies outbox.Vendor and is safe for concurrent use.
+// satisfies vendorapi.Vendor and is safe for concurrent use.
 type Vendor struct {
 	cfg Config
 }
 
-var _ outbox.Vendor = (*Vendor)(nil)
+var _ vendorapi.Vendor = (*Vendor)(nil)
 
 // New checks cfg, fills in its defaults and returns a Vendor.
 func New(cfg Config) (*Vendor, error) {
@@ -37,8 +37,8 @@ func (v *Vendor) Name() string { return "webhook" }
 
 // Idempotency says whether the targets honour Idempotency-Key
 // (Config.NativeIdempotency) and for how long.
-func (v *Vendor) Idempotency() outbox.Idempotency {
-	return outbox.Idempotency{Native: v.cfg.NativeIdempotency, Window: v.cfg.IdempotencyWindow}
+func (v *Vendor) Idempotency() vendorapi.Idempotency {
+	return vendorapi.Idempotency{Native: v.cfg.NativeIdempotency, Window: v.cfg.IdempotencyWindow}
 }
 
 // LookupLag returns Config.LookupLag.
@@ -52,16 +52,16 @@ func (v *Vendor) HasTarget(name string) bool {
 
 // Dispatch POSTs the op's body to its target and classifies the answer (see
 // the package documentation). Every error it returns is a
-// *outbox.DispatchError, free of the target's secret.
-func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+// *vendorapi.DispatchError, free of the target's secret.
+func (v *Vendor) Dispatch(ctx context.Context, p vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	a, err := decodeArgs(p.Args)
 	if err != nil {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_args", Message: err.Error(), Err: err}
 	}
 	target, ok := v.cfg.Targets[a.Target]
 	if !ok {
-		return nil, &outbox.DispatchError{
-			Outcome: outbox.OutcomePermanent,
+		return nil, &vendorapi.DispatchError{
+			Outcome: vendorapi.OutcomePermanent,
 			Code:    "unknown_target",
 			Message: fmt.Sprintf("webhook target %q is not configured", a.Target),
 		}
@@ -69,7 +69,7 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	u, err := joinURL(target.BaseURL, a.Path, nil)
 	if err != nil {
 		err = hideURL(err, a.Method, a.Target, a.Path, target.BaseURL)
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: err.Error(), Err: err}
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_path", Message: err.Error(), Err: err}
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
@@ -78,7 +78,7 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	req, err := http.NewRequestWithContext(sent.withTrace(ctx), a.Method, u, bytes.NewReader(a.requestBody()))
 	if err != nil {
 		err = hideURL(err, a.Method, a.Target, a.Path, target.BaseURL)
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_path", Message: "build request: " + err.Error(), Err: err}
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_path", Message: "build request: " + err.Error(), Err: err}
 	}
 	setHeaders(ctx, req, a, p, target)
 
@@ -128,7 +128,7 @@ func (t *sendTrace) mayHaveArrived() bool {
 }
 
 // setHeaders sets the headers of the webhook request of the op p.
-func setHeaders(ctx context.Context, req *http.Request, a args, p outbox.DispatchParams, target Target) {
+func setHeaders(ctx context.Context, req *http.Request, a args, p vendorapi.DispatchParams, target Target) {
 	// Without GetBody net/http cannot resend the POST on its own after a
 	// dropped kept-alive connection, which it would do for any request with
 	// an Idempotency-Key header: a resend is oncebox's decision, not the
@@ -155,7 +155,7 @@ func setHeaders(ctx context.Context, req *http.Request, a args, p outbox.Dispatc
 
 // send sends req and returns the receiver's answer, or its absence, free of the
 // target's secret.
-func (v *Vendor) send(ctx context.Context, req *http.Request, sent *sendTrace, a args, p outbox.DispatchParams, target Target) answer {
+func (v *Vendor) send(ctx context.Context, req *http.Request, sent *sendTrace, a args, p vendorapi.DispatchParams, target Target) answer {
 	ans := answer{}
 	resp, err := v.cfg.HTTPClient.Do(req)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/testkit/testlog"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -55,8 +55,8 @@ func newVendor(t *testing.T, baseURL string, mutate func(*webhook.Config)) *webh
 	return v
 }
 
-func params(opID, args string) outbox.DispatchParams {
-	return outbox.DispatchParams{
+func params(opID, args string) vendorapi.DispatchParams {
+	return vendorapi.DispatchParams{
 		OpID:      opID,
 		TenantID:  1,
 		Tool:      "webhook.post",
@@ -66,9 +66,9 @@ func params(opID, args string) outbox.DispatchParams {
 	}
 }
 
-func requireDispatchError(t *testing.T, err error, outcome outbox.Outcome, code string) *outbox.DispatchError {
+func requireDispatchError(t *testing.T, err error, outcome vendorapi.Outcome, code string) *vendorapi.DispatchError {
 	t.Helper()
-	var de *outbox.DispatchError
+	var de *vendorapi.DispatchError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, outcome, de.Outcome, de.Error())
 	require.Equal(t, code, de.Code, de.Error())
@@ -116,24 +116,24 @@ func TestDispatchOutcomes(t *testing.T) {
 	tests := []struct {
 		name        string
 		fault       fakewebhook.Fault
-		wantOutcome outbox.Outcome
+		wantOutcome vendorapi.Outcome
 		wantCode    string
 		wantStatus  int
 		wantEffects int
 		wantBody    string
 		wantRetry   time.Duration
 	}{
-		{"429 with Retry-After", fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: 2 * time.Second}, outbox.OutcomeRetryable, "rate_limited", 429, 0, "", 2 * time.Second},
-		{"409", fakewebhook.Fault{Kind: fakewebhook.Fault409}, outbox.OutcomeRetryable, "conflict_in_use", 409, 0, "", 0},
-		{"400", fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 400}, outbox.OutcomePermanent, "http_4xx", 400, 0, `{"status":400,"body":{"error":"rejected"}}`, 0},
-		{"408", fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 408}, outbox.OutcomePermanent, "http_4xx", 408, 0, `{"status":408,"body":{"error":"rejected"}}`, 0},
-		{"500 after effect", fakewebhook.Fault{Kind: fakewebhook.Fault500AfterEffect}, outbox.OutcomeUnknown, "http_5xx", 500, 1, `{"status":500,"body":{"error":"internal"}}`, 0},
-		{"500 without effect", fakewebhook.Fault{Kind: fakewebhook.Fault500Stored}, outbox.OutcomeUnknown, "http_5xx", 500, 0, `{"status":500,"body":{"error":"internal"}}`, 0},
-		{"drop after effect", fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect}, outbox.OutcomeUnknown, "connection_lost", 0, 1, "", 0},
+		{"429 with Retry-After", fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: 2 * time.Second}, vendorapi.OutcomeRetryable, "rate_limited", 429, 0, "", 2 * time.Second},
+		{"409", fakewebhook.Fault{Kind: fakewebhook.Fault409}, vendorapi.OutcomeRetryable, "conflict_in_use", 409, 0, "", 0},
+		{"400", fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 400}, vendorapi.OutcomePermanent, "http_4xx", 400, 0, `{"status":400,"body":{"error":"rejected"}}`, 0},
+		{"408", fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 408}, vendorapi.OutcomePermanent, "http_4xx", 408, 0, `{"status":408,"body":{"error":"rejected"}}`, 0},
+		{"500 after effect", fakewebhook.Fault{Kind: fakewebhook.Fault500AfterEffect}, vendorapi.OutcomeUnknown, "http_5xx", 500, 1, `{"status":500,"body":{"error":"internal"}}`, 0},
+		{"500 without effect", fakewebhook.Fault{Kind: fakewebhook.Fault500Stored}, vendorapi.OutcomeUnknown, "http_5xx", 500, 0, `{"status":500,"body":{"error":"internal"}}`, 0},
+		{"drop after effect", fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect}, vendorapi.OutcomeUnknown, "connection_lost", 0, 1, "", 0},
 		// The request was written whole: the adapter cannot know that the
 		// receiver dropped it unread.
-		{"drop before effect", fakewebhook.Fault{Kind: fakewebhook.FaultDropBeforeEffect}, outbox.OutcomeUnknown, "connection_lost", 0, 0, "", 0},
-		{"hang past timeout", fakewebhook.Fault{Kind: fakewebhook.FaultHangAfterEffect}, outbox.OutcomeUnknown, "timeout", 0, 1, "", 0},
+		{"drop before effect", fakewebhook.Fault{Kind: fakewebhook.FaultDropBeforeEffect}, vendorapi.OutcomeUnknown, "connection_lost", 0, 0, "", 0},
+		{"hang past timeout", fakewebhook.Fault{Kind: fakewebhook.FaultHangAfterEffect}, vendorapi.OutcomeUnknown, "timeout", 0, 1, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,7 +167,7 @@ func TestDispatchConnectionRefusedIsRetryable(t *testing.T) {
 	v := newVendor(t, "http://"+addr, nil)
 
 	_, err = v.Dispatch(t.Context(), params("op-1", `{"target":"hooks","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomeRetryable, "not_sent")
+	requireDispatchError(t, err, vendorapi.OutcomeRetryable, "not_sent")
 }
 
 func TestDispatchDNSFailureIsRetryable(t *testing.T) {
@@ -175,7 +175,7 @@ func TestDispatchDNSFailureIsRetryable(t *testing.T) {
 	v := newVendor(t, "http://no-such-host.invalid", func(c *webhook.Config) { c.Timeout = time.Second })
 
 	_, err := v.Dispatch(t.Context(), params("op-1", `{"target":"hooks","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomeRetryable, "not_sent")
+	requireDispatchError(t, err, vendorapi.OutcomeRetryable, "not_sent")
 }
 
 func TestDispatchCancelledBeforeSendingIsRetryable(t *testing.T) {
@@ -186,7 +186,7 @@ func TestDispatchCancelledBeforeSendingIsRetryable(t *testing.T) {
 	cancel()
 
 	_, err := v.Dispatch(ctx, params("op-1", `{"target":"hooks","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomeRetryable, "not_sent")
+	requireDispatchError(t, err, vendorapi.OutcomeRetryable, "not_sent")
 	require.Zero(t, fake.Requests())
 }
 
@@ -202,7 +202,7 @@ func TestDispatchCancelledMidRequestIsUnknown(t *testing.T) {
 	fake.EffectHook(func(fakewebhook.Effect) { cancel() })
 
 	_, err := v.Dispatch(ctx, params("op-1", `{"target":"hooks","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomeUnknown, "connection_lost")
+	requireDispatchError(t, err, vendorapi.OutcomeUnknown, "connection_lost")
 	require.Equal(t, 1, fake.EffectCount())
 }
 
@@ -214,11 +214,11 @@ func TestDispatchRefusesWhatIsNotAllowed(t *testing.T) {
 	require.False(t, v.HasTarget("elsewhere"))
 
 	_, err := v.Dispatch(t.Context(), params("op-1", `{"target":"elsewhere","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomePermanent, "unknown_target")
+	requireDispatchError(t, err, vendorapi.OutcomePermanent, "unknown_target")
 	_, err = v.Dispatch(t.Context(), params("op-2", `{"target":"hooks","path":"/a/../../admin"}`))
-	requireDispatchError(t, err, outbox.OutcomePermanent, "invalid_path")
+	requireDispatchError(t, err, vendorapi.OutcomePermanent, "invalid_path")
 	_, err = v.Dispatch(t.Context(), params("op-3", `{"target":"hooks","path":"@evil.example.com/x"}`))
-	requireDispatchError(t, err, outbox.OutcomePermanent, "invalid_args")
+	requireDispatchError(t, err, vendorapi.OutcomePermanent, "invalid_args")
 	require.Zero(t, fake.Requests())
 }
 
@@ -233,7 +233,7 @@ func TestDispatchDoesNotResendOnDroppedKeptAliveConnection(t *testing.T) {
 	require.NoError(t, err)
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
 	_, err = v.Dispatch(t.Context(), params("op-2", `{"target":"hooks","path":"/x"}`))
-	requireDispatchError(t, err, outbox.OutcomeUnknown, "connection_lost")
+	requireDispatchError(t, err, vendorapi.OutcomeUnknown, "connection_lost")
 	require.Equal(t, 2, fake.Requests())
 	require.Len(t, fake.EffectsFor("op-2"), 1)
 }
@@ -242,7 +242,7 @@ func TestDispatchAgainstKeyHonouringTarget(t *testing.T) {
 	t.Parallel()
 	fake, srv := startFake(t, fakewebhook.Config{HonourKeys: true})
 	v := newVendor(t, srv.URL, func(c *webhook.Config) { c.NativeIdempotency = true })
-	require.Equal(t, outbox.Idempotency{Native: true, Window: 24 * time.Hour}, v.Idempotency())
+	require.Equal(t, vendorapi.Idempotency{Native: true, Window: 24 * time.Hour}, v.Idempotency())
 
 	p := params("op-1", `{"target":"hooks","path":"/x"}`)
 	first, err := v.Dispatch(t.Context(), p)
@@ -256,10 +256,10 @@ func TestDispatchAgainstKeyHonouringTarget(t *testing.T) {
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault500Stored})
 	p = params("op-2", `{"target":"hooks","path":"/x"}`)
 	_, err = v.Dispatch(t.Context(), p)
-	de := requireDispatchError(t, err, outbox.OutcomeUnknown, "http_5xx")
+	de := requireDispatchError(t, err, vendorapi.OutcomeUnknown, "http_5xx")
 	require.False(t, de.Replayed)
 	_, err = v.Dispatch(t.Context(), p)
-	de = requireDispatchError(t, err, outbox.OutcomeUnknown, "http_5xx")
+	de = requireDispatchError(t, err, vendorapi.OutcomeUnknown, "http_5xx")
 	require.True(t, de.Replayed)
 	require.Empty(t, fake.EffectsFor("op-2"))
 }
@@ -306,14 +306,14 @@ func TestSecretNeverLeaks(t *testing.T) {
 	require.NoError(t, err)
 
 	var texts []string
-	record := func(res *outbox.DispatchResult, err error) {
+	record := func(res *vendorapi.DispatchResult, err error) {
 		if res != nil {
 			texts = append(texts, string(res.Result), res.VendorRef)
 		}
 		for e := err; e != nil; e = errors.Unwrap(e) {
 			texts = append(texts, e.Error(), fmt.Sprintf("%+v", e))
 		}
-		var de *outbox.DispatchError
+		var de *vendorapi.DispatchError
 		if errors.As(err, &de) {
 			texts = append(texts, de.Message, string(de.Body))
 		}
@@ -327,7 +327,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	for _, path := range []string{"/ok", "/bad", "/boom", "/text"} {
 		record(v.Dispatch(t.Context(), params("op-echo"+path, `{"target":"echo","path":"`+path+`"}`)))
 	}
-	lr, err := v.Lookup(t.Context(), outbox.LookupParams{OpID: "op-0", Args: json.RawMessage(`{"target":"echo","path":"/x"}`)})
+	lr, err := v.Lookup(t.Context(), vendorapi.LookupParams{OpID: "op-0", Args: json.RawMessage(`{"target":"echo","path":"/x"}`)})
 	record(nil, err)
 	if lr != nil {
 		for _, o := range lr.Objects {

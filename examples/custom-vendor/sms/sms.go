@@ -1,6 +1,6 @@
 // Package sms is an example of a vendor adapter written outside oncebox's own
-// packages: it implements outbox.Vendor for an SMS API (see package fakesms) and
-// declares its tool, sms.send, as an outbox.Tool. It uses only oncebox's stable
+// packages: it implements vendorapi.Vendor for an SMS API (see package fakesms) and
+// declares its tool, sms.send, as an vendorapi.Tool. It uses only oncebox's stable
 // extension API: outbox (Vendor, Tool, DispatchError, ValidationError) and, in its
 // tests, vendortest.
 package sms
@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // ToolSend is the tool's name.
@@ -36,13 +36,13 @@ type Args struct {
 	Body string `json:"body"`
 }
 
-// Vendor sends SMS through the API at BaseURL. It satisfies outbox.Vendor.
+// Vendor sends SMS through the API at BaseURL. It satisfies vendorapi.Vendor.
 type Vendor struct {
 	BaseURL string
 	Client  *http.Client
 }
 
-var _ outbox.Vendor = (*Vendor)(nil)
+var _ vendorapi.Vendor = (*Vendor)(nil)
 
 // New returns a Vendor for the API at baseURL with a request timeout.
 func New(baseURL string, timeout time.Duration) *Vendor {
@@ -51,8 +51,8 @@ func New(baseURL string, timeout time.Duration) *Vendor {
 }
 
 // Tool returns sms.send, dispatched by this vendor.
-func (v *Vendor) Tool() outbox.Tool {
-	return outbox.Tool{Name: ToolSend, Vendor: v.Name(), Validate: Validate}
+func (v *Vendor) Tool() vendorapi.Tool {
+	return vendorapi.Tool{Name: ToolSend, Vendor: v.Name(), Validate: Validate}
 }
 
 // Validate checks sms.send's arguments, naming the field it refuses.
@@ -61,13 +61,13 @@ func Validate(raw json.RawMessage) error {
 	dec.DisallowUnknownFields()
 	var a Args
 	if err := dec.Decode(&a); err != nil {
-		return &outbox.ValidationError{Field: "args", Message: "must be {\"to\": ..., \"body\": ...}: " + err.Error()}
+		return &vendorapi.ValidationError{Field: "args", Message: "must be {\"to\": ..., \"body\": ...}: " + err.Error()}
 	}
 	if len(a.To) < 8 || a.To[0] != '+' || strings.Trim(a.To[1:], "0123456789") != "" {
-		return &outbox.ValidationError{Field: "args.to", Message: "must be an E.164 number such as +15550100"}
+		return &vendorapi.ValidationError{Field: "args.to", Message: "must be an E.164 number such as +15550100"}
 	}
 	if a.Body == "" || len(a.Body) > 1600 {
-		return &outbox.ValidationError{Field: "args.body", Message: "must be 1 to 1600 characters"}
+		return &vendorapi.ValidationError{Field: "args.body", Message: "must be 1 to 1600 characters"}
 	}
 	return nil
 }
@@ -76,23 +76,23 @@ func Validate(raw json.RawMessage) error {
 func (v *Vendor) Name() string { return "sms" }
 
 // Idempotency: the API deduplicates Idempotency-Key for 24 hours.
-func (v *Vendor) Idempotency() outbox.Idempotency {
-	return outbox.Idempotency{Native: true, Window: 24 * time.Hour}
+func (v *Vendor) Idempotency() vendorapi.Idempotency {
+	return vendorapi.Idempotency{Native: true, Window: 24 * time.Hour}
 }
 
 // LookupLag: the list is immediate.
 func (v *Vendor) LookupLag() time.Duration { return 0 }
 
 // Dispatch sends one SMS, with the op's vendor key and tag.
-func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox.DispatchResult, error) {
+func (v *Vendor) Dispatch(ctx context.Context, p vendorapi.DispatchParams) (*vendorapi.DispatchResult, error) {
 	if err := Validate(p.Args); err != nil {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "invalid_args", Message: err.Error()}
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "invalid_args", Message: err.Error()}
 	}
 	var written atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) { written.Store(i.Err == nil) }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, v.BaseURL+"/messages", bytes.NewReader(p.Args))
 	if err != nil {
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "bad_request", Message: err.Error()}
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "bad_request", Message: err.Error()}
 	}
 	req.GetBody = nil // a resend is oncebox's decision, not the transport's
 	req.Header.Set("Content-Type", "application/json")
@@ -100,7 +100,7 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 	req.Header.Set("Oncebox-Op", p.OpID)
 	resp, err := v.Client.Do(req)
 	if err != nil {
-		return nil, outbox.ClassifyTransport("the SMS API", err, written.Load())
+		return nil, vendorapi.ClassifyTransport("the SMS API", err, written.Load())
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -110,21 +110,21 @@ func (v *Vendor) Dispatch(ctx context.Context, p outbox.DispatchParams) (*outbox
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(body, &m)
-		return &outbox.DispatchResult{VendorRef: m.ID, Result: body}, nil
+		return &vendorapi.DispatchResult{VendorRef: m.ID, Result: body}, nil
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomeRetryable, Code: "rate_limited", HTTPStatus: resp.StatusCode,
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomeRetryable, Code: "rate_limited", HTTPStatus: resp.StatusCode,
 			RetryAfter: time.Second, Message: "the SMS API is rate limiting"}
 	case resp.StatusCode >= 500:
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomeUnknown, Code: "http_5xx", HTTPStatus: resp.StatusCode,
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomeUnknown, Code: "http_5xx", HTTPStatus: resp.StatusCode,
 			Message: fmt.Sprintf("the SMS API answered %d", resp.StatusCode)}
 	default:
-		return nil, &outbox.DispatchError{Outcome: outbox.OutcomePermanent, Code: "refused", HTTPStatus: resp.StatusCode,
+		return nil, &vendorapi.DispatchError{Outcome: vendorapi.OutcomePermanent, Code: "refused", HTTPStatus: resp.StatusCode,
 			Message: fmt.Sprintf("the SMS API refused the message (%d): %s", resp.StatusCode, body)}
 	}
 }
 
 // Lookup lists the messages tagged with the op.
-func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.LookupResult, error) {
+func (v *Vendor) Lookup(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.BaseURL+"/messages?oncebox_op="+url.QueryEscape(p.OpID), nil)
 	if err != nil {
 		return nil, err
@@ -146,10 +146,10 @@ func (v *Vendor) Lookup(ctx context.Context, p outbox.LookupParams) (*outbox.Loo
 	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
 		return nil, fmt.Errorf("sms lookup: %w", err)
 	}
-	res := &outbox.LookupResult{}
+	res := &vendorapi.LookupResult{}
 	for _, m := range page.Messages {
 		summary, _ := json.Marshal(m)
-		res.Objects = append(res.Objects, outbox.VendorObject{ID: m.ID, OpID: p.OpID, Created: m.Created, Summary: summary})
+		res.Objects = append(res.Objects, vendorapi.VendorObject{ID: m.ID, OpID: p.OpID, Created: m.Created, Summary: summary})
 	}
 	return res, nil
 }

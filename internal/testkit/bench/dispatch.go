@@ -19,6 +19,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -128,7 +129,7 @@ func EndToEnd(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measur
 	ob, err := outbox.New(outbox.Config{
 		Pool:              pool,
 		Tools:             reg,
-		Vendors:           []outbox.Vendor{vendor},
+		Vendors:           []vendorapi.Vendor{vendor},
 		Queues:            map[string]outbox.QueueConfig{vendor.Name(): {MaxWorkers: p.Settings.Workers}},
 		FetchCooldown:     p.Settings.FetchCooldown,
 		FetchPollInterval: p.Settings.FetchPollInterval,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -92,7 +93,7 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult,
 	if err != nil {
 		return SweepResult{}, err
 	}
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []outbox.Vendor{vendor},
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{vendor},
 		Sweep: outbox.SweepConfig{BatchSize: p.BatchSize}})
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("bench: outbox: %w", err)
@@ -134,7 +135,7 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult,
 	}
 	// The receiver acted on every unknown op: each lookup finds exactly one object.
 	if _, err := drive(ctx, 8, Load{Ops: len(unknown)}, func(ctx context.Context, _, i int) error {
-		_, err := vendor.Dispatch(ctx, outbox.DispatchParams{OpID: unknown[i].id, TenantID: t.ID, Args: unknown[i].args, VendorKey: unknown[i].vendorKey, Attempt: 1})
+		_, err := vendor.Dispatch(ctx, vendorapi.DispatchParams{OpID: unknown[i].id, TenantID: t.ID, Args: unknown[i].args, VendorKey: unknown[i].vendorKey, Attempt: 1})
 		return err
 	}); err != nil {
 		return SweepResult{}, fmt.Errorf("bench: give the receiver its effects: %w", err)

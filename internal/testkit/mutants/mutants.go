@@ -165,10 +165,39 @@ func CheckApply(root string, ms []Mutant) []error {
 			continue
 		}
 		if n := bytes.Count(b, []byte(m.Old)); n != 1 {
-			errs = append(errs, fmt.Errorf("mutant %s: the text to replace occurs %d times in %s (want exactly 1): refresh the mutant in internal/testkit/mutants/list.go", m.Name, n, m.File))
+			errs = append(errs, fmt.Errorf("mutant %s: %s", m.Name, reanchor(root, m, n)))
 		}
 	}
 	return errs
+}
+
+// reanchor says why m's patch does not apply to the module at root (its Old text occurs
+// n times in its File) and how to re-anchor it: the files of the module where the text
+// is now, when it moved whole, and the commands that find and check the new anchor.
+func reanchor(root string, m Mutant, n int) string {
+	var moved []string
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".sql") {
+			return nil
+		}
+		if b, err := os.ReadFile(path); err == nil && bytes.Count(b, []byte(m.Old)) == 1 {
+			if rel, err := filepath.Rel(root, path); err == nil && filepath.ToSlash(rel) != m.File {
+				moved = append(moved, filepath.ToSlash(rel))
+			}
+		}
+		return nil
+	})
+	first, _, _ := strings.Cut(strings.TrimSpace(m.Old), "\n")
+	msg := fmt.Sprintf("the text to replace occurs %d times in %s (want exactly 1): the code moved or changed. ", n, m.File)
+	if len(moved) > 0 {
+		msg += fmt.Sprintf("The text is now in %s: set the mutant's File to it. ", strings.Join(moved, ", "))
+	} else {
+		msg += fmt.Sprintf("Find where it went (git log -S %q --oneline -- %s), then set the mutant's File, Old and New to the code that keeps the invariant now. ", first, m.File)
+	}
+	return msg + fmt.Sprintf("Re-anchor it in internal/testkit/mutants/list.go, never drop it; check with go run ./cmd/oncebox-mutants -apply-only -only %s, then run it with -only %s.", m.Name, m.Name)
 }
 
 // runOne applies m in the scratch copy, runs its tests and restores the file.
@@ -183,7 +212,7 @@ func runOne(ctx context.Context, scratch string, timeout time.Duration, m Mutant
 	}
 	if n := bytes.Count(orig, []byte(m.Old)); n != 1 {
 		res.Verdict = NoApply
-		res.Output = fmt.Sprintf("the text to replace occurs %d times in %s (want exactly 1): the code moved; refresh the mutant", n, m.File)
+		res.Output = reanchor(scratch, m, n)
 		return res
 	}
 	mutated := bytes.Replace(orig, []byte(m.Old), []byte(m.New), 1)

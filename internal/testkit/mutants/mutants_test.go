@@ -78,3 +78,20 @@ func TestListAppliesToThisModule(t *testing.T) {
 	}
 	require.Empty(t, CheckApply(filepath.Join("..", "..", ".."), ms))
 }
+
+// TestDriftSaysHowToReanchor: a mutant whose text is gone fails the check, and the
+// message says where the text went, when it moved whole, and how to re-anchor it.
+func TestDriftSaysHowToReanchor(t *testing.T) {
+	t.Parallel()
+	root := tinyModule(t)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sub.go"), []byte("package tiny\n\n// Sub subtracts.\nfunc Sub(a, b int) int { return a - b }\n"), 0o644))
+	errs := CheckApply(root, []Mutant{
+		{Name: "moved", File: "add.go", Old: "a - b", New: "a + b"},
+		{Name: "gone", File: "add.go", Old: "a * b", New: "a"},
+	})
+	require.Len(t, errs, 2)
+	require.ErrorContains(t, errs[0], "The text is now in sub.go: set the mutant's File to it")
+	require.ErrorContains(t, errs[0], "-apply-only -only moved")
+	require.ErrorContains(t, errs[1], `git log -S "a * b" --oneline -- add.go`)
+	require.ErrorContains(t, errs[1], "never drop it")
+}

@@ -16,12 +16,13 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 // NewOutbox builds an Outbox on pool with the built-in tools of toolsCfg and vendors,
 // timed for tests: jobs fetched every 50 ms, retried after 50 ms, timed out after 5 s.
 // It is not started.
-func NewOutbox(tb testing.TB, pool *pgxpool.Pool, toolsCfg tools.Config, vendors ...outbox.Vendor) *outbox.Outbox {
+func NewOutbox(tb testing.TB, pool *pgxpool.Pool, toolsCfg tools.Config, vendors ...vendorapi.Vendor) *outbox.Outbox {
 	tb.Helper()
 	return NewOutboxFrom(tb, pool, outbox.Config{}, toolsCfg, vendors...)
 }
@@ -29,7 +30,7 @@ func NewOutbox(tb testing.TB, pool *pgxpool.Pool, toolsCfg tools.Config, vendors
 // NewOutboxFrom is NewOutbox with the rest of base (such as its Sweep, Observer or
 // Logger): base's Pool, Tools, Vendors, Queues, TestOnly, FetchPollInterval and
 // RetryBackoff are set as NewOutbox sets them.
-func NewOutboxFrom(tb testing.TB, pool *pgxpool.Pool, base outbox.Config, toolsCfg tools.Config, vendors ...outbox.Vendor) *outbox.Outbox {
+func NewOutboxFrom(tb testing.TB, pool *pgxpool.Pool, base outbox.Config, toolsCfg tools.Config, vendors ...vendorapi.Vendor) *outbox.Outbox {
 	tb.Helper()
 	reg, err := outbox.NewRegistry(tools.Builtin(toolsCfg)...)
 	require.NoError(tb, err)

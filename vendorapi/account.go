@@ -1,4 +1,4 @@
-package outbox
+package vendorapi
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func (a Account) Connected() string {
 func (a Account) String() string { return a.Ref }
 
 // GoString returns Ref, never the key, for %#v.
-func (a Account) GoString() string { return "outbox.Account{Ref:" + a.Ref + "}" }
+func (a Account) GoString() string { return "vendorapi.Account{Ref:" + a.Ref + "}" }
 
 // LogValue logs Ref, never the key.
 func (a Account) LogValue() slog.Value { return slog.StringValue(a.Ref) }

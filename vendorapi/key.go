@@ -1,4 +1,4 @@
-package outbox
+package vendorapi
 
 import (
 	"crypto/sha256"
