@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS oncebox_audit (
     at        timestamptz NOT NULL DEFAULT now(),
     kind      text        NOT NULL,
     op_id     uuid,
+    fp        bytea,
     e         jsonb       NOT NULL,
     prev_hash bytea,
     hash      bytea
@@ -80,23 +81,25 @@ CREATE TABLE IF NOT EXISTS oncebox_audit_checkpoint (
     PRIMARY KEY (tenant_id, entries)
 );
 
--- An op: its call (inserted), every status change, and an op withdrawn before it was
+-- An op: its call (inserted; its fingerprint in fp), every status change but the claim
+-- of a dispatch (pending to dispatching: the dispatch's outcome, or its cut to unknown,
+-- follows with the attempt count; the previous status is the entry before), and an op withdrawn before it was
 -- anything (a call the gate refused is inserted and deleted in one transaction; the purge
 -- deletes only terminal ops and records nothing). The args are not copied: the
 -- fingerprint stands for them; amount and currency are kept where the args have them.
 CREATE OR REPLACE FUNCTION oncebox_audit_op() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO oncebox_audit (tenant_id, kind, op_id, e) VALUES (NEW.tenant_id, 'call', NEW.id, jsonb_strip_nulls(jsonb_build_object(
-            'key', NEW.idempotency_key, 'tool', NEW.tool, 'vendor', NEW.vendor, 'status', NEW.status,
-            'fingerprint', encode(NEW.fingerprint, 'base64'), 'token', NEW.asked_by_token,
+        INSERT INTO oncebox_audit (tenant_id, kind, op_id, fp, e) VALUES (NEW.tenant_id, 'call', NEW.id, NEW.fingerprint, jsonb_strip_nulls(jsonb_build_object(
+            'key', NEW.idempotency_key, 'tool', NEW.tool, 'vendor', NEW.vendor,
+            'held', CASE WHEN NEW.status <> 'pending' THEN NEW.status END, 'token', NEW.asked_by_token,
             'person', (SELECT t.person FROM oncebox_api_token t WHERE t.id = NEW.asked_by_token),
             'conversation', NEW.conversation_id, 'tool_call', NEW.tool_call_id, 'trace', NEW.trace_parent,
             'account', nullif(NEW.vendor_account, ''), 'amount', NEW.args -> 'amount', 'currency', NEW.args -> 'currency',
             'sealed', CASE WHEN NEW.sealed_args IS NOT NULL THEN true END)));
     ELSIF TG_OP = 'UPDATE' THEN
         INSERT INTO oncebox_audit (tenant_id, kind, op_id, e) VALUES (NEW.tenant_id, 'status', NEW.id, jsonb_strip_nulls(jsonb_build_object(
-            'from', OLD.status, 'to', NEW.status, 'attempts', NEW.attempts,
+            'to', NEW.status, 'attempts', NEW.attempts,
             'vendor_ref', NEW.vendor_ref, 'typed', CASE WHEN NEW.vendor_ref_typed THEN true END,
             'amount', CASE WHEN NEW.vendor_ref IS NOT NULL THEN NEW.result -> 'amount' END,
             'currency', CASE WHEN NEW.vendor_ref IS NOT NULL THEN NEW.result -> 'currency' END,
@@ -112,7 +115,8 @@ $$;
 CREATE OR REPLACE TRIGGER oncebox_audit_op_insert AFTER INSERT ON oncebox_op
     FOR EACH ROW EXECUTE FUNCTION oncebox_audit_op();
 CREATE OR REPLACE TRIGGER oncebox_audit_op_status AFTER UPDATE OF status ON oncebox_op
-    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION oncebox_audit_op();
+    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status AND NOT (OLD.status = 'pending' AND NEW.status = 'dispatching'))
+    EXECUTE FUNCTION oncebox_audit_op();
 CREATE OR REPLACE TRIGGER oncebox_audit_op_delete AFTER DELETE ON oncebox_op
     FOR EACH ROW EXECUTE FUNCTION oncebox_audit_op();
 
@@ -152,7 +156,9 @@ DECLARE
     r jsonb := CASE WHEN TG_OP = 'DELETE' THEN to_jsonb(OLD) ELSE to_jsonb(NEW) END;
     tenant bigint;
 BEGIN
-    r := r - TG_ARGV;
+    IF TG_NARGS > 0 THEN
+        r := r - TG_ARGV;
+    END IF;
     IF TG_TABLE_NAME = 'oncebox_tenant' THEN
         tenant := r ->> 'id';
     ELSE
