@@ -154,3 +154,21 @@ func sealAll(t *testing.T, s *audit.Sealer, pool *pgxpool.Pool, tenant int64) {
 		return dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_audit WHERE tenant_id = $1 AND hash IS NULL", tenant) == 0
 	}, 30*time.Second, 50*time.Millisecond)
 }
+
+func TestCheckOps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	tenant, op := story(t, pool)
+	sealAll(t, audit.NewSealer(audit.Config{Pool: pool}), pool, tenant)
+	problems, err := audit.CheckOps(ctx, pool, tenant, map[string]string{op: ""})
+	require.NoError(t, err)
+	require.Empty(t, problems)
+
+	// A status change recorded twice, and an op with no entries.
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_audit (tenant_id, kind, op_id, e) VALUES ($1, 'status', $2, '{"to": "succeeded"}')`, tenant, op)
+	require.NoError(t, err)
+	problems, err = audit.CheckOps(ctx, pool, tenant, map[string]string{op: "", "00000000-0000-0000-0000-000000000000": "succeeded"})
+	require.NoError(t, err)
+	require.Len(t, problems, 2, problems)
+}
