@@ -172,3 +172,21 @@ func TestCheckOps(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, problems, 2, problems)
 }
+
+// TestMaintainDropsWholeMonthsPastRetention: a month older than the retention goes
+// whole; this month and the next two exist; nothing newer is touched.
+func TestMaintainDropsWholeMonthsPastRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	_, err := pool.Exec(ctx, `SELECT oncebox_audit_partition(now() - interval '2 years')`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_audit (tenant_id, at, kind, e) VALUES (7, now() - interval '2 years', 'setting', '{}'),
+		(7, now(), 'setting', '{}')`)
+	require.NoError(t, err)
+	require.NoError(t, audit.NewSealer(audit.Config{Pool: pool}).Maintain(ctx))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_audit WHERE tenant_id = 7"))
+	require.Equal(t, 3, dbtest.Count(t, pool, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'oncebox_audit'::regclass AND c.relname ~ '^oncebox_audit_[0-9]{6}$'`))
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_audit_default"), "no entry fell into the default partition")
+}
