@@ -45,8 +45,9 @@ type EnqueueParams struct {
 	// budget counts the op as one without a conversation, per token, so that a new
 	// session per call does not escape it. The MCP door sets it.
 	SessionConversation bool
-	// TokenID is the API token that asked, recorded with an op that waits for
-	// approval so that approvers see who asked. Optional (0: none).
+	// TokenID is the API token that asked, recorded with the op (its audit log's call
+	// entry) and with an op that waits for approval so that approvers see who asked.
+	// Optional (0: none).
 	TokenID int64
 	// ByIdentity says Key was minted from the tool's identity fields (KeyByIdentity),
 	// not from the whole payload: an op already under Key whose fingerprint differs is
@@ -401,7 +402,7 @@ func (ob *Outbox) insertOp(ctx context.Context, tx pgx.Tx, p *Prepared, row *opR
 	params := p.params
 	rows, err := tx.Query(ctx, sqlEnqueue, params.TenantID, p.Key, p.Tool.Name, p.Tool.Vendor, row.args,
 		p.Fingerprint[:], protocol.StatusPending, row.vendorKey, params.ConversationID, params.ToolCallID, p.Tool.TTL.Seconds(),
-		row.sealed, row.trace, toolDefinition(p.Tool))
+		row.sealed, row.trace, toolDefinition(p.Tool), params.TokenID)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert op: %w", unknownTenant(err, params.TenantID))
 	}

@@ -232,7 +232,7 @@ func (c *committer) commit(group []*grouped) {
 // are in key order.
 func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*grouped) ([]*insertion, error) {
 	var (
-		tenants                                                      []int64
+		tenants, askers                                              []int64
 		keys, tools, vendors, args, vendorKeys, convs, calls, traces []string
 		fingerprints, sealed                                         [][]byte
 		ttls                                                         []float64
@@ -261,13 +261,13 @@ func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*grouped) ([]*insertion, err
 		if d := toolDefinition(p.Tool); d != nil {
 			def = new(string(d))
 		}
-		definitions, index = append(definitions, def), append(index, i)
+		definitions, index, askers = append(definitions, def), append(index, i), append(askers, p.params.TokenID)
 	}
 	if len(index) == 0 {
 		return found, nil
 	}
 	rows, err := tx.Query(context.Background(), sqlEnqueueMany, tenants, keys, tools, vendors, args, fingerprints, vendorKeys,
-		convs, calls, ttls, sealed, traces, definitions, protocol.StatusPending)
+		convs, calls, ttls, sealed, traces, definitions, protocol.StatusPending, askers)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: insert the group's ops: %w", err)
 	}

@@ -14,7 +14,8 @@ const opColumns = opstate.OpColumns
 // tenant's own approval rule of the tool as stored (0: the tenant has none), which the
 // gate checks what it remembers against (GateOp.PolicyVersion); the fourth, the version
 // of the tenant's own budgets (GateOp.BudgetVersion); the fifth, the version of the
-// installation's stored rules and budgets (GateOp.InstallationVersion). The op records the account of
+// installation's stored rules and budgets (GateOp.InstallationVersion). The op records the
+// API token that asked ($15, 0: none), which the audit log's call entry names, and the account of
 // its tenant's vendor settings (oncebox_tenant_vendor) as they are in this statement:
 // no other read, and a tenant without settings costs an index probe. The tenant's row is
 // read, not locked (migration 027 dropped the foreign key, whose check locked it at
@@ -26,10 +27,10 @@ const sqlEnqueue = `
 WITH ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
-		tool_definition, vendor_account)
+		tool_definition, vendor_account, asked_by_token)
 	VALUES ((SELECT t.id FROM oncebox_tenant t WHERE t.id = $1), $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), now() + make_interval(secs => $11),
 		make_interval(secs => $11), $12, nullif($13, ''), $14,
-		(SELECT v.account FROM oncebox_tenant_vendor v WHERE v.tenant_id = $1 AND v.vendor = $4))
+		(SELECT v.account FROM oncebox_tenant_vendor v WHERE v.tenant_id = $1 AND v.vendor = $4), nullif($15::bigint, 0))
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `
 )
@@ -54,17 +55,18 @@ const sqlInstallationVersion = `(SELECT coalesce(max(d.version), 0)::text || ':'
 const sqlEnqueueMany = `
 WITH c AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
-		$8::text[], $9::text[], $10::float8[], $11::bytea[], $12::text[], $13::text[])
+		$8::text[], $9::text[], $10::float8[], $11::bytea[], $12::text[], $13::text[], $15::bigint[])
 		WITH ORDINALITY AS c(tenant_id, idempotency_key, tool, vendor, args, fingerprint, vendor_key,
-			conversation_id, tool_call_id, ttl, sealed_args, trace_parent, tool_definition, n)
+			conversation_id, tool_call_id, ttl, sealed_args, trace_parent, tool_definition, asked_by_token, n)
 ), ins AS (
 	INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 		vendor_key, conversation_id, tool_call_id, expires_at, retention, sealed_args, trace_parent,
-		tool_definition, vendor_account)
+		tool_definition, vendor_account, asked_by_token)
 	SELECT (SELECT t.id FROM oncebox_tenant t WHERE t.id = c.tenant_id), c.idempotency_key, c.tool, c.vendor, c.args::jsonb, c.fingerprint, $14, c.vendor_key,
 		nullif(c.conversation_id, ''), nullif(c.tool_call_id, ''), now() + make_interval(secs => c.ttl),
 		make_interval(secs => c.ttl), c.sealed_args, nullif(c.trace_parent, ''), c.tool_definition::jsonb,
-		(SELECT v.account FROM oncebox_tenant_vendor v WHERE v.tenant_id = c.tenant_id AND v.vendor = c.vendor)
+		(SELECT v.account FROM oncebox_tenant_vendor v WHERE v.tenant_id = c.tenant_id AND v.vendor = c.vendor),
+		nullif(c.asked_by_token, 0)
 	FROM c ORDER BY c.n
 	ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 	RETURNING ` + opColumns + `

@@ -319,6 +319,13 @@ type Config struct {
 	// DATABASE_URL names are kept. Defaults to DefaultDeadSessionTimeout (60 seconds); 0
 	// leaves Postgres's and the system's settings.
 	DeadSessionTimeout time.Duration
+	// AuditSigningKey is the base64 of the 32-byte ed25519 seed that signs the audit
+	// log's checkpoints (docs/audit.md). Optional: without it checkpoints are unsigned.
+	AuditSigningKey string
+	// AuditRetention is how long audit entries are kept, dropped by whole months.
+	// Defaults to 400 days.
+	AuditRetention time.Duration
+
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey). Optional.
 	SealKey string
@@ -376,6 +383,7 @@ func Defaults() Config {
 		TombstoneTTL:            30 * 24 * time.Hour,
 		PurgeInterval:           time.Minute,
 		PurgeBatch:              1000,
+		AuditRetention:          400 * 24 * time.Hour,
 		RedactMail:              true,
 		ReconcileInterval:       30 * time.Second,
 		ReconcileSweepTimeout:   90 * time.Second,

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -25,6 +26,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
 
+	"github.com/oncebox/oncebox/audit"
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/api"
@@ -1147,6 +1149,14 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	stopMonitor := runBeside(ctx, s.monitorStore)
 	defer stopMonitor()
+	if s.cfg.Roles.Periodic {
+		sealer, err := s.auditSealer()
+		if err != nil {
+			return err
+		}
+		stopSealer := runBeside(ctx, sealer.Run)
+		defer stopSealer()
+	}
 	if s.notifications != nil && s.handler != nil {
 		stopNotifications := runBeside(ctx, s.notifications.Run)
 		defer stopNotifications()
@@ -1300,4 +1310,18 @@ func waitForPostgres(ctx context.Context, pool *pgxpool.Pool, wait time.Duration
 		}
 		delay = min(delay*2, 5*time.Second)
 	}
+}
+
+// auditSealer is the audit log's sealer (docs/audit.md), run by the periodic role: one
+// process seals at a time.
+func (s *Server) auditSealer() (*audit.Sealer, error) {
+	cfg := audit.Config{Pool: s.pool, Retention: s.cfg.AuditRetention, Logger: s.logger}
+	if s.cfg.AuditSigningKey != "" {
+		seed, err := base64.StdEncoding.DecodeString(s.cfg.AuditSigningKey)
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return nil, errors.New("--audit-signing-key: want the base64 of 32 random bytes (openssl rand -base64 32)")
+		}
+		cfg.SigningKey = ed25519.NewKeyFromSeed(seed)
+	}
+	return audit.NewSealer(cfg), nil
 }

@@ -67,6 +67,8 @@ func Main(ctx context.Context, args []string) int {
 		err = runReview(ctx, rest)
 	case "reconcile":
 		err = runReconcile(ctx, rest)
+	case "audit":
+		err = runAudit(ctx, rest)
 	case "mcp":
 		err = runMCP(ctx, rest)
 	case "bench":
@@ -162,6 +164,11 @@ Usage: oncebox <command> [flags]
   reconcile report --since T --until T [--tenant T] [--format csv|json]
                                finance report; exit status 1 when anything does not match or
                                cannot be checked
+  audit verify --tenant T [--public-key HEX]
+                               recompute a tenant's audit chain and checkpoints; exit status 1
+                               naming the first entry that does not match (docs/audit.md)
+  audit export --tenant T [--since T] [--until T] [--format jsonl|csv]
+                               a tenant's audit log, which outlives the ops' purge
   mcp --tenant T [--conversation C]
                                serve the MCP tools over stdio
   bench                        benchmarks against River in the same run (docs/performance.md)

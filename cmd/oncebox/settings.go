@@ -164,6 +164,8 @@ func settings() []setting {
 			set:  setToolTTL},
 		durSetting("tombstone-ttl", "ONCEBOX_TOMBSTONE_TTL", d.TombstoneTTL, "how long a purged op's key is remembered to detect key-expiry collisions", func(c *server.Config) *time.Duration { return &c.TombstoneTTL }),
 		durSetting("purge-interval", "ONCEBOX_PURGE_INTERVAL", d.PurgeInterval, "how often expired ops are purged", func(c *server.Config) *time.Duration { return &c.PurgeInterval }),
+		durSetting("audit-retention", "ONCEBOX_AUDIT_RETENTION", d.AuditRetention, "how long the audit log is kept (dropped by whole months; the TTL purge never deletes it)", func(c *server.Config) *time.Duration { return &c.AuditRetention }),
+		strSetting("audit-signing-key", "ONCEBOX_AUDIT_SIGNING_KEY", "", "base64 of a 32-byte ed25519 seed (openssl rand -base64 32) that signs the audit log's checkpoints; without it checkpoints are unsigned", true, func(c *server.Config) *string { return &c.AuditSigningKey }),
 		intSetting("purge-batch", "ONCEBOX_PURGE_BATCH", int64(d.PurgeBatch), "ops deleted per purge statement", func(c *server.Config, n int64) { c.PurgeBatch = int(n) }),
 		boolSetting("redact-mail", "ONCEBOX_REDACT_MAIL", d.RedactMail, "store mail addresses and bodies only as hashes (the full message stays encrypted with --seal-key until sent); needs --seal-key", func(c *server.Config) *bool { return &c.RedactMail }),
 		durSetting("reconcile-interval", "ONCEBOX_RECONCILE_INTERVAL", d.ReconcileInterval, "how often the reconciler sweeps unknown and stuck ops", func(c *server.Config) *time.Duration { return &c.ReconcileInterval }),

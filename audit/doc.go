@@ -1,0 +1,10 @@
+// Package audit reads and seals oncebox's audit log (migration 031, docs/audit.md): the
+// append-only entries that triggers write in the transaction of every change to an op or
+// a setting, which the TTL purge never deletes.
+//
+// The Sealer chains each tenant's entries (hash = sha256(prev_hash || canonical entry))
+// in (tx, seq) order, sealing only entries whose transaction is older than every
+// transaction still in progress, and writes checkpoints signed with the operator's
+// ed25519 key. Verify recomputes a tenant's chain and its checkpoints and names the first
+// entry that does not match; Export streams a tenant's entries of a time window.
+package audit
