@@ -147,6 +147,14 @@ const lag = 1500 * time.Millisecond
 // that merely had not seen the object yet, and resend.
 const vendorLag = lag + time.Second
 
+// actLag is the lookup lag the serve processes are told for the vendors without
+// idempotency keys (SendGrid, webhooks without native keys), whose resend acts again: a
+// fake may act on a request it holds up to hangFor after it arrived, even after the
+// client gave up, when a partition keeps the client's abort from reaching it (as a
+// slow receiver behind a cut network does), and its lookup shows the act lag later.
+// Measured from the client's give-up, that is less than hangFor + lag.
+const actLag = hangFor + lag
+
 // harness holds everything one run started.
 type harness struct {
 	cfg    Config
@@ -736,8 +744,8 @@ func (h *harness) serveEnv(n procNet) []string {
 		"ONCEBOX_SENDGRID_TIMEOUT":        "2s",
 		"ONCEBOX_WEBHOOK_TIMEOUT":         "2s",
 		"ONCEBOX_STRIPE_SEARCH_LAG":       vendorLag.String(),
-		"ONCEBOX_SENDGRID_LOOKUP_LAG":     max(vendorLag, 3*time.Second).String(), // at least the job timeout
-		"ONCEBOX_WEBHOOK_LOOKUP_LAG":      max(vendorLag, 3*time.Second).String(), // at least the job timeout without native keys
+		"ONCEBOX_SENDGRID_LOOKUP_LAG":     max(actLag, 3*time.Second).String(), // at least the job timeout
+		"ONCEBOX_WEBHOOK_LOOKUP_LAG":      max(actLag, 3*time.Second).String(), // at least the job timeout without native keys
 		"ONCEBOX_SENDGRID_ACTIVITY_RATE":  "6000",
 		"STRIPE_API_KEY":                  "sk_test_chaos",
 		"STRIPE_API_BASE":                 n.vendors.stripe,
