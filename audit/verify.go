@@ -44,6 +44,15 @@ func (m *Mismatch) Error() string {
 // hash of the entry they name, and their signature is valid under publicKey (when nil,
 // under the key stored with the checkpoint).
 func Verify(ctx context.Context, q Querier, tenant int64, publicKey ed25519.PublicKey) (*Report, error) {
+	entries, err := readChain(ctx, q, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return verifyChain(ctx, q, tenant, publicKey, entries)
+}
+
+// readChain reads tenant's entries in chain order.
+func readChain(ctx context.Context, q Querier, tenant int64) ([]*Entry, error) {
 	rows, err := q.Query(ctx, sqlChain, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("audit: read the chain: %w", err)
@@ -52,6 +61,11 @@ func Verify(ctx context.Context, q Querier, tenant int64, publicKey ed25519.Publ
 	if err != nil {
 		return nil, fmt.Errorf("audit: read the chain: %w", err)
 	}
+	return entries, nil
+}
+
+// verifyChain is Verify on entries, tenant's chain as readChain read it.
+func verifyChain(ctx context.Context, q Querier, tenant int64, publicKey ed25519.PublicKey, entries []*Entry) (*Report, error) {
 	r := &Report{}
 	bySeq := map[int64]*Entry{}
 	var prev []byte
