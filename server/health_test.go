@@ -31,15 +31,7 @@ func TestProbesOfAWorkerOnlyProcess(t *testing.T) {
 	cfg, _ := newConfig(t)
 	cfg.Roles = server.Roles{Worker: true, Periodic: true}
 	cfg.HealthAddr = "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, nil)
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	_, err = srv.Listen()
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	srv, _ := runServer(t, context.Background(), cfg)
 	base := "http://" + srv.HealthAddr().String()
 
 	status, body := probe(t, base+"/readyz")

@@ -164,7 +164,8 @@ func TestMetricsCountMCPSessions(t *testing.T) {
 }
 
 // runServer builds a server from cfg, listens on cfg.Addr and runs it until the test
-// ends (or ctx does); it returns the server and its base URL.
+// ends (or ctx does); it returns the server and its base URL ("" for a process without
+// the API role, which has no API address).
 func runServer(t *testing.T, ctx context.Context, cfg server.Config) (*server.Server, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
@@ -176,5 +177,8 @@ func runServer(t *testing.T, ctx context.Context, cfg server.Config) (*server.Se
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	if addr == nil {
+		return srv, ""
+	}
 	return srv, "http://" + addr.String()
 }
