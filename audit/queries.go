@@ -68,7 +68,7 @@ const sqlStreamLock = `SELECT pg_try_advisory_lock(hashtextextended('oncebox_aud
 const sqlStreamUnlock = `SELECT pg_advisory_unlock(hashtextextended('oncebox_audit_stream ' || current_schema(), 0))`
 
 // sqlStreamTenants lists the tenants whose sealed head is past their stream cursor, with
-// their name (” for the installation, 0, or a tenant since deleted) and the cursor.
+// their name (empty for the installation, 0, or a tenant since deleted) and the cursor.
 const sqlStreamTenants = `
 SELECT h.tenant_id, coalesce(t.name, ''), coalesce(s.tx, '0'::xid8)::text::numeric::bigint, coalesce(s.seq, 0)
 FROM oncebox_audit_head h
