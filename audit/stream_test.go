@@ -250,10 +250,16 @@ func TestStreamSendsEverySealedEntryOnceInOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "an unsealed entry is not sent")
 	sealAll(t, sealer, pool, tenantID)
-	_, err = s.StreamOnce(ctx)
+	// An entry written after the sealing stays behind the sealed ones sent.
+	_, err = pool.Exec(ctx, "INSERT INTO oncebox_tenant_budget (tenant_id, name, budget, updated_by) VALUES ($1, 'later', '{}', 'ada')", tenantID)
 	require.NoError(t, err)
+	n, err = s.StreamOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 	want = sealed(t, pool, tenantID)
 	require.Equal(t, seqs(want), seqsOf(rc.got(), tenantID, false))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_audit WHERE tenant_id = $1 AND hash IS NULL", tenantID),
+		"the later entry is not sealed, and was not sent")
 }
 
 // TestStreamResendsAfterAFailedExport: with batches of 3, a receiver that refuses (503)
