@@ -190,3 +190,62 @@ func TestMaintainDropsWholeMonthsPastRetention(t *testing.T) {
 		WHERE i.inhparent = 'oncebox_audit'::regclass AND c.relname ~ '^oncebox_audit_[0-9]{6}$'`))
 	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_audit_default"), "no entry fell into the default partition")
 }
+
+// TestExportFilters: the filters select ops by tool, by the person who asked or decided,
+// by outcome and by amount, and keep each selected op's whole story in the window.
+func TestExportFilters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	tenant, refund := story(t, pool)
+	var mail string
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
+		status, vendor_key, expires_at) VALUES ($1, 'mail-1', 'send_email', 'sendgrid', '{"to": "x@y.test"}', '\x03', 'pending', 'vk2', now() + interval '1 day')
+		RETURNING id::text`, tenant).Scan(&mail))
+	_, err := pool.Exec(ctx, `UPDATE oncebox_op SET status = 'failed', error = '{"code": "vendor_refused"}' WHERE id = $1`, mail)
+	require.NoError(t, err)
+
+	ops := func(p audit.ExportParams) []string {
+		t.Helper()
+		p.TenantID = tenant
+		seen := map[string]bool{}
+		var out []string
+		require.NoError(t, audit.Export(ctx, pool, p, func(e *audit.Entry) error {
+			if e.OpID == "" {
+				out = append(out, "setting")
+			} else if !seen[e.OpID] {
+				seen[e.OpID] = true
+				out = append(out, e.OpID)
+			}
+			return nil
+		}))
+		return out
+	}
+	i := func(v int64) *int64 { return &v }
+	all := ops(audit.ExportParams{})
+	require.Contains(t, all, "setting", "no filter: settings too")
+	require.Contains(t, all, refund)
+	require.Contains(t, all, mail)
+
+	for name, c := range map[string]struct {
+		p    audit.ExportParams
+		want []string
+	}{
+		"tool":              {audit.ExportParams{Tool: "refund_payment"}, []string{refund}},
+		"asker":             {audit.ExportParams{Person: "ada@acme.test"}, []string{refund}},
+		"approver":          {audit.ExportParams{Person: "grace@acme.test"}, []string{refund}},
+		"nobody":            {audit.ExportParams{Person: "acme.test"}, nil},
+		"outcome":           {audit.ExportParams{Outcome: "failed"}, []string{mail}},
+		"outcome succeeded": {audit.ExportParams{Outcome: "succeeded"}, []string{refund}},
+		"amount in":         {audit.ExportParams{MinAmount: i(2500), MaxAmount: i(2500)}, []string{refund}},
+		"amount above":      {audit.ExportParams{MinAmount: i(2501)}, nil},
+		"tool and outcome":  {audit.ExportParams{Tool: "send_email", Outcome: "succeeded"}, nil},
+	} {
+		require.Equal(t, c.want, ops(c.p), name)
+	}
+
+	var n int
+	require.NoError(t, audit.Export(ctx, pool, audit.ExportParams{TenantID: tenant, Tool: "refund_payment", Limit: 2},
+		func(*audit.Entry) error { n++; return nil }))
+	require.Equal(t, 2, n, "Limit")
+}
