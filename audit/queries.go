@@ -8,12 +8,29 @@ const entryColumns = `tenant_id, seq, tx::text::numeric::bigint, at, kind, coale
 // sqlSealLock serializes the sealers of all processes: one seals, the others skip.
 const sqlSealLock = `SELECT pg_try_advisory_xact_lock(7310247001)`
 
-// sqlHorizon is the oldest transaction still in progress: every entry of an older
-// transaction is committed (or rolled back) and visible to the statements that follow.
-const sqlHorizon = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint`
+// sqlLastSeq is the last seq drawn (0 when none was): every entry with a seq at most
+// this one drew it already, in a transaction that had its id.
+const sqlLastSeq = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM oncebox_audit_seq`
 
-// sqlTenants lists the tenants that have entries past their sealed head.
-const sqlTenants = `SELECT DISTINCT a.tenant_id FROM oncebox_audit a WHERE a.hash IS NULL`
+// sqlHorizon is the oldest transaction still in progress (every entry of an older
+// transaction is committed or rolled back, and visible to the statements that follow)
+// and the sealer's own transaction id, assigned here: larger than every id assigned
+// before. (A snapshot's xmax is not that: it is the last completed id plus one, and
+// younger transactions may be in progress.)
+const sqlHorizon = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint,
+	pg_current_xact_id()::text::numeric::bigint`
+
+// sqlMark reads the low-water mark (no row: nothing sealed yet, low 0).
+const sqlMark = `SELECT low, mark_seq, mark_xmax::text::numeric::bigint FROM oncebox_audit_mark`
+
+// sqlSetMark writes the low-water mark and the note of the round.
+const sqlSetMark = `
+INSERT INTO oncebox_audit_mark (one, low, mark_seq, mark_xmax) VALUES (true, $1, $2, $3::text::xid8)
+ON CONFLICT (one) DO UPDATE SET low = EXCLUDED.low, mark_seq = EXCLUDED.mark_seq, mark_xmax = EXCLUDED.mark_xmax`
+
+// sqlTenants lists the tenants that have entries past their sealed head: unsealed
+// entries above the low-water mark $1 (index oncebox_audit_seq_brin).
+const sqlTenants = `SELECT DISTINCT a.tenant_id FROM oncebox_audit a WHERE a.seq > $1 AND a.hash IS NULL`
 
 const sqlHead = `SELECT tx::text::numeric::bigint, seq, hash, entries, sealed_at FROM oncebox_audit_head WHERE tenant_id = $1`
 
