@@ -190,3 +190,112 @@ func TestMaintainDropsWholeMonthsPastRetention(t *testing.T) {
 		WHERE i.inhparent = 'oncebox_audit'::regclass AND c.relname ~ '^oncebox_audit_[0-9]{6}$'`))
 	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_audit_default"), "no entry fell into the default partition")
 }
+
+// TestExportFilters: the filters select ops by tool, by the person who asked or decided,
+// by outcome and by amount, and keep each selected op's whole story in the window.
+func TestExportFilters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	tenant, refund := story(t, pool)
+	var mail string
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint,
+		status, vendor_key, expires_at) VALUES ($1, 'mail-1', 'send_email', 'sendgrid', '{"to": "x@y.test"}', '\x03', 'pending', 'vk2', now() + interval '1 day')
+		RETURNING id::text`, tenant).Scan(&mail))
+	_, err := pool.Exec(ctx, `UPDATE oncebox_op SET status = 'failed', error = '{"code": "vendor_refused"}' WHERE id = $1`, mail)
+	require.NoError(t, err)
+
+	ops := func(p audit.ExportParams) []string {
+		t.Helper()
+		p.TenantID = tenant
+		seen := map[string]bool{}
+		var out []string
+		require.NoError(t, audit.Export(ctx, pool, p, func(e *audit.Entry) error {
+			if e.OpID == "" {
+				out = append(out, "setting")
+			} else if !seen[e.OpID] {
+				seen[e.OpID] = true
+				out = append(out, e.OpID)
+			}
+			return nil
+		}))
+		return out
+	}
+	i := func(v int64) *int64 { return &v }
+	all := ops(audit.ExportParams{})
+	require.Contains(t, all, "setting", "no filter: settings too")
+	require.Contains(t, all, refund)
+	require.Contains(t, all, mail)
+
+	for name, c := range map[string]struct {
+		p    audit.ExportParams
+		want []string
+	}{
+		"tool":              {audit.ExportParams{Tool: "refund_payment"}, []string{refund}},
+		"asker":             {audit.ExportParams{Person: "ada@acme.test"}, []string{refund}},
+		"approver":          {audit.ExportParams{Person: "grace@acme.test"}, []string{refund}},
+		"nobody":            {audit.ExportParams{Person: "acme.test"}, nil},
+		"outcome":           {audit.ExportParams{Outcome: "failed"}, []string{mail}},
+		"outcome succeeded": {audit.ExportParams{Outcome: "succeeded"}, []string{refund}},
+		"amount in":         {audit.ExportParams{MinAmount: i(2500), MaxAmount: i(2500)}, []string{refund}},
+		"amount above":      {audit.ExportParams{MinAmount: i(2501)}, nil},
+		"tool and outcome":  {audit.ExportParams{Tool: "send_email", Outcome: "succeeded"}, nil},
+	} {
+		require.Equal(t, c.want, ops(c.p), name)
+	}
+
+	var n int
+	require.NoError(t, audit.Export(ctx, pool, audit.ExportParams{TenantID: tenant, Tool: "refund_payment", Limit: 2},
+		func(*audit.Entry) error { n++; return nil }))
+	require.Equal(t, 2, n, "Limit")
+}
+
+// TestSealerLowWaterMarkKeepsALateCommit: an entry whose seq is below an entry already
+// sealed, in a transaction still in progress then, is sealed once it commits (the
+// low-water mark never passes a seq a transaction in progress may hold), and the mark
+// reaches the end of the log once every transaction has ended.
+func TestSealerLowWaterMarkKeepsALateCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	var tenant int64
+	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&tenant))
+	sealer := audit.NewSealer(audit.Config{Pool: pool})
+	sealAll(t, sealer, pool, tenant)
+
+	budget := "INSERT INTO oncebox_tenant_budget (tenant_id, name, budget, updated_by) VALUES ($1, $2, '{}', 'a')"
+	early, err := pool.Begin(ctx) // the older transaction id, its seq drawn last
+	require.NoError(t, err)
+	defer early.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = early.Exec(ctx, "SELECT pg_current_xact_id()")
+	require.NoError(t, err)
+	late, err := pool.Begin(ctx) // the younger one, its seq drawn first
+	require.NoError(t, err)
+	defer late.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = late.Exec(ctx, budget, tenant, "late")
+	require.NoError(t, err)
+	_, err = early.Exec(ctx, budget, tenant, "early")
+	require.NoError(t, err)
+	require.NoError(t, early.Commit(ctx))
+	for range 5 {
+		_, err := sealer.SealOnce(ctx)
+		require.NoError(t, err)
+	}
+	var lateSeq, low int64
+	require.NoError(t, late.QueryRow(ctx, "SELECT seq FROM oncebox_audit WHERE e -> 'row' ->> 'name' = 'late'").Scan(&lateSeq))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT low FROM oncebox_audit_mark").Scan(&low))
+	require.Less(t, low, lateSeq, "the mark waits for the transaction in progress")
+
+	require.NoError(t, late.Commit(ctx))
+	sealAll(t, sealer, pool, tenant)
+	r, err := audit.Verify(ctx, pool, tenant, nil)
+	require.NoError(t, err)
+	require.Nil(t, r.Mismatch)
+	require.Equal(t, 3, r.Sealed)
+	require.Eventually(t, func() bool {
+		_, err := sealer.SealOnce(ctx)
+		require.NoError(t, err)
+		require.NoError(t, pool.QueryRow(ctx, "SELECT low FROM oncebox_audit_mark").Scan(&low))
+		return low >= lateSeq
+	}, 30*time.Second, 50*time.Millisecond, "the mark reaches the end once every transaction ended")
+}

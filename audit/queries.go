@@ -8,12 +8,29 @@ const entryColumns = `tenant_id, seq, tx::text::numeric::bigint, at, kind, coale
 // sqlSealLock serializes the sealers of all processes: one seals, the others skip.
 const sqlSealLock = `SELECT pg_try_advisory_xact_lock(7310247001)`
 
-// sqlHorizon is the oldest transaction still in progress: every entry of an older
-// transaction is committed (or rolled back) and visible to the statements that follow.
-const sqlHorizon = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint`
+// sqlLastSeq is the last seq drawn (0 when none was): every entry with a seq at most
+// this one drew it already, in a transaction that had its id.
+const sqlLastSeq = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM oncebox_audit_seq`
 
-// sqlTenants lists the tenants that have entries past their sealed head.
-const sqlTenants = `SELECT DISTINCT a.tenant_id FROM oncebox_audit a WHERE a.hash IS NULL`
+// sqlHorizon is the oldest transaction still in progress (every entry of an older
+// transaction is committed or rolled back, and visible to the statements that follow)
+// and the sealer's own transaction id, assigned here: larger than every id assigned
+// before. (A snapshot's xmax is not that: it is the last completed id plus one, and
+// younger transactions may be in progress.)
+const sqlHorizon = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint,
+	pg_current_xact_id()::text::numeric::bigint`
+
+// sqlMark reads the low-water mark (no row: nothing sealed yet, low 0).
+const sqlMark = `SELECT low, mark_seq, mark_xmax::text::numeric::bigint FROM oncebox_audit_mark`
+
+// sqlSetMark writes the low-water mark and the note of the round.
+const sqlSetMark = `
+INSERT INTO oncebox_audit_mark (one, low, mark_seq, mark_xmax) VALUES (true, $1, $2, $3::text::xid8)
+ON CONFLICT (one) DO UPDATE SET low = EXCLUDED.low, mark_seq = EXCLUDED.mark_seq, mark_xmax = EXCLUDED.mark_xmax`
+
+// sqlTenants lists the tenants that have entries past their sealed head: unsealed
+// entries above the low-water mark $1 (index oncebox_audit_seq_brin).
+const sqlTenants = `SELECT DISTINCT a.tenant_id FROM oncebox_audit a WHERE a.seq > $1 AND a.hash IS NULL`
 
 const sqlHead = `SELECT tx::text::numeric::bigint, seq, hash, entries, sealed_at FROM oncebox_audit_head WHERE tenant_id = $1`
 
@@ -47,9 +64,32 @@ FROM oncebox_audit_checkpoint WHERE tenant_id = $1 ORDER BY entries`
 // sqlChain reads all of tenant $1's entries in chain order.
 const sqlChain = `SELECT ` + entryColumns + ` FROM oncebox_audit WHERE tenant_id = $1 ORDER BY tx, seq`
 
-// sqlExport reads tenant $1's entries from $2 until $3, in chain order.
-const sqlExport = `SELECT ` + entryColumns + ` FROM oncebox_audit
-WHERE tenant_id = $1 AND at >= $2 AND at < $3 ORDER BY tx, seq`
+// sqlExport reads tenant $1's entries from $2 until $3, in chain order, keeping those of
+// ops that match the filters ($4 tool, $5 person, $6 outcome, $7 and $8 the least and
+// the most amount; empty or NULL: any) and, when no filter is set, the entries of no op
+// (settings) too. An op matches by its call entry in the window (tool, person who asked,
+// amount), or by an event of a person ($5 at the end of its actor: "acme token 7
+// (approver) alice@acme.example"), and by its last status in the window (the call's
+// held status, else pending, when it has none). At most $9 entries (0: all).
+const sqlExport = `
+WITH w AS (
+	SELECT * FROM oncebox_audit
+	WHERE tenant_id = $1 AND at >= $2 AND at < $3
+), ops AS (
+	SELECT op_id FROM w WHERE op_id IS NOT NULL GROUP BY op_id
+	HAVING bool_or(kind = 'call'
+			AND ($4 = '' OR e ->> 'tool' = $4)
+			AND ($7::bigint IS NULL OR (jsonb_typeof(e -> 'amount') = 'number' AND (e ->> 'amount')::numeric >= $7))
+			AND ($8::bigint IS NULL OR (jsonb_typeof(e -> 'amount') = 'number' AND (e ->> 'amount')::numeric <= $8)))
+		AND ($5 = '' OR bool_or((kind = 'call' AND e ->> 'person' = $5)
+			OR (kind = 'event' AND (e ->> 'actor' = $5 OR right(e ->> 'actor', length($5) + 1) = ' ' || $5))))
+		AND ($6 = '' OR coalesce((array_agg(e ->> 'to' ORDER BY tx DESC, seq DESC) FILTER (WHERE kind = 'status'))[1],
+			(array_agg(coalesce(e ->> 'held', 'pending')) FILTER (WHERE kind = 'call'))[1]) = $6)
+)
+SELECT ` + entryColumns + ` FROM w
+WHERE CASE WHEN $4 = '' AND $5 = '' AND $6 = '' AND $7::bigint IS NULL AND $8::bigint IS NULL THEN true
+	ELSE op_id IN (SELECT op_id FROM ops) END
+ORDER BY tx, seq LIMIT CASE WHEN $9 > 0 THEN $9 END`
 
 // sqlPartitionsAhead creates this month's partition and the next two.
 const sqlPartitionsAhead = `SELECT oncebox_audit_partition(now() + make_interval(months => i)) FROM generate_series(0, 2) AS i`

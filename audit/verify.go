@@ -134,31 +134,3 @@ func checkCheckpoints(ctx context.Context, q Querier, tenant int64, publicKey ed
 	}
 	return rows.Err()
 }
-
-// ExportParams selects the entries Export streams.
-type ExportParams struct {
-	TenantID     int64
-	Since, Until time.Time
-}
-
-// Export calls each with tenant's entries from Since until Until, in chain order.
-func Export(ctx context.Context, q Querier, p ExportParams, each func(*Entry) error) error {
-	if p.Until.IsZero() {
-		p.Until = time.Now().Add(time.Hour)
-	}
-	rows, err := q.Query(ctx, sqlExport, p.TenantID, p.Since, p.Until)
-	if err != nil {
-		return fmt.Errorf("audit: export: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanEntry(rows)
-		if err != nil {
-			return fmt.Errorf("audit: export: %w", err)
-		}
-		if err := each(e); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}

@@ -47,7 +47,7 @@ type AccessTokenVerifier interface {
 
 // AcceptAccessTokens makes Authenticate accept the access tokens v checks besides
 // oncebox's own tokens: each maps to the tenant its tenant claim names and to the role
-// its one oncebox scope names ("oncebox:agent", "oncebox:approver", "oncebox:admin");
+// its one oncebox scope names ("oncebox:agent", "oncebox:auditor", "oncebox:approver", "oncebox:admin");
 // its subject is the Principal's Person, so that two tokens of one subject are one
 // voter. Call it before serving.
 func (s *Store) AcceptAccessTokens(v AccessTokenVerifier) { s.access = v }
@@ -82,7 +82,7 @@ func (s *Store) authenticateAccessToken(ctx context.Context, token string) (*Pri
 // roleOfScopes returns the one role the scopes grant.
 func roleOfScopes(scopes []string) (Role, error) {
 	var roles []Role
-	for _, r := range []Role{RoleAgent, RoleApprover, RoleAdmin} {
+	for _, r := range []Role{RoleAgent, RoleAuditor, RoleApprover, RoleAdmin} {
 		for _, sc := range scopes {
 			if sc == ScopeOf(r) {
 				roles = append(roles, r)
@@ -94,7 +94,7 @@ func roleOfScopes(scopes []string) (Role, error) {
 	case 1:
 		return roles[0], nil
 	case 0:
-		return "", &RefusedError{Reason: "the access token grants no oncebox scope: ask for oncebox:agent (an agent), or oncebox:approver or oncebox:admin (a person)"}
+		return "", &RefusedError{Reason: "the access token grants no oncebox scope: ask for oncebox:agent (an agent), or oncebox:auditor, oncebox:approver or oncebox:admin (a person)"}
 	default:
 		names := make([]string, len(roles))
 		for i, r := range roles {

@@ -54,10 +54,14 @@ const (
 	// every tenant's jobs. It neither enqueues nor decides. Give it only to the people
 	// who run oncebox, never to a tenant.
 	RoleOperator Role = "operator"
+	// RoleAuditor reads its tenant's audit log (the API's /v1/audit, the console's Audit
+	// page) and its ops, for a person who answers for them months later. It neither
+	// enqueues, nor decides, nor changes a setting.
+	RoleAuditor Role = "auditor"
 )
 
 // Roles lists every role, in order of authority.
-var Roles = []Role{RoleAgent, RoleApprover, RoleAdmin, RoleOperator}
+var Roles = []Role{RoleAgent, RoleAuditor, RoleApprover, RoleAdmin, RoleOperator}
 
 // ParseRole returns the role named s, or an error naming the valid ones.
 func ParseRole(s string) (Role, error) {
@@ -66,7 +70,7 @@ func ParseRole(s string) (Role, error) {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("tenant: unknown role %q: want agent, approver, admin or operator", s)
+	return "", fmt.Errorf("tenant: unknown role %q: want agent, auditor, approver, admin or operator", s)
 }
 
 // CanEnqueue reports whether a token of this role may record new ops.
@@ -75,6 +79,11 @@ func (r Role) CanEnqueue() bool { return r == RoleAgent }
 // CanOperate reports whether a token of this role opens the installation-wide operator
 // endpoints (River UI, /metrics).
 func (r Role) CanOperate() bool { return r == RoleOperator }
+
+// CanAudit reports whether a token of this role may read its tenant's audit log: an
+// auditor's or an admin's, never an agent's (the party the log answers for does not
+// read it).
+func (r Role) CanAudit() bool { return r == RoleAuditor || r == RoleAdmin }
 
 // CanDecide reports whether a token of this role may approve, reject or resolve ops.
 func (r Role) CanDecide() bool { return r == RoleApprover || r == RoleAdmin }

@@ -190,7 +190,7 @@ func TestTokenRoles(t *testing.T) {
 		[]tenant.Role{toks[0].Role, toks[1].Role, toks[2].Role})
 	require.Equal(t, pa.TokenID, toks[1].ID)
 
-	for _, name := range []string{"agent", "approver", "admin"} {
+	for _, name := range []string{"agent", "auditor", "approver", "admin", "operator"} {
 		r, err := tenant.ParseRole(name)
 		require.NoError(t, err)
 		require.Equal(t, name, string(r))

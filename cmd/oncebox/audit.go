@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/csv"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,7 +16,7 @@ import (
 	"github.com/oncebox/oncebox/tenant"
 )
 
-const auditUsage = "usage: oncebox audit verify --tenant T [--public-key HEX] | audit export --tenant T [--since T] [--until T] [--format jsonl|csv]"
+const auditUsage = "usage: oncebox audit verify --tenant T [--public-key HEX] | audit export --tenant T [--since T] [--until T] [--tool NAME] [--person P] [--outcome STATUS] [--min-amount N] [--max-amount N] [--format jsonl|csv]"
 
 // runAudit is `oncebox audit verify` (recompute a tenant's chain and checkpoints; exit
 // status 1 naming the first entry that does not match) and `oncebox audit export`.
@@ -29,6 +26,11 @@ func runAudit(ctx context.Context, args []string) error {
 	since := fs.String("since", "", "export: start of the window (RFC 3339 or YYYY-MM-DD; default: all)")
 	until := fs.String("until", "", "export: end of the window, not included (default: now)")
 	format := fs.String("format", "jsonl", "export: jsonl or csv")
+	tool := fs.String("tool", "", "export: only the ops of this tool")
+	person := fs.String("person", "", "export: only the ops this person asked for or decided on")
+	outcome := fs.String("outcome", "", "export: only the ops whose last status in the window is this one (succeeded, failed, needs_review, ...)")
+	minAmount := fs.String("min-amount", "", "export: only the ops whose call names an amount (minor units) at least this")
+	maxAmount := fs.String("max-amount", "", "export: only the ops whose call names an amount (minor units) at most this")
 	publicKey := fs.String("public-key", "", "verify: the checkpoints' ed25519 public key, hex (default: the key stored with each checkpoint)")
 	cfg, _, err := parseConfigFor(fs, args, showOnly())
 	if err != nil {
@@ -61,7 +63,13 @@ func runAudit(ctx context.Context, args []string) error {
 		}
 		return printVerify(r)
 	case "export":
-		p := audit.ExportParams{TenantID: t.ID}
+		p := audit.ExportParams{TenantID: t.ID, Tool: *tool, Person: *person, Outcome: *outcome}
+		if p.MinAmount, err = optionalAmount(*minAmount); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--min-amount: %w", err)}
+		}
+		if p.MaxAmount, err = optionalAmount(*maxAmount); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--max-amount: %w", err)}
+		}
 		if p.Since, err = optionalTime(*since); err != nil {
 			return &exitError{code: 2, err: fmt.Errorf("--since: want RFC 3339 or YYYY-MM-DD: %w", err)}
 		}
@@ -85,22 +93,26 @@ func printVerify(r *audit.Report) error {
 func exportAudit(ctx context.Context, q audit.Querier, p audit.ExportParams, format string) error {
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
-	switch format {
-	case "jsonl":
-		enc := json.NewEncoder(w)
-		return audit.Export(ctx, q, p, func(e *audit.Entry) error { return enc.Encode(e) })
-	case "csv":
-		c := csv.NewWriter(w)
-		defer c.Flush()
-		if err := c.Write([]string{"seq", "tx", "at", "kind", "op_id", "fingerprint", "entry", "prev_hash", "hash"}); err != nil {
-			return err
-		}
-		return audit.Export(ctx, q, p, func(e *audit.Entry) error {
-			return c.Write([]string{strconv.FormatInt(e.Seq, 10), strconv.FormatUint(e.Tx, 10), e.At.UTC().Format(time.RFC3339Nano),
-				e.Kind, e.OpID, base64.StdEncoding.EncodeToString(e.Fingerprint), string(e.Fields), hex.EncodeToString(e.PrevHash), hex.EncodeToString(e.Hash)})
-		})
+	out, err := audit.NewWriter(w, format)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--format: want jsonl or csv, not %q", format)}
 	}
-	return &exitError{code: 2, err: fmt.Errorf("--format: want jsonl or csv, not %q", format)}
+	if err := audit.Export(ctx, q, p, out.Write); err != nil {
+		return err
+	}
+	return out.Flush()
+}
+
+// optionalAmount parses an amount in minor units, nil for "".
+func optionalAmount(s string) (*int64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("want a whole number of minor units (2500 for 25.00), not %q", s)
+	}
+	return &n, nil
 }
 
 // optionalTime is parseTime, with "" for the zero time.

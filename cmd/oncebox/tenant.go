@@ -37,7 +37,7 @@ func runTenant(ctx context.Context, args []string) error {
 	}
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	g := addGlobalFlags(fs)
-	roleName := fs.String("role", string(tenant.RoleAgent), "role of a new token: agent, approver, admin or operator")
+	roleName := fs.String("role", string(tenant.RoleAgent), "role of a new token: agent, auditor, approver, admin or operator")
 	person := fs.String("person", "", "with token create: the person the token belongs to (an email); four-eyes rules count a person once")
 	format := fs.String("format", "text", "text or json")
 	if err := parseArgs(fs, args); err != nil {

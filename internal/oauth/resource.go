@@ -13,11 +13,11 @@ import (
 const MetadataPathPrefix = "/.well-known/oauth-protected-resource"
 
 // ScopePrefix starts every oncebox scope: "oncebox:" + a role (oncebox:agent,
-// oncebox:approver, oncebox:admin).
+// oncebox:auditor, oncebox:approver, oncebox:admin).
 const ScopePrefix = "oncebox:"
 
 // Scopes are the scopes oncebox understands, one per role a token may carry.
-var Scopes = []string{ScopePrefix + "agent", ScopePrefix + "approver", ScopePrefix + "admin"}
+var Scopes = []string{ScopePrefix + "agent", ScopePrefix + "auditor", ScopePrefix + "approver", ScopePrefix + "admin"}
 
 // MetadataPaths returns the paths the metadata is served at: RFC 9728's, derived from
 // the audience by inserting the well-known segment before its path, and the bare
