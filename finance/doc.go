@@ -1,6 +1,6 @@
 // Package finance compares the outbox with the vendors for finance. It only reads:
 // settling ops whose outcome is unknown, and manual review, belong to package outbox
-// (Outbox.SweepOnce, Outbox.ListReview).
+// (Outbox.ReconcileOnce, Outbox.ListReview).
 //
 // # Finance report
 //

@@ -28,34 +28,13 @@
 // attempts, hands the op to the reconciler instead, since the first request may have
 // been carried out.
 //
-// # The sweeper
+// # The reconciler
 //
-// The Outbox owns every job that moves an op, the sweeper included: Config.Sweep
-// configures it, and with Sweep.Periodic the Outbox runs it every Sweep.Interval as a
-// River periodic job on MaintenanceQueue from Start to Stop; SweepOnce runs one pass on
-// demand. A sweep first moves ops stuck in dispatching (started longer ago than their
-// vendor's job timeout plus Sweep.StuckMargin, with no dispatch job running) to unknown,
-// and gives pending ops whose dispatch job is gone a new one. Then, for each unknown op
-// that is due, it asks the vendor for the objects tagged with the op's id, holding no
-// lock during the call, and records one decision in a transaction that locks the op and
-// checks that it is still unknown with the same attempt token (otherwise a worker or a
-// person got there first and the decision is dropped):
-//
-//   - exactly one object: the op succeeded with it (or failed, when the object records
-//     a refusal such as a declined payment);
-//   - none, once the vendor's lookup lag has passed since the latest attempt ended:
-//     the op goes back to pending with its dispatch job, under the same vendor key, or
-//     under the next generation's key when the vendor replays a stored failure for the
-//     old one (Sweep.ResendOnNone false sends it to needs_review instead);
-//   - none, within the lag: checked again once the lag is over;
-//   - two or more: needs_review, logged as an error and counted as a duplicate;
-//   - the vendor cannot be asked (ErrLookupUnavailable): needs_review;
-//   - any other lookup error: checked again after Sweep.RetryLookupAfter.
-//
-// Every decision is an oncebox_op_event of kind "reconcile" by actor "reconciler",
-// whose detail names the decision (the Sweep* decision constants) and what the vendor
-// answered. A dispatch run that hands an op over after a takeover inserts a sweep at
-// once, in its own transaction, when the sweep runs periodically in the process.
+// The reconciler, which settles ops whose outcome is unknown from the vendor's own
+// records, lives in package reconcile. The Outbox builds it with the dependencies it
+// needs (reconcile.Deps), configures it with Config.Reconcile, runs its sweep as a River
+// periodic job when Reconcile.Periodic is set, and runs one sweep on demand with
+// ReconcileOnce.
 //
 // # Review
 //

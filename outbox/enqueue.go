@@ -540,7 +540,7 @@ func (ob *Outbox) holdTx(ctx context.Context, tx pgx.Tx, res *EnqueueResult, op 
 
 // liveJobStates are the River job states in which a dispatch job may still run. An op
 // has at most one dispatch job in them (River's unique jobs, by op id), so a resend,
-// the sweeper and a rescued job never run one op at once. A finished job (completed,
+// the reconciler and a rescued job never run one op at once. A finished job (completed,
 // discarded, cancelled) does not count: the op may get a new one.
 func liveJobStates() []rivertype.JobState {
 	return []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,

@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -113,10 +114,11 @@ type Config struct {
 	// PeriodicJobs are more River periodic jobs to run (the server's vendor event
 	// jobs). Optional.
 	PeriodicJobs []*river.PeriodicJob
-	// Sweep configures the sweeper, which settles ops whose outcome is unknown from the
-	// vendor's own records (SweepOnce), periodically when Sweep.Periodic is set. Defaults
-	// to SweepConfig's defaults, swept only on demand.
-	Sweep SweepConfig
+	// Reconcile configures the reconciler (package reconcile), which settles ops whose
+	// outcome is unknown from the vendor's own records (ReconcileOnce), periodically when
+	// Reconcile.Periodic is set. Defaults to reconcile.Config's defaults, swept only on
+	// demand.
+	Reconcile reconcile.Config
 	// Purge, when set, runs the TTL purge as a River periodic job in processes that work
 	// jobs. Optional.
 	Purge *PurgeConfig
@@ -241,7 +243,6 @@ func (c *Config) withDefaults() Config {
 		w := len(out.Vendors) > 0
 		out.Work = &w
 	}
-	out.Sweep = out.Sweep.withDefaults()
 	return out
 }
 
@@ -256,9 +257,6 @@ func (c *Config) validate() error {
 	}
 	if c.Tools == nil {
 		return errors.New("outbox: Config.Tools is required (build one with NewRegistry)")
-	}
-	if err := c.Sweep.validate(); err != nil {
-		return err
 	}
 	if g := c.GroupCommit; g.MaxOps < 0 || g.MaxOps > 1000 || g.Committers < 0 || g.Committers > 100 {
 		return fmt.Errorf("outbox: GroupCommit {MaxOps: %d, Committers: %d} out of range; use MaxOps 0 to 1000 and Committers 0 to 100", g.MaxOps, g.Committers)
@@ -335,8 +333,8 @@ type Outbox struct {
 	ops *opstate.Machine
 	// tracer is nil when tracing is off.
 	tracer trace.Tracer
-	// sweeper settles unknown ops; its worker and periodic job run on river.
-	sweeper *sweeper
+	// reconciler settles unknown ops; its worker and periodic job run on river.
+	reconciler *reconcile.Reconciler
 	// group commits the enqueues that arrive together; nil without Config.GroupCommit.
 	group *committer
 	// live holds the process's liveness lock and takes over gone processes' jobs; nil
@@ -375,7 +373,7 @@ func New(cfg Config) (*Outbox, error) {
 }
 
 // newOutbox builds the Outbox of a valid configuration, without its River client: its
-// op state machine, vendors, sealer and sweeper.
+// op state machine, vendors, sealer and reconciler.
 func newOutbox(c Config) (*Outbox, error) {
 	ob := &Outbox{cfg: c, pool: c.Pool, vendors: map[string]vendorapi.Vendor{}, logger: c.Logger}
 	if c.TracerProvider != nil {
@@ -386,7 +384,6 @@ func newOutbox(c Config) (*Outbox, error) {
 		InsertJob: func(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
 			return ob.insertReleaseJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
 		}})
-	ob.sweeper = &sweeper{cfg: c.Sweep, ob: ob}
 	if c.GroupCommit.on() {
 		ob.group = newCommitter(ob, c.GroupCommit)
 	}
@@ -401,9 +398,15 @@ func newOutbox(c Config) (*Outbox, error) {
 		ob.sealer = s
 		ob.fpKey = fingerprintKey(c.SealKey)
 		ob.accounts = &VendorSettings{pool: c.Pool, sealer: s}
+		if err := ob.newReconciler(); err != nil {
+			return nil, err
+		}
 		return ob, nil
 	}
 	ob.accounts = &VendorSettings{pool: c.Pool}
+	if err := ob.newReconciler(); err != nil {
+		return nil, err
+	}
 	for _, name := range c.Tools.Names() {
 		if t, _ := c.Tools.Lookup(name); t.Redact != nil {
 			c.Logger.Warn("no seal key: arguments of tools with redaction are stored in clear until their op is terminal; set a seal key to store only the redacted form",
@@ -413,9 +416,9 @@ func newOutbox(c Config) (*Outbox, error) {
 	return ob, nil
 }
 
-// registerWorkers registers the workers of every job the Outbox runs (dispatch, sweep,
-// purge, notify and the caller's extra ones) and adds the sweep's and the purge's
-// periodic jobs to c.PeriodicJobs.
+// registerWorkers registers the workers of every job the Outbox runs (dispatch, the
+// reconciler's sweep, purge, notify and the caller's extra ones) and adds the sweep's
+// and the purge's periodic jobs to c.PeriodicJobs.
 func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &dispatchWorker{ob: ob}); err != nil {
@@ -424,9 +427,11 @@ func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 	if err := river.AddWorkerSafely(workers, &stepsWorker{ob: ob}); err != nil {
 		return nil, fmt.Errorf("outbox: register steps worker: %w", err)
 	}
-	if err := ob.sweeper.register(workers, c); err != nil {
+	periodic, err := ob.reconciler.Register(workers)
+	if err != nil {
 		return nil, err
 	}
+	c.PeriodicJobs = append(c.PeriodicJobs, periodic...)
 	if c.Purge != nil {
 		pc := c.Purge.withDefaults()
 		if err := river.AddWorkerSafely(workers, &purgeWorker{ob: ob, cfg: pc}); err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/oncebox/oncebox/reconcile"
 )
 
 // PurgeConfig configures the TTL purge of settled ops.
@@ -64,7 +66,7 @@ func (ob *Outbox) Purge(ctx context.Context, cfg PurgeConfig) (PurgeStats, error
 }
 
 // MaintenanceQueue is the River queue of oncebox's periodic jobs (purge, reconcile sweep).
-const MaintenanceQueue = "oncebox_maintenance"
+const MaintenanceQueue = reconcile.MaintenanceQueue
 
 // PurgeArgs is the River periodic job that runs Purge.
 type PurgeArgs struct{}

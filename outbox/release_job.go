@@ -26,9 +26,9 @@ const sqlAwaitsCompletion = `SELECT EXISTS (SELECT 1 FROM oncebox_op o JOIN rive
 // an approval, a release for resend, a rejob. When a live job of the op exists, River
 // skips the insert and that job dispatches the op, unless it is finishing a run that
 // recorded its answer and waits only for River's batched completer: that job completes
-// without looking at the op again, and the op would wait for the sweeper
+// without looking at the op again, and the op would wait for the reconciler
 // (--reconcile-stuck-margin). So it first waits for such a job to finish, up to
-// releaseWait (the completer's batches are milliseconds apart; past that the sweeper
+// releaseWait (the completer's batches are milliseconds apart; past that the reconciler
 // still gives the op a job), and only then inserts: River's unique insert locks the
 // live job's row until tx ends, which would hold up the completer. No run can record
 // on the op meanwhile: tx holds the op's row.

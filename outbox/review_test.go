@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -33,7 +34,7 @@ func manualEvent(t *testing.T, e *sweepEnv, id string) (map[string]any, string) 
 func TestManualResolutions(t *testing.T) {
 	t.Parallel()
 	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	ctx := context.Background()
 	ok := e.seedUnknown(t, "ok", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	bad := e.seedUnknown(t, "bad", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
@@ -94,7 +95,7 @@ func TestManualResolutions(t *testing.T) {
 func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	ctx := context.Background()
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	require.Equal(t, 1, e.sweep(t).NeedsReview)

@@ -15,6 +15,7 @@ import (
 	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -60,9 +61,9 @@ type sweepEnv struct {
 
 // newSweepEnv builds an Outbox with the given vendors and sweep configuration (not
 // started).
-func newSweepEnv(t *testing.T, vendors []vendorapi.Vendor, sweep outbox.SweepConfig) *sweepEnv {
+func newSweepEnv(t *testing.T, vendors []vendorapi.Vendor, sweep reconcile.Config) *sweepEnv {
 	t.Helper()
-	return newSweepEnvFrom(t, vendors, outbox.Config{Sweep: sweep})
+	return newSweepEnvFrom(t, vendors, outbox.Config{Reconcile: sweep})
 }
 
 // newSweepEnvFrom is newSweepEnv with more of the Outbox's configuration (its Logger).
@@ -70,7 +71,7 @@ func newSweepEnvFrom(t *testing.T, vendors []vendorapi.Vendor, base outbox.Confi
 	t.Helper()
 	pool := dbtest.Schema(t)
 	obs := newCountObserver()
-	base.Sweep.Observer = obs
+	base.Reconcile.Observer = obs
 	ob := optest.NewOutboxFrom(t, pool, base, tools.Config{WebhookTargets: []string{"hooks", "deadhooks"}}, vendors...)
 	return &sweepEnv{pool: pool, ob: ob, obs: obs, tenant: optest.Tenant(t, pool, "acme")}
 }
@@ -117,9 +118,9 @@ func (e *sweepEnv) waitStatus(t *testing.T, id string, status protocol.Status) *
 }
 
 // sweep runs one sweep and fails the test on error.
-func (e *sweepEnv) sweep(t *testing.T) outbox.SweepStats {
+func (e *sweepEnv) sweep(t *testing.T) reconcile.Stats {
 	t.Helper()
-	st, err := e.ob.SweepOnce(context.Background())
+	st, err := e.ob.ReconcileOnce(context.Background())
 	require.NoError(t, err)
 	return st
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
@@ -23,7 +24,7 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	fake, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{StuckMargin: time.Second})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
 
 	deleted := e.enqueue(t, "deleted", "webhook.post", hookArgs(1))
 	discarded := e.enqueue(t, "discarded", "webhook.post", hookArgs(2))
@@ -48,13 +49,13 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	require.Equal(t, 1, e.count(t, sqlLiveJobs, deleted.ID), "the op has a dispatch job again")
 	ev := e.reconcileEvents(t, deleted.ID)
 	require.Len(t, ev, 1)
-	require.Equal(t, outbox.SweepRejob, ev[0]["decision"])
+	require.Equal(t, reconcile.Rejob, ev[0]["decision"])
 
 	for _, op := range []*outbox.Op{discarded, cancelled} {
 		require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 		ev := e.reconcileEvents(t, op.ID)
 		require.Len(t, ev, 1)
-		require.Equal(t, outbox.SweepJobDiscarded, ev[0]["decision"])
+		require.Equal(t, reconcile.JobDiscarded, ev[0]["decision"])
 		require.Contains(t, ev[0]["reason"], "its dispatch job was")
 	}
 	require.Contains(t, e.reconcileEvents(t, discarded.ID)[0]["reason"], "is not configured in this process")

@@ -10,6 +10,7 @@ import (
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
@@ -22,7 +23,7 @@ func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"hooks"}})...)
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true,
-		Sweep: outbox.SweepConfig{Periodic: true, Interval: time.Second},
+		Reconcile: reconcile.Config{Periodic: true, Interval: time.Second},
 	})
 	require.NoError(t, err)
 

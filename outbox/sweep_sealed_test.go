@@ -12,6 +12,7 @@ import (
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
@@ -53,7 +54,7 @@ func newRedactingEnv(t *testing.T, v vendorapi.Vendor, r *nestingRedactor, sealK
 	require.NoError(t, err)
 	obs := newCountObserver()
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, SealKey: sealKey,
-		Queues: map[string]outbox.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}}, Sweep: outbox.SweepConfig{Observer: obs}})
+		Queues: map[string]outbox.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}}, Reconcile: reconcile.Config{Observer: obs}})
 	require.NoError(t, err)
 	var tenant int64
 	require.NoError(t, pool.QueryRow(context.Background(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
@@ -36,7 +37,7 @@ func mailArgs() map[string]any {
 func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 500*time.Millisecond, time.Second)
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	e.start(t)
 
 	fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
@@ -50,7 +51,7 @@ func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 
 	var got *outbox.Op
 	require.Eventually(t, func() bool {
-		_, err := e.ob.SweepOnce(context.Background())
+		_, err := e.ob.ReconcileOnce(context.Background())
 		require.NoError(t, err)
 		got = e.get(t, op.ID)
 		return got.Status != protocol.StatusUnknown
@@ -60,14 +61,14 @@ func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 	require.Len(t, msgs, 1)
 	require.Equal(t, 1, fake.SendCount(), "one email, never resent")
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, outbox.SweepWait, evs[0]["decision"])
-	require.Equal(t, outbox.SweepSucceeded, evs[len(evs)-1]["decision"])
+	require.Equal(t, reconcile.Wait, evs[0]["decision"])
+	require.Equal(t, reconcile.Succeeded, evs[len(evs)-1]["decision"])
 }
 
 func TestSendGridReallyLostMessageIsResentOnce(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 0, 300*time.Millisecond)
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	// The send never reached SendGrid, but the worker could not know.
 	op := e.seedUnknown(t, "mail-lost", protocol.ToolMail, mailArgs(), 2*time.Second, false)
 
@@ -87,13 +88,13 @@ func TestSendGridWithoutActivityAddOnNeedsReview(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 0, time.Second)
 	fake.SetActivityForbidden(true)
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	op := e.seedUnknown(t, "mail-403", protocol.ToolMail, mailArgs(), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
 	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, outbox.SweepLookupUnavailable, evs[0]["decision"])
+	require.Equal(t, reconcile.LookupUnavailable, evs[0]["decision"])
 	require.NotContains(t, evs[0]["error"], "SG.reconcile-test", "no secret in an event")
 	require.Equal(t, 0, fake.SendCount())
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
@@ -32,7 +32,7 @@ func piArgs(amount int64) map[string]any {
 func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 
 	// The op's key was first sent a day ago (its earlier attempts were refused before
 	// Stripe ran them), so Stripe no longer deduplicates it and the worker may not
@@ -58,13 +58,13 @@ func TestStripeCrashAfterCreateIsFoundByTagAfterTheKeyWindow(t *testing.T) {
 	require.Equal(t, pis[0].ID, got.VendorRef)
 	require.Contains(t, string(got.Result), pis[0].ID)
 	require.Equal(t, 1, fake.CreatedCount(), "reconciliation must create nothing")
-	require.Equal(t, outbox.SweepSucceeded, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, reconcile.Succeeded, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
 
 func TestStripeTwoTaggedPaymentIntentsNeedReview(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	op := e.seedUnknown(t, "pay-dup", protocol.ToolPaymentIntent, piArgs(500), time.Minute, false)
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{vendorapi.TagKey: op.ID}})
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 500, Metadata: map[string]string{vendorapi.TagKey: op.ID}})
@@ -74,14 +74,14 @@ func TestStripeTwoTaggedPaymentIntentsNeedReview(t *testing.T) {
 	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 	require.Equal(t, 1, e.obs.count(e.obs.duplicates, "stripe"))
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, outbox.SweepDuplicate, evs[0]["decision"])
+	require.Equal(t, reconcile.Duplicate, evs[0]["decision"])
 	require.Len(t, evs[0]["objects"], 2)
 }
 
 func TestStripeDeclinedPaymentIntentIsAFailure(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	args := map[string]any{"amount": 700, "currency": "usd", "confirm": true, "payment_method": "pm_card_chargeDeclined"}
 	op := e.seedUnknown(t, "pay-declined", protocol.ToolPaymentIntent, args, time.Minute, false)
 	fake.AddPaymentIntent(fakestripe.PaymentIntent{Amount: 700, Status: "requires_payment_method",
@@ -92,13 +92,13 @@ func TestStripeDeclinedPaymentIntentIsAFailure(t *testing.T) {
 	got := e.get(t, op.ID)
 	require.Equal(t, protocol.StatusFailed, got.Status)
 	require.Contains(t, string(got.Error), "requires_payment_method")
-	require.Equal(t, outbox.SweepRefused, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, reconcile.Refused, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
 
 func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	t.Parallel()
 	fake, v := stripeFake(t)
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	// The vendor answered the key with a replayed stored 500 and holds nothing.
 	op := e.seedUnknown(t, "pay-stale", protocol.ToolPaymentIntent, piArgs(900), time.Minute, true)
 
@@ -112,7 +112,7 @@ func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	require.NotEqual(t, op.VendorKey, got.VendorKey)
 	require.Equal(t, 0, e.count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND (stale_key OR key_first_sent_at IS NOT NULL)", op.ID))
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, outbox.SweepResendNewKey, evs[0]["decision"])
+	require.Equal(t, reconcile.ResendNewKey, evs[0]["decision"])
 	require.EqualValues(t, 1, evs[0]["generation"])
 
 	e.start(t)

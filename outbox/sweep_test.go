@@ -15,6 +15,7 @@ import (
 	"github.com/oncebox/oncebox/internal/testkit/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -38,7 +39,7 @@ func postEffect(t *testing.T, baseURL, opID string) {
 func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	t.Parallel()
 	fake, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	op := e.seedUnknown(t, "k1", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	effect := fake.EffectsFor(op.ID)[0]
@@ -55,20 +56,20 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 
 	evs := e.reconcileEvents(t, op.ID)
 	require.Len(t, evs, 1)
-	require.Equal(t, outbox.SweepSucceeded, evs[0]["decision"])
+	require.Equal(t, reconcile.Succeeded, evs[0]["decision"])
 	require.Equal(t, "unknown", evs[0]["from"])
 	require.Equal(t, "succeeded", evs[0]["to"])
 	require.Equal(t, effect.ID, evs[0]["objects"].([]any)[0].(map[string]any)["id"])
-	require.Equal(t, 1, e.obs.count(e.obs.decisions, "webhook/"+outbox.SweepSucceeded))
+	require.Equal(t, 1, e.obs.count(e.obs.decisions, "webhook/"+reconcile.Succeeded))
 
 	// Nothing is left to do.
-	require.Equal(t, outbox.SweepStats{}, e.sweep(t))
+	require.Equal(t, reconcile.Stats{}, e.sweep(t))
 }
 
 func TestSweepDuplicateNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	op := e.seedUnknown(t, "dup", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	postEffect(t, srv.URL, op.ID)
@@ -81,7 +82,7 @@ func TestSweepDuplicateNeedsReview(t *testing.T) {
 
 	evs := e.reconcileEvents(t, op.ID)
 	require.Len(t, evs, 1)
-	require.Equal(t, outbox.SweepDuplicate, evs[0]["decision"])
+	require.Equal(t, reconcile.Duplicate, evs[0]["decision"])
 	require.Len(t, evs[0]["objects"], 2)
 
 	items, err := e.ob.ListReview(context.Background(), e.tenant)
@@ -98,21 +99,21 @@ func TestSweepDuplicateNeedsReview(t *testing.T) {
 func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "") // no LookupPath
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.NeedsReview)
 	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, outbox.SweepLookupUnavailable, evs[0]["decision"])
+	require.Equal(t, reconcile.LookupUnavailable, evs[0]["decision"])
 	require.Contains(t, evs[0]["error"], "cannot be asked")
 }
 
 func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
 	t.Parallel()
 	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	op := e.seedUnknown(t, "lost", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
@@ -122,7 +123,7 @@ func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
 	require.Equal(t, op.VendorKey, got.VendorKey)
 	require.Equal(t, 0, got.Generation)
 	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", op.ID))
-	require.Equal(t, outbox.SweepResend, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, reconcile.Resend, e.reconcileEvents(t, op.ID)[0]["decision"])
 
 	e.start(t)
 	done := e.waitStatus(t, op.ID, protocol.StatusSucceeded)
@@ -138,7 +139,7 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 	lagged, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}},
 		LookupPath: "/_lookup", LookupLag: time.Hour})
 	require.NoError(t, err)
-	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: lagged}}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: lagged}}, reconcile.Config{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Second, false)
 
 	st := e.sweep(t)
@@ -147,7 +148,7 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 	var next time.Time
 	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, time.Now().Add(time.Hour-time.Second), next, 5*time.Second)
-	require.Equal(t, outbox.SweepWait, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, reconcile.Wait, e.reconcileEvents(t, op.ID)[0]["decision"])
 
 	// Not due again before the lag is over.
 	require.Equal(t, 0, e.sweep(t).Looked)
@@ -161,7 +162,7 @@ func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}},
 		LookupPath: "/_lookup"})
 	require.NoError(t, err)
-	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: v}}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: v}}, reconcile.Config{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Second, false)
 	ctx := context.Background()
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_attempt SET attempt = 2 WHERE op_id = $1`, op.ID)
@@ -196,7 +197,7 @@ func (s *stubLookup) Lookup(ctx context.Context, p vendorapi.LookupParams) (*ven
 func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{RetryLookupAfter: 2 * time.Minute})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{RetryLookupAfter: 2 * time.Minute})
 	args := hookArgs(1)
 	args["target"] = "deadhooks" // nothing listens there
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, args, time.Minute, false)
@@ -208,7 +209,7 @@ func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, time.Now().Add(2*time.Minute), next, 5*time.Second)
 	evs := e.reconcileEvents(t, op.ID)
-	require.Equal(t, outbox.SweepLookupFailed, evs[0]["decision"])
+	require.Equal(t, reconcile.LookupFailed, evs[0]["decision"])
 	require.NotEmpty(t, evs[0]["error"])
 	require.Equal(t, "unknown", evs[0]["to"])
 }
@@ -217,7 +218,7 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
-	e := newSweepEnv(t, []vendorapi.Vendor{stub}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{stub}, reconcile.Config{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	stub.lookup = func(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 		// A slow predecessor records its answer while the vendor is being asked.
@@ -239,18 +240,18 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{ResendOnNone: map[string]bool{"webhook": false}})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{ResendOnNone: map[string]bool{"webhook": false}})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
 	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
-	require.Equal(t, outbox.SweepNoneReview, e.reconcileEvents(t, op.ID)[0]["decision"])
+	require.Equal(t, reconcile.NoneReview, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
 
 func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 	t.Parallel()
 	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
-	e := newSweepEnv(t, []vendorapi.Vendor{v}, outbox.SweepConfig{StuckMargin: time.Second})
+	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
 	ctx := context.Background()
 
 	// stuck: dispatching for a minute (job timeout 5s), its job gone.
@@ -275,10 +276,10 @@ func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 
 	evs := e.reconcileEvents(t, stuck.ID)
 	require.Len(t, evs, 2)
-	require.Equal(t, outbox.SweepStuck, evs[0]["decision"])
+	require.Equal(t, reconcile.Stuck, evs[0]["decision"])
 	require.Equal(t, "dispatching", evs[0]["from"])
 	require.Equal(t, "unknown", evs[0]["to"])
-	require.Equal(t, outbox.SweepSucceeded, evs[1]["decision"])
+	require.Equal(t, reconcile.Succeeded, evs[1]["decision"])
 }
 
 func TestNewValidatesAndDefaults(t *testing.T) {
@@ -286,11 +287,11 @@ func TestNewValidatesAndDefaults(t *testing.T) {
 	pool := newSchema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
-	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Sweep: outbox.SweepConfig{Interval: time.Millisecond}})
+	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Reconcile: reconcile.Config{Interval: time.Millisecond}})
 	require.ErrorContains(t, err, "Interval")
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Sweep: outbox.SweepConfig{Periodic: true}})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Reconcile: reconcile.Config{Periodic: true}})
 	require.NoError(t, err)
-	st, err := ob.SweepOnce(context.Background())
+	st, err := ob.ReconcileOnce(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, st)
 }
@@ -332,7 +333,7 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	t.Parallel()
 	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
-	e := newSweepEnv(t, []vendorapi.Vendor{stub}, outbox.SweepConfig{})
+	e := newSweepEnv(t, []vendorapi.Vendor{stub}, reconcile.Config{})
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
 	other := e.seedUnknown(t, "other", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
 	stub.lookup = func(_ context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
@@ -355,6 +356,6 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	require.Nil(t, got.Result)
 	evs := e.reconcileEvents(t, op.ID)
 	require.Len(t, evs, 1)
-	require.Equal(t, outbox.SweepResend, evs[0]["decision"])
+	require.Equal(t, reconcile.Resend, evs[0]["decision"])
 	require.Empty(t, evs[0]["objects"], "the event lists only the op's own objects")
 }

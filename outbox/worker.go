@@ -435,7 +435,7 @@ func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[Di
 	if a == nil {
 		return nil, fmt.Errorf("mark unknown: op is no longer %s", op.Status)
 	}
-	if err := ob.sweeper.handOverTx(ctx, tx); err != nil {
+	if err := ob.reconciler.HandOverTx(ctx, tx, ob.river); err != nil {
 		return nil, fmt.Errorf("hand over: %w", err)
 	}
 	_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)

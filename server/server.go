@@ -41,6 +41,7 @@ import (
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
@@ -521,7 +522,7 @@ func (s *Server) build(ctx context.Context) error {
 		apiCfg := ocfg
 		apiCfg.Pool, apiCfg.Work = s.apiPool, new(bool)
 		apiCfg.Purge, apiCfg.ExtraWorkers, apiCfg.PeriodicJobs = nil, nil, nil
-		apiCfg.Sweep.Periodic = false
+		apiCfg.Reconcile.Periodic = false
 		apiCfg.ClientID = "" // insert-only: an id of its own, not the registered one
 		if s.apiGov, err = s.governance(s.apiPool); err != nil {
 			return err
@@ -685,7 +686,7 @@ func (s *Server) outboxConfig(vendors []vendorapi.Vendor, sealKey []byte) (outbo
 		ApprovalExpiry:       cfg.ApprovalExpiry,
 		Gate:                 s.gov,
 		TracerProvider:       cfg.TracerProvider,
-		Sweep:                s.sweepConfig(),
+		Reconcile:            s.reconcileConfig(),
 	}
 	if cfg.NotifyURL != "" {
 		if cfg.NotifySecret == "" {
@@ -710,7 +711,7 @@ func (s *Server) outboxConfig(vendors []vendorapi.Vendor, sealKey []byte) (outbo
 }
 
 // periodicConfig sets the jobs of the periodic role in ocfg beside the sweep the outbox
-// runs itself (sweepConfig): the purge and the vendor events' cleanup.
+// runs itself (reconcileConfig): the purge and the vendor events' cleanup.
 func (s *Server) periodicConfig(ocfg *outbox.Config) {
 	cfg := s.cfg
 	ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
@@ -756,11 +757,11 @@ func (s *Server) resourceMetadataURL() string {
 	return s.oauth.MetadataURL()
 }
 
-// sweepConfig is the outbox's sweeper configuration: the reconcile settings, run
+// reconcileConfig is the outbox's reconciler configuration: the reconcile settings, run
 // periodically in a process with the periodic role.
-func (s *Server) sweepConfig() outbox.SweepConfig {
+func (s *Server) reconcileConfig() reconcile.Config {
 	cfg := s.cfg
-	return outbox.SweepConfig{Periodic: cfg.Roles.Periodic, Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
+	return reconcile.Config{Periodic: cfg.Roles.Periodic, Interval: cfg.ReconcileInterval, ResendOnNone: cfg.ResendOnNone,
 		Observer: s.metrics, MaxAttempts: cfg.MaxAttempts, Timeout: cfg.ReconcileSweepTimeout,
 		RetryLookupAfter: cfg.ReconcileRetryAfter, BatchSize: cfg.ReconcileBatch, Concurrency: cfg.ReconcileConcurrency,
 		StuckMargin: cfg.ReconcileStuckMargin}

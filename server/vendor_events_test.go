@@ -189,7 +189,7 @@ func TestTenantStripeEventsSettleItsOpsWithoutThePlatformSecret(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 
 	down.Store(true)
-	_, err = srv.Outbox().SweepOnce(ctx)
+	_, err = srv.Outbox().ReconcileOnce(ctx)
 	require.NoError(t, err)
 	var status string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM oncebox_op WHERE id = $1`, opID).Scan(&status))

@@ -62,7 +62,7 @@ func reconcileRun(ctx context.Context, cfg server.Config, logger *slog.Logger) e
 		return err
 	}
 	defer srv.Close()
-	st, err := srv.Outbox().SweepOnce(ctx)
+	st, err := srv.Outbox().ReconcileOnce(ctx)
 	if err != nil {
 		return err
 	}

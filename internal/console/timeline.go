@@ -10,6 +10,7 @@ import (
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 )
 
 // TimelineEntry is one moment in an op's life.
@@ -109,22 +110,22 @@ func DecisionSentence(op *outbox.Op, e outbox.Event) string {
 	obj, at := objectNoun(op.Tool), " at "+vendorName(op.Vendor)
 	s := e.Kind
 	switch {
-	case e.Kind == "reconcile" && d.Decision == outbox.SweepSucceeded && len(ids) == 1:
+	case e.Kind == "reconcile" && d.Decision == reconcile.Succeeded && len(ids) == 1:
 		s = "the reconciler found " + obj + " " + ids[0] + at + " and settled the op as succeeded"
-	case e.Kind == "reconcile" && d.Decision == outbox.SweepRefused && len(ids) == 1:
+	case e.Kind == "reconcile" && d.Decision == reconcile.Refused && len(ids) == 1:
 		s = "the reconciler found " + obj + " " + ids[0] + at + ", which records a refusal, and settled the op as failed"
-	case e.Kind == "reconcile" && d.Decision == outbox.SweepDuplicate:
+	case e.Kind == "reconcile" && d.Decision == reconcile.Duplicate:
 		s = "the reconciler found several objects" + at + " (" + strings.Join(ids, ", ") + ") and handed the op to a person"
-	case e.Kind == "reconcile" && (d.Decision == outbox.SweepResend || d.Decision == outbox.SweepResendNewKey):
+	case e.Kind == "reconcile" && (d.Decision == reconcile.Resend || d.Decision == reconcile.ResendNewKey):
 		s = "the reconciler found no " + strings.TrimPrefix(obj, "the ") + at + " after the lookup lag and released the op for a resend"
-		if d.Decision == outbox.SweepResendNewKey {
+		if d.Decision == reconcile.ResendNewKey {
 			s += " under a new vendor key"
 		}
-	case e.Kind == "reconcile" && d.Decision == outbox.SweepWait && d.NextCheckAt != nil:
+	case e.Kind == "reconcile" && d.Decision == reconcile.Wait && d.NextCheckAt != nil:
 		s = "the reconciler found nothing" + at + " yet and will look again at " + d.NextCheckAt.UTC().Format(time.RFC3339)
-	case e.Kind == "reconcile" && (d.Decision == outbox.SweepNoneReview || d.Decision == outbox.SweepAttemptsExhausted):
+	case e.Kind == "reconcile" && (d.Decision == reconcile.NoneReview || d.Decision == reconcile.AttemptsExhausted):
 		s = "the reconciler found no " + strings.TrimPrefix(obj, "the ") + at + " and handed the op to a person"
-	case e.Kind == "reconcile" && (d.Decision == outbox.SweepLookupFailed || d.Decision == outbox.SweepLookupUnavailable):
+	case e.Kind == "reconcile" && (d.Decision == reconcile.LookupFailed || d.Decision == reconcile.LookupUnavailable):
 		s = "the reconciler could not ask " + vendorName(op.Vendor) + " (" + d.Error + ")"
 	case e.Kind == "reconcile" && d.Decision != "":
 		s = "the reconciler decided " + strings.ReplaceAll(d.Decision, "_", " ")

@@ -9,6 +9,7 @@ import (
 	"github.com/oncebox/oncebox/internal/money"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -210,22 +211,22 @@ func explainReview(op *outbox.Op, last *outbox.Event) reviewWords {
 			Known:   fmt.Sprintf("oncebox tried %d time(s); %s refused or could not take each request, so nothing happened.", op.Attempts, vendor),
 			Unknown: "Nothing: this " + obj + " did not happen.",
 			Check:   "Read the last error below; once its cause is fixed, send it again, or mark it failed."}
-	case d.Decision == outbox.SweepDuplicate:
+	case d.Decision == reconcile.Duplicate:
 		return reviewWords{Headline: fmt.Sprintf("%s holds %d %ss made for this one op", vendor, len(ids), obj),
 			Known:   fmt.Sprintf("%s holds these objects, each tagged with this op: %s.", vendor, strings.Join(ids, ", ")),
 			Unknown: "Which of them is the one meant; the others may be charged twice.",
 			Check:   fmt.Sprintf("Open each in %s; keep the one that belongs to the order, cancel or refund the others, then resolve as succeeded with the one kept.", vendor)}
-	case d.Decision == outbox.SweepLookupUnavailable || d.Decision == outbox.SweepLookupFailed:
+	case d.Decision == reconcile.LookupUnavailable || d.Decision == reconcile.LookupFailed:
 		return reviewWords{Headline: fmt.Sprintf("We don't know whether this %s happened", obj),
 			Known:   fmt.Sprintf("The request went to %s without a clear answer, and oncebox cannot ask %s about it (%s).", vendor, vendor, dash(d.Error)),
 			Unknown: fmt.Sprintf("Whether %s carried it out.", vendor),
 			Check:   search + " Found: resolve as succeeded with its id. Not found: send it again."}
-	case d.Decision == outbox.SweepNoneReview || d.Decision == outbox.SweepAttemptsExhausted:
+	case d.Decision == reconcile.NoneReview || d.Decision == reconcile.AttemptsExhausted:
 		return reviewWords{Headline: fmt.Sprintf("%s shows no %s for this op", vendor, obj),
 			Known:   fmt.Sprintf("oncebox sent it %d time(s) without a clear answer, and %s holds no %s made for it.", op.Attempts, vendor, obj),
 			Unknown: fmt.Sprintf("Whether %s still has a request it has not shown yet.", vendor),
 			Check:   search + " Not found: send it again (with a new vendor key if the old one failed). Found: resolve as succeeded."}
-	case d.Decision == outbox.SweepJobDiscarded:
+	case d.Decision == reconcile.JobDiscarded:
 		return reviewWords{Headline: "Its sending was cancelled before it finished",
 			Known:   "The job that sends this op was cancelled or discarded.",
 			Unknown: fmt.Sprintf("Whether a request it made reached %s.", vendor),

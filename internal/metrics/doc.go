@@ -3,6 +3,6 @@
 // outcome classes by vendor, ops by status, reconcile decisions and duplicates found,
 // key-expiry collisions, and River queue depth.
 //
-// Metrics implements outbox.Observer and outbox.SweepObserver; the gauges that reflect the
+// Metrics implements outbox.Observer and reconcile.Observer; the gauges that reflect the
 // database (ops by status, queue depth) are read from Postgres at scrape time.
 package metrics

@@ -236,7 +236,7 @@ func (m *Metrics) BudgetCharged(budget string, exceeded bool) {
 	m.budgets.WithLabelValues(budget, outcome).Inc()
 }
 
-// Decision implements outbox.SweepObserver.
+// Decision implements reconcile.Observer.
 func (m *Metrics) Decision(vendor, decision string) {
 	m.decisions.WithLabelValues(vendor, decision).Inc()
 }
@@ -301,7 +301,7 @@ func (m *Metrics) UpstreamToolLooseningRefused(upstream, tool string) {
 	m.upLoosening.WithLabelValues(upstream, tool).Inc()
 }
 
-// Duplicate implements outbox.SweepObserver.
+// Duplicate implements reconcile.Observer.
 func (m *Metrics) Duplicate(vendor string) {
 	m.duplicates.WithLabelValues(vendor).Inc()
 }

@@ -25,8 +25,8 @@ const (
 	Worker Actor = "worker"
 	// Gate is the enqueue's gate: it gives a new op its first status (Initial).
 	Gate Actor = "gate"
-	// Reconciler is the sweeper: it decides unknown ops from the vendor's records and
-	// takes ops stuck in dispatching.
+	// Reconciler is the reconciler (package reconcile): it decides unknown ops from
+	// the vendor's records and takes ops stuck in dispatching.
 	Reconciler Actor = "reconciler"
 	// Person is someone deciding by hand: an approval, a rejection, a manual
 	// resolution of an op in review. The event records their name.

@@ -9,16 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/vendorevents"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // sweep runs one sweep.
-func (e *env) sweep(t *testing.T) outbox.SweepStats {
+func (e *env) sweep(t *testing.T) reconcile.Stats {
 	t.Helper()
-	st, err := e.ob.SweepOnce(context.Background())
+	st, err := e.ob.ReconcileOnce(context.Background())
 	require.NoError(t, err)
 	return st
 }

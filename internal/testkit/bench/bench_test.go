@@ -194,7 +194,7 @@ func BenchmarkLatency(b *testing.B) {
 	}
 }
 
-// BenchmarkSweep times SweepOnce over 100,000 ops of which 1% are unknown, until all
+// BenchmarkSweep times ReconcileOnce over 100,000 ops of which 1% are unknown, until all
 // are resolved.
 func BenchmarkSweep(b *testing.B) {
 	ctx := context.Background()

@@ -18,7 +18,7 @@
 //   - vendor latency: the same with 50 ms per vendor call at 50, 100, 200 and 400
 //     workers (more while it keeps scaling), against the ideal workers / 50 ms (target:
 //     ≥ 0.8× at 100 workers, and throughput never falls as workers are added);
-//   - sweeper: SweepOnce over a table of ops of which 1% are unknown, until every
+//   - sweeper: ReconcileOnce over a table of ops of which 1% are unknown, until every
 //     unknown op is resolved from the fake receiver's lookup.
 //
 // Two front ends share this code: `go test -run '^$' -bench . ./bench/` (standard Go

@@ -202,11 +202,11 @@ func sweepName(ops int) string {
 }
 
 func sweepOneName() string {
-	return "sweeper: one SweepOnce of up to 100 candidates (default BatchSize)"
+	return "sweeper: one sweep (ReconcileOnce) of up to 100 candidates (default BatchSize)"
 }
 
 func sweepEmptyName(ops int) string {
-	return "sweeper: one SweepOnce with nothing due among " + groupThousands(int64(ops)) + " ops"
+	return "sweeper: one sweep (ReconcileOnce) with nothing due among " + groupThousands(int64(ops)) + " ops"
 }
 
 // Run measures every scenario against its baseline in this one process and returns the

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -31,11 +32,11 @@ type SweepParams struct {
 type SweepResult struct {
 	// Ops and Unknown are the table's size and how many of its ops were unknown.
 	Ops, Unknown int
-	// Sweeps is how many SweepOnce calls it took to resolve every unknown op.
+	// Sweeps is how many ReconcileOnce calls it took to resolve every unknown op.
 	Sweeps int
 	// Elapsed is the time of those calls together.
 	Elapsed time.Duration
-	// EmptySweep is the time of one SweepOnce once nothing is left to resolve: the cost
+	// EmptySweep is the time of one ReconcileOnce once nothing is left to resolve: the cost
 	// of finding the candidates among Ops.
 	EmptySweep time.Duration
 }
@@ -76,7 +77,7 @@ FROM oncebox_op`
 
 // Sweep seeds p.Ops ops with one INSERT ... SELECT generate_series, every
 // p.UnknownEvery-th of them unknown, gives the fake receiver one effect tagged with each
-// unknown op, and times Outbox.SweepOnce until no op is unknown; then times one more
+// unknown op, and times Outbox.ReconcileOnce until no op is unknown; then times one more
 // (empty) sweep. pool must be bound to an empty migrated schema.
 func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult, error) {
 	if p.Ops < 1 || p.UnknownEvery < 1 {
@@ -94,7 +95,7 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult,
 		return SweepResult{}, err
 	}
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{vendor},
-		Sweep: outbox.SweepConfig{BatchSize: p.BatchSize}})
+		Reconcile: reconcile.Config{BatchSize: p.BatchSize}})
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("bench: outbox: %w", err)
 	}
@@ -145,7 +146,7 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult,
 	resolved := 0
 	for resolved < len(unknown) {
 		start := time.Now()
-		st, err := ob.SweepOnce(ctx)
+		st, err := ob.ReconcileOnce(ctx)
 		res.Elapsed += time.Since(start)
 		res.Sweeps++
 		if err != nil {
@@ -160,7 +161,7 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, p SweepParams) (SweepResult,
 		resolved += st.Succeeded
 	}
 	start := time.Now()
-	st, err := ob.SweepOnce(ctx)
+	st, err := ob.ReconcileOnce(ctx)
 	res.EmptySweep = time.Since(start)
 	if err != nil {
 		return res, fmt.Errorf("bench: empty sweep: %w", err)

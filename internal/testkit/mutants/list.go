@@ -471,7 +471,7 @@ func List() []Mutant {
 		{
 			Name:     "reconcile-adopts-other-ops-object",
 			Breaks:   "the reconciler adopts a looked-up object tagged for another op, or untagged",
-			File:     "outbox/sweep_decide.go",
+			File:     "reconcile/decide.go",
 			Old:      "		if o.OpID == c.id {",
 			New:      "		if true {",
 			Packages: []string{outboxPkg},
@@ -491,7 +491,7 @@ func List() []Mutant {
 		{
 			Name:     "reconcile-ignores-lookup-lag",
 			Breaks:   "an empty lookup is trusted inside the vendor's lag: an op is resent while its object is merely not visible yet",
-			File:     "outbox/sweep_decide.go",
+			File:     "reconcile/decide.go",
 			Old:      "	if a.askedAt.Before(visibleFrom) {",
 			New:      "	if false {",
 			Packages: []string{outboxPkg},

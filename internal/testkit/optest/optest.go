@@ -1,5 +1,5 @@
 // Package optest helps the tests of packages that drive an outbox.Outbox against a
-// real Postgres (outbox's sweeper, vendorevents, the vendor adapters): build and start the
+// real Postgres (outbox's reconciler, vendorevents, the vendor adapters): build and start the
 // Outbox, make a tenant, enqueue an op, read it by id, wait for a status or for its
 // dispatch jobs to finish.
 package optest
@@ -27,7 +27,7 @@ func NewOutbox(tb testing.TB, pool *pgxpool.Pool, toolsCfg tools.Config, vendors
 	return NewOutboxFrom(tb, pool, outbox.Config{}, toolsCfg, vendors...)
 }
 
-// NewOutboxFrom is NewOutbox with the rest of base (such as its Sweep, Observer or
+// NewOutboxFrom is NewOutbox with the rest of base (such as its Reconcile, Observer or
 // Logger): base's Pool, Tools, Vendors, Queues, TestOnly, FetchPollInterval and
 // RetryBackoff are set as NewOutbox sets them.
 func NewOutboxFrom(tb testing.TB, pool *pgxpool.Pool, base outbox.Config, toolsCfg tools.Config, vendors ...vendorapi.Vendor) *outbox.Outbox {

@@ -1,4 +1,4 @@
-package outbox
+package reconcile
 
 import (
 	"encoding/json"
@@ -30,7 +30,7 @@ func TestDecide(t *testing.T) {
 	found := func(objs ...vendorapi.VendorObject) *vendorapi.LookupResult {
 		return &vendorapi.LookupResult{Objects: objs}
 	}
-	base := sweepPolicy{now: now, retryLookupAfter: time.Minute, maxAttempts: 10, resendOnNone: true}
+	base := policy{now: now, retryLookupAfter: time.Minute, maxAttempts: 10, resendOnNone: true}
 
 	type want struct {
 		name      string
@@ -41,43 +41,43 @@ func TestDecide(t *testing.T) {
 		ids       []string
 	}
 	for _, tc := range []struct {
-		name        string
-		answer      func(*lookupAnswer)
-		sweepPolicy func(*sweepPolicy)
-		op          func(*candidate)
-		want        want
+		name   string
+		answer func(*lookupAnswer)
+		policy func(*policy)
+		op     func(*candidate)
+		want   want
 	}{
 		{name: "exactly one object", answer: func(a *lookupAnswer) { a.res = found(obj("pi_1")) },
-			want: want{name: SweepSucceeded, to: protocol.StatusSucceeded, vendorRef: "pi_1"}},
+			want: want{name: Succeeded, to: protocol.StatusSucceeded, vendorRef: "pi_1"}},
 		{name: "exactly one object, which records a refusal", answer: func(a *lookupAnswer) {
 			o := obj("pi_1")
 			o.Status, o.Refused = "requires_payment_method", true
 			a.res = found(o)
-		}, want: want{name: SweepRefused, to: protocol.StatusFailed, vendorRef: "pi_1"}},
+		}, want: want{name: Refused, to: protocol.StatusFailed, vendorRef: "pi_1"}},
 		{name: "several objects", answer: func(a *lookupAnswer) { a.res = found(obj("pi_1"), obj("pi_2")) },
-			want: want{name: SweepDuplicate, to: protocol.StatusNeedsReview, ids: []string{"pi_1", "pi_2"}}},
+			want: want{name: Duplicate, to: protocol.StatusNeedsReview, ids: []string{"pi_1", "pi_2"}}},
 		{name: "an object of another op is none", answer: func(a *lookupAnswer) {
 			o := obj("pi_9")
 			o.OpID = "op-2"
 			a.res = found(o)
-		}, want: want{name: SweepResend, to: protocol.StatusPending}},
+		}, want: want{name: Resend, to: protocol.StatusPending}},
 		{name: "none before the lag is over", answer: func(a *lookupAnswer) { a.res = found(); a.askedAt = finished.Add(time.Minute) },
-			want: want{name: SweepWait, to: protocol.StatusUnknown, nextCheck: finished.Add(lag)}},
+			want: want{name: Wait, to: protocol.StatusUnknown, nextCheck: finished.Add(lag)}},
 		{name: "none after the lag", answer: func(a *lookupAnswer) { a.res = found() },
-			want: want{name: SweepResend, to: protocol.StatusPending}},
+			want: want{name: Resend, to: protocol.StatusPending}},
 		{name: "none after the lag, stale key", answer: func(a *lookupAnswer) { a.res = found() },
 			op:   func(c *candidate) { c.staleKey = true },
-			want: want{name: SweepResendNewKey, to: protocol.StatusPending, newKey: true}},
+			want: want{name: ResendNewKey, to: protocol.StatusPending, newKey: true}},
 		{name: "none after the lag, no resend for the vendor", answer: func(a *lookupAnswer) { a.res = found() },
-			sweepPolicy: func(p *sweepPolicy) { p.resendOnNone = false },
-			want:        want{name: SweepNoneReview, to: protocol.StatusNeedsReview}},
+			policy: func(p *policy) { p.resendOnNone = false },
+			want:   want{name: NoneReview, to: protocol.StatusNeedsReview}},
 		{name: "none after the lag, attempts exhausted", answer: func(a *lookupAnswer) { a.res = found() },
 			op:   func(c *candidate) { c.attempts = 10 },
-			want: want{name: SweepAttemptsExhausted, to: protocol.StatusNeedsReview}},
+			want: want{name: AttemptsExhausted, to: protocol.StatusNeedsReview}},
 		{name: "cannot ask", answer: func(a *lookupAnswer) { a.err = fmt.Errorf("no add-on: %w", vendorapi.ErrLookupUnavailable) },
-			want: want{name: SweepLookupUnavailable, to: protocol.StatusNeedsReview}},
+			want: want{name: LookupUnavailable, to: protocol.StatusNeedsReview}},
 		{name: "lookup failed", answer: func(a *lookupAnswer) { a.err = errors.New("rate limited") },
-			want: want{name: SweepLookupFailed, to: protocol.StatusUnknown, nextCheck: now.Add(time.Minute)}},
+			want: want{name: LookupFailed, to: protocol.StatusUnknown, nextCheck: now.Add(time.Minute)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := op()
@@ -87,8 +87,8 @@ func TestDecide(t *testing.T) {
 			a := lookupAnswer{c: c, askedAt: now, lag: lag, jobTimeout: 30 * time.Second}
 			tc.answer(&a)
 			p := base
-			if tc.sweepPolicy != nil {
-				tc.sweepPolicy(&p)
+			if tc.policy != nil {
+				tc.policy(&p)
 			}
 			d := decide(a, p)
 			ch := d.change
@@ -102,7 +102,7 @@ func TestDecide(t *testing.T) {
 			case protocol.StatusSucceeded:
 				require.JSONEq(t, `{"id":"pi_1"}`, string(ch.Result))
 			case protocol.StatusFailed:
-				require.Contains(t, string(ch.Error), SweepRefused)
+				require.Contains(t, string(ch.Error), Refused)
 			}
 			if tc.want.newKey {
 				require.Equal(t, vendorapi.VendorKey(7, "k", "stripe.payment_intent", 1), ch.NewVendorKey)

@@ -1,4 +1,4 @@
-package outbox
+package reconcile
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// lookupAnswer is what the sweeper learned about one unknown op: the op as it stood, and
+// lookupAnswer is what the reconciler learned about one unknown op: the op as it stood, and
 // the vendor's answer to the lookup or why none came.
 type lookupAnswer struct {
 	c   *candidate
@@ -25,8 +25,8 @@ type lookupAnswer struct {
 	jobTimeout time.Duration
 }
 
-// sweepPolicy is the configuration a decision follows, for the op's vendor.
-type sweepPolicy struct {
+// policy is the configuration a decision follows, for the op's vendor.
+type policy struct {
 	now              time.Time
 	retryLookupAfter time.Duration
 	maxAttempts      int
@@ -35,8 +35,8 @@ type sweepPolicy struct {
 	resendOnNone bool
 }
 
-// sweepDecision is what the sweeper decided about one op, before it is written.
-type sweepDecision struct {
+// decision is what the reconciler decided about one op, before it is written.
+type decision struct {
 	name string
 	// ids are the objects found, for a duplicate's log line.
 	ids    []string
@@ -57,15 +57,15 @@ type objectDetail struct {
 // trusted only after the lookup lag, then resent (or handed to a person); several, or a
 // vendor that cannot be asked, go to a person; a failed lookup is asked again later. It
 // does no I/O. The decision's change does not redact: the caller does, for a terminal op.
-func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
+func decide(a lookupAnswer, p policy) decision {
 	c := a.c
 	detail := map[string]any{"vendor": c.vendor, "lookup_since": c.since()}
-	change := func(name string, to protocol.Status) sweepDecision {
+	change := func(name string, to protocol.Status) decision {
 		detail["decision"] = name
-		return sweepDecision{name: name, change: opstate.Change{OpID: c.id, From: protocol.StatusUnknown, To: to,
-			By: opstate.Reconciler, Kind: sweepEventKind, Detail: detail, Attrs: []any{slog.String("decision", name)}}}
+		return decision{name: name, change: opstate.Change{OpID: c.id, From: protocol.StatusUnknown, To: to,
+			By: opstate.Reconciler, Kind: eventKind, Detail: detail, Attrs: []any{slog.String("decision", name)}}}
 	}
-	checkLater := func(name string, at time.Time) sweepDecision {
+	checkLater := func(name string, at time.Time) decision {
 		detail["next_check_at"] = at
 		d := change(name, protocol.StatusUnknown)
 		d.change.NextCheck = at
@@ -73,15 +73,15 @@ func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 		d.change.Attrs = append(d.change.Attrs, slog.Time("next_check_at", at))
 		return d
 	}
-	toReview := func(name string) sweepDecision { return change(name, protocol.StatusNeedsReview) }
+	toReview := func(name string) decision { return change(name, protocol.StatusNeedsReview) }
 
 	// Cannot ask.
 	if a.err != nil {
 		detail["error"] = a.err.Error()
 		if errors.Is(a.err, vendorapi.ErrLookupUnavailable) {
-			return toReview(SweepLookupUnavailable)
+			return toReview(LookupUnavailable)
 		}
-		return checkLater(SweepLookupFailed, p.now.Add(p.retryLookupAfter))
+		return checkLater(LookupFailed, p.now.Add(p.retryLookupAfter))
 	}
 
 	// Only an object tagged with this op is its outcome: one tagged for another op, or
@@ -105,7 +105,7 @@ func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 	case len(objects) == 1:
 		return adopt(objects[0], change)
 	case len(objects) > 1:
-		d := toReview(SweepDuplicate)
+		d := toReview(Duplicate)
 		d.ids = ids
 		return d
 	}
@@ -115,45 +115,45 @@ func decide(a lookupAnswer, p sweepPolicy) sweepDecision {
 	visibleFrom := c.lastSent(a.jobTimeout).Add(a.lag)
 	if a.askedAt.Before(visibleFrom) {
 		detail["lookup_lag"] = a.lag.String()
-		return checkLater(SweepWait, visibleFrom)
+		return checkLater(Wait, visibleFrom)
 	}
 	if !p.resendOnNone {
-		return toReview(SweepNoneReview)
+		return toReview(NoneReview)
 	}
 	if c.attempts >= p.maxAttempts {
 		detail["attempts"] = c.attempts
-		return toReview(SweepAttemptsExhausted)
+		return toReview(AttemptsExhausted)
 	}
 	if c.staleKey {
 		// The vendor answers the current key with a stored failure: a resend under it
 		// would only replay that failure.
 		detail["generation"] = c.generation + 1
-		d := change(SweepResendNewKey, protocol.StatusPending)
+		d := change(ResendNewKey, protocol.StatusPending)
 		d.change.NewVendorKey = vendorapi.VendorKey(c.tenantID, c.key, c.tool, c.generation+1)
 		return d
 	}
-	return change(SweepResend, protocol.StatusPending)
+	return change(Resend, protocol.StatusPending)
 }
 
 // adopt records the one object the vendor holds as the op's outcome: failed when the
 // vendor's adapter says the object records a refusal, succeeded otherwise.
-func adopt(obj vendorapi.VendorObject, change func(string, protocol.Status) sweepDecision) sweepDecision {
+func adopt(obj vendorapi.VendorObject, change func(string, protocol.Status) decision) decision {
 	summary := obj.Summary
 	if len(summary) == 0 || !json.Valid(summary) {
 		summary, _ = json.Marshal(map[string]string{"id": obj.ID})
 	}
 	if obj.Refused {
-		d := change(SweepRefused, protocol.StatusFailed)
+		d := change(Refused, protocol.StatusFailed)
 		d.change.Error, _ = json.Marshal(map[string]any{
 			"class":   "permanent",
-			"code":    SweepRefused,
+			"code":    Refused,
 			"message": fmt.Sprintf("the vendor holds %s in status %q: it refused the request", obj.ID, obj.Status),
 			"vendor":  summary,
 		})
 		d.change.VendorRef = obj.ID
 		return d
 	}
-	d := change(SweepSucceeded, protocol.StatusSucceeded)
+	d := change(Succeeded, protocol.StatusSucceeded)
 	d.change.Result, d.change.VendorRef = summary, obj.ID
 	return d
 }
@@ -161,7 +161,7 @@ func adopt(obj vendorapi.VendorObject, change func(string, protocol.Status) swee
 // redact fills in what a change that makes the op terminal stores redacted: its args,
 // unless they are stored redacted already (the full ones are sealed, and the transition
 // drops that sealed copy), and its result.
-func redact(tools *Registry, c *candidate, ch *opstate.Change) {
+func redact(tools Tools, c *candidate, ch *opstate.Change) {
 	tool, ok := tools.Lookup(c.tool)
 	if !ok {
 		return

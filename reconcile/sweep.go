@@ -1,4 +1,4 @@
-package outbox
+package reconcile
 
 import (
 	"context"
@@ -18,56 +18,56 @@ import (
 )
 
 // The decisions a sweep takes, as recorded in op events (detail "decision") and passed
-// to SweepObserver.Decision.
+// to Observer.Decision.
 const (
-	// SweepStuck moved an op found in dispatching long past its job timeout, with
+	// Stuck moved an op found in dispatching long past its job timeout, with
 	// no job running, to unknown.
-	SweepStuck = "stuck_dispatching"
-	// SweepRejob gave a new dispatch job to a pending op whose job was gone (deleted,
+	Stuck = "stuck_dispatching"
+	// Rejob gave a new dispatch job to a pending op whose job was gone (deleted,
 	// or finished while the op went back to pending).
-	SweepRejob = "dispatch_job_missing"
-	// SweepJobDiscarded handed a pending op whose dispatch job River discarded or
+	Rejob = "dispatch_job_missing"
+	// JobDiscarded handed a pending op whose dispatch job River discarded or
 	// someone cancelled to a person.
-	SweepJobDiscarded = "dispatch_job_discarded"
-	// SweepSucceeded adopted the one object the vendor holds: the op succeeded.
-	SweepSucceeded = "succeeded"
-	// SweepRefused adopted the one object the vendor holds, which records a refusal
+	JobDiscarded = "dispatch_job_discarded"
+	// Succeeded adopted the one object the vendor holds: the op succeeded.
+	Succeeded = "succeeded"
+	// Refused adopted the one object the vendor holds, which records a refusal
 	// (a declined payment): the op failed.
-	SweepRefused = "refused_at_vendor"
-	// SweepResend found no object after the lookup lag: the op goes back to pending
+	Refused = "refused_at_vendor"
+	// Resend found no object after the lookup lag: the op goes back to pending
 	// with the same vendor key.
-	SweepResend = "resend"
-	// SweepResendNewKey is SweepResend for an op whose vendor key replays a stored
+	Resend = "resend"
+	// ResendNewKey is Resend for an op whose vendor key replays a stored
 	// failure: the op moves to the next generation and a new vendor key.
-	SweepResendNewKey = "resend_new_key"
-	// SweepNoneReview found no object after the lookup lag for a vendor configured
-	// not to resend (SweepConfig.ResendOnNone): a person decides.
-	SweepNoneReview = "none_found_review"
-	// SweepAttemptsExhausted found no object, but the op has had SweepConfig.MaxAttempts
+	ResendNewKey = "resend_new_key"
+	// NoneReview found no object after the lookup lag for a vendor configured
+	// not to resend (Config.ResendOnNone): a person decides.
+	NoneReview = "none_found_review"
+	// AttemptsExhausted found no object, but the op has had Config.MaxAttempts
 	// attempts already: a person decides.
-	SweepAttemptsExhausted = "attempts_exhausted"
-	// SweepWait found no object while the vendor's lookup lag may still hide it: the
+	AttemptsExhausted = "attempts_exhausted"
+	// Wait found no object while the vendor's lookup lag may still hide it: the
 	// op is checked again once the lag is over.
-	SweepWait = "wait"
-	// SweepDuplicate found two or more objects for one op: a person decides.
-	SweepDuplicate = "duplicate"
-	// SweepLookupUnavailable means the vendor cannot be asked at all: a person
+	Wait = "wait"
+	// Duplicate found two or more objects for one op: a person decides.
+	Duplicate = "duplicate"
+	// LookupUnavailable means the vendor cannot be asked at all: a person
 	// decides.
-	SweepLookupUnavailable = "lookup_unavailable"
-	// SweepLookupFailed means the lookup failed (rate limit, network): the op is
-	// checked again after SweepConfig.RetryLookupAfter.
-	SweepLookupFailed = "lookup_failed"
+	LookupUnavailable = "lookup_unavailable"
+	// LookupFailed means the lookup failed (rate limit, network): the op is
+	// checked again after Config.RetryLookupAfter.
+	LookupFailed = "lookup_failed"
 )
 
-// sweepEventKind is the kind of the sweeper's events (their actor is opstate.Reconciler).
-const sweepEventKind = "reconcile"
+// eventKind is the kind of the reconciler's events (their actor is opstate.Reconciler).
+const eventKind = "reconcile"
 
 // sinceMargin widens LookupParams.Since below the first attempt's start, for clock
 // differences between Postgres and the vendor.
 const sinceMargin = 5 * time.Minute
 
-// SweepStats counts what one sweep did.
-type SweepStats struct {
+// Stats counts what one sweep did.
+type Stats struct {
 	// Looked is how many unknown ops were looked up at the vendor.
 	Looked int
 	// Succeeded and Failed count ops resolved from the one object the vendor holds.
@@ -92,7 +92,7 @@ type SweepStats struct {
 	Skipped int
 }
 
-func (s *SweepStats) add(o SweepStats) {
+func (s *Stats) add(o Stats) {
 	s.Looked += o.Looked
 	s.Succeeded += o.Succeeded
 	s.Failed += o.Failed
@@ -107,7 +107,7 @@ func (s *SweepStats) add(o SweepStats) {
 	s.Skipped += o.Skipped
 }
 
-// candidate is an op as the sweeper sees it.
+// candidate is an op as the reconciler sees it.
 type candidate struct {
 	id, key, tool, vendor, vendorRef, token string
 	// vendorAccount is the account the op was accepted under (Op.VendorAccount).
@@ -172,31 +172,28 @@ func (c *candidate) lastSent(jobTimeout time.Duration) time.Time {
 	return c.createdAt
 }
 
-// SweepOnce runs one pass of the sweeper: it moves stuck dispatching ops to unknown,
-// then looks up at most Config.Sweep.BatchSize unknown ops that are due and records a
+// Sweep runs one round of the reconciler, a sweep: it moves stuck dispatching ops to
+// unknown, gives pending ops whose dispatch job is gone a new one (or hands them to a
+// person), then looks up at most Config.BatchSize unknown ops that are due and records a
 // decision for each. An error about one op does not stop the others; the errors are
 // returned together.
-func (ob *Outbox) SweepOnce(ctx context.Context) (SweepStats, error) {
-	return ob.sweeper.sweepOnce(ctx)
-}
-
-func (sw *sweeper) sweepOnce(ctx context.Context) (SweepStats, error) {
-	var st SweepStats
-	if err := sw.unstick(ctx, &st); err != nil {
+func (r *Reconciler) Sweep(ctx context.Context) (Stats, error) {
+	var st Stats
+	if err := r.unstick(ctx, &st); err != nil {
 		return st, err
 	}
-	if err := sw.rejob(ctx, &st); err != nil {
+	if err := r.rejob(ctx, &st); err != nil {
 		return st, err
 	}
-	now := sw.cfg.Now()
+	now := r.cfg.Now()
 	// The lease outlives this sweep: a sweep is over (done, or cancelled by its
 	// timeout) by then, so ops it did not reach come back to the next one.
-	lease := now.Add(sw.cfg.Timeout)
-	ids, err := sw.ob.ops.LeaseUnknown(ctx, now, sw.cfg.BatchSize, lease)
+	lease := now.Add(r.cfg.Timeout)
+	ids, err := r.deps.Ops.LeaseUnknown(ctx, now, r.cfg.BatchSize, lease)
 	if err != nil {
-		return st, fmt.Errorf("outbox: sweep: select unknown ops: %w", err)
+		return st, fmt.Errorf("reconcile: sweep: select unknown ops: %w", err)
 	}
-	// Up to SweepConfig.Concurrency ops are looked up at once; each check keeps stats of
+	// Up to Config.Concurrency ops are looked up at once; each check keeps stats of
 	// its own, added up here.
 	var (
 		errs []error
@@ -204,17 +201,17 @@ func (sw *sweeper) sweepOnce(ctx context.Context) (SweepStats, error) {
 		wg   sync.WaitGroup
 		next = make(chan string)
 	)
-	for range min(sw.cfg.Concurrency, len(ids)) {
+	for range min(r.cfg.Concurrency, len(ids)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for id := range next {
-				var one SweepStats
-				err := sw.check(ctx, id, &one)
+				var one Stats
+				err := r.check(ctx, id, &one)
 				mu.Lock()
 				st.add(one)
 				if err != nil {
-					sw.ob.logger.Error("outbox: sweep: op not checked", slog.String("op_id", id), slog.Any("error", err))
+					r.deps.Logger.Error("outbox: sweep: op not checked", slog.String("op_id", id), slog.Any("error", err))
 					errs = append(errs, fmt.Errorf("op %s: %w", id, err))
 				}
 				mu.Unlock()
@@ -234,37 +231,37 @@ func (sw *sweeper) sweepOnce(ctx context.Context) (SweepStats, error) {
 	close(next)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return st, fmt.Errorf("outbox: sweep: %w", err)
+		return st, fmt.Errorf("reconcile: sweep: %w", err)
 	}
 	return st, nil
 }
 
 // unstick moves ops stuck in dispatching to unknown.
-func (sw *sweeper) unstick(ctx context.Context, st *SweepStats) error {
-	rows, err := sw.ob.pool.Query(ctx, sqlDispatchingVendors)
+func (r *Reconciler) unstick(ctx context.Context, st *Stats) error {
+	rows, err := r.deps.Pool.Query(ctx, sqlDispatchingVendors)
 	if err != nil {
-		return fmt.Errorf("outbox: sweep: select dispatching vendors: %w", err)
+		return fmt.Errorf("reconcile: sweep: select dispatching vendors: %w", err)
 	}
 	vendors, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("outbox: sweep: select dispatching vendors: %w", err)
+		return fmt.Errorf("reconcile: sweep: select dispatching vendors: %w", err)
 	}
 	if len(vendors) == 0 {
 		return nil
 	}
-	now := sw.cfg.Now()
+	now := r.cfg.Now()
 	cutoffs := make([]time.Time, len(vendors))
 	for i, v := range vendors {
-		cutoffs[i] = now.Add(-sw.ob.jobTimeout(v) - sw.cfg.StuckMargin)
+		cutoffs[i] = now.Add(-r.deps.JobTimeout(v) - r.cfg.StuckMargin)
 	}
 	type stuck struct {
 		id, vendor string
 		tenantID   int64
 		started    time.Time
 	}
-	rows, err = sw.ob.pool.Query(ctx, sqlStuckDispatching, vendors, cutoffs, sw.cfg.BatchSize)
+	rows, err = r.deps.Pool.Query(ctx, sqlStuckDispatching, vendors, cutoffs, r.cfg.BatchSize)
 	if err != nil {
-		return fmt.Errorf("outbox: sweep: select stuck ops: %w", err)
+		return fmt.Errorf("reconcile: sweep: select stuck ops: %w", err)
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stuck, error) {
 		var s stuck
@@ -272,25 +269,25 @@ func (sw *sweeper) unstick(ctx context.Context, st *SweepStats) error {
 		return s, err
 	})
 	if err != nil {
-		return fmt.Errorf("outbox: sweep: select stuck ops: %w", err)
+		return fmt.Errorf("reconcile: sweep: select stuck ops: %w", err)
 	}
-	ops := sw.ob.ops
+	ops := r.deps.Ops
 	for _, s := range found {
 		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: s.id, From: protocol.StatusDispatching, To: protocol.StatusUnknown,
-			By: opstate.Reconciler, Kind: sweepEventKind, DispatchStartedAt: s.started,
+			By: opstate.Reconciler, Kind: eventKind, DispatchStartedAt: s.started,
 			Detail: map[string]any{
-				"decision":            SweepStuck,
+				"decision":            Stuck,
 				"dispatch_started_at": s.started,
-				"job_timeout":         sw.ob.jobTimeout(s.vendor).String(),
+				"job_timeout":         r.deps.JobTimeout(s.vendor).String(),
 			},
 			Message: "op stuck in dispatching with no job running; the reconciler decides", Level: slog.LevelWarn,
 			Attrs: []any{slog.Time("dispatch_started_at", s.started)}})
 		if err != nil {
-			return fmt.Errorf("outbox: sweep: op %s: mark stuck op unknown: %w", s.id, err)
+			return fmt.Errorf("reconcile: sweep: op %s: mark stuck op unknown: %w", s.id, err)
 		}
 		if a != nil {
 			st.Stuck++
-			sw.cfg.Observer.Decision(s.vendor, SweepStuck)
+			r.cfg.Observer.Decision(s.vendor, Stuck)
 		}
 	}
 	return nil
@@ -307,11 +304,11 @@ type jobless struct {
 	unheard bool
 }
 
-// decideJobless is what the sweeper does with a pending op without a live job: a job
+// decideJobless is what the reconciler does with a pending op without a live job: a job
 // deleted (or completed while the op went back to pending) is replaced; a job River
 // discarded (out of attempts) or someone cancelled would only fail again, or was stopped
 // on purpose: a person decides.
-func decideJobless(j jobless) (to protocol.Status, decision string, detail map[string]any) {
+func decideJobless(j jobless) (to protocol.Status, name string, detail map[string]any) {
 	switch j.jobState {
 	case "discarded", "cancelled":
 		reason := fmt.Sprintf("its dispatch job was %s after %d attempts", j.jobState, j.attempts)
@@ -321,7 +318,7 @@ func decideJobless(j jobless) (to protocol.Status, decision string, detail map[s
 		if j.unheard {
 			reason += "; a run may have called the vendor without its answer being recorded (a release resends only inside the vendor's key window)"
 		}
-		return protocol.StatusNeedsReview, SweepJobDiscarded, map[string]any{"decision": SweepJobDiscarded,
+		return protocol.StatusNeedsReview, JobDiscarded, map[string]any{"decision": JobDiscarded,
 			"job_state": j.jobState, "reason": reason}
 	}
 	reason := "its dispatch job was deleted"
@@ -331,16 +328,16 @@ func decideJobless(j jobless) (to protocol.Status, decision string, detail map[s
 	if j.unheard {
 		reason += "; it may have called the vendor without its answer being recorded, so the new job resends only inside the vendor's key window"
 	}
-	return protocol.StatusPending, SweepRejob, map[string]any{"decision": SweepRejob, "job_state": j.jobState, "reason": reason}
+	return protocol.StatusPending, Rejob, map[string]any{"decision": Rejob, "job_state": j.jobState, "reason": reason}
 }
 
 // rejob finds pending ops without a live dispatch job, unchanged for StuckMargin, and
 // gives each a new job or hands it to a person (decideJobless). A new job is a unique
 // insert: if a live one appeared meanwhile, none is added.
-func (sw *sweeper) rejob(ctx context.Context, st *SweepStats) error {
-	rows, err := sw.ob.pool.Query(ctx, sqlJoblessPending, sw.cfg.Now().Add(-sw.cfg.StuckMargin), sw.cfg.BatchSize)
+func (r *Reconciler) rejob(ctx context.Context, st *Stats) error {
+	rows, err := r.deps.Pool.Query(ctx, sqlJoblessPending, r.cfg.Now().Add(-r.cfg.StuckMargin), r.cfg.BatchSize)
 	if err != nil {
-		return fmt.Errorf("outbox: sweep: select pending ops without a job: %w", err)
+		return fmt.Errorf("reconcile: sweep: select pending ops without a job: %w", err)
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobless, error) {
 		var j jobless
@@ -348,25 +345,25 @@ func (sw *sweeper) rejob(ctx context.Context, st *SweepStats) error {
 		return j, err
 	})
 	if err != nil {
-		return fmt.Errorf("outbox: sweep: select pending ops without a job: %w", err)
+		return fmt.Errorf("reconcile: sweep: select pending ops without a job: %w", err)
 	}
-	ops := sw.ob.ops
+	ops := r.deps.Ops
 	for _, j := range found {
-		to, decision, detail := decideJobless(j)
+		to, name, detail := decideJobless(j)
 		msg := "pending op without a dispatch job given a new one"
 		if to == protocol.StatusNeedsReview {
 			msg = "pending op whose dispatch job was discarded or cancelled; it needs review"
 		}
 		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: j.id, From: protocol.StatusPending, To: to, By: opstate.Reconciler,
-			Kind: sweepEventKind, Detail: detail, Message: msg, Level: slog.LevelWarn, Unheard: j.unheard,
-			Attrs: []any{slog.String("decision", decision), slog.String("job_state", j.jobState)}})
+			Kind: eventKind, Detail: detail, Message: msg, Level: slog.LevelWarn, Unheard: j.unheard,
+			Attrs: []any{slog.String("decision", name), slog.String("job_state", j.jobState)}})
 		if err != nil {
-			return fmt.Errorf("outbox: sweep: op %s: %s: %w", j.id, decision, err)
+			return fmt.Errorf("reconcile: sweep: op %s: %s: %w", j.id, name, err)
 		}
 		if a == nil {
 			continue
 		}
-		sw.cfg.Observer.Decision(j.vendor, decision)
+		r.cfg.Observer.Decision(j.vendor, name)
 		if to == protocol.StatusNeedsReview {
 			st.JobsDiscarded++
 			st.NeedsReview++
@@ -378,8 +375,8 @@ func (sw *sweeper) rejob(ctx context.Context, st *SweepStats) error {
 }
 
 // check looks one op up at its vendor and records the decision.
-func (sw *sweeper) check(ctx context.Context, id string, st *SweepStats) error {
-	c, err := scanCandidate(sw.ob.pool.QueryRow(ctx, sqlCandidate, id))
+func (r *Reconciler) check(ctx context.Context, id string, st *Stats) error {
+	c, err := scanCandidate(r.deps.Pool.QueryRow(ctx, sqlCandidate, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -392,23 +389,23 @@ func (sw *sweeper) check(ctx context.Context, id string, st *SweepStats) error {
 	}
 	// The lookup, its log lines and the decision belong to the op's trace.
 	ctx = tracing.ContextWithRemote(ctx, c.traceParent)
-	log := sw.ob.logger.With(append([]any{slog.Int64("tenant", c.tenantID), slog.String("op_id", c.id),
+	log := r.deps.Logger.With(append([]any{slog.Int64("tenant", c.tenantID), slog.String("op_id", c.id),
 		slog.String("idempotency_key", c.key), slog.String("vendor", c.vendor)}, tracing.LogAttrs(c.traceParent)...)...)
 
 	// The vendor is asked without any lock held: a worker may record a result meanwhile,
 	// which the decision below then respects.
 	st.Looked++
-	answer := sw.lookup(ctx, c)
+	answer := r.lookup(ctx, c)
 	if answer.err != nil && ctx.Err() != nil {
 		return fmt.Errorf("lookup: %w", answer.err)
 	}
-	resendOnNone, set := sw.cfg.ResendOnNone[c.vendor]
-	d := decide(answer, sweepPolicy{now: sw.cfg.Now(), retryLookupAfter: sw.cfg.RetryLookupAfter, maxAttempts: sw.cfg.MaxAttempts,
+	resendOnNone, set := r.cfg.ResendOnNone[c.vendor]
+	d := decide(answer, policy{now: r.cfg.Now(), retryLookupAfter: r.cfg.RetryLookupAfter, maxAttempts: r.cfg.MaxAttempts,
 		resendOnNone: !set || resendOnNone})
 	if d.change.To.Terminal() {
-		redact(sw.ob.cfg.Tools, c, &d.change)
+		redact(r.deps.Tools, c, &d.change)
 	}
-	applied, err := sw.record(ctx, c, d)
+	applied, err := r.record(ctx, c, d)
 	if err != nil {
 		return fmt.Errorf("record decision %s: %w", d.name, err)
 	}
@@ -418,20 +415,20 @@ func (sw *sweeper) check(ctx context.Context, id string, st *SweepStats) error {
 		return nil
 	}
 	applied.Report()
-	sw.count(c.vendor, d, st, log)
+	r.count(c.vendor, d, st, log)
 	return nil
 }
 
 // lookup asks the op's vendor for the objects tagged with it.
-func (sw *sweeper) lookup(ctx context.Context, c *candidate) lookupAnswer {
-	a := lookupAnswer{c: c, askedAt: sw.cfg.Now(), jobTimeout: sw.ob.jobTimeout(c.vendor)}
-	vendor, ok := sw.ob.vendors[c.vendor]
+func (r *Reconciler) lookup(ctx context.Context, c *candidate) lookupAnswer {
+	a := lookupAnswer{c: c, askedAt: r.cfg.Now(), jobTimeout: r.deps.JobTimeout(c.vendor)}
+	vendor, ok := r.deps.Vendors[c.vendor]
 	if !ok {
 		a.err = fmt.Errorf("vendor %q is not configured in this process", c.vendor)
 		return a
 	}
 	a.lag = vendor.LookupLag()
-	acct, err := sw.ob.accounts.Account(ctx, c.tenantID, c.vendor, c.vendorAccount)
+	acct, err := r.deps.Accounts.Account(ctx, c.tenantID, c.vendor, c.vendorAccount)
 	if err != nil {
 		a.err = fmt.Errorf("%w: %w", vendorapi.ErrLookupUnavailable, err)
 		return a
@@ -446,9 +443,9 @@ func (sw *sweeper) lookup(ctx context.Context, c *candidate) lookupAnswer {
 // record writes the decision in a transaction that locks the op and checks that it is
 // still unknown with the same attempt token. It returns nil, nil when a worker or a
 // person recorded an outcome meanwhile.
-func (sw *sweeper) record(ctx context.Context, c *candidate, d sweepDecision) (*opstate.Applied, error) {
+func (r *Reconciler) record(ctx context.Context, c *candidate, d decision) (*opstate.Applied, error) {
 	var applied *opstate.Applied
-	err := pgx.BeginFunc(ctx, sw.ob.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, r.deps.Pool, func(tx pgx.Tx) error {
 		cur, err := scanCandidate(tx.QueryRow(ctx, sqlCandidateForUpdate, c.id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -459,30 +456,30 @@ func (sw *sweeper) record(ctx context.Context, c *candidate, d sweepDecision) (*
 		if cur.status != protocol.StatusUnknown || cur.token != c.token {
 			return nil // a worker or a person recorded an outcome meanwhile
 		}
-		applied, err = sw.ob.ops.Apply(ctx, tx, d.change)
+		applied, err = r.deps.Ops.Apply(ctx, tx, d.change)
 		return err
 	})
 	return applied, err
 }
 
 // count adds a recorded decision to the sweep's stats and the observer.
-func (sw *sweeper) count(vendor string, d sweepDecision, st *SweepStats, log *slog.Logger) {
-	sw.cfg.Observer.Decision(vendor, d.name)
+func (r *Reconciler) count(vendor string, d decision, st *Stats, log *slog.Logger) {
+	r.cfg.Observer.Decision(vendor, d.name)
 	switch d.name {
-	case SweepSucceeded:
+	case Succeeded:
 		st.Succeeded++
-	case SweepRefused:
+	case Refused:
 		st.Failed++
-	case SweepResend, SweepResendNewKey:
+	case Resend, ResendNewKey:
 		st.Resent++
-	case SweepWait:
+	case Wait:
 		st.Waiting++
-	case SweepLookupFailed:
+	case LookupFailed:
 		st.LookupErrors++
-	case SweepDuplicate:
+	case Duplicate:
 		st.Duplicates++
 		st.NeedsReview++
-		sw.cfg.Observer.Duplicate(vendor)
+		r.cfg.Observer.Duplicate(vendor)
 		log.Error("vendor holds several objects for one op; it needs review",
 			slog.Any("object_ids", d.ids))
 	default:

@@ -7,14 +7,15 @@ import (
 
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// ExampleOutbox_SweepOnce runs the sweeper in an Outbox: Config.Sweep configures it,
-// and with Periodic set the Outbox runs it every Interval on its maintenance queue from
-// Start to Stop.
-func ExampleOutbox_SweepOnce() {
+// ExampleOutbox_ReconcileOnce runs the reconciler in an Outbox: Config.Reconcile
+// configures it, and with Periodic set the Outbox runs it every Interval on its
+// maintenance queue from Start to Stop.
+func ExampleOutbox_ReconcileOnce() {
 	ctx := context.Background()
 	pool, drop := dbtest.ForExample() // in production: pgxpool.New(ctx, databaseURL)
 	defer drop()
@@ -25,10 +26,10 @@ func ExampleOutbox_SweepOnce() {
 	var vendors []vendorapi.Vendor // the stripe, sendgrid and webhook adapters
 
 	ob, err := outbox.New(outbox.Config{
-		Pool:    pool,
-		Tools:   reg,
-		Vendors: vendors,
-		Sweep:   outbox.SweepConfig{Periodic: true, Interval: 30 * time.Second},
+		Pool:      pool,
+		Tools:     reg,
+		Vendors:   vendors,
+		Reconcile: reconcile.Config{Periodic: true, Interval: 30 * time.Second},
 	})
 	if err != nil {
 		panic(err)
@@ -39,7 +40,7 @@ func ExampleOutbox_SweepOnce() {
 	defer func() { _ = ob.Stop(context.WithoutCancel(ctx)) }()
 
 	// Or sweep once by hand, as `oncebox reconcile run` does.
-	stats, err := ob.SweepOnce(ctx)
+	stats, err := ob.ReconcileOnce(ctx)
 	if err != nil {
 		panic(err)
 	}
