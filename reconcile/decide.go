@@ -12,6 +12,51 @@ import (
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
+// The decisions a sweep takes, as recorded in op events (detail "decision") and passed
+// to Observer.Decision.
+const (
+	// Stuck moved an op found in dispatching long past its job timeout, with
+	// no job running, to unknown.
+	Stuck = "stuck_dispatching"
+	// Rejob gave a new dispatch job to a pending op whose job was gone (deleted,
+	// or finished while the op went back to pending).
+	Rejob = "dispatch_job_missing"
+	// JobDiscarded handed a pending op whose dispatch job River discarded or
+	// someone cancelled to a person.
+	JobDiscarded = "dispatch_job_discarded"
+	// Succeeded adopted the one object the vendor holds: the op succeeded.
+	Succeeded = "succeeded"
+	// Refused adopted the one object the vendor holds, which records a refusal
+	// (a declined payment): the op failed.
+	Refused = "refused_at_vendor"
+	// Resend found no object after the lookup lag: the op goes back to pending
+	// with the same vendor key.
+	Resend = "resend"
+	// ResendNewKey is Resend for an op whose vendor key replays a stored
+	// failure: the op moves to the next generation and a new vendor key.
+	ResendNewKey = "resend_new_key"
+	// NoneReview found no object after the lookup lag for a vendor configured
+	// not to resend (Config.ResendOnNone): a person decides.
+	NoneReview = "none_found_review"
+	// AttemptsExhausted found no object, but the op has had Config.MaxAttempts
+	// attempts already: a person decides.
+	AttemptsExhausted = "attempts_exhausted"
+	// Wait found no object while the vendor's lookup lag may still hide it: the
+	// op is checked again once the lag is over.
+	Wait = "wait"
+	// Duplicate found two or more objects for one op: a person decides.
+	Duplicate = "duplicate"
+	// LookupUnavailable means the vendor cannot be asked at all: a person
+	// decides.
+	LookupUnavailable = "lookup_unavailable"
+	// LookupFailed means the lookup failed (rate limit, network): the op is
+	// checked again after Config.RetryLookupAfter.
+	LookupFailed = "lookup_failed"
+)
+
+// eventKind is the kind of the reconciler's events (their actor is opstate.Reconciler).
+const eventKind = "reconcile"
+
 // lookupAnswer is what the reconciler learned about one unknown op: the op as it stood, and
 // the vendor's answer to the lookup or why none came.
 type lookupAnswer struct {
