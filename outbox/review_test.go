@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
@@ -33,12 +34,12 @@ func manualEvent(t *testing.T, e *sweepEnv, id string) (map[string]any, string) 
 
 func TestManualResolutions(t *testing.T) {
 	t.Parallel()
-	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
+	fake, _, v := optest.WebhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	ctx := context.Background()
-	ok := e.seedUnknown(t, "ok", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
-	bad := e.seedUnknown(t, "bad", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
-	again := e.seedUnknown(t, "again", protocol.ToolWebhookPost, hookArgs(3), time.Minute, false)
+	ok := e.seedUnknown(t, "ok", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	bad := e.seedUnknown(t, "bad", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
+	again := e.seedUnknown(t, "again", protocol.ToolWebhookPost, optest.HookArgs(3), time.Minute, false)
 	require.Equal(t, 3, e.sweep(t).NeedsReview) // lookups unavailable
 
 	items, err := e.ob.ListReview(ctx, 0)
@@ -94,10 +95,10 @@ func TestManualResolutions(t *testing.T) {
 // not failed in the database; the op stays as it was.
 func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 	t.Parallel()
-	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
+	_, _, v := optest.WebhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	ctx := context.Background()
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
 
 	for name, resolve := range map[string]func() error{

@@ -7,13 +7,14 @@ package mutants
 // per mutant, grouped by the invariant broken, and long because the mutants are many.
 func List() []Mutant {
 	const (
-		outboxPkg   = "./outbox/"
-		apiPkg      = "./internal/api/"
-		stripePkg   = "./vendors/stripe/"
-		sendgridPkg = "./vendors/sendgrid/"
-		chaosPkg    = "./cmd/oncebox-chaos/"
-		serverPkg   = "./server/"
-		tenantPkg   = "./tenant/"
+		outboxPkg    = "./outbox/"
+		reconcilePkg = "./reconcile/"
+		apiPkg       = "./internal/api/"
+		stripePkg    = "./vendors/stripe/"
+		sendgridPkg  = "./vendors/sendgrid/"
+		chaosPkg     = "./cmd/oncebox-chaos/"
+		serverPkg    = "./server/"
+		tenantPkg    = "./tenant/"
 	)
 	return []Mutant{
 		// Where features meet (issue 42): a purged step, a typed reference.
@@ -474,8 +475,8 @@ func List() []Mutant {
 			File:     "reconcile/decide.go",
 			Old:      "		if o.OpID == c.id {",
 			New:      "		if true {",
-			Packages: []string{outboxPkg},
-			Tests:    []string{"TestSweepAdoptsOnlyObjectsTaggedWithTheOp"},
+			Packages: []string{reconcilePkg},
+			Tests:    []string{"TestDecide", "TestSweepAdoptsOnlyObjectsTaggedWithTheOp"},
 		},
 		{
 			Name:     "stripe-list-scan-tag-filter",
@@ -494,8 +495,8 @@ func List() []Mutant {
 			File:     "reconcile/decide.go",
 			Old:      "	if a.askedAt.Before(visibleFrom) {",
 			New:      "	if false {",
-			Packages: []string{outboxPkg},
-			Tests:    []string{"TestSweepWaitsWithinTheLookupLag", "TestSweepWaitsOutAnAttemptThatNeverFinished"},
+			Packages: []string{reconcilePkg},
+			Tests:    []string{"TestDecide", "TestSweepWaitsWithinTheLookupLag", "TestSweepWaitsOutAnAttemptThatNeverFinished"},
 		},
 
 		// Stripe's Idempotency-Key.

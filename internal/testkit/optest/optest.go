@@ -7,6 +7,7 @@ package optest
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
+	"github.com/oncebox/oncebox/vendors/webhook"
+	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // NewOutbox builds an Outbox on pool with the built-in tools of toolsCfg and vendors,
@@ -110,4 +113,48 @@ func WaitJobsFinished(tb testing.TB, pool *pgxpool.Pool, opID string) {
 			AND state NOT IN ('completed', 'discarded', 'cancelled')`, opID).Scan(&open)
 		return err == nil && open == 0
 	}, 15*time.Second, 20*time.Millisecond, "the op's dispatch job never finished")
+}
+
+// SeedUnknown enqueues an op and records it as if a worker had sent it ago and then lost
+// the answer: unknown, one finished attempt, no dispatch job left; staleKey marks its
+// vendor key as replaying a stored failure. The reconciler's tests start from it.
+func SeedUnknown(tb testing.TB, pool *pgxpool.Pool, ob *outbox.Outbox, tenant int64, key, tool string, args any, ago time.Duration, staleKey bool) *outbox.Op {
+	tb.Helper()
+	op := Enqueue(tb, ob, tenant, key, tool, args)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "DELETE FROM river_job WHERE args->>'op_id' = $1", op.ID)
+	require.NoError(tb, err)
+	at := time.Now().Add(-ago)
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET status = 'unknown', attempts = 1, attempt_token = gen_random_uuid(),
+		dispatch_started_at = $2, key_first_sent_at = $2, stale_key = $3 WHERE id = $1`, op.ID, at, staleKey)
+	require.NoError(tb, err)
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at, finished_at, outcome)
+		SELECT id, 1, attempt_token, vendor_key, $2, $2, 'unknown' FROM oncebox_op WHERE id = $1`, op.ID, at)
+	require.NoError(tb, err)
+	return op
+}
+
+// WebhookFake starts a fake webhook receiver and a webhook vendor for the "hooks" target
+// (and a "deadhooks" target nothing listens on); lookupPath "" leaves lookups
+// unavailable.
+func WebhookFake(tb testing.TB, cfg fakewebhook.Config, lookupPath string) (*fakewebhook.Server, *httptest.Server, *webhook.Vendor) {
+	tb.Helper()
+	fake := fakewebhook.New(cfg)
+	srv := httptest.NewServer(fake)
+	tb.Cleanup(srv.Close)
+	dead := httptest.NewServer(nil)
+	deadURL := dead.URL
+	dead.Close()
+	v, err := webhook.New(webhook.Config{
+		Targets:    map[string]webhook.Target{"hooks": {BaseURL: srv.URL}, "deadhooks": {BaseURL: deadURL}},
+		Timeout:    2 * time.Second,
+		LookupPath: lookupPath,
+	})
+	require.NoError(tb, err)
+	return fake, srv, v
+}
+
+// HookArgs are the args of a webhook op to the "hooks" target, told apart by n.
+func HookArgs(n int) map[string]any {
+	return map[string]any{"target": "hooks", "path": "/orders", "body": map[string]any{"n": n}}
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package reconcile_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
@@ -23,13 +24,13 @@ import (
 func TestPendingOpsWithoutAJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fake, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	fake, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
 
-	deleted := e.enqueue(t, "deleted", "webhook.post", hookArgs(1))
-	discarded := e.enqueue(t, "discarded", "webhook.post", hookArgs(2))
-	cancelled := e.enqueue(t, "cancelled", "webhook.post", hookArgs(3))
-	live := e.enqueue(t, "live", "webhook.post", hookArgs(4))
+	deleted := e.enqueue(t, "deleted", "webhook.post", optest.HookArgs(1))
+	discarded := e.enqueue(t, "discarded", "webhook.post", optest.HookArgs(2))
+	cancelled := e.enqueue(t, "cancelled", "webhook.post", optest.HookArgs(3))
+	live := e.enqueue(t, "live", "webhook.post", optest.HookArgs(4))
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		_, err := e.pool.Exec(ctx, sql, args...)

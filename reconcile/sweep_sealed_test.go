@@ -1,4 +1,4 @@
-package outbox_test
+package reconcile_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
@@ -82,7 +83,7 @@ func sealKey() []byte {
 	return k
 }
 
-// redactedOnce is hookArgs(n) redacted by nestingRedactor once.
+// redactedOnce is optest.HookArgs(n) redacted by nestingRedactor once.
 func redactedOnce(n int) string {
 	return `{"target":"hooks","path":"/orders","body":{"redacted":{"n":` + string(rune('0'+n)) + `}}}`
 }
@@ -92,10 +93,10 @@ func redactedOnce(n int) string {
 // stored args are not redacted a second time.
 func TestSweepAdoptDropsSealedArgs(t *testing.T) {
 	t.Parallel()
-	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, sealKey())
-	op := e.seedUnknown(t, "sealed-adopt", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "sealed-adopt", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	args, sealed := e.storedArgs(t, op.ID)
 	require.True(t, sealed, "the full args are sealed at enqueue")
 	require.JSONEq(t, redactedOnce(1), args)
@@ -116,10 +117,10 @@ func TestSweepAdoptDropsSealedArgs(t *testing.T) {
 // ones, and the sweeper redacts them when it adopts.
 func TestSweepAdoptRedactsUnsealedArgs(t *testing.T) {
 	t.Parallel()
-	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, nil)
-	op := e.seedUnknown(t, "clear-adopt", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
+	op := e.seedUnknown(t, "clear-adopt", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
 	args, sealed := e.storedArgs(t, op.ID)
 	require.False(t, sealed)
 	require.JSONEq(t, `{"target":"hooks","path":"/orders","body":{"n":2}}`, args)
@@ -136,12 +137,12 @@ func TestSweepAdoptRedactsUnsealedArgs(t *testing.T) {
 // sealed args are dropped and its redacted args kept as they are.
 func TestManualResolutionDropsSealedArgs(t *testing.T) {
 	t.Parallel()
-	_, _, v := webhookFake(t, fakewebhook.Config{}, "")
+	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "")
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, sealKey())
 	ctx := context.Background()
-	ok := e.seedUnknown(t, "sealed-ok", protocol.ToolWebhookPost, hookArgs(3), time.Minute, false)
-	bad := e.seedUnknown(t, "sealed-bad", protocol.ToolWebhookPost, hookArgs(4), time.Minute, false)
+	ok := e.seedUnknown(t, "sealed-ok", protocol.ToolWebhookPost, optest.HookArgs(3), time.Minute, false)
+	bad := e.seedUnknown(t, "sealed-bad", protocol.ToolWebhookPost, optest.HookArgs(4), time.Minute, false)
 	require.Equal(t, 2, e.sweep(t).NeedsReview) // lookups unavailable
 	require.EqualValues(t, 2, r.calls.Load())
 

@@ -1,9 +1,8 @@
-package outbox_test
+package reconcile_test
 
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -18,11 +17,9 @@ import (
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
-	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
-// countObserver counts the sweeper's decisions and duplicates.
+// countObserver counts the reconciler's decisions and duplicates.
 type countObserver struct {
 	mu         sync.Mutex
 	decisions  map[string]int
@@ -51,7 +48,7 @@ func (o *countObserver) count(m map[string]int, k string) int {
 	return m[k]
 }
 
-// sweepEnv is an Outbox, its sweeper's observer and a tenant in a fresh schema.
+// sweepEnv is an Outbox, its reconciler's observer and a tenant in a fresh schema.
 type sweepEnv struct {
 	pool   *pgxpool.Pool
 	ob     *outbox.Outbox
@@ -87,22 +84,11 @@ func (e *sweepEnv) enqueue(t *testing.T, key, tool string, args any) *outbox.Op 
 	return optest.Enqueue(t, e.ob, e.tenant, key, tool, args)
 }
 
-// seedUnknown records an op as if a worker had sent it ago and then lost the answer:
-// unknown, one finished attempt, no dispatch job left.
+// seedUnknown records an op as if a worker had sent it ago and then lost the answer
+// (optest.SeedUnknown).
 func (e *sweepEnv) seedUnknown(t *testing.T, key, tool string, args any, ago time.Duration, staleKey bool) *outbox.Op {
 	t.Helper()
-	op := e.enqueue(t, key, tool, args)
-	ctx := context.Background()
-	_, err := e.pool.Exec(ctx, "DELETE FROM river_job WHERE args->>'op_id' = $1", op.ID)
-	require.NoError(t, err)
-	at := time.Now().Add(-ago)
-	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'unknown', attempts = 1, attempt_token = gen_random_uuid(),
-		dispatch_started_at = $2, key_first_sent_at = $2, stale_key = $3 WHERE id = $1`, op.ID, at, staleKey)
-	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at, finished_at, outcome)
-		SELECT id, 1, attempt_token, vendor_key, $2, $2, 'unknown' FROM oncebox_op WHERE id = $1`, op.ID, at)
-	require.NoError(t, err)
-	return op
+	return optest.SeedUnknown(t, e.pool, e.ob, e.tenant, key, tool, args, ago, staleKey)
 }
 
 // get reads an op by id.
@@ -149,25 +135,6 @@ func (e *sweepEnv) count(t *testing.T, sql string, args ...any) int {
 	return dbtest.Count(t, e.pool, sql, args...)
 }
 
-// webhookFake starts a fake webhook receiver and a webhook vendor for the "hooks"
-// target; lookupPath "" leaves lookups unavailable.
-func webhookFake(t *testing.T, cfg fakewebhook.Config, lookupPath string) (*fakewebhook.Server, *httptest.Server, *webhook.Vendor) {
-	t.Helper()
-	fake := fakewebhook.New(cfg)
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	dead := httptest.NewServer(nil)
-	deadURL := dead.URL
-	dead.Close()
-	v, err := webhook.New(webhook.Config{
-		Targets:    map[string]webhook.Target{"hooks": {BaseURL: srv.URL}, "deadhooks": {BaseURL: deadURL}},
-		Timeout:    2 * time.Second,
-		LookupPath: lookupPath,
-	})
-	require.NoError(t, err)
-	return fake, srv, v
-}
-
-func hookArgs(n int) map[string]any {
-	return map[string]any{"target": "hooks", "path": "/orders", "body": map[string]any{"n": n}}
-}
+// sqlLiveJobs counts an op's live dispatch jobs.
+const sqlLiveJobs = `SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1
+	AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`

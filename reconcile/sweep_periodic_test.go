@@ -1,4 +1,4 @@
-package outbox_test
+package reconcile_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
@@ -18,7 +19,7 @@ import (
 
 func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 	t.Parallel()
-	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"hooks"}})...)
 	require.NoError(t, err)
@@ -30,7 +31,7 @@ func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 	e := &sweepEnv{pool: pool, ob: ob}
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&e.tenant))
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 
 	e.start(t)

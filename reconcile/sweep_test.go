@@ -1,4 +1,4 @@
-package outbox_test
+package reconcile_test
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/internal/testkit/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -38,9 +40,9 @@ func postEffect(t *testing.T, baseURL, opID string) {
 
 func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	t.Parallel()
-	fake, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	fake, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "k1", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k1", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	effect := fake.EffectsFor(op.ID)[0]
 
@@ -68,9 +70,9 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 
 func TestSweepDuplicateNeedsReview(t *testing.T) {
 	t.Parallel()
-	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "dup", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "dup", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	postEffect(t, srv.URL, op.ID)
 
@@ -98,9 +100,9 @@ func TestSweepDuplicateNeedsReview(t *testing.T) {
 
 func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
 	t.Parallel()
-	_, _, v := webhookFake(t, fakewebhook.Config{}, "") // no LookupPath
+	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "") // no LookupPath
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.NeedsReview)
@@ -112,9 +114,9 @@ func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
 
 func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
 	t.Parallel()
-	fake, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
+	fake, _, v := optest.WebhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "lost", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "lost", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Resent)
@@ -140,7 +142,7 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 		LookupPath: "/_lookup", LookupLag: time.Hour})
 	require.NoError(t, err)
 	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: lagged}}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Second, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Second, false)
 
 	st := e.sweep(t)
 	require.Equal(t, 1, st.Waiting)
@@ -163,7 +165,7 @@ func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
 		LookupPath: "/_lookup"})
 	require.NoError(t, err)
 	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: v}}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Second, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Second, false)
 	ctx := context.Background()
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_attempt SET attempt = 2 WHERE op_id = $1`, op.ID)
 	require.NoError(t, err)
@@ -196,9 +198,9 @@ func (s *stubLookup) Lookup(ctx context.Context, p vendorapi.LookupParams) (*ven
 
 func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 	t.Parallel()
-	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{RetryLookupAfter: 2 * time.Minute})
-	args := hookArgs(1)
+	args := optest.HookArgs(1)
 	args["target"] = "deadhooks" // nothing listens there
 	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, args, time.Minute, false)
 
@@ -216,10 +218,10 @@ func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 
 func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 	t.Parallel()
-	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
 	e := newSweepEnv(t, []vendorapi.Vendor{stub}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	stub.lookup = func(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 		// A slow predecessor records its answer while the vendor is being asked.
 		_, err := e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'req_late', attempt_token = NULL WHERE id = $1`, p.OpID)
@@ -239,9 +241,9 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 
 func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
 	t.Parallel()
-	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{ResendOnNone: map[string]bool{"webhook": false}})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 
 	require.Equal(t, 1, e.sweep(t).NeedsReview)
 	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
@@ -250,14 +252,14 @@ func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
 
 func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 	t.Parallel()
-	_, srv, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
 	ctx := context.Background()
 
 	// stuck: dispatching for a minute (job timeout 5s), its job gone.
-	stuck := e.enqueue(t, "stuck", protocol.ToolWebhookPost, hookArgs(1))
+	stuck := e.enqueue(t, "stuck", protocol.ToolWebhookPost, optest.HookArgs(1))
 	// running: dispatching as long, but its job is still running.
-	running := e.enqueue(t, "running", protocol.ToolWebhookPost, hookArgs(2))
+	running := e.enqueue(t, "running", protocol.ToolWebhookPost, optest.HookArgs(2))
 	_, err := e.pool.Exec(ctx, "DELETE FROM river_job WHERE args->>'op_id' = $1", stuck.ID)
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
@@ -284,7 +286,7 @@ func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 
 func TestNewValidatesAndDefaults(t *testing.T) {
 	t.Parallel()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
 	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Reconcile: reconcile.Config{Interval: time.Millisecond}})
@@ -301,9 +303,9 @@ func TestNewValidatesAndDefaults(t *testing.T) {
 func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 	t.Parallel()
 	var buf testlog.Buffer
-	_, _, v := webhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
+	_, _, v := optest.WebhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
 	e := newSweepEnvFrom(t, []vendorapi.Vendor{v}, outbox.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
-	op := e.seedUnknown(t, "logged", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
+	op := e.seedUnknown(t, "logged", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	_, err := e.pool.Exec(context.Background(), "UPDATE oncebox_op SET conversation_id = 'conv-9', tool_call_id = 'call-3' WHERE id = $1", op.ID)
 	require.NoError(t, err)
 
@@ -331,11 +333,11 @@ func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 // succeeded with another op's object.
 func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	t.Parallel()
-	_, _, v := webhookFake(t, fakewebhook.Config{}, "/_lookup")
+	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
 	e := newSweepEnv(t, []vendorapi.Vendor{stub}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, hookArgs(1), time.Minute, false)
-	other := e.seedUnknown(t, "other", protocol.ToolWebhookPost, hookArgs(2), time.Minute, false)
+	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	other := e.seedUnknown(t, "other", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
 	stub.lookup = func(_ context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 		if p.OpID != op.ID {
 			return &vendorapi.LookupResult{}, nil

@@ -1,4 +1,4 @@
-package outbox_test
+package reconcile_test
 
 import (
 	"context"
