@@ -198,9 +198,6 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 	return &Reconciler{cfg: c, deps: deps}, nil
 }
 
-// Config returns the reconciler's configuration, defaults filled in.
-func (r *Reconciler) Config() Config { return r.cfg }
-
 // SweepArgs is the River job of one sweep.
 type SweepArgs struct {
 	// Soon marks a sweep asked for by a takeover (HandOverTx), so that the periodic

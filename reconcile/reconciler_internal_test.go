@@ -45,7 +45,7 @@ func TestNewFillsDefaultsAndRefusesBadSettings(t *testing.T) {
 	t.Parallel()
 	r, err := New(Config{}, testDeps())
 	require.NoError(t, err)
-	c := r.Config()
+	c := r.cfg
 	require.Equal(t, 30*time.Second, c.Interval)
 	require.Equal(t, 100, c.BatchSize)
 	require.Equal(t, DefaultMaxAttempts, c.MaxAttempts)
