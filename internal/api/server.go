@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/audit"
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pgavail"
@@ -36,6 +37,10 @@ type Config struct {
 	Governance *governance.Governance
 	// Tenants authenticates bearer tokens. Required.
 	Tenants *tenant.Store
+	// AuditLog reads the audit log that GET /v1/audit exports (a pool: an export holds
+	// one of its connections while it streams). Optional: without it the route is not
+	// served (404 no-route).
+	AuditLog audit.Querier
 	// Logger receives one debug line per request and the real cause of every 500.
 	// Tokens and request bodies are never logged. Defaults to discarding logs.
 	Logger *slog.Logger
@@ -170,6 +175,9 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/ops/{key}/resolve", s.authed(canDecide, s.resolveOp))
 	s.mux.HandleFunc("GET /v1/approvals", s.authed(canDecide, s.listApprovals))
 	s.mux.HandleFunc("GET /v1/budgets", s.authed(canRead, s.listBudgets))
+	if c.AuditLog != nil {
+		s.mux.HandleFunc("GET /v1/audit", s.authed(canAudit, s.exportAudit))
+	}
 	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s, nil
@@ -331,6 +339,12 @@ var (
 		allows: tenant.Role.CanDecide,
 		refusal: func(r tenant.Role) string {
 			return fmt.Sprintf("This API token has the role %s; listing approvals and approving, rejecting or resolving ops needs an approver or admin token of the tenant, held by a person.", r)
+		},
+	}
+	canAudit = permission{
+		allows: tenant.Role.CanAudit,
+		refusal: func(r tenant.Role) string {
+			return fmt.Sprintf("This API token has the role %s; reading the audit log needs an auditor or admin token of the tenant, held by a person. Nothing was read.", r)
 		},
 	}
 )
