@@ -236,6 +236,30 @@ func openAPIScenarios() map[string]scenario {
 	scenarios["GET /v1/approvals 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("GET", "/v1/approvals", f.approver, "", "")
 	}
+	auditor := func(t *testing.T, e *env, tenantName string) string {
+		return e.newToken(t, tenantName, tenant.RoleAuditor)
+	}
+	scenarios["GET /v1/audit 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		require.Equal(t, http.StatusAccepted, f.e.post(f.token, f.key(), paymentBody).Code)
+		// One line, so that the test reads it as one AuditEntry.
+		return f.e, req("GET", "/v1/audit?tool=stripe.payment_intent&limit=1", auditor(t, f.e, "doc"), "", "")
+	}
+	scenarios["GET /v1/audit 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/audit?since=yesterday", auditor(t, f.e, "doc"), "", "")
+	}
+	scenarios["GET /v1/audit 401"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/audit", "", "", "")
+	}
+	scenarios["GET /v1/audit 403"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/audit", f.token, "", "")
+	}
+	scenarios["GET /v1/audit 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.broken, req("GET", "/v1/audit", f.approver, "", "")
+	}
+	scenarios["GET /v1/audit 503"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		e, _, _ := outageEnv(t, false)
+		return e, req("GET", "/v1/audit", auditor(t, e, "acme"), "", "")
+	}
 	scenarios["POST /v1/ops/{key}/resolve 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("POST", resolveAt(f.key()), f.approver, "", resolveBody)
 	}
