@@ -2,7 +2,6 @@ package api
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,7 +96,7 @@ func (s *Server) auditFailed(w http.ResponseWriter, r *http.Request, tenantID in
 		return
 	}
 	attrs := []slog.Attr{slog.Int64("tenant", tenantID), slog.Any("error", err)}
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+	if r.Context().Err() != nil {
 		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "audit export ended: the client went away", attrs...)
 	} else {
 		s.logger.LogAttrs(r.Context(), slog.LevelError, "audit export failed after its first byte; the stream was cut", attrs...)
@@ -123,7 +122,7 @@ func (a *auditStream) Write(b []byte) (int, error) {
 }
 
 // flush sends what is buffered to the client and gives the next chunk
-// auditStreamWindow. A writer that cannot flush (a test's recorder) is written to as it is.
+// auditStreamWindow. A writer that cannot flush is written to as it is.
 func (a *auditStream) flush() error {
 	if err := a.buf.Flush(); err != nil {
 		return err
