@@ -61,8 +61,9 @@ func TestAuditWant(t *testing.T) {
 }
 
 // TestAuditCheck runs the wiring against Postgres: the sealer seals, the harness waits
-// for it, and the check is clean for a stored op and a purged one an answer named; then
-// the purged op's call entry is deleted, and the run fails on it.
+// for it, and the check is clean for a stored op an answer named and a purged one only a
+// vendor's object names (a step's op); then the purged op's call entry is deleted, and
+// an object names an op no entry names, and the run fails on both.
 func TestAuditCheck(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -85,9 +86,9 @@ func TestAuditCheck(t *testing.T) {
 			_, err := pool.Exec(ctx, sql, *id)
 			require.NoError(t, err, sql)
 		}
-		h.client.bind(key, 0)
-		h.history.add(Call{Key: key, Answer: Answer{Code: 202, OpID: *id, Status: "pending"}})
 	}
+	h.client.bind("k-stored", 0)
+	h.history.add(Call{Key: "k-stored", Answer: Answer{Code: 202, OpID: stored, Status: "pending"}})
 	_, err := pool.Exec(ctx, `DELETE FROM oncebox_op WHERE id = $1`, purged)
 	require.NoError(t, err)
 
@@ -97,20 +98,23 @@ func TestAuditCheck(t *testing.T) {
 	require.Zero(t, h.waitSealed(ctx))
 	stopSealing()
 
-	problems, fig, err := h.auditCheck(ctx, 0)
+	tagged := taggedOps(CheckInput{Objects: []VendorObject{{OpID: stored}, {OpID: purged}, {}}})
+	problems, fig, err := h.auditCheck(ctx, 0, tagged)
 	require.NoError(t, err)
 	require.Empty(t, problems)
-	require.Equal(t, AuditFigures{Ops: 2, Entries: 7}, fig)
+	require.Equal(t, AuditFigures{Ops: 2, Purged: 1, Entries: 7}, fig)
 
 	_, err = pool.Exec(ctx, `DELETE FROM oncebox_audit WHERE op_id = $1 AND kind = 'call'`, purged)
 	require.NoError(t, err)
-	problems, fig, err = h.auditCheck(ctx, 3)
+	const nobody = "00000000-0000-0000-0000-000000000000"
+	problems, fig, err = h.auditCheck(ctx, 3, append(tagged, nobody))
 	require.NoError(t, err)
-	require.Len(t, problems, 3, problems)
+	require.Len(t, problems, 4, problems)
 	require.Contains(t, problems[0], "3 audit entries of the run's tenants were not sealed")
-	require.Equal(t, "tenant a: op "+purged+": its audit entries do not start with its call", problems[1])
-	require.True(t, strings.HasPrefix(problems[2], "tenant a: the chain does not verify"), problems[2])
-	require.Equal(t, "audit_ops=2 audit_skipped=0 audit_entries=6 audit_unsealed=3 audit_problems=3", fig.String(len(problems)))
+	require.Equal(t, "op "+nobody+": a vendor's object carries it, it has no row, and no audit entry of the run's tenants names it", problems[1])
+	require.Equal(t, "tenant a: op "+purged+": its audit entries do not start with its call", problems[2])
+	require.True(t, strings.HasPrefix(problems[3], "tenant a: the chain does not verify"), problems[3])
+	require.Equal(t, "audit_ops=2 audit_purged=1 audit_skipped=0 audit_entries=6 audit_unsealed=3 audit_problems=4", fig.String(len(problems)))
 
 	in := cleanInput()
 	in.Audit = problems

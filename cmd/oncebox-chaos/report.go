@@ -117,7 +117,7 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	}
 	crmFig := h.crmFigures(in, purged)
 	var auditFig AuditFigures
-	if in.Audit, auditFig, err = h.auditCheck(ctx, h.auditUnsealed); err != nil {
+	if in.Audit, auditFig, err = h.auditCheck(ctx, h.auditUnsealed, taggedOps(in)); err != nil {
 		return exitError, err
 	}
 	harnessErrors = append(harnessErrors, h.crmHarnessErrors(crmFig)...)
