@@ -249,3 +249,99 @@ func TestExportFilters(t *testing.T) {
 		func(*audit.Entry) error { n++; return nil }))
 	require.Equal(t, 2, n, "Limit")
 }
+
+// TestSealerLowWaterMarkKeepsALateCommit: an entry whose seq is below an entry already
+// sealed, in a transaction still in progress then, is sealed once it commits (the
+// low-water mark never passes a seq a transaction in progress may hold), and the mark
+// reaches the end of the log once every transaction has ended.
+func TestSealerLowWaterMarkKeepsALateCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	var tenant int64
+	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&tenant))
+	sealer := audit.NewSealer(audit.Config{Pool: pool})
+	sealAll(t, sealer, pool, tenant)
+
+	budget := "INSERT INTO oncebox_tenant_budget (tenant_id, name, budget, updated_by) VALUES ($1, $2, '{}', 'a')"
+	early, err := pool.Begin(ctx) // the older transaction id, its seq drawn last
+	require.NoError(t, err)
+	defer early.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = early.Exec(ctx, "SELECT pg_current_xact_id()")
+	require.NoError(t, err)
+	late, err := pool.Begin(ctx) // the younger one, its seq drawn first
+	require.NoError(t, err)
+	defer late.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = late.Exec(ctx, budget, tenant, "late")
+	require.NoError(t, err)
+	_, err = early.Exec(ctx, budget, tenant, "early")
+	require.NoError(t, err)
+	require.NoError(t, early.Commit(ctx))
+	for range 5 {
+		_, err := sealer.SealOnce(ctx)
+		require.NoError(t, err)
+	}
+	var lateSeq, low int64
+	require.NoError(t, late.QueryRow(ctx, "SELECT seq FROM oncebox_audit WHERE e -> 'row' ->> 'name' = 'late'").Scan(&lateSeq))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT low FROM oncebox_audit_mark").Scan(&low))
+	require.Less(t, low, lateSeq, "the mark waits for the transaction in progress")
+
+	require.NoError(t, late.Commit(ctx))
+	sealAll(t, sealer, pool, tenant)
+	r, err := audit.Verify(ctx, pool, tenant, nil)
+	require.NoError(t, err)
+	require.Nil(t, r.Mismatch)
+	require.Equal(t, 3, r.Sealed)
+	require.Eventually(t, func() bool {
+		_, err := sealer.SealOnce(ctx)
+		require.NoError(t, err)
+		require.NoError(t, pool.QueryRow(ctx, "SELECT low FROM oncebox_audit_mark").Scan(&low))
+		return low >= lateSeq
+	}, 30*time.Second, 50*time.Millisecond, "the mark reaches the end once every transaction ended")
+}
+
+// TestCheckOpsRetriedDispatch: a dispatch cut back to pending (retryable) records pending
+// after the call's pending, the claim between them unrecorded: not a change recorded
+// twice. A sealed entry removed, or an op's call removed, is a problem.
+func TestCheckOpsRetriedDispatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	var tenant int64
+	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&tenant))
+	var op string
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status, vendor_key, expires_at)
+		VALUES ($1, 'mail-1', 'send_email', 'sendgrid', '{}', '\x01', 'pending', 'vk', now() + interval '1 day')
+		RETURNING id::text`, tenant).Scan(&op))
+	for _, sql := range []string{
+		`UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1 WHERE id = $1`,
+		`UPDATE oncebox_op SET status = 'pending' WHERE id = $1`,
+		`UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1 WHERE id = $1`,
+		`UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'msg-1' WHERE id = $1`,
+	} {
+		_, err := pool.Exec(ctx, sql, op)
+		require.NoError(t, err, sql)
+	}
+	sealAll(t, audit.NewSealer(audit.Config{Pool: pool}), pool, tenant)
+	problems, err := audit.CheckOps(ctx, pool, tenant, map[string]string{op: "succeeded"})
+	require.NoError(t, err)
+	require.Empty(t, problems)
+
+	// The same change, attempts and all, recorded again is a change recorded twice.
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_audit (tenant_id, kind, op_id, e)
+		SELECT tenant_id, kind, op_id, e FROM oncebox_audit WHERE op_id = $1 AND e ->> 'to' = 'succeeded'`, op)
+	require.NoError(t, err)
+	problems, err = audit.CheckOps(ctx, pool, tenant, map[string]string{op: "succeeded"})
+	require.NoError(t, err)
+	require.Len(t, problems, 1, problems)
+	require.Contains(t, problems[0], "records succeeded again")
+
+	// A sealed entry removed breaks the chain; the call removed leaves the op without it.
+	_, err = pool.Exec(ctx, `DELETE FROM oncebox_audit WHERE op_id = $1 AND (hash IS NULL OR kind = 'call')`, op)
+	require.NoError(t, err)
+	problems, err = audit.CheckOps(ctx, pool, tenant, map[string]string{op: "succeeded"})
+	require.NoError(t, err)
+	require.Len(t, problems, 2, problems)
+	require.Contains(t, problems[0], "do not start with its call")
+	require.Contains(t, problems[1], "the chain does not verify")
+}

@@ -8,12 +8,29 @@ const entryColumns = `tenant_id, seq, tx::text::numeric::bigint, at, kind, coale
 // sqlSealLock serializes the sealers of all processes: one seals, the others skip.
 const sqlSealLock = `SELECT pg_try_advisory_xact_lock(7310247001)`
 
-// sqlHorizon is the oldest transaction still in progress: every entry of an older
-// transaction is committed (or rolled back) and visible to the statements that follow.
-const sqlHorizon = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint`
+// sqlLastSeq is the last seq drawn (0 when none was): every entry with a seq at most
+// this one drew it already, in a transaction that had its id.
+const sqlLastSeq = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM oncebox_audit_seq`
 
-// sqlTenants lists the tenants that have entries past their sealed head.
-const sqlTenants = `SELECT DISTINCT a.tenant_id FROM oncebox_audit a WHERE a.hash IS NULL`
+// sqlHorizon is the oldest transaction still in progress (every entry of an older
+// transaction is committed or rolled back, and visible to the statements that follow)
+// and the sealer's own transaction id, assigned here: larger than every id assigned
+// before. (A snapshot's xmax is not that: it is the last completed id plus one, and
+// younger transactions may be in progress.)
+const sqlHorizon = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint,
+	pg_current_xact_id()::text::numeric::bigint`
+
+// sqlMark reads the low-water mark (no row: nothing sealed yet, low 0).
+const sqlMark = `SELECT low, mark_seq, mark_xmax::text::numeric::bigint FROM oncebox_audit_mark`
+
+// sqlSetMark writes the low-water mark and the note of the round.
+const sqlSetMark = `
+INSERT INTO oncebox_audit_mark (one, low, mark_seq, mark_xmax) VALUES (true, $1, $2, $3::text::xid8)
+ON CONFLICT (one) DO UPDATE SET low = EXCLUDED.low, mark_seq = EXCLUDED.mark_seq, mark_xmax = EXCLUDED.mark_xmax`
+
+// sqlTenants lists the tenants that have entries past their sealed head: unsealed
+// entries above the low-water mark $1 (index oncebox_audit_seq_brin).
+const sqlTenants = `SELECT DISTINCT a.tenant_id FROM oncebox_audit a WHERE a.seq > $1 AND a.hash IS NULL`
 
 const sqlHead = `SELECT tx::text::numeric::bigint, seq, hash, entries, sealed_at FROM oncebox_audit_head WHERE tenant_id = $1`
 
@@ -82,3 +99,35 @@ const sqlExpiredPartitions = `
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'oncebox_audit'::regclass AND c.relname ~ '^oncebox_audit_[0-9]{6}$'
 	AND (to_date(substr(c.relname, 15), 'YYYYMM') + interval '1 month') <= $1::timestamptz AT TIME ZONE 'UTC'`
+
+// sqlStreamLock serializes the streamers of all processes sharing a schema: one streams,
+// the others skip. A session lock (sqlStreamUnlock releases it): the streamer holds no
+// transaction open while a receiver answers.
+const sqlStreamLock = `SELECT pg_try_advisory_lock(hashtextextended('oncebox_audit_stream ' || current_schema(), 0))`
+
+const sqlStreamUnlock = `SELECT pg_advisory_unlock(hashtextextended('oncebox_audit_stream ' || current_schema(), 0))`
+
+// sqlStreamTenants lists the tenants whose sealed head is past their stream cursor, with
+// their name (empty for the installation, 0, or a tenant since deleted) and the cursor.
+const sqlStreamTenants = `
+SELECT h.tenant_id, coalesce(t.name, ''), coalesce(s.tx, '0'::xid8)::text::numeric::bigint, coalesce(s.seq, 0)
+FROM oncebox_audit_head h
+LEFT JOIN oncebox_audit_stream s ON s.tenant_id = h.tenant_id
+LEFT JOIN oncebox_tenant t ON t.id = h.tenant_id
+WHERE s.tenant_id IS NULL OR (h.tx, h.seq) > (s.tx, s.seq)
+ORDER BY h.tenant_id`
+
+// sqlSealedAfter reads up to $4 sealed entries of tenant $1 after the cursor ($2 tx, $3
+// seq), in chain order.
+const sqlSealedAfter = `SELECT ` + entryColumns + ` FROM oncebox_audit
+WHERE tenant_id = $1 AND (tx, seq) > ($2::text::xid8, $3) AND hash IS NOT NULL
+ORDER BY tx, seq LIMIT $4`
+
+// sqlAdvanceStream moves tenant $1's cursor to the entry ($2 tx, $3 seq) after $4 more
+// entries were exported; never backwards.
+const sqlAdvanceStream = `
+INSERT INTO oncebox_audit_stream (tenant_id, tx, seq, entries, exported_at)
+VALUES ($1, $2::text::xid8, $3, $4, now())
+ON CONFLICT (tenant_id) DO UPDATE SET tx = EXCLUDED.tx, seq = EXCLUDED.seq,
+	entries = oncebox_audit_stream.entries + EXCLUDED.entries, exported_at = EXCLUDED.exported_at
+WHERE (oncebox_audit_stream.tx, oncebox_audit_stream.seq) < (EXCLUDED.tx, EXCLUDED.seq)`

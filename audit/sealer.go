@@ -86,6 +86,11 @@ func (s *Sealer) Run(ctx context.Context) {
 // SealOnce seals every tenant's entries older than the horizon (one batch per tenant)
 // and writes the checkpoints that are due. It returns how many entries it sealed (0
 // when another process holds the sealer's lock).
+//
+// It reads only the entries above the low-water mark (migration 033): every entry at or
+// below it is sealed. The mark moves to the sequence's value noted by an earlier round
+// once the horizon has passed every transaction that could have drawn a seq below it,
+// and this round sealed all it found.
 func (s *Sealer) SealOnce(ctx context.Context) (int, error) {
 	sealed := 0
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
@@ -93,11 +98,19 @@ func (s *Sealer) SealOnce(ctx context.Context) (int, error) {
 		if err := tx.QueryRow(ctx, sqlSealLock).Scan(&locked); err != nil || !locked {
 			return err
 		}
-		var horizon int64
-		if err := tx.QueryRow(ctx, sqlHorizon).Scan(&horizon); err != nil {
+		m, err := readMark(ctx, tx)
+		if err != nil {
+			return err
+		}
+		// The order matters: the sequence first, then the snapshot (the mark's proof).
+		var lastSeq, horizon, xid int64
+		if err := tx.QueryRow(ctx, sqlLastSeq).Scan(&lastSeq); err != nil {
+			return fmt.Errorf("audit: last seq: %w", err)
+		}
+		if err := tx.QueryRow(ctx, sqlHorizon).Scan(&horizon, &xid); err != nil {
 			return fmt.Errorf("audit: horizon: %w", err)
 		}
-		rows, err := tx.Query(ctx, sqlTenants)
+		rows, err := tx.Query(ctx, sqlTenants, m.low)
 		if err != nil {
 			return fmt.Errorf("audit: tenants: %w", err)
 		}
@@ -105,16 +118,68 @@ func (s *Sealer) SealOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return fmt.Errorf("audit: tenants: %w", err)
 		}
+		whole := true // every tenant's unsealed entries below the horizon fit in a batch
 		for _, t := range tenants {
 			n, err := s.sealTenant(ctx, tx, t, horizon)
 			if err != nil {
 				return fmt.Errorf("audit: seal tenant %d: %w", t, err)
 			}
 			sealed += n
+			whole = whole && n < s.cfg.Batch
+		}
+		next := m.next(lastSeq, horizon, xid, whole)
+		if next == m {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, sqlSetMark, next.low, next.seq, strconv.FormatInt(next.xmax, 10)); err != nil {
+			return fmt.Errorf("audit: low-water mark: %w", err)
 		}
 		return nil
 	})
 	return sealed, err
+}
+
+// mark is the sealer's low-water mark: every entry with seq <= low is sealed. seq and
+// xmax are an earlier round's note (0, 0: none): the sequence's last value, and a
+// transaction id assigned after it was read (the sealer's own), above every id assigned
+// before.
+type mark struct{ low, seq, xmax int64 }
+
+func readMark(ctx context.Context, tx pgx.Tx) (mark, error) {
+	var low int64
+	var seq, xmax *int64
+	err := tx.QueryRow(ctx, sqlMark).Scan(&low, &seq, &xmax)
+	if err == pgx.ErrNoRows {
+		return mark{}, nil
+	}
+	if err != nil {
+		return mark{}, fmt.Errorf("audit: low-water mark: %w", err)
+	}
+	m := mark{low: low}
+	if seq != nil && xmax != nil {
+		m.seq, m.xmax = *seq, *xmax
+	}
+	return m, nil
+}
+
+// next is the mark after a round that read lastSeq, then horizon and its own
+// transaction id xid, and sealed every entry below the horizon it found (whole) or not.
+// A note whose xmax the horizon has reached proves that each entry up to its seq
+// belonged to a transaction that has ended, so the round found it: low moves up to it
+// when the round was whole, and the round's own reading becomes the note. A note not
+// reached yet is kept (a newer one would be reached later still), and so is one reached
+// by a round that left entries for the next.
+func (m mark) next(lastSeq, horizon, xid int64, whole bool) mark {
+	noted := m.xmax != 0
+	reached := noted && horizon >= m.xmax
+	if noted && (!reached || !whole) {
+		return m
+	}
+	n := mark{low: m.low, seq: lastSeq, xmax: xid}
+	if reached && m.seq > n.low {
+		n.low = m.seq
+	}
+	return n
 }
 
 // head is a tenant's last sealed entry.

@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"pgregory.net/rapid"
 
+	"github.com/oncebox/oncebox/audit"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
@@ -31,6 +34,49 @@ func (w *modelWorld) check(t *rapid.T) {
 	}
 	w.checkOwned(t)
 	w.checkApproved(t)
+	w.checkAudited(t)
+}
+
+// checkAudited: every op of each tenant, kept or purged since, has its story in the
+// audit log (docs/audit.md): its call once and first, no status recorded twice, its
+// last status the op's, and the sealed chain verifies. Ops and log are read in one
+// snapshot.
+func (w *modelWorld) checkAudited(t *rapid.T) {
+	tx, err := w.pool.BeginTx(w.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(w.ctx)) //nolint:errcheck // read only
+	for _, tn := range w.tenants {
+		want := map[string]string{}
+		for id, tenant := range w.seenOps {
+			if tenant == tn.id {
+				want[id] = "" // purged, unless it is still there
+			}
+		}
+		rows, err := tx.Query(w.ctx, "SELECT id::text, status FROM oncebox_op WHERE tenant_id = $1", tn.id)
+		if err != nil {
+			t.Fatalf("read the ops: %v", err)
+		}
+		for rows.Next() {
+			var id, status string
+			if err := rows.Scan(&id, &status); err != nil {
+				t.Fatalf("scan: %v", err)
+			}
+			want[id] = status
+			w.seenOps[id] = tn.id
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("read the ops: %v", err)
+		}
+		problems, err := audit.CheckOps(w.ctx, tx, tn.id, want)
+		if err != nil {
+			t.Fatalf("check the audit log: %v", err)
+		}
+		if len(problems) > 0 {
+			w.violation(t, strings.Join(problems, "; "), "an op's audit log does not tell its story (a call missing or repeated, a status recorded twice or not the op's, or a broken chain)")
+		}
+	}
 }
 
 // checkAtMostOnce: a call's side effect reaches its target at most once, and a call

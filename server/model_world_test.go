@@ -113,13 +113,16 @@ type modelWorld struct {
 	tenants             [2]*modelTenant
 	noteTTL             string
 	m                   *model
+	// seenOps are the ops checkAudited has seen, by id, with their tenant's id: one gone
+	// since was purged, and its story must outlive it.
+	seenOps map[string]int64
 }
 
 func (e *modelEnv) newWorld(t *rapid.T) *modelWorld {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w := &modelWorld{ctx: ctx, crm: fakewebhook.New(fakewebhook.Config{}), notes: fakewebhook.New(fakewebhook.Config{}),
-		noteTTL: "30s", m: newModel()}
+		noteTTL: "30s", m: newModel(), seenOps: map[string]int64{}}
 	w.lossy = &lossyFront{next: w.crm, drop: map[string]string{}}
 	crm, notes := httptest.NewServer(w.lossy), httptest.NewServer(w.notes)
 	t.Cleanup(crm.Close)

@@ -841,5 +841,14 @@ func List() []Mutant {
 			Packages: []string{"./internal/vendorevents/"},
 			Tests:    []string{"TestTenantKeyStripeEventsOnlyThroughItsOwnEndpoint"},
 		},
+		{
+			Name:     "audit-low-water-passes-open-transactions",
+			Breaks:   "the sealer's low-water mark passes a seq a transaction in progress holds: its entry, committed later, is never sealed",
+			File:     "audit/sealer.go",
+			Old:      "reached := noted && horizon >= m.xmax",
+			New:      "reached := noted",
+			Packages: []string{"./audit/"},
+			Tests:    []string{"TestSealerLowWaterMarkKeepsALateCommit"},
+		},
 	}
 }
