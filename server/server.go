@@ -769,7 +769,7 @@ func (s *Server) sweepConfig() outbox.SweepConfig {
 func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
 	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Governance: s.apiGov, Tenants: s.tenants, AuditLog: s.apiPool, Logger: s.logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub, WaitSlots: s.slots(),
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, MaxAuditExports: cfg.MaxAuditExports, Notifications: s.waitHub, WaitSlots: s.slots(),
 		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads(),
 		Upstreams: s.upstreamHealth(), ResourceMetadataURL: s.resourceMetadataURL()})
 	if err != nil {

@@ -472,3 +472,44 @@ func TestAuditExportDatabaseOutageIs503(t *testing.T) {
 	requireProblem(t, rec, http.StatusServiceUnavailable, "store-unavailable")
 	require.Equal(t, "5", rec.Header().Get("Retry-After"))
 }
+
+// blockingLog holds each query until release is closed, telling started when it begins.
+type blockingLog struct {
+	audit.Querier
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b blockingLog) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return b.Querier.Query(ctx, sql, args...)
+}
+
+// TestAuditExportsAreCapped: past MaxAuditExports streaming at once, an export is
+// answered 429 too-many-exports with Retry-After, and never reaches the database; once
+// one ends, the next is served.
+func TestAuditExportsAreCapped(t *testing.T) {
+	t.Parallel()
+	log := blockingLog{started: make(chan struct{}, 4), release: make(chan struct{})}
+	e := newEnv(t, func(c *api.Config) {
+		log.Querier = c.AuditLog
+		c.AuditLog = log
+		c.MaxAuditExports = 1
+	})
+	e.newTenant(t, "acme")
+	auditor := e.newToken(t, "acme", tenant.RoleAuditor)
+
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- e.do(req("GET", "/v1/audit", auditor, "", "")) }()
+	<-log.started
+	rec := e.do(req("GET", "/v1/audit", auditor, "", ""))
+	requireProblem(t, rec, http.StatusTooManyRequests, "too-many-exports")
+	require.Equal(t, "5", rec.Header().Get("Retry-After"))
+	require.Empty(t, log.started, "the refused export read nothing")
+
+	close(log.release)
+	require.Equal(t, http.StatusOK, (<-first).Code)
+	rec = e.do(req("GET", "/v1/audit", auditor, "", ""))
+	require.Equal(t, http.StatusOK, rec.Code, "the slot is free again")
+}

@@ -256,6 +256,24 @@ func openAPIScenarios() map[string]scenario {
 	scenarios["GET /v1/audit 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("GET", "/v1/audit", f.approver, "", "")
 	}
+	scenarios["GET /v1/audit 429"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		log := blockingLog{started: make(chan struct{}, 1), release: make(chan struct{})}
+		e := newEnv(t, func(c *api.Config) {
+			log.Querier = c.AuditLog
+			c.AuditLog = log
+			c.MaxAuditExports = 1
+		})
+		e.newTenant(t, "acme")
+		token := auditor(t, e, "acme")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.do(req("GET", "/v1/audit", token, "", ""))
+		}()
+		<-log.started
+		t.Cleanup(func() { close(log.release); <-done })
+		return e, req("GET", "/v1/audit", token, "", "")
+	}
 	scenarios["GET /v1/audit 503"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		e, _, _ := outageEnv(t, false)
 		return e, req("GET", "/v1/audit", auditor(t, e, "acme"), "", "")
