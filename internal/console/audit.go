@@ -243,7 +243,7 @@ func auditRowOf(e *audit.Entry) auditRow {
 		if cur := f.str("currency"); cur != "" {
 			row.Amount = money.Format(n, cur)
 		} else {
-			row.Amount = strconv.FormatInt(n, 10) + " (no currency)"
+			row.Amount = strconv.FormatInt(n, 10) + " minor units"
 		}
 	}
 	token := func() string {
