@@ -61,9 +61,11 @@ type auditView struct {
 
 // auditRow is one audit entry as the page shows it: the short fields of its kind.
 type auditRow struct {
-	Seq                    int64
-	At                     time.Time
-	Kind, What, OpID       string
+	Seq              int64
+	At               time.Time
+	Kind, What, OpID string
+	// OpShort is the op id as the table shows it: its first 8 characters.
+	OpShort                string
 	Who, Tool, Status, Ref string
 	Amount, Detail         string
 	Sealed                 bool
@@ -235,7 +237,10 @@ func (f auditFields) num(key string) (int64, bool) {
 
 // auditRowOf is the page's row of e.
 func auditRowOf(e *audit.Entry) auditRow {
-	row := auditRow{Seq: e.Seq, At: e.At, Kind: e.Kind, OpID: e.OpID, Sealed: e.Hash != nil}
+	row := auditRow{Seq: e.Seq, At: e.At, Kind: e.Kind, OpID: e.OpID, OpShort: e.OpID, Sealed: e.Hash != nil}
+	if len(row.OpShort) > 8 {
+		row.OpShort = row.OpShort[:8] + "…"
+	}
 	var f auditFields
 	_ = json.Unmarshal(e.Fields, &f) // the log's fields are a JSON object; anything else shows nothing
 	row.Tool, row.Ref = f.str("tool"), f.str("vendor_ref")
@@ -262,7 +267,7 @@ func auditRowOf(e *audit.Entry) auditRow {
 		if row.Status == "" {
 			row.Status = string(protocol.StatusPending)
 		}
-		row.Detail = strings.TrimSpace(f.str("vendor") + " " + f.str("key"))
+		row.Detail = f.str("key")
 	case "status":
 		row.Status, row.Detail = f.str("to"), f.str("error")
 	case "event":
@@ -270,7 +275,7 @@ func auditRowOf(e *audit.Entry) auditRow {
 		if a := f.str("actor"); a != "" {
 			row.Who = ActorName(a)
 		}
-		row.Detail = compactJSON(f["detail"])
+		row.Detail = eventDetail(f["detail"])
 	case "approval_requested":
 		row.Who, row.Status, row.Detail = token(), string(protocol.StatusAwaitingApproval), f.str("why")
 	case "withdrawn":
@@ -279,4 +284,18 @@ func auditRowOf(e *audit.Entry) auditRow {
 		row.What = strings.TrimSpace(f.str("table") + " " + f.str("op"))
 	}
 	return row
+}
+
+// eventDetail is what an event's recorded detail says to a person: the reason a person
+// gave, why the op was held, or the reconciler's decision; else the detail as JSON.
+func eventDetail(raw json.RawMessage) string {
+	var d auditFields
+	if json.Unmarshal(raw, &d) == nil {
+		for _, k := range []string{"reason", "why", "decision"} {
+			if s := d.str(k); s != "" {
+				return s
+			}
+		}
+	}
+	return compactJSON(raw)
 }

@@ -116,7 +116,7 @@ func TestConsoleAuditRoles(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	resp, page = ad.get("/console/audit")
 	require.Equal(t, http.StatusOK, resp.StatusCode, page)
-	require.Contains(t, page, `<a href="/console/lookup?q=`+refundID+`">`, "an admin's rows link to the op's page")
+	require.Contains(t, page, `<a href="/console/lookup?q=`+refundID+`" title=`, "an admin's rows link to the op's page")
 	require.Contains(t, page, `href="/console/audit" aria-current="page"`)
 	require.Contains(t, page, `href="/console/approvals"`)
 }

@@ -74,7 +74,7 @@ type Config struct {
 }
 
 // Console is the web console for people: sign-in, approvals, reviews, lookups, the
-// finance report and an overview. It is an http.Handler serving Prefix.
+// finance report, an overview and the audit log. It is an http.Handler serving Prefix.
 type Console struct {
 	cfg     Config
 	mux     *http.ServeMux
