@@ -99,3 +99,35 @@ const sqlExpiredPartitions = `
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'oncebox_audit'::regclass AND c.relname ~ '^oncebox_audit_[0-9]{6}$'
 	AND (to_date(substr(c.relname, 15), 'YYYYMM') + interval '1 month') <= $1::timestamptz AT TIME ZONE 'UTC'`
+
+// sqlStreamLock serializes the streamers of all processes sharing a schema: one streams,
+// the others skip. A session lock (sqlStreamUnlock releases it): the streamer holds no
+// transaction open while a receiver answers.
+const sqlStreamLock = `SELECT pg_try_advisory_lock(hashtextextended('oncebox_audit_stream ' || current_schema(), 0))`
+
+const sqlStreamUnlock = `SELECT pg_advisory_unlock(hashtextextended('oncebox_audit_stream ' || current_schema(), 0))`
+
+// sqlStreamTenants lists the tenants whose sealed head is past their stream cursor, with
+// their name (empty for the installation, 0, or a tenant since deleted) and the cursor.
+const sqlStreamTenants = `
+SELECT h.tenant_id, coalesce(t.name, ''), coalesce(s.tx, '0'::xid8)::text::numeric::bigint, coalesce(s.seq, 0)
+FROM oncebox_audit_head h
+LEFT JOIN oncebox_audit_stream s ON s.tenant_id = h.tenant_id
+LEFT JOIN oncebox_tenant t ON t.id = h.tenant_id
+WHERE s.tenant_id IS NULL OR (h.tx, h.seq) > (s.tx, s.seq)
+ORDER BY h.tenant_id`
+
+// sqlSealedAfter reads up to $4 sealed entries of tenant $1 after the cursor ($2 tx, $3
+// seq), in chain order.
+const sqlSealedAfter = `SELECT ` + entryColumns + ` FROM oncebox_audit
+WHERE tenant_id = $1 AND (tx, seq) > ($2::text::xid8, $3) AND hash IS NOT NULL
+ORDER BY tx, seq LIMIT $4`
+
+// sqlAdvanceStream moves tenant $1's cursor to the entry ($2 tx, $3 seq) after $4 more
+// entries were exported; never backwards.
+const sqlAdvanceStream = `
+INSERT INTO oncebox_audit_stream (tenant_id, tx, seq, entries, exported_at)
+VALUES ($1, $2::text::xid8, $3, $4, now())
+ON CONFLICT (tenant_id) DO UPDATE SET tx = EXCLUDED.tx, seq = EXCLUDED.seq,
+	entries = oncebox_audit_stream.entries + EXCLUDED.entries, exported_at = EXCLUDED.exported_at
+WHERE (oncebox_audit_stream.tx, oncebox_audit_stream.seq) < (EXCLUDED.tx, EXCLUDED.seq)`

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/governance"
@@ -325,6 +327,22 @@ type Config struct {
 	// AuditRetention is how long audit entries are kept, dropped by whole months.
 	// Defaults to 400 days.
 	AuditRetention time.Duration
+	// AuditOTelLogs streams the sealed audit log as OpenTelemetry log records to a SIEM
+	// from the periodic role (docs/audit.md, "Streaming to a SIEM"), through the log
+	// exporter the OTEL_* environment variables configure: cmd/oncebox then sets
+	// AuditLogExporter. Defaults to false, so that tracing does not ship the audit log
+	// unasked.
+	AuditOTelLogs bool
+	// AuditOTelLogsInterval is how often the stream sends the entries sealed since.
+	// Defaults to 5 seconds.
+	AuditOTelLogsInterval time.Duration
+	// AuditLogExporter, with the periodic role, receives the audit log's records
+	// (audit.Streamer); the server owns it and shuts it down when it stops. Not a flag:
+	// cmd/oncebox builds it from OTEL_* when AuditOTelLogs is on. Nil: not streamed.
+	AuditLogExporter sdklog.Exporter
+	// AuditLogResource describes this process in those records. Not a flag. Defaults to
+	// the OpenTelemetry SDK's default resource.
+	AuditLogResource *resource.Resource
 
 	// SealKey is the base64 of 32 bytes that encrypt the full arguments of redacted
 	// tools until their op is terminal (see outbox.Config.SealKey). Optional.
@@ -384,6 +402,7 @@ func Defaults() Config {
 		PurgeInterval:           time.Minute,
 		PurgeBatch:              1000,
 		AuditRetention:          400 * 24 * time.Hour,
+		AuditOTelLogsInterval:   5 * time.Second,
 		RedactMail:              true,
 		ReconcileInterval:       30 * time.Second,
 		ReconcileSweepTimeout:   90 * time.Second,
@@ -459,6 +478,9 @@ func (c *Config) validate() error {
 	}
 	if c.UnavailableRetryAfter < time.Second {
 		return errors.New("--unavailable-retry-after must be at least 1s")
+	}
+	if c.AuditOTelLogs && c.AuditOTelLogsInterval <= 0 {
+		return errors.New("--audit-otel-logs-interval must be positive, such as 5s")
 	}
 	if c.MetricsRefresh <= 0 {
 		return errors.New("--metrics-refresh must be positive")

@@ -1149,14 +1149,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	stopMonitor := runBeside(ctx, s.monitorStore)
 	defer stopMonitor()
-	if s.cfg.Roles.Periodic {
-		sealer, err := s.auditSealer()
-		if err != nil {
-			return err
-		}
-		stopSealer := runBeside(ctx, sealer.Run)
-		defer stopSealer()
+	stopAudit, err := s.runAudit(ctx)
+	if err != nil {
+		return err
 	}
+	defer stopAudit()
 	if s.notifications != nil && s.handler != nil {
 		stopNotifications := runBeside(ctx, s.notifications.Run)
 		defer stopNotifications()
@@ -1310,6 +1307,31 @@ func waitForPostgres(ctx context.Context, pool *pgxpool.Pool, wait time.Duration
 		}
 		delay = min(delay*2, 5*time.Second)
 	}
+}
+
+// runAudit runs, in a process with the periodic role, the audit log's sealer and, when
+// an exporter is configured (--audit-otel-logs), its stream to a SIEM; stop stops both.
+func (s *Server) runAudit(ctx context.Context) (stop func(), err error) {
+	if !s.cfg.Roles.Periodic {
+		return func() {}, nil
+	}
+	sealer, err := s.auditSealer()
+	if err != nil {
+		return nil, err
+	}
+	stopSealer := runBeside(ctx, sealer.Run)
+	if s.cfg.AuditLogExporter == nil {
+		return stopSealer, nil
+	}
+	streamer, err := audit.NewStreamer(audit.StreamConfig{Pool: s.pool, Exporter: s.cfg.AuditLogExporter,
+		Resource: s.cfg.AuditLogResource, Interval: s.cfg.AuditOTelLogsInterval, Logger: s.logger})
+	if err != nil {
+		stopSealer()
+		return nil, err
+	}
+	stopStreamer := runBeside(ctx, streamer.Run)
+	s.logger.Info("audit log streamed as OpenTelemetry log records", slog.Duration("interval", s.cfg.AuditOTelLogsInterval))
+	return func() { stopStreamer(); stopSealer() }, nil
 }
 
 // auditSealer is the audit log's sealer (docs/audit.md), run by the periodic role: one

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -39,8 +41,12 @@ func runServe(ctx context.Context, args []string) error {
 }
 
 // setupTracing sets cfg.TracerProvider from the OTEL_* environment variables (off when
-// they configure no exporter) and returns what flushes the spans on the way out.
+// they configure no exporter), and the audit log's exporter (setupAuditLogs); it returns
+// what flushes the spans on the way out.
 func setupTracing(ctx context.Context, cfg *server.Config, logger *slog.Logger) (func(), error) {
+	if err := setupAuditLogs(ctx, cfg, logger, os.Getenv); err != nil {
+		return nil, err
+	}
 	tp, shutdown, err := tracing.Setup(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -57,6 +63,30 @@ func setupTracing(ctx context.Context, cfg *server.Config, logger *slog.Logger) 
 			logger.Warn("tracing: flushing spans failed", slog.Any("error", err))
 		}
 	}, nil
+}
+
+// setupAuditLogs sets cfg.AuditLogExporter from the OTEL_* environment variables when
+// --audit-otel-logs is on and this process has the periodic role (the one that streams).
+// On, with no log exporter configured, is an error that says what to set; on, with
+// OpenTelemetry logs turned off on purpose (OTEL_SDK_DISABLED, OTEL_LOGS_EXPORTER=none),
+// a warning.
+func setupAuditLogs(ctx context.Context, cfg *server.Config, logger *slog.Logger, getenv func(string) string) error {
+	if !cfg.AuditOTelLogs || !cfg.Roles.Periodic {
+		return nil
+	}
+	if tracing.LogsOff(getenv) {
+		logger.Warn("--audit-otel-logs is on but OTEL_SDK_DISABLED=true or OTEL_LOGS_EXPORTER=none turns OpenTelemetry logs off: the audit log is not streamed")
+		return nil
+	}
+	if !tracing.LogsEnabled(getenv) {
+		return errors.New("--audit-otel-logs needs a log exporter: set OTEL_EXPORTER_OTLP_LOGS_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT) to your collector, or OTEL_LOGS_EXPORTER=console")
+	}
+	exp, res, err := tracing.LogExporter(ctx)
+	if err != nil {
+		return fmt.Errorf("--audit-otel-logs: %w", err)
+	}
+	cfg.AuditLogExporter, cfg.AuditLogResource = exp, res
+	return nil
 }
 
 // reloadOnSIGHUP reloads srv's tool catalog on each SIGHUP (ReloadCatalog logs the

@@ -9,6 +9,10 @@
 // http/protobuf, the default, or grpc); the sampler (OTEL_TRACES_SAMPLER), the batch
 // processor (OTEL_BSP_*) and the resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES)
 // by the SDK.
+//
+// Logs follow the same rule with their own variables (OTEL_LOGS_EXPORTER,
+// OTEL_EXPORTER_OTLP_LOGS_ENDPOINT): LogsEnabled and LogExporter, for the audit log's
+// stream to a SIEM, which --audit-otel-logs turns on.
 package tracing
 
 import (
@@ -21,6 +25,7 @@ import (
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
@@ -31,18 +36,59 @@ import (
 const ScopeName = "github.com/oncebox/oncebox"
 
 // Enabled reports whether the environment (getenv) configures a trace exporter.
-func Enabled(getenv func(string) string) bool {
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+func Enabled(getenv func(string) string) bool { return signalEnabled(getenv, "TRACES") }
+
+// LogsEnabled reports whether the environment (getenv) configures a log exporter, by the
+// same rule as traces: OTEL_LOGS_EXPORTER (otlp, console; "none" is off), or an OTLP
+// endpoint (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_LOGS_ENDPOINT), unless
+// OTEL_SDK_DISABLED=true. Only the audit log's stream exports logs (--audit-otel-logs).
+func LogsEnabled(getenv func(string) string) bool { return signalEnabled(getenv, "LOGS") }
+
+// LogsOff reports whether the environment turns OpenTelemetry logs off on purpose:
+// OTEL_SDK_DISABLED=true or OTEL_LOGS_EXPORTER=none.
+func LogsOff(getenv func(string) string) bool {
+	return sdkDisabled(getenv) || strings.EqualFold(strings.TrimSpace(getenv("OTEL_LOGS_EXPORTER")), "none")
+}
+
+func sdkDisabled(getenv func(string) string) bool {
+	return strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true")
+}
+
+// signalEnabled is Enabled for the signal (TRACES, LOGS).
+func signalEnabled(getenv func(string) string, signal string) bool {
+	if sdkDisabled(getenv) {
 		return false
 	}
-	switch strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))) {
+	switch strings.ToLower(strings.TrimSpace(getenv("OTEL_" + signal + "_EXPORTER"))) {
 	case "none":
 		return false
 	case "":
-		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
 	default:
 		return true
 	}
+}
+
+// LogExporter returns the log exporter the environment configures
+// (autoexport.NewLogExporter: OTEL_LOGS_EXPORTER, OTEL_EXPORTER_OTLP_(LOGS_)PROTOCOL,
+// OTEL_EXPORTER_OTLP_(LOGS_)ENDPOINT, _HEADERS, _TIMEOUT), and the resource of its records.
+func LogExporter(ctx context.Context) (sdklog.Exporter, *resource.Resource, error) {
+	exp, err := autoexport.NewLogExporter(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("otel logs: exporter: %w", err)
+	}
+	res, err := newResource(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("otel logs: resource: %w", err)
+	}
+	return exp, res, nil
+}
+
+// newResource is this process as telemetry names it: service.name oncebox unless the
+// environment (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES) says otherwise.
+func newResource(ctx context.Context) (*resource.Resource, error) {
+	return resource.New(ctx, resource.WithAttributes(semconv.ServiceName("oncebox")), resource.WithTelemetrySDK(),
+		resource.WithFromEnv())
 }
 
 // Setup returns the TracerProvider the environment configures and a function that
@@ -56,9 +102,7 @@ func Setup(ctx context.Context, getenv func(string) string) (trace.TracerProvide
 	if err != nil {
 		return nil, nil, fmt.Errorf("tracing: exporter: %w", err)
 	}
-	// The environment (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES) overrides the default name.
-	res, err := resource.New(ctx, resource.WithAttributes(semconv.ServiceName("oncebox")), resource.WithTelemetrySDK(),
-		resource.WithFromEnv())
+	res, err := newResource(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tracing: resource: %w", err)
 	}

@@ -28,6 +28,23 @@ func TestEnabledOnlyWithAnExporter(t *testing.T) {
 	} {
 		require.Equal(t, c.want, Enabled(env(c.env)), "%v", c.env)
 	}
+	// Logs (the audit log's stream) follow the same rule with their own variables.
+	for _, c := range []struct {
+		env       map[string]string
+		want, off bool
+	}{
+		{nil, false, false},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "console"}, false, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, false, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, true, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://c:4318/v1/logs"}, true, false},
+		{map[string]string{"OTEL_LOGS_EXPORTER": "console"}, true, false},
+		{map[string]string{"OTEL_LOGS_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, false, true},
+		{map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_LOGS_EXPORTER": "otlp"}, false, true},
+	} {
+		require.Equal(t, c.want, LogsEnabled(env(c.env)), "%v", c.env)
+		require.Equal(t, c.off, LogsOff(env(c.env)), "%v", c.env)
+	}
 	tp, shutdown, err := Setup(context.Background(), env(nil))
 	require.NoError(t, err)
 	require.Nil(t, tp, "off: no provider")
