@@ -154,13 +154,18 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *sessionIn
 		return
 	}
 	av.CSV, av.JSON = "/console/audit.csv?"+f.query(), "/console/audit.jsonl?"+f.query()
+	tokens, err := c.askers(r, s)
+	if err != nil {
+		c.internal(w, r, v, err)
+		return
+	}
 	p.Limit = auditListed + 1
-	err := audit.Export(r.Context(), c.cfg.Pool, p, func(e *audit.Entry) error {
+	err = audit.Export(r.Context(), c.cfg.Pool, p, func(e *audit.Entry) error {
 		if len(av.Entries) == auditListed {
 			av.More = true
 			return nil
 		}
-		av.Entries = append(av.Entries, auditRowOf(e))
+		av.Entries = append(av.Entries, auditRowOf(e, tokens))
 		return nil
 	})
 	if err != nil {
@@ -235,8 +240,9 @@ func (f auditFields) num(key string) (int64, bool) {
 	return n, err == nil && len(f[key]) > 0
 }
 
-// auditRowOf is the page's row of e.
-func auditRowOf(e *audit.Entry) auditRow {
+// auditRowOf is the page's row of e; tokens names the tenant's tokens (askers), for an
+// entry that names the asking token and no person.
+func auditRowOf(e *audit.Entry, tokens map[int64]string) auditRow {
 	row := auditRow{Seq: e.Seq, At: e.At, Kind: e.Kind, OpID: e.OpID, OpShort: e.OpID, Sealed: e.Hash != nil}
 	if len(row.OpShort) > 8 {
 		row.OpShort = row.OpShort[:8] + "…"
@@ -253,7 +259,10 @@ func auditRowOf(e *audit.Entry) auditRow {
 	}
 	token := func() string {
 		if n, ok := f.num("token"); ok {
-			return fmt.Sprintf("token %d", n)
+			if name := tokens[n]; name != "" {
+				return name
+			}
+			return fmt.Sprintf("token %d (no longer listed)", n)
 		}
 		return ""
 	}

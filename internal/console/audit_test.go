@@ -119,6 +119,12 @@ func TestConsoleAuditRoles(t *testing.T) {
 	require.Contains(t, page, `<a href="/console/lookup?q=`+refundID+`" title=`, "an admin's rows link to the op's page")
 	require.Contains(t, page, `href="/console/audit" aria-current="page"`)
 	require.Contains(t, page, `href="/console/approvals"`)
+	// The server's sealer seals the entries; the page says so.
+	require.Eventually(t, func() bool {
+		_, page = ad.get("/console/audit?tool=stripe.refund")
+		return strings.Count(page, `>sealed</td>`) == strings.Count(page, "data-seq=") && strings.Contains(page, "data-seq=")
+	}, 30*time.Second, 200*time.Millisecond, "every entry shows sealed once sealed")
+	require.Zero(t, e.count(t, "SELECT count(*) FROM oncebox_audit WHERE op_id = $1 AND hash IS NULL", refundID))
 }
 
 func (e *env) count(t *testing.T, sql string, args ...any) int {
@@ -188,6 +194,7 @@ func TestConsoleAuditFiltersAndDownloads(t *testing.T) {
 	require.Contains(t, page, "event: approved")
 	require.Contains(t, page, "grace@acme.test (approver)")
 	require.Regexp(t, `re_\w+</td>`+cellTag+`\$25\.00 USD`, page)
+	require.Regexp(t, `<td class="person"[^>]*>agent token \d+</td>`, page, "the asking token, by role, where it names no person")
 
 	for q, sentence := range map[string]string{
 		"since=yesterday":                   `The start &#34;yesterday&#34; is not a date`,
