@@ -788,7 +788,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/", apiHandler)
 	web, err := console.New(console.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Pool: s.apiPool, Report: s.Report,
 		Events: s.events, Replays: s.metrics.Replays, Budgets: s.budgetLines, SessionTTL: cfg.ConsoleSessionTTL, Logger: s.logger,
-		SecureCookies: cfg.PublicHTTPS(), TrustForwardedProto: cfg.TrustForwardedProto})
+		MaxAuditDownloads: cfg.MaxAuditExports, SecureCookies: cfg.PublicHTTPS(), TrustForwardedProto: cfg.TrustForwardedProto})
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}

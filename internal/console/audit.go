@@ -176,8 +176,17 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *sessionIn
 	c.render(w, r, http.StatusOK, "audit", v)
 }
 
+const (
+	// auditFlushEvery is how many entries a download writes between two flushes.
+	auditFlushEvery = 256
+	// auditChunkWindow is how long the next chunk of a download may take once one was
+	// sent.
+	auditChunkWindow = time.Minute
+)
+
 // auditDownload streams the entries the Audit page's filters select, every one of the
-// window, as audit.csv or audit.jsonl: `oncebox audit export`'s formats.
+// window, as audit.csv or audit.jsonl: `oncebox audit export`'s formats. At most
+// Config.MaxAuditDownloads stream at once.
 func (c *Console) auditDownload(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	format := "csv"
 	if strings.HasSuffix(r.URL.Path, ".jsonl") {
@@ -186,6 +195,16 @@ func (c *Console) auditDownload(w http.ResponseWriter, r *http.Request, s *sessi
 	p, _, bad := c.auditParams(r, s.principal.ID)
 	if bad != nil {
 		c.refuse(w, r, c.viewFor(s, "audit"), http.StatusBadRequest, bad.Type, bad.Sentence)
+		return
+	}
+	select {
+	case c.downloads <- struct{}{}:
+		defer func() { <-c.downloads }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		c.refuse(w, r, c.viewFor(s, "audit"), http.StatusTooManyRequests, protocol.ProblemTooManyExports, fmt.Sprintf(
+			"%d audit downloads are already streaming from this server, each on a database connection; try again in a few seconds, or narrow the window.",
+			cap(c.downloads)))
 		return
 	}
 	buf := bufio.NewWriterSize(w, 32<<10)
@@ -198,10 +217,29 @@ func (c *Console) auditDownload(w http.ResponseWriter, r *http.Request, s *sessi
 	h.Set("Content-Type", audit.ContentType(format))
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="oncebox-audit-%s-%s.%s"`,
 		p.Since.UTC().Format("20060102T150405Z"), p.Until.UTC().Format("20060102T150405Z"), format))
-	started := false
+	started, n := false, 0
+	rc := http.NewResponseController(w)
 	err = audit.Export(r.Context(), c.cfg.Pool, p, func(e *audit.Entry) error {
 		started = true
-		return out.Write(e)
+		if err := out.Write(e); err != nil {
+			return err
+		}
+		if n++; n%auditFlushEvery != 0 {
+			return nil
+		}
+		// A download that progresses outlives the server's write timeout; one whose
+		// reader stopped does not.
+		if err := out.Flush(); err != nil {
+			return err
+		}
+		if err := buf.Flush(); err != nil {
+			return err
+		}
+		if err := rc.Flush(); err != nil {
+			return err
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(auditChunkWindow))
+		return nil
 	})
 	if err == nil {
 		if err = out.Flush(); err == nil {

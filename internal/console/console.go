@@ -67,6 +67,10 @@ type Config struct {
 	TrustForwardedProto bool
 	// SessionTTL is how long a sign-in lasts. Defaults to DefaultSessionTTL.
 	SessionTTL time.Duration
+	// MaxAuditDownloads caps the Audit page's downloads one process streams at once,
+	// each on a connection of Pool; past it a download is refused with 429. Defaults
+	// to 2.
+	MaxAuditDownloads int
 	// Logger receives the real cause of every 500. Tokens are never logged.
 	Logger *slog.Logger
 	// Now returns the time; defaults to time.Now (tests move it).
@@ -80,6 +84,8 @@ type Console struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	pages   map[string]*template.Template
+	// downloads holds a token per audit download streaming (Config.MaxAuditDownloads).
+	downloads chan struct{}
 }
 
 // New builds a Console from cfg.
@@ -93,6 +99,9 @@ func New(cfg Config) (*Console, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
+	if cfg.MaxAuditDownloads <= 0 {
+		cfg.MaxAuditDownloads = 2
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -103,7 +112,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: pages}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: pages, downloads: make(chan struct{}, cfg.MaxAuditDownloads)}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		return nil, fmt.Errorf("console: static files: %w", err)
