@@ -299,3 +299,49 @@ func TestSealerLowWaterMarkKeepsALateCommit(t *testing.T) {
 		return low >= lateSeq
 	}, 30*time.Second, 50*time.Millisecond, "the mark reaches the end once every transaction ended")
 }
+
+// TestCheckOpsRetriedDispatch: a dispatch cut back to pending (retryable) records pending
+// after the call's pending, the claim between them unrecorded: not a change recorded
+// twice. A sealed entry removed, or an op's call removed, is a problem.
+func TestCheckOpsRetriedDispatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Schema(t)
+	var tenant int64
+	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&tenant))
+	var op string
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oncebox_op (tenant_id, idempotency_key, tool, vendor, args, fingerprint, status, vendor_key, expires_at)
+		VALUES ($1, 'mail-1', 'send_email', 'sendgrid', '{}', '\x01', 'pending', 'vk', now() + interval '1 day')
+		RETURNING id::text`, tenant).Scan(&op))
+	for _, sql := range []string{
+		`UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1 WHERE id = $1`,
+		`UPDATE oncebox_op SET status = 'pending' WHERE id = $1`,
+		`UPDATE oncebox_op SET status = 'dispatching', attempts = attempts + 1 WHERE id = $1`,
+		`UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'msg-1' WHERE id = $1`,
+	} {
+		_, err := pool.Exec(ctx, sql, op)
+		require.NoError(t, err, sql)
+	}
+	sealAll(t, audit.NewSealer(audit.Config{Pool: pool}), pool, tenant)
+	problems, err := audit.CheckOps(ctx, pool, tenant, map[string]string{op: "succeeded"})
+	require.NoError(t, err)
+	require.Empty(t, problems)
+
+	// The same change, attempts and all, recorded again is a change recorded twice.
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_audit (tenant_id, kind, op_id, e)
+		SELECT tenant_id, kind, op_id, e FROM oncebox_audit WHERE op_id = $1 AND e ->> 'to' = 'succeeded'`, op)
+	require.NoError(t, err)
+	problems, err = audit.CheckOps(ctx, pool, tenant, map[string]string{op: "succeeded"})
+	require.NoError(t, err)
+	require.Len(t, problems, 1, problems)
+	require.Contains(t, problems[0], "records succeeded again")
+
+	// A sealed entry removed breaks the chain; the call removed leaves the op without it.
+	_, err = pool.Exec(ctx, `DELETE FROM oncebox_audit WHERE op_id = $1 AND (hash IS NULL OR kind = 'call')`, op)
+	require.NoError(t, err)
+	problems, err = audit.CheckOps(ctx, pool, tenant, map[string]string{op: "succeeded"})
+	require.NoError(t, err)
+	require.Len(t, problems, 2, problems)
+	require.Contains(t, problems[0], "do not start with its call")
+	require.Contains(t, problems[1], "the chain does not verify")
+}

@@ -57,6 +57,9 @@ const (
 	// ProblemTooManyWaits: the tenant already holds as many open waits as the
 	// server allows; nothing was recorded (429).
 	ProblemTooManyWaits = ProblemBase + "too-many-waits"
+	// ProblemTooManyExports: the process already streams as many audit exports as it
+	// allows, each on a database connection of the API's (429).
+	ProblemTooManyExports = ProblemBase + "too-many-exports"
 	// ProblemStoreUnavailable: the database cannot be reached; retry with the same
 	// key after Retry-After (503).
 	ProblemStoreUnavailable = ProblemBase + "store-unavailable"
@@ -191,6 +194,8 @@ func ProblemTitle(problemType string) string {
 		return "Method not allowed on this route"
 	case ProblemTooManyWaits:
 		return "Too many open waits for this tenant"
+	case ProblemTooManyExports:
+		return "Too many audit exports at once"
 	case ProblemStoreUnavailable:
 		return "The database is unavailable"
 	case ProblemVendorUnavailable:

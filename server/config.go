@@ -257,6 +257,10 @@ type Config struct {
 	// MaxWaitsPerTenant caps the ?wait= requests one tenant may hold open in one
 	// process; past it they are answered 429 with Retry-After. Defaults to 100.
 	MaxWaitsPerTenant int
+	// MaxAuditExports caps the audit exports (GET /v1/audit) one process streams at
+	// once, each on a connection of the API's pool; past it they are answered 429 with
+	// Retry-After. Keep it below APIDBConns. Defaults to 2.
+	MaxAuditExports int
 	// MCPAllowedOrigins are browser origins allowed to call /mcp besides PublicURL's and
 	// loopback ones; any other Origin header is refused with 403 (mcpserver's
 	// Config.AllowedOrigins). Defaults to none.
@@ -425,6 +429,7 @@ func Defaults() Config {
 		ConsoleSessionTTL:       console.DefaultSessionTTL,
 		APIDBConns:              10,
 		MaxWaitsPerTenant:       100,
+		MaxAuditExports:         2,
 	}
 }
 
@@ -540,6 +545,10 @@ func (c *Config) validateDedupeWindows() error {
 func (c *Config) validateHTTP() error {
 	if c.APIDBConns < 1 || c.MaxWaitsPerTenant < 1 {
 		return errors.New("--api-db-conns and --max-waits-per-tenant must be at least 1")
+	}
+	if c.MaxAuditExports < 1 || c.MaxAuditExports >= c.APIDBConns {
+		return fmt.Errorf("--max-audit-exports must be at least 1 and below --api-db-conns (%d), so that exports leave the API connections for calls; not %d",
+			c.APIDBConns, c.MaxAuditExports)
 	}
 	if c.GroupCommitOps < 0 || c.GroupCommitOps > 1000 || c.GroupCommitters < 1 || c.GroupCommitters > 100 {
 		return fmt.Errorf("--group-commit-ops must be 0 to 1000 (not %d) and --group-committers 1 to 100 (not %d)", c.GroupCommitOps, c.GroupCommitters)

@@ -61,6 +61,34 @@ func TestTokenRevokedElsewhereStopsAtOnce(t *testing.T) {
 		"a token revoked by another process still opens the API")
 }
 
+// TestServeExportsTheAuditLog: serve wires GET /v1/audit to its database: an auditor's
+// token reads its tenant's log, an agent's is refused.
+func TestServeExportsTheAuditLog(t *testing.T) {
+	t.Parallel()
+	base, pool, _ := runAPI(t, nil)
+	ctx := context.Background()
+	_, agent, err := tenant.NewStore(pool).Create(ctx, "acme")
+	require.NoError(t, err)
+	auditor, err := tenant.NewStore(pool).NewTokenWithRole(ctx, "acme", tenant.RoleAuditor)
+	require.NoError(t, err)
+	get := func(token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/audit", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	status, body := get(auditor)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"kind":"setting"`, "the tenant's creation is in its log")
+	status, body = get(agent)
+	require.Equal(t, http.StatusForbidden, status, body)
+}
+
 // closedWithin says whether the server closes conn (after answering whatever it
 // answers) within d.
 func closedWithin(t *testing.T, conn net.Conn, d time.Duration) bool {

@@ -769,8 +769,8 @@ func (s *Server) reconcileConfig() reconcile.Config {
 
 func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
-	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Governance: s.apiGov, Tenants: s.tenants, Logger: s.logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, Notifications: s.waitHub, WaitSlots: s.slots(),
+	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Governance: s.apiGov, Tenants: s.tenants, AuditLog: s.apiPool, Logger: s.logger,
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, MaxAuditExports: cfg.MaxAuditExports, Notifications: s.waitHub, WaitSlots: s.slots(),
 		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads(),
 		Upstreams: s.upstreamHealth(), ResourceMetadataURL: s.resourceMetadataURL()})
 	if err != nil {
@@ -789,7 +789,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/", apiHandler)
 	web, err := console.New(console.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Pool: s.apiPool, Report: s.Report,
 		Events: s.events, Replays: s.metrics.Replays, Budgets: s.budgetLines, SessionTTL: cfg.ConsoleSessionTTL, Logger: s.logger,
-		SecureCookies: cfg.PublicHTTPS(), TrustForwardedProto: cfg.TrustForwardedProto})
+		MaxAuditDownloads: cfg.MaxAuditExports, SecureCookies: cfg.PublicHTTPS(), TrustForwardedProto: cfg.TrustForwardedProto})
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}

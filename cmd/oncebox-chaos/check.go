@@ -134,6 +134,9 @@ type CheckInput struct {
 	PeakRSS, RSSBound int64
 	// CRM is the CRM's record (crm.go): its ops are checked by checkCRM alone.
 	CRM CRMInput
+	// Audit are the audit log's problems (audit.go: audit.CheckOps on every op of the
+	// run, and entries left unsealed), one sentence each.
+	Audit []string
 }
 
 // Finding is one violation the check found.
@@ -199,6 +202,10 @@ type Report struct {
 	// CRM are the CRM's findings (checkCRM): a step done again after a TTL purge, a
 	// composite op ended wrong, an account closed by another tenant's op.
 	CRM []Finding
+	// Audit are the audit log's problems: an op without its call entry or with two, a
+	// status change recorded twice, a last status not the op's, a chain that does not
+	// verify, entries the sealer left unsealed.
+	Audit []Finding
 	// NeedsReview are the ids of the ops in needs_review.
 	NeedsReview []string
 	// Statuses counts the ops by status.
@@ -209,7 +216,7 @@ type Report struct {
 func (r Report) OK() bool {
 	return len(r.Duplicates) == 0 && len(r.Lost) == 0 && len(r.Mismatched) == 0 &&
 		len(r.Orphans) == 0 && len(r.ConflictLeaks) == 0 && len(r.Unplanned) == 0 && len(r.Double202) == 0 &&
-		len(r.Gate) == 0 && len(r.Contagion) == 0 && len(r.WrongAccount) == 0 && len(r.Composite) == 0 && len(r.CRM) == 0
+		len(r.Gate) == 0 && len(r.Contagion) == 0 && len(r.WrongAccount) == 0 && len(r.Composite) == 0 && len(r.CRM) == 0 && len(r.Audit) == 0
 }
 
 // Findings returns every violation, one per line, duplicates and losses first.
@@ -230,6 +237,7 @@ func (r Report) Findings() []string {
 	add("CONTAGION", r.Contagion)
 	add("COMPOSITE", r.Composite)
 	add("CRM", r.CRM)
+	add("AUDIT", r.Audit)
 	add("UNPLANNED", r.Unplanned)
 	add("DOUBLE_202", r.Double202)
 	return out
@@ -244,7 +252,8 @@ func (r Report) Findings() []string {
 // without an op, and no conflicting payload executed; no run of the gated tool but
 // one per op the harness approved, every gated call held for approval, and no op
 // taken down by another call's garbage (checkGate, checkContagion); every composite
-// op terminal, and every step's op one of a composite op (checkComposite).
+// op terminal, and every step's op one of a composite op (checkComposite); and no
+// problem in the audit log (in.Audit).
 func Check(in CheckInput) Report {
 	rep := Report{Statuses: map[string]int{}}
 
@@ -378,6 +387,9 @@ func Check(in CheckInput) Report {
 	rep.Contagion = checkContagion(in)
 	rep.Composite, rep.CompositeFigures = checkComposite(in, byID)
 	rep.CRM = checkCRM(in, byID)
+	for _, p := range in.Audit {
+		rep.Audit = append(rep.Audit, Finding{What: p})
+	}
 	slices.Sort(rep.NeedsReview)
 	return rep
 }

@@ -95,9 +95,19 @@
 // (tenants.go; one tenant on the platform in a rolling upgrade), and the verdict flags an
 // object on an account other than its op's tenant's (WRONG_ACCOUNT).
 //
+// The audit log (docs/audit.md, audit.go): once every op settled, and while the serve
+// processes still run, the harness waits (60 s at most) until their sealer sealed every
+// entry of its tenants, then hands audit.CheckOps every op it knows of (the stored ones,
+// and those the TTL purge took that an answer named or a vendor's object is tagged with,
+// such as the CRM's notes): one call entry each, first, no
+// status change recorded twice, the last status the op's, each tenant's chain intact.
+// Each problem, and an entry left unsealed, is an AUDIT finding. A rolling upgrade judges
+// only the ops created after this tree's migrate (the triggers' migration) returned; an
+// asynchronous failover only the ops the new primary stores.
+//
 // It prints one line of figures,
 //
-//	ops=… kills=… pg_restarts=… pg_crashes=… pauses=… partitions=… takeovers=… faults=… tenants=2 accounts=2 wrong_account=0 duplicates=0 lost=0 needs_review=… wall=… (more figures)
+//	ops=… kills=… pg_restarts=… pg_crashes=… pauses=… partitions=… takeovers=… faults=… tenants=2 accounts=2 wrong_account=0 duplicates=0 lost=0 audit_ops=… audit_purged=… audit_skipped=0 audit_entries=… audit_unsealed=0 audit_problems=0 needs_review=… wall=… (more figures)
 //
 // and exits 1 on any duplicate, loss or other broken promise (2 when it could
 // not run), printing every finding with the op's attempts, events and vendor

@@ -230,6 +230,9 @@ type harness struct {
 	hostile  hostileAnswers
 	// crm is the CRM's state (crm.go).
 	crm crmState
+	// auditUnsealed is how many audit entries of the run's tenants the sealer had not
+	// sealed when waitSealed ended (audit.go).
+	auditUnsealed int
 }
 
 // Run runs the chaos harness and returns the process exit code.
@@ -364,6 +367,8 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 		fmt.Fprintf(h.cfg.Out, "upgrade_from=%.7s migrated_mid_run=%t replaced=%d/%d mixed_switch_on=%d/%d mixed_switch_off=%d/%d upgrade_ok=%t\n",
 			h.cfg.UpgradeFrom, h.up.migrated.Load() != 0, h.up.replaced.Load(), len(h.procs), on, besideOld, off, len(h.procs), upgradeOK)
 	}
+	// While the serve processes still run: their periodic role seals the audit log.
+	h.auditUnsealed = h.waitSealed(ctx)
 	stopSupervising()
 	bg.Wait()
 	for _, p := range h.procs {

@@ -116,6 +116,10 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 		return exitError, fmt.Errorf("count the purged steps: %w", err)
 	}
 	crmFig := h.crmFigures(in, purged)
+	var auditFig AuditFigures
+	if in.Audit, auditFig, err = h.auditCheck(ctx, h.auditUnsealed, taggedOps(in)); err != nil {
+		return exitError, err
+	}
 	harnessErrors = append(harnessErrors, h.crmHarnessErrors(crmFig)...)
 	if h.fakes.tls != nil && h.fakes.lateCounts.held.Load() == 0 {
 		harnessErrors = append(harnessErrors, "the late-delivery fault never held a request: the vendors over HTTP/2 went unproven")
@@ -189,13 +193,13 @@ func (h *harness) check(ctx context.Context, outcomes []outcome, settled bool, s
 	if h.pgRestartSkipped {
 		pgCrashes = "skipped"
 	}
-	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d %s takeovers=%d faults=%d tenants=%d accounts=%d wrong_account=%d duplicates=%d lost=%d needs_review=%d wall=%s"+
+	fmt.Fprintf(out, "ops=%d kills=%d pg_restarts=%s pg_crashes=%s pauses=%d %s takeovers=%d faults=%d tenants=%d accounts=%d wrong_account=%d duplicates=%d lost=%d %s needs_review=%d wall=%s"+
 		" succeeded=%d failed=%d replays=%d double_202=%d conflicts_refused=%d/%d serve_self_exits=%d"+
 		" mismatched=%d orphans=%d conflict_leaks=%d unplanned=%d unexplained=%d harness_errors=%d settled=%t"+
 		" webhook_native_keys=%t effect_kills=%d history_calls=%d non_linearizable=%d %s gate_findings=%d contagion=%d %s %s %s seed=%d\n",
 		len(in.Accepted), h.kills.Load(), pgRestarts, pgCrashes, h.pauses.Load(), h.partitionFigures(), h.takeovers(), h.fakes.faults.Load(),
 		len(h.tenants), len(in.AccountTenant), len(rep.WrongAccount), len(rep.Duplicates), len(rep.Lost),
-		len(rep.NeedsReview), time.Since(start).Round(time.Second),
+		auditFig.String(len(verdict.Audit)), len(rep.NeedsReview), time.Since(start).Round(time.Second),
 		rep.Statuses[statusSucceeded], rep.Statuses[statusFailed], replays, double, conflictsRefused, conflictsExpected,
 		h.selfExits.Load(), len(rep.Mismatched), len(rep.Orphans), len(rep.ConflictLeaks), len(rep.Unplanned), unexplained,
 		len(harnessErrors), settled, !h.cfg.WebhookDefaultMode, h.effectKills.Load(), hist.Calls, len(hist.Illegal), mcp,

@@ -219,6 +219,15 @@ func (c *client) bind(key string, tenant int) {
 	c.tenantOf[key] = tenant
 }
 
+// tenantIndex returns the index of the tenant key is bound to; false when it is bound
+// to none.
+func (c *client) tenantIndex(key string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.tenantOf[key]
+	return i, ok
+}
+
 // token returns the agent token key is sent with.
 func (c *client) token(key string) string {
 	c.mu.Lock()

@@ -345,7 +345,7 @@ func TestConsoleFitsNarrowAndWideScreens(t *testing.T) {
 // checkAdminPages signs in with an admin token and crawls again, from the Vendors
 // page (the tenant with a long Connect account id) with two budgets set (one per
 // conversation, in two currencies): the admins' pages, linked from their navigation
-// only, fit too.
+// only, fit too, and so does the Audit page (the admins' and auditors').
 func (lc *layoutChecker) checkAdminPages(ctx context.Context, cs *consoleServe) {
 	lc.t.Helper()
 	settings, err := outbox.NewVendorSettings(cs.pool, nil)
@@ -365,10 +365,10 @@ func (lc *layoutChecker) checkAdminPages(ctx context.Context, cs *consoleServe) 
 		chromedp.SendKeys(`#token`, admin, chromedp.ByQuery), chromedp.Submit(`#token`, chromedp.ByQuery),
 		chromedp.WaitVisible(`header nav`, chromedp.ByQuery))
 	visited := lc.crawl(cs.base, "/console/vendors")
-	for _, want := range []string{"/console/budgets?", "/console/vendors?"} {
+	for _, want := range []string{"/console/budgets?", "/console/vendors?", "/console/audit?"} {
 		require.Contains(lc.t, visited, want, "the admin's crawl reaches %s", want)
 	}
-	for _, page := range []string{"budgets", "vendors"} {
+	for _, page := range []string{"budgets", "vendors", "audit"} {
 		lc.run(page, chromedp.Navigate(cs.base+"/console/"+page), chromedp.WaitVisible(`main table`, chromedp.ByQuery))
 		lc.check(page, page)
 	}

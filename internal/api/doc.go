@@ -26,6 +26,11 @@
 // never shows its args: they may be redacted or personal. Every op route is scoped by the tenant of the bearer token: another tenant's key is
 // not found, exactly as a key that does not exist.
 //
+// GET /v1/audit streams the token's tenant's audit log (package audit) as JSON lines or
+// CSV, to auditor and admin tokens only: an agent token is refused before anything is
+// read. An export that fails after its first byte is cut, not ended, so that a
+// truncated export never looks whole.
+//
 // The routes are described by an OpenAPI 3.1 document, served at /openapi.json and
 // returned by OpenAPI; the package's tests drive the handlers into every status code
 // that document lists.

@@ -147,3 +147,55 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAuditExport sends arbitrary query strings, Accept headers and tokens to GET
+// /v1/audit: the server must never panic nor answer 5xx, must answer a problem document
+// or an export in the media type it names, and must never put a token in either.
+// `go test -fuzz FuzzAuditExport` explores.
+func FuzzAuditExport(f *testing.F) {
+	e := newEnv(f)
+	_, agent := e.newTenant(f, "fuzz")
+	require.Equal(f, http.StatusAccepted, e.post(agent, "k1", largeRefundBody).Code)
+	tokens := []string{e.newToken(f, "fuzz", tenant.RoleAuditor), e.newToken(f, "fuzz", tenant.RoleAdmin), agent, "obx_wrong", ""}
+	for i, s := range []struct{ query, accept string }{
+		{"", ""},
+		{"format=csv", ""},
+		{"", "text/csv"},
+		{"since=2026-01-01&until=2026-02-01T00:00:00Z", "application/jsonl"},
+		{"tool=stripe.refund&person=ada&outcome=succeeded&min_amount=1&max_amount=99999999999&limit=5", "*/*"},
+		{"tool=%00", ""},
+		{"person=%ff%fe", ""},
+		{"min_amount=9223372036854775808", ""},
+		{"limit=-1&limit=2", ""},
+		{"since=0000-01-01&until=9999-12-31", ""},
+		{"since=2026-01-01T00:00:00%2B14:00", "text/csv;;"},
+		{"outcome=succeeded%00", "text/\x00csv"},
+		{"%zz", ""},
+		{"tenant=1&tenant_id=1", "text/csv, application/jsonl"},
+	} {
+		f.Add(s.query, s.accept, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, query, accept string, who uint8) {
+		token := tokens[int(who)%len(tokens)]
+		r := httptest.NewRequest(http.MethodGet, "/v1/audit", nil)
+		r.URL.RawQuery = query // as sent, however malformed
+		r.Header.Set("Accept", accept)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := e.do(r)
+
+		require.Less(t, rec.Code, 500, rec.Body.String())
+		if token != "" {
+			require.NotContains(t, rec.Body.String(), token)
+		}
+		if rec.Code == http.StatusOK {
+			require.Contains(t, []string{"application/jsonl", "text/csv; charset=utf-8"}, rec.Header().Get("Content-Type"))
+			return
+		}
+		require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+		var p problemBody
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
+		require.True(t, strings.HasPrefix(p.Type, problemTypePrefix), p.Type)
+	})
+}

@@ -56,7 +56,7 @@ func newEnvOnPool(tb testing.TB, pool *pgxpool.Pool, adjust ...func(*api.Config)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
 	require.NoError(tb, err)
 	tenants := tenant.NewStore(pool)
-	cfg := api.Config{Outbox: ob, Governance: gov, Tenants: tenants}
+	cfg := api.Config{Outbox: ob, Governance: gov, Tenants: tenants, AuditLog: pool}
 	for _, a := range adjust {
 		a(&cfg)
 	}

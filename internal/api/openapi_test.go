@@ -236,6 +236,48 @@ func openAPIScenarios() map[string]scenario {
 	scenarios["GET /v1/approvals 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("GET", "/v1/approvals", f.approver, "", "")
 	}
+	auditor := func(t *testing.T, e *env, tenantName string) string {
+		return e.newToken(t, tenantName, tenant.RoleAuditor)
+	}
+	scenarios["GET /v1/audit 200"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		require.Equal(t, http.StatusAccepted, f.e.post(f.token, f.key(), paymentBody).Code)
+		// One line, so that the test reads it as one AuditEntry.
+		return f.e, req("GET", "/v1/audit?tool=stripe.payment_intent&limit=1", auditor(t, f.e, "doc"), "", "")
+	}
+	scenarios["GET /v1/audit 400"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/audit?since=yesterday", auditor(t, f.e, "doc"), "", "")
+	}
+	scenarios["GET /v1/audit 401"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/audit", "", "", "")
+	}
+	scenarios["GET /v1/audit 403"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.e, req("GET", "/v1/audit", f.token, "", "")
+	}
+	scenarios["GET /v1/audit 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		return f.broken, req("GET", "/v1/audit", f.approver, "", "")
+	}
+	scenarios["GET /v1/audit 429"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		log := blockingLog{started: make(chan struct{}, 1), release: make(chan struct{})}
+		e := newEnv(t, func(c *api.Config) {
+			log.Querier = c.AuditLog
+			c.AuditLog = log
+			c.MaxAuditExports = 1
+		})
+		e.newTenant(t, "acme")
+		token := auditor(t, e, "acme")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.do(req("GET", "/v1/audit", token, "", ""))
+		}()
+		<-log.started
+		t.Cleanup(func() { close(log.release); <-done })
+		return e, req("GET", "/v1/audit", token, "", "")
+	}
+	scenarios["GET /v1/audit 503"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
+		e, _, _ := outageEnv(t, false)
+		return e, req("GET", "/v1/audit", auditor(t, e, "acme"), "", "")
+	}
 	scenarios["POST /v1/ops/{key}/resolve 500"] = func(t *testing.T, f *openAPIFixture) (*env, *http.Request) {
 		return f.broken, req("POST", resolveAt(f.key()), f.approver, "", resolveBody)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/audit"
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pgavail"
@@ -36,6 +37,14 @@ type Config struct {
 	Governance *governance.Governance
 	// Tenants authenticates bearer tokens. Required.
 	Tenants *tenant.Store
+	// AuditLog reads the audit log that GET /v1/audit exports (a pool: an export holds
+	// one of its connections while it streams). Optional: without it the route is not
+	// served (404 no-route).
+	AuditLog audit.Querier
+	// MaxAuditExports caps the audit exports one process streams at once, so that exports
+	// never take the connections enqueues need; past it GET /v1/audit answers 429
+	// too-many-exports with Retry-After. Defaults to 2.
+	MaxAuditExports int
 	// Logger receives one debug line per request and the real cause of every 500.
 	// Tokens and request bodies are never logged. Defaults to discarding logs.
 	Logger *slog.Logger
@@ -87,6 +96,9 @@ func (c *Config) withDefaults() Config {
 	if out.MaxWait == 0 {
 		out.MaxWait = 60 * time.Second
 	}
+	if out.MaxAuditExports == 0 {
+		out.MaxAuditExports = 2
+	}
 	if out.UnavailableRetryAfter <= 0 {
 		out.UnavailableRetryAfter = 5 * time.Second
 	}
@@ -117,6 +129,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxWait < 0 {
 		return fmt.Errorf("api: MaxWait %s is negative; leave it 0 for the 60 s default", c.MaxWait)
+	}
+	if c.MaxAuditExports < 0 {
+		return fmt.Errorf("api: MaxAuditExports %d is negative; leave it 0 for the default of 2", c.MaxAuditExports)
 	}
 	return nil
 }
@@ -151,6 +166,8 @@ type Server struct {
 	waiting *opwait.Slots
 	// tools is GET /v1/tools's list: Config.Tools until SetTools replaces it.
 	tools atomic.Pointer[[]ToolInfo]
+	// exports holds a token per audit export streaming (Config.MaxAuditExports).
+	exports chan struct{}
 }
 
 // New builds a Server from cfg.
@@ -159,7 +176,8 @@ func New(cfg Config) (*Server, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: c.WaitSlots}
+	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: c.WaitSlots,
+		exports: make(chan struct{}, c.MaxAuditExports)}
 	s.SetTools(c.Tools)
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.mux.HandleFunc("POST /v1/ops", s.authed(canEnqueue, s.postOp))
@@ -170,6 +188,9 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/ops/{key}/resolve", s.authed(canDecide, s.resolveOp))
 	s.mux.HandleFunc("GET /v1/approvals", s.authed(canDecide, s.listApprovals))
 	s.mux.HandleFunc("GET /v1/budgets", s.authed(canRead, s.listBudgets))
+	if c.AuditLog != nil {
+		s.mux.HandleFunc("GET /v1/audit", s.authed(canAudit, s.exportAudit))
+	}
 	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s, nil
@@ -331,6 +352,12 @@ var (
 		allows: tenant.Role.CanDecide,
 		refusal: func(r tenant.Role) string {
 			return fmt.Sprintf("This API token has the role %s; listing approvals and approving, rejecting or resolving ops needs an approver or admin token of the tenant, held by a person.", r)
+		},
+	}
+	canAudit = permission{
+		allows: tenant.Role.CanAudit,
+		refusal: func(r tenant.Role) string {
+			return fmt.Sprintf("This API token has the role %s; reading the audit log needs an auditor or admin token of the tenant, held by a person. Nothing was read.", r)
 		},
 	}
 )

@@ -39,9 +39,10 @@ func outageEnv(t *testing.T, authDown bool) (*env, string, string) {
 	}
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}, RefundApprovalAbove: 10000})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: deadPool(t), Tools: reg, TestOnly: true})
+	dead := deadPool(t)
+	ob, err := outbox.New(outbox.Config{Pool: dead, Tools: reg, TestOnly: true})
 	require.NoError(t, err)
-	srv, err := api.New(api.Config{Outbox: ob, Tenants: tenants})
+	srv, err := api.New(api.Config{Outbox: ob, Tenants: tenants, AuditLog: dead})
 	require.NoError(t, err)
 	return &env{pool: good, ob: ob, tenants: tenants, srv: srv}, token, approver
 }

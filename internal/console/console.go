@@ -67,6 +67,10 @@ type Config struct {
 	TrustForwardedProto bool
 	// SessionTTL is how long a sign-in lasts. Defaults to DefaultSessionTTL.
 	SessionTTL time.Duration
+	// MaxAuditDownloads caps the Audit page's downloads one process streams at once,
+	// each on a connection of Pool; past it a download is refused with 429. Defaults
+	// to 2.
+	MaxAuditDownloads int
 	// Logger receives the real cause of every 500. Tokens are never logged.
 	Logger *slog.Logger
 	// Now returns the time; defaults to time.Now (tests move it).
@@ -74,12 +78,14 @@ type Config struct {
 }
 
 // Console is the web console for people: sign-in, approvals, reviews, lookups, the
-// finance report and an overview. It is an http.Handler serving Prefix.
+// finance report, an overview and the audit log. It is an http.Handler serving Prefix.
 type Console struct {
 	cfg     Config
 	mux     *http.ServeMux
 	handler http.Handler
 	pages   map[string]*template.Template
+	// downloads holds a token per audit download streaming (Config.MaxAuditDownloads).
+	downloads chan struct{}
 }
 
 // New builds a Console from cfg.
@@ -93,6 +99,9 @@ func New(cfg Config) (*Console, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
+	if cfg.MaxAuditDownloads <= 0 {
+		cfg.MaxAuditDownloads = 2
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -103,7 +112,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: pages}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: pages, downloads: make(chan struct{}, cfg.MaxAuditDownloads)}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		return nil, fmt.Errorf("console: static files: %w", err)
@@ -114,18 +123,21 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("POST /console/signin", c.signIn)
 	c.mux.HandleFunc("GET /console/link", c.linkPage)
 	c.mux.HandleFunc("POST /console/link", c.useLink)
-	c.mux.HandleFunc("POST /console/signout", c.signedIn(c.signOut))
-	c.mux.HandleFunc("GET /console/overview", c.signedIn(c.overview))
-	c.mux.HandleFunc("GET /console/approvals", c.signedIn(c.approvals))
-	c.mux.HandleFunc("POST /console/approvals", c.signedIn(c.decide))
-	c.mux.HandleFunc("GET /console/review", c.signedIn(c.review))
-	c.mux.HandleFunc("POST /console/review", c.signedIn(c.resolve))
-	c.mux.HandleFunc("GET /console/lookup", c.signedIn(c.lookup))
-	c.mux.HandleFunc("GET /console/finance", c.signedIn(c.finance))
-	c.mux.HandleFunc("GET /console/finance.csv", c.signedIn(c.financeCSV))
-	c.mux.HandleFunc("GET /console/finance-totals.csv", c.signedIn(c.financeCSV))
-	c.mux.HandleFunc("GET /console/budgets", c.signedIn(c.adminOnly("Budgets", c.budgets)))
-	c.mux.HandleFunc("GET /console/vendors", c.signedIn(c.adminOnly("Vendors", c.vendors)))
+	c.mux.HandleFunc("POST /console/signout", c.signedIn(toSignOut, c.signOut))
+	c.mux.HandleFunc("GET /console/overview", c.signedIn(toDecide, c.overview))
+	c.mux.HandleFunc("GET /console/approvals", c.signedIn(toDecide, c.approvals))
+	c.mux.HandleFunc("POST /console/approvals", c.signedIn(toDecide, c.decide))
+	c.mux.HandleFunc("GET /console/review", c.signedIn(toDecide, c.review))
+	c.mux.HandleFunc("POST /console/review", c.signedIn(toDecide, c.resolve))
+	c.mux.HandleFunc("GET /console/lookup", c.signedIn(toDecide, c.lookup))
+	c.mux.HandleFunc("GET /console/finance", c.signedIn(toDecide, c.finance))
+	c.mux.HandleFunc("GET /console/finance.csv", c.signedIn(toDecide, c.financeCSV))
+	c.mux.HandleFunc("GET /console/finance-totals.csv", c.signedIn(toDecide, c.financeCSV))
+	c.mux.HandleFunc("GET /console/budgets", c.signedIn(toDecide, c.adminOnly("Budgets", c.budgets)))
+	c.mux.HandleFunc("GET /console/vendors", c.signedIn(toDecide, c.adminOnly("Vendors", c.vendors)))
+	c.mux.HandleFunc("GET /console/audit", c.signedIn(toAudit, c.auditPage))
+	c.mux.HandleFunc("GET /console/audit.csv", c.signedIn(toAudit, c.auditDownload))
+	c.mux.HandleFunc("GET /console/audit.jsonl", c.signedIn(toAudit, c.auditDownload))
 	c.mux.HandleFunc("/console/", c.notFound)
 	// Cross-origin posts are refused before anything else (Sec-Fetch-Site, else Origin
 	// against Host); every form also carries a CSRF token checked by the handlers.
@@ -149,7 +161,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.handler.ServeHTTP(w, r)
 }
 
-// home sends a person to the overview, or to the sign-in form.
+// home sends a person to their landing page (landing), or to the sign-in form.
 func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 	p, _, err := c.session(r)
 	if err != nil {
@@ -157,7 +169,7 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p != nil {
-		http.Redirect(w, r, "/console/overview", http.StatusSeeOther)
+		http.Redirect(w, r, landing(p.Role), http.StatusSeeOther)
 		return
 	}
 	to := "/console/signin"

@@ -89,10 +89,41 @@ func (c *Console) session(r *http.Request) (*tenant.Principal, string, error) {
 // signedInFunc is a handler for a signed-in person.
 type signedInFunc func(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 
-// signedIn runs next for a live session of a role that may decide, after checking the
-// CSRF token of a form post; otherwise it sends the person to the sign-in form (a page)
-// or refuses (a post).
-func (c *Console) signedIn(next signedInFunc) http.HandlerFunc {
+// need is what a page asks of the session's role: the test, and the tokens that pass
+// it in words, for the refusal of a role that does not.
+type need struct {
+	allows func(tenant.Role) bool
+	tokens string
+}
+
+var (
+	// toDecide: the pages of approvers (approvals, reviews, lookups, finance, the
+	// overview), with the same rule as the API's approve, reject and resolve routes.
+	toDecide = need{tenant.Role.CanDecide, "an approver or admin token"}
+	// toAudit: the Audit page and its downloads.
+	toAudit = need{tenant.Role.CanAudit, "an auditor or admin token"}
+	// toSignOut: whoever may sign in.
+	toSignOut = need{mayUseConsole, "a token of a person"}
+)
+
+// mayUseConsole reports whether a token of role r may sign in: one that decides or one
+// that reads the audit log.
+func mayUseConsole(r tenant.Role) bool { return r.CanDecide() || r.CanAudit() }
+
+// landing is where a person of role r lands after signing in: the overview, or the
+// Audit page for a role that does not decide (an auditor).
+func landing(r tenant.Role) string {
+	if r.CanDecide() {
+		return defaultNext
+	}
+	return "/console/audit"
+}
+
+// signedIn runs next for a live session whose role the page's need allows, after
+// checking the CSRF token of a form post; otherwise it sends the person to the sign-in
+// form (a page without a session) or refuses (a post without one, or a role the page
+// does not serve: 403, whatever the method).
+func (c *Console) signedIn(n need, next signedInFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, csrf, err := c.session(r)
 		if err != nil {
@@ -112,12 +143,19 @@ func (c *Console) signedIn(next signedInFunc) http.HandlerFunc {
 			c.refuse(w, r, nil, http.StatusUnauthorized, protocol.ProblemSignedOut, "Your session ended or was never opened; sign in again.")
 			return
 		}
-		// The same rule as the API's approve, reject and resolve routes.
-		if !p.Role.CanDecide() {
-			c.refuse(w, r, nil, http.StatusForbidden, protocol.ProblemForbidden, fmt.Sprintf("This session's token has the role %s; the console needs an approver or admin token.", p.Role))
+		s := &sessionInfo{principal: p, csrf: csrf}
+		if !mayUseConsole(p.Role) {
+			c.refuse(w, r, nil, http.StatusForbidden, protocol.ProblemForbidden, fmt.Sprintf("This session's token has the role %s; the console needs an approver, auditor or admin token.", p.Role))
 			return
 		}
-		s := &sessionInfo{principal: p, csrf: csrf}
+		if !n.allows(p.Role) {
+			sentence := fmt.Sprintf("This session's token has the role %s; this page needs %s.", p.Role, n.tokens)
+			if p.Role.CanAudit() {
+				sentence += " Your role reads the Audit page."
+			}
+			c.refuse(w, r, c.viewFor(s, ""), http.StatusForbidden, protocol.ProblemForbidden, sentence)
+			return
+		}
 		if r.Method == http.MethodPost {
 			if !sameToken(r.PostFormValue("csrf"), csrf) {
 				c.refuse(w, r, c.viewFor(s, ""), http.StatusForbidden, "csrf", "This form's security token is missing or stale; reload the page and send it again.")
@@ -182,8 +220,11 @@ func safeNext(next string) string {
 	if strings.HasPrefix(next, Prefix) && !strings.HasPrefix(next, "//") && !strings.Contains(next, "\\") {
 		return next
 	}
-	return "/console/overview"
+	return defaultNext
 }
+
+// defaultNext is where a sign-in goes when it names no page: the person's landing page.
+const defaultNext = "/console/overview"
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	pre, err := c.preSecret(w, r)
@@ -195,7 +236,7 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 		Notice: signInNotice(r)})
 }
 
-// signIn exchanges an approver or admin token for a session.
+// signIn exchanges an approver, auditor or admin token for a session.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	pre, err := c.preSecret(w, r)
@@ -210,7 +251,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if token == "" || len(token) > maxTokenField {
-		c.refuseForm(w, r, v, http.StatusBadRequest, protocol.ProblemInvalidRequest, "Paste an approver or admin API token (obx_…) to sign in.")
+		c.refuseForm(w, r, v, http.StatusBadRequest, protocol.ProblemInvalidRequest, "Paste an approver, auditor or admin API token (obx_…) to sign in.")
 		return
 	}
 	p, err := c.cfg.Tenants.Authenticate(r.Context(), token)
@@ -225,16 +266,17 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	c.openSession(w, r, p, v)
 }
 
-// openSession signs p in, unless its role may not decide.
+// openSession signs p in, unless its role neither decides nor reads the audit log. An
+// auditor sent to the default page lands on the Audit page instead.
 func (c *Console) openSession(w http.ResponseWriter, r *http.Request, p *tenant.Principal, v *view) {
-	if !p.Role.CanDecide() {
+	if !mayUseConsole(p.Role) {
 		c.refuseForm(w, r, v, http.StatusForbidden, protocol.ProblemForbidden, fmt.Sprintf(
-			"This token has the role %s; the console is for people: sign in with an approver or admin token of your tenant.", p.Role))
+			"This token has the role %s; the console is for people: sign in with an approver, auditor or admin token of your tenant.", p.Role))
 		return
 	}
 	if p.TokenID == 0 {
 		c.refuseForm(w, r, v, http.StatusBadRequest, protocol.ProblemInvalidRequest,
-			"This is an access token of an authorization server; the console signs in with an approver or admin API token of oncebox (obx_…).")
+			"This is an access token of an authorization server; the console signs in with an approver, auditor or admin API token of oncebox (obx_…).")
 		return
 	}
 	id, err := secret()
@@ -252,6 +294,9 @@ func (c *Console) openSession(w http.ResponseWriter, r *http.Request, p *tenant.
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: Prefix, HttpOnly: true, Secure: c.secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL.Seconds()), Expires: c.cfg.Now().Add(c.cfg.SessionTTL)})
+	if v.Next == defaultNext {
+		v.Next = landing(p.Role)
+	}
 	http.Redirect(w, r, v.Next, http.StatusSeeOther)
 }
 
@@ -274,7 +319,7 @@ func (c *Console) linkPage(w http.ResponseWriter, r *http.Request) {
 		c.refuse(w, r, nil, http.StatusBadRequest, protocol.ProblemInvalidRequest, "This sign-in link has no code; copy the whole link.")
 		return
 	}
-	c.render(w, r, http.StatusOK, "link", &view{Title: "Sign in", CSRF: csrfFor(pre), Code: code, Next: "/console/overview"})
+	c.render(w, r, http.StatusOK, "link", &view{Title: "Sign in", CSRF: csrfFor(pre), Code: code, Next: defaultNext})
 }
 
 // useLink signs in with a one-time link's code, once.
@@ -285,7 +330,7 @@ func (c *Console) useLink(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, nil, err)
 		return
 	}
-	v := &view{Title: "Sign in", CSRF: csrfFor(pre), Next: "/console/overview"}
+	v := &view{Title: "Sign in", CSRF: csrfFor(pre), Next: defaultNext}
 	if !checkPre(r) {
 		c.refuseForm(w, r, v, http.StatusForbidden, protocol.ProblemCSRF, "This form's security token is missing or stale; open the link again.")
 		return

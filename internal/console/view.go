@@ -24,6 +24,10 @@ type view struct {
 	Tenant   string
 	Actor    string
 	Role     string
+	// Decides and Audits say what the session's role may open: the approvers' pages
+	// (tenant.Role.CanDecide), the Audit page (tenant.Role.CanAudit). The navigation
+	// shows only those.
+	Decides, Audits bool
 	// CSRF is the token every form carries.
 	CSRF   string
 	Error  *refusal
@@ -44,6 +48,7 @@ type view struct {
 	Overview  *overviewView
 	Budgets   []BudgetLine
 	Vendors   []vendorRow
+	Audit     *auditView
 }
 
 // refusal is why a request was refused: a problem type (one of protocol's Problem*
@@ -58,10 +63,12 @@ type refusal struct {
 func (r *refusal) Reason() string { return protocol.ProblemSlug(r.Type) }
 
 func (c *Console) viewFor(s *sessionInfo, nav string) *view {
-	return &view{Nav: nav, SignedIn: true, Tenant: s.principal.Name, Actor: s.principal.Actor(), Role: string(s.principal.Role), CSRF: s.csrf}
+	role := s.principal.Role
+	return &view{Nav: nav, SignedIn: true, Tenant: s.principal.Name, Actor: s.principal.Actor(), Role: string(role), CSRF: s.csrf,
+		Decides: role.CanDecide(), Audits: role.CanAudit()}
 }
 
-var pageNames = []string{"signin", "link", "error", "overview", "approvals", "reject", "review", "lookup", "finance", "budgets", "vendors"}
+var pageNames = []string{"signin", "link", "error", "overview", "approvals", "reject", "review", "lookup", "finance", "budgets", "vendors", "audit"}
 
 var funcs = template.FuncMap{
 	"when": func(t time.Time) string {

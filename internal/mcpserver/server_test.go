@@ -389,7 +389,7 @@ func TestHTTPNeedsToken(t *testing.T) {
 }
 
 // TestHTTPRefusesApproverAndAdminTokens: MCP tools enqueue ops, which only agent tokens
-// do; a person's token gets 403 and records nothing.
+// do; a person's token (an approver's, an admin's, an auditor's) gets 403 and records nothing.
 func TestHTTPRefusesApproverAndAdminTokens(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -409,7 +409,7 @@ func TestHTTPRefusesApproverAndAdminTokens(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
-	for _, role := range []tenant.Role{tenant.RoleApprover, tenant.RoleAdmin} {
+	for _, role := range []tenant.Role{tenant.RoleApprover, tenant.RoleAdmin, tenant.RoleAuditor} {
 		token, err := tenants.NewTokenWithRole(context.Background(), "t", role)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusForbidden, post(token), role)

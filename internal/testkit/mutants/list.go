@@ -851,5 +851,14 @@ func List() []Mutant {
 			Packages: []string{"./audit/"},
 			Tests:    []string{"TestSealerLowWaterMarkKeepsALateCommit"},
 		},
+		{
+			Name:     "role-agent-reads-audit",
+			Breaks:   "an agent token reads its tenant's audit log, the record of what it did",
+			File:     "tenant/tenant.go",
+			Old:      "func (r Role) CanAudit() bool { return r == RoleAuditor || r == RoleAdmin }",
+			New:      "func (r Role) CanAudit() bool { return r != \"\" }",
+			Packages: []string{apiPkg},
+			Tests:    []string{"TestAuditExportNeedsAnAuditorOrAdmin"},
+		},
 	}
 }
