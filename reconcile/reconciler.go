@@ -151,7 +151,7 @@ type Accounts interface {
 }
 
 // Deps is what the reconciler uses of the Outbox that runs it; outbox.New hands it over.
-// Every field is required.
+// Every field but Vendors (none: no lookup can be made) is required.
 type Deps struct {
 	// Pool holds oncebox's and River's tables.
 	Pool *pgxpool.Pool
