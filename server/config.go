@@ -257,8 +257,9 @@ type Config struct {
 	// MaxWaitsPerTenant caps the ?wait= requests one tenant may hold open in one
 	// process; past it they are answered 429 with Retry-After. Defaults to 100.
 	MaxWaitsPerTenant int
-	// MaxAuditExports caps the audit exports (GET /v1/audit) one process streams at
-	// once, each on a connection of the API's pool; past it they are answered 429 with
+	// MaxAuditExports caps the audit exports (GET /v1/audit and the console's
+	// downloads, together) one process streams at once, each on a connection of the
+	// API's pool; past it they are answered 429 with
 	// Retry-After. Keep it below APIDBConns. Defaults to 2.
 	MaxAuditExports int
 	// MCPAllowedOrigins are browser origins allowed to call /mcp besides PublicURL's and

@@ -57,6 +57,9 @@ type Server struct {
 	logger *slog.Logger
 	pool   *pgxpool.Pool
 	outbox *outbox.Outbox
+	// auditExports bounds the audit exports and console downloads streaming at once, on
+	// connections of apiPool (--max-audit-exports).
+	auditExports *audit.Slots
 	// apiPool and apiOutbox serve the API role's requests: a pool of their own, so
 	// that however many requests come, dispatch keeps its connections.
 	apiPool   *pgxpool.Pool
@@ -140,7 +143,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		pool.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger, pool: pool, apiPool: pool, listers: map[string]finance.Lister{}}
+	s := &Server{cfg: cfg, logger: logger, pool: pool, apiPool: pool, listers: map[string]finance.Lister{},
+		auditExports: audit.NewSlots(cfg.MaxAuditExports)}
 	if cfg.Roles.API {
 		apiCfg := poolCfg.Copy()
 		apiCfg.MaxConns = int32(cfg.APIDBConns)
@@ -770,7 +774,7 @@ func (s *Server) reconcileConfig() reconcile.Config {
 func (s *Server) buildHTTP(ctx context.Context) error {
 	cfg := s.cfg
 	apiHandler, err := api.New(api.Config{Outbox: s.apiOutbox, Governance: s.apiGov, Tenants: s.tenants, AuditLog: s.apiPool, Logger: s.logger,
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, MaxAuditExports: cfg.MaxAuditExports, Notifications: s.waitHub, WaitSlots: s.slots(),
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxWaitsPerTenant: cfg.MaxWaitsPerTenant, AuditExports: s.auditExports, Notifications: s.waitHub, WaitSlots: s.slots(),
 		UnavailableRetryAfter: cfg.UnavailableRetryAfter, Observer: s.metrics, Tools: s.toolInfos(), Reads: s.reads(),
 		Upstreams: s.upstreamHealth(), ResourceMetadataURL: s.resourceMetadataURL()})
 	if err != nil {
@@ -789,7 +793,7 @@ func (s *Server) buildHTTP(ctx context.Context) error {
 	mux.Handle("/", apiHandler)
 	web, err := console.New(console.Config{Outbox: s.apiOutbox, Tenants: s.tenants, Pool: s.apiPool, Report: s.Report,
 		Events: s.events, Replays: s.metrics.Replays, Budgets: s.budgetLines, SessionTTL: cfg.ConsoleSessionTTL, Logger: s.logger,
-		MaxAuditDownloads: cfg.MaxAuditExports, SecureCookies: cfg.PublicHTTPS(), TrustForwardedProto: cfg.TrustForwardedProto})
+		AuditDownloads: s.auditExports, SecureCookies: cfg.PublicHTTPS(), TrustForwardedProto: cfg.TrustForwardedProto})
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}

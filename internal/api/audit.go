@@ -61,16 +61,14 @@ func (s *Server) exportAudit(w http.ResponseWriter, r *http.Request, t *tenant.P
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	select {
-	case s.exports <- struct{}{}:
-		defer func() { <-s.exports }()
-	default:
+	if !s.cfg.AuditExports.TryAcquire() {
 		w.Header().Set("Retry-After", "5")
 		writeProblem(w, protocol.NewProblem(http.StatusTooManyRequests, protocol.ProblemTooManyExports, fmt.Sprintf(
 			"This process already streams %d audit exports, each on a database connection the API's calls need; retry in 5 seconds, or narrow the window.",
-			cap(s.exports))))
+			s.cfg.AuditExports.Cap())))
 		return
 	}
+	defer s.cfg.AuditExports.Release()
 	st := &auditStream{w: w, rc: http.NewResponseController(w)}
 	st.buf = bufio.NewWriterSize(st, 32<<10)
 	out, err := audit.NewWriter(st.buf, format)

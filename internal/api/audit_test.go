@@ -495,7 +495,7 @@ func TestAuditExportsAreCapped(t *testing.T) {
 	e := newEnv(t, func(c *api.Config) {
 		log.Querier = c.AuditLog
 		c.AuditLog = log
-		c.MaxAuditExports = 1
+		c.AuditExports = audit.NewSlots(1)
 	})
 	e.newTenant(t, "acme")
 	auditor := e.newToken(t, "acme", tenant.RoleAuditor)

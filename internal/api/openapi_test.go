@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/audit"
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/protocol"
@@ -261,7 +262,7 @@ func openAPIScenarios() map[string]scenario {
 		e := newEnv(t, func(c *api.Config) {
 			log.Querier = c.AuditLog
 			c.AuditLog = log
-			c.MaxAuditExports = 1
+			c.AuditExports = audit.NewSlots(1)
 		})
 		e.newTenant(t, "acme")
 		token := auditor(t, e, "acme")

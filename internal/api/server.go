@@ -41,10 +41,10 @@ type Config struct {
 	// one of its connections while it streams). Optional: without it the route is not
 	// served (404 no-route).
 	AuditLog audit.Querier
-	// MaxAuditExports caps the audit exports one process streams at once, so that exports
-	// never take the connections enqueues need; past it GET /v1/audit answers 429
-	// too-many-exports with Retry-After. Defaults to 2.
-	MaxAuditExports int
+	// AuditExports bounds the audit exports streaming at once (shared with the console's
+	// downloads), so that exports never take the connections calls need; past it GET
+	// /v1/audit answers 429 too-many-exports with Retry-After. Defaults to 2 of its own.
+	AuditExports *audit.Slots
 	// Logger receives one debug line per request and the real cause of every 500.
 	// Tokens and request bodies are never logged. Defaults to discarding logs.
 	Logger *slog.Logger
@@ -96,8 +96,8 @@ func (c *Config) withDefaults() Config {
 	if out.MaxWait == 0 {
 		out.MaxWait = 60 * time.Second
 	}
-	if out.MaxAuditExports == 0 {
-		out.MaxAuditExports = 2
+	if out.AuditExports == nil {
+		out.AuditExports = audit.NewSlots(2)
 	}
 	if out.UnavailableRetryAfter <= 0 {
 		out.UnavailableRetryAfter = 5 * time.Second
@@ -129,9 +129,6 @@ func (c *Config) validate() error {
 	}
 	if c.MaxWait < 0 {
 		return fmt.Errorf("api: MaxWait %s is negative; leave it 0 for the 60 s default", c.MaxWait)
-	}
-	if c.MaxAuditExports < 0 {
-		return fmt.Errorf("api: MaxAuditExports %d is negative; leave it 0 for the default of 2", c.MaxAuditExports)
 	}
 	return nil
 }
@@ -166,8 +163,6 @@ type Server struct {
 	waiting *opwait.Slots
 	// tools is GET /v1/tools's list: Config.Tools until SetTools replaces it.
 	tools atomic.Pointer[[]ToolInfo]
-	// exports holds a token per audit export streaming (Config.MaxAuditExports).
-	exports chan struct{}
 }
 
 // New builds a Server from cfg.
@@ -176,8 +171,7 @@ func New(cfg Config) (*Server, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: c.WaitSlots,
-		exports: make(chan struct{}, c.MaxAuditExports)}
+	s := &Server{cfg: c, ob: c.Outbox, logger: c.Logger, mux: http.NewServeMux(), waiting: c.WaitSlots}
 	s.SetTools(c.Tools)
 	s.waits, s.endWaits = context.WithCancel(context.Background())
 	s.mux.HandleFunc("POST /v1/ops", s.authed(canEnqueue, s.postOp))

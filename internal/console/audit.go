@@ -186,7 +186,7 @@ const (
 
 // auditDownload streams the entries the Audit page's filters select, every one of the
 // window, as audit.csv or audit.jsonl: `oncebox audit export`'s formats. At most
-// Config.MaxAuditDownloads stream at once.
+// Config.AuditDownloads stream at once.
 func (c *Console) auditDownload(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	format := "csv"
 	if strings.HasSuffix(r.URL.Path, ".jsonl") {
@@ -197,16 +197,14 @@ func (c *Console) auditDownload(w http.ResponseWriter, r *http.Request, s *sessi
 		c.refuse(w, r, c.viewFor(s, "audit"), http.StatusBadRequest, bad.Type, bad.Sentence)
 		return
 	}
-	select {
-	case c.downloads <- struct{}{}:
-		defer func() { <-c.downloads }()
-	default:
+	if !c.cfg.AuditDownloads.TryAcquire() {
 		w.Header().Set("Retry-After", "5")
 		c.refuse(w, r, c.viewFor(s, "audit"), http.StatusTooManyRequests, protocol.ProblemTooManyExports, fmt.Sprintf(
-			"%d audit downloads are already streaming from this server, each on a database connection; try again in a few seconds, or narrow the window.",
-			cap(c.downloads)))
+			"%d audit downloads and exports are already streaming from this server, each on a database connection; try again in a few seconds, or narrow the window.",
+			c.cfg.AuditDownloads.Cap()))
 		return
 	}
+	defer c.cfg.AuditDownloads.Release()
 	buf := bufio.NewWriterSize(w, 32<<10)
 	out, err := audit.NewWriter(buf, format)
 	if err != nil {

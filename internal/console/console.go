@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/oncebox/oncebox/audit"
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/pgavail"
 	"github.com/oncebox/oncebox/internal/vendorevents"
@@ -67,10 +68,10 @@ type Config struct {
 	TrustForwardedProto bool
 	// SessionTTL is how long a sign-in lasts. Defaults to DefaultSessionTTL.
 	SessionTTL time.Duration
-	// MaxAuditDownloads caps the Audit page's downloads one process streams at once,
-	// each on a connection of Pool; past it a download is refused with 429. Defaults
-	// to 2.
-	MaxAuditDownloads int
+	// AuditDownloads bounds the Audit page's downloads streaming at once (shared with the
+	// API's exports), each on a connection of Pool; past it a download is refused with
+	// 429. Defaults to 2 of its own.
+	AuditDownloads *audit.Slots
 	// Logger receives the real cause of every 500. Tokens are never logged.
 	Logger *slog.Logger
 	// Now returns the time; defaults to time.Now (tests move it).
@@ -84,8 +85,6 @@ type Console struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	pages   map[string]*template.Template
-	// downloads holds a token per audit download streaming (Config.MaxAuditDownloads).
-	downloads chan struct{}
 }
 
 // New builds a Console from cfg.
@@ -99,8 +98,8 @@ func New(cfg Config) (*Console, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
-	if cfg.MaxAuditDownloads <= 0 {
-		cfg.MaxAuditDownloads = 2
+	if cfg.AuditDownloads == nil {
+		cfg.AuditDownloads = audit.NewSlots(2)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -112,7 +111,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: pages, downloads: make(chan struct{}, cfg.MaxAuditDownloads)}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: pages}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		return nil, fmt.Errorf("console: static files: %w", err)
