@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/purge"
 )
 
 type countingObserver struct {
@@ -42,7 +43,7 @@ func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 		WHERE substr(idempotency_key, 2)::int BETWEEN 12 AND 14`)
 	require.NoError(t, err)
 
-	st, err := ob.Purge(ctx, outbox.PurgeConfig{BatchSize: 5})
+	st, err := ob.Purge(ctx, purge.Config{BatchSize: 5})
 	require.NoError(t, err)
 	require.Equal(t, 12, st.Ops)
 	require.Equal(t, 3, st.Batches, "5 + 5 + 2")
@@ -60,7 +61,7 @@ func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 	// Tombstones go after their own TTL.
 	_, err = pool.Exec(ctx, "UPDATE oncebox_tombstone SET purge_after = now() - interval '1 second' WHERE idempotency_key = 'k1'")
 	require.NoError(t, err)
-	st, err = ob.Purge(ctx, outbox.PurgeConfig{BatchSize: 5, TombstoneTTL: time.Hour})
+	st, err = ob.Purge(ctx, purge.Config{BatchSize: 5, TombstoneTTL: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, 0, st.Ops)
 	require.Equal(t, 1, st.Tombstones)
