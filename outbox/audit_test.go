@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/purge"
 )
 
 // TestAuditOutlivesThePurge: an op enqueued by a token has its call in the audit log
@@ -24,7 +25,7 @@ func TestAuditOutlivesThePurge(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 hour', status = 'succeeded', vendor_ref = 'obj_1' WHERE id = $1`, res.Op.ID)
 	require.NoError(t, err)
-	st, err := e.ob.Purge(ctx, outbox.PurgeConfig{BatchSize: 5})
+	st, err := e.ob.Purge(ctx, purge.Config{BatchSize: 5})
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Ops)
 

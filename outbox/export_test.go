@@ -24,7 +24,5 @@ func (ob *Outbox) HoldGroupCommitsForTest(f func()) { ob.group.beforeCommit.Arm(
 
 // GroupWaitingForTest is how many calls wait for a group commit.
 func (ob *Outbox) GroupWaitingForTest() int {
-	ob.group.mu.Lock()
-	defer ob.group.mu.Unlock()
-	return len(ob.group.wait)
+	return ob.group.calls.Waiting()
 }

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncebox/oncebox/internal/groupcommit"
 	"github.com/oncebox/oncebox/internal/testsignal"
 	"github.com/oncebox/oncebox/protocol"
 )
@@ -49,33 +49,15 @@ const DefaultGroupCommitOps = 32
 // on reports whether group commit is on.
 func (g GroupCommit) on() bool { return g.MaxOps > 1 }
 
-// grouped is one call waiting for its group's commit.
-type grouped struct {
-	ctx  context.Context
-	p    *Prepared
-	once sync.Once
-	res  *EnqueueResult
-	err  error
-	done chan struct{}
-}
+// call is one enqueue waiting for its group's commit.
+type call = groupcommit.Call[*Prepared, *EnqueueResult]
 
-// answer gives the call its answer, once, and wakes its caller.
-func (g *grouped) answer(res *EnqueueResult, err error) {
-	g.once.Do(func() {
-		g.res, g.err = res, err
-		close(g.done)
-	})
-}
-
-// committer gathers the calls that arrive while its groups commit. It starts a
-// goroutine per open group, up to Committers; each takes the waiting calls, up to
-// MaxOps, commits them, and ends when no call waits.
+// committer is the Outbox's side of group commit: the group's transaction (commit).
+// Package groupcommit gathers the calls into groups and runs each call of a failed
+// group alone (enqueueAlone).
 type committer struct {
-	ob   *Outbox
-	cfg  GroupCommit
-	mu   sync.Mutex
-	wait []*grouped
-	open int
+	ob    *Outbox
+	calls *groupcommit.Committer[*Prepared, *EnqueueResult]
 	// beforeCommit, in tests, runs when a group's calls are done and its COMMIT is
 	// about to be sent.
 	beforeCommit testsignal.Hook
@@ -85,120 +67,53 @@ func newCommitter(ob *Outbox, cfg GroupCommit) *committer {
 	if cfg.Committers < 1 {
 		cfg.Committers = DefaultGroupCommitters
 	}
-	return &committer{ob: ob, cfg: cfg}
+	c := &committer{ob: ob}
+	c.calls = groupcommit.New(groupcommit.Config{MaxOps: cfg.MaxOps, Committers: cfg.Committers},
+		groupcommit.Deps[*Prepared, *EnqueueResult]{Commit: c.commit, Alone: ob.enqueueAlone})
+	return c
 }
 
 // enqueue records p with the next group and returns once that group committed (or
 // ctx is done: the call may then still commit).
 func (c *committer) enqueue(ctx context.Context, p *Prepared) (*EnqueueResult, error) {
-	g := &grouped{ctx: ctx, p: p, done: make(chan struct{})}
-	c.mu.Lock()
-	c.wait = append(c.wait, g)
-	start := c.open < c.cfg.Committers
-	if start {
-		c.open++
-	}
-	c.mu.Unlock()
-	if start {
-		go c.run()
-	}
-	select {
-	case <-g.done:
-		return g.res, g.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// run commits groups until no call waits.
-func (c *committer) run() {
-	for {
-		c.mu.Lock()
-		if len(c.wait) == 0 {
-			c.open--
-			c.mu.Unlock()
-			return
-		}
-		n := min(len(c.wait), c.cfg.MaxOps)
-		group := slices.Clone(c.wait[:n])
-		c.wait = slices.Delete(c.wait, 0, n)
-		c.mu.Unlock()
-		c.commitOrAnswerPanic(group)
-	}
-}
-
-// commitOrAnswerPanic commits the group; a panic in one of its calls (a bug) rolls the
-// group back, and each of its calls runs again in a transaction of its own: the call
-// that panics fails alone, with an error, as a panic in a request's own transaction
-// would, instead of ending the process, and the others commit.
-func (c *committer) commitOrAnswerPanic(group []*grouped) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.runAlone(group)
-		}
-	}()
-	c.commit(group)
-}
-
-// runAlone runs each call of a rolled-back group that has no answer yet in a
-// transaction of its own; a call that panics is answered with an error.
-func (c *committer) runAlone(group []*grouped) {
-	for _, g := range group {
-		select {
-		case <-g.done:
-			continue
-		default:
-		}
-		if err := g.ctx.Err(); err != nil {
-			g.answer(nil, err)
-			continue
-		}
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					g.answer(nil, fmt.Errorf("outbox: the enqueue panicked, and its transaction was rolled back: %v", r))
-				}
-			}()
-			g.answer(c.ob.enqueueAlone(context.WithoutCancel(g.ctx), g.p))
-		}()
-	}
+	return c.calls.Enqueue(ctx, p)
 }
 
 // commit runs the group's calls in one transaction, commits it, and only then answers
-// each call: an answer given before the commit could name an op that never commits.
-func (c *committer) commit(group []*grouped) {
+// each call: an answer given before the commit could name an op that never commits. An
+// error means the transaction was rolled back before any answer: groupcommit then runs
+// each call alone.
+func (c *committer) commit(group []*call) error {
 	// The same order in every group, so that two groups holding the same keys lock them
 	// in the same order instead of deadlocking.
-	slices.SortFunc(group, func(a, b *grouped) int {
-		return cmp.Or(cmp.Compare(a.p.params.TenantID, b.p.params.TenantID), cmp.Compare(a.p.Key, b.p.Key))
+	slices.SortFunc(group, func(a, b *call) int {
+		return cmp.Or(cmp.Compare(a.In.params.TenantID, b.In.params.TenantID), cmp.Compare(a.In.Key, b.In.Key))
 	})
 	tx := &lazyTx{pool: c.ob.pool}
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	inserted, err := c.ob.insertGroupOps(tx, group)
 	if err != nil {
-		c.rollBackAndRunAlone(tx, group)
-		return
+		return rollBack(tx, err)
 	}
 	var results []*EnqueueResult
 	var errs []error
 	var batch jobBatch
 	for i, g := range group {
-		if err := g.ctx.Err(); err != nil && inserted[i] == nil {
+		if err := g.Ctx.Err(); err != nil && inserted[i] == nil {
 			// Its caller left before its turn: nothing is written for it.
 			results, errs = append(results, nil), append(errs, err)
 			continue
 		}
 		// A caller that leaves now must not abort the others' transaction.
-		ctx := context.WithoutCancel(g.ctx)
+		ctx := context.WithoutCancel(g.Ctx)
 		var res *EnqueueResult
 		if inserted[i] != nil {
-			res, err = c.ob.admitInserted(ctx, tx, g.p, inserted[i], &batch)
+			res, err = c.ob.admitInserted(ctx, tx, g.In, inserted[i], &batch)
 		} else {
-			res, err = c.ob.enqueueTx(ctx, tx, g.p, &batch)
+			res, err = c.ob.enqueueTx(ctx, tx, g.In, &batch)
 		}
 		if err != nil && !recordsNothing(err) {
-			c.rollBackAndRunAlone(tx, group)
-			return
+			return rollBack(tx, err)
 		}
 		results, errs = append(results, res), append(errs, err)
 	}
@@ -206,8 +121,7 @@ func (c *committer) commit(group []*grouped) {
 	// the op has a live one, as it would one at a time.
 	if len(batch.jobs) > 0 {
 		if _, err := c.ob.river.InsertManyTx(context.Background(), tx, batch.jobs); err != nil {
-			c.rollBackAndRunAlone(tx, group)
-			return
+			return rollBack(tx, err)
 		}
 	}
 	c.beforeCommit.Reached()
@@ -220,8 +134,9 @@ func (c *committer) commit(group []*grouped) {
 		}
 	}
 	for i, g := range group {
-		g.answer(results[i], errs[i])
+		g.Answer(results[i], errs[i])
 	}
+	return nil
 }
 
 // insertGroupOps inserts the new ops of a group's calls in one statement
@@ -230,7 +145,7 @@ func (c *committer) commit(group []*grouped) {
 // group has its key, its caller has left, or its row could not be made: enqueueTx
 // then answers it as it would alone), and for the call of a group of one. The calls
 // are in key order.
-func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*grouped) ([]*insertion, error) {
+func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*call) ([]*insertion, error) {
 	var (
 		tenants, askers                                              []int64
 		keys, tools, vendors, args, vendorKeys, convs, calls, traces []string
@@ -245,14 +160,14 @@ func (ob *Outbox) insertGroupOps(tx pgx.Tx, group []*grouped) ([]*insertion, err
 		return found, nil
 	}
 	for i, g := range group {
-		if g.ctx.Err() != nil || (i > 0 && sameKey(group[i-1].p, g.p)) {
+		if g.Ctx.Err() != nil || (i > 0 && sameKey(group[i-1].In, g.In)) {
 			continue
 		}
-		row, err := ob.newOpRow(g.ctx, g.p)
+		row, err := ob.newOpRow(g.Ctx, g.In)
 		if err != nil {
 			continue
 		}
-		p := g.p
+		p := g.In
 		tenants, keys, tools, vendors = append(tenants, p.params.TenantID), append(keys, p.Key), append(tools, p.Tool.Name), append(vendors, p.Tool.Vendor)
 		args, fingerprints, vendorKeys = append(args, string(row.args)), append(fingerprints, p.Fingerprint[:]), append(vendorKeys, row.vendorKey)
 		convs, calls, ttls = append(convs, p.params.ConversationID), append(calls, p.params.ToolCallID), append(ttls, p.Tool.TTL.Seconds())
@@ -293,11 +208,11 @@ func sameKey(a, b *Prepared) bool {
 	return a.params.TenantID == b.params.TenantID && a.Key == b.Key
 }
 
-// rollBackAndRunAlone rolls back a group's failed transaction and runs each of its
-// calls in a transaction of its own.
-func (c *committer) rollBackAndRunAlone(tx pgx.Tx, group []*grouped) {
+// rollBack rolls back a group's failed transaction and returns err, so that each of its
+// calls runs again in a transaction of its own.
+func rollBack(tx pgx.Tx, err error) error {
 	_ = tx.Rollback(context.Background())
-	c.runAlone(group)
+	return fmt.Errorf("outbox: group commit: %w", err)
 }
 
 // recordsNothing reports whether an enqueue's error left its transaction as it found

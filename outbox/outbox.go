@@ -18,6 +18,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 )
@@ -121,7 +122,7 @@ type Config struct {
 	Reconcile reconcile.Config
 	// Purge, when set, runs the TTL purge as a River periodic job in processes that work
 	// jobs. Optional.
-	Purge *PurgeConfig
+	Purge *purge.Config
 	// SealKey (32 bytes) encrypts the full arguments of tools that have Redact, so only
 	// their redacted form is ever stored in clear; the sealed copy is dropped once the op
 	// is terminal. A key derived from it also keys those tools' fingerprints (see
@@ -433,13 +434,15 @@ func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 	}
 	c.PeriodicJobs = append(c.PeriodicJobs, periodic...)
 	if c.Purge != nil {
-		pc := c.Purge.withDefaults()
-		if err := river.AddWorkerSafely(workers, &purgeWorker{ob: ob, cfg: pc}); err != nil {
-			return nil, fmt.Errorf("outbox: register purge worker: %w", err)
+		p, err := purge.New(*c.Purge, ob.purgeDeps())
+		if err != nil {
+			return nil, fmt.Errorf("outbox: %w", err)
 		}
-		c.PeriodicJobs = append(c.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(pc.Interval),
-			func() (river.JobArgs, *river.InsertOpts) { return PurgeArgs{}, nil },
-			&river.PeriodicJobOpts{RunOnStart: true}))
+		periodic, err := p.Register(workers)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: %w", err)
+		}
+		c.PeriodicJobs = append(c.PeriodicJobs, periodic...)
 	}
 	if err := c.registerNotify(workers); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -50,7 +51,7 @@ func TestObjectsOfAnOpStayTheTenantsAfterThePurge(t *testing.T) {
 
 	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 hour' WHERE id = $1`, made.Op.ID)
 	require.NoError(t, err)
-	st, err := ob.Purge(ctx, outbox.PurgeConfig{})
+	st, err := ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Ops)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_tenant_object WHERE tenant_id = $1 AND vendor = 'things' AND object_id = 'thing_1' AND adopted_by = $2",

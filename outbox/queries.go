@@ -293,9 +293,6 @@ FROM oncebox_identity_match WHERE tenant_id = $1 AND op_id = $2::uuid ORDER BY i
 
 const sqlSealedArgs = `SELECT sealed_args FROM oncebox_op WHERE tenant_id = $1 AND id = $2`
 
-// sqlPurgeKeyWindows deletes closed key windows.
-const sqlPurgeKeyWindows = `DELETE FROM oncebox_key_window WHERE closes_at < now()`
-
 // Approvals: policies, requests, votes, decisions and expiry (approval.go, policy.go).
 // Status changes go through opstate; these read and write the approval rows.
 
@@ -330,8 +327,6 @@ ORDER BY a.requested_at, a.op_id
 LIMIT $2`
 
 const sqlWaitReason = `SELECT why FROM oncebox_approval WHERE tenant_id = $1 AND op_id = $2::uuid`
-
-const sqlPurgeBudgetUsage = `DELETE FROM oncebox_budget_usage WHERE window_end < now() - interval '1 hour'`
 
 const sqlKeyExists = `SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2)`
 

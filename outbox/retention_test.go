@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -31,7 +32,7 @@ func TestRetentionStartsWhenTheOpIsTerminal(t *testing.T) {
 
 	_, err = e.ob.Reject(ctx, tenant, "weekend", "alice", "no")
 	require.NoError(t, err)
-	st, err := e.ob.Purge(ctx, outbox.PurgeConfig{})
+	st, err := e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Zero(t, st.Ops, "an op that just settled was purged")
 	require.Equal(t, 1, count(t, e.pool, `SELECT count(*) FROM oncebox_op WHERE id = $1
@@ -56,7 +57,7 @@ func TestReusedKeyAfterPurgeStartsPastTheLastGeneration(t *testing.T) {
 	require.Equal(t, vendorapi.VendorKey(tenant, "k", "test.echo", 0), first.Op.VendorKey)
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', generation = 2, expires_at = now() - interval '1 minute' WHERE id = $1`, first.Op.ID)
 	require.NoError(t, err)
-	st, err := e.ob.Purge(ctx, outbox.PurgeConfig{})
+	st, err := e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Ops)
 
@@ -77,7 +78,7 @@ func TestReusedKeyAfterPurgeStartsPastTheLastGeneration(t *testing.T) {
 	// Purged again: the tombstone keeps the later generation.
 	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', expires_at = now() - interval '1 minute' WHERE id = $1`, again.Op.ID)
 	require.NoError(t, err)
-	_, err = e.ob.Purge(ctx, outbox.PurgeConfig{})
+	_, err = e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	third, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)

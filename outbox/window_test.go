@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/purge"
 )
 
 // TestKeyInWindowIsSharedByConcurrentCallers: callers that race for the same call get
@@ -55,7 +55,7 @@ func TestKeyInWindowIsSharedByConcurrentCallers(t *testing.T) {
 
 	_, err = e.pool.Exec(ctx, "UPDATE oncebox_key_window SET closes_at = now() - interval '1 minute' WHERE call_hash = 'call-2'")
 	require.NoError(t, err)
-	st, err := e.ob.Purge(ctx, outbox.PurgeConfig{})
+	st, err := e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Equal(t, 1, st.KeyWindows)
 	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM oncebox_key_window"))

@@ -1,5 +1,5 @@
 package server_test
 
-import "github.com/oncebox/oncebox/outbox"
+import "github.com/oncebox/oncebox/purge"
 
-func outboxPurgeConfig() outbox.PurgeConfig { return outbox.PurgeConfig{BatchSize: 10} }
+func outboxPurgeConfig() purge.Config { return purge.Config{BatchSize: 10} }

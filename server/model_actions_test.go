@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -308,7 +309,7 @@ func (w *modelWorld) advance(t *rapid.T) {
 	if _, err := w.pool.Exec(w.ctx, `UPDATE oncebox_op SET expires_at = expires_at - $1::interval`, d.String()); err != nil {
 		t.Fatalf("move the clock: %v", err)
 	}
-	if _, err := w.api.Outbox().Purge(w.ctx, outbox.PurgeConfig{BatchSize: 10}); err != nil {
+	if _, err := w.api.Outbox().Purge(w.ctx, purge.Config{BatchSize: 10}); err != nil {
 		t.Fatalf("purge: %v", err)
 	}
 	w.settle(t, true)

@@ -41,6 +41,7 @@ import (
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
@@ -718,7 +719,7 @@ func (s *Server) outboxConfig(vendors []vendorapi.Vendor, sealKey []byte) (outbo
 // runs itself (reconcileConfig): the purge and the vendor events' cleanup.
 func (s *Server) periodicConfig(ocfg *outbox.Config) {
 	cfg := s.cfg
-	ocfg.Purge = &outbox.PurgeConfig{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
+	ocfg.Purge = &purge.Config{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
 	ocfg.ExtraWorkers = s.events.Register
 	ocfg.PeriodicJobs = []*river.PeriodicJob{s.events.PeriodicJob(outbox.MaintenanceQueue)}
 }

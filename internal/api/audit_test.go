@@ -25,7 +25,7 @@ import (
 	"github.com/oncebox/oncebox/audit"
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/tenant"
 )
 
@@ -145,7 +145,7 @@ func TestAuditExportTellsARefundsStoryAfterThePurge(t *testing.T) {
 		_, err := e.pool.Exec(ctx, sql, op.ID)
 		require.NoError(t, err, sql)
 	}
-	st, err := e.ob.Purge(ctx, outbox.PurgeConfig{})
+	st, err := e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Ops)
 	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "the op was purged")

@@ -1,4 +1,4 @@
-package outbox_test
+package purge_test
 
 import (
 	"context"
@@ -7,9 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/purge"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
 type countingObserver struct {
@@ -22,7 +26,7 @@ func (c *countingObserver) Enqueued(_ int64, tool, kind string) { c.enqueued[kin
 func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(echoTool("echo"))
 	require.NoError(t, err)
 	obs := &countingObserver{enqueued: map[string]int{}}
@@ -42,7 +46,7 @@ func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 		WHERE substr(idempotency_key, 2)::int BETWEEN 12 AND 14`)
 	require.NoError(t, err)
 
-	st, err := ob.Purge(ctx, outbox.PurgeConfig{BatchSize: 5})
+	st, err := ob.Purge(ctx, purge.Config{BatchSize: 5})
 	require.NoError(t, err)
 	require.Equal(t, 12, st.Ops)
 	require.Equal(t, 3, st.Batches, "5 + 5 + 2")
@@ -60,8 +64,40 @@ func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 	// Tombstones go after their own TTL.
 	_, err = pool.Exec(ctx, "UPDATE oncebox_tombstone SET purge_after = now() - interval '1 second' WHERE idempotency_key = 'k1'")
 	require.NoError(t, err)
-	st, err = ob.Purge(ctx, outbox.PurgeConfig{BatchSize: 5, TombstoneTTL: time.Hour})
+	st, err = ob.Purge(ctx, purge.Config{BatchSize: 5, TombstoneTTL: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, 0, st.Ops)
 	require.Equal(t, 1, st.Tombstones)
+}
+
+// echoTool is a minimal tool: args {"n": integer >= 0}.
+func echoTool(vendor string) vendorapi.Tool {
+	return vendorapi.Tool{
+		Name:   "test.echo",
+		Vendor: vendor,
+		Validate: func(args json.RawMessage) error {
+			var a struct {
+				N *float64 `json:"n"`
+			}
+			if err := json.Unmarshal(args, &a); err != nil || a.N == nil || *a.N < 0 {
+				return &vendorapi.ValidationError{Field: "args.n", Message: "must be an integer of at least 0"}
+			}
+			return nil
+		},
+	}
+}
+
+func newTenant(t *testing.T, pool *pgxpool.Pool, name string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, pool.QueryRow(context.Background(),
+		"INSERT INTO oncebox_tenant (name) VALUES ($1) RETURNING id", name).Scan(&id))
+	return id
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
 }
