@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
@@ -83,7 +84,7 @@ func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o worke
 		Pool:                 pool,
 		Tools:                reg,
 		Vendors:              []vendorapi.Vendor{v},
-		Queues:               map[string]outbox.QueueConfig{"webhook": {MaxWorkers: 10, JobTimeout: cmpDur(o.jobTimeout, 10*time.Second)}},
+		Queues:               map[string]dispatch.QueueConfig{"webhook": {MaxWorkers: 10, JobTimeout: cmpDur(o.jobTimeout, 10*time.Second)}},
 		RescueStuckJobsAfter: cmpDur(o.rescueAfter, time.Minute),
 		RetryBackoff:         func(int) time.Duration { return cmpDur(o.retryBackoff, 100*time.Millisecond) },
 		MaxAttempts:          o.maxAttempts,

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
@@ -582,8 +583,8 @@ func (ob *Outbox) addJobTx(ctx context.Context, tx pgx.Tx, op *Op, batch *jobBat
 
 // dispatchJob is the op's dispatch job: unique by op id among the live ones.
 func (ob *Outbox) dispatchJob(op *Op) river.InsertManyParams {
-	return river.InsertManyParams{Args: DispatchArgs{OpID: op.ID, Vendor: op.Vendor}, InsertOpts: &river.InsertOpts{
-		Queue:       QueueName(op.Vendor),
+	return river.InsertManyParams{Args: dispatch.Args{OpID: op.ID, Vendor: op.Vendor}, InsertOpts: &river.InsertOpts{
+		Queue:       dispatch.QueueName(op.Vendor),
 		MaxAttempts: ob.cfg.riverMaxAttempts(),
 		UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},
 	}}

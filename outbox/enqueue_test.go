@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertest"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
@@ -145,10 +146,10 @@ func TestEnqueueTxRollbackLeavesNothing(t *testing.T) {
 	res, err := e.ob.EnqueueTx(ctx, tx, outbox.EnqueueParams{TenantID: tenant, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
 	// Inside the caller's transaction the op and its job exist.
-	rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, tx, &outbox.DispatchArgs{OpID: res.Op.ID, Vendor: "echo"}, nil)
+	rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, tx, &dispatch.Args{OpID: res.Op.ID, Vendor: "echo"}, nil)
 	require.NoError(t, tx.Rollback(ctx))
 
-	rivertest.RequireNotInserted(ctx, t, riverpgxv5.New(e.pool), &outbox.DispatchArgs{}, nil)
+	rivertest.RequireNotInserted(ctx, t, riverpgxv5.New(e.pool), &dispatch.Args{}, nil)
 	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
 }
 

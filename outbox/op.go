@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/oncebox/oncebox/internal/opstate"
@@ -90,6 +91,11 @@ type Event struct {
 // vendor_ref. Use it as logger.With(outbox.LogAttrs(op)...).
 func LogAttrs(op *Op) []any { return op.ident().LogAttrs() }
 
+// opLogger is the logger of the lines about op.
+func (ob *Outbox) opLogger(op *Op) *slog.Logger {
+	return ob.logger.With(op.ident().IdentityAttrs()...)
+}
+
 // ident names the op for the state machine's log lines and metrics.
 func (op *Op) ident() opstate.Ident {
 	return opstate.Ident{ID: op.ID, TenantID: op.TenantID, Key: op.Key, ConversationID: op.ConversationID,
@@ -113,18 +119,4 @@ func (op *Op) NothingSent() bool {
 		return false
 	}
 	return string(e[NothingSentField]) == "true"
-}
-
-// withNothingSent returns the error JSON errJSON (an object) with NothingSentField set.
-func withNothingSent(errJSON json.RawMessage) json.RawMessage {
-	var e map[string]json.RawMessage
-	if json.Unmarshal(errJSON, &e) != nil || e == nil {
-		e = map[string]json.RawMessage{}
-	}
-	e[NothingSentField] = json.RawMessage("true")
-	out, err := json.Marshal(e)
-	if err != nil {
-		return errJSON
-	}
-	return out
 }

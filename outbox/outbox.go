@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
@@ -22,30 +21,6 @@ import (
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 )
-
-// The defaults of Config and QueueConfig. They are stated here once: the server's
-// configuration, the CLI's flags and the table of docs/configuration.md take them from these.
-const (
-	// DefaultMaxAttempts is Config.MaxAttempts' default.
-	DefaultMaxAttempts = 10
-	// DefaultMaxWorkers is QueueConfig.MaxWorkers' default.
-	DefaultMaxWorkers = 50
-	// DefaultJobTimeout is QueueConfig.JobTimeout's default.
-	DefaultJobTimeout = 30 * time.Second
-	// DefaultRescueStuckJobsAfter is Config.RescueStuckJobsAfter's default.
-	DefaultRescueStuckJobsAfter = 2 * time.Minute
-)
-
-// QueueConfig is the River queue of one vendor. Each vendor gets its own queue, so a
-// slow vendor cannot starve another.
-type QueueConfig struct {
-	// MaxWorkers is how many of the vendor's ops one process dispatches at once.
-	// Defaults to DefaultMaxWorkers (50).
-	MaxWorkers int
-	// JobTimeout bounds one dispatch, vendor call included. Defaults to
-	// DefaultJobTimeout (30 seconds).
-	JobTimeout time.Duration
-}
 
 // Config configures an Outbox.
 type Config struct {
@@ -57,8 +32,8 @@ type Config struct {
 	// enqueue but works no jobs (an insert-only client, for callers embedding the library).
 	Vendors []vendorapi.Vendor
 	// Queues configures each vendor's queue by vendor name. Defaults to
-	// QueueConfig defaults for every vendor.
-	Queues map[string]QueueConfig
+	// dispatch.QueueConfig defaults for every vendor.
+	Queues map[string]dispatch.QueueConfig
 	// Work says whether this process works jobs. Defaults to true when Vendors is set.
 	Work *bool
 	// BatchedCompletion records a vendor's answer in one autocommitted statement and
@@ -67,7 +42,7 @@ type Config struct {
 	// runs again after a crash finds its op settled and completes without calling the
 	// vendor) and measurably faster (see docs/performance.md), at the price of a job
 	// that may show as running a moment after its op settled: a release for resend in
-	// that moment waits for it (see insertReleaseJobTx). Defaults to true.
+	// that moment waits for it (see dispatch.Dispatcher.InsertReleaseJobTx). Defaults to true.
 	BatchedCompletion *bool
 	// GroupCommit commits the enqueues that arrive together (Enqueue, EnqueuePrepared)
 	// in one transaction; see GroupCommit. Off by default (serve turns it on).
@@ -89,12 +64,12 @@ type Config struct {
 	// it runs only the periodic jobs. Defaults to false.
 	NoDispatch bool
 	// MaxAttempts is how many retryable failures an op may see before it goes to
-	// needs_review. Defaults to DefaultMaxAttempts (10).
+	// needs_review. Defaults to dispatch.DefaultMaxAttempts (10).
 	MaxAttempts int
 	// RescueStuckJobsAfter is how long a running job may go without finishing before
 	// River considers its worker dead and runs it again; the dispatch worker then finds
 	// the op in dispatching and resolves it safely. Must exceed every JobTimeout.
-	// Defaults to DefaultRescueStuckJobsAfter, 2 minutes (River's own default is an hour).
+	// Defaults to dispatch.DefaultRescueStuckJobsAfter, 2 minutes (River's own default is an hour).
 	RescueStuckJobsAfter time.Duration
 	// FetchCooldown is River's minimum pause between two fetches of a queue. Defaults
 	// to 5 ms (River's default of 100 ms caps a queue at about 1,000 jobs/s).
@@ -103,7 +78,7 @@ type Config struct {
 	// Defaults to 500 ms.
 	FetchPollInterval time.Duration
 	// RetryBackoff is the delay before the next attempt after a retryable failure
-	// without Retry-After. Defaults to CappedBackoff(5 * time.Minute): 1 s, 2 s, 4 s, …
+	// without Retry-After. Defaults to dispatch.CappedBackoff(5 * time.Minute): 1 s, 2 s, 4 s, …
 	// with jitter, never more than 5 minutes (River's own attempt^4 seconds would take
 	// hours to reach MaxAttempts).
 	RetryBackoff func(attempt int) time.Duration
@@ -158,7 +133,7 @@ type Config struct {
 	// change (see internal/tracing). Nil: tracing is off, at no cost.
 	TracerProvider trace.TracerProvider
 	// ClientID names this process to River. Defaults to a generated id that starts with
-	// LiveClientPrefix. A working process whose id starts with it holds a liveness lock
+	// dispatch.LiveClientPrefix. A working process whose id starts with it holds a liveness lock
 	// (a session advisory lock on a connection of its own) while it lives, so that the
 	// others take its dispatch jobs over as soon as it is gone instead of after
 	// RescueStuckJobsAfter (docs/reliability.md, "Recovery"); with another id its jobs wait for River's
@@ -195,7 +170,7 @@ func (c *Config) withDefaults() Config {
 		out.Gate = ToolRules{}
 	}
 	if out.MaxAttempts == 0 {
-		out.MaxAttempts = DefaultMaxAttempts
+		out.MaxAttempts = dispatch.DefaultMaxAttempts
 	}
 	if out.AdmissionReadTimeout <= 0 {
 		out.AdmissionReadTimeout = DefaultAdmissionReadTimeout
@@ -204,7 +179,7 @@ func (c *Config) withDefaults() Config {
 		out.ApprovalExpiry = DefaultApprovalExpiry
 	}
 	if out.RescueStuckJobsAfter == 0 {
-		out.RescueStuckJobsAfter = DefaultRescueStuckJobsAfter
+		out.RescueStuckJobsAfter = dispatch.DefaultRescueStuckJobsAfter
 	}
 	if out.FetchCooldown == 0 {
 		out.FetchCooldown = 5 * time.Millisecond
@@ -213,25 +188,25 @@ func (c *Config) withDefaults() Config {
 		out.FetchPollInterval = 500 * time.Millisecond
 	}
 	if out.RetryBackoff == nil {
-		out.RetryBackoff = CappedBackoff(5 * time.Minute)
+		out.RetryBackoff = dispatch.CappedBackoff(5 * time.Minute)
 	}
 	if out.Observer == nil {
 		out.Observer = nopObserver{}
 	}
 	if out.ClientID == "" {
-		out.ClientID = NewClientID()
+		out.ClientID = dispatch.NewClientID()
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
-	queues := make(map[string]QueueConfig, len(out.Vendors))
+	queues := make(map[string]dispatch.QueueConfig, len(out.Vendors))
 	for _, v := range out.Vendors {
 		q := out.Queues[v.Name()]
 		if q.MaxWorkers == 0 {
-			q.MaxWorkers = DefaultMaxWorkers
+			q.MaxWorkers = dispatch.DefaultMaxWorkers
 		}
 		if q.JobTimeout == 0 {
-			q.JobTimeout = DefaultJobTimeout
+			q.JobTimeout = dispatch.DefaultJobTimeout
 		}
 		queues[v.Name()] = q
 	}
@@ -338,10 +313,8 @@ type Outbox struct {
 	reconciler *reconcile.Reconciler
 	// group commits the enqueues that arrive together; nil without Config.GroupCommit.
 	group *committer
-	// live holds the process's liveness lock and takes over gone processes' jobs; nil
-	// in a process that works no jobs or whose client id does not start with
-	// LiveClientPrefix.
-	live *liveness
+	// dispatcher sends ops to their vendors; its worker runs on river.
+	dispatcher *dispatch.Dispatcher
 }
 
 // VendorSettings returns the tenants' vendor settings, stored in the outbox's pool and
@@ -358,6 +331,9 @@ func New(cfg Config) (*Outbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ob.newDispatcher(); err != nil {
+		return nil, err
+	}
 	workers, err := ob.registerWorkers(&c)
 	if err != nil {
 		return nil, err
@@ -367,9 +343,6 @@ func New(cfg Config) (*Outbox, error) {
 		return nil, fmt.Errorf("outbox: river client: %w", err)
 	}
 	ob.river = client
-	if *c.Work && strings.HasPrefix(c.ClientID, LiveClientPrefix) {
-		ob.live = newLiveness(ob, c.ClientID)
-	}
 	return ob, nil
 }
 
@@ -383,7 +356,7 @@ func newOutbox(c Config) (*Outbox, error) {
 	ob.ops = opstate.New(opstate.Config{Pool: c.Pool, Logger: c.Logger, Observe: c.Observer.Transition,
 		TracerProvider: c.TracerProvider,
 		InsertJob: func(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
-			return ob.insertReleaseJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
+			return ob.dispatcher.InsertReleaseJobTx(ctx, tx, opID, vendor)
 		}})
 	if c.GroupCommit.on() {
 		ob.group = newCommitter(ob, c.GroupCommit)
@@ -422,8 +395,8 @@ func newOutbox(c Config) (*Outbox, error) {
 // and the purge's periodic jobs to c.PeriodicJobs.
 func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &dispatchWorker{ob: ob}); err != nil {
-		return nil, fmt.Errorf("outbox: register dispatch worker: %w", err)
+	if err := ob.dispatcher.Register(workers); err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	if err := river.AddWorkerSafely(workers, &stepsWorker{ob: ob}); err != nil {
 		return nil, fmt.Errorf("outbox: register steps worker: %w", err)
@@ -485,7 +458,7 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 	rc.Queues = map[string]river.QueueConfig{}
 	if !c.NoDispatch {
 		for name, q := range c.Queues {
-			rc.Queues[QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
+			rc.Queues[dispatch.QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
 		}
 		rc.Queues[StepsQueue] = river.QueueConfig{MaxWorkers: 10}
 	}
@@ -499,9 +472,6 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 	rc.PeriodicJobs = c.PeriodicJobs
 	return rc
 }
-
-// QueueName is the River queue that carries a vendor's dispatch jobs.
-func QueueName(vendor string) string { return "oncebox_" + vendor }
 
 // Ping checks that the Outbox's database answers a query, for health checks.
 func (ob *Outbox) Ping(ctx context.Context) error {
@@ -520,12 +490,12 @@ func (ob *Outbox) jobTimeout(vendor string) time.Duration {
 	if q, ok := ob.cfg.Queues[vendor]; ok {
 		return q.JobTimeout
 	}
-	return DefaultJobTimeout
+	return dispatch.DefaultJobTimeout
 }
 
 // Start starts working jobs (when the Outbox works jobs). A process with a liveness
 // lock (Config.ClientID) first waits until the lock is held, for at most 5 seconds: a
-// job fetched before it is put off for a second (see Work), and at a restart with a
+// job fetched before it is put off for a second (see dispatch.Dispatcher.Start), and at a restart with a
 // backlog that is a whole first fetch of every queue. Ending ctx does not stop the
 // workers: Stop does, letting running dispatches finish first.
 func (ob *Outbox) Start(ctx context.Context) error {
@@ -534,14 +504,9 @@ func (ob *Outbox) Start(ctx context.Context) error {
 	}
 	// River hard-stops (cancelling running dispatches) when its start context ends;
 	// only Stop, with its grace, may end the workers.
-	if ob.live != nil {
-		ob.live.start()
-		ob.live.waitHeld(ctx, livenessStartWait)
-	}
+	ob.dispatcher.Start(ctx)
 	if err := ob.river.Start(context.WithoutCancel(ctx)); err != nil {
-		if ob.live != nil {
-			ob.live.close()
-		}
+		ob.dispatcher.Stop()
 		return fmt.Errorf("outbox: start river: %w", err)
 	}
 	return nil
@@ -550,17 +515,6 @@ func (ob *Outbox) Start(ctx context.Context) error {
 // ClientID is this process's River client id.
 func (ob *Outbox) ClientID() string { return ob.cfg.ClientID }
 
-// liveOK says whether this process may call a vendor: it holds no liveness lock, or its
-// lock was confirmed held a moment ago (see liveness).
-func (ob *Outbox) liveOK() bool { return ob.live == nil || ob.live.ok() }
-
-// closeLiveness releases the liveness lock once the workers are stopped.
-func (ob *Outbox) closeLiveness() {
-	if ob.live != nil {
-		ob.live.close()
-	}
-}
-
 // Stop stops fetching jobs and waits for running dispatches to finish, until ctx is
 // done; then it cancels the ones still running (they record an outcome, so nothing is
 // lost) and waits for them to return.
@@ -568,7 +522,7 @@ func (ob *Outbox) Stop(ctx context.Context) error {
 	if !*ob.cfg.Work {
 		return nil
 	}
-	defer ob.closeLiveness()
+	defer ob.dispatcher.Stop()
 	err := ob.river.Stop(ctx)
 	if err == nil {
 		return nil
@@ -583,16 +537,4 @@ func (ob *Outbox) Stop(ctx context.Context) error {
 		return fmt.Errorf("outbox: stop and cancel river: %w", err)
 	}
 	return nil
-}
-
-// CappedBackoff returns a retry delay of 2^(attempt-1) seconds, with up to 20% jitter,
-// capped at limit.
-func CappedBackoff(limit time.Duration) func(attempt int) time.Duration {
-	return func(attempt int) time.Duration {
-		d := limit
-		if attempt < 30 {
-			d = min(time.Duration(1<<max(attempt-1, 0))*time.Second, limit)
-		}
-		return d + time.Duration(rand.Int64N(int64(d)/5+1))
-	}
 }

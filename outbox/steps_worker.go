@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
@@ -53,7 +54,7 @@ const (
 // NextRetry retries a failed step run after 1 s, 2 s, 4 s, … never more than
 // stepRetryLimit (and its jitter).
 func (w *stepsWorker) NextRetry(job *river.Job[StepsArgs]) time.Time {
-	return time.Now().Add(CappedBackoff(stepRetryLimit)(job.Attempt))
+	return time.Now().Add(dispatch.CappedBackoff(stepRetryLimit)(job.Attempt))
 }
 
 // Work advances the op's steps in one transaction, then snoozes while a step's op is

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
@@ -53,7 +54,7 @@ func TestTakeoverOfAGoneProcessAtOnce(t *testing.T) {
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, jobTimeout: 20 * time.Second, rescueAfter: time.Hour})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
 	require.NoError(t, err)
-	runningUnder(t, pool, res.Op.ID, outbox.LiveClientPrefix+"gone_1")
+	runningUnder(t, pool, res.Op.ID, dispatch.LiveClientPrefix+"gone_1")
 	start := time.Now()
 	startWorker(t, ob)
 
@@ -79,7 +80,7 @@ func TestNoTakeoverOfALiveSilentProcess(t *testing.T) {
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, jobTimeout: 20 * time.Second, rescueAfter: time.Hour})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
 	require.NoError(t, err)
-	alive := outbox.LiveClientPrefix + "alive_1"
+	alive := dispatch.LiveClientPrefix + "alive_1"
 	holdLiveness(t, pool, alive)
 	runningUnder(t, pool, res.Op.ID, alive)
 	startWorker(t, ob)
@@ -109,7 +110,7 @@ func TestDispatchingAttemptOfAGoneProcessIsOver(t *testing.T) {
 			dispatch_started_at = now(), key_first_sent_at = now() WHERE id = $1
 		RETURNING id, attempt_token, vendor_key, dispatch_started_at)
 		INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at, worker)
-		SELECT id, 1, attempt_token, vendor_key, dispatch_started_at, $2 FROM c`, res.Op.ID, outbox.LiveClientPrefix+"gone_2")
+		SELECT id, 1, attempt_token, vendor_key, dispatch_started_at, $2 FROM c`, res.Op.ID, dispatch.LiveClientPrefix+"gone_2")
 	require.NoError(t, err)
 	startWorker(t, ob)
 
@@ -169,7 +170,7 @@ func TestStartPutsNoJobOff(t *testing.T) {
 	pool := newSchema(t)
 	fake, srv := newHonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
-	clientID := outbox.LiveClientPrefix + "restarted_1"
+	clientID := dispatch.LiveClientPrefix + "restarted_1"
 	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: clientID})
 	const ops = 20
 	for i := range ops {

@@ -20,7 +20,7 @@ import (
 // outbox.MaintenanceQueue is the same name.
 const MaintenanceQueue = "oncebox_maintenance"
 
-// DefaultMaxAttempts is Config.MaxAttempts' default, the same as outbox.DefaultMaxAttempts.
+// DefaultMaxAttempts is Config.MaxAttempts' default, the same as dispatch.DefaultMaxAttempts.
 const DefaultMaxAttempts = 10
 
 // defaultTimeout bounds one sweep run as a River job. It stays below the default

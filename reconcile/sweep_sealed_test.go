@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/outbox"
@@ -55,7 +56,7 @@ func newRedactingEnv(t *testing.T, v vendorapi.Vendor, r *nestingRedactor, sealK
 	require.NoError(t, err)
 	obs := newCountObserver()
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, SealKey: sealKey,
-		Queues: map[string]outbox.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}}, Reconcile: reconcile.Config{Observer: obs}})
+		Queues: map[string]dispatch.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}}, Reconcile: reconcile.Config{Observer: obs}})
 	require.NoError(t, err)
 	var tenant int64
 	require.NoError(t, pool.QueryRow(context.Background(),

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/client"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
@@ -283,7 +283,7 @@ func TestCatalogResultShapeSameHoweverSettled(t *testing.T) {
 	cfg.ReconcileInterval = time.Second
 	cfg.WebhookTimeout = 2 * time.Second
 	cfg.WebhookLookupLag = 3 * time.Second
-	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
+	cfg.Queues["webhook"] = dispatch.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
 	_, base := runServer(t, ctx, cfg)
 	_, token, err := tenant.NewStore(pool).Create(ctx, "acme")
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/console"
@@ -69,7 +70,7 @@ type Config struct {
 	ReadOnly bool
 
 	// MaxAttempts is how many retryable failures an op may see before needs_review.
-	// Defaults to outbox.DefaultMaxAttempts.
+	// Defaults to dispatch.DefaultMaxAttempts.
 	MaxAttempts int
 	// BatchedCompletion lets River's completer finish dispatch jobs (see
 	// outbox.Config.BatchedCompletion). Defaults to true.
@@ -102,7 +103,7 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Queues configures each vendor's queue (workers, job timeout). Defaults to 50
 	// workers and 30 seconds per vendor.
-	Queues map[string]outbox.QueueConfig
+	Queues map[string]dispatch.QueueConfig
 
 	// StripeAPIKey enables the Stripe tools. StripeAPIBase defaults to Stripe's API,
 	// StripeTimeout to 20 seconds, StripeSearchLag to 1 minute.
@@ -369,7 +370,7 @@ func Defaults() Config {
 	return Config{
 		Addr:                 "127.0.0.1:8080",
 		Roles:                Roles{API: true, Worker: true, Periodic: true},
-		MaxAttempts:          outbox.DefaultMaxAttempts,
+		MaxAttempts:          dispatch.DefaultMaxAttempts,
 		BatchedCompletion:    true,
 		GroupCommitOps:       outbox.DefaultGroupCommitOps,
 		GroupCommitters:      outbox.DefaultGroupCommitters,
@@ -380,14 +381,14 @@ func Defaults() Config {
 		ApprovalExpiry:       outbox.DefaultApprovalExpiry,
 		NotifyTimeout:        10 * time.Second,
 		RetryMaxBackoff:      5 * time.Minute,
-		RescueStuckJobsAfter: outbox.DefaultRescueStuckJobsAfter,
+		RescueStuckJobsAfter: dispatch.DefaultRescueStuckJobsAfter,
 		FetchCooldown:        5 * time.Millisecond,
 		FetchPollInterval:    500 * time.Millisecond,
 		ShutdownGrace:        30 * time.Second,
-		Queues: map[string]outbox.QueueConfig{
-			"stripe":   {MaxWorkers: outbox.DefaultMaxWorkers, JobTimeout: outbox.DefaultJobTimeout},
-			"sendgrid": {MaxWorkers: outbox.DefaultMaxWorkers, JobTimeout: outbox.DefaultJobTimeout},
-			"webhook":  {MaxWorkers: outbox.DefaultMaxWorkers, JobTimeout: outbox.DefaultJobTimeout},
+		Queues: map[string]dispatch.QueueConfig{
+			"stripe":   {MaxWorkers: dispatch.DefaultMaxWorkers, JobTimeout: dispatch.DefaultJobTimeout},
+			"sendgrid": {MaxWorkers: dispatch.DefaultMaxWorkers, JobTimeout: dispatch.DefaultJobTimeout},
+			"webhook":  {MaxWorkers: dispatch.DefaultMaxWorkers, JobTimeout: dispatch.DefaultJobTimeout},
 		},
 		StripeAPIBase:           "https://api.stripe.com",
 		StripeTimeout:           20 * time.Second,
@@ -596,7 +597,7 @@ func (c *Config) jobTimeout(vendor string) time.Duration {
 	if d := c.Queues[vendor].JobTimeout; d > 0 {
 		return d
 	}
-	return outbox.DefaultJobTimeout
+	return dispatch.DefaultJobTimeout
 }
 
 // mcpOrigins are the browser origins /mcp serves besides loopback: PublicURL's and

@@ -19,8 +19,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"pgregory.net/rapid"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/testkit/scratch"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendortest/fakewebhook"
@@ -169,7 +169,7 @@ func (w *modelWorld) serverConfig(t *rapid.T, pgURL string) server.Config {
 	cfg.ReconcileInterval = time.Second
 	cfg.WebhookTimeout = 2 * time.Second
 	cfg.WebhookLookupLag = 3 * time.Second
-	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
+	cfg.Queues["webhook"] = dispatch.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
 	cfg.PurgeInterval = time.Hour // the model purges by hand, after it moved the clock
 	return cfg
 }

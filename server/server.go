@@ -27,6 +27,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/oncebox/oncebox/audit"
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/api"
@@ -398,12 +399,12 @@ func (s *Server) toolsChanged(upstream string) {
 // adapter and takes the webhook queue's settings (--webhook-workers,
 // --webhook-job-timeout), in a queue of its own; an upstream MCP server takes them
 // too, but for the workers and job_timeout its catalog entry sets.
-func (s *Server) catalogQueue(v vendorapi.Vendor) outbox.QueueConfig {
+func (s *Server) catalogQueue(v vendorapi.Vendor) dispatch.QueueConfig {
 	q := s.cfg.Queues[tools.VendorWebhook]
 	if q.JobTimeout == 0 {
-		q.JobTimeout = outbox.DefaultJobTimeout
+		q.JobTimeout = dispatch.DefaultJobTimeout
 	}
-	if uq, ok := v.(interface{ Queue() outbox.QueueConfig }); ok {
+	if uq, ok := v.(interface{ Queue() dispatch.QueueConfig }); ok {
 		own := uq.Queue()
 		if own.MaxWorkers > 0 {
 			q.MaxWorkers = own.MaxWorkers
@@ -452,7 +453,7 @@ func (s *Server) connectCatalog(ctx context.Context) (*catalog.Runtime, error) {
 	// to cover it (see Config.validate).
 	for _, v := range rt.Vendors() {
 		jt := s.catalogQueue(v).JobTimeout
-		if _, upstream := v.(interface{ Queue() outbox.QueueConfig }); upstream && jt <= s.cfg.WebhookTimeout {
+		if _, upstream := v.(interface{ Queue() dispatch.QueueConfig }); upstream && jt <= s.cfg.WebhookTimeout {
 			rt.Close()
 			return nil, fmt.Errorf("%s: upstream %s: job_timeout %s must be longer than each call's --webhook-timeout %s",
 				s.cfg.ToolsFile, strings.TrimPrefix(v.Name(), catalog.VendorPrefix), jt, s.cfg.WebhookTimeout)
@@ -507,7 +508,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	// The process registers before its River client exists, under the client's id, so
 	// that the jobs it runs name it; Join refuses a schema this binary cannot run on.
-	member, err := fleet.Join(ctx, fleet.Config{Pool: s.pool, ID: outbox.NewClientID(), Logger: s.logger})
+	member, err := fleet.Join(ctx, fleet.Config{Pool: s.pool, ID: dispatch.NewClientID(), Logger: s.logger})
 	if err != nil {
 		return err
 	}
@@ -674,7 +675,7 @@ func (s *Server) outboxConfig(vendors []vendorapi.Vendor, sealKey []byte) (outbo
 		Tools:                s.registry,
 		Work:                 &work,
 		MaxAttempts:          cfg.MaxAttempts,
-		RetryBackoff:         outbox.CappedBackoff(cfg.RetryMaxBackoff),
+		RetryBackoff:         dispatch.CappedBackoff(cfg.RetryMaxBackoff),
 		BatchedCompletion:    &batched,
 		ClaimCommit:          cfg.ClaimCommit,
 		GroupCommit:          outbox.GroupCommit{MaxOps: cfg.GroupCommitOps, Committers: cfg.GroupCommitters},
@@ -684,7 +685,7 @@ func (s *Server) outboxConfig(vendors []vendorapi.Vendor, sealKey []byte) (outbo
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
-		Queues:               map[string]outbox.QueueConfig{},
+		Queues:               map[string]dispatch.QueueConfig{},
 		Observer:             s.metrics,
 		Logger:               s.logger,
 		SealKey:              sealKey,

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/internal/testkit/testlog"
 	"github.com/oncebox/oncebox/outbox"
@@ -309,8 +310,8 @@ func TestVendorLookupLagsComeFromTheConfig(t *testing.T) {
 	cfg.WebhookTargets = map[string]webhook.Target{"hooks": {BaseURL: "http://127.0.0.1:1"}}
 	cfg.WebhookLookupPath = "/_lookup"
 	cfg.WebhookLookupLag = 3 * time.Second
-	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
-	cfg.Queues["sendgrid"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 7 * time.Second}
+	cfg.Queues["webhook"] = dispatch.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
+	cfg.Queues["sendgrid"] = dispatch.QueueConfig{MaxWorkers: 5, JobTimeout: 7 * time.Second}
 	cfg.SendGridTimeout = 5 * time.Second
 	srv, err := server.New(context.Background(), cfg, nil)
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
@@ -110,7 +110,7 @@ func checkoutServerOfConfig(t *testing.T, edit func(string) string, adjust func(
 	cfg.ReconcileInterval = time.Second
 	cfg.WebhookTimeout = 2 * time.Second
 	cfg.WebhookLookupLag = 3 * time.Second
-	cfg.Queues["webhook"] = outbox.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
+	cfg.Queues["webhook"] = dispatch.QueueConfig{MaxWorkers: 5, JobTimeout: 3 * time.Second}
 	adjust(&cfg)
 	_, e.base = runServer(t, context.Background(), cfg)
 	var err error

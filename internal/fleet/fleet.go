@@ -53,7 +53,7 @@ const (
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
-	// ID names the process; it must be its River client id (outbox.NewClientID), so
+	// ID names the process; it must be its River client id (dispatch.NewClientID), so
 	// that the jobs it runs name it.
 	ID string
 	// Protocol overrides the protocol this process registers with (tests; 0: Protocol).

@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/mcpupstream"
 )
@@ -175,8 +175,8 @@ func (v *upstreamVendor) Throttle() time.Duration { return v.session().Throttle(
 
 // Queue is the upstream's workers and job timeout (zero fields: the server's defaults
 // for catalog targets).
-func (v *upstreamVendor) Queue() outbox.QueueConfig {
-	return outbox.QueueConfig{MaxWorkers: v.conn.up.Workers, JobTimeout: v.conn.up.JobTimeout}
+func (v *upstreamVendor) Queue() dispatch.QueueConfig {
+	return dispatch.QueueConfig{MaxWorkers: v.conn.up.Workers, JobTimeout: v.conn.up.JobTimeout}
 }
 
 // LookupLag is the catalog's lookup lag.

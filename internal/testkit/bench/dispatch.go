@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
@@ -130,7 +131,7 @@ func EndToEnd(ctx context.Context, pool *pgxpool.Pool, p DispatchParams) (Measur
 		Pool:              pool,
 		Tools:             reg,
 		Vendors:           []vendorapi.Vendor{vendor},
-		Queues:            map[string]outbox.QueueConfig{vendor.Name(): {MaxWorkers: p.Settings.Workers}},
+		Queues:            map[string]dispatch.QueueConfig{vendor.Name(): {MaxWorkers: p.Settings.Workers}},
 		FetchCooldown:     p.Settings.FetchCooldown,
 		FetchPollInterval: p.Settings.FetchPollInterval,
 		Observer:          counter,

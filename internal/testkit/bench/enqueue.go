@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/outbox"
@@ -150,7 +151,7 @@ func (e *Enqueuer) TenantID() int64 { return e.tenantID }
 // RiverInsert measures River's bare InsertTx: one NoopArgs job per transaction, into
 // oncebox's webhook dispatch queue with the same MaxAttempts.
 func (e *Enqueuer) RiverInsert(ctx context.Context, callers int, load Load) (Measure, error) {
-	opts := &river.InsertOpts{Queue: outbox.QueueName(tools.VendorWebhook), MaxAttempts: outboxMaxAttempts + 5}
+	opts := &river.InsertOpts{Queue: dispatch.QueueName(tools.VendorWebhook), MaxAttempts: outboxMaxAttempts + 5}
 	return drive(ctx, callers, load, func(ctx context.Context, _, seq int) error {
 		return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 			if _, err := e.river.InsertTx(ctx, tx, NoopArgs{N: seq}, opts); err != nil {
@@ -166,7 +167,7 @@ func (e *Enqueuer) RiverInsert(ctx context.Context, callers int, load Load) (Mea
 // new NoopArgs job (fresh args, so every insert is a new job) per transaction, into
 // oncebox's webhook dispatch queue with the same MaxAttempts.
 func (e *Enqueuer) RiverUniqueInsert(ctx context.Context, callers int, load Load) (Measure, error) {
-	opts := &river.InsertOpts{Queue: outbox.QueueName(tools.VendorWebhook), MaxAttempts: outboxMaxAttempts + 5,
+	opts := &river.InsertOpts{Queue: dispatch.QueueName(tools.VendorWebhook), MaxAttempts: outboxMaxAttempts + 5,
 		UniqueOpts: river.UniqueOpts{ByArgs: true}}
 	return drive(ctx, callers, load, func(ctx context.Context, _, _ int) error {
 		n := int(e.seq.Add(1))

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
@@ -37,9 +38,9 @@ func NewOutboxFrom(tb testing.TB, pool *pgxpool.Pool, base outbox.Config, toolsC
 	tb.Helper()
 	reg, err := outbox.NewRegistry(tools.Builtin(toolsCfg)...)
 	require.NoError(tb, err)
-	queues := map[string]outbox.QueueConfig{}
+	queues := map[string]dispatch.QueueConfig{}
 	for _, v := range vendors {
-		queues[v.Name()] = outbox.QueueConfig{JobTimeout: 5 * time.Second}
+		queues[v.Name()] = dispatch.QueueConfig{JobTimeout: 5 * time.Second}
 	}
 	cfg := base
 	cfg.Pool, cfg.Tools, cfg.Vendors, cfg.Queues, cfg.TestOnly = pool, reg, vendors, queues, true

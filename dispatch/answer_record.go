@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"time"
@@ -26,25 +26,26 @@ type answer struct {
 	exhausted bool
 }
 
-// verdict is what an answer makes of the op.
-type verdict struct {
+// answerRecord is what to record of a vendor's answer: the op's next status and the
+// attempt's outcome (record), what is counted and logged, and how the job goes on.
+type answerRecord struct {
 	record recordParams
 	// observed is the outcome counted by Observer.Dispatched.
 	observed string
 	// bug is set when the vendor reports a bug in oncebox (the same vendor key sent with
 	// other parameters): logged as an error.
 	bug bool
-	// retryAfter, for a verdict that keeps the job, is the vendor's Retry-After.
+	// retryAfter, for a record that keeps the job, is the vendor's Retry-After.
 	retryAfter time.Duration
 	// err is the classified error, for the job's error and the log.
 	err *vendorapi.DispatchError
 }
 
-// judge maps a dispatch's answer to the op's next status, the attempt's outcome and what
-// is counted. It does no I/O.
-func judge(a answer) verdict {
+// recordOf decides what to record of a dispatch's answer: the op's next status, the
+// attempt's outcome and what is counted. It does no I/O.
+func recordOf(a answer) answerRecord {
 	if a.err == nil {
-		return verdict{observed: "succeeded", record: recordParams{status: protocol.StatusSucceeded, result: a.res.Result,
+		return answerRecord{observed: "succeeded", record: recordParams{status: protocol.StatusSucceeded, result: a.res.Result,
 			vendorRef: a.res.VendorRef, outcome: "succeeded"}}
 	}
 	de := vendorapi.Classify(a.err)
@@ -61,7 +62,7 @@ func judge(a answer) verdict {
 		de.Message += " (to be resent under the same key: the vendor deduplicates it)"
 	}
 	errJSON := dispatchErrorJSON(de)
-	v := verdict{observed: de.Outcome.String(), err: de}
+	v := answerRecord{observed: de.Outcome.String(), err: de}
 	if de.Outcome == vendorapi.OutcomeRetryable && a.exhausted && maybeSent {
 		// Out of attempts with a request that may have been carried out: the
 		// reconciler asks the vendor; a person is asked only if it cannot tell.

@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"encoding/json"
@@ -12,9 +12,9 @@ import (
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// TestJudge tables the mapping of a dispatch's answer to the op's next status, without
+// TestRecordOf tables what is recorded of a dispatch's answer: the mapping of it to the op's next status, without
 // Postgres or a vendor.
-func TestJudge(t *testing.T) {
+func TestRecordOf(t *testing.T) {
 	t.Parallel()
 	end := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	earlier := end.Add(-time.Hour)
@@ -66,7 +66,7 @@ func TestJudge(t *testing.T) {
 			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := judge(tc.in)
+			v := recordOf(tc.in)
 			got := want{status: v.record.status, outcome: v.record.outcome, observed: v.observed, keepJob: v.record.keepJob,
 				resendBefore: v.record.resendBefore, staleKey: v.record.staleKey, bug: v.bug, retryAfter: v.retryAfter}
 			require.Equal(t, tc.want, got)

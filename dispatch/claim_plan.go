@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"time"
@@ -34,10 +34,10 @@ const (
 	// claimHandOver: the op may not be sent; it goes to the reconciler (unknown).
 	claimHandOver
 	// claimMarkUnheard: an earlier run may have called the vendor unheard; the job marks
-	// that run, then sends only inside the vendor key's window (claimVerdict.window).
+	// that run, then sends only inside the vendor key's window (claimPlan.window).
 	claimMarkUnheard
 	// claimCloseLost: the run that claimed the op died mid-call; the job closes its
-	// attempts, then sends only inside the vendor key's window (claimVerdict.window).
+	// attempts, then sends only inside the vendor key's window (claimPlan.window).
 	claimCloseLost
 	// claimSend: the job claims the op and calls the vendor.
 	claimSend
@@ -50,8 +50,9 @@ const (
 	kindPredecessorLost    = "predecessor_lost"
 )
 
-// claimVerdict is what decideClaim makes of a locked op.
-type claimVerdict struct {
+// claimPlan is how a run claims the op it locked: what planClaim decides the claiming
+// job does with it, carried out by claimLocked.
+type claimPlan struct {
 	step claimStep
 	// snooze is how long a claimSnooze job waits.
 	snooze time.Duration
@@ -64,15 +65,16 @@ type claimVerdict struct {
 	insideWindow bool
 }
 
-// decideClaim decides, from what the claim's locking read found, what the claiming job
-// does with the op. It does no I/O: claimLocked carries the verdict out.
-func decideClaim(f claimFound) claimVerdict {
+// planClaim decides, from what the claim's locking read found, how the claiming job
+// claims the op: complete, snooze, hand it over, or send (after marking or closing an
+// earlier run). It does no I/O: claimLocked carries the plan out.
+func planClaim(f claimFound) claimPlan {
 	switch f.status {
 	case protocol.StatusPending:
 		if f.resendPassed {
 			// An earlier request under this key may have been carried out, and the
 			// vendor no longer deduplicates the key: a resend could do it twice.
-			return claimVerdict{step: claimHandOver, kind: kindResendWindowPassed,
+			return claimPlan{step: claimHandOver, kind: kindResendWindowPassed,
 				reason: "an earlier request may have been carried out and the vendor's key window is over; the reconciler decides"}
 		}
 		if !f.clean {
@@ -83,10 +85,10 @@ func decideClaim(f claimFound) claimVerdict {
 			// was proven gone (liveness); or its job is gone. As for a predecessor found
 			// dispatching, only a resend inside the vendor's key window (from the op's
 			// creation at the latest) is safe.
-			return claimVerdict{step: claimMarkUnheard, kind: kindPredecessorUnheard,
+			return claimPlan{step: claimMarkUnheard, kind: kindPredecessorUnheard,
 				reason: "an earlier run may have called the vendor without its answer being recorded, and the vendor's idempotency window is over or absent; the reconciler decides"}
 		}
-		return claimVerdict{step: claimSend}
+		return claimPlan{step: claimSend}
 	case protocol.StatusDispatching:
 		// The job that claimed it died mid-call (or is a rescued duplicate that may
 		// still run). Inside the vendor's native key window a resend with the same
@@ -95,23 +97,23 @@ func decideClaim(f claimFound) claimVerdict {
 			// The attempt may still be running (its job's timeout is not over and its
 			// process is not provably gone): it is not lost, and its request may still
 			// be on its way. Look again once it must be over.
-			return claimVerdict{step: claimSnooze, snooze: time.Duration(f.mayRunSecs*float64(time.Second)) + takeoverMargin}
+			return claimPlan{step: claimSnooze, snooze: time.Duration(f.mayRunSecs*float64(time.Second)) + takeoverMargin}
 		}
-		return claimVerdict{step: claimCloseLost, kind: kindPredecessorLost,
+		return claimPlan{step: claimCloseLost, kind: kindPredecessorLost,
 			reason: "found dispatching outside the vendor's idempotency window; the reconciler decides"}
 	default:
 		// Settled, unknown (the reconciler owns it), or awaiting approval: this job has
 		// nothing to do.
-		return claimVerdict{step: claimComplete}
+		return claimPlan{step: claimComplete}
 	}
 }
 
-// window is the verdict of a claimMarkUnheard or claimCloseLost once the job knows
+// window is the plan of a claimMarkUnheard or claimCloseLost once the job knows
 // whether the vendor key's window is open: send inside it (and stay inside it), hand
 // the op to the reconciler otherwise.
-func (v claimVerdict) window(open bool) claimVerdict {
+func (p claimPlan) window(open bool) claimPlan {
 	if open {
-		return claimVerdict{step: claimSend, insideWindow: true}
+		return claimPlan{step: claimSend, insideWindow: true}
 	}
-	return claimVerdict{step: claimHandOver, kind: v.kind, reason: v.reason}
+	return claimPlan{step: claimHandOver, kind: p.kind, reason: p.reason}
 }

@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"testing"
@@ -9,10 +9,10 @@ import (
 	"github.com/oncebox/oncebox/protocol"
 )
 
-// TestDecideClaim tables what a claiming job does with the op it locked, without
-// Postgres or a vendor: first from what the locking read found, then, for a verdict
+// TestPlanClaim tables how a claiming job claims with the op it locked, without
+// Postgres or a vendor: first from what the locking read found, then, for a plan
 // that sends only inside the vendor key's window, once that window is known.
-func TestDecideClaim(t *testing.T) {
+func TestPlanClaim(t *testing.T) {
 	t.Parallel()
 	type want struct {
 		step         claimStep
@@ -53,7 +53,7 @@ func TestDecideClaim(t *testing.T) {
 		{"rejected", claimFound{status: protocol.StatusRejected}, want{step: claimComplete}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := decideClaim(tc.in)
+			v := planClaim(tc.in)
 			require.Equal(t, tc.want, want{step: v.step, snooze: v.snooze, kind: v.kind, insideWindow: v.insideWindow})
 			if v.step == claimHandOver || v.step == claimMarkUnheard || v.step == claimCloseLost {
 				require.NotEmpty(t, v.reason, "a hand-over says why")
@@ -62,28 +62,28 @@ func TestDecideClaim(t *testing.T) {
 	}
 }
 
-// TestClaimVerdictWindow tables a verdict that sends only inside the vendor key's
+// TestClaimPlanWindow tables a plan that sends only inside the vendor key's
 // window, once the window is known: inside it the job sends and stays inside it;
-// outside it the op goes to the reconciler with the verdict's event.
-func TestClaimVerdictWindow(t *testing.T) {
+// outside it the op goes to the reconciler with the plan's event.
+func TestClaimPlanWindow(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		in   claimFound
 		open bool
-		want claimVerdict
+		want claimPlan
 	}{
 		{"unheard predecessor, window open", claimFound{status: protocol.StatusPending}, true,
-			claimVerdict{step: claimSend, insideWindow: true}},
+			claimPlan{step: claimSend, insideWindow: true}},
 		{"unheard predecessor, window closed", claimFound{status: protocol.StatusPending}, false,
-			claimVerdict{step: claimHandOver, kind: kindPredecessorUnheard, reason: decideClaim(claimFound{status: protocol.StatusPending}).reason}},
+			claimPlan{step: claimHandOver, kind: kindPredecessorUnheard, reason: planClaim(claimFound{status: protocol.StatusPending}).reason}},
 		{"lost predecessor, window open", claimFound{status: protocol.StatusDispatching}, true,
-			claimVerdict{step: claimSend, insideWindow: true}},
+			claimPlan{step: claimSend, insideWindow: true}},
 		{"lost predecessor, window closed", claimFound{status: protocol.StatusDispatching}, false,
-			claimVerdict{step: claimHandOver, kind: kindPredecessorLost, reason: decideClaim(claimFound{status: protocol.StatusDispatching}).reason}},
+			claimPlan{step: claimHandOver, kind: kindPredecessorLost, reason: planClaim(claimFound{status: protocol.StatusDispatching}).reason}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, decideClaim(tc.in).window(tc.open))
+			require.Equal(t, tc.want, planClaim(tc.in).window(tc.open))
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const (
 	livenessConfirmed = 4 * time.Second
 	livenessPingLimit = 2 * time.Second
 	// livenessStartWait bounds how long Start waits for the lock before the workers
-	// fetch jobs anyway (each then waits for the lock, see Work).
+	// fetch jobs anyway (each then waits for the lock, see the worker's Work).
 	livenessStartWait = 5 * time.Second
 )
 
@@ -55,7 +55,7 @@ func NewClientID() string {
 // that is alive but silent (paused, cut off) keeps its lock, and its jobs wait for their
 // job timeout as before.
 type liveness struct {
-	ob *Outbox
+	d  *Dispatcher
 	id string
 	// base is the monotonic origin of confirmed.
 	base time.Time
@@ -68,8 +68,8 @@ type liveness struct {
 	done     chan struct{}
 }
 
-func newLiveness(ob *Outbox, id string) *liveness {
-	return &liveness{ob: ob, id: id, base: time.Now(), held: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+func newLiveness(d *Dispatcher, id string) *liveness {
+	return &liveness{d: d, id: id, base: time.Now(), held: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // waitHeld waits until the lock is first held, for at most d or until ctx is done.
@@ -107,7 +107,7 @@ func (l *liveness) run() {
 		<-l.stop
 		cancel()
 	}()
-	log := l.ob.logger.With(slog.String("client_id", l.id))
+	log := l.d.deps.Logger.With(slog.String("client_id", l.id))
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -147,7 +147,7 @@ func (l *liveness) run() {
 // unless the pool's connections set their own: serve's --pg-dead-session-timeout), so
 // that a live process does not lose its lock, and a cut one loses it in minutes.
 func (l *liveness) lock(ctx context.Context) (*pgx.Conn, error) {
-	cfg := l.ob.pool.Config().ConnConfig.Copy()
+	cfg := l.d.deps.Pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = l.id
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -175,7 +175,7 @@ func (l *liveness) lock(ctx context.Context) (*pgx.Conn, error) {
 	}
 	l.confirmed.Store(int64(sent))
 	l.heldOnce.Do(func() { close(l.held) })
-	l.ob.logger.Info("liveness: lock held", slog.String("client_id", l.id))
+	l.d.deps.Logger.Info("liveness: lock held", slog.String("client_id", l.id))
 	return conn, nil
 }
 
@@ -196,7 +196,7 @@ func (l *liveness) ping(ctx context.Context, conn *pgx.Conn) bool {
 func (l *liveness) takeOver(ctx context.Context, log *slog.Logger) {
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := l.ob.pool.Query(tctx, sqlTakeOver, l.id)
+	rows, err := l.d.deps.Pool.Query(tctx, sqlTakeOver, l.id)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("liveness: takeover query failed", slog.String("error", err.Error()))

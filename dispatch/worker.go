@@ -1,4 +1,4 @@
-package outbox
+package dispatch
 
 import (
 	"context"
@@ -17,15 +17,15 @@ import (
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// DispatchArgs is the River job that dispatches one op.
-type DispatchArgs struct {
+// Args is the River job that dispatches one op.
+type Args struct {
 	// OpID is the op to dispatch; an op has at most one live dispatch job.
 	OpID   string `json:"op_id" river:"unique"`
 	Vendor string `json:"vendor"`
 }
 
 // Kind implements river.JobArgs.
-func (DispatchArgs) Kind() string { return "oncebox.dispatch" }
+func (Args) Kind() string { return "oncebox.dispatch" }
 
 // fencedRecheck is how long a fenced run's job waits before it looks at its op again.
 const fencedRecheck = 2 * time.Second
@@ -33,24 +33,25 @@ const fencedRecheck = 2 * time.Second
 // cleanReadRetry is how long a job whose clean read failed waits before it tries again.
 const cleanReadRetry = time.Second
 
-type dispatchWorker struct {
-	river.WorkerDefaults[DispatchArgs]
-	ob *Outbox
+// worker is the River worker of Args.
+type worker struct {
+	river.WorkerDefaults[Args]
+	d *Dispatcher
 }
 
 // Timeout gives each vendor's dispatch its own queue's job timeout.
-func (w *dispatchWorker) Timeout(job *river.Job[DispatchArgs]) time.Duration {
-	return w.ob.jobTimeout(job.Args.Vendor)
+func (w *worker) Timeout(job *river.Job[Args]) time.Duration {
+	return w.d.deps.JobTimeout(job.Args.Vendor)
 }
 
 // NextRetry applies Config.RetryBackoff.
-func (w *dispatchWorker) NextRetry(job *river.Job[DispatchArgs]) time.Time {
-	return time.Now().Add(w.ob.cfg.RetryBackoff(job.Attempt))
+func (w *worker) NextRetry(job *river.Job[Args]) time.Time {
+	return time.Now().Add(w.d.cfg.RetryBackoff(job.Attempt))
 }
 
 // claim is what the claiming transaction learned.
 type claim struct {
-	op        *Op
+	op        *opRow
 	token     string
 	attempt   int
 	startedAt time.Time
@@ -85,24 +86,24 @@ type claim struct {
 // records the answer fenced by its job's (id, attempt); any other run claims (commits
 // dispatching with a fresh token), calls the vendor and records the answer where the
 // token still matches. Either record completes the job in the same transaction.
-func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
-	ob := w.ob
-	vendor, ok := ob.vendors[job.Args.Vendor]
+func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
+	d := w.d
+	vendor, ok := d.deps.Vendors[job.Args.Vendor]
 	if !ok {
 		return fmt.Errorf("op %s: vendor %q is not configured in this process", job.Args.OpID, job.Args.Vendor)
 	}
 	if t, ok := vendor.(vendorapi.Throttler); ok {
-		if d := t.Throttle(); d > 0 {
-			return river.JobSnooze(d)
+		if wait := t.Throttle(); wait > 0 {
+			return river.JobSnooze(wait)
 		}
 	}
-	if !ob.liveOK() {
+	if !d.liveOK() {
 		// This process's liveness lock is not confirmed held: another process may
 		// prove it gone and take the op over, so it calls no vendor. A snooze keeps the
 		// attempt number (the next run stays clean).
 		return river.JobSnooze(cleanReadRetry)
 	}
-	c, err := ob.claimRun(ctx, job, vendor)
+	c, err := d.claimRun(ctx, job, vendor)
 	if err != nil {
 		return err
 	}
@@ -112,19 +113,19 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if c.done {
 		return nil
 	}
-	return ob.dispatch(ctx, job, vendor, c)
+	return d.dispatch(ctx, job, vendor, c)
 }
 
 // claimRun returns this run's claim: a clean read (readClean) when the run need not
 // commit its claim and is clean, the locking claim (claim) otherwise.
-func (ob *Outbox) claimRun(ctx context.Context, job *river.Job[DispatchArgs], vendor vendorapi.Vendor) (*claim, error) {
-	if !ob.claimCommit() {
-		c, err := ob.readClean(ctx, job)
+func (d *Dispatcher) claimRun(ctx context.Context, job *river.Job[Args], vendor vendorapi.Vendor) (*claim, error) {
+	if !d.claimCommit() {
+		c, err := d.readClean(ctx, job)
 		if err != nil {
 			// Nothing was sent. A snooze keeps the job's attempt number, so that its next
 			// run is still clean (an error would make it look like a run that may have
 			// called the vendor unheard).
-			ob.logger.Warn("dispatch: could not read the op; the job looks again shortly", slog.String("op_id", job.Args.OpID),
+			d.deps.Logger.Warn("dispatch: could not read the op; the job looks again shortly", slog.String("op_id", job.Args.OpID),
 				slog.Int64("job_id", job.ID), slog.String("error", err.Error()))
 			return nil, river.JobSnooze(cleanReadRetry)
 		}
@@ -132,22 +133,23 @@ func (ob *Outbox) claimRun(ctx context.Context, job *river.Job[DispatchArgs], ve
 			return c, nil
 		}
 	}
-	return ob.claim(ctx, job, vendor)
+	return d.claim(ctx, job, vendor)
 }
 
-// dispatch calls the vendor for the claimed op c.op, judges its answer and records it.
-func (ob *Outbox) dispatch(ctx context.Context, job *river.Job[DispatchArgs], vendor vendorapi.Vendor, c *claim) error {
+// dispatch calls the vendor for the claimed op c.op, decides what to record of its answer
+// (recordOf) and records it.
+func (d *Dispatcher) dispatch(ctx context.Context, job *river.Job[Args], vendor vendorapi.Vendor, c *claim) error {
 	op := c.op
-	ctx, span := ob.startDispatch(ctx, op, c.attempt)
+	ctx, span := d.startDispatch(ctx, op, c.attempt)
 	spanOutcome, spanRef := "not_sent", ""
 	defer func() { endSpan(span, spanOutcome, spanRef, nil) }()
-	log := ob.opLogger(op).With(slog.Int("attempt", c.attempt))
-	if p := ob.withhold(ctx, vendor, c); p != nil {
-		return ob.record(context.WithoutCancel(ctx), job, c, log, *p)
+	log := d.opLogger(op).With(slog.Int("attempt", c.attempt))
+	if p := d.withhold(ctx, vendor, c); p != nil {
+		return d.record(context.WithoutCancel(ctx), job, c, log, *p)
 	}
 
 	start := time.Now()
-	res, derr := ob.callVendor(ctx, vendor, c)
+	res, derr := d.callVendor(ctx, vendor, c)
 	took := time.Since(start)
 
 	// Record with a context that outlives a job timeout or a shutdown: the vendor has
@@ -156,31 +158,31 @@ func (ob *Outbox) dispatch(ctx context.Context, job *river.Job[DispatchArgs], ve
 	defer cancel()
 
 	windowEnd, windowOpen := keyWindowEnd(vendor, c.keyFirstSentAt)
-	v := judge(answer{res: res, err: derr, claimResendBefore: c.resendBefore, windowEnd: windowEnd, windowOpen: windowOpen,
-		exhausted: c.attempt >= ob.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts})
-	ob.cfg.Observer.Dispatched(vendor.Name(), v.observed, took)
-	spanOutcome, spanRef = v.observed, v.record.vendorRef
-	if v.bug {
+	rec := recordOf(answer{res: res, err: derr, claimResendBefore: c.resendBefore, windowEnd: windowEnd, windowOpen: windowOpen,
+		exhausted: c.attempt >= d.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts})
+	d.deps.Observer.Dispatched(vendor.Name(), rec.observed, took)
+	spanOutcome, spanRef = rec.observed, rec.record.vendorRef
+	if rec.bug {
 		log.Error("vendor reports a bug in oncebox (the same vendor key was sent with other parameters); op needs review",
-			slog.String("code", v.err.Code))
+			slog.String("code", rec.err.Code))
 	}
-	v.record.snoozes = v.record.keepJob && v.retryAfter > 0
-	if err := ob.record(rctx, job, c, log, v.record); err != nil || !v.record.keepJob {
+	rec.record.snoozes = rec.record.keepJob && rec.retryAfter > 0
+	if err := d.record(rctx, job, c, log, rec.record); err != nil || !rec.record.keepJob {
 		return err
 	}
-	if v.retryAfter > 0 {
-		return river.JobSnooze(v.retryAfter)
+	if rec.retryAfter > 0 {
+		return river.JobSnooze(rec.retryAfter)
 	}
-	return fmt.Errorf("op %s: retryable vendor error, River will retry: %w", op.ID, v.err)
+	return fmt.Errorf("op %s: retryable vendor error, River will retry: %w", op.ID, rec.err)
 }
 
 // withhold returns the record of a claimed op that must not be sent, or nil when it
 // may: a resend whose key window the vendor (as configured now) no longer keeps, or
 // sealed arguments this process cannot open. An op that may be sent has its sealed
 // arguments opened into c.op.Args.
-func (ob *Outbox) withhold(ctx context.Context, vendor vendorapi.Vendor, c *claim) *recordParams {
+func (d *Dispatcher) withhold(ctx context.Context, vendor vendorapi.Vendor, c *claim) *recordParams {
 	op := c.op
-	if p := ob.withholdAccount(ctx, c); p != nil {
+	if p := d.withholdAccount(ctx, c); p != nil {
 		return p
 	}
 	if c.resendBefore != nil {
@@ -193,7 +195,7 @@ func (ob *Outbox) withhold(ctx context.Context, vendor vendorapi.Vendor, c *clai
 		}
 	}
 	if c.sealedArgs != nil {
-		full, err := ob.sealer.open(op.TenantID, op.Key, c.sealedArgs)
+		full, err := d.deps.Sealed.Open(op.TenantID, op.Key, c.sealedArgs)
 		if err != nil {
 			// Without its arguments the op cannot be sent: a person decides. This attempt
 			// sends nothing; an earlier one may have been carried out only if it went out
@@ -214,9 +216,9 @@ func (ob *Outbox) withhold(ctx context.Context, vendor vendorapi.Vendor, c *clai
 // withholdAccount opens the key of an op sent with its tenant's own key into c.account,
 // or returns the record of an op that cannot be sent without it: a person decides, as
 // for sealed arguments that cannot be opened.
-func (ob *Outbox) withholdAccount(ctx context.Context, c *claim) *recordParams {
+func (d *Dispatcher) withholdAccount(ctx context.Context, c *claim) *recordParams {
 	op := c.op
-	acct, err := ob.accounts.Account(ctx, op.TenantID, op.Vendor, op.VendorAccount)
+	acct, err := d.deps.Accounts.Account(ctx, op.TenantID, op.Vendor, op.VendorAccount)
 	if err == nil {
 		c.account = acct
 		return nil
@@ -230,9 +232,9 @@ func (ob *Outbox) withholdAccount(ctx context.Context, c *claim) *recordParams {
 }
 
 // callVendor calls the vendor for the claimed op c.op, in a span of its own.
-func (ob *Outbox) callVendor(ctx context.Context, vendor vendorapi.Vendor, c *claim) (*vendorapi.DispatchResult, error) {
+func (d *Dispatcher) callVendor(ctx context.Context, vendor vendorapi.Vendor, c *claim) (*vendorapi.DispatchResult, error) {
 	op := c.op
-	vctx, vspan := ob.startVendorCall(ctx, vendor.Name())
+	vctx, vspan := d.startVendorCall(ctx, vendor.Name())
 	res, derr := vendor.Dispatch(vctx, vendorapi.DispatchParams{
 		OpID: op.ID, TenantID: op.TenantID, Tool: op.Tool, Args: op.Args, VendorKey: op.VendorKey, Attempt: c.attempt,
 		Definition: c.definition, Account: c.account,
@@ -285,11 +287,11 @@ func dispatchErrorJSON(de *vendorapi.DispatchError) json.RawMessage {
 // (opstate.CleanRunSQL). It writes nothing. It returns nil, nil when the op is not
 // pending, is past its resend_before, or the run is not clean: the locking path (claim)
 // then decides.
-func (ob *Outbox) readClean(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
-	op := &Op{}
+func (d *Dispatcher) readClean(ctx context.Context, job *river.Job[Args]) (*claim, error) {
+	op := &opRow{}
 	c := &claim{op: op, clean: true}
 	var keyFirstSentAt *time.Time
-	err := ob.pool.QueryRow(ctx, sqlOpForCleanRun, job.Args.OpID, job.ID, job.Attempt).Scan(append(op.scanDest(),
+	err := d.deps.Pool.QueryRow(ctx, sqlOpForCleanRun, job.Args.OpID, job.ID, job.Attempt).Scan(append(op.scanDest(),
 		&keyFirstSentAt, &c.sealedArgs, &c.resendBefore, &c.definition, &c.heard.JobID, &c.heard.Attempt)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -312,17 +314,17 @@ func (ob *Outbox) readClean(ctx context.Context, job *river.Job[DispatchArgs]) (
 	return c, nil
 }
 
-// claim locks the op, decides whether this job may call the vendor (decideClaim), and
+// claim locks the op, decides whether this job may call the vendor (planClaim), and
 // if so commits the op as dispatching with a fresh attempt token.
-func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendor vendorapi.Vendor) (*claim, error) {
-	if c, err := ob.claimPending(ctx, job); err != nil || c != nil {
+func (d *Dispatcher) claim(ctx context.Context, job *river.Job[Args], vendor vendorapi.Vendor) (*claim, error) {
+	if c, err := d.claimPending(ctx, job); err != nil || c != nil {
 		return c, err
 	}
 	c := &claim{}
 	var applied *opstate.Applied
-	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, d.deps.Pool, func(tx pgx.Tx) error {
 		var err error
-		applied, err = ob.claimLocked(ctx, tx, job, vendor, c)
+		applied, err = d.claimLocked(ctx, tx, job, vendor, c)
 		return err
 	})
 	if err != nil {
@@ -333,9 +335,9 @@ func (ob *Outbox) claim(ctx context.Context, job *river.Job[DispatchArgs], vendo
 }
 
 // claimLocked is claim's transaction: it locks the op into c, and carries out
-// decideClaim's verdict on it.
-func (ob *Outbox) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], vendor vendorapi.Vendor, c *claim) (*opstate.Applied, error) {
-	op := &Op{}
+// planClaim's plan for it.
+func (d *Dispatcher) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[Args], vendor vendorapi.Vendor, c *claim) (*opstate.Applied, error) {
+	op := &opRow{}
 	var (
 		f              claimFound
 		token          *string
@@ -345,7 +347,7 @@ func (ob *Outbox) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[Dis
 	)
 	dest := append(op.scanDest(), &token, &keyFirstSentAt, &staleKey, &c.sealedArgs, &resendBefore, &f.resendPassed, &f.mayRunSecs,
 		&c.definition, &f.clean)
-	if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID, ob.jobTimeout(vendor.Name()).Seconds(), job.ID, job.Attempt).Scan(dest...); err != nil {
+	if err := tx.QueryRow(ctx, sqlOpByIDForUpdate, job.Args.OpID, d.deps.JobTimeout(vendor.Name()).Seconds(), job.ID, job.Attempt).Scan(dest...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The op was purged or its tenant deleted: nothing to dispatch.
 			c.done = true
@@ -358,10 +360,10 @@ func (ob *Outbox) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[Dis
 	c.op = op
 	f.status = op.Status
 
-	v := decideClaim(f)
-	switch v.step {
+	plan := planClaim(f)
+	switch plan.step {
 	case claimMarkUnheard:
-		first, ok, err := ob.ops.MarkUnheard(ctx, tx, op.ID, job.ID)
+		first, ok, err := d.deps.Ops.MarkUnheard(ctx, tx, op.ID, job.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -369,43 +371,43 @@ func (ob *Outbox) claimLocked(ctx context.Context, tx pgx.Tx, job *river.Job[Dis
 			return nil, errors.New("mark unheard run: op is no longer pending")
 		}
 		_, open := keyWindowEnd(vendor, first)
-		v = v.window(open)
+		plan = plan.window(open)
 	case claimCloseLost:
-		if err := ob.ops.CloseLostAttempts(ctx, tx, op.ID, job.ID); err != nil {
+		if err := d.deps.Ops.CloseLostAttempts(ctx, tx, op.ID, job.ID); err != nil {
 			return nil, err
 		}
 		open := false
 		if keyFirstSentAt != nil {
 			_, open = keyWindowEnd(vendor, *keyFirstSentAt)
 		}
-		v = v.window(open)
+		plan = plan.window(open)
 	}
 
-	switch v.step {
+	switch plan.step {
 	case claimComplete:
 		c.done = true
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return nil, err
 	case claimSnooze:
-		c.snooze = v.snooze
+		c.snooze = plan.snooze
 		return nil, nil
 	case claimHandOver:
 		c.done = true
-		detail := map[string]any{"reason": v.reason, "job_id": job.ID}
-		if v.kind == kindResendWindowPassed {
+		detail := map[string]any{"reason": plan.reason, "job_id": job.ID}
+		if plan.kind == kindResendWindowPassed {
 			detail["resend_before"] = *resendBefore
 		}
-		return ob.toReconciler(ctx, tx, job, op, v.kind, detail)
+		return d.toReconciler(ctx, tx, job, op, plan.kind, detail)
 	}
-	return ob.claimOp(ctx, tx, job, vendor, c, v.insideWindow)
+	return d.claimOp(ctx, tx, job, vendor, c, plan.insideWindow)
 }
 
 // claimOp commits the locked op c.op as dispatching with a fresh attempt token, and
 // fills c with the claim. With insideWindow (a predecessor's request may have been
 // carried out), the op may be sent only inside its vendor key's window.
-func (ob *Outbox) claimOp(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], vendor vendorapi.Vendor, c *claim, insideWindow bool) (*opstate.Applied, error) {
+func (d *Dispatcher) claimOp(ctx context.Context, tx pgx.Tx, job *river.Job[Args], vendor vendorapi.Vendor, c *claim, insideWindow bool) (*opstate.Applied, error) {
 	op := c.op
-	cl, a, err := ob.ops.Claim(ctx, tx, op.Status, op.ident(), job.ID, ob.cfg.ClientID)
+	cl, a, err := d.deps.Ops.Claim(ctx, tx, op.Status, op.ident(), job.ID, d.cfg.ClientID)
 	if err != nil {
 		return nil, err
 	}
@@ -426,8 +428,8 @@ const takeoverMargin = time.Second
 
 // toReconciler hands an op the claiming job may not send to the reconciler: unknown,
 // with an event saying why, and the job completed, all in tx.
-func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[DispatchArgs], op *Op, kind string, detail map[string]any) (*opstate.Applied, error) {
-	a, err := ob.ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: op.Status, To: protocol.StatusUnknown, By: opstate.Worker,
+func (d *Dispatcher) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[Args], op *opRow, kind string, detail map[string]any) (*opstate.Applied, error) {
+	a, err := d.deps.Ops.Apply(ctx, tx, opstate.Change{OpID: op.ID, From: op.Status, To: protocol.StatusUnknown, By: opstate.Worker,
 		Kind: kind, Detail: detail})
 	if err != nil {
 		return nil, err
@@ -435,7 +437,7 @@ func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[Di
 	if a == nil {
 		return nil, fmt.Errorf("mark unknown: op is no longer %s", op.Status)
 	}
-	if err := ob.reconciler.HandOverTx(ctx, tx, ob.river); err != nil {
+	if err := d.deps.HandOverTx(ctx, tx); err != nil {
 		return nil, fmt.Errorf("hand over: %w", err)
 	}
 	_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
@@ -445,10 +447,10 @@ func (ob *Outbox) toReconciler(ctx context.Context, tx pgx.Tx, job *river.Job[Di
 // claimPending is the common case of a claim in one autocommitted statement: a pending
 // op becomes dispatching with a fresh token and an attempt row. It returns nil, nil when
 // the op is not pending (the locking path then decides).
-func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]) (*claim, error) {
-	op := &Op{}
+func (d *Dispatcher) claimPending(ctx context.Context, job *river.Job[Args]) (*claim, error) {
+	op := &opRow{}
 	c := &claim{op: op}
-	a, err := ob.ops.ClaimPending(ctx, job.Args.OpID, job.ID, job.Attempt, ob.cfg.ClientID, func(row pgx.Row) (opstate.Ident, error) {
+	a, err := d.deps.Ops.ClaimPending(ctx, job.Args.OpID, job.ID, job.Attempt, d.cfg.ClientID, func(row pgx.Row) (opstate.Ident, error) {
 		if err := row.Scan(append(op.scanDest(), &c.token, &c.sealedArgs, &c.keyFirstSentAt, &c.resendBefore, &c.definition)...); err != nil {
 			return opstate.Ident{}, err
 		}
@@ -465,8 +467,8 @@ func (ob *Outbox) claimPending(ctx context.Context, job *river.Job[DispatchArgs]
 	return c, nil
 }
 
-func (ob *Outbox) opLogger(op *Op) *slog.Logger {
-	return ob.logger.With(op.ident().IdentityAttrs()...)
+func (d *Dispatcher) opLogger(op *opRow) *slog.Logger {
+	return d.deps.Logger.With(op.ident().IdentityAttrs()...)
 }
 
 type recordParams struct {
@@ -502,13 +504,13 @@ func heardAttempt(attempt int, p recordParams) int {
 
 // record writes the vendor's answer where the attempt token still matches and completes
 // the job in the same transaction.
-func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *claim, log *slog.Logger, p recordParams) error {
+func (d *Dispatcher) record(ctx context.Context, job *river.Job[Args], c *claim, log *slog.Logger, p recordParams) error {
 	op := c.op
 	var redactedArgs json.RawMessage
 	result := p.result
 	// Redact once the op is terminal (a needs_review op may still be resent).
 	if p.status.Terminal() {
-		if tool, ok := ob.cfg.Tools.Lookup(op.Tool); ok {
+		if tool, ok := d.deps.Tools.Lookup(op.Tool); ok {
 			if tool.Redact != nil && !c.sealed {
 				redactedArgs = tool.Redact(op.Args)
 			}
@@ -529,18 +531,18 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 		JobID: job.ID, JobAttempt: job.Attempt, HeardAttempt: heardAttempt(job.Attempt, p), EndsJob: !p.keepJob}
 	write := func(q opstate.Querier, beforeJobComplete bool) (*opstate.Applied, error) {
 		if c.clean {
-			return ob.ops.RecordClean(ctx, q, r, c.heard, beforeJobComplete)
+			return d.deps.Ops.RecordClean(ctx, q, r, c.heard, beforeJobComplete)
 		}
-		return ob.ops.RecordAndFinish(ctx, q, r, beforeJobComplete)
+		return d.deps.Ops.RecordAndFinish(ctx, q, r, beforeJobComplete)
 	}
 	var applied *opstate.Applied
 	var err error
-	if p.keepJob || *ob.cfg.BatchedCompletion {
+	if p.keepJob || d.cfg.BatchedCompletion {
 		// One statement: either the job stays running and the returned error retries
 		// it, or River's completer finishes it once this run returns.
-		applied, err = write(ob.pool, false)
+		applied, err = write(d.deps.Pool, false)
 	} else {
-		err = pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
+		err = pgx.BeginFunc(ctx, d.deps.Pool, func(tx pgx.Tx) error {
 			var err error
 			if applied, err = write(tx, true); err != nil || applied == nil {
 				// A fenced run must not complete the job: the job row may now belong to
@@ -576,6 +578,6 @@ func (ob *Outbox) record(ctx context.Context, job *river.Job[DispatchArgs], c *c
 
 // claimCommit reports whether this run commits its claim before the vendor call: always
 // with Config.ClaimCommit, and while a process of an older release may be live.
-func (ob *Outbox) claimCommit() bool {
-	return ob.cfg.ClaimCommit || (ob.cfg.MixedVersions != nil && ob.cfg.MixedVersions())
+func (d *Dispatcher) claimCommit() bool {
+	return d.cfg.ClaimCommit || (d.cfg.MixedVersions != nil && d.cfg.MixedVersions())
 }
