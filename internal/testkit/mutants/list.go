@@ -8,6 +8,7 @@ package mutants
 func List() []Mutant {
 	const (
 		outboxPkg    = "./outbox/"
+		dispatchPkg  = "./dispatch/"
 		reconcilePkg = "./reconcile/"
 		apiPkg       = "./internal/api/"
 		stripePkg    = "./vendors/stripe/"
@@ -59,7 +60,7 @@ func List() []Mutant {
 		{
 			Name:     "fence-completes-job",
 			Breaks:   "a fenced run completes its job, so nothing looks at the op again",
-			File:     "outbox/worker.go",
+			File:     "dispatch/worker.go",
 			Old:      "if applied, err = write(tx, true); err != nil || applied == nil {",
 			New:      "if applied, err = write(tx, true); err != nil {",
 			Packages: []string{outboxPkg},
@@ -201,10 +202,10 @@ func List() []Mutant {
 		{
 			Name:     "takeover-across-failover",
 			Breaks:   "a free lock proves death from the postmaster's start alone: on a promoted standby, whose postmaster is older than the failover, a live process's run fetched on the old primary is taken over at once",
-			File:     "outbox/queries.go",
+			File:     "dispatch/queries.go",
 			Old:      "const serverSinceSQL = `greatest(pg_postmaster_start_time(), coalesce(pg_last_xact_replay_timestamp(), '-infinity'))`",
 			New:      "const serverSinceSQL = `pg_postmaster_start_time()`",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestNoProofOfDeathAcrossAFailover"},
 		},
 		{
@@ -219,7 +220,7 @@ func List() []Mutant {
 		{
 			Name:     "clean-snooze-heard",
 			Breaks:   "a run that snoozes its job after its record stores its own attempt as heard: River's rerun at the same number, lost, leaves the next attempt looking clean",
-			File:     "outbox/worker.go",
+			File:     "dispatch/worker.go",
 			Old:      "		return attempt - 1\n",
 			New:      "		return attempt\n",
 			Packages: []string{outboxPkg},
@@ -228,7 +229,7 @@ func List() []Mutant {
 		{
 			Name:     "release-skips-finished-run",
 			Breaks:   "a release for resend no longer waits for a job that recorded and awaits River's batched completer: the op is left without a job until the sweeper",
-			File:     "outbox/release_job.go",
+			File:     "dispatch/release_job.go",
 			Old:      "		if !awaits || time.Now().After(deadline) {",
 			New:      "		if true || !awaits || time.Now().After(deadline) {",
 			Packages: []string{outboxPkg},
@@ -238,8 +239,8 @@ func List() []Mutant {
 		{
 			Name:     "start-fetches-before-lock",
 			Breaks:   "a restarted process fetches jobs before its liveness lock is held: its whole first fetch is put off for a second, and each job rewritten twice more",
-			File:     "outbox/outbox.go",
-			Old:      "\t\tob.live.waitHeld(ctx, livenessStartWait)\n",
+			File:     "dispatch/dispatcher.go",
+			Old:      "\td.live.waitHeld(ctx, livenessStartWait)\n",
 			New:      "",
 			Packages: []string{outboxPkg},
 			Tests:    []string{"TestStartPutsNoJobOff"},
@@ -696,9 +697,9 @@ func List() []Mutant {
 		{
 			Name:     "mixed-version-switch-dropped",
 			Breaks:   "a run ignores that a process of an older release is live and makes a clean run (no claim commit) beside it",
-			File:     "outbox/worker.go",
-			Old:      "return ob.cfg.ClaimCommit || (ob.cfg.MixedVersions != nil && ob.cfg.MixedVersions())",
-			New:      "return ob.cfg.ClaimCommit",
+			File:     "dispatch/worker.go",
+			Old:      "return d.cfg.ClaimCommit || (d.cfg.MixedVersions != nil && d.cfg.MixedVersions())",
+			New:      "return d.cfg.ClaimCommit",
 			Packages: []string{outboxPkg},
 			Tests:    []string{"TestMixedVersionsCommitTheClaim"},
 		},
