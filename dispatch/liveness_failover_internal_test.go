@@ -25,7 +25,7 @@ func TestNoProofOfDeathAcrossAFailover(t *testing.T) {
 	if _, err := localpg.Probe(ctx, localpg.Config{Env: none, DisableDocker: true}); err != nil {
 		t.Skip("no PostgreSQL server binaries for a private primary and standby:", err)
 	}
-	dir, err := os.MkdirTemp("", "outbox-failover-")
+	dir, err := os.MkdirTemp("", "dispatch-failover-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
