@@ -196,7 +196,7 @@ func List() []Mutant {
 			File:     "internal/opstate/queries.go",
 			Old:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND state = 'running' AND attempt = $14 FOR UPDATE",
 			New:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND attempt = $14 FOR UPDATE",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestWokenWorkerAfterTakeoverIsFenced"},
 		},
 		{
@@ -242,7 +242,7 @@ func List() []Mutant {
 			File:     "dispatch/dispatcher.go",
 			Old:      "\td.live.waitHeld(ctx, livenessStartWait)\n",
 			New:      "",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestStartPutsNoJobOff"},
 		},
 
