@@ -1,6 +1,6 @@
 // Package outbox is oncebox's domain: ops, idempotency keys, payload fingerprints, the
-// states an op moves through, the transactional enqueue, and the River worker that
-// dispatches an op to its vendor once.
+// states an op moves through, the transactional enqueue, and the River client whose
+// workers dispatch an op to its vendor once (package dispatch).
 //
 // An op is written with its River job in one transaction (EnqueueTx inside the caller's
 // own pgx transaction, or Enqueue in one of its own). The same key with the same payload
@@ -12,8 +12,14 @@
 // rules, budgets and tenant policies; this package keeps the op's lifecycle: its
 // status, its approval row, its decision and expiry, its jobs).
 //
-// A clean run (no earlier run of the op may have called the vendor without its answer
-// being recorded) calls the vendor without a claim commit: River's fetch of the job is
+// # Dispatch
+//
+// The dispatch worker lives in package dispatch; the Outbox builds it with the
+// dependencies it needs (dispatch.Deps), configures it from Config (Queues,
+// ClaimCommit, MixedVersions, BatchedCompletion, MaxAttempts, RetryBackoff, ClientID) and
+// runs it on its River client from Start to Stop. A clean run (no earlier run of the op
+// may have called the vendor without its answer being recorded) calls the vendor
+// without a claim commit: River's fetch of the job is
 // the durable marker, and the answer is recorded fenced by the job's (id, attempt) in the
 // transaction that completes the River job. A run that is not clean, or every run with
 // Config.ClaimCommit, first commits the op as dispatching with a fresh attempt token and
