@@ -66,19 +66,19 @@ func TestRecordOf(t *testing.T) {
 			want{status: protocol.StatusUnknown, outcome: "unknown", observed: "unknown"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := recordOf(tc.in)
-			got := want{status: v.record.status, outcome: v.record.outcome, observed: v.observed, keepJob: v.record.keepJob,
-				resendBefore: v.record.resendBefore, staleKey: v.record.staleKey, bug: v.bug, retryAfter: v.retryAfter}
+			rec := recordOf(tc.in)
+			got := want{status: rec.record.status, outcome: rec.record.outcome, observed: rec.observed, keepJob: rec.record.keepJob,
+				resendBefore: rec.record.resendBefore, staleKey: rec.record.staleKey, bug: rec.bug, retryAfter: rec.retryAfter}
 			require.Equal(t, tc.want, got)
 			if tc.want.status == protocol.StatusSucceeded {
-				require.Equal(t, "pi_1", v.record.vendorRef)
+				require.Equal(t, "pi_1", rec.record.vendorRef)
 				return
 			}
 			var stored struct {
 				Class       string
 				NothingSent bool `json:"nothing_sent"`
 			}
-			require.NoError(t, json.Unmarshal(v.record.errJSON, &stored))
+			require.NoError(t, json.Unmarshal(rec.record.errJSON, &stored))
 			require.NotEmpty(t, stored.Class, "the stored error names its class")
 			// Only retryable failures to the end prove that nothing was carried out.
 			require.Equal(t, tc.name == "retryable, attempts exhausted", stored.NothingSent)

@@ -53,10 +53,10 @@ func TestPlanClaim(t *testing.T) {
 		{"rejected", claimFound{status: protocol.StatusRejected}, want{step: claimComplete}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := planClaim(tc.in)
-			require.Equal(t, tc.want, want{step: v.step, snooze: v.snooze, kind: v.kind, insideWindow: v.insideWindow})
-			if v.step == claimHandOver || v.step == claimMarkUnheard || v.step == claimCloseLost {
-				require.NotEmpty(t, v.reason, "a hand-over says why")
+			plan := planClaim(tc.in)
+			require.Equal(t, tc.want, want{step: plan.step, snooze: plan.snooze, kind: plan.kind, insideWindow: plan.insideWindow})
+			if plan.step == claimHandOver || plan.step == claimMarkUnheard || plan.step == claimCloseLost {
+				require.NotEmpty(t, plan.reason, "a hand-over says why")
 			}
 		})
 	}
