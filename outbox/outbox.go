@@ -494,10 +494,9 @@ func (ob *Outbox) jobTimeout(vendor string) time.Duration {
 }
 
 // Start starts working jobs (when the Outbox works jobs). A process with a liveness
-// lock (Config.ClientID) first waits until the lock is held, for at most 5 seconds: a
-// job fetched before it is put off for a second (see dispatch.Dispatcher.Start), and at a restart with a
-// backlog that is a whole first fetch of every queue. Ending ctx does not stop the
-// workers: Stop does, letting running dispatches finish first.
+// lock (Config.ClientID) first waits until the lock is held, for at most 5 seconds (see
+// dispatch.Dispatcher.Start). Ending ctx does not stop the workers: Stop does, letting
+// running dispatches finish first.
 func (ob *Outbox) Start(ctx context.Context) error {
 	if !*ob.cfg.Work {
 		return nil
