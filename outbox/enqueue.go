@@ -19,6 +19,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/steps"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -57,7 +58,7 @@ type EnqueueParams struct {
 	// A caller with a key of its own leaves it false.
 	ByIdentity bool
 	// step marks the call of a composite op's step (the step runner's): only it may use
-	// a key beginning with StepKeyPrefix.
+	// a key beginning with steps.KeyPrefix.
 	step bool
 }
 
@@ -273,8 +274,8 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 		if key, err = protocol.NormalizeKey(params.Key); err != nil {
 			return nil, err
 		}
-		if strings.HasPrefix(key, StepKeyPrefix) && !params.step {
-			return nil, &protocol.KeyError{Rule: "reserved", Detail: fmt.Sprintf("begins with %q, which oncebox keeps for the steps of composite tools", StepKeyPrefix)}
+		if strings.HasPrefix(key, steps.KeyPrefix) && !params.step {
+			return nil, &protocol.KeyError{Rule: "reserved", Detail: fmt.Sprintf("begins with %q, which oncebox keeps for the steps of composite tools", steps.KeyPrefix)}
 		}
 	}
 	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
@@ -367,7 +368,7 @@ func (ob *Outbox) newOpRow(ctx context.Context, p *Prepared) (*opRow, error) {
 func (ob *Outbox) admitInserted(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion, batch *jobBatch) (*EnqueueResult, error) {
 	if ins.tombstone != nil && p.params.step {
 		// A step's op is never sent again under a new generation: the step runner reads
-		// its steps' tombstones first (planSteps), so this is a second guard.
+		// its steps' tombstones first (package steps), so this is a second guard.
 		return nil, fmt.Errorf("outbox: step key %s was purged; the step is not sent again: %w", p.Key, ErrWrongState)
 	}
 	if ins.tombstone != nil {
@@ -564,10 +565,10 @@ type jobBatch struct{ jobs []river.InsertManyParams }
 func (ob *Outbox) addJobTx(ctx context.Context, tx pgx.Tx, op *Op, batch *jobBatch) error {
 	var job river.InsertManyParams
 	if op.Vendor == vendorapi.StepsVendor {
-		if _, err := tx.Exec(ctx, sqlStepRunInsert, op.ID); err != nil {
-			return fmt.Errorf("outbox: insert step run: %w", err)
+		var err error
+		if job, err = steps.StartTx(ctx, tx, op.ID); err != nil {
+			return fmt.Errorf("outbox: %w", err)
 		}
-		job = stepsJob(op)
 	} else {
 		job = ob.dispatchJob(op)
 	}
