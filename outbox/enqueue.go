@@ -353,7 +353,7 @@ func (ob *Outbox) newOpRow(ctx context.Context, p *Prepared) (*opRow, error) {
 	row := &opRow{args: p.Args, vendorKey: vendorapi.VendorKey(p.params.TenantID, p.Key, p.Tool.Name, 0), trace: tracing.Current(ctx)}
 	if p.Tool.Redact != nil && ob.sealer != nil {
 		var err error
-		if row.sealed, err = ob.sealer.seal(p.params.TenantID, p.Key, p.Args); err != nil {
+		if row.sealed, err = ob.sealer.Seal(p.params.TenantID, p.Key, p.Args); err != nil {
 			return nil, err
 		}
 		row.args = p.Tool.Redact(p.Args)

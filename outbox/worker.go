@@ -193,7 +193,7 @@ func (ob *Outbox) withhold(ctx context.Context, vendor vendorapi.Vendor, c *clai
 		}
 	}
 	if c.sealedArgs != nil {
-		full, err := ob.sealer.open(op.TenantID, op.Key, c.sealedArgs)
+		full, err := ob.sealer.Open(op.TenantID, op.Key, c.sealedArgs)
 		if err != nil {
 			// Without its arguments the op cannot be sent: a person decides. This attempt
 			// sends nothing; an earlier one may have been carried out only if it went out

@@ -38,6 +38,7 @@ import (
 	"github.com/oncebox/oncebox/internal/oauth"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pglisten"
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -45,6 +46,7 @@ import (
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
@@ -374,7 +376,7 @@ func (s *Server) reads() api.Reader {
 // key, nil without one (then a tool that redacts refuses to start, see build).
 func (s *Server) catalogRedactKey() []byte {
 	sealKey, err := base64.StdEncoding.DecodeString(s.cfg.SealKey)
-	if s.cfg.SealKey == "" || err != nil || len(sealKey) != outbox.SealKeySize {
+	if s.cfg.SealKey == "" || err != nil || len(sealKey) != seal.KeySize {
 		return nil
 	}
 	return redactionKey(sealKey)
@@ -550,8 +552,8 @@ func (cfg Config) sealKeys() (sealKey, redactKey []byte, err error) {
 		return nil, nil, nil
 	}
 	sealKey, err = base64.StdEncoding.DecodeString(cfg.SealKey)
-	if err != nil || len(sealKey) != outbox.SealKeySize {
-		return nil, nil, fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", outbox.SealKeySize)
+	if err != nil || len(sealKey) != seal.KeySize {
+		return nil, nil, fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", seal.KeySize)
 	}
 	return sealKey, redactionKey(sealKey), nil
 }
@@ -884,7 +886,7 @@ func (s *Server) hsts(next http.Handler) http.Handler {
 // endpoint.
 type tenantEventSecrets struct {
 	tenants  *tenant.Store
-	settings *outbox.VendorSettings
+	settings *vendoraccount.Settings
 }
 
 // StripeEventSecret implements vendorevents.TenantSecrets.
@@ -896,7 +898,7 @@ func (t tenantEventSecrets) StripeEventSecret(ctx context.Context, name string) 
 	if err != nil {
 		return 0, "", err
 	}
-	secret, err := t.settings.Secret(ctx, tn.ID, outbox.VendorStripeEvents)
+	secret, err := t.settings.Secret(ctx, tn.ID, vendoraccount.StripeEvents)
 	return tn.ID, secret, err
 }
 
