@@ -493,7 +493,7 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 		}
 		rc.Queues[StepsQueue] = river.QueueConfig{MaxWorkers: 10}
 	}
-	rc.Queues[MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
+	rc.Queues[reconcile.MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
 	if c.Notify != nil {
 		rc.Queues[NotifyQueue] = river.QueueConfig{MaxWorkers: 5}
 	}

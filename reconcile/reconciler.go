@@ -17,7 +17,6 @@ import (
 )
 
 // MaintenanceQueue is the River queue of oncebox's periodic jobs (the sweep, the purge).
-// outbox.MaintenanceQueue is the same name.
 const MaintenanceQueue = "oncebox_maintenance"
 
 // DefaultMaxAttempts is Config.MaxAttempts' default, the same as outbox.DefaultMaxAttempts.

@@ -723,7 +723,7 @@ func (s *Server) periodicConfig(ocfg *outbox.Config) {
 	cfg := s.cfg
 	ocfg.Purge = &purge.Config{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
 	ocfg.ExtraWorkers = s.events.Register
-	ocfg.PeriodicJobs = []*river.PeriodicJob{s.events.PeriodicJob(outbox.MaintenanceQueue)}
+	ocfg.PeriodicJobs = []*river.PeriodicJob{s.events.PeriodicJob(reconcile.MaintenanceQueue)}
 }
 
 // buildOutbox makes this process's outbox (s.outbox), explaining a tool kept less
