@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/internal/storable"
 	"github.com/oncebox/oncebox/protocol"
 )
 
@@ -151,7 +152,7 @@ func checkDecision(d *Decision) (string, error) {
 		return "", err
 	}
 	for _, f := range []struct{ name, value string }{{"reason", d.Reason}, {"actor", d.Actor}, {"fingerprint", d.Fingerprint}} {
-		if err := CheckStorableText(f.name, f.value); err != nil {
+		if err := storable.CheckText(f.name, f.value); err != nil {
 			return "", err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/internal/storable"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
@@ -280,7 +281,7 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 		if len(f.value) > MaxRefBytes {
 			return nil, &vendorapi.ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
 		}
-		if err := CheckStorableText(f.name, f.value); err != nil {
+		if err := storable.CheckText(f.name, f.value); err != nil {
 			return nil, err
 		}
 	}
@@ -313,7 +314,7 @@ func checkArgs(args json.RawMessage) (json.RawMessage, error) {
 		return nil, &vendorapi.ValidationError{Field: "args", Message: "is not valid JSON"}
 	}
 	// What Postgres cannot store is refused here rather than failing at insert.
-	if err := CheckStorableJSON("args", args); err != nil {
+	if err := storable.CheckJSON("args", args); err != nil {
 		return nil, err
 	}
 	return args, nil
