@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/internal/api"
+	"github.com/oncebox/oncebox/internal/groupcommit"
 	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -109,7 +110,7 @@ func NewTracedEnqueuer(ctx context.Context, pool *pgxpool.Pool, tp trace.TracerP
 		return nil, fmt.Errorf("bench: tenant: %w", err)
 	}
 	grouped, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TracerProvider: tp,
-		GroupCommit: outbox.GroupCommit{MaxOps: outbox.DefaultGroupCommitOps, Committers: outbox.DefaultGroupCommitters}})
+		GroupCommit: outbox.GroupCommit{MaxOps: groupcommit.ServeMaxOps, Committers: groupcommit.DefaultCommitters}})
 	if err != nil {
 		return nil, fmt.Errorf("bench: outbox: %w", err)
 	}
