@@ -481,13 +481,13 @@ func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*
 // or removes it again when either refuses it.
 func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion, batch *jobBatch) (*EnqueueResult, error) {
 	op := ins.op
-	var verdict Verdict
+	var admission Admission
 	ctx, err := ob.withOpAccount(ctx, op, p.Tool)
 	if err == nil {
 		err = ob.checkObjects(ctx, tx, p, op)
 	}
 	if err == nil {
-		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: ob.gateTool(p.Tool), Args: p.Args, TokenID: p.params.TokenID,
+		admission, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: ob.gateTool(p.Tool), Args: p.Args, TokenID: p.params.TokenID,
 			SessionConversation: p.params.SessionConversation,
 			PolicyVersion:       ins.policyVersion, BudgetVersion: ins.budgetVersion,
 			InstallationVersion: ins.installationVersion})
@@ -500,11 +500,11 @@ func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insert
 		return nil, &admissionRefusal{err: err}
 	}
 	res := &EnqueueResult{Op: op, ExpiryCollision: ins.tombstone != nil}
-	if verdict.Hold == nil {
+	if admission.Hold == nil {
 		return res, ob.addJobTx(ctx, tx, op, batch)
 	}
-	res.Why = verdict.Hold.Why
-	return res, ob.holdTx(ctx, tx, res, op, p, verdict.Hold)
+	res.Why = admission.Hold.Why
+	return res, ob.holdTx(ctx, tx, res, op, p, admission.Hold)
 }
 
 // withOpAccount returns ctx carrying the vendor account the new op was accepted under
