@@ -53,7 +53,7 @@ type EnqueueParams struct {
 	// A caller with a key of its own leaves it false.
 	ByIdentity bool
 	// step marks the call of a composite op's step (the step runner's): only it may use
-	// a key beginning with StepKeyPrefix.
+	// a key beginning with steps.KeyPrefix.
 	step bool
 }
 
@@ -266,7 +266,7 @@ func (ob *Outbox) newOpRow(ctx context.Context, p *Prepared) (*opRow, error) {
 func (ob *Outbox) admitInserted(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion, batch *jobBatch) (*EnqueueResult, error) {
 	if ins.tombstone != nil && p.params.step {
 		// A step's op is never sent again under a new generation: the step runner reads
-		// its steps' tombstones first (planSteps), so this is a second guard.
+		// its steps' tombstones first (package steps), so this is a second guard.
 		return nil, fmt.Errorf("outbox: step key %s was purged; the step is not sent again: %w", p.Key, ErrWrongState)
 	}
 	if ins.tombstone != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncebox/oncebox/steps"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -36,10 +37,10 @@ type jobBatch struct{ jobs []river.InsertManyParams }
 func (ob *Outbox) addJobTx(ctx context.Context, tx pgx.Tx, op *Op, batch *jobBatch) error {
 	var job river.InsertManyParams
 	if op.Vendor == vendorapi.StepsVendor {
-		if _, err := tx.Exec(ctx, sqlStepRunInsert, op.ID); err != nil {
-			return fmt.Errorf("outbox: insert step run: %w", err)
+		var err error
+		if job, err = steps.StartTx(ctx, tx, op.ID); err != nil {
+			return fmt.Errorf("outbox: %w", err)
 		}
-		job = stepsJob(op)
 	} else {
 		job = ob.dispatchJob(op)
 	}

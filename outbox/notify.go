@@ -1,102 +1,38 @@
 package outbox
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/url"
-	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/oncebox/oncebox/internal/money"
-	"github.com/oncebox/oncebox/internal/sameorigin"
+	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// NotifyQueue is the River queue of approval notifications.
-const NotifyQueue = "oncebox_notify"
-
-// NotifyConfig sends a signed JSON POST to a URL whenever an op starts waiting for
-// approval. The notification is a River job inserted in the op's own transaction (the
-// outbox itself), so a crash loses none; it is delivered at least once, and the
-// receiver deduplicates by the op id (member op_id, header Oncebox-Notification-Id).
-type NotifyConfig struct {
-	// URL receives the POSTs. Required.
-	URL string
-	// Secret signs each body: header Oncebox-Signature is
-	// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" under Secret>". Required.
-	Secret []byte
-	// LinkBase, when set, prefixes the op's path in the notification's link (such as
-	// "https://oncebox.example.com"); otherwise the link is the path alone.
-	LinkBase string
-	// Timeout bounds one POST. Defaults to 10 seconds.
-	Timeout time.Duration
-	// Client sends the POSTs. Defaults to a client with Timeout that follows no
-	// redirect to another origin than URL's (the body and its signature stay there).
-	Client *http.Client
-}
-
-// NotifyArgs is the River job of one approval notification: a snapshot of what the
-// receiver is told, taken when the op started waiting.
-type NotifyArgs struct {
-	OpID           string    `json:"op_id"`
-	TenantID       int64     `json:"tenant_id"`
-	Key            string    `json:"key"`
-	Tool           string    `json:"tool"`
-	Amount         *int64    `json:"amount,omitempty"`
-	Currency       string    `json:"currency,omitempty"`
-	Why            string    `json:"why"`
-	ConversationID string    `json:"conversation_id,omitempty"`
-	RequestedAt    time.Time `json:"requested_at"`
-	// Payment is the payment a refund gives money back from (Tool.RefundOf), as
-	// oncebox's records said when the op started waiting.
-	Payment *Payment `json:"payment,omitempty"`
-}
-
-// Kind implements river.JobArgs.
-func (NotifyArgs) Kind() string { return "oncebox.notify_approval" }
-
-// InsertOpts puts notifications on their own queue, retried for a day.
-func (NotifyArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: NotifyQueue, MaxAttempts: 25}
-}
-
-// notification is the body the receiver gets.
-type notification struct {
-	Event          string    `json:"event"`
-	OpID           string    `json:"op_id"`
-	TenantID       int64     `json:"tenant_id"`
-	Key            string    `json:"key"`
-	Tool           string    `json:"tool"`
-	Amount         *int64    `json:"amount"`
-	Currency       string    `json:"currency"`
-	Why            string    `json:"why"`
-	ConversationID string    `json:"conversation_id"`
-	RequestedAt    time.Time `json:"requested_at"`
-	Payment        *Payment  `json:"payment,omitempty"`
-	Link           string    `json:"link"`
-	// Text is a one-line summary, so that a Slack incoming webhook shows it as is.
-	Text string `json:"text"`
+// registerNotify builds the Outbox's notifier (package notify) and adds its worker when
+// notifications are configured (Config.Notify).
+func (ob *Outbox) registerNotify(c *Config, workers *river.Workers) error {
+	if c.Notify == nil {
+		return nil
+	}
+	n, err := notify.New(*c.Notify, notify.Deps{Logger: c.Logger})
+	if err != nil {
+		return fmt.Errorf("outbox: Notify: %w", err)
+	}
+	ob.notifier = n
+	return n.Register(workers)
 }
 
 // notifyTx inserts the notification job of an op that starts waiting, in its
 // transaction.
 func (ob *Outbox) notifyTx(ctx context.Context, tx pgx.Tx, op *Op, tool vendorapi.Tool, args json.RawMessage, why string) error {
-	if ob.cfg.Notify == nil {
+	if ob.notifier == nil {
 		return nil
 	}
-	n := NotifyArgs{OpID: op.ID, TenantID: op.TenantID, Key: op.Key, Tool: op.Tool, Why: why,
+	n := notify.Args{OpID: op.ID, TenantID: op.TenantID, Key: op.Key, Tool: op.Tool, Why: why,
 		ConversationID: op.ConversationID, RequestedAt: op.CreatedAt.UTC()}
 	if tool.Amount != nil {
 		if amount, currency, ok := tool.Amount(args); ok {
@@ -108,113 +44,13 @@ func (ob *Outbox) notifyTx(ctx context.Context, tx pgx.Tx, op *Op, tool vendorap
 		return err
 	}
 	if p != nil {
-		n.Payment = p
+		n.Payment = (*notify.Payment)(p)
 		if n.Currency == "" {
 			n.Currency = p.Currency
 		}
 	}
-	if _, err := ob.river.InsertTx(ctx, tx, n, nil); err != nil {
-		return fmt.Errorf("outbox: insert approval notification: %w", err)
+	if err := ob.notifier.InsertTx(ctx, tx, ob.river, n); err != nil {
+		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
-}
-
-// notifyWorker delivers approval notifications.
-type notifyWorker struct {
-	river.WorkerDefaults[NotifyArgs]
-	cfg    NotifyConfig
-	client *http.Client
-	logger *slog.Logger
-}
-
-// Timeout bounds one delivery.
-func (w *notifyWorker) Timeout(*river.Job[NotifyArgs]) time.Duration {
-	return w.cfg.Timeout + time.Second
-}
-
-// Work POSTs the notification; any answer but 2xx, or none, is retried by River.
-func (w *notifyWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) error {
-	a := job.Args
-	link := w.cfg.LinkBase + "/v1/ops/" + url.PathEscape(a.Key)
-	amount := "no amount"
-	switch {
-	case a.Payment != nil:
-		amount = a.Payment.Describe(deref(a.Amount), a.Amount != nil)
-	case a.Amount != nil:
-		amount = money.Format(*a.Amount, a.Currency)
-	}
-	body, err := json.Marshal(notification{Event: "approval_requested", OpID: a.OpID, TenantID: a.TenantID, Key: a.Key,
-		Tool: a.Tool, Amount: a.Amount, Currency: a.Currency, Why: a.Why, ConversationID: a.ConversationID,
-		RequestedAt: a.RequestedAt, Payment: a.Payment, Link: link,
-		Text: fmt.Sprintf("oncebox: %s (%s) awaits approval: %s %s", a.Tool, amount, a.Why, link)})
-	if err != nil {
-		return fmt.Errorf("notify: marshal: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.cfg.URL, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("notify: request: %w", err)
-	}
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Oncebox-Notification-Id", a.OpID)
-	req.Header.Set("Oncebox-Timestamp", ts)
-	req.Header.Set("Oncebox-Signature", "t="+ts+",v1="+SignNotification(w.cfg.Secret, ts, body))
-	resp, err := w.client.Do(req)
-	if err != nil {
-		// The URL may hold a credential: name the op, not the URL.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		w.logger.Warn("approval notification not delivered; River retries it", slog.String("op_id", a.OpID),
-			slog.Int("attempt", job.Attempt), slog.Any("error", err))
-		return fmt.Errorf("notify: op %s: %w", a.OpID, err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		w.logger.Warn("approval notification refused; River retries it", slog.String("op_id", a.OpID),
-			slog.Int("attempt", job.Attempt), slog.Int("status", resp.StatusCode))
-		return fmt.Errorf("notify: op %s: receiver answered %d", a.OpID, resp.StatusCode)
-	}
-	return nil
-}
-
-// SignNotification returns the hex HMAC-SHA256, under secret, of "<timestamp>.<body>":
-// what the v1 part of Oncebox-Signature carries. A receiver recomputes it, compares in
-// constant time, and refuses timestamps too far from its clock.
-func SignNotification(secret []byte, timestamp string, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(timestamp))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	return hex.EncodeToString(mac.Sum(nil))
-}
-
-// registerNotify adds the notification worker and its queue when notifications are
-// configured.
-func (c *Config) registerNotify(workers *river.Workers) error {
-	if c.Notify == nil {
-		return nil
-	}
-	n := *c.Notify
-	if n.URL == "" || len(n.Secret) == 0 {
-		return errors.New("outbox: Notify needs a URL and a Secret")
-	}
-	if n.Timeout == 0 {
-		n.Timeout = 10 * time.Second
-	}
-	client := n.Client
-	if client == nil {
-		client = &http.Client{Timeout: n.Timeout, CheckRedirect: sameorigin.CheckRedirect("the --notify-url receiver")}
-	}
-	return river.AddWorkerSafely(workers, &notifyWorker{cfg: n, client: client, logger: c.Logger})
-}
-
-// deref returns *n, or 0 for nil.
-func deref(n *int64) int64 {
-	if n == nil {
-		return 0
-	}
-	return *n
 }

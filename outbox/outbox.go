@@ -18,9 +18,11 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/tracing"
+	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/steps"
 	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendorapi"
 )
@@ -151,7 +153,7 @@ type Config struct {
 	AdmissionReadTimeout time.Duration
 	// Notify, when set, POSTs a signed notification whenever an op starts waiting for
 	// approval, through a River job inserted with the op. Optional.
-	Notify *NotifyConfig
+	Notify *notify.Config
 	// Observer receives counts for metrics. Defaults to one that does nothing.
 	Observer Observer
 	// Logger receives structured logs. Defaults to discarding them.
@@ -338,6 +340,10 @@ type Outbox struct {
 	tracer trace.Tracer
 	// reconciler settles unknown ops; its worker and periodic job run on river.
 	reconciler *reconcile.Reconciler
+	// steps runs composite ops' steps; its worker runs on river.
+	steps *steps.Runner
+	// notifier posts approval notifications; nil without Config.Notify.
+	notifier *notify.Notifier
 	// group commits the enqueues that arrive together; nil without Config.GroupCommit.
 	group *committer
 	// live holds the process's liveness lock and takes over gone processes' jobs; nil
@@ -387,6 +393,9 @@ func newOutbox(c Config) (*Outbox, error) {
 		InsertJob: func(ctx context.Context, tx pgx.Tx, opID, vendor string) error {
 			return ob.insertReleaseJobTx(ctx, tx, &Op{ID: opID, Vendor: vendor})
 		}})
+	if err := ob.newSteps(); err != nil {
+		return nil, err
+	}
 	if c.GroupCommit.on() {
 		ob.group = newCommitter(ob, c.GroupCommit)
 	}
@@ -429,8 +438,8 @@ func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 	if err := river.AddWorkerSafely(workers, &dispatchWorker{ob: ob}); err != nil {
 		return nil, fmt.Errorf("outbox: register dispatch worker: %w", err)
 	}
-	if err := river.AddWorkerSafely(workers, &stepsWorker{ob: ob}); err != nil {
-		return nil, fmt.Errorf("outbox: register steps worker: %w", err)
+	if err := ob.steps.Register(workers); err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	periodic, err := ob.reconciler.Register(workers)
 	if err != nil {
@@ -448,7 +457,7 @@ func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 		}
 		c.PeriodicJobs = append(c.PeriodicJobs, periodic...)
 	}
-	if err := c.registerNotify(workers); err != nil {
+	if err := ob.registerNotify(c, workers); err != nil {
 		return nil, err
 	}
 	if c.ExtraWorkers != nil {
@@ -491,11 +500,11 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 		for name, q := range c.Queues {
 			rc.Queues[QueueName(name)] = river.QueueConfig{MaxWorkers: q.MaxWorkers}
 		}
-		rc.Queues[StepsQueue] = river.QueueConfig{MaxWorkers: 10}
+		rc.Queues[steps.Queue] = river.QueueConfig{MaxWorkers: 10}
 	}
 	rc.Queues[reconcile.MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
 	if c.Notify != nil {
-		rc.Queues[NotifyQueue] = river.QueueConfig{MaxWorkers: 5}
+		rc.Queues[notify.Queue] = river.QueueConfig{MaxWorkers: 5}
 	}
 	for name, q := range c.ExtraQueues {
 		rc.Queues[name] = q

@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/storable"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/steps"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -61,8 +62,8 @@ func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
 		if key, err = protocol.NormalizeKey(params.Key); err != nil {
 			return nil, err
 		}
-		if strings.HasPrefix(key, StepKeyPrefix) && !params.step {
-			return nil, &protocol.KeyError{Rule: "reserved", Detail: fmt.Sprintf("begins with %q, which oncebox keeps for the steps of composite tools", StepKeyPrefix)}
+		if strings.HasPrefix(key, steps.KeyPrefix) && !params.step {
+			return nil, &protocol.KeyError{Rule: "reserved", Detail: fmt.Sprintf("begins with %q, which oncebox keeps for the steps of composite tools", steps.KeyPrefix)}
 		}
 	}
 	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {

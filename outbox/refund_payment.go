@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncebox/oncebox/internal/money"
+	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -115,27 +115,8 @@ func refunded(ctx context.Context, q Querier, tenantID int64, tool vendorapi.Too
 // Describe says in words what a refund of amount (ok false: a refund without an
 // amount, of what is left) takes from the payment: "$25.00 USD of a $290.00 USD
 // payment, $0.00 USD refunded so far". For a payment oncebox did not make it says so.
+// An approval notification carries the payment as a notify.Payment, which says it the
+// same way.
 func (p *Payment) Describe(amount int64, ok bool) string {
-	what := "all that is left"
-	if !p.Known {
-		if ok {
-			what = money.Format(amount, "")
-		}
-		of := "a payment"
-		if p.Ref != "" {
-			of = "payment " + p.Ref
-		}
-		return what + " of " + of + " that oncebox did not make: its amount, currency and earlier refunds are not in oncebox's records"
-	}
-	left := max(p.Amount-p.Refunded, 0)
-	if ok {
-		what = money.Format(amount, p.Currency)
-	} else {
-		what += " (" + money.Format(left, p.Currency) + ")"
-	}
-	s := fmt.Sprintf("%s of a %s payment, %s refunded so far", what, money.Format(p.Amount, p.Currency), money.Format(p.Refunded, p.Currency))
-	if left == 0 {
-		s += ": nothing is left to refund"
-	}
-	return s
+	return (*notify.Payment)(p).Describe(amount, ok)
 }

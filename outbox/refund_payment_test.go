@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
@@ -22,17 +23,17 @@ import (
 )
 
 // refundEnv is an outbox of the built-in tools that dispatches nothing: refunds above
-// 2000 wait for a person, and notifications go to notify when set.
-func refundEnv(t *testing.T, notify string) (*outbox.Outbox, *pgxpool.Pool) {
+// 2000 wait for a person, and notifications go to notifyURL when set.
+func refundEnv(t *testing.T, notifyURL string) (*outbox.Outbox, *pgxpool.Pool) {
 	t.Helper()
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
-	work := notify != ""
+	work := notifyURL != ""
 	cfg := outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true, FetchPollInterval: 50 * time.Millisecond,
 		Gate: newGate(t, pool, reg, governance.ApprovalPolicy{protocol.ToolRefund: {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 2000}}})}
-	if notify != "" {
-		cfg.Notify = &outbox.NotifyConfig{URL: notify, Secret: []byte("s3cret")}
+	if notifyURL != "" {
+		cfg.Notify = &notify.Config{URL: notifyURL, Secret: []byte("s3cret")}
 	}
 	ob, err := outbox.New(cfg)
 	require.NoError(t, err)

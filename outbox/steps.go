@@ -1,110 +1,53 @@
 package outbox
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/steps"
+	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// StepKeyPrefix begins every key the step runner derives (StepKey). A caller's key may
-// not begin with it (Prepare refuses it), so no call can forge a step's op.
-const StepKeyPrefix = "~step/"
-
-// StepKey is the idempotency key of the op of step name of the composite op
-// parentOpID: "~step/<parent op id>/<name>". It is derived from the parent op's id, so
-// a retry of the parent's call in any form (its op is the same) finds the same steps,
-// and a new op under a purged parent's key does not.
-func StepKey(parentOpID, name string) string { return StepKeyPrefix + parentOpID + "/" + name }
-
-// CompensationKey is the key of the op that compensates step name of parentOpID:
-// "~step/<parent op id>/undo.<name>" ('.' is not a step name's).
-func CompensationKey(parentOpID, name string) string { return StepKey(parentOpID, "undo."+name) }
-
-// fillArgs builds a step's arguments from its template and doc (see Step.Args).
-func fillArgs(template json.RawMessage, doc any) (json.RawMessage, error) {
-	if len(template) == 0 {
-		return json.RawMessage("{}"), nil
-	}
-	var t any
-	if err := json.Unmarshal(template, &t); err != nil {
-		return nil, fmt.Errorf("args: %w", err)
-	}
-	v, err := fill(t, doc, "args")
+// newSteps builds the Outbox's step runner (package steps), handing it what it uses of
+// the Outbox. It needs the op state machine set.
+func (ob *Outbox) newSteps() error {
+	r, err := steps.New(steps.Deps{
+		Pool:      ob.pool,
+		Ops:       ob.ops,
+		EnqueueTx: ob.enqueueStepTx,
+		Refused:   stepRefused,
+		Logger:    ob.logger,
+	})
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("outbox: %w", err)
 	}
-	return json.Marshal(v)
+	ob.steps = r
+	return nil
 }
 
-// fill replaces every {"$from": pointer} in v by what the pointer names in doc.
-func fill(v, doc any, at string) (any, error) {
-	switch x := v.(type) {
-	case map[string]any:
-		if p, ok := x["$from"].(string); ok && len(x) == 1 {
-			got, found := pointer(doc, p)
-			if !found {
-				return nil, fmt.Errorf("%s: $from %q names nothing", at, p)
-			}
-			return got, nil
-		}
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			f, err := fill(e, doc, at+"."+k)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = f
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			f, err := fill(e, doc, fmt.Sprintf("%s[%d]", at, i))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = f
-		}
-		return out, nil
-	}
-	return v, nil
+// enqueueStepTx enqueues a step's op for the step runner: EnqueueTx, with the key under
+// steps.KeyPrefix that a caller may not use.
+func (ob *Outbox) enqueueStepTx(ctx context.Context, tx pgx.Tx, p steps.EnqueueParams) error {
+	_, err := ob.EnqueueTx(ctx, tx, EnqueueParams{TenantID: p.TenantID, Key: p.Key, Tool: p.Tool, Args: p.Args,
+		ConversationID: p.ConversationID, ToolCallID: p.ToolCallID, step: true})
+	return err
 }
 
-// pointer resolves the JSON pointer p (RFC 6901) in doc.
-func pointer(doc any, p string) (any, bool) {
-	if p == "" {
-		return doc, true
-	}
-	if !strings.HasPrefix(p, "/") {
-		return nil, false
-	}
-	cur := doc
-	for _, tok := range strings.Split(p[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
+// stepRefused reports whether a step's enqueue was refused for good: its arguments, its
+// tool, its key, an object it does not own.
+func stepRefused(err error) bool {
+	return errors.Is(err, vendorapi.ErrInvalidArgs) || errors.Is(err, ErrUnknownTool) || errors.Is(err, ErrKeyConflict) || errors.Is(err, ErrNotOwned)
 }
 
-// truthy says whether a when pointer lets its step run: it names a value other than
-// null and false.
-func truthy(doc any, p string) bool {
-	v, ok := pointer(doc, p)
-	return ok && v != nil && v != false
+// StepsOf returns the steps of the tenant's composite op op, each with its op, then
+// its compensations that have an op; nil for an op of any other tool.
+func (ob *Outbox) StepsOf(ctx context.Context, op *Op) ([]protocol.StepRef, error) {
+	if op.Vendor != vendorapi.StepsVendor {
+		return nil, nil
+	}
+	return steps.Refs(ctx, ob.pool, op.TenantID, op.ID)
 }

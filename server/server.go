@@ -40,6 +40,7 @@ import (
 	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/vendorevents"
+	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/purge"
@@ -699,7 +700,7 @@ func (s *Server) outboxConfig(vendors []vendorapi.Vendor, sealKey []byte) (outbo
 		if cfg.NotifySecret == "" {
 			return outbox.Config{}, errors.New("--notify-url needs --notify-secret (ONCEBOX_NOTIFY_SECRET), the shared secret that signs each notification")
 		}
-		ocfg.Notify = &outbox.NotifyConfig{URL: cfg.NotifyURL, Secret: []byte(cfg.NotifySecret), LinkBase: strings.TrimRight(cfg.NotifyLinkBase, "/"),
+		ocfg.Notify = &notify.Config{URL: cfg.NotifyURL, Secret: []byte(cfg.NotifySecret), LinkBase: strings.TrimRight(cfg.NotifyLinkBase, "/"),
 			Timeout: cfg.NotifyTimeout}
 	}
 	ocfg.Vendors = vendors

@@ -20,7 +20,7 @@ var stepName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
 // from earlier steps.
 type Step struct {
 	// Name names the step, unique in its tool: 1 to 40 lower-case letters, digits and
-	// '_', starting with a letter. It derives the step's key (StepKey).
+	// '_', starting with a letter. It derives the step's key (steps.Key).
 	Name string `json:"name"`
 	// Tool is the tool the step calls.
 	Tool string `json:"tool"`

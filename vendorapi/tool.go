@@ -86,7 +86,7 @@ type Tool struct {
 	Tenant int64
 	// Steps, when set, makes the tool a composite one (docs/steps.md): its Vendor must be
 	// StepsVendor, and an op of it runs each step as an op of its own, under a key
-	// derived from the op's id (StepKey). The steps are stored with each op as its
+	// derived from the op's id (steps.Key). The steps are stored with each op as its
 	// Definition, so an op runs the steps it was accepted with. Defaults to none.
 	Steps []Step
 }

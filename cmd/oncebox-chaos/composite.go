@@ -13,7 +13,7 @@ import (
 // id at the fakes, so Check's one-side-effect-per-op rules cover the steps' ops.
 const toolComposite = "chaos.checkout"
 
-// stepKeyPrefix begins the key of every step's op (outbox.StepKey).
+// stepKeyPrefix begins the key of every step's op (steps.Key).
 const stepKeyPrefix = "~step/"
 
 // compositeOn reports whether the run has the composite tool: not in a rolling upgrade,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
@@ -71,7 +72,7 @@ func TestNotificationSurvivesSIGKILL(t *testing.T) {
 	// inserted with it.
 	noWork := false
 	ob := newGatedCRMOutbox(t, pool, "http://127.0.0.1:1", outbox.Config{Work: &noWork,
-		Notify: &outbox.NotifyConfig{URL: receiver.URL, Secret: []byte("s")}},
+		Notify: &notify.Config{URL: receiver.URL, Secret: []byte("s")}},
 		governance.ApprovalPolicy{protocol.ToolWebhookPost: {Mode: governance.ApprovalAlways}})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tn.ID, Key: "wait-1", Tool: protocol.ToolWebhookPost,
 		Args: json.RawMessage(`{"target":"crm","path":"/charge","body":{"amount":700}}`)})

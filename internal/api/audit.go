@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -26,12 +24,6 @@ const (
 	maxAuditLimit = 100_000
 	// maxAuditFilter bounds the bytes of a text filter (tool, person, outcome).
 	maxAuditFilter = 255
-	// auditFlushEvery is how many entries go out between two flushes of the stream.
-	auditFlushEvery = 256
-	// auditStreamWindow is how long the next chunk of a stream may take once one was
-	// sent: a stream that progresses outlives the server's write timeout, one whose
-	// client stops reading does not.
-	auditStreamWindow = time.Minute
 )
 
 // auditOutcomes are the values of the outcome parameter: an op's statuses.
@@ -69,28 +61,9 @@ func (s *Server) exportAudit(w http.ResponseWriter, r *http.Request, t *tenant.P
 		return
 	}
 	defer s.cfg.AuditExports.Release()
-	st := &auditStream{w: w, rc: http.NewResponseController(w)}
-	st.buf = bufio.NewWriterSize(st, 32<<10)
-	out, err := audit.NewWriter(st.buf, format)
-	if err == nil {
-		n := 0
-		err = audit.Export(r.Context(), s.cfg.AuditLog, p, func(e *audit.Entry) error {
-			if err := out.Write(e); err != nil {
-				return err
-			}
-			if n++; n%auditFlushEvery == 0 {
-				return st.flush()
-			}
-			return nil
-		})
-	}
-	if err == nil {
-		if err = out.Flush(); err == nil {
-			err = st.flush()
-		}
-	}
+	started, err := audit.ExportHTTP(r.Context(), w, s.cfg.AuditLog, p, format)
 	if err != nil {
-		s.auditFailed(w, r, t.ID, st.started, err)
+		s.auditFailed(w, r, t.ID, started, err)
 	}
 }
 
@@ -110,41 +83,6 @@ func (s *Server) auditFailed(w http.ResponseWriter, r *http.Request, tenantID in
 		s.logger.LogAttrs(r.Context(), slog.LevelError, "audit export failed after its first byte; the stream was cut", attrs...)
 	}
 	panic(http.ErrAbortHandler)
-}
-
-// auditStream writes an export's bytes to the response, sending its status and headers
-// with the first of them, and pushes them to the client on flush.
-type auditStream struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf *bufio.Writer
-	// started is set once a byte went to the response: a failure can no longer be
-	// answered with a problem document.
-	started bool
-}
-
-// Write implements io.Writer for buf.
-func (a *auditStream) Write(b []byte) (int, error) {
-	a.started = true
-	return a.w.Write(b)
-}
-
-// flush sends what is buffered to the client and gives the next chunk
-// auditStreamWindow. A writer that cannot flush is written to as it is.
-func (a *auditStream) flush() error {
-	if err := a.buf.Flush(); err != nil {
-		return err
-	}
-	if !a.started {
-		// An empty export: the status and headers alone.
-		a.w.WriteHeader(http.StatusOK)
-		a.started = true
-	}
-	if err := a.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	_ = a.rc.SetWriteDeadline(time.Now().Add(auditStreamWindow))
-	return nil
 }
 
 // auditParams reads GET /v1/audit's query parameters into the export's parameters (all

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -176,14 +175,6 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *sessionIn
 	c.render(w, r, http.StatusOK, "audit", v)
 }
 
-const (
-	// auditFlushEvery is how many entries a download writes between two flushes.
-	auditFlushEvery = 256
-	// auditChunkWindow is how long the next chunk of a download may take once one was
-	// sent.
-	auditChunkWindow = time.Minute
-)
-
 // auditDownload streams the entries the Audit page's filters select, every one of the
 // window, as audit.csv or audit.jsonl: `oncebox audit export`'s formats. At most
 // Config.AuditDownloads stream at once.
@@ -205,45 +196,11 @@ func (c *Console) auditDownload(w http.ResponseWriter, r *http.Request, s *sessi
 		return
 	}
 	defer c.cfg.AuditDownloads.Release()
-	buf := bufio.NewWriterSize(w, 32<<10)
-	out, err := audit.NewWriter(buf, format)
-	if err != nil {
-		c.internal(w, r, c.viewFor(s, "audit"), err)
-		return
-	}
 	h := w.Header()
 	h.Set("Content-Type", audit.ContentType(format))
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="oncebox-audit-%s-%s.%s"`,
 		p.Since.UTC().Format("20060102T150405Z"), p.Until.UTC().Format("20060102T150405Z"), format))
-	started, n := false, 0
-	rc := http.NewResponseController(w)
-	err = audit.Export(r.Context(), c.cfg.Pool, p, func(e *audit.Entry) error {
-		started = true
-		if err := out.Write(e); err != nil {
-			return err
-		}
-		if n++; n%auditFlushEvery != 0 {
-			return nil
-		}
-		// A download that progresses outlives the server's write timeout; one whose
-		// reader stopped does not.
-		if err := out.Flush(); err != nil {
-			return err
-		}
-		if err := buf.Flush(); err != nil {
-			return err
-		}
-		if err := rc.Flush(); err != nil {
-			return err
-		}
-		_ = rc.SetWriteDeadline(time.Now().Add(auditChunkWindow))
-		return nil
-	})
-	if err == nil {
-		if err = out.Flush(); err == nil {
-			err = buf.Flush()
-		}
-	}
+	started, err := audit.ExportHTTP(r.Context(), w, c.cfg.Pool, p, format)
 	if err == nil {
 		return
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/internal/money"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/steps"
 )
 
 // view is what every page template is given.
@@ -95,7 +95,7 @@ var funcs = template.FuncMap{
 	"join":  strings.Join,
 	"upper": strings.ToUpper,
 	// parentOf is the parent op id of a composite op's step (its key is
-	// outbox.StepKey), "" for any other op.
+	// steps.Key), "" for any other op.
 	"parentOf": parentOf,
 	"words":    StatusWords,
 	"actor":    ActorName,
@@ -150,10 +150,10 @@ func since(now, t time.Time) string {
 
 func queryEscape(s string) string { return url.QueryEscape(s) }
 
-// parentOf is the parent op id of a composite op's step (its key is outbox.StepKey),
+// parentOf is the parent op id of a composite op's step (its key is steps.Key),
 // "" for any other op.
 func parentOf(key string) string {
-	rest, ok := strings.CutPrefix(key, outbox.StepKeyPrefix)
+	rest, ok := strings.CutPrefix(key, steps.KeyPrefix)
 	if !ok {
 		return ""
 	}

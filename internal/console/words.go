@@ -10,6 +10,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/steps"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -72,7 +73,7 @@ func StatusWords(st string) string {
 		return "sent, answer not known yet"
 	case protocol.StatusNeedsReview:
 		return "waiting for a person to check"
-	case outbox.StepNotRun:
+	case steps.NotRun:
 		return "not run yet"
 	}
 	return strings.ReplaceAll(st, "_", " ")

@@ -306,7 +306,7 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 
 // sqlPurgeBatch deletes up to $1 expired ops in the statuses $3 (the ones the table lets
 // the purge take: terminal) and leaves a tombstone for each, remembering the op's last
-// generation. A step's op (key "~step/<parent id>/…", outbox.StepKey) is kept while its
+// generation. A step's op (key "~step/<parent id>/…", steps.Key) is kept while its
 // composite parent is not settled, whatever its own TTL: the run reads its steps' ops to
 // know what was done (a refund waiting 72 h for approval outlives a charge's TTL). Ops that are not terminal
 // (pending, dispatching, unknown, needs review, awaiting approval) are kept past their

@@ -9,6 +9,7 @@ func List() []Mutant {
 	const (
 		outboxPkg    = "./outbox/"
 		reconcilePkg = "./reconcile/"
+		stepsPkg     = "./steps/"
 		apiPkg       = "./internal/api/"
 		stripePkg    = "./vendors/stripe/"
 		sendgridPkg  = "./vendors/sendgrid/"
@@ -30,10 +31,10 @@ func List() []Mutant {
 		{
 			Name:     "step-runner-ignores-tombstones",
 			Breaks:   "the step runner takes a purged step's op as never made: it enqueues the step again or skips its compensation",
-			File:     "outbox/steps_plan.go",
+			File:     "steps/plan.go",
 			Old:      "		if op == nil && in.Purged[key] {",
 			New:      "		if op == nil && in.Purged[key] && false {",
-			Packages: []string{outboxPkg},
+			Packages: []string{stepsPkg},
 			Tests:    []string{"TestPlanStepsNeverRedoesOrSkipsAPurgedStep"},
 		},
 		{

@@ -1,4 +1,4 @@
-package outbox_test
+package notify_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/outbox"
 )
 
@@ -53,7 +54,7 @@ func TestApprovalNotification(t *testing.T) {
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
 		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 100 * time.Millisecond },
 		Gate:   newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}}}),
-		Notify: &outbox.NotifyConfig{URL: receiver.URL + "/hook", Secret: secret, LinkBase: "https://ob.example"}})
+		Notify: &notify.Config{URL: receiver.URL + "/hook", Secret: secret, LinkBase: "https://ob.example"}})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")
 	for key, args := range map[string]string{"small": `{"amount": 50, "currency": "usd"}`, "big": `{"amount": 5000, "currency": "usd"}`} {
@@ -94,9 +95,9 @@ func TestApprovalNotification(t *testing.T) {
 	ts := h.Get("Oncebox-Timestamp")
 	sig := h.Get("Oncebox-Signature")
 	require.True(t, strings.HasPrefix(sig, "t="+ts+",v1="), sig)
-	want := outbox.SignNotification(secret, ts, body)
+	want := notify.Sign(secret, ts, body)
 	require.True(t, hmac.Equal([]byte(strings.TrimPrefix(sig, "t="+ts+",v1=")), []byte(want)), "HMAC-SHA256 over timestamp and body")
-	require.NotEqual(t, want, outbox.SignNotification([]byte("other"), ts, body))
+	require.NotEqual(t, want, notify.Sign([]byte("other"), ts, body))
 }
 
 // TestApprovalNotificationRedirectNotFollowed: a receiver answering 307 to another
@@ -133,7 +134,7 @@ func TestApprovalNotificationRedirectNotFollowed(t *testing.T) {
 		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 100 * time.Millisecond },
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)),
 		Gate:   newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}}}),
-		Notify: &outbox.NotifyConfig{URL: receiver.URL + "/hook", Secret: []byte("s3cret")}})
+		Notify: &notify.Config{URL: receiver.URL + "/hook", Secret: []byte("s3cret")}})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")
 	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "big", Tool: "test.money", Args: json.RawMessage(`{"amount": 5000, "currency": "usd"}`)})

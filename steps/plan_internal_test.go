@@ -1,4 +1,4 @@
-package outbox
+package steps
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ func TestPlanStepsNeverRedoesOrSkipsAPurgedStep(t *testing.T) {
 		{Name: "wipe", Tool: "crm.wipe"},
 	}
 	done := func(key string) *stepOp { return &stepOp{ID: key, Key: key, Status: protocol.StatusSucceeded} }
-	charge, undo, wipe := StepKey(parent, "charge"), CompensationKey(parent, "charge"), StepKey(parent, "wipe")
+	charge, undo, wipe := Key(parent, "charge"), CompensationKey(parent, "charge"), Key(parent, "wipe")
 	for _, c := range []struct {
 		name   string
 		state  opstate.StepState

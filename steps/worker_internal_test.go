@@ -1,4 +1,4 @@
-package outbox
+package steps
 
 import (
 	"testing"
@@ -15,17 +15,17 @@ import (
 // outage of minutes before the reconciler hands its op to a person.
 func TestStepRunnerRetriesPromptly(t *testing.T) {
 	t.Parallel()
-	var w any = &stepsWorker{}
+	var w any = &worker{}
 	retrier, ok := w.(interface {
-		NextRetry(*river.Job[StepsArgs]) time.Time
+		NextRetry(*river.Job[Args]) time.Time
 	})
 	require.True(t, ok, "the step runner sets its own retry delays")
 	for attempt := 1; attempt <= stepsMaxAttempts; attempt++ {
-		job := &river.Job[StepsArgs]{JobRow: &rivertype.JobRow{Attempt: attempt}}
+		job := &river.Job[Args]{JobRow: &rivertype.JobRow{Attempt: attempt}}
 		wait := time.Until(retrier.NextRetry(job))
 		require.LessOrEqual(t, wait, stepRetryLimit+stepRetryLimit/5+time.Second, "attempt %d", attempt)
 	}
-	opts := stepsJob(&Op{ID: "op"}).InsertOpts
+	opts := job("op").InsertOpts
 	require.GreaterOrEqual(t, opts.MaxAttempts, 100, "a step runner outlasts a Postgres outage of minutes")
 	require.GreaterOrEqual(t, time.Duration(opts.MaxAttempts)*stepRetryLimit, 10*time.Minute)
 }

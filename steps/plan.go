@@ -1,4 +1,4 @@
-package outbox
+package steps
 
 import (
 	"encoding/json"
@@ -64,7 +64,7 @@ func planSteps(in stepInput) stepPlan {
 		return planCompensations(in, doc, indexOf(in.Steps, in.FailedStep), in.FailedStep, "")
 	}
 	for i, s := range in.Steps {
-		key := StepKey(in.ParentID, s.Name)
+		key := Key(in.ParentID, s.Name)
 		if why, refused := in.Refused[key]; refused {
 			return planFailure(in, doc, i, fmt.Sprintf("step %s was refused: %s", s.Name, why))
 		}
@@ -117,10 +117,10 @@ func planFailure(in stepInput, doc map[string]any, i int, why string) stepPlan {
 func planCompensations(in stepInput, doc map[string]any, i int, failed, why string) stepPlan {
 	for j := i - 1; j >= 0; j-- {
 		s := in.Steps[j]
-		if s.Compensate != nil && in.Ops[StepKey(in.ParentID, s.Name)] == nil && in.Purged[StepKey(in.ParentID, s.Name)] {
+		if s.Compensate != nil && in.Ops[Key(in.ParentID, s.Name)] == nil && in.Purged[Key(in.ParentID, s.Name)] {
 			return stepPlan{To: opstate.StepNeedsReview, Why: purgedWhy("step " + s.Name)}
 		}
-		if s.Compensate == nil || !succeeded(in.Ops[StepKey(in.ParentID, s.Name)]) {
+		if s.Compensate == nil || !succeeded(in.Ops[Key(in.ParentID, s.Name)]) {
 			continue
 		}
 		key := CompensationKey(in.ParentID, s.Name)
@@ -160,7 +160,7 @@ func stepDoc(in stepInput) map[string]any {
 	_ = json.Unmarshal(in.Args, &call)
 	steps := map[string]any{}
 	for _, s := range in.Steps {
-		op := in.Ops[StepKey(in.ParentID, s.Name)]
+		op := in.Ops[Key(in.ParentID, s.Name)]
 		if op == nil {
 			continue
 		}
