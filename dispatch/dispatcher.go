@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,7 +98,7 @@ type Accounts interface {
 
 // Sealed opens the sealed copy of an op's full arguments, stored when its tool redacts.
 type Sealed interface {
-	Open(tenantID int64, key string, sealed []byte) (json.RawMessage, error)
+	Open(tenantID int64, key string, sealed []byte) ([]byte, error)
 }
 
 // Observer is told how each vendor call ended, for metrics; outbox.Observer satisfies it.

@@ -207,7 +207,7 @@ func (d *Dispatcher) withhold(ctx context.Context, vendor vendorapi.Vendor, c *c
 			}
 			return &recordParams{status: protocol.StatusNeedsReview, errJSON: errJSON, outcome: "not_sent", errText: err.Error()}
 		}
-		op.Args = full
+		op.Args = json.RawMessage(full)
 		c.sealed = true
 	}
 	return nil

@@ -112,7 +112,7 @@ type ReportParams struct {
 	// line's op currency is empty.
 	Payments func(ctx context.Context, tenantID int64, tool string, args json.RawMessage) (*outbox.Payment, error)
 	// Accounts, when set, opens the vendor account an op of the tenant recorded
-	// (outbox.VendorSettings.Account): each vendor is then listed on every account the
+	// (vendoraccount.Settings.Account): each vendor is then listed on every account the
 	// window's ops were accepted under (a Lister reads the account from its context,
 	// vendorapi.AccountFrom), and on the installation's when the report is on every tenant
 	// or an op used it. Without it, each vendor is listed once, on the installation's.

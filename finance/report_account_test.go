@@ -13,9 +13,9 @@ import (
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/internal/testkit/optest"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -55,7 +55,7 @@ func TestATenantsReportListsOnlyItsAccount(t *testing.T) {
 	optest.Start(t, ob)
 	a, b := optest.Tenant(t, pool, "a"), optest.Tenant(t, pool, "b")
 	for id, acct := range map[int64]string{a: "acct_A", b: "acct_B"} {
-		require.NoError(t, ob.VendorSettings().Set(ctx, outbox.SetVendorParams{TenantID: id, Vendor: "stripe", Account: acct, By: "test"}))
+		require.NoError(t, ob.VendorSettings().Set(ctx, vendoraccount.SetParams{TenantID: id, Vendor: "stripe", Account: acct, By: "test"}))
 	}
 	since := time.Now().Add(-time.Minute)
 	opA := optest.Enqueue(t, ob, a, "pay-a", protocol.ToolPaymentIntent, map[string]any{"amount": 1000, "currency": "usd"})

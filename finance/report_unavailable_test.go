@@ -13,9 +13,9 @@ import (
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/internal/testkit/optest"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
@@ -40,7 +40,7 @@ func TestARefusedAccountLeavesTheReportStanding(t *testing.T) {
 	optest.Start(t, ob)
 	a, x := optest.Tenant(t, pool, "a"), optest.Tenant(t, pool, "x")
 	for id, acct := range map[int64]string{a: "acct_A", x: "acct_x"} {
-		require.NoError(t, ob.VendorSettings().Set(ctx, outbox.SetVendorParams{TenantID: id, Vendor: "stripe", Account: acct, By: "test"}))
+		require.NoError(t, ob.VendorSettings().Set(ctx, vendoraccount.SetParams{TenantID: id, Vendor: "stripe", Account: acct, By: "test"}))
 	}
 	since := time.Now().Add(-time.Minute)
 	opA := optest.Enqueue(t, ob, a, "pay-a", protocol.ToolPaymentIntent, map[string]any{"amount": 1000, "currency": "usd"})

@@ -94,14 +94,14 @@ func New(cfg Config) (*Governance, error) {
 // tenant's tool says so. Otherwise it is counted against every budget that applies:
 // an op that would exceed one waits for approval, or is refused with a
 // *BudgetExceededError when the budget says so.
-func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outbox.Verdict, error) {
+func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outbox.Admission, error) {
 	tr, err := g.tenantRuleAt(ctx, tx, op.Op.TenantID, op.Tool.Name, op.PolicyVersion)
 	if err != nil {
-		return outbox.Verdict{}, err
+		return outbox.Admission{}, err
 	}
 	in, err := g.installedAt(ctx, tx, op.InstallationVersion)
 	if err != nil {
-		return outbox.Verdict{}, err
+		return outbox.Admission{}, err
 	}
 	rule := g.ruleInForce(op.Tool, tr, in)
 	// A refund's payment is read at most once, for the rule and the budgets alike.
@@ -112,23 +112,23 @@ func (g *Governance) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (ou
 	// Budgets count what runs without a person.
 	budgets, err := g.budgetsFor(ctx, tx, op, in)
 	if err != nil || len(budgets) == 0 {
-		return outbox.Verdict{}, err
+		return outbox.Admission{}, err
 	}
 	_, over, err := g.chargeBudgets(ctx, tx, op, budgets, shown)
 	if err != nil || over == nil {
-		return outbox.Verdict{}, err
+		return outbox.Admission{}, err
 	}
 	if over.budget.onExceed() == ExceedRefuse && !over.approval {
-		return outbox.Verdict{}, &BudgetExceededError{Budget: over.budget.Name, Sentence: over.sentence, RetryAfter: over.retryAfter}
+		return outbox.Admission{}, &BudgetExceededError{Budget: over.budget.Name, Sentence: over.sentence, RetryAfter: over.retryAfter}
 	}
 	v := rule.hold(over.sentence + " It needs a person's approval.")
 	v.Hold.Budget = over.budget.Name
 	return v, nil
 }
 
-// hold is the verdict that makes an op wait under the rule, for why.
-func (e EffectiveRule) hold(why string) outbox.Verdict {
-	return outbox.Verdict{Hold: &outbox.Hold{Why: why, PolicyVersion: e.Version, Approvers: e.Rule.approvers()}}
+// hold is the admission that makes an op wait under the rule, for why.
+func (e EffectiveRule) hold(why string) outbox.Admission {
+	return outbox.Admission{Hold: &outbox.Hold{Why: why, PolicyVersion: e.Version, Approvers: e.Rule.approvers()}}
 }
 
 // CheckApproval implements outbox.Gate: an approval is bound to the policy version its

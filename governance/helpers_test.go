@@ -69,11 +69,11 @@ type call struct {
 // admit asks g about c in a transaction of its own, committed when the op is admitted
 // or held (as the enqueue's would be), and reads the rule's stored version as the
 // enqueue's insert does.
-func admit(t *testing.T, g *governance.Governance, pool *pgxpool.Pool, c call) (outbox.Verdict, error) {
+func admit(t *testing.T, g *governance.Governance, pool *pgxpool.Pool, c call) (outbox.Admission, error) {
 	t.Helper()
 	ctx := context.Background()
 	var (
-		v   outbox.Verdict
+		v   outbox.Admission
 		err error
 	)
 	txErr := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -93,14 +93,14 @@ func admit(t *testing.T, g *governance.Governance, pool *pgxpool.Pool, c call) (
 		return err
 	})
 	if err != nil {
-		return outbox.Verdict{}, err
+		return outbox.Admission{}, err
 	}
 	require.NoError(t, txErr)
 	return v, nil
 }
 
-// held returns why the verdict holds the op, or "" when it admits it.
-func held(v outbox.Verdict) string {
+// held returns why the admission holds the op, or "" when it admits it.
+func held(v outbox.Admission) string {
 	if v.Hold == nil {
 		return ""
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/internal/storable"
 	"github.com/oncebox/oncebox/protocol"
 )
 
@@ -151,7 +152,7 @@ func checkDecision(d *Decision) (string, error) {
 		return "", err
 	}
 	for _, f := range []struct{ name, value string }{{"reason", d.Reason}, {"actor", d.Actor}, {"fingerprint", d.Fingerprint}} {
-		if err := CheckStorableText(f.name, f.value); err != nil {
+		if err := storable.CheckText(f.name, f.value); err != nil {
 			return "", err
 		}
 	}
@@ -325,208 +326,6 @@ func rejectAction(by opstate.Actor) opstate.Action {
 		return opstate.Reject
 	}
 	return ""
-}
-
-// expireTx rejects a locked op whose wait for approval ran out.
-func (ob *Outbox) expireTx(ctx context.Context, tx pgx.Tx, op *Op, sealed bool, a *approvalRow) (*opstate.Applied, error) {
-	msg := "approval expired: nobody decided between " + a.requestedAt.UTC().Format(time.RFC3339) +
-		" and " + a.expiresAt.UTC().Format(time.RFC3339)
-	errJSON, _ := json.Marshal(map[string]string{"class": "rejected", "code": "approval_expired", "message": msg})
-	return ob.settleRejected(ctx, tx, op, sealed, opstate.Expiry, "", "approval_expired",
-		map[string]any{"reason": "approval expired", "expired_at": a.expiresAt}, errJSON, "expired")
-}
-
-// expireIfDue rejects op when it awaits approval past its expiry, and returns it as it
-// then stands. Reads (Get, a replayed enqueue) call it, so that an agent sees the expiry
-// on its next read even before the periodic sweep.
-func (ob *Outbox) expireIfDue(ctx context.Context, op *Op) (*Op, error) {
-	if op.Status != protocol.StatusAwaitingApproval {
-		return op, nil
-	}
-	var (
-		out     *Op
-		applied *opstate.Applied
-	)
-	err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-		var err error
-		out, applied, err = ob.expireIfDueTx(ctx, tx, op.ID)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outbox: expire approval: %w", err)
-	}
-	applied.Report()
-	if out == nil {
-		return op, nil
-	}
-	return out, nil
-}
-
-// expireIfDueTx locks the op with id and rejects it when its wait has run out. It
-// returns the op as it stands (nil when gone) and the transition, when it expired now
-// (report it once committed).
-func (ob *Outbox) expireIfDueTx(ctx context.Context, tx pgx.Tx, id string) (*Op, *opstate.Applied, error) {
-	op := &Op{}
-	var sealed bool
-	if err := tx.QueryRow(ctx, sqlOpByIDForDecision, id).Scan(append(op.scanDest(), &sealed)...); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil, nil
-		}
-		return nil, nil, err
-	}
-	op.fromScan()
-	if op.Status != protocol.StatusAwaitingApproval {
-		return op, nil, nil
-	}
-	a, err := readApproval(ctx, tx, op.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return op, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if a.decision != nil || !a.expired {
-		return op, nil, nil
-	}
-	applied, err := ob.expireTx(ctx, tx, op, sealed, a)
-	if err != nil {
-		return nil, nil, err
-	}
-	if applied != nil {
-		op.UpdatedAt = time.Now()
-	}
-	return op, applied, nil
-}
-
-// ExpireApprovals rejects, in batches, every op whose wait for approval ran out, and
-// returns how many. The TTL purge job runs it.
-func (ob *Outbox) ExpireApprovals(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		rows, err := ob.pool.Query(ctx, sqlDueApprovals, 100)
-		if err != nil {
-			return total, fmt.Errorf("outbox: find expired approvals: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return total, fmt.Errorf("outbox: find expired approvals: %w", err)
-		}
-		n := 0
-		for _, id := range ids {
-			var applied *opstate.Applied
-			err := pgx.BeginFunc(ctx, ob.pool, func(tx pgx.Tx) error {
-				var err error
-				_, applied, err = ob.expireIfDueTx(ctx, tx, id)
-				return err
-			})
-			if err != nil {
-				return total, fmt.Errorf("outbox: expire approval of op %s: %w", id, err)
-			}
-			if applied != nil {
-				applied.Report()
-				n++
-			}
-		}
-		total += n
-		if len(ids) < 100 || n == 0 {
-			return total, nil
-		}
-	}
-}
-
-// Waiting is an op that awaits a person's decision, for GET /v1/approvals.
-type Waiting struct {
-	Op *Op
-	// Why says in one sentence why the op waits.
-	Why           string
-	PolicyVersion string
-	// Approvals is how many distinct approvals it has, of ApproversNeeded.
-	Approvals, ApproversNeeded int
-	RequestedAt, ExpiresAt     time.Time
-	// RequestedByToken is the id of the API token that asked (0: none recorded).
-	RequestedByToken int64
-	// Amount and Currency are the op's, when its tool has an amount (HasAmount); a
-	// refund's currency is its payment's, when oncebox made that payment.
-	Amount    int64
-	Currency  string
-	HasAmount bool
-	// Payment is the payment a refund gives money back from (Tool.RefundOf); nil for
-	// an op that refunds nothing.
-	Payment *Payment
-}
-
-// ListWaiting returns the tenant's ops that await approval, oldest first, at most
-// limit of them, with their arguments in redacted form (tools with Redact). An op whose
-// wait ran out is left out (the next read or sweep rejects it).
-func (ob *Outbox) ListWaiting(ctx context.Context, tenantID int64, limit int) ([]Waiting, error) {
-	rows, err := ob.pool.Query(ctx, sqlListWaiting, tenantID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: list approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []Waiting
-	for rows.Next() {
-		w := Waiting{Op: &Op{}}
-		var sealed bool
-		dest := append(w.Op.scanDest(), &sealed, &w.Why, &w.PolicyVersion, &w.ApproversNeeded, &w.RequestedAt, &w.ExpiresAt,
-			&w.Approvals, &w.RequestedByToken)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("outbox: list approvals: %w", err)
-		}
-		w.Op.fromScan()
-		if tool, ok := ob.cfg.Tools.Lookup(w.Op.Tool); ok {
-			if tool.Amount != nil {
-				w.Amount, w.Currency, w.HasAmount = tool.Amount(w.Op.Args)
-			}
-			// Stored args are the redacted form when sealed; redact full ones for display.
-			if tool.Redact != nil && !sealed {
-				w.Op.Args = tool.Redact(w.Op.Args)
-			}
-		}
-		out = append(out, w)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: list approvals: %w", err)
-	}
-	rows.Close()
-	for i := range out {
-		if err := ob.addPayment(ctx, tenantID, &out[i]); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// addPayment sets the payment a waiting refund gives money back from, and its
-// currency as the refund's.
-func (ob *Outbox) addPayment(ctx context.Context, tenantID int64, w *Waiting) error {
-	tool, ok := ob.cfg.Tools.Lookup(w.Op.Tool)
-	if !ok || tool.RefundOf == "" {
-		return nil
-	}
-	p, err := paymentOf(ctx, ob.pool, ob.cfg.Tools, tenantID, tool, w.Op.Args)
-	if err != nil {
-		return err
-	}
-	w.Payment = p
-	if w.Currency == "" {
-		w.Currency = p.Currency
-	}
-	return nil
-}
-
-// WaitReason returns why the tenant's op waits (or waited) for approval, or "" when it
-// never did.
-func (ob *Outbox) WaitReason(ctx context.Context, tenantID int64, opID string) (string, error) {
-	var why string
-	err := ob.pool.QueryRow(ctx, sqlWaitReason, tenantID, opID).Scan(&why)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("outbox: read approval reason: %w", err)
-	}
-	return why, nil
 }
 
 // VoterForToken returns the Decision.Voter of an API token, so that four-eyes rules

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -30,7 +29,7 @@ func (ob *Outbox) newDispatcher() error {
 		Vendors:    ob.vendors,
 		JobTimeout: ob.jobTimeout,
 		Tools:      c.Tools,
-		Sealed:     sealOpener{ob.sealer},
+		Sealed:     ob.sealer,
 		Accounts:   ob.accounts,
 		HandOverTx: func(ctx context.Context, tx pgx.Tx) error {
 			return ob.reconciler.HandOverTx(ctx, tx, ob.river)
@@ -47,13 +46,4 @@ func (ob *Outbox) newDispatcher() error {
 	}
 	ob.dispatcher = d
 	return nil
-}
-
-// sealOpener opens sealed arguments for dispatch with the Outbox's sealer (nil without
-// a seal key: every open then fails).
-type sealOpener struct{ s *sealer }
-
-// Open implements dispatch.Sealed.
-func (o sealOpener) Open(tenantID int64, key string, sealed []byte) (json.RawMessage, error) {
-	return o.s.open(tenantID, key, sealed)
 }

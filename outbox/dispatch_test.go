@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/dispatch"
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
@@ -621,7 +622,7 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	tool.Redact = func(json.RawMessage) json.RawMessage { return json.RawMessage(`{"redacted":true}`) }
 	reg, err := outbox.NewRegistry(tool)
 	require.NoError(t, err)
-	keyA, keyB := make([]byte, outbox.SealKeySize), make([]byte, outbox.SealKeySize)
+	keyA, keyB := make([]byte, seal.KeySize), make([]byte, seal.KeySize)
 	keyB[0] = 1
 	writer, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: keyA})
 	require.NoError(t, err)

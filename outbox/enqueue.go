@@ -6,20 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/steps"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -224,103 +219,6 @@ func (ob *Outbox) observeEnqueue(tool string, res *EnqueueResult, inCallerTx boo
 	}
 }
 
-// Prepared is a tool call validated once, whichever door it came in by (HTTP, MCP,
-// stdio, the Go API): its key normalized, its arguments checked against the tool and
-// what Postgres can store, and its fingerprint computed. EnqueuePrepared records it
-// without validating it again.
-type Prepared struct {
-	// Key is the normalized idempotency key ("" until WithKey, for PrepareUnkeyed).
-	Key         string
-	Tool        vendorapi.Tool
-	Args        json.RawMessage
-	Fingerprint Fingerprint
-	// params are the call's, Key and Args as normalized.
-	params EnqueueParams
-}
-
-// Prepare validates a tool call without touching the database: the tenant, the key,
-// the conversation references, the arguments and the tool, and computes the
-// fingerprint.
-func (ob *Outbox) Prepare(params EnqueueParams) (*Prepared, error) {
-	return ob.prepare(params, true)
-}
-
-// PrepareUnkeyed is Prepare for a caller that derives the call's key from the call
-// itself (its fingerprint, its identity): params.Key is ignored. Give the prepared call
-// its key with WithKey before enqueueing it.
-func (ob *Outbox) PrepareUnkeyed(params EnqueueParams) (*Prepared, error) {
-	return ob.prepare(params, false)
-}
-
-// WithKey returns the prepared call under the idempotency key key (normalized with
-// NormalizeKey). byIdentity is EnqueueParams.ByIdentity.
-func (p *Prepared) WithKey(key string, byIdentity bool) (*Prepared, error) {
-	k, err := protocol.NormalizeKey(key)
-	if err != nil {
-		return nil, err
-	}
-	out := *p
-	out.Key, out.params.Key, out.params.ByIdentity = k, k, byIdentity
-	return &out, nil
-}
-
-func (ob *Outbox) prepare(params EnqueueParams, keyed bool) (*Prepared, error) {
-	if params.TenantID == 0 {
-		return nil, errors.New("outbox: EnqueueParams.TenantID is required")
-	}
-	key := ""
-	if keyed {
-		var err error
-		if key, err = protocol.NormalizeKey(params.Key); err != nil {
-			return nil, err
-		}
-		if strings.HasPrefix(key, steps.KeyPrefix) && !params.step {
-			return nil, &protocol.KeyError{Rule: "reserved", Detail: fmt.Sprintf("begins with %q, which oncebox keeps for the steps of composite tools", steps.KeyPrefix)}
-		}
-	}
-	for _, f := range []struct{ name, value string }{{"conversation_id", params.ConversationID}, {"tool_call_id", params.ToolCallID}} {
-		if len(f.value) > MaxRefBytes {
-			return nil, &vendorapi.ValidationError{Field: f.name, Message: fmt.Sprintf("is %d bytes long; the limit is %d", len(f.value), MaxRefBytes)}
-		}
-		if err := CheckStorableText(f.name, f.value); err != nil {
-			return nil, err
-		}
-	}
-	args, err := checkArgs(params.Args)
-	if err != nil {
-		return nil, err
-	}
-	tool, err := ob.cfg.Tools.ValidateFor(params.TenantID, params.Tool, args)
-	if err != nil {
-		return nil, err
-	}
-	fp, err := ob.Fingerprint(params.Tool, args)
-	if err != nil {
-		return nil, &vendorapi.ValidationError{Field: "args", Message: err.Error()}
-	}
-	params.Key, params.Args = key, args
-	return &Prepared{Key: key, Tool: tool, Args: args, Fingerprint: fp, params: params}, nil
-}
-
-// checkArgs checks an args document's size, syntax and what Postgres can store, and
-// returns it ({} when empty).
-func checkArgs(args json.RawMessage) (json.RawMessage, error) {
-	if len(args) > MaxArgsBytes {
-		return nil, &vendorapi.ValidationError{Field: "args", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(args), MaxArgsBytes)}
-	}
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if !json.Valid(args) {
-		return nil, &vendorapi.ValidationError{Field: "args", Message: "is not valid JSON"}
-	}
-	// What Postgres cannot store is refused here rather than failing at insert.
-	if err := CheckStorableJSON("args", args); err != nil {
-		return nil, err
-	}
-	return args, nil
-}
-
 func (ob *Outbox) enqueueTx(ctx context.Context, tx pgx.Tx, p *Prepared, batch *jobBatch) (*EnqueueResult, error) {
 	row, err := ob.newOpRow(ctx, p)
 	if err != nil {
@@ -355,7 +253,7 @@ func (ob *Outbox) newOpRow(ctx context.Context, p *Prepared) (*opRow, error) {
 	row := &opRow{args: p.Args, vendorKey: vendorapi.VendorKey(p.params.TenantID, p.Key, p.Tool.Name, 0), trace: tracing.Current(ctx)}
 	if p.Tool.Redact != nil && ob.sealer != nil {
 		var err error
-		if row.sealed, err = ob.sealer.seal(p.params.TenantID, p.Key, p.Args); err != nil {
+		if row.sealed, err = ob.sealer.Seal(p.params.TenantID, p.Key, p.Args); err != nil {
 			return nil, err
 		}
 		row.args = p.Tool.Redact(p.Args)
@@ -475,155 +373,4 @@ func (ob *Outbox) replay(ctx context.Context, tx pgx.Tx, p *Prepared, op *Op) (*
 		}
 	}
 	return &EnqueueResult{Op: op, Replayed: true, Matched: matched, expired: expired}, nil
-}
-
-// admit checks that the objects the op just inserted names are the tenant's, asks the
-// gate about it, once, and then inserts its dispatch job, or makes it wait for a person,
-// or removes it again when either refuses it.
-func (ob *Outbox) admit(ctx context.Context, tx pgx.Tx, p *Prepared, ins *insertion, batch *jobBatch) (*EnqueueResult, error) {
-	op := ins.op
-	var verdict Verdict
-	ctx, err := ob.withOpAccount(ctx, op, p.Tool)
-	if err == nil {
-		err = ob.checkObjects(ctx, tx, p, op)
-	}
-	if err == nil {
-		verdict, err = ob.cfg.Gate.Admit(ctx, tx, GateOp{Op: op, Tool: ob.gateTool(p.Tool), Args: p.Args, TokenID: p.params.TokenID,
-			SessionConversation: p.params.SessionConversation,
-			PolicyVersion:       ins.policyVersion, BudgetVersion: ins.budgetVersion,
-			InstallationVersion: ins.installationVersion})
-	}
-	if err != nil {
-		// A refusal records nothing, in the caller's transaction too.
-		if _, delErr := tx.Exec(ctx, sqlDeleteRefusedOp, op.ID); delErr != nil {
-			return nil, errors.Join(err, fmt.Errorf("outbox: remove refused op: %w", delErr))
-		}
-		return nil, &admissionRefusal{err: err}
-	}
-	res := &EnqueueResult{Op: op, ExpiryCollision: ins.tombstone != nil}
-	if verdict.Hold == nil {
-		return res, ob.addJobTx(ctx, tx, op, batch)
-	}
-	res.Why = verdict.Hold.Why
-	return res, ob.holdTx(ctx, tx, res, op, p, verdict.Hold)
-}
-
-// withOpAccount returns ctx carrying the vendor account the new op was accepted under
-// (WithAccount), for the vendor reads of the tool's ObjectArg.Tag and Price. An own key
-// is opened only for a tool that may read.
-func (ob *Outbox) withOpAccount(ctx context.Context, op *Op, tool vendorapi.Tool) (context.Context, error) {
-	if op.VendorAccount == "" || (len(tool.Objects) == 0 && tool.Price == nil) {
-		return vendorapi.WithAccount(ctx, vendorapi.Account{Ref: op.VendorAccount}), nil
-	}
-	acct, err := ob.accounts.Account(ctx, op.TenantID, op.Vendor, op.VendorAccount)
-	if err != nil {
-		return ctx, err
-	}
-	return vendorapi.WithAccount(ctx, acct), nil
-}
-
-// holdTx makes a new op wait for a person: its status, its approval request and its
-// notification.
-func (ob *Outbox) holdTx(ctx context.Context, tx pgx.Tx, res *EnqueueResult, op *Op, p *Prepared, h *Hold) error {
-	held, err := ob.ops.Hold(ctx, tx, op.ID, map[string]string{"why": h.Why})
-	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
-	}
-	if held == nil {
-		return fmt.Errorf("outbox: hold op for approval: op %s is no longer pending", op.ID)
-	}
-	res.held = held
-	op.Status = protocol.StatusAwaitingApproval
-	if err := ob.requestApprovalTx(ctx, tx, op, h, p.params.TokenID); err != nil {
-		return err
-	}
-	return ob.notifyTx(ctx, tx, op, p.Tool, p.Args, h.Why)
-}
-
-// liveJobStates are the River job states in which a dispatch job may still run. An op
-// has at most one dispatch job in them (River's unique jobs, by op id), so a resend,
-// the reconciler and a rescued job never run one op at once. A finished job (completed,
-// discarded, cancelled) does not count: the op may get a new one.
-func liveJobStates() []rivertype.JobState {
-	return []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
-		rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
-}
-
-// insertJobTx inserts the op's dispatch job unless the op has a live one already;
-// River then skips the insert as a duplicate, and the live job dispatches the op.
-func (ob *Outbox) insertJobTx(ctx context.Context, tx pgx.Tx, op *Op) error {
-	return ob.addJobTx(ctx, tx, op, nil)
-}
-
-// jobBatch holds the jobs of a group commit's calls, inserted together in one
-// statement before the group's COMMIT (see committer.commit) instead of one each.
-type jobBatch struct{ jobs []river.InsertManyParams }
-
-// addJobTx inserts the op's job as insertJobTx does or, with a batch, adds it to the
-// batch for the insert of them all. A composite op's step run row is inserted now
-// either way.
-func (ob *Outbox) addJobTx(ctx context.Context, tx pgx.Tx, op *Op, batch *jobBatch) error {
-	var job river.InsertManyParams
-	if op.Vendor == vendorapi.StepsVendor {
-		var err error
-		if job, err = steps.StartTx(ctx, tx, op.ID); err != nil {
-			return fmt.Errorf("outbox: %w", err)
-		}
-	} else {
-		job = ob.dispatchJob(op)
-	}
-	if batch != nil {
-		batch.jobs = append(batch.jobs, job)
-		return nil
-	}
-	if _, err := ob.river.InsertTx(ctx, tx, job.Args, job.InsertOpts); err != nil {
-		return fmt.Errorf("outbox: insert %s job: %w", job.Args.Kind(), err)
-	}
-	return nil
-}
-
-// dispatchJob is the op's dispatch job: unique by op id among the live ones.
-func (ob *Outbox) dispatchJob(op *Op) river.InsertManyParams {
-	return river.InsertManyParams{Args: dispatch.Args{OpID: op.ID, Vendor: op.Vendor}, InsertOpts: &river.InsertOpts{
-		Queue:       dispatch.QueueName(op.Vendor),
-		MaxAttempts: ob.cfg.riverMaxAttempts(),
-		UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},
-	}}
-}
-
-// rowScanner is what pgx.Row and pgx.Rows have in common.
-type rowScanner interface {
-	Scan(dest ...any) error
-}
-
-// scanTarget holds the columns of opColumns while they are scanned.
-type scanTarget struct {
-	fp     []byte
-	status string
-}
-
-func (op *Op) scanDest() []any {
-	op.scan = &scanTarget{}
-	return []any{&op.ID, &op.TenantID, &op.Key, &op.Tool, &op.Vendor, &op.Args, &op.scan.fp, &op.scan.status,
-		&op.Attempts, &op.Generation, &op.VendorKey, &op.VendorRef, &op.Result, &op.Error,
-		&op.ConversationID, &op.ToolCallID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &op.DispatchStartedAt, &op.TraceParent,
-		&op.VendorAccount}
-}
-
-func (op *Op) fromScan() {
-	copy(op.Fingerprint[:], op.scan.fp)
-	op.Status = protocol.Status(op.scan.status)
-	op.scan = nil
-}
-
-func scanOp(row rowScanner) (*Op, error) {
-	op := &Op{}
-	if err := row.Scan(op.scanDest()...); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, ErrNotFound
-		}
-		return nil, err
-	}
-	op.fromScan()
-	return op, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendorapi"
 )
@@ -30,7 +31,7 @@ func TestRedactedToolFingerprintIsKeyed(t *testing.T) {
 	pool := newSchema(t)
 	reg, err := outbox.NewRegistry(redactingTool(), echoTool("echo"))
 	require.NoError(t, err)
-	sealKey := make([]byte, outbox.SealKeySize)
+	sealKey := make([]byte, seal.KeySize)
 	sealKey[0] = 1
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: sealKey})
 	require.NoError(t, err)
@@ -51,7 +52,7 @@ func TestRedactedToolFingerprintIsKeyed(t *testing.T) {
 	require.Equal(t, fp, res.Op.Fingerprint)
 
 	// Another seal key gives another fingerprint: it is keyed.
-	otherKey := make([]byte, outbox.SealKeySize)
+	otherKey := make([]byte, seal.KeySize)
 	other, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: otherKey})
 	require.NoError(t, err)
 	fp2, err := other.Fingerprint("test.secret", args)

@@ -16,11 +16,11 @@ import (
 // job is. Package governance implements it with approval rules, budgets and tenant
 // policies.
 type Gate interface {
-	// Admit returns the verdict on op: the zero Verdict admits it; a Verdict with Hold
-	// makes it wait for a person. An error refuses it: nothing the enqueue wrote stays,
-	// and the enqueue returns the error, wrapped (errors.Is and errors.As find it: a
-	// typed error the caller maps, such as governance's *BudgetExceededError).
-	Admit(ctx context.Context, tx pgx.Tx, op GateOp) (Verdict, error)
+	// Admit returns the admission of op: the zero Admission admits it; an Admission
+	// with Hold makes it wait for a person. An error refuses it: nothing the enqueue
+	// wrote stays, and the enqueue returns the error, wrapped (errors.Is and errors.As
+	// find it: a typed error the caller maps, such as governance's *BudgetExceededError).
+	Admit(ctx context.Context, tx pgx.Tx, op GateOp) (Admission, error)
 	// CheckApproval is asked, in the decision's transaction, before a person's approval
 	// of an op that waits under policyVersion (Hold.PolicyVersion) is counted. It
 	// returns an error wrapping ErrPolicyChanged when the policy in force for the op's
@@ -57,8 +57,9 @@ type GateOp struct {
 	InstallationVersion string
 }
 
-// Verdict is a gate's decision about a new op.
-type Verdict struct {
+// Admission is a gate's answer about a new op: it runs, or it waits for a person (a
+// refusal is Admit's error); a person's decision about a held op is a Decision.
+type Admission struct {
 	// Hold, when set, makes the op wait for a person's approval. Nil admits it.
 	Hold *Hold
 }
@@ -97,11 +98,11 @@ const ToolRulesVersion = "tool"
 type ToolRules struct{}
 
 // Admit implements Gate.
-func (ToolRules) Admit(_ context.Context, _ pgx.Tx, op GateOp) (Verdict, error) {
+func (ToolRules) Admit(_ context.Context, _ pgx.Tx, op GateOp) (Admission, error) {
 	if op.Tool.NeedsApproval == nil || !op.Tool.NeedsApproval(op.Args) {
-		return Verdict{}, nil
+		return Admission{}, nil
 	}
-	return Verdict{Hold: &Hold{PolicyVersion: ToolRulesVersion,
+	return Admission{Hold: &Hold{PolicyVersion: ToolRulesVersion,
 		Why: fmt.Sprintf("This %s needs a person's approval (its amount is above the configured threshold, or it has none).", op.Tool.Name)}}, nil
 }
 

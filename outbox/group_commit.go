@@ -32,19 +32,14 @@ import (
 // a call whose admission needs one leaves the group, makes the read with no transaction
 // open, and joins a later group (enqueueReadingFirst).
 type GroupCommit struct {
-	// MaxOps bounds the calls committed together. 0 or 1 turns group commit off.
+	// MaxOps bounds the calls committed together. 0 or 1 turns group commit off;
+	// oncebox serve sets 32 unless told otherwise (ONCEBOX_GROUP_COMMIT_OPS).
 	MaxOps int
 	// Committers is how many group transactions may be open at once, each on a pooled
-	// connection; the calls that arrive meanwhile wait for the next group. Defaults to
-	// DefaultGroupCommitters when MaxOps is set.
+	// connection; the calls that arrive meanwhile wait for the next group. Defaults to 4
+	// when MaxOps is set.
 	Committers int
 }
-
-// DefaultGroupCommitters is GroupCommit.Committers' default.
-const DefaultGroupCommitters = 4
-
-// DefaultGroupCommitOps is the MaxOps serve uses by default.
-const DefaultGroupCommitOps = 32
 
 // on reports whether group commit is on.
 func (g GroupCommit) on() bool { return g.MaxOps > 1 }
@@ -65,7 +60,7 @@ type committer struct {
 
 func newCommitter(ob *Outbox, cfg GroupCommit) *committer {
 	if cfg.Committers < 1 {
-		cfg.Committers = DefaultGroupCommitters
+		cfg.Committers = groupcommit.DefaultCommitters
 	}
 	c := &committer{ob: ob}
 	c.calls = groupcommit.New(groupcommit.Config{MaxOps: cfg.MaxOps, Committers: cfg.Committers},

@@ -24,19 +24,19 @@ var errRefusedForTest = errors.New("refused by the test's gate")
 // admits the others.
 type refusalGate struct{}
 
-func (refusalGate) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outbox.Verdict, error) {
+func (refusalGate) Admit(ctx context.Context, tx pgx.Tx, op outbox.GateOp) (outbox.Admission, error) {
 	var a struct{ N int }
 	_ = json.Unmarshal(op.Args, &a)
 	switch a.N {
 	case 13:
-		return outbox.Verdict{}, errRefusedForTest
+		return outbox.Admission{}, errRefusedForTest
 	case 666:
 		_, err := tx.Exec(ctx, "SELECT 1 / 0")
-		return outbox.Verdict{}, err
+		return outbox.Admission{}, err
 	case 777:
 		panic("the test's gate panics")
 	}
-	return outbox.Verdict{}, nil
+	return outbox.Admission{}, nil
 }
 
 func (refusalGate) CheckApproval(context.Context, pgx.Tx, *outbox.Op, vendorapi.Tool, string) error {

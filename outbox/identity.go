@@ -123,7 +123,7 @@ func (ob *Outbox) fullArgs(ctx context.Context, tx pgx.Tx, tool vendorapi.Tool, 
 	if len(sealed) == 0 {
 		return nil, false, nil
 	}
-	args, err := ob.sealer.open(op.TenantID, op.Key, sealed)
+	args, err := ob.sealer.Open(op.TenantID, op.Key, sealed)
 	if err != nil {
 		return nil, false, nil // not comparable; the match stands
 	}

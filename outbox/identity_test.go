@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendorapi"
 )
@@ -34,7 +35,7 @@ func TestIdentityMatchIsRecordedNotRefused(t *testing.T) {
 	pool := newSchema(t)
 	reg, err := outbox.NewRegistry(noteTool())
 	require.NoError(t, err)
-	sealKey := make([]byte, outbox.SealKeySize)
+	sealKey := make([]byte, seal.KeySize)
 	_, _ = rand.Read(sealKey)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: sealKey})
 	require.NoError(t, err)

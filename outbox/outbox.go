@@ -15,12 +15,14 @@ import (
 
 	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/steps"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -302,9 +304,9 @@ type Outbox struct {
 	river   *river.Client[pgx.Tx]
 	vendors map[string]vendorapi.Vendor
 	logger  *slog.Logger
-	sealer  *sealer
+	sealer  *seal.Sealer
 	// accounts opens the keys of the ops sent with their tenant's own key.
-	accounts *VendorSettings
+	accounts *vendoraccount.Settings
 	// fpKey keys the fingerprints of tools with Redact (nil without a seal key).
 	fpKey []byte
 	// ops makes every status change of an op (internal/opstate owns the table).
@@ -325,7 +327,7 @@ type Outbox struct {
 
 // VendorSettings returns the tenants' vendor settings, stored in the outbox's pool and
 // sealed with its seal key.
-func (ob *Outbox) VendorSettings() *VendorSettings { return ob.accounts }
+func (ob *Outbox) VendorSettings() *vendoraccount.Settings { return ob.accounts }
 
 // New builds an Outbox and its River client. Call Start to work jobs.
 func New(cfg Config) (*Outbox, error) {
@@ -374,19 +376,21 @@ func newOutbox(c Config) (*Outbox, error) {
 		ob.vendors[v.Name()] = v
 	}
 	if len(c.SealKey) > 0 {
-		s, err := newSealer(c.SealKey)
+		s, err := seal.New(c.SealKey)
 		if err != nil {
 			return nil, err
 		}
 		ob.sealer = s
 		ob.fpKey = fingerprintKey(c.SealKey)
-		ob.accounts = &VendorSettings{pool: c.Pool, sealer: s}
+		if ob.accounts, err = vendoraccount.New(c.Pool, c.SealKey); err != nil {
+			return nil, err
+		}
 		if err := ob.newReconciler(); err != nil {
 			return nil, err
 		}
 		return ob, nil
 	}
-	ob.accounts = &VendorSettings{pool: c.Pool}
+	ob.accounts, _ = vendoraccount.New(c.Pool, nil) // without a seal key it cannot fail
 	if err := ob.newReconciler(); err != nil {
 		return nil, err
 	}
@@ -471,7 +475,7 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 		}
 		rc.Queues[steps.Queue] = river.QueueConfig{MaxWorkers: 10}
 	}
-	rc.Queues[MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
+	rc.Queues[reconcile.MaintenanceQueue] = river.QueueConfig{MaxWorkers: 2}
 	if c.Notify != nil {
 		rc.Queues[notify.Queue] = river.QueueConfig{MaxWorkers: 5}
 	}

@@ -5,11 +5,7 @@ import (
 	"fmt"
 
 	"github.com/oncebox/oncebox/purge"
-	"github.com/oncebox/oncebox/reconcile"
 )
-
-// MaintenanceQueue is the River queue of oncebox's periodic jobs (purge, reconcile sweep).
-const MaintenanceQueue = reconcile.MaintenanceQueue
 
 // purgeDeps is what the purge (package purge) uses of the Outbox.
 func (ob *Outbox) purgeDeps() purge.Deps {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
@@ -52,7 +53,7 @@ func TestRejectDropsSealedArgs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	calls := 0
-	key := make([]byte, outbox.SealKeySize)
+	key := make([]byte, seal.KeySize)
 	e, tenant := newApprovalOutbox(t, &calls, key)
 
 	enqueue := func(k string) *outbox.Op {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/purge"
@@ -23,7 +24,7 @@ func TestRetentionStartsWhenTheOpIsTerminal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	calls := 0
-	e, tenant := newApprovalOutbox(t, &calls, make([]byte, outbox.SealKeySize))
+	e, tenant := newApprovalOutbox(t, &calls, make([]byte, seal.KeySize))
 	res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "weekend", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
 	// The op has waited longer than its TTL.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncebox/oncebox/internal/opstate"
+	"github.com/oncebox/oncebox/internal/storable"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
 )
@@ -68,7 +69,7 @@ func (ob *Outbox) ResolveSucceeded(ctx context.Context, tenantID int64, key, ven
 	if vendorRef == "" {
 		return nil, errors.New("outbox: resolve succeeded: vendorRef is required")
 	}
-	if err := CheckStorableText("vendor_ref", vendorRef); err != nil {
+	if err := storable.CheckText("vendor_ref", vendorRef); err != nil {
 		return nil, err
 	}
 	return ob.resolve(ctx, tenantID, key, protocol.StatusSucceeded, opstate.Resolve, "resolved_succeeded", reason, actor,
@@ -146,7 +147,7 @@ func (ob *Outbox) resolve(ctx context.Context, tenantID int64, rawKey string, to
 		return nil, errors.New("outbox: actor is required: name the person deciding")
 	}
 	for _, f := range []struct{ name, value string }{{"reason", reason}, {"actor", actor}} {
-		if err := CheckStorableText(f.name, f.value); err != nil {
+		if err := storable.CheckText(f.name, f.value); err != nil {
 			return nil, err
 		}
 	}

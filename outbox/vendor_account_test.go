@@ -10,10 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/internal/testkit/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
@@ -29,7 +31,7 @@ type accountEnv struct {
 
 func newAccountEnv(t *testing.T, vendors ...vendorapi.Vendor) *accountEnv {
 	t.Helper()
-	key := make([]byte, outbox.SealKeySize)
+	key := make([]byte, seal.KeySize)
 	_, _ = rand.Read(key)
 	logs := &testlog.Buffer{}
 	e := newSweepEnvFrom(t, vendors, outbox.Config{SealKey: key,
@@ -40,7 +42,7 @@ func newAccountEnv(t *testing.T, vendors ...vendorapi.Vendor) *accountEnv {
 func (e *accountEnv) set(t *testing.T, tenant int64, vendor, account, key string) {
 	t.Helper()
 	require.NoError(t, e.ob.VendorSettings().Set(context.Background(),
-		outbox.SetVendorParams{TenantID: tenant, Vendor: vendor, Account: account, APIKey: key, By: "test"}))
+		vendoraccount.SetParams{TenantID: tenant, Vendor: vendor, Account: account, APIKey: key, By: "test"}))
 }
 
 // tags returns the op ids the payment intents of one account of the fake are tagged with.
@@ -138,7 +140,7 @@ func TestOwnStripeKeyIsUsedAndNeverShown(t *testing.T) {
 	e.set(t, e.tenant, "stripe", "", sentinel)
 
 	ok := e.enqueue(t, "pay-own", protocol.ToolPaymentIntent, piArgs(700))
-	require.Equal(t, vendorapi.KeyRefPrefix+outbox.KeyFingerprint(sentinel), ok.VendorAccount)
+	require.Equal(t, vendorapi.KeyRefPrefix+vendoraccount.KeyFingerprint(sentinel), ok.VendorAccount)
 	e.waitStatus(t, ok.ID, protocol.StatusSucceeded)
 	require.Equal(t, []string{ok.ID}, tags(own), "sent with the tenant's key, so on its account")
 	declined := e.enqueue(t, "pay-declined", protocol.ToolPaymentIntent,
@@ -148,7 +150,7 @@ func TestOwnStripeKeyIsUsedAndNeverShown(t *testing.T) {
 	list, err := e.ob.VendorSettings().List(context.Background(), e.tenant)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	require.Equal(t, outbox.KeyFingerprint(sentinel), list[0].KeyFingerprint)
+	require.Equal(t, vendoraccount.KeyFingerprint(sentinel), list[0].KeyFingerprint)
 	require.Equal(t, "…ffee", list[0].KeyHint)
 	require.Empty(t, list[0].Account)
 	require.NotContains(t, e.logs.String(), sentinel)

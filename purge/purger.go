@@ -14,8 +14,7 @@ import (
 )
 
 // MaintenanceQueue is the River queue of oncebox's periodic jobs (the purge, the
-// reconciler's sweep). reconcile.MaintenanceQueue and outbox.MaintenanceQueue are the
-// same name.
+// reconciler's sweep). reconcile.MaintenanceQueue is the same name.
 const MaintenanceQueue = "oncebox_maintenance"
 
 // Config configures the TTL purge of settled ops. outbox.Config.Purge holds it.

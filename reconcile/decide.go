@@ -80,8 +80,10 @@ type policy struct {
 	resendOnNone bool
 }
 
-// decision is what the reconciler decided about one op, before it is written.
-type decision struct {
+// settlement is how the reconciler settles one unknown op, before it is written: the
+// op's change (adopted, resent, handed to a person, or checked again later) and its
+// name, one of the decision constants.
+type settlement struct {
 	name string
 	// ids are the objects found, for a duplicate's log line.
 	ids    []string
@@ -97,20 +99,20 @@ type objectDetail struct {
 	Created  time.Time `json:"created,omitzero"`
 }
 
-// decide turns a lookup's answer into a decision: exactly one object is adopted
+// decide turns a lookup's answer into a settlement: exactly one object is adopted
 // (succeeded, or failed when the vendor's answer says it records a refusal); none is
 // trusted only after the lookup lag, then resent (or handed to a person); several, or a
 // vendor that cannot be asked, go to a person; a failed lookup is asked again later. It
-// does no I/O. The decision's change does not redact: the caller does, for a terminal op.
-func decide(a lookupAnswer, p policy) decision {
+// does no I/O. The settlement's change does not redact: the caller does, for a terminal op.
+func decide(a lookupAnswer, p policy) settlement {
 	c := a.c
 	detail := map[string]any{"vendor": c.vendor, "lookup_since": c.since()}
-	change := func(name string, to protocol.Status) decision {
+	change := func(name string, to protocol.Status) settlement {
 		detail["decision"] = name
-		return decision{name: name, change: opstate.Change{OpID: c.id, From: protocol.StatusUnknown, To: to,
+		return settlement{name: name, change: opstate.Change{OpID: c.id, From: protocol.StatusUnknown, To: to,
 			By: opstate.Reconciler, Kind: eventKind, Detail: detail, Attrs: []any{slog.String("decision", name)}}}
 	}
-	checkLater := func(name string, at time.Time) decision {
+	checkLater := func(name string, at time.Time) settlement {
 		detail["next_check_at"] = at
 		d := change(name, protocol.StatusUnknown)
 		d.change.NextCheck = at
@@ -118,7 +120,7 @@ func decide(a lookupAnswer, p policy) decision {
 		d.change.Attrs = append(d.change.Attrs, slog.Time("next_check_at", at))
 		return d
 	}
-	toReview := func(name string) decision { return change(name, protocol.StatusNeedsReview) }
+	toReview := func(name string) settlement { return change(name, protocol.StatusNeedsReview) }
 
 	// Cannot ask.
 	if a.err != nil {
@@ -182,7 +184,7 @@ func decide(a lookupAnswer, p policy) decision {
 
 // adopt records the one object the vendor holds as the op's outcome: failed when the
 // vendor's adapter says the object records a refusal, succeeded otherwise.
-func adopt(obj vendorapi.VendorObject, change func(string, protocol.Status) decision) decision {
+func adopt(obj vendorapi.VendorObject, change func(string, protocol.Status) settlement) settlement {
 	summary := obj.Summary
 	if len(summary) == 0 || !json.Valid(summary) {
 		summary, _ = json.Marshal(map[string]string{"id": obj.ID})

@@ -17,7 +17,6 @@ import (
 )
 
 // MaintenanceQueue is the River queue of oncebox's periodic jobs (the sweep, the purge).
-// outbox.MaintenanceQueue is the same name.
 const MaintenanceQueue = "oncebox_maintenance"
 
 // DefaultMaxAttempts is Config.MaxAttempts' default, the same as dispatch.DefaultMaxAttempts.
@@ -144,7 +143,7 @@ type Tools interface {
 	Lookup(name string) (vendorapi.Tool, bool)
 }
 
-// Accounts opens the vendor account an op was accepted under. *outbox.VendorSettings
+// Accounts opens the vendor account an op was accepted under. *vendoraccount.Settings
 // satisfies it.
 type Accounts interface {
 	Account(ctx context.Context, tenantID int64, vendor, ref string) (vendorapi.Account, error)

@@ -287,7 +287,7 @@ func (r *Reconciler) lookup(ctx context.Context, c *candidate) lookupAnswer {
 // record writes the decision in a transaction that locks the op and checks that it is
 // still unknown with the same attempt token. It returns nil, nil when a worker or a
 // person recorded an outcome meanwhile.
-func (r *Reconciler) record(ctx context.Context, c *candidate, d decision) (*opstate.Applied, error) {
+func (r *Reconciler) record(ctx context.Context, c *candidate, d settlement) (*opstate.Applied, error) {
 	var applied *opstate.Applied
 	err := pgx.BeginFunc(ctx, r.deps.Pool, func(tx pgx.Tx) error {
 		cur, err := scanCandidate(tx.QueryRow(ctx, sqlCandidateForUpdate, c.id))
@@ -307,7 +307,7 @@ func (r *Reconciler) record(ctx context.Context, c *candidate, d decision) (*ops
 }
 
 // count adds a recorded decision to the sweep's stats and the observer.
-func (r *Reconciler) count(vendor string, d decision, st *Stats, log *slog.Logger) {
+func (r *Reconciler) count(vendor string, d settlement, st *Stats, log *slog.Logger) {
 	r.cfg.Observer.Decision(vendor, d.name)
 	switch d.name {
 	case Succeeded:

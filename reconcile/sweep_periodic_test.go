@@ -36,5 +36,5 @@ func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 
 	e.start(t)
 	e.waitStatus(t, op.ID, protocol.StatusSucceeded)
-	require.Positive(t, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.reconcile_sweep' AND queue = $1", outbox.MaintenanceQueue))
+	require.Positive(t, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.reconcile_sweep' AND queue = $1", reconcile.MaintenanceQueue))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/dispatch"
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/outbox"
@@ -77,7 +78,7 @@ func (e *sweepEnv) storedArgs(t *testing.T, id string) (string, bool) {
 }
 
 func sealKey() []byte {
-	k := make([]byte, outbox.SealKeySize)
+	k := make([]byte, seal.KeySize)
 	for i := range k {
 		k[i] = byte(i + 1)
 	}

@@ -13,15 +13,15 @@ import (
 	stripego "github.com/stripe/stripe-go/v79"
 	stripeclient "github.com/stripe/stripe-go/v79/client"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // newAccountStripe is a server over the fake Stripe, with a seal key, a worker and the
 // named tenants (their agent tokens returned in order), and its vendor settings.
-func newAccountStripe(t *testing.T, names ...string) (*ownedStripe, []string, *outbox.VendorSettings, map[string]int64) {
+func newAccountStripe(t *testing.T, names ...string) (*ownedStripe, []string, *vendoraccount.Settings, map[string]int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -37,7 +37,7 @@ func newAccountStripe(t *testing.T, names ...string) (*ownedStripe, []string, *o
 	o.pool = pool
 	seal, err := base64.StdEncoding.DecodeString(cfg.SealKey)
 	require.NoError(t, err)
-	settings, err := outbox.NewVendorSettings(pool, seal)
+	settings, err := vendoraccount.New(pool, seal)
 	require.NoError(t, err)
 	tokens, ids := make([]string, len(names)), map[string]int64{}
 	for i, name := range names {
@@ -77,8 +77,8 @@ func TestOwnAccountObjectsNeedNoAdoption(t *testing.T) {
 	acme, globex, initech, hooli := tokens[0], tokens[1], tokens[2], tokens[3]
 	connect := o.fake.AddAccount("acct_Acme1")
 	own := o.fake.AddAccount("acct_Initech1", "sk_test_initech_own")
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: ids["acme"], Vendor: "stripe", Account: "acct_Acme1", By: "test"}))
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: ids["initech"], Vendor: "stripe", APIKey: "sk_test_initech_own", By: "test"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: ids["acme"], Vendor: "stripe", Account: "acct_Acme1", By: "test"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: ids["initech"], Vendor: "stripe", APIKey: "sk_test_initech_own", By: "test"}))
 
 	pi := o.paidOutside(t, "acct_Acme1")
 	status, _, out := o.refund(t, globex, "steal-1", "payment_intent", pi)
@@ -96,7 +96,7 @@ func TestOwnAccountObjectsNeedNoAdoption(t *testing.T) {
 	require.Len(t, own.Refunds(), 1, "the refund reached initech's own account, with its own key")
 
 	// hooli shares acme's account on purpose: neither owns its objects wholesale now.
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: ids["hooli"], Vendor: "stripe", Account: "acct_Acme1", By: "test", Shared: true}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: ids["hooli"], Vendor: "stripe", Account: "acct_Acme1", By: "test", Shared: true}))
 	pi2 := o.paidOutside(t, "acct_Acme1")
 	status, _, out = o.refund(t, acme, "refund-shared-1", "payment_intent", pi2)
 	requireNotOwned(t, status, out, "payment_intent", pi2)
@@ -133,7 +133,7 @@ func TestOnlyTenantOwnsTheInstallationAccountByClaim(t *testing.T) {
 
 	other, otherToken, err := tenant.NewStore(o.pool).Create(ctx, "second")
 	require.NoError(t, err)
-	require.ErrorIs(t, settings.Own(ctx, other.ID, "stripe", "cli:bob"), outbox.ErrNotOnlyTenant)
+	require.ErrorIs(t, settings.Own(ctx, other.ID, "stripe", "cli:bob"), vendoraccount.ErrNotOnlyTenant)
 	pi2 := o.paidOutside(t, "")
 	status, _, out = o.refund(t, solo, "refund-2", "payment_intent", pi2)
 	requireNotOwned(t, status, out, "payment_intent", pi2)
@@ -154,7 +154,7 @@ func TestAnAccountTakenOverKeepsThePreviousTenantsObjects(t *testing.T) {
 	o, tokens, settings, ids := newAccountStripe(t, "acme", "globex")
 	acme, globex := tokens[0], tokens[1]
 	connect := o.fake.AddAccount("acct_Globex1")
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: ids["globex"], Vendor: "stripe", Account: "acct_Globex1", By: "test"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: ids["globex"], Vendor: "stripe", Account: "acct_Globex1", By: "test"}))
 	status, _, out := o.call(t, http.MethodPost, "/v1/ops?wait=20s", globex, "pay-1",
 		`{"tool": "stripe.payment_intent", "args": {"amount": 1500, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true}}`)
 	require.Equal(t, http.StatusAccepted, status, out)
@@ -168,7 +168,7 @@ func TestAnAccountTakenOverKeepsThePreviousTenantsObjects(t *testing.T) {
 	deleted, err := settings.Delete(ctx, ids["globex"], "stripe")
 	require.NoError(t, err)
 	require.True(t, deleted)
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: ids["acme"], Vendor: "stripe", Account: "acct_Globex1", By: "test"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: ids["acme"], Vendor: "stripe", Account: "acct_Globex1", By: "test"}))
 	for i, pi := range []string{made, adopted} {
 		status, _, out = o.refund(t, acme, fmt.Sprintf("steal-%d", i), "payment_intent", pi)
 		requireNotOwned(t, status, out, "payment_intent", pi)

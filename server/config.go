@@ -20,6 +20,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/internal/api"
 	"github.com/oncebox/oncebox/internal/console"
+	"github.com/oncebox/oncebox/internal/groupcommit"
 	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/outbox"
@@ -372,8 +373,8 @@ func Defaults() Config {
 		Roles:                Roles{API: true, Worker: true, Periodic: true},
 		MaxAttempts:          dispatch.DefaultMaxAttempts,
 		BatchedCompletion:    true,
-		GroupCommitOps:       outbox.DefaultGroupCommitOps,
-		GroupCommitters:      outbox.DefaultGroupCommitters,
+		GroupCommitOps:       groupcommit.ServeMaxOps,
+		GroupCommitters:      groupcommit.DefaultCommitters,
 		AdmissionReadTimeout: outbox.DefaultAdmissionReadTimeout,
 		AuthCacheTTL:         tenant.DefaultCacheTTL,
 		ListenHeartbeat:      pglisten.DefaultHeartbeat,

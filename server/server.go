@@ -39,6 +39,7 @@ import (
 	"github.com/oncebox/oncebox/internal/oauth"
 	"github.com/oncebox/oncebox/internal/opwait"
 	"github.com/oncebox/oncebox/internal/pglisten"
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/outbox"
@@ -47,6 +48,7 @@ import (
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
@@ -376,7 +378,7 @@ func (s *Server) reads() api.Reader {
 // key, nil without one (then a tool that redacts refuses to start, see build).
 func (s *Server) catalogRedactKey() []byte {
 	sealKey, err := base64.StdEncoding.DecodeString(s.cfg.SealKey)
-	if s.cfg.SealKey == "" || err != nil || len(sealKey) != outbox.SealKeySize {
+	if s.cfg.SealKey == "" || err != nil || len(sealKey) != seal.KeySize {
 		return nil
 	}
 	return redactionKey(sealKey)
@@ -552,8 +554,8 @@ func (cfg Config) sealKeys() (sealKey, redactKey []byte, err error) {
 		return nil, nil, nil
 	}
 	sealKey, err = base64.StdEncoding.DecodeString(cfg.SealKey)
-	if err != nil || len(sealKey) != outbox.SealKeySize {
-		return nil, nil, fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", outbox.SealKeySize)
+	if err != nil || len(sealKey) != seal.KeySize {
+		return nil, nil, fmt.Errorf("ONCEBOX_SEAL_KEY must be the base64 of %d random bytes (openssl rand -base64 32)", seal.KeySize)
 	}
 	return sealKey, redactionKey(sealKey), nil
 }
@@ -723,7 +725,7 @@ func (s *Server) periodicConfig(ocfg *outbox.Config) {
 	cfg := s.cfg
 	ocfg.Purge = &purge.Config{Interval: cfg.PurgeInterval, BatchSize: cfg.PurgeBatch, TombstoneTTL: cfg.TombstoneTTL}
 	ocfg.ExtraWorkers = s.events.Register
-	ocfg.PeriodicJobs = []*river.PeriodicJob{s.events.PeriodicJob(outbox.MaintenanceQueue)}
+	ocfg.PeriodicJobs = []*river.PeriodicJob{s.events.PeriodicJob(reconcile.MaintenanceQueue)}
 }
 
 // buildOutbox makes this process's outbox (s.outbox), explaining a tool kept less
@@ -886,7 +888,7 @@ func (s *Server) hsts(next http.Handler) http.Handler {
 // endpoint.
 type tenantEventSecrets struct {
 	tenants  *tenant.Store
-	settings *outbox.VendorSettings
+	settings *vendoraccount.Settings
 }
 
 // StripeEventSecret implements vendorevents.TenantSecrets.
@@ -898,7 +900,7 @@ func (t tenantEventSecrets) StripeEventSecret(ctx context.Context, name string) 
 	if err != nil {
 		return 0, "", err
 	}
-	secret, err := t.settings.Secret(ctx, tn.ID, outbox.VendorStripeEvents)
+	secret, err := t.settings.Secret(ctx, tn.ID, vendoraccount.StripeEvents)
 	return tn.ID, secret, err
 }
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
@@ -95,9 +95,9 @@ func TestTenantStripeEndpointUsesItsSealedSecret(t *testing.T) {
 	require.NoError(t, err)
 	seal, err := base64.StdEncoding.DecodeString(cfg.SealKey)
 	require.NoError(t, err)
-	settings, err := outbox.NewVendorSettings(pool, seal)
+	settings, err := vendoraccount.New(pool, seal)
 	require.NoError(t, err)
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: tn.ID, Vendor: outbox.VendorStripeEvents,
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: tn.ID, Vendor: vendoraccount.StripeEvents,
 		APIKey: "whsec_acme_own", By: "test"}))
 
 	body := `{"id":"evt_t1","object":"event","api_version":"2024-06-20","created":` + itoa(time.Now().Unix()) +
@@ -159,10 +159,10 @@ func TestTenantStripeEventsSettleItsOpsWithoutThePlatformSecret(t *testing.T) {
 	require.NoError(t, err)
 	seal, err := base64.StdEncoding.DecodeString(cfg.SealKey)
 	require.NoError(t, err)
-	settings, err := outbox.NewVendorSettings(pool, seal)
+	settings, err := vendoraccount.New(pool, seal)
 	require.NoError(t, err)
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: tn.ID, Vendor: "stripe", APIKey: "sk_test_acme_own", By: "test"}))
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: tn.ID, Vendor: outbox.VendorStripeEvents, APIKey: "whsec_acme_own", By: "test"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: tn.ID, Vendor: "stripe", APIKey: "sk_test_acme_own", By: "test"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: tn.ID, Vendor: vendoraccount.StripeEvents, APIKey: "whsec_acme_own", By: "test"}))
 
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/ops", strings.NewReader(
 		`{"tool":"stripe.payment_intent","args":{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","confirm":true}}`))

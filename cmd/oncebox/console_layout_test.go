@@ -21,8 +21,8 @@ import (
 
 	"github.com/oncebox/oncebox/internal/console"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
@@ -348,9 +348,9 @@ func TestConsoleFitsNarrowAndWideScreens(t *testing.T) {
 // only, fit too, and so does the Audit page (the admins' and auditors').
 func (lc *layoutChecker) checkAdminPages(ctx context.Context, cs *consoleServe) {
 	lc.t.Helper()
-	settings, err := outbox.NewVendorSettings(cs.pool, nil)
+	settings, err := vendoraccount.New(cs.pool, nil)
 	require.NoError(lc.t, err)
-	require.NoError(lc.t, settings.Set(ctx, outbox.SetVendorParams{TenantID: cs.tenant.ID, Vendor: "stripe",
+	require.NoError(lc.t, settings.Set(ctx, vendoraccount.SetParams{TenantID: cs.tenant.ID, Vendor: "stripe",
 		Account: "acct_1Nv0FGQ9RKHgCVdKacmeSubscriptionsEurope", By: "cli:alice@example.com"}))
 	for _, args := range []string{
 		"tenant budget set --tenant acme customer-refunds-per-conversation --window 24h --count 3 --amount usd=250000 --amount eur=90000 --tool stripe.refund --scope conversation --conversations 20",

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendoraccount"
 )
 
 const tenantUsage = "usage: oncebox tenant create NAME | token create [--role agent|approver|admin|operator] [--person P] NAME | " +
@@ -63,7 +63,7 @@ func runTenant(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	settings, err := outbox.NewVendorSettings(pool, nil)
+	settings, err := vendoraccount.New(pool, nil)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ type tenantCtx struct {
 	store *tenant.Store
 	// settings reads the claims on the installation's accounts, which a second tenant
 	// ends (tenant vendor own).
-	settings *outbox.VendorSettings
+	settings *vendoraccount.Settings
 	out      io.Writer
 	json     bool
 	role     tenant.Role

@@ -17,9 +17,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/vendorevents"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendoraccount"
 )
 
 const vendorUsage = "usage: oncebox tenant vendor set --tenant T [--shared] stripe (--account acct_… | --key-stdin) | " +
@@ -27,9 +28,9 @@ const vendorUsage = "usage: oncebox tenant vendor set --tenant T [--shared] stri
 	"own --tenant T stripe | disown --tenant T stripe"
 
 // tenantVendors are the vendors a tenant may have settings of its own for; stripe-events
-// (outbox.VendorStripeEvents) is the signing secret of the tenant's own Stripe event
+// (vendoraccount.StripeEvents) is the signing secret of the tenant's own Stripe event
 // endpoint, for a tenant on its own Stripe key.
-var tenantVendors = map[string]bool{"stripe": true, "sendgrid": true, outbox.VendorStripeEvents: true}
+var tenantVendors = map[string]bool{"stripe": true, "sendgrid": true, vendoraccount.StripeEvents: true}
 
 // stripeAccountRE is a Stripe Connect account id.
 var stripeAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{1,250}$`)
@@ -70,7 +71,7 @@ func runTenantVendor(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	settings, err := outbox.NewVendorSettings(pool, f.sealKeyBytes())
+	settings, err := vendoraccount.New(pool, f.sealKeyBytes())
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func (f *vendorFlags) check(rest []string) error {
 		return nil
 	case (*f.account == "") == !*f.keyStdin:
 		return errors.New("set needs exactly one of --account and --key-stdin")
-	case *f.account != "" && rest[1] == outbox.VendorStripeEvents:
+	case *f.account != "" && rest[1] == vendoraccount.StripeEvents:
 		return errors.New("stripe-events is the signing secret (whsec_…) of the tenant's own Stripe endpoint: pipe it to --key-stdin")
 	case *f.account != "" && rest[1] != "stripe":
 		return errors.New("--account is a Stripe Connect account: a SendGrid subuser sends with its own key (--key-stdin)")
@@ -123,7 +124,7 @@ func (f *vendorFlags) check(rest []string) error {
 // then says so).
 func (f *vendorFlags) sealKeyBytes() []byte {
 	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(*f.sealKey))
-	if err != nil || len(k) != outbox.SealKeySize {
+	if err != nil || len(k) != seal.KeySize {
 		return nil
 	}
 	return k
@@ -133,7 +134,7 @@ func (f *vendorFlags) sealKeyBytes() []byte {
 type vendorCtx struct {
 	f        *vendorFlags
 	store    *tenant.Store
-	settings *outbox.VendorSettings
+	settings *vendoraccount.Settings
 }
 
 func (c vendorCtx) set(ctx context.Context, vendor string) error {
@@ -141,7 +142,7 @@ func (c vendorCtx) set(ctx context.Context, vendor string) error {
 	if err != nil {
 		return err
 	}
-	p := outbox.SetVendorParams{TenantID: t.ID, Vendor: vendor, Account: *c.f.account, By: cliActor(), Shared: *c.f.shared}
+	p := vendoraccount.SetParams{TenantID: t.ID, Vendor: vendor, Account: *c.f.account, By: cliActor(), Shared: *c.f.shared}
 	if *c.f.keyStdin {
 		if c.f.sealKeyBytes() == nil {
 			return &exitError{code: 2, err: errors.New("a key is stored only sealed: set --seal-key or ONCEBOX_SEAL_KEY to the installation's seal key (base64 of 32 bytes)")}
@@ -149,7 +150,7 @@ func (c vendorCtx) set(ctx context.Context, vendor string) error {
 		if p.APIKey, err = readKey(os.Stdin); err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		if vendor == outbox.VendorStripeEvents && !strings.HasPrefix(p.APIKey, "whsec_") {
+		if vendor == vendoraccount.StripeEvents && !strings.HasPrefix(p.APIKey, "whsec_") {
 			return &exitError{code: 2, err: errors.New("stripe-events takes the tenant's Stripe endpoint signing secret, which starts with whsec_")}
 		}
 	}
@@ -158,11 +159,11 @@ func (c vendorCtx) set(ctx context.Context, vendor string) error {
 	}
 	what := "account " + p.Account
 	if p.APIKey != "" {
-		what = "its own key " + outbox.KeyFingerprint(p.APIKey)
+		what = "its own key " + vendoraccount.KeyFingerprint(p.APIKey)
 	}
-	if vendor == outbox.VendorStripeEvents {
+	if vendor == vendoraccount.StripeEvents {
 		fmt.Fprintf(os.Stderr, "tenant %q: its own Stripe endpoint %s%s verifies events with the secret %s\n", t.Name,
-			vendorevents.PathStripeTenant, t.Name, outbox.KeyFingerprint(p.APIKey))
+			vendorevents.PathStripeTenant, t.Name, vendoraccount.KeyFingerprint(p.APIKey))
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "tenant %q now uses %s at %s; its next op uses it, ops accepted before keep theirs\n", t.Name, what, vendor)
@@ -171,7 +172,7 @@ func (c vendorCtx) set(ctx context.Context, vendor string) error {
 
 // readKey reads a key from the first line of r.
 func readKey(r io.Reader) (string, error) {
-	line, err := bufio.NewReader(io.LimitReader(r, outbox.MaxVendorRefBytes+2)).ReadString('\n')
+	line, err := bufio.NewReader(io.LimitReader(r, vendoraccount.MaxRefBytes+2)).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", fmt.Errorf("read the key from standard input: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendoraccount"
 )
 
 // ownableVendor says whether a tenant may claim the installation's account at vendor:
@@ -26,7 +26,7 @@ func (c vendorCtx) own(ctx context.Context, vendor string) error {
 		return err
 	}
 	if err := c.settings.Own(ctx, t.ID, vendor, cliActor()); err != nil {
-		if errors.Is(err, outbox.ErrNotOnlyTenant) {
+		if errors.Is(err, vendoraccount.ErrNotOnlyTenant) {
 			return &exitError{code: 1, err: err}
 		}
 		return err

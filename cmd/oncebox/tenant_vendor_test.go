@@ -13,11 +13,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/tools"
+	"github.com/oncebox/oncebox/vendoraccount"
 )
 
 // runCLIStdin is runCLI with stdin as standard input.
@@ -43,7 +45,7 @@ func TestTenantVendorCLI(t *testing.T) {
 	pool := dbtest.Schema(t)
 	acme, _, err := tenant.NewStore(pool).Create(ctx, "acme")
 	require.NoError(t, err)
-	sealKey := make([]byte, outbox.SealKeySize)
+	sealKey := make([]byte, seal.KeySize)
 	_, _ = rand.Read(sealKey)
 	env := []string{"DATABASE_URL=" + dbtest.ConnString(t, pool), "ONCEBOX_SEAL_KEY=" + base64.StdEncoding.EncodeToString(sealKey)}
 	var all strings.Builder
@@ -76,18 +78,18 @@ func TestTenantVendorCLI(t *testing.T) {
 
 	out, errOut, code = run(sentinel+"\n", "tenant vendor set --tenant acme sendgrid --key-stdin")
 	require.Zero(t, code, out+errOut)
-	require.Contains(t, errOut, outbox.KeyFingerprint(sentinel))
+	require.Contains(t, errOut, vendoraccount.KeyFingerprint(sentinel))
 
 	out, _, code = run("", "tenant vendor list --tenant acme")
 	require.Zero(t, code)
 	require.Contains(t, out, "acct_2B")
-	require.Contains(t, out, outbox.KeyFingerprint(sentinel)+" …4242")
+	require.Contains(t, out, vendoraccount.KeyFingerprint(sentinel)+" …4242")
 	out, _, code = run("", "tenant vendor list --format json")
 	require.Zero(t, code)
 	var rows []vendorRow
 	require.NoError(t, json.Unmarshal([]byte(out), &rows))
 	require.Len(t, rows, 2)
-	require.Equal(t, vendorRow{Tenant: "acme", Vendor: "sendgrid", KeyFingerprint: outbox.KeyFingerprint(sentinel), KeyHint: "…4242"},
+	require.Equal(t, vendorRow{Tenant: "acme", Vendor: "sendgrid", KeyFingerprint: vendoraccount.KeyFingerprint(sentinel), KeyHint: "…4242"},
 		vendorRow{Tenant: rows[0].Tenant, Vendor: rows[0].Vendor, KeyFingerprint: rows[0].KeyFingerprint, KeyHint: rows[0].KeyHint})
 	require.Equal(t, "acct_2B", rows[1].Account)
 	require.Empty(t, rows[1].KeyFingerprint)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/oncebox/oncebox/audit"
 	"github.com/oncebox/oncebox/internal/money"
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/internal/storable"
 	"github.com/oncebox/oncebox/protocol"
 )
 
@@ -100,7 +100,7 @@ func (c *Console) auditParams(r *http.Request, tenantID int64) (audit.ExportPara
 		return bad("The start %s is not before the end %s.", p.Since.Format(time.RFC3339), p.Until.Format(time.RFC3339))
 	}
 	for _, t := range [][2]string{{"tool", f.Tool}, {"person", f.Person}} {
-		if len(t[1]) > 255 || outbox.CheckStorableText(t[0], t[1]) != nil {
+		if len(t[1]) > 255 || storable.CheckText(t[0], t[1]) != nil {
 			return bad("The %s filter must be at most 255 characters of text.", t[0])
 		}
 	}

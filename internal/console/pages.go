@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncebox/oncebox/finance"
 	"github.com/oncebox/oncebox/internal/money"
+	"github.com/oncebox/oncebox/internal/storable"
 	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -56,7 +57,7 @@ func (c *Console) notice(r *http.Request, s *sessionInfo) string {
 	q := r.URL.Query()
 	n, ok := notices[q.Get("done")]
 	key := q.Get("key")
-	if !ok || key == "" || len(key) > 255 || outbox.CheckStorableText("key", key) != nil {
+	if !ok || key == "" || len(key) > 255 || storable.CheckText("key", key) != nil {
 		return ""
 	}
 	op, err := c.cfg.Outbox.Get(r.Context(), s.principal.ID, key)
@@ -427,7 +428,7 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		c.render(w, r, http.StatusOK, "lookup", v)
 		return
 	}
-	if len(q) > 255 || outbox.CheckStorableText("q", q) != nil {
+	if len(q) > 255 || storable.CheckText("q", q) != nil {
 		v.Error = &refusal{Type: protocol.ProblemInvalidRequest, Sentence: "Search for an idempotency key, op id, vendor reference (pi_…, ch_…, re_…) or conversation id (at most 255 characters)."}
 		c.render(w, r, http.StatusBadRequest, "lookup", v)
 		return

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/vendoraccount"
 )
 
 // settableVendors are the vendors a tenant may have settings of its own for (`oncebox
@@ -25,7 +25,7 @@ type vendorRow struct {
 	UpdatedBy string
 	// Claim is the tenant's claim on the installation's account (`oncebox tenant vendor
 	// own`), nil when it has none.
-	Claim *outbox.VendorOwner
+	Claim *vendoraccount.Owner
 }
 
 // vendors is the Vendors page: per vendor, the tenant's Connect account, its own key
@@ -51,9 +51,9 @@ func (c *Console) vendors(w http.ResponseWriter, r *http.Request, s *sessionInfo
 // vendorRows are the rows of settableVendors, then of any other vendor the tenant has
 // a setting for or claims the installation's account of, in the order List and Owners
 // give them.
-func vendorRows(settings []outbox.VendorSetting, owners []outbox.VendorOwner) []vendorRow {
-	byVendor := make(map[string]outbox.VendorSetting, len(settings))
-	claims := make(map[string]*outbox.VendorOwner, len(owners))
+func vendorRows(settings []vendoraccount.Setting, owners []vendoraccount.Owner) []vendorRow {
+	byVendor := make(map[string]vendoraccount.Setting, len(settings))
+	claims := make(map[string]*vendoraccount.Owner, len(owners))
 	order := append([]string(nil), settableVendors...)
 	for _, st := range settings {
 		if !slices.Contains(order, st.Vendor) {

@@ -9,8 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/vendoraccount"
 )
 
 // vendorUses returns the "uses" cell of the Vendors page's row of vendor.
@@ -29,17 +30,17 @@ func TestVendorsPage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := start(t)
-	settings, err := outbox.NewVendorSettings(e.pool, bytes.Repeat([]byte{7}, outbox.SealKeySize))
+	settings, err := vendoraccount.New(e.pool, bytes.Repeat([]byte{7}, seal.KeySize))
 	require.NoError(t, err)
 	const sentinel = "SG.sentinel-KEY-must-never-show.q9Zx"
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: e.tenant.ID, Vendor: "stripe", Account: "acct_1AcmeConnected", By: "cli:alice"}))
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: e.tenant.ID, Vendor: "sendgrid", APIKey: sentinel, By: "cli:bob"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: e.tenant.ID, Vendor: "stripe", Account: "acct_1AcmeConnected", By: "cli:alice"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: e.tenant.ID, Vendor: "sendgrid", APIKey: sentinel, By: "cli:bob"}))
 	store := tenant.NewStore(e.pool)
 	other, _, err := store.Create(ctx, "globex")
 	require.NoError(t, err)
 	const otherKey = "SG.globex-own-key-of-another-tenant.Wv3k"
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: other.ID, Vendor: "stripe", Account: "acct_9GlobexOnly", By: "cli:carol"}))
-	require.NoError(t, settings.Set(ctx, outbox.SetVendorParams{TenantID: other.ID, Vendor: "sendgrid", APIKey: otherKey, By: "cli:carol"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: other.ID, Vendor: "stripe", Account: "acct_9GlobexOnly", By: "cli:carol"}))
+	require.NoError(t, settings.Set(ctx, vendoraccount.SetParams{TenantID: other.ID, Vendor: "sendgrid", APIKey: otherKey, By: "cli:carol"}))
 
 	admin, err := store.NewTokenWithRole(ctx, "acme", tenant.RoleAdmin)
 	require.NoError(t, err)
@@ -52,11 +53,11 @@ func TestVendorsPage(t *testing.T) {
 	require.Contains(t, stripe, `Connect account <code class="account">acct_1AcmeConnected</code>`)
 	require.Contains(t, stripe, "cli:alice")
 	sendgrid := vendorUses(t, page, "sendgrid")
-	require.Contains(t, sendgrid, `its own key <code class="fingerprint">`+outbox.KeyFingerprint(sentinel)+`</code> <code class="last4">…q9Zx</code>`)
+	require.Contains(t, sendgrid, `its own key <code class="fingerprint">`+vendoraccount.KeyFingerprint(sentinel)+`</code> <code class="last4">…q9Zx</code>`)
 	require.Contains(t, sendgrid, "cli:bob")
 	require.NotContains(t, page, sentinel)
 	require.NotContains(t, page, "sentinel-KEY", "no part of the key but its last 4 characters")
-	for _, theirs := range []string{"acct_9GlobexOnly", outbox.KeyFingerprint(otherKey), "Wv3k", "cli:carol", "globex"} {
+	for _, theirs := range []string{"acct_9GlobexOnly", vendoraccount.KeyFingerprint(otherKey), "Wv3k", "cli:carol", "globex"} {
 		require.NotContains(t, page, theirs, "another tenant's setting")
 	}
 
@@ -86,7 +87,7 @@ func TestVendorsPageShowsTheClaimOnTheInstallationAccount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := start(t)
-	settings, err := outbox.NewVendorSettings(e.pool, nil)
+	settings, err := vendoraccount.New(e.pool, nil)
 	require.NoError(t, err)
 	require.NoError(t, settings.Own(ctx, e.tenant.ID, "stripe", "cli:alice"))
 	store := tenant.NewStore(e.pool)

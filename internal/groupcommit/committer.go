@@ -19,8 +19,12 @@ import (
 	"sync"
 )
 
-// DefaultCommitters is Config.Committers' default.
+// DefaultCommitters is Config.Committers' default, and outbox.GroupCommit.Committers'.
 const DefaultCommitters = 4
+
+// ServeMaxOps is the MaxOps oncebox serve uses by default (outbox.GroupCommit.MaxOps):
+// a Config without MaxOps commits each call alone.
+const ServeMaxOps = 32
 
 // Config configures a Committer.
 type Config struct {

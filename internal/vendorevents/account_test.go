@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -23,7 +23,7 @@ func TestConnectEventsCountOnlyFromTheOpsAccount(t *testing.T) {
 	e.stFake.AddAccount("acct_A")
 	e.stFake.AddAccount("acct_B")
 	e.start(t, wrapped)
-	require.NoError(t, e.ob.VendorSettings().Set(ctx, outbox.SetVendorParams{TenantID: e.tenant, Vendor: "stripe", Account: "acct_A", By: "test"}))
+	require.NoError(t, e.ob.VendorSettings().Set(ctx, vendoraccount.SetParams{TenantID: e.tenant, Vendor: "stripe", Account: "acct_A", By: "test"}))
 
 	args := map[string]any{"amount": 1200, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true}
 	op := e.enqueue(t, "pi-a", protocol.ToolPaymentIntent, args)

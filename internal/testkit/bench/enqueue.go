@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/api"
+	"github.com/oncebox/oncebox/internal/groupcommit"
 	"github.com/oncebox/oncebox/internal/pglisten"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
@@ -110,7 +111,7 @@ func NewTracedEnqueuer(ctx context.Context, pool *pgxpool.Pool, tp trace.TracerP
 		return nil, fmt.Errorf("bench: tenant: %w", err)
 	}
 	grouped, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TracerProvider: tp,
-		GroupCommit: outbox.GroupCommit{MaxOps: outbox.DefaultGroupCommitOps, Committers: outbox.DefaultGroupCommitters}})
+		GroupCommit: outbox.GroupCommit{MaxOps: groupcommit.ServeMaxOps, Committers: groupcommit.DefaultCommitters}})
 	if err != nil {
 		return nil, fmt.Errorf("bench: outbox: %w", err)
 	}

@@ -269,7 +269,7 @@ func List() []Mutant {
 		{
 			Name:     "two-live-jobs-per-op",
 			Breaks:   "an op may get a second live dispatch job (a resend racing a rescued job), so two runs dispatch it at once",
-			File:     "outbox/enqueue.go",
+			File:     "outbox/enqueue_jobs.go",
 			Old:      "		UniqueOpts:  river.UniqueOpts{ByArgs: true, ByState: liveJobStates()},\n",
 			New:      "",
 			Packages: []string{outboxPkg},

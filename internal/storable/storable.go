@@ -1,4 +1,9 @@
-package outbox
+// Package storable refuses what Postgres cannot store before it reaches the database:
+// JSON that jsonb cannot hold and text that a text column cannot (invalid UTF-8,
+// U+0000). The outbox checks every document and text it stores with it, whatever the
+// door (HTTP API, MCP, the Go library), and the console checks its query parameters,
+// so that such input is refused as invalid instead of failing in the database.
+package storable
 
 import (
 	"fmt"
@@ -19,13 +24,13 @@ const (
 	pgNumericMaxFracDigits = 16383
 )
 
-// CheckStorableJSON refuses a valid JSON document that Postgres' jsonb cannot hold:
+// CheckJSON refuses a valid JSON document that Postgres' jsonb cannot hold:
 // invalid UTF-8, the character U+0000 or an unpaired surrogate escape in a string or
 // a key, a number out of numeric's range, or nesting deeper than MaxJSONDepth. field
 // names the document in the *ValidationError. Every entry point that stores JSON it
 // was given (the HTTP API, MCP, the Go library) goes through this check, so that such
 // input is refused as invalid instead of failing in the database.
-func CheckStorableJSON(field string, doc []byte) error {
+func CheckJSON(field string, doc []byte) error {
 	if !utf8.Valid(doc) {
 		return &vendorapi.ValidationError{Field: field, Message: "must be valid UTF-8"}
 	}
@@ -171,9 +176,9 @@ func outOfRange(lit string) string {
 		lit, pgNumericMaxIntDigits, pgNumericMaxFracDigits)
 }
 
-// CheckStorableText refuses a text Postgres cannot store: invalid UTF-8 or the
+// CheckText refuses a text Postgres cannot store: invalid UTF-8 or the
 // character U+0000. field names it in the *ValidationError.
-func CheckStorableText(field, s string) error {
+func CheckText(field, s string) error {
 	if !utf8.ValidString(s) {
 		return &vendorapi.ValidationError{Field: field, Message: "must be valid UTF-8"}
 	}

@@ -1,4 +1,4 @@
-package outbox_test
+package storable_test
 
 import (
 	"context"
@@ -7,14 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/internal/storable"
 	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
-// TestCheckStorableJSONAgreesWithPostgres: for documents at and around every limit,
-// CheckStorableJSON accepts exactly what Postgres' jsonb accepts (asked for real).
-func TestCheckStorableJSONAgreesWithPostgres(t *testing.T) {
+// TestCheckJSONAgreesWithPostgres: for documents at and around every limit,
+// CheckJSON accepts exactly what Postgres' jsonb accepts (asked for real).
+func TestCheckJSONAgreesWithPostgres(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Schema(t)
 	docs := []string{
@@ -34,14 +34,14 @@ func TestCheckStorableJSONAgreesWithPostgres(t *testing.T) {
 		}
 		var n int
 		pgErr := pool.QueryRow(ctx, "SELECT length($1::jsonb::text)", doc).Scan(&n)
-		ourErr := outbox.CheckStorableJSON("args", []byte(doc))
+		ourErr := storable.CheckJSON("args", []byte(doc))
 		require.Equal(t, pgErr == nil, ourErr == nil, "%s: postgres %v, check %v", short, pgErr, ourErr)
 		if ourErr != nil {
 			require.ErrorIs(t, ourErr, vendorapi.ErrInvalidArgs)
 		}
 	}
-	require.Error(t, outbox.CheckStorableJSON("args", []byte(strings.Repeat("[", 65)+strings.Repeat("]", 65))), "nesting is bounded")
-	require.Error(t, outbox.CheckStorableText("reason", "a\x00"))
-	require.Error(t, outbox.CheckStorableText("reason", "a\xff"))
-	require.NoError(t, outbox.CheckStorableText("reason", "ça va"))
+	require.Error(t, storable.CheckJSON("args", []byte(strings.Repeat("[", 65)+strings.Repeat("]", 65))), "nesting is bounded")
+	require.Error(t, storable.CheckText("reason", "a\x00"))
+	require.Error(t, storable.CheckText("reason", "a\xff"))
+	require.NoError(t, storable.CheckText("reason", "ça va"))
 }
