@@ -38,7 +38,7 @@ lint-tools: ## install golangci-lint
 	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 bench: ## benchmarks against River, the floor and the peer in the same run (prints ratios: x_river, x_floor, x_peer, x_unique), and the time to settle after a SIGKILL (p50_s, p99_s)
-	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./internal/testkit/bench/
+	$(GO) test -run '^$$' -bench . -benchtime 3s -timeout 60m ./devkit/bench/
 	$(GO) test -run '^$$' -bench TimeToSettleAfterSIGKILL -benchtime 1x -timeout 10m ./cmd/oncebox/
 
 # make model draws MODEL_CHECKS sequences (make test draws 2); MODEL_SEED=n replays one seed.
@@ -57,12 +57,12 @@ chaos-failover: ## a failover under chaos, twice: a synchronous standby promoted
 	$(GO) run ./cmd/oncebox-chaos --failover sync --ops 400 --enqueue-for 25s
 	$(GO) run ./cmd/oncebox-chaos --failover async --ops 400 --enqueue-for 25s
 
-mutants: ## apply each named mutant (internal/testkit/mutants) in a scratch copy; fails if one survives or no longer applies
+mutants: ## apply each named mutant (testkit/mutants) in a scratch copy; fails if one survives or no longer applies
 	$(GO) run ./cmd/oncebox-mutants
 
 mcp-clients: build ## the TypeScript MCP example (official SDK from npm) against a real oncebox serve and a fake Stripe, then oncebox mcp --tools-file over stdio (catalog and upstream tools, no process left); needs DATABASE_URL, Node 20 and npm
 	$(GO) build -o bin/oncebox-fakes ./cmd/oncebox-fakes
-	$(GO) build -o bin/fakemcp ./vendortest/fakemcp/cmd/fakemcp
+	$(GO) build -o bin/fakemcp ./devkit/fakemcp/cmd/fakemcp
 	cd examples/typescript && npm ci --no-audit --no-fund && npm run build && \
 		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes timeout 300 node dist/ci.js && \
 		ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes ONCEBOX_FAKEMCP_BIN=../../bin/fakemcp timeout 200 node dist/ci-stdio.js
@@ -99,9 +99,9 @@ agent-frameworks: build ## the agent framework recipes (examples/agent-framework
 	cd examples/agent-frameworks && export PATH="$(NODE22):$$PATH" ONCEBOX_BIN=../../bin/oncebox ONCEBOX_FAKES_BIN=../../bin/oncebox-fakes && \
 		npm ci --no-audit --no-fund && timeout 330 node ci.mjs && timeout 330 node check-the-check.mjs
 
-chart-check: ## the Helm chart (deploy/helm/oncebox) without a cluster: helm lint --strict, helm template for the default values and each examples/*.yaml, every manifest decoded strictly into the k8s.io/api types and checked for probes, grace period, PDBs and secret references (internal/testkit/chartcheck); installs helm $(HELM_VERSION) by its Go module into .cache/bin
+chart-check: ## the Helm chart (deploy/helm/oncebox) without a cluster: helm lint --strict, helm template for the default values and each examples/*.yaml, every manifest decoded strictly into the k8s.io/api types and checked for probes, grace period, PDBs and secret references (testkit/chartcheck); installs helm $(HELM_VERSION) by its Go module into .cache/bin
 	test -x $(HELM) || { GOBIN=$(CURDIR)/.cache/bin/helm.tmp $(GO) install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION) && mv .cache/bin/helm.tmp/helm $(HELM) && rmdir .cache/bin/helm.tmp; }
-	$(GO) test -count=1 ./internal/testkit/chartcheck/
+	$(GO) test -count=1 ./testkit/chartcheck/
 	$(HELM) lint --strict $(CHART)
 	rm -rf .cache/chart && mkdir -p .cache/chart
 	$(HELM) template oncebox $(CHART) > .cache/chart/default.yaml

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncebox/oncebox/audit"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // received is one log record as an OTLP receiver decoded it, with its resource's

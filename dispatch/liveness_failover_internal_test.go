@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/devkit/localpg"
 )
 
 // TestNoProofOfDeathAcrossAFailover: a promoted standby holds none of the old primary's

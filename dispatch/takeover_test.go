@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // runningUnder makes the op's dispatch job look fetched a moment ago, at attempt 1, by

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/mcpserver"
+	"github.com/oncebox/oncebox/doors/mcpserver"
 )
 
 // recipeFiles returns the recipes' files (Python, JSON, Markdown, TypeScript and JavaScript sources)

@@ -10,14 +10,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/finance"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendors/stripe"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // accountHeaders records the Stripe-Account header of every list request.

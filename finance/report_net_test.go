@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/finance"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 )

@@ -10,15 +10,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/finance"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/internal/testkit/optest"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendoraccount"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // TestARefusedAccountLeavesTheReportStanding: tenant x is set on a Connect account the

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/migrations"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

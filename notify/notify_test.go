@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestApprovalNotification: an op that starts waiting makes a signed JSON POST, through

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestCleanRunRescuedIsFenced pins the fence of a clean run (one that calls its vendor

@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/tools"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestStaleTokenIsFencedByTheToken pins the attempt-token fence on its own: while a

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestGetByIDIsScopedToTheTenant: an op id of another tenant is not found.

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestLazyTxIsATransaction: a lazy transaction, whose BEGIN goes with its first

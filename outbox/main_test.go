@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) {

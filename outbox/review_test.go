@@ -8,12 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/optest"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // manualEvent returns the detail of the op's last manual resolution and its actor.

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // roundTrips records the statements a pool sends, one entry per round trip (a batch is

@@ -9,15 +9,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/internal/testkit/optest"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // sweepEnv is an Outbox and a tenant in a fresh schema, for the tests of what follows a

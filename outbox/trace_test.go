@@ -11,9 +11,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestApprovalContinuesTheOpsTrace: an approval asked for in a trace of its own (the

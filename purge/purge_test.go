@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/purge"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 

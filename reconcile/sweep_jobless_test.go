@@ -7,12 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/optest"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestPendingOpsWithoutAJob: a pending op whose River job was deleted (River UI) gets a

@@ -8,12 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // sendgridFake starts a fake SendGrid whose activity lags by fakeLag, and a vendor that

@@ -13,10 +13,10 @@ import (
 	stripego "github.com/stripe/stripe-go/v79"
 	stripeclient "github.com/stripe/stripe-go/v79/client"
 
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendoraccount"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // newAccountStripe is a server over the fake Stripe, with a seal key, a worker and the

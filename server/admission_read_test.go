@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // TestSlowOwnershipReadsDoNotHoldOtherTenantsCalls: Stripe answers its reads in 10 s;

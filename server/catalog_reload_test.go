@@ -13,11 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // reloadedCatalog is catalogFile after an edit: helpdesk.close_account moves to

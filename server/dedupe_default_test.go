@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/fakemcp"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 )
 
 // TestWriteToolsDedupeAcrossSessionsByDefault: with no dedupe setting anywhere, two MCP

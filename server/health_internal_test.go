@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestReadinessRefusals: a Postgres that does not answer (a port nothing listens on) is

@@ -15,10 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestLongPollsDoNotStarveDispatch holds 500 open ?wait= polls from one tenant (on ops

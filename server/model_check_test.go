@@ -7,7 +7,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"pgregory.net/rapid"
 
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 )
 
 // modelSettleWithin bounds how long the model waits for every op to settle or wait for

@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"sync"
 
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 )
 
 // lossyFront stands in front of a fake target and loses the answer of the first POST

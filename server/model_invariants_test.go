@@ -9,7 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/oncebox/oncebox/audit"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 )
 
 // check asserts the invariants on what the fake targets recorded.

@@ -8,7 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // modelChecks is how many sequences TestModel draws when -rapid.checks is not given:

@@ -19,11 +19,11 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"pgregory.net/rapid"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/scratch"
 	"github.com/oncebox/oncebox/dispatch"
-	"github.com/oncebox/oncebox/internal/testkit/scratch"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // modelCatalog is the model's catalog: accounts at the crm target (no lookup path, so

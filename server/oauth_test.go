@@ -13,9 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/oauthas"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
+	"github.com/oncebox/oncebox/testkit/oauthas"
 )
 
 // TestOAuthResourceServer (issue 45, item 1): with --oauth-issuer, oncebox serves

@@ -18,10 +18,10 @@ import (
 	stripego "github.com/stripe/stripe-go/v79"
 	stripeclient "github.com/stripe/stripe-go/v79/client"
 
+	"github.com/oncebox/oncebox/devkit/fakestripe"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // ownedStripe is a server over the fake Stripe with two tenants, acme and globex.

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/oncebox/oncebox/internal/mcpserver"
+	"github.com/oncebox/oncebox/doors/mcpserver"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"

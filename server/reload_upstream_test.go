@@ -13,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // children returns, by the state file in its arguments, the PID of each live child
@@ -62,7 +62,7 @@ func TestReloadKeepsUnchangedUpstreams(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fakemcp")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/vendortest/fakemcp/cmd/fakemcp").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/devkit/fakemcp/cmd/fakemcp").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	boxState, otherState, otherState2 := filepath.Join(dir, "box.json"), filepath.Join(dir, "other.json"), filepath.Join(dir, "other2.json")
 	upstream := func(name, state string) string {

@@ -17,14 +17,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
 	"github.com/oncebox/oncebox/dispatch"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/internal/testkit/testlog"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/testlog"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

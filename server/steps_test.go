@@ -13,11 +13,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // checkoutCatalog is a composite shop.checkout (charge, receipt mail, webhook) over

@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // ownCatalog is a tenant's own catalog over its own target desk, with a write tool of

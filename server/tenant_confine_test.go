@@ -15,11 +15,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakemcp"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // evilDesk is tenant evil's own catalog: a write tool and a read tool over its target

@@ -19,13 +19,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/oncebox/oncebox/internal/testkit/testlog"
+	"github.com/oncebox/oncebox/devkit/fakemcp"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/testlog"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // agentTrace is the trace context of the agent's request: its trace id and span id.

@@ -16,11 +16,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/api"
+	"github.com/oncebox/oncebox/devkit/fakemcp"
+	"github.com/oncebox/oncebox/doors/api"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // hostile is a whole server in front of an upstream written to misbehave.

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/client"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 )
 
 // nativeUpstreamServer runs a whole server in front of a fake MCP server that

@@ -21,10 +21,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // syncBuffer is a log destination safe for concurrent writes.
@@ -354,7 +354,7 @@ func stdioOncebox(t *testing.T, tools string, logger *slog.Logger) (srv *server.
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fakemcp")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/vendortest/fakemcp/cmd/fakemcp").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/devkit/fakemcp/cmd/fakemcp").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	state = filepath.Join(dir, "state.json")
 	cfg, pool := newConfig(t)

@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/client"
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // upstreamCatalog puts oncebox in front of the fake MCP server at url. With lookup,
@@ -284,7 +284,7 @@ func TestUpstreamStdioCrashAfterActing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fakemcp")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/vendortest/fakemcp/cmd/fakemcp").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/oncebox/oncebox/devkit/fakemcp/cmd/fakemcp").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	state := filepath.Join(dir, "state.json")
 	cfg, pool := newConfig(t)

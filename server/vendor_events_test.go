@@ -14,11 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendoraccount"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 func TestVendorEventEndpointsFollowTheConfig(t *testing.T) {

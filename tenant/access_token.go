@@ -37,7 +37,7 @@ type AccessToken struct {
 }
 
 // AccessTokenVerifier checks access tokens of an external authorization server
-// (internal/oauth's Verifier). VerifyAccessToken returns a *RefusedError for a token
+// (doors/oauth's Verifier). VerifyAccessToken returns a *RefusedError for a token
 // that is not valid.
 type AccessTokenVerifier interface {
 	VerifyAccessToken(ctx context.Context, token string) (*AccessToken, error)

@@ -3,7 +3,7 @@ package vendoraccount_test
 import (
 	"testing"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 )
 
 // Where features meet (issue 42): a fake CRM, a catalog target that does not

@@ -23,14 +23,14 @@
 // deliveries.
 //
 // An eighth of the ops go through the serve processes' tool catalog to fake MCP
-// upstreams. Half go to vendortest/fakemcp over streamable HTTP, served by the harness so
+// upstreams. Half go to devkit/fakemcp over streamable HTTP, served by the harness so
 // that its mails outlive the kills: its send_mail, reconciled through its lookup tool
 // find_mail, drops the connection after acting, hangs past the call timeout or answers
 // isError at random, and every serve process is SIGKILLed once after it acted and
 // twice after it answered, before the outcome was committed. With native keys (the
 // default) it deduplicates on the _meta idempotency key and is declared native_keys;
 // with --webhook-native-keys=false it is not. The other half go to the same fake over
-// stdio (vendortest/fakemcp/cmd/fakemcp), a child of each serve process, the children
+// stdio (devkit/fakemcp/cmd/fakemcp), a child of each serve process, the children
 // sharing one state file; every few seconds the next send_mail records its mail and the
 // child exits before answering. The verdict counts each op's mails in the fakes' own
 // records: one per succeeded op (the one its result names), none per failed op, and no

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/devkit/localpg"
 )
 
 // Failover modes (Config.Failover).

@@ -15,11 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncebox/oncebox/devkit/fakemcp"
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/vendorapi"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // The tools the workload uses, and the kinds of vendor object they create.
@@ -45,7 +45,7 @@ const (
 // find_mail, called with the op id that send_mail's ref argument carries.
 const mcpUpstream = "mcp"
 
-// mcpStdioUpstream is the stdio fake MCP upstream (vendortest/fakemcp/cmd/fakemcp), which
+// mcpStdioUpstream is the stdio fake MCP upstream (devkit/fakemcp/cmd/fakemcp), which
 // each serve process starts: the processes share its state file, which holds its mails
 // and its crash knob.
 const mcpStdioUpstream = "mcpio"

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // post sends one request to a fake and returns its decoded JSON answer.

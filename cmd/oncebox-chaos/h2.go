@@ -32,7 +32,7 @@ import (
 // as the network does once it heals, it delivers the request lateDelay later if the
 // client's connection is still open (over HTTP/2 a cancel resets the stream only), and
 // drops it if the client closed (aborted) the connection, as HTTP/1.1 does on a cancel:
-// internal/testkit/latevendor proves both behaviours against real sockets. lateDelay is
+// testkit/latevendor proves both behaviours against real sockets. lateDelay is
 // past the lookup lag, so the reconciler has found nothing and resent: over HTTP/2, a
 // vendor without keys acts twice.
 

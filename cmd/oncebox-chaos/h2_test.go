@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/internal/vendorhttp"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestLateFaultDeliversOnlyOverHTTP2: the late-delivery fault holds a POST until the

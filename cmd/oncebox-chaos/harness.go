@@ -25,10 +25,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/devkit/fakemcp"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/localpg"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // Config is one chaos run.
@@ -542,10 +542,10 @@ func (h *harness) build(ctx context.Context) error {
 	h.root = root
 	h.fakemcpBin = filepath.Join(h.tmp, "bin", "fakemcp")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(h.tmp, "bin")+string(filepath.Separator),
-		"./cmd/oncebox", "./vendortest/fakemcp/cmd/fakemcp")
+		"./cmd/oncebox", "./devkit/fakemcp/cmd/fakemcp")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/oncebox ./vendortest/fakemcp/cmd/fakemcp: %w\n%s", err, out)
+		return fmt.Errorf("go build ./cmd/oncebox ./devkit/fakemcp/cmd/fakemcp: %w\n%s", err, out)
 	}
 	return nil
 }

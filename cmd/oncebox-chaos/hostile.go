@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 )
 
 // The hostile answers (with the hostile upstream, gated.go): the HTTP upstream spells

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 )
 
 // The harness's SQL, in one place.

@@ -1,5 +1,5 @@
 // Command oncebox-chartcheck checks manifests rendered by `helm template` of
-// deploy/helm/oncebox (internal/testkit/chartcheck): oncebox-chartcheck -job-timeout 30s
+// deploy/helm/oncebox (testkit/chartcheck): oncebox-chartcheck -job-timeout 30s
 // FILE... ; it exits 1 naming each broken promise. `make chart-check` runs it.
 package main
 
@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/oncebox/oncebox/internal/testkit/chartcheck"
+	"github.com/oncebox/oncebox/testkit/chartcheck"
 )
 
 func main() {

@@ -24,9 +24,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 )
 
 func main() {

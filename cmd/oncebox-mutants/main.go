@@ -1,4 +1,4 @@
-// Command oncebox-mutants runs the named mutants of internal/testkit/mutants: each
+// Command oncebox-mutants runs the named mutants of testkit/mutants: each
 // patch breaks one critical invariant in a scratch copy of the module, and the
 // tests named for it must fail. It exits 1 when a mutant survives, its patch no
 // longer applies or it does not build, and 2 when it could not run.
@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oncebox/oncebox/internal/testkit/mutants"
+	"github.com/oncebox/oncebox/testkit/mutants"
 )
 
 func main() {

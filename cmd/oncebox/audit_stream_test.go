@@ -16,10 +16,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncebox/oncebox/audit"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/internal/testkit/testlog"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/testlog"
 )
 
 // TestAuditOTelLogsNeedsTheFlagAndAnExporter: the flag alone (no log exporter in the

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/audit"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestAuditCLI: `oncebox audit export` prints a tenant's entries; `oncebox audit verify`

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/oncebox/oncebox/internal/testkit/bench"
+	"github.com/oncebox/oncebox/devkit/bench"
 )
 
 // runBench is `oncebox bench`: every benchmark scenario against its baseline, measured

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // freeAddr returns a loopback address no one listens on (for a child's --addr).

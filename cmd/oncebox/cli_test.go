@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // runCLI runs `oncebox <args>` as a child process to its end and returns its standard

@@ -19,11 +19,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/console"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
+	"github.com/oncebox/oncebox/doors/console"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/vendoraccount"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // screenshotsEnv, set to 1, makes TestConsoleFitsNarrowAndWideScreens write the

@@ -23,8 +23,8 @@ func TestBinaryLinksNoTestCode(t *testing.T) {
 		if pkg == "testing" || strings.HasPrefix(pkg, "testing/") ||
 			strings.HasPrefix(pkg, "github.com/stretchr/testify") ||
 			strings.HasPrefix(pkg, "github.com/testcontainers/") ||
-			strings.HasPrefix(pkg, "github.com/oncebox/oncebox/internal/testkit/dbtest") ||
-			strings.HasPrefix(pkg, "github.com/oncebox/oncebox/internal/pgcontainer") {
+			strings.HasPrefix(pkg, "github.com/oncebox/oncebox/testkit/dbtest") ||
+			strings.HasPrefix(pkg, "github.com/oncebox/oncebox/devkit/pgcontainer") {
 			t.Errorf("cmd/oncebox links %s: test-only code in the production binary", pkg)
 		}
 	}

@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncebox/oncebox/internal/console"
-	"github.com/oncebox/oncebox/internal/localpg"
+	"github.com/oncebox/oncebox/devkit/localpg"
+	"github.com/oncebox/oncebox/doors/console"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestDevChargesAConnectAccountAndSaysItReuses: in dev, a tenant set on a Connect

@@ -3,8 +3,8 @@
 package main
 
 import (
-	"github.com/oncebox/oncebox/internal/localpg"
-	"github.com/oncebox/oncebox/internal/pgcontainer"
+	"github.com/oncebox/oncebox/devkit/localpg"
+	"github.com/oncebox/oncebox/devkit/pgcontainer"
 )
 
 // containerFallback is how `oncebox dev` starts Postgres in Docker when the machine has

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/localpg"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/localpg"
 	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // exportBlock is the banner's export command, continuation lines included.

@@ -11,13 +11,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oncebox/oncebox/internal/localpg"
-	"github.com/oncebox/oncebox/internal/vendorevents"
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/localpg"
+	"github.com/oncebox/oncebox/doors/vendorevents"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // devFakes are the fake vendors `oncebox dev` starts in process, for the vendors

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 )
 
 // TestDevFakesKeepTheirObjects: what dev's fakes held is saved beside the cluster and

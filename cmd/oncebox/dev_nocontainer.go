@@ -2,7 +2,7 @@
 
 package main
 
-import "github.com/oncebox/oncebox/internal/localpg"
+import "github.com/oncebox/oncebox/devkit/localpg"
 
 // containerFallback is nil in a build without -tags devcontainer: the production binary
 // carries no test code (testcontainers-go links testing and testify). `oncebox dev` on

@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/oncebox/oncebox/internal/console"
-	"github.com/oncebox/oncebox/internal/vendorevents"
+	"github.com/oncebox/oncebox/doors/console"
+	"github.com/oncebox/oncebox/doors/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 )

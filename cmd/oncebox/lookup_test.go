@@ -12,16 +12,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
+	"github.com/oncebox/oncebox/doors/vendorevents"
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // TestLookupAnswersWasIChargedTwice runs `oncebox lookup` as a child process on an op

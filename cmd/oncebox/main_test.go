@@ -21,8 +21,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/localpg"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/localpg"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 const childArgsEnv = "ONCEBOX_TEST_MAIN_ARGS"

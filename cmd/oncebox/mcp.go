@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 
-	"github.com/oncebox/oncebox/internal/mcpserver"
+	"github.com/oncebox/oncebox/doors/mcpserver"
 	"github.com/oncebox/oncebox/server"
 )
 

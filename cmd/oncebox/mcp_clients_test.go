@@ -15,10 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/mcpserver"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
+	"github.com/oncebox/oncebox/doors/mcpserver"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // bearerTransport adds an Authorization header to every request.

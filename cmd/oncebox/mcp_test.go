@@ -11,9 +11,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/mcpserver"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/doors/mcpserver"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestMCPOverStdio runs `oncebox mcp --tenant acme` as a child process and talks to it

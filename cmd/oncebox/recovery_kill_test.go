@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // recoveryTarget is the promise of issue 28: with default settings, an op in flight on

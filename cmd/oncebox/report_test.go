@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestReconcileReportExitStatus runs `oncebox reconcile report` as cron would: exit 0

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestReviewListNamesTheTenant: `oncebox review list` shows each op's tenant by name,

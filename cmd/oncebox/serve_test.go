@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestServeDrainsOnSIGTERM sends SIGTERM to a real `oncebox serve` while its worker waits

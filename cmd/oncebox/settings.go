@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncebox/oncebox/doors/mcpserver"
 	"github.com/oncebox/oncebox/governance"
-	"github.com/oncebox/oncebox/internal/mcpserver"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )

@@ -17,8 +17,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncebox/oncebox/doors/vendorevents"
 	"github.com/oncebox/oncebox/internal/seal"
-	"github.com/oncebox/oncebox/internal/vendorevents"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendoraccount"
 )

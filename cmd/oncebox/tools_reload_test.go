@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/tenant"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestServeReloadsCatalogOnSIGHUP: a real `oncebox serve` reloads its tool catalog on

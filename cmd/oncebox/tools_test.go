@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 )
 
 // TestToolsCheckVerdicts: `oncebox tools check` says native_keys is safe for a target

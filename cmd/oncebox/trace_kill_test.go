@@ -18,11 +18,11 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/internal/tracing"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // collectedSpan is one span an OTLP/HTTP export delivered to the test's collector.

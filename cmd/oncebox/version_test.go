@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/release"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/migrations"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 // TestVersionCommand: `oncebox version` names the release, the commit and the highest

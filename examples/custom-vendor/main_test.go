@@ -12,8 +12,8 @@ import (
 
 	"github.com/oncebox/oncebox/client"
 	"github.com/oncebox/oncebox/examples/custom-vendor/fakesms"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

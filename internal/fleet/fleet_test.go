@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/internal/fleet"
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
 	"github.com/oncebox/oncebox/migrations"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // checkCatalog is one write tool on a target at url.

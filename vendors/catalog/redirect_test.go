@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // thief records every request it receives.

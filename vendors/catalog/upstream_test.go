@@ -14,10 +14,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/catalog"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // TestClassify: the file comes first and annotations may only make a tool stricter:

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakemcp"
 	"github.com/oncebox/oncebox/vendors/mcpupstream"
-	"github.com/oncebox/oncebox/vendortest/fakemcp"
 )
 
 // hugeAnswerEnv, set, makes TestHugeAnswerIsCut the child that runs the scenario

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/http/httptest"
 
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // Example sends one tagged email to a fake SendGrid and finds it again by its

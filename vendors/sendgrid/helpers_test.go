@@ -15,9 +15,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // testKey is the API key every test uses; it must never show up anywhere.

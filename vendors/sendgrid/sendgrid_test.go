@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 func TestNewValidatesConfig(t *testing.T) {

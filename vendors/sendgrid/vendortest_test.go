@@ -14,11 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 	"github.com/oncebox/oncebox/vendortest"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // TestVendorConformance runs the shared vendor suite against the adapter.

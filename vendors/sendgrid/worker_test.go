@@ -12,14 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/dbtest"
-	"github.com/oncebox/oncebox/internal/testkit/optest"
+	"github.com/oncebox/oncebox/devkit/fakesendgrid"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/tools"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
-	"github.com/oncebox/oncebox/vendortest/fakesendgrid"
 )
 
 // These tests run ops through the real dispatch worker, against a real Postgres

@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/testlog"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
+	"github.com/oncebox/oncebox/testkit/testlog"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 // testKey is the API key every test vendor uses; it must never show up in an

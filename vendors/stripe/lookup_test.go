@@ -10,10 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/stripe"
-	"github.com/oncebox/oncebox/vendortest/fakestripe"
 )
 
 func lookupPI(t *testing.T, v *stripe.Vendor, opID string, since time.Time) []vendorapi.VendorObject {

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"net/http/httptest"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 func ExampleVendor_Dispatch() {

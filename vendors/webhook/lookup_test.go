@@ -10,10 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/fakeclock"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
+	"github.com/oncebox/oncebox/testkit/fakeclock"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 func lookupParams(opID, target string) vendorapi.LookupParams {

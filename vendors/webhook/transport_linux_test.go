@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/latevendor"
 	"github.com/oncebox/oncebox/internal/vendorhttp"
+	"github.com/oncebox/oncebox/testkit/latevendor"
 )
 
 // TestDefaultTransportAbortsOnClose: the default client's connections are aborted when
@@ -25,7 +25,7 @@ func TestDefaultTransportAbortsOnClose(t *testing.T) {
 // default client stays on HTTP/1.1, and a request it gave up on while the network held
 // it back never arrives once the network heals (a target without native keys acts on the late copy beside the resend). Over HTTP/2 the cancel
 // resets the stream only, and the vendor reads the whole request late
-// (internal/testkit/latevendor).
+// (testkit/latevendor).
 func TestGivenUpRequestNotDeliveredOverHTTP2(t *testing.T) {
 	t.Parallel()
 	tr := Config{}.withDefaults().HTTPClient.Transport.(*http.Transport)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // hookPath is a Slack-style base URL path: the credential is the path.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendors/webhook"
 	"github.com/oncebox/oncebox/vendortest"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 // conformanceLag is the lookup lag the adapter reports when the suite controls

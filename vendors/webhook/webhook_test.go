@@ -16,10 +16,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/internal/testkit/testlog"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
+	"github.com/oncebox/oncebox/testkit/testlog"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
-	"github.com/oncebox/oncebox/vendortest/fakewebhook"
 )
 
 const (

@@ -1,0 +1,9 @@
+package bench_test
+
+import (
+	"testing"
+
+	"github.com/oncebox/oncebox/testkit/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }

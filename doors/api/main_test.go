@@ -1,0 +1,9 @@
+package api_test
+
+import (
+	"testing"
+
+	"github.com/oncebox/oncebox/testkit/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
