@@ -38,7 +38,17 @@ var allowLong = map[string]string{
 
 // longExempt are the trees whose functions are not counted: the fakes, the chaos
 // harness and the benchmarks.
-var longExempt = []string{"devkit/fake*", "examples/custom-vendor/fakesms/...", "cmd/oncebox-chaos/...", "devkit/bench/..."}
+var longExempt = []string{"devkit/fakestripe/...", "devkit/fakesendgrid/...", "devkit/fakewebhook/...", "devkit/fakemcp/...",
+	"examples/custom-vendor/fakesms/...", "cmd/oncebox-chaos/...", "devkit/bench/..."}
+
+// layers are the top-level folders that are one layer each, and the title of the
+// package map's table their packages are in (TestLayersByFolder).
+var layers = map[string]string{
+	"testkit/":  "Test kit",
+	"devkit/":   "Dev kit",
+	"doors/":    "Doors",
+	"internal/": "The core's private leaves",
+}
 
 const module = "github.com/oncebox/oncebox"
 
@@ -106,7 +116,7 @@ func backquoted(cell string) []string {
 }
 
 // readMap parses the tables of docs/architecture.md's "## Packages" section. Each
-// table's title is the paragraph before it ("Binaries", "Test kit", "The core").
+// table's title is the paragraph before it ("Binaries", "Test kit", "Dev kit", "Doors", …).
 func readMap(t testing.TB) []row {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root(t), "docs", "architecture.md"))
@@ -144,8 +154,11 @@ func readMap(t testing.TB) []row {
 	return rows
 }
 
-// inKit reports whether r is in the test kit's table.
-func (r row) inKit() bool { return strings.HasPrefix(r.table, "Test kit") }
+// inKit reports whether r is in the test kit's or the dev kit's table, whose
+// packages any test may import.
+func (r row) inKit() bool {
+	return strings.HasPrefix(r.table, "Test kit") || strings.HasPrefix(r.table, "Dev kit")
+}
 
 // rowOf returns the row that lists p, or false.
 func rowOf(rows []row, p string) (row, bool) {
@@ -236,6 +249,29 @@ func TestPackageMap(t *testing.T) {
 		for _, imp := range p.tests {
 			if !matchAny(r.may, imp) && !matchAny(kit, imp) && !matchAny(r.testsToo, imp) {
 				t.Errorf("the tests of package %s import %s, which its row of the package map (docs/architecture.md) does not allow (not in may import, the test kit, or its tests also)", p.path, imp)
+			}
+		}
+	}
+}
+
+// TestLayersByFolder: the tree shows the layers. Every package under testkit/,
+// devkit/, doors/ and internal/ is in that layer's table of the package map, and
+// that table lists no package of another folder (vendortest, the public conformance
+// suite, is the test kit's one package outside testkit/).
+func TestLayersByFolder(t *testing.T) {
+	t.Parallel()
+	rows, pkgs := readMap(t), listPackages(t)
+	for _, p := range pkgs {
+		r, ok := rowOf(rows, p.path)
+		if !ok {
+			continue // TestPackageMap says so
+		}
+		for folder, title := range layers {
+			if strings.HasPrefix(p.path, folder) && !strings.HasPrefix(r.table, title) {
+				t.Errorf("package %s is in the table %q of docs/architecture.md's package map; every package under %s belongs in the table %q", p.path, r.table, folder, title)
+			}
+			if !strings.HasPrefix(p.path, folder) && strings.HasPrefix(r.table, title) && p.path != "vendortest" {
+				t.Errorf("package %s is in the table %q of docs/architecture.md's package map, which is for the packages under %s: move the package or its row", p.path, r.table, folder)
 			}
 		}
 	}
