@@ -2,63 +2,24 @@ package dispatch
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/oncebox/oncebox/internal/opstate"
-	"github.com/oncebox/oncebox/protocol"
 )
 
-// opRow is the op a run dispatches, as it reads the op's row (opstate.OpColumns).
+// opRow is the op a run dispatches, as it reads the op's row (opstate.Row, the one
+// scan of OpColumns).
 type opRow struct {
-	ID                string
-	TenantID          int64
-	Key               string
-	Tool              string
-	Vendor            string
-	Args              json.RawMessage
-	Status            protocol.Status
-	Attempts          int
-	VendorKey         string
-	VendorRef         string
-	ConversationID    string
-	ToolCallID        string
-	DispatchStartedAt *time.Time
-	TraceParent       string
-	VendorAccount     string
+	opstate.Row
 
 	// actingTrace is the traceparent of the span acting on the op (a dispatch attempt's).
 	actingTrace string
-	scan        *scanTarget
 }
 
-// scanTarget holds the columns of opColumns while they are scanned, the ones dispatch
-// does not use included.
-type scanTarget struct {
-	status     string
-	fp         []byte
-	generation int
-	result     json.RawMessage
-	errJSON    json.RawMessage
-	createdAt  time.Time
-	updatedAt  time.Time
-	expiresAt  time.Time
-}
-
-// scanDest is where the columns of opColumns are scanned to, in their order.
-func (op *opRow) scanDest() []any {
-	op.scan = &scanTarget{}
-	s := op.scan
-	return []any{&op.ID, &op.TenantID, &op.Key, &op.Tool, &op.Vendor, &op.Args, &s.fp, &s.status,
-		&op.Attempts, &s.generation, &op.VendorKey, &op.VendorRef, &s.result, &s.errJSON,
-		&op.ConversationID, &op.ToolCallID, &s.createdAt, &s.updatedAt, &s.expiresAt, &op.DispatchStartedAt, &op.TraceParent,
-		&op.VendorAccount}
-}
+// scanDest is where the columns of OpColumns are scanned to, in their order.
+func (op *opRow) scanDest() []any { return op.Row.Dest() }
 
 // fromScan finishes a scan into scanDest.
-func (op *opRow) fromScan() {
-	op.Status = protocol.Status(op.scan.status)
-	op.scan = nil
-}
+func (op *opRow) fromScan() { op.Row.Finish() }
 
 // ident names the op for the state machine's log lines and metrics.
 func (op *opRow) ident() opstate.Ident {

@@ -48,7 +48,7 @@ type Op struct {
 
 	// actingTrace is the traceparent of the span acting on the op (a dispatch attempt's).
 	actingTrace string
-	scan        *scanTarget
+	scan        *opstate.Row
 }
 
 // Wire is the op as the wire carries it (protocol.Op), over HTTP and MCP alike, its

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/internal/opstate"
 )
 
 // rowScanner is what pgx.Row and pgx.Rows have in common.
@@ -13,24 +13,22 @@ type rowScanner interface {
 	Scan(dest ...any) error
 }
 
-// scanTarget holds the columns of opColumns while they are scanned.
-type scanTarget struct {
-	fp     []byte
-	status string
-}
-
+// scanDest is where a query's OpColumns are scanned to (opstate.Row, the one scan of
+// an op's columns); fromScan fills the op from it.
 func (op *Op) scanDest() []any {
-	op.scan = &scanTarget{}
-	return []any{&op.ID, &op.TenantID, &op.Key, &op.Tool, &op.Vendor, &op.Args, &op.scan.fp, &op.scan.status,
-		&op.Attempts, &op.Generation, &op.VendorKey, &op.VendorRef, &op.Result, &op.Error,
-		&op.ConversationID, &op.ToolCallID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &op.DispatchStartedAt, &op.TraceParent,
-		&op.VendorAccount}
+	op.scan = &opstate.Row{}
+	return op.scan.Dest()
 }
 
 func (op *Op) fromScan() {
-	copy(op.Fingerprint[:], op.scan.fp)
-	op.Status = protocol.Status(op.scan.status)
-	op.scan = nil
+	r := op.scan
+	r.Finish()
+	*op = Op{ID: r.ID, TenantID: r.TenantID, Key: r.Key, Tool: r.Tool, Vendor: r.Vendor, Args: r.Args,
+		Fingerprint: r.Fingerprint, Status: r.Status, Attempts: r.Attempts, Generation: r.Generation,
+		VendorKey: r.VendorKey, VendorRef: r.VendorRef, Result: r.Result, Error: r.Error,
+		ConversationID: r.ConversationID, ToolCallID: r.ToolCallID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ExpiresAt: r.ExpiresAt, DispatchStartedAt: r.DispatchStartedAt, TraceParent: r.TraceParent,
+		VendorAccount: r.VendorAccount, Steps: op.Steps, actingTrace: op.actingTrace}
 }
 
 func scanOp(row rowScanner) (*Op, error) {
