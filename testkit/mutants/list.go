@@ -716,7 +716,7 @@ func List() []Mutant {
 		{
 			Name:     "mixed-version-switch-dropped",
 			Breaks:   "a run ignores that a process of an older release is live and makes a clean run (no claim commit) beside it",
-			File:     "dispatch/worker.go",
+			File:     "dispatch/claim.go",
 			Old:      "return d.cfg.ClaimCommit || (d.cfg.MixedVersions != nil && d.cfg.MixedVersions())",
 			New:      "return d.cfg.ClaimCommit",
 			Packages: []string{outboxPkg},
