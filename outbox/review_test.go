@@ -17,9 +17,9 @@ import (
 )
 
 // manualEvent returns the detail of the op's last manual resolution and its actor.
-func manualEvent(t *testing.T, e *sweepEnv, id string) (map[string]any, string) {
+func manualEvent(t *testing.T, e *optest.Env, id string) (map[string]any, string) {
 	t.Helper()
-	h, err := e.ob.History(context.Background(), e.tenant, id)
+	h, err := e.Ob.History(context.Background(), e.Tenant, id)
 	require.NoError(t, err)
 	for i := len(h.Events) - 1; i >= 0; i-- {
 		if h.Events[i].Kind == "manual_resolution" {
@@ -37,17 +37,17 @@ func TestManualResolutions(t *testing.T) {
 	fake, _, v := optest.WebhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	ctx := context.Background()
-	ok := e.seedUnknown(t, "ok", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
-	bad := e.seedUnknown(t, "bad", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
-	again := e.seedUnknown(t, "again", protocol.ToolWebhookPost, optest.HookArgs(3), time.Minute, false)
-	require.Equal(t, 3, e.sweep(t).NeedsReview) // lookups unavailable
+	ok := e.SeedUnknown(t, "ok", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	bad := e.SeedUnknown(t, "bad", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
+	again := e.SeedUnknown(t, "again", protocol.ToolWebhookPost, optest.HookArgs(3), time.Minute, false)
+	require.Equal(t, 3, e.Reconcile(t).NeedsReview) // lookups unavailable
 
-	items, err := e.ob.ListReview(ctx, 0)
+	items, err := e.Ob.ListReview(ctx, 0)
 	require.NoError(t, err)
 	require.Len(t, items, 3)
 	require.Equal(t, "reconcile: lookup_unavailable", items[0].LastEvent)
 
-	got, err := e.ob.ResolveSucceeded(ctx, e.tenant, "ok", "req_123", "seen in the receiver's logs", "ada")
+	got, err := e.Ob.ResolveSucceeded(ctx, e.Tenant, "ok", "req_123", "seen in the receiver's logs", "ada")
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	require.Equal(t, "req_123", got.VendorRef)
@@ -56,37 +56,37 @@ func TestManualResolutions(t *testing.T) {
 	require.Equal(t, "resolved_succeeded", d["decision"])
 	require.Equal(t, "seen in the receiver's logs", d["reason"])
 
-	got, err = e.ob.ResolveFailed(ctx, e.tenant, "bad", "receiver rejected it", "ada")
+	got, err = e.Ob.ResolveFailed(ctx, e.Tenant, "bad", "receiver rejected it", "ada")
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusFailed, got.Status)
 	require.Contains(t, string(got.Error), "receiver rejected it")
 
-	got, err = e.ob.ReleaseForResend(ctx, e.tenant, "again", "nothing arrived", "bob", true)
+	got, err = e.Ob.ReleaseForResend(ctx, e.Tenant, "again", "nothing arrived", "bob", true)
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Equal(t, 1, got.Generation)
-	require.Equal(t, vendorapi.VendorKey(e.tenant, "again", protocol.ToolWebhookPost, 1), got.VendorKey)
+	require.Equal(t, vendorapi.VendorKey(e.Tenant, "again", protocol.ToolWebhookPost, 1), got.VendorKey)
 	d, actor = manualEvent(t, e, again.ID)
 	require.Equal(t, "bob", actor)
 	require.Equal(t, true, d["new_key"])
 
 	// Only needs_review and unknown ops can be resolved by hand.
-	_, err = e.ob.ResolveFailed(ctx, e.tenant, "ok", "oops", "ada")
+	_, err = e.Ob.ResolveFailed(ctx, e.Tenant, "ok", "oops", "ada")
 	require.ErrorIs(t, err, outbox.ErrWrongState)
-	_, err = e.ob.ReleaseForResend(ctx, e.tenant, "bad", "oops", "ada", false)
+	_, err = e.Ob.ReleaseForResend(ctx, e.Tenant, "bad", "oops", "ada", false)
 	require.ErrorIs(t, err, outbox.ErrWrongState)
-	_, err = e.ob.ResolveSucceeded(ctx, e.tenant+1, "ok", "req_1", "other tenant", "ada")
+	_, err = e.Ob.ResolveSucceeded(ctx, e.Tenant+1, "ok", "req_1", "other tenant", "ada")
 	require.ErrorIs(t, err, outbox.ErrNotFound)
 
-	items, err = e.ob.ListReview(ctx, e.tenant)
+	items, err = e.Ob.ListReview(ctx, e.Tenant)
 	require.NoError(t, err)
 	require.Empty(t, items)
 
-	e.start(t)
-	e.waitStatus(t, again.ID, protocol.StatusSucceeded)
+	e.Start(t)
+	e.WaitStatus(t, again.ID, protocol.StatusSucceeded)
 	effects := fake.EffectsFor(again.ID)
 	require.Len(t, effects, 1)
-	require.Equal(t, vendorapi.VendorKey(e.tenant, "again", protocol.ToolWebhookPost, 1), effects[0].Key)
+	require.Equal(t, vendorapi.VendorKey(e.Tenant, "again", protocol.ToolWebhookPost, 1), effects[0].Key)
 	require.Empty(t, fake.EffectsFor(bad.ID))
 }
 
@@ -98,27 +98,27 @@ func TestManualResolutionRefusesUnstorableText(t *testing.T) {
 	_, _, v := optest.WebhookFake(t, fakewebhook.Config{HonourKeys: true}, "")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	ctx := context.Background()
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
-	require.Equal(t, 1, e.sweep(t).NeedsReview)
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	require.Equal(t, 1, e.Reconcile(t).NeedsReview)
 
 	for name, resolve := range map[string]func() error{
 		"succeeded reason": func() error {
-			_, err := e.ob.ResolveSucceeded(ctx, e.tenant, "k", "req_1", "seen\x00", "ada")
+			_, err := e.Ob.ResolveSucceeded(ctx, e.Tenant, "k", "req_1", "seen\x00", "ada")
 			return err
 		},
 		"succeeded ref": func() error {
-			_, err := e.ob.ResolveSucceeded(ctx, e.tenant, "k", "req\x00", "seen", "ada")
+			_, err := e.Ob.ResolveSucceeded(ctx, e.Tenant, "k", "req\x00", "seen", "ada")
 			return err
 		},
-		"failed reason":    func() error { _, err := e.ob.ResolveFailed(ctx, e.tenant, "k", "no\x00", "ada"); return err },
-		"failed bad utf-8": func() error { _, err := e.ob.ResolveFailed(ctx, e.tenant, "k", "no\xff", "ada"); return err },
+		"failed reason":    func() error { _, err := e.Ob.ResolveFailed(ctx, e.Tenant, "k", "no\x00", "ada"); return err },
+		"failed bad utf-8": func() error { _, err := e.Ob.ResolveFailed(ctx, e.Tenant, "k", "no\xff", "ada"); return err },
 		"resend actor": func() error {
-			_, err := e.ob.ReleaseForResend(ctx, e.tenant, "k", "again", "a\x00", false)
+			_, err := e.Ob.ReleaseForResend(ctx, e.Tenant, "k", "again", "a\x00", false)
 			return err
 		},
 	} {
 		err := resolve()
 		require.ErrorIs(t, err, vendorapi.ErrInvalidArgs, name)
 	}
-	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.Get(t, op.ID).Status)
 }

@@ -27,13 +27,13 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	fake, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{StuckMargin: time.Second})
 
-	deleted := e.enqueue(t, "deleted", "webhook.post", optest.HookArgs(1))
-	discarded := e.enqueue(t, "discarded", "webhook.post", optest.HookArgs(2))
-	cancelled := e.enqueue(t, "cancelled", "webhook.post", optest.HookArgs(3))
-	live := e.enqueue(t, "live", "webhook.post", optest.HookArgs(4))
+	deleted := e.Enqueue(t, "deleted", "webhook.post", optest.HookArgs(1))
+	discarded := e.Enqueue(t, "discarded", "webhook.post", optest.HookArgs(2))
+	cancelled := e.Enqueue(t, "cancelled", "webhook.post", optest.HookArgs(3))
+	live := e.Enqueue(t, "live", "webhook.post", optest.HookArgs(4))
 	exec := func(sql string, args ...any) {
 		t.Helper()
-		_, err := e.pool.Exec(ctx, sql, args...)
+		_, err := e.Pool.Exec(ctx, sql, args...)
 		require.NoError(t, err)
 	}
 	exec("DELETE FROM river_job WHERE args->>'op_id' = $1", deleted.ID)
@@ -42,18 +42,18 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	exec("UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE args->>'op_id' = $1", cancelled.ID)
 	exec("UPDATE oncebox_op SET updated_at = now() - interval '1 minute'")
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Rejobbed)
 	require.Equal(t, 2, st.JobsDiscarded)
 
-	require.Equal(t, protocol.StatusPending, e.get(t, deleted.ID).Status)
-	require.Equal(t, 1, e.count(t, sqlLiveJobs, deleted.ID), "the op has a dispatch job again")
+	require.Equal(t, protocol.StatusPending, e.Get(t, deleted.ID).Status)
+	require.Equal(t, 1, e.Count(t, sqlLiveJobs, deleted.ID), "the op has a dispatch job again")
 	ev := e.reconcileEvents(t, deleted.ID)
 	require.Len(t, ev, 1)
 	require.Equal(t, reconcile.Rejob, ev[0]["decision"])
 
 	for _, op := range []*outbox.Op{discarded, cancelled} {
-		require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
+		require.Equal(t, protocol.StatusNeedsReview, e.Get(t, op.ID).Status)
 		ev := e.reconcileEvents(t, op.ID)
 		require.Len(t, ev, 1)
 		require.Equal(t, reconcile.JobDiscarded, ev[0]["decision"])
@@ -64,26 +64,26 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	// called the vendor; the cancelled one never ran.
 	require.Contains(t, e.reconcileEvents(t, discarded.ID)[0]["reason"], "without its answer being recorded")
 	require.NotContains(t, e.reconcileEvents(t, cancelled.ID)[0]["reason"], "without its answer being recorded")
-	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND heard_job_id = -1", discarded.ID),
+	require.Equal(t, 1, e.Count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND heard_job_id = -1", discarded.ID),
 		"a release for resend of the discarded op must treat it as possibly sent")
 
-	require.Equal(t, protocol.StatusPending, e.get(t, live.ID).Status)
-	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", live.ID), "a live job is left alone")
+	require.Equal(t, protocol.StatusPending, e.Get(t, live.ID).Status)
+	require.Equal(t, 1, e.Count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", live.ID), "a live job is left alone")
 	require.Empty(t, e.reconcileEvents(t, live.ID))
 
 	// A second sweep changes nothing: every pending op has its job.
-	st = e.sweep(t)
+	st = e.Reconcile(t)
 	require.Zero(t, st.Rejobbed+st.JobsDiscarded)
 
-	e.start(t)
-	e.waitStatus(t, deleted.ID, protocol.StatusUnknown)
-	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", deleted.ID))
+	e.Start(t)
+	e.WaitStatus(t, deleted.ID, protocol.StatusUnknown)
+	require.Equal(t, 1, e.Count(t, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", deleted.ID))
 	require.Empty(t, fake.EffectsFor(deleted.ID), "the new job sent an op that may have been sent, to a target that does not deduplicate")
 	require.Eventually(t, func() bool {
-		e.sweep(t)
-		return e.get(t, deleted.ID).Status != protocol.StatusUnknown
+		e.Reconcile(t)
+		return e.Get(t, deleted.ID).Status != protocol.StatusUnknown
 	}, 20*time.Second, 200*time.Millisecond, "the reconciler never resent the op")
-	e.waitStatus(t, deleted.ID, protocol.StatusSucceeded)
-	e.waitStatus(t, live.ID, protocol.StatusSucceeded)
+	e.WaitStatus(t, deleted.ID, protocol.StatusSucceeded)
+	e.WaitStatus(t, live.ID, protocol.StatusSucceeded)
 	require.Len(t, fake.EffectsFor(deleted.ID), 1, "dispatched once")
 }

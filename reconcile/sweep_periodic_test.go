@@ -28,13 +28,13 @@ func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	e := &sweepEnv{pool: pool, ob: ob}
+	e := &sweepEnv{Env: &optest.Env{Pool: pool, Ob: ob}}
 	require.NoError(t, pool.QueryRow(context.Background(),
-		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&e.tenant))
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&e.Tenant))
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 
-	e.start(t)
-	e.waitStatus(t, op.ID, protocol.StatusSucceeded)
-	require.Positive(t, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.reconcile_sweep' AND queue = $1", reconcile.MaintenanceQueue))
+	e.Start(t)
+	e.WaitStatus(t, op.ID, protocol.StatusSucceeded)
+	require.Positive(t, e.Count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.reconcile_sweep' AND queue = $1", reconcile.MaintenanceQueue))
 }

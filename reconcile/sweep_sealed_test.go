@@ -62,7 +62,7 @@ func newRedactingEnv(t *testing.T, v vendorapi.Vendor, r *nestingRedactor, sealK
 	var tenant int64
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"INSERT INTO oncebox_tenant (name) VALUES ('acme') RETURNING id").Scan(&tenant))
-	return &sweepEnv{pool: pool, ob: ob, obs: obs, tenant: tenant}
+	return &sweepEnv{Env: &optest.Env{Pool: pool, Ob: ob, Tenant: tenant}, obs: obs}
 }
 
 // storedArgs reads an op's stored args and whether it still has sealed args.
@@ -72,7 +72,7 @@ func (e *sweepEnv) storedArgs(t *testing.T, id string) (string, bool) {
 		args   string
 		sealed bool
 	)
-	require.NoError(t, e.pool.QueryRow(context.Background(),
+	require.NoError(t, e.Pool.QueryRow(context.Background(),
 		"SELECT args::text, sealed_args IS NOT NULL FROM oncebox_op WHERE id = $1", id).Scan(&args, &sealed))
 	return args, sealed
 }
@@ -98,16 +98,16 @@ func TestSweepAdoptDropsSealedArgs(t *testing.T) {
 	_, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, sealKey())
-	op := e.seedUnknown(t, "sealed-adopt", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	op := e.SeedUnknown(t, "sealed-adopt", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	args, sealed := e.storedArgs(t, op.ID)
 	require.True(t, sealed, "the full args are sealed at enqueue")
 	require.JSONEq(t, redactedOnce(1), args)
 	require.EqualValues(t, 1, r.calls.Load())
 
 	postEffect(t, srv.URL, op.ID)
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Succeeded)
-	require.Equal(t, protocol.StatusSucceeded, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusSucceeded, e.Get(t, op.ID).Status)
 
 	args, sealed = e.storedArgs(t, op.ID)
 	require.False(t, sealed, "a terminal op keeps no sealed args")
@@ -122,13 +122,13 @@ func TestSweepAdoptRedactsUnsealedArgs(t *testing.T) {
 	_, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, nil)
-	op := e.seedUnknown(t, "clear-adopt", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
+	op := e.SeedUnknown(t, "clear-adopt", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
 	args, sealed := e.storedArgs(t, op.ID)
 	require.False(t, sealed)
 	require.JSONEq(t, `{"target":"hooks","path":"/orders","body":{"n":2}}`, args)
 
 	postEffect(t, srv.URL, op.ID)
-	require.Equal(t, 1, e.sweep(t).Succeeded)
+	require.Equal(t, 1, e.Reconcile(t).Succeeded)
 	args, sealed = e.storedArgs(t, op.ID)
 	require.False(t, sealed)
 	require.JSONEq(t, redactedOnce(2), args)
@@ -143,15 +143,15 @@ func TestManualResolutionDropsSealedArgs(t *testing.T) {
 	r := &nestingRedactor{}
 	e := newRedactingEnv(t, v, r, sealKey())
 	ctx := context.Background()
-	ok := e.seedUnknown(t, "sealed-ok", protocol.ToolWebhookPost, optest.HookArgs(3), time.Minute, false)
-	bad := e.seedUnknown(t, "sealed-bad", protocol.ToolWebhookPost, optest.HookArgs(4), time.Minute, false)
-	require.Equal(t, 2, e.sweep(t).NeedsReview) // lookups unavailable
+	ok := e.SeedUnknown(t, "sealed-ok", protocol.ToolWebhookPost, optest.HookArgs(3), time.Minute, false)
+	bad := e.SeedUnknown(t, "sealed-bad", protocol.ToolWebhookPost, optest.HookArgs(4), time.Minute, false)
+	require.Equal(t, 2, e.Reconcile(t).NeedsReview) // lookups unavailable
 	require.EqualValues(t, 2, r.calls.Load())
 
-	got, err := e.ob.ResolveSucceeded(ctx, e.tenant, "sealed-ok", "req_1", "seen in the logs", "ada")
+	got, err := e.Ob.ResolveSucceeded(ctx, e.Tenant, "sealed-ok", "req_1", "seen in the logs", "ada")
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
-	got, err = e.ob.ResolveFailed(ctx, e.tenant, "sealed-bad", "never arrived", "ada")
+	got, err = e.Ob.ResolveFailed(ctx, e.Tenant, "sealed-bad", "never arrived", "ada")
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusFailed, got.Status)
 

@@ -12,6 +12,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/sendgrid"
 )
@@ -29,31 +30,26 @@ func sendgridFake(t *testing.T, fakeLag, lookupLag time.Duration) (*fakesendgrid
 	return fake, v
 }
 
-func mailArgs() map[string]any {
-	return map[string]any{"from": map[string]any{"email": "shop@example.com"},
-		"to": []any{map[string]any{"email": "ada@example.com"}}, "subject": "Receipt", "text": "Thanks"}
-}
-
 func TestSendGridLostResponseWaitsThenFindsTheMessage(t *testing.T) {
 	t.Parallel()
 	fake, v := sendgridFake(t, 500*time.Millisecond, time.Second)
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	e.start(t)
+	e.Start(t)
 
 	fake.InjectFault(fakesendgrid.Fault{Kind: fakesendgrid.FaultAcceptThenDrop})
-	op := e.enqueue(t, "mail-1", protocol.ToolMail, mailArgs())
-	e.waitStatus(t, op.ID, protocol.StatusUnknown)
+	op := e.Enqueue(t, "mail-1", protocol.ToolMail, optest.MailArgs())
+	e.WaitStatus(t, op.ID, protocol.StatusUnknown)
 
 	// Within the lag the activity API shows nothing yet, and nothing is trusted.
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Waiting)
-	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusUnknown, e.Get(t, op.ID).Status)
 
 	var got *outbox.Op
 	require.Eventually(t, func() bool {
-		_, err := e.ob.ReconcileOnce(context.Background())
+		_, err := e.Ob.ReconcileOnce(context.Background())
 		require.NoError(t, err)
-		got = e.get(t, op.ID)
+		got = e.Get(t, op.ID)
 		return got.Status != protocol.StatusUnknown
 	}, 10*time.Second, 100*time.Millisecond)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
@@ -70,18 +66,18 @@ func TestSendGridReallyLostMessageIsResentOnce(t *testing.T) {
 	fake, v := sendgridFake(t, 0, 300*time.Millisecond)
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
 	// The send never reached SendGrid, but the worker could not know.
-	op := e.seedUnknown(t, "mail-lost", protocol.ToolMail, mailArgs(), 2*time.Second, false)
+	op := e.SeedUnknown(t, "mail-lost", protocol.ToolMail, optest.MailArgs(), 2*time.Second, false)
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Resent)
 	require.Equal(t, 0, fake.SendCount())
 
-	e.start(t)
-	e.waitStatus(t, op.ID, protocol.StatusSucceeded)
+	e.Start(t)
+	e.WaitStatus(t, op.ID, protocol.StatusSucceeded)
 	require.Equal(t, 1, fake.SendCount())
 	require.Len(t, fake.ByCustomArg(vendorapi.TagKey, op.ID), 1)
 	// Another sweep finds nothing to do.
-	require.Equal(t, 0, e.sweep(t).Looked)
+	require.Equal(t, 0, e.Reconcile(t).Looked)
 }
 
 func TestSendGridWithoutActivityAddOnNeedsReview(t *testing.T) {
@@ -89,10 +85,10 @@ func TestSendGridWithoutActivityAddOnNeedsReview(t *testing.T) {
 	fake, v := sendgridFake(t, 0, time.Second)
 	fake.SetActivityForbidden(true)
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "mail-403", protocol.ToolMail, mailArgs(), time.Minute, false)
+	op := e.SeedUnknown(t, "mail-403", protocol.ToolMail, optest.MailArgs(), time.Minute, false)
 
-	require.Equal(t, 1, e.sweep(t).NeedsReview)
-	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, 1, e.Reconcile(t).NeedsReview)
+	require.Equal(t, protocol.StatusNeedsReview, e.Get(t, op.ID).Status)
 	evs := e.reconcileEvents(t, op.ID)
 	require.Equal(t, reconcile.LookupUnavailable, evs[0]["decision"])
 	require.NotContains(t, evs[0]["error"], "SG.reconcile-test", "no secret in an event")

@@ -42,15 +42,15 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	t.Parallel()
 	fake, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "k1", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	op := e.SeedUnknown(t, "k1", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	effect := fake.EffectsFor(op.ID)[0]
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Looked)
 	require.Equal(t, 1, st.Succeeded)
 
-	got := e.get(t, op.ID)
+	got := e.Get(t, op.ID)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	require.Equal(t, effect.ID, got.VendorRef)
 	require.JSONEq(t, `{"status":200,"body":{"id":"`+effect.ID+`","ok":true}}`, string(got.Result), "the shape of a dispatched op's result")
@@ -65,21 +65,21 @@ func TestSweepAdoptsTheOneTaggedObject(t *testing.T) {
 	require.Equal(t, 1, e.obs.count(e.obs.decisions, "webhook/"+reconcile.Succeeded))
 
 	// Nothing is left to do.
-	require.Equal(t, reconcile.Stats{}, e.sweep(t))
+	require.Equal(t, reconcile.Stats{}, e.Reconcile(t))
 }
 
 func TestSweepDuplicateNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, srv, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "dup", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	op := e.SeedUnknown(t, "dup", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	postEffect(t, srv.URL, op.ID)
 	postEffect(t, srv.URL, op.ID)
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Duplicates)
 	require.Equal(t, 1, st.NeedsReview)
-	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.Get(t, op.ID).Status)
 	require.Equal(t, 1, e.obs.count(e.obs.duplicates, "webhook"))
 
 	evs := e.reconcileEvents(t, op.ID)
@@ -87,13 +87,13 @@ func TestSweepDuplicateNeedsReview(t *testing.T) {
 	require.Equal(t, reconcile.Duplicate, evs[0]["decision"])
 	require.Len(t, evs[0]["objects"], 2)
 
-	items, err := e.ob.ListReview(context.Background(), e.tenant)
+	items, err := e.Ob.ListReview(context.Background(), e.Tenant)
 	require.NoError(t, err)
 	require.Len(t, items, 1)
 	require.Equal(t, op.ID, items[0].OpID)
 	require.Equal(t, "dup", items[0].Key)
 	require.Equal(t, "reconcile: duplicate", items[0].LastEvent)
-	items, err = e.ob.ListReview(context.Background(), e.tenant+1)
+	items, err = e.Ob.ListReview(context.Background(), e.Tenant+1)
 	require.NoError(t, err)
 	require.Empty(t, items)
 }
@@ -102,11 +102,11 @@ func TestSweepLookupUnavailableNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "") // no LookupPath
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.NeedsReview)
-	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusNeedsReview, e.Get(t, op.ID).Status)
 	evs := e.reconcileEvents(t, op.ID)
 	require.Equal(t, reconcile.LookupUnavailable, evs[0]["decision"])
 	require.Contains(t, evs[0]["error"], "cannot be asked")
@@ -116,19 +116,19 @@ func TestSweepResendsWithTheSameKeyAfterTheLag(t *testing.T) {
 	t.Parallel()
 	fake, _, v := optest.WebhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{})
-	op := e.seedUnknown(t, "lost", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	op := e.SeedUnknown(t, "lost", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Resent)
-	got := e.get(t, op.ID)
+	got := e.Get(t, op.ID)
 	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Equal(t, op.VendorKey, got.VendorKey)
 	require.Equal(t, 0, got.Generation)
-	require.Equal(t, 1, e.count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", op.ID))
+	require.Equal(t, 1, e.Count(t, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", op.ID))
 	require.Equal(t, reconcile.Resend, e.reconcileEvents(t, op.ID)[0]["decision"])
 
-	e.start(t)
-	done := e.waitStatus(t, op.ID, protocol.StatusSucceeded)
+	e.Start(t)
+	done := e.WaitStatus(t, op.ID, protocol.StatusSucceeded)
 	effects := fake.EffectsFor(op.ID)
 	require.Len(t, effects, 1)
 	require.Equal(t, op.VendorKey, effects[0].Key)
@@ -142,18 +142,18 @@ func TestSweepWaitsWithinTheLookupLag(t *testing.T) {
 		LookupPath: "/_lookup", LookupLag: time.Hour})
 	require.NoError(t, err)
 	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: lagged}}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Second, false)
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Second, false)
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Waiting)
-	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusUnknown, e.Get(t, op.ID).Status)
 	var next time.Time
-	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
+	require.NoError(t, e.Pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, time.Now().Add(time.Hour-time.Second), next, 5*time.Second)
 	require.Equal(t, reconcile.Wait, e.reconcileEvents(t, op.ID)[0]["decision"])
 
 	// Not due again before the lag is over.
-	require.Equal(t, 0, e.sweep(t).Looked)
+	require.Equal(t, 0, e.Reconcile(t).Looked)
 }
 
 func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
@@ -165,20 +165,20 @@ func TestSweepWaitsOutAnAttemptThatNeverFinished(t *testing.T) {
 		LookupPath: "/_lookup"})
 	require.NoError(t, err)
 	e := newSweepEnv(t, []vendorapi.Vendor{&stubLookup{Vendor: v}}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Second, false)
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Second, false)
 	ctx := context.Background()
-	_, err = e.pool.Exec(ctx, `UPDATE oncebox_attempt SET attempt = 2 WHERE op_id = $1`, op.ID)
+	_, err = e.Pool.Exec(ctx, `UPDATE oncebox_attempt SET attempt = 2 WHERE op_id = $1`, op.ID)
 	require.NoError(t, err)
 	var died time.Time
-	require.NoError(t, e.pool.QueryRow(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
+	require.NoError(t, e.Pool.QueryRow(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
 		SELECT id, 1, gen_random_uuid(), vendor_key, now() - interval '2 seconds' FROM oncebox_op WHERE id = $1
 		RETURNING started_at`, op.ID).Scan(&died))
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Waiting, "an empty lookup is trusted only once the unfinished attempt's job timeout is over")
 	require.Equal(t, 0, st.Resent)
 	var next time.Time
-	require.NoError(t, e.pool.QueryRow(ctx, "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
+	require.NoError(t, e.Pool.QueryRow(ctx, "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, died.Add(5*time.Second), next, time.Second)
 }
 
@@ -202,13 +202,13 @@ func TestSweepRetriesAFailedLookupLater(t *testing.T) {
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{RetryLookupAfter: 2 * time.Minute})
 	args := optest.HookArgs(1)
 	args["target"] = "deadhooks" // nothing listens there
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, args, time.Minute, false)
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, args, time.Minute, false)
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.LookupErrors)
-	require.Equal(t, protocol.StatusUnknown, e.get(t, op.ID).Status)
+	require.Equal(t, protocol.StatusUnknown, e.Get(t, op.ID).Status)
 	var next time.Time
-	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
+	require.NoError(t, e.Pool.QueryRow(context.Background(), "SELECT next_check_at FROM oncebox_op WHERE id = $1", op.ID).Scan(&next))
 	require.WithinDuration(t, time.Now().Add(2*time.Minute), next, 5*time.Second)
 	evs := e.reconcileEvents(t, op.ID)
 	require.Equal(t, reconcile.LookupFailed, evs[0]["decision"])
@@ -221,32 +221,32 @@ func TestSweepDropsItsDecisionWhenAWorkerRecordedMeanwhile(t *testing.T) {
 	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
 	e := newSweepEnv(t, []vendorapi.Vendor{stub}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 	stub.lookup = func(ctx context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 		// A slow predecessor records its answer while the vendor is being asked.
-		_, err := e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'req_late', attempt_token = NULL WHERE id = $1`, p.OpID)
+		_, err := e.Pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'req_late', attempt_token = NULL WHERE id = $1`, p.OpID)
 		require.NoError(t, err)
 		return &vendorapi.LookupResult{}, nil
 	}
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Skipped)
 	require.Equal(t, 0, st.Resent)
-	got := e.get(t, op.ID)
+	got := e.Get(t, op.ID)
 	require.Equal(t, protocol.StatusSucceeded, got.Status)
 	require.Equal(t, "req_late", got.VendorRef)
 	require.Empty(t, e.reconcileEvents(t, op.ID))
-	require.Equal(t, 0, e.count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
+	require.Equal(t, 0, e.Count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", op.ID))
 }
 
 func TestSweepResendOnNoneFalseNeedsReview(t *testing.T) {
 	t.Parallel()
 	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	e := newSweepEnv(t, []vendorapi.Vendor{v}, reconcile.Config{ResendOnNone: map[string]bool{"webhook": false}})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
 
-	require.Equal(t, 1, e.sweep(t).NeedsReview)
-	require.Equal(t, protocol.StatusNeedsReview, e.get(t, op.ID).Status)
+	require.Equal(t, 1, e.Reconcile(t).NeedsReview)
+	require.Equal(t, protocol.StatusNeedsReview, e.Get(t, op.ID).Status)
 	require.Equal(t, reconcile.NoneReview, e.reconcileEvents(t, op.ID)[0]["decision"])
 }
 
@@ -257,24 +257,24 @@ func TestSweepMovesStuckDispatchingOpsToUnknown(t *testing.T) {
 	ctx := context.Background()
 
 	// stuck: dispatching for a minute (job timeout 5s), its job gone.
-	stuck := e.enqueue(t, "stuck", protocol.ToolWebhookPost, optest.HookArgs(1))
+	stuck := e.Enqueue(t, "stuck", protocol.ToolWebhookPost, optest.HookArgs(1))
 	// running: dispatching as long, but its job is still running.
-	running := e.enqueue(t, "running", protocol.ToolWebhookPost, optest.HookArgs(2))
-	_, err := e.pool.Exec(ctx, "DELETE FROM river_job WHERE args->>'op_id' = $1", stuck.ID)
+	running := e.Enqueue(t, "running", protocol.ToolWebhookPost, optest.HookArgs(2))
+	_, err := e.Pool.Exec(ctx, "DELETE FROM river_job WHERE args->>'op_id' = $1", stuck.ID)
 	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
+	_, err = e.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
 		attempted_by = ARRAY['elsewhere'] WHERE args->>'op_id' = $1`, running.ID)
 	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'dispatching', attempts = 1, attempt_token = gen_random_uuid(),
+	_, err = e.Pool.Exec(ctx, `UPDATE oncebox_op SET status = 'dispatching', attempts = 1, attempt_token = gen_random_uuid(),
 		dispatch_started_at = now() - interval '1 minute' WHERE id = ANY($1::uuid[])`, []string{stuck.ID, running.ID})
 	require.NoError(t, err)
 	postEffect(t, srv.URL, stuck.ID)
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 1, st.Stuck)
 	require.Equal(t, 1, st.Succeeded)
-	require.Equal(t, protocol.StatusSucceeded, e.get(t, stuck.ID).Status)
-	require.Equal(t, protocol.StatusDispatching, e.get(t, running.ID).Status)
+	require.Equal(t, protocol.StatusSucceeded, e.Get(t, stuck.ID).Status)
+	require.Equal(t, protocol.StatusDispatching, e.Get(t, running.ID).Status)
 
 	evs := e.reconcileEvents(t, stuck.ID)
 	require.Len(t, evs, 2)
@@ -305,11 +305,11 @@ func TestStateChangeLogLinesCarryTheOpsFields(t *testing.T) {
 	var buf testlog.Buffer
 	_, _, v := optest.WebhookFake(t, fakewebhook.Config{HonourKeys: true}, "/_lookup")
 	e := newSweepEnvFrom(t, []vendorapi.Vendor{v}, outbox.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
-	op := e.seedUnknown(t, "logged", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
-	_, err := e.pool.Exec(context.Background(), "UPDATE oncebox_op SET conversation_id = 'conv-9', tool_call_id = 'call-3' WHERE id = $1", op.ID)
+	op := e.SeedUnknown(t, "logged", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	_, err := e.Pool.Exec(context.Background(), "UPDATE oncebox_op SET conversation_id = 'conv-9', tool_call_id = 'call-3' WHERE id = $1", op.ID)
 	require.NoError(t, err)
 
-	require.Equal(t, 1, e.sweep(t).Resent)
+	require.Equal(t, 1, e.Reconcile(t).Resent)
 	var line map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var m map[string]any
@@ -336,8 +336,8 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 	_, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	stub := &stubLookup{Vendor: v}
 	e := newSweepEnv(t, []vendorapi.Vendor{stub}, reconcile.Config{})
-	op := e.seedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
-	other := e.seedUnknown(t, "other", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
+	op := e.SeedUnknown(t, "k", protocol.ToolWebhookPost, optest.HookArgs(1), time.Minute, false)
+	other := e.SeedUnknown(t, "other", protocol.ToolWebhookPost, optest.HookArgs(2), time.Minute, false)
 	stub.lookup = func(_ context.Context, p vendorapi.LookupParams) (*vendorapi.LookupResult, error) {
 		if p.OpID != op.ID {
 			return &vendorapi.LookupResult{}, nil
@@ -348,11 +348,11 @@ func TestSweepAdoptsOnlyObjectsTaggedWithTheOp(t *testing.T) {
 		}}, nil
 	}
 
-	st := e.sweep(t)
+	st := e.Reconcile(t)
 	require.Equal(t, 0, st.Succeeded, "an object not tagged with the op was adopted")
 	require.Equal(t, 0, st.Duplicates, "objects of other ops are not this op's duplicates")
 	require.Equal(t, 2, st.Resent, "neither op has an object of its own: both are resent")
-	got := e.get(t, op.ID)
+	got := e.Get(t, op.ID)
 	require.Equal(t, protocol.StatusPending, got.Status)
 	require.Empty(t, got.VendorRef)
 	require.Nil(t, got.Result)
