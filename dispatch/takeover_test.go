@@ -15,6 +15,8 @@ import (
 	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // runningUnder makes the op's dispatch job look fetched a moment ago, at attempt 1, by
@@ -48,15 +50,15 @@ func holdLiveness(t *testing.T, pool *pgxpool.Pool, clientID string) {
 func TestTakeoverOfAGoneProcessAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, jobTimeout: 20 * time.Second, rescueAfter: time.Hour})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
+	pool := dbtest.Schema(t)
+	fake, srv := optest.HonouringTarget(t)
+	tenant := optest.Tenant(t, pool, "acme")
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, JobTimeout: 20 * time.Second, RescueAfter: time.Hour})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	runningUnder(t, pool, res.Op.ID, dispatch.LiveClientPrefix+"gone_1")
 	start := time.Now()
-	startWorker(t, ob)
+	optest.Start(t, ob)
 
 	var op *outbox.Op
 	require.Eventually(t, func() bool {
@@ -65,7 +67,7 @@ func TestTakeoverOfAGoneProcessAtOnce(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "op: %+v", op)
 	t.Logf("settled %s after the takeover started", time.Since(start))
 	require.Equal(t, 1, fake.EffectCount(), "one effect at the receiver")
-	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND metadata ? 'oncebox:taken_over_at'`, res.Op.ID))
+	require.Equal(t, 1, dbtest.Count(t, pool, `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND metadata ? 'oncebox:taken_over_at'`, res.Op.ID))
 }
 
 // TestNoTakeoverOfALiveSilentProcess: a process that holds its liveness lock keeps its
@@ -74,19 +76,19 @@ func TestTakeoverOfAGoneProcessAtOnce(t *testing.T) {
 func TestNoTakeoverOfALiveSilentProcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, jobTimeout: 20 * time.Second, rescueAfter: time.Hour})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
+	pool := dbtest.Schema(t)
+	fake, srv := optest.HonouringTarget(t)
+	tenant := optest.Tenant(t, pool, "acme")
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, JobTimeout: 20 * time.Second, RescueAfter: time.Hour})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	alive := dispatch.LiveClientPrefix + "alive_1"
 	holdLiveness(t, pool, alive)
 	runningUnder(t, pool, res.Op.ID, alive)
-	startWorker(t, ob)
+	optest.Start(t, ob)
 
 	time.Sleep(4 * time.Second)
-	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'running' AND attempt = 1`, res.Op.ID),
+	require.Equal(t, 1, dbtest.Count(t, pool, `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'running' AND attempt = 1`, res.Op.ID),
 		"the live process's job was taken over")
 	require.Equal(t, 0, fake.Requests(), "nothing may be sent while the live process may still be calling")
 }
@@ -99,11 +101,11 @@ func TestNoTakeoverOfALiveSilentProcess(t *testing.T) {
 func TestDispatchingAttemptOfAGoneProcessIsOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, jobTimeout: 20 * time.Second, rescueAfter: time.Hour})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
+	pool := dbtest.Schema(t)
+	fake, srv := optest.HonouringTarget(t)
+	tenant := optest.Tenant(t, pool, "acme")
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, JobTimeout: 20 * time.Second, RescueAfter: time.Hour})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `WITH c AS (
 		UPDATE oncebox_op SET status = 'dispatching', attempts = 1, attempt_token = gen_random_uuid(),
@@ -112,7 +114,7 @@ func TestDispatchingAttemptOfAGoneProcessIsOver(t *testing.T) {
 		INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at, worker)
 		SELECT id, 1, attempt_token, vendor_key, dispatch_started_at, $2 FROM c`, res.Op.ID, dispatch.LiveClientPrefix+"gone_2")
 	require.NoError(t, err)
-	startWorker(t, ob)
+	optest.Start(t, ob)
 
 	var op *outbox.Op
 	require.Eventually(t, func() bool {
@@ -120,7 +122,7 @@ func TestDispatchingAttemptOfAGoneProcessIsOver(t *testing.T) {
 		return err == nil && op.Status == protocol.StatusSucceeded
 	}, 10*time.Second, 50*time.Millisecond, "op: %+v", op)
 	require.Equal(t, 1, fake.EffectCount())
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND outcome = 'lost'", res.Op.ID))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND outcome = 'lost'", res.Op.ID))
 }
 
 // TestWokenWorkerAfterTakeoverIsFenced: a clean run that was silent while its job was
@@ -130,16 +132,16 @@ func TestDispatchingAttemptOfAGoneProcessIsOver(t *testing.T) {
 func TestWokenWorkerAfterTakeoverIsFenced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake := fakewebhook.New(fakewebhook.Config{})
 	release := make(chan struct{})
 	fake.SetBlock(release)
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{jobTimeout: 20 * time.Second, rescueAfter: time.Hour})
-	startWorker(t, ob)
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
+	tenant := optest.Tenant(t, pool, "acme")
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{JobTimeout: 20 * time.Second, RescueAfter: time.Hour})
+	optest.Start(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return fake.EffectCount() == 1 }, 10*time.Second, 20*time.Millisecond)
 
@@ -157,7 +159,7 @@ func TestWokenWorkerAfterTakeoverIsFenced(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusPending, op.Status, "the woken worker recorded its answer after the takeover")
 	require.Equal(t, 0, op.Attempts)
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'available'", res.Op.ID))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'available'", res.Op.ID))
 }
 
 // TestStartPutsNoJobOff: a process restarted with a backlog waits for its liveness lock
@@ -167,14 +169,14 @@ func TestWokenWorkerAfterTakeoverIsFenced(t *testing.T) {
 func TestStartPutsNoJobOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	pool := dbtest.Schema(t)
+	fake, srv := optest.HonouringTarget(t)
+	tenant := optest.Tenant(t, pool, "acme")
 	clientID := dispatch.LiveClientPrefix + "restarted_1"
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: clientID})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, ClientID: clientID})
 	const ops = 20
 	for i := range ops {
-		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: fmt.Sprintf("k%d", i), Tool: "webhook.post", Args: webhookArgs(i)})
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: fmt.Sprintf("k%d", i), Tool: "webhook.post", Args: optest.WebhookArgs(i)})
 		require.NoError(t, err)
 	}
 	lingering, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
@@ -183,11 +185,11 @@ func TestStartPutsNoJobOff(t *testing.T) {
 	require.NoError(t, lingering.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('oncebox.process:' || $1, 0))`, clientID).Scan(&held))
 	require.True(t, held)
 	time.AfterFunc(300*time.Millisecond, func() { _ = lingering.Close(context.Background()) })
-	startWorker(t, ob)
+	optest.Start(t, ob)
 	require.Eventually(t, func() bool {
-		return count(t, pool, "SELECT count(*) FROM oncebox_op WHERE status = 'succeeded'") == ops
+		return dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op WHERE status = 'succeeded'") == ops
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, ops, fake.EffectCount())
-	require.Zero(t, count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND metadata ? 'snoozes'"),
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND metadata ? 'snoozes'"),
 		"a job was put off while the process took its lock")
 }

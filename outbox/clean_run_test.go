@@ -12,6 +12,7 @@ import (
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestCleanRunRescuedIsFenced pins the fence of a clean run (one that calls its vendor
@@ -36,7 +37,7 @@ func TestCleanRunRescuedIsFenced(t *testing.T) {
 func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 
 	release := make(chan struct{})
@@ -44,9 +45,9 @@ func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 	effected := make(chan struct{}, 10)
 	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "a", retryBackoff: 2 * time.Second, batched: batched})
-	startWorker(t, ob)
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rescued", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, ClientID: "a", RetryBackoff: 2 * time.Second, Batched: batched})
+	optest.Start(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rescued", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	select {
 	case <-effected:
@@ -89,14 +90,14 @@ func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
 	fake, srv := newPlainTarget(t)
 	tenant := newTenant(t, pool, "acme")
 
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "a"})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unheard", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{ClientID: "a"})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unheard", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	// A run of the job happened (a worker killed after its call, then rescued).
 	_, err = pool.Exec(ctx, `UPDATE river_job SET attempt = 1, attempted_at = now() - interval '3 minutes'
 		WHERE args->>'op_id' = $1`, res.Op.ID)
 	require.NoError(t, err)
-	startWorker(t, ob)
+	optest.Start(t, ob)
 
 	waitStatus(t, ob, tenant, "unheard", protocol.StatusUnknown, 20*time.Second)
 	waitJobsFinished(t, pool, res.Op.ID)
@@ -117,9 +118,9 @@ func TestCleanRunRecordsFromPending(t *testing.T) {
 	pool := newSchema(t)
 	_, srv := newPlainTarget(t)
 	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "a", batched: true})
-	startWorker(t, ob)
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "clean", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{ClientID: "a", Batched: true})
+	optest.Start(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "clean", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	op := waitStatus(t, ob, tenant, "clean", protocol.StatusSucceeded, 20*time.Second)
 	require.Equal(t, 1, op.Attempts)
@@ -158,9 +159,9 @@ func TestSnoozedRerunLostIsNotClean(t *testing.T) {
 	effected := make(chan struct{}, 10)
 	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "a", retryBackoff: 2 * time.Second})
-	startWorker(t, ob)
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "snoozed", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{ClientID: "a", RetryBackoff: 2 * time.Second})
+	optest.Start(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "snoozed", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	select {
 	case <-effected:

@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
-	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -31,102 +31,6 @@ const (
 	childTargetEnv = "ONCEBOX_TEST_CHILD_TARGET"
 	childNativeEnv = "ONCEBOX_TEST_CHILD_NATIVE"
 )
-
-// webhookTool is the generic HTTP tool as outbox's tests use it: args {"target","path","body"}.
-func webhookTool() vendorapi.Tool {
-	return vendorapi.Tool{
-		Name:   "webhook.post",
-		Vendor: "webhook",
-		Validate: func(args json.RawMessage) error {
-			var a struct {
-				Target string `json:"target"`
-			}
-			if err := json.Unmarshal(args, &a); err != nil || a.Target == "" {
-				return &vendorapi.ValidationError{Field: "args.target", Message: "is required"}
-			}
-			return nil
-		},
-	}
-}
-
-type workerOpts struct {
-	native       bool
-	rescueAfter  time.Duration
-	jobTimeout   time.Duration
-	retryBackoff time.Duration
-	maxAttempts  int
-	clientID     string
-	// batched completes jobs through River's batched completer
-	// (Config.BatchedCompletion, the default) instead of JobCompleteTx; the tests
-	// state it (false: JobCompleteTx).
-	batched bool
-	// claimCommit commits a claim before every vendor call (Config.ClaimCommit), for
-	// the tests that pin the locking path's token fence.
-	claimCommit bool
-	// mixed is Config.MixedVersions.
-	mixed func() bool
-}
-
-func newWorkerOutbox(t testing.TB, pool *pgxpool.Pool, targetURL string, o workerOpts) *outbox.Outbox {
-	v, err := webhook.New(webhook.Config{
-		Targets:           map[string]webhook.Target{"crm": {BaseURL: targetURL, SecretHeader: "X-Secret", Secret: "s3cret"}},
-		Timeout:           cmpDur(o.jobTimeout, 5*time.Second),
-		NativeIdempotency: o.native,
-		LookupPath:        "/_lookup",
-	})
-	if err != nil {
-		panic(err)
-	}
-	reg, err := outbox.NewRegistry(webhookTool())
-	if err != nil {
-		panic(err)
-	}
-	ob, err := outbox.New(outbox.Config{
-		Pool:                 pool,
-		Tools:                reg,
-		Vendors:              []vendorapi.Vendor{v},
-		Queues:               map[string]dispatch.QueueConfig{"webhook": {MaxWorkers: 10, JobTimeout: cmpDur(o.jobTimeout, 10*time.Second)}},
-		RescueStuckJobsAfter: cmpDur(o.rescueAfter, time.Minute),
-		RetryBackoff:         func(int) time.Duration { return cmpDur(o.retryBackoff, 100*time.Millisecond) },
-		MaxAttempts:          o.maxAttempts,
-		TestOnly:             true,
-		ClientID:             o.clientID,
-		BatchedCompletion:    &o.batched,
-		ClaimCommit:          o.claimCommit,
-		MixedVersions:        o.mixed,
-	})
-	if err != nil {
-		panic(err)
-	}
-	return ob
-}
-
-func cmpDur(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-func startWorker(t *testing.T, ob *outbox.Outbox) {
-	t.Helper()
-	require.NoError(t, ob.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = ob.Stop(ctx)
-	})
-}
-
-// newHonouringTarget serves a fake webhook receiver that deduplicates by
-// Idempotency-Key, until the test ends.
-func newHonouringTarget(t *testing.T) (*fakewebhook.Server, *httptest.Server) {
-	t.Helper()
-	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	return fake, srv
-}
 
 // waitPendingWithResendDeadline waits until the op is pending again with a resend
 // deadline, and returns the deadline.
@@ -158,20 +62,16 @@ func waitStatus(t *testing.T, ob *outbox.Outbox, tenant int64, key string, want 
 	return nil
 }
 
-func webhookArgs(n int) json.RawMessage {
-	return json.RawMessage(fmt.Sprintf(`{"target":"crm","path":"/charge","body":{"n":%d}}`, n))
-}
-
 func TestDispatchSucceedsOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
-	startWorker(t, ob)
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true})
+	optest.Start(t, ob)
 
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	op := waitStatus(t, ob, tenant, "k1", protocol.StatusSucceeded, 10*time.Second)
 	require.Equal(t, 1, fake.EffectCount())
@@ -199,18 +99,18 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{})
-	startWorker(t, ob)
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{})
+	optest.Start(t, ob)
 
 	t.Run("permanent is stored and replayed", func(t *testing.T) {
 		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 422})
-		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: webhookArgs(1)})
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 		require.NoError(t, err)
 		op := waitStatus(t, ob, tenant, "perm", protocol.StatusFailed, 10*time.Second)
 		require.Contains(t, string(op.Error), `"class":"permanent"`)
 		before := fake.Requests()
 
-		again, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: webhookArgs(1)})
+		again, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
 		require.Equal(t, protocol.StatusFailed, again.Op.Status)
@@ -222,7 +122,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 	t.Run("retry-after is honoured", func(t *testing.T) {
 		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: time.Second})
 		start := time.Now()
-		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rl", Tool: "webhook.post", Args: webhookArgs(2)})
+		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rl", Tool: "webhook.post", Args: optest.WebhookArgs(2)})
 		require.NoError(t, err)
 		op := waitStatus(t, ob, tenant, "rl", protocol.StatusSucceeded, 15*time.Second)
 		require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "the worker waited for Retry-After")
@@ -232,7 +132,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 
 	t.Run("unknown is not resent", func(t *testing.T) {
 		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault500AfterEffect})
-		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unk", Tool: "webhook.post", Args: webhookArgs(3)})
+		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unk", Tool: "webhook.post", Args: optest.WebhookArgs(3)})
 		require.NoError(t, err)
 		waitStatus(t, ob, tenant, "unk", protocol.StatusUnknown, 10*time.Second)
 		waitJobsFinished(t, pool, res.Op.ID)
@@ -246,7 +146,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		for i := 0; i < 12; i++ {
 			fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
 		}
-		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "busy", Tool: "webhook.post", Args: webhookArgs(4)})
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "busy", Tool: "webhook.post", Args: optest.WebhookArgs(4)})
 		require.NoError(t, err)
 		op := waitStatus(t, ob, tenant, "busy", protocol.StatusNeedsReview, 20*time.Second)
 		require.Equal(t, 10, op.Attempts)
@@ -261,7 +161,7 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 
 	release := make(chan struct{})
@@ -269,9 +169,9 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	effected := make(chan struct{}, 10)
 	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-	a := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "a", claimCommit: true})
-	startWorker(t, a)
-	res, err := a.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "dup", Tool: "webhook.post", Args: webhookArgs(1)})
+	a := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, ClientID: "a", ClaimCommit: true})
+	optest.Start(t, a)
+	res, err := a.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "dup", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	select {
 	case <-effected:
@@ -287,8 +187,8 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET dispatch_started_at = dispatch_started_at - interval '1 minute' WHERE id = $1", res.Op.ID)
 	require.NoError(t, err)
-	b := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, clientID: "b", claimCommit: true})
-	startWorker(t, b)
+	b := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, ClientID: "b", ClaimCommit: true})
+	optest.Start(t, b)
 
 	// b sees the op dispatching within the key window and resends with the same key; the
 	// vendor answers 409 (the key is in flight), so b sets the op back to pending.
@@ -346,8 +246,8 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 			t.Cleanup(func() { _ = child.Process.Kill(); _, _ = child.Process.Wait() })
 
 			// Insert-only enqueue from the test process.
-			ins := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: native})
-			res, err := ins.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "kill", Tool: "webhook.post", Args: webhookArgs(1)})
+			ins := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: native})
+			res, err := ins.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "kill", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 			require.NoError(t, err)
 
 			select {
@@ -365,8 +265,8 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 			// job, which finds the op still dispatching.
 			time.Sleep(3 * time.Second)
 			_, _ = pool.Exec(ctx, "DELETE FROM river_leader") // the dead process's leadership
-			next := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: native, rescueAfter: 2 * time.Second, jobTimeout: time.Second, clientID: "next"})
-			startWorker(t, next)
+			next := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: native, RescueAfter: 2 * time.Second, JobTimeout: time.Second, ClientID: "next"})
+			optest.Start(t, next)
 
 			if native {
 				op := waitStatus(t, next, tenant, "kill", protocol.StatusSucceeded, 60*time.Second)
@@ -395,7 +295,7 @@ func runChildWorker() {
 		os.Exit(2)
 	}
 	native, _ := strconv.ParseBool(os.Getenv(childNativeEnv))
-	ob := newWorkerOutbox(nil, pool, os.Getenv(childTargetEnv), workerOpts{native: native, rescueAfter: 2 * time.Second, jobTimeout: time.Second, clientID: "child"})
+	ob := optest.NewWorkerOutbox(nil, pool, os.Getenv(childTargetEnv), optest.WorkerOpts{Native: native, RescueAfter: 2 * time.Second, JobTimeout: time.Second, ClientID: "child"})
 	if err := ob.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(2)
@@ -411,10 +311,10 @@ func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "old-key", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "old-key", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET key_first_sent_at = now() - interval '25 hours' WHERE id = $1", res.Op.ID)
 	require.NoError(t, err)
@@ -440,12 +340,12 @@ func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, retryBackoff: 3 * time.Second})
-	startWorker(t, ob)
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "late", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, RetryBackoff: 3 * time.Second})
+	optest.Start(t, ob)
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "late", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 
 	// The lost answer: pending again, resendable until the end of the key window.
@@ -475,13 +375,13 @@ func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, maxAttempts: 2})
-	startWorker(t, ob)
-	_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "tired", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, MaxAttempts: 2})
+	optest.Start(t, ob)
+	_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "tired", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 
 	op := waitStatus(t, ob, tenant, "tired", protocol.StatusUnknown, 20*time.Second)
@@ -497,17 +397,17 @@ func TestTakeoverResendKeepsTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, retryBackoff: time.Minute})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "taken", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, RetryBackoff: time.Minute})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "taken", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	// As a worker that died mid-call leaves it.
 	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET status = 'dispatching', attempts = 1, attempt_token = gen_random_uuid(),
 		key_first_sent_at = now() - interval '1 minute', dispatch_started_at = now() - interval '1 minute' WHERE id = $1`, res.Op.ID)
 	require.NoError(t, err)
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
-	startWorker(t, ob)
+	optest.Start(t, ob)
 
 	resendBefore := waitPendingWithResendDeadline(t, pool, res.Op.ID)
 	require.WithinDuration(t, time.Now().Add(24*time.Hour-2*time.Minute), resendBefore, time.Minute)
@@ -536,7 +436,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			pool := newSchema(t)
-			fake, srv := newHonouringTarget(t)
+			fake, srv := optest.HonouringTarget(t)
 			t.Cleanup(fake.ReleaseHangs)
 			tenant := newTenant(t, pool, "acme")
 			release := make(chan struct{})
@@ -544,9 +444,9 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 			effected := make(chan struct{}, 1)
 			fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-			ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: tc.native})
+			ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: tc.native})
 			require.NoError(t, ob.Start(ctx))
-			_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "term", Tool: "webhook.post", Args: webhookArgs(1)})
+			_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "term", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 			require.NoError(t, err)
 			<-effected
 
@@ -567,7 +467,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 				return
 			}
 			// The next worker resends under the same key; the receiver replays.
-			next := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true})
+			next := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true})
 			require.NoError(t, next.Start(ctx))
 			t.Cleanup(func() { _ = next.Stop(context.Background()) })
 			require.Eventually(t, func() bool {
@@ -585,21 +485,21 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}, NativeIdempotency: true})
 	require.NoError(t, err)
-	reg, err := outbox.NewRegistry(webhookTool())
+	reg, err := outbox.NewRegistry(optest.WebhookTool())
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, BatchedCompletion: ptrTo(true),
 		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	require.NoError(t, err)
-	startWorker(t, ob)
+	optest.Start(t, ob)
 
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409}) // one retry on the way
 	const n = 20
 	for i := 0; i < n; i++ {
-		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: fmt.Sprintf("b%d", i), Tool: "webhook.post", Args: webhookArgs(i)})
+		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: fmt.Sprintf("b%d", i), Tool: "webhook.post", Args: optest.WebhookArgs(i)})
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {
@@ -615,10 +515,10 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
 
-	tool := webhookTool()
+	tool := optest.WebhookTool()
 	tool.Redact = func(json.RawMessage) json.RawMessage { return json.RawMessage(`{"redacted":true}`) }
 	reg, err := outbox.NewRegistry(tool)
 	require.NoError(t, err)
@@ -631,10 +531,10 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	worker, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, SealKey: keyB})
 	require.NoError(t, err)
 
-	_, err = writer.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "sealed", Tool: "webhook.post", Args: webhookArgs(1)})
+	_, err = writer.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "sealed", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM oncebox_op WHERE args::text = '{"redacted": true}' AND sealed_args IS NOT NULL`))
-	startWorker(t, worker)
+	optest.Start(t, worker)
 
 	op := waitStatus(t, worker, tenant, "sealed", protocol.StatusNeedsReview, 10*time.Second)
 	require.Contains(t, string(op.Error), "sealed_args")

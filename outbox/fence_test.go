@@ -13,6 +13,7 @@ import (
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestStaleTokenIsFencedByTheToken pins the attempt-token fence on its own: while a
@@ -49,9 +50,9 @@ func testStaleTokenIsFenced(t *testing.T, newer protocol.Status, batched bool) {
 	effected := make(chan struct{}, 10)
 	fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
-	stale := newWorkerOutbox(t, pool, srv.URL, workerOpts{clientID: "stale", batched: batched, claimCommit: true})
-	startWorker(t, stale)
-	res, err := stale.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "fenced", Tool: "webhook.post", Args: webhookArgs(1)})
+	stale := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{ClientID: "stale", Batched: batched, ClaimCommit: true})
+	optest.Start(t, stale)
+	res, err := stale.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "fenced", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	opID := res.Op.ID
 	select {

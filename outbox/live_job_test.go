@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 const sqlLiveJobs = `SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1
@@ -52,10 +53,10 @@ func TestTakeoverWaitsForTheAttemptsJobTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newSchema(t)
-	fake, srv := newHonouringTarget(t)
+	fake, srv := optest.HonouringTarget(t)
 	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{jobTimeout: 20 * time.Second})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{JobTimeout: 20 * time.Second})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 	// Another run claimed the op a moment ago and is still waiting for the receiver.
 	_, err = pool.Exec(ctx, `WITH c AS (
@@ -65,7 +66,7 @@ func TestTakeoverWaitsForTheAttemptsJobTimeout(t *testing.T) {
 		INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
 		SELECT id, 1, attempt_token, vendor_key, dispatch_started_at FROM c`, res.Op.ID)
 	require.NoError(t, err)
-	startWorker(t, ob)
+	optest.Start(t, ob)
 
 	require.Eventually(t, func() bool {
 		return count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'scheduled' AND scheduled_at > now() + interval '10 seconds'", res.Op.ID) == 1

@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestMixedVersionsCommitTheClaim: while Config.MixedVersions reports a process of an
@@ -44,11 +45,11 @@ func TestMixedVersionsCommitTheClaim(t *testing.T) {
 	tenant := newTenant(t, pool, "acme")
 	var mixed atomic.Bool
 	mixed.Store(true)
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{native: true, batched: true, mixed: mixed.Load})
-	startWorker(t, ob)
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, Batched: true, Mixed: mixed.Load})
+	optest.Start(t, ob)
 
 	statusDuring := func(key string, n int) string {
-		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: key, Tool: "webhook.post", Args: webhookArgs(n)})
+		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: key, Tool: "webhook.post", Args: optest.WebhookArgs(n)})
 		require.NoError(t, err)
 		waitStatus(t, ob, tenant, key, protocol.StatusSucceeded, 10*time.Second)
 		mu.Lock()

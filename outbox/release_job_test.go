@@ -10,6 +10,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestReleaseWaitsForAFinishedRun: with batched completion (the default) a run that
@@ -24,8 +25,8 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 	pool := newSchema(t)
 	_, srv := newPlainTarget(t)
 	tenant := newTenant(t, pool, "acme")
-	ob := newWorkerOutbox(t, pool, srv.URL, workerOpts{batched: true})
-	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "released", Tool: "webhook.post", Args: webhookArgs(1)})
+	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Batched: true})
+	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "released", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 
 	// The job's first run recorded unknown and returned; the completer has not run yet.
@@ -51,6 +52,6 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 		AND state IN ('available', 'scheduled')`, res.Op.ID, jobID), "the released op has no dispatch job of its own")
 
 	// And it is dispatched.
-	startWorker(t, ob)
+	optest.Start(t, ob)
 	waitStatus(t, ob, tenant, "released", protocol.StatusSucceeded, 20*time.Second)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/purge"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -93,7 +94,7 @@ func TestTTLBelowTheVendorsKeyWindowIsRefused(t *testing.T) {
 	pool := newSchema(t)
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: "http://127.0.0.1:1"}}, NativeIdempotency: true})
 	require.NoError(t, err)
-	tool := webhookTool()
+	tool := optest.WebhookTool()
 	tool.TTL = time.Hour
 	reg, err := outbox.NewRegistry(tool)
 	require.NoError(t, err)
