@@ -48,7 +48,7 @@ func newEnv(t *testing.T, front func(n int64, w http.ResponseWriter, r *http.Req
 	require.NoError(t, err)
 	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	_, token, err := tenants.Create(context.Background(), "t")

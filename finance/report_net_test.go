@@ -27,7 +27,7 @@ func paymentReportEnv(t *testing.T) (*pgxpool.Pool, *outbox.Outbox, int64, strin
 	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('one') RETURNING id").Scan(&tn))
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
 	at := time.Date(2025, 1, 1, 1, 0, 0, 0, time.UTC)
 	pay := seedOp(t, pool, tn, "pay", protocol.ToolPaymentIntent, "stripe", "succeeded", `{"amount":29000,"currency":"usd"}`, at)

@@ -51,7 +51,7 @@ func TestApprovalNotification(t *testing.T) {
 	require.NoError(t, err)
 	work := true
 	secret := []byte("s3cret")
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Work: &work, NoDispatch: true,
 		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 100 * time.Millisecond },
 		Gate:   newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}}}),
 		Notify: &notify.Config{URL: receiver.URL + "/hook", Secret: secret, LinkBase: "https://ob.example"}})
@@ -130,7 +130,7 @@ func TestApprovalNotificationRedirectNotFollowed(t *testing.T) {
 	work := true
 	var logs strings.Builder
 	var logMu sync.Mutex
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Work: &work, NoDispatch: true,
 		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 100 * time.Millisecond },
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)),
 		Gate:   newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}}}),

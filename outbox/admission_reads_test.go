@@ -61,7 +61,7 @@ func TestAdmissionReadsHoldNoLocks(t *testing.T) {
 	gate := newGate(t, pool, reg, nil,
 		governance.Budget{Name: "ops", Window: governance.Duration(time.Hour), Count: 100},
 		governance.Budget{Name: "refunds", Tool: "test.refund", Window: governance.Duration(time.Hour), Amount: map[string]int64{"*": 1000}})
-	ob, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gate})
+	ob, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gate})
 	require.NoError(t, err)
 	acme = newTenant(t, pool, "acme")
 
@@ -98,7 +98,7 @@ func TestAdmissionReadInCallersTransactionIsBounded(t *testing.T) {
 		return "", ctx.Err()
 	}))
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, AdmissionReadTimeout: 200 * time.Millisecond})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, AdmissionReadTimeout: 200 * time.Millisecond})
 	require.NoError(t, err)
 	acme := newTenant(t, pool, "acme")
 	start := time.Now()

@@ -55,7 +55,7 @@ func newApprovalEnv(t *testing.T, policy governance.ApprovalPolicy) approvalEnv 
 	reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
 	require.NoError(t, err)
 	gov := newGate(t, pool, reg, policy)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
 	return approvalEnv{env: env{pool: pool, ob: ob}, gov: gov, tenant: newTenant(t, pool, "acme")}
 }

@@ -37,7 +37,7 @@ func newBudgetEnv(t *testing.T, budgets ...governance.Budget) budgetEnv {
 		reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
 		require.NoError(t, err)
 		e.govs[i] = newGate(t, p, reg, nil, budgets...)
-		e.obs[i], err = outbox.New(outbox.Config{Pool: p, Tools: reg, TestOnly: true, Gate: e.govs[i]})
+		e.obs[i], err = outbox.New(outbox.Config{Pool: p, Tools: reg, Gate: e.govs[i]})
 		require.NoError(t, err)
 	}
 	return e

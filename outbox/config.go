@@ -135,8 +135,6 @@ type Config struct {
 	// RescueStuckJobsAfter (docs/reliability.md, "Recovery"); with another id its jobs wait for River's
 	// rescuer.
 	ClientID string
-	// TestOnly passes River's TestOnly flag (faster start and stop in tests).
-	TestOnly bool
 }
 
 // Observer is told about events that metrics count. Every method must be quick and safe

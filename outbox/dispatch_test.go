@@ -491,7 +491,7 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 	require.NoError(t, err)
 	reg, err := outbox.NewRegistry(optest.WebhookTool())
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, BatchedCompletion: ptrTo(true),
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, BatchedCompletion: ptrTo(true),
 		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	require.NoError(t, err)
 	optest.Start(t, ob)
@@ -524,11 +524,11 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	require.NoError(t, err)
 	keyA, keyB := make([]byte, seal.KeySize), make([]byte, seal.KeySize)
 	keyB[0] = 1
-	writer, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: keyA})
+	writer, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: keyA})
 	require.NoError(t, err)
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}})
 	require.NoError(t, err)
-	worker, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, SealKey: keyB})
+	worker, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, SealKey: keyB})
 	require.NoError(t, err)
 
 	_, err = writer.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "sealed", Tool: "webhook.post", Args: optest.WebhookArgs(1)})

@@ -345,7 +345,7 @@ func TestApproveIsScopedToTheTenant(t *testing.T) {
 	tool.NeedsApproval = func(json.RawMessage) bool { return true }
 	reg, err := outbox.NewRegistry(tool)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: newGate(t, pool, reg, nil)})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: newGate(t, pool, reg, nil)})
 	require.NoError(t, err)
 	a := newTenant(t, pool, "a")
 	b := newTenant(t, pool, "b")

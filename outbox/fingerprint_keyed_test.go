@@ -33,7 +33,7 @@ func TestRedactedToolFingerprintIsKeyed(t *testing.T) {
 	require.NoError(t, err)
 	sealKey := make([]byte, seal.KeySize)
 	sealKey[0] = 1
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: sealKey})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: sealKey})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")
 
@@ -53,7 +53,7 @@ func TestRedactedToolFingerprintIsKeyed(t *testing.T) {
 
 	// Another seal key gives another fingerprint: it is keyed.
 	otherKey := make([]byte, seal.KeySize)
-	other, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: otherKey})
+	other, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: otherKey})
 	require.NoError(t, err)
 	fp2, err := other.Fingerprint("test.secret", args)
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ func newGroupEnv(t *testing.T) *groupEnv {
 	pool := newSchema(t)
 	reg, err := outbox.NewRegistry(echoTool("echo"))
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: refusalGate{},
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: refusalGate{},
 		GroupCommit: outbox.GroupCommit{MaxOps: 16, Committers: 1}})
 	require.NoError(t, err)
 	e := &groupEnv{pool: pool, ob: ob, tenant: newTenant(t, pool, "acme"), held: make(chan struct{}), release: make(chan struct{})}
@@ -326,7 +326,7 @@ func TestGroupCommitStoresWhatAnEnqueueAloneStores(t *testing.T) {
 	ctx := context.Background()
 	reg, err := outbox.NewRegistry(echoTool("echo"))
 	require.NoError(t, err)
-	alone, err := outbox.New(outbox.Config{Pool: e.pool, Tools: reg, TestOnly: true, Gate: refusalGate{}})
+	alone, err := outbox.New(outbox.Config{Pool: e.pool, Tools: reg, Gate: refusalGate{}})
 	require.NoError(t, err)
 	other := newTenant(t, e.pool, "alone")
 	for _, tenant := range []int64{e.tenant, other} {

@@ -53,7 +53,7 @@ func newInsertOnly(t *testing.T) env {
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(echoTool("echo"))
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
 	return env{pool: pool, ob: ob}
 }

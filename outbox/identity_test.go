@@ -37,7 +37,7 @@ func TestIdentityMatchIsRecordedNotRefused(t *testing.T) {
 	require.NoError(t, err)
 	sealKey := make([]byte, seal.KeySize)
 	_, _ = rand.Read(sealKey)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: sealKey})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: sealKey})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")
 

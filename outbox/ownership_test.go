@@ -29,7 +29,7 @@ func TestObjectsOfAnOpStayTheTenantsAfterThePurge(t *testing.T) {
 	pool := newSchema(t)
 	reg, err := outbox.NewRegistry(echoTool("things"), actTool(nil))
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
 	acme, globex := newTenant(t, pool, "acme"), newTenant(t, pool, "globex")
 	made, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: acme, Key: "make", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
@@ -76,7 +76,7 @@ func TestObjectTaggedByTheVendor(t *testing.T) {
 		return tagged, vendorErr
 	}))
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
 	acme, globex := newTenant(t, pool, "acme"), newTenant(t, pool, "globex")
 	made, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: acme, Key: "make", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})

@@ -30,7 +30,7 @@ func refundEnv(t *testing.T, notifyURL string) (*outbox.Outbox, *pgxpool.Pool) {
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
 	work := notifyURL != ""
-	cfg := outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true, FetchPollInterval: 50 * time.Millisecond,
+	cfg := outbox.Config{Pool: pool, Tools: reg, Work: &work, NoDispatch: true, FetchPollInterval: 50 * time.Millisecond,
 		Gate: newGate(t, pool, reg, governance.ApprovalPolicy{protocol.ToolRefund: {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 2000}}})}
 	if notifyURL != "" {
 		cfg.Notify = &notify.Config{URL: notifyURL, Secret: []byte("s3cret")}
@@ -178,7 +178,7 @@ func TestRefundComparedInItsPaymentsCurrency(t *testing.T) {
 			reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 			require.NoError(t, err)
 			work := false
-			ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
+			ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Work: &work, NoDispatch: true,
 				Gate: newGate(t, pool, reg, governance.ApprovalPolicy{protocol.ToolRefund: {Mode: governance.ApprovalAbove, Above: c.above}})})
 			require.NoError(t, err)
 			acme := newTenant(t, pool, "acme")
@@ -212,7 +212,7 @@ func TestRefundCountsInItsPaymentsCurrency(t *testing.T) {
 	work := false
 	budget := governance.Budget{Name: "refunds-usd", Tool: protocol.ToolRefund, Window: governance.Duration(24 * time.Hour),
 		Amount: map[string]int64{"usd": 3000}}
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Work: &work, NoDispatch: true,
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Work: &work, NoDispatch: true,
 		Gate: newGate(t, pool, reg, governance.ApprovalPolicy{}, budget)})
 	require.NoError(t, err)
 	acme := newTenant(t, pool, "acme")

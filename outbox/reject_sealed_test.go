@@ -30,7 +30,7 @@ func newApprovalOutbox(t *testing.T, calls *int, sealKey []byte) (env, int64) {
 	pool := newSchema(t)
 	reg, err := outbox.NewRegistry(approvalTool(calls))
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: sealKey, Gate: newGate(t, pool, reg, nil)})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: sealKey, Gate: newGate(t, pool, reg, nil)})
 	require.NoError(t, err)
 	return env{pool: pool, ob: ob}, newTenant(t, pool, "acme")
 }

@@ -98,7 +98,7 @@ func TestTTLBelowTheVendorsKeyWindowIsRefused(t *testing.T) {
 	tool.TTL = time.Hour
 	reg, err := outbox.NewRegistry(tool)
 	require.NoError(t, err)
-	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true})
+	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}})
 	var te *outbox.TTLError
 	require.True(t, errors.As(err, &te), "got %v", err)
 	require.Equal(t, 24*time.Hour, te.Window)
@@ -107,6 +107,6 @@ func TestTTLBelowTheVendorsKeyWindowIsRefused(t *testing.T) {
 	tool.TTL = 24 * time.Hour
 	reg, err = outbox.NewRegistry(tool)
 	require.NoError(t, err)
-	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true})
+	_, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}})
 	require.NoError(t, err)
 }

@@ -88,7 +88,7 @@ func TestEnqueueRoundTrips(t *testing.T) {
 	pool := dbtest.SchemaWithConfig(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rt })
 	reg, err := outbox.NewRegistry(echoTool("echo"))
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: newGate(t, pool, reg, nil)})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: newGate(t, pool, reg, nil)})
 	require.NoError(t, err)
 	tenantID := newTenant(t, pool, "acme")
 	enqueue := func(key string) *outbox.EnqueueResult {

@@ -28,7 +28,7 @@ func TestNoGateStillHoldsWhatTheToolSays(t *testing.T) {
 	}
 	reg, err := outbox.NewRegistry(money)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
 	tenantID := newTenant(t, pool, "acme")
 	e := approvalEnv{env: env{pool: pool, ob: ob}, tenant: tenantID}
@@ -52,7 +52,7 @@ func TestNoGateStillHoldsWhatTheToolSays(t *testing.T) {
 	require.NoError(t, err)
 	_, err = gov.SetTenantRule(ctx, tenantID, money.Name, governance.ApprovalRule{Mode: governance.ApprovalAlways})
 	require.NoError(t, err)
-	governed, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	governed, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
 	held, err := governed.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenantID, Key: "ruled", Tool: money.Name,
 		Args: json.RawMessage(`{"amount": 100, "currency": "usd"}`)})

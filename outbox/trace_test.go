@@ -27,7 +27,7 @@ func TestApprovalContinuesTheOpsTrace(t *testing.T) {
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(moneyTool())
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, TracerProvider: tp,
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TracerProvider: tp,
 		Gate: newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAlways}})})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")

@@ -30,7 +30,7 @@ func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 	reg, err := outbox.NewRegistry(echoTool("echo"))
 	require.NoError(t, err)
 	obs := &countingObserver{enqueued: map[string]int{}}
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Observer: obs})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Observer: obs})
 	require.NoError(t, err)
 	tenant := newTenant(t, pool, "acme")
 

@@ -23,9 +23,7 @@ func TestPeriodicSweepRunsThroughRiver(t *testing.T) {
 	pool := dbtest.Schema(t)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"hooks"}})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true,
-		Reconcile: reconcile.Config{Periodic: true, Interval: time.Second},
-	})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, Reconcile: reconcile.Config{Periodic: true, Interval: time.Second}})
 	require.NoError(t, err)
 
 	e := &sweepEnv{Env: &optest.Env{Pool: pool, Ob: ob}}

@@ -56,7 +56,7 @@ func newRedactingEnv(t *testing.T, v vendorapi.Vendor, r *nestingRedactor, sealK
 	reg, err := outbox.NewRegistry(builtin...)
 	require.NoError(t, err)
 	obs := newCountObserver()
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true, SealKey: sealKey,
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, SealKey: sealKey,
 		Queues: map[string]dispatch.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}}, Reconcile: reconcile.Config{Observer: obs}})
 	require.NoError(t, err)
 	var tenant int64

@@ -51,8 +51,7 @@ func newStepsEnv(t *testing.T) stepsEnv {
 	fake, _, v := optest.WebhookFake(t, fakewebhook.Config{}, "/_lookup")
 	reg, err := outbox.NewRegistry(append(tools.Builtin(tools.Config{WebhookTargets: []string{"hooks"}}), notifyTool())...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, TestOnly: true,
-		Queues:            map[string]dispatch.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}},
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{v}, Queues: map[string]dispatch.QueueConfig{v.Name(): {JobTimeout: 5 * time.Second}},
 		FetchPollInterval: 50 * time.Millisecond, RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	require.NoError(t, err)
 	optest.Start(t, ob)

@@ -36,8 +36,7 @@ func TestLookupAnswersWasIChargedTwice(t *testing.T) {
 	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	ob := newCRMOutbox(t, pool, srv.URL, outbox.Config{TestOnly: true,
-		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	ob := newCRMOutbox(t, pool, srv.URL, outbox.Config{RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	require.NoError(t, ob.Start(ctx))
 	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
 

@@ -32,7 +32,7 @@ func TestTenantBudgetCLI(t *testing.T) {
 	require.NoError(t, err)
 	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
 	n := 0
 	pay := func() error {

@@ -57,7 +57,7 @@ func TestTenantVendorCLI(t *testing.T) {
 
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{NoMailRedaction: true})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, SealKey: sealKey})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: sealKey})
 	require.NoError(t, err)
 	n := 0
 	pay := func() *outbox.Op {

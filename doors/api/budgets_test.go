@@ -31,7 +31,7 @@ func TestBudgetsOverHTTP(t *testing.T) {
 		{Name: "refund-spend", Tool: "stripe.refund", Window: governance.Duration(24 * time.Hour), Amount: map[string]int64{"*": 1000}},
 	}})
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	srv, err := api.New(api.Config{Outbox: ob, Governance: gov, Tenants: tenants})
@@ -91,7 +91,7 @@ func TestBudgetsListTheTenantsOwn(t *testing.T) {
 		{Name: "default-ops", Window: governance.Duration(time.Hour), Count: 100},
 	}})
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	srv, err := api.New(api.Config{Outbox: ob, Governance: gov, Tenants: tenants})

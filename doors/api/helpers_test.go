@@ -53,7 +53,7 @@ func newEnvOnPool(tb testing.TB, pool *pgxpool.Pool, adjust ...func(*api.Config)
 	require.NoError(tb, err)
 	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
 	require.NoError(tb, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(tb, err)
 	tenants := tenant.NewStore(pool)
 	cfg := api.Config{Outbox: ob, Governance: gov, Tenants: tenants, AuditLog: pool}

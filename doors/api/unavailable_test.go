@@ -40,7 +40,7 @@ func outageEnv(t *testing.T, authDown bool) (*env, string, string) {
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}, RefundApprovalAbove: 10000})...)
 	require.NoError(t, err)
 	dead := deadPool(t)
-	ob, err := outbox.New(outbox.Config{Pool: dead, Tools: reg, TestOnly: true})
+	ob, err := outbox.New(outbox.Config{Pool: dead, Tools: reg})
 	require.NoError(t, err)
 	srv, err := api.New(api.Config{Outbox: ob, Tenants: tenants, AuditLog: dead})
 	require.NoError(t, err)

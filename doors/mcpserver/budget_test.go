@@ -33,7 +33,7 @@ func TestModelIsToldWhichBudgetOrPolicy(t *testing.T) {
 		{Name: "one-payment", Tool: protocol.ToolPaymentIntent, Window: governance.Duration(time.Hour), Count: 1, OnExceed: governance.ExceedRefuse},
 	}})
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	tn, _, err := tenants.Create(ctx, "t")

@@ -28,7 +28,7 @@ func FuzzToolCall(f *testing.F) {
 	require.NoError(f, err)
 	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
 	require.NoError(f, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(f, err)
 	tenants := tenant.NewStore(pool)
 	ten, _, err := tenants.Create(context.Background(), "fuzz")

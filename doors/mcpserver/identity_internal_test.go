@@ -29,7 +29,7 @@ func TestIdentityKeysMeetV010Keys(t *testing.T) {
 	require.NoError(t, err)
 	gov, err := governance.New(governance.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TestOnly: true, Gate: gov})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
 	tenants := tenant.NewStore(pool)
 	ten, _, err := tenants.Create(ctx, "acme")

@@ -28,7 +28,7 @@ func TestDatabaseOutageIsAJSONRPCError(t *testing.T) {
 	t.Cleanup(dead.Close)
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{WebhookTargets: []string{"crm"}})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: dead, Tools: reg, TestOnly: true})
+	ob, err := outbox.New(outbox.Config{Pool: dead, Tools: reg})
 	require.NoError(t, err)
 	refused := 0
 	srv, err := mcpserver.New(mcpserver.Config{Outbox: ob, Tenants: tenant.NewStore(dbtest.Schema(t)), Wait: 50 * time.Millisecond,

@@ -32,7 +32,7 @@ func NewOutbox(tb testing.TB, pool *pgxpool.Pool, toolsCfg tools.Config, vendors
 }
 
 // NewOutboxFrom is NewOutbox with the rest of base (such as its Reconcile, Observer or
-// Logger): base's Pool, Tools, Vendors, Queues, TestOnly, FetchPollInterval and
+// Logger): base's Pool, Tools, Vendors, Queues, FetchPollInterval and
 // RetryBackoff are set as NewOutbox sets them.
 func NewOutboxFrom(tb testing.TB, pool *pgxpool.Pool, base outbox.Config, toolsCfg tools.Config, vendors ...vendorapi.Vendor) *outbox.Outbox {
 	tb.Helper()
@@ -43,7 +43,7 @@ func NewOutboxFrom(tb testing.TB, pool *pgxpool.Pool, base outbox.Config, toolsC
 		queues[v.Name()] = dispatch.QueueConfig{JobTimeout: 5 * time.Second}
 	}
 	cfg := base
-	cfg.Pool, cfg.Tools, cfg.Vendors, cfg.Queues, cfg.TestOnly = pool, reg, vendors, queues, true
+	cfg.Pool, cfg.Tools, cfg.Vendors, cfg.Queues = pool, reg, vendors, queues
 	cfg.FetchPollInterval = 50 * time.Millisecond
 	cfg.RetryBackoff = func(int) time.Duration { return 50 * time.Millisecond }
 	ob, err := outbox.New(cfg)

@@ -87,7 +87,6 @@ func NewWorkerOutbox(tb testing.TB, pool *pgxpool.Pool, targetURL string, o Work
 		RescueStuckJobsAfter: orDefault(o.RescueAfter, time.Minute),
 		RetryBackoff:         func(int) time.Duration { return orDefault(o.RetryBackoff, 100*time.Millisecond) },
 		MaxAttempts:          o.MaxAttempts,
-		TestOnly:             true,
 		ClientID:             o.ClientID,
 		BatchedCompletion:    &o.Batched,
 		ClaimCommit:          o.ClaimCommit,

@@ -46,8 +46,7 @@ func startHarness(t *testing.T, w *wire, adjust func(*sendgrid.Config)) *harness
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
 	h.ob, err = outbox.New(outbox.Config{
-		Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{h.sg}, TestOnly: true,
-		RetryBackoff:      func(int) time.Duration { return 50 * time.Millisecond },
+		Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{h.sg}, RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond },
 		FetchPollInterval: 100 * time.Millisecond,
 	})
 	require.NoError(t, err)

@@ -45,9 +45,8 @@ func newE2E(t *testing.T, o harnessOpts) *e2e {
 	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO oncebox_tenant (name) VALUES ('t') RETURNING id").Scan(&tenant))
 	reg, err := outbox.NewRegistry(tools.Builtin(tools.Config{})...)
 	require.NoError(t, err)
-	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{h.v}, TestOnly: true,
-		FetchPollInterval: 50 * time.Millisecond,
-		RetryBackoff:      func(int) time.Duration { return 50 * time.Millisecond }})
+	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Vendors: []vendorapi.Vendor{h.v}, FetchPollInterval: 50 * time.Millisecond,
+		RetryBackoff: func(int) time.Duration { return 50 * time.Millisecond }})
 	require.NoError(t, err)
 	require.NoError(t, ob.Start(ctx))
 	t.Cleanup(func() {
