@@ -19,6 +19,7 @@ import (
 	"github.com/oncebox/oncebox/notify"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestApprovalNotification: an op that starts waiting makes a signed JSON POST, through
@@ -47,7 +48,7 @@ func TestApprovalNotification(t *testing.T) {
 	t.Cleanup(receiver.Close)
 
 	pool := dbtest.Schema(t)
-	reg, err := outbox.NewRegistry(moneyTool())
+	reg, err := outbox.NewRegistry(optest.MoneyTool())
 	require.NoError(t, err)
 	work := true
 	secret := []byte("s3cret")
@@ -56,12 +57,12 @@ func TestApprovalNotification(t *testing.T) {
 		Gate:   newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}}}),
 		Notify: &notify.Config{URL: receiver.URL + "/hook", Secret: secret, LinkBase: "https://ob.example"}})
 	require.NoError(t, err)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	for key, args := range map[string]string{"small": `{"amount": 50, "currency": "usd"}`, "big": `{"amount": 5000, "currency": "usd"}`} {
 		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: key, Tool: "test.money", Args: json.RawMessage(args), ConversationID: "c-1"})
 		require.NoError(t, err)
 	}
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.notify_approval'"))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.notify_approval'"))
 	require.NoError(t, ob.Start(ctx))
 	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
 
@@ -125,7 +126,7 @@ func TestApprovalNotificationRedirectNotFollowed(t *testing.T) {
 	t.Cleanup(receiver.Close)
 
 	pool := dbtest.Schema(t)
-	reg, err := outbox.NewRegistry(moneyTool())
+	reg, err := outbox.NewRegistry(optest.MoneyTool())
 	require.NoError(t, err)
 	work := true
 	var logs strings.Builder
@@ -136,7 +137,7 @@ func TestApprovalNotificationRedirectNotFollowed(t *testing.T) {
 		Gate:   newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAbove, Above: map[string]int64{"*": 100}}}),
 		Notify: &notify.Config{URL: receiver.URL + "/hook", Secret: []byte("s3cret")}})
 	require.NoError(t, err)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	_, err = ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "big", Tool: "test.money", Args: json.RawMessage(`{"amount": 5000, "currency": "usd"}`)})
 	require.NoError(t, err)
 	require.NoError(t, ob.Start(ctx))

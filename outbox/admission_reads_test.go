@@ -13,6 +13,8 @@ import (
 
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -63,7 +65,7 @@ func TestAdmissionReadsHoldNoLocks(t *testing.T) {
 		governance.Budget{Name: "refunds", Tool: "test.refund", Window: governance.Duration(time.Hour), Amount: map[string]int64{"*": 1000}})
 	ob, err = outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gate})
 	require.NoError(t, err)
-	acme = newTenant(t, pool, "acme")
+	acme = optest.Tenant(t, pool, "acme")
 
 	// The tag: the act call's key is free while Stripe is asked (inside takes it, and
 	// the act call then finds it taken).
@@ -82,7 +84,7 @@ func TestAdmissionReadsHoldNoLocks(t *testing.T) {
 	require.Less(t, insideTook, 2*time.Second)
 	require.Equal(t, "pending", string(res.Op.Status), "counted at its price, within the budget")
 	require.Equal(t, int32(1), prices.Load())
-	require.Equal(t, 500, count(t, pool, "SELECT coalesce(sum(amount), 0)::int FROM oncebox_budget_usage WHERE budget = 'refunds'"))
+	require.Equal(t, 500, dbtest.Count(t, pool, "SELECT coalesce(sum(amount), 0)::int FROM oncebox_budget_usage WHERE budget = 'refunds'"))
 }
 
 // TestAdmissionReadInCallersTransactionIsBounded: in the caller's own transaction
@@ -100,7 +102,7 @@ func TestAdmissionReadInCallersTransactionIsBounded(t *testing.T) {
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, AdmissionReadTimeout: 200 * time.Millisecond})
 	require.NoError(t, err)
-	acme := newTenant(t, pool, "acme")
+	acme := optest.Tenant(t, pool, "acme")
 	start := time.Now()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := ob.EnqueueTx(ctx, tx, outbox.EnqueueParams{TenantID: acme, Key: "act-1", Tool: "test.act", Args: json.RawMessage(`{"thing":"thing_9"}`)})
@@ -111,5 +113,5 @@ func TestAdmissionReadInCallersTransactionIsBounded(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), 3*time.Second)
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_op"), "the echo op, nothing of the refused call")
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op"), "the echo op, nothing of the refused call")
 }

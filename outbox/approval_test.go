@@ -12,35 +12,8 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/testkit/dbtest"
-	"github.com/oncebox/oncebox/vendorapi"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
-
-// moneyTool is a tool with an amount: args {"amount": integer, "currency": "usd"}; an
-// absent amount is "no amount" (like a full refund).
-func moneyTool() vendorapi.Tool {
-	type args struct {
-		Amount   int64  `json:"amount"`
-		Currency string `json:"currency"`
-	}
-	return vendorapi.Tool{
-		Name:   "test.money",
-		Vendor: "money",
-		Validate: func(raw json.RawMessage) error {
-			var a args
-			if err := json.Unmarshal(raw, &a); err != nil {
-				return &vendorapi.ValidationError{Field: "args", Message: "must be a JSON object"}
-			}
-			return nil
-		},
-		Amount: func(raw json.RawMessage) (int64, string, bool) {
-			var a args
-			if err := json.Unmarshal(raw, &a); err != nil || a.Amount == 0 {
-				return 0, "", false
-			}
-			return a.Amount, a.Currency, true
-		},
-	}
-}
 
 // approvalEnv is an insert-only Outbox with the money and echo tools.
 type approvalEnv struct {
@@ -52,12 +25,12 @@ type approvalEnv struct {
 func newApprovalEnv(t *testing.T, policy governance.ApprovalPolicy) approvalEnv {
 	t.Helper()
 	pool := dbtest.Schema(t)
-	reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
+	reg, err := outbox.NewRegistry(optest.MoneyTool(), echoTool("echo"))
 	require.NoError(t, err)
 	gov := newGate(t, pool, reg, policy)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: gov})
 	require.NoError(t, err)
-	return approvalEnv{env: env{pool: pool, ob: ob}, gov: gov, tenant: newTenant(t, pool, "acme")}
+	return approvalEnv{env: env{pool: pool, ob: ob}, gov: gov, tenant: optest.Tenant(t, pool, "acme")}
 }
 
 func (e approvalEnv) pay(t *testing.T, key, args string) *outbox.EnqueueResult {
@@ -70,7 +43,7 @@ func (e approvalEnv) pay(t *testing.T, key, args string) *outbox.EnqueueResult {
 
 func (e approvalEnv) jobs(t *testing.T, opID string) int {
 	t.Helper()
-	return count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", opID)
+	return dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND args->>'op_id' = $1", opID)
 }
 
 func (e approvalEnv) decide(approve bool, key, voter string) (*outbox.DecisionResult, error) {
@@ -100,7 +73,7 @@ func TestApprovalPolicyPerCurrencyAndTenant(t *testing.T) {
 	_, err := e.gov.SetTenantRule(ctx, e.tenant, "test.money", governance.ApprovalRule{Mode: governance.ApprovalNever})
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusPending, e.pay(t, "usd-9000", `{"amount": 9000, "currency": "usd"}`).Op.Status)
-	other := newTenant(t, e.pool, "other")
+	other := optest.Tenant(t, e.pool, "other")
 	res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: other, Key: "usd-9000", Tool: "test.money",
 		Args: json.RawMessage(`{"amount": 9000, "currency": "usd"}`)})
 	require.NoError(t, err)
@@ -196,7 +169,7 @@ func TestApprovalIsBoundToThePolicyVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusAwaitingApproval, op.Status, "the op keeps waiting")
 	require.Zero(t, e.jobs(t, a.Op.ID))
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_approval_vote"))
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_approval_vote"))
 
 	res, err := e.decide(false, "a", "p")
 	require.NoError(t, err, "a rejection is always safe")
@@ -278,7 +251,7 @@ func TestEnqueueSeesARuleChangedByAnotherProcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newApprovalEnv(t, nil)
-	reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
+	reg, err := outbox.NewRegistry(optest.MoneyTool(), echoTool("echo"))
 	require.NoError(t, err)
 	other := newGate(t, e.pool, reg, nil) // another process's
 	big := `{"amount": 5000, "currency": "usd"}`

@@ -9,6 +9,8 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/purge"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestAuditOutlivesThePurge: an op enqueued by a token has its call in the audit log
@@ -17,7 +19,7 @@ func TestAuditOutlivesThePurge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 	var token int64
 	require.NoError(t, e.pool.QueryRow(ctx, `INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix, person)
 		VALUES ($1, '\x01', 'obx_a', 'ada@acme.test') RETURNING id`, tenant).Scan(&token))
@@ -29,10 +31,10 @@ func TestAuditOutlivesThePurge(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Ops)
 
-	require.Equal(t, 1, count(t, e.pool, `SELECT count(*) FROM oncebox_audit WHERE op_id = $1 AND kind = 'call'
+	require.Equal(t, 1, dbtest.Count(t, e.pool, `SELECT count(*) FROM oncebox_audit WHERE op_id = $1 AND kind = 'call'
 		AND (e ->> 'token')::bigint = $2 AND e ->> 'person' = 'ada@acme.test' AND fp IS NOT NULL`, res.Op.ID, token))
-	require.Equal(t, 1, count(t, e.pool, `SELECT count(*) FROM oncebox_audit WHERE op_id = $1 AND kind = 'status'
+	require.Equal(t, 1, dbtest.Count(t, e.pool, `SELECT count(*) FROM oncebox_audit WHERE op_id = $1 AND kind = 'status'
 		AND e ->> 'to' = 'succeeded' AND e ->> 'vendor_ref' = 'obj_1'`, res.Op.ID))
-	require.Zero(t, count(t, e.pool, `SELECT count(*) FROM oncebox_audit WHERE op_id = $1 AND kind = 'withdrawn'`, res.Op.ID),
+	require.Zero(t, dbtest.Count(t, e.pool, `SELECT count(*) FROM oncebox_audit WHERE op_id = $1 AND kind = 'withdrawn'`, res.Op.ID),
 		"the purge records nothing")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // budgetEnv is two insert-only Outboxes on two pools over one schema: two processes.
@@ -32,9 +33,9 @@ func newBudgetEnv(t *testing.T, budgets ...governance.Budget) budgetEnv {
 	second, err := pgxpool.New(context.Background(), dbtest.ConnString(t, pool))
 	require.NoError(t, err)
 	t.Cleanup(second.Close)
-	e := budgetEnv{pool: pool, tenant: newTenant(t, pool, "acme")}
+	e := budgetEnv{pool: pool, tenant: optest.Tenant(t, pool, "acme")}
 	for i, p := range []*pgxpool.Pool{pool, second} {
-		reg, err := outbox.NewRegistry(moneyTool(), echoTool("echo"))
+		reg, err := outbox.NewRegistry(optest.MoneyTool(), echoTool("echo"))
 		require.NoError(t, err)
 		e.govs[i] = newGate(t, p, reg, nil, budgets...)
 		e.obs[i], err = outbox.New(outbox.Config{Pool: p, Tools: reg, Gate: e.govs[i]})
@@ -90,8 +91,8 @@ func TestBudgetAdmitsExactlyItsCountAcrossProcesses(t *testing.T) {
 	}
 	require.Equal(t, 10, admitted)
 	require.Equal(t, 90, refused)
-	require.Equal(t, 10, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 10, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	require.Equal(t, 10, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 10, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
 
 	// A replay of an admitted op is no new op: it is answered, and counts nothing.
 	res, err := e.obs[1].Enqueue(context.Background(), outbox.EnqueueParams{TenantID: e.tenant, Key: keyOf(t, e.pool), Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)})
@@ -177,8 +178,8 @@ func TestBudgetRefusalInTheCallersTransaction(t *testing.T) {
 	require.True(t, replay.Replayed)
 	require.NoError(t, tx.Commit(ctx))
 
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
 	usage, err := e.govs[0].BudgetUsage(ctx, e.tenant)
 	require.NoError(t, err)
 	require.Len(t, usage, 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/testkit/optest"
 )
 
@@ -38,7 +39,7 @@ func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 
 	release := make(chan struct{})
 	fake.SetBlock(release)
@@ -56,7 +57,7 @@ func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 	}
 	// A clean run: nothing was committed before the call.
 	require.Equal(t, string(protocol.StatusPending), opStatus(t, pool, res.Op.ID))
-	require.Zero(t, count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1", res.Op.ID))
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1", res.Op.ID))
 
 	// The rescuer takes the job (as after RescueStuckJobsAfter): retryable, its attempt
 	// kept, due only after the run has tried to record.
@@ -88,7 +89,7 @@ func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := newPlainTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{ClientID: "a"})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unheard", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
@@ -102,7 +103,7 @@ func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
 	waitStatus(t, ob, tenant, "unheard", protocol.StatusUnknown, 20*time.Second)
 	waitJobsFinished(t, pool, res.Op.ID)
 	require.Zero(t, fake.Requests(), "an unclean run sent outside the key window")
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
 	h, err := ob.History(ctx, tenant, res.Op.ID)
 	require.NoError(t, err)
 	require.Len(t, h.Attempts, 1)
@@ -117,7 +118,7 @@ func TestCleanRunRecordsFromPending(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	_, srv := newPlainTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{ClientID: "a", Batched: true})
 	optest.Start(t, ob)
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "clean", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
@@ -132,7 +133,7 @@ func TestCleanRunRecordsFromPending(t *testing.T) {
 	require.Equal(t, 1, heardAttempt)
 	// The record that made the op terminal deleted its job's row: River's completer had
 	// nothing left to write.
-	require.Zero(t, count(t, pool, "SELECT count(*) FROM river_job WHERE id = $1", heardJob))
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE id = $1", heardJob))
 	h, err := ob.History(ctx, tenant, op.ID)
 	require.NoError(t, err)
 	require.Len(t, h.Attempts, 1)
@@ -152,7 +153,7 @@ func TestSnoozedRerunLostIsNotClean(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := newPlainTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: time.Second})
 	release := make(chan struct{})
 	fake.SetBlock(release)
@@ -180,7 +181,7 @@ func TestSnoozedRerunLostIsNotClean(t *testing.T) {
 	waitJobsFinished(t, pool, res.Op.ID)
 	require.Equal(t, 1, fake.EffectCount(), "one effect")
 	require.Equal(t, 2, fake.Requests(), "the run after the lost rerun sent again")
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
 }
 
 // newPlainTarget is a webhook receiver that does not deduplicate keys.

@@ -20,6 +20,7 @@ import (
 	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -67,7 +68,7 @@ func TestDispatchSucceedsOnce(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true})
 	optest.Start(t, ob)
 
@@ -88,7 +89,7 @@ func TestDispatchSucceedsOnce(t *testing.T) {
 	require.NotNil(t, h.Attempts[0].FinishedAt)
 
 	// The job completed in the result's transaction.
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM river_job WHERE state = 'completed'"))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE state = 'completed'"))
 }
 
 func TestDispatchOutcomeClasses(t *testing.T) {
@@ -98,7 +99,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 	fake := fakewebhook.New(fakewebhook.Config{})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{})
 	optest.Start(t, ob)
 
@@ -162,7 +163,7 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 
 	release := make(chan struct{})
 	fake.SetBlock(release)
@@ -231,7 +232,7 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 			fake := fakewebhook.New(fakewebhook.Config{HonourKeys: native})
 			srv := httptest.NewServer(fake)
 			t.Cleanup(srv.Close)
-			tenant := newTenant(t, pool, "acme")
+			tenant := optest.Tenant(t, pool, "acme")
 
 			release := make(chan struct{})
 			fake.SetBlock(release)
@@ -312,7 +313,7 @@ func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "old-key", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
@@ -341,7 +342,7 @@ func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, RetryBackoff: 3 * time.Second})
 	optest.Start(t, ob)
@@ -376,7 +377,7 @@ func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault409})
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, MaxAttempts: 2})
@@ -398,7 +399,7 @@ func TestTakeoverResendKeepsTheKeyWindow(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, RetryBackoff: time.Minute})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "taken", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
@@ -438,7 +439,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 			pool := newSchema(t)
 			fake, srv := optest.HonouringTarget(t)
 			t.Cleanup(fake.ReleaseHangs)
-			tenant := newTenant(t, pool, "acme")
+			tenant := optest.Tenant(t, pool, "acme")
 			release := make(chan struct{})
 			fake.SetBlock(release)
 			effected := make(chan struct{}, 1)
@@ -486,7 +487,7 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}, NativeIdempotency: true})
 	require.NoError(t, err)
 	reg, err := outbox.NewRegistry(optest.WebhookTool())
@@ -503,8 +504,8 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {
-		return count(t, pool, "SELECT count(*) FROM oncebox_op WHERE status = 'succeeded'") == n &&
-			count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND state <> 'completed'") == 0
+		return dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op WHERE status = 'succeeded'") == n &&
+			dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch' AND state <> 'completed'") == 0
 	}, 15*time.Second, 20*time.Millisecond)
 	require.Equal(t, n, fake.EffectCount())
 }
@@ -516,7 +517,7 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 
 	tool := optest.WebhookTool()
 	tool.Redact = func(json.RawMessage) json.RawMessage { return json.RawMessage(`{"redacted":true}`) }
@@ -533,7 +534,7 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 
 	_, err = writer.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "sealed", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
-	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM oncebox_op WHERE args::text = '{"redacted": true}' AND sealed_args IS NOT NULL`))
+	require.Equal(t, 1, dbtest.Count(t, pool, `SELECT count(*) FROM oncebox_op WHERE args::text = '{"redacted": true}' AND sealed_args IS NOT NULL`))
 	optest.Start(t, worker)
 
 	op := waitStatus(t, worker, tenant, "sealed", protocol.StatusNeedsReview, 10*time.Second)

@@ -16,6 +16,8 @@ import (
 	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -23,7 +25,7 @@ func TestEnqueueNewThenReplay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 
 	first, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "  order-1  ", Tool: "test.echo",
 		Args: json.RawMessage(`{"n": 1}`), ConversationID: "conv", ToolCallID: "call"})
@@ -39,14 +41,14 @@ func TestEnqueueNewThenReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	require.Equal(t, first.Op.ID, again.Op.ID)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job"))
 }
 
 func TestEnqueueConcurrentSamePayload(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 
 	const n = 50
 	var (
@@ -81,15 +83,15 @@ func TestEnqueueConcurrentSamePayload(t *testing.T) {
 	require.Empty(t, failures)
 	require.Len(t, ids, 1, "every caller gets the same op id")
 	require.Equal(t, n-1, replays, "all but one are replays")
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job"))
 }
 
 func TestEnqueueConcurrentConflictingPayloads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 
 	const n = 50
 	var (
@@ -131,15 +133,15 @@ func TestEnqueueConcurrentConflictingPayloads(t *testing.T) {
 	var stored int
 	require.NoError(t, e.pool.QueryRow(ctx, "SELECT (args->>'n')::int FROM oncebox_op WHERE idempotency_key = 'race'").Scan(&stored))
 	require.Equal(t, winners[0], stored, "the stored args are the winner's")
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job"))
 }
 
 func TestEnqueueTxRollbackLeavesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
@@ -150,14 +152,14 @@ func TestEnqueueTxRollbackLeavesNothing(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 
 	rivertest.RequireNotInserted(ctx, t, riverpgxv5.New(e.pool), &dispatch.Args{}, nil)
-	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 0, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
 }
 
 func TestEnqueueTxCommitsWithBusinessRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 	_, err := e.pool.Exec(ctx, "CREATE TABLE orders (id int primary key)")
 	require.NoError(t, err)
 
@@ -169,9 +171,9 @@ func TestEnqueueTxCommitsWithBusinessRows(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM orders"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM orders"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
 }
 
 // TestEnqueueForAnUnknownTenantRecordsNothing: the op's tenant is read, not locked, at
@@ -182,7 +184,7 @@ func TestEnqueueForAnUnknownTenantRecordsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 	unknown := outbox.EnqueueParams{TenantID: tenant + 1, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)}
 
 	_, err := e.ob.Enqueue(ctx, unknown)
@@ -192,8 +194,8 @@ func TestEnqueueForAnUnknownTenantRecordsNothing(t *testing.T) {
 		return err
 	})
 	require.ErrorIs(t, err, outbox.ErrUnknownTenant)
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM river_job"))
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job"))
 
 	// The tenant's own call under the same key is a new op.
 	known := unknown
@@ -211,7 +213,7 @@ func TestDeletingATenantOrAnOpTakesWhatHangsOnIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	acme, other := newTenant(t, e.pool, "acme"), newTenant(t, e.pool, "other")
+	acme, other := optest.Tenant(t, e.pool, "acme"), optest.Tenant(t, e.pool, "other")
 	ops := map[string]string{}
 	for _, c := range []struct {
 		tenant int64
@@ -225,7 +227,7 @@ func TestDeletingATenantOrAnOpTakesWhatHangsOnIt(t *testing.T) {
 		require.NoError(t, err)
 	}
 	attempts := func(key string) int {
-		return count(t, e.pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1", ops[key])
+		return dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1", ops[key])
 	}
 
 	_, err := e.pool.Exec(ctx, "DELETE FROM oncebox_op WHERE id = $1", ops["a1"])
@@ -235,9 +237,9 @@ func TestDeletingATenantOrAnOpTakesWhatHangsOnIt(t *testing.T) {
 
 	_, err = e.pool.Exec(ctx, "DELETE FROM oncebox_tenant WHERE id = $1", acme)
 	require.NoError(t, err)
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", acme))
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", acme))
 	require.Zero(t, attempts("a2"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", other))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", other))
 	require.Equal(t, 2, attempts("o1"))
 }
 
@@ -245,8 +247,8 @@ func TestEnqueueTenantsAreIndependent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	a := newTenant(t, e.pool, "a")
-	b := newTenant(t, e.pool, "b")
+	a := optest.Tenant(t, e.pool, "a")
+	b := optest.Tenant(t, e.pool, "b")
 
 	ra, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: a, Key: "shared", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
@@ -271,8 +273,8 @@ func TestHistoryIsScopedToTheTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	a := newTenant(t, e.pool, "a")
-	b := newTenant(t, e.pool, "b")
+	a := optest.Tenant(t, e.pool, "a")
+	b := optest.Tenant(t, e.pool, "b")
 	ra, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: a, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, `INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, started_at)
@@ -295,7 +297,7 @@ func TestEnqueueRefusesBadInputAndStoresNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 
 	cases := []struct {
 		name   string
@@ -315,15 +317,15 @@ func TestEnqueueRefusesBadInputAndStoresNothing(t *testing.T) {
 		require.ErrorIs(t, err, tc.is, tc.name)
 		require.Contains(t, err.Error(), tc.text, tc.name)
 	}
-	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM river_job"))
+	require.Equal(t, 0, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 0, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job"))
 }
 
 func TestEnqueueRefusesWhatPostgresCannotStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 	for _, p := range []outbox.EnqueueParams{
 		{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1,"x":"a\u0000b"}`)},
 		{Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`), ConversationID: "a\x00b"},
@@ -347,8 +349,8 @@ func TestApproveIsScopedToTheTenant(t *testing.T) {
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: newGate(t, pool, reg, nil)})
 	require.NoError(t, err)
-	a := newTenant(t, pool, "a")
-	b := newTenant(t, pool, "b")
+	a := optest.Tenant(t, pool, "a")
+	b := optest.Tenant(t, pool, "b")
 	// B's op is stored first, so a lookup that forgot the tenant finds it first.
 	rb, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: b, Key: "shared", Tool: "test.echo", Args: json.RawMessage(`{"n":2}`)})
 	require.NoError(t, err)

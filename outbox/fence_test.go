@@ -13,6 +13,7 @@ import (
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/testkit/optest"
 )
 
@@ -43,7 +44,7 @@ func testStaleTokenIsFenced(t *testing.T, newer protocol.Status, batched bool) {
 	fake := fakewebhook.New(fakewebhook.Config{})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 
 	release := make(chan struct{})
 	fake.SetBlock(release)
@@ -106,7 +107,7 @@ func testStaleTokenIsFenced(t *testing.T, newer protocol.Status, batched bool) {
 		// deduplicate) hands it to the reconciler. Had the fenced run completed the
 		// job, nothing would ever look at the op again.
 		require.Eventually(t, func() bool {
-			return count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_lost'", opID) == 1
+			return dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_lost'", opID) == 1
 		}, 20*time.Second, 20*time.Millisecond, "the fenced run's job never ran again: it was completed by the fenced run")
 		require.Equal(t, string(protocol.StatusUnknown), opStatus(t, pool, opID))
 		require.Equal(t, 1, fake.Requests(), "nothing was resent")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -35,7 +36,7 @@ func TestRedactedToolFingerprintIsKeyed(t *testing.T) {
 	sealKey[0] = 1
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: sealKey})
 	require.NoError(t, err)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 
 	args := json.RawMessage(`{"n":424242}`)
 	plain, err := outbox.ComputeFingerprint("test.secret", args)

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -61,7 +63,7 @@ func newGroupEnv(t *testing.T) *groupEnv {
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: refusalGate{},
 		GroupCommit: outbox.GroupCommit{MaxOps: 16, Committers: 1}})
 	require.NoError(t, err)
-	e := &groupEnv{pool: pool, ob: ob, tenant: newTenant(t, pool, "acme"), held: make(chan struct{}), release: make(chan struct{})}
+	e := &groupEnv{pool: pool, ob: ob, tenant: optest.Tenant(t, pool, "acme"), held: make(chan struct{}), release: make(chan struct{})}
 	// A test that ends early lets its held groups go, before its schema is dropped.
 	over := make(chan struct{})
 	t.Cleanup(func() { close(over) })
@@ -170,12 +172,12 @@ func TestGroupCommitAnswersOnlyAfterItsCommit(t *testing.T) {
 	calls := map[string]int{"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}
 	first, others := e.holdFirst(t, calls)
 	noAnswerYet(t, first)
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "an open group's op is visible")
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "an open group's op is visible")
 
 	e.release <- struct{}{}
 	a := <-first
 	require.NoError(t, a.err)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'first'"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'first'"))
 
 	// The five waiting calls are the next group, held in turn.
 	<-e.held
@@ -184,18 +186,18 @@ func TestGroupCommitAnswersOnlyAfterItsCommit(t *testing.T) {
 		chans = append(chans, c)
 	}
 	noAnswerYet(t, chans...)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "an open group's op is visible")
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"), "an open group's op is visible")
 	e.release <- struct{}{}
 	for key, a := range collect(others) {
 		require.NoError(t, a.err, key)
 		require.False(t, a.res.Replayed)
 		require.Equal(t, key, a.res.Op.Key)
 	}
-	require.Equal(t, 6, count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 6, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op"))
 	requireOneJobPerOp(t, e.pool, 6)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE idempotency_key <> 'first'"),
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE idempotency_key <> 'first'"),
 		"the group's ops were committed by one transaction")
-	require.Equal(t, 1, count(t, e.pool, `SELECT count(DISTINCT j.xmin::text) FROM river_job j
+	require.Equal(t, 1, dbtest.Count(t, e.pool, `SELECT count(DISTINCT j.xmin::text) FROM river_job j
 		JOIN oncebox_op o ON j.args->>'op_id' = o.id::text AND j.xmin::text = o.xmin::text WHERE o.idempotency_key <> 'first'`),
 		"the group's jobs were committed with its ops")
 }
@@ -204,9 +206,9 @@ func TestGroupCommitAnswersOnlyAfterItsCommit(t *testing.T) {
 // that there is no other.
 func requireOneJobPerOp(t *testing.T, pool *pgxpool.Pool, want int) {
 	t.Helper()
-	require.Equal(t, want, count(t, pool, "SELECT count(*) FROM oncebox_op"))
-	require.Equal(t, want, count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
-	require.Zero(t, count(t, pool, `SELECT count(*) FROM oncebox_op o
+	require.Equal(t, want, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, want, dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE kind = 'oncebox.dispatch'"))
+	require.Zero(t, dbtest.Count(t, pool, `SELECT count(*) FROM oncebox_op o
 		WHERE (SELECT count(*) FROM river_job j WHERE j.args->>'op_id' = o.id::text) <> 1`), "an op without its one job")
 }
 
@@ -253,9 +255,9 @@ func TestGroupCommitRefusalsLeaveTheOthers(t *testing.T) {
 		require.NoError(t, answers[key].err, key)
 		require.False(t, answers[key].res.Replayed)
 	}
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'unlucky'"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'taken' AND args->>'n' = '1'"))
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE idempotency_key IN ('x', 'y')"),
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'unlucky'"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'taken' AND args->>'n' = '1'"))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE idempotency_key IN ('x', 'y')"),
 		"the refusals did not split the group")
 }
 
@@ -287,7 +289,7 @@ func TestGroupCommitFailedTransactionRunsEachCallAlone(t *testing.T) {
 				require.NoError(t, answers[key].err, key)
 				require.Equal(t, replays, answers[key].res.Replayed, key)
 			}
-			require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
+			require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
 			requireOneJobPerOp(t, e.pool, 3)
 		})
 	}
@@ -313,7 +315,7 @@ func TestGroupCommitUnknownTenantFailsOnlyItsCall(t *testing.T) {
 	for _, key := range []string{"a", "b"} {
 		require.NoError(t, answers[key].err, key)
 	}
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'nobody'"))
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'nobody'"))
 	requireOneJobPerOp(t, e.pool, 3)
 }
 
@@ -328,7 +330,7 @@ func TestGroupCommitStoresWhatAnEnqueueAloneStores(t *testing.T) {
 	require.NoError(t, err)
 	alone, err := outbox.New(outbox.Config{Pool: e.pool, Tools: reg, Gate: refusalGate{}})
 	require.NoError(t, err)
-	other := newTenant(t, e.pool, "alone")
+	other := optest.Tenant(t, e.pool, "alone")
 	for _, tenant := range []int64{e.tenant, other} {
 		_, err := e.pool.Exec(ctx, `INSERT INTO oncebox_tenant_vendor (tenant_id, vendor, account, updated_by) VALUES ($1, 'echo', 'acct_7', 'test')`, tenant)
 		require.NoError(t, err)
@@ -381,7 +383,7 @@ func TestGroupCommitStoresWhatAnEnqueueAloneStores(t *testing.T) {
 	}
 	require.JSONEq(t, rows(other), rows(e.tenant))
 	require.Contains(t, rows(e.tenant), `"vendor_account":"acct_7"`)
-	require.Equal(t, 1, count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key <> 'first'", e.tenant),
+	require.Equal(t, 1, dbtest.Count(t, e.pool, "SELECT count(DISTINCT xmin::text) FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key <> 'first'", e.tenant),
 		"the calls were one group")
 	requireOneJobPerOp(t, e.pool, 7)
 }
@@ -403,8 +405,8 @@ func TestGroupCommitPanicFailsOnlyItsCall(t *testing.T) {
 		require.NoError(t, answers[key].err, key)
 		require.False(t, answers[key].res.Replayed, key)
 	}
-	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key IN ('a', 'b', 'c')"), "a and c")
-	require.Zero(t, count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
+	require.Equal(t, 2, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key IN ('a', 'b', 'c')"), "a and c")
+	require.Zero(t, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_op WHERE idempotency_key = 'b'"))
 	requireOneJobPerOp(t, e.pool, 3)
 	d := <-e.call("d", 1)
 	require.NoError(t, d.err, "a call after the panic")

@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
@@ -34,14 +33,6 @@ func echoTool(vendor string) vendorapi.Tool {
 	}
 }
 
-func newTenant(t *testing.T, pool *pgxpool.Pool, name string) int64 {
-	t.Helper()
-	var id int64
-	require.NoError(t, pool.QueryRow(context.Background(),
-		"INSERT INTO oncebox_tenant (name) VALUES ($1) RETURNING id", name).Scan(&id))
-	return id
-}
-
 type env struct {
 	pool *pgxpool.Pool
 	ob   *outbox.Outbox
@@ -56,13 +47,6 @@ func newInsertOnly(t *testing.T) env {
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
 	return env{pool: pool, ob: ob}
-}
-
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
 }
 
 func newSchema(t *testing.T) *pgxpool.Pool { return dbtest.Schema(t) }

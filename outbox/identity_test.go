@@ -12,6 +12,8 @@ import (
 
 	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -39,7 +41,7 @@ func TestIdentityMatchIsRecordedNotRefused(t *testing.T) {
 	_, _ = rand.Read(sealKey)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: sealKey})
 	require.NoError(t, err)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 
 	first := json.RawMessage(`{"to": "ann", "ref": "o-1", "text": "Your order shipped."}`)
 	reworded := json.RawMessage(`{"ref": "o-1", "to": "ann", "text": "Good news: it is on its way!", "subject": "Shipped"}`)
@@ -80,9 +82,9 @@ func TestIdentityMatchIsRecordedNotRefused(t *testing.T) {
 	require.Equal(t, []string{"subject", "text"}, matches[0].Differed)
 	require.Equal(t, "conv-2", matches[0].ConversationID)
 	require.WithinDuration(t, time.Now(), matches[0].At, time.Minute)
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_op"))
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op"))
 
-	none, err := ob.IdentityMatches(ctx, newTenant(t, pool, "other"), made.Op.ID)
+	none, err := ob.IdentityMatches(ctx, optest.Tenant(t, pool, "other"), made.Op.ID)
 	require.NoError(t, err)
 	require.Empty(t, none, "another tenant sees no match of the op")
 }
@@ -95,7 +97,7 @@ func TestKeyByIdentity(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	acme := newTenant(t, e.pool, "acme")
+	acme := optest.Tenant(t, e.pool, "acme")
 
 	k, err := e.ob.KeyByIdentity(ctx, acme, "id-1", "payload-1", "fresh-1", time.Hour)
 	require.NoError(t, err)
@@ -120,7 +122,7 @@ func TestKeyByIdentity(t *testing.T) {
 	k, err = e.ob.KeyByIdentity(ctx, acme, "id-5", "", "fresh-5", time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, "fresh-5", k, "no payload window")
-	require.Equal(t, 0, count(t, e.pool, "SELECT count(*) FROM oncebox_key_window WHERE call_hash = ''"))
+	require.Equal(t, 0, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_key_window WHERE call_hash = ''"))
 
 	_, err = e.ob.KeyByIdentity(ctx, acme, "same", "same", "fresh", time.Hour)
 	require.Error(t, err)

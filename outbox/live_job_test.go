@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/testkit/optest"
 )
 
@@ -23,7 +24,7 @@ func TestOneLiveDispatchJobPerOp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 	res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "test.echo", Args: []byte(`{"n":1}`)})
 	require.NoError(t, err)
 	insert := func() {
@@ -36,13 +37,13 @@ func TestOneLiveDispatchJobPerOp(t *testing.T) {
 		_, err = e.pool.Exec(ctx, "UPDATE river_job SET state = $2 WHERE args->>'op_id' = $1", res.Op.ID, state)
 		require.NoError(t, err)
 		insert()
-		require.Equal(t, 1, count(t, e.pool, sqlLiveJobs, res.Op.ID), "a second live job was inserted next to a %s one", state)
+		require.Equal(t, 1, dbtest.Count(t, e.pool, sqlLiveJobs, res.Op.ID), "a second live job was inserted next to a %s one", state)
 	}
 	_, err = e.pool.Exec(ctx, "UPDATE river_job SET state = 'completed', finalized_at = now() WHERE args->>'op_id' = $1", res.Op.ID)
 	require.NoError(t, err)
 	insert()
-	require.Equal(t, 1, count(t, e.pool, sqlLiveJobs, res.Op.ID), "a finished job does not keep the op from a new one")
-	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", res.Op.ID))
+	require.Equal(t, 1, dbtest.Count(t, e.pool, sqlLiveJobs, res.Op.ID), "a finished job does not keep the op from a new one")
+	require.Equal(t, 2, dbtest.Count(t, e.pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", res.Op.ID))
 }
 
 // TestTakeoverWaitsForTheAttemptsJobTimeout: a job that finds its op dispatching under
@@ -54,7 +55,7 @@ func TestTakeoverWaitsForTheAttemptsJobTimeout(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	fake, srv := optest.HonouringTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{JobTimeout: 20 * time.Second})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
@@ -69,12 +70,12 @@ func TestTakeoverWaitsForTheAttemptsJobTimeout(t *testing.T) {
 	optest.Start(t, ob)
 
 	require.Eventually(t, func() bool {
-		return count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'scheduled' AND scheduled_at > now() + interval '10 seconds'", res.Op.ID) == 1
+		return dbtest.Count(t, pool, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND state = 'scheduled' AND scheduled_at > now() + interval '10 seconds'", res.Op.ID) == 1
 	}, 10*time.Second, 20*time.Millisecond, "the job should wait until the live attempt's job timeout is over")
 	op, err := ob.Get(ctx, tenant, "k1")
 	require.NoError(t, err)
 	require.Equal(t, protocol.StatusDispatching, op.Status)
-	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND finished_at IS NOT NULL", res.Op.ID),
+	require.Equal(t, 0, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND finished_at IS NOT NULL", res.Op.ID),
 		"the live attempt was closed as lost")
 	require.Equal(t, 0, fake.Requests(), "nothing may be sent while the attempt may still run")
 }

@@ -42,7 +42,7 @@ func TestMixedVersionsCommitTheClaim(t *testing.T) {
 		fake.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	var mixed atomic.Bool
 	mixed.Store(true)
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, Batched: true, Mixed: mixed.Load})

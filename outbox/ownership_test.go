@@ -10,6 +10,8 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/purge"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -31,7 +33,7 @@ func TestObjectsOfAnOpStayTheTenantsAfterThePurge(t *testing.T) {
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
-	acme, globex := newTenant(t, pool, "acme"), newTenant(t, pool, "globex")
+	acme, globex := optest.Tenant(t, pool, "acme"), optest.Tenant(t, pool, "globex")
 	made, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: acme, Key: "make", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'thing_1' WHERE id = $1`, made.Op.ID)
@@ -47,14 +49,14 @@ func TestObjectsOfAnOpStayTheTenantsAfterThePurge(t *testing.T) {
 	require.ErrorAs(t, err, &no)
 	require.Equal(t, outbox.NotOwnedError{Arg: "thing", ID: "thing_1"}, *no)
 	require.EqualError(t, err, "thing thing_1 is not one of this tenant's objects")
-	require.Zero(t, count(t, pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", globex))
+	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", globex))
 
 	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 hour' WHERE id = $1`, made.Op.ID)
 	require.NoError(t, err)
 	st, err := ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Ops)
-	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM oncebox_tenant_object WHERE tenant_id = $1 AND vendor = 'things' AND object_id = 'thing_1' AND adopted_by = $2",
+	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_tenant_object WHERE tenant_id = $1 AND vendor = 'things' AND object_id = 'thing_1' AND adopted_by = $2",
 		acme, "purge of op "+made.Op.ID))
 	require.NoError(t, act(acme, "act-2"), "the purged op's object is still acme's")
 	require.ErrorIs(t, act(globex, "act-2"), outbox.ErrNotOwned)
@@ -78,7 +80,7 @@ func TestObjectTaggedByTheVendor(t *testing.T) {
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
-	acme, globex := newTenant(t, pool, "acme"), newTenant(t, pool, "globex")
+	acme, globex := optest.Tenant(t, pool, "acme"), optest.Tenant(t, pool, "globex")
 	made, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: acme, Key: "make", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET status = 'unknown' WHERE id = $1`, made.Op.ID)
@@ -109,7 +111,7 @@ func TestObjectTaggedByTheVendor(t *testing.T) {
 	require.True(t, again.Replayed)
 	require.Equal(t, first.Op.ID, again.Op.ID)
 	require.Zero(t, asked)
-	require.Equal(t, 2, count(t, pool, "SELECT count(*) FROM oncebox_op"), "the make op and act-1, nothing of the refusals")
+	require.Equal(t, 2, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op"), "the make op and act-1, nothing of the refusals")
 }
 
 // TestRegistryChecksObjects: a tool's Objects name distinct, non-empty arguments.

@@ -19,6 +19,7 @@ import (
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/tools"
 )
 
@@ -59,7 +60,7 @@ func TestPaymentOfRefund(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ob, pool := refundEnv(t, "")
-	acme, other := newTenant(t, pool, "acme"), newTenant(t, pool, "other")
+	acme, other := optest.Tenant(t, pool, "acme"), optest.Tenant(t, pool, "other")
 	settle(t, ob, pool, acme, "pay", protocol.ToolPaymentIntent, `{"amount":29000,"currency":"usd"}`, "pi_1")
 	settle(t, ob, pool, other, "pay", protocol.ToolPaymentIntent, `{"amount":777,"currency":"eur"}`, "pi_1")
 	settle(t, ob, pool, acme, "r1", protocol.ToolRefund, `{"payment_intent":"pi_1","amount":1000}`, "re_1")
@@ -119,7 +120,7 @@ func TestRefundNotificationNamesItsPayment(t *testing.T) {
 	}))
 	t.Cleanup(receiver.Close)
 	ob, pool := refundEnv(t, receiver.URL)
-	acme := newTenant(t, pool, "acme")
+	acme := optest.Tenant(t, pool, "acme")
 	settle(t, ob, pool, acme, "pay", protocol.ToolPaymentIntent, `{"amount":29000,"currency":"usd"}`, "pi_1")
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: acme, Key: "refund", Tool: protocol.ToolRefund,
 		Args: json.RawMessage(`{"payment_intent":"pi_1","amount":2500}`)})
@@ -181,7 +182,7 @@ func TestRefundComparedInItsPaymentsCurrency(t *testing.T) {
 			ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Work: &work, NoDispatch: true,
 				Gate: newGate(t, pool, reg, governance.ApprovalPolicy{protocol.ToolRefund: {Mode: governance.ApprovalAbove, Above: c.above}})})
 			require.NoError(t, err)
-			acme := newTenant(t, pool, "acme")
+			acme := optest.Tenant(t, pool, "acme")
 			settle(t, ob, pool, acme, "pay", protocol.ToolPaymentIntent, `{"amount":29000,"currency":"usd"}`, "pi_1")
 			settle(t, ob, pool, acme, "pay-eur", protocol.ToolPaymentIntent, `{"amount":29000,"currency":"eur"}`, "pi_eur")
 			_, err = tenant.NewStore(pool).Adopt(ctx, "acme", "stripe", []string{"pi_outside"}, "test")
@@ -215,7 +216,7 @@ func TestRefundCountsInItsPaymentsCurrency(t *testing.T) {
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Work: &work, NoDispatch: true,
 		Gate: newGate(t, pool, reg, governance.ApprovalPolicy{}, budget)})
 	require.NoError(t, err)
-	acme := newTenant(t, pool, "acme")
+	acme := optest.Tenant(t, pool, "acme")
 	settle(t, ob, pool, acme, "pay", protocol.ToolPaymentIntent, `{"amount":29000,"currency":"usd"}`, "pi_1")
 	_, err = tenant.NewStore(pool).Adopt(ctx, "acme", "stripe", []string{"pi_outside"}, "test")
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/oncebox/oncebox/internal/seal"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -32,7 +33,7 @@ func newApprovalOutbox(t *testing.T, calls *int, sealKey []byte) (env, int64) {
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, SealKey: sealKey, Gate: newGate(t, pool, reg, nil)})
 	require.NoError(t, err)
-	return env{pool: pool, ob: ob}, newTenant(t, pool, "acme")
+	return env{pool: pool, ob: ob}, optest.Tenant(t, pool, "acme")
 }
 
 func storedArgs(t *testing.T, e env, id string) (string, bool) {

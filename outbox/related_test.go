@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestRelatedStaysInItsTenant: a payment's refunds are its tenant's refunds that name
@@ -18,7 +19,7 @@ func TestRelatedStaysInItsTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ob, pool := refundEnv(t, "")
-	acme, other := newTenant(t, pool, "acme"), newTenant(t, pool, "other")
+	acme, other := optest.Tenant(t, pool, "acme"), optest.Tenant(t, pool, "other")
 	for _, tn := range []int64{acme, other} {
 		settle(t, ob, pool, tn, "pay", protocol.ToolPaymentIntent, `{"amount":5000,"currency":"usd"}`, "pi_1")
 		_, err := pool.Exec(ctx, `UPDATE oncebox_op SET result = '{"id":"pi_1","latest_charge":"ch_1"}' WHERE tenant_id = $1 AND idempotency_key = 'pay'`, tn)

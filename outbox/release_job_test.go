@@ -10,6 +10,7 @@ import (
 	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/testkit/optest"
 )
 
@@ -24,7 +25,7 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 	ctx := context.Background()
 	pool := newSchema(t)
 	_, srv := newPlainTarget(t)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Batched: true})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "released", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
@@ -48,7 +49,7 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, a)
 	require.NoError(t, <-completed)
-	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND id <> $2
+	require.Equal(t, 1, dbtest.Count(t, pool, `SELECT count(*) FROM river_job WHERE args->>'op_id' = $1 AND id <> $2
 		AND state IN ('available', 'scheduled')`, res.Op.ID, jobID), "the released op has no dispatch job of its own")
 
 	// And it is dispatched.

@@ -13,6 +13,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/purge"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 	"github.com/oncebox/oncebox/vendors/webhook"
@@ -37,7 +38,7 @@ func TestRetentionStartsWhenTheOpIsTerminal(t *testing.T) {
 	st, err := e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Zero(t, st.Ops, "an op that just settled was purged")
-	require.Equal(t, 1, count(t, e.pool, `SELECT count(*) FROM oncebox_op WHERE id = $1
+	require.Equal(t, 1, dbtest.Count(t, e.pool, `SELECT count(*) FROM oncebox_op WHERE id = $1
 		AND expires_at > now() + interval '71 hours'`, res.Op.ID), "the TTL (72h) runs from the moment the op settled")
 
 	rep, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "weekend", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
@@ -53,7 +54,7 @@ func TestReusedKeyAfterPurgeStartsPastTheLastGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	tenant := newTenant(t, e.pool, "acme")
+	tenant := optest.Tenant(t, e.pool, "acme")
 	first, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
 	require.Equal(t, vendorapi.VendorKey(tenant, "k", "test.echo", 0), first.Op.VendorKey)

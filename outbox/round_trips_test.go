@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // roundTrips records the statements a pool sends, one entry per round trip (a batch is
@@ -90,7 +91,7 @@ func TestEnqueueRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, Gate: newGate(t, pool, reg, nil)})
 	require.NoError(t, err)
-	tenantID := newTenant(t, pool, "acme")
+	tenantID := optest.Tenant(t, pool, "acme")
 	enqueue := func(key string) *outbox.EnqueueResult {
 		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenantID, Key: key, Tool: "test.echo", Args: json.RawMessage(`{"n": 1}`)})
 		require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestNoGateStillHoldsWhatTheToolSays: an Outbox built without a Gate (an embedder's
@@ -21,7 +22,7 @@ func TestNoGateStillHoldsWhatTheToolSays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.Schema(t)
-	money := moneyTool()
+	money := optest.MoneyTool()
 	money.NeedsApproval = func(raw json.RawMessage) bool {
 		amount, _, ok := money.Amount(raw)
 		return !ok || amount > 1000
@@ -30,7 +31,7 @@ func TestNoGateStillHoldsWhatTheToolSays(t *testing.T) {
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg})
 	require.NoError(t, err)
-	tenantID := newTenant(t, pool, "acme")
+	tenantID := optest.Tenant(t, pool, "acme")
 	e := approvalEnv{env: env{pool: pool, ob: ob}, tenant: tenantID}
 
 	small := e.pay(t, "small", `{"amount": 500, "currency": "usd"}`)

@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestApprovalContinuesTheOpsTrace: an approval asked for in a trace of its own (the
@@ -25,12 +26,12 @@ func TestApprovalContinuesTheOpsTrace(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	pool := dbtest.Schema(t)
-	reg, err := outbox.NewRegistry(moneyTool())
+	reg, err := outbox.NewRegistry(optest.MoneyTool())
 	require.NoError(t, err)
 	ob, err := outbox.New(outbox.Config{Pool: pool, Tools: reg, TracerProvider: tp,
 		Gate: newGate(t, pool, reg, governance.ApprovalPolicy{"test.money": {Mode: governance.ApprovalAlways}})})
 	require.NoError(t, err)
-	tenant := newTenant(t, pool, "acme")
+	tenant := optest.Tenant(t, pool, "acme")
 
 	agent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4}, TraceFlags: trace.FlagsSampled, Remote: true})
 	approver := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9, 8, 7}, SpanID: trace.SpanID{6}, TraceFlags: trace.FlagsSampled, Remote: true})

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/purge"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // TestKeyInWindowIsSharedByConcurrentCallers: callers that race for the same call get
@@ -19,7 +21,7 @@ func TestKeyInWindowIsSharedByConcurrentCallers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newInsertOnly(t)
-	acme, other := newTenant(t, e.pool, "acme"), newTenant(t, e.pool, "other")
+	acme, other := optest.Tenant(t, e.pool, "acme"), optest.Tenant(t, e.pool, "other")
 
 	const n = 20
 	keys := make([]string, n)
@@ -58,7 +60,7 @@ func TestKeyInWindowIsSharedByConcurrentCallers(t *testing.T) {
 	st, err := e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Equal(t, 1, st.KeyWindows)
-	require.Equal(t, 2, count(t, e.pool, "SELECT count(*) FROM oncebox_key_window"))
+	require.Equal(t, 2, dbtest.Count(t, e.pool, "SELECT count(*) FROM oncebox_key_window"))
 
 	_, err = e.ob.KeyInWindow(ctx, acme, "call-3", "fresh", 0)
 	require.Error(t, err)

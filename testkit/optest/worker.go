@@ -35,6 +35,33 @@ func WebhookTool() vendorapi.Tool {
 	}
 }
 
+// MoneyTool is a tool with an amount: args {"amount": minor units, "currency": code};
+// an absent amount is "no amount" (like a full refund).
+func MoneyTool() vendorapi.Tool {
+	type args struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	}
+	return vendorapi.Tool{
+		Name:   "test.money",
+		Vendor: "money",
+		Validate: func(raw json.RawMessage) error {
+			var a args
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return &vendorapi.ValidationError{Field: "args", Message: "must be a JSON object"}
+			}
+			return nil
+		},
+		Amount: func(raw json.RawMessage) (int64, string, bool) {
+			var a args
+			if err := json.Unmarshal(raw, &a); err != nil || a.Amount == 0 {
+				return 0, "", false
+			}
+			return a.Amount, a.Currency, true
+		},
+	}
+}
+
 // WorkerOpts are the settings of NewWorkerOutbox's Outbox that a test changes.
 type WorkerOpts struct {
 	// Native makes the webhook vendor send Idempotency-Key (a receiver that honours it
