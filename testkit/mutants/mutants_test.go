@@ -95,3 +95,27 @@ func TestDriftSaysHowToReanchor(t *testing.T) {
 	require.ErrorContains(t, errs[1], `git log -S "a * b" --oneline -- add.go`)
 	require.ErrorContains(t, errs[1], "never drop it")
 }
+
+// TestListNamesTestsThatExist: every test a mutant names is a test function of one of
+// its packages, so moving a test to another package cannot leave a mutant that no test
+// runs against (go test -run of a missing name passes, and the mutant would survive).
+func TestListNamesTestsThatExist(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	for _, m := range List() {
+		for _, name := range m.Tests {
+			decl := []byte("func " + name + "(")
+			found := false
+			for _, pkg := range m.Packages {
+				files, err := filepath.Glob(filepath.Join(root, pkg, "*_test.go"))
+				require.NoError(t, err)
+				for _, f := range files {
+					b, err := os.ReadFile(f)
+					require.NoError(t, err)
+					found = found || bytes.Contains(b, decl)
+				}
+			}
+			require.True(t, found, "mutant %s names test %s, which none of %v declares: point it at the package the test lives in now", m.Name, name, m.Packages)
+		}
+	}
+}
