@@ -90,7 +90,7 @@ type Tools interface {
 	Lookup(name string) (vendorapi.Tool, bool)
 }
 
-// Accounts opens the vendor account an op was accepted under. *outbox.VendorSettings
+// Accounts opens the vendor account an op was accepted under. *vendoraccount.Settings
 // satisfies it.
 type Accounts interface {
 	Account(ctx context.Context, tenantID int64, vendor, ref string) (vendorapi.Account, error)
