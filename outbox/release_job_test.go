@@ -23,8 +23,8 @@ import (
 func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
-	_, srv := newPlainTarget(t)
+	pool := dbtest.Schema(t)
+	_, srv := optest.PlainTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Batched: true})
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "released", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
@@ -54,5 +54,5 @@ func TestReleaseWaitsForAFinishedRun(t *testing.T) {
 
 	// And it is dispatched.
 	optest.Start(t, ob)
-	waitStatus(t, ob, tenant, "released", protocol.StatusSucceeded, 20*time.Second)
+	optest.WaitKeyStatus(t, ob, tenant, "released", protocol.StatusSucceeded, 20*time.Second)
 }

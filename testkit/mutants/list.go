@@ -55,7 +55,7 @@ func List() []Mutant {
 			File:     "internal/opstate/queries.go",
 			Old:      "WHERE id = $1 AND attempt_token = $2::uuid AND status IN ('dispatching', 'unknown')",
 			New:      "WHERE id = $1 AND status IN ('dispatching', 'unknown')",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
 		},
 		{
@@ -64,7 +64,7 @@ func List() []Mutant {
 			File:     "dispatch/worker.go",
 			Old:      "if applied, err = write(tx, true); err != nil || applied == nil {",
 			New:      "if applied, err = write(tx, true); err != nil {",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestStaleTokenIsFencedByTheToken"},
 		},
 
@@ -170,7 +170,7 @@ func List() []Mutant {
 			File:     "internal/opstate/queries.go",
 			Old:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND state = 'running' AND attempt = $14 FOR UPDATE",
 			New:      "	SELECT attempted_at FROM river_job WHERE id = $13 AND $14::int IS NOT NULL FOR UPDATE",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestCleanRunRescuedIsFenced"},
 		},
 		{
@@ -233,7 +233,7 @@ func List() []Mutant {
 			File:     "internal/opstate/queries.go",
 			Old:      "	return `coalesce((` + attempt + `::int = 1 AND heard_job_id IS DISTINCT FROM -1)",
 			New:      "	return `coalesce(true OR (` + attempt + `::int = 1 AND heard_job_id IS DISTINCT FROM -1)",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestUncleanRunDoesNotSendOutsideTheKeyWindow"},
 		},
 		{
@@ -242,7 +242,7 @@ func List() []Mutant {
 			File:     "dispatch/worker.go",
 			Old:      "		return attempt - 1\n",
 			New:      "		return attempt\n",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestSnoozedRerunLostIsNotClean"},
 		},
 		{
@@ -719,7 +719,7 @@ func List() []Mutant {
 			File:     "dispatch/claim.go",
 			Old:      "return d.cfg.ClaimCommit || (d.cfg.MixedVersions != nil && d.cfg.MixedVersions())",
 			New:      "return d.cfg.ClaimCommit",
-			Packages: []string{outboxPkg},
+			Packages: []string{dispatchPkg},
 			Tests:    []string{"TestMixedVersionsCommitTheClaim"},
 		},
 		{

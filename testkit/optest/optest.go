@@ -159,3 +159,21 @@ func WebhookFake(tb testing.TB, cfg fakewebhook.Config, lookupPath string) (*fak
 func HookArgs(n int) map[string]any {
 	return map[string]any{"target": "hooks", "path": "/orders", "body": map[string]any{"n": n}}
 }
+
+// WaitKeyStatus polls the op under key until it reaches want, for at most within.
+func WaitKeyStatus(tb testing.TB, ob *outbox.Outbox, tenant int64, key string, want protocol.Status, within time.Duration) *outbox.Op {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	var op *outbox.Op
+	for time.Now().Before(deadline) {
+		var err error
+		op, err = ob.Get(context.Background(), tenant, key)
+		require.NoError(tb, err)
+		if op.Status == want {
+			return op
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tb.Fatalf("op %s: status %s after %s, want %s", key, op.Status, within, want)
+	return nil
+}

@@ -140,6 +140,16 @@ func HonouringTarget(tb testing.TB) (*fakewebhook.Server, *httptest.Server) {
 	return fake, srv
 }
 
+// PlainTarget serves a fake webhook receiver that does not deduplicate keys, until the
+// test ends.
+func PlainTarget(tb testing.TB) (*fakewebhook.Server, *httptest.Server) {
+	tb.Helper()
+	fake := fakewebhook.New(fakewebhook.Config{})
+	srv := httptest.NewServer(fake)
+	tb.Cleanup(srv.Close)
+	return fake, srv
+}
+
 // WebhookArgs are webhook.post's arguments for a POST of {"n": n} to crm's /charge.
 func WebhookArgs(n int) json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{"target":"crm","path":"/charge","body":{"n":%d}}`, n))

@@ -1,4 +1,4 @@
-package outbox_test
+package dispatch_test
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestStaleTokenIsFencedByTheToken(t *testing.T) {
 
 func testStaleTokenIsFenced(t *testing.T, newer protocol.Status, batched bool) {
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	// A target that does not deduplicate keys: a job that finds its op still
 	// dispatching may not resend, it hands the op to the reconciler.
 	fake := fakewebhook.New(fakewebhook.Config{})

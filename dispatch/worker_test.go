@@ -1,4 +1,4 @@
-package outbox_test
+package dispatch_test
 
 import (
 	"context"
@@ -46,27 +46,10 @@ func waitPendingWithResendDeadline(t *testing.T, pool *pgxpool.Pool, opID string
 	return *resendBefore
 }
 
-func waitStatus(t *testing.T, ob *outbox.Outbox, tenant int64, key string, want protocol.Status, within time.Duration) *outbox.Op {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	var op *outbox.Op
-	for time.Now().Before(deadline) {
-		var err error
-		op, err = ob.Get(context.Background(), tenant, key)
-		require.NoError(t, err)
-		if op.Status == want {
-			return op
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("op %s: status %s after %s, want %s", key, op.Status, within, want)
-	return nil
-}
-
 func TestDispatchSucceedsOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true})
@@ -74,7 +57,7 @@ func TestDispatchSucceedsOnce(t *testing.T) {
 
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
-	op := waitStatus(t, ob, tenant, "k1", protocol.StatusSucceeded, 10*time.Second)
+	op := optest.WaitKeyStatus(t, ob, tenant, "k1", protocol.StatusSucceeded, 10*time.Second)
 	require.Equal(t, 1, fake.EffectCount())
 	eff := fake.EffectsFor(res.Op.ID)
 	require.Len(t, eff, 1)
@@ -95,7 +78,7 @@ func TestDispatchSucceedsOnce(t *testing.T) {
 func TestDispatchOutcomeClasses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake := fakewebhook.New(fakewebhook.Config{})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
@@ -107,7 +90,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultReject, Status: 422})
 		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "perm", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 		require.NoError(t, err)
-		op := waitStatus(t, ob, tenant, "perm", protocol.StatusFailed, 10*time.Second)
+		op := optest.WaitKeyStatus(t, ob, tenant, "perm", protocol.StatusFailed, 10*time.Second)
 		require.Contains(t, string(op.Error), `"class":"permanent"`)
 		before := fake.Requests()
 
@@ -125,7 +108,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		start := time.Now()
 		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "rl", Tool: "webhook.post", Args: optest.WebhookArgs(2)})
 		require.NoError(t, err)
-		op := waitStatus(t, ob, tenant, "rl", protocol.StatusSucceeded, 15*time.Second)
+		op := optest.WaitKeyStatus(t, ob, tenant, "rl", protocol.StatusSucceeded, 15*time.Second)
 		require.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "the worker waited for Retry-After")
 		require.Len(t, fake.EffectsFor(res.Op.ID), 1)
 		require.Equal(t, 2, op.Attempts)
@@ -135,7 +118,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault500AfterEffect})
 		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "unk", Tool: "webhook.post", Args: optest.WebhookArgs(3)})
 		require.NoError(t, err)
-		waitStatus(t, ob, tenant, "unk", protocol.StatusUnknown, 10*time.Second)
+		optest.WaitKeyStatus(t, ob, tenant, "unk", protocol.StatusUnknown, 10*time.Second)
 		waitJobsFinished(t, pool, res.Op.ID)
 		require.Len(t, fake.EffectsFor(res.Op.ID), 1, "an unknown outcome waits for the reconciler")
 		op, err := ob.Get(ctx, tenant, "unk")
@@ -149,7 +132,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 		}
 		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "busy", Tool: "webhook.post", Args: optest.WebhookArgs(4)})
 		require.NoError(t, err)
-		op := waitStatus(t, ob, tenant, "busy", protocol.StatusNeedsReview, 20*time.Second)
+		op := optest.WaitKeyStatus(t, ob, tenant, "busy", protocol.StatusNeedsReview, 20*time.Second)
 		require.Equal(t, 10, op.Attempts)
 		require.True(t, op.NothingSent(), "every attempt was refused before the target acted: %s", op.Error)
 	})
@@ -161,7 +144,7 @@ func TestDispatchOutcomeClasses(t *testing.T) {
 func TestRescuedDuplicateIsFenced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 
@@ -197,7 +180,7 @@ func TestRescuedDuplicateIsFenced(t *testing.T) {
 	fake.SetBlock(nil)
 	close(release)
 
-	op := waitStatus(t, a, tenant, "dup", protocol.StatusSucceeded, 15*time.Second)
+	op := optest.WaitKeyStatus(t, a, tenant, "dup", protocol.StatusSucceeded, 15*time.Second)
 	require.Equal(t, 1, fake.EffectCount(), "one vendor effect")
 	require.Len(t, fake.EffectsFor(res.Op.ID), 1)
 	require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef)
@@ -228,7 +211,7 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 		t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			pool := newSchema(t)
+			pool := dbtest.Schema(t)
 			fake := fakewebhook.New(fakewebhook.Config{HonourKeys: native})
 			srv := httptest.NewServer(fake)
 			t.Cleanup(srv.Close)
@@ -240,7 +223,7 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 			fake.EffectHook(func(fakewebhook.Effect) { effected <- struct{}{} })
 
 			child := exec.Command(os.Args[0], "-test.run=^$")
-			child.Env = append(os.Environ(), childEnv+"=1", childDBEnv+"="+dbConnString(t, pool),
+			child.Env = append(os.Environ(), childEnv+"=1", childDBEnv+"="+dbtest.ConnString(t, pool),
 				childTargetEnv+"="+srv.URL, childNativeEnv+"="+strconv.FormatBool(native))
 			child.Stdout, child.Stderr = os.Stderr, os.Stderr
 			require.NoError(t, child.Start())
@@ -270,10 +253,10 @@ func TestWorkerKilledAfterVendorActed(t *testing.T) {
 			optest.Start(t, next)
 
 			if native {
-				op := waitStatus(t, next, tenant, "kill", protocol.StatusSucceeded, 60*time.Second)
+				op := optest.WaitKeyStatus(t, next, tenant, "kill", protocol.StatusSucceeded, 60*time.Second)
 				require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef, "the same-key resend returned the stored answer")
 			} else {
-				waitStatus(t, next, tenant, "kill", protocol.StatusUnknown, 60*time.Second)
+				optest.WaitKeyStatus(t, next, tenant, "kill", protocol.StatusUnknown, 60*time.Second)
 				waitJobsFinished(t, pool, res.Op.ID)
 			}
 			require.Equal(t, 1, fake.EffectCount(), "exactly one side effect at the vendor")
@@ -311,7 +294,7 @@ func runChildWorker() {
 func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true})
@@ -340,7 +323,7 @@ func TestLostAnswerOutsideTheKeyWindowIsUnknown(t *testing.T) {
 func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
@@ -359,7 +342,7 @@ func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
 	// The retry comes only after the window (as after a long outage).
 	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET resend_before = now() - interval '1 second' WHERE id = $1", res.Op.ID)
 	require.NoError(t, err)
-	op := waitStatus(t, ob, tenant, "late", protocol.StatusUnknown, 20*time.Second)
+	op := optest.WaitKeyStatus(t, ob, tenant, "late", protocol.StatusUnknown, 20*time.Second)
 	require.Equal(t, 1, op.Attempts, "not resent")
 	require.Equal(t, 1, fake.Requests())
 	require.Equal(t, 1, fake.EffectCount())
@@ -375,7 +358,7 @@ func TestUnansweredResendRespectsTheKeyWindow(t *testing.T) {
 func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.FaultDropAfterEffect})
@@ -385,7 +368,7 @@ func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
 	_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "tired", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
 
-	op := waitStatus(t, ob, tenant, "tired", protocol.StatusUnknown, 20*time.Second)
+	op := optest.WaitKeyStatus(t, ob, tenant, "tired", protocol.StatusUnknown, 20*time.Second)
 	require.Equal(t, 2, op.Attempts)
 	require.Contains(t, string(op.Error), "conflict")
 	require.Equal(t, 1, fake.EffectCount())
@@ -397,7 +380,7 @@ func TestExhaustedAfterAnUnansweredRequestIsUnknown(t *testing.T) {
 func TestTakeoverResendKeepsTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{Native: true, RetryBackoff: time.Minute})
@@ -436,7 +419,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			pool := newSchema(t)
+			pool := dbtest.Schema(t)
 			fake, srv := optest.HonouringTarget(t)
 			t.Cleanup(fake.ReleaseHangs)
 			tenant := optest.Tenant(t, pool, "acme")
@@ -485,7 +468,7 @@ func TestStopDuringDispatchLosesNothing(t *testing.T) {
 func TestBatchedCompletionFinishesJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	v, err := webhook.New(webhook.Config{Targets: map[string]webhook.Target{"crm": {BaseURL: srv.URL}}, NativeIdempotency: true})
@@ -515,7 +498,7 @@ func TestBatchedCompletionFinishesJobs(t *testing.T) {
 func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 
@@ -537,7 +520,7 @@ func TestSealedArgsThatCannotBeOpenedGoToReview(t *testing.T) {
 	require.Equal(t, 1, dbtest.Count(t, pool, `SELECT count(*) FROM oncebox_op WHERE args::text = '{"redacted": true}' AND sealed_args IS NOT NULL`))
 	optest.Start(t, worker)
 
-	op := waitStatus(t, worker, tenant, "sealed", protocol.StatusNeedsReview, 10*time.Second)
+	op := optest.WaitKeyStatus(t, worker, tenant, "sealed", protocol.StatusNeedsReview, 10*time.Second)
 	require.Contains(t, string(op.Error), "sealed_args")
 	require.Contains(t, string(op.Error), "ONCEBOX_SEAL_KEY")
 	require.True(t, op.NothingSent(), "the op says nothing was sent: %s", op.Error)

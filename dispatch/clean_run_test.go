@@ -1,9 +1,8 @@
-package outbox_test
+package dispatch_test
 
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func TestCleanRunRescuedIsFenced(t *testing.T) {
 
 func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake, srv := optest.HonouringTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 
@@ -67,7 +66,7 @@ func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 	fake.SetBlock(nil)
 	close(release)
 
-	op := waitStatus(t, ob, tenant, "rescued", protocol.StatusSucceeded, 30*time.Second)
+	op := optest.WaitKeyStatus(t, ob, tenant, "rescued", protocol.StatusSucceeded, 30*time.Second)
 	require.Equal(t, 1, fake.EffectCount(), "one vendor effect")
 	require.Equal(t, fake.EffectsFor(res.Op.ID)[0].ID, op.VendorRef)
 	h, err := ob.History(ctx, tenant, op.ID)
@@ -87,8 +86,8 @@ func testCleanRunRescuedIsFenced(t *testing.T, batched bool) {
 func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
-	fake, srv := newPlainTarget(t)
+	pool := dbtest.Schema(t)
+	fake, srv := optest.PlainTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{ClientID: "a"})
@@ -100,7 +99,7 @@ func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
 	require.NoError(t, err)
 	optest.Start(t, ob)
 
-	waitStatus(t, ob, tenant, "unheard", protocol.StatusUnknown, 20*time.Second)
+	optest.WaitKeyStatus(t, ob, tenant, "unheard", protocol.StatusUnknown, 20*time.Second)
 	waitJobsFinished(t, pool, res.Op.ID)
 	require.Zero(t, fake.Requests(), "an unclean run sent outside the key window")
 	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
@@ -116,14 +115,14 @@ func TestUncleanRunDoesNotSendOutsideTheKeyWindow(t *testing.T) {
 func TestCleanRunRecordsFromPending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
-	_, srv := newPlainTarget(t)
+	pool := dbtest.Schema(t)
+	_, srv := optest.PlainTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	ob := optest.NewWorkerOutbox(t, pool, srv.URL, optest.WorkerOpts{ClientID: "a", Batched: true})
 	optest.Start(t, ob)
 	res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "clean", Tool: "webhook.post", Args: optest.WebhookArgs(1)})
 	require.NoError(t, err)
-	op := waitStatus(t, ob, tenant, "clean", protocol.StatusSucceeded, 20*time.Second)
+	op := optest.WaitKeyStatus(t, ob, tenant, "clean", protocol.StatusSucceeded, 20*time.Second)
 	require.Equal(t, 1, op.Attempts)
 	require.NotNil(t, op.DispatchStartedAt)
 	var heardJob int64
@@ -151,8 +150,8 @@ func TestCleanRunRecordsFromPending(t *testing.T) {
 func TestSnoozedRerunLostIsNotClean(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
-	fake, srv := newPlainTarget(t)
+	pool := dbtest.Schema(t)
+	fake, srv := optest.PlainTarget(t)
 	tenant := optest.Tenant(t, pool, "acme")
 	fake.InjectFault(fakewebhook.Fault{Kind: fakewebhook.Fault429, RetryAfter: time.Second})
 	release := make(chan struct{})
@@ -177,18 +176,9 @@ func TestSnoozedRerunLostIsNotClean(t *testing.T) {
 	fake.SetBlock(nil)
 	close(release)
 
-	waitStatus(t, ob, tenant, "snoozed", protocol.StatusUnknown, 30*time.Second)
+	optest.WaitKeyStatus(t, ob, tenant, "snoozed", protocol.StatusUnknown, 30*time.Second)
 	waitJobsFinished(t, pool, res.Op.ID)
 	require.Equal(t, 1, fake.EffectCount(), "one effect")
 	require.Equal(t, 2, fake.Requests(), "the run after the lost rerun sent again")
 	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op_event WHERE op_id = $1 AND kind = 'predecessor_unheard'", res.Op.ID))
-}
-
-// newPlainTarget is a webhook receiver that does not deduplicate keys.
-func newPlainTarget(t *testing.T) (*fakewebhook.Server, *httptest.Server) {
-	t.Helper()
-	fake := fakewebhook.New(fakewebhook.Config{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	return fake, srv
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package dispatch_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/testkit/optest"
 )
 
@@ -24,7 +25,7 @@ import (
 func TestMixedVersionsCommitTheClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newSchema(t)
+	pool := dbtest.Schema(t)
 	fake := fakewebhook.New(fakewebhook.Config{HonourKeys: true})
 	var (
 		mu     sync.Mutex
@@ -51,7 +52,7 @@ func TestMixedVersionsCommitTheClaim(t *testing.T) {
 	statusDuring := func(key string, n int) string {
 		res, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: key, Tool: "webhook.post", Args: optest.WebhookArgs(n)})
 		require.NoError(t, err)
-		waitStatus(t, ob, tenant, key, protocol.StatusSucceeded, 10*time.Second)
+		optest.WaitKeyStatus(t, ob, tenant, key, protocol.StatusSucceeded, 10*time.Second)
 		mu.Lock()
 		defer mu.Unlock()
 		return during[res.Op.ID]
