@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -191,10 +190,7 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 		RescueStuckJobsAfter: c.RescueStuckJobsAfter,
 		FetchCooldown:        c.FetchCooldown,
 		FetchPollInterval:    c.FetchPollInterval,
-		// River's own test switch (no staggered start of its maintenance services):
-		// on in a test binary only, so no field of Config exists for tests.
-		TestOnly:    testing.Testing(),
-		MaxAttempts: c.riverMaxAttempts(),
+		MaxAttempts:          c.riverMaxAttempts(),
 	}
 	if !*c.Work {
 		return rc
