@@ -38,21 +38,17 @@ func (op *opRow) logTrace() string {
 }
 
 // withNothingSent returns the error JSON errJSON (an object) with the stored error's
-// nothing_sent member set (outbox.NothingSentField): none of the op's requests can have
+// nothing_sent member set (opstate.NothingSentField): none of the op's requests can have
 // been carried out by the vendor.
 func withNothingSent(errJSON json.RawMessage) json.RawMessage {
 	var e map[string]json.RawMessage
 	if json.Unmarshal(errJSON, &e) != nil || e == nil {
 		e = map[string]json.RawMessage{}
 	}
-	e[nothingSentField] = json.RawMessage("true")
+	e[opstate.NothingSentField] = json.RawMessage("true")
 	out, err := json.Marshal(e)
 	if err != nil {
 		return errJSON
 	}
 	return out
 }
-
-// nothingSentField is outbox.NothingSentField, the member of an op's stored error that
-// says nothing was sent.
-const nothingSentField = "nothing_sent"

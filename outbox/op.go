@@ -106,7 +106,7 @@ func (op *Op) ident() opstate.Ident {
 // NothingSentField is the member of an op's stored error that is true when none of
 // the op's requests can have been carried out by the vendor (it was held for review
 // before anything went out, or after requests that all failed before the vendor acted).
-const NothingSentField = "nothing_sent"
+const NothingSentField = opstate.NothingSentField
 
 // NothingSent reports whether the op's stored error says that none of its requests can
 // have been carried out by the vendor. It is false whenever that is not known.

@@ -8,6 +8,10 @@ import (
 	"github.com/oncebox/oncebox/protocol"
 )
 
+// NothingSentField is the member of an op's stored error (its error column) that is
+// true when none of the op's requests can have been carried out by the vendor.
+const NothingSentField = "nothing_sent"
+
 // Row is an op's row as OpColumns selects it: the one scan of the op's columns, for
 // every package that reads an op (outbox's Op, dispatch's run). A query may select more
 // columns after OpColumns and scan them after Dest's.
