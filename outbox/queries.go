@@ -235,7 +235,9 @@ const sqlKeyExists = `SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE tenant_id = 
 // The review queries are scoped by tenant and idempotency key.
 
 // sqlListReview lists the ops waiting for a person, with their latest event or, when
-// the worker sent them there, the error it recorded. $1 = 0 lists every tenant.
+// the worker sent them there, the error it recorded. $1 = 0 lists every tenant. An op
+// needs review exactly while review_since is set (a trigger keeps it, migration 036),
+// which the partial index oncebox_op_review_since serves without an index on status.
 const sqlListReview = `
 SELECT o.id::text, o.idempotency_key, o.tool, o.vendor, o.tenant_id, o.attempts, o.updated_at,
 	coalesce(e.kind || ': ' || coalesce(e.detail->>'decision', e.detail->>'reason', ''),
@@ -243,7 +245,7 @@ SELECT o.id::text, o.idempotency_key, o.tool, o.vendor, o.tenant_id, o.attempts,
 FROM oncebox_op o
 LEFT JOIN LATERAL (SELECT ev.kind, ev.detail FROM oncebox_op_event ev
 	WHERE ev.op_id = o.id ORDER BY ev.id DESC LIMIT 1) e ON true
-WHERE o.status = 'needs_review' AND ($1 = 0 OR o.tenant_id = $1)
+WHERE o.review_since IS NOT NULL AND ($1 = 0 OR o.tenant_id = $1)
 ORDER BY o.updated_at, o.id`
 
 // sqlReviewOpForUpdate locks the tenant's op under a key for a manual resolution, and

@@ -3,37 +3,56 @@ package reconcile
 // The reconciler's queries, all of them: they select candidates, then touch each op by
 // its id as the dispatch worker does; every status change goes through opstate.
 
-// sqlDispatchingVendors lists the vendors that have ops in dispatching (the partial index
-// oncebox_op_unresolved keeps this cheap), so that each gets its own stuck cutoff.
-const sqlDispatchingVendors = `SELECT DISTINCT vendor FROM oncebox_op WHERE status = 'dispatching'`
+// sqlDue lists the ops due for the sweeper's look (oncebox_op_due, migration 036: an
+// op enters it when it is claimed, or when its dispatch job stops running, finishes or
+// is deleted before it ran, while the op is not terminal), oldest due first, at most
+// $2, with the version of each entry (its xmin) so that the sweeper's delete or
+// reschedule leaves an entry a trigger rewrote meanwhile. An op that is gone (purged)
+// has an empty status.
+const sqlDue = `
+SELECT d.op_id::text, d.xmin::text, coalesce(o.status, ''), coalesce(o.vendor, ''), coalesce(o.tenant_id, 0),
+	o.dispatch_started_at, o.updated_at
+FROM oncebox_op_due d LEFT JOIN oncebox_op o ON o.id = d.op_id
+WHERE d.due_at <= $1
+ORDER BY d.due_at
+LIMIT $2`
 
-// sqlStuckDispatching selects ops in dispatching whose attempt started before their
-// vendor's cutoff ($1: vendor names, $2: cutoffs) and for which no dispatch job runs.
+// sqlDueDone removes the entries ($1 op ids, $2 their versions as read) the sweeper is
+// done with, unless a trigger rewrote them since.
+const sqlDueDone = `
+DELETE FROM oncebox_op_due d USING unnest($1::uuid[], $2::text[]) AS x(op_id, version)
+WHERE d.op_id = x.op_id AND d.xmin::text = x.version`
+
+// sqlDueLater moves the entries ($1 op ids, $2 their versions as read) to their next
+// due time ($3), unless a trigger rewrote them since (it kept the earlier time).
+const sqlDueLater = `
+UPDATE oncebox_op_due d SET due_at = x.due_at
+FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS x(op_id, version, due_at)
+WHERE d.op_id = x.op_id AND d.xmin::text = x.version`
+
+// sqlStuckDispatching selects, among the ops $1 with their vendor's cutoffs $2, those
+// in dispatching whose attempt started before the cutoff and for which no dispatch job
+// runs.
 const sqlStuckDispatching = `
-SELECT o.id::text, o.tenant_id, o.vendor, o.dispatch_started_at
+SELECT o.id::text
 FROM oncebox_op o
-JOIN unnest($1::text[], $2::timestamptz[]) AS c(vendor, cutoff) ON c.vendor = o.vendor
+JOIN unnest($1::uuid[], $2::timestamptz[]) AS c(id, cutoff) ON c.id = o.id
 WHERE o.status = 'dispatching' AND o.dispatch_started_at < c.cutoff
 	AND NOT EXISTS (SELECT 1 FROM river_job j
-		WHERE j.kind = 'oncebox.dispatch' AND j.args->>'op_id' = o.id::text AND j.state = 'running')
-ORDER BY o.dispatch_started_at
-LIMIT $3`
+		WHERE j.kind = 'oncebox.dispatch' AND j.args->>'op_id' = o.id::text AND j.state = 'running')`
 
-// sqlJoblessPending selects pending ops, unchanged since $1, whose latest dispatch job
-// is not live (available, pending, scheduled, running, retryable): it was deleted (no
-// row), finished while the op went back to pending, discarded or cancelled. It returns
-// that job's state (empty when there is none), its attempts, its last error, and
-// whether it may have called the vendor without its answer being recorded: it is gone,
-// or ran more often than the op heard (a clean run calls with no claim commit, see
-// opstate.CleanRunSQL). The
-// partial index oncebox_op_pending lists the pending ops. Only the $2 oldest pending
-// ops are looked at per sweep: finding an op's jobs is not cheap (measured: about 9 ms
-// per op against 10,000 jobs on the test machine), so the work is bounded per sweep.
+// sqlJoblessPending selects, among the ops $2, the pending ones unchanged since $1
+// whose latest dispatch job is not live (available, pending, scheduled, running,
+// retryable): it was deleted (no row), finished while the op went back to pending,
+// discarded or cancelled. It returns that job's state (empty when there is none), its
+// attempts, its last error, and whether it may have called the vendor without its
+// answer being recorded: it is gone, or ran more often than the op heard (a clean run
+// calls with no claim commit, see opstate.CleanRunSQL).
 const sqlJoblessPending = `
 SELECT o.id::text, o.vendor, coalesce(j.state::text, ''), coalesce(j.attempt, 0), coalesce(j.errors[array_upper(j.errors, 1)]->>'error', ''),
 	j.id IS NULL OR (j.attempt > 0 AND NOT (o.heard_job_id IS NOT DISTINCT FROM j.id AND j.attempt <= o.heard_job_attempt))
-FROM (SELECT id, vendor, updated_at, heard_job_id, heard_job_attempt FROM oncebox_op WHERE status = 'pending' AND updated_at < $1
-	ORDER BY updated_at LIMIT $2) o
+FROM (SELECT id, vendor, updated_at, heard_job_id, heard_job_attempt FROM oncebox_op
+	WHERE id = ANY($2::uuid[]) AND status = 'pending' AND updated_at < $1) o
 LEFT JOIN LATERAL (SELECT j.id, j.state, j.attempt, j.errors FROM river_job j
 	WHERE j.kind IN ('oncebox.dispatch', 'oncebox.steps') AND j.args @> jsonb_build_object('op_id', o.id::text)
 	ORDER BY j.id DESC LIMIT 1) j ON true

@@ -23,10 +23,7 @@ import (
 // returned together.
 func (r *Reconciler) Sweep(ctx context.Context) (Stats, error) {
 	var st Stats
-	if err := r.unstick(ctx, &st); err != nil {
-		return st, err
-	}
-	if err := r.rejob(ctx, &st); err != nil {
+	if err := r.due(ctx, &st); err != nil {
 		return st, err
 	}
 	now := r.cfg.Now()
@@ -80,61 +77,146 @@ func (r *Reconciler) Sweep(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-// unstick moves ops stuck in dispatching to unknown.
-func (r *Reconciler) unstick(ctx context.Context, st *Stats) error {
-	rows, err := r.deps.Pool.Query(ctx, sqlDispatchingVendors)
-	if err != nil {
-		return fmt.Errorf("reconcile: sweep: select dispatching vendors: %w", err)
-	}
-	vendors, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("reconcile: sweep: select dispatching vendors: %w", err)
-	}
-	if len(vendors) == 0 {
-		return nil
-	}
+// dueEntry is an op the sweeper must look at (oncebox_op_due), as read.
+type dueEntry struct {
+	id, version, vendor string
+	status              protocol.Status
+	tenantID            int64
+	started, updated    *time.Time
+}
+
+// due looks at the ops due in oncebox_op_due: it moves the dispatching ones that are
+// stuck (their attempt started before their vendor's job timeout plus StuckMargin, and
+// no dispatch job runs) to unknown, and gives the pending ones whose dispatch job is
+// gone a new one or hands them to a person (rejob). An op not yet past its margin is
+// looked at again when it will be; an op that needs nothing (its job is live, or it
+// moved on) leaves the list, and comes back when a trigger puts it there again.
+func (r *Reconciler) due(ctx context.Context, st *Stats) error {
 	now := r.cfg.Now()
-	cutoffs := make([]time.Time, len(vendors))
-	for i, v := range vendors {
-		cutoffs[i] = now.Add(-r.deps.JobTimeout(v) - r.cfg.StuckMargin)
-	}
-	type stuck struct {
-		id, vendor string
-		tenantID   int64
-		started    time.Time
-	}
-	rows, err = r.deps.Pool.Query(ctx, sqlStuckDispatching, vendors, cutoffs, r.cfg.BatchSize)
+	rows, err := r.deps.Pool.Query(ctx, sqlDue, now, r.cfg.BatchSize)
 	if err != nil {
-		return fmt.Errorf("reconcile: sweep: select stuck ops: %w", err)
+		return fmt.Errorf("reconcile: sweep: select due ops: %w", err)
 	}
-	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stuck, error) {
-		var s stuck
-		err := row.Scan(&s.id, &s.tenantID, &s.vendor, &s.started)
-		return s, err
+	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueEntry, error) {
+		var e dueEntry
+		err := row.Scan(&e.id, &e.version, &e.status, &e.vendor, &e.tenantID, &e.started, &e.updated)
+		return e, err
 	})
 	if err != nil {
-		return fmt.Errorf("reconcile: sweep: select stuck ops: %w", err)
+		return fmt.Errorf("reconcile: sweep: select due ops: %w", err)
 	}
+	if len(entries) == 0 {
+		return nil
+	}
+	var (
+		doneIDs, doneVersions   []string
+		laterIDs, laterVersions []string
+		laterAt                 []time.Time
+		stuckIDs, pendingIDs    []string
+		stuckCutoffs            []time.Time
+		byID                    = make(map[string]dueEntry, len(entries))
+	)
+	done := func(e dueEntry) {
+		doneIDs, doneVersions = append(doneIDs, e.id), append(doneVersions, e.version)
+	}
+	later := func(e dueEntry, at time.Time) {
+		laterIDs, laterVersions, laterAt = append(laterIDs, e.id), append(laterVersions, e.version), append(laterAt, at)
+	}
+	for _, e := range entries {
+		byID[e.id] = e
+		switch {
+		case e.status == protocol.StatusDispatching && e.started != nil:
+			wait := r.deps.JobTimeout(e.vendor) + r.cfg.StuckMargin
+			if cutoff := now.Add(-wait); e.started.Before(cutoff) {
+				stuckIDs, stuckCutoffs = append(stuckIDs, e.id), append(stuckCutoffs, cutoff)
+			} else {
+				later(e, e.started.Add(wait))
+			}
+		case e.status == protocol.StatusPending && e.updated != nil:
+			if e.updated.Before(now.Add(-r.cfg.StuckMargin)) {
+				pendingIDs = append(pendingIDs, e.id)
+			} else {
+				later(e, e.updated.Add(r.cfg.StuckMargin))
+			}
+		default:
+			// Gone, or in a status whose work is found another way (unknown: the lease;
+			// needs review: the review list) or needs none.
+			done(e)
+		}
+	}
+	if len(stuckIDs) > 0 {
+		moved, err := r.unstick(ctx, st, stuckIDs, stuckCutoffs, byID)
+		if err != nil {
+			return err
+		}
+		for _, id := range stuckIDs {
+			if moved[id] {
+				done(byID[id])
+				continue
+			}
+			// A dispatch job runs it (or it moved on): look again once that job could
+			// have timed out.
+			e := byID[id]
+			later(e, now.Add(r.deps.JobTimeout(e.vendor)+r.cfg.StuckMargin))
+		}
+	}
+	if len(pendingIDs) > 0 {
+		if err := r.rejob(ctx, st, now.Add(-r.cfg.StuckMargin), pendingIDs); err != nil {
+			return err
+		}
+		// Rejobbed, handed to a person, or with a live job: a job that stops later puts
+		// the op back on the list.
+		for _, id := range pendingIDs {
+			done(byID[id])
+		}
+	}
+	if len(doneIDs) > 0 {
+		if _, err := r.deps.Pool.Exec(ctx, sqlDueDone, doneIDs, doneVersions); err != nil {
+			return fmt.Errorf("reconcile: sweep: remove ops looked at from the due list: %w", err)
+		}
+	}
+	if len(laterIDs) > 0 {
+		if _, err := r.deps.Pool.Exec(ctx, sqlDueLater, laterIDs, laterVersions, laterAt); err != nil {
+			return fmt.Errorf("reconcile: sweep: reschedule due ops: %w", err)
+		}
+	}
+	return nil
+}
+
+// unstick moves the ops among ids that are stuck in dispatching (cutoffs: their
+// vendor's) to unknown, and says which it moved.
+func (r *Reconciler) unstick(ctx context.Context, st *Stats, ids []string, cutoffs []time.Time, byID map[string]dueEntry) (map[string]bool, error) {
+	rows, err := r.deps.Pool.Query(ctx, sqlStuckDispatching, ids, cutoffs)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: sweep: select stuck ops: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: sweep: select stuck ops: %w", err)
+	}
+	moved := make(map[string]bool, len(found))
 	ops := r.deps.Ops
-	for _, s := range found {
+	for _, id := range found {
+		s := byID[id]
 		a, err := ops.ApplyTx(ctx, opstate.Change{OpID: s.id, From: protocol.StatusDispatching, To: protocol.StatusUnknown,
-			By: opstate.Reconciler, Kind: eventKind, DispatchStartedAt: s.started,
+			By: opstate.Reconciler, Kind: eventKind, DispatchStartedAt: *s.started,
 			Detail: map[string]any{
 				"decision":            Stuck,
-				"dispatch_started_at": s.started,
+				"dispatch_started_at": *s.started,
 				"job_timeout":         r.deps.JobTimeout(s.vendor).String(),
 			},
 			Message: "op stuck in dispatching with no job running; the reconciler decides", Level: slog.LevelWarn,
-			Attrs: []any{slog.Time("dispatch_started_at", s.started)}})
+			Attrs: []any{slog.Time("dispatch_started_at", *s.started)}})
 		if err != nil {
-			return fmt.Errorf("reconcile: sweep: op %s: mark stuck op unknown: %w", s.id, err)
+			return nil, fmt.Errorf("reconcile: sweep: op %s: mark stuck op unknown: %w", s.id, err)
 		}
+		moved[id] = true
 		if a != nil {
 			st.Stuck++
 			r.cfg.Observer.Decision(s.vendor, Stuck)
 		}
 	}
-	return nil
+	return moved, nil
 }
 
 // jobless is a pending op without a live dispatch job, and what became of its last one.
@@ -175,11 +257,11 @@ func decideJobless(j jobless) (to protocol.Status, name string, detail map[strin
 	return protocol.StatusPending, Rejob, map[string]any{"decision": Rejob, "job_state": j.jobState, "reason": reason}
 }
 
-// rejob finds pending ops without a live dispatch job, unchanged for StuckMargin, and
-// gives each a new job or hands it to a person (decideJobless). A new job is a unique
-// insert: if a live one appeared meanwhile, none is added.
-func (r *Reconciler) rejob(ctx context.Context, st *Stats) error {
-	rows, err := r.deps.Pool.Query(ctx, sqlJoblessPending, r.cfg.Now().Add(-r.cfg.StuckMargin), r.cfg.BatchSize)
+// rejob finds the pending ops among ids without a live dispatch job, unchanged since
+// cutoff, and gives each a new job or hands it to a person (decideJobless). A new job
+// is a unique insert: if a live one appeared meanwhile, none is added.
+func (r *Reconciler) rejob(ctx context.Context, st *Stats, cutoff time.Time, ids []string) error {
+	rows, err := r.deps.Pool.Query(ctx, sqlJoblessPending, cutoff, ids)
 	if err != nil {
 		return fmt.Errorf("reconcile: sweep: select pending ops without a job: %w", err)
 	}

@@ -217,7 +217,7 @@ RETURNING ` + identColumns
 // stuck attempt ($3) and still has no running job. The attempt token is kept, so a
 // predecessor that was slow rather than dead may still record a definite answer.
 const sqlMarkStuck = `
-UPDATE oncebox_op o SET status = 'unknown', next_check_at = NULL, updated_at = now()
+UPDATE oncebox_op o SET status = 'unknown', next_check_at = now(), updated_at = now()
 WHERE o.id = $1 AND o.status = $2 AND o.dispatch_started_at = $3
 	AND NOT EXISTS (SELECT 1 FROM river_job j
 		WHERE j.kind = 'oncebox.dispatch' AND j.args->>'op_id' = o.id::text AND j.state = 'running')
@@ -288,13 +288,17 @@ VALUES ($1, $2, nullif($3, ''), nullif($4, ''), nullif($5, ''), $6)`
 
 // sqlLeaseUnknown picks the unknown ops due for a check and leases them by moving their
 // next check past the sweep ($3), so that a concurrent sweep in another process skips
-// them; the decision then sets the real next check. $1 is now, $2 the batch size.
+// them; the decision then sets the real next check. $1 is now, $2 the batch size. An
+// unknown op always has a next check (a trigger gives one to an op a v0.1.0 binary
+// leaves without, migration 036), and only an unknown op has one for long, so the
+// partial index oncebox_op_check finds them without an index on status, which would
+// stop a clean dispatch's update from being HOT.
 const sqlLeaseUnknown = `
 UPDATE oncebox_op SET next_check_at = $3
 WHERE id IN (
 	SELECT id FROM oncebox_op
-	WHERE status = 'unknown' AND (next_check_at IS NULL OR next_check_at <= $1)
-	ORDER BY next_check_at NULLS FIRST, updated_at
+	WHERE next_check_at <= $1 AND status = 'unknown'
+	ORDER BY next_check_at, updated_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED)
 RETURNING id::text`

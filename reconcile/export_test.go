@@ -1,0 +1,4 @@
+package reconcile
+
+// SQLDueDone is the sweeper's conditional delete of the due entries it looked at.
+const SQLDueDone = sqlDueDone
