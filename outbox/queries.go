@@ -125,11 +125,18 @@ const sqlOpByKey = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $
 const sqlOpByKeyForUpdate = `SELECT ` + opColumns + `, sealed_args IS NOT NULL
 FROM oncebox_op WHERE tenant_id = $1 AND idempotency_key = $2 FOR UPDATE`
 
+// sqlAttempts lists an op's attempts: its attempt rows, then the one folded into its
+// row, if any (opstate.FoldedAttempt).
 const sqlAttempts = `
-SELECT a.attempt, a.token::text, a.vendor_key, coalesce(a.job_id, 0), a.started_at, a.finished_at,
-	coalesce(a.outcome, ''), coalesce(a.error, ''), coalesce(a.vendor_ref, '')
-FROM oncebox_attempt a JOIN oncebox_op o ON o.id = a.op_id
-WHERE o.tenant_id = $1 AND a.op_id = $2 ORDER BY a.id`
+SELECT attempt, coalesce(token::text, ''), vendor_key, coalesce(job_id, 0), started_at, finished_at,
+	coalesce(outcome, ''), coalesce(error, ''), coalesce(vendor_ref, '')
+FROM (SELECT a.id, a.attempt, a.token, a.vendor_key, a.job_id, a.started_at, a.finished_at, a.outcome, a.error, a.vendor_ref
+	FROM oncebox_attempt a JOIN oncebox_op o ON o.id = a.op_id
+	WHERE o.tenant_id = $1 AND a.op_id = $2
+	UNION ALL
+	SELECT NULL, ` + opstate.FoldedAttempt + `
+	FROM oncebox_op o WHERE o.tenant_id = $1 AND o.id = $2 AND o.clean_finished_at IS NOT NULL) x
+ORDER BY id NULLS LAST`
 
 // sqlOpByTenantID reads the tenant's op by id.
 const sqlOpByTenantID = `SELECT ` + opColumns + ` FROM oncebox_op WHERE tenant_id = $1 AND id = $2::uuid`

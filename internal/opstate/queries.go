@@ -61,6 +61,16 @@ func CleanRunSQL(jobID, attempt string) string {
 		OR (heard_job_id = ` + jobID + `::bigint AND ` + attempt + `::int = heard_job_attempt + 1), false)`
 }
 
+// FoldedAttempt reads the attempt folded into op row o (migration 037: a clean run that
+// settled the op, set from v0.3.0) as an attempt row's columns, in oncebox_attempt's
+// order from attempt to vendor_ref. Its fields are the op's own while clean_finished_at
+// is set: the trigger oncebox_op_unfold_attempt writes the attempt as a row of its own
+// before any of them changes. Its token was never kept (no one fences a settled op).
+const FoldedAttempt = `o.attempts, NULL::uuid, o.vendor_key, nullif(o.heard_job_id, -1),
+	coalesce(o.dispatch_started_at, o.clean_finished_at), o.clean_finished_at,
+	CASE WHEN o.status = 'succeeded' THEN 'succeeded' ELSE 'permanent' END,
+	CASE WHEN o.status = 'succeeded' THEN NULL ELSE coalesce(o.error->>'message', o.error->>'code') END, o.vendor_ref`
+
 // sqlRecordClean records the answer of a clean run that called its vendor without a claim
 // commit (River's fetch was the claim): the op goes from pending to its new status and
 // its finished attempt row is inserted, in one statement. It applies only while the op
