@@ -44,23 +44,28 @@ type Migration struct {
 const ContractMarker = "-- oncebox:contract"
 
 // All returns oncebox's own migrations in order.
-func All() ([]Migration, error) {
-	entries, err := fs.ReadDir(files, ".")
+func All() ([]Migration, error) { return Load(files) }
+
+// Load reads the migrations in the top folder of fsys, files named NNN_name.up.sql, in
+// order; a file with the line ContractMarker is a contract migration. All is Load of the
+// embedded files; another list is for MigrateOpts.Migrations.
+func Load(fsys fs.FS) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return nil, fmt.Errorf("read embedded migrations: %w", err)
+		return nil, fmt.Errorf("read migrations: %w", err)
 	}
 	var out []Migration
 	for _, e := range entries {
 		name := e.Name()
 		num, rest, ok := strings.Cut(name, "_")
-		if !ok {
+		if !ok || !strings.HasSuffix(rest, ".up.sql") {
 			return nil, fmt.Errorf("migration %q: want NNN_name.up.sql", name)
 		}
 		v, err := strconv.Atoi(num)
 		if err != nil {
 			return nil, fmt.Errorf("migration %q: version: %w", name, err)
 		}
-		sql, err := fs.ReadFile(files, name)
+		sql, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("read migration %q: %w", name, err)
 		}
