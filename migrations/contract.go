@@ -73,7 +73,10 @@ func (p HoldingProcess) String() string {
 // sqlHolding lists the live processes whose binaries know no migration as high as $1:
 // registered ones that beat within the lease ($2 seconds) and did not stop, and, as
 // release $3 knowing $4, unregistered ones seen running a job (a running River job whose
-// last attempt names no registered process), as internal/fleet sees them.
+// last attempt names no registered process), as internal/fleet sees them. now() is the
+// migration transaction's start, on purpose: processes read oncebox_migration at every
+// beat, and those reads wait while Migrate holds it, so a process that beat before the
+// transaction began counts as live however long the migrations before this one took.
 const sqlHolding = `SELECT id, version, migration, host, pid, seen_at FROM oncebox_process
 	WHERE NOT stopped AND seen_at > now() - make_interval(secs => $2) AND migration < $1::int
 	UNION ALL

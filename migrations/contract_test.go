@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -153,4 +155,47 @@ func TestABinaryRunsWithoutItsOwnContractMigrations(t *testing.T) {
 	_, err = migrations.CheckSchema(ctx, pool)
 	require.True(t, errors.As(err, &se), "the older binary refuses the contract migration: %v", err)
 	require.Equal(t, contract, se.Schema.Contract)
+}
+
+// TestAContractMigrationLocksTheRegistry: from the look at the live processes to the
+// commit of the contract migration, a process cannot register (nor beat): it waits, and
+// then reads the schema with the migration applied (internal/fleet's
+// TestAProcessThatRegistersDuringAContractMigrationRefusesIt).
+func TestAContractMigrationLocksTheRegistry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptySchema(t)
+	_, err := migrations.Migrate(ctx, pool, nil)
+	require.NoError(t, err)
+	all, err := migrations.All()
+	require.NoError(t, err)
+	const slow = "SELECT pg_sleep(1) AS contract_lock_test"
+	next, err := migrations.Load(fstest.MapFS{
+		fmt.Sprintf("%03d_slow_contract.up.sql", migrations.Latest()+1): {Data: []byte(migrations.ContractMarker + "\n" + slow)},
+	})
+	require.NoError(t, err)
+	migrated := make(chan error, 1)
+	go func() {
+		_, err := migrations.Migrate(ctx, pool, &migrations.MigrateOpts{Migrations: append(slices.Clip(all), next...)})
+		migrated <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%' || $1", slow).Scan(&n))
+		return n == 1
+	}, 10*time.Second, 10*time.Millisecond, "the contract migration runs")
+
+	registered := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, `INSERT INTO oncebox_process (id, version, commit, migration, protocol, host, pid)
+			VALUES ('late', 'v0.2.0', 'abc', $1, 2, 'host-late', 7)`, migrations.Latest())
+		registered <- err
+	}()
+	select {
+	case <-registered:
+		t.Fatal("a process registered while the contract migration ran")
+	case err := <-migrated:
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-registered)
 }

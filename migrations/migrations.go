@@ -149,6 +149,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOpts) (Result
 	}
 	return res, nil
 }
+
 // migrateRiver applies River's migrations not yet applied, one per transaction, all
 // on the locked connection conn (taking other connections from the pool while holding
 // the lock could deadlock a small pool). It returns the versions it applied.
