@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -32,8 +34,10 @@ func TestMigrateHoldsAContractMigration(t *testing.T) {
 	})
 	require.NoError(t, err)
 	list := append(slices.Clip(all), next...)
-	_, err = pool.Exec(ctx, `INSERT INTO oncebox_process (id, version, commit, migration, protocol, host, pid)
-		VALUES ('old', 'v0.2.0', 'abc', $1, 2, 'host-a', 41)`, l)
+	// Beating for the next hour: migrate may wait longer than a lease for the advisory
+	// lock other tests' migrations hold.
+	_, err = pool.Exec(ctx, `INSERT INTO oncebox_process (id, version, commit, migration, protocol, host, pid, seen_at)
+		VALUES ('old', 'v0.2.0', 'abc', $1, 2, 'host-a', 41, now() + interval '1 hour')`, l)
 	require.NoError(t, err)
 
 	var out bytes.Buffer
@@ -44,10 +48,10 @@ func TestMigrateHoldsAContractMigration(t *testing.T) {
 	require.Contains(t, err.Error(), fmt.Sprintf("contract migration %03d_drop_old is held: 1 live process(es) run a release that does not know it (v0.2.0 (knows up to %03d) on host-a pid 41, id old)", l+2, l))
 	require.Equal(t, fmt.Sprintf("migrated: 0 River migration(s), 1 oncebox migration(s) applied; contract migration %03d held\n", l+2), out.String())
 
-	out.Reset()
+	var waiting lockedBuffer
 	done := make(chan error, 1)
-	go func() { done <- migrate(ctx, pool, list, true, &out) }()
-	time.Sleep(time.Second)
+	go func() { done <- migrate(ctx, pool, list, true, &waiting) }()
+	require.Eventually(t, func() bool { return strings.Contains(waiting.String(), "waiting: ") }, 30*time.Second, 10*time.Millisecond)
 	select {
 	case err := <-done:
 		t.Fatalf("--wait returned while the older process is live: %v", err)
@@ -61,6 +65,24 @@ func TestMigrateHoldsAContractMigration(t *testing.T) {
 	case <-time.After(3*migrateWaitPoll + 5*time.Second):
 		t.Fatal("--wait did not apply the contract migration once the process was gone")
 	}
-	require.Regexp(t, fmt.Sprintf(`^waiting: contract migration %03d_drop_old is held: .*\nmigrated: 0 River migration\(s\), 1 oncebox migration\(s\) applied\n$`, l+2), out.String())
+	require.Regexp(t, fmt.Sprintf(`^waiting: contract migration %03d_drop_old is held: .*\nmigrated: 0 River migration\(s\), 1 oncebox migration\(s\) applied\n$`, l+2), waiting.String())
 	require.Equal(t, 0, dbtest.Count(t, pool, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'migrate_test_old'"))
+}
+
+// lockedBuffer is a bytes.Buffer that migrate writes to while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
