@@ -34,7 +34,8 @@ type Migration struct {
 	// Contract marks a migration that binaries which do not know it cannot run on (it
 	// drops, renames or narrows what they use). Its SQL holds the line ContractMarker.
 	// Migrations are expand-only unless so marked: a release's binary runs on its own
-	// schema and on the next release's.
+	// schema and on the next release's. A binary also runs on a schema that lacks only
+	// its own contract migrations, which Migrate holds while older processes are live.
 	Contract bool
 }
 
@@ -43,23 +44,28 @@ type Migration struct {
 const ContractMarker = "-- oncebox:contract"
 
 // All returns oncebox's own migrations in order.
-func All() ([]Migration, error) {
-	entries, err := fs.ReadDir(files, ".")
+func All() ([]Migration, error) { return Load(files) }
+
+// Load reads the migrations in the top folder of fsys, files named NNN_name.up.sql, in
+// order; a file with the line ContractMarker is a contract migration. All is Load of the
+// embedded files; another list is for MigrateOpts.Migrations.
+func Load(fsys fs.FS) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return nil, fmt.Errorf("read embedded migrations: %w", err)
+		return nil, fmt.Errorf("read migrations: %w", err)
 	}
 	var out []Migration
 	for _, e := range entries {
 		name := e.Name()
 		num, rest, ok := strings.Cut(name, "_")
-		if !ok {
+		if !ok || !strings.HasSuffix(rest, ".up.sql") {
 			return nil, fmt.Errorf("migration %q: want NNN_name.up.sql", name)
 		}
 		v, err := strconv.Atoi(num)
 		if err != nil {
 			return nil, fmt.Errorf("migration %q: version: %w", name, err)
 		}
-		sql, err := fs.ReadFile(files, name)
+		sql, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("read migration %q: %w", name, err)
 		}
@@ -78,12 +84,37 @@ type Result struct {
 	Oncebox []int
 }
 
+// MigrateOpts are Migrate's options; nil is the defaults.
+type MigrateOpts struct {
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Migrations are oncebox's migrations to apply, in order. Defaults to All(), the
+	// binary's own; a program that runs a contract migration this tree has not written
+	// yet (the tests of the contract hold) passes its list.
+	Migrations []Migration
+}
+
 // Migrate applies River's migrations (through rivermigrate) and then oncebox's, in one
 // transaction under an advisory lock. Running it again is a no-op; concurrent runs wait
 // for each other instead of failing.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Result, error) {
+//
+// A contract migration is held while a live process runs a binary that does not know
+// it (ContractHeldError): Migrate then applies the migrations before it, commits them,
+// and returns the *ContractHeldError with the Result of what it applied.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOpts) (Result, error) {
+	if opts == nil {
+		opts = &MigrateOpts{}
+	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	list := opts.Migrations
+	if list == nil {
+		var err error
+		if list, err = All(); err != nil {
+			return Result{}, err
+		}
 	}
 	// River's migrations each need a transaction of their own (some add enum values that
 	// later statements use), so the lock is a session lock on a dedicated connection,
@@ -104,13 +135,17 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (Resu
 	if res.River, err = migrateRiver(ctx, conn, pool, logger); err != nil {
 		return Result{}, err
 	}
+	var held *ContractHeldError
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var err error
-		res.Oncebox, err = migrateOncebox(ctx, tx, logger)
+		res.Oncebox, held, err = migrateOncebox(ctx, tx, list, logger)
 		return err
 	})
 	if err != nil {
 		return Result{}, err
+	}
+	if held != nil {
+		return res, held
 	}
 	return res, nil
 }
@@ -146,32 +181,37 @@ func migrateRiver(ctx context.Context, conn *pgxpool.Conn, pool *pgxpool.Pool, l
 	}
 }
 
-// migrateOncebox applies oncebox's migrations not yet applied, in tx, and records each
-// in oncebox_migration. It returns the versions it applied.
-func migrateOncebox(ctx context.Context, tx pgx.Tx, logger *slog.Logger) ([]int, error) {
+// migrateOncebox applies the migrations of list not yet applied, in order, in tx, and
+// records each in oncebox_migration. It returns the versions it applied; before a
+// contract migration that live processes still need (heldBy), it stops and returns the
+// *ContractHeldError as well, with no error, so that what it applied is committed.
+func migrateOncebox(ctx context.Context, tx pgx.Tx, list []Migration, logger *slog.Logger) ([]int, *ContractHeldError, error) {
 	applied, err := appliedVersions(ctx, tx)
 	if err != nil {
-		return nil, err
-	}
-	all, err := All()
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var versions []int
-	for _, m := range all {
+	for _, m := range list {
 		if applied[m.Version] {
 			continue
 		}
+		if m.Contract {
+			held, err := heldBy(ctx, tx, m)
+			if err != nil || held != nil {
+				return versions, held, err
+			}
+		}
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
-			return nil, fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
+			return nil, nil, fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO oncebox_migration (version, name, contract) VALUES ($1, $2, $3)", m.Version, m.Name, m.Contract); err != nil {
-			return nil, fmt.Errorf("record migration %03d: %w", m.Version, err)
+			return nil, nil, fmt.Errorf("record migration %03d: %w", m.Version, err)
 		}
 		versions = append(versions, m.Version)
-		logger.InfoContext(ctx, "applied migration", slog.Int("version", m.Version), slog.String("name", m.Name))
+		logger.InfoContext(ctx, "applied migration", slog.Int("version", m.Version), slog.String("name", m.Name),
+			slog.Bool("contract", m.Contract))
 	}
-	return versions, nil
+	return versions, nil, nil
 }
 
 // appliedVersions creates oncebox_migration if it is missing, and returns the versions
@@ -247,6 +287,9 @@ type SchemaError struct {
 	Schema Schema
 	// Knows is the highest migration this binary knows.
 	Knows int
+	// Needs is the highest expand migration this binary knows: the schema must have it.
+	// The binary's own contract migrations after it may be missing.
+	Needs int
 }
 
 // Error implements error.
@@ -255,20 +298,41 @@ func (e *SchemaError) Error() string {
 		return fmt.Sprintf("the database's schema has migration %03d, which binaries that do not know it cannot run on safely, and this oncebox knows migrations up to %03d: run a release that knows %03d or later (oncebox version)",
 			e.Schema.Contract, e.Knows, e.Schema.Contract)
 	}
-	return fmt.Sprintf("the database's schema is at migration %03d and this oncebox needs %03d: run oncebox migrate first", e.Schema.Applied, e.Knows)
+	return fmt.Sprintf("the database's schema is at migration %03d and this oncebox needs %03d: run oncebox migrate first", e.Schema.Applied, e.Needs)
 }
 
 // CheckSchema returns a *SchemaError when this binary cannot run on the database's
-// schema: a migration it knows is not applied yet (oncebox migrate first), or a contract
-// migration it does not know is. A schema newer only by expand migrations is fine: that
-// is a rolling upgrade, this binary beside the next release's.
+// schema. It is CheckSchemaOf the binary's own migrations (All).
 func CheckSchema(ctx context.Context, pool *pgxpool.Pool) (Schema, error) {
+	known, err := All()
+	if err != nil {
+		return Schema{}, err
+	}
+	return CheckSchemaOf(ctx, pool, known)
+}
+
+// CheckSchemaOf returns a *SchemaError when a binary that knows the migrations known
+// cannot run on the database's schema: an expand migration it knows is not applied yet
+// (oncebox migrate first), or a contract migration it does not know is. Two schemas are
+// fine besides its own: one newer only by expand migrations (this binary beside the next
+// release's), and one that lacks only this binary's contract migrations (a contract
+// release's binaries roll out first, and `oncebox migrate` applies its contract
+// migrations once no older process is live: Migrate). Migrate applies migrations in
+// order, so a schema at Applied has every migration up to it.
+func CheckSchemaOf(ctx context.Context, pool *pgxpool.Pool, known []Migration) (Schema, error) {
 	s, err := ReadSchema(ctx, pool)
 	if err != nil {
 		return s, err
 	}
-	if knows := Latest(); s.Applied < knows || s.Contract > knows {
-		return s, &SchemaError{Schema: s, Knows: knows}
+	e := &SchemaError{Schema: s}
+	for _, m := range known {
+		e.Knows = m.Version
+		if !m.Contract {
+			e.Needs = m.Version
+		}
+	}
+	if s.Applied < e.Needs || s.Contract > e.Knows {
+		return s, e
 	}
 	return s, nil
 }

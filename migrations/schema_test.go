@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
 
@@ -63,22 +64,56 @@ func TestCheckSchema(t *testing.T) {
 func TestMigrationsAfterTheFirstReleaseAreExpandOnly(t *testing.T) {
 	t.Parallel()
 	const lastOfV010 = 16
-	narrowing := regexp.MustCompile(`(?i)\b(DROP\s+(TABLE|COLUMN|TYPE|FUNCTION|TRIGGER|VIEW)|RENAME|ALTER\s+COLUMN\s+\S+\s+(SET\s+DATA\s+)?TYPE|SET\s+NOT\s+NULL|TRUNCATE)\b`)
 	all, err := migrations.All()
 	require.NoError(t, err)
 	for _, m := range all {
-		if m.Version <= lastOfV010 || m.Contract {
+		if m.Version <= lastOfV010 {
 			continue
 		}
-		var code []string
-		for _, line := range strings.Split(m.SQL, "\n") {
-			if c, _, _ := strings.Cut(line, "--"); strings.TrimSpace(c) != "" {
-				code = append(code, c)
-			}
-		}
-		if bad := narrowing.FindString(strings.Join(code, "\n")); bad != "" {
-			t.Errorf("migration %03d_%s: %q breaks the previous release's binary: make it expand-only, or mark it %q (older binaries then refuse to run on it) and say so in CHANGELOG.md",
+		if bad := narrows(m); bad != "" {
+			t.Errorf("migration %03d_%s: %q breaks the previous release's binary: make it expand-only, or mark it %q (older binaries then refuse to run on it, and oncebox migrate holds it while they are live) and say so in CHANGELOG.md",
 				m.Version, m.Name, bad, migrations.ContractMarker)
 		}
 	}
+}
+
+// TestADropNeedsTheContractMarker: the check above refuses a DROP COLUMN without the
+// marker line, and lets it pass with it; the marker in a comment's text or after code
+// on a line is no marker.
+func TestADropNeedsTheContractMarker(t *testing.T) {
+	t.Parallel()
+	const drop = "ALTER TABLE oncebox_op DROP COLUMN old;\n"
+	list, err := migrations.Load(fstest.MapFS{
+		"101_unmarked.up.sql":  {Data: []byte("-- drops what v0.2.0 reads\n" + drop)},
+		"102_marked.up.sql":    {Data: []byte(migrations.ContractMarker + "\n" + drop)},
+		"103_mentioned.up.sql": {Data: []byte("-- not " + migrations.ContractMarker + "\n" + drop)},
+		"104_trailing.up.sql":  {Data: []byte("SELECT 1; " + migrations.ContractMarker + "\n" + drop)},
+		"105_expand.up.sql":    {Data: []byte("ALTER TABLE oncebox_op ADD COLUMN new text;\n")},
+	})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, m := range list {
+		got[m.Name] = narrows(m)
+	}
+	require.Equal(t, map[string]string{"unmarked": "DROP COLUMN", "marked": "", "mentioned": "DROP COLUMN", "trailing": "DROP COLUMN", "expand": ""}, got)
+}
+
+// narrowing is what an expand-only migration must not do. DROP INDEX is in it: an older
+// binary's ON CONFLICT may name a unique index, and its queries count on the others.
+// DROP CONSTRAINT is not: dropping a check or a foreign key only widens.
+var narrowing = regexp.MustCompile(`(?i)\b(DROP\s+(TABLE|COLUMN|TYPE|FUNCTION|TRIGGER|VIEW|INDEX)|RENAME|ALTER\s+COLUMN\s+\S+\s+(SET\s+DATA\s+)?TYPE|SET\s+NOT\s+NULL|TRUNCATE)\b`)
+
+// narrows returns the first narrowing statement of m's code (comments left out), or ""
+// when m is expand-only or a contract migration.
+func narrows(m migrations.Migration) string {
+	if m.Contract {
+		return ""
+	}
+	var code []string
+	for _, line := range strings.Split(m.SQL, "\n") {
+		if c, _, _ := strings.Cut(line, "--"); strings.TrimSpace(c) != "" {
+			code = append(code, c)
+		}
+	}
+	return narrowing.FindString(strings.Join(code, "\n"))
 }

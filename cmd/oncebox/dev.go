@@ -140,7 +140,7 @@ func devDatabase(ctx context.Context, url, tenantName string, logger *slog.Logge
 		return devAccess{}, err
 	}
 	defer pool.Close()
-	if _, err := migrations.Migrate(ctx, pool, logger); err != nil {
+	if _, err := migrations.Migrate(ctx, pool, &migrations.MigrateOpts{Logger: logger}); err != nil {
 		return devAccess{}, err
 	}
 	access, err := devTokens(ctx, tenant.NewStore(pool), tenantName)

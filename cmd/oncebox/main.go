@@ -116,7 +116,8 @@ Usage: oncebox <command> [flags]
                                DATABASE_URL, else a private cluster, else Docker in a build with
                                -tags devcontainer: make dev), fake Stripe and SendGrid, a demo tenant
   serve                        run the API, the workers and the periodic jobs (see --roles)
-  migrate                      apply oncebox's and River's migrations (safe to run twice, or at once)
+  migrate [--wait]             apply oncebox's and River's migrations (safe to run twice, or at once); a
+                               contract migration waits while an older release runs (exit 3, or --wait)
   tenant create NAME           create a tenant and print its agent API token (shown once)
   tenant token create [--role agent|approver|admin|operator] [--person P] NAME
                                add a token to a tenant and print it (shown once; --format json)

@@ -76,7 +76,7 @@ func newServer(ctx context.Context, databaseURL, addr, smsURL string, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	_, err = migrations.Migrate(ctx, pool, logger)
+	_, err = migrations.Migrate(ctx, pool, &migrations.MigrateOpts{Logger: logger})
 	pool.Close()
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)

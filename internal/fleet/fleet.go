@@ -43,8 +43,9 @@ const (
 const (
 	// DefaultBeat is how often a process beats and looks at the others.
 	DefaultBeat = 3 * time.Second
-	// DefaultLease is how long a process counts as live after its last beat.
-	DefaultLease = 15 * time.Second
+	// DefaultLease is how long a process counts as live after its last beat: the lease
+	// `oncebox migrate` reads too before a contract migration.
+	DefaultLease = migrations.ProcessLease
 	// DefaultJoinWait is how long Join retries a database that does not answer.
 	DefaultJoinWait = time.Minute
 )
@@ -58,6 +59,9 @@ type Config struct {
 	ID string
 	// Protocol overrides the protocol this process registers with (tests; 0: Protocol).
 	Protocol int
+	// Migrations are the migrations the binary knows: the schema is checked against
+	// them, and the highest is registered. Defaults to migrations.All().
+	Migrations []migrations.Migration
 	// Beat and Lease default to DefaultBeat and DefaultLease.
 	Beat, Lease time.Duration
 	// JoinWait is how long Join goes on trying while the database fails (a restart, a
@@ -101,6 +105,13 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.JoinWait <= 0 {
 		cfg.JoinWait = DefaultJoinWait
 	}
+	if len(cfg.Migrations) == 0 {
+		all, err := migrations.All()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Migrations = all
+	}
 	deadline := time.Now().Add(cfg.JoinWait)
 	for {
 		m, err := join(ctx, cfg)
@@ -118,15 +129,23 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 }
 
-// join is one try of Join.
+// join is one try of Join. The schema is checked before registering (a schema too old
+// for the registry is refused at once) and again after: `oncebox migrate` locks the
+// registry while it decides on a contract migration, so a process that registered too
+// late to hold it sees it applied.
 func join(ctx context.Context, cfg Config) (*Member, error) {
-	if _, err := migrations.CheckSchema(ctx, cfg.Pool); err != nil {
+	if _, err := migrations.CheckSchemaOf(ctx, cfg.Pool, cfg.Migrations); err != nil {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	if _, err := cfg.Pool.Exec(ctx, sqlRegister, cfg.ID, release.Version(), release.Commit(), migrations.Latest(),
+	knows := cfg.Migrations[len(cfg.Migrations)-1].Version
+	if _, err := cfg.Pool.Exec(ctx, sqlRegister, cfg.ID, release.Version(), release.Commit(), knows,
 		cfg.Protocol, host, os.Getpid()); err != nil {
 		return nil, fmt.Errorf("fleet: register: %w", err)
+	}
+	if _, err := migrations.CheckSchemaOf(ctx, cfg.Pool, cfg.Migrations); err != nil {
+		_, _ = cfg.Pool.Exec(context.WithoutCancel(ctx), sqlStop, cfg.ID)
+		return nil, err
 	}
 	m := &Member{cfg: cfg}
 	// Until the first look says otherwise, assume an older process may be live.
@@ -161,7 +180,7 @@ func (m *Member) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if _, err := migrations.CheckSchema(ctx, m.cfg.Pool); err != nil {
+		if _, err := migrations.CheckSchemaOf(ctx, m.cfg.Pool, m.cfg.Migrations); err != nil {
 			var se *migrations.SchemaError
 			if errors.As(err, &se) {
 				return err
