@@ -9,6 +9,9 @@ const sqlDispatchingVendors = `SELECT DISTINCT vendor FROM oncebox_op WHERE stat
 
 // sqlStuckDispatching selects ops in dispatching whose attempt started before their
 // vendor's cutoff ($1: vendor names, $2: cutoffs) and for which no dispatch job runs.
+// It reads no index on River's args: the running jobs are found by state, the first
+// column of River's river_job_prioritized_fetching_index, and there are at most as many
+// as workers (docs/performance.md, River's GIN indexes).
 const sqlStuckDispatching = `
 SELECT o.id::text, o.tenant_id, o.vendor, o.dispatch_started_at
 FROM oncebox_op o
@@ -19,25 +22,47 @@ WHERE o.status = 'dispatching' AND o.dispatch_started_at < c.cutoff
 ORDER BY o.dispatch_started_at
 LIMIT $3`
 
-// sqlJoblessPending selects pending ops, unchanged since $1, whose latest dispatch job
-// is not live (available, pending, scheduled, running, retryable): it was deleted (no
-// row), finished while the op went back to pending, discarded or cancelled. It returns
-// that job's state (empty when there is none), its attempts, its last error, and
-// whether it may have called the vendor without its answer being recorded: it is gone,
-// or ran more often than the op heard (a clean run calls with no claim commit, see
-// opstate.CleanRunSQL). The
-// partial index oncebox_op_pending lists the pending ops. Only the $2 oldest pending
-// ops are looked at per sweep: finding an op's jobs is not cheap (measured: about 9 ms
-// per op against 10,000 jobs on the test machine), so the work is bounded per sweep.
+// liveJobKey is River's unique_key of the job of kind k.kind for op o, written as River
+// v0.51's dbunique builds it for a unique insert by args (UniqueOpts.ByArgs): the SHA-256
+// of "&kind=<kind>&args=<the unique args, keys sorted, compact JSON>". Both of an op's
+// job kinds are unique by {"op_id": ...} alone: dispatch.Args tags only op_id unique,
+// steps.Args has no other field. River keeps a job's unique_key for as long as the job
+// is kept, and its partial index river_job_unique_idx holds the jobs in the states the
+// insert named (the live ones), so one probe per op and kind says whether a live job
+// exists without an index on args. TestLiveJobKeyIsRiversUniqueKey holds this equal to
+// what River writes.
+const liveJobKey = `sha256(convert_to('&kind=' || k.kind || '&args={"op_id":"' || o.id::text || '"}', 'UTF8'))`
+
+// sqlJoblessPending selects pending ops, unchanged since $1, without a live dispatch or
+// step runner job (available, pending, scheduled, running, retryable): it was deleted,
+// finished while the op went back to pending, discarded or cancelled. For each it
+// returns its latest job's state (empty when there is none), its attempts, its last
+// error, and whether it may have called the vendor without its answer being recorded:
+// it is gone, or ran more often than the op heard (a clean run calls with no claim
+// commit, see opstate.CleanRunSQL). Only the $2 oldest pending ops (the partial index
+// oncebox_op_pending) are looked at per sweep. It reads no index on River's args (v0.3.0
+// may drop them): the live jobs are found by River's unique key (liveJobKey), and only
+// when some op has none are River's finished jobs read, in one pass for all such ops.
+// An op has at most one live job of its kind (a unique insert), so its latest job is
+// its live one when it has one, and its latest finished one otherwise.
 const sqlJoblessPending = `
+WITH o AS (
+	SELECT o.id, o.vendor, o.updated_at, o.heard_job_id, o.heard_job_attempt
+	FROM (SELECT id, vendor, updated_at, heard_job_id, heard_job_attempt FROM oncebox_op
+		WHERE status = 'pending' AND updated_at < $1 ORDER BY updated_at LIMIT $2) o
+	WHERE NOT EXISTS (SELECT 1 FROM unnest(ARRAY['oncebox.dispatch', 'oncebox.steps']) AS k(kind)
+		JOIN river_job j ON j.unique_key = ` + liveJobKey + `
+		WHERE j.unique_states IS NOT NULL AND river_job_state_in_bitmask(j.unique_states, j.state))
+), finished AS (
+	SELECT DISTINCT ON (j.args->>'op_id') j.args->>'op_id' AS op_id, j.id, j.state, j.attempt, j.errors
+	FROM river_job j
+	WHERE EXISTS (SELECT 1 FROM o) AND j.state IN ('completed', 'discarded', 'cancelled')
+		AND j.kind IN ('oncebox.dispatch', 'oncebox.steps') AND j.args->>'op_id' IN (SELECT id::text FROM o)
+	ORDER BY j.args->>'op_id', j.id DESC
+)
 SELECT o.id::text, o.vendor, coalesce(j.state::text, ''), coalesce(j.attempt, 0), coalesce(j.errors[array_upper(j.errors, 1)]->>'error', ''),
 	j.id IS NULL OR (j.attempt > 0 AND NOT (o.heard_job_id IS NOT DISTINCT FROM j.id AND j.attempt <= o.heard_job_attempt))
-FROM (SELECT id, vendor, updated_at, heard_job_id, heard_job_attempt FROM oncebox_op WHERE status = 'pending' AND updated_at < $1
-	ORDER BY updated_at LIMIT $2) o
-LEFT JOIN LATERAL (SELECT j.id, j.state, j.attempt, j.errors FROM river_job j
-	WHERE j.kind IN ('oncebox.dispatch', 'oncebox.steps') AND j.args @> jsonb_build_object('op_id', o.id::text)
-	ORDER BY j.id DESC LIMIT 1) j ON true
-WHERE j.state IS NULL OR j.state NOT IN ('available', 'pending', 'scheduled', 'running', 'retryable')
+FROM o LEFT JOIN finished j ON j.op_id = o.id::text
 ORDER BY o.updated_at`
 
 // candidateSelect is what the reconciler needs to know about an op before its lookup: the

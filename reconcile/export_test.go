@@ -1,0 +1,4 @@
+package reconcile
+
+// LiveJobKey is liveJobKey for TestLiveJobKeyIsRiversUniqueKey.
+const LiveJobKey = liveJobKey
