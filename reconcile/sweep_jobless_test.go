@@ -20,7 +20,9 @@ import (
 // without its answer being recorded, the new job treats the op as possibly sent (this
 // target does not deduplicate keys: unknown, then the reconciler's lookup finds nothing
 // and resends). One whose job was discarded or cancelled goes to needs_review with the
-// reason; one with a live job is left alone.
+// reason; one with a live job is left alone. One whose latest job completed after a run
+// the op heard, and whose earlier job was discarded, gets a new one: the latest job
+// counts, and it called nothing unheard.
 func TestPendingOpsWithoutAJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -31,6 +33,7 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	discarded := e.Enqueue(t, "discarded", "webhook.post", optest.HookArgs(2))
 	cancelled := e.Enqueue(t, "cancelled", "webhook.post", optest.HookArgs(3))
 	live := e.Enqueue(t, "live", "webhook.post", optest.HookArgs(4))
+	completed := e.Enqueue(t, "completed", "webhook.post", optest.HookArgs(5))
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		_, err := e.Pool.Exec(ctx, sql, args...)
@@ -40,10 +43,15 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	exec(`UPDATE river_job SET state = 'discarded', finalized_at = now(), attempt = 15,
 		errors = ARRAY['{"attempt":15,"error":"vendor \"webhook\" is not configured in this process"}'::jsonb] WHERE args->>'op_id' = $1`, discarded.ID)
 	exec("UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE args->>'op_id' = $1", cancelled.ID)
+	exec("UPDATE river_job SET state = 'discarded', finalized_at = now(), attempt = 25 WHERE args->>'op_id' = $1", completed.ID)
+	exec(`INSERT INTO river_job (args, attempt, attempted_at, finalized_at, kind, max_attempts, queue, state, unique_key, unique_states)
+		SELECT args, 1, now(), now(), kind, max_attempts, queue, 'completed', unique_key, unique_states FROM river_job WHERE args->>'op_id' = $1`, completed.ID)
+	exec(`UPDATE oncebox_op SET heard_job_id = (SELECT max(id) FROM river_job WHERE args->>'op_id' = $1::text), heard_job_attempt = 1
+		WHERE id = $1`, completed.ID)
 	exec("UPDATE oncebox_op SET updated_at = now() - interval '1 minute'")
 
 	st := e.Reconcile(t)
-	require.Equal(t, 1, st.Rejobbed)
+	require.Equal(t, 2, st.Rejobbed)
 	require.Equal(t, 2, st.JobsDiscarded)
 
 	require.Equal(t, protocol.StatusPending, e.Get(t, deleted.ID).Status)
@@ -66,6 +74,12 @@ func TestPendingOpsWithoutAJob(t *testing.T) {
 	require.NotContains(t, e.reconcileEvents(t, cancelled.ID)[0]["reason"], "without its answer being recorded")
 	require.Equal(t, 1, e.Count(t, "SELECT count(*) FROM oncebox_op WHERE id = $1 AND heard_job_id = -1", discarded.ID),
 		"a release for resend of the discarded op must treat it as possibly sent")
+
+	require.Equal(t, protocol.StatusPending, e.Get(t, completed.ID).Status)
+	ev = e.reconcileEvents(t, completed.ID)
+	require.Len(t, ev, 1)
+	require.Equal(t, reconcile.Rejob, ev[0]["decision"])
+	require.Equal(t, "its dispatch job completed while the op was pending", ev[0]["reason"])
 
 	require.Equal(t, protocol.StatusPending, e.Get(t, live.ID).Status)
 	require.Equal(t, 1, e.Count(t, "SELECT count(*) FROM river_job WHERE args->>'op_id' = $1", live.ID), "a live job is left alone")
