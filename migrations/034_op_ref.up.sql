@@ -30,9 +30,9 @@
 -- ops with a reference once, and writes to oncebox_op wait that long (measured: 4.9 s
 -- for 300,000 ops with a reference on a shared 2-core test machine).
 --
--- Cost: a dispatch that records a reference inserts one row here, 127 B of heap WAL and
--- 128 B of primary key (a 39-character reference, measured with pg_walinspect), against
--- the 112 B entry of oncebox_op_vendor_ref that v0.3.0 drops: what it buys is one index
+-- Cost: a dispatch that records a reference inserts one row here, about 95 B of heap WAL
+-- and 111 B of primary key (BenchmarkWAL's dispatch), against the 88 B entry of
+-- oncebox_op_vendor_ref that v0.3.0 drops: what it buys is one index
 -- fewer on a column a dispatch changes, which a HOT update of the op row needs (a HOT
 -- update writes none of oncebox_op's index entries).
 CREATE TABLE IF NOT EXISTS oncebox_op_ref (
