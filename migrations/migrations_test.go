@@ -107,21 +107,8 @@ func TestTokensFromBeforeRolesBecomeAgents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := emptySchema(t)
-	all, err := migrations.All()
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `CREATE TABLE oncebox_migration (version integer PRIMARY KEY, name text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`)
-	require.NoError(t, err)
-	for _, m := range all {
-		if m.Name == "token_role" {
-			break
-		}
-		_, err := pool.Exec(ctx, m.SQL)
-		require.NoError(t, err, m.Name)
-		_, err = pool.Exec(ctx, "INSERT INTO oncebox_migration (version, name) VALUES ($1, $2)", m.Version, m.Name)
-		require.NoError(t, err)
-	}
-	_, err = pool.Exec(ctx, `WITH t AS (INSERT INTO oncebox_tenant (name) VALUES ('old') RETURNING id)
+	migrateBefore(t, pool, "token_role")
+	_, err := pool.Exec(ctx, `WITH t AS (INSERT INTO oncebox_tenant (name) VALUES ('old') RETURNING id)
 		INSERT INTO oncebox_api_token (tenant_id, token_hash, prefix) SELECT id, '\x01', 'obx_old' FROM t`)
 	require.NoError(t, err)
 
@@ -130,4 +117,26 @@ func TestTokensFromBeforeRolesBecomeAgents(t *testing.T) {
 	var role string
 	require.NoError(t, pool.QueryRow(ctx, "SELECT role FROM oncebox_api_token WHERE prefix = 'obx_old'").Scan(&role))
 	require.Equal(t, "agent", role)
+}
+
+// migrateBefore applies oncebox's migrations up to the one named name, which it leaves
+// out, and records them as Migrate does: a schema as a release before it left it.
+func migrateBefore(t *testing.T, pool *pgxpool.Pool, name string) {
+	t.Helper()
+	ctx := context.Background()
+	all, err := migrations.All()
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE oncebox_migration (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	for _, m := range all {
+		if m.Name == name {
+			return
+		}
+		_, err := pool.Exec(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+		_, err = pool.Exec(ctx, "INSERT INTO oncebox_migration (version, name) VALUES ($1, $2)", m.Version, m.Name)
+		require.NoError(t, err)
+	}
+	t.Fatalf("no migration %q", name)
 }

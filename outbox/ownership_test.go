@@ -23,8 +23,10 @@ func actTool(tag func(context.Context, string) (string, error)) vendorapi.Tool {
 }
 
 // TestObjectsOfAnOpStayTheTenantsAfterThePurge: an object made by acme's op may be acted
-// on by acme, not by globex (refused with a *NotOwnedError, nothing stored); once the
-// purge deletes the op, the object stays acme's (kept as adopted by the purge).
+// on by acme, not by globex (refused with a *NotOwnedError, nothing stored), its reference
+// recorded as a v0.1.0 process records it (oncebox_op.vendor_ref only: the trigger of
+// migration 034 copies it to oncebox_op_ref, which is read); once the purge deletes the op
+// and its oncebox_op_ref row, the object stays acme's (kept as adopted by the purge).
 func TestObjectsOfAnOpStayTheTenantsAfterThePurge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -38,6 +40,10 @@ func TestObjectsOfAnOpStayTheTenantsAfterThePurge(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'thing_1' WHERE id = $1`, made.Op.ID)
 	require.NoError(t, err)
+	refs := func() int {
+		return dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op_ref WHERE tenant_id = $1 AND vendor_ref = 'thing_1' AND op_id = $2", acme, made.Op.ID)
+	}
+	require.Equal(t, 1, refs())
 	act := func(tenant int64, key string) error {
 		_, err := ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: key, Tool: "test.act", Args: json.RawMessage(`{"thing":"thing_1"}`)})
 		return err
@@ -56,6 +62,7 @@ func TestObjectsOfAnOpStayTheTenantsAfterThePurge(t *testing.T) {
 	st, err := ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Ops)
+	require.Zero(t, refs(), "the purged op's reference goes with it")
 	require.Equal(t, 1, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_tenant_object WHERE tenant_id = $1 AND vendor = 'things' AND object_id = 'thing_1' AND adopted_by = $2",
 		acme, "purge of op "+made.Op.ID))
 	require.NoError(t, act(acme, "act-2"), "the purged op's object is still acme's")

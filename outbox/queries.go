@@ -82,11 +82,11 @@ FROM ins JOIN c ON c.tenant_id = ins.tenant_id AND c.idempotency_key = ins.idemp
 const sqlDeleteRefusedOp = `DELETE FROM oncebox_op WHERE id = $1::uuid`
 
 // sqlObjectOwned says whether object $3 of vendor $2 is tenant $1's: one of its ops has
-// it as its vendor reference as the vendor said it (index oncebox_op_vendor_ref; a
+// it as its vendor reference as the vendor said it (oncebox_op_ref, migration 034; a
 // reference a person typed in a resolution is a claim, not evidence), or the tenant
 // adopted it.
 const sqlObjectOwned = `
-SELECT EXISTS (SELECT 1 FROM oncebox_op WHERE tenant_id = $1 AND vendor = $2 AND vendor_ref = $3 AND NOT vendor_ref_typed)
+SELECT EXISTS (SELECT 1 FROM oncebox_op_ref WHERE tenant_id = $1 AND vendor_ref = $3 AND vendor = $2 AND NOT typed)
 	OR EXISTS (SELECT 1 FROM oncebox_tenant_object WHERE tenant_id = $1 AND vendor = $2 AND object_id = $3)`
 
 // sqlAccountOwned says whether every object in the vendor account an op of tenant $1 at
@@ -107,7 +107,7 @@ SELECT CASE WHEN $3::text <> '' THEN NOT EXISTS (SELECT 1 FROM oncebox_tenant_ve
 // act on the objects that tenant made or adopted there. One index probe per tenant.
 const sqlObjectOthers = `
 SELECT EXISTS (SELECT 1 FROM oncebox_tenant t WHERE t.id <> $1 AND (
-	EXISTS (SELECT 1 FROM oncebox_op o WHERE o.tenant_id = t.id AND o.vendor = $2 AND o.vendor_ref = $3 AND NOT o.vendor_ref_typed)
+	EXISTS (SELECT 1 FROM oncebox_op_ref r WHERE r.tenant_id = t.id AND r.vendor_ref = $3 AND r.vendor = $2 AND NOT r.typed)
 	OR EXISTS (SELECT 1 FROM oncebox_tenant_object a WHERE a.tenant_id = t.id AND a.vendor = $2 AND a.object_id = $3)))`
 
 // sqlTaggedOpOwned says whether op $3, which an object is tagged with, is an op of
@@ -271,15 +271,16 @@ const sqlPing = `SELECT 1`
 // first; or by another id of its object, a member of its result that a tool's
 // RefAliases names ($4: a payment's charge).
 const sqlFindKeys = `SELECT idempotency_key FROM oncebox_op
-WHERE tenant_id = $1 AND (idempotency_key = $2 OR id::text = lower($2) OR vendor_ref = $2
-	OR vendor_ref = split_part($2, '.', 1) OR conversation_id = $2
+WHERE tenant_id = $1 AND (idempotency_key = $2 OR id::text = lower($2)
+	OR id IN (SELECT op_id FROM oncebox_op_ref WHERE tenant_id = $1 AND vendor_ref IN ($2, split_part($2, '.', 1)))
+	OR conversation_id = $2
 	OR EXISTS (SELECT 1 FROM unnest($4::text[]) a(m) WHERE result->>a.m = $2))
 ORDER BY created_at DESC LIMIT $3`
 
 // sqlOpKnownAs returns the key of the tenant's oldest op whose vendor reference, or a
 // member of its result that a tool's RefAliases names ($3), is $2.
 const sqlOpKnownAs = `SELECT idempotency_key FROM oncebox_op
-WHERE tenant_id = $1 AND (vendor_ref = $2 OR EXISTS (SELECT 1 FROM unnest($3::text[]) a(m) WHERE result->>a.m = $2))
+WHERE tenant_id = $1 AND (id IN (SELECT op_id FROM oncebox_op_ref WHERE tenant_id = $1 AND vendor_ref = $2) OR EXISTS (SELECT 1 FROM unnest($3::text[]) a(m) WHERE result->>a.m = $2))
 ORDER BY created_at, id LIMIT 1`
 
 // sqlRefundsNaming returns the keys of the tenant's ops of tool $2 whose argument
@@ -291,7 +292,8 @@ ORDER BY created_at, id LIMIT $5`
 // sqlPaymentByRef reads the tool and arguments of the tenant's op whose vendor ref is
 // $2: the payment a refund names (the oldest, should two ops record one ref).
 const sqlPaymentByRef = `
-SELECT tool, args FROM oncebox_op WHERE tenant_id = $1 AND vendor_ref = $2 ORDER BY created_at, id LIMIT 1`
+SELECT o.tool, o.args FROM oncebox_op_ref r JOIN oncebox_op o ON o.id = r.op_id
+WHERE r.tenant_id = $1 AND r.vendor_ref = $2 ORDER BY o.created_at, o.id LIMIT 1`
 
 // sqlRefundsOf reads the arguments of the tenant's succeeded ops of tool $2 whose
 // argument $3 names the payment $4.

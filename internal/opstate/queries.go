@@ -325,7 +325,8 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 // know what was done (a refund waiting 72 h for approval outlives a charge's TTL). Ops that are not terminal
 // (pending, dispatching, unknown, needs review, awaiting approval) are kept past their
 // TTL: something or someone still has to decide them. The object a deleted op made (its
-// vendor_ref) stays its tenant's: it is kept in oncebox_tenant_object, so that a refund
+// vendor_ref) stays its tenant's: it is kept in oncebox_tenant_object (the op's
+// oncebox_op_ref row goes with the op, migration 034's trigger), so that a refund
 // of a payment whose op was purged is still admitted (vendorapi.Tool.Objects); a reference a
 // person typed is not kept (it never made the object the tenant's).
 const sqlPurgeBatch = `
