@@ -50,7 +50,16 @@ chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native ke
 	$(GO) run ./cmd/oncebox-chaos
 	$(GO) run ./cmd/oncebox-chaos --webhook-native-keys=false --ops 1000 --enqueue-for 25s --long-pg-cut 105s
 
-chaos-upgrade: ## a rolling upgrade under chaos: the previous release (.ci/previous-release) serves, this tree migrates mid-run and replaces its processes one by one; 0 duplicates, 0 lost, the mixed-version switch on and off
+chaos-upgrade: ## rolling upgrades under chaos: each past release's upgrade (.ci/upgrades: its harness and binaries, from their commits), then the previous release (.ci/previous-release) to this tree; the old release serves, the new one migrates mid-run and replaces its processes one by one; 0 duplicates, 0 lost, the mixed-version switch on and off
+	@grep -v '^#' .ci/upgrades | while read -r from to; do \
+		[ -n "$$to" ] || continue; \
+		dir=$$(mktemp -d /tmp/oncebox-upgrade-XXXXXX); \
+		echo "chaos-upgrade: $$from -> $$to (in $$dir)"; \
+		git worktree add -q --detach "$$dir" "$$to" || exit 1; \
+		(cd "$$dir" && $(GO) run ./cmd/oncebox-chaos --upgrade-from "$$from" --ops 600 --enqueue-for 40s); rc=$$?; \
+		git worktree remove --force "$$dir"; \
+		[ $$rc -eq 0 ] || exit $$rc; \
+	done
 	$(GO) run ./cmd/oncebox-chaos --upgrade-from $$(cat .ci/previous-release) --ops 600 --enqueue-for 40s
 
 chaos-failover: ## a failover under chaos, twice: a synchronous standby promoted after the primary's SIGKILL (strict: 0 duplicates, 0 lost, no answered commit lost at the fork), then an asynchronous one (what the fork lost is measured, its findings counted, see docs/operations.md)
