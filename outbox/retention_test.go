@@ -58,7 +58,7 @@ func TestReusedKeyAfterPurgeStartsPastTheLastGeneration(t *testing.T) {
 	first, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
 	require.Equal(t, vendorapi.VendorKey(tenant, "k", "test.echo", 0), first.Op.VendorKey)
-	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', generation = 2, expires_at = now() - interval '1 minute' WHERE id = $1`, first.Op.ID)
+	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', generation = 2, `+optest.Expired+` WHERE id = $1`, first.Op.ID)
 	require.NoError(t, err)
 	st, err := e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
@@ -79,7 +79,7 @@ func TestReusedKeyAfterPurgeStartsPastTheLastGeneration(t *testing.T) {
 	}
 
 	// Purged again: the tombstone keeps the later generation.
-	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', expires_at = now() - interval '1 minute' WHERE id = $1`, again.Op.ID)
+	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', `+optest.Expired+` WHERE id = $1`, again.Op.ID)
 	require.NoError(t, err)
 	_, err = e.ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)
