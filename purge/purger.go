@@ -21,7 +21,8 @@ const MaintenanceQueue = "oncebox_maintenance"
 type Config struct {
 	// Interval is how often the purge runs. Defaults to 1 minute.
 	Interval time.Duration
-	// BatchSize bounds the ops deleted per statement. Defaults to 1,000.
+	// BatchSize bounds the ops looked at (deleted, or kept for later) per statement.
+	// Defaults to 1,000.
 	BatchSize int
 	// TombstoneTTL is how long a purged op's key and fingerprint are kept, so that a
 	// reuse of the key is counted as a key-expiry collision. Defaults to 30 days.
