@@ -27,7 +27,7 @@ const keptFor = `coalesce(retention, expires_at - created_at)`
 
 // expiry is when an op may be purged, as every reader shows it (OpColumns' expires_at).
 // The expires_at column is only a lower bound of it: set to created_at + TTL at insert,
-// it may stay there (v0.3.0 no longer moves it, so that a dispatch's update changes no
+// it may stay there (v0.3.0 will no longer move it, so that a dispatch's update changes no
 // indexed column), and the purge's index finds candidates by it. A terminal op is kept
 // its retention from its last update (the one that made it terminal: nothing updates a
 // terminal op's row but the purge, which leaves updated_at alone), or until expires_at
