@@ -25,7 +25,7 @@ func TestAuditOutlivesThePurge(t *testing.T) {
 		VALUES ($1, '\x01', 'obx_a', 'ada@acme.test') RETURNING id`, tenant).Scan(&token))
 	res, err := e.ob.Enqueue(ctx, outbox.EnqueueParams{TenantID: tenant, Key: "k1", Tool: "test.echo", Args: json.RawMessage(`{"n":1}`), TokenID: token})
 	require.NoError(t, err)
-	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 hour', status = 'succeeded', vendor_ref = 'obj_1' WHERE id = $1`, res.Op.ID)
+	_, err = e.pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 'obj_1', `+optest.Expired+` WHERE id = $1`, res.Op.ID)
 	require.NoError(t, err)
 	st, err := e.ob.Purge(ctx, purge.Config{BatchSize: 5})
 	require.NoError(t, err)

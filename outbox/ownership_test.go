@@ -57,7 +57,7 @@ func TestObjectsOfAnOpStayTheTenantsAfterThePurge(t *testing.T) {
 	require.EqualError(t, err, "thing thing_1 is not one of this tenant's objects")
 	require.Zero(t, dbtest.Count(t, pool, "SELECT count(*) FROM oncebox_op WHERE tenant_id = $1", globex))
 
-	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 hour' WHERE id = $1`, made.Op.ID)
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET `+optest.Expired+` WHERE id = $1`, made.Op.ID)
 	require.NoError(t, err)
 	st, err := ob.Purge(ctx, purge.Config{})
 	require.NoError(t, err)

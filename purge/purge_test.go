@@ -13,6 +13,7 @@ import (
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -39,7 +40,7 @@ func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// k0..k11 expired and settled; k12..k14 expired but unknown (kept); the rest live.
-	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 hour', status = 'succeeded'
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', `+optest.Expired+`
 		WHERE substr(idempotency_key, 2)::int < 12`)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 hour', status = 'unknown'
@@ -49,7 +50,8 @@ func TestPurgeDeletesExactlyTheExpiredOpsInBatches(t *testing.T) {
 	st, err := ob.Purge(ctx, purge.Config{BatchSize: 5})
 	require.NoError(t, err)
 	require.Equal(t, 12, st.Ops)
-	require.Equal(t, 3, st.Batches, "5 + 5 + 2")
+	require.Equal(t, 3, st.Batches, "15 looked at: 5 + 5 + 5")
+	require.Equal(t, 3, st.Deferred, "the unknown ones, kept")
 	require.Equal(t, 13, count(t, pool, "SELECT count(*) FROM oncebox_op"))
 	require.Equal(t, 12, count(t, pool, "SELECT count(*) FROM oncebox_tombstone"))
 	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM oncebox_op WHERE substr(idempotency_key, 2)::int < 12"))

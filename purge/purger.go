@@ -21,7 +21,8 @@ const MaintenanceQueue = "oncebox_maintenance"
 type Config struct {
 	// Interval is how often the purge runs. Defaults to 1 minute.
 	Interval time.Duration
-	// BatchSize bounds the ops deleted per statement. Defaults to 1,000.
+	// BatchSize bounds the ops looked at (deleted, or kept for later) per statement.
+	// Defaults to 1,000.
 	BatchSize int
 	// TombstoneTTL is how long a purged op's key and fingerprint are kept, so that a
 	// reuse of the key is counted as a key-expiry collision. Defaults to 30 days.
@@ -46,6 +47,9 @@ type Stats struct {
 	Ops        int
 	Batches    int
 	Tombstones int
+	// Deferred counts the ops looked at and kept: their expires_at had passed but not
+	// their expiry (opstate.PurgeResult.Deferred).
+	Deferred int
 	// KeyWindows counts the closed key windows (outbox.KeyInWindow) deleted.
 	KeyWindows int
 }
@@ -95,7 +99,7 @@ func New(cfg Config, deps Deps) (*Purger, error) {
 // and deletes tombstones past their own TTL and closed key windows.
 func (p *Purger) Purge(ctx context.Context) (Stats, error) {
 	r, err := p.deps.Ops.Purge(ctx, p.cfg.BatchSize, p.cfg.TombstoneTTL)
-	st := Stats{Ops: r.Ops, Batches: r.Batches, Tombstones: r.Tombstones}
+	st := Stats{Ops: r.Ops, Batches: r.Batches, Tombstones: r.Tombstones, Deferred: r.Deferred}
 	if err != nil {
 		return st, fmt.Errorf("purge: %w", err)
 	}
@@ -104,8 +108,8 @@ func (p *Purger) Purge(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("purge: purge key windows: %w", err)
 	}
 	st.KeyWindows = int(tag.RowsAffected())
-	if st.Ops > 0 || st.Tombstones > 0 || st.KeyWindows > 0 {
-		p.deps.Logger.Info("purged expired ops", slog.Int("ops", st.Ops), slog.Int("batches", st.Batches),
+	if st.Ops > 0 || st.Tombstones > 0 || st.KeyWindows > 0 || st.Deferred > 0 {
+		p.deps.Logger.Info("purged expired ops", slog.Int("ops", st.Ops), slog.Int("batches", st.Batches), slog.Int("deferred", st.Deferred),
 			slog.Int("tombstones_deleted", st.Tombstones), slog.Int("key_windows_deleted", st.KeyWindows))
 	}
 	return st, nil

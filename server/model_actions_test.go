@@ -302,11 +302,13 @@ func (w *modelWorld) callRef(t *rapid.T, op waitingOp) string {
 	return op.ref
 }
 
-// advance moves the clock past short TTLs (the ops' expiry moves back by d), purges,
-// and wakes the step runners, as time passing would.
+// advance moves the clock past short TTLs (the ops' expiry moves back by d: their
+// expires_at, and the settling of the terminal ones, from which their retention runs),
+// purges, and wakes the step runners, as time passing would.
 func (w *modelWorld) advance(t *rapid.T) {
 	d := rapid.SampledFrom([]time.Duration{40 * time.Second, 2 * time.Minute, 3 * time.Hour}).Draw(t, "by")
-	if _, err := w.pool.Exec(w.ctx, `UPDATE oncebox_op SET expires_at = expires_at - $1::interval`, d.String()); err != nil {
+	if _, err := w.pool.Exec(w.ctx, `UPDATE oncebox_op SET expires_at = expires_at - $1::interval,
+		updated_at = CASE WHEN status IN ('succeeded', 'failed', 'rejected') THEN updated_at - $1::interval ELSE updated_at END`, d.String()); err != nil {
 		t.Fatalf("move the clock: %v", err)
 	}
 	if _, err := w.api.Outbox().Purge(w.ctx, purge.Config{BatchSize: 10}); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // ownedStripe is a server over the fake Stripe with two tenants, acme and globex.
@@ -359,7 +360,7 @@ func TestTypedReferenceNeverHandsOverAnotherTenantsObject(t *testing.T) {
 	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "ticket_id "+ticket+" is not one of this tenant's objects")
 
 	// The purge of the resolved op keeps no typed reference as globex's object.
-	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 second' WHERE idempotency_key = 'ticket-g'`)
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET `+optest.Expired+` WHERE idempotency_key = 'ticket-g'`)
 	require.NoError(t, err)
 	st, err := srv.Outbox().Purge(ctx, outboxPurgeConfig())
 	require.NoError(t, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 	"github.com/oncebox/oncebox/testkit/testlog"
 	"github.com/oncebox/oncebox/vendors/webhook"
 )
@@ -179,7 +180,7 @@ func TestMetricsMoveWithEnqueues(t *testing.T) {
 	require.NotContains(t, m, "oncebox_key_expiry_collisions_total{")
 
 	// Expire and purge the op, then reuse its key.
-	_, err = pool.Exec(ctx, "UPDATE oncebox_op SET status = 'succeeded', expires_at = now() - interval '1 minute'")
+	_, err = pool.Exec(ctx, `UPDATE oncebox_op SET status = 'succeeded', `+optest.Expired)
 	require.NoError(t, err)
 	st, err := srv.Outbox().Purge(ctx, outboxPurgeConfig())
 	require.NoError(t, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/oncebox/oncebox/purge"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/testkit/optest"
 )
 
 // auditLine is one line of a JSON lines export.
@@ -140,7 +141,7 @@ func TestAuditExportTellsARefundsStoryAfterThePurge(t *testing.T) {
 	for _, sql := range []string{
 		`UPDATE oncebox_op SET status = 'dispatching', attempts = 1 WHERE id = $1`,
 		`UPDATE oncebox_op SET status = 'succeeded', vendor_ref = 're_123', result = '{"id": "re_123", "amount": 20000, "currency": "usd"}',
-			expires_at = now() - interval '1 hour' WHERE id = $1`,
+			` + optest.Expired + ` WHERE id = $1`,
 	} {
 		_, err := e.pool.Exec(ctx, sql, op.ID)
 		require.NoError(t, err, sql)

@@ -150,26 +150,32 @@ func (m *Machine) CheckSoon(ctx context.Context, ids []string) error {
 // PurgeResult says what one purge did.
 type PurgeResult struct {
 	Ops, Batches, Tombstones int
+	// Deferred counts the ops looked at and not deleted: their expires_at passed but not
+	// their expiry (they settled late, or are not terminal), so it moved to the earliest
+	// time they may go.
+	Deferred int
 }
 
 // Purge deletes expired ops in the statuses the table lets the purge take (terminal
 // ones), batch at a time, leaving a tombstone for each that lives tombstoneTTL, and
-// deletes tombstones past their own TTL.
+// deletes tombstones past their own TTL. Each batch looks at up to batch ops whose
+// expires_at passed (sqlPurgeBatch); the purge goes on while a batch looks at a full one.
 func (m *Machine) Purge(ctx context.Context, batch int, tombstoneTTL time.Duration) (PurgeResult, error) {
 	var r PurgeResult
 	from := sources(Purged, Purge)
 	for {
-		tag, err := m.cfg.Pool.Exec(ctx, sqlPurgeBatch, batch, tombstoneTTL.Seconds(), from)
+		var seen, deleted int
+		err := m.cfg.Pool.QueryRow(ctx, sqlPurgeBatch, batch, tombstoneTTL.Seconds(), from).Scan(&seen, &deleted)
 		if err != nil {
 			return r, fmt.Errorf("purge expired ops: %w", err)
 		}
-		n := int(tag.RowsAffected())
-		if n == 0 {
+		if seen == 0 {
 			break
 		}
-		r.Ops += n
+		r.Ops += deleted
+		r.Deferred += seen - deleted
 		r.Batches++
-		if n < batch {
+		if seen < batch {
 			break
 		}
 	}

@@ -12,7 +12,7 @@ package opstate
 const OpColumns = `id::text AS id, tenant_id, idempotency_key, tool, vendor, args, fingerprint, status,
 	attempts, generation, vendor_key, coalesce(vendor_ref, '') AS vendor_ref, result, error,
 	coalesce(conversation_id, '') AS conversation_id, coalesce(tool_call_id, '') AS tool_call_id,
-	created_at, updated_at, expires_at, dispatch_started_at, coalesce(trace_parent, '') AS trace_parent,
+	created_at, updated_at, ` + expiry + ` AS expires_at, dispatch_started_at, coalesce(trace_parent, '') AS trace_parent,
 	coalesce(vendor_account, '') AS vendor_account`
 
 // identColumns is what a status change returns about its op for the log line and the
@@ -20,11 +20,32 @@ const OpColumns = `id::text AS id, tenant_id, idempotency_key, tool, vendor, arg
 const identColumns = `tenant_id, idempotency_key, coalesce(conversation_id, ''), coalesce(tool_call_id, ''),
 	vendor, attempts, coalesce(vendor_ref, ''), coalesce(trace_parent, '')`
 
-// retentionStart is an op's expiry once it becomes terminal: its retention clock starts
-// now (an op stored before retention existed keeps created_at + TTL as its retention).
-// Every write that may make an op terminal sets it under the same flag that drops the
-// sealed args: the transition's, true exactly when the target is terminal.
-const retentionStart = `now() + coalesce(retention, expires_at - created_at)`
+// keptFor is how long an op is kept once it settled: its tool's TTL when it was
+// stored (an op stored before migration 012 has no retention, and its expires_at was
+// created_at + TTL until it settled).
+const keptFor = `coalesce(retention, expires_at - created_at)`
+
+// expiry is when an op may be purged, as every reader shows it (OpColumns' expires_at).
+// The expires_at column is only a lower bound of it: set to created_at + TTL at insert,
+// it may stay there (v0.3.0 will no longer move it, so that a dispatch's update changes no
+// indexed column), and the purge's index finds candidates by it. A terminal op is kept
+// its retention from its last update (the one that made it terminal: nothing updates a
+// terminal op's row but the purge, which leaves updated_at alone), or until expires_at
+// when a release moved it later (v0.1.0 and v0.2.0 set it at the terminal transition).
+// An op not yet terminal shows its creation plus its TTL, a lower bound: the clock
+// restarts when it settles. TestExpiryStatusesAreTheTerminalOnes keeps the list of
+// statuses equal to the table's.
+const expiry = `CASE WHEN status IN ('succeeded', 'failed', 'rejected')
+		THEN greatest(expires_at, updated_at + ` + keptFor + `) ELSE created_at + ` + keptFor + ` END`
+
+// retentionStart moves expires_at to an op's expiry as it becomes terminal: v0.1.0's
+// purge reads expires_at alone, and would delete an op that settled long after its
+// creation (an approval after a weekend) as soon as it settled, while v0.1.0 processes
+// still run beside this release during a rolling upgrade. Every write that may make an
+// op terminal sets it under the same flag that drops the sealed args: the transition's,
+// true exactly when the target is terminal. Compatibility with v0.1.0: v0.3.0 removes it
+// (and with it the dispatch's last change of an indexed column on oncebox_op).
+const retentionStart = `now() + ` + keptFor
 
 // sqlClaimPending is the fast path of a claim: a pending op is committed as dispatching
 // with a fresh attempt token, and its attempt row inserted, in one statement, by job $2
@@ -318,21 +339,37 @@ const sqlCheckSoon = `
 UPDATE oncebox_op SET next_check_at = now()
 WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 
-// sqlPurgeBatch deletes up to $1 expired ops in the statuses $3 (the ones the table lets
-// the purge take: terminal) and leaves a tombstone for each, remembering the op's last
-// generation. A step's op (key "~step/<parent id>/…", steps.Key) is kept while its
-// composite parent is not settled, whatever its own TTL: the run reads its steps' ops to
-// know what was done (a refund waiting 72 h for approval outlives a charge's TTL). Ops that are not terminal
-// (pending, dispatching, unknown, needs review, awaiting approval) are kept past their
-// TTL: something or someone still has to decide them. The object a deleted op made (its
+// sqlPurgeBatch looks at up to $1 ops whose expires_at (the lower bound of their
+// expiry, indexed) has passed, oldest first, and returns how many it looked at and how
+// many it deleted. It deletes those whose expiry has passed (see expiry: terminal, in
+// the statuses $3 the table lets the purge take, and kept their retention since they
+// settled), leaving a tombstone for each that remembers the op's last generation. The
+// others it looked at get expires_at moved to the earliest time they may be deleted, as
+// known now: a terminal op's expiry, or, for an op not yet terminal, now plus its
+// retention (it settles no earlier than now). So each op leaves the purge's index range
+// once looked at, and a batch never looks again at ops that stayed open long (their
+// insert-time expires_at passed long ago) or settled late: a batch looks at $1 ops, plus
+// the steps' ops kept for their parent, plus the rows locked by others. Moving it is not
+// a dispatch's write (those change no indexed column from v0.3.0 on) and happens once per
+// retention of an op that outlived its first expires_at; the retention of an op stored
+// before migration 012 is fixed first, as it was inferred from expires_at.
+//
+// A step's op (key "~step/<parent id>/…", steps.Key) is kept while its composite parent
+// is not settled, whatever its own TTL: the run reads its steps' ops to know what was
+// done (a refund waiting 72 h for approval outlives a charge's TTL); it is skipped, not
+// moved, so that it goes once the parent settles. Ops that are not terminal (pending,
+// dispatching, unknown, needs review, awaiting approval) are kept past their TTL:
+// something or someone still has to decide them. The object a deleted op made (its
 // vendor_ref) stays its tenant's: it is kept in oncebox_tenant_object (the op's
 // oncebox_op_ref row goes with the op, migration 034's trigger), so that a refund
 // of a payment whose op was purged is still admitted (vendorapi.Tool.Objects); a reference a
 // person typed is not kept (it never made the object the tenant's).
 const sqlPurgeBatch = `
-WITH doomed AS (
-	SELECT id FROM oncebox_op o
-	WHERE expires_at < now() AND status = ANY($3::text[])
+WITH seen AS (
+	SELECT id, status = ANY($3::text[]) AND updated_at + ` + keptFor + ` < now() AS due,
+		CASE WHEN status = ANY($3::text[]) THEN updated_at ELSE now() END + ` + keptFor + ` AS later
+	FROM oncebox_op o
+	WHERE expires_at < now()
 		AND NOT (idempotency_key LIKE '~step/%' AND EXISTS (SELECT 1 FROM oncebox_op p
 			WHERE p.tenant_id = o.tenant_id AND p.status <> ALL($3::text[])
 				AND p.id = CASE WHEN split_part(o.idempotency_key, '/', 2) ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
@@ -340,19 +377,24 @@ WITH doomed AS (
 	ORDER BY expires_at
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
+), moved AS (
+	UPDATE oncebox_op o SET retention = coalesce(o.retention, o.expires_at - o.created_at), expires_at = seen.later
+	FROM seen WHERE o.id = seen.id AND NOT seen.due
 ), deleted AS (
-	DELETE FROM oncebox_op o USING doomed WHERE o.id = doomed.id
+	DELETE FROM oncebox_op o USING seen WHERE o.id = seen.id AND seen.due
 	RETURNING o.id, o.tenant_id, o.idempotency_key, o.fingerprint, o.generation, o.vendor, o.vendor_ref, o.vendor_ref_typed
 ), kept AS (
 	INSERT INTO oncebox_tenant_object (tenant_id, vendor, object_id, adopted_by)
 	SELECT tenant_id, vendor, vendor_ref, 'purge of op ' || id FROM deleted WHERE vendor_ref IS NOT NULL AND NOT vendor_ref_typed
 	ON CONFLICT DO NOTHING
+), tombstones AS (
+	INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, expired_at, purge_after, generation)
+	SELECT tenant_id, idempotency_key, fingerprint, now(), now() + make_interval(secs => $2), generation FROM deleted
+	ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
+		SET fingerprint = EXCLUDED.fingerprint, expired_at = EXCLUDED.expired_at, purge_after = EXCLUDED.purge_after,
+			generation = greatest(oncebox_tombstone.generation, EXCLUDED.generation)
 )
-INSERT INTO oncebox_tombstone (tenant_id, idempotency_key, fingerprint, expired_at, purge_after, generation)
-SELECT tenant_id, idempotency_key, fingerprint, now(), now() + make_interval(secs => $2), generation FROM deleted
-ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
-	SET fingerprint = EXCLUDED.fingerprint, expired_at = EXCLUDED.expired_at, purge_after = EXCLUDED.purge_after,
-		generation = greatest(oncebox_tombstone.generation, EXCLUDED.generation)`
+SELECT (SELECT count(*) FROM seen)::int, (SELECT count(*) FROM deleted)::int`
 
 const sqlPurgeTombstones = `DELETE FROM oncebox_tombstone WHERE purge_after < now()`
 

@@ -76,7 +76,7 @@ type row struct {
 	lastActor  string
 	gone       bool
 	generation int
-	// kept: expires_at is in the future.
+	// kept: its expiry (as readers show it) is in the future.
 	kept bool
 }
 
@@ -86,7 +86,7 @@ func (e *walkEnv) read(t *testing.T, id string) row {
 	err := e.pool.QueryRow(context.Background(), `SELECT status, sealed_args IS NOT NULL, generation,
 		(SELECT count(*) FROM oncebox_op_event WHERE op_id = o.id),
 		coalesce((SELECT actor FROM oncebox_op_event WHERE op_id = o.id ORDER BY id DESC LIMIT 1), ''),
-		expires_at > now()
+		`+expiry+` > now()
 		FROM oncebox_op o WHERE id = $1`, id).Scan(&r.status, &r.sealed, &r.generation, &r.events, &r.lastActor, &r.kept)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{gone: true}
@@ -112,7 +112,7 @@ func (e *walkEnv) makeTransition(t *testing.T, tr Transition) string {
 	var a *Applied
 	switch {
 	case tr.By == Purge:
-		_, err := e.pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 minute' WHERE id = $1`, id)
+		_, err := e.pool.Exec(ctx, `UPDATE oncebox_op SET expires_at = now() - interval '1 minute', updated_at = now() - interval '61 minutes' WHERE id = $1`, id)
 		require.NoError(t, err)
 		res, err := e.m.Purge(ctx, 100, time.Hour)
 		require.NoError(t, err)

@@ -177,3 +177,9 @@ func WaitKeyStatus(tb testing.TB, ob *outbox.Outbox, tenant int64, key string, w
 	tb.Fatalf("op %s: status %s after %s, want %s", key, op.Status, within, want)
 	return nil
 }
+
+// Expired is the SET list of an UPDATE of oncebox_op that makes its ops look as if their
+// time had passed: settled (last updated) longer ago than their retention, and their
+// expires_at past, so that the purge takes the terminal ones.
+const Expired = `expires_at = now() - interval '1 hour',
+	updated_at = now() - interval '1 hour' - coalesce(retention, expires_at - created_at)`
