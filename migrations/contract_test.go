@@ -202,3 +202,29 @@ func TestAContractMigrationLocksTheRegistry(t *testing.T) {
 	}
 	require.NoError(t, <-registered)
 }
+
+// TestAMigrationLeavesTheRegistryReadable: a migration holds no lock that stops a read
+// of oncebox_migration, which every process's schema check (each heartbeat, the
+// readiness probe) makes while an operator migrates. The test's migration asks, inside
+// the migration's own transaction, whether that transaction holds such a lock.
+func TestAMigrationLeavesTheRegistryReadable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptySchema(t)
+	all, err := migrations.All()
+	require.NoError(t, err)
+	next, err := migrations.Load(fstest.MapFS{
+		fmt.Sprintf("%03d_check_lock.up.sql", migrations.Latest()+1): {Data: []byte(`DO $$ BEGIN
+    IF EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() AND relation = 'oncebox_migration'::regclass
+            AND mode = 'AccessExclusiveLock') THEN
+        RAISE EXCEPTION 'the migration locks oncebox_migration against reads';
+    END IF;
+END $$;
+`)},
+	})
+	require.NoError(t, err)
+	_, err = migrations.Migrate(ctx, pool, &migrations.MigrateOpts{Migrations: all})
+	require.NoError(t, err)
+	_, err = migrations.Migrate(ctx, pool, &migrations.MigrateOpts{Migrations: append(slices.Clip(all), next...)})
+	require.NoError(t, err)
+}

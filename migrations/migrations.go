@@ -224,9 +224,18 @@ func appliedVersions(ctx context.Context, tx pgx.Tx) (map[int]bool, error) {
 		return nil, fmt.Errorf("create oncebox_migration: %w", err)
 	}
 	// Which migrations older binaries cannot run on (CheckSchema); v0.1.0's table
-	// lacks the column.
-	if _, err := tx.Exec(ctx, "ALTER TABLE oncebox_migration ADD COLUMN IF NOT EXISTS contract boolean NOT NULL DEFAULT false"); err != nil {
-		return nil, fmt.Errorf("add oncebox_migration.contract: %w", err)
+	// lacks the column. Added only when missing: an ALTER TABLE, even one that changes
+	// nothing, locks the table against reads until the migration commits, and every
+	// process's schema check (each heartbeat, the readiness probe) reads it.
+	var has bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = 'oncebox_migration'::regclass AND attname = 'contract' AND NOT attisdropped)`).Scan(&has); err != nil {
+		return nil, fmt.Errorf("read oncebox_migration's columns: %w", err)
+	}
+	if !has {
+		if _, err := tx.Exec(ctx, "ALTER TABLE oncebox_migration ADD COLUMN IF NOT EXISTS contract boolean NOT NULL DEFAULT false"); err != nil {
+			return nil, fmt.Errorf("add oncebox_migration.contract: %w", err)
+		}
 	}
 	rows, err := tx.Query(ctx, "SELECT version FROM oncebox_migration")
 	if err != nil {
