@@ -85,12 +85,60 @@ type dueEntry struct {
 	started, updated    *time.Time
 }
 
-// due looks at the ops due in oncebox_op_due: it moves the dispatching ones that are
-// stuck (their attempt started before their vendor's job timeout plus StuckMargin, and
-// no dispatch job runs) to unknown, and gives the pending ones whose dispatch job is
-// gone a new one or hands them to a person (rejob). An op not yet past its margin is
-// looked at again when it will be; an op that needs nothing (its job is live, or it
-// moved on) leaves the list, and comes back when a trigger puts it there again.
+// duePlan is what a sweep does with the due entries it read: remove them, move them
+// to a later due time, or evaluate them as stuck (dispatching) or jobless (pending).
+type duePlan struct {
+	byID                    map[string]dueEntry
+	doneIDs, doneVersions   []string
+	laterIDs, laterVersions []string
+	laterAt                 []time.Time
+	stuckIDs, pendingIDs    []string
+	stuckCutoffs            []time.Time
+}
+
+func (p *duePlan) done(e dueEntry) {
+	p.doneIDs, p.doneVersions = append(p.doneIDs, e.id), append(p.doneVersions, e.version)
+}
+
+func (p *duePlan) later(e dueEntry, at time.Time) {
+	p.laterIDs, p.laterVersions, p.laterAt = append(p.laterIDs, e.id), append(p.laterVersions, e.version), append(p.laterAt, at)
+}
+
+// planDue sorts the due entries: a dispatching op past its vendor's job timeout plus
+// StuckMargin, or a pending op unchanged for StuckMargin, is evaluated; one not yet
+// past its margin is looked at again when it will be; any other (gone, or in a status
+// whose work is found another way: unknown by the lease, needs review by the review
+// list) leaves the list.
+func (r *Reconciler) planDue(entries []dueEntry, now time.Time) *duePlan {
+	p := &duePlan{byID: make(map[string]dueEntry, len(entries))}
+	for _, e := range entries {
+		p.byID[e.id] = e
+		switch {
+		case e.status == protocol.StatusDispatching && e.started != nil:
+			wait := r.deps.JobTimeout(e.vendor) + r.cfg.StuckMargin
+			if cutoff := now.Add(-wait); e.started.Before(cutoff) {
+				p.stuckIDs, p.stuckCutoffs = append(p.stuckIDs, e.id), append(p.stuckCutoffs, cutoff)
+			} else {
+				p.later(e, e.started.Add(wait))
+			}
+		case e.status == protocol.StatusPending && e.updated != nil:
+			if e.updated.Before(now.Add(-r.cfg.StuckMargin)) {
+				p.pendingIDs = append(p.pendingIDs, e.id)
+			} else {
+				p.later(e, e.updated.Add(r.cfg.StuckMargin))
+			}
+		default:
+			p.done(e)
+		}
+	}
+	return p
+}
+
+// due looks at the ops due in oncebox_op_due (planDue): it moves the dispatching ones
+// that are stuck (no dispatch job runs) to unknown, and gives the pending ones whose
+// dispatch job is gone a new one or hands them to a person (rejob). An op that needs
+// nothing more (its job is live, or it moved on) leaves the list, and comes back when a
+// trigger puts it there again.
 func (r *Reconciler) due(ctx context.Context, st *Stats) error {
 	now := r.cfg.Now()
 	rows, err := r.deps.Pool.Query(ctx, sqlDue, now, r.cfg.BatchSize)
@@ -108,75 +156,39 @@ func (r *Reconciler) due(ctx context.Context, st *Stats) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	var (
-		doneIDs, doneVersions   []string
-		laterIDs, laterVersions []string
-		laterAt                 []time.Time
-		stuckIDs, pendingIDs    []string
-		stuckCutoffs            []time.Time
-		byID                    = make(map[string]dueEntry, len(entries))
-	)
-	done := func(e dueEntry) {
-		doneIDs, doneVersions = append(doneIDs, e.id), append(doneVersions, e.version)
-	}
-	later := func(e dueEntry, at time.Time) {
-		laterIDs, laterVersions, laterAt = append(laterIDs, e.id), append(laterVersions, e.version), append(laterAt, at)
-	}
-	for _, e := range entries {
-		byID[e.id] = e
-		switch {
-		case e.status == protocol.StatusDispatching && e.started != nil:
-			wait := r.deps.JobTimeout(e.vendor) + r.cfg.StuckMargin
-			if cutoff := now.Add(-wait); e.started.Before(cutoff) {
-				stuckIDs, stuckCutoffs = append(stuckIDs, e.id), append(stuckCutoffs, cutoff)
-			} else {
-				later(e, e.started.Add(wait))
-			}
-		case e.status == protocol.StatusPending && e.updated != nil:
-			if e.updated.Before(now.Add(-r.cfg.StuckMargin)) {
-				pendingIDs = append(pendingIDs, e.id)
-			} else {
-				later(e, e.updated.Add(r.cfg.StuckMargin))
-			}
-		default:
-			// Gone, or in a status whose work is found another way (unknown: the lease;
-			// needs review: the review list) or needs none.
-			done(e)
-		}
-	}
-	if len(stuckIDs) > 0 {
-		moved, err := r.unstick(ctx, st, stuckIDs, stuckCutoffs, byID)
+	p := r.planDue(entries, now)
+	if len(p.stuckIDs) > 0 {
+		moved, err := r.unstick(ctx, st, p.stuckIDs, p.stuckCutoffs, p.byID)
 		if err != nil {
 			return err
 		}
-		for _, id := range stuckIDs {
-			if moved[id] {
-				done(byID[id])
-				continue
+		for _, id := range p.stuckIDs {
+			if e := p.byID[id]; moved[id] {
+				p.done(e)
+			} else {
+				// A dispatch job runs it (or it moved on): look again once that job
+				// could have timed out.
+				p.later(e, now.Add(r.deps.JobTimeout(e.vendor)+r.cfg.StuckMargin))
 			}
-			// A dispatch job runs it (or it moved on): look again once that job could
-			// have timed out.
-			e := byID[id]
-			later(e, now.Add(r.deps.JobTimeout(e.vendor)+r.cfg.StuckMargin))
 		}
 	}
-	if len(pendingIDs) > 0 {
-		if err := r.rejob(ctx, st, now.Add(-r.cfg.StuckMargin), pendingIDs); err != nil {
+	if len(p.pendingIDs) > 0 {
+		if err := r.rejob(ctx, st, now.Add(-r.cfg.StuckMargin), p.pendingIDs); err != nil {
 			return err
 		}
 		// Rejobbed, handed to a person, or with a live job: a job that stops later puts
 		// the op back on the list.
-		for _, id := range pendingIDs {
-			done(byID[id])
+		for _, id := range p.pendingIDs {
+			p.done(p.byID[id])
 		}
 	}
-	if len(doneIDs) > 0 {
-		if _, err := r.deps.Pool.Exec(ctx, sqlDueDone, doneIDs, doneVersions); err != nil {
+	if len(p.doneIDs) > 0 {
+		if _, err := r.deps.Pool.Exec(ctx, sqlDueDone, p.doneIDs, p.doneVersions); err != nil {
 			return fmt.Errorf("reconcile: sweep: remove ops looked at from the due list: %w", err)
 		}
 	}
-	if len(laterIDs) > 0 {
-		if _, err := r.deps.Pool.Exec(ctx, sqlDueLater, laterIDs, laterVersions, laterAt); err != nil {
+	if len(p.laterIDs) > 0 {
+		if _, err := r.deps.Pool.Exec(ctx, sqlDueLater, p.laterIDs, p.laterVersions, p.laterAt); err != nil {
 			return fmt.Errorf("reconcile: sweep: reschedule due ops: %w", err)
 		}
 	}
