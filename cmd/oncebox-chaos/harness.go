@@ -361,8 +361,14 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 	if h.cfg.UpgradeFrom != "" {
 		// The last previous-release process is gone: the switch goes off a lease (15 s)
 		// after its last job, in every process.
-		on, off := h.waitSwitchedOff(ctx, 60*time.Second)
-		besideOld := len(h.procs) - 1
+		besideOld, on, off := len(h.procs)-1, 0, len(h.procs)
+		if h.up.mixed.Load() {
+			on, off = h.waitSwitchedOff(ctx, 60*time.Second)
+		} else {
+			// One protocol on both sides: nothing may switch.
+			besideOld = 0
+			on, _ = h.switchSeen()
+		}
 		upgradeOK = h.up.migrated.Load() != 0 && int(h.up.replaced.Load()) == len(h.procs) && on == besideOld && off == len(h.procs)
 		fmt.Fprintf(h.cfg.Out, "upgrade_from=%.7s migrated_mid_run=%t replaced=%d/%d mixed_switch_on=%d/%d mixed_switch_off=%d/%d upgrade_ok=%t\n",
 			h.cfg.UpgradeFrom, h.up.migrated.Load() != 0, h.up.replaced.Load(), len(h.procs), on, besideOld, off, len(h.procs), upgradeOK)

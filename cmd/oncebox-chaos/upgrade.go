@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/oncebox/oncebox/internal/fleet"
 )
 
 // The fleet's log lines (internal/fleet) that show the mixed-version switch turning on
@@ -26,6 +28,10 @@ type upgrade struct {
 	prevBin string
 	// migrated is when this tree's oncebox migrate ran (unix nanoseconds, 0: not yet).
 	migrated atomic.Int64
+	// mixed says the previous release speaks an older protocol than this tree
+	// (oldProtocol), so this tree's processes must turn the mixed-version switch on
+	// while it serves; between releases of one protocol nothing switches.
+	mixed atomic.Bool
 	// replaced counts the processes replaced by this tree's binary.
 	replaced atomic.Int64
 }
@@ -79,7 +85,10 @@ func (h *harness) upgradeLoop(chaos, run context.Context) error {
 		return err
 	}
 	h.up.migrated.Store(time.Now().UnixNano())
-	h.logger.Info("migrated with this tree's oncebox while the previous release serves")
+	old := h.oldProtocol(run)
+	h.up.mixed.Store(old < fleet.Protocol)
+	h.logger.Info("migrated with this tree's oncebox while the previous release serves",
+		slog.Int("old_protocol", old), slog.Int("protocol", fleet.Protocol), slog.Bool("mixed_switch_expected", h.up.mixed.Load()))
 	gap := h.cfg.EnqueueFor / 3 / time.Duration(len(h.procs))
 	sawOn := make(chan struct{})
 	close(sawOn)
@@ -96,7 +105,7 @@ func (h *harness) upgradeLoop(chaos, run context.Context) error {
 		p.stop(5 * time.Second)
 		p.setBin(h.bin)
 		err := p.start()
-		if err == nil && i < len(h.procs)-1 {
+		if err == nil && i < len(h.procs)-1 && h.up.mixed.Load() {
 			p.spare()
 		}
 		h.procMu.Unlock()
@@ -105,7 +114,7 @@ func (h *harness) upgradeLoop(chaos, run context.Context) error {
 		}
 		h.up.replaced.Add(1)
 		h.logger.Info("replaced by this tree's binary", slog.String("proc", p.name))
-		if i < len(h.procs)-1 {
+		if i < len(h.procs)-1 && h.up.mixed.Load() {
 			seen := make(chan struct{})
 			sawOn = seen
 			go func() {
@@ -115,6 +124,17 @@ func (h *harness) upgradeLoop(chaos, run context.Context) error {
 		}
 	}
 	return nil
+}
+
+// oldProtocol is the protocol the previous release's processes speak, read after this
+// tree's migration and before any process is replaced, when only they serve: the lowest
+// one registered, or, when none registered (v0.1.0 never does), v0.1.0's.
+func (h *harness) oldProtocol(ctx context.Context) int {
+	var p *int
+	if err := h.pool.QueryRow(ctx, "SELECT min(protocol) FROM oncebox_process WHERE NOT stopped").Scan(&p); err != nil || p == nil {
+		return fleet.ProtocolCleanRuns
+	}
+	return *p
 }
 
 // spareUntilSwitchOn keeps the kill loops off a process just replaced while a process
