@@ -10,8 +10,7 @@ package reconcile
 // reschedule leaves an entry a trigger rewrote meanwhile. An op that is gone (purged)
 // has an empty status.
 const sqlDue = `
-SELECT d.op_id::text, d.xmin::text, coalesce(o.status, ''), coalesce(o.vendor, ''), coalesce(o.tenant_id, 0),
-	o.dispatch_started_at, o.updated_at
+SELECT d.op_id::text, d.xmin::text, coalesce(o.status, ''), coalesce(o.vendor, ''), o.dispatch_started_at, o.updated_at
 FROM oncebox_op_due d LEFT JOIN oncebox_op o ON o.id = d.op_id
 WHERE d.due_at <= $1
 ORDER BY d.due_at

@@ -81,7 +81,6 @@ func (r *Reconciler) Sweep(ctx context.Context) (Stats, error) {
 type dueEntry struct {
 	id, version, vendor string
 	status              protocol.Status
-	tenantID            int64
 	started, updated    *time.Time
 }
 
@@ -147,7 +146,7 @@ func (r *Reconciler) due(ctx context.Context, st *Stats) error {
 	}
 	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueEntry, error) {
 		var e dueEntry
-		err := row.Scan(&e.id, &e.version, &e.status, &e.vendor, &e.tenantID, &e.started, &e.updated)
+		err := row.Scan(&e.id, &e.version, &e.status, &e.vendor, &e.started, &e.updated)
 		return e, err
 	})
 	if err != nil {
