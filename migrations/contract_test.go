@@ -172,7 +172,7 @@ func TestAContractMigrationLocksTheRegistry(t *testing.T) {
 	require.NoError(t, err)
 	all, err := migrations.All()
 	require.NoError(t, err)
-	const slow = "SELECT pg_sleep(1) AS contract_lock_test"
+	const slow = "SELECT pg_sleep(3) AS contract_lock_test"
 	next, err := migrations.Load(fstest.MapFS{
 		fmt.Sprintf("%03d_slow_contract.up.sql", migrations.Latest()+1): {Data: []byte(migrations.ContractMarker + "\n" + slow)},
 	})
@@ -194,12 +194,15 @@ func TestAContractMigrationLocksTheRegistry(t *testing.T) {
 			VALUES ('late', 'v0.2.0', 'abc', $1, 2, 'host-late', 7)`, migrations.Latest())
 		registered <- err
 	}()
-	select {
-	case <-registered:
-		t.Fatal("a process registered while the contract migration ran")
-	case err := <-migrated:
-		require.NoError(t, err)
-	}
+	// The registration must be seen waiting for a lock while the migration runs: once
+	// the migration commits, the two finish in either order.
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%host-late%' AND query NOT LIKE '%pg_stat_activity%'`).Scan(&n))
+		return n == 1
+	}, 10*time.Second, 10*time.Millisecond, "a process registered while the contract migration ran, or never")
+	require.NoError(t, <-migrated)
 	require.NoError(t, <-registered)
 }
 
