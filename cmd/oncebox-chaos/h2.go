@@ -189,6 +189,11 @@ func (f *lateFault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Whatever happens to the request, this handler must not answer it: returning
+	// would make net/http send an empty 200, and a client whose cancel races the
+	// read of that answer (Go's transport returns a response that arrives after it
+	// cancelled) would take an effect that never happened for a success.
+	defer panic(http.ErrAbortHandler)
 	if connClosed(r) {
 		f.counts.dropped.Add(1)
 		return
