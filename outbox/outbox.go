@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -169,6 +170,15 @@ func (ob *Outbox) registerWorkers(c *Config) (*river.Workers, error) {
 	return workers, nil
 }
 
+// reindexedIndexes is River's default reindexer list without the GIN indexes on
+// river_job's args and metadata, which migration 038 drops (v0.3.0): River would warn on
+// every run that they are missing. On a schema before 038 they stay, unreindexed.
+func reindexedIndexes() []string {
+	return slices.DeleteFunc(river.ReindexerIndexNamesDefault(), func(name string) bool {
+		return name == "river_job_args_index" || name == "river_job_metadata_index"
+	})
+}
+
 // riverConfig is the River client's configuration: in a process that works jobs, a
 // queue per vendor (unless NoDispatch), the maintenance queue, the notify queue and the
 // caller's extra queues, and the periodic jobs.
@@ -191,6 +201,7 @@ func riverConfig(c *Config, workers *river.Workers) *river.Config {
 		FetchCooldown:        c.FetchCooldown,
 		FetchPollInterval:    c.FetchPollInterval,
 		MaxAttempts:          c.riverMaxAttempts(),
+		ReindexerIndexNames:  reindexedIndexes(),
 	}
 	if !*c.Work {
 		return rc

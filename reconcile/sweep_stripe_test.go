@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/devkit/fakestripe"
+	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/reconcile"
 	"github.com/oncebox/oncebox/testkit/optest"
@@ -103,7 +104,7 @@ func TestStripeStaleKeyResendsUnderTheNextGeneration(t *testing.T) {
 	e.Start(t)
 	done := e.WaitStatus(t, op.ID, protocol.StatusSucceeded)
 	require.Equal(t, 1, fake.CreatedCount())
-	require.Equal(t, 1, e.Count(t, "SELECT count(*) FROM oncebox_attempt WHERE op_id = $1 AND vendor_key = $2", op.ID, newKey))
+	require.Equal(t, 1, e.Count(t, "SELECT count(*) FROM "+opstate.AttemptRows+" a WHERE op_id = $1 AND vendor_key = $2", op.ID, newKey))
 	pis, _ := fake.ByTag(vendorapi.TagKey, op.ID)
 	require.Len(t, pis, 1)
 	require.Equal(t, pis[0].ID, done.VendorRef)

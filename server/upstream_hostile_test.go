@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncebox/oncebox/devkit/fakemcp"
 	"github.com/oncebox/oncebox/doors/api"
+	"github.com/oncebox/oncebox/internal/opstate"
 	"github.com/oncebox/oncebox/outbox"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
@@ -227,7 +228,7 @@ func TestUpstreamRefusedConnectionIsNotSent(t *testing.T) {
 	ctx := context.Background()
 	require.Eventually(t, func() bool {
 		var n int
-		require.NoError(t, h.pool.QueryRow(ctx, "SELECT count(*) FROM oncebox_attempt WHERE finished_at IS NOT NULL").Scan(&n))
+		require.NoError(t, h.pool.QueryRow(ctx, "SELECT count(*) FROM "+opstate.AttemptRows+" a WHERE finished_at IS NOT NULL").Scan(&n))
 		return n >= 2
 	}, 30*time.Second, 50*time.Millisecond, "two attempts refused")
 	var st string
@@ -237,7 +238,7 @@ func TestUpstreamRefusedConnectionIsNotSent(t *testing.T) {
 	up.start()
 	waitStatus(t, h.pool, "mail.send_mail", "succeeded")
 	require.Len(t, fake.Mails(), 1)
-	rows, err := h.pool.Query(ctx, "SELECT attempt, coalesce(outcome, ''), coalesce(error, '') FROM oncebox_attempt ORDER BY attempt")
+	rows, err := h.pool.Query(ctx, "SELECT attempt, coalesce(outcome, ''), coalesce(error, '') FROM "+opstate.AttemptRows+" a ORDER BY attempt")
 	require.NoError(t, err)
 	defer rows.Close()
 	for rows.Next() {

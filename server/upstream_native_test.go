@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncebox/oncebox/client"
 	"github.com/oncebox/oncebox/devkit/fakemcp"
+	"github.com/oncebox/oncebox/internal/opstate"
 )
 
 // nativeUpstreamServer runs a whole server in front of a fake MCP server that
@@ -45,7 +46,7 @@ func opTrail(t *testing.T, pool *pgxpool.Pool) (key string, attemptKeys, outcome
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, pool.QueryRow(ctx, "SELECT vendor_key FROM oncebox_op").Scan(&key))
-	rows, err := pool.Query(ctx, "SELECT vendor_key, coalesce(outcome, '') FROM oncebox_attempt ORDER BY id")
+	rows, err := pool.Query(ctx, "SELECT vendor_key, coalesce(outcome, '') FROM "+opstate.AttemptRows+" a ORDER BY id NULLS LAST")
 	require.NoError(t, err)
 	for rows.Next() {
 		var k, o string

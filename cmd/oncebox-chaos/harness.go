@@ -369,9 +369,11 @@ func (h *harness) run(parent context.Context, start time.Time) (int, error) {
 			besideOld = 0
 			on, _ = h.switchSeen()
 		}
-		upgradeOK = h.up.migrated.Load() != 0 && int(h.up.replaced.Load()) == len(h.procs) && on == besideOld && off == len(h.procs)
-		fmt.Fprintf(h.cfg.Out, "upgrade_from=%.7s migrated_mid_run=%t replaced=%d/%d mixed_switch_on=%d/%d mixed_switch_off=%d/%d upgrade_ok=%t\n",
-			h.cfg.UpgradeFrom, h.up.migrated.Load() != 0, h.up.replaced.Load(), len(h.procs), on, besideOld, off, len(h.procs), upgradeOK)
+		contracted := !h.up.held.Load() || h.up.contracted.Load() != 0
+		upgradeOK = h.up.migrated.Load() != 0 && int(h.up.replaced.Load()) == len(h.procs) && on == besideOld && off == len(h.procs) && contracted
+		fmt.Fprintf(h.cfg.Out, "upgrade_from=%.7s migrated_mid_run=%t replaced=%d/%d mixed_switch_on=%d/%d mixed_switch_off=%d/%d contract_held=%t contract_applied=%t upgrade_ok=%t\n",
+			h.cfg.UpgradeFrom, h.up.migrated.Load() != 0, h.up.replaced.Load(), len(h.procs), on, besideOld, off, len(h.procs),
+			h.up.held.Load(), h.up.contracted.Load() != 0, upgradeOK)
 	}
 	// While the serve processes still run: their periodic role seals the audit log.
 	h.auditUnsealed = h.waitSealed(ctx)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -34,6 +35,11 @@ type upgrade struct {
 	mixed atomic.Bool
 	// replaced counts the processes replaced by this tree's binary.
 	replaced atomic.Int64
+	// held says that the mid-run migrate held a contract migration of this tree (exit
+	// status 3: the previous release's processes were live), and contracted is when the
+	// migrate run after the last replacement applied it (unix nanoseconds, 0: not yet).
+	held       atomic.Bool
+	contracted atomic.Int64
 }
 
 // buildPrevious builds the previous release's oncebox from its commit: the commit's
@@ -61,7 +67,10 @@ func (h *harness) buildPrevious(ctx context.Context, root string) error {
 // upgradeLoop is the rolling upgrade during the chaos: this tree's oncebox migrate at a
 // quarter of the enqueueing, while only the previous release serves, then the processes
 // replaced by this tree's binary one by one (SIGTERM, start), spread over the next third
-// of it. Kills and faults go on throughout. A process is replaced only once the one
+// of it. A contract migration of this tree is held by that first migrate (the previous
+// release serves: exit status 3, the migrations before it applied), and applied by
+// `oncebox migrate --wait` once the last process is replaced, as an operator would:
+// binaries first, then the contract, under the same chaos. Kills and faults go on throughout. A process is replaced only once the one
 // replaced before it has seen the previous release still serving (the verdict's
 // mixed-version switch; at most 15 s). An upgrade is never left half done: if the chaos
 // ends first (the kill loops holding the processes, or a slow migration, ate the
@@ -123,7 +132,40 @@ func (h *harness) upgradeLoop(chaos, run context.Context) error {
 			}()
 		}
 	}
+	if !h.up.held.Load() {
+		return nil
+	}
+	if err := h.migrateContract(run); err != nil {
+		return err
+	}
+	h.up.contracted.Store(time.Now().UnixNano())
+	h.logger.Info("contract migration applied once every process runs this tree's binary")
 	return nil
+}
+
+// migrateContract runs this tree's oncebox migrate --wait after the last replacement:
+// it waits out the previous release's processes that are still live in the registry (a
+// SIGKILLed one for its lease) and applies the held contract migration. A failed run
+// (the chaos crashing Postgres under it) is run again, as in migrateMidRun.
+func (h *harness) migrateContract(ctx context.Context) error {
+	const tries = 5
+	for try := 1; ; try++ {
+		wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		out, err := h.oncebox(wait, "migrate", "--wait", "--database-url", h.dbURL)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if try == tries || ctx.Err() != nil {
+			return fmt.Errorf("this tree's oncebox migrate --wait, after the last replacement (%d tries): %w\n%s", try, err, out)
+		}
+		h.logger.Info("this tree's oncebox migrate --wait failed; running it again", slog.Int("try", try),
+			slog.String("output", strings.TrimSpace(string(out))))
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // oldProtocol is the protocol the previous release's processes speak, read after this
@@ -164,7 +206,11 @@ func logHas(path, s string) bool {
 	return err == nil && strings.Contains(string(b), s)
 }
 
-// migrateMidRun runs this tree's oncebox migrate as an operator would: the chaos may
+// migrateHeld is oncebox migrate's exit status when it held a contract migration.
+const migrateHeld = 3
+
+// migrateMidRun runs this tree's oncebox migrate as an operator would (a held contract
+// migration is not a failure: upgrade.held): the chaos may
 // restart or crash Postgres under it (a migration's connection then ends with 57P01),
 // and each migration is one transaction, so a failed run is run again, a few times. A
 // migration that fails for any other reason fails every time, and the run with it.
@@ -173,6 +219,12 @@ func (h *harness) migrateMidRun(ctx context.Context) error {
 	for try := 1; ; try++ {
 		out, err := h.oncebox(ctx, "migrate", "--database-url", h.dbURL)
 		if err == nil {
+			return nil
+		}
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) && exit.ExitCode() == migrateHeld {
+			h.up.held.Store(true)
+			h.logger.Info("this tree's contract migration is held while the previous release serves",
+				slog.String("output", strings.TrimSpace(string(out))))
 			return nil
 		}
 		if try == tries || ctx.Err() != nil {

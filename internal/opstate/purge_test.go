@@ -102,8 +102,9 @@ func TestPurgeKeepsAnOpItsRetentionFromItsSettling(t *testing.T) {
 // the rolling upgrade to this release, reads expires_at alone; so this release still
 // moves it as an op settles (retentionStart), or v0.1.0 would delete an op settled ten
 // days after its creation at once, and a retry of its key would run it again. Its
-// sqlPurgeBatch is copied from v0.1.0 (80dc385). Compatibility with v0.1.0: v0.3.0
-// removes this test with retentionStart.
+// sqlPurgeBatch is copied from v0.1.0 (80dc385). v0.3.0's clean run no longer moves it
+// (clean runs happen only while no v0.1.0 process is live); every other settling still
+// does. Compatibility with v0.1.0: it goes with retentionStart.
 func TestV010PurgeKeepsAnOpThisReleaseSettledLate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

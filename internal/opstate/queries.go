@@ -27,8 +27,8 @@ const keptFor = `coalesce(retention, expires_at - created_at)`
 
 // expiry is when an op may be purged, as every reader shows it (OpColumns' expires_at).
 // The expires_at column is only a lower bound of it: set to created_at + TTL at insert,
-// it may stay there (v0.3.0 will no longer move it, so that a dispatch's update changes no
-// indexed column), and the purge's index finds candidates by it. A terminal op is kept
+// it may stay there (from v0.3.0 a clean run no longer moves it, so that a dispatch's
+// update changes no indexed column), and the purge's index finds candidates by it. A terminal op is kept
 // its retention from its last update (the one that made it terminal: nothing updates a
 // terminal op's row but the purge, which leaves updated_at alone), or until expires_at
 // when a release moved it later (v0.1.0 and v0.2.0 set it at the terminal transition).
@@ -42,9 +42,12 @@ const expiry = `CASE WHEN status IN ('succeeded', 'failed', 'rejected')
 // purge reads expires_at alone, and would delete an op that settled long after its
 // creation (an approval after a weekend) as soon as it settled, while v0.1.0 processes
 // still run beside this release during a rolling upgrade. Every write that may make an
-// op terminal sets it under the same flag that drops the sealed args: the transition's,
-// true exactly when the target is terminal. Compatibility with v0.1.0: v0.3.0 removes it
-// (and with it the dispatch's last change of an indexed column on oncebox_op).
+// op terminal on a path a v0.1.0 process may run beside sets it under the same flag that
+// drops the sealed args: the transition's, true exactly when the target is terminal.
+// From v0.3.0 the clean run's record (sqlRecordClean), the dispatch's hot path, no
+// longer does: clean runs happen only while no v0.1.0 process is live. The other paths
+// (a claim committed first, the reconciler, a person) keep it until upgrades from
+// v0.1.0 are no longer supported.
 const retentionStart = `now() + ` + keptFor
 
 // sqlClaimPending is the fast path of a claim: a pending op is committed as dispatching
@@ -92,9 +95,35 @@ const FoldedAttempt = `o.attempts, NULL::uuid, o.vendor_key, nullif(o.heard_job_
 	CASE WHEN o.status = 'succeeded' THEN 'succeeded' ELSE 'permanent' END,
 	CASE WHEN o.status = 'succeeded' THEN NULL ELSE coalesce(o.error->>'message', o.error->>'code') END, o.vendor_ref`
 
+// foldsAttempt is, in sqlRecordClean's update (column names are the op's values before
+// it), whether the clean run's attempt is folded into the op row (migration 037) instead
+// of written as a row: when the op ends terminal ($12) and the attempt row would say
+// nothing FoldedAttempt does not read off the op row: its outcome ($9) and error ($10)
+// are those of the op's status ($2) and error ($4), and its object ($5) is the op's.
+const foldsAttempt = `$12::boolean
+		AND $9 = CASE WHEN $2 = 'succeeded' THEN 'succeeded' ELSE 'permanent' END
+		AND nullif($10, '') IS NOT DISTINCT FROM CASE WHEN $2 = 'succeeded' THEN NULL ELSE coalesce($4::json->>'message', $4::json->>'code') END
+		AND (nullif($5, '') IS NOT NULL OR vendor_ref IS NULL)`
+
+// AttemptRows is every op's attempts as one relation, for a FROM clause (aliased): the
+// rows of oncebox_attempt and the attempts folded into op rows (FoldedAttempt), with
+// oncebox_attempt's columns but worker; id is NULL for a folded attempt. Tests and
+// reports that count attempts read this, not the table.
+const AttemptRows = `(SELECT a.id, a.op_id, a.attempt, a.token, a.vendor_key, a.job_id, a.started_at, a.finished_at,
+		a.outcome, a.error, a.vendor_ref
+	FROM oncebox_attempt a
+	UNION ALL
+	SELECT NULL::bigint, o.id, ` + FoldedAttempt + `
+	FROM oncebox_op o WHERE o.clean_finished_at IS NOT NULL)`
+
 // sqlRecordClean records the answer of a clean run that called its vendor without a claim
 // commit (River's fetch was the claim): the op goes from pending to its new status and
-// its finished attempt row is inserted, in one statement. It applies only while the op
+// its finished attempt is kept, in one statement: folded into the op row when the op
+// ends terminal with nothing the row does not hold (foldsAttempt), as a row otherwise.
+// It leaves expires_at alone (the purge reads the terminal op's updated_at, see
+// expiry): clean runs happen only while no v0.1.0 process, whose purge reads
+// expires_at alone, is live (internal/fleet), and with nothing indexed changed the
+// update is HOT (migration 038). It applies only while the op
 // is still pending, no other run has been heard since this one read the op ($15, $16:
 // heard_job_id and heard_job_attempt as read), and the River job row is still this run
 // (job $13 running at attempt $14, locked FOR UPDATE so that a concurrent rescue waits
@@ -117,18 +146,18 @@ WITH j AS (
 		attempt_token = CASE WHEN $2 = 'unknown' THEN (SELECT token FROM t) ELSE NULL END,
 		stale_key = $6, args = coalesce($7, args), next_check_at = $8, updated_at = now(),
 		sealed_args = CASE WHEN $12::boolean THEN NULL ELSE sealed_args END,
-		expires_at = CASE WHEN $12::boolean THEN ` + retentionStart + ` ELSE expires_at END,
+		clean_finished_at = CASE WHEN ` + foldsAttempt + ` THEN now() END,
 		resend_before = $11,
 		dispatch_started_at = (SELECT attempted_at FROM j),
 		key_first_sent_at = coalesce(key_first_sent_at, (SELECT attempted_at FROM j)),
 		heard_job_id = $13, heard_job_attempt = $17
 	WHERE id = $1 AND status = 'pending' AND heard_job_id IS NOT DISTINCT FROM $15::bigint
 		AND heard_job_attempt IS NOT DISTINCT FROM $16::int AND EXISTS (SELECT 1 FROM j)
-	RETURNING attempts, vendor_key, dispatch_started_at
+	RETURNING attempts, vendor_key, dispatch_started_at, clean_finished_at IS NOT NULL AS folded
 ), a AS (
 	INSERT INTO oncebox_attempt (op_id, attempt, token, vendor_key, job_id, started_at, finished_at, outcome, error, vendor_ref)
 	SELECT $1, attempts, (SELECT token FROM t), vendor_key, $13, dispatch_started_at, now(), $9, nullif($10, ''), nullif($5, '')
-	FROM r
+	FROM r WHERE NOT folded
 ), d AS (
 	DELETE FROM river_job WHERE id = $13 AND $18::boolean AND $12::boolean AND EXISTS (SELECT 1 FROM r)
 )
@@ -351,7 +380,7 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 // insert-time expires_at passed long ago) or settled late: a batch looks at $1 ops, plus
 // the steps' ops kept for their parent, plus the rows locked by others. Moving it is not
 // a dispatch's write (those change no indexed column from v0.3.0 on) and happens once per
-// retention of an op that outlived its first expires_at; the retention of an op stored
+// retention of an op that outlived its first expires_at by more than purgeSlack; the retention of an op stored
 // before migration 012 is fixed first, as it was inferred from expires_at.
 //
 // A step's op (key "~step/<parent id>/…", steps.Key) is kept while its composite parent
@@ -364,12 +393,21 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 // oncebox_op_ref row goes with the op, migration 034's trigger), so that a refund
 // of a payment whose op was purged is still admitted (vendorapi.Tool.Objects); a reference a
 // person typed is not kept (it never made the object the tenant's).
+// purgeSlack is how long after its expires_at the purge first looks at an op. A clean
+// run leaves expires_at at the op's creation plus its TTL (v0.3.0), and the op's expiry
+// is its settling plus its TTL, seconds later: looking at it that much later finds it
+// due, and deletes it without first moving its expires_at, an update of an indexed
+// column (a non-HOT update, with an entry in each of the op's indexes) that every op
+// would otherwise pay once. An op is purged up to this much later than its retention
+// promises, never earlier.
+const purgeSlack = "1 minute"
+
 const sqlPurgeBatch = `
 WITH seen AS (
 	SELECT id, status = ANY($3::text[]) AND updated_at + ` + keptFor + ` < now() AS due,
 		CASE WHEN status = ANY($3::text[]) THEN updated_at ELSE now() END + ` + keptFor + ` AS later
 	FROM oncebox_op o
-	WHERE expires_at < now()
+	WHERE expires_at < now() - interval '` + purgeSlack + `'
 		AND NOT (idempotency_key LIKE '~step/%' AND EXISTS (SELECT 1 FROM oncebox_op p
 			WHERE p.tenant_id = o.tenant_id AND p.status <> ALL($3::text[])
 				AND p.id = CASE WHEN split_part(o.idempotency_key, '/', 2) ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
