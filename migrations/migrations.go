@@ -262,6 +262,23 @@ func Latest() int {
 	return all[len(all)-1].Version
 }
 
+// LatestExpand returns the highest expand migration this binary knows: the one a schema
+// must have for the binary to run on it (its own contract migrations after it may be
+// missing, CheckSchemaOf).
+func LatestExpand() int {
+	all, err := All()
+	if err != nil {
+		panic(fmt.Sprintf("migrations: embedded migrations unreadable: %v", err))
+	}
+	v := 0
+	for _, m := range all {
+		if !m.Contract {
+			v = m.Version
+		}
+	}
+	return v
+}
+
 // Schema is what the database's oncebox_migration says about its schema.
 type Schema struct {
 	// Applied is the highest oncebox migration applied (0 for none).
