@@ -29,6 +29,13 @@
 -- it, internal/opstate); once this is applied, binaries that do not know it refuse to run
 -- (migrations.CheckSchema), and `oncebox migrate` holds it while a process of such a
 -- release is live (migrations.ContractHeldError): roll the binaries first, then migrate.
+--
+-- Each DROP INDEX takes its table's ACCESS EXCLUSIVE lock until the migration commits, and
+-- waits for every transaction that reads the table; writes queue behind it meanwhile. A
+-- long reader (a finance report over a year) would stall every enqueue and dispatch for as
+-- long, so the wait is bounded: after 10 s the migration fails (SQLSTATE 55P03), changes
+-- nothing, and `oncebox migrate` can be run again.
+SET LOCAL lock_timeout = '10s';
 DROP INDEX IF EXISTS oncebox_op_pending;
 DROP INDEX IF EXISTS oncebox_op_unresolved;
 DROP INDEX IF EXISTS oncebox_op_review;
