@@ -9,7 +9,7 @@ import (
 
 // Base is the version of the code in this tree: the release it is, or the next release
 // with "-dev" while that one is unreleased. CHANGELOG.md has one section per version.
-const Base = "v0.3.0"
+const Base = "v0.4.0-dev"
 
 // version overrides Base when a build sets it:
 // go build -ldflags "-X github.com/oncebox/oncebox/internal/release.version=v0.2.0".
