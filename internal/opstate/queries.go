@@ -28,8 +28,8 @@ const keptFor = `coalesce(retention, expires_at - created_at)`
 // expiry is when an op may be purged, as every reader shows it (OpColumns' expires_at).
 // The expires_at column is only a lower bound of it: set to created_at + TTL at insert,
 // it may stay there (from v0.3.0 a clean run no longer moves it, so that a dispatch's
-// update changes no indexed column), and the purge's index finds candidates by it. A terminal op is kept
-// its retention from its last update (the one that made it terminal: nothing updates a
+// update changes no indexed column), and the purge's index finds candidates by it. A
+// terminal op is kept its retention from its last update (the one that made it terminal: nothing updates a
 // terminal op's row but the purge, which leaves updated_at alone), or until expires_at
 // when a release moved it later (v0.1.0 and v0.2.0 set it at the terminal transition).
 // An op not yet terminal shows its creation plus its TTL, a lower bound: the clock
@@ -368,6 +368,15 @@ const sqlCheckSoon = `
 UPDATE oncebox_op SET next_check_at = now()
 WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 
+// purgeSlack is how long after its expires_at the purge first looks at an op. A clean
+// run leaves expires_at at the op's creation plus its TTL (v0.3.0), and the op's expiry
+// is its settling plus its TTL, seconds later: looking at it that much later finds it
+// due, and deletes it without first moving its expires_at, an update of an indexed
+// column (a non-HOT update, with an entry in each of the op's indexes) that every op
+// would otherwise pay once. An op is purged up to this much later than its retention
+// promises, never earlier.
+const purgeSlack = "1 minute"
+
 // sqlPurgeBatch looks at up to $1 ops whose expires_at (the lower bound of their
 // expiry, indexed) has passed, oldest first, and returns how many it looked at and how
 // many it deleted. It deletes those whose expiry has passed (see expiry: terminal, in
@@ -380,8 +389,9 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 // insert-time expires_at passed long ago) or settled late: a batch looks at $1 ops, plus
 // the steps' ops kept for their parent, plus the rows locked by others. Moving it is not
 // a dispatch's write (those change no indexed column from v0.3.0 on) and happens once per
-// retention of an op that outlived its first expires_at by more than purgeSlack; the retention of an op stored
-// before migration 012 is fixed first, as it was inferred from expires_at.
+// retention of an op that outlived its first expires_at by more than purgeSlack; the
+// retention of an op stored before migration 012 is fixed first, as it was inferred
+// from expires_at.
 //
 // A step's op (key "~step/<parent id>/…", steps.Key) is kept while its composite parent
 // is not settled, whatever its own TTL: the run reads its steps' ops to know what was
@@ -393,15 +403,6 @@ WHERE id = ANY($1::uuid[]) AND status = 'unknown' AND next_check_at > now()`
 // oncebox_op_ref row goes with the op, migration 034's trigger), so that a refund
 // of a payment whose op was purged is still admitted (vendorapi.Tool.Objects); a reference a
 // person typed is not kept (it never made the object the tenant's).
-// purgeSlack is how long after its expires_at the purge first looks at an op. A clean
-// run leaves expires_at at the op's creation plus its TTL (v0.3.0), and the op's expiry
-// is its settling plus its TTL, seconds later: looking at it that much later finds it
-// due, and deletes it without first moving its expires_at, an update of an indexed
-// column (a non-HOT update, with an entry in each of the op's indexes) that every op
-// would otherwise pay once. An op is purged up to this much later than its retention
-// promises, never earlier.
-const purgeSlack = "1 minute"
-
 const sqlPurgeBatch = `
 WITH seen AS (
 	SELECT id, status = ANY($3::text[]) AND updated_at + ` + keptFor + ` < now() AS due,
