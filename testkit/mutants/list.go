@@ -49,6 +49,15 @@ func List() []Mutant {
 			Tests:    []string{"TestPurgeBatchLooksAtABoundedSet"},
 		},
 		{
+			Name:     "stale-snooze-applied",
+			Breaks:   "an earlier run's River snooze applied again (a completer batch retried after a network cut) moves the next run's job back to scheduled at the same attempt: that attempt runs twice, both runs clean, two vendor calls",
+			File:     "migrations/039_stale_snooze.up.sql",
+			Old:      "    RETURN OLD;",
+			New:      "    RETURN NEW;",
+			Packages: []string{"./dispatch/"},
+			Tests:    []string{"TestAStaleSnoozeDoesNotRunAnAttemptTwice"},
+		},
+		{
 			Name:     "settle-leaves-expires-at-for-v010",
 			Breaks:   "a settling no longer moves expires_at while v0.1.0 may run: v0.1.0's purge, which reads expires_at alone, deletes an op that settled long after its creation at once",
 			File:     "internal/opstate/queries.go",
