@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -80,6 +82,7 @@ type checkoutEnv struct {
 	base, token     string
 	pay, mail, hook *fakewebhook.Server
 	tenants         *tenant.Store
+	pool            *pgxpool.Pool
 }
 
 func checkoutServer(t *testing.T) checkoutEnv {
@@ -115,6 +118,7 @@ func checkoutServerOfConfig(t *testing.T, edit func(string) string, adjust func(
 	_, e.base = runServer(t, context.Background(), cfg)
 	var err error
 	e.tenants = tenant.NewStore(pool)
+	e.pool = pool
 	_, e.token, err = e.tenants.Create(context.Background(), "acme")
 	require.NoError(t, err)
 	return e
@@ -379,7 +383,15 @@ func (e checkoutEnv) waitPastTheChargesTTL(t *testing.T, key string) (receipt st
 		status, body := getJSON(t, e.base, e.token, receipt)
 		return status == http.StatusOK && strings.Contains(body, `"status":"awaiting_approval"`)
 	}, 20*time.Second, 100*time.Millisecond, "the receipt's op waits for approval")
-	time.Sleep(4 * time.Second) // the charge's TTL (1 s) and a dozen purges (300 ms)
+	// The purge looks at an op a minute after its expires_at (opstate's purgeSlack): the
+	// charge's op is made to have settled, and expired, two minutes ago, so that a dozen
+	// purges (300 ms) find it due.
+	tag, err := e.pool.Exec(context.Background(), `UPDATE oncebox_op SET created_at = created_at - interval '2 minutes',
+		updated_at = updated_at - interval '2 minutes', expires_at = expires_at - interval '2 minutes'
+		WHERE idempotency_key = $1 AND status = 'succeeded'`, "~step/"+parent.ID+"/charge")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected(), "the charge's op settled")
+	time.Sleep(4 * time.Second)
 	require.Equal(t, 1, e.pay.EffectCount(), "the charge was made once, and not again while the receipt waits")
 	return receipt
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/migrations"
+	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/testkit/dbtest"
 )
 
