@@ -145,27 +145,10 @@ func (h *harness) upgradeLoop(chaos, run context.Context) error {
 
 // migrateContract runs this tree's oncebox migrate --wait after the last replacement:
 // it waits out the previous release's processes that are still live in the registry (a
-// SIGKILLed one for its lease) and applies the held contract migration. A failed run
-// (the chaos crashing Postgres under it) is run again, as in migrateMidRun.
+// SIGKILLed one for its lease) and applies the held contract migration, each try for at
+// most 2 minutes; failed tries are run again as in migrateMidRun.
 func (h *harness) migrateContract(ctx context.Context) error {
-	const tries = 5
-	for try := 1; ; try++ {
-		wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		out, err := h.oncebox(wait, "migrate", "--wait", "--database-url", h.dbURL)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if try == tries || ctx.Err() != nil {
-			return fmt.Errorf("this tree's oncebox migrate --wait, after the last replacement (%d tries): %w\n%s", try, err, out)
-		}
-		h.logger.Info("this tree's oncebox migrate --wait failed; running it again", slog.Int("try", try),
-			slog.String("output", strings.TrimSpace(string(out))))
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
-		}
-	}
+	return h.migrateTries(ctx, "after the last replacement", 2*time.Minute, false, "--wait")
 }
 
 // oldProtocol is the protocol the previous release's processes speak, read after this
@@ -210,27 +193,43 @@ func logHas(path, s string) bool {
 const migrateHeld = 3
 
 // migrateMidRun runs this tree's oncebox migrate as an operator would (a held contract
-// migration is not a failure: upgrade.held): the chaos may
-// restart or crash Postgres under it (a migration's connection then ends with 57P01),
-// and each migration is one transaction, so a failed run is run again, a few times. A
-// migration that fails for any other reason fails every time, and the run with it.
+// migration is not a failure: upgrade.held), in the middle of the run (migrateTries).
 func (h *harness) migrateMidRun(ctx context.Context) error {
+	return h.migrateTries(ctx, "in the middle of the run", 0, true)
+}
+
+// migrateTries runs this tree's oncebox migrate with flags, each try for at most limit
+// (0: no limit of its own): the chaos may restart or crash Postgres under it (a
+// migration's connection then ends with 57P01), and each migration is one transaction,
+// so a failed run is run again, a few times. A migration that fails for any other reason
+// fails every time, and the run with it. With held, exit status 3 (a contract migration
+// held) ends it without error and sets upgrade.held; without, it is a failed try (with
+// --wait: the try's limit ran out while older processes held it). when says when it
+// runs, for its messages.
+func (h *harness) migrateTries(ctx context.Context, when string, limit time.Duration, held bool, flags ...string) error {
 	const tries = 5
+	args := append(append([]string{"migrate"}, flags...), "--database-url", h.dbURL)
+	name := strings.Join(append([]string{"oncebox migrate"}, flags...), " ")
 	for try := 1; ; try++ {
-		out, err := h.oncebox(ctx, "migrate", "--database-url", h.dbURL)
+		tryCtx, cancel := ctx, context.CancelFunc(func() {})
+		if limit > 0 {
+			tryCtx, cancel = context.WithTimeout(ctx, limit)
+		}
+		out, err := h.oncebox(tryCtx, args...)
+		cancel()
 		if err == nil {
 			return nil
 		}
-		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) && exit.ExitCode() == migrateHeld {
+		if exit := (*exec.ExitError)(nil); held && errors.As(err, &exit) && exit.ExitCode() == migrateHeld {
 			h.up.held.Store(true)
 			h.logger.Info("this tree's contract migration is held while the previous release serves",
 				slog.String("output", strings.TrimSpace(string(out))))
 			return nil
 		}
 		if try == tries || ctx.Err() != nil {
-			return fmt.Errorf("this tree's oncebox migrate, in the middle of the run (%d tries): %w\n%s", try, err, out)
+			return fmt.Errorf("this tree's %s, %s (%d tries): %w\n%s", name, when, try, err, out)
 		}
-		h.logger.Info("this tree's oncebox migrate failed mid-run; running it again", slog.Int("try", try),
+		h.logger.Info("this tree's "+name+" failed; running it again", slog.String("when", when), slog.Int("try", try),
 			slog.String("output", strings.TrimSpace(string(out))))
 		select {
 		case <-ctx.Done():
