@@ -63,6 +63,12 @@ const (
 	// ProblemStoreUnavailable: the database cannot be reached; retry with the same
 	// key after Retry-After (503).
 	ProblemStoreUnavailable = ProblemBase + "store-unavailable"
+	// ProblemTenantMoving: the tenant is being moved to another cell
+	// (docs/scaling.md); nothing was recorded; retry after Retry-After (503).
+	ProblemTenantMoving = ProblemBase + "tenant-moving"
+	// ProblemCellUnavailable: the cell that holds the tenant cannot be reached;
+	// nothing was recorded; retry after Retry-After (503).
+	ProblemCellUnavailable = ProblemBase + "cell-unavailable"
 	// ProblemPolicyChanged: the op's approval policy changed since it started
 	// waiting, so an approval is refused; the op keeps waiting (409).
 	ProblemPolicyChanged = ProblemBase + "policy-changed"
@@ -198,6 +204,10 @@ func ProblemTitle(problemType string) string {
 		return "Too many audit exports at once"
 	case ProblemStoreUnavailable:
 		return "The database is unavailable"
+	case ProblemTenantMoving:
+		return "The tenant is being moved to another cell"
+	case ProblemCellUnavailable:
+		return "The tenant's cell is unavailable"
 	case ProblemVendorUnavailable:
 		return "The vendor cannot be asked about an object the call names"
 	case ProblemBudgetExceeded:

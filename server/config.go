@@ -259,6 +259,17 @@ type Config struct {
 	// MaxWaitsPerTenant caps the ?wait= requests one tenant may hold open in one
 	// process; past it they are answered 429 with Retry-After. Defaults to 100.
 	MaxWaitsPerTenant int
+	// Cells are the installation's cells other than the home cell (DATABASE_URL), as
+	// name=postgres-URL pairs separated by commas (--cells, docs/scaling.md): each is
+	// registered first with `oncebox cell add`. Empty, the default: one cell, today's
+	// installation. NewCells serves them; New refuses them.
+	Cells string
+	// CellDirectoryRefresh is how often a process with cells reads the directory again
+	// (which cell holds which tenant). Defaults to 1s.
+	CellDirectoryRefresh time.Duration
+	// embedded is set for a cell's Server inside Cells: the router in front serves its
+	// handler and its probes.
+	embedded bool
 	// MaxAuditExports caps the audit exports (GET /v1/audit and the console's
 	// downloads, together) one process streams at once, each on a connection of the
 	// API's pool; past it they are answered 429 with
@@ -433,6 +444,7 @@ func Defaults() Config {
 		APIDBConns:              10,
 		MaxWaitsPerTenant:       100,
 		MaxAuditExports:         2,
+		CellDirectoryRefresh:    time.Second,
 	}
 }
 
@@ -441,6 +453,9 @@ func Defaults() Config {
 func (c *Config) validate() error {
 	if c.DatabaseURL == "" {
 		return errors.New("no database: set DATABASE_URL (or run `oncebox dev`, which finds or starts a Postgres)")
+	}
+	if c.Cells != "" && !c.embedded {
+		return errors.New("--cells: this process serves several cells: build it with NewCells")
 	}
 	if !c.Roles.API && !c.Roles.Worker && !c.Roles.Periodic {
 		return errors.New("no role to run: --roles must name at least one of api, worker, periodic")

@@ -1132,8 +1132,9 @@ func (s *Server) Listen() (net.Addr, error) {
 // resend under the same key; nothing is lost). Long polls answer at once and MCP
 // streams end.
 func (s *Server) Run(ctx context.Context) error {
-	// What can fail comes first, so that a failure leaves no worker running.
-	if s.handler != nil {
+	// What can fail comes first, so that a failure leaves no worker running. A cell's
+	// Server (embedded) is served by the router in front (Cells).
+	if s.handler != nil && !s.cfg.embedded {
 		if _, err := s.Listen(); err != nil {
 			return err
 		}
@@ -1211,7 +1212,7 @@ func runBeside(ctx context.Context, f func(context.Context)) (stop func()) {
 // channel gets what Serve returns.
 func (s *Server) serveHTTP() (*http.Server, chan error) {
 	httpErr := make(chan error, 1)
-	if s.handler == nil {
+	if s.handler == nil || s.cfg.embedded {
 		return nil, httpErr
 	}
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: min(10*time.Second, s.cfg.HTTPReadTimeout),
@@ -1233,13 +1234,16 @@ func (s *Server) shutdown(ctx context.Context, srv *http.Server, runErr error) e
 	httpDone := make(chan struct{})
 	go func() {
 		defer close(httpDone)
-		if srv == nil {
+		if srv == nil && !s.cfg.embedded {
 			return
 		}
 		if s.api != nil {
 			s.api.EndWaits()
 		}
 		s.endStreams()
+		if srv == nil {
+			return // the router in front shuts its HTTP server down
+		}
 		if err := srv.Shutdown(shutdownCtx); err != nil {
 			s.logger.Warn("HTTP requests still open at the end of the grace period", slog.Any("error", err))
 		}

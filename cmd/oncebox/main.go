@@ -55,6 +55,8 @@ func Main(ctx context.Context, args []string) int {
 		err = runDev(ctx, rest)
 	case "migrate":
 		err = runMigrate(ctx, rest)
+	case "cell":
+		err = runCell(ctx, rest)
 	case "tenant":
 		err = runTenant(ctx, rest)
 	case "policy":
@@ -118,7 +120,9 @@ Usage: oncebox <command> [flags]
   serve                        run the API, the workers and the periodic jobs (see --roles)
   migrate [--wait]             apply oncebox's and River's migrations (safe to run twice, or at once); a
                                contract migration waits while an older release runs (exit 3, or --wait)
-  tenant create NAME           create a tenant and print its agent API token (shown once)
+  tenant create NAME [--cell C] create a tenant (in cell C: with --cells) and print its agent API token
+  tenant move NAME --to CELL [--dry-run]   move a tenant to another cell, losing and doubling nothing
+  cell add NAME --cell-url URL | cell list  register a cell (an empty database) | list the cells
   tenant token create [--role agent|approver|admin|operator] [--person P] NAME
                                add a token to a tenant and print it (shown once; --format json)
   tenant token list [NAME]     list tokens: id, prefix, role, revoked (--format json)

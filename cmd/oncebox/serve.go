@@ -28,6 +28,14 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopTracing()
+	if cfg.Cells != "" {
+		cs, err := server.NewCells(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		defer cs.Close()
+		return cs.Run(ctx)
+	}
 	srv, err := server.New(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oncebox/oncebox/cells"
 	"github.com/oncebox/oncebox/tenant"
 	"github.com/oncebox/oncebox/vendoraccount"
 )
@@ -35,11 +36,16 @@ func runTenant(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "vendor" {
 		return runTenantVendor(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "move" {
+		return runTenantMove(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	g := addGlobalFlags(fs)
 	roleName := fs.String("role", string(tenant.RoleAgent), "role of a new token: agent, auditor, approver, admin or operator")
 	person := fs.String("person", "", "with token create: the person the token belongs to (an email); four-eyes rules count a person once")
 	format := fs.String("format", "text", "text or json")
+	cell := fs.String("cell", "", "with create: the cell to create the tenant in (default: the home cell, DATABASE_URL's)")
+	cellsFlag := secretVar(fs, "cells", "ONCEBOX_CELLS", "", "with create --cell: the cells other than the home cell, as serve's --cells")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +54,20 @@ func runTenant(ctx context.Context, args []string) error {
 	}
 	if *format != "text" && *format != "json" {
 		return &exitError{code: 2, err: fmt.Errorf("--format %q: want text or json", *format)}
+	}
+	if rest := fs.Args(); *cell != "" && *cell != cells.Home {
+		if len(rest) != 2 || rest[0] != "create" {
+			return &exitError{code: 2, err: errors.New("--cell is for tenant create; other tenant commands take the cell's own --database-url")}
+		}
+		return createInCell(ctx, g.databaseURL(), *cellsFlag, rest[1], *cell, func(store *tenant.Store, name string) error {
+			_, token, err := store.Create(ctx, name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "tenant %q created in cell %s; its agent API token follows (shown once, only its hash is stored)\n", name, *cell)
+			c := tenantCtx{out: os.Stdout, json: *format == "json"}
+			return c.printToken(name, tenant.RoleAgent, token)
+		})
 	}
 	role, err := tenant.ParseRole(*roleName)
 	if err != nil {

@@ -1,0 +1,479 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oncebox/oncebox/cells"
+	"github.com/oncebox/oncebox/protocol"
+	"github.com/oncebox/oncebox/tenant"
+)
+
+// CellURL names one cell's database.
+type CellURL struct {
+	Name string
+	URL  string
+}
+
+// ParseCells parses --cells: name=postgres-URL pairs separated by commas.
+func ParseCells(s string) ([]CellURL, error) {
+	var out []CellURL
+	seen := map[string]bool{cells.Home: true}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, u, ok := strings.Cut(part, "=")
+		if !ok || u == "" {
+			return nil, fmt.Errorf("--cells: want name=postgres-URL pairs separated by commas, not %q", redactURL(part))
+		}
+		if err := cells.CheckName(name); err != nil {
+			return nil, fmt.Errorf("--cells: %w", err)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("--cells: cell %q named twice (the home cell is DATABASE_URL's)", name)
+		}
+		seen[name] = true
+		out = append(out, CellURL{Name: name, URL: u})
+	}
+	return out, nil
+}
+
+// redactURL returns s with a URL's password cut out, for an error.
+func redactURL(s string) string {
+	name, rest, ok := strings.Cut(s, "=")
+	if !ok {
+		rest, name = s, ""
+	}
+	if u, err := url.Parse(rest); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		rest = u.String()
+	}
+	if name == "" {
+		return rest
+	}
+	return name + "=" + rest
+}
+
+// routeTimeout bounds how long the router waits for the cells to check a credential.
+const routeTimeout = 5 * time.Second
+
+// cellCookie names the cell of a console session: the console's pages go to the cell
+// that signed the person in.
+const cellCookie = "oncebox_cell"
+
+// Cells is one oncebox process serving several cells (docs/scaling.md): a whole Server
+// per cell (its pools, River client, periodic jobs and doors), and in front of them a
+// router that sends each call to its tenant's cell, read from the directory.
+type Cells struct {
+	cfg      Config
+	logger   *slog.Logger
+	names    []string // the home cell first
+	servers  map[string]*Server
+	dir      *cells.Directory
+	handler  http.Handler
+	listener net.Listener
+	healthL  net.Listener
+	stopping chan struct{}
+	stopOnce sync.Once
+}
+
+// NewCells builds a Server for the home cell (cfg.DatabaseURL) and each of cfg.Cells,
+// checks that each database is the directory's cell of that name, and the router.
+func NewCells(ctx context.Context, cfg Config, logger *slog.Logger) (*Cells, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	list, err := ParseCells(cfg.Cells)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CellDirectoryRefresh <= 0 {
+		return nil, errors.New("--cell-directory-refresh must be positive")
+	}
+	c := &Cells{cfg: cfg, logger: logger, servers: map[string]*Server{}, stopping: make(chan struct{})}
+	all := append([]CellURL{{Name: cells.Home, URL: cfg.DatabaseURL}}, list...)
+	for _, cu := range all {
+		ccfg := cfg
+		ccfg.Cells, ccfg.DatabaseURL, ccfg.HealthAddr, ccfg.Listener, ccfg.embedded = "", cu.URL, "", nil, true
+		srv, err := New(ctx, ccfg, logger.With(slog.String("cell", cu.Name)))
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("cell %s: %w", cu.Name, err)
+		}
+		c.servers[cu.Name] = srv
+		c.names = append(c.names, cu.Name)
+	}
+	home := c.servers[cells.Home].pool
+	for _, cu := range list {
+		if err := cells.CheckCell(ctx, home, c.servers[cu.Name].pool, cu.Name); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	c.dir = cells.NewDirectory(home)
+	if err := c.dir.Refresh(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if cfg.Roles.API {
+		c.handler = c.servers[cells.Home].hsts(http.HandlerFunc(c.serve))
+	}
+	return c, nil
+}
+
+// Server returns the Server of the named cell (nil: no such cell).
+func (c *Cells) Server(name string) *Server { return c.servers[name] }
+
+// Directory returns the process's directory cache.
+func (c *Cells) Directory() *cells.Directory { return c.dir }
+
+// Handler returns the router.
+func (c *Cells) Handler() http.Handler { return c.handler }
+
+// Listen binds the API address and the probes' (so a caller can learn a random port
+// before Run).
+func (c *Cells) Listen() (net.Addr, error) {
+	if c.healthL == nil && c.cfg.HealthAddr != "" {
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", c.cfg.HealthAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on --health-addr %s: %w", c.cfg.HealthAddr, err)
+		}
+		c.healthL = l
+	}
+	if c.handler == nil {
+		return nil, nil
+	}
+	if c.listener == nil && c.cfg.Listener != nil {
+		c.listener = c.cfg.Listener
+	}
+	if c.listener == nil {
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", c.cfg.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", c.cfg.Addr, err)
+		}
+		c.listener = l
+	}
+	return c.listener.Addr(), nil
+}
+
+// Run runs every cell's Server and the router until ctx ends. A cell whose Server
+// stops with an error (its Postgres gone past the startup wait does not: a running
+// Server rides out an outage) stops the process.
+func (c *Cells) Run(ctx context.Context) error {
+	if _, err := c.Listen(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(c.names))
+	for _, name := range c.names {
+		go func() {
+			err := c.servers[name].Run(ctx)
+			if err != nil {
+				err = fmt.Errorf("cell %s: %w", name, err)
+			}
+			errs <- err
+			cancel()
+		}()
+	}
+	dirDone := make(chan struct{})
+	go func() {
+		defer close(dirDone)
+		c.dir.Run(ctx, c.cfg.CellDirectoryRefresh, func(err error) {
+			c.logger.Warn("cells: the directory could not be read; the last one read stays in force", slog.Any("error", err))
+		})
+	}()
+	var srv, hsrv *http.Server
+	if c.listener != nil {
+		srv = &http.Server{Handler: c.handler, ReadHeaderTimeout: min(10*time.Second, c.cfg.HTTPReadTimeout),
+			ReadTimeout: c.cfg.HTTPReadTimeout, WriteTimeout: c.cfg.HTTPWriteTimeout, IdleTimeout: c.cfg.HTTPIdleTimeout}
+		go func() { _ = srv.Serve(c.listener) }()
+		c.logger.Info("oncebox serving", slog.String("addr", c.listener.Addr().String()), slog.Any("cells", c.names))
+	}
+	if c.healthL != nil {
+		mux := http.NewServeMux()
+		c.registerHealth(mux)
+		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 10 * time.Second}
+		go func() { _ = hsrv.Serve(c.healthL) }()
+	}
+	<-ctx.Done()
+	c.stopOnce.Do(func() { close(c.stopping) })
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownGrace)
+		go func() { defer scancel(); _ = srv.Shutdown(sctx) }()
+	}
+	var first error
+	for range c.names {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	<-dirDone
+	if hsrv != nil {
+		_ = hsrv.Close()
+	}
+	return first
+}
+
+// Close releases every cell's pools.
+func (c *Cells) Close() {
+	for _, s := range c.servers {
+		s.Close()
+	}
+}
+
+// registerHealth adds the probes: live while the process runs a handler; ready while
+// at least one cell can serve (a cell down answers its own tenants 503, and must not
+// take the others' traffic away).
+func (c *Cells) registerHealth(mux *http.ServeMux) {
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		writeHealth(w, http.StatusOK, map[string]any{"live": true})
+	})
+	mux.HandleFunc("GET /readyz", c.readyz)
+}
+
+func (c *Cells) readyz(w http.ResponseWriter, r *http.Request) {
+	type res struct{ name, reason, detail string }
+	ch := make(chan res, len(c.names))
+	for _, name := range c.names {
+		go func() {
+			reason, detail := c.servers[name].health.check(r.Context())
+			ch <- res{name, reason, detail}
+		}()
+	}
+	body := map[string]any{}
+	ready := false
+	for range c.names {
+		x := <-ch
+		if x.reason == "" {
+			ready = true
+			body[x.name] = "ready"
+		} else {
+			body[x.name] = x.reason + ": " + x.detail
+		}
+	}
+	if ready {
+		writeHealth(w, http.StatusOK, map[string]any{"ready": true, "cells": body})
+		return
+	}
+	writeHealth(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": ReadyStoreUnavailable,
+		"detail": "No cell can serve.", "cells": body})
+}
+
+// serve routes one request.
+func (c *Cells) serve(w http.ResponseWriter, r *http.Request) {
+	home := c.servers[cells.Home]
+	p := r.URL.Path
+	switch {
+	case p == "/livez" || p == "/readyz":
+		mux := http.NewServeMux()
+		c.registerHealth(mux)
+		mux.ServeHTTP(w, r)
+		return
+	case p == "/metrics":
+		// Each cell's metrics: ?cell=NAME (the home cell's without).
+		if s := c.servers[r.URL.Query().Get("cell")]; s != nil {
+			s.handler.ServeHTTP(w, r)
+			return
+		}
+		home.handler.ServeHTTP(w, r)
+		return
+	case p == "/console" || strings.HasPrefix(p, "/console/"):
+		c.serveConsole(w, r)
+		return
+	case strings.HasPrefix(p, "/v1/vendor-events/"):
+		c.serveVendorEvent(w, r)
+		return
+	}
+	token, ok := bearer(r)
+	if !ok {
+		// Public routes (the OpenAPI document, discovery, River UI's basic auth) and
+		// the 401s of calls without a token: the home cell answers them.
+		home.handler.ServeHTTP(w, r)
+		return
+	}
+	cell, refusal := c.route(r.Context(), token)
+	if refusal != nil {
+		c.refuse(w, refusal)
+		return
+	}
+	c.servers[cell].handler.ServeHTTP(w, r)
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:]), true
+	}
+	return "", false
+}
+
+// route returns the cell of the tenant whose credential token is: every cell checks it
+// at once (each with its token cache), and the first whose tenant the directory places
+// in that cell wins. A tenant being moved, or whose cell did not answer, gets a refusal.
+// A token no cell knows goes to the home cell, which answers it 401.
+func (c *Cells) route(ctx context.Context, token string) (string, *protocol.Problem) {
+	if len(c.names) == 1 {
+		return cells.Home, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	type answer struct {
+		cell string
+		p    *tenant.Principal
+		err  error
+	}
+	ch := make(chan answer, len(c.names))
+	for _, name := range c.names {
+		go func() {
+			p, err := c.servers[name].tenants.Authenticate(ctx, token)
+			ch <- answer{name, p, err}
+		}()
+	}
+	var down []string
+	for range c.names {
+		a := <-ch
+		var refused *tenant.RefusedError
+		switch {
+		case a.err == nil:
+			placed := c.dir.Lookup(a.p.Name)
+			if placed.MovingTo != "" {
+				return "", protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemTenantMoving,
+					fmt.Sprintf("Tenant %s is being moved to another cell; nothing was recorded. Retry after the Retry-After seconds.", a.p.Name))
+			}
+			if placed.Cell == a.cell {
+				return a.cell, nil
+			}
+			// A copy left in a cell the tenant has left: not its cell.
+		case errors.Is(a.err, tenant.ErrUnauthorized), errors.As(a.err, &refused):
+		default:
+			down = append(down, a.cell)
+		}
+	}
+	if len(down) > 0 {
+		return "", protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemCellUnavailable,
+			"The cell that holds this tenant cannot be reached; nothing was recorded. Retry after the Retry-After seconds.")
+	}
+	return cells.Home, nil
+}
+
+// refuse answers a routing refusal: 503 with Retry-After.
+func (c *Cells) refuse(w http.ResponseWriter, p *protocol.Problem) {
+	body, _ := json.Marshal(p) // strings and an int always marshal
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(c.cfg.UnavailableRetryAfter/time.Second))))
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// maxSignInBody bounds the console's sign-in form the router reads for its token.
+const maxSignInBody = 64 << 10
+
+// serveConsole sends a console request to the cell of the person's session (the cell
+// cookie set at sign-in); a sign-in goes to the cell of the token it carries.
+func (c *Cells) serveConsole(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/console/signin" && len(c.names) > 1 {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxSignInBody+1))
+		if err != nil || len(body) > maxSignInBody {
+			c.servers[cells.Home].handler.ServeHTTP(w, r)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		form, _ := url.ParseQuery(string(body))
+		cell, refusal := c.route(r.Context(), strings.TrimSpace(form.Get("token")))
+		if refusal != nil {
+			c.refuse(w, refusal)
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: cellCookie, Value: cell, Path: "/console", HttpOnly: true,
+			Secure: c.cfg.PublicHTTPS(), SameSite: http.SameSiteLaxMode})
+		c.servers[cell].handler.ServeHTTP(w, r)
+		return
+	}
+	if k, err := r.Cookie(cellCookie); err == nil {
+		if s := c.servers[k.Value]; s != nil {
+			// The cookie only picks a cell: that cell's own session check decides.
+			s.handler.ServeHTTP(w, r)
+			return
+		}
+	}
+	c.servers[cells.Home].handler.ServeHTTP(w, r)
+}
+
+// serveVendorEvent sends a vendor's event to the cell of the tenant its path names
+// (a tenant's own Stripe endpoint), or to every cell (the installation's endpoints:
+// an event names an op, which one cell holds); a cell that failed to store it gets the
+// vendor's retry, which the others deduplicate.
+func (c *Cells) serveVendorEvent(w http.ResponseWriter, r *http.Request) {
+	if name, ok := strings.CutPrefix(r.URL.Path, "/v1/vendor-events/stripe/"); ok && name != "" {
+		placed := c.dir.Lookup(name)
+		if s := c.servers[placed.Cell]; s != nil && placed.MovingTo == "" {
+			s.handler.ServeHTTP(w, r)
+			return
+		}
+		c.refuse(w, protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemTenantMoving,
+			"This tenant is being moved to another cell; the event was not stored. Retry later."))
+		return
+	}
+	if len(c.names) == 1 {
+		c.servers[cells.Home].handler.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, c.cfg.VendorEventMaxBodyBytes+1))
+	if err != nil {
+		c.servers[cells.Home].handler.ServeHTTP(w, r)
+		return
+	}
+	var worst *recorder
+	for _, name := range c.names {
+		rr := r.Clone(r.Context())
+		rr.Body = io.NopCloser(bytes.NewReader(body))
+		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		c.servers[name].handler.ServeHTTP(rec, rr)
+		if worst == nil || (rec.status >= 300 && worst.status < 300) {
+			worst = rec
+		}
+	}
+	for k, v := range worst.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(worst.status)
+	_, _ = w.Write(worst.body.Bytes())
+}
+
+// recorder keeps one cell's answer to a broadcast vendor event.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	wrote  bool
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.body.Write(b)
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+}
