@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+
+	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/vendorapi"
 )
 
@@ -12,4 +15,10 @@ func (s *Server) VendorForTest(name string) (vendorapi.Vendor, bool) {
 		}
 	}
 	return nil, false
+}
+
+// RouteForTest is the router's choice of cell for a bearer token ("" and a problem
+// when it refuses).
+func (c *Cells) RouteForTest(ctx context.Context, token string) (string, *protocol.Problem) {
+	return c.route(ctx, token)
 }

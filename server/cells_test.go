@@ -1,0 +1,378 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncebox/oncebox/cells"
+	"github.com/oncebox/oncebox/devkit/fakewebhook"
+	"github.com/oncebox/oncebox/devkit/localpg"
+	"github.com/oncebox/oncebox/migrations"
+	"github.com/oncebox/oncebox/server"
+	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
+	"github.com/oncebox/oncebox/vendors/webhook"
+)
+
+// cellsRig is one oncebox process serving two cells, with a plain webhook target (it
+// honours no idempotency key: a second send is a second effect).
+type cellsRig struct {
+	cs   *server.Cells
+	base string
+	fake *fakewebhook.Server
+	stop func()
+}
+
+func startCells(t *testing.T, homeURL, euURL string) *cellsRig {
+	t.Helper()
+	fake := fakewebhook.New(fakewebhook.Config{})
+	hook := httptest.NewServer(fake)
+	t.Cleanup(hook.Close)
+	runCtx, stop := context.WithCancel(context.Background())
+	cfg := server.Defaults()
+	cfg.DatabaseURL = homeURL
+	cfg.Cells = "eu=" + euURL
+	cfg.Addr = "127.0.0.1:0"
+	cfg.WebhookTargets = map[string]webhook.Target{"crm": {BaseURL: hook.URL}}
+	cfg.ReconcileInterval = time.Second
+	cfg.FetchPollInterval = 100 * time.Millisecond
+	cfg.CellDirectoryRefresh = 200 * time.Millisecond
+	cfg.UnavailableRetryAfter = time.Second
+	var logger *slog.Logger
+	if os.Getenv("ONCEBOX_CELLS_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	cs, err := server.NewCells(runCtx, cfg, logger)
+	require.NoError(t, err)
+	t.Cleanup(cs.Close)
+	addr, err := cs.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- cs.Run(runCtx) }()
+	var once sync.Once
+	r := &cellsRig{cs: cs, base: "http://" + addr.String(), fake: fake}
+	r.stop = func() { once.Do(func() { stop(); require.NoError(t, <-done) }) }
+	t.Cleanup(r.stop)
+	return r
+}
+
+// answer is one POST /v1/ops answer.
+type answer struct {
+	code  int
+	op    string
+	retry string
+	body  string
+}
+
+func (r *cellsRig) post(token, key string) answer {
+	body := fmt.Sprintf(`{"tool":"webhook.post","args":{"target":"crm","path":"/hook","body":{"key":%q}}}`, key)
+	req, _ := http.NewRequest(http.MethodPost, r.base+"/v1/ops", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return answer{body: err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var op struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(b, &op)
+	return answer{code: resp.StatusCode, op: op.ID, retry: resp.Header.Get("Retry-After"), body: string(b)}
+}
+
+// caller sends keys one after the other, each retried with the same key until it is
+// recorded, and keeps every answer that was not.
+type caller struct {
+	mu      sync.Mutex
+	keys    map[string]string // key -> op id
+	refused []answer
+}
+
+func (c *caller) run(ctx context.Context, r *cellsRig, token, prefix string, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for i := 0; ctx.Err() == nil; i++ {
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		for {
+			a := r.post(token, key)
+			if a.code == http.StatusAccepted || a.code == http.StatusOK {
+				c.mu.Lock()
+				c.keys[key] = a.op
+				c.mu.Unlock()
+				break
+			}
+			c.mu.Lock()
+			c.refused = append(c.refused, a)
+			c.mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(15 * time.Millisecond)
+	}
+}
+
+func newCaller() *caller { return &caller{keys: map[string]string{}} }
+
+// settled waits until every op in pool is settled, and returns how many there are.
+func settled(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	ok := assert.Eventually(t, func() bool {
+		return dbtest.Count(t, pool, `SELECT count(*) FROM oncebox_op WHERE status <> 'succeeded'`) == 0
+	}, 2*time.Minute, 200*time.Millisecond, "ops still not settled")
+	if !ok {
+		rows, err := pool.Query(context.Background(), `SELECT o.status, coalesce(j.state::text, 'no job'), count(*) FROM oncebox_op o
+LEFT JOIN river_job j ON j.args->>'op_id' = o.id::text WHERE o.status <> 'succeeded' GROUP BY 1, 2`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var st, js string
+			var n int
+			require.NoError(t, rows.Scan(&st, &js, &n))
+			t.Logf("unsettled: %s, job %s: %d", st, js, n)
+		}
+		t.FailNow()
+	}
+	return dbtest.Count(t, pool, `SELECT count(*) FROM oncebox_op`)
+}
+
+// TestCellsMoveATenantUnderLoad: two cells in one process; callers of two tenants of
+// the home cell keep sending ops while one tenant moves to the other cell. Nothing is
+// lost or done twice (the target honours no key: the fake counts every send), the
+// tenant's keys answer the same op after the move, the other tenant never sees an
+// error, and the moving tenant sees only 503s with Retry-After.
+func TestCellsMoveATenantUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two cells under load")
+	}
+	ctx := context.Background()
+	home, eu := dbtest.Schema(t), dbtest.Schema(t)
+	c, err := cells.AddCell(ctx, home, eu, "eu")
+	require.NoError(t, err)
+	require.Equal(t, 1, c.Number)
+	_, acme, err := tenant.NewStore(home).Create(ctx, "acme")
+	require.NoError(t, err)
+	_, beta, err := tenant.NewStore(home).Create(ctx, "beta")
+	require.NoError(t, err)
+	r := startCells(t, dbtest.ConnString(t, home), dbtest.ConnString(t, eu))
+
+	loadCtx, endLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	moving, staying := newCaller(), newCaller()
+	for i := range 3 {
+		wg.Add(1)
+		go moving.run(loadCtx, r, acme, fmt.Sprintf("acme%d", i), &wg)
+	}
+	wg.Add(1)
+	go staying.run(loadCtx, r, beta, "beta", &wg)
+
+	time.Sleep(2 * time.Second)
+	m := &cells.Mover{Home: home, Cells: map[string]*pgxpool.Pool{cells.Home: home, "eu": eu},
+		Wait: 30 * time.Second, Drain: 500 * time.Millisecond, Logf: t.Logf}
+	plan, err := m.Plan(ctx, "acme", "eu")
+	require.NoError(t, err)
+	require.Equal(t, cells.Home, plan.From)
+	began := time.Now()
+	_, err = m.Move(ctx, "acme", "eu")
+	require.NoError(t, err)
+	t.Logf("moved in %s", time.Since(began).Round(time.Millisecond))
+	require.Equal(t, cells.Placement{Cell: "eu"}, must(cells.Placed(ctx, home, "acme")))
+	time.Sleep(2 * time.Second)
+	endLoad()
+	wg.Wait()
+
+	// A key sent before the move answers its op from the new cell, and is not sent again.
+	moving.mu.Lock()
+	var oldKey, oldOp string
+	for k, id := range moving.keys {
+		oldKey, oldOp = k, id
+		break
+	}
+	moving.mu.Unlock()
+	a := r.post(acme, oldKey)
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.Equal(t, oldOp, a.op)
+
+	require.Zero(t, dbtest.Count(t, home, `SELECT count(*) FROM oncebox_tenant WHERE name = 'acme'`), "acme is gone from home")
+	require.Zero(t, dbtest.Count(t, home, `SELECT count(*) FROM oncebox_tenant_fence`))
+	require.Zero(t, dbtest.Count(t, home, `SELECT count(*) FROM pg_trigger WHERE tgname = 'oncebox_tenant_fence'`), "the fence trigger is dropped")
+	nEU, nHome := settled(t, eu), settled(t, home)
+	require.Equal(t, len(moving.keys), nEU, "every acme key is one op, in eu")
+	require.Equal(t, len(staying.keys), nHome, "every beta key is one op, in home")
+	require.Positive(t, dbtest.Count(t, eu, `SELECT count(*) FROM oncebox_op WHERE created_at < $1`, began),
+		"acme's ops from before the move came along")
+	perOp := map[string]int{}
+	for _, e := range r.fake.Effects() {
+		perOp[e.OpID]++
+	}
+	for id, n := range perOp {
+		require.Equal(t, 1, n, "op %s sent %d times", id, n)
+	}
+	require.Equal(t, nEU+nHome, len(perOp), "one effect per op, none lost")
+	require.Empty(t, staying.refused, "the tenant that stayed saw an error")
+	for _, a := range moving.refused {
+		require.Equal(t, http.StatusServiceUnavailable, a.code, a.body)
+		require.NotEmpty(t, a.retry, "503 without Retry-After: %s", a.body)
+		require.True(t, strings.Contains(a.body, "tenant-moving") || strings.Contains(a.body, "store-unavailable"), a.body)
+	}
+	t.Logf("acme: %d ops, %d refusals during the move; beta: %d ops", nEU, len(moving.refused), nHome)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestCellsOneCellDown: the eu cell's Postgres (a private cluster) stops while both
+// cells' tenants keep calling: the home cell's tenant never sees an error, the eu
+// tenant gets 503 cell-unavailable with Retry-After, /readyz stays ready; once eu is
+// back every op settles with one effect each.
+func TestCellsOneCellDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and stops a private Postgres cluster")
+	}
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "oncebox-cells-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	pgCfg := localpg.Config{Env: func(string) (string, bool) { return "", false }, DataDir: dir + "/pgdata",
+		Port: port, Database: "oncebox_eu", DisableDocker: true, Durable: true}
+	pg, err := localpg.Start(ctx, pgCfg)
+	if errors.Is(err, localpg.ErrNoPostgres) {
+		t.Skipf("no Postgres server binaries to start a private cluster: %v", err)
+	}
+	require.NoError(t, err)
+	var pgMu sync.Mutex
+	t.Cleanup(func() { pgMu.Lock(); defer pgMu.Unlock(); _ = pg.Close(context.Background()) })
+
+	home := dbtest.Schema(t)
+	eu, err := pgxpool.New(ctx, pg.URL)
+	require.NoError(t, err)
+	t.Cleanup(eu.Close)
+	_, err = migrations.Migrate(ctx, eu, nil)
+	require.NoError(t, err)
+	_, err = cells.AddCell(ctx, home, eu, "eu")
+	require.NoError(t, err)
+	require.NoError(t, cells.Place(ctx, home, "euco", "eu"))
+	euTenant, euTok, err := tenant.NewStore(eu).Create(ctx, "euco")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, euTenant.ID, int64(1)<<44, "a tenant of cell 1 has an id in its range")
+	_, homeTok, err := tenant.NewStore(home).Create(ctx, "homeco")
+	require.NoError(t, err)
+	r := startCells(t, dbtest.ConnString(t, home), pg.URL)
+
+	cell, p := r.cs.RouteForTest(ctx, euTok)
+	require.Nil(t, p)
+	require.Equal(t, "eu", cell)
+	cell, p = r.cs.RouteForTest(ctx, homeTok)
+	require.Nil(t, p)
+	require.Equal(t, cells.Home, cell)
+
+	loadCtx, endLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	euCaller, homeCaller := newCaller(), newCaller()
+	wg.Add(2)
+	go euCaller.run(loadCtx, r, euTok, "eu", &wg)
+	go homeCaller.run(loadCtx, r, homeTok, "home", &wg)
+	time.Sleep(2 * time.Second)
+	pgMu.Lock()
+	require.NoError(t, pg.Crash(ctx))
+	pgMu.Unlock()
+	var ready int
+	require.Eventually(t, func() bool {
+		euCaller.mu.Lock()
+		defer euCaller.mu.Unlock()
+		return len(euCaller.refused) > 3
+	}, 30*time.Second, 100*time.Millisecond, "the eu tenant is never refused while its cell is down")
+	resp, err := http.Get(r.base + "/readyz")
+	require.NoError(t, err)
+	ready = resp.StatusCode
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, ready, "one cell down leaves the process ready")
+	time.Sleep(2 * time.Second)
+	pgMu.Lock()
+	pg, err = localpg.Start(ctx, pgCfg)
+	pgMu.Unlock()
+	require.NoError(t, err)
+	time.Sleep(3 * time.Second)
+	endLoad()
+	wg.Wait()
+
+	require.Empty(t, homeCaller.refused, "the home cell's tenant saw an error while eu was down")
+	sawCell := false
+	for _, a := range euCaller.refused {
+		if a.code == 0 {
+			continue // the request itself failed (the client's timeout)
+		}
+		require.Equal(t, http.StatusServiceUnavailable, a.code, a.body)
+		require.NotEmpty(t, a.retry, a.body)
+		sawCell = sawCell || strings.Contains(a.body, "cell-unavailable")
+	}
+	require.True(t, sawCell, "no cell-unavailable answer")
+	check, err := pgxpool.New(ctx, pg.URL)
+	require.NoError(t, err)
+	defer check.Close()
+	nEU, nHome := settled(t, check), settled(t, home)
+	require.Equal(t, len(euCaller.keys), nEU)
+	require.Equal(t, len(homeCaller.keys), nHome)
+	perOp := map[string]int{}
+	for _, e := range r.fake.Effects() {
+		perOp[e.OpID]++
+	}
+	for id, n := range perOp {
+		require.Equal(t, 1, n, "op %s sent %d times", id, n)
+	}
+	require.Equal(t, nEU+nHome, len(perOp))
+	t.Logf("eu: %d ops, %d refusals; home: %d ops, none refused", nEU, len(euCaller.refused), nHome)
+}
+
+// BenchmarkRoute measures what the directory costs per call with two cells: the
+// router's parallel token check (each cell's cache warm) and the directory lookup.
+func BenchmarkRoute(b *testing.B) {
+	ctx := context.Background()
+	home, eu := dbtest.Schema(b), dbtest.Schema(b)
+	_, err := cells.AddCell(ctx, home, eu, "eu")
+	require.NoError(b, err)
+	require.NoError(b, cells.Place(ctx, home, "euco", "eu"))
+	_, tok, err := tenant.NewStore(eu).Create(ctx, "euco")
+	require.NoError(b, err)
+	cfg := server.Defaults()
+	cfg.DatabaseURL = dbtest.ConnString(b, home)
+	cfg.Cells = "eu=" + dbtest.ConnString(b, eu)
+	cfg.Addr = "127.0.0.1:0"
+	cs, err := server.NewCells(ctx, cfg, nil)
+	require.NoError(b, err)
+	b.Cleanup(cs.Close)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cs.Run(runCtx) }()
+	b.Cleanup(func() { stop(); <-done })
+	time.Sleep(time.Second) // the token caches listen
+	for b.Loop() {
+		if cell, p := cs.RouteForTest(ctx, tok); p != nil || cell != "eu" {
+			b.Fatalf("routed to %q, %v", cell, p)
+		}
+	}
+}
