@@ -204,8 +204,20 @@ RETURNING number`, name).Scan(&c.Number)
 		}
 		// The cell knows its own name and number: serve checks that the database it was
 		// given for a cell is that cell's.
-		_, err := tx.Exec(ctx, `INSERT INTO oncebox_cell (name, number) VALUES ($1, $2)
-ON CONFLICT (name) DO UPDATE SET number = EXCLUDED.number`, name, c.Number)
+		var self string
+		err := tx.QueryRow(ctx, `SELECT name FROM oncebox_cell_self`).Scan(&self)
+		if err == nil && self != name {
+			return fmt.Errorf("its database is already cell %q", self)
+		}
+		var directory int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM oncebox_cell_tenant`).Scan(&directory); err != nil {
+			return err
+		}
+		if directory > 0 {
+			return errors.New("its database holds a directory: it is a home cell")
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO oncebox_cell_self (name, number) VALUES ($1, $2)
+ON CONFLICT (one) DO UPDATE SET number = EXCLUDED.number`, name, c.Number)
 		return err
 	})
 	if err != nil {
@@ -224,7 +236,7 @@ func CheckCell(ctx context.Context, home, cell *pgxpool.Pool, name string) error
 		}
 		return fmt.Errorf("cells: read the directory: %w", err)
 	}
-	if err := cell.QueryRow(ctx, `SELECT number FROM oncebox_cell WHERE name = $1`, name).Scan(&got); err != nil {
+	if err := cell.QueryRow(ctx, `SELECT number FROM oncebox_cell_self WHERE name = $1`, name).Scan(&got); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("cells: the database given for cell %q was never set up as that cell (run oncebox cell add %s --cell-url URL)", name, name)
 		}

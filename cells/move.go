@@ -53,8 +53,9 @@ type Plan struct {
 	TenantID int64  `json:"tenant_id"`
 	From     string `json:"from"`
 	To       string `json:"to"`
-	// InFlight counts the tenant's ops still pending, dispatching or unknown and its
-	// open composite runs: the move waits for them to settle (Mover.Wait).
+	// InFlight counts the tenant's ops still pending, dispatching or unknown, its open
+	// composite runs and its audit entries not sealed yet: the move waits for them
+	// (Mover.Wait).
 	InFlight int64 `json:"in_flight"`
 	// XIDGap is how many transaction ids the target cell must use up before the
 	// tenant's audit chain can continue there in order (0: none).
@@ -146,12 +147,15 @@ func tenantID(ctx context.Context, pool *pgxpool.Pool, tenant string) (int64, er
 	return id, nil
 }
 
-// sqlInFlight counts a tenant's ops a worker or the reconciler may still act on, and
-// its composite runs still stepping: a move waits until there are none.
+// sqlInFlight counts a tenant's ops a worker or the reconciler may still act on, its
+// composite runs still stepping, and its audit entries not sealed yet (the old cell's
+// sealer chains them; the new cell's would not look below its own low-water mark): a
+// move waits until there are none.
 const sqlInFlight = `
 SELECT (SELECT count(*) FROM oncebox_op WHERE tenant_id = $1 AND status IN ('pending', 'dispatching', 'unknown'))
      + (SELECT count(*) FROM oncebox_step_run s JOIN oncebox_op o ON o.id = s.op_id
-         WHERE o.tenant_id = $1 AND s.state IN ('running', 'compensating'))`
+         WHERE o.tenant_id = $1 AND s.state IN ('running', 'compensating'))
+     + (SELECT count(*) FROM oncebox_audit WHERE tenant_id = $1 AND hash IS NULL)`
 
 // xidGap returns how many transaction ids dst must use before its next one is past
 // every transaction id of the tenant's audit chain in src: the chain is ordered by
@@ -267,7 +271,7 @@ func (m *Mover) waitQuiet(ctx context.Context, src *pgxpool.Pool, p *Plan) error
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cells: %w: %d op(s) pending, dispatching or unknown, or composite runs open, after %s (a composite op whose step waits for a person holds it until decided or expired)",
+			return fmt.Errorf("cells: %w: %d op(s) pending, dispatching or unknown, composite runs open or audit entries unsealed, after %s (a composite op whose step waits for a person holds it until decided or expired)",
 				ErrBusy, n, wait)
 		}
 		select {

@@ -53,7 +53,8 @@ var installationTables = map[string]string{
 	"oncebox_installation_policy": "the installation's policies, set in every cell (docs/scaling.md)",
 	"oncebox_vendor_event":        "vendor events, delivered to every cell",
 	"oncebox_audit_mark":          "the cell's audit sealer's low-water mark",
-	"oncebox_cell":                "the directory (home cell) and the cell's own name",
+	"oncebox_cell":                "the directory (home cell)",
 	"oncebox_cell_tenant":         "the directory",
+	"oncebox_cell_self":           "the cell's own name and number",
 	"oncebox_tenant_fence":        "the moves under way from this cell",
 }

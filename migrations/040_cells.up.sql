@@ -17,6 +17,14 @@ CREATE TABLE IF NOT EXISTS oncebox_cell (
 
 INSERT INTO oncebox_cell (name, number) VALUES ('home', 0) ON CONFLICT DO NOTHING;
 
+-- In a cell other than the home cell: its own name and number (oncebox cell add), which
+-- serve checks against the directory, so that a wrong URL is refused.
+CREATE TABLE IF NOT EXISTS oncebox_cell_self (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    name text NOT NULL,
+    number integer NOT NULL
+);
+
 -- A tenant's cell, and the cell it is being moved to (moving_to set: its calls are
 -- refused with Retry-After until the move ends).
 CREATE TABLE IF NOT EXISTS oncebox_cell_tenant (

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/oncebox/oncebox/cells"
+	"github.com/oncebox/oncebox/doors/vendorevents"
 	"github.com/oncebox/oncebox/protocol"
 	"github.com/oncebox/oncebox/tenant"
 )
@@ -91,7 +93,22 @@ type Cells struct {
 	healthL  net.Listener
 	stopping chan struct{}
 	stopOnce sync.Once
+	// routes remembers, for up to the token cache's TTL, which cell a token's tenant
+	// was found in, so that the other cells are asked once, not at every call (a cell
+	// caches only the tokens it holds). The cell still checks the token itself; the
+	// directory is read again at every call.
+	routesMu sync.Mutex
+	routes   map[[sha256.Size]byte]route
 }
+
+// route is a remembered routing of a token.
+type route struct {
+	cell, tenant string
+	expires      time.Time
+}
+
+// maxRoutes bounds the remembered routings; past it they start over.
+const maxRoutes = 10000
 
 // NewCells builds a Server for the home cell (cfg.DatabaseURL) and each of cfg.Cells,
 // checks that each database is the directory's cell of that name, and the router.
@@ -106,7 +123,8 @@ func NewCells(ctx context.Context, cfg Config, logger *slog.Logger) (*Cells, err
 	if cfg.CellDirectoryRefresh <= 0 {
 		return nil, errors.New("--cell-directory-refresh must be positive")
 	}
-	c := &Cells{cfg: cfg, logger: logger, servers: map[string]*Server{}, stopping: make(chan struct{})}
+	c := &Cells{cfg: cfg, logger: logger, servers: map[string]*Server{}, stopping: make(chan struct{}),
+		routes: map[[sha256.Size]byte]route{}}
 	all := append([]CellURL{{Name: cells.Home, URL: cfg.DatabaseURL}}, list...)
 	for _, cu := range all {
 		ccfg := cfg
@@ -332,20 +350,36 @@ func (c *Cells) route(ctx context.Context, token string) (string, *protocol.Prob
 	if len(c.names) == 1 {
 		return cells.Home, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
-	defer cancel()
+	key := sha256.Sum256([]byte(token))
+	c.routesMu.Lock()
+	known, ok := c.routes[key]
+	c.routesMu.Unlock()
+	if ok && time.Now().Before(known.expires) {
+		placed := c.dir.Lookup(known.tenant)
+		if placed.MovingTo != "" {
+			return "", movingProblem(known.tenant)
+		}
+		if placed.Cell == known.cell {
+			return known.cell, nil
+		}
+	}
+	// The cells that lose the race finish their checks in the background: cancelling
+	// a query would cost its connection.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), routeTimeout)
 	type answer struct {
 		cell string
 		p    *tenant.Principal
 		err  error
 	}
 	ch := make(chan answer, len(c.names))
+	var wg sync.WaitGroup
 	for _, name := range c.names {
-		go func() {
+		wg.Go(func() {
 			p, err := c.servers[name].tenants.Authenticate(ctx, token)
 			ch <- answer{name, p, err}
-		}()
+		})
 	}
+	go func() { wg.Wait(); cancel() }()
 	var down []string
 	for range c.names {
 		a := <-ch
@@ -354,10 +388,10 @@ func (c *Cells) route(ctx context.Context, token string) (string, *protocol.Prob
 		case a.err == nil:
 			placed := c.dir.Lookup(a.p.Name)
 			if placed.MovingTo != "" {
-				return "", protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemTenantMoving,
-					fmt.Sprintf("Tenant %s is being moved to another cell; nothing was recorded. Retry after the Retry-After seconds.", a.p.Name))
+				return "", movingProblem(a.p.Name)
 			}
 			if placed.Cell == a.cell {
+				c.remember(key, route{cell: a.cell, tenant: a.p.Name})
 				return a.cell, nil
 			}
 			// A copy left in a cell the tenant has left: not its cell.
@@ -371,6 +405,25 @@ func (c *Cells) route(ctx context.Context, token string) (string, *protocol.Prob
 			"The cell that holds this tenant cannot be reached; nothing was recorded. Retry after the Retry-After seconds.")
 	}
 	return cells.Home, nil
+}
+
+func movingProblem(tenant string) *protocol.Problem {
+	return protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemTenantMoving,
+		fmt.Sprintf("Tenant %s is being moved to another cell; nothing was recorded. Retry after the Retry-After seconds.", tenant))
+}
+
+// remember keeps a token's routing for the token cache's TTL (none without one).
+func (c *Cells) remember(key [sha256.Size]byte, r route) {
+	if c.cfg.AuthCacheTTL <= 0 {
+		return
+	}
+	r.expires = time.Now().Add(c.cfg.AuthCacheTTL)
+	c.routesMu.Lock()
+	if len(c.routes) >= maxRoutes {
+		c.routes = map[[sha256.Size]byte]route{}
+	}
+	c.routes[key] = r
+	c.routesMu.Unlock()
 }
 
 // refuse answers a routing refusal: 503 with Retry-After.
@@ -422,7 +475,7 @@ func (c *Cells) serveConsole(w http.ResponseWriter, r *http.Request) {
 // an event names an op, which one cell holds); a cell that failed to store it gets the
 // vendor's retry, which the others deduplicate.
 func (c *Cells) serveVendorEvent(w http.ResponseWriter, r *http.Request) {
-	if name, ok := strings.CutPrefix(r.URL.Path, "/v1/vendor-events/stripe/"); ok && name != "" {
+	if name, ok := strings.CutPrefix(r.URL.Path, vendorevents.PathStripeTenant); ok && name != "" {
 		placed := c.dir.Lookup(name)
 		if s := c.servers[placed.Cell]; s != nil && placed.MovingTo == "" {
 			s.handler.ServeHTTP(w, r)
