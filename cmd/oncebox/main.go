@@ -122,7 +122,8 @@ Usage: oncebox <command> [flags]
                                contract migration waits while an older release runs (exit 3, or --wait)
   tenant create NAME [--cell C] create a tenant (in cell C: with --cells) and print its agent API token
   tenant move NAME --to CELL [--dry-run]   move a tenant to another cell, losing and doubling nothing
-  cell add NAME --cell-url URL | cell list  register a cell (an empty database) | list the cells
+  cell add NAME --cell-url URL register a cell (an empty Postgres database, migrated here)
+  cell list                    the installation's cells
   tenant token create [--role agent|approver|admin|operator] [--person P] NAME
                                add a token to a tenant and print it (shown once; --format json)
   tenant token list [NAME]     list tokens: id, prefix, role, revoked (--format json)
