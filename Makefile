@@ -6,7 +6,7 @@ HELM_VERSION ?= v4.3.2
 HELM ?= $(CURDIR)/.cache/bin/helm-$(HELM_VERSION)
 CHART ?= deploy/helm/oncebox
 
-.PHONY: help build test lint lint-tools bench model chaos chaos-upgrade chaos-failover mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks mcp-conformance chart-check
+.PHONY: help build test lint lint-tools bench model chaos chaos-upgrade chaos-failover chaos-cells mutants dev stripe-mock mcp-clients mcp-everything agent-frameworks mcp-conformance chart-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -61,6 +61,9 @@ chaos-upgrade: ## rolling upgrades under chaos: each past release's upgrade (.ci
 		[ $$rc -eq 0 ] || exit $$rc; \
 	done
 	$(GO) run ./cmd/oncebox-chaos --upgrade-from $$(cat .ci/previous-release) --ops 600 --enqueue-for 40s
+
+chaos-cells: ## tenant cells under chaos: two durable Postgres clusters, serve with --cells, SIGKILLs, one cell's Postgres crashed while the other serves, a tenant moved mid-run; 0 duplicates, 0 lost, no op in the wrong cell, the healthy cell's tenants never refused
+	$(GO) run ./cmd/oncebox-chaos --cells --enqueue-for 30s --duration-cap 4m
 
 chaos-failover: ## a failover under chaos, twice: a synchronous standby promoted after the primary's SIGKILL (strict: 0 duplicates, 0 lost, no answered commit lost at the fork), then an asynchronous one (what the fork lost is measured, its findings counted, see docs/operations.md)
 	$(GO) run ./cmd/oncebox-chaos --failover sync --ops 400 --enqueue-for 25s

@@ -346,22 +346,31 @@ func catchUpXID(ctx context.Context, src, dst *pgxpool.Pool, id int64, logf func
 	if logf != nil {
 		logf("using up %d transaction ids in the target, so the audit chain continues in order", gap)
 	}
-	conn, err := dst.Acquire(ctx)
+	for gap > 0 {
+		if err := useXIDs(ctx, dst, min(gap, 100000)); err != nil {
+			return err
+		}
+		if gap, err = xidGap(ctx, src, dst, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// useXIDs uses up n transaction ids of pool's cluster: a DO block at the top level
+// (its own simple query: a block of several statements is one transaction, in which
+// COMMIT is refused) assigns an id and commits, n times, without waiting for the flush.
+func useXIDs(ctx context.Context, pool *pgxpool.Pool, n int64) error {
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("cells: catch up transaction ids: %w", err)
 	}
 	defer conn.Release()
-	for gap > 0 {
-		n := min(gap, 100000)
-		// A DO block at the top level may commit; each round assigns one id.
-		sql := fmt.Sprintf(`SET synchronous_commit = off;
-DO $$ BEGIN FOR i IN 1..%d LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$;
-RESET synchronous_commit`, n)
+	for _, sql := range []string{`SET synchronous_commit = off`,
+		fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$`, n),
+		`RESET synchronous_commit`} {
 		if _, err := conn.Conn().PgConn().Exec(ctx, sql).ReadAll(); err != nil {
 			return fmt.Errorf("cells: catch up transaction ids: %w", err)
-		}
-		if gap, err = xidGap(ctx, src, dst, id); err != nil {
-			return err
 		}
 	}
 	return nil

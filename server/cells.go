@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,11 +30,23 @@ type CellURL struct {
 	URL  string
 }
 
+// cellStart is how a --cells pair starts: a cell's name and "=". A comma followed by
+// anything else belongs to the URL before it (a multi-host URL: postgres://a,b/db).
+var cellStart = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}=`)
+
 // ParseCells parses --cells: name=postgres-URL pairs separated by commas.
 func ParseCells(s string) ([]CellURL, error) {
 	var out []CellURL
 	seen := map[string]bool{cells.Home: true}
+	var parts []string
 	for part := range strings.SplitSeq(s, ",") {
+		if len(parts) > 0 && !cellStart.MatchString(strings.TrimSpace(part)) {
+			parts[len(parts)-1] += "," + part
+			continue
+		}
+		parts = append(parts, part)
+	}
+	for _, part := range parts {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
@@ -460,6 +473,10 @@ func (c *Cells) serveConsole(w http.ResponseWriter, r *http.Request) {
 		c.servers[cell].handler.ServeHTTP(w, r)
 		return
 	}
+	if r.Method == http.MethodPost && r.URL.Path == "/console/link" && len(c.names) > 1 {
+		c.serveConsoleLink(w, r)
+		return
+	}
 	if k, err := r.Cookie(cellCookie); err == nil {
 		if s := c.servers[k.Value]; s != nil {
 			// The cookie only picks a cell: that cell's own session check decides.
@@ -468,6 +485,38 @@ func (c *Cells) serveConsole(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.servers[cells.Home].handler.ServeHTTP(w, r)
+}
+
+// serveConsoleLink signs a person in with a one-time link: its code is stored hashed
+// in the cell of the tenant it was made for, which the router cannot tell from the code,
+// so each cell is asked in turn until one does not refuse it (a cell without the code
+// refuses it and consumes nothing).
+func (c *Cells) serveConsoleLink(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxSignInBody+1))
+	if err != nil || len(body) > maxSignInBody {
+		c.servers[cells.Home].handler.ServeHTTP(w, r)
+		return
+	}
+	var refused *recorder
+	for _, name := range c.names {
+		rr := r.Clone(r.Context())
+		rr.Body = io.NopCloser(bytes.NewReader(body))
+		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		c.servers[name].handler.ServeHTTP(rec, rr)
+		if rec.status == http.StatusUnauthorized || rec.status >= 500 {
+			// Not this cell's code, or this cell is down: a 5xx is the answer unless
+			// another cell signs the person in.
+			if refused == nil || rec.status >= 500 {
+				refused = rec
+			}
+			continue
+		}
+		http.SetCookie(w, &http.Cookie{Name: cellCookie, Value: name, Path: "/console", HttpOnly: true,
+			Secure: c.cfg.PublicHTTPS(), SameSite: http.SameSiteLaxMode})
+		rec.writeTo(w)
+		return
+	}
+	refused.writeTo(w)
 }
 
 // serveVendorEvent sends a vendor's event to the cell of the tenant its path names
@@ -504,11 +553,16 @@ func (c *Cells) serveVendorEvent(w http.ResponseWriter, r *http.Request) {
 			worst = rec
 		}
 	}
-	for k, v := range worst.header {
-		w.Header()[k] = v
+	worst.writeTo(w)
+}
+
+// writeTo copies the kept answer to w.
+func (r *recorder) writeTo(w http.ResponseWriter) {
+	for k, v := range r.header {
+		w.Header()[k] = append(w.Header()[k], v...)
 	}
-	w.WriteHeader(worst.status)
-	_, _ = w.Write(worst.body.Bytes())
+	w.WriteHeader(r.status)
+	_, _ = w.Write(r.body.Bytes())
 }
 
 // recorder keeps one cell's answer to a broadcast vendor event.

@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/oncebox/oncebox/cells"
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
+	"github.com/oncebox/oncebox/doors/console"
 	"github.com/oncebox/oncebox/devkit/localpg"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
@@ -378,4 +382,81 @@ func BenchmarkRoute(b *testing.B) {
 			b.Fatalf("routed to %q, %v", cell, p)
 		}
 	}
+}
+
+// TestParseCells: pairs, a multi-host URL (its commas belong to it), and refusals.
+func TestParseCells(t *testing.T) {
+	got, err := server.ParseCells("eu=postgres://a:5432,b:5432/db?target_session_attrs=read-write, us=postgres://u/db")
+	require.NoError(t, err)
+	require.Equal(t, []server.CellURL{{Name: "eu", URL: "postgres://a:5432,b:5432/db?target_session_attrs=read-write"},
+		{Name: "us", URL: "postgres://u/db"}}, got)
+	for _, bad := range []string{"home=postgres://x/db", "eu=postgres://x/db,eu=postgres://y/db", "EU=postgres://x/db", "eu="} {
+		_, err := server.ParseCells(bad)
+		require.Error(t, err, bad)
+	}
+	_, err = server.ParseCells("postgres://me:hunter2@x/db")
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "hunter2", "a password never reaches an error")
+}
+
+// TestCellsConsoleSignsInAtTheTenantsCell: a person of a tenant in the eu cell signs in
+// to the console with a token, and with a one-time link (whose code only eu holds), and
+// lands in eu's console, which the cell cookie keeps them in.
+func TestCellsConsoleSignsInAtTheTenantsCell(t *testing.T) {
+	ctx := context.Background()
+	home, eu := dbtest.Schema(t), dbtest.Schema(t)
+	_, err := cells.AddCell(ctx, home, eu, "eu")
+	require.NoError(t, err)
+	require.NoError(t, cells.Place(ctx, home, "euco", "eu"))
+	store := tenant.NewStore(eu)
+	_, _, err = store.Create(ctx, "euco")
+	require.NoError(t, err)
+	approver, err := store.NewTokenWithRole(ctx, "euco", tenant.RoleApprover)
+	require.NoError(t, err)
+	r := startCells(t, dbtest.ConnString(t, home), dbtest.ConnString(t, eu))
+
+	signIn := func(path string, form url.Values) (*http.Client, *http.Response) {
+		jar, err := cookiejar.New(nil)
+		require.NoError(t, err)
+		c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.Get(r.base + path)
+		require.NoError(t, err)
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+		require.NotNil(t, m, "no csrf field in %s", path)
+		form.Set("csrf", string(m[1]))
+		resp, err = c.PostForm(r.base+strings.Split(path, "?")[0], form)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return c, resp
+	}
+	inEU := func(c *http.Client, resp *http.Response) {
+		t.Helper()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		u, _ := url.Parse(r.base + "/console/")
+		var cell string
+		for _, k := range c.Jar.Cookies(u) {
+			if k.Name == "oncebox_cell" {
+				cell = k.Value
+			}
+		}
+		require.Equal(t, "eu", cell)
+		page, err := c.Get(r.base + "/console/overview")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(page.Body)
+		page.Body.Close()
+		require.Equal(t, http.StatusOK, page.StatusCode)
+		require.Contains(t, string(body), "euco")
+	}
+	c, resp := signIn("/console/signin", url.Values{"token": {approver}})
+	inEU(c, resp)
+
+	link, err := console.SignInLink(ctx, eu, store, approver, time.Minute)
+	require.NoError(t, err)
+	code := strings.TrimPrefix(link, "/console/link?code=")
+	c, resp = signIn(link, url.Values{"code": {code}})
+	inEU(c, resp)
+	_, resp = signIn(link, url.Values{"code": {code}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a used link signs in nowhere")
 }

@@ -34,12 +34,16 @@ func Main(ctx context.Context, args []string) int {
 	fs.DurationVar(&cfg.LongPGCut, "long-pg-cut", 0, "cut the partitioned serve's Postgres link this long (more than 100s) instead of the short partition, and check that Postgres ends its sessions, and their locks, within serve's --pg-dead-session-timeout and a margin")
 	fs.StringVar(&cfg.Failover, "failover", "", "sync or async (make chaos-failover): a streaming standby, synchronous or not, promoted after the primary is SIGKILLed in the middle of the run; serve reaches it through a multi-host URL")
 	fs.BoolVar(&cfg.HTTP2, "http2", true, "serve the fake Stripe, SendGrid, webhook receivers and CRM over TLS offering HTTP/2, with a late-delivery fault (a request held until the client gives up, then delivered if its connection is still open)")
+	cellsMode := fs.Bool("cells", false, "the two-cell run (make chaos-cells): two durable clusters, serve with --cells, SIGKILLs, one cell's Postgres crashed, a tenant moved mid-run; only --seed, --enqueue-for, --duration-cap and --keep apply")
 	if err := fs.Parse(args); err != nil {
 		return exitError
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "oncebox-chaos: unexpected arguments %q\n", fs.Args())
 		return exitError
+	}
+	if *cellsMode {
+		return runCells(ctx, cfg)
 	}
 	cfg.WebhookDefaultMode = !*nativeKeys
 	if cfg.Failover != "" && cfg.Failover != failoverSync && cfg.Failover != failoverAsync {

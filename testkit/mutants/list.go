@@ -19,6 +19,25 @@ func List() []Mutant {
 		tenantPkg    = "./tenant/"
 	)
 	return []Mutant{
+		// Cells (issue 48): a tenant moved between clusters.
+		{
+			Name:     "move-skips-wait",
+			Breaks:   "a tenant moves while its ops are still pending or dispatching in its old cell: the old cell's workers finish them after the copy, the new cell holds them as they were copied, and they are sent again or lost",
+			File:     "cells/move.go",
+			Old:      "\t\tif n == 0 {\n\t\t\treturn nil\n\t\t}",
+			New:      "\t\tif n >= 0 {\n\t\t\treturn nil\n\t\t}",
+			Packages: []string{"./cells/"},
+			Tests:    []string{"TestAMoveWaitsForWorkInFlightAndUndoesItself"},
+		},
+		{
+			Name:     "move-without-fence",
+			Breaks:   "a moving tenant's old cell takes new ops after the copy (a process whose directory is stale, a step runner): they are deleted with the tenant's rows, answered but lost",
+			File:     "cells/move.go",
+			Old:      "`CREATE OR REPLACE TRIGGER oncebox_tenant_fence BEFORE INSERT OR UPDATE OF status ON oncebox_op\n    FOR EACH ROW EXECUTE FUNCTION oncebox_tenant_fence_check()`",
+			New:      "`SELECT 1`",
+			Packages: []string{"./cells/"},
+			Tests:    []string{"TestAMoveWaitsForWorkInFlightAndUndoesItself"},
+		},
 		// Where features meet (issue 42): a purged step, a typed reference.
 		{
 			Name:     "purge-takes-waiting-steps",
