@@ -271,7 +271,7 @@ func (m *Mover) waitQuiet(ctx context.Context, src *pgxpool.Pool, p *Plan) error
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cells: %w: %d op(s) pending, dispatching or unknown, composite runs open or audit entries unsealed, after %s (a composite op whose step waits for a person holds it until decided or expired)",
+			return fmt.Errorf("cells: %w: %d op(s) pending, dispatching or unknown, composite runs open or audit entries not sealed yet, after %s (a composite op whose step waits for a person holds it until decided or expired; the cell's audit sealer runs with serve's periodic role)",
 				ErrBusy, n, wait)
 		}
 		select {

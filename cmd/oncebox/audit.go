@@ -36,6 +36,9 @@ func runAudit(ctx context.Context, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	if err := inTenantCell(ctx, &cfg, *tenantName); err != nil {
+		return err
+	}
 	rest := fs.Args()
 	if len(rest) != 1 || *tenantName == "" {
 		return &exitError{code: 2, err: errors.New(auditUsage)}

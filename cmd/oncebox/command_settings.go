@@ -29,7 +29,8 @@ var reconcileSettings = []string{"reconcile-sweep-timeout", "reconcile-retry-aft
 
 // showOnly shows --database-url and the settings of groups, and no other.
 func showOnly(groups ...[]string) func(string) bool {
-	shown := map[string]bool{flagDatabaseURL: true}
+	// --cells with the home cell's URL: a command that names a tenant works in its cell.
+	shown := map[string]bool{flagDatabaseURL: true, "cells": true}
 	for _, g := range groups {
 		for _, name := range g {
 			shown[name] = true

@@ -20,6 +20,9 @@ func runDecide(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := inTenantCell(ctx, &cfg, *tenantName); err != nil {
+		return err
+	}
 	if fs.NArg() != 1 {
 		return &exitError{code: 2, err: fmt.Errorf("usage: oncebox %s --tenant T --token TOKEN KEY [--reason R]", verb)}
 	}

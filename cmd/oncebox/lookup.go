@@ -31,6 +31,9 @@ func runLookup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := inTenantCell(ctx, &cfg, *tenantName); err != nil {
+		return err
+	}
 	if fs.NArg() != 1 {
 		return &exitError{code: 2, err: errors.New("usage: oncebox lookup --tenant T KEY|OP_ID|VENDOR_REF|CHARGE|CONVERSATION")}
 	}

@@ -22,6 +22,9 @@ func runMCP(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := inTenantCell(ctx, &cfg, *tenantName); err != nil {
+		return err
+	}
 	cfg.Roles = server.Roles{API: true}
 	if cfg.StripeAPIKey == "" && cfg.SendGridAPIKey == "" && len(cfg.WebhookTargets) == 0 && cfg.ToolsFile == "" && cfg.TenantCatalogs == "" {
 		return &exitError{code: 2, err: errNoVendor()}

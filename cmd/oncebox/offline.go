@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/oncebox/oncebox/cells"
 	"github.com/oncebox/oncebox/server"
 )
 
@@ -42,6 +44,7 @@ func parseServerArgsFor(fs *flag.FlagSet, args []string, show func(string) bool)
 // records and sends nothing: it is not warned that no vendor is configured and needs no
 // seal key.
 func offline(ctx context.Context, cfg server.Config, logger *slog.Logger, readOnly bool) (*server.Server, error) {
+	cfg.Cells = "" // inTenantCell chose the cell: the home cell unless a tenant is elsewhere
 	cfg.Roles = server.Roles{Periodic: true}
 	cfg.ReadOnly = readOnly
 	return server.New(ctx, cfg, logger)
@@ -60,4 +63,37 @@ func tenantID(ctx context.Context, srv *server.Server, name string) (int64, erro
 		return 0, err
 	}
 	return t.ID, nil
+}
+
+// inTenantCell points cfg at the cell of the named tenant when the installation has
+// cells (--cells, ONCEBOX_CELLS): the directory in the home cell (DATABASE_URL) says
+// which (docs/scaling.md). A command that names no tenant works on the home cell.
+func inTenantCell(ctx context.Context, cfg *server.Config, tenant string) error {
+	if cfg.Cells == "" {
+		return nil
+	}
+	list, err := server.ParseCells(cfg.Cells)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	cfg.Cells = ""
+	if tenant == "" {
+		return nil
+	}
+	home, err := openPool(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer home.Close()
+	placed, err := cells.Placed(ctx, home, tenant)
+	if err != nil || placed.Cell == cells.Home {
+		return err
+	}
+	for _, c := range list {
+		if c.Name == placed.Cell {
+			cfg.DatabaseURL = c.URL
+			return nil
+		}
+	}
+	return fmt.Errorf("tenant %q is in cell %s, which --cells (ONCEBOX_CELLS) does not name", tenant, placed.Cell)
 }

@@ -34,6 +34,9 @@ func runReconcile(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := inTenantCell(ctx, &cfg, *tenantName); err != nil {
+		return err
+	}
 	pos := fs.Args()
 	if len(pos) != 1 {
 		return &exitError{code: 2, err: errors.New(reconcileUsage)}

@@ -32,6 +32,9 @@ func runReview(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := inTenantCell(ctx, &cfg, *tenantName); err != nil {
+		return err
+	}
 	pos := fs.Args()
 	if len(pos) == 0 {
 		return &exitError{code: 2, err: errors.New(reviewUsage)}

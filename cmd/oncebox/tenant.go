@@ -83,6 +83,13 @@ func runTenant(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	if len(rest) == 2 && rest[0] == "create" {
+		// A name the directory places in another cell is taken (in a cell's own database
+		// the directory is empty).
+		if placed, err := cells.Placed(ctx, pool, rest[1]); err == nil && placed.Cell != cells.Home {
+			return fmt.Errorf("%w: %q, in cell %s", tenant.ErrExists, rest[1], placed.Cell)
+		}
+	}
 	settings, err := vendoraccount.New(pool, nil)
 	if err != nil {
 		return err
