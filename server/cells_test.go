@@ -25,8 +25,8 @@ import (
 
 	"github.com/oncebox/oncebox/cells"
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
-	"github.com/oncebox/oncebox/doors/console"
 	"github.com/oncebox/oncebox/devkit/localpg"
+	"github.com/oncebox/oncebox/doors/console"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
