@@ -24,9 +24,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/cells"
+	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/devkit/localpg"
 	"github.com/oncebox/oncebox/doors/console"
+	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
@@ -43,7 +45,7 @@ type cellsRig struct {
 	stop func()
 }
 
-func startCells(t *testing.T, homeURL, euURL string) *cellsRig {
+func startCells(t *testing.T, homeURL, euURL string, adjust ...func(*server.Config)) *cellsRig {
 	t.Helper()
 	fake := fakewebhook.New(fakewebhook.Config{})
 	hook := httptest.NewServer(fake)
@@ -58,6 +60,9 @@ func startCells(t *testing.T, homeURL, euURL string) *cellsRig {
 	cfg.FetchPollInterval = 100 * time.Millisecond
 	cfg.CellDirectoryRefresh = 200 * time.Millisecond
 	cfg.UnavailableRetryAfter = time.Second
+	for _, f := range adjust {
+		f(&cfg)
+	}
 	var logger *slog.Logger
 	if os.Getenv("ONCEBOX_CELLS_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -459,4 +464,92 @@ func TestCellsConsoleSignsInAtTheTenantsCell(t *testing.T) {
 	inEU(c, resp)
 	_, resp = signIn(link, url.Values{"code": {code}})
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a used link signs in nowhere")
+}
+
+// TestCellsMoveCarriesApprovalsBudgetsAndKeys: what a tenant holds besides its settled
+// ops moves with it and keeps working in its new cell. A refund waiting for a person
+// moves, is approved there through the router, and Stripe holds exactly one refund; a
+// budget's usage moves, so the call past it is still refused; a key used before the
+// move answers its op, not a second payment; the agent's token is still not allowed
+// to approve.
+func TestCellsMoveCarriesApprovalsBudgetsAndKeys(t *testing.T) {
+	ctx := context.Background()
+	home, eu := dbtest.Schema(t), dbtest.Schema(t)
+	_, err := cells.AddCell(ctx, home, eu, "eu")
+	require.NoError(t, err)
+	store := tenant.NewStore(home)
+	_, agent, err := store.Create(ctx, "acme")
+	require.NoError(t, err)
+	approver, err := store.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
+	require.NoError(t, err)
+	fake := fakestripe.New(fakestripe.Config{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+	r := startCells(t, dbtest.ConnString(t, home), dbtest.ConnString(t, eu), func(c *server.Config) {
+		c.StripeAPIKey, c.StripeAPIBase = "sk_test_cells", stripeSrv.URL
+		c.RefundApprovalAbove = 1000
+		c.Budgets = []governance.Budget{{Name: "three-payments", Tool: "stripe.payment_intent",
+			Window: governance.Duration(24 * time.Hour), Count: 3, OnExceed: governance.ExceedRefuse}}
+	})
+	call := func(method, path, token, key, body string) (int, map[string]any) {
+		req, err := http.NewRequestWithContext(ctx, method, r.base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		_ = json.Unmarshal(raw, &out)
+		return resp.StatusCode, out
+	}
+	pay := func(key string) (int, map[string]any) {
+		return call("POST", "/v1/ops?wait=20s", agent, key,
+			`{"tool": "stripe.payment_intent", "args": {"amount": 5000, "currency": "usd", "payment_method": "pm_card_visa", "confirm": true}}`)
+	}
+	status, first := pay("pay-1")
+	require.Equal(t, http.StatusAccepted, status, first)
+	require.Equal(t, "succeeded", first["status"], first)
+	for _, k := range []string{"pay-2", "pay-3"} {
+		status, op := pay(k)
+		require.Equal(t, http.StatusAccepted, status, op)
+	}
+	status, refund := call("POST", "/v1/ops", agent, "refund-1",
+		`{"tool": "stripe.refund", "args": {"payment_intent": "`+first["vendor_ref"].(string)+`", "amount": 4000}}`)
+	require.Equal(t, http.StatusAccepted, status, refund)
+	require.Equal(t, "awaiting_approval", refund["status"])
+
+	m := &cells.Mover{Home: home, Cells: map[string]*pgxpool.Pool{cells.Home: home, "eu": eu},
+		Wait: 30 * time.Second, Drain: 500 * time.Millisecond, Logf: t.Logf}
+	_, err = m.Move(ctx, "acme", "eu")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		status, _ := call("GET", "/v1/ops/refund-1", agent, "", "")
+		return status == http.StatusOK
+	}, 10*time.Second, 100*time.Millisecond, "the router sends acme to eu")
+	require.Equal(t, 1, dbtest.Count(t, eu, `SELECT count(*) FROM oncebox_op WHERE status = 'awaiting_approval'`))
+
+	status, again := pay("pay-1")
+	require.Equal(t, http.StatusOK, status, again)
+	require.Equal(t, first["id"], again["id"], "a key from before the move answers its op")
+	status, over := pay("pay-4")
+	require.Equal(t, http.StatusTooManyRequests, status, "the budget's usage moved with the tenant: %v", over)
+	require.Len(t, fake.PaymentIntents(), 3)
+
+	status, _ = call("POST", "/v1/ops/refund-1/approve", agent, "", `{"reason": "me"}`)
+	require.Equal(t, http.StatusForbidden, status, "the agent still cannot approve")
+	status, approved := call("POST", "/v1/ops/refund-1/approve", approver, "", `{"reason": "checked"}`)
+	require.Equal(t, http.StatusOK, status, approved)
+	require.Eventually(t, func() bool {
+		_, op := call("GET", "/v1/ops/refund-1", agent, "", "")
+		return op["status"] == "succeeded"
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Len(t, fake.Refunds(), 1, "exactly one refund at Stripe")
+	require.Zero(t, dbtest.Count(t, home, `SELECT count(*) FROM oncebox_op`), "nothing of acme is left in home")
 }
