@@ -94,12 +94,14 @@ SELECT EXISTS (SELECT 1 FROM oncebox_op_ref WHERE tenant_id = $1 AND vendor_ref 
 // an account of its own ("acct_…" or "key:…") that no other tenant's setting names
 // (the vendor keeps that account's objects apart), or the installation's account ("")
 // claimed by the tenant (oncebox_vendor_owner) while it is the installation's only
-// tenant.
+// tenant, in an installation of one cell (with several, a cell's tenants are not all the
+// installation's: docs/scaling.md).
 const sqlAccountOwned = `
 SELECT CASE WHEN $3::text <> '' THEN NOT EXISTS (SELECT 1 FROM oncebox_tenant_vendor v
 		WHERE v.vendor = $2 AND v.account = $3 AND v.tenant_id <> $1)
 	ELSE EXISTS (SELECT 1 FROM oncebox_vendor_owner w WHERE w.vendor = $2 AND w.tenant_id = $1)
-		AND (SELECT count(*) FROM oncebox_tenant) = 1 END`
+		AND (SELECT count(*) FROM oncebox_tenant) = 1
+		AND NOT EXISTS (SELECT 1 FROM oncebox_cell WHERE name <> 'home') AND NOT EXISTS (SELECT 1 FROM oncebox_cell_self) END`
 
 // sqlObjectOthers says whether object $3 at vendor $2 was made by an op of a tenant
 // other than $1 or adopted by one: on an account owned wholesale (sqlAccountOwned), a

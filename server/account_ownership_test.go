@@ -13,9 +13,11 @@ import (
 	stripego "github.com/stripe/stripe-go/v79"
 	stripeclient "github.com/stripe/stripe-go/v79/client"
 
+	"github.com/oncebox/oncebox/cells"
 	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
+	"github.com/oncebox/oncebox/testkit/dbtest"
 	"github.com/oncebox/oncebox/vendoraccount"
 )
 
@@ -178,4 +180,29 @@ func TestAnAccountTakenOverKeepsThePreviousTenantsObjects(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status, out)
 	require.Len(t, connect.Refunds(), 1, "only acme's own payment was refunded")
 	require.Equal(t, mine, connect.Refunds()[0].PaymentIntent)
+}
+
+// TestACellEndsTheClaimOnTheInstallationAccount: the only tenant's claim on the
+// installation's account stops counting once the installation has a second cell, whose
+// tenants the home cell cannot count and whose payments on that account would otherwise
+// be the claimant's to refund.
+func TestACellEndsTheClaimOnTheInstallationAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	o, tokens, settings, ids := newAccountStripe(t, "solo")
+	solo := tokens[0]
+	require.NoError(t, settings.Own(ctx, ids["solo"], "stripe", "cli:alice"))
+	pi := o.paidOutside(t, "")
+	status, _, out := o.call(t, http.MethodPost, "/v1/ops?wait=20s", solo, "refund-1", `{"tool": "stripe.refund", "args": {"payment_intent": "`+pi+`"}}`)
+	require.Equal(t, http.StatusAccepted, status, out)
+
+	_, err := cells.AddCell(ctx, o.pool, dbtest.Schema(t), "eu")
+	require.NoError(t, err)
+	pi2 := o.paidOutside(t, "")
+	status, _, out = o.refund(t, solo, "refund-2", "payment_intent", pi2)
+	requireNotOwned(t, status, out, "payment_intent", pi2)
+	owners, err := settings.Owners(ctx, ids["solo"])
+	require.NoError(t, err)
+	require.False(t, owners[0].InForce, "a second cell ends the claim")
+	require.Len(t, o.fake.Refunds(), 1)
 }

@@ -18,7 +18,8 @@ type Owner struct {
 	// OwnedAt and OwnedBy say when and by whom the claim was made.
 	OwnedAt time.Time `json:"owned_at"`
 	OwnedBy string    `json:"owned_by"`
-	// InForce is false once another tenant exists: the claim then counts for nothing.
+	// InForce is false once another tenant exists, or the installation has several cells
+	// (docs/scaling.md): the claim then counts for nothing.
 	InForce bool `json:"in_force"`
 }
 
@@ -36,8 +37,13 @@ func (s *Settings) Own(ctx context.Context, tenantID int64, vendor, by string) e
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var others int
-		if err := tx.QueryRow(ctx, sqlOtherTenants, tenantID).Scan(&others); err != nil {
+		var cells bool
+		if err := tx.QueryRow(ctx, sqlOtherTenants, tenantID).Scan(&others, &cells); err != nil {
 			return fmt.Errorf("vendoraccount: count the tenants: %w", err)
+		}
+		if cells {
+			return fmt.Errorf("vendoraccount: the installation has several cells, whose tenants this one cannot count, and the installation's %s account may hold their objects: "+
+				"adopt the objects instead (oncebox tenant adopt), or give the tenant an account of its own: %w", vendor, ErrNotOnlyTenant)
 		}
 		if others > 0 {
 			return fmt.Errorf("vendoraccount: %d other tenant(s) exist, and the installation's %s account may hold their objects: "+

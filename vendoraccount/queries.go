@@ -29,14 +29,21 @@ const (
 
 // Claims on the installation's own accounts (owner.go).
 const (
-	// sqlOtherTenants counts the tenants other than $1.
-	sqlOtherTenants = `SELECT count(*) FROM oncebox_tenant WHERE id <> $1`
+	// sqlOtherTenants counts the tenants other than $1, and says whether this database is
+	// one cell of several (a cell's tenants are not the installation's).
+	sqlOtherTenants = `SELECT count(*), ` + sqlSeveralCells + ` FROM oncebox_tenant WHERE id <> $1`
+	// sqlSeveralCells is true in a database that is one cell of several (docs/scaling.md):
+	// the home cell, once another cell is registered, and every other cell. Its tenants
+	// are then not all the installation's, and no claim on the installation's account is
+	// in force.
+	sqlSeveralCells = `(EXISTS (SELECT 1 FROM oncebox_cell WHERE name <> 'home') OR EXISTS (SELECT 1 FROM oncebox_cell_self))`
 	sqlOwnVendor    = `INSERT INTO oncebox_vendor_owner (vendor, tenant_id, owned_by) VALUES ($1, $2, $3)
 		ON CONFLICT (vendor) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, owned_at = now(), owned_by = EXCLUDED.owned_by
 		WHERE oncebox_vendor_owner.tenant_id <> EXCLUDED.tenant_id`
 	sqlDisownVendor = `DELETE FROM oncebox_vendor_owner WHERE vendor = $1 AND tenant_id = $2`
 	// sqlVendorOwners lists the claims of tenant $1 (every claim when $1 is 0), each
-	// with whether it is in force: its tenant is the only one.
-	sqlVendorOwners = `SELECT w.tenant_id, w.vendor, w.owned_at, w.owned_by, (SELECT count(*) FROM oncebox_tenant) = 1
+	// with whether it is in force: its tenant is the only one, of an installation of one
+	// cell.
+	sqlVendorOwners = `SELECT w.tenant_id, w.vendor, w.owned_at, w.owned_by, (SELECT count(*) FROM oncebox_tenant) = 1 AND NOT ` + sqlSeveralCells + `
 		FROM oncebox_vendor_owner w WHERE $1 = 0 OR w.tenant_id = $1 ORDER BY w.vendor`
 )

@@ -109,3 +109,28 @@ func TestOwnOnlyWhileTheOnlyTenant(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, gone)
 }
+
+// TestNoClaimInForceWithCells: in an installation of several cells a cell's only tenant
+// is not the installation's: another cell's tenant may have objects in the
+// installation's account, so a claim is neither taken nor in force, in the home cell
+// once another cell is registered, and in every other cell.
+func TestNoClaimInForceWithCells(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, mark := range []string{
+		`INSERT INTO oncebox_cell (name, number) VALUES ('eu', 1)`,      // the home cell's directory
+		`INSERT INTO oncebox_cell_self (name, number) VALUES ('eu', 1)`, // another cell
+	} {
+		pool := dbtest.Schema(t)
+		acme := tenant(t, pool, "acme")
+		s, err := vendoraccount.New(pool, nil)
+		require.NoError(t, err)
+		require.NoError(t, s.Own(ctx, acme, "stripe", "cli:alice"))
+		_, err = pool.Exec(ctx, mark)
+		require.NoError(t, err)
+		owners, err := s.Owners(ctx, acme)
+		require.NoError(t, err)
+		require.False(t, owners[0].InForce, mark)
+		require.ErrorIs(t, s.Own(ctx, acme, "sendgrid", "cli:alice"), vendoraccount.ErrNotOnlyTenant, mark)
+	}
+}

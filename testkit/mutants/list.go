@@ -38,6 +38,15 @@ func List() []Mutant {
 			Packages: []string{"./cells/"},
 			Tests:    []string{"TestAMoveWaitsForWorkInFlightAndUndoesItself"},
 		},
+		{
+			Name:     "claim-counts-one-cell",
+			Breaks:   "a claim on the installation's account stays in force while its tenant is its cell's only one, though another cell's tenants may have objects in that account: the claimant may refund their payments",
+			File:     "outbox/queries.go",
+			Old:      "\t\tAND NOT EXISTS (SELECT 1 FROM oncebox_cell WHERE name <> 'home') AND NOT EXISTS (SELECT 1 FROM oncebox_cell_self) END`",
+			New:      "\t\tEND`",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestACellEndsTheClaimOnTheInstallationAccount"},
+		},
 		// Where features meet (issue 42): a purged step, a typed reference.
 		{
 			Name:     "purge-takes-waiting-steps",
