@@ -3,6 +3,7 @@ package cells
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -171,4 +172,50 @@ func TestUseXIDsAdvancesTheCluster(t *testing.T) {
 	before := next()
 	require.NoError(t, useXIDs(ctx, pool, 500))
 	require.GreaterOrEqual(t, next()-before, int64(500))
+}
+
+// TestAFenceWaitsWithoutStallingTheOtherTenants: the fence's trigger waits for a long
+// transaction writing oncebox_op, but never holds the other tenants' writes queued
+// behind it for longer than its lock timeout, and goes in once that transaction ends.
+func TestAFenceWaitsWithoutStallingTheOtherTenants(t *testing.T) {
+	ctx := context.Background()
+	home, _, _ := twoCells(t)
+	acme := seedTenant(t, home, "acme", "succeeded")
+	beta := seedTenant(t, home, "beta", "succeeded")
+	gamma := seedTenant(t, home, "gamma", "succeeded")
+	insert := func(q interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}, tenant int64, key string) error {
+		_, err := q.Exec(ctx, `INSERT INTO oncebox_op (id, tenant_id, idempotency_key, tool, vendor, args, fingerprint, status, expires_at, vendor_key)
+VALUES (gen_random_uuid(), $1, $2, 'webhook.post', 'webhook', '{}', '\x01', 'pending', now() + interval '1 day', gen_random_uuid()::text)`, tenant, key)
+		return err
+	}
+	long, err := home.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, insert(long, beta, "long"))
+	fenced := make(chan error, 1)
+	began := time.Now()
+	go func() { fenced <- fence(ctx, home, acme, "eu") }()
+	time.Sleep(200 * time.Millisecond)
+	var slowest time.Duration
+	var stalled error
+	for i := range 5 {
+		start := time.Now()
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := home.Exec(ictx, `INSERT INTO oncebox_op (id, tenant_id, idempotency_key, tool, vendor, args, fingerprint, status, expires_at, vendor_key)
+VALUES (gen_random_uuid(), $1, $2, 'webhook.post', 'webhook', '{}', '\x01', 'pending', now() + interval '1 day', gen_random_uuid()::text)`, gamma, fmt.Sprintf("g%d", i))
+		cancel()
+		stalled = errors.Join(stalled, err)
+		slowest = max(slowest, time.Since(start))
+		time.Sleep(150 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, long.Commit(ctx))
+	require.NoError(t, stalled, "another tenant's insert waited behind the fence")
+	require.Less(t, slowest, time.Second, "another tenant's insert waited behind the fence")
+	require.NoError(t, <-fenced)
+	require.Greater(t, time.Since(began), time.Second, "the fence went in before the long transaction ended")
+	require.Error(t, insert(home, acme, "after"), "acme is fenced")
+	require.NoError(t, unfence(ctx, home, acme))
+	require.NoError(t, insert(home, acme, "after"))
 }

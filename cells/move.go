@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -286,15 +287,51 @@ func (m *Mover) waitQuiet(ctx context.Context, src *pgxpool.Pool, p *Plan) error
 // tenant of the cell is fenced.
 const fenceLock = `SELECT pg_advisory_xact_lock(hashtextextended('oncebox_tenant_fence', 0))`
 
+// ddlLockTimeout bounds how long the fence's trigger DDL waits for oncebox_op's lock,
+// and with it how long every other tenant's writes in the cell queue behind it; a
+// DDL that times out is tried again (ddlTries times).
+const (
+	ddlLockTimeout = `SET LOCAL lock_timeout = '300ms'`
+	ddlTries       = 40
+)
+
+// withDDLRetry runs f, again after a pause when it failed on its lock timeout (55P03).
+func withDDLRetry(ctx context.Context, f func() error) error {
+	var err error
+	for range ddlTries {
+		err = f()
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return err
+}
+
 // fence stops new ops and decisions of the tenant in pool: its fence row, and the
 // trigger that reads it. Creating the trigger waits for every transaction writing
-// oncebox_op (SHARE ROW EXCLUSIVE), so none that missed the fence can commit after.
+// oncebox_op (SHARE ROW EXCLUSIVE), so none that missed the fence can commit after;
+// it waits at most ddlLockTimeout at a time, so that the other tenants' writes, queued
+// behind it, wait no longer.
 func fence(ctx context.Context, pool *pgxpool.Pool, id int64, to string) error {
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := withDDLRetry(ctx, func() error { return fenceOnce(ctx, pool, id, to) })
+	if err != nil {
+		return fmt.Errorf("cells: fence tenant %d: %w", id, err)
+	}
+	return nil
+}
+
+func fenceOnce(ctx context.Context, pool *pgxpool.Pool, id int64, to string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fenceLock); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '10s'`); err != nil {
+		if _, err := tx.Exec(ctx, ddlLockTimeout); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO oncebox_tenant_fence (tenant_id, moving_to) VALUES ($1, $2)
@@ -305,15 +342,15 @@ ON CONFLICT (tenant_id) DO UPDATE SET moving_to = EXCLUDED.moving_to`, id, to); 
     FOR EACH ROW EXECUTE FUNCTION oncebox_tenant_fence_check()`)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("cells: fence tenant %d: %w", id, err)
-	}
-	return nil
 }
 
 // unfence lifts the tenant's fence in pool, and drops the trigger when no other tenant
 // of the cell is fenced.
 func unfence(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+	return withDDLRetry(ctx, func() error { return unfenceOnce(ctx, pool, id) })
+}
+
+func unfenceOnce(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fenceLock); err != nil {
 			return err
@@ -328,7 +365,7 @@ func unfence(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 		if left {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '10s'`); err != nil {
+		if _, err := tx.Exec(ctx, ddlLockTimeout); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS oncebox_tenant_fence ON oncebox_op`)

@@ -39,6 +39,15 @@ func List() []Mutant {
 			Tests:    []string{"TestAMoveWaitsForWorkInFlightAndUndoesItself"},
 		},
 		{
+			Name:     "fence-stalls-every-tenant",
+			Breaks:   "a move's fence waits for oncebox_op's lock as long as a long transaction lasts, and every other tenant's enqueue in the cell queues behind it",
+			File:     "cells/move.go",
+			Old:      "ddlLockTimeout = `SET LOCAL lock_timeout = '300ms'`",
+			New:      "ddlLockTimeout = `SET LOCAL lock_timeout = '10s'`",
+			Packages: []string{"./cells/"},
+			Tests:    []string{"TestAFenceWaitsWithoutStallingTheOtherTenants"},
+		},
+		{
 			Name:     "claim-counts-one-cell",
 			Breaks:   "a claim on the installation's account stays in force while its tenant is its cell's only one, though another cell's tenants may have objects in that account: the claimant may refund their payments",
 			File:     "outbox/queries.go",
