@@ -27,6 +27,7 @@ import (
 	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/devkit/localpg"
+	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/doors/console"
 	"github.com/oncebox/oncebox/governance"
 	"github.com/oncebox/oncebox/migrations"
@@ -56,6 +57,12 @@ func startCells(t *testing.T, homeURL, euURL string, adjust ...func(*server.Conf
 	cfg.Cells = "eu=" + euURL
 	cfg.Addr = "127.0.0.1:0"
 	cfg.WebhookTargets = map[string]webhook.Target{"crm": {BaseURL: hook.URL}}
+	// A send cut by a cell's crash is unknown: the reconciler asks the receiver's lookup
+	// path, and resends only what it never got.
+	cfg.WebhookLookupPath, cfg.WebhookLookupLag = "/_lookup", 3*time.Second
+	cfg.WebhookTimeout = 2 * time.Second
+	cfg.Queues["webhook"] = dispatch.QueueConfig{MaxWorkers: 20, JobTimeout: 3 * time.Second}
+	cfg.RescueStuckJobsAfter, cfg.ReconcileSweepTimeout, cfg.ReconcileStuckMargin = 45*time.Second, 8*time.Second, 2*time.Second
 	cfg.ReconcileInterval = time.Second
 	cfg.FetchPollInterval = 100 * time.Millisecond
 	cfg.CellDirectoryRefresh = 200 * time.Millisecond
