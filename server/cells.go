@@ -168,6 +168,15 @@ func NewCells(ctx context.Context, cfg Config, logger *slog.Logger) (*Cells, err
 	return c, nil
 }
 
+// Servers returns every cell's Server, the home cell's first.
+func (c *Cells) Servers() []*Server {
+	out := make([]*Server, len(c.names))
+	for i, name := range c.names {
+		out[i] = c.servers[name]
+	}
+	return out
+}
+
 // Server returns the Server of the named cell (nil: no such cell).
 func (c *Cells) Server(name string) *Server { return c.servers[name] }
 

@@ -425,7 +425,21 @@ func TestCellsConsoleSignsInAtTheTenantsCell(t *testing.T) {
 	require.NoError(t, err)
 	approver, err := store.NewTokenWithRole(ctx, "euco", tenant.RoleApprover)
 	require.NoError(t, err)
-	r := startCells(t, dbtest.ConnString(t, home), dbtest.ConnString(t, eu))
+	r := startCells(t, dbtest.ConnString(t, home), dbtest.ConnString(t, eu), func(c *server.Config) { c.AdminToken = "adm-cells-secret" })
+
+	// The installation's endpoints answer through the router: River UI (the home cell's),
+	// each cell's metrics, the probes.
+	get := func(path string) int {
+		req, _ := http.NewRequest(http.MethodGet, r.base+path, nil)
+		req.Header.Set("Authorization", "Bearer adm-cells-secret")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range []string{"/riverui/api/jobs?limit=1", "/metrics", "/metrics?cell=eu", "/readyz", "/livez", "/healthz"} {
+		require.Equal(t, http.StatusOK, get(p), p)
+	}
 
 	signIn := func(path string, form url.Values) (*http.Client, *http.Response) {
 		jar, err := cookiejar.New(nil)

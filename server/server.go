@@ -1134,9 +1134,11 @@ func (s *Server) Listen() (net.Addr, error) {
 func (s *Server) Run(ctx context.Context) error {
 	// What can fail comes first, so that a failure leaves no worker running. A cell's
 	// Server (embedded) is served by the router in front (Cells).
-	if s.handler != nil && !s.cfg.embedded {
-		if _, err := s.Listen(); err != nil {
-			return err
+	if s.handler != nil {
+		if !s.cfg.embedded {
+			if _, err := s.Listen(); err != nil {
+				return err
+			}
 		}
 		if s.riverUI != nil {
 			if err := s.riverUI.Start(ctx); err != nil {

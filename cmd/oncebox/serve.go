@@ -34,6 +34,12 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 		defer cs.Close()
+		if cfg.ToolsFile != "" || cfg.TenantCatalogs != "" {
+			for _, srv := range cs.Servers() {
+				stop := reloadOnSIGHUP(ctx, srv)
+				defer stop()
+			}
+		}
 		return cs.Run(ctx)
 	}
 	srv, err := server.New(ctx, cfg, logger)
