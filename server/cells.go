@@ -508,10 +508,7 @@ func (c *Cells) serveConsoleLink(w http.ResponseWriter, r *http.Request) {
 	}
 	var refused *recorder
 	for _, name := range c.names {
-		rr := r.Clone(r.Context())
-		rr.Body = io.NopCloser(bytes.NewReader(body))
-		rec := &recorder{header: http.Header{}, status: http.StatusOK}
-		c.servers[name].handler.ServeHTTP(rec, rr)
+		rec := c.askCell(name, r, body)
 		if rec.status == http.StatusUnauthorized || rec.status >= 500 {
 			// Not this cell's code, or this cell is down: a 5xx is the answer unless
 			// another cell signs the person in.
@@ -554,10 +551,7 @@ func (c *Cells) serveVendorEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	var worst *recorder
 	for _, name := range c.names {
-		rr := r.Clone(r.Context())
-		rr.Body = io.NopCloser(bytes.NewReader(body))
-		rec := &recorder{header: http.Header{}, status: http.StatusOK}
-		c.servers[name].handler.ServeHTTP(rec, rr)
+		rec := c.askCell(name, r, body)
 		if worst == nil || (rec.status >= 300 && worst.status < 300) {
 			worst = rec
 		}
@@ -572,6 +566,15 @@ func (r *recorder) writeTo(w http.ResponseWriter) {
 	}
 	w.WriteHeader(r.status)
 	_, _ = w.Write(r.body.Bytes())
+}
+
+// askCell serves r, with body, by the named cell's handler, and keeps its answer.
+func (c *Cells) askCell(name string, r *http.Request, body []byte) *recorder {
+	rr := r.Clone(r.Context())
+	rr.Body = io.NopCloser(bytes.NewReader(body))
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	c.servers[name].handler.ServeHTTP(rec, rr)
+	return rec
 }
 
 // recorder keeps one cell's answer to a broadcast vendor event.

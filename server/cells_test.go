@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -265,16 +264,7 @@ func TestCellsOneCellDown(t *testing.T) {
 		t.Skip("starts and stops a private Postgres cluster")
 	}
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "oncebox-cells-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	pgCfg := localpg.Config{Env: func(string) (string, bool) { return "", false }, DataDir: dir + "/pgdata",
-		Port: port, Database: "oncebox_eu", DisableDocker: true, Durable: true}
+	pgCfg := privateCluster(t, "oncebox_eu", true)
 	pg, err := localpg.Start(ctx, pgCfg)
 	if errors.Is(err, localpg.ErrNoPostgres) {
 		t.Skipf("no Postgres server binaries to start a private cluster: %v", err)

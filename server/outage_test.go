@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -35,21 +33,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 		t.Skip("starts and stops a private Postgres cluster")
 	}
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "oncebox-outage-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755)) // the cluster may run as an unprivileged user
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	pgCfg := localpg.Config{
-		Env:           func(string) (string, bool) { return "", false },
-		DataDir:       dir + "/pgdata",
-		Port:          port,
-		Database:      "oncebox_outage",
-		DisableDocker: true,
-	}
+	pgCfg := privateCluster(t, "oncebox_outage", false)
 	pg, err := localpg.Start(ctx, pgCfg)
 	if errors.Is(err, localpg.ErrNoPostgres) {
 		t.Skipf("no Postgres server binaries to start a private cluster: %v", err)
