@@ -32,7 +32,7 @@ func runAudit(ctx context.Context, args []string) error {
 	minAmount := fs.String("min-amount", "", "export: only the ops whose call names an amount (minor units) at least this")
 	maxAmount := fs.String("max-amount", "", "export: only the ops whose call names an amount (minor units) at most this")
 	publicKey := fs.String("public-key", "", "verify: the checkpoints' ed25519 public key, hex (default: the key stored with each checkpoint)")
-	cfg, _, err := parseConfigFor(fs, args, showOnly())
+	cfg, _, err := parseConfigFor(fs, args, showOnly(cellSettings))
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -27,10 +27,13 @@ var recordSettings = []string{"ttl", "tool-ttl", "max-attempts", "notify-url", "
 var reconcileSettings = []string{"reconcile-sweep-timeout", "reconcile-retry-after", "reconcile-batch", "reconcile-concurrency",
 	"reconcile-stuck-margin", "resend-on-none", "vendor-event-lag", "max-attempts"}
 
+// cellSettings are shown by the commands that name a tenant (--tenant): with --cells
+// and the home cell's URL, they work in the tenant's cell (inTenantCell).
+var cellSettings = []string{"cells"}
+
 // showOnly shows --database-url and the settings of groups, and no other.
 func showOnly(groups ...[]string) func(string) bool {
-	// --cells with the home cell's URL: a command that names a tenant works in its cell.
-	shown := map[string]bool{flagDatabaseURL: true, "cells": true}
+	shown := map[string]bool{flagDatabaseURL: true}
 	for _, g := range groups {
 		for _, name := range g {
 			shown[name] = true

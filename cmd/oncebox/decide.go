@@ -16,7 +16,7 @@ func runDecide(ctx context.Context, verb string, args []string) error {
 	reason := fs.String("reason", "", "why (recorded in the op's history)")
 	tokenName := fs.String("token", "", "the approver or admin token deciding, or its listed prefix (required): "+
 		"four-eyes rules count its person (or the token) once")
-	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(vendorSettings))
+	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(cellSettings, vendorSettings))
 	if err != nil {
 		return err
 	}

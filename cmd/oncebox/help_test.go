@@ -55,7 +55,7 @@ func TestEverySubcommandHelpShowsItsOwnFlags(t *testing.T) {
 		names = append(names, m[1])
 	}
 	slices.Sort(names)
-	require.Equal(t, []string{"database-url", "json", "log-format", "log-level", "tenant"}, names)
+	require.Equal(t, []string{"cells", "database-url", "json", "log-format", "log-level", "tenant"}, names)
 	require.Contains(t, errOut, "(from DATABASE_URL)")
 }
 

@@ -27,7 +27,7 @@ func runLookup(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("lookup", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant name")
 	asJSON := fs.Bool("json", false, "print JSON")
-	cfg, logger, err := parseServerArgsFor(fs, args, showOnly())
+	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(cellSettings))
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func runMCP(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	tenantName := fs.String("tenant", "", "tenant whose ops the tools create")
 	conversation := fs.String("conversation", "", "conversation of calls that name none in _meta (default: none; identical calls are then one op within the tool's --mcp-dedupe-window, across restarts)")
-	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(vendorSettings, governanceSettings, recordSettings))
+	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(cellSettings, vendorSettings, governanceSettings, recordSettings))
 	if err != nil {
 		return err
 	}

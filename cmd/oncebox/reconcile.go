@@ -30,7 +30,7 @@ func runReconcile(ctx context.Context, args []string) error {
 	until := fs.String("until", "", "end of the window, not included (RFC 3339 or YYYY-MM-DD; default now)")
 	tenantName := fs.String("tenant", "", "only this tenant's ops")
 	format := fs.String("format", "", "summary, csv (the lines), totals-csv (the totals) or json (default: summary on a terminal, csv otherwise)")
-	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(vendorSettings, reconcileSettings))
+	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(cellSettings, vendorSettings, reconcileSettings))
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func runReview(ctx context.Context, args []string) error {
 	newKey := fs.Bool("new-key", false, "with --resend: use a fresh vendor key (the vendor holds a stored failure under the old one)")
 	reason := fs.String("reason", "", "why (required for resolve; recorded in the op's history)")
 	actor := fs.String("actor", envOr("USER", "operator"), "who decides")
-	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(vendorSettings))
+	cfg, logger, err := parseServerArgsFor(fs, args, showOnly(cellSettings, vendorSettings))
 	if err != nil {
 		return err
 	}
