@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -40,22 +38,8 @@ func TestApproverReleasesExactlyOneRefund(t *testing.T) {
 	approver, err := tenants.NewTokenWithRole(ctx, "acme", tenant.RoleApprover)
 	require.NoError(t, err)
 	call := func(method, path, token, key, body string) (int, map[string]any) {
-		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		_ = json.Unmarshal(raw, &out)
-		return resp.StatusCode, out
+		status, _, out := apiCall(t, ctx, base+path, method, token, key, body)
+		return status, out
 	}
 
 	status, pay := call("POST", "/v1/ops?wait=20s", agent, "pay-1",

@@ -503,22 +503,8 @@ func TestCellsMoveCarriesApprovalsBudgetsAndKeys(t *testing.T) {
 			Window: governance.Duration(24 * time.Hour), Count: 3, OnExceed: governance.ExceedRefuse}}
 	})
 	call := func(method, path, token, key, body string) (int, map[string]any) {
-		req, err := http.NewRequestWithContext(ctx, method, r.base+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		_ = json.Unmarshal(raw, &out)
-		return resp.StatusCode, out
+		status, _, out := apiCall(t, ctx, r.base+path, method, token, key, body)
+		return status, out
 	}
 	pay := func(key string) (int, map[string]any) {
 		return call("POST", "/v1/ops?wait=20s", agent, key,

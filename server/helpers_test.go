@@ -1,8 +1,13 @@
 package server_test
 
 import (
+	"context"
+	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,4 +33,26 @@ func privateCluster(t *testing.T, database string, durable bool) localpg.Config 
 	require.NoError(t, l.Close())
 	return localpg.Config{Env: func(string) (string, bool) { return "", false }, DataDir: dir + "/pgdata",
 		Port: port, Database: database, DisableDocker: true, Durable: durable}
+}
+
+// apiCall sends one API request to url as token (with an Idempotency-Key when key is
+// set, a JSON body when body is) and returns its status, headers and JSON body.
+func apiCall(t *testing.T, ctx context.Context, url, method, token, key, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, resp.Header, out
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,22 +72,7 @@ func newOwnedStripe(t *testing.T, roles server.Roles) *ownedStripe {
 // call sends one API request and returns its status, headers and JSON body.
 func (o *ownedStripe) call(t *testing.T, method, path, token, key, body string) (int, http.Header, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, o.base+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, resp.Header, out
+	return apiCall(t, context.Background(), o.base+path, method, token, key, body)
 }
 
 // refund asks for a full refund of the object named by arg ("payment_intent" or
