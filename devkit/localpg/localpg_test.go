@@ -677,3 +677,33 @@ func TestStartPrivateOnNetworks(t *testing.T) {
 	_, err := Start(ctx, Config{Env: envOf(nil), DisableDocker: true, Networks: []netip.Prefix{{}}})
 	require.ErrorContains(t, err, "network")
 }
+
+// TestCrashWithABackendThatCannotNotice: a backend asleep where it does not check for
+// the postmaster's death (here in pclose, waiting for COPY's program; in a failover, on
+// a lock the killed WAL sender held) keeps the server's log pipe open. Crash still
+// ends, by SIGKILLing the whole process group after a grace, and leaves no process.
+func TestCrashWithABackendThatCannotNotice(t *testing.T) {
+	t.Parallel()
+	requireServerBinaries(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cfg := Config{Env: envOf(nil), DisableDocker: true, DataDir: filepath.Join(reachableTempDir(t), "data")}
+	pg := startCluster(t, cfg)
+	conn, err := pgx.Connect(ctx, pg.URL)
+	require.NoError(t, err)
+	var backend int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend))
+	go func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "COPY (SELECT 1) TO PROGRAM 'sleep 600'") }()
+	require.Eventually(t, func() bool {
+		out, err := exec.Command("pgrep", "-P", strconv.Itoa(backend)).Output()
+		return err == nil && len(out) > 0
+	}, 10*time.Second, 50*time.Millisecond, "COPY's program runs")
+	pgid, err := syscall.Getpgid(backend)
+	require.NoError(t, err)
+
+	t0 := time.Now()
+	require.NoError(t, pg.Crash(ctx))
+	require.Less(t, time.Since(t0), crashGrace+10*time.Second, "the grace, then the group's SIGKILL")
+	require.ErrorIs(t, syscall.Kill(-pgid, 0), syscall.ESRCH, "no process of the server is left")
+	requirePortClosed(t, pg.URL)
+}

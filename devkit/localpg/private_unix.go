@@ -3,6 +3,7 @@
 package localpg
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,6 +33,9 @@ const (
 	logTailLines = 20
 	// stopTimeout bounds a fast shutdown before it turns into an immediate one.
 	stopTimeout = 20 * time.Second
+	// crashGrace is how long a crash waits for the server's processes to notice the
+	// postmaster's death before they are SIGKILLed as a group.
+	crashGrace = 5 * time.Second
 )
 
 // osUser is the unprivileged user a root process runs initdb and postgres as.
@@ -375,20 +379,40 @@ func (c *cluster) stop(ctx context.Context) error {
 // kill sends an immediate shutdown, then kills the server's process group
 // when it does not exit within a few seconds, and waits for it.
 // crash SIGKILLs the postmaster alone, as a crash would, waits until its backends
-// (which notice the postmaster's death) are gone too, and releases the folder.
+// (which notice the postmaster's death) are gone too, and releases the folder. Each
+// backend leads its own process group (the postmaster makes it so), so they are
+// listed first, with the postmaster stopped so that it forks none after the list. One
+// that cannot notice within crashGrace, such as a backend asleep on a lock the killed
+// WAL sender held, is SIGKILLed with its group, as the end of its machine would: until
+// it is gone it holds the log pipe open, so the postmaster's Wait would not return.
 func (c *cluster) crash(ctx context.Context) error {
 	defer c.lock.Close()
 	pid := c.cmd.Process.Pid
+	_ = c.cmd.Process.Signal(syscall.SIGSTOP)
+	children := childrenOf(pid)
 	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-c.exited:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	deadline := time.Now().Add(stopTimeout)
-	for syscall.Kill(-pid, 0) == nil {
+	deadline := time.Now().Add(crashGrace)
+	for {
+		alive := children[:0]
+		for _, child := range children {
+			if syscall.Kill(child, 0) == nil || syscall.Kill(-child, 0) == nil {
+				alive = append(alive, child)
+			}
+		}
+		children = alive
+		select {
+		case <-c.exited:
+			if len(children) == 0 {
+				c.logger.InfoContext(ctx, "crashed private Postgres (SIGKILL of the postmaster)", slog.String("data_dir", c.dataDir))
+				return nil
+			}
+		default:
+		}
 		if time.Now().After(deadline) {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			for _, child := range children {
+				_ = syscall.Kill(-child, syscall.SIGKILL)
+				_ = syscall.Kill(child, syscall.SIGKILL)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -396,8 +420,33 @@ func (c *cluster) crash(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	c.logger.InfoContext(ctx, "crashed private Postgres (SIGKILL of the postmaster)", slog.String("data_dir", c.dataDir))
-	return nil
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc (none where there is
+// no /proc: a crash then waits for the backends to notice on their own).
+func childrenOf(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var children []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+		rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+		fields := strings.Fields(string(rest))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			children = append(children, n)
+		}
+	}
+	return children
 }
 
 func (c *cluster) kill() {
