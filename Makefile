@@ -43,8 +43,8 @@ bench: ## benchmarks against River, the floor and the peer in the same run (prin
 
 # make model draws MODEL_CHECKS sequences (make test draws 2); MODEL_SEED=n replays one seed.
 MODEL_CHECKS ?= 400
-model: ## the model-based tests across doors (TestModel and TestModelOwnership, docs/reliability.md#the-model-based-test) with MODEL_CHECKS sequences of about 16 actions; needs DATABASE_URL or a local PostgreSQL install
-	$(GO) test -count=1 -timeout 180m -run '^TestModel(Ownership)?$$' ./server/ -rapid.checks=$(MODEL_CHECKS) -rapid.shrinktime=10m $(if $(MODEL_SEED),-rapid.seed=$(MODEL_SEED))
+model: ## the model-based tests across doors (TestModel, TestModelOwnership and TestModelCells on two cells, docs/reliability.md#the-model-based-test) with MODEL_CHECKS sequences of about 16 actions; needs DATABASE_URL or a local PostgreSQL install
+	$(GO) test -count=1 -timeout 180m -run '^TestModel(Ownership|Cells)?$$' ./server/ -rapid.checks=$(MODEL_CHECKS) -rapid.shrinktime=10m $(if $(MODEL_SEED),-rapid.seed=$(MODEL_SEED))
 
 chaos: ## CI-sized chaos runs (webhooks and the HTTP MCP upstream with native keys, then without), upstream MCP ops included: kills, a pause, network partitions (a serve cut from Postgres, then from the vendors; root; in the second run the Postgres cut lasts 105 s and no session of it may outlive --pg-dead-session-timeout), faults, a Postgres restart and a crash on a durable cluster, TTL purges among approvals and steps, people's resolves with foreign refs, vendors over TLS and HTTP/2 with late deliveries; fails on any broken promise
 	$(GO) run ./cmd/oncebox-chaos

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +24,6 @@ import (
 	"github.com/oncebox/oncebox/cells"
 	"github.com/oncebox/oncebox/devkit/fakestripe"
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
-	"github.com/oncebox/oncebox/devkit/localpg"
 	"github.com/oncebox/oncebox/dispatch"
 	"github.com/oncebox/oncebox/doors/console"
 	"github.com/oncebox/oncebox/governance"
@@ -264,17 +262,10 @@ func TestCellsOneCellDown(t *testing.T) {
 		t.Skip("starts and stops a private Postgres cluster")
 	}
 	ctx := context.Background()
-	pgCfg := privateCluster(t, "oncebox_eu", true)
-	pg, err := localpg.Start(ctx, pgCfg)
-	if errors.Is(err, localpg.ErrNoPostgres) {
-		t.Skipf("no Postgres server binaries to start a private cluster: %v", err)
-	}
-	require.NoError(t, err)
-	var pgMu sync.Mutex
-	t.Cleanup(func() { pgMu.Lock(); defer pgMu.Unlock(); _ = pg.Close(context.Background()) })
+	pg := startOwnCluster(t, "oncebox_eu", true)
 
 	home := dbtest.Schema(t)
-	eu, err := pgxpool.New(ctx, pg.URL)
+	eu, err := pgxpool.New(ctx, pg.URL())
 	require.NoError(t, err)
 	t.Cleanup(eu.Close)
 	_, err = migrations.Migrate(ctx, eu, nil)
@@ -287,7 +278,7 @@ func TestCellsOneCellDown(t *testing.T) {
 	require.GreaterOrEqual(t, euTenant.ID, int64(1)<<44, "a tenant of cell 1 has an id in its range")
 	_, homeTok, err := tenant.NewStore(home).Create(ctx, "homeco")
 	require.NoError(t, err)
-	r := startCells(t, dbtest.ConnString(t, home), pg.URL)
+	r := startCells(t, dbtest.ConnString(t, home), pg.URL())
 
 	cell, p := r.cs.RouteForTest(ctx, euTok)
 	require.Nil(t, p)
@@ -303,9 +294,7 @@ func TestCellsOneCellDown(t *testing.T) {
 	go euCaller.run(loadCtx, r, euTok, "eu", &wg)
 	go homeCaller.run(loadCtx, r, homeTok, "home", &wg)
 	time.Sleep(2 * time.Second)
-	pgMu.Lock()
-	require.NoError(t, pg.Crash(ctx))
-	pgMu.Unlock()
+	pg.stop(true)
 	var ready int
 	require.Eventually(t, func() bool {
 		euCaller.mu.Lock()
@@ -318,10 +307,7 @@ func TestCellsOneCellDown(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, ready, "one cell down leaves the process ready")
 	time.Sleep(2 * time.Second)
-	pgMu.Lock()
-	pg, err = localpg.Start(ctx, pgCfg)
-	pgMu.Unlock()
-	require.NoError(t, err)
+	pg.start()
 	time.Sleep(3 * time.Second)
 	endLoad()
 	wg.Wait()
@@ -340,7 +326,7 @@ func TestCellsOneCellDown(t *testing.T) {
 		sawCell = true
 	}
 	require.True(t, sawCell, "no 503 while the eu cell was down")
-	check, err := pgxpool.New(ctx, pg.URL)
+	check, err := pgxpool.New(ctx, pg.URL())
 	require.NoError(t, err)
 	defer check.Close()
 	nEU, nHome := settled(t, check), settled(t, home)

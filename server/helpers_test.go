@@ -3,11 +3,13 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,6 +35,57 @@ func privateCluster(t *testing.T, database string, durable bool) localpg.Config 
 	require.NoError(t, l.Close())
 	return localpg.Config{Env: func(string) (string, bool) { return "", false }, DataDir: dir + "/pgdata",
 		Port: port, Database: database, DisableDocker: true, Durable: durable}
+}
+
+// ownCluster is a private Postgres cluster (privateCluster) that a test stops, crashes
+// and starts again; it is stopped at the test's end.
+type ownCluster struct {
+	t   *testing.T
+	cfg localpg.Config
+	mu  sync.Mutex
+	pg  *localpg.Postgres
+}
+
+// startOwnCluster starts an ownCluster, or skips the test where no Postgres server
+// binaries are found.
+func startOwnCluster(t *testing.T, database string, durable bool) *ownCluster {
+	t.Helper()
+	c := &ownCluster{t: t, cfg: privateCluster(t, database, durable)}
+	pg, err := localpg.Start(context.Background(), c.cfg)
+	if errors.Is(err, localpg.ErrNoPostgres) {
+		t.Skipf("no Postgres server binaries to start a private cluster: %v", err)
+	}
+	require.NoError(t, err)
+	c.pg = pg
+	t.Cleanup(func() { c.mu.Lock(); defer c.mu.Unlock(); _ = c.pg.Close(context.Background()) })
+	return c
+}
+
+// URL is the cluster's connection URL (the same after a restart).
+func (c *ownCluster) URL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pg.URL
+}
+
+// stop stops the cluster: a fast shutdown, or with crash a SIGKILL of its postmaster.
+func (c *ownCluster) stop(crash bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if crash {
+		require.NoError(c.t, c.pg.Crash(context.Background()))
+		return
+	}
+	require.NoError(c.t, c.pg.Close(context.Background()))
+}
+
+// start starts the stopped cluster again on its folder and port.
+func (c *ownCluster) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pg, err := localpg.Start(context.Background(), c.cfg)
+	require.NoError(c.t, err)
+	c.pg = pg
 }
 
 // apiCall sends one API request to url as token (with an Idempotency-Key when key is

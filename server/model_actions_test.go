@@ -1,12 +1,14 @@
 package server_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,8 +138,9 @@ func (w *modelWorld) send(t *rapid.T, c *modelCall) {
 			t.Fatalf("MCP call %s of %s: %v", name, c.ref, err)
 		}
 	case "go":
-		ob := w.api.Outbox()
-		_ = pgx.BeginFunc(w.ctx, w.pool, func(tx pgx.Tx) error {
+		cell := w.cellOf[c.tenant]
+		ob := w.api.in(cell).Outbox()
+		_ = pgx.BeginFunc(w.ctx, w.cellPools[cell], func(tx pgx.Tx) error {
 			_, err := ob.EnqueueTx(w.ctx, tx, outbox.EnqueueParams{TenantID: tn.id, Key: c.key, Tool: c.tool, Args: args})
 			return err
 		})
@@ -206,25 +209,38 @@ type waitingOp struct {
 	tenant       int
 }
 
-// waiting lists the ops in one of statuses, oldest first.
+// waiting lists the ops in one of statuses (in every cell), oldest first.
 func (w *modelWorld) waiting(t *rapid.T, statuses ...string) []waitingOp {
-	rows, err := w.pool.Query(w.ctx, `SELECT o.id::text, o.idempotency_key, coalesce(o.args->>'ref', ''), o.tenant_id
-		FROM oncebox_op o WHERE o.status = ANY($1) ORDER BY o.created_at, o.id`, statuses)
-	if err != nil {
-		t.Fatalf("list waiting ops: %v", err)
+	type dated struct {
+		op waitingOp
+		at time.Time
 	}
-	var out []waitingOp
-	for rows.Next() {
-		var op waitingOp
-		var tid int64
-		if err := rows.Scan(&op.id, &op.key, &op.ref, &tid); err != nil {
-			t.Fatalf("scan: %v", err)
+	var all []dated
+	for _, name := range w.cellNames {
+		rows, err := w.cellPools[name].Query(w.ctx, `SELECT o.id::text, o.idempotency_key, coalesce(o.args->>'ref', ''), o.tenant_id,
+			o.created_at FROM oncebox_op o WHERE o.status = ANY($1)`, statuses)
+		if err != nil {
+			t.Fatalf("list waiting ops: %v", err)
 		}
-		op.tenant = map[bool]int{true: 0, false: 1}[tid == w.tenants[0].id]
-		out = append(out, op)
+		for rows.Next() {
+			var d dated
+			var tid int64
+			if err := rows.Scan(&d.op.id, &d.op.key, &d.op.ref, &tid, &d.at); err != nil {
+				t.Fatalf("scan: %v", err)
+			}
+			d.op.tenant = map[bool]int{true: 0, false: 1}[tid == w.tenants[0].id]
+			all = append(all, d)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("list waiting ops: %v", err)
+		}
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("list waiting ops: %v", err)
+	slices.SortFunc(all, func(a, b dated) int {
+		return cmp.Or(a.at.Compare(b.at), strings.Compare(a.op.id, b.op.id))
+	})
+	out := make([]waitingOp, len(all))
+	for i, d := range all {
+		out[i] = d.op
 	}
 	return out
 }
@@ -307,32 +323,43 @@ func (w *modelWorld) callRef(t *rapid.T, op waitingOp) string {
 // purges, and wakes the step runners, as time passing would.
 func (w *modelWorld) advance(t *rapid.T) {
 	d := rapid.SampledFrom([]time.Duration{40 * time.Second, 2 * time.Minute, 3 * time.Hour}).Draw(t, "by")
-	if _, err := w.pool.Exec(w.ctx, `UPDATE oncebox_op SET expires_at = expires_at - $1::interval,
+	for _, name := range w.cellNames {
+		w.advanceIn(t, name, d)
+	}
+	w.settle(t, true)
+}
+
+// advanceIn is advance's clock and purge in one cell.
+func (w *modelWorld) advanceIn(t *rapid.T, cell string, d time.Duration) {
+	if _, err := w.cellPools[cell].Exec(w.ctx, `UPDATE oncebox_op SET expires_at = expires_at - $1::interval,
 		updated_at = CASE WHEN status IN ('succeeded', 'failed', 'rejected') THEN updated_at - $1::interval ELSE updated_at END`, d.String()); err != nil {
 		t.Fatalf("move the clock: %v", err)
 	}
-	if _, err := w.api.Outbox().Purge(w.ctx, purge.Config{BatchSize: 10}); err != nil {
+	if _, err := w.api.in(cell).Outbox().Purge(w.ctx, purge.Config{BatchSize: 10}); err != nil {
 		t.Fatalf("purge: %v", err)
 	}
-	w.settle(t, true)
 }
 
 // reload changes the note's TTL in the catalog file and reloads both processes.
 func (w *modelWorld) reload(t *rapid.T) {
 	w.noteTTL = map[string]string{"30s": "45s", "45s": "30s"}[w.noteTTL]
 	w.writeCatalog(t, w.cfg.ToolsFile)
-	if err := w.api.ReloadCatalog(w.ctx); err != nil {
-		t.Fatalf("reload the API's catalog: %v", err)
+	for _, srv := range w.api.servers() {
+		if err := srv.ReloadCatalog(w.ctx); err != nil {
+			t.Fatalf("reload the API's catalog: %v", err)
+		}
 	}
-	if err := w.worker.ReloadCatalog(w.ctx); err != nil {
-		t.Fatalf("reload the worker's catalog: %v", err)
+	for _, srv := range w.worker.servers() {
+		if err := srv.ReloadCatalog(w.ctx); err != nil {
+			t.Fatalf("reload the worker's catalog: %v", err)
+		}
 	}
 }
 
 // restart stops the worker process (its runs end as a shutdown ends them) and starts a
 // new one.
 func (w *modelWorld) restart(t *rapid.T) {
-	w.stopWorker()
+	w.worker.stop()
 	w.startWorker(t)
 }
 
@@ -367,7 +394,7 @@ func (w *modelWorld) adopt(t *rapid.T) {
 	}
 	id := rapid.SampledFrom(free).Draw(t, "account")
 	tn := rapid.IntRange(0, 1).Draw(t, "tenant")
-	if _, err := tenant.NewStore(w.pool).Adopt(w.ctx, w.tenants[tn].name, "catalog_crm", []string{id}, "model"); err != nil {
+	if _, err := tenant.NewStore(w.cellPools[w.cellOf[tn]]).Adopt(w.ctx, w.tenants[tn].name, "catalog_crm", []string{id}, "model"); err != nil {
 		t.Fatalf("adopt %s: %v", id, err)
 	}
 	w.m.adopted[id] = tn

@@ -33,17 +33,19 @@ func (w *modelWorld) settle(t *rapid.T, wake bool) {
 	}
 	for poke := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		var busy []string
-		rows, err := w.pool.Query(w.ctx, sqlModelBusy)
-		if err == nil {
-			for rows.Next() {
-				var s string
-				_ = rows.Scan(&s)
-				busy = append(busy, s)
+		for _, name := range w.cellNames {
+			rows, err := w.cellPools[name].Query(w.ctx, sqlModelBusy)
+			if err == nil {
+				for rows.Next() {
+					var s string
+					_ = rows.Scan(&s)
+					busy = append(busy, s)
+				}
+				err = rows.Err()
 			}
-			err = rows.Err()
-		}
-		if err != nil {
-			t.Fatalf("list busy ops: %v", err)
+			if err != nil {
+				t.Fatalf("list busy ops: %v", err)
+			}
 		}
 		if len(busy) == 0 {
 			return
@@ -59,10 +61,19 @@ func (w *modelWorld) settle(t *rapid.T, wake bool) {
 	}
 }
 
-// retrySteps makes every snoozed step runner job that last ran before since (zero: any)
-// available now, and returns how many runner jobs have not yet run after since.
+// retrySteps makes every snoozed step runner job (of every cell) that last ran before
+// since (zero: any) available now, and returns how many runner jobs have not yet run
+// after since.
 func (w *modelWorld) retrySteps(t *rapid.T, since time.Time) int {
-	rows, err := w.pool.Query(w.ctx, `SELECT id, state, attempted_at FROM river_job WHERE kind = 'oncebox.steps'
+	left := 0
+	for _, name := range w.cellNames {
+		left += w.retryStepsIn(t, name, since)
+	}
+	return left
+}
+
+func (w *modelWorld) retryStepsIn(t *rapid.T, cell string, since time.Time) int {
+	rows, err := w.cellPools[cell].Query(w.ctx, `SELECT id, state, attempted_at FROM river_job WHERE kind = 'oncebox.steps'
 		AND state NOT IN ('completed', 'cancelled', 'discarded')`)
 	if err != nil {
 		t.Fatalf("list step runners: %v", err)
@@ -88,7 +99,7 @@ func (w *modelWorld) retrySteps(t *rapid.T, since time.Time) int {
 		}
 		left++
 		if j.state == string(rivertype.JobStateScheduled) || j.state == string(rivertype.JobStateRetryable) {
-			if _, err := w.riverc.JobRetry(w.ctx, j.id); err != nil {
+			if _, err := w.rivercs[cell].JobRetry(w.ctx, j.id); err != nil {
 				t.Fatalf("wake step runner %d: %v", j.id, err)
 			}
 		}

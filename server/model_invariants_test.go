@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"pgregory.net/rapid"
 
 	"github.com/oncebox/oncebox/audit"
@@ -42,40 +43,45 @@ func (w *modelWorld) check(t *rapid.T) {
 // last status the op's, and the sealed chain verifies. Ops and log are read in one
 // snapshot.
 func (w *modelWorld) checkAudited(t *rapid.T) {
-	tx, err := w.pool.BeginTx(w.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	for i, tn := range w.tenants {
+		w.checkAuditedIn(t, tn, w.cellPools[w.cellOf[i]])
+	}
+}
+
+// checkAuditedIn is checkAudited for one tenant, in its cell.
+func (w *modelWorld) checkAuditedIn(t *rapid.T, tn *modelTenant, pool *pgxpool.Pool) {
+	tx, err := pool.BeginTx(w.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(w.ctx)) //nolint:errcheck // read only
-	for _, tn := range w.tenants {
-		want := map[string]string{}
-		for id, tenant := range w.seenOps {
-			if tenant == tn.id {
-				want[id] = "" // purged, unless it is still there
-			}
+	want := map[string]string{}
+	for id, tenant := range w.seenOps {
+		if tenant == tn.id {
+			want[id] = "" // purged, unless it is still there
 		}
-		rows, err := tx.Query(w.ctx, "SELECT id::text, status FROM oncebox_op WHERE tenant_id = $1", tn.id)
-		if err != nil {
-			t.Fatalf("read the ops: %v", err)
+	}
+	rows, err := tx.Query(w.ctx, "SELECT id::text, status FROM oncebox_op WHERE tenant_id = $1", tn.id)
+	if err != nil {
+		t.Fatalf("read the ops: %v", err)
+	}
+	for rows.Next() {
+		var id, status string
+		if err := rows.Scan(&id, &status); err != nil {
+			t.Fatalf("scan: %v", err)
 		}
-		for rows.Next() {
-			var id, status string
-			if err := rows.Scan(&id, &status); err != nil {
-				t.Fatalf("scan: %v", err)
-			}
-			want[id] = status
-			w.seenOps[id] = tn.id
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatalf("read the ops: %v", err)
-		}
-		problems, err := audit.CheckOps(w.ctx, tx, tn.id, want)
-		if err != nil {
-			t.Fatalf("check the audit log: %v", err)
-		}
-		if len(problems) > 0 {
-			w.violation(t, strings.Join(problems, "; "), "an op's audit log does not tell its story (a call missing or repeated, a status recorded twice or not the op's, or a broken chain)")
-		}
+		want[id] = status
+		w.seenOps[id] = tn.id
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read the ops: %v", err)
+	}
+	problems, err := audit.CheckOps(w.ctx, tx, tn.id, want)
+	if err != nil {
+		t.Fatalf("check the audit log: %v", err)
+	}
+	if len(problems) > 0 {
+		w.violation(t, strings.Join(problems, "; "), "an op's audit log does not tell its story (a call missing or repeated, a status recorded twice or not the op's, or a broken chain)")
 	}
 }
 
@@ -148,20 +154,22 @@ func (w *modelWorld) checkApproved(t *rapid.T) {
 // callStatuses reads the status of each call's op (a step's op is not the call's) and
 // marks the calls no op was ever stored for as refused.
 func (w *modelWorld) callStatuses(t *rapid.T) map[string]string {
-	rows, err := w.pool.Query(w.ctx, `SELECT args->>'ref', status FROM oncebox_op
-		WHERE idempotency_key NOT LIKE '~step/%' AND args->>'ref' IS NOT NULL`)
-	if err != nil {
-		t.Fatalf("read the ops: %v", err)
-	}
 	out := map[string]string{}
-	for rows.Next() {
-		var ref, status string
-		if err := rows.Scan(&ref, &status); err != nil {
-			t.Fatalf("scan: %v", err)
+	for _, name := range w.cellNames {
+		rows, err := w.cellPools[name].Query(w.ctx, `SELECT args->>'ref', status FROM oncebox_op
+		WHERE idempotency_key NOT LIKE '~step/%' AND args->>'ref' IS NOT NULL`)
+		if err != nil {
+			t.Fatalf("read the ops: %v", err)
 		}
-		out[ref] = status
+		for rows.Next() {
+			var ref, status string
+			if err := rows.Scan(&ref, &status); err != nil {
+				t.Fatalf("scan: %v", err)
+			}
+			out[ref] = status
+		}
+		rows.Close()
 	}
-	rows.Close()
 	for _, c := range w.m.calls {
 		if _, ok := out[c.ref]; ok {
 			c.seen = true
@@ -205,7 +213,19 @@ func (w *modelWorld) violation(t *rapid.T, details, sentence string, args ...any
 
 // dump logs every op and every effect the targets recorded.
 func (w *modelWorld) dump(t *rapid.T) {
-	rows, err := w.pool.Query(w.ctx, `SELECT id::text, idempotency_key, status, generation, coalesce(vendor_ref, ''),
+	for _, name := range w.cellNames {
+		w.dumpCell(t, name)
+	}
+	for name, f := range map[string]*fakewebhook.Server{"crm": w.crm, "notes": w.notes} {
+		for _, e := range f.Effects() {
+			t.Logf("%s effect %s: POST %s from op %s, body %s", name, e.ID, e.Path, e.OpID, e.Body)
+		}
+	}
+}
+
+// dumpCell logs every op of a cell.
+func (w *modelWorld) dumpCell(t *rapid.T, cell string) {
+	rows, err := w.cellPools[cell].Query(w.ctx, `SELECT id::text, idempotency_key, status, generation, coalesce(vendor_ref, ''),
 		coalesce(args::text, '') FROM oncebox_op ORDER BY created_at, id`)
 	if err != nil {
 		t.Logf("ops: %v", err)
@@ -216,12 +236,7 @@ func (w *modelWorld) dump(t *rapid.T) {
 		var id, key, status, ref, args string
 		var gen int
 		_ = rows.Scan(&id, &key, &status, &gen, &ref, &args)
-		t.Logf("op %s key %s status %s generation %d vendor_ref %q args %s", id, key, status, gen, ref, args)
-	}
-	for name, f := range map[string]*fakewebhook.Server{"crm": w.crm, "notes": w.notes} {
-		for _, e := range f.Effects() {
-			t.Logf("%s effect %s: POST %s from op %s, body %s", name, e.ID, e.Path, e.OpID, e.Body)
-		}
+		t.Logf("%s: op %s key %s status %s generation %d vendor_ref %q args %s", cell, id, key, status, gen, ref, args)
 	}
 }
 

@@ -41,15 +41,7 @@ const modelSteps = 16
 //
 // make model runs it with many more checks.
 func TestModel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the model-based test starts servers: not in -short")
-	}
-	if !flagSet("rapid.checks") && os.Getenv("RAPID_CHECKS") == "" {
-		_ = flag.Set("rapid.checks", strconv.Itoa(modelChecks))
-	}
-	// The average length of a sequence is fixed: the failure files replay the draws
-	// they recorded only under the average they were found with.
-	_ = flag.Set("rapid.steps", strconv.Itoa(modelSteps))
+	modelFlags(t)
 	env := &modelEnv{pgURL: dbtest.URL(t)}
 	rapid.Check(t, func(rt *rapid.T) {
 		w := env.newWorld(rt)
@@ -67,13 +59,7 @@ func TestModel(t *testing.T) {
 // checks in two runs, see
 // docs/reliability.md#the-model-based-test; its corpus in testdata/rapid replays that.
 func TestModelOwnership(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the model-based test starts servers: not in -short")
-	}
-	if !flagSet("rapid.checks") && os.Getenv("RAPID_CHECKS") == "" {
-		_ = flag.Set("rapid.checks", strconv.Itoa(modelChecks))
-	}
-	_ = flag.Set("rapid.steps", strconv.Itoa(modelSteps))
+	modelFlags(t)
 	env := &modelEnv{pgURL: dbtest.URL(t)}
 	rapid.Check(t, func(rt *rapid.T) {
 		w := env.newWorld(rt)
@@ -85,6 +71,21 @@ func TestModelOwnership(t *testing.T) {
 		})
 		w.drain(rt)
 	})
+}
+
+// modelFlags skips a model-based test in -short, and sets rapid's flags: modelChecks
+// checks unless told otherwise, and the average length of a sequence, which is fixed
+// (the failure files replay the draws they recorded only under the average they were
+// found with).
+func modelFlags(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the model-based test starts servers: not in -short")
+	}
+	if !flagSet("rapid.checks") && os.Getenv("RAPID_CHECKS") == "" {
+		_ = flag.Set("rapid.checks", strconv.Itoa(modelChecks))
+	}
+	_ = flag.Set("rapid.steps", strconv.Itoa(modelSteps))
 }
 
 // flagSet says whether the flag name was given on the command line.

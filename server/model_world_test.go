@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"pgregory.net/rapid"
 
+	"github.com/oncebox/oncebox/cells"
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 	"github.com/oncebox/oncebox/devkit/scratch"
 	"github.com/oncebox/oncebox/dispatch"
@@ -85,8 +87,12 @@ tools:
 `
 }
 
-// modelEnv is what every check of the model shares: the Postgres to make schemas in.
-type modelEnv struct{ pgURL string }
+// modelEnv is what every check of the model shares: the Postgres to make schemas in,
+// and whether its worlds run two cells (TestModelCells).
+type modelEnv struct {
+	pgURL string
+	cells bool
+}
 
 // modelTenant is one tenant of a check: its agent's and its approver's tokens.
 type modelTenant struct {
@@ -96,71 +102,122 @@ type modelTenant struct {
 	mcp             *mcp.ClientSession
 }
 
-// modelWorld is one check's system: a fresh schema, an API process and a worker process
-// (restarted by the model), the two fake targets behind a front that loses answers on
-// demand, and two tenants.
+// modelWorld is one check's system: a fresh schema (two, one per cell, with cells), an
+// API process and a worker process (restarted by the model), the two fake targets
+// behind a front that loses answers on demand, and two tenants.
 type modelWorld struct {
-	ctx                 context.Context
-	pool                *pgxpool.Pool
-	cfg                 server.Config
-	api, worker         *server.Server
-	base                string
-	stopAPI, stopWorker func()
-	crm, notes          *fakewebhook.Server
-	crmURL, notesURL    string
-	lossy               *lossyFront
-	riverc              *river.Client[pgx.Tx]
-	tenants             [2]*modelTenant
-	noteTTL             string
-	m                   *model
+	ctx              context.Context
+	pool             *pgxpool.Pool // the home cell's
+	cellPools        map[string]*pgxpool.Pool
+	cellNames        []string // the home cell first
+	cellOf           [2]string
+	cfg              server.Config
+	api, worker      *modelProcess
+	base             string
+	crm, notes       *fakewebhook.Server
+	crmURL, notesURL string
+	lossy            *lossyFront
+	rivercs          map[string]*river.Client[pgx.Tx]
+	tenants          [2]*modelTenant
+	noteTTL          string
+	m                *model
 	// seenOps are the ops checkAudited has seen, by id, with their tenant's id: one gone
 	// since was purged, and its story must outlive it.
 	seenOps map[string]int64
+}
+
+// modelProcess is one oncebox process of the world: a Server, or with cells a Cells
+// router and a Server per cell.
+type modelProcess struct {
+	srv  *server.Server
+	cs   *server.Cells
+	base string
+	stop func()
+}
+
+// in returns the process's Server of the named cell.
+func (p *modelProcess) in(cell string) *server.Server {
+	if p.cs != nil {
+		return p.cs.Server(cell)
+	}
+	return p.srv
+}
+
+// servers returns every Server of the process.
+func (p *modelProcess) servers() []*server.Server {
+	if p.cs != nil {
+		return p.cs.Servers()
+	}
+	return []*server.Server{p.srv}
 }
 
 func (e *modelEnv) newWorld(t *rapid.T) *modelWorld {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w := &modelWorld{ctx: ctx, crm: fakewebhook.New(fakewebhook.Config{}), notes: fakewebhook.New(fakewebhook.Config{}),
-		noteTTL: "30s", m: newModel(), seenOps: map[string]int64{}}
+		noteTTL: "30s", m: newModel(), seenOps: map[string]int64{}, cellOf: [2]string{cells.Home, cells.Home},
+		cellPools: map[string]*pgxpool.Pool{}, rivercs: map[string]*river.Client[pgx.Tx]{}}
 	w.lossy = &lossyFront{next: w.crm, drop: map[string]string{}}
 	crm, notes := httptest.NewServer(w.lossy), httptest.NewServer(w.notes)
 	t.Cleanup(crm.Close)
 	t.Cleanup(notes.Close)
 	w.crmURL, w.notesURL = crm.URL, notes.URL
-	sc, err := scratch.New(ctx, e.pgURL, "t_", func(c *pgxpool.Config) { c.MaxConns = 20 })
-	if err != nil {
-		t.Fatalf("test schema: %v", err)
+	w.cellNames = []string{cells.Home}
+	if e.cells {
+		w.cellNames = append(w.cellNames, "eu")
 	}
-	t.Cleanup(func() { _ = sc.Close(context.Background()) })
-	w.pool = sc.Pool
+	for _, name := range w.cellNames {
+		sc, err := scratch.New(ctx, e.pgURL, "t_", func(c *pgxpool.Config) { c.MaxConns = 20 })
+		if err != nil {
+			t.Fatalf("test schema: %v", err)
+		}
+		t.Cleanup(func() { _ = sc.Close(context.Background()) })
+		w.cellPools[name] = sc.Pool
+		if w.rivercs[name], err = river.NewClient(riverpgxv5.New(sc.Pool), &river.Config{}); err != nil {
+			t.Fatalf("river client: %v", err)
+		}
+	}
+	w.pool = w.cellPools[cells.Home]
+	if e.cells {
+		if _, err := cells.AddCell(ctx, w.pool, w.cellPools["eu"], "eu"); err != nil {
+			t.Fatalf("add cell eu: %v", err)
+		}
+	}
 	w.cfg = w.serverConfig(t, e.pgURL)
 	apiCfg := w.cfg
 	apiCfg.Roles = server.Roles{API: true}
-	w.api, w.base, w.stopAPI = startModelServer(t, ctx, apiCfg)
-	t.Cleanup(func() { w.stopAPI() })
+	w.api = startModelProcess(t, ctx, apiCfg)
+	w.base = w.api.base
+	t.Cleanup(func() { w.api.stop() })
 	w.startWorker(t)
-	t.Cleanup(func() { w.stopWorker() })
-	w.riverc, err = river.NewClient(riverpgxv5.New(w.pool), &river.Config{})
-	if err != nil {
-		t.Fatalf("river client: %v", err)
-	}
+	t.Cleanup(func() { w.worker.stop() })
 	w.makeTenants(t)
 	return w
 }
 
-// serverConfig is a server's configuration on the check's schema: reconciles often, and
-// purges only when the model says so.
-func (w *modelWorld) serverConfig(t *rapid.T, pgURL string) server.Config {
+// schemaURL is pgURL bound to pool's schema.
+func schemaURL(t *rapid.T, pgURL string, pool *pgxpool.Pool) *url.URL {
 	u, err := url.Parse(pgURL)
 	if err != nil {
 		t.Fatalf("database URL: %v", err)
 	}
 	q := u.Query()
-	q.Set("search_path", w.pool.Config().ConnConfig.RuntimeParams["search_path"])
+	q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
 	u.RawQuery = q.Encode()
+	return u
+}
+
+// serverConfig is a server's configuration on the check's schema: reconciles often, and
+// purges only when the model says so.
+func (w *modelWorld) serverConfig(t *rapid.T, pgURL string) server.Config {
+	u := schemaURL(t, pgURL, w.pool)
+	q := u.Query()
 	cfg := server.Defaults()
 	cfg.DatabaseURL = u.String()
+	if eu, ok := w.cellPools["eu"]; ok {
+		cfg.Cells = "eu=" + schemaURL(t, pgURL, eu).String()
+		cfg.CellDirectoryRefresh = 100 * time.Millisecond
+	}
 	cfg.Addr = "127.0.0.1:0"
 	cfg.ToolsFile = filepath.Join(os.TempDir(), fmt.Sprintf("oncebox-model-%d-%s.yaml", os.Getpid(),
 		strings.TrimPrefix(q.Get("search_path"), "t_")))
@@ -180,30 +237,41 @@ func (w *modelWorld) writeCatalog(t *rapid.T, path string) {
 	}
 }
 
-// startModelServer builds and runs a server; stop cancels it and waits for its end.
-func startModelServer(t *rapid.T, ctx context.Context, cfg server.Config) (*server.Server, string, func()) {
+// startModelProcess builds and runs a process (a Server, or a Cells router when cfg
+// names cells); its stop cancels it and waits for its end.
+func startModelProcess(t *rapid.T, ctx context.Context, cfg server.Config) *modelProcess {
 	ctx, cancel := context.WithCancel(ctx)
-	srv, err := server.New(ctx, cfg, nil)
-	if err != nil {
-		cancel()
-		t.Fatalf("server.New: %v", err)
+	p := &modelProcess{}
+	var (
+		run     func(context.Context) error
+		release func()
+		addr  net.Addr
+		err   error
+	)
+	if cfg.Cells != "" {
+		if p.cs, err = server.NewCells(ctx, cfg, nil); err == nil {
+			run, release = p.cs.Run, p.cs.Close
+			addr, err = p.cs.Listen()
+		}
+	} else if p.srv, err = server.New(ctx, cfg, nil); err == nil {
+		run, release = p.srv.Run, p.srv.Close
+		addr, err = p.srv.Listen()
 	}
-	addr, err := srv.Listen()
 	if err != nil {
 		cancel()
-		srv.Close()
-		t.Fatalf("listen: %v", err)
+		if release != nil {
+			release()
+		}
+		t.Fatalf("start a process: %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	var once sync.Once
-	base := ""
+	go func() { done <- run(ctx) }()
 	if addr != nil {
-		base = "http://" + addr.String()
+		p.base = "http://" + addr.String()
 	}
-	return srv, base, func() {
-		once.Do(func() { cancel(); <-done; srv.Close() })
-	}
+	var once sync.Once
+	p.stop = func() { once.Do(func() { cancel(); <-done; release() }) }
+	return p
 }
 
 // startWorker starts the worker process: dispatch, steps, the sweeper.
@@ -211,7 +279,7 @@ func (w *modelWorld) startWorker(t *rapid.T) {
 	cfg := w.cfg
 	cfg.Roles = server.Roles{Worker: true, Periodic: true}
 	cfg.Addr = "127.0.0.1:0"
-	w.worker, _, w.stopWorker = startModelServer(t, w.ctx, cfg)
+	w.worker = startModelProcess(t, w.ctx, cfg)
 }
 
 func (w *modelWorld) makeTenants(t *rapid.T) {

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
-	"github.com/oncebox/oncebox/devkit/localpg"
 	"github.com/oncebox/oncebox/migrations"
 	"github.com/oncebox/oncebox/server"
 	"github.com/oncebox/oncebox/tenant"
@@ -33,16 +31,9 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 		t.Skip("starts and stops a private Postgres cluster")
 	}
 	ctx := context.Background()
-	pgCfg := privateCluster(t, "oncebox_outage", false)
-	pg, err := localpg.Start(ctx, pgCfg)
-	if errors.Is(err, localpg.ErrNoPostgres) {
-		t.Skipf("no Postgres server binaries to start a private cluster: %v", err)
-	}
-	require.NoError(t, err)
-	var pgMu sync.Mutex
-	t.Cleanup(func() { pgMu.Lock(); defer pgMu.Unlock(); _ = pg.Close(context.Background()) })
+	pg := startOwnCluster(t, "oncebox_outage", false)
 
-	admin, err := pgxpool.New(ctx, pg.URL)
+	admin, err := pgxpool.New(ctx, pg.URL())
 	require.NoError(t, err)
 	_, err = migrations.Migrate(ctx, admin, nil)
 	require.NoError(t, err)
@@ -55,7 +46,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	t.Cleanup(hook.Close)
 	runCtx, stop := context.WithCancel(ctx)
 	cfg := server.Defaults()
-	cfg.DatabaseURL = pg.URL
+	cfg.DatabaseURL = pg.URL()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.WebhookTargets = map[string]webhook.Target{"crm": {BaseURL: hook.URL}}
 	cfg.WebhookNativeKeys = true
@@ -138,9 +129,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	}
 
 	time.Sleep(2 * time.Second)
-	pgMu.Lock()
-	require.NoError(t, pg.Close(ctx))
-	pgMu.Unlock()
+	pg.stop(false)
 	var health int
 	var metricsBody string
 	require.Eventually(t, func() bool {
@@ -150,10 +139,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	}, 20*time.Second, 200*time.Millisecond, "healthz %d, metrics show no outage", health)
 	time.Sleep(3 * time.Second) // the callers keep trying during the outage
 
-	pgMu.Lock()
-	pg, err = localpg.Start(ctx, pgCfg)
-	pgMu.Unlock()
-	require.NoError(t, err)
+	pg.start()
 	restarted := time.Now()
 	require.Eventually(t, func() bool {
 		health, _ = get("/healthz")
@@ -171,7 +157,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	mu.Unlock()
 
 	// Every op settles, each with exactly one delivery.
-	check, err := pgxpool.New(ctx, pg.URL)
+	check, err := pgxpool.New(ctx, pg.URL())
 	require.NoError(t, err)
 	defer check.Close()
 	require.Eventually(t, func() bool {
