@@ -245,8 +245,8 @@ func startModelProcess(t *rapid.T, ctx context.Context, cfg server.Config) *mode
 	var (
 		run     func(context.Context) error
 		release func()
-		addr  net.Addr
-		err   error
+		addr    net.Addr
+		err     error
 	)
 	if cfg.Cells != "" {
 		if p.cs, err = server.NewCells(ctx, cfg, nil); err == nil {
