@@ -37,19 +37,30 @@ func TestModelCells(t *testing.T) {
 // settle leaves none but what waits for a person, which a move does not wait out.
 const modelMoveWait = 3 * time.Second
 
-// move moves a tenant to the other cell (cells.Mover), once its cell sealed its audit
-// entries (the worker's sealer runs every 5 s; the model seals at once, as time passing
-// would). Now and then the old cell's clock moves 3 h and its purge runs between the
-// copy and the directory's switch. A move that finds work in flight gives up and must leave the tenant where it
-// was, with no fence. Either way both processes' directories are waited for, and a
-// moved tenant's MCP session starts over, as a client does when its session is not
-// found (HTTP 404).
+// move moves a tenant to the other cell (cells.Mover) while its cell seals its audit
+// entries often (the worker's sealer runs every 5 s; the model seals at once, as time
+// passing would). Now and then the move comes right after a call of the tenant that
+// nothing waited for, whose target answers slowly, so that it meets the call's dispatch
+// and must wait for it; now and then the old cell's clock moves 3 h and its purge runs
+// between the copy and the directory's switch. A move that finds work in flight gives
+// up and must leave the tenant where it was, with no fence. Either way both processes'
+// directories are waited for, and a moved tenant's MCP session starts over, as a client
+// does when its session is not found (HTTP 404).
 func (w *modelWorld) move(t *rapid.T) {
 	tn := rapid.IntRange(0, 1).Draw(t, "tenant")
 	name, from := w.tenants[tn].name, w.cellOf[tn]
 	to := map[string]string{cells.Home: "eu", "eu": cells.Home}[from]
 	purgeMidway := rapid.Bool().Draw(t, "purge midway")
-	w.sealCell(t, from)
+	if rapid.Bool().Draw(t, "call in flight") {
+		// A call of the tenant that nothing waits for, whose target answers slowly: the
+		// move meets its dispatch.
+		c := &modelCall{ref: w.m.next("c"), tenant: tn, door: "http", tool: "crm.open_account"}
+		c.args, c.key = map[string]string{"ref": c.ref}, "k-"+c.ref
+		w.m.calls = append(w.m.calls, c)
+		w.m.byRef[c.ref] = c
+		w.lossy.lose(c.ref, "slow")
+		w.send(t, c)
+	}
 	m := &cells.Mover{Home: w.pool, Cells: w.cellPools, Wait: modelMoveWait, Drain: 3 * w.cfg.CellDirectoryRefresh}
 	m.Logf = func(format string, args ...any) {
 		t.Logf(format, args...)
@@ -59,7 +70,9 @@ func (w *modelWorld) move(t *rapid.T) {
 			w.advanceIn(t, from, 3*time.Hour)
 		}
 	}
+	stopSealing := w.sealing(from)
 	_, err := m.Move(w.ctx, name, to)
+	stopSealing()
 	switch {
 	case errors.Is(err, cells.ErrBusy):
 		t.Logf("move of %s to %s gave up: %v", name, to, err)
@@ -102,20 +115,22 @@ func (w *modelWorld) move(t *rapid.T) {
 	}
 }
 
-// sealCell seals the cell's audit entries, repeating a round (which seals only below the
-// cluster's oldest running transaction, other tests' too) for up to modelMoveWait.
-func (w *modelWorld) sealCell(t *rapid.T, cell string) {
+// sealing seals the cell's audit entries every 50 ms until its stop is called, as the
+// worker's sealer does every 5 s: a move waits for them (a round seals only below the
+// cluster's oldest running transaction, other tests' too, hence the repeats).
+func (w *modelWorld) sealing(cell string) (stop func()) {
 	sealer := audit.NewSealer(audit.Config{Pool: w.cellPools[cell]})
-	for deadline := time.Now().Add(modelMoveWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err := sealer.SealOnce(w.ctx); err != nil {
-			t.Fatalf("seal cell %s: %v", cell, err)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			_, _ = sealer.SealOnce(w.ctx) // an error shows as entries left, which the move reports
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
-		var left int
-		if err := w.cellPools[cell].QueryRow(w.ctx, `SELECT count(*) FROM oncebox_audit WHERE hash IS NULL`).Scan(&left); err != nil {
-			t.Fatalf("count unsealed entries: %v", err)
-		}
-		if left == 0 {
-			return
-		}
-	}
+	}()
+	return func() { close(done); <-stopped }
 }

@@ -7,13 +7,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"time"
 
 	"github.com/oncebox/oncebox/devkit/fakewebhook"
 )
 
 // lossyFront stands in front of a fake target and loses the answer of the first POST
 // carrying a given ref: "after" lets the target act, then cuts the connection; "before"
-// cuts it before the target sees anything. Either way the op's outcome is unknown.
+// cuts it before the target sees anything. Either way the op's outcome is unknown. Or,
+// "slow", it passes the POST on after modelSlowAnswer.
 type lossyFront struct {
 	next http.Handler
 	mu   sync.Mutex
@@ -21,7 +23,7 @@ type lossyFront struct {
 }
 
 // lose makes the first POST whose body's ref is ref lose its answer, how: "before" or
-// "after" the target acts.
+// "after" the target acts; or "slow" delays it.
 func (f *lossyFront) lose(ref, how string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -43,6 +45,11 @@ func (f *lossyFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
+	if how == "slow" {
+		time.Sleep(modelSlowAnswer)
+		f.next.ServeHTTP(w, r)
+		return
+	}
 	if how == "after" {
 		f.next.ServeHTTP(httptest.NewRecorder(), r)
 	}
@@ -54,6 +61,9 @@ func (f *lossyFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	panic(http.ErrAbortHandler)
 }
+
+// modelSlowAnswer is how long a "slow" POST waits: past a move's drain, within its wait.
+const modelSlowAnswer = 1500 * time.Millisecond
 
 // bodyRef returns the "ref" of a JSON body, the model's name for the call it came from.
 func bodyRef(body []byte) string {
