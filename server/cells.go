@@ -99,7 +99,12 @@ type Cells struct {
 	cfg      Config
 	logger   *slog.Logger
 	names    []string // the home cell first
-	servers  map[string]*Server
+	// servers holds each cell's Server once it is built: a cell whose Postgres did not
+	// answer at the start (pending) is built in the background by Run, and is absent
+	// until then.
+	serversMu sync.RWMutex
+	servers   map[string]*Server
+	pending   []CellURL
 	dir      *cells.Directory
 	handler  http.Handler
 	listener net.Listener
@@ -124,7 +129,10 @@ type route struct {
 const maxRoutes = 10000
 
 // NewCells builds a Server for the home cell (cfg.DatabaseURL) and each of cfg.Cells,
-// checks that each database is the directory's cell of that name, and the router.
+// checks that each database is the directory's cell of that name, and the router. The
+// home cell must answer (it holds the directory); a cell that does not answer within
+// cfg.CellStartupWait is left pending: Run builds it in the background, and its tenants
+// are answered 503 cell-unavailable until then.
 func NewCells(ctx context.Context, cfg Config, logger *slog.Logger) (*Cells, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -133,52 +141,93 @@ func NewCells(ctx context.Context, cfg Config, logger *slog.Logger) (*Cells, err
 	if err != nil {
 		return nil, err
 	}
-	if cfg.CellDirectoryRefresh <= 0 {
-		return nil, errors.New("--cell-directory-refresh must be positive")
+	if cfg.CellDirectoryRefresh <= 0 || cfg.CellStartupWait <= 0 {
+		return nil, errors.New("--cell-directory-refresh and --cell-startup-wait must be positive")
 	}
 	c := &Cells{cfg: cfg, logger: logger, servers: map[string]*Server{}, stopping: make(chan struct{}),
-		routes: map[[sha256.Size]byte]route{}}
-	all := append([]CellURL{{Name: cells.Home, URL: cfg.DatabaseURL}}, list...)
-	for _, cu := range all {
-		ccfg := cfg
-		ccfg.Cells, ccfg.DatabaseURL, ccfg.HealthAddr, ccfg.Listener, ccfg.embedded = "", cu.URL, "", nil, true
-		srv, err := New(ctx, ccfg, logger.With(slog.String("cell", cu.Name)))
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("cell %s: %w", cu.Name, err)
-		}
-		c.servers[cu.Name] = srv
-		c.names = append(c.names, cu.Name)
+		routes: map[[sha256.Size]byte]route{}, names: []string{cells.Home}}
+	home, err := New(ctx, c.cellConfig(CellURL{Name: cells.Home, URL: cfg.DatabaseURL}, cfg.StartupWait), logger.With(slog.String("cell", cells.Home)))
+	if err != nil {
+		return nil, fmt.Errorf("cell %s: %w", cells.Home, err)
 	}
-	home := c.servers[cells.Home].pool
+	c.servers[cells.Home] = home
 	for _, cu := range list {
-		if err := cells.CheckCell(ctx, home, c.servers[cu.Name].pool, cu.Name); err != nil {
+		c.names = append(c.names, cu.Name)
+		srv, err := c.buildCell(ctx, cu)
+		switch {
+		case errors.Is(err, errNoAnswer):
+			logger.Warn("cells: a cell's Postgres does not answer; it starts in the background and its tenants get 503 cell-unavailable meanwhile",
+				slog.String("cell", cu.Name), slog.Any("error", err))
+			c.pending = append(c.pending, cu)
+		case err != nil:
 			c.Close()
 			return nil, err
+		default:
+			c.servers[cu.Name] = srv
 		}
 	}
-	c.dir = cells.NewDirectory(home)
+	c.dir = cells.NewDirectory(home.pool)
 	if err := c.dir.Refresh(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
 	if cfg.Roles.API {
-		c.handler = c.servers[cells.Home].hsts(http.HandlerFunc(c.serve))
+		c.handler = home.hsts(http.HandlerFunc(c.serve))
 	}
 	return c, nil
 }
 
-// Servers returns every cell's Server, the home cell's first.
+// cellConfig is the configuration of one cell's Server.
+func (c *Cells) cellConfig(cu CellURL, wait time.Duration) Config {
+	ccfg := c.cfg
+	ccfg.Cells, ccfg.DatabaseURL, ccfg.HealthAddr, ccfg.Listener, ccfg.embedded = "", cu.URL, "", nil, true
+	ccfg.StartupWait = wait
+	return ccfg
+}
+
+// buildCell builds a cell's Server, waiting up to CellStartupWait for its Postgres, and
+// checks that its database is the directory's cell of that name.
+func (c *Cells) buildCell(ctx context.Context, cu CellURL) (*Server, error) {
+	srv, err := New(ctx, c.cellConfig(cu, c.cfg.CellStartupWait), c.logger.With(slog.String("cell", cu.Name)))
+	if err != nil {
+		return nil, fmt.Errorf("cell %s: %w", cu.Name, err)
+	}
+	if err := cells.CheckCell(ctx, c.server(cells.Home).pool, srv.pool, cu.Name); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return srv, nil
+}
+
+// Servers returns the Server of every cell that is built, the home cell's first.
 func (c *Cells) Servers() []*Server {
-	out := make([]*Server, len(c.names))
-	for i, name := range c.names {
-		out[i] = c.servers[name]
+	var out []*Server
+	for _, name := range c.names {
+		if s := c.server(name); s != nil {
+			out = append(out, s)
+		}
 	}
 	return out
 }
 
-// Server returns the Server of the named cell (nil: no such cell).
-func (c *Cells) Server(name string) *Server { return c.servers[name] }
+// Server returns the Server of the named cell (nil: no such cell, or not built yet).
+func (c *Cells) Server(name string) *Server { return c.server(name) }
+
+func (c *Cells) server(name string) *Server {
+	c.serversMu.RLock()
+	defer c.serversMu.RUnlock()
+	return c.servers[name]
+}
+
+// ReloadCatalog reloads the tool catalog of every cell that is built (SIGHUP); a cell
+// built later reads the file as it is then.
+func (c *Cells) ReloadCatalog(ctx context.Context) error {
+	var errs []error
+	for _, s := range c.Servers() {
+		errs = append(errs, s.ReloadCatalog(ctx))
+	}
+	return errors.Join(errs...)
+}
 
 // Directory returns the process's directory cache.
 func (c *Cells) Directory() *cells.Directory { return c.dir }
@@ -222,15 +271,21 @@ func (c *Cells) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(c.names))
+	runCell := func(name string, s *Server) {
+		err := s.Run(ctx)
+		if err != nil {
+			err = fmt.Errorf("cell %s: %w", name, err)
+		}
+		errs <- err
+		cancel()
+	}
 	for _, name := range c.names {
-		go func() {
-			err := c.servers[name].Run(ctx)
-			if err != nil {
-				err = fmt.Errorf("cell %s: %w", name, err)
-			}
-			errs <- err
-			cancel()
-		}()
+		if s := c.server(name); s != nil {
+			go runCell(name, s)
+		}
+	}
+	for _, cu := range c.pending {
+		go c.startLater(ctx, cu, runCell, errs)
 	}
 	dirDone := make(chan struct{})
 	go func() {
@@ -271,8 +326,42 @@ func (c *Cells) Run(ctx context.Context) error {
 	return first
 }
 
+// startLater builds a pending cell in the background, trying again until it is built
+// (each try waits up to CellStartupWait for its Postgres), then runs it with run; it
+// reports on errs itself only when ctx ends first.
+func (c *Cells) startLater(ctx context.Context, cu CellURL, run func(string, *Server), errs chan<- error) {
+	for {
+		srv, err := c.buildCell(ctx, cu)
+		if err == nil {
+			c.serversMu.Lock()
+			c.servers[cu.Name] = srv
+			c.serversMu.Unlock()
+			c.logger.Info("cells: a cell that did not answer at the start now serves", slog.String("cell", cu.Name))
+			run(cu.Name, srv)
+			return
+		}
+		if ctx.Err() != nil {
+			errs <- nil
+			return
+		}
+		pause := time.Second
+		if !errors.Is(err, errNoAnswer) {
+			pause = max(pause, c.cfg.CellStartupWait) // not an outage: say it less often
+		}
+		c.logger.Warn("cells: a cell is still not started; its tenants get 503 cell-unavailable", slog.String("cell", cu.Name), slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			errs <- nil
+			return
+		case <-time.After(pause):
+		}
+	}
+}
+
 // Close releases every cell's pools.
 func (c *Cells) Close() {
+	c.serversMu.RLock()
+	defer c.serversMu.RUnlock()
 	for _, s := range c.servers {
 		s.Close()
 	}
@@ -293,7 +382,12 @@ func (c *Cells) readyz(w http.ResponseWriter, r *http.Request) {
 	ch := make(chan res, len(c.names))
 	for _, name := range c.names {
 		go func() {
-			reason, detail := c.servers[name].health.check(r.Context())
+			s := c.server(name)
+			if s == nil {
+				ch <- res{name, ReadyStoreUnavailable, "not started: its Postgres did not answer yet"}
+				return
+			}
+			reason, detail := s.health.check(r.Context())
 			ch <- res{name, reason, detail}
 		}()
 	}
@@ -318,7 +412,7 @@ func (c *Cells) readyz(w http.ResponseWriter, r *http.Request) {
 
 // serve routes one request.
 func (c *Cells) serve(w http.ResponseWriter, r *http.Request) {
-	home := c.servers[cells.Home]
+	home := c.server(cells.Home)
 	p := r.URL.Path
 	switch {
 	case p == "/livez" || p == "/readyz":
@@ -328,7 +422,7 @@ func (c *Cells) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case p == "/metrics":
 		// Each cell's metrics: ?cell=NAME (the home cell's without).
-		if s := c.servers[r.URL.Query().Get("cell")]; s != nil {
+		if s := c.server(r.URL.Query().Get("cell")); s != nil {
 			s.handler.ServeHTTP(w, r)
 			return
 		}
@@ -348,12 +442,24 @@ func (c *Cells) serve(w http.ResponseWriter, r *http.Request) {
 		home.handler.ServeHTTP(w, r)
 		return
 	}
-	cell, refusal := c.route(r.Context(), token)
+	s, refusal := c.routeTo(r.Context(), token)
 	if refusal != nil {
 		c.refuse(w, refusal)
 		return
 	}
-	c.servers[cell].handler.ServeHTTP(w, r)
+	s.handler.ServeHTTP(w, r)
+}
+
+// routeTo is route, with the cell's Server.
+func (c *Cells) routeTo(ctx context.Context, token string) (*Server, *protocol.Problem) {
+	cell, refusal := c.route(ctx, token)
+	if refusal != nil {
+		return nil, refusal
+	}
+	if s := c.server(cell); s != nil {
+		return s, nil
+	}
+	return nil, cellUnavailable()
 }
 
 func bearer(r *http.Request) (string, bool) {
@@ -396,8 +502,13 @@ func (c *Cells) route(ctx context.Context, token string) (string, *protocol.Prob
 	ch := make(chan answer, len(c.names))
 	var wg sync.WaitGroup
 	for _, name := range c.names {
+		s := c.server(name)
+		if s == nil {
+			ch <- answer{name, nil, errNoAnswer}
+			continue
+		}
 		wg.Go(func() {
-			p, err := c.servers[name].tenants.Authenticate(ctx, token)
+			p, err := s.tenants.Authenticate(ctx, token)
 			ch <- answer{name, p, err}
 		})
 	}
@@ -423,10 +534,14 @@ func (c *Cells) route(ctx context.Context, token string) (string, *protocol.Prob
 		}
 	}
 	if len(down) > 0 {
-		return "", protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemCellUnavailable,
-			"The cell that holds this tenant cannot be reached; nothing was recorded. Retry after the Retry-After seconds.")
+		return "", cellUnavailable()
 	}
 	return cells.Home, nil
+}
+
+func cellUnavailable() *protocol.Problem {
+	return protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemCellUnavailable,
+		"The cell that holds this tenant cannot be reached; nothing was recorded. Retry after the Retry-After seconds.")
 }
 
 func movingProblem(tenant string) *protocol.Problem {
@@ -467,19 +582,23 @@ func (c *Cells) serveConsole(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && r.URL.Path == "/console/signin" && len(c.names) > 1 {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxSignInBody+1))
 		if err != nil || len(body) > maxSignInBody {
-			c.servers[cells.Home].handler.ServeHTTP(w, r)
+			c.server(cells.Home).handler.ServeHTTP(w, r)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		form, _ := url.ParseQuery(string(body))
 		cell, refusal := c.route(r.Context(), strings.TrimSpace(form.Get("token")))
+		s := c.server(cell)
+		if refusal == nil && s == nil {
+			refusal = cellUnavailable()
+		}
 		if refusal != nil {
 			c.refuse(w, refusal)
 			return
 		}
 		http.SetCookie(w, &http.Cookie{Name: cellCookie, Value: cell, Path: "/console", HttpOnly: true,
 			Secure: c.cfg.PublicHTTPS(), SameSite: http.SameSiteLaxMode})
-		c.servers[cell].handler.ServeHTTP(w, r)
+		s.handler.ServeHTTP(w, r)
 		return
 	}
 	if r.Method == http.MethodPost && r.URL.Path == "/console/link" && len(c.names) > 1 {
@@ -487,13 +606,13 @@ func (c *Cells) serveConsole(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if k, err := r.Cookie(cellCookie); err == nil {
-		if s := c.servers[k.Value]; s != nil {
+		if s := c.server(k.Value); s != nil {
 			// The cookie only picks a cell: that cell's own session check decides.
 			s.handler.ServeHTTP(w, r)
 			return
 		}
 	}
-	c.servers[cells.Home].handler.ServeHTTP(w, r)
+	c.server(cells.Home).handler.ServeHTTP(w, r)
 }
 
 // serveConsoleLink signs a person in with a one-time link: its code is stored hashed
@@ -503,7 +622,7 @@ func (c *Cells) serveConsole(w http.ResponseWriter, r *http.Request) {
 func (c *Cells) serveConsoleLink(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxSignInBody+1))
 	if err != nil || len(body) > maxSignInBody {
-		c.servers[cells.Home].handler.ServeHTTP(w, r)
+		c.server(cells.Home).handler.ServeHTTP(w, r)
 		return
 	}
 	var refused *recorder
@@ -532,21 +651,26 @@ func (c *Cells) serveConsoleLink(w http.ResponseWriter, r *http.Request) {
 func (c *Cells) serveVendorEvent(w http.ResponseWriter, r *http.Request) {
 	if name, ok := strings.CutPrefix(r.URL.Path, vendorevents.PathStripeTenant); ok && name != "" {
 		placed := c.dir.Lookup(name)
-		if s := c.servers[placed.Cell]; s != nil && placed.MovingTo == "" {
+		s := c.server(placed.Cell)
+		switch {
+		case placed.MovingTo != "":
+			c.refuse(w, protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemTenantMoving,
+				"This tenant is being moved to another cell; the event was not stored. Retry later."))
+		case s == nil:
+			c.refuse(w, protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemCellUnavailable,
+				"This tenant's cell cannot be reached; the event was not stored. Retry later."))
+		default:
 			s.handler.ServeHTTP(w, r)
-			return
 		}
-		c.refuse(w, protocol.NewProblem(http.StatusServiceUnavailable, protocol.ProblemTenantMoving,
-			"This tenant is being moved to another cell; the event was not stored. Retry later."))
 		return
 	}
 	if len(c.names) == 1 {
-		c.servers[cells.Home].handler.ServeHTTP(w, r)
+		c.server(cells.Home).handler.ServeHTTP(w, r)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, c.cfg.VendorEventMaxBodyBytes+1))
 	if err != nil {
-		c.servers[cells.Home].handler.ServeHTTP(w, r)
+		c.server(cells.Home).handler.ServeHTTP(w, r)
 		return
 	}
 	var worst *recorder
@@ -573,7 +697,12 @@ func (c *Cells) askCell(name string, r *http.Request, body []byte) *recorder {
 	rr := r.Clone(r.Context())
 	rr.Body = io.NopCloser(bytes.NewReader(body))
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
-	c.servers[name].handler.ServeHTTP(rec, rr)
+	s := c.server(name)
+	if s == nil {
+		c.refuse(rec, cellUnavailable())
+		return rec
+	}
+	s.handler.ServeHTTP(rec, rr)
 	return rec
 }
 

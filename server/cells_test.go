@@ -253,18 +253,12 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// TestCellsOneCellDown: the eu cell's Postgres (a private cluster) stops while both
-// cells' tenants keep calling: the home cell's tenant never sees an error, the eu
-// tenant gets 503 cell-unavailable with Retry-After, /readyz stays ready; once eu is
-// back every op settles with one effect each.
-func TestCellsOneCellDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and stops a private Postgres cluster")
-	}
+// euOnOwnCluster makes pg the cell eu of a fresh home schema, with a tenant in each
+// (euco in eu, homeco in home), and returns both cells' pools and both agent tokens.
+func euOnOwnCluster(t *testing.T, pg *ownCluster) (home, eu *pgxpool.Pool, euTok, homeTok string) {
+	t.Helper()
 	ctx := context.Background()
-	pg := startOwnCluster(t, "oncebox_eu", true)
-
-	home := dbtest.Schema(t)
+	home = dbtest.Schema(t)
 	eu, err := pgxpool.New(ctx, pg.URL())
 	require.NoError(t, err)
 	t.Cleanup(eu.Close)
@@ -276,8 +270,19 @@ func TestCellsOneCellDown(t *testing.T) {
 	euTenant, euTok, err := tenant.NewStore(eu).Create(ctx, "euco")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, euTenant.ID, int64(1)<<44, "a tenant of cell 1 has an id in its range")
-	_, homeTok, err := tenant.NewStore(home).Create(ctx, "homeco")
+	_, homeTok, err = tenant.NewStore(home).Create(ctx, "homeco")
 	require.NoError(t, err)
+	return home, eu, euTok, homeTok
+}
+
+// TestCellsOneCellDown: the eu cell's Postgres (a private cluster) stops while both
+// cells' tenants keep calling: the home cell's tenant never sees an error, the eu
+// tenant gets 503 cell-unavailable with Retry-After, /readyz stays ready; once eu is
+// back every op settles with one effect each.
+func TestCellsOneCellDown(t *testing.T) {
+	ctx := context.Background()
+	pg := startOwnCluster(t, "oncebox_eu", true)
+	home, _, euTok, homeTok := euOnOwnCluster(t, pg)
 	r := startCells(t, dbtest.ConnString(t, home), pg.URL())
 
 	cell, p := r.cs.RouteForTest(ctx, euTok)
@@ -535,4 +540,54 @@ func TestCellsMoveCarriesApprovalsBudgetsAndKeys(t *testing.T) {
 	}, 20*time.Second, 100*time.Millisecond)
 	require.Len(t, fake.Refunds(), 1, "exactly one refund at Stripe")
 	require.Zero(t, dbtest.Count(t, home, `SELECT count(*) FROM oncebox_op`), "nothing of acme is left in home")
+}
+
+// TestCellsStartWhileACellIsDown: a process started while the eu cell's Postgres is
+// stopped serves within --cell-startup-wait: the home tenant's calls are accepted, the eu
+// tenant's are answered 503 cell-unavailable with Retry-After (none is recorded), and
+// /readyz is ready and says eu has not started. Once eu's Postgres is back the cell
+// starts in the background, the eu tenant's key is accepted, and every op settles with
+// one effect.
+func TestCellsStartWhileACellIsDown(t *testing.T) {
+	ctx := context.Background()
+	pg := startOwnCluster(t, "oncebox_eu_late", false)
+	home, eu, euTok, homeTok := euOnOwnCluster(t, pg)
+	eu.Close()
+	pg.stop(false)
+
+	began := time.Now()
+	r := startCells(t, dbtest.ConnString(t, home), pg.URL(), func(c *server.Config) { c.CellStartupWait = time.Second })
+	require.Less(t, time.Since(began), 10*time.Second, "the process waited for the cell that is down")
+	a := r.post(homeTok, "home-1")
+	require.Equal(t, http.StatusAccepted, a.code, a.body)
+	a = r.post(euTok, "eu-1")
+	require.Equal(t, http.StatusServiceUnavailable, a.code, a.body)
+	require.Contains(t, a.body, "cell-unavailable")
+	require.NotEmpty(t, a.retry)
+	resp, err := http.Get(r.base + "/readyz")
+	require.NoError(t, err)
+	ready, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(ready))
+	require.Contains(t, string(ready), "not started")
+
+	pg.start()
+	require.Eventually(t, func() bool {
+		a = r.post(euTok, "eu-1")
+		return a.code == http.StatusAccepted
+	}, 30*time.Second, 200*time.Millisecond, "the eu cell never started: %d %s", a.code, a.body)
+	require.Equal(t, http.StatusOK, r.post(euTok, "eu-1").code, "the key answers its op")
+	eu, err = pgxpool.New(ctx, pg.URL())
+	require.NoError(t, err)
+	t.Cleanup(eu.Close)
+	require.Equal(t, 1, settled(t, eu))
+	require.Equal(t, 1, settled(t, home))
+	perOp := map[string]int{}
+	for _, e := range r.fake.Effects() {
+		perOp[e.OpID]++
+	}
+	require.Len(t, perOp, 2)
+	for id, n := range perOp {
+		require.Equal(t, 1, n, "op %s sent %d times", id, n)
+	}
 }

@@ -267,6 +267,11 @@ type Config struct {
 	// CellDirectoryRefresh is how often a process with cells reads the directory again
 	// (which cell holds which tenant). Defaults to 1s.
 	CellDirectoryRefresh time.Duration
+	// CellStartupWait is how long a process with cells waits, at its start, for a cell
+	// other than the home cell to answer; past it that cell is started in the background
+	// (tried again for as long each time) and its tenants are answered 503
+	// cell-unavailable meanwhile, while every other cell serves. Defaults to 5s.
+	CellStartupWait time.Duration
 	// embedded is set for a cell's Server inside Cells: the router in front serves its
 	// handler and its probes.
 	embedded bool
@@ -445,6 +450,7 @@ func Defaults() Config {
 		MaxWaitsPerTenant:       100,
 		MaxAuditExports:         2,
 		CellDirectoryRefresh:    time.Second,
+		CellStartupWait:         5 * time.Second,
 	}
 }
 

@@ -46,10 +46,13 @@ type ownCluster struct {
 	pg  *localpg.Postgres
 }
 
-// startOwnCluster starts an ownCluster, or skips the test where no Postgres server
-// binaries are found.
+// startOwnCluster starts an ownCluster, or skips the test in -short and where no
+// Postgres server binaries are found.
 func startOwnCluster(t *testing.T, database string, durable bool) *ownCluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts and stops a private Postgres cluster")
+	}
 	c := &ownCluster{t: t, cfg: privateCluster(t, database, durable)}
 	pg, err := localpg.Start(context.Background(), c.cfg)
 	if errors.Is(err, localpg.ErrNoPostgres) {

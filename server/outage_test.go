@@ -27,9 +27,6 @@ import (
 // 500), /healthz is 503 and oncebox_store_up is 0; after the restart every op the
 // callers retried with the same key is settled, with one side effect each.
 func TestPostgresOutageUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and stops a private Postgres cluster")
-	}
 	ctx := context.Background()
 	pg := startOwnCluster(t, "oncebox_outage", false)
 

@@ -1300,6 +1300,9 @@ func (s *Server) monitorStore(ctx context.Context) {
 	}
 }
 
+// errNoAnswer is waitForPostgres's error when Postgres did not answer in time.
+var errNoAnswer = errors.New("no answer from Postgres")
+
 // waitForPostgres pings until Postgres answers, so a process started while Postgres
 // restarts waits for it instead of exiting.
 func waitForPostgres(ctx context.Context, pool *pgxpool.Pool, wait time.Duration, logger *slog.Logger) error {
@@ -1313,7 +1316,7 @@ func waitForPostgres(ctx context.Context, pool *pgxpool.Pool, wait time.Duration
 			return nil
 		}
 		if time.Now().Add(delay).After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("no answer from Postgres within %s: %w", wait, err)
+			return fmt.Errorf("%w within %s: %w", errNoAnswer, wait, err)
 		}
 		logger.Warn("waiting for Postgres", slog.Any("error", err))
 		select {

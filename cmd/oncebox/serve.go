@@ -35,10 +35,8 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		defer cs.Close()
 		if cfg.ToolsFile != "" || cfg.TenantCatalogs != "" {
-			for _, srv := range cs.Servers() {
-				stop := reloadOnSIGHUP(ctx, srv)
-				defer stop()
-			}
+			stop := reloadOnSIGHUP(ctx, cs)
+			defer stop()
 		}
 		return cs.Run(ctx)
 	}
@@ -104,8 +102,11 @@ func setupAuditLogs(ctx context.Context, cfg *server.Config, logger *slog.Logger
 }
 
 // reloadOnSIGHUP reloads srv's tool catalog on each SIGHUP (ReloadCatalog logs the
-// outcome) until the returned function is called.
-func reloadOnSIGHUP(ctx context.Context, srv *server.Server) func() {
+// outcome) until the returned function is called; srv is a Server, or a Cells, which
+// reloads every cell it runs.
+func reloadOnSIGHUP(ctx context.Context, srv interface {
+	ReloadCatalog(context.Context) error
+}) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
