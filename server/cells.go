@@ -96,21 +96,21 @@ const cellCookie = "oncebox_cell"
 // per cell (its pools, River client, periodic jobs and doors), and in front of them a
 // router that sends each call to its tenant's cell, read from the directory.
 type Cells struct {
-	cfg      Config
-	logger   *slog.Logger
-	names    []string // the home cell first
+	cfg    Config
+	logger *slog.Logger
+	names  []string // the home cell first
 	// servers holds each cell's Server once it is built: a cell whose Postgres did not
 	// answer at the start (pending) is built in the background by Run, and is absent
 	// until then.
 	serversMu sync.RWMutex
 	servers   map[string]*Server
 	pending   []CellURL
-	dir      *cells.Directory
-	handler  http.Handler
-	listener net.Listener
-	healthL  net.Listener
-	stopping chan struct{}
-	stopOnce sync.Once
+	dir       *cells.Directory
+	handler   http.Handler
+	listener  net.Listener
+	healthL   net.Listener
+	stopping  chan struct{}
+	stopOnce  sync.Once
 	// routes remembers, for up to the token cache's TTL, which cell a token's tenant
 	// was found in, so that the other cells are asked once, not at every call (a cell
 	// caches only the tokens it holds). The cell still checks the token itself; the
