@@ -55,6 +55,10 @@ type cellsRun struct {
 	kills  atomic.Int64
 	// moveTook is how long the successful move took, its drain and wait included.
 	moveTook time.Duration
+	// killMu keeps the kill loop and the restart during eu's outage apart.
+	killMu sync.Mutex
+	// readyInOutage is how long a serve restarted while eu was down took to serve home.
+	readyInOutage time.Duration
 }
 
 // cellTenant is one tenant of the run, with what its callers saw.
@@ -71,7 +75,15 @@ type cellTenant struct {
 }
 
 // cellsDowntime is how long eu's Postgres stays down after its crash.
-const cellsDowntime = 5 * time.Second
+const cellsDowntime = 8 * time.Second
+
+// cellsStartupWait is the serve processes' --cell-startup-wait, and cellsReadyInOutage
+// how soon a serve restarted while eu is down must serve the home cell: well within
+// cellsDowntime, so that it is proven while eu is still down.
+const (
+	cellsStartupWait   = time.Second
+	cellsReadyInOutage = 6 * time.Second
+)
 
 func runCells(ctx context.Context, cfg Config) (code int) {
 	cfg = cfg.withDefaults()
@@ -256,6 +268,7 @@ func (r *cellsRun) startServe(_ context.Context, i int) error {
 		"DATABASE_URL":                    r.home.URL,
 		"ONCEBOX_CELLS":                   "eu=" + r.eu.URL,
 		"ONCEBOX_CELL_DIRECTORY_REFRESH":  "300ms",
+		"ONCEBOX_CELL_STARTUP_WAIT":       cellsStartupWait.String(),
 		"ONCEBOX_ADDR":                    addr,
 		"ONCEBOX_MAX_ATTEMPTS":            "100",
 		"ONCEBOX_RESCUE_AFTER":            "10s",
@@ -362,19 +375,47 @@ func (r *cellsRun) killLoop(ctx context.Context) {
 		if err := other.waitHealthy(ctx, 2*time.Second); err != nil {
 			continue
 		}
+		r.killMu.Lock()
 		p.kill()
 		r.kills.Add(1)
 		r.logger.Info("chaos-cells: SIGKILL", slog.String("proc", p.name))
-		if !sleepCtx(ctx, 500*time.Millisecond) {
-			break
-		}
+		ok := sleepCtx(ctx, 500*time.Millisecond)
 		if err := p.start(); err != nil {
 			r.logger.Warn("chaos-cells: restart failed", slog.Any("error", err))
+		}
+		r.killMu.Unlock()
+		if !ok {
+			break
 		}
 	}
 }
 
-// crashEU SIGKILLs eu's postmaster, keeps it down cellsDowntime, and starts it again.
+// restartInOutage SIGKILLs a serve process while eu's Postgres is down and starts it
+// again: it must serve the home cell within cellsReadyInOutage (--cell-startup-wait
+// holds it no longer), not wait for eu. With a --cell-startup-wait of 30 s it fails.
+func (r *cellsRun) restartInOutage(ctx context.Context) error {
+	r.killMu.Lock()
+	defer r.killMu.Unlock()
+	p := r.procs[0]
+	if p.running() {
+		p.kill()
+		r.kills.Add(1)
+	}
+	t0 := time.Now()
+	if err := p.start(); err != nil {
+		return fmt.Errorf("restart %s while eu is down: %w", p.name, err)
+	}
+	if err := p.waitHealthy(ctx, cellsReadyInOutage); err != nil {
+		return fmt.Errorf("a serve restarted while eu was down did not serve the home cell: %w", err)
+	}
+	r.readyInOutage = time.Since(t0)
+	r.logger.Info("chaos-cells: a serve restarted while eu is down serves home", slog.String("proc", p.name),
+		slog.Duration("in", r.readyInOutage))
+	return nil
+}
+
+// crashEU SIGKILLs eu's postmaster, keeps it down cellsDowntime while a serve process is
+// restarted (restartInOutage), and starts it again.
 func (r *cellsRun) crashEU(ctx context.Context) error {
 	r.pgMu.Lock()
 	defer r.pgMu.Unlock()
@@ -383,7 +424,12 @@ func (r *cellsRun) crashEU(ctx context.Context) error {
 	if err := r.eu.Crash(ctx); err != nil {
 		return fmt.Errorf("crash eu: %w", err)
 	}
-	time.Sleep(cellsDowntime)
+	crashed := time.Now()
+	restartErr := r.restartInOutage(ctx)
+	time.Sleep(max(0, cellsDowntime-time.Since(crashed)))
+	if restartErr != nil {
+		return restartErr
+	}
 	pg, err := localpg.Start(ctx, r.euCfg)
 	if err != nil {
 		return fmt.Errorf("restart eu: %w", err)
@@ -537,8 +583,8 @@ func (r *cellsRun) verdict(ctx context.Context) ([]string, error) {
 	if !r.moved.Load() {
 		findings = append(findings, "the mover was never moved")
 	}
-	fmt.Fprintf(r.cfg.Out, "chaos-cells: %d ops in 2 cells (%v), %d kills, eu crashed for %s, mover moved=%t in %s: %d duplicates, %d lost, %d in the wrong cell, %d unsettled, %d findings\n",
-		total, statuses, r.kills.Load(), cellsDowntime, r.moved.Load(), r.moveTook.Round(100*time.Millisecond), dups, lost+noEffect, wrong, unsettled, len(findings))
+	fmt.Fprintf(r.cfg.Out, "chaos-cells: %d ops in 2 cells (%v), %d kills, eu crashed for %s (a serve restarted meanwhile served home in %s), mover moved=%t in %s: %d duplicates, %d lost, %d in the wrong cell, %d unsettled, %d findings\n",
+		total, statuses, r.kills.Load(), cellsDowntime, r.readyInOutage.Round(100*time.Millisecond), r.moved.Load(), r.moveTook.Round(100*time.Millisecond), dups, lost+noEffect, wrong, unsettled, len(findings))
 	return findings, nil
 }
 
