@@ -62,7 +62,7 @@ chaos-upgrade: ## rolling upgrades under chaos: each past release's upgrade (.ci
 	done
 	$(GO) run ./cmd/oncebox-chaos --upgrade-from $$(cat .ci/previous-release) --ops 600 --enqueue-for 40s
 
-chaos-cells: ## tenant cells under chaos: two durable Postgres clusters, serve with --cells, SIGKILLs, one cell's Postgres crashed while the other serves, a tenant moved mid-run; 0 duplicates, 0 lost, no op in the wrong cell, the healthy cell's tenants never refused
+chaos-cells: ## tenant cells under chaos: two durable Postgres clusters, serve with --cells, SIGKILLs, one cell's Postgres crashed while the other serves (a serve restarted meanwhile must serve the other at once), a tenant moved mid-run; 0 duplicates, 0 lost, no op in the wrong cell, the healthy cell's tenants never refused
 	$(GO) run ./cmd/oncebox-chaos --cells --enqueue-for 30s --duration-cap 4m
 
 chaos-failover: ## a failover under chaos, twice: a synchronous standby promoted after the primary's SIGKILL (strict: 0 duplicates, 0 lost, no answered commit lost at the fork), then an asynchronous one (what the fork lost is measured, its findings counted, see docs/operations.md)
