@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -422,8 +423,13 @@ func (c *Cells) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case p == "/metrics":
 		// Each cell's metrics: ?cell=NAME (the home cell's without).
-		if s := c.server(r.URL.Query().Get("cell")); s != nil {
+		name := r.URL.Query().Get("cell")
+		if s := c.server(name); s != nil {
 			s.handler.ServeHTTP(w, r)
+			return
+		}
+		if slices.Contains(c.names, name) {
+			c.refuse(w, cellUnavailable()) // not started yet
 			return
 		}
 		home.handler.ServeHTTP(w, r)

@@ -570,6 +570,10 @@ func TestCellsStartWhileACellIsDown(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(ready))
 	require.Contains(t, string(ready), "not started")
+	resp, err = http.Get(r.base + "/metrics?cell=eu")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "eu's metrics, not home's in their place")
 
 	pg.start()
 	require.Eventually(t, func() bool {
