@@ -33,8 +33,8 @@ func TestModelCells(t *testing.T) {
 	})
 }
 
-// modelMoveWait is how long a move waits for a tenant's work in flight: the model's
-// settle leaves none but what waits for a person, which a move does not wait out.
+// modelMoveWait is how long a move waits for a tenant's work in flight: long enough for
+// a call whose target answers after modelSlowAnswer, not for what waits for a person.
 const modelMoveWait = 3 * time.Second
 
 // move moves a tenant to the other cell (cells.Mover) while its cell seals its audit
