@@ -112,6 +112,8 @@ type Cells struct {
 	healthL   net.Listener
 	stopping  chan struct{}
 	stopOnce  sync.Once
+	// serving is closed when Run starts serving: every cell built so far serves.
+	serving chan struct{}
 	// routes remembers, for up to the token cache's TTL, which cell a token's tenant
 	// was found in, so that the other cells are asked once, not at every call (a cell
 	// caches only the tokens it holds). The cell still checks the token itself; the
@@ -145,7 +147,7 @@ func NewCells(ctx context.Context, cfg Config, logger *slog.Logger) (*Cells, err
 	if cfg.CellDirectoryRefresh <= 0 || cfg.CellStartupWait <= 0 {
 		return nil, errors.New("--cell-directory-refresh and --cell-startup-wait must be positive")
 	}
-	c := &Cells{cfg: cfg, logger: logger, servers: map[string]*Server{}, stopping: make(chan struct{}),
+	c := &Cells{cfg: cfg, logger: logger, servers: map[string]*Server{}, stopping: make(chan struct{}), serving: make(chan struct{}),
 		routes: map[[sha256.Size]byte]route{}, names: []string{cells.Home}}
 	home, err := New(ctx, c.cellConfig(CellURL{Name: cells.Home, URL: cfg.DatabaseURL}, cfg.StartupWait), logger.With(slog.String("cell", cells.Home)))
 	if err != nil {
@@ -193,7 +195,7 @@ func (c *Cells) buildCell(ctx context.Context, cu CellURL) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", cu.Name, err)
 	}
-	if err := cells.CheckCell(ctx, c.server(cells.Home).pool, srv.pool, cu.Name); err != nil {
+	if err := cells.CheckCell(ctx, c.built(cells.Home).pool, srv.pool, cu.Name); err != nil {
 		srv.Close()
 		return nil, err
 	}
@@ -204,7 +206,7 @@ func (c *Cells) buildCell(ctx context.Context, cu CellURL) (*Server, error) {
 func (c *Cells) Servers() []*Server {
 	var out []*Server
 	for _, name := range c.names {
-		if s := c.server(name); s != nil {
+		if s := c.built(name); s != nil {
 			out = append(out, s)
 		}
 	}
@@ -212,12 +214,28 @@ func (c *Cells) Servers() []*Server {
 }
 
 // Server returns the Server of the named cell (nil: no such cell, or not built yet).
-func (c *Cells) Server(name string) *Server { return c.server(name) }
+func (c *Cells) Server(name string) *Server { return c.built(name) }
 
-func (c *Cells) server(name string) *Server {
+func (c *Cells) built(name string) *Server {
 	c.serversMu.RLock()
 	defer c.serversMu.RUnlock()
 	return c.servers[name]
+}
+
+// server returns the Server of the named cell once it serves (nil before): built, and
+// its Run has stored the flags' policy and started its outbox. A call routed to a cell
+// before would pass the gates the flags set without them.
+func (c *Cells) server(name string) *Server {
+	s := c.built(name)
+	if s == nil {
+		return nil
+	}
+	select {
+	case <-s.started:
+		return s
+	default:
+		return nil
+	}
 }
 
 // ReloadCatalog reloads the tool catalog of every cell that is built (SIGHUP); a cell
@@ -229,6 +247,10 @@ func (c *Cells) ReloadCatalog(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Serving is closed once Run serves: every cell built at the start serves (a cell that
+// did not answer then is served once it does).
+func (c *Cells) Serving() <-chan struct{} { return c.serving }
 
 // Directory returns the process's directory cache.
 func (c *Cells) Directory() *cells.Directory { return c.dir }
@@ -281,12 +303,23 @@ func (c *Cells) Run(ctx context.Context) error {
 		cancel()
 	}
 	for _, name := range c.names {
-		if s := c.server(name); s != nil {
+		if s := c.built(name); s != nil {
 			go runCell(name, s)
 		}
 	}
 	for _, cu := range c.pending {
 		go c.startLater(ctx, cu, runCell, errs)
+	}
+	// The router serves once every cell built so far serves (or one failed, which ends
+	// ctx), as a Server alone does: a pending cell's tenants are refused until it serves.
+	for _, s := range c.Servers() {
+		select {
+		case <-s.started:
+		case <-ctx.Done():
+		}
+	}
+	if ctx.Err() == nil {
+		close(c.serving)
 	}
 	dirDone := make(chan struct{})
 	go func() {
@@ -385,7 +418,7 @@ func (c *Cells) readyz(w http.ResponseWriter, r *http.Request) {
 		go func() {
 			s := c.server(name)
 			if s == nil {
-				ch <- res{name, ReadyStoreUnavailable, "not started: its Postgres did not answer yet"}
+				ch <- res{name, ReadyStoreUnavailable, "not started yet: its Postgres has not answered, or it is starting"}
 				return
 			}
 			reason, detail := s.health.check(r.Context())
@@ -414,6 +447,10 @@ func (c *Cells) readyz(w http.ResponseWriter, r *http.Request) {
 // serve routes one request.
 func (c *Cells) serve(w http.ResponseWriter, r *http.Request) {
 	home := c.server(cells.Home)
+	if home == nil {
+		c.refuse(w, cellUnavailable()) // only while the process stops before it served
+		return
+	}
 	p := r.URL.Path
 	switch {
 	case p == "/livez" || p == "/readyz":

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,6 +79,13 @@ func startCells(t *testing.T, homeURL, euURL string, adjust ...func(*server.Conf
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- cs.Run(runCtx) }()
+	select {
+	case <-cs.Serving():
+	case err := <-done:
+		t.Fatalf("cells stopped before they served: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("cells did not serve within a minute")
+	}
 	var once sync.Once
 	r := &cellsRig{cs: cs, base: "http://" + addr.String(), fake: fake}
 	r.stop = func() { once.Do(func() { stop(); require.NoError(t, <-done) }) }
@@ -369,6 +377,7 @@ func BenchmarkRoute(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- cs.Run(runCtx) }()
 	b.Cleanup(func() { stop(); <-done })
+	<-cs.Serving()
 	time.Sleep(time.Second) // the token caches listen
 	for b.Loop() {
 		if cell, p := cs.RouteForTest(ctx, tok); p != nil || cell != "eu" {
@@ -527,6 +536,15 @@ func TestCellsMoveCarriesApprovalsBudgetsAndKeys(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, again)
 	require.Equal(t, first["id"], again["id"], "a key from before the move answers its op")
 	status, over := pay("pay-4")
+	if status != http.StatusTooManyRequests {
+		for name, pool := range map[string]*pgxpool.Pool{"home": home, "eu": eu} {
+			rows, _ := pool.Query(ctx, `SELECT idempotency_key || ' ' || status FROM oncebox_op ORDER BY created_at`)
+			ops, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+			rows, _ = pool.Query(ctx, `SELECT budget || ' ' || scope || ' ' || window_start::text || ' ops=' || ops FROM oncebox_budget_usage`)
+			usage, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+			t.Logf("%s: ops %v; budget usage %v", name, ops, usage)
+		}
+	}
 	require.Equal(t, http.StatusTooManyRequests, status, "the budget's usage moved with the tenant: %v", over)
 	require.Len(t, fake.PaymentIntents(), 3)
 
@@ -594,4 +612,52 @@ func TestCellsStartWhileACellIsDown(t *testing.T) {
 	for id, n := range perOp {
 		require.Equal(t, 1, n, "op %s sent %d times", id, n)
 	}
+}
+
+// TestCellsServeNoCallBeforeTheCellStarted: the router sends a cell no call before the
+// cell's Server has stored the flags' policy and started, as a Server alone serves none
+// before: a call that came first would pass the flags' budget uncounted. Under load it
+// did (a fourth payment past a budget of three, in TestCellsMoveCarriesApprovalsBudgetsAndKeys
+// under CI's load). Before Run the router answers 503 cell-unavailable and records
+// nothing; once it runs, the budget of one webhook call admits one.
+func TestCellsServeNoCallBeforeTheCellStarted(t *testing.T) {
+	ctx := context.Background()
+	home, eu := dbtest.Schema(t), dbtest.Schema(t)
+	_, err := cells.AddCell(ctx, home, eu, "eu")
+	require.NoError(t, err)
+	_, token, err := tenant.NewStore(home).Create(ctx, "acme")
+	require.NoError(t, err)
+	hook := httptest.NewServer(fakewebhook.New(fakewebhook.Config{}))
+	t.Cleanup(hook.Close)
+	cfg := server.Defaults()
+	cfg.DatabaseURL, cfg.Cells, cfg.Addr = dbtest.ConnString(t, home), "eu="+dbtest.ConnString(t, eu), "127.0.0.1:0"
+	cfg.WebhookTargets = map[string]webhook.Target{"crm": {BaseURL: hook.URL}}
+	cfg.Budgets = []governance.Budget{{Name: "one-call", Tool: "webhook.post", Window: governance.Duration(time.Hour), Count: 1,
+		OnExceed: governance.ExceedRefuse}}
+	cs, err := server.NewCells(ctx, cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(cs.Close)
+	post := func(h http.Handler, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/ops",
+			strings.NewReader(`{"tool":"webhook.post","args":{"target":"crm","path":"/hook","body":{}}}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	early := post(cs.Handler(), "early")
+	require.Equal(t, http.StatusServiceUnavailable, early.Code, early.Body.String())
+	require.Contains(t, early.Body.String(), "cell-unavailable")
+	require.Zero(t, dbtest.Count(t, home, `SELECT count(*) FROM oncebox_op`), "a call before the cell started was recorded")
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cs.Run(runCtx) }()
+	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
+	require.Eventually(t, func() bool { return post(cs.Handler(), "first").Code == http.StatusAccepted },
+		30*time.Second, 50*time.Millisecond, "the home cell never served")
+	second := post(cs.Handler(), "second")
+	require.Equal(t, http.StatusTooManyRequests, second.Code, "the budget of one call admitted a second: %s", second.Body.String())
 }

@@ -266,6 +266,15 @@ func startModelProcess(t *rapid.T, ctx context.Context, cfg server.Config) *mode
 	}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx) }()
+	if p.cs != nil {
+		select {
+		case <-p.cs.Serving():
+		case err := <-done:
+			cancel()
+			release()
+			t.Fatalf("a process stopped before it served: %v", err)
+		}
+	}
 	if addr != nil {
 		p.base = "http://" + addr.String()
 	}

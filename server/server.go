@@ -118,6 +118,10 @@ type Server struct {
 	// catalogReady is set once catalog is: an upstream's announcement that its tools
 	// changed, which may come while the catalog connects, is ignored before.
 	catalogReady atomic.Bool
+	// started is closed once Run has stored the flags' policy (SeedPolicy) and started
+	// the outbox: the router of Cells sends a cell no call before, as a Server alone
+	// serves none before.
+	started chan struct{}
 }
 
 // New connects to Postgres and builds every part the configured roles need. It does not
@@ -149,7 +153,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		return nil, err
 	}
 	s := &Server{cfg: cfg, logger: logger, pool: pool, apiPool: pool, listers: map[string]finance.Lister{},
-		auditExports: audit.NewSlots(cfg.MaxAuditExports)}
+		auditExports: audit.NewSlots(cfg.MaxAuditExports), started: make(chan struct{})}
 	if cfg.Roles.API {
 		apiCfg := poolCfg.Copy()
 		apiCfg.MaxConns = int32(cfg.APIDBConns)
@@ -1177,6 +1181,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	close(s.started)
 	srv, httpErr := s.serveHTTP()
 	s.logger.Info("oncebox running", slog.Bool("api", s.cfg.Roles.API), slog.Bool("worker", s.cfg.Roles.Worker),
 		slog.Bool("periodic", s.cfg.Roles.Periodic))

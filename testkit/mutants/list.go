@@ -48,6 +48,15 @@ func List() []Mutant {
 			Tests:    []string{"TestAFenceWaitsWithoutStallingTheOtherTenants"},
 		},
 		{
+			Name:     "router-serves-before-start",
+			Breaks:   "the router of a process with cells sends calls to a cell before its Server stored the flags' policy: the first calls after a start pass the flags' budgets and approval rules uncounted",
+			File:     "server/cells.go",
+			Old:      "\tselect {\n\tcase <-s.started:\n\t\treturn s\n\tdefault:\n\t\treturn nil\n\t}",
+			New:      "\treturn s",
+			Packages: []string{serverPkg},
+			Tests:    []string{"TestCellsServeNoCallBeforeTheCellStarted"},
+		},
+		{
 			Name:     "claim-counts-one-cell",
 			Breaks:   "a claim on the installation's account stays in force while its tenant is its cell's only one, though another cell's tenants may have objects in that account: the claimant may refund their payments",
 			File:     "outbox/queries.go",
