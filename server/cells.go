@@ -310,8 +310,16 @@ func (c *Cells) Run(ctx context.Context) error {
 	for _, cu := range c.pending {
 		go c.startLater(ctx, cu, runCell, errs)
 	}
-	// The router serves once every cell built so far serves (or one failed, which ends
-	// ctx), as a Server alone does: a pending cell's tenants are refused until it serves.
+	// The probes answer at once (ready once a cell serves); the router serves once every
+	// cell built so far serves (or one failed, which ends ctx), as a Server alone does: a
+	// pending cell's tenants are refused until it serves.
+	var hsrv *http.Server
+	if c.healthL != nil {
+		mux := http.NewServeMux()
+		c.registerHealth(mux)
+		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 10 * time.Second}
+		go func() { _ = hsrv.Serve(c.healthL) }()
+	}
 	for _, s := range c.Servers() {
 		select {
 		case <-s.started:
@@ -328,18 +336,12 @@ func (c *Cells) Run(ctx context.Context) error {
 			c.logger.Warn("cells: the directory could not be read; the last one read stays in force", slog.Any("error", err))
 		})
 	}()
-	var srv, hsrv *http.Server
+	var srv *http.Server
 	if c.listener != nil {
 		srv = &http.Server{Handler: c.handler, ReadHeaderTimeout: min(10*time.Second, c.cfg.HTTPReadTimeout),
 			ReadTimeout: c.cfg.HTTPReadTimeout, WriteTimeout: c.cfg.HTTPWriteTimeout, IdleTimeout: c.cfg.HTTPIdleTimeout}
 		go func() { _ = srv.Serve(c.listener) }()
 		c.logger.Info("oncebox serving", slog.String("addr", c.listener.Addr().String()), slog.Any("cells", c.names))
-	}
-	if c.healthL != nil {
-		mux := http.NewServeMux()
-		c.registerHealth(mux)
-		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 10 * time.Second}
-		go func() { _ = hsrv.Serve(c.healthL) }()
 	}
 	<-ctx.Done()
 	c.stopOnce.Do(func() { close(c.stopping) })
