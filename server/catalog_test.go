@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -101,18 +100,8 @@ func catalogServer(t *testing.T) (base, token string, fake *fakewebhook.Server, 
 
 func postJSON(t *testing.T, base, token, path, key, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	status, _, raw := apiRaw(t, context.Background(), base+path, http.MethodPost, token, key, body)
+	return status, string(raw)
 }
 
 // TestCatalogWriteToolMakesOneObject: a catalog write tool enqueued twice, and eight

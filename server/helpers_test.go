@@ -95,6 +95,15 @@ func (c *ownCluster) start() {
 // set, a JSON body when body is) and returns its status, headers and JSON body.
 func apiCall(t *testing.T, ctx context.Context, url, method, token, key, body string) (int, http.Header, map[string]any) {
 	t.Helper()
+	status, header, raw := apiRaw(t, ctx, url, method, token, key, body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return status, header, out
+}
+
+// apiRaw is apiCall with the answer's body as it came.
+func apiRaw(t *testing.T, ctx context.Context, url, method, token, key, body string) (int, http.Header, []byte) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -108,7 +117,5 @@ func apiCall(t *testing.T, ctx context.Context, url, method, token, key, body st
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, resp.Header, out
+	return resp.StatusCode, resp.Header, raw
 }
